@@ -1,0 +1,83 @@
+# llminfer — build the header, the CLI, the examples, the tests and the benchmarks.
+#
+#   make                   regenerate llminfer.hpp from src/ and build everything into build/
+#   make test              build and run the whole test suite
+#   make demo              build and run the main job (a short generation with the default model)
+#   make LLMINFER_SIMD=avx2 ...    choose the kernels: native (default), avx512, avx2, neon, scalar
+#   make BUILD=build/asan SANITIZE=address,undefined test    a sanitizer build in its own folder
+#   make WERROR=1          warnings are errors (CI)
+
+CXX ?= g++
+BUILD ?= build
+SHARED ?= $(abspath ../shared)
+LLMINFER_SIMD ?= native
+OPT ?= -O2 -g
+SANITIZE ?=
+
+SIMD_FLAGS_native := -march=native
+SIMD_FLAGS_avx512 := -march=x86-64-v4 -mavx512vnni
+SIMD_FLAGS_avx2 := -march=x86-64-v3
+SIMD_FLAGS_neon :=
+SIMD_FLAGS_scalar := -DLLMINFER_SIMD_SCALAR
+ifeq ($(origin SIMD_FLAGS_$(LLMINFER_SIMD)),undefined)
+$(error LLMINFER_SIMD must be one of native, avx512, avx2, neon, scalar)
+endif
+
+WARN := -Wall -Wextra $(if $(WERROR),-Werror)
+SAN := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all)
+CXXFLAGS_ALL := -std=c++20 $(OPT) $(SIMD_FLAGS_$(LLMINFER_SIMD)) $(WARN) $(SAN) -pthread -MMD -MP $(CXXFLAGS)
+LDFLAGS_ALL := -pthread $(SAN) $(LDFLAGS)
+
+CLI_SRC := $(sort $(wildcard examples/cli/*.cpp))
+TEST_SRC := $(sort $(wildcard tests/*.cpp))
+CLI_OBJ := $(CLI_SRC:%.cpp=$(BUILD)/obj/%.o)
+TEST_OBJ := $(TEST_SRC:%.cpp=$(BUILD)/obj/%.o)
+
+.PHONY: all test demo header check-header doctest clean
+.DELETE_ON_ERROR:
+
+all: llminfer.hpp $(BUILD)/llminfer $(BUILD)/tests
+
+# The header is generated from src/ (committed; CI checks it is fresh).
+llminfer.hpp: $(wildcard src/*.hpp) tools/amalgamate
+	tools/amalgamate
+header: llminfer.hpp
+check-header:
+	tools/amalgamate --check
+
+$(BUILD)/obj/%.o: %.cpp llminfer.hpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/llminfer: $(CLI_OBJ)
+	$(CXX) $(CLI_OBJ) -o $@ $(LDFLAGS_ALL)
+
+# doctest comes from Debian's doctest-dev; install it when we can, else say how.
+doctest:
+	@if [ ! -f /usr/include/doctest/doctest.h ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "doctest is missing: installing Debian's doctest-dev"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y doctest-dev >/dev/null || exit 1; \
+	  else \
+	    echo "doctest is missing: install it with   sudo apt-get install -y doctest-dev"; exit 1; \
+	  fi; \
+	fi
+
+$(TEST_OBJ): | doctest
+$(BUILD)/tests: $(TEST_OBJ)
+	$(CXX) $(TEST_OBJ) -o $@ $(LDFLAGS_ALL)
+
+test: llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer
+	LLMINFER_SHARED=$(SHARED) LLMINFER_CLI=$(BUILD)/llminfer $(BUILD)/tests $(TEST_ARGS)
+
+# The main job.
+DEMO_MODEL := $(firstword $(wildcard models/default.gguf) $(wildcard $(SHARED)/models/stories260K.gguf))
+demo: $(BUILD)/llminfer
+	@if [ -z "$(DEMO_MODEL)" ]; then \
+	  echo "no model: put a GGUF file at models/default.gguf (see README: Getting a model)"; exit 1; fi
+	$(BUILD)/llminfer info $(DEMO_MODEL)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

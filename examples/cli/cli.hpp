@@ -1,0 +1,168 @@
+// Shared helpers of the llminfer command-line program: argument parsing, output, exit codes.
+// Every cmd_*.cpp implements one subcommand (see main.cpp for the table).
+#pragma once
+#include "../../llminfer.hpp"
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cli {
+
+// Exit status contract (DESIGN.md): 0 success, 1 usage error, 2 model/input error.
+enum Exit : int { kOk = 0, kUsage = 1, kFailure = 2 };
+
+// A small option parser: named options (with or without a value, possibly repeated) and
+// positional arguments. Unknown options and missing values are usage errors.
+class Args {
+ public:
+  explicit Args(std::string usage) : usage_(std::move(usage)) {}
+
+  // names: e.g. {"-t", "--threads"}; the first long name is the key.
+  Args& option(std::initializer_list<const char*> names, bool takes_value) {
+    Opt o;
+    for (const char* n : names) o.names.emplace_back(n);
+    o.takes_value = takes_value;
+    opts_.push_back(std::move(o));
+    return *this;
+  }
+  // Adds -t/--threads, -c/--context and --archdef (common to every model command).
+  Args& common() {
+    option({"-t", "--threads"}, true);
+    option({"-c", "--context"}, true);
+    option({"--archdef"}, true);
+    return *this;
+  }
+
+  // Returns false after printing the error (or the usage for --help): exit with exit_code().
+  bool parse(int argc, char** argv) {
+    for (int i = 0; i < argc; i++) {
+      std::string a = argv[i];
+      if (a == "-h" || a == "--help") {
+        std::fputs(usage_.c_str(), stdout);
+        code_ = kOk;
+        return false;
+      }
+      if (a.size() > 1 && a[0] == '-' && !(a.size() > 1 && (std::isdigit(static_cast<unsigned char>(a[1])) || a[1] == '.'))) {
+        std::string value;
+        bool inline_value = false;
+        if (size_t eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) == 0) {
+          value = a.substr(eq + 1);
+          a = a.substr(0, eq);
+          inline_value = true;
+        }
+        Opt* o = find(a);
+        if (!o) return usage_error("unknown option " + a);
+        o->seen = true;
+        if (o->takes_value) {
+          if (!inline_value) {
+            if (i + 1 >= argc) return usage_error("option " + a + " needs a value");
+            value = argv[++i];
+          }
+          o->values.push_back(value);
+        } else if (inline_value) {
+          return usage_error("option " + a + " takes no value");
+        }
+      } else {
+        positional_.push_back(a);
+      }
+    }
+    return true;
+  }
+  int exit_code() const { return code_; }
+
+  bool has(const char* name) const {
+    const Opt* o = find(name);
+    return o && o->seen;
+  }
+  std::string get(const char* name, const std::string& fallback = "") const {
+    const Opt* o = find(name);
+    return (o && !o->values.empty()) ? o->values.back() : fallback;
+  }
+  std::vector<std::string> all(const char* name) const {
+    const Opt* o = find(name);
+    return o ? o->values : std::vector<std::string>();
+  }
+  // Integer option; prints a usage error and returns false when it is not a number.
+  bool get_int(const char* name, long long& out) {
+    std::string v = get(name);
+    if (v.empty()) return true;
+    char* end = nullptr;
+    long long x = std::strtoll(v.c_str(), &end, 10);
+    if (!end || *end || end == v.c_str()) return usage_error(std::string(name) + " expects an integer, got '" + v + "'");
+    out = x;
+    return true;
+  }
+  bool get_float(const char* name, double& out) {
+    std::string v = get(name);
+    if (v.empty()) return true;
+    char* end = nullptr;
+    double x = std::strtod(v.c_str(), &end);
+    if (!end || *end || end == v.c_str()) return usage_error(std::string(name) + " expects a number, got '" + v + "'");
+    out = x;
+    return true;
+  }
+  const std::vector<std::string>& positional() const { return positional_; }
+
+  bool usage_error(const std::string& what) {
+    std::fprintf(stderr, "error: %s\n\n%s", what.c_str(), usage_.c_str());
+    code_ = kUsage;
+    return false;
+  }
+
+  // LoadOptions from the common flags; false (after a usage error) on a bad value.
+  bool load_options(llminfer::LoadOptions& lo) {
+    long long t = 0, c = 0;
+    if (!get_int("--threads", t) || !get_int("--context", c)) return false;
+    if (t < 0 || t > 1024) return usage_error("--threads must be between 0 and 1024");
+    if (c < 0 || c > (1ll << 24)) return usage_error("--context must be between 0 and 16777216");
+    lo.threads = static_cast<int>(t);
+    lo.context = static_cast<int>(c);
+    lo.archdef_dir = get("--archdef");
+    return true;
+  }
+
+ private:
+  struct Opt {
+    std::vector<std::string> names;
+    bool takes_value = false;
+    bool seen = false;
+    std::vector<std::string> values;
+  };
+  Opt* find(const std::string& name) {
+    for (auto& o : opts_)
+      for (const auto& n : o.names)
+        if (n == name) return &o;
+    return nullptr;
+  }
+  const Opt* find(const std::string& name) const { return const_cast<Args*>(this)->find(name); }
+
+  std::string usage_;
+  std::vector<Opt> opts_;
+  std::vector<std::string> positional_;
+  int code_ = kOk;
+};
+
+// Prints an error from the library and returns the model/input exit status.
+inline int fail(const llminfer::Error& e) {
+  std::fprintf(stderr, "error: %s\n", e.message.c_str());
+  return kFailure;
+}
+
+// Writes all of `s` to stdout (binary-safe).
+inline void out(std::string_view s) { std::fwrite(s.data(), 1, s.size(), stdout); }
+
+}  // namespace cli
+
+// The subcommands (one file each).
+int cmd_info(int argc, char** argv);
+int cmd_status(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_detokenize(int argc, char** argv);
+int cmd_template(int argc, char** argv);
+int cmd_logits(int argc, char** argv);
+int cmd_compare(int argc, char** argv);
+int cmd_run(int argc, char** argv);
+int cmd_chat(int argc, char** argv);
+int cmd_bench(int argc, char** argv);

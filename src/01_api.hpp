@@ -1,0 +1,219 @@
+// ==== Public declarations ====
+// Everything a program that embeds llminfer uses. Aggregates whose zero/empty value means "the
+// model's own value", errors returned as values (no exceptions needed anywhere).
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#if defined(LLMINFER_API_VERSION_SEEN) && LLMINFER_API_VERSION_SEEN != 1
+#warning "two different versions of llminfer.hpp are included in one program"
+#endif
+#define LLMINFER_API_VERSION_SEEN 1
+
+namespace llminfer {
+inline namespace v0_1 {
+
+// ---- errors ----
+// X(name, description): one list makes the enum and its messages.
+#define LLMINFER_ERRC_LIST(X)                                                      \
+  X(ok, "ok")                                                                     \
+  X(invalid_argument, "invalid argument")                                        \
+  X(io, "cannot read the file")                                                  \
+  X(bad_format, "malformed file")                                                \
+  X(unsupported, "not supported")                                                \
+  X(tensor_missing, "tensor missing")                                            \
+  X(shape_mismatch, "tensor shape mismatch")                                     \
+  X(archdef, "architecture definition error")                                    \
+  X(tokenizer, "tokenizer error")                                                \
+  X(template_error, "chat template error")                                       \
+  X(cpu_unsupported, "this CPU lacks instructions the library was compiled for") \
+  X(out_of_memory, "out of memory")                                              \
+  X(internal, "internal error")
+
+enum class Errc : uint16_t {
+#define LLMINFER_X(name, text) name,
+  LLMINFER_ERRC_LIST(LLMINFER_X)
+#undef LLMINFER_X
+};
+
+// Stable text for a code.
+const char* describe(Errc code) noexcept;
+
+struct Error {
+  Errc code = Errc::ok;
+  std::string message;  // names the file / input and what is wrong
+};
+
+// A value or an Error. Never throws; check with `if (r)` before using the value.
+template <class T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit on purpose
+  Result(Error error) : error_(std::move(error)) {
+    if (error_.code == Errc::ok) error_.code = Errc::internal;
+  }
+  explicit operator bool() const noexcept { return value_.has_value(); }
+  bool ok() const noexcept { return value_.has_value(); }
+  T& value() & { return *value_; }
+  const T& value() const& { return *value_; }
+  T&& value() && { return std::move(*value_); }
+  T* operator->() { return &*value_; }
+  const T* operator->() const { return &*value_; }
+  T& operator*() & { return *value_; }
+  const T& operator*() const& { return *value_; }
+  const Error& error() const noexcept { return error_; }
+
+ private:
+  std::optional<T> value_;
+  Error error_;
+};
+
+template <>
+class [[nodiscard]] Result<void> {
+ public:
+  Result() = default;
+  Result(Error error) : error_(std::move(error)), failed_(true) {
+    if (error_.code == Errc::ok) error_.code = Errc::internal;
+  }
+  explicit operator bool() const noexcept { return !failed_; }
+  bool ok() const noexcept { return !failed_; }
+  const Error& error() const noexcept { return error_; }
+
+ private:
+  Error error_;
+  bool failed_ = false;
+};
+
+// ---- options ----
+enum class KvType : uint8_t { f16, f32 };
+
+// What happens when a session's context is full.
+enum class ContextPolicy : uint8_t {
+  stop,   // stop generating with StopReason::context_full (default)
+  slide,  // drop the oldest tokens after the first `keep` and continue
+};
+
+struct LoadOptions {
+  int threads = 0;                 // 0: the number of hardware threads
+  int context = 0;                 // tokens per session; 0: min(trained context, 4096)
+  std::string archdef_dir;         // directory of <arch>.archdef files that override built-ins
+  KvType kv_type = KvType::f16;    // element type of the KV cache
+  ContextPolicy context_policy = ContextPolicy::stop;
+  int keep = 4;                    // ContextPolicy::slide keeps this many first tokens
+  std::function<void(std::string_view)> log;  // diagnostics; silent when empty
+};
+
+enum class StopReason : uint8_t { eos, stop, max_tokens, cancelled, context_full, error };
+// "eos", "stop", "max_tokens", "cancelled", "context_full", "error"
+const char* to_string(StopReason reason) noexcept;
+
+struct GenerateOptions {
+  int max_tokens = 256;
+  float temperature = 0.0f;        // 0: greedy
+  int top_k = 0;                   // 0: off
+  float top_p = 1.0f;              // 1: off
+  float min_p = 0.0f;              // 0: off
+  float repeat_penalty = 1.0f;     // 1: off
+  int repeat_last_n = 64;          // window of the repetition penalty
+  uint64_t seed = 0;               // same seed, same text
+  std::vector<std::string> stop;   // stop strings (not included in the output)
+  bool chat = false;               // generate(): wrap the prompt in the model's chat template
+  std::string system;              // generate() with chat: a system message
+  // Streaming: receives complete UTF-8 pieces as they are decided; return false to cancel.
+  std::function<bool(std::string_view piece)> on_token;
+  const std::atomic<bool>* cancel = nullptr;  // polled per token and during prefill
+};
+
+struct Timings {
+  double load_ms = 0;
+  double prefill_ms = 0;
+  double prefill_tps = 0;   // prompt tokens evaluated per second
+  double decode_ms = 0;
+  double decode_tps = 0;    // generated tokens per second
+  double ttft_ms = 0;       // time to first generated token
+};
+
+struct GenerateResult {
+  std::string text;
+  std::vector<int32_t> tokens;       // generated ids
+  StopReason stop = StopReason::max_tokens;
+  int prompt_tokens = 0;             // tokens of the prompt (this turn, incl. reused)
+  int prompt_tokens_evaluated = 0;   // of those, evaluated now
+  int prompt_tokens_reused = 0;      // of those, found in the session's KV cache
+  Timings timings;
+  double peak_rss_mb = 0;
+  uint64_t kv_bytes = 0;
+};
+
+struct Message {
+  std::string role;
+  std::string content;
+};
+
+namespace detail {
+struct ModelImpl;
+struct SessionImpl;
+}  // namespace detail
+
+class Session;
+
+class Model {
+ public:
+  // A GGUF file, a safetensors file, or a Hugging Face / MLX model directory.
+  static Result<Model> load(std::string_view path, const LoadOptions& options = {});
+
+  // One-shot generation (a fresh session each call).
+  Result<GenerateResult> generate(std::string_view prompt, const GenerateOptions& options = {}) const;
+  // A conversation that keeps its KV cache between turns.
+  Session session() const;
+
+  // add_special: add the BOS/EOS the model asks for; parse_special: special-token text in
+  // `text` becomes control tokens (otherwise it is plain text).
+  Result<std::vector<int32_t>> tokenize(std::string_view text, bool add_special = true,
+                                        bool parse_special = false) const;
+  std::string detokenize(std::span<const int32_t> ids) const;
+  // Renders the model's own chat template (or the documented fallback when it has none).
+  Result<std::string> apply_chat_template(std::span<const Message> messages,
+                                          bool add_generation_prompt = true) const;
+
+  const detail::ModelImpl& impl() const { return *impl_; }  // for tools and tests
+
+ private:
+  friend class Session;
+  std::shared_ptr<const detail::ModelImpl> impl_;
+};
+
+class Session {
+ public:
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+  ~Session();
+
+  void add(std::string_view role, std::string_view content);
+  Result<GenerateResult> reply(const GenerateOptions& options = {});
+  void reset();  // forget the conversation and the cache
+  const std::vector<Message>& messages() const;
+
+  detail::SessionImpl& impl() { return *impl_; }  // for tools and tests
+
+ private:
+  friend class Model;
+  explicit Session(std::unique_ptr<detail::SessionImpl> impl);
+  std::unique_ptr<detail::SessionImpl> impl_;
+};
+
+const char* version() noexcept;
+
+}  // namespace v0_1
+}  // namespace llminfer
+
+#endif  // LLMINFER_HPP

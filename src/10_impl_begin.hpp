@@ -1,0 +1,92 @@
+// ==== Implementation ====
+// Compiled only where LLMINFER_IMPLEMENTATION is defined. Every function here is `inline`, so a
+// program may (wastefully, but correctly) define LLMINFER_IMPLEMENTATION in several translation
+// units built with the same flags; tests rely on that.
+#if defined(LLMINFER_IMPLEMENTATION) && !defined(LLMINFER_IMPLEMENTATION_INCLUDED)
+#define LLMINFER_IMPLEMENTATION_INCLUDED
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <condition_variable>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#if defined(_WIN32)
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#endif
+#ifndef NOMINMAX
+#define NOMINMAX
+#endif
+#include <windows.h>
+#include <psapi.h>
+#if defined(_MSC_VER)
+#include <intrin.h>
+#endif
+#else
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#endif
+
+// ---- SIMD selection (compile time) ----
+// Exactly one of LLMI_SIMD_AVX512 / LLMI_SIMD_AVX2 / LLMI_SIMD_NEON / LLMI_SIMD_SCALAR is set.
+// The scalar reference kernels (detail::ref) are always compiled: they are the test oracle.
+#if defined(LLMINFER_FORCE_SCALAR) || defined(LLMINFER_SIMD_SCALAR)
+#define LLMI_SIMD_SCALAR 1
+#elif defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__) && \
+    defined(__F16C__)
+#define LLMI_SIMD_AVX512 1
+#define LLMI_SIMD_AVX2 1  // AVX-512 machines also run the 256-bit kernels where they fit better
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define LLMI_SIMD_AVX2 1
+#elif defined(__ARM_NEON) || defined(_M_ARM64)
+#define LLMI_SIMD_NEON 1
+#else
+#define LLMI_SIMD_SCALAR 1
+#endif
+#if defined(LLMI_SIMD_AVX512) && defined(__AVX512VNNI__)
+#define LLMI_SIMD_VNNI 1
+#endif
+#if defined(LLMI_SIMD_AVX2) || defined(LLMI_SIMD_AVX512)
+#include <immintrin.h>
+#endif
+#if defined(LLMI_SIMD_NEON)
+#include <arm_neon.h>
+#endif
+
+#ifndef LLMINFER_MAX_TENSORS
+#define LLMINFER_MAX_TENSORS (1u << 20)
+#endif
+#ifndef LLMINFER_MAX_METADATA
+#define LLMINFER_MAX_METADATA (1u << 20)
+#endif
+#ifndef LLMINFER_MAX_JSON_DEPTH
+#define LLMINFER_MAX_JSON_DEPTH 512
+#endif
+
+// Internal invariant check (never used for anything a file or a caller controls).
+#ifndef LLMI_ASSERT
+#define LLMI_ASSERT(x)                                                                      \
+  do {                                                                                      \
+    if (!(x)) {                                                                             \
+      std::fprintf(stderr, "llminfer: internal error %s:%d: %s\n", __FILE__, __LINE__, #x); \
+      std::abort();                                                                         \
+    }                                                                                       \
+  } while (0)
+#endif
