@@ -2543,6 +2543,237 @@ inline Result<std::shared_ptr<ModelDesc>> load_description(const std::string& pa
 }  // namespace v0_1
 }  // namespace llminfer
 
+// ---- src/20_quant.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== Quantized block formats: layouts and the scalar reference (the definition of truth) ====
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+namespace ref {
+
+// Q8_0: 32 weights per block: fp16 scale d, then 32 int8 q. w = d * q.
+constexpr int kQK8_0 = 32;
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[kQK8_0];
+};
+static_assert(sizeof(BlockQ8_0) == 34, "q8_0 block is 34 bytes");
+
+inline void dequant_row_q8_0(const uint8_t* src, float* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQK8_0; b++) {
+    const uint8_t* blk = src + b * sizeof(BlockQ8_0);
+    float d = fp16_to_f32(rd_u16(blk));
+    for (int k = 0; k < kQK8_0; k++) dst[b * kQK8_0 + k] = d * static_cast<float>(static_cast<int8_t>(blk[2 + k]));
+  }
+}
+
+}  // namespace ref
+
+// Whether tensors of this type can be computed with (dequantized / multiplied).
+inline bool dtype_computable(DType t) {
+  switch (t) {
+    case DType::f32: case DType::f16: case DType::bf16: case DType::q8_0: return true;
+    default: return false;
+  }
+}
+
+// Row `row` of a 2-D (or flattened) tensor as f32 (`out` holds ne[0] floats). The type must be
+// computable (checked at load).
+inline void dequant_row(const TensorView& w, int64_t row, float* out) {
+  const int64_t n = w.ne[0];
+  uint64_t rb = 0;
+  dtype_row_bytes(w.type, static_cast<uint64_t>(n), &rb);
+  const uint8_t* src = w.data + static_cast<uint64_t>(row) * rb;
+  switch (w.type) {
+    case DType::f32: std::memcpy(out, src, static_cast<size_t>(n) * 4); break;
+    case DType::f16: for (int64_t k = 0; k < n; k++) out[k] = fp16_to_f32(rd_u16(src + 2 * k)); break;
+    case DType::bf16: for (int64_t k = 0; k < n; k++) out[k] = bf16_to_f32(rd_u16(src + 2 * k)); break;
+    case DType::q8_0: ref::dequant_row_q8_0(src, out, n); break;
+    default: LLMI_ASSERT(!"dequant_row: type not computable"); break;
+  }
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// ---- src/22_threadpool.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== Thread pool ====
+// One persistent pool per model: std::thread workers plus the calling thread. parallel_for(n, fn)
+// runs fn(task, thread) for every task in [0, n) and returns when all are done. Tasks are handed
+// out from an atomic counter; results must not depend on which thread ran a task (each output is
+// written by exactly one task), so any thread count gives the same bits.
+// Waiting workers spin for a short while (a forward pass issues many small jobs back to back),
+// then sleep on a condition variable, so an idle model costs no CPU (a game shares the cores).
+// Jobs from different threads (several sessions on one model) are serialised by a mutex.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
+#if defined(_MSC_VER)
+  _mm_pause();
+#else
+  __builtin_ia32_pause();
+#endif
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+class ThreadPool {
+ public:
+  using TaskFn = void (*)(void* ctx, int task, int thread);
+
+  // n_threads: total threads including the caller (>= 1); 0 picks the hardware thread count.
+  explicit ThreadPool(int n_threads = 0) {
+    if (n_threads <= 0) n_threads = default_threads();
+    n_threads_ = std::max(1, std::min(n_threads, 512));
+    for (int t = 1; t < n_threads_; t++) workers_.emplace_back([this, t] { worker(t); });
+  }
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+  ~ThreadPool() {
+    {
+      std::lock_guard<std::mutex> lk(sleep_mu_);
+      quit_.store(true, std::memory_order_release);
+      generation_.fetch_add(1, std::memory_order_acq_rel);
+    }
+    sleep_cv_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
+  int size() const { return n_threads_; }
+
+  static int default_threads() {
+    unsigned n = std::thread::hardware_concurrency();
+    return n == 0 ? 1 : static_cast<int>(n);
+  }
+
+  // Runs fn(task, thread) for task in [0, n_tasks); `thread` is in [0, size()).
+  template <class F>
+  void parallel_for(int n_tasks, F&& fn) {
+    auto trampoline = [](void* ctx, int task, int thread) { (*static_cast<std::remove_reference_t<F>*>(ctx))(task, thread); };
+    run(n_tasks, trampoline, const_cast<void*>(static_cast<const void*>(&fn)));
+  }
+
+  void run(int n_tasks, TaskFn fn, void* ctx) {
+    if (n_tasks <= 0) return;
+    if (n_threads_ == 1 || n_tasks == 1) {
+      for (int i = 0; i < n_tasks; i++) fn(ctx, i, 0);
+      return;
+    }
+    std::lock_guard<std::mutex> job_lock(job_mu_);
+    fn_ = fn;
+    ctx_ = ctx;
+    n_tasks_ = n_tasks;
+    next_.store(0, std::memory_order_relaxed);
+    busy_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lk(sleep_mu_);
+      generation_.fetch_add(1, std::memory_order_acq_rel);
+    }
+    if (sleepers_.load(std::memory_order_acquire) > 0) sleep_cv_.notify_all();
+    work(0);
+    // wait for the workers to finish their last task
+    for (int spins = 0; busy_.load(std::memory_order_acquire) > 0; spins++) {
+      if (spins < 1 << 16) cpu_relax();
+      else std::this_thread::yield();
+    }
+  }
+
+ private:
+  void work(int thread) {
+    for (;;) {
+      int i = next_.fetch_add(1, std::memory_order_relaxed);
+      if (i >= n_tasks_) break;
+      fn_(ctx_, i, thread);
+    }
+  }
+
+  void worker(int thread) {
+    uint64_t seen = 0;
+    for (;;) {
+      // spin a little, then sleep until the next job
+      uint64_t g = generation_.load(std::memory_order_acquire);
+      for (int spins = 0; g == seen && spins < kSpin; spins++) {
+        cpu_relax();
+        g = generation_.load(std::memory_order_acquire);
+      }
+      if (g == seen) {
+        std::unique_lock<std::mutex> lk(sleep_mu_);
+        sleepers_.fetch_add(1, std::memory_order_acq_rel);
+        sleep_cv_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+        sleepers_.fetch_sub(1, std::memory_order_acq_rel);
+        g = generation_.load(std::memory_order_acquire);
+      }
+      seen = g;
+      if (quit_.load(std::memory_order_acquire)) return;
+      work(thread);
+      busy_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+
+  static constexpr int kSpin = 1 << 14;  // ~ tens of microseconds of pause instructions
+
+  int n_threads_ = 1;
+  std::vector<std::thread> workers_;
+  std::mutex job_mu_;  // one job at a time
+  TaskFn fn_ = nullptr;
+  void* ctx_ = nullptr;
+  int n_tasks_ = 0;
+  std::atomic<int> next_{0};
+  std::atomic<int> busy_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> quit_{false};
+  std::mutex sleep_mu_;
+  std::condition_variable sleep_cv_;
+};
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// ---- src/23_matmul.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== Matrix products: the kernel seam the forward pass calls ====
+// Y[t][r] = sum_k W[r][k] * X[t][k] for t < n_tokens, r < rows(W); X is [n_tokens][ne0(W)] f32,
+// Y is [n_tokens][ldy] f32 (ldy >= rows). Work is split over rows, so every output element is
+// computed by one task with the same arithmetic whatever the thread count.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// Scratch for one thread of a matmul (dequantized rows).
+struct MatmulScratch {
+  std::vector<float> row;
+};
+
+inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool) {
+  const int64_t rows = w.rows(), n = w.ne[0];
+  constexpr int64_t kRowsPerTask = 16;
+  const int n_tasks = static_cast<int>((rows + kRowsPerTask - 1) / kRowsPerTask);
+  std::vector<std::vector<float>> scratch(static_cast<size_t>(pool.size()));
+  pool.parallel_for(n_tasks, [&](int task, int thread) {
+    std::vector<float>& buf = scratch[static_cast<size_t>(thread)];
+    if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
+    int64_t r0 = task * kRowsPerTask, r1 = std::min(rows, r0 + kRowsPerTask);
+    for (int64_t r = r0; r < r1; r++) {
+      dequant_row(w, r, buf.data());
+      for (int64_t t = 0; t < n_tokens; t++) {
+        const float* xt = x + t * n;
+        float acc = 0;
+        for (int64_t k = 0; k < n; k++) acc += buf[static_cast<size_t>(k)] * xt[k];
+        y[t * ldy + r] = acc;
+      }
+    }
+  });
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
 // ---- src/90_model.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== Model and Session ====
 namespace llminfer {

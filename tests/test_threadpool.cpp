@@ -1,0 +1,46 @@
+// The thread pool: every task runs exactly once, any thread count, jobs from several threads.
+#define LLMINFER_IMPLEMENTATION
+#include "common.hpp"
+
+using llminfer::detail::ThreadPool;
+
+TEST_CASE("threadpool: every task runs exactly once") {
+  for (int threads : {1, 2, 3, 4, 8}) {
+    ThreadPool pool(threads);
+    CHECK(pool.size() == threads);
+    for (int n : {0, 1, 2, 7, 100, 1000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::atomic<int> bad_thread{0};
+      pool.parallel_for(n, [&](int task, int thread) {
+        hits[static_cast<size_t>(task)].fetch_add(1);
+        if (thread < 0 || thread >= threads) bad_thread++;
+      });
+      int wrong = 0;
+      for (auto& h : hits) wrong += h.load() != 1;
+      CHECK(wrong == 0);
+      CHECK(bad_thread.load() == 0);
+    }
+  }
+}
+
+TEST_CASE("threadpool: jobs submitted from several threads at once are all completed") {
+  ThreadPool pool(3);
+  std::atomic<long> total{0};
+  std::vector<std::thread> users;
+  for (int u = 0; u < 4; u++)
+    users.emplace_back([&] {
+      for (int rep = 0; rep < 200; rep++) pool.parallel_for(10, [&](int task, int) { total += task; });
+    });
+  for (auto& t : users) t.join();
+  CHECK(total.load() == 4L * 200 * 45);
+}
+
+TEST_CASE("threadpool: idle workers sleep instead of spinning") {
+  ThreadPool pool(2);
+  pool.parallel_for(4, [](int, int) {});
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::clock_t c0 = std::clock();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  double cpu_ms = 1000.0 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+  CHECK(cpu_ms < 50.0);  // a spinning worker would use ~200 ms of CPU here
+}
