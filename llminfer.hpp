@@ -3358,10 +3358,11 @@ inline size_t table_size_for(size_t n) {
 }
 
 // ---- string -> id, open addressing; the strings live in one arena ----
+// A slot holds (32-bit hash fingerprint << 32 | entry + 1), so a probe touches the arena only on a likely hit.
 class StringIndex {
  public:
   void reserve(size_t n, size_t bytes) {
-    slots_.assign(table_size_for(n), -1);
+    slots_.assign(table_size_for(n), 0);
     arena_.reserve(bytes);
     off_.reserve(n + 1);
     ids_.reserve(n);
@@ -3369,51 +3370,54 @@ class StringIndex {
   // Adds (or replaces: the last id given for a string wins) a key.
   void add(std::string_view key, int32_t id) {
     if (slots_.empty() || (ids_.size() + 1) * 2 > slots_.size()) grow();
+    uint64_t h = hash_bytes(key);
+    uint64_t fp = h >> 32;
     size_t mask = slots_.size() - 1;
-    for (size_t h = hash_bytes(key) & mask;; h = (h + 1) & mask) {
-      int32_t e = slots_[h];
-      if (e < 0) {
-        slots_[h] = static_cast<int32_t>(ids_.size());
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      uint64_t e = slots_[i];
+      if (e == 0) {
+        slots_[i] = (fp << 32) | (ids_.size() + 1);
         if (off_.empty()) off_.push_back(0);
         arena_.append(key);
         off_.push_back(static_cast<uint32_t>(arena_.size()));
         ids_.push_back(id);
         return;
       }
-      if (key_of(e) == key) {
-        ids_[static_cast<size_t>(e)] = id;
+      if ((e >> 32) == fp && key_of((e & 0xffffffffu) - 1) == key) {
+        ids_[(e & 0xffffffffu) - 1] = id;
         return;
       }
     }
   }
   int32_t find(std::string_view key) const {
     if (slots_.empty()) return -1;
+    uint64_t h = hash_bytes(key);
+    uint64_t fp = h >> 32;
     size_t mask = slots_.size() - 1;
-    for (size_t h = hash_bytes(key) & mask;; h = (h + 1) & mask) {
-      int32_t e = slots_[h];
-      if (e < 0) return -1;
-      if (key_of(e) == key) return ids_[static_cast<size_t>(e)];
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      uint64_t e = slots_[i];
+      if (e == 0) return -1;
+      if ((e >> 32) == fp && key_of((e & 0xffffffffu) - 1) == key) return ids_[(e & 0xffffffffu) - 1];
     }
   }
   size_t size() const { return ids_.size(); }
 
  private:
-  std::string_view key_of(int32_t e) const {
-    auto k = static_cast<size_t>(e);
+  std::string_view key_of(uint64_t k) const {
     return std::string_view(arena_).substr(off_[k], off_[k + 1] - off_[k]);
   }
   void grow() {
     std::vector<int32_t> old_ids = std::move(ids_);
     std::vector<uint32_t> old_off = std::move(off_);
     std::string old_arena = std::move(arena_);
-    slots_.assign(table_size_for(std::max<size_t>(old_ids.size() * 2, 64)), -1);
+    slots_.assign(table_size_for(std::max<size_t>(old_ids.size() * 2, 64)), 0);
     ids_.clear();
     off_.clear();
     arena_.clear();
     for (size_t k = 0; k < old_ids.size(); k++)
       add(std::string_view(old_arena).substr(old_off[k], old_off[k + 1] - old_off[k]), old_ids[k]);
   }
-  std::vector<int32_t> slots_;  // entry index or -1
+  std::vector<uint64_t> slots_;  // 0 = empty
   std::string arena_;
   std::vector<uint32_t> off_;
   std::vector<int32_t> ids_;
@@ -3859,6 +3863,7 @@ class Tokenizer {
   void encode_text(std::string_view text, bool parse_special, std::span<const std::pair<size_t, size_t>> no_special,
                    bool prompt_mode, std::vector<int32_t>& out) const;
   void encode_segment(std::string_view seg, bool first_segment, Scratch& s, std::vector<int32_t>& out) const;
+  void encode_normalized(std::string_view text, Scratch& s, std::vector<int32_t>& out) const;
   void bpe_piece(std::string_view piece, Scratch& s, std::vector<int32_t>& out) const;
   void push_unknown_bytes(std::string_view bytes, std::vector<int32_t>& out) const;
 
@@ -3880,7 +3885,8 @@ class Tokenizer {
   MergeTable merges_;
   std::vector<int32_t> score_prio_;  // by_score: merge priority of each token (lower first)
   std::array<int32_t, 256> byte_tok_{};  // byte-level: the token of each byte; otherwise <0xXX>
-  TokenTrie trie_;
+  TokenTrie trie_;       // added tokens, matched on the raw text
+  TokenTrie norm_trie_;  // user-defined pieces matched on the normalized text (SentencePiece semantics)
   std::vector<NormOp> norm_;
   std::vector<PreStage> pre_;
   std::vector<std::vector<uint32_t>> pre_literals_;  // literal stages as code points
@@ -4036,6 +4042,39 @@ inline void Tokenizer::encode_segment(std::string_view seg, bool first_segment, 
     text = s.norm;
   }
   if (text.empty()) return;
+  if (norm_trie_.n_tokens() == 0) {
+    encode_normalized(text, s, out);
+    return;
+  }
+  // user-defined pieces on the normalized text, leftmost-longest; the rest goes on as usual
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  size_t start = 0, i = 0;
+  while (i < text.size()) {
+    int32_t best = -1;
+    size_t best_end = 0;
+    uint32_t node = 0;
+    for (size_t k = i; k < text.size() && norm_trie_.can_start(p[i]); k++) {
+      int32_t nx = norm_trie_.next(node, p[k]);
+      if (nx < 0) break;
+      node = static_cast<uint32_t>(nx);
+      if (norm_trie_.token_at(node) >= 0) {
+        best = norm_trie_.token_at(node);
+        best_end = k + 1;
+      }
+    }
+    if (best < 0) {
+      i++;
+      continue;
+    }
+    if (i > start) encode_normalized(text.substr(start, i - start), s, out);
+    out.push_back(best);
+    i = start = best_end;
+  }
+  if (start < text.size()) encode_normalized(text.substr(start), s, out);
+}
+
+// Pre-tokenization and BPE of normalized text.
+inline void Tokenizer::encode_normalized(std::string_view text, Scratch& s, std::vector<int32_t>& out) const {
   if (pre_.empty()) {
     bpe_piece(text, s, out);
     return;
@@ -4223,8 +4262,8 @@ namespace detail {
 inline bool is_known_eog_text(std::string_view t) {
   static const char* const k[] = {
       "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>",
-      "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
-      "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+      "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>", "<eos>",
+      ("<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"),  // DeepSeek
   };
   for (const char* s : k)
     if (t == s) return true;
@@ -4245,6 +4284,7 @@ struct TokenizerBuilder {
   std::string where;  // file name for messages
   std::vector<bool> merge_vocab;  // tokens that BPE may produce (the model vocabulary)
   std::vector<std::pair<std::string, int32_t>> extra_trie;  // additional trie keys
+  std::vector<size_t> spaced_user_defined;  // SentencePiece user-defined tokens stored with spaces
 
   Error bad(const std::string& what) const { return make_error(Errc::bad_format, where + ": " + what); }
   Error unsupported(const std::string& what) const { return make_error(Errc::unsupported, where + ": " + what); }
@@ -4277,8 +4317,9 @@ struct TokenizerBuilder {
       s.digit_max = 1;
       s.marks_in_words = pre == "qwen35";
       t.pre_.push_back(s);
-      // Qwen's tokenizer.json normalizes to NFC (llama.cpp does not; Hugging Face does)
-      nfc = in({"qwen2", "deepseek-r1-qwen", "qwen35"});
+      // Qwen2/2.5/3's tokenizer.json normalizes to NFC (llama.cpp does not; Hugging Face does). Qwen3.5's
+      // does not (llama.cpp's qwen35 test vectors, made with Hugging Face, keep NFD text decomposed).
+      nfc = pre == "qwen2";
     } else if (in({"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
                    "modern-bert", "mpt", "olmo", "jais", "trillion", "granite-docling", "exaone4", "jina-v1-en",
                    "jina-v2-code", "roberta-bpe"})) {
@@ -4362,13 +4403,18 @@ struct TokenizerBuilder {
       }
       for (size_t i = 0; i < n; i++) set_bytes_spm(i, /*replace_marks=*/true, /*byte_tokens=*/true);
       t.unk_ = v.unk >= 0 ? v.unk : (n > 0 ? 0 : -1);
-      // Converters store user-defined pieces with spaces instead of U+2581 (llama.cpp matches them on the raw
-      // text); Hugging Face matches the U+2581 spelling on the raw text. Both spellings are recognised.
+      // convert_hf_to_gguf stores user-defined pieces (gemma's runs of U+2581) with spaces. llama.cpp matches
+      // those on the raw text, so raw spaces never reach the merges; SentencePiece and Hugging Face match the
+      // U+2581 spelling: literally in the raw text (an added token), and after spaces became U+2581 (by the
+      // merges, which rank these runs first). Both are reproduced: the raw pass and a pass over the
+      // normalized segment use the U+2581 spelling.
       for (size_t i = 0; i < n; i++)
         if (t.type_[i] == tok_user_defined && t.text_[i].find(' ') != std::string::npos) {
           std::string marked;
           for (char c : t.text_[i]) marked += c == ' ' ? std::string("\xE2\x96\x81") : std::string(1, c);
-          extra_trie.emplace_back(std::move(marked), int32_t(i));
+          extra_trie.emplace_back(marked, int32_t(i));
+          t.norm_trie_.add(marked, int32_t(i));
+          spaced_user_defined.push_back(i);
         }
     } else {
       return unsupported("tokenizer model '" + printable(v.model) +
@@ -4393,6 +4439,7 @@ struct TokenizerBuilder {
       if (ty == tok_control || ty == tok_unknown) t.flags_[i] |= Tokenizer::kSpecial;
       if (ty == tok_control || ty == tok_unknown || ty == tok_user_defined) t.flags_[i] |= Tokenizer::kMatchable;
     }
+    for (size_t i : spaced_user_defined) t.flags_[i] &= uint8_t(~Tokenizer::kMatchable);  // U+2581 spelling only
     std::vector<int32_t> eog;
     for (int32_t id : {t.eos_, valid(v.eot), valid(v.eom)})
       if (id >= 0) eog.push_back(id);
@@ -4406,40 +4453,42 @@ struct TokenizerBuilder {
   // Byte-level: merge-space strings are raw bytes; merges "a b" name vocabulary strings.
   Result<void> build_byte_level(const std::vector<std::string>& merges, bool strict) {
     size_t n = t.text_.size();
-    StringIndex by_text;
     size_t bytes = 0;
     for (const auto& s : t.text_) bytes += s.size();
-    by_text.reserve(n, bytes);
     t.index_.reserve(n, bytes);
     std::string raw;
-    for (size_t i = 0; i < n; i++) {
-      if (!merge_vocab[i]) continue;
-      by_text.add(t.text_[i], int32_t(i));
-      if (gpt2_unmap(t.text_[i], raw)) t.index_.add(raw, int32_t(i));
-    }
+    for (size_t i = 0; i < n; i++)
+      if (merge_vocab[i] && gpt2_unmap(t.text_[i], raw)) t.index_.add(raw, int32_t(i));
     t.byte_tok_.fill(-1);
     for (int b = 0; b < 256; b++) t.byte_tok_[size_t(b)] = t.index_.find(std::string(1, char(b)));
-    return add_merges(merges, by_text, strict);
+    return add_merges(merges, /*byte_level=*/true, strict);
   }
 
-  Result<void> add_merges(const std::vector<std::string>& merges, const StringIndex& by_text, bool strict) {
+  // merges: "a b" (split at the first space after the first byte, as llama.cpp), ranked by position
+  Result<void> add_merges(const std::vector<std::string>& merges, bool byte_level, bool strict) {
     t.merges_.reserve(merges.size());
-    std::string joined;
+    std::string a, b, joined;
     for (size_t r = 0; r < merges.size(); r++) {
       const std::string& m = merges[r];
       size_t sp = m.find(' ', 1);
-      if (sp == std::string::npos) {
-        if (strict) return bad(strf("merge %zu ('%s') is not two tokens separated by a space", r, printable(m).c_str()));
-        continue;
+      bool ok = sp != std::string::npos;
+      if (ok && byte_level) {
+        ok = gpt2_unmap(std::string_view(m).substr(0, sp), a) && gpt2_unmap(std::string_view(m).substr(sp + 1), b);
+      } else if (ok) {
+        a.assign(m, 0, sp);
+        b.assign(m, sp + 1, std::string::npos);
       }
-      std::string_view a(m.data(), sp), b(m.data() + sp + 1, m.size() - sp - 1);
-      int32_t ia = by_text.find(a), ib = by_text.find(b);
-      joined.assign(a);
-      joined.append(b);
-      int32_t im = by_text.find(joined);
+      int32_t ia = -1, ib = -1, im = -1;
+      if (ok) {
+        joined.assign(a);
+        joined.append(b);
+        ia = t.index_.find(a);
+        ib = t.index_.find(b);
+        im = t.index_.find(joined);
+      }
       if (ia < 0 || ib < 0 || im < 0) {
         if (strict)
-          return bad(strf("merge %zu ('%s') names a token that is not in the vocabulary", r, printable(m).c_str()));
+          return bad(strf("merge %zu ('%s') is not two vocabulary tokens separated by a space", r, printable(m).c_str()));
         continue;  // llama.cpp ignores such merges too
       }
       t.merges_.add(ia, ib, int32_t(r), im);
@@ -4778,17 +4827,12 @@ struct TokenizerBuilder {
       if (auto r = build_byte_level(merges, /*strict=*/true); !r) return r.error();
       for (size_t i = 0; i < n; i++) set_bytes_byte_level(i);
     } else {
-      StringIndex by_text;
       size_t bytes = 0;
       for (const auto& s : t.text_) bytes += s.size();
-      by_text.reserve(n, bytes);
       t.index_.reserve(n, bytes);
       for (size_t i = 0; i < n; i++)
-        if (merge_vocab[i]) {
-          by_text.add(t.text_[i], int32_t(i));
-          t.index_.add(t.text_[i], int32_t(i));
-        }
-      if (auto r = add_merges(merges, by_text, /*strict=*/true); !r) return r.error();
+        if (merge_vocab[i]) t.index_.add(t.text_[i], int32_t(i));
+      if (auto r = add_merges(merges, /*byte_level=*/false, /*strict=*/true); !r) return r.error();
       t.byte_tok_.fill(-1);
       for (int b = 0; b < 256; b++) t.byte_tok_[size_t(b)] = t.index_.find(strf("<0x%02X>", b));
       for (size_t i = 0; i < n; i++) set_bytes_spm(i, replace_marks, dec_byte_fallback);
@@ -4834,6 +4878,28 @@ struct TokenizerBuilder {
     return {};
   }
 };
+
+// A description holding only the tokenizer files of a directory (tokenizer.json, tokenizer_config.json,
+// generation_config.json, config.json when present): lets `tokenize` work on a tokenizer-only folder.
+inline Result<std::shared_ptr<ModelDesc>> tokenizer_description(const std::string& dir) {
+  auto m = std::make_shared<ModelDesc>();
+  m->path = dir;
+  m->format = "tokenizer.json";
+  m->name = base_name(dir);
+  if (!file_exists(path_join(dir, "tokenizer.json")))
+    return make_error(Errc::io, dir + ": no tokenizer.json in this directory");
+  for (auto [file, slot] : {std::pair<const char*, Json*>{"tokenizer.json", &m->tokenizer_json},
+                            {"tokenizer_config.json", &m->tokenizer_config},
+                            {"generation_config.json", &m->generation_config},
+                            {"config.json", &m->config}}) {
+    std::string p = path_join(dir, file);
+    if (!file_exists(p)) continue;
+    auto j = load_json_file(p);
+    if (!j) return j.error();
+    *slot = std::move(*j);
+  }
+  return m;
+}
 
 inline Result<std::shared_ptr<const Tokenizer>> Tokenizer::build(const ModelDesc& desc) {
   TokenizerBuilder b;

@@ -74,10 +74,11 @@ inline size_t table_size_for(size_t n) {
 }
 
 // ---- string -> id, open addressing; the strings live in one arena ----
+// A slot holds (32-bit hash fingerprint << 32 | entry + 1), so a probe touches the arena only on a likely hit.
 class StringIndex {
  public:
   void reserve(size_t n, size_t bytes) {
-    slots_.assign(table_size_for(n), -1);
+    slots_.assign(table_size_for(n), 0);
     arena_.reserve(bytes);
     off_.reserve(n + 1);
     ids_.reserve(n);
@@ -85,51 +86,54 @@ class StringIndex {
   // Adds (or replaces: the last id given for a string wins) a key.
   void add(std::string_view key, int32_t id) {
     if (slots_.empty() || (ids_.size() + 1) * 2 > slots_.size()) grow();
+    uint64_t h = hash_bytes(key);
+    uint64_t fp = h >> 32;
     size_t mask = slots_.size() - 1;
-    for (size_t h = hash_bytes(key) & mask;; h = (h + 1) & mask) {
-      int32_t e = slots_[h];
-      if (e < 0) {
-        slots_[h] = static_cast<int32_t>(ids_.size());
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      uint64_t e = slots_[i];
+      if (e == 0) {
+        slots_[i] = (fp << 32) | (ids_.size() + 1);
         if (off_.empty()) off_.push_back(0);
         arena_.append(key);
         off_.push_back(static_cast<uint32_t>(arena_.size()));
         ids_.push_back(id);
         return;
       }
-      if (key_of(e) == key) {
-        ids_[static_cast<size_t>(e)] = id;
+      if ((e >> 32) == fp && key_of((e & 0xffffffffu) - 1) == key) {
+        ids_[(e & 0xffffffffu) - 1] = id;
         return;
       }
     }
   }
   int32_t find(std::string_view key) const {
     if (slots_.empty()) return -1;
+    uint64_t h = hash_bytes(key);
+    uint64_t fp = h >> 32;
     size_t mask = slots_.size() - 1;
-    for (size_t h = hash_bytes(key) & mask;; h = (h + 1) & mask) {
-      int32_t e = slots_[h];
-      if (e < 0) return -1;
-      if (key_of(e) == key) return ids_[static_cast<size_t>(e)];
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      uint64_t e = slots_[i];
+      if (e == 0) return -1;
+      if ((e >> 32) == fp && key_of((e & 0xffffffffu) - 1) == key) return ids_[(e & 0xffffffffu) - 1];
     }
   }
   size_t size() const { return ids_.size(); }
 
  private:
-  std::string_view key_of(int32_t e) const {
-    auto k = static_cast<size_t>(e);
+  std::string_view key_of(uint64_t k) const {
     return std::string_view(arena_).substr(off_[k], off_[k + 1] - off_[k]);
   }
   void grow() {
     std::vector<int32_t> old_ids = std::move(ids_);
     std::vector<uint32_t> old_off = std::move(off_);
     std::string old_arena = std::move(arena_);
-    slots_.assign(table_size_for(std::max<size_t>(old_ids.size() * 2, 64)), -1);
+    slots_.assign(table_size_for(std::max<size_t>(old_ids.size() * 2, 64)), 0);
     ids_.clear();
     off_.clear();
     arena_.clear();
     for (size_t k = 0; k < old_ids.size(); k++)
       add(std::string_view(old_arena).substr(old_off[k], old_off[k + 1] - old_off[k]), old_ids[k]);
   }
-  std::vector<int32_t> slots_;  // entry index or -1
+  std::vector<uint64_t> slots_;  // 0 = empty
   std::string arena_;
   std::vector<uint32_t> off_;
   std::vector<int32_t> ids_;
@@ -575,6 +579,7 @@ class Tokenizer {
   void encode_text(std::string_view text, bool parse_special, std::span<const std::pair<size_t, size_t>> no_special,
                    bool prompt_mode, std::vector<int32_t>& out) const;
   void encode_segment(std::string_view seg, bool first_segment, Scratch& s, std::vector<int32_t>& out) const;
+  void encode_normalized(std::string_view text, Scratch& s, std::vector<int32_t>& out) const;
   void bpe_piece(std::string_view piece, Scratch& s, std::vector<int32_t>& out) const;
   void push_unknown_bytes(std::string_view bytes, std::vector<int32_t>& out) const;
 
@@ -596,7 +601,8 @@ class Tokenizer {
   MergeTable merges_;
   std::vector<int32_t> score_prio_;  // by_score: merge priority of each token (lower first)
   std::array<int32_t, 256> byte_tok_{};  // byte-level: the token of each byte; otherwise <0xXX>
-  TokenTrie trie_;
+  TokenTrie trie_;       // added tokens, matched on the raw text
+  TokenTrie norm_trie_;  // user-defined pieces matched on the normalized text (SentencePiece semantics)
   std::vector<NormOp> norm_;
   std::vector<PreStage> pre_;
   std::vector<std::vector<uint32_t>> pre_literals_;  // literal stages as code points
@@ -752,6 +758,39 @@ inline void Tokenizer::encode_segment(std::string_view seg, bool first_segment, 
     text = s.norm;
   }
   if (text.empty()) return;
+  if (norm_trie_.n_tokens() == 0) {
+    encode_normalized(text, s, out);
+    return;
+  }
+  // user-defined pieces on the normalized text, leftmost-longest; the rest goes on as usual
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  size_t start = 0, i = 0;
+  while (i < text.size()) {
+    int32_t best = -1;
+    size_t best_end = 0;
+    uint32_t node = 0;
+    for (size_t k = i; k < text.size() && norm_trie_.can_start(p[i]); k++) {
+      int32_t nx = norm_trie_.next(node, p[k]);
+      if (nx < 0) break;
+      node = static_cast<uint32_t>(nx);
+      if (norm_trie_.token_at(node) >= 0) {
+        best = norm_trie_.token_at(node);
+        best_end = k + 1;
+      }
+    }
+    if (best < 0) {
+      i++;
+      continue;
+    }
+    if (i > start) encode_normalized(text.substr(start, i - start), s, out);
+    out.push_back(best);
+    i = start = best_end;
+  }
+  if (start < text.size()) encode_normalized(text.substr(start), s, out);
+}
+
+// Pre-tokenization and BPE of normalized text.
+inline void Tokenizer::encode_normalized(std::string_view text, Scratch& s, std::vector<int32_t>& out) const {
   if (pre_.empty()) {
     bpe_piece(text, s, out);
     return;

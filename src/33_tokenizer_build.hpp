@@ -13,8 +13,8 @@ namespace detail {
 inline bool is_known_eog_text(std::string_view t) {
   static const char* const k[] = {
       "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>",
-      "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>",
-      "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",
+      "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>", "<eos>",
+      ("<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"),  // DeepSeek
   };
   for (const char* s : k)
     if (t == s) return true;
@@ -35,6 +35,7 @@ struct TokenizerBuilder {
   std::string where;  // file name for messages
   std::vector<bool> merge_vocab;  // tokens that BPE may produce (the model vocabulary)
   std::vector<std::pair<std::string, int32_t>> extra_trie;  // additional trie keys
+  std::vector<size_t> spaced_user_defined;  // SentencePiece user-defined tokens stored with spaces
 
   Error bad(const std::string& what) const { return make_error(Errc::bad_format, where + ": " + what); }
   Error unsupported(const std::string& what) const { return make_error(Errc::unsupported, where + ": " + what); }
@@ -67,8 +68,9 @@ struct TokenizerBuilder {
       s.digit_max = 1;
       s.marks_in_words = pre == "qwen35";
       t.pre_.push_back(s);
-      // Qwen's tokenizer.json normalizes to NFC (llama.cpp does not; Hugging Face does)
-      nfc = in({"qwen2", "deepseek-r1-qwen", "qwen35"});
+      // Qwen2/2.5/3's tokenizer.json normalizes to NFC (llama.cpp does not; Hugging Face does). Qwen3.5's
+      // does not (llama.cpp's qwen35 test vectors, made with Hugging Face, keep NFD text decomposed).
+      nfc = pre == "qwen2";
     } else if (in({"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0", "mellum",
                    "modern-bert", "mpt", "olmo", "jais", "trillion", "granite-docling", "exaone4", "jina-v1-en",
                    "jina-v2-code", "roberta-bpe"})) {
@@ -152,13 +154,18 @@ struct TokenizerBuilder {
       }
       for (size_t i = 0; i < n; i++) set_bytes_spm(i, /*replace_marks=*/true, /*byte_tokens=*/true);
       t.unk_ = v.unk >= 0 ? v.unk : (n > 0 ? 0 : -1);
-      // Converters store user-defined pieces with spaces instead of U+2581 (llama.cpp matches them on the raw
-      // text); Hugging Face matches the U+2581 spelling on the raw text. Both spellings are recognised.
+      // convert_hf_to_gguf stores user-defined pieces (gemma's runs of U+2581) with spaces. llama.cpp matches
+      // those on the raw text, so raw spaces never reach the merges; SentencePiece and Hugging Face match the
+      // U+2581 spelling: literally in the raw text (an added token), and after spaces became U+2581 (by the
+      // merges, which rank these runs first). Both are reproduced: the raw pass and a pass over the
+      // normalized segment use the U+2581 spelling.
       for (size_t i = 0; i < n; i++)
         if (t.type_[i] == tok_user_defined && t.text_[i].find(' ') != std::string::npos) {
           std::string marked;
           for (char c : t.text_[i]) marked += c == ' ' ? std::string("\xE2\x96\x81") : std::string(1, c);
-          extra_trie.emplace_back(std::move(marked), int32_t(i));
+          extra_trie.emplace_back(marked, int32_t(i));
+          t.norm_trie_.add(marked, int32_t(i));
+          spaced_user_defined.push_back(i);
         }
     } else {
       return unsupported("tokenizer model '" + printable(v.model) +
@@ -183,6 +190,7 @@ struct TokenizerBuilder {
       if (ty == tok_control || ty == tok_unknown) t.flags_[i] |= Tokenizer::kSpecial;
       if (ty == tok_control || ty == tok_unknown || ty == tok_user_defined) t.flags_[i] |= Tokenizer::kMatchable;
     }
+    for (size_t i : spaced_user_defined) t.flags_[i] &= uint8_t(~Tokenizer::kMatchable);  // U+2581 spelling only
     std::vector<int32_t> eog;
     for (int32_t id : {t.eos_, valid(v.eot), valid(v.eom)})
       if (id >= 0) eog.push_back(id);
@@ -196,40 +204,42 @@ struct TokenizerBuilder {
   // Byte-level: merge-space strings are raw bytes; merges "a b" name vocabulary strings.
   Result<void> build_byte_level(const std::vector<std::string>& merges, bool strict) {
     size_t n = t.text_.size();
-    StringIndex by_text;
     size_t bytes = 0;
     for (const auto& s : t.text_) bytes += s.size();
-    by_text.reserve(n, bytes);
     t.index_.reserve(n, bytes);
     std::string raw;
-    for (size_t i = 0; i < n; i++) {
-      if (!merge_vocab[i]) continue;
-      by_text.add(t.text_[i], int32_t(i));
-      if (gpt2_unmap(t.text_[i], raw)) t.index_.add(raw, int32_t(i));
-    }
+    for (size_t i = 0; i < n; i++)
+      if (merge_vocab[i] && gpt2_unmap(t.text_[i], raw)) t.index_.add(raw, int32_t(i));
     t.byte_tok_.fill(-1);
     for (int b = 0; b < 256; b++) t.byte_tok_[size_t(b)] = t.index_.find(std::string(1, char(b)));
-    return add_merges(merges, by_text, strict);
+    return add_merges(merges, /*byte_level=*/true, strict);
   }
 
-  Result<void> add_merges(const std::vector<std::string>& merges, const StringIndex& by_text, bool strict) {
+  // merges: "a b" (split at the first space after the first byte, as llama.cpp), ranked by position
+  Result<void> add_merges(const std::vector<std::string>& merges, bool byte_level, bool strict) {
     t.merges_.reserve(merges.size());
-    std::string joined;
+    std::string a, b, joined;
     for (size_t r = 0; r < merges.size(); r++) {
       const std::string& m = merges[r];
       size_t sp = m.find(' ', 1);
-      if (sp == std::string::npos) {
-        if (strict) return bad(strf("merge %zu ('%s') is not two tokens separated by a space", r, printable(m).c_str()));
-        continue;
+      bool ok = sp != std::string::npos;
+      if (ok && byte_level) {
+        ok = gpt2_unmap(std::string_view(m).substr(0, sp), a) && gpt2_unmap(std::string_view(m).substr(sp + 1), b);
+      } else if (ok) {
+        a.assign(m, 0, sp);
+        b.assign(m, sp + 1, std::string::npos);
       }
-      std::string_view a(m.data(), sp), b(m.data() + sp + 1, m.size() - sp - 1);
-      int32_t ia = by_text.find(a), ib = by_text.find(b);
-      joined.assign(a);
-      joined.append(b);
-      int32_t im = by_text.find(joined);
+      int32_t ia = -1, ib = -1, im = -1;
+      if (ok) {
+        joined.assign(a);
+        joined.append(b);
+        ia = t.index_.find(a);
+        ib = t.index_.find(b);
+        im = t.index_.find(joined);
+      }
       if (ia < 0 || ib < 0 || im < 0) {
         if (strict)
-          return bad(strf("merge %zu ('%s') names a token that is not in the vocabulary", r, printable(m).c_str()));
+          return bad(strf("merge %zu ('%s') is not two vocabulary tokens separated by a space", r, printable(m).c_str()));
         continue;  // llama.cpp ignores such merges too
       }
       t.merges_.add(ia, ib, int32_t(r), im);
@@ -568,17 +578,12 @@ struct TokenizerBuilder {
       if (auto r = build_byte_level(merges, /*strict=*/true); !r) return r.error();
       for (size_t i = 0; i < n; i++) set_bytes_byte_level(i);
     } else {
-      StringIndex by_text;
       size_t bytes = 0;
       for (const auto& s : t.text_) bytes += s.size();
-      by_text.reserve(n, bytes);
       t.index_.reserve(n, bytes);
       for (size_t i = 0; i < n; i++)
-        if (merge_vocab[i]) {
-          by_text.add(t.text_[i], int32_t(i));
-          t.index_.add(t.text_[i], int32_t(i));
-        }
-      if (auto r = add_merges(merges, by_text, /*strict=*/true); !r) return r.error();
+        if (merge_vocab[i]) t.index_.add(t.text_[i], int32_t(i));
+      if (auto r = add_merges(merges, /*byte_level=*/false, /*strict=*/true); !r) return r.error();
       t.byte_tok_.fill(-1);
       for (int b = 0; b < 256; b++) t.byte_tok_[size_t(b)] = t.index_.find(strf("<0x%02X>", b));
       for (size_t i = 0; i < n; i++) set_bytes_spm(i, replace_marks, dec_byte_fallback);
@@ -624,6 +629,28 @@ struct TokenizerBuilder {
     return {};
   }
 };
+
+// A description holding only the tokenizer files of a directory (tokenizer.json, tokenizer_config.json,
+// generation_config.json, config.json when present): lets `tokenize` work on a tokenizer-only folder.
+inline Result<std::shared_ptr<ModelDesc>> tokenizer_description(const std::string& dir) {
+  auto m = std::make_shared<ModelDesc>();
+  m->path = dir;
+  m->format = "tokenizer.json";
+  m->name = base_name(dir);
+  if (!file_exists(path_join(dir, "tokenizer.json")))
+    return make_error(Errc::io, dir + ": no tokenizer.json in this directory");
+  for (auto [file, slot] : {std::pair<const char*, Json*>{"tokenizer.json", &m->tokenizer_json},
+                            {"tokenizer_config.json", &m->tokenizer_config},
+                            {"generation_config.json", &m->generation_config},
+                            {"config.json", &m->config}}) {
+    std::string p = path_join(dir, file);
+    if (!file_exists(p)) continue;
+    auto j = load_json_file(p);
+    if (!j) return j.error();
+    *slot = std::move(*j);
+  }
+  return m;
+}
 
 inline Result<std::shared_ptr<const Tokenizer>> Tokenizer::build(const ModelDesc& desc) {
   TokenizerBuilder b;

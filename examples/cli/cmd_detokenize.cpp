@@ -11,7 +11,7 @@ using namespace llminfer::detail;
 
 const char* kUsage =
     "usage: llminfer detokenize -m MODEL --ids 1,2,3 [--skip-special] [--json]\n"
-    "  -m, --model MODEL  a .gguf file, or a model directory with tokenizer.json\n"
+    "  -m, --model MODEL  a .gguf file, a model directory, or a folder with tokenizer.json\n"
     "  --ids LIST         token ids separated by commas or spaces (a JSON array works too)\n"
     "  --skip-special     leave out special (control) tokens\n"
     "  --json             print {\"text\":...} (text as a JSON string)\n";
@@ -51,6 +51,8 @@ int cmd_detokenize(int argc, char** argv) {
   if (!parse_ids(args.get("--ids"), ids, err)) return args.usage_error(err), args.exit_code();
 
   auto desc = load_description(model);
+  if (!desc && is_directory(model) && file_exists(path_join(model, "tokenizer.json")))
+    desc = tokenizer_description(model);  // a folder with only the tokenizer files
   if (!desc) return cli::fail(desc.error());
   auto tok = Tokenizer::build(**desc);
   if (!tok) return cli::fail(tok.error());

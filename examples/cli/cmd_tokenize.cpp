@@ -13,7 +13,7 @@ using namespace llminfer::detail;
 const char* kUsage =
     "usage: llminfer tokenize -m MODEL (--text S | --file F) [--special] [--no-bos] [--json]\n"
     "       llminfer tokenize -m MODEL --jsonl FILE [--special] [--no-bos]\n"
-    "  -m, --model MODEL  a .gguf file, or a model directory with tokenizer.json\n"
+    "  -m, --model MODEL  a .gguf file, a model directory, or a folder with tokenizer.json\n"
     "  --text S           the text to tokenize (exactly as given)\n"
     "  --file F           read the text from F, byte for byte ('-': standard input)\n"
     "  --jsonl FILE       one {\"id\":..., \"text\":...} per line; prints one {\"id\":..., \"ids\":[...]} per line\n"
@@ -88,6 +88,8 @@ int cmd_tokenize(int argc, char** argv) {
   if (args.has("--text")) text = args.get("--text");
 
   auto desc = load_description(model);
+  if (!desc && is_directory(model) && file_exists(path_join(model, "tokenizer.json")))
+    desc = tokenizer_description(model);  // a folder with only the tokenizer files
   if (!desc) return cli::fail(desc.error());
   auto tok = Tokenizer::build(**desc);
   if (!tok) return cli::fail(tok.error());
