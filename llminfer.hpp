@@ -156,53 +156,70 @@ enum class ContextPolicy : uint8_t {
 struct LoadOptions {
   int threads = 0;                 // 0: the number of hardware threads
   int context = 0;                 // tokens per session; 0: min(trained context, 4096)
-  std::string archdef_dir;         // directory of <arch>.archdef files that override built-ins
+  std::string archdef_dir = {};    // directory of <arch>.archdef files that override built-ins
   KvType kv_type = KvType::f16;    // element type of the KV cache
   ContextPolicy context_policy = ContextPolicy::stop;
   int keep = 4;                    // ContextPolicy::slide keeps this many first tokens
-  std::function<void(std::string_view)> log;  // diagnostics; silent when empty
+  std::function<void(std::string_view)> log = {};  // diagnostics; silent when empty
 };
 
-enum class StopReason : uint8_t { eos, stop, max_tokens, cancelled, context_full, error };
+enum class StopReason : uint8_t {
+  eos,           // the model produced an end-of-generation token (not part of the result)
+  stop,          // a stop string appeared (it and what follows are not part of the result)
+  max_tokens,    // GenerateOptions::max_tokens tokens were generated
+  cancelled,     // on_token returned false or the cancel flag was set
+  context_full,  // the context is full (ContextPolicy::stop), or the prompt does not fit
+  error,         // an error after some text was produced: GenerateResult::error says which
+};
 // "eos", "stop", "max_tokens", "cancelled", "context_full", "error"
 const char* to_string(StopReason reason) noexcept;
 
+// GenerateOptions::seed value that asks for a fresh random seed (reported in the result).
+inline constexpr uint64_t random_seed = ~uint64_t{0};
+
+// Sampling chain: repetition penalty -> top-k -> top-p -> min-p -> temperature -> draw
+// (temperature 0: greedy argmax, ties to the lowest id). See the manual for the exact rules.
 struct GenerateOptions {
-  int max_tokens = 256;
+  int max_tokens = 256;            // < 0: until end of generation, a stop string or a full context
   float temperature = 0.0f;        // 0: greedy
   int top_k = 0;                   // 0: off
   float top_p = 1.0f;              // 1: off
   float min_p = 0.0f;              // 0: off
   float repeat_penalty = 1.0f;     // 1: off
-  int repeat_last_n = 64;          // window of the repetition penalty
-  uint64_t seed = 0;               // same seed, same text
-  std::vector<std::string> stop;   // stop strings (not included in the output)
-  bool chat = false;               // generate(): wrap the prompt in the model's chat template
-  std::string system;              // generate() with chat: a system message
-  // Streaming: receives complete UTF-8 pieces as they are decided; return false to cancel.
-  std::function<bool(std::string_view piece)> on_token;
-  const std::atomic<bool>* cancel = nullptr;  // polled per token and during prefill
+  int repeat_last_n = 64;          // tokens the penalty looks back on (prompt included); -1: all
+  uint64_t seed = 0;               // same seed, same text (any thread count); random_seed: fresh
+  std::vector<std::string> stop = {};  // stop strings (matched on text, not included in the output)
+  bool chat = false;               // Model::generate: wrap the prompt in the model's chat template
+  std::string system = {};         // Model::generate with chat: a system message
+  // Streaming: receives the text as it is decided, in complete UTF-8 pieces, on the calling
+  // thread; return false to cancel (StopReason::cancelled).
+  std::function<bool(std::string_view piece)> on_token = {};
+  // Cancel from anywhere: polled before each token and at least once per layer during the
+  // prompt's evaluation.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct Timings {
-  double load_ms = 0;
-  double prefill_ms = 0;
+  double load_ms = 0;       // Model::load
+  double prefill_ms = 0;    // evaluating the prompt tokens that were not cached
   double prefill_tps = 0;   // prompt tokens evaluated per second
-  double decode_ms = 0;
-  double decode_tps = 0;    // generated tokens per second
-  double ttft_ms = 0;       // time to first generated token
+  double decode_ms = 0;     // from the first generated token to the last
+  double decode_tps = 0;    // generated tokens per second after the first
+  double ttft_ms = 0;       // from the call to the first generated token
 };
 
 struct GenerateResult {
-  std::string text;
-  std::vector<int32_t> tokens;       // generated ids
+  std::string text;                  // the generated text (without the prompt or a stop string)
+  std::vector<int32_t> tokens;       // generated ids (without the end-of-generation token)
   StopReason stop = StopReason::max_tokens;
-  int prompt_tokens = 0;             // tokens of the prompt (this turn, incl. reused)
-  int prompt_tokens_evaluated = 0;   // of those, evaluated now
-  int prompt_tokens_reused = 0;      // of those, found in the session's KV cache
+  Error error;                       // with StopReason::error: what went wrong
+  int prompt_tokens = 0;             // tokens of the prompt (this turn's whole conversation)
+  int prompt_tokens_evaluated = 0;   // of those, evaluated by this call
+  int prompt_tokens_reused = 0;      // of those, already in the session's KV cache
+  uint64_t seed = 0;                 // the seed used (the drawn one for random_seed)
   Timings timings;
-  double peak_rss_mb = 0;
-  uint64_t kv_bytes = 0;
+  double peak_rss_mb = 0;            // peak resident memory of the process so far
+  uint64_t kv_bytes = 0;             // KV cache of the session
 };
 
 struct Message {
@@ -222,8 +239,11 @@ class Model {
   // A GGUF file, a safetensors file, or a Hugging Face / MLX model directory.
   static Result<Model> load(std::string_view path, const LoadOptions& options = {});
 
-  // One-shot generation (a fresh session each call).
+  // One-shot generation (a fresh session each call; safe from many threads at once). The prompt
+  // is plain text (BOS added as the model asks) or, with options.chat, a user message.
   Result<GenerateResult> generate(std::string_view prompt, const GenerateOptions& options = {}) const;
+  // The same from token ids (used exactly as given: no BOS is added).
+  Result<GenerateResult> generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options = {}) const;
   // A conversation that keeps its KV cache between turns.
   Session session() const;
 
@@ -249,10 +269,16 @@ class Session {
   Session& operator=(Session&&) noexcept;
   ~Session();
 
+  // Appends a message ("system", "user", "assistant", ...) to the conversation.
   void add(std::string_view role, std::string_view content);
+  // Renders the conversation with the model's chat template, evaluates only the tokens that are
+  // not already in the session's KV cache, generates the assistant's reply and appends it to the
+  // conversation. (options.chat and options.system are not used: add a "system" message.)
   Result<GenerateResult> reply(const GenerateOptions& options = {});
   void reset();  // forget the conversation and the cache
   const std::vector<Message>& messages() const;
+  int cached_tokens() const;  // tokens in the KV cache
+  int context_size() const;   // tokens the KV cache holds at most
 
   detail::SessionImpl& impl() { return *impl_; }  // for tools and tests
 
@@ -5185,6 +5211,537 @@ inline Result<std::vector<float>> logits_of_ids(const std::shared_ptr<const Engi
 }  // namespace v0_1
 }  // namespace llminfer
 
+// ---- src/50_sampler.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== Sampling: RNG and the sampler chain ====
+// The chain, in the conventional order (llama.cpp's default order, without its extras):
+//   penalties -> top-k -> top-p -> min-p -> temperature -> draw
+// * penalties: every distinct token among the last `repeat_last_n` of the history (prompt and
+//   generated tokens; 0 disables, -1 means the whole history) has its logit divided by
+//   `repeat_penalty` when positive and multiplied by it otherwise (CTRL / llama.cpp rule).
+// * temperature 0: greedy. The argmax of the penalised logits (ties -> the lowest id); the
+//   truncations cannot remove the argmax, so they are skipped. The RNG is not used.
+// * top-k (k > 0): the k largest logits (ties -> lower id first).
+// * top-p (p < 1): softmax over the top-k set (temperature 1), tokens in decreasing order; keep the
+//   shortest prefix whose probability sum reaches p (the token that crosses p is kept).
+// * min-p (m > 0): keep tokens whose probability is at least m times the largest one, i.e.
+//   logit >= max_logit + ln(m). It is relative to the maximum, which no truncation removes, so
+//   applying it after top-p is the same as intersecting the two prefixes.
+// * temperature T > 0: the kept tokens are drawn with probability proportional to exp(logit / T).
+// At least one token always survives. NaN and -inf logits never do; when no token is left the
+// sampler returns -1 and the caller reports an error.
+//
+// The RNG is xoshiro256** (Blackman & Vigna) seeded through splitmix64, 53-bit doubles in [0, 1):
+// a few lines, identical on every platform and compiler, so a seed means the same tokens
+// everywhere. One draw per sampled token. Each Session owns one; it is reseeded from
+// GenerateOptions::seed at the start of every generate()/reply() call.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed = 0) { reseed(seed); }
+
+  void reseed(uint64_t seed) {
+    uint64_t x = seed;
+    for (auto& s : s_) s = splitmix64(x);
+  }
+
+  uint64_t next() {
+    uint64_t result = rotl(s_[1] * 5, 7) * 9;
+    uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return result;
+  }
+
+  // Uniform in [0, 1), 53 random bits.
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+
+  static uint64_t splitmix64(uint64_t& x) {
+    uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+
+ private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t s_[4];
+};
+
+struct SamplerParams {
+  float temperature = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repeat_penalty = 1.0f;
+  int repeat_last_n = 64;
+};
+
+// Checks the sampling options; the message names the offending option.
+inline Result<void> validate_sampler_params(const SamplerParams& p) {
+  auto bad = [](const char* what) { return make_error(Errc::invalid_argument, what); };
+  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature))
+    return bad("temperature must be a finite number >= 0 (0 = greedy)");
+  if (p.top_k < 0) return bad("top_k must be >= 0 (0 = off)");
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return bad("top_p must be in (0, 1] (1 = off)");
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return bad("min_p must be in [0, 1] (0 = off)");
+  if (!(p.repeat_penalty > 0.0f) || !std::isfinite(p.repeat_penalty))
+    return bad("repeat_penalty must be a finite number > 0 (1 = off)");
+  if (p.repeat_last_n < -1) return bad("repeat_last_n must be >= -1 (-1 = whole history, 0 = off)");
+  return {};
+}
+
+class Sampler {
+ public:
+  struct Candidate {
+    int32_t id;
+    float logit;
+  };
+
+  // One token from `logits` ([n_vocab]) given the tokens so far (for the penalties), or -1 when
+  // no token has a usable logit. Params must have passed validate_sampler_params.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history, const SamplerParams& p,
+                 Rng& rng) {
+    if (!truncate(logits, history, p)) return -1;
+    if (p.temperature <= 0.0f) return cand_[0].id;
+    // draw: probabilities proportional to exp((l - max) / T) over the kept tokens
+    double max_l = -std::numeric_limits<double>::infinity();
+    for (const auto& c : cand_) max_l = std::max(max_l, static_cast<double>(c.logit));
+    weight_.resize(cand_.size());
+    double total = 0;
+    for (size_t i = 0; i < cand_.size(); i++) {
+      weight_[i] = std::exp((static_cast<double>(cand_[i].logit) - max_l) / p.temperature);
+      total += weight_[i];
+    }
+    double u = rng.uniform() * total;
+    double cum = 0;
+    for (size_t i = 0; i < cand_.size(); i++) {
+      cum += weight_[i];
+      if (u < cum) return cand_[i].id;
+    }
+    return cand_.back().id;  // u rounded up to the total
+  }
+
+  // The tokens that may be drawn, with their probabilities (the exact distribution sample()
+  // draws from). For tests and diagnostics.
+  std::vector<std::pair<int32_t, double>> distribution(std::span<const float> logits,
+                                                       std::span<const int32_t> history,
+                                                       const SamplerParams& p) {
+    std::vector<std::pair<int32_t, double>> out;
+    if (!truncate(logits, history, p)) return out;
+    if (p.temperature <= 0.0f) {
+      out.emplace_back(cand_[0].id, 1.0);
+      return out;
+    }
+    double max_l = -std::numeric_limits<double>::infinity();
+    for (const auto& c : cand_) max_l = std::max(max_l, static_cast<double>(c.logit));
+    double total = 0;
+    for (const auto& c : cand_) {
+      out.emplace_back(c.id, std::exp((static_cast<double>(c.logit) - max_l) / p.temperature));
+      total += out.back().second;
+    }
+    for (auto& o : out) o.second /= total;
+    return out;
+  }
+
+ private:
+  // Strict total order: larger logit first, then lower id.
+  static bool before(const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  }
+
+  // Penalties and truncations; leaves the surviving tokens in cand_ (for greedy: just the
+  // argmax). False when nothing survives.
+  bool truncate(std::span<const float> logits, std::span<const int32_t> history, const SamplerParams& p) {
+    const size_t n_vocab = logits.size();
+    cand_.clear();
+    cand_.reserve(n_vocab);
+    for (size_t i = 0; i < n_vocab; i++) {
+      float l = logits[i];
+      if (std::isnan(l) || l == -std::numeric_limits<float>::infinity()) continue;
+      if (l == std::numeric_limits<float>::infinity()) l = std::numeric_limits<float>::max();
+      cand_.push_back({static_cast<int32_t>(i), l});
+    }
+    if (cand_.empty()) return false;
+
+    // penalties: every distinct token of the window once
+    if (p.repeat_penalty != 1.0f && p.repeat_last_n != 0 && !history.empty()) {
+      size_t n = p.repeat_last_n < 0 ? history.size() : std::min(history.size(), static_cast<size_t>(p.repeat_last_n));
+      window_.assign(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
+      std::sort(window_.begin(), window_.end());
+      window_.erase(std::unique(window_.begin(), window_.end()), window_.end());
+      // cand_ is in id order here (ids skipped only for unusable logits): binary search
+      for (int32_t id : window_) {
+        auto it = std::lower_bound(cand_.begin(), cand_.end(), id,
+                                   [](const Candidate& c, int32_t v) { return c.id < v; });
+        if (it == cand_.end() || it->id != id) continue;
+        it->logit = it->logit > 0 ? it->logit / p.repeat_penalty : it->logit * p.repeat_penalty;
+      }
+    }
+
+    if (p.temperature <= 0.0f) {
+      size_t best = 0;  // strict '>' over ascending ids: ties go to the lowest id
+      for (size_t i = 1; i < cand_.size(); i++)
+        if (cand_[i].logit > cand_[best].logit) best = i;
+      cand_[0] = cand_[best];
+      cand_.resize(1);
+      return true;
+    }
+
+    // top-k
+    if (p.top_k > 0 && static_cast<size_t>(p.top_k) < cand_.size()) {
+      std::nth_element(cand_.begin(), cand_.begin() + (p.top_k - 1), cand_.end(), before);
+      cand_.resize(static_cast<size_t>(p.top_k));
+    }
+    float max_l = cand_[0].logit;
+    for (const auto& c : cand_) max_l = std::max(max_l, c.logit);
+
+    if (p.top_p >= 1.0f) {
+      if (p.min_p > 0.0f) min_p_filter(max_l, p.min_p);
+      return true;
+    }
+
+    // top-p: probabilities over the whole top-k set, so the normaliser is computed first
+    double z = 0;
+    for (const auto& c : cand_) z += std::exp(static_cast<double>(c.logit) - max_l);
+    // min-p keeps a prefix of the same order: sorting only its survivors is enough
+    if (p.min_p > 0.0f) min_p_filter(max_l, p.min_p);
+    // sort progressively: the top-p prefix is usually short
+    size_t sorted = std::min<size_t>(cand_.size(), 256);
+    std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(sorted), cand_.end(), before);
+    double cum = 0;
+    for (size_t i = 0; i < cand_.size(); i++) {
+      if (i == sorted) {
+        std::sort(cand_.begin(), cand_.end(), before);  // same total order: the first `sorted` stay
+        sorted = cand_.size();
+      }
+      cum += std::exp(static_cast<double>(cand_[i].logit) - max_l) / z;
+      if (cum >= static_cast<double>(p.top_p)) {
+        cand_.resize(i + 1);
+        break;
+      }
+    }
+    return true;
+  }
+
+  void min_p_filter(float max_l, float min_p) {
+    const double threshold = static_cast<double>(max_l) + std::log(static_cast<double>(min_p));
+    size_t k = 0;
+    for (const auto& c : cand_)
+      if (static_cast<double>(c.logit) >= threshold) cand_[k++] = c;
+    cand_.resize(k);  // the maximum always passes
+  }
+
+  std::vector<Candidate> cand_;
+  std::vector<double> weight_;
+  std::vector<int32_t> window_;
+};
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// ---- src/51_generate.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== Generation: stop strings, streaming text, the decode loop ====
+// The loop is written against GenerationIO (evaluate tokens, logits, end-of-generation test,
+// streaming detokenizer), so that it runs the same on a real model and on the scripted fakes of
+// the tests.
+//
+// Decisions (also in the manual):
+// * Text reaches on_token only as complete UTF-8. Bytes that can never become valid UTF-8 are
+//   replaced by U+FFFD (one per maximal invalid subpart, as the Unicode standard recommends).
+// * Stop strings are matched on text, across token boundaries. The stop string and everything
+//   after it are not emitted; text that could still be the beginning of a stop string is held
+//   back until it is not (then emitted, nothing is lost) or the generation ends (then flushed).
+// * GenerateResult::text is everything emitted. It equals the concatenation of the pieces the
+//   callback received, unless the callback cancelled: then it also holds the text that was still
+//   held back (the callback is not called again after it returned false).
+// * GenerateResult::tokens are the sampled tokens, including those that carried a stop string,
+//   but not the end-of-generation token.
+// * The last sampled token is not evaluated (its logits are not needed); a session evaluates it
+//   with the next turn.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// Length (1..3) of the incomplete but so far valid UTF-8 sequence at s[0..n) that needs more
+// bytes than n, or 0 when s[0..n) does not start such a sequence.
+inline int utf8_incomplete_len(const unsigned char* s, size_t n) {
+  if (n == 0) return 0;
+  unsigned char c = s[0];
+  int need = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+  if (need == 0) return 0;
+  int have = 1;
+  for (size_t i = 1; i < n && have < need; i++, have++) {
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (i == 1) {
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    }
+    if (s[i] < lo || s[i] > hi) return have < need ? -have : 0;  // broken: caller replaces `have` bytes
+  }
+  return have < need ? have : 0;
+}
+
+// Appends the valid UTF-8 of `in` to `out`, replacing invalid bytes with U+FFFD; an incomplete
+// sequence at the very end is left in `rest` (to be completed by the next bytes) unless `final`.
+inline void utf8_sanitize(std::string_view in, bool final, std::string& out, std::string& rest) {
+  static const char kReplacement[] = "\xEF\xBF\xBD";
+  const auto* p = reinterpret_cast<const unsigned char*>(in.data());
+  size_t i = 0, n = in.size();
+  rest.clear();
+  while (i < n) {
+    int l = utf8_valid_len(p + i, n - i);
+    if (l > 0) {
+      out.append(in.data() + i, static_cast<size_t>(l));
+      i += static_cast<size_t>(l);
+      continue;
+    }
+    int partial = utf8_incomplete_len(p + i, n - i);
+    if (partial > 0 && !final) {  // runs to the end of the input: may still be completed
+      rest.assign(in.data() + i, n - i);
+      return;
+    }
+    out += kReplacement;
+    i += partial > 0 ? static_cast<size_t>(partial) : partial < 0 ? static_cast<size_t>(-partial) : 1;
+  }
+}
+
+// Turns the decoded pieces of generated tokens into the text that may be shown: complete UTF-8,
+// stop strings cut, possible stop-string beginnings held back.
+class TextStream {
+ public:
+  TextStream() = default;
+  explicit TextStream(std::vector<std::string> stops) : stops_(std::move(stops)) {
+    for (const auto& s : stops_) max_stop_ = std::max(max_stop_, s.size());
+  }
+
+  // Adds decoded bytes; returns the text that became safe to emit (possibly empty).
+  std::string push(std::string_view bytes) {
+    if (stopped_) return std::string();
+    pending_ += bytes;
+    std::string rest;
+    utf8_sanitize(pending_, false, text_, rest);
+    pending_ = std::move(rest);
+    return advance(false);
+  }
+
+  // The generation ended: completes what is pending and returns everything still held back
+  // (unless a stop string completes in it, which is then cut as usual).
+  std::string finish() {
+    if (stopped_) return std::string();
+    std::string rest;
+    utf8_sanitize(pending_, true, text_, rest);
+    pending_.clear();
+    return advance(true);
+  }
+
+  bool stopped() const { return stopped_; }
+  // Everything emitted so far (the text of the result).
+  std::string_view emitted() const { return std::string_view(text_).substr(0, emitted_); }
+  // Text received but not emitted yet (held back as a possible stop-string beginning).
+  std::string_view held() const { return std::string_view(text_).substr(emitted_); }
+
+ private:
+  std::string advance(bool final) {
+    // earliest complete stop string at or after the emitted point (none can start before it)
+    size_t stop_at = std::string::npos;
+    for (const auto& s : stops_) stop_at = std::min(stop_at, text_.find(s, emitted_));
+    size_t end = text_.size();
+    if (stop_at != std::string::npos) {
+      end = stop_at;
+      stopped_ = true;
+      text_.resize(stop_at);
+    } else if (!final && max_stop_ > 0) {
+      // hold back the earliest suffix that is a proper beginning of a stop string
+      size_t from = std::max(emitted_, text_.size() > max_stop_ ? text_.size() - max_stop_ + 1 : 0);
+      for (size_t p = from; p < text_.size(); p++) {
+        std::string_view tail = std::string_view(text_).substr(p);
+        bool prefix = false;
+        for (const auto& s : stops_)
+          if (s.size() > tail.size() && s.compare(0, tail.size(), tail) == 0) prefix = true;
+        if (prefix) {
+          end = p;  // stop strings are valid UTF-8, so p is a character boundary
+          break;
+        }
+      }
+    }
+    std::string out = text_.substr(emitted_, end - emitted_);
+    emitted_ = end;
+    return out;
+  }
+
+  std::vector<std::string> stops_;
+  size_t max_stop_ = 0;
+  std::string text_;     // sanitized text received so far
+  size_t emitted_ = 0;   // text_[0, emitted_) has been returned
+  std::string pending_;  // incomplete UTF-8 at the end of the received bytes
+  bool stopped_ = false;
+};
+
+// Checks what generate()/reply() accept; the message names the option.
+inline Result<void> validate_generate_options(const GenerateOptions& o) {
+  SamplerParams sp{o.temperature, o.top_k, o.top_p, o.min_p, o.repeat_penalty, o.repeat_last_n};
+  if (auto v = validate_sampler_params(sp); !v) return v.error();
+  for (size_t i = 0; i < o.stop.size(); i++) {
+    if (o.stop[i].empty()) return make_error(Errc::invalid_argument, strf("stop string %zu is empty", i + 1));
+    if (!utf8_valid(o.stop[i]))
+      return make_error(Errc::invalid_argument, strf("stop string %zu is not valid UTF-8", i + 1));
+  }
+  return {};
+}
+
+enum class EvalOutcome : uint8_t { ok, cancelled, context_full };
+
+// What the decode loop needs from a model and the session's context.
+class GenerationIO {
+ public:
+  virtual ~GenerationIO() = default;
+  // Evaluates `tokens` after those already in the context; on `ok` logits() holds the logits of
+  // the last one. `context_full`: nothing was evaluated. `cancelled`: the cancel function said
+  // so (polled during the evaluation).
+  virtual Result<EvalOutcome> eval(std::span<const int32_t> tokens, const std::function<bool()>& cancel) = 0;
+  virtual std::span<const float> logits() const = 0;
+  // Called when eval() reported a full context: `ok` when room was made (context policy
+  // `slide`), so the same eval may be retried; `context_full` to stop.
+  virtual Result<EvalOutcome> on_context_full(const std::function<bool()>& cancel) = 0;
+  virtual bool is_eog(int32_t id) const = 0;
+  // Streaming detokenization of the generated tokens (bytes; the TextStream completes UTF-8).
+  virtual std::string piece(int32_t id) = 0;
+  virtual std::string flush() = 0;
+};
+
+// Evaluates `prefill` (the prompt tokens not in the context yet; must not be empty), then samples
+// until a stop condition. `history`: the prompt (for the repetition penalty). Fills text, tokens,
+// stop, the timings and prompt_tokens_evaluated of `r`; returns an error only when nothing was
+// generated (afterwards an error ends the result with StopReason::error and r.error).
+inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> prefill, std::vector<int32_t> history,
+                                   const GenerateOptions& o, Sampler& sampler, Rng& rng, double t_start,
+                                   GenerateResult& r) {
+  const std::atomic<bool>* flag = o.cancel;
+  const std::function<bool()> cancel = [flag] { return flag != nullptr && flag->load(std::memory_order_relaxed); };
+  const SamplerParams sp{o.temperature, o.top_k, o.top_p, o.min_p, o.repeat_penalty, o.repeat_last_n};
+  r.text.clear();
+  r.tokens.clear();
+
+  // eval with the context policy applied
+  auto eval = [&](std::span<const int32_t> toks) -> Result<EvalOutcome> {
+    for (int attempt = 0;; attempt++) {
+      auto e = io.eval(toks, cancel);
+      if (!e || *e != EvalOutcome::context_full || attempt > 0) return e;
+      auto room = io.on_context_full(cancel);
+      if (!room || *room != EvalOutcome::ok) return room;
+    }
+  };
+
+  if (cancel()) {
+    r.stop = StopReason::cancelled;
+    return {};
+  }
+  double t0 = now_ms();
+  auto pre = eval(prefill);
+  if (!pre) return pre.error();
+  r.timings.prefill_ms = now_ms() - t0;
+  if (*pre != EvalOutcome::ok) {
+    r.stop = *pre == EvalOutcome::cancelled ? StopReason::cancelled : StopReason::context_full;
+    return {};
+  }
+  r.prompt_tokens_evaluated = static_cast<int>(prefill.size());
+  if (r.timings.prefill_ms > 0)
+    r.timings.prefill_tps = static_cast<double>(prefill.size()) * 1000.0 / r.timings.prefill_ms;
+
+  TextStream ts(o.stop);
+  bool callback_open = static_cast<bool>(o.on_token);
+  auto emit = [&](const std::string& text) {
+    if (text.empty()) return;
+    r.text += text;
+    if (callback_open && !o.on_token(text)) {
+      callback_open = false;
+      r.stop = StopReason::cancelled;
+    }
+  };
+
+  double t_first = 0, t_last = 0;
+  r.stop = StopReason::max_tokens;
+  bool done = false;
+  for (int n = 0; !done;) {
+    if (o.max_tokens >= 0 && n >= o.max_tokens) {
+      r.stop = StopReason::max_tokens;
+      break;
+    }
+    if (cancel()) {
+      r.stop = StopReason::cancelled;
+      break;
+    }
+    int32_t id = sampler.sample(io.logits(), history, sp, rng);
+    if (id < 0) {
+      r.stop = StopReason::error;
+      r.error = make_error(Errc::internal, "the model produced no usable logits (NaN or -inf everywhere)");
+      break;
+    }
+    t_last = now_ms();
+    if (n == 0) {
+      t_first = t_last;
+      r.timings.ttft_ms = t_first - t_start;
+    }
+    if (io.is_eog(id)) {
+      r.stop = StopReason::eos;
+      break;
+    }
+    n++;
+    r.tokens.push_back(id);
+    history.push_back(id);
+    emit(ts.push(io.piece(id)));
+    if (ts.stopped()) {
+      r.stop = StopReason::stop;
+      break;
+    }
+    if (!callback_open && o.on_token) break;  // the callback cancelled (stop already set)
+    if (o.max_tokens >= 0 && n >= o.max_tokens) {
+      r.stop = StopReason::max_tokens;
+      break;
+    }
+    auto e = eval(std::span<const int32_t>(&r.tokens.back(), 1));
+    if (!e) {
+      r.stop = StopReason::error;
+      r.error = e.error();
+      break;
+    }
+    if (*e == EvalOutcome::cancelled) {
+      r.stop = StopReason::cancelled;
+      done = true;
+    } else if (*e == EvalOutcome::context_full) {
+      r.stop = StopReason::context_full;
+      done = true;
+    }
+  }
+  // The end: what the detokenizer and the stop matcher still hold (a stop string may complete).
+  // After the callback cancelled, the tail still goes to r.text (emit() no longer calls it).
+  if (!ts.stopped()) {
+    std::string tail = ts.push(io.flush());
+    tail += ts.finish();
+    if (ts.stopped() && r.stop != StopReason::cancelled) r.stop = StopReason::stop;
+    emit(tail);
+  }
+  if (r.tokens.size() > 1 && t_last > t_first) {
+    r.timings.decode_ms = t_last - t_first;
+    r.timings.decode_tps = static_cast<double>(r.tokens.size() - 1) * 1000.0 / r.timings.decode_ms;
+  }
+  return {};
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
 // ---- src/90_model.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== Model and Session ====
 namespace llminfer {
@@ -5295,6 +5852,10 @@ inline Result<GenerateResult> Model::generate(std::string_view prompt, const Gen
   return res;
 }
 
+inline Result<GenerateResult> Model::generate(std::span<const int32_t>, const GenerateOptions&) const {
+  return detail::make_error(Errc::unsupported, impl_->desc->path + ": text generation is not implemented yet");
+}
+
 inline Session Model::session() const {
   auto s = std::make_unique<detail::SessionImpl>();
   s->model = impl_;
@@ -5327,6 +5888,8 @@ inline Result<GenerateResult> Session::reply(const GenerateOptions&) {
 inline void Session::reset() { impl_->messages.clear(); }
 
 inline const std::vector<Message>& Session::messages() const { return impl_->messages; }
+inline int Session::cached_tokens() const { return 0; }
+inline int Session::context_size() const { return impl_->model->options.context; }
 
 }  // namespace v0_1
 }  // namespace llminfer

@@ -107,6 +107,10 @@ inline Result<GenerateResult> Model::generate(std::string_view prompt, const Gen
   return res;
 }
 
+inline Result<GenerateResult> Model::generate(std::span<const int32_t>, const GenerateOptions&) const {
+  return detail::make_error(Errc::unsupported, impl_->desc->path + ": text generation is not implemented yet");
+}
+
 inline Session Model::session() const {
   auto s = std::make_unique<detail::SessionImpl>();
   s->model = impl_;
@@ -139,6 +143,8 @@ inline Result<GenerateResult> Session::reply(const GenerateOptions&) {
 inline void Session::reset() { impl_->messages.clear(); }
 
 inline const std::vector<Message>& Session::messages() const { return impl_->messages; }
+inline int Session::cached_tokens() const { return 0; }
+inline int Session::context_size() const { return impl_->model->options.context; }
 
 }  // namespace v0_1
 }  // namespace llminfer
