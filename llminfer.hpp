@@ -33,6 +33,72 @@
 //   independent: one session must be used by one thread at a time, separate sessions may run at
 //   once on one model. Callbacks run on the thread that called generate()/reply().
 //
+// ==== Architecture definitions (archdef) ====
+//
+//   An architecture is a short text, not code: `llama`, `qwen2`, `qwen3` and `gemma3` are built in
+//   (`llminfer status --dump llama` prints one); a directory of <arch>.archdef files
+//   (LoadOptions::archdef_dir, `--archdef DIR`) overrides the built-in of the same name. A file that
+//   does not load makes its architecture unavailable (loading such a model fails and lists the
+//   broken files); there is never a silent fallback to the built-in. `llminfer status` shows each
+//   definition in effect with its steps per layer, origin and sha256.
+//
+//   file      := one statement per line; '#' starts a comment; blank lines are ignored
+//   header    := 'arch' NAME                      (must equal the file name without .archdef)
+//              | 'kind' 'decoder'
+//              | 'param' NAME '=' ALT ('|' ALT)*  (ALT: a metadata key like {arch}.rope.freq_base_swa,
+//                                                  or a VALUE; the first that exists is used)
+//   sections  := 'prologue' | 'block' | 'epilogue' (each once, in this order; the block runs once
+//                                                  per layer with {i} = the layer index)
+//   statement := DST '=' OP '(' ARGS ')'           (a new value in register DST)
+//              | OP '(' REG ARGS ')'               (updates register REG in place)
+//   ARGS      := positional arguments, then KEY '=' ARG keyword arguments, comma separated
+//   TENSOR    := a GGUF tensor name (blk.{i}.attn_q.weight); 'a | b' = a, or b when the model has
+//                no a; a final '| none' makes the step optional (skipped when no name exists)
+//   VALUE     := a number | a param | a model value (n_embd n_layer n_head n_head_kv head_dim
+//                head_dim_v n_ff n_vocab n_ctx_train rms_eps rope_base rope_dims) | sqrt(V) | rsqrt(V)
+//
+//   Registers are rows of f32 activations, one row per token ([n_tokens][width]); `x` is the
+//   residual stream (the prologue assigns it), `logits` the result (the epilogue assigns it). A
+//   register must be assigned before it is read. There are no conditionals, loops, calls, files,
+//   environment or network: any other word where an operation belongs is an unknown operation.
+//
+//   operation                          computes
+//   x = embed(T)                       row of T (a [n_vocab][n_embd] matrix) for each token id
+//   rms_norm(r, W, eps=rms_eps)        r * W / sqrt(mean(r^2) + eps) over the whole row
+//   norm_heads(r, W, eps=rms_eps)      the same per head: W has the head's length
+//   y = matmul(r, W)                   y[t][j] = sum_k W[j][k] r[t][k] (any computable weight type)
+//   add_bias(r, B)                     r + B
+//   rope(r, pairs|neox, factors=T, base=V, base_swa=V, dims=rope_dims)
+//                                      rotary positions on each head of head_dim: `pairs` rotates
+//                                      (2i, 2i+1) (GGUF llama, whose q/k rows the converter permuted),
+//                                      `neox` rotates (i, i + dims/2). Angle = pos * base^(-2i/dims)
+//                                      / factor_i. factors: a tensor (llama-3 rope_freqs); without it
+//                                      the model's metadata {arch}.rope.scaling.type applies (linear,
+//                                      llama3). base_swa replaces base on sliding-window layers.
+//                                      Hugging Face checkpoints keep q/k in rotate-half order, so
+//                                      `pairs` runs as `neox` for them (no if in the definition).
+//   a = attention(q, k, v, window=0, period=0, scale=rsqrt(head_dim), softcap=0)
+//                                      causal grouped-query attention over the layer's KV cache
+//                                      (q: n_head heads, k/v: n_head_kv heads of head_dim/head_dim_v);
+//                                      stores k and v. window > 0: a token sees the `window` latest
+//                                      positions, on every layer, or with period P > 0 on all but
+//                                      every P-th layer (layer i is global when (i+1) % P == 0).
+//                                      softcap > 0: scores become softcap * tanh(score / softcap).
+//   silu(r) gelu(r) gelu_tanh(r) relu(r)   activations (gelu: erf form; gelu_tanh: tanh approximation)
+//   mul(r, s)  add(r, s)               elementwise r*s, r+s (same widths)
+//   scale(r, V)                        r * V
+//   softcap(r, V)                      V * tanh(r / V); skipped when V is 0
+//   y = copy(r)                        a copy
+//   last(r)                            epilogue only: keeps the rows whose logits are wanted (the
+//                                      last token, or all of them); afterwards only r and registers
+//                                      assigned later may be read
+//
+//   Definitions are parsed and checked without a model (unknown operations with a "did you mean",
+//   argument counts and kinds, registers used before assignment, sections), then compiled once per
+//   model at load: every tensor is found and its shape and type checked, params are read from the
+//   metadata, and the result is a flat list of steps with resolved pointers. Errors name the file
+//   and line: "llama.archdef:28: no operation 'siluu' — did you mean 'silu'?".
+//
 // ==== Security ====
 //
 //   Model files, tokenizer files, chat templates and architecture definitions are untrusted
@@ -5796,37 +5862,37 @@ inline Result<Model> Model::load(std::string_view path, const LoadOptions& optio
   return m;
 }
 
-// Minimal greedy generation (the sampler and sessions replace it): tokenize, evaluate, argmax.
-inline Result<GenerateResult> Model::generate(std::string_view prompt, const GenerateOptions& options) const {
-  auto ids = tokenize(prompt, true, true);
-  if (!ids) return ids.error();
-  auto ctx = detail::Context::create(impl_->engine, 0);
+// Minimal greedy generation by ids (the sampler and sessions replace it): evaluate, argmax.
+namespace detail {
+inline Result<GenerateResult> greedy_generate(const Model& model, std::span<const int32_t> ids, const GenerateOptions& options) {
+  const ModelImpl& impl = model.impl();
+  auto ctx = Context::create(impl.engine, 0);
   if (!ctx) return ctx.error();
   GenerateResult res;
-  res.prompt_tokens = res.prompt_tokens_evaluated = static_cast<int>(ids->size());
-  const detail::VocabData& vd = impl_->desc->vocab;
+  res.prompt_tokens = res.prompt_tokens_evaluated = static_cast<int>(ids.size());
+  const VocabData& vd = impl.desc->vocab;
   std::vector<int32_t> stop;
   for (int32_t id : {vd.eos, vd.eot, vd.eom})
     if (id >= 0) stop.push_back(id);
-  double t0 = detail::now_ms();
+  double t0 = now_ms();
   std::vector<float> logits;
   auto cancelled = [&] { return options.cancel && options.cancel->load(std::memory_order_relaxed); };
-  auto st = ctx->eval(*ids, logits, false, cancelled);
+  auto st = ctx->eval(ids, logits, false, cancelled);
   if (!st) return st.error();
-  res.timings.prefill_ms = detail::now_ms() - t0;
-  double t1 = detail::now_ms();
+  res.timings.prefill_ms = now_ms() - t0;
+  double t1 = now_ms();
   res.stop = StopReason::max_tokens;
-  if (*st == detail::EvalStatus::cancelled) res.stop = StopReason::cancelled;
-  if (*st == detail::EvalStatus::context_full) res.stop = StopReason::context_full;
-  for (int k = 0; *st == detail::EvalStatus::ok && k < options.max_tokens; k++) {
-    int32_t id = detail::argmax_f32(logits.data(), impl_->engine->n_vocab());
+  if (*st == EvalStatus::cancelled) res.stop = StopReason::cancelled;
+  if (*st == EvalStatus::context_full) res.stop = StopReason::context_full;
+  for (int k = 0; *st == EvalStatus::ok && k < options.max_tokens; k++) {
+    int32_t id = argmax_f32(logits.data(), impl.engine->n_vocab());
     if (std::find(stop.begin(), stop.end(), id) != stop.end()) {
       res.stop = StopReason::eos;
       break;
     }
     res.tokens.push_back(id);
     if (options.on_token) {
-      std::string piece = detokenize(std::span<const int32_t>(&id, 1));
+      std::string piece = model.detokenize(std::span<const int32_t>(&id, 1));
       if (!options.on_token(piece)) {
         res.stop = StopReason::cancelled;
         break;
@@ -5839,21 +5905,28 @@ inline Result<GenerateResult> Model::generate(std::string_view prompt, const Gen
     if (k + 1 == options.max_tokens) break;
     st = ctx->eval(std::span<const int32_t>(&id, 1), logits);
     if (!st) return st.error();
-    if (*st == detail::EvalStatus::context_full) res.stop = StopReason::context_full;
+    if (*st == EvalStatus::context_full) res.stop = StopReason::context_full;
   }
-  res.timings.decode_ms = detail::now_ms() - t1;
-  res.text = detokenize(res.tokens);
-  res.timings.load_ms = impl_->load_ms;
+  res.timings.decode_ms = now_ms() - t1;
+  res.text = model.detokenize(res.tokens);
+  res.timings.load_ms = impl.load_ms;
   res.timings.prefill_tps = res.timings.prefill_ms > 0 ? 1000.0 * res.prompt_tokens / res.timings.prefill_ms : 0;
   res.timings.decode_tps = res.timings.decode_ms > 0 ? 1000.0 * double(res.tokens.size()) / res.timings.decode_ms : 0;
   res.timings.ttft_ms = res.timings.prefill_ms;
-  res.peak_rss_mb = detail::peak_rss_mb();
+  res.peak_rss_mb = peak_rss_mb();
   res.kv_bytes = ctx->kv_bytes();
   return res;
 }
+}  // namespace detail
 
-inline Result<GenerateResult> Model::generate(std::span<const int32_t>, const GenerateOptions&) const {
-  return detail::make_error(Errc::unsupported, impl_->desc->path + ": text generation is not implemented yet");
+inline Result<GenerateResult> Model::generate(std::string_view prompt, const GenerateOptions& options) const {
+  auto ids = tokenize(prompt, true, true);
+  if (!ids) return ids.error();
+  return detail::greedy_generate(*this, *ids, options);
+}
+
+inline Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options) const {
+  return detail::greedy_generate(*this, prompt_tokens, options);
 }
 
 inline Session Model::session() const {
