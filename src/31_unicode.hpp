@@ -233,12 +233,8 @@ inline bool nfc_quick_stable(std::string_view s) {
   return true;
 }
 
-// Canonical composition of the canonical decomposition (Unicode NFC). Invalid bytes pass through.
-inline void nfc_append(std::string_view s, std::string& out) {
-  if (nfc_quick_stable(s)) {
-    out.append(s);
-    return;
-  }
+// NFC of a span by the full algorithm (decompose, reorder, compose).
+inline void nfc_full_append(std::string_view s, std::string& out) {
   std::vector<uint32_t> buf;
   buf.reserve(s.size() + 8);
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
@@ -288,6 +284,43 @@ inline void nfc_append(std::string_view s, std::string& out) {
     if (c >= kInvalidByteUnit) out += static_cast<char>(c - kInvalidByteUnit);
     else utf8_append(out, c);
   }
+}
+
+// Canonical composition of the canonical decomposition (Unicode NFC). Invalid bytes pass through.
+// A character that NFC cannot touch (kUNfcUnsafe clear: combining class 0, no decomposition, never the
+// second part of a composition) is a safe cut: nothing before it interacts with it or with what follows.
+// So only the runs of "unsafe" characters, with the character just before each run, go through the full
+// algorithm; everything else is copied.
+inline void nfc_append(std::string_view s, std::string& out) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  size_t n = s.size(), i = 0, emitted = 0, prev = 0;  // prev: start of the last safe character
+  while (i < n) {
+    int len = p[i] < 0x80 ? 1 : utf8_valid_len(p + i, n - i);
+    if (len == 0 || p[i] < 0xCC) {  // ASCII, invalid bytes and everything below U+0300 are safe
+      prev = i;
+      i += len ? size_t(len) : 1;
+      continue;
+    }
+    size_t j = i;
+    if (!(uflags(utf8_next(s, j)) & kUNfcUnsafe)) {
+      prev = i;
+      i = j;
+      continue;
+    }
+    size_t begin = std::max(prev, emitted), end = j;  // the run of unsafe characters from i
+    while (end < n) {
+      int l2 = p[end] < 0x80 ? 1 : utf8_valid_len(p + end, n - end);
+      if (l2 == 0 || p[end] < 0xCC) break;
+      size_t k = end;
+      if (!(uflags(utf8_next(s, k)) & kUNfcUnsafe)) break;
+      end = k;
+    }
+    out.append(s.data() + emitted, begin - emitted);
+    nfc_full_append(s.substr(begin, end - begin), out);
+    emitted = end;
+    i = prev = end;
+  }
+  out.append(s.data() + emitted, n - emitted);
 }
 
 inline std::string nfc(std::string_view s) {

@@ -574,13 +574,18 @@ class Tokenizer {
       int32_t merged;
     };
     std::vector<Cand> heap;
+    // pieces already merged in this call (words repeat): piece -> [offset, count) in cache_ids
+    std::unordered_map<std::string, std::pair<uint32_t, uint32_t>> cache;
+    std::vector<int32_t> cache_ids;
   };
+  static constexpr size_t kCacheMaxPiece = 64, kCacheMaxEntries = 1 << 16;
 
   void encode_text(std::string_view text, bool parse_special, std::span<const std::pair<size_t, size_t>> no_special,
                    bool prompt_mode, std::vector<int32_t>& out) const;
   void encode_segment(std::string_view seg, bool first_segment, Scratch& s, std::vector<int32_t>& out) const;
   void encode_normalized(std::string_view text, Scratch& s, std::vector<int32_t>& out) const;
   void bpe_piece(std::string_view piece, Scratch& s, std::vector<int32_t>& out) const;
+  void bpe_merge(std::string_view piece, Scratch& s, std::vector<int32_t>& out) const;
   void push_unknown_bytes(std::string_view bytes, std::vector<int32_t>& out) const;
 
   enum class Merge : uint8_t { by_rank, by_score };
@@ -858,6 +863,27 @@ inline void Tokenizer::bpe_piece(std::string_view piece, Scratch& s, std::vector
       return;
     }
   }
+  bool cacheable = piece.size() <= kCacheMaxPiece;
+  if (cacheable) {
+    auto it = s.cache.find(std::string(piece));
+    if (it != s.cache.end()) {
+      out.insert(out.end(), s.cache_ids.begin() + it->second.first,
+                 s.cache_ids.begin() + it->second.first + it->second.second);
+      return;
+    }
+  }
+  size_t out_start = out.size();
+  bpe_merge(piece, s, out);
+  if (cacheable && s.cache.size() < kCacheMaxEntries) {
+    auto off = static_cast<uint32_t>(s.cache_ids.size());
+    s.cache_ids.insert(s.cache_ids.end(), out.begin() + static_cast<ptrdiff_t>(out_start), out.end());
+    s.cache.emplace(std::string(piece), std::make_pair(off, static_cast<uint32_t>(out.size() - out_start)));
+  }
+}
+
+// The merge loop proper: symbols in a linked list, candidate pairs in a heap (lowest priority value first,
+// then leftmost), stale candidates skipped when popped.
+inline void Tokenizer::bpe_merge(std::string_view piece, Scratch& s, std::vector<int32_t>& out) const {
   using Sym = Scratch::Sym;
   auto& syms = s.syms;
   syms.clear();

@@ -608,12 +608,28 @@ TEST_CASE("tokenizer: unsupported and malformed vocabularies are clear errors") 
     REQUIRE(test::write_file(p, w.build()));
     return p;
   };
-  {  // no vocabulary at all: the model still loads (it can run from ids); tokenize says why not
+  {  // no vocabulary at all (stories260K without its tokenizer.* keys): the model still loads and runs from
+     // ids; tokenize says why it cannot
+    auto src = description(test::model_path(kStories));
     test::GgufWriter w;
-    w.kv_str("general.architecture", "llama");
+    for (const auto& e : src->gguf->kv) {
+      if (starts_with(e.key, "tokenizer.")) continue;
+      const GgufValue& v = e.value;
+      std::string k(e.key);
+      if (v.type == GgufType::string) w.kv_str(k, std::string(v.as_string()));
+      else if (v.type == GgufType::f32) w.kv_f32(k, float(v.as_number()));
+      else if (v.type == GgufType::boolean) w.kv_bool(k, v.as_int() != 0);
+      else if (v.type == GgufType::i32) w.kv_i32(k, int32_t(v.as_int()));
+      else if (v.is_integer()) w.kv_u32(k, uint32_t(v.as_int()));
+    }
+    for (const TensorView& t : src->tensors) {
+      std::vector<uint64_t> dims;
+      for (int d = 0; d < t.n_dims; d++) dims.push_back(uint64_t(t.ne[d]));
+      w.tensor(t.name, dims, uint32_t(t.type), std::vector<uint8_t>(t.data, t.data + t.nbytes));
+    }
     std::string p = write("novocab.gguf", w);
     auto m = llminfer::Model::load(p);
-    REQUIRE(m);
+    REQUIRE_MESSAGE(m, m.error().message);
     auto r = m->tokenize("hello");
     CHECK(!r);
     CHECK(r.error().code == Errc::unsupported);
