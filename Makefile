@@ -82,7 +82,7 @@ demo: $(BUILD)/llminfer
 	@if [ -z "$(DEMO_MODEL)" ]; then \
 	  echo "no model found. Either run 'make model' (downloads SmolLM2-135M-Instruct Q4_K_M, about 105 MB,"; \
 	  echo "from Hugging Face to models/default.gguf) or put any GGUF file at models/default.gguf."; exit 1; fi
-	$(BUILD)/llminfer run -m $(DEMO_MODEL) -p "Once upon a time" -n 64 --echo
+	$(BUILD)/llminfer info $(DEMO_MODEL)
 
 # The only target that uses the network: a small public model for `make demo` (see README).
 model:
