@@ -4641,6 +4641,38 @@ inline constexpr const char kCategories[] =
 inline constexpr const char kWhiteSpace[] =
     "JFSBkDBaB/uFB/rCLdCFBvBBg9DB";
 
+// 649 ranges of Lu and Lt letters: varint(gap from previous end), varint(length)
+inline constexpr const char kUpperOnly[] =
+    "hCalDXBHhBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBCBBBBBBBBBBBBBBBCBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+    "BBBBBBBBBBBBBBBBBBCBBBBDCBBBCBDCEBCBDDCBCBBBBBCBBCBBCBDBBBCDBHCBCBCBBBBBBBBBBBBBBBBCBBBBBBBBBBBBBBBBBCCBBBDBBB"
+    "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBHCBCCBBEBBBBBBBBhJBBBDBIBGBBDBBBCBRBJjBBCDDBBBBBBBBBBBB"
+    "BBBBBBBBBBBFBCBBCCzBwBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBJBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+    "CBBBBBBBBBBBBCBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBC"
+    "mBp6CmBBBFByW2C6kCrBCDgKBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+    "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBJBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+    "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBJIIGKIIIIGLBBBBBBBIIYIIIIIIFLFLEMFLFlIBEBDDCDCBDFGBBBBBBECE"
+    "KCFB9BB8zCwBwBBBDCBBBBBBEBBCBIDBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+    "BBBBBBBBBBBBBBBBBBBIBBBEBtqeBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBTBBBBBBBBBBBBBBBBBBBBBBBBBBBnEBBBBBBB"
+    "BBBBBBDBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBKBBBBCBBBBBBBBEBBBCBBBDBBBBBBBBBBBBBBBBBBB"
+    "BFBFBBBBBBBBBBBBBBBEBBGBFBBBcBr5ValmBoBoEkB8ELBPBHBCq3BzBt/CgBgsVgBgtZaaaaaaBBCCBCCCEBIaaaCBECIBHbCBEBFBBDHbaa"
+    "aaaaaaaaaeZhBZhBZhBZhBZhBB1pEiB";
+
+// 658 ranges of Ll letters: varint(gap from previous end), varint(length)
+inline constexpr const char kLowerOnly[] =
+    "hDa6BBpBYBIBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBCBBBBBBBBBBBBBBBCBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+    "BBBBBBBBBBBBBBBBBBBCBBBBDCBBBCBDCEBCBDDCBCBBBBBCBBCBBCBDBBBCCCDGBCBCBBBBBBBBBBBBBBBBCBBBBBBBBBBBBBBBBBCCBBBDBB"
+    "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBHCBCCBBEBBBBBBBBlCBbhGBBBDBDDSBbjBBCDDBBBBBBBBBBBBBBBB"
+    "BBBBBBBFBBCBCCzBwBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBJBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBCBBB"
+    "BBBBBBBBBCBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBwBpB"
+    "n6CrBCD4XGikCJ3DsB/BNBiBmDBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+    "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBJBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+    "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBJIGKIIIIGKIIIIOCIIIIIIFBCGBDDBCIECCIIKDBCyIBDCDBbBEBEBCCIE"
+    "EB1BBr1CwBBBDCBBBBBBEBBCBGFBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+    "BBBBBBBBBBBBBBBCHBBBEBMmBBBFBzoeBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBTBBBBBBBBBBBBBBBBBBBBBBBBBBBnEBBB"
+    "BBBBBBBBBDBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBIBBBBCBBBBBBBBBEBBBCBBDBBBBBBBBBBBBBB"
+    "BBBBBBFBFBBBBBBBBBBBBBBBEBBBGBBBBBBBBBcBDB1ZrBFJHwCg6THMFphBatmBoBoEkB7ELBPBHBCj4BzBt+CgBgsVgB6sZaaHBSaaaEBBBH"
+    "BLaaaaaaaaaaaaaaaaaccZBGaZBGaZBGaZBGaZBGBB05BKBUGG3vCiB";
+
 // 388 runs of non-zero canonical combining class: varint(gap), varint(length), varint(class)
 inline constexpr const char kCombiningClass[] =
     "gYVmHABoHAE8GABoHAB4GAF8GACqGAE8GACqGAL8GAFBAE8GAImHABwHABmHAD8GADmHAC8GBDmHAE8GABmHABoHAC8GABmHABpHACqHABpHAC"
@@ -4795,8 +4827,8 @@ inline constexpr const char kDecompositions[] =
 // ---- src/31_unicode.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== Unicode: character classes, White_Space, simple case folding, NFC ====
 // Decodes the tables of 30_unicode_data.hpp once (thread-safe function-local static) into two-stage
-// lookup tables: one byte of flags per code point (major general category, White_Space, "NFC may change
-// this"), one byte of canonical combining class. Text that is not valid UTF-8 is handled byte by byte:
+// lookup tables: one byte of flags per code point (major general category, White_Space, cased-letter kind,
+// "NFC may change this"), one byte of canonical combining class. Text that is not valid UTF-8 is handled byte by byte:
 // an invalid byte is a unit of class C (other) that NFC leaves untouched.
 namespace llminfer {
 inline namespace v0_1 {
@@ -4808,6 +4840,8 @@ enum class UClass : uint8_t { other = 0, letter = 1, mark = 2, number = 3, punct
 constexpr uint8_t kUClassMask = 7;
 constexpr uint8_t kUWhiteSpace = 8;   // Unicode White_Space (regex \s)
 constexpr uint8_t kUNfcUnsafe = 16;   // non-zero combining class, a decomposition, or a composition's 2nd part
+constexpr uint8_t kUUpperOnly = 32;   // general category Lu or Lt (letters in \p{Lu}\p{Lt}, not in \p{Ll}\p{Lm}\p{Lo})
+constexpr uint8_t kULowerOnly = 64;   // general category Ll
 
 // A 0x110000-entry byte table stored as 4352 blocks of 256, identical blocks shared.
 class UTable {
@@ -4892,6 +4926,15 @@ inline UnicodeTables build_unicode_tables() {
       cp += ucd_varint(p);
       uint32_t len = ucd_varint(p);
       for (uint32_t k = 0; k < len; k++) full[cp++] |= kUWhiteSpace;
+    }
+  }
+  for (auto [table, flag] : {std::pair<const char*, uint8_t>{ucd::kUpperOnly, kUUpperOnly}, {ucd::kLowerOnly, kULowerOnly}}) {
+    const char* p = table;
+    uint32_t cp = 0;
+    while (*p) {
+      cp += ucd_varint(p);
+      uint32_t len = ucd_varint(p);
+      for (uint32_t k = 0; k < len; k++) full[cp++] |= flag;
     }
   }
   std::vector<uint8_t> ccc(0x110000, 0);
@@ -5390,6 +5433,9 @@ struct PreStage {
   enum class Kind : uint8_t {
     gpt2,          // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
     llama3,        // (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,k}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+    o200k,         // [^\r\n\p{L}\p{N}]?U*L+C?|[^\r\n\p{L}\p{N}]?U+L*C?|\p{N}{1,k}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|
+                   // \s+(?!\S)|\s+  with U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], L = [\p{Ll}\p{Lm}\p{Lo}\p{M}], C = the
+                   // (?i) contractions (gpt-4o / llama-4; tekken: \p{N} single and no contractions)
     digits,        // Hugging Face Digits: numeric characters isolated (one by one, or in runs)
     punct_runs,    // [\p{P}$+<=>^~|]+ isolated (llama.cpp's default BPE pre-tokenizer)
     number_runs,   // \p{N}+ isolated
@@ -5398,6 +5444,7 @@ struct PreStage {
   } kind;
   int digit_max = 3;         // llama3: \p{N}{1,digit_max}
   bool marks_in_words = false;  // qwen3.5: [\p{L}\p{M}]+ words, punctuation excludes \p{M}
+  bool contractions = true;  // o200k: the optional (?i:'s|'t|'re|'ve|'m|'ll|'d) after a word
   bool individual = true;    // digits
   enum class Behavior : uint8_t { removed, isolated, merged_with_previous, merged_with_next, contiguous };
   Behavior behavior = Behavior::isolated;
@@ -5532,6 +5579,75 @@ inline void llama3(const Units& u, size_t b, size_t e, int digit_max, bool marks
       for (size_t k = i; k < run; k++)
         if (is_crlf(u, k)) last_nl = k;
       j = last_nl != e ? last_nl + 1 : whitespace_tail(u, i, e);  // \s*[\r\n]+ first
+    } else {
+      j = i + 1;  // not reachable: every unit is a letter, a number, whitespace or "other"
+    }
+    emit(out, i, j);
+    i = j;
+  }
+}
+
+// o200k (gpt-4o, llama-4) and tekken (digit_max 1, no contractions), with the regex engine's leftmost-first
+// backtracking made explicit:
+//   [^\r\n\p{L}\p{N}]?U*L+C? | [^\r\n\p{L}\p{N}]?U+L*C? | \p{N}{1,k} | ?[^\s\p{L}\p{N}]+[\r\n/]* | \s*[\r\n]+ |
+//   \s+(?!\S) | \s+
+// U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], L = [\p{Ll}\p{Lm}\p{Lo}\p{M}] (they share Lm, Lo and marks), C = contractions.
+inline void o200k(const Units& u, size_t b, size_t e, int digit_max, bool contractions, std::vector<URange>& out) {
+  auto mark = [&](size_t i) { return cls(u, i) == UClass::mark; };
+  auto up = [&](size_t i) { return mark(i) || (is_l(u, i) && !(u.fl[i] & kULowerOnly)); };
+  auto low = [&](size_t i) { return mark(i) || (is_l(u, i) && !(u.fl[i] & kUUpperOnly)); };
+  auto prefix = [&](size_t i) { return !is_crlf(u, i) && !is_l(u, i) && !is_n(u, i); };
+  auto punct = [&](size_t i) { return !ws(u, i) && !is_l(u, i) && !is_n(u, i); };
+  // the end of U*L+ from p, or 0 when it does not match: U* takes the longest run, then gives back until
+  // L+ can start (a shared Lm/Lo/mark inside the run, or an Ll right after it)
+  auto upper_lower = [&](size_t p) -> size_t {
+    size_t k = p;
+    while (k < e && up(k)) k++;
+    for (size_t s = k + 1; s-- > p;) {
+      if (s < e && low(s)) {
+        size_t j = s + 1;
+        while (j < e && low(j)) j++;
+        return j;
+      }
+    }
+    return 0;
+  };
+  auto upper_then_lower = [&](size_t p) -> size_t {  // U+L*
+    if (p >= e || !up(p)) return 0;
+    size_t j = p;
+    while (j < e && up(j)) j++;
+    while (j < e && low(j)) j++;
+    return j;
+  };
+  auto with_contraction = [&](size_t j) {
+    if (contractions && j < e)
+      if (size_t c = contraction(u, j, e, true)) return j + c;
+    return j;
+  };
+  size_t i = b;
+  while (i < e) {
+    size_t j = 0;
+    bool pre = prefix(i) && i + 1 < e;
+    if (pre) j = upper_lower(i + 1);
+    if (!j) j = upper_lower(i);
+    if (!j && pre) j = upper_then_lower(i + 1);
+    if (!j) j = upper_then_lower(i);
+    if (j) {
+      j = with_contraction(j);
+    } else if (is_n(u, i)) {
+      j = i + 1;
+      while (j < e && is_n(u, j) && j - i < static_cast<size_t>(digit_max)) j++;
+    } else if (punct(i) || (u.cp[i] == ' ' && i + 1 < e && punct(i + 1))) {
+      j = punct(i) ? i + 1 : i + 2;
+      while (j < e && punct(j)) j++;
+      while (j < e && (is_crlf(u, j) || u.cp[j] == '/')) j++;
+    } else if (ws(u, i)) {
+      size_t run = i;
+      while (run < e && ws(u, run)) run++;
+      size_t last_nl = e;
+      for (size_t k = i; k < run; k++)
+        if (is_crlf(u, k)) last_nl = k;
+      j = last_nl != e ? last_nl + 1 : whitespace_tail(u, i, e);
     } else {
       j = i + 1;  // not reachable: every unit is a letter, a number, whitespace or "other"
     }
@@ -5943,6 +6059,7 @@ inline void Tokenizer::encode_normalized(std::string_view text, Scratch& s, std:
       switch (st.kind) {
         case PreStage::Kind::gpt2: pretok::gpt2(u, r.b, r.e, s.b); break;
         case PreStage::Kind::llama3: pretok::llama3(u, r.b, r.e, st.digit_max, st.marks_in_words, s.b); break;
+        case PreStage::Kind::o200k: pretok::o200k(u, r.b, r.e, st.digit_max, st.contractions, s.b); break;
         case PreStage::Kind::digits:
           pretok::isolate(r.b, r.e, st.individual, [&](size_t q) { return pretok::is_n(u, q); }, s.b);
           break;
@@ -6150,6 +6267,10 @@ constexpr std::string_view kRegexQwen2 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kRegexQwen35 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kRegexO200k =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kRegexTekken =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kRegexGpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 struct TokenizerBuilder {
@@ -6182,6 +6303,15 @@ struct TokenizerBuilder {
       t.pre_.push_back(stage(K::llama3));
       ignore_merges = true;
       add_bos = true;
+    } else if (in({"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"})) {
+      t.pre_.push_back(stage(K::o200k));
+    } else if (pre == "tekken") {
+      PreStage s = stage(K::o200k);
+      s.digit_max = 1;
+      s.contractions = false;
+      t.pre_.push_back(s);
+      ignore_merges = true;
+      add_bos = true;
     } else if (in({"dbrx", "smaug-bpe", "glm4", "chatglm-bpe"})) {
       t.pre_.push_back(stage(K::llama3));
     } else if (in({"qwen2", "deepseek-r1-qwen", "qwen35", "kormo", "f2llmv2", "stablelm2", "megrez", "hunyuan",
@@ -6209,7 +6339,7 @@ struct TokenizerBuilder {
     } else {
       return unsupported("pre-tokenizer '" + printable(pre) +
                          "' (tokenizer.ggml.pre) is not supported; supported: llama-bpe and the llama-3 family, "
-                         "qwen2, qwen35, gpt-2 style, smollm/starcoder style, default");
+                         "qwen2, qwen35, gpt-4o/llama4, tekken, gpt-2 style, smollm/starcoder style, default");
     }
     return {};
   }
@@ -6500,12 +6630,17 @@ struct TokenizerBuilder {
       return {};
     }
     if (type == "Split") {
-      if (j["invert"].as_bool(false)) return unsupported("Split with invert: true is not supported");
+      bool invert = j["invert"].as_bool(false);
       std::string_view beh = j["behavior"].as_string("Isolated");
       const Json& pat = j["pattern"];
       if (pat["Regex"].is_string()) {
         std::string_view re = pat["Regex"].str;
-        if (beh != "Isolated") return unsupported("regex Split with behavior '" + printable(beh) + "' is not supported");
+        // The scanned patterns match every character, so the pieces are exactly the matches: Isolated keeps
+        // matches and (empty) gaps either way round, and Removed with invert (tiktoken conversions) drops the
+        // empty gaps.
+        if (!(beh == "Isolated" || (beh == "Removed" && invert)))
+          return unsupported("regex Split with behavior '" + printable(beh) + "'" + (invert ? " and invert" : "") +
+                             " is not supported");
         PreStage s = stage(K::llama3);
         if (re == kRegexLlama3) {
           s.digit_max = 3;
@@ -6516,14 +6651,21 @@ struct TokenizerBuilder {
           s.marks_in_words = true;
         } else if (re == kRegexGpt2) {
           s = stage(K::gpt2);
+        } else if (re == kRegexO200k) {
+          s = stage(K::o200k);
+        } else if (re == kRegexTekken) {
+          s = stage(K::o200k);
+          s.digit_max = 1;
+          s.contractions = false;
         } else {
           return unsupported("pre-tokenizer regex '" + printable(re, 200) +
-                             "' has no scanner (supported: the llama-3, qwen2, qwen3.5 and gpt-2 patterns)");
+                             "' has no scanner (supported: the llama-3, qwen2, qwen3.5, o200k, tekken and gpt-2 patterns)");
         }
         t.pre_.push_back(s);
         return {};
       }
       if (pat["String"].is_string()) {
+        if (invert) return unsupported("a string Split with invert: true is not supported");
         PreStage s = stage(K::literal);
         s.literal_text = pat["String"].str;
         if (beh == "Removed") s.behavior = PreStage::Behavior::removed;

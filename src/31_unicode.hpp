@@ -1,7 +1,7 @@
 // ==== Unicode: character classes, White_Space, simple case folding, NFC ====
 // Decodes the tables of 30_unicode_data.hpp once (thread-safe function-local static) into two-stage
-// lookup tables: one byte of flags per code point (major general category, White_Space, "NFC may change
-// this"), one byte of canonical combining class. Text that is not valid UTF-8 is handled byte by byte:
+// lookup tables: one byte of flags per code point (major general category, White_Space, cased-letter kind,
+// "NFC may change this"), one byte of canonical combining class. Text that is not valid UTF-8 is handled byte by byte:
 // an invalid byte is a unit of class C (other) that NFC leaves untouched.
 namespace llminfer {
 inline namespace v0_1 {
@@ -13,6 +13,8 @@ enum class UClass : uint8_t { other = 0, letter = 1, mark = 2, number = 3, punct
 constexpr uint8_t kUClassMask = 7;
 constexpr uint8_t kUWhiteSpace = 8;   // Unicode White_Space (regex \s)
 constexpr uint8_t kUNfcUnsafe = 16;   // non-zero combining class, a decomposition, or a composition's 2nd part
+constexpr uint8_t kUUpperOnly = 32;   // general category Lu or Lt (letters in \p{Lu}\p{Lt}, not in \p{Ll}\p{Lm}\p{Lo})
+constexpr uint8_t kULowerOnly = 64;   // general category Ll
 
 // A 0x110000-entry byte table stored as 4352 blocks of 256, identical blocks shared.
 class UTable {
@@ -97,6 +99,15 @@ inline UnicodeTables build_unicode_tables() {
       cp += ucd_varint(p);
       uint32_t len = ucd_varint(p);
       for (uint32_t k = 0; k < len; k++) full[cp++] |= kUWhiteSpace;
+    }
+  }
+  for (auto [table, flag] : {std::pair<const char*, uint8_t>{ucd::kUpperOnly, kUUpperOnly}, {ucd::kLowerOnly, kULowerOnly}}) {
+    const char* p = table;
+    uint32_t cp = 0;
+    while (*p) {
+      cp += ucd_varint(p);
+      uint32_t len = ucd_varint(p);
+      for (uint32_t k = 0; k < len; k++) full[cp++] |= flag;
     }
   }
   std::vector<uint8_t> ccc(0x110000, 0);
