@@ -6,6 +6,7 @@
 #   make LLMINFER_SIMD=avx2 ...    choose the kernels: native (default), avx512, avx2, neon, scalar
 #   make BUILD=build/asan SANITIZE=address,undefined test    a sanitizer build in its own folder
 #   make WERROR=1          warnings are errors (CI)
+#   make corpus            regenerate the committed malformed-file corpus and fuzz seeds
 
 CXX ?= g++
 BUILD ?= build
@@ -33,7 +34,7 @@ TEST_SRC := $(sort $(wildcard tests/*.cpp))
 CLI_OBJ := $(CLI_SRC:%.cpp=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.cpp=$(BUILD)/obj/%.o)
 
-.PHONY: all test demo header check-header doctest clean
+.PHONY: all test demo header check-header doctest corpus clean
 .DELETE_ON_ERROR:
 
 all: llminfer.hpp $(BUILD)/llminfer $(BUILD)/tests
@@ -52,12 +53,17 @@ $(BUILD)/obj/%.o: %.cpp llminfer.hpp
 $(BUILD)/llminfer: $(CLI_OBJ)
 	$(CXX) $(CLI_OBJ) -o $@ $(LDFLAGS_ALL)
 
-# doctest comes from Debian's doctest-dev; install it when we can, else say how.
+# doctest comes from Debian's doctest-dev; install it when we can, else say how. The probe asks the
+# compiler itself, so an include path given in CXXFLAGS counts too.
+DOCTEST_PROBE = printf '\043include <doctest/doctest.h>\n' | $(CXX) $(CXXFLAGS) -x c++ -fsyntax-only - >/dev/null 2>&1
 doctest:
-	@if [ ! -f /usr/include/doctest/doctest.h ]; then \
+	@if ! $(DOCTEST_PROBE); then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "doctest is missing: installing Debian's doctest-dev"; \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y doctest-dev >/dev/null || exit 1; \
+	    echo "doctest is missing: installing Debian's doctest-dev (apt-get install -y doctest-dev)"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y -qq doctest-dev >/dev/null 2>&1 || \
+	      { apt-get update -qq >/dev/null 2>&1; apt-get install -y -qq doctest-dev >/dev/null; } || \
+	      { echo "could not install doctest: run   apt-get install -y doctest-dev"; exit 1; }; \
 	  else \
 	    echo "doctest is missing: install it with   sudo apt-get install -y doctest-dev"; exit 1; \
 	  fi; \
@@ -67,8 +73,15 @@ $(TEST_OBJ): | doctest
 $(BUILD)/tests: $(TEST_OBJ)
 	$(CXX) $(TEST_OBJ) -o $@ $(LDFLAGS_ALL)
 
+TEST_ENV = LLMINFER_SHARED=$(SHARED) LLMINFER_CLI=$(BUILD)/llminfer LLMINFER_SOURCE_DIR=$(CURDIR)
 test: llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer
-	LLMINFER_SHARED=$(SHARED) LLMINFER_CLI=$(BUILD)/llminfer $(BUILD)/tests $(TEST_ARGS)
+	$(TEST_ENV) $(BUILD)/tests $(TEST_ARGS)
+
+# Rewrites the committed malformed-file corpus (tests/corpus/malformed/) and the file readers' fuzz
+# seeds from their generator, tests/corpus.hpp (commit the result).
+corpus: $(BUILD)/tests $(BUILD)/llminfer
+	LLMINFER_REGEN_CORPUS=1 $(TEST_ENV) $(BUILD)/tests -tc='corpus: the committed*'
+
 
 # The main job.
 DEMO_MODEL := $(firstword $(wildcard models/default.gguf) $(wildcard $(SHARED)/models/stories260K.gguf))

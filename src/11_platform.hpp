@@ -18,7 +18,9 @@ inline const char* version() noexcept { return LLMINFER_VERSION_STRING; }
 namespace detail {
 
 // printf into a std::string (error messages, JSON output).
-#if defined(__GNUC__)
+#if defined(__MINGW32__)
+__attribute__((format(gnu_printf, 1, 2)))  // MinGW's own printf (C99 %zu, %lld), not msvcrt's
+#elif defined(__GNUC__)
 __attribute__((format(printf, 1, 2)))
 #endif
 inline std::string strf(const char* fmt, ...) {
@@ -459,6 +461,7 @@ inline std::string cpu_missing_features() {
 #if defined(__AVX512VNNI__)
   need(((r7[2] >> 11) & 1) && zmm_os, "AVX512VNNI");
 #endif
+  (void)need;  // unused when the build targets baseline x86-64
   (void)ymm_os;
   (void)zmm_os;
   return missing;

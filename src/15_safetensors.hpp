@@ -41,10 +41,11 @@ inline Result<StFile> safetensors_parse(const uint8_t* d, uint64_t size, const s
   auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, name + ": " + what); };
   if (size < 8) return bad(strf("too small to be a safetensors file (%llu bytes)", static_cast<unsigned long long>(size)));
   uint64_t hlen = rd_u64(d);
+  if (hlen > kSafetensorsMaxHeader)
+    return bad(strf("header length %llu is larger than the 100 MiB limit", static_cast<unsigned long long>(hlen)));
   if (hlen > size - 8)
     return bad(strf("header length %llu runs past the end of the file (%s)", static_cast<unsigned long long>(hlen),
                     human_bytes(size).c_str()));
-  if (hlen > kSafetensorsMaxHeader) return bad(strf("header of %s is larger than the 100 MiB limit", human_bytes(hlen).c_str()));
   if (hlen < 2 || d[8] != '{') return bad("the header is not a JSON object");
   auto header = json_parse(std::string_view(reinterpret_cast<const char*>(d + 8), static_cast<size_t>(hlen)), name + " header");
   if (!header) return header.error();
