@@ -47,7 +47,8 @@ TEST_CASE("gguf: every metadata value type, in versions 2 and 3") {
     auto inner_s = cat({test::GgufWriter::array_body(8, 1, gstr("x")),
                         test::GgufWriter::array_body(8, 2, cat({gstr("y"), gstr("z")}))});
     w.kv_array("t.nested_str", test::GgufWriter::array_body(9, 2, inner_s));
-    auto g = parse(w.build(version));
+    auto img = w.build(version);  // the parsed file is a view into these bytes
+    auto g = parse(img);
     REQUIRE(g);
     CHECK(g->version == version);
     CHECK(g->kv.size() == 17);

@@ -110,7 +110,9 @@ std::string info_json(const ModelDesc& m, bool all) {
             static_cast<long long>(hp.head_dim), json_number(hp.rope_freq_base).c_str());
   s += ",\"tokenizer\":{\"model\":" + json_quote(vd.model) + ",\"pre\":" + json_quote(vd.pre) +
        ",\"n_vocab\":" + std::to_string(vd.tokens.size()) + ",\"bos\":" + std::to_string(vd.bos) +
-       ",\"eos\":" + std::to_string(vd.eos) + "}";
+       ",\"eos\":" + std::to_string(vd.eos) + ",\"eos_ids\":[";
+  for (size_t k = 0; k < vd.eos_ids.size(); k++) s += (k ? "," : "") + std::to_string(vd.eos_ids[k]);
+  s += "]}";
   s += std::string(",\"chat_template\":") + (m.has_chat_template ? "true" : "false");
   if (all) {
     s += ",\"metadata\":{";
