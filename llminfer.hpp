@@ -33,6 +33,72 @@
 //   independent: one session must be used by one thread at a time, separate sessions may run at
 //   once on one model. Callbacks run on the thread that called generate()/reply().
 //
+// ==== Architecture definitions (archdef) ====
+//
+//   An architecture is a short text, not code: `llama`, `qwen2`, `qwen3` and `gemma3` are built in
+//   (`llminfer status --dump llama` prints one); a directory of <arch>.archdef files
+//   (LoadOptions::archdef_dir, `--archdef DIR`) overrides the built-in of the same name. A file that
+//   does not load makes its architecture unavailable (loading such a model fails and lists the
+//   broken files); there is never a silent fallback to the built-in. `llminfer status` shows each
+//   definition in effect with its steps per layer, origin and sha256.
+//
+//   file      := one statement per line; '#' starts a comment; blank lines are ignored
+//   header    := 'arch' NAME                      (must equal the file name without .archdef)
+//              | 'kind' 'decoder'
+//              | 'param' NAME '=' ALT ('|' ALT)*  (ALT: a metadata key like {arch}.rope.freq_base_swa,
+//                                                  or a VALUE; the first that exists is used)
+//   sections  := 'prologue' | 'block' | 'epilogue' (each once, in this order; the block runs once
+//                                                  per layer with {i} = the layer index)
+//   statement := DST '=' OP '(' ARGS ')'           (a new value in register DST)
+//              | OP '(' REG ARGS ')'               (updates register REG in place)
+//   ARGS      := positional arguments, then KEY '=' ARG keyword arguments, comma separated
+//   TENSOR    := a GGUF tensor name (blk.{i}.attn_q.weight); 'a | b' = a, or b when the model has
+//                no a; a final '| none' makes the step optional (skipped when no name exists)
+//   VALUE     := a number | a param | a model value (n_embd n_layer n_head n_head_kv head_dim
+//                head_dim_v n_ff n_vocab n_ctx_train rms_eps rope_base rope_dims) | sqrt(V) | rsqrt(V)
+//
+//   Registers are rows of f32 activations, one row per token ([n_tokens][width]); `x` is the
+//   residual stream (the prologue assigns it), `logits` the result (the epilogue assigns it). A
+//   register must be assigned before it is read. There are no conditionals, loops, calls, files,
+//   environment or network: any other word where an operation belongs is an unknown operation.
+//
+//   operation                          computes
+//   x = embed(T)                       row of T (a [n_vocab][n_embd] matrix) for each token id
+//   rms_norm(r, W, eps=rms_eps)        r * W / sqrt(mean(r^2) + eps) over the whole row
+//   norm_heads(r, W, eps=rms_eps)      the same per head: W has the head's length
+//   y = matmul(r, W)                   y[t][j] = sum_k W[j][k] r[t][k] (any computable weight type)
+//   add_bias(r, B)                     r + B
+//   rope(r, pairs|neox, factors=T, base=V, base_swa=V, dims=rope_dims)
+//                                      rotary positions on each head of head_dim: `pairs` rotates
+//                                      (2i, 2i+1) (GGUF llama, whose q/k rows the converter permuted),
+//                                      `neox` rotates (i, i + dims/2). Angle = pos * base^(-2i/dims)
+//                                      / factor_i. factors: a tensor (llama-3 rope_freqs); without it
+//                                      the model's metadata {arch}.rope.scaling.type applies (linear,
+//                                      llama3). base_swa replaces base on sliding-window layers.
+//                                      Hugging Face checkpoints keep q/k in rotate-half order, so
+//                                      `pairs` runs as `neox` for them (no if in the definition).
+//   a = attention(q, k, v, window=0, period=0, scale=rsqrt(head_dim), softcap=0)
+//                                      causal grouped-query attention over the layer's KV cache
+//                                      (q: n_head heads, k/v: n_head_kv heads of head_dim/head_dim_v);
+//                                      stores k and v. window > 0: a token sees the `window` latest
+//                                      positions, on every layer, or with period P > 0 on all but
+//                                      every P-th layer (layer i is global when (i+1) % P == 0).
+//                                      softcap > 0: scores become softcap * tanh(score / softcap).
+//   silu(r) gelu(r) gelu_tanh(r) relu(r)   activations (gelu: erf form; gelu_tanh: tanh approximation)
+//   mul(r, s)  add(r, s)               elementwise r*s, r+s (same widths)
+//   scale(r, V)                        r * V
+//   softcap(r, V)                      V * tanh(r / V); skipped when V is 0
+//   y = copy(r)                        a copy
+//   last(r)                            epilogue only: keeps the rows whose logits are wanted (the
+//                                      last token, or all of them); afterwards only r and registers
+//                                      assigned later may be read
+//
+//   Definitions are parsed and checked without a model (unknown operations with a "did you mean",
+//   argument counts and kinds, registers used before assignment, sections), then compiled once per
+//   model at load: every tensor is found and its shape and type checked, params are read from the
+//   metadata, and the result is a flat list of steps with resolved pointers. Errors name the file
+//   and line: "llama.archdef:28: no operation 'siluu' — did you mean 'silu'?".
+//
 // ==== Security ====
 //
 //   Model files, tokenizer files, chat templates and architecture definitions are untrusted
@@ -156,53 +222,70 @@ enum class ContextPolicy : uint8_t {
 struct LoadOptions {
   int threads = 0;                 // 0: the number of hardware threads
   int context = 0;                 // tokens per session; 0: min(trained context, 4096)
-  std::string archdef_dir;         // directory of <arch>.archdef files that override built-ins
+  std::string archdef_dir = {};    // directory of <arch>.archdef files that override built-ins
   KvType kv_type = KvType::f16;    // element type of the KV cache
   ContextPolicy context_policy = ContextPolicy::stop;
   int keep = 4;                    // ContextPolicy::slide keeps this many first tokens
-  std::function<void(std::string_view)> log;  // diagnostics; silent when empty
+  std::function<void(std::string_view)> log = {};  // diagnostics; silent when empty
 };
 
-enum class StopReason : uint8_t { eos, stop, max_tokens, cancelled, context_full, error };
+enum class StopReason : uint8_t {
+  eos,           // the model produced an end-of-generation token (not part of the result)
+  stop,          // a stop string appeared (it and what follows are not part of the result)
+  max_tokens,    // GenerateOptions::max_tokens tokens were generated
+  cancelled,     // on_token returned false or the cancel flag was set
+  context_full,  // the context is full (ContextPolicy::stop), or the prompt does not fit
+  error,         // an error after some text was produced: GenerateResult::error says which
+};
 // "eos", "stop", "max_tokens", "cancelled", "context_full", "error"
 const char* to_string(StopReason reason) noexcept;
 
+// GenerateOptions::seed value that asks for a fresh random seed (reported in the result).
+inline constexpr uint64_t random_seed = ~uint64_t{0};
+
+// Sampling chain: repetition penalty -> top-k -> top-p -> min-p -> temperature -> draw
+// (temperature 0: greedy argmax, ties to the lowest id). See the manual for the exact rules.
 struct GenerateOptions {
-  int max_tokens = 256;
+  int max_tokens = 256;            // < 0: until end of generation, a stop string or a full context
   float temperature = 0.0f;        // 0: greedy
   int top_k = 0;                   // 0: off
   float top_p = 1.0f;              // 1: off
   float min_p = 0.0f;              // 0: off
   float repeat_penalty = 1.0f;     // 1: off
-  int repeat_last_n = 64;          // window of the repetition penalty
-  uint64_t seed = 0;               // same seed, same text
-  std::vector<std::string> stop;   // stop strings (not included in the output)
-  bool chat = false;               // generate(): wrap the prompt in the model's chat template
-  std::string system;              // generate() with chat: a system message
-  // Streaming: receives complete UTF-8 pieces as they are decided; return false to cancel.
-  std::function<bool(std::string_view piece)> on_token;
-  const std::atomic<bool>* cancel = nullptr;  // polled per token and during prefill
+  int repeat_last_n = 64;          // tokens the penalty looks back on (prompt included); -1: all
+  uint64_t seed = 0;               // same seed, same text (any thread count); random_seed: fresh
+  std::vector<std::string> stop = {};  // stop strings (matched on text, not included in the output)
+  bool chat = false;               // Model::generate: wrap the prompt in the model's chat template
+  std::string system = {};         // Model::generate with chat: a system message
+  // Streaming: receives the text as it is decided, in complete UTF-8 pieces, on the calling
+  // thread; return false to cancel (StopReason::cancelled).
+  std::function<bool(std::string_view piece)> on_token = {};
+  // Cancel from anywhere: polled before each token and at least once per layer during the
+  // prompt's evaluation.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct Timings {
-  double load_ms = 0;
-  double prefill_ms = 0;
+  double load_ms = 0;       // Model::load
+  double prefill_ms = 0;    // evaluating the prompt tokens that were not cached
   double prefill_tps = 0;   // prompt tokens evaluated per second
-  double decode_ms = 0;
-  double decode_tps = 0;    // generated tokens per second
-  double ttft_ms = 0;       // time to first generated token
+  double decode_ms = 0;     // from the first generated token to the last
+  double decode_tps = 0;    // generated tokens per second after the first
+  double ttft_ms = 0;       // from the call to the first generated token
 };
 
 struct GenerateResult {
-  std::string text;
-  std::vector<int32_t> tokens;       // generated ids
+  std::string text;                  // the generated text (without the prompt or a stop string)
+  std::vector<int32_t> tokens;       // generated ids (without the end-of-generation token)
   StopReason stop = StopReason::max_tokens;
-  int prompt_tokens = 0;             // tokens of the prompt (this turn, incl. reused)
-  int prompt_tokens_evaluated = 0;   // of those, evaluated now
-  int prompt_tokens_reused = 0;      // of those, found in the session's KV cache
+  Error error;                       // with StopReason::error: what went wrong
+  int prompt_tokens = 0;             // tokens of the prompt (this turn's whole conversation)
+  int prompt_tokens_evaluated = 0;   // of those, evaluated by this call
+  int prompt_tokens_reused = 0;      // of those, already in the session's KV cache
+  uint64_t seed = 0;                 // the seed used (the drawn one for random_seed)
   Timings timings;
-  double peak_rss_mb = 0;
-  uint64_t kv_bytes = 0;
+  double peak_rss_mb = 0;            // peak resident memory of the process so far
+  uint64_t kv_bytes = 0;             // KV cache of the session
 };
 
 struct Message {
@@ -222,8 +305,11 @@ class Model {
   // A GGUF file, a safetensors file, or a Hugging Face / MLX model directory.
   static Result<Model> load(std::string_view path, const LoadOptions& options = {});
 
-  // One-shot generation (a fresh session each call).
+  // One-shot generation (a fresh session each call; safe from many threads at once). The prompt
+  // is plain text (BOS added as the model asks) or, with options.chat, a user message.
   Result<GenerateResult> generate(std::string_view prompt, const GenerateOptions& options = {}) const;
+  // The same from token ids (used exactly as given: no BOS is added).
+  Result<GenerateResult> generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options = {}) const;
   // A conversation that keeps its KV cache between turns.
   Session session() const;
 
@@ -249,10 +335,16 @@ class Session {
   Session& operator=(Session&&) noexcept;
   ~Session();
 
+  // Appends a message ("system", "user", "assistant", ...) to the conversation.
   void add(std::string_view role, std::string_view content);
+  // Renders the conversation with the model's chat template, evaluates only the tokens that are
+  // not already in the session's KV cache, generates the assistant's reply and appends it to the
+  // conversation. (options.chat and options.system are not used: add a "system" message.)
   Result<GenerateResult> reply(const GenerateOptions& options = {});
   void reset();  // forget the conversation and the cache
   const std::vector<Message>& messages() const;
+  int cached_tokens() const;  // tokens in the KV cache
+  int context_size() const;   // tokens the KV cache holds at most
 
   detail::SessionImpl& impl() { return *impl_; }  // for tools and tests
 
@@ -3067,6 +3159,2948 @@ inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float*
 }  // namespace v0_1
 }  // namespace llminfer
 
+// ---- src/40_archdef.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== Architecture definitions: sha256, the text format, parser and validator ====
+// An architecture is data: a short text (grammar in the manual at the top of this header) that
+// lists fused operations in `prologue` / `block` / `epilogue` sections. This part parses and
+// validates a text without looking at any model (unknown ops, argument counts, registers used
+// before assignment, sections). Binding it to a model's tensors happens in the forward-pass part
+// (compile), once at load, so the hot path does no string work.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// ---- sha256 (FIPS 180-4), for the status report of which definition ran ----
+class Sha256 {
+ public:
+  Sha256() { reset(); }
+  void reset() {
+    static const uint32_t init[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                     0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    std::memcpy(h_, init, sizeof h_);
+    len_ = 0;
+    fill_ = 0;
+  }
+  void update(const void* data, size_t n) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    len_ += n;
+    while (n > 0) {
+      size_t take = std::min(n, sizeof buf_ - fill_);
+      std::memcpy(buf_ + fill_, p, take);
+      fill_ += take;
+      p += take;
+      n -= take;
+      if (fill_ == sizeof buf_) {
+        block(buf_);
+        fill_ = 0;
+      }
+    }
+  }
+  std::string hex() {
+    uint64_t bits = len_ * 8;
+    uint8_t pad = 0x80;
+    update(&pad, 1);
+    uint8_t zero = 0;
+    while (fill_ != 56) update(&zero, 1);
+    uint8_t lenb[8];
+    for (int k = 0; k < 8; k++) lenb[k] = static_cast<uint8_t>(bits >> (56 - 8 * k));
+    update(lenb, 8);
+    std::string out;
+    for (uint32_t v : h_) out += strf("%08x", v);
+    reset();
+    return out;
+  }
+
+ private:
+  static uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+  void block(const uint8_t* p) {
+    static const uint32_t k[64] = {
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+        0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+        0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+        0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+        0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+        0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+        0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+    uint32_t w[64];
+    for (int t = 0; t < 16; t++)
+      w[t] = (uint32_t(p[4 * t]) << 24) | (uint32_t(p[4 * t + 1]) << 16) | (uint32_t(p[4 * t + 2]) << 8) | p[4 * t + 3];
+    for (int t = 16; t < 64; t++) {
+      uint32_t s0 = rotr(w[t - 15], 7) ^ rotr(w[t - 15], 18) ^ (w[t - 15] >> 3);
+      uint32_t s1 = rotr(w[t - 2], 17) ^ rotr(w[t - 2], 19) ^ (w[t - 2] >> 10);
+      w[t] = w[t - 16] + s0 + w[t - 7] + s1;
+    }
+    uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
+    for (int t = 0; t < 64; t++) {
+      uint32_t s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
+      uint32_t ch = (e & f) ^ (~e & g);
+      uint32_t t1 = h + s1 + ch + k[t] + w[t];
+      uint32_t s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
+      uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
+      uint32_t t2 = s0 + maj;
+      h = g;
+      g = f;
+      f = e;
+      e = d + t1;
+      d = c;
+      c = b;
+      b = a;
+      a = t1 + t2;
+    }
+    h_[0] += a; h_[1] += b; h_[2] += c; h_[3] += d;
+    h_[4] += e; h_[5] += f; h_[6] += g; h_[7] += h;
+  }
+  uint32_t h_[8];
+  uint8_t buf_[64];
+  uint64_t len_ = 0;
+  size_t fill_ = 0;
+};
+
+inline std::string sha256_hex(std::string_view s) {
+  Sha256 h;
+  h.update(s.data(), s.size());
+  return h.hex();
+}
+
+// ---- "did you mean" ----
+// Levenshtein distance, capped (names are short).
+inline size_t edit_distance(std::string_view a, std::string_view b) {
+  if (a.size() > 64 || b.size() > 64) return 1000;
+  size_t row[65];
+  for (size_t j = 0; j <= b.size(); j++) row[j] = j;
+  for (size_t i = 1; i <= a.size(); i++) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); j++) {
+      size_t up = row[j];
+      size_t sub = diag + (a[i - 1] == b[j - 1] ? 0 : 1);
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, sub});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// " — did you mean 'x'?" for the closest candidate when it is close enough, else "".
+inline std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
+  size_t best = SIZE_MAX;
+  const std::string* pick = nullptr;
+  for (const auto& c : candidates) {
+    size_t d = edit_distance(word, c);
+    if (d < best) {
+      best = d;
+      pick = &c;
+    }
+  }
+  size_t limit = std::max<size_t>(1, std::min(word.size(), pick ? pick->size() : 0) / 3);
+  if (!pick || best > limit) return std::string();
+  return " \xE2\x80\x94 did you mean '" + *pick + "'?";
+}
+
+// ---- the operations (a closed set; see the manual for what each computes) ----
+enum class OpCode : uint8_t {
+  embed, rms_norm, norm_heads, matmul, add_bias, rope, attention,
+  silu, gelu, gelu_tanh, relu, mul, add, scale, softcap, copy, last,
+};
+
+// Argument kinds in signatures: 'r' register, 't' tensor (alternatives with |, optionally | none),
+// 'v' value (number, named value, sqrt(..), rsqrt(..)), 'l' rope layout word (pairs / neox).
+struct OpKwarg {
+  const char* name;
+  char kind;
+};
+
+struct OpSpec {
+  const char* name;
+  OpCode code;
+  const char* sig;         // positional argument kinds
+  OpKwarg kwargs[4];       // keyword arguments (name == nullptr ends the list)
+  bool needs_dst;          // must be written `dst = op(...)` (the result has a new shape)
+  bool may_have_dst;       // `dst = op(a, ...)` allowed (copy a, then apply); else in-place only
+};
+
+inline const std::vector<OpSpec>& op_specs() {
+  static const std::vector<OpSpec> specs = {
+      {"embed", OpCode::embed, "t", {}, true, true},
+      {"rms_norm", OpCode::rms_norm, "rt", {{"eps", 'v'}}, false, true},
+      {"norm_heads", OpCode::norm_heads, "rt", {{"eps", 'v'}}, false, true},
+      {"matmul", OpCode::matmul, "rt", {}, true, true},
+      {"add_bias", OpCode::add_bias, "rt", {}, false, true},
+      {"rope", OpCode::rope, "rl", {{"factors", 't'}, {"base", 'v'}, {"base_swa", 'v'}, {"dims", 'v'}}, false, true},
+      {"attention", OpCode::attention, "rrr", {{"window", 'v'}, {"period", 'v'}, {"scale", 'v'}, {"softcap", 'v'}},
+       true, true},
+      {"silu", OpCode::silu, "r", {}, false, true},
+      {"gelu", OpCode::gelu, "r", {}, false, true},
+      {"gelu_tanh", OpCode::gelu_tanh, "r", {}, false, true},
+      {"relu", OpCode::relu, "r", {}, false, true},
+      {"mul", OpCode::mul, "rr", {}, false, true},
+      {"add", OpCode::add, "rr", {}, false, true},
+      {"scale", OpCode::scale, "rv", {}, false, true},
+      {"softcap", OpCode::softcap, "rv", {}, false, true},
+      {"copy", OpCode::copy, "r", {}, true, true},
+      {"last", OpCode::last, "r", {}, false, false},
+  };
+  return specs;
+}
+
+inline const OpSpec& op_spec(OpCode c) { return op_specs()[static_cast<size_t>(c)]; }
+
+inline const OpSpec* find_op(std::string_view name) {
+  for (const auto& s : op_specs())
+    if (name == s.name) return &s;
+  return nullptr;
+}
+
+// Values the definitions can name without a `param` line (from the model's hyperparameters).
+inline const std::vector<std::string>& archdef_builtin_values() {
+  static const std::vector<std::string> names = {"n_embd", "n_layer", "n_head", "n_head_kv", "head_dim",
+                                                 "head_dim_v", "n_ff", "n_vocab", "n_ctx_train", "rms_eps",
+                                                 "rope_base", "rope_dims"};
+  return names;
+}
+
+// ---- the parsed form ----
+enum class Section : uint8_t { none, prologue, block, epilogue };
+
+inline const char* section_name(Section s) {
+  switch (s) {
+    case Section::prologue: return "prologue";
+    case Section::block: return "block";
+    case Section::epilogue: return "epilogue";
+    default: return "(none)";
+  }
+}
+
+// A number, a named value (param or hyperparameter), or sqrt()/rsqrt() of one.
+struct ValueTerm {
+  enum class Fn : uint8_t { id, sqrt, rsqrt } fn = Fn::id;
+  bool is_number = false;
+  double number = 0;
+  std::string name;
+};
+
+// One alternative of a param: a metadata key ("{arch}.rope.freq_base_swa") or a term.
+struct ParamAlt {
+  bool is_meta = false;
+  std::string key;
+  ValueTerm term;
+};
+
+struct ParamDef {
+  std::string name;
+  std::vector<ParamAlt> alts;  // the first that exists wins
+  int line = 0;
+};
+
+struct ArgDef {
+  char kind = 'r';
+  std::string word;                  // register name or layout word
+  std::vector<std::string> tensors;  // tensor alternatives ({i} allowed in block)
+  bool optional = false;             // `| none`: the step is skipped when no alternative exists
+  ValueTerm value;
+};
+
+struct StmtDef {
+  int line = 0;
+  Section section = Section::none;
+  const OpSpec* op = nullptr;
+  std::string dst;                                   // "" for the in-place form
+  std::vector<ArgDef> args;                          // positional, in signature order
+  std::vector<std::pair<std::string, ArgDef>> kwargs;
+  const ArgDef* kwarg(std::string_view name) const {
+    for (const auto& kv : kwargs)
+      if (kv.first == name) return &kv.second;
+    return nullptr;
+  }
+  // The register the statement writes.
+  const std::string& target() const { return dst.empty() ? args[0].word : dst; }
+};
+
+struct ArchDef {
+  std::string name;    // `arch` line (= file name without .archdef)
+  std::string kind;    // `kind` line ("decoder")
+  std::string origin;  // "builtin" or the file's path
+  std::string where;   // how messages name the text: the path, or "<builtin>/NAME.archdef"
+  std::string text;    // exactly as read (the sha256 is of these bytes)
+  std::string sha256;
+  std::vector<ParamDef> params;
+  std::vector<StmtDef> prologue, block, epilogue;
+  int steps_per_layer() const { return static_cast<int>(block.size()); }
+};
+
+constexpr size_t kArchdefMaxBytes = 64 * 1024;
+constexpr size_t kArchdefMaxLine = 1000;
+
+// ---- parser ----
+class ArchdefParser {
+ public:
+  ArchdefParser(std::string_view text, std::string where, std::string expected_name)
+      : text_(text), where_(std::move(where)), expected_(std::move(expected_name)) {}
+
+  Result<ArchDef> parse() {
+    ArchDef d;
+    d.where = where_;
+    if (text_.size() > kArchdefMaxBytes)
+      return fail(0, strf("the definition is %zu bytes; at most %zu are accepted", text_.size(), kArchdefMaxBytes));
+    if (!utf8_valid(text_)) return fail(0, "the text is not valid UTF-8");
+    int arch_line = 0, kind_line = 0;
+    int section_line[4] = {0, 0, 0, 0};
+    Section sec = Section::none;
+    size_t pos = 0;
+    int line_no = 0;
+    while (pos <= text_.size()) {
+      size_t eol = text_.find('\n', pos);
+      if (eol == std::string_view::npos) eol = text_.size();
+      std::string_view raw = text_.substr(pos, eol - pos);
+      pos = eol + 1;
+      line_no++;
+      if (!raw.empty() && raw.back() == '\r') raw.remove_suffix(1);
+      if (raw.size() > kArchdefMaxLine) return fail(line_no, strf("line is longer than %zu bytes", kArchdefMaxLine));
+      for (char c : raw)
+        if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7F)
+          return fail(line_no, "control character in the text");
+      if (size_t hash = raw.find('#'); hash != std::string_view::npos) raw = raw.substr(0, hash);
+      line_ = line_no;
+      // The first word of a statement names an operation: anything else (if, while, import, ...) is
+      // an unknown operation, whatever follows it.
+      if (std::string w = leading_op_word(raw); !w.empty() && !find_op(w) && !is_keyword(w)) return unknown_op(w);
+      toks_.clear();
+      if (auto r = lex(raw); !r) return r.error();
+      if (toks_.empty()) {
+        if (pos > text_.size()) break;
+        continue;
+      }
+      i_ = 0;
+      const Tok& t0 = toks_[0];
+      if (t0.kind == Tok::word && (t0.text == "prologue" || t0.text == "block" || t0.text == "epilogue")) {
+        size_t n = toks_.size();
+        if (n == 2 && toks_[1].kind == Tok::punct && toks_[1].text == ":") n = 1;
+        if (n != 1) return fail(line_no, "a section header stands alone on its line ('" + t0.text + "')");
+        Section s = t0.text == "prologue" ? Section::prologue : t0.text == "block" ? Section::block : Section::epilogue;
+        int& seen = section_line[static_cast<int>(s)];
+        if (seen) return fail(line_no, strf("section '%s' appears twice (first at line %d)", t0.text.c_str(), seen));
+        if (static_cast<int>(s) < static_cast<int>(sec))
+          return fail(line_no, strf("section '%s' after '%s': the order is prologue, block, epilogue", t0.text.c_str(),
+                                    section_name(sec)));
+        seen = line_no;
+        sec = s;
+      } else if (t0.kind == Tok::word && t0.text == "arch") {
+        if (arch_line) return fail(line_no, strf("a second 'arch' line (first at line %d)", arch_line));
+        if (sec != Section::none) return fail(line_no, "'arch' belongs before the sections");
+        if (toks_.size() != 2 || toks_[1].kind != Tok::word || !is_ident(toks_[1].text))
+          return fail(line_no, "expected 'arch NAME'");
+        d.name = toks_[1].text;
+        arch_line = line_no;
+        if (!expected_.empty() && d.name != expected_)
+          return fail(line_no, strf("the file is named '%s.archdef' but defines 'arch %s'; they must match",
+                                    expected_.c_str(), d.name.c_str()));
+      } else if (t0.kind == Tok::word && t0.text == "kind") {
+        if (kind_line) return fail(line_no, strf("a second 'kind' line (first at line %d)", kind_line));
+        if (sec != Section::none) return fail(line_no, "'kind' belongs before the sections");
+        if (toks_.size() != 2 || toks_[1].kind != Tok::word) return fail(line_no, "expected 'kind decoder'");
+        if (toks_[1].text != "decoder")
+          return fail(line_no, "kind '" + printable(toks_[1].text) + "' is not supported (only 'decoder')" +
+                                   did_you_mean(toks_[1].text, {"decoder"}));
+        d.kind = toks_[1].text;
+        kind_line = line_no;
+      } else if (t0.kind == Tok::word && t0.text == "param") {
+        if (sec != Section::none) return fail(line_no, "'param' lines belong before the sections");
+        auto p = parse_param(d);
+        if (!p) return p.error();
+        d.params.push_back(std::move(*p));
+      } else {
+        if (sec == Section::none)
+          return fail_stmt_outside(t0);
+        auto s = parse_stmt(sec, d);
+        if (!s) return s.error();
+        (sec == Section::prologue ? d.prologue : sec == Section::block ? d.block : d.epilogue).push_back(std::move(*s));
+      }
+      if (pos > text_.size()) break;
+    }
+    if (!arch_line) return fail(0, "no 'arch NAME' line");
+    if (!kind_line) return fail(0, "no 'kind decoder' line");
+    for (Section s : {Section::prologue, Section::block, Section::epilogue})
+      if (!section_line[static_cast<int>(s)]) return fail(0, strf("no '%s' section", section_name(s)));
+    if (d.block.empty()) return fail(section_line[2], "the 'block' section is empty");
+    if (auto r = validate(d); !r) return r.error();
+    d.text = std::string(text_);
+    d.sha256 = sha256_hex(text_);
+    return d;
+  }
+
+ private:
+  struct Tok {
+    enum Kind : uint8_t { word, number, punct } kind;
+    std::string text;
+    double num = 0;
+  };
+
+  Error fail(int line, const std::string& msg) const {
+    if (line <= 0) return make_error(Errc::archdef, where_ + ": " + msg);
+    return make_error(Errc::archdef, strf("%s:%d: ", where_.c_str(), line) + msg);
+  }
+
+  static bool is_ident(std::string_view s) {
+    if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+    for (char c : s)
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+    return true;
+  }
+  static bool is_keyword(std::string_view w) {
+    return w == "arch" || w == "kind" || w == "param" || w == "prologue" || w == "block" || w == "epilogue";
+  }
+  // The identifier that stands where an operation name belongs: the first word of the line, or
+  // the word after `NAME =`. Empty when the line does not start with an identifier.
+  static std::string leading_op_word(std::string_view s) {
+    size_t k = 0;
+    auto skip = [&] {
+      while (k < s.size() && (s[k] == ' ' || s[k] == '\t')) k++;
+    };
+    auto ident = [&]() -> std::string {
+      size_t b = k;
+      if (k < s.size() && (std::isalpha(static_cast<unsigned char>(s[k])) || s[k] == '_')) {
+        while (k < s.size() && (std::isalnum(static_cast<unsigned char>(s[k])) || s[k] == '_')) k++;
+      }
+      return std::string(s.substr(b, k - b));
+    };
+    skip();
+    std::string w = ident();
+    if (w.empty() || is_keyword(w)) return w;
+    if (k < s.size() && (s[k] == '.' || s[k] == '{')) return std::string();  // a dotted name: not an op position
+    skip();
+    if (k < s.size() && s[k] == '=' && (k + 1 >= s.size() || s[k + 1] != '=')) {
+      k++;
+      skip();
+      std::string op = ident();
+      if (k < s.size() && (s[k] == '.' || s[k] == '{')) return std::string();
+      return op;
+    }
+    return w;
+  }
+  static bool word_char(char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '{' || c == '}';
+  }
+
+  Result<void> lex(std::string_view s) {
+    size_t k = 0;
+    while (k < s.size()) {
+      char c = s[k];
+      if (c == ' ' || c == '\t') {
+        k++;
+      } else if (c == '=' || c == '(' || c == ')' || c == ',' || c == '|' || c == ':') {
+        toks_.push_back({Tok::punct, std::string(1, c)});
+        k++;
+      } else if (std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' ||
+                 (c == '.' && k + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[k + 1])))) {
+        size_t e = k + 1;
+        while (e < s.size() && (std::isalnum(static_cast<unsigned char>(s[e])) || s[e] == '.' ||
+                                ((s[e] == '-' || s[e] == '+') && (s[e - 1] == 'e' || s[e - 1] == 'E'))))
+          e++;
+        std::string_view lit = s.substr(k, e - k);
+        std::string_view digits = lit;
+        if (!digits.empty() && digits[0] == '+') digits.remove_prefix(1);
+        double v = 0;
+        auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+        if (ec != std::errc() || p != digits.data() + digits.size() || !std::isfinite(v))
+          return fail(line_, "'" + printable(lit) + "' is not a number");
+        toks_.push_back({Tok::number, std::string(lit), v});
+        k = e;
+      } else if (word_char(c)) {
+        size_t e = k;
+        while (e < s.size() && word_char(s[e])) e++;
+        toks_.push_back({Tok::word, std::string(s.substr(k, e - k))});
+        k = e;
+      } else {
+        size_t l = static_cast<size_t>(std::max(1, utf8_valid_len(reinterpret_cast<const unsigned char*>(s.data() + k), s.size() - k)));
+        return fail(line_, "unexpected character '" + printable(s.substr(k, l)) + "'");
+      }
+    }
+    return {};
+  }
+
+  bool at_punct(const char* p) const { return i_ < toks_.size() && toks_[i_].kind == Tok::punct && toks_[i_].text == p; }
+  bool at_end() const { return i_ >= toks_.size(); }
+  std::string here() const { return at_end() ? std::string("end of line") : "'" + printable(toks_[i_].text) + "'"; }
+
+  Error fail_stmt_outside(const Tok& t0) const {
+    // The first word of a statement names an operation (or the register it assigns).
+    std::string op = t0.text;
+    if (toks_.size() >= 3 && toks_[1].kind == Tok::punct && toks_[1].text == "=" && toks_[2].kind == Tok::word)
+      op = toks_[2].text;
+    if (!find_op(op) && is_ident(op)) return unknown_op(op);
+    return fail(line_, "a statement outside any section (start the section with 'prologue', 'block' or 'epilogue')");
+  }
+
+  Error unknown_op(const std::string& name) const {
+    std::vector<std::string> names;
+    for (const auto& s : op_specs()) names.emplace_back(s.name);
+    return fail(line_, "no operation '" + printable(name) + "'" + did_you_mean(name, names));
+  }
+
+  // Checks the {..} placeholders of a dotted name: {i} in tensor names (block only), {arch} in keys.
+  Result<void> check_placeholders(const std::string& w, bool tensor, Section sec) const {
+    size_t k = 0;
+    while ((k = w.find_first_of("{}", k)) != std::string::npos) {
+      if (w[k] == '}') return fail(line_, "unbalanced '}' in '" + printable(w) + "'");
+      size_t e = w.find('}', k);
+      if (e == std::string::npos) return fail(line_, "unbalanced '{' in '" + printable(w) + "'");
+      std::string ph = w.substr(k + 1, e - k - 1);
+      if (tensor && ph == "i") {
+        if (sec != Section::block)
+          return fail(line_, "'{i}' (the layer index) is only defined in the 'block' section");
+      } else if (!tensor && ph == "arch") {
+      } else {
+        return fail(line_, "unknown placeholder '{" + printable(ph) + "}' in '" + printable(w) + "' (" +
+                               (tensor ? "tensor names know {i}" : "metadata keys know {arch}") + ")");
+      }
+      k = e + 1;
+    }
+    return {};
+  }
+
+  Result<ValueTerm> parse_term(const ArchDef& d) {
+    ValueTerm t;
+    if (at_end()) return fail(line_, "expected a value at end of line");
+    const Tok& tk = toks_[i_];
+    if (tk.kind == Tok::number) {
+      t.is_number = true;
+      t.number = tk.num;
+      i_++;
+      return t;
+    }
+    if (tk.kind != Tok::word || !is_ident(tk.text)) return fail(line_, "expected a value, found " + here());
+    if ((tk.text == "sqrt" || tk.text == "rsqrt") && i_ + 1 < toks_.size() && toks_[i_ + 1].kind == Tok::punct &&
+        toks_[i_ + 1].text == "(") {
+      t.fn = tk.text == "sqrt" ? ValueTerm::Fn::sqrt : ValueTerm::Fn::rsqrt;
+      i_ += 2;
+      if (at_end()) return fail(line_, "expected a value after '" + std::string(tk.text) + "('");
+      const Tok& in = toks_[i_];
+      if (in.kind == Tok::number) {
+        t.is_number = true;
+        t.number = in.num;
+      } else if (in.kind == Tok::word && is_ident(in.text)) {
+        t.name = in.text;
+        if (auto r = check_value_name(t.name, d); !r) return r.error();
+      } else {
+        return fail(line_, "expected a number or a name inside " + std::string(t.fn == ValueTerm::Fn::sqrt ? "sqrt" : "rsqrt") + "(), found " + here());
+      }
+      i_++;
+      if (!at_punct(")")) return fail(line_, "expected ')' after the value, found " + here());
+      i_++;
+      return t;
+    }
+    t.name = tk.text;
+    if (auto r = check_value_name(t.name, d); !r) return r.error();
+    i_++;
+    return t;
+  }
+
+  Result<void> check_value_name(const std::string& name, const ArchDef& d) const {
+    std::vector<std::string> known = archdef_builtin_values();
+    for (const auto& p : d.params) {
+      if (p.name == name) return {};
+      known.push_back(p.name);
+    }
+    for (const auto& b : archdef_builtin_values())
+      if (b == name) return {};
+    return fail(line_, "no value named '" + printable(name) + "' (a param or one of n_embd, n_layer, n_head, "
+                       "n_head_kv, head_dim, head_dim_v, n_ff, n_vocab, n_ctx_train, rms_eps, rope_base, rope_dims)" +
+                           did_you_mean(name, known));
+  }
+
+  Result<ParamDef> parse_param(const ArchDef& d) {
+    ParamDef p;
+    p.line = line_;
+    i_ = 1;
+    if (at_end() || toks_[i_].kind != Tok::word || !is_ident(toks_[i_].text))
+      return fail(line_, "expected 'param NAME = VALUE'");
+    p.name = toks_[i_].text;
+    if (find_op(p.name) || p.name == "sqrt" || p.name == "rsqrt" || p.name == "none" || p.name == "pairs" || p.name == "neox")
+      return fail(line_, "'" + p.name + "' is a reserved word and cannot name a param");
+    for (const auto& b : archdef_builtin_values())
+      if (b == p.name) return fail(line_, "'" + p.name + "' is a built-in value; a param cannot redefine it");
+    for (const auto& q : d.params)
+      if (q.name == p.name) return fail(line_, strf("param '%s' is defined twice (first at line %d)", p.name.c_str(), q.line));
+    i_++;
+    if (!at_punct("=")) return fail(line_, "expected '=' after 'param " + p.name + "', found " + here());
+    i_++;
+    for (;;) {
+      ParamAlt a;
+      if (!at_end() && toks_[i_].kind == Tok::word && toks_[i_].text.find('.') != std::string::npos) {
+        a.is_meta = true;
+        a.key = toks_[i_].text;
+        if (auto r = check_placeholders(a.key, false, Section::none); !r) return r.error();
+        i_++;
+      } else {
+        auto t = parse_term(d);
+        if (!t) return t.error();
+        a.term = std::move(*t);
+      }
+      p.alts.push_back(std::move(a));
+      if (at_end()) break;
+      if (!at_punct("|")) return fail(line_, "expected '|' or end of line, found " + here());
+      i_++;
+    }
+    for (size_t k = 0; k + 1 < p.alts.size(); k++)
+      if (!p.alts[k].is_meta)
+        return fail(line_, "in param '" + p.name + "', a number or name always exists: nothing after it is used");
+    return p;
+  }
+
+  Result<ArgDef> parse_arg(char kind, const ArchDef& d, Section sec) {
+    ArgDef a;
+    a.kind = kind;
+    if (at_end()) return fail(line_, "expected an argument, found end of line");
+    const Tok& tk = toks_[i_];
+    switch (kind) {
+      case 'r':
+        if (tk.kind != Tok::word || !is_ident(tk.text))
+          return fail(line_, "expected a register name, found " + here() +
+                                 (tk.kind == Tok::word && tk.text.find('.') != std::string::npos ? " (a tensor)" : ""));
+        a.word = tk.text;
+        i_++;
+        return a;
+      case 'l':
+        if (tk.kind != Tok::word || (tk.text != "pairs" && tk.text != "neox"))
+          return fail(line_, "expected a rope layout ('pairs' or 'neox'), found " + here() +
+                                 (tk.kind == Tok::word ? did_you_mean(tk.text, {"pairs", "neox"}) : std::string()));
+        a.word = tk.text;
+        i_++;
+        return a;
+      case 'v': {
+        if (tk.kind == Tok::word && tk.text.find('.') != std::string::npos)
+          return fail(line_, "metadata keys are read in 'param' lines; name the param here (found " + here() + ")");
+        auto t = parse_term(d);
+        if (!t) return t.error();
+        a.value = std::move(*t);
+        return a;
+      }
+      default: {  // 't'
+        for (;;) {
+          if (at_end()) return fail(line_, "expected a tensor name, found end of line");
+          const Tok& t = toks_[i_];
+          if (t.kind == Tok::word && t.text == "none") {
+            if (a.tensors.empty()) return fail(line_, "'none' must follow a tensor name: 'name | none'");
+            a.optional = true;
+            i_++;
+            break;
+          }
+          if (t.kind != Tok::word || t.text.find('.') == std::string::npos)
+            return fail(line_, "expected a tensor name (like blk.{i}.attn_q.weight), found " + here());
+          if (auto r = check_placeholders(t.text, true, sec); !r) return r.error();
+          a.tensors.push_back(t.text);
+          i_++;
+          if (!at_punct("|")) break;
+          i_++;
+        }
+        if (a.optional && at_punct("|")) return fail(line_, "nothing may follow 'none'");
+        return a;
+      }
+    }
+  }
+
+  Result<StmtDef> parse_stmt(Section sec, const ArchDef& d) {
+    StmtDef s;
+    s.line = line_;
+    s.section = sec;
+    i_ = 0;
+    if (toks_[0].kind == Tok::word && toks_.size() >= 2 && at_punct_at(1, "=")) {
+      if (!is_ident(toks_[0].text)) return fail(line_, "'" + printable(toks_[0].text) + "' cannot name a register");
+      s.dst = toks_[0].text;
+      i_ = 2;
+    }
+    if (at_end()) return fail(line_, "expected an operation after '='");
+    const Tok& opt = toks_[i_];
+    if (opt.kind != Tok::word || !is_ident(opt.text))
+      return fail(line_, "expected an operation, found " + here());
+    s.op = find_op(opt.text);
+    if (!s.op) return unknown_op(opt.text);
+    if (!is_register_name_ok(s.dst)) return fail(line_, "'" + s.dst + "' is a reserved word and cannot name a register");
+    i_++;
+    if (!at_punct("(")) return fail(line_, "expected '(' after '" + opt.text + "', found " + here());
+    i_++;
+    const std::string_view sig = s.op->sig;
+    bool first = true;
+    while (!at_punct(")")) {
+      if (at_end()) return fail(line_, "missing ')' at end of line");
+      if (!first) {
+        if (!at_punct(",")) return fail(line_, "expected ',' or ')', found " + here());
+        i_++;
+      }
+      first = false;
+      // keyword argument?
+      if (i_ + 1 < toks_.size() && toks_[i_].kind == Tok::word && at_punct_at(i_ + 1, "=")) {
+        std::string key = toks_[i_].text;
+        const OpKwarg* kw = nullptr;
+        std::vector<std::string> names;
+        for (const auto& k : s.op->kwargs) {
+          if (!k.name) break;
+          names.emplace_back(k.name);
+          if (key == k.name) kw = &k;
+        }
+        if (!kw) {
+          std::string msg = "'" + std::string(s.op->name) + "' has no argument '" + printable(key) + "'";
+          if (names.empty()) msg += " (it takes no keyword arguments)";
+          return fail(line_, msg + did_you_mean(key, names));
+        }
+        if (s.kwarg(key)) return fail(line_, "argument '" + key + "' is given twice");
+        i_ += 2;
+        auto a = parse_arg(kw->kind, d, sec);
+        if (!a) return a.error();
+        s.kwargs.emplace_back(key, std::move(*a));
+        continue;
+      }
+      if (!s.kwargs.empty()) return fail(line_, "a positional argument after a keyword argument");
+      if (s.args.size() >= sig.size())
+        return fail(line_, strf("'%s' takes %zu argument%s, more are given", s.op->name, sig.size(), sig.size() == 1 ? "" : "s"));
+      auto a = parse_arg(sig[s.args.size()], d, sec);
+      if (!a) return a.error();
+      s.args.push_back(std::move(*a));
+    }
+    i_++;
+    if (!at_end()) return fail(line_, "unexpected " + here() + " after ')'");
+    if (s.args.size() != sig.size())
+      return fail(line_, strf("'%s' takes %zu argument%s, %zu given", s.op->name, sig.size(), sig.size() == 1 ? "" : "s",
+                              s.args.size()));
+    return s;
+  }
+
+  bool at_punct_at(size_t k, const char* p) const {
+    return k < toks_.size() && toks_[k].kind == Tok::punct && toks_[k].text == p;
+  }
+  static bool is_register_name_ok(const std::string& n) {
+    return n.empty() || !(find_op(n) || n == "none" || n == "pairs" || n == "neox" || n == "sqrt" || n == "rsqrt" ||
+                          n == "arch" || n == "kind" || n == "param" || n == "prologue" || n == "block" ||
+                          n == "epilogue");
+  }
+
+  // Program-order checks: registers assigned before use, `x` and `logits`, `last`, attention count.
+  Result<void> validate(const ArchDef& d) const {
+    std::vector<std::string> assigned;
+    auto is_assigned = [&](const std::string& r) { return std::find(assigned.begin(), assigned.end(), r) != assigned.end(); };
+    bool after_last = false;
+    std::vector<std::string> reduced;  // registers with the rows kept by last()
+    for (Section sec : {Section::prologue, Section::block, Section::epilogue}) {
+      const auto& list = sec == Section::prologue ? d.prologue : sec == Section::block ? d.block : d.epilogue;
+      int attentions = 0;
+      for (const auto& s : list) {
+        const OpSpec& op = *s.op;
+        int line = s.line;
+        auto err = [&](const std::string& m) { return make_error(Errc::archdef, strf("%s:%d: ", where_.c_str(), line) + m); };
+        // registers read
+        std::vector<std::string> reads;
+        for (size_t k = 0; k < s.args.size(); k++)
+          if (s.args[k].kind == 'r') reads.push_back(s.args[k].word);
+        for (const auto& r : reads) {
+          if (!is_register_name_ok(r)) return err("'" + r + "' is a reserved word and cannot name a register");
+          if (!is_assigned(r)) {
+            std::string hint = did_you_mean(r, assigned);
+            return err("register '" + r + "' is used before it is assigned" + hint);
+          }
+          if (after_last && std::find(reduced.begin(), reduced.end(), r) == reduced.end())
+            return err("register '" + r + "' still holds every token; after last() only '" + reduced[0] +
+                       "' and registers assigned since then may be used");
+        }
+        if (op.needs_dst && s.dst.empty())
+          return err(strf("'%s' makes a new value: write 'NAME = %s(...)'", op.name, op.name));
+        if (!op.may_have_dst && !s.dst.empty()) return err(strf("'%s' works in place: write '%s(REGISTER)'", op.name, op.name));
+        bool optional = false;
+        for (const auto& a : s.args)
+          if (a.kind == 't' && a.optional) optional = true;
+        if (optional && !s.dst.empty())
+          return err("'| none' makes this step optional, so it cannot assign '" + s.dst +
+                     "'; use the in-place form (op(REGISTER, ...))");
+        if ((op.code == OpCode::matmul || op.code == OpCode::attention || op.code == OpCode::copy) && !s.dst.empty()) {
+          for (const auto& r : reads)
+            if (r == s.dst) return err(strf("'%s' cannot write its own input '%s'; assign another register", op.name, r.c_str()));
+        }
+        if (op.code == OpCode::attention) {
+          if (sec != Section::block) return err("attention belongs in the 'block' section (it uses the layer's cache)");
+          if (++attentions > 1) return err("a block has at most one attention (one KV cache per layer)");
+        }
+        if (op.code == OpCode::last) {
+          if (sec != Section::epilogue) return err("last() belongs in the 'epilogue' section");
+          if (after_last) return err("last() is used twice");
+          after_last = true;
+          reduced.push_back(s.args[0].word);
+        }
+        if (!s.dst.empty()) {
+          if (!is_assigned(s.dst)) assigned.push_back(s.dst);
+          if (after_last && std::find(reduced.begin(), reduced.end(), s.dst) == reduced.end()) reduced.push_back(s.dst);
+        }
+      }
+      if (sec == Section::prologue && !is_assigned("x"))
+        return make_error(Errc::archdef, where_ + ": the prologue must assign the residual register 'x' (x = embed(...))");
+    }
+    if (!is_assigned("logits") ||
+        std::none_of(d.epilogue.begin(), d.epilogue.end(), [](const StmtDef& s) { return s.dst == "logits"; }))
+      return make_error(Errc::archdef, where_ + ": the epilogue must assign 'logits' (logits = matmul(...))");
+    return {};
+  }
+
+  std::string_view text_;
+  std::string where_, expected_;
+  int line_ = 0;
+  std::vector<Tok> toks_;
+  size_t i_ = 0;
+};
+
+// Parses and validates a definition. `where` names it in messages; `expected_name` (from the file
+// name; empty to skip) must equal its `arch` line; `origin` is "builtin" or the path.
+inline Result<ArchDef> archdef_parse(std::string_view text, const std::string& where, const std::string& expected_name,
+                                     const std::string& origin) {
+  ArchdefParser p(text, where, expected_name);
+  auto d = p.parse();
+  if (!d) return d.error();
+  d->origin = origin;
+  return d;
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// ---- src/41_archdefs_builtin.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== Built-in architecture definitions and the registry (built-ins + a user directory) ====
+// The texts below are the whole description of each architecture: the forward pass has no
+// `if (arch == ...)` anywhere. A directory of <arch>.archdef files (LoadOptions::archdef_dir,
+// --archdef DIR) overrides a built-in of the same name; a broken file makes that architecture
+// unavailable instead of silently falling back to the built-in.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+struct BuiltinArchdef {
+  const char* name;
+  const char* text;
+};
+
+inline const std::vector<BuiltinArchdef>& builtin_archdefs() {
+  static const std::vector<BuiltinArchdef> defs = {
+      {"llama", R"(# Llama 1/2/3, SmolLM, Mistral-style decoders (GGUF architecture "llama").
+# GGUF files keep q/k rows permuted for adjacent-pair RoPE; for Hugging Face checkpoints
+# (rotate-half order) the rope op switches `pairs` to `neox` itself.
+arch llama
+kind decoder
+
+prologue
+  x = embed(token_embd.weight)
+
+block
+  h = rms_norm(x, blk.{i}.attn_norm.weight)
+  q = matmul(h, blk.{i}.attn_q.weight)
+  k = matmul(h, blk.{i}.attn_k.weight)
+  v = matmul(h, blk.{i}.attn_v.weight)
+  add_bias(q, blk.{i}.attn_q.bias | none)
+  add_bias(k, blk.{i}.attn_k.bias | none)
+  add_bias(v, blk.{i}.attn_v.bias | none)
+  rope(q, pairs, factors = rope_freqs.weight | none)   # llama-3 frequency factors when present
+  rope(k, pairs, factors = rope_freqs.weight | none)
+  a = attention(q, k, v)
+  o = matmul(a, blk.{i}.attn_output.weight)
+  add_bias(o, blk.{i}.attn_output.bias | none)
+  add(x, o)
+  h = rms_norm(x, blk.{i}.ffn_norm.weight)
+  g = matmul(h, blk.{i}.ffn_gate.weight)
+  u = matmul(h, blk.{i}.ffn_up.weight)
+  silu(g)
+  mul(g, u)
+  o = matmul(g, blk.{i}.ffn_down.weight)
+  add(x, o)
+
+epilogue
+  last(x)
+  rms_norm(x, output_norm.weight)
+  logits = matmul(x, output.weight | token_embd.weight)   # tied embeddings: no output.weight
+)"},
+      {"qwen2", R"(# Qwen2 / Qwen2.5 decoders: q/k/v biases, NEOX rope.
+arch qwen2
+kind decoder
+
+prologue
+  x = embed(token_embd.weight)
+
+block
+  h = rms_norm(x, blk.{i}.attn_norm.weight)
+  q = matmul(h, blk.{i}.attn_q.weight)
+  k = matmul(h, blk.{i}.attn_k.weight)
+  v = matmul(h, blk.{i}.attn_v.weight)
+  add_bias(q, blk.{i}.attn_q.bias)
+  add_bias(k, blk.{i}.attn_k.bias)
+  add_bias(v, blk.{i}.attn_v.bias)
+  rope(q, neox)
+  rope(k, neox)
+  a = attention(q, k, v)
+  o = matmul(a, blk.{i}.attn_output.weight)
+  add(x, o)
+  h = rms_norm(x, blk.{i}.ffn_norm.weight)
+  g = matmul(h, blk.{i}.ffn_gate.weight)
+  u = matmul(h, blk.{i}.ffn_up.weight)
+  silu(g)
+  mul(g, u)
+  o = matmul(g, blk.{i}.ffn_down.weight)
+  add(x, o)
+
+epilogue
+  last(x)
+  rms_norm(x, output_norm.weight)
+  logits = matmul(x, output.weight | token_embd.weight)
+)"},
+      {"qwen3", R"(# Qwen3 dense decoders: per-head RMSNorm of q and k before rope, NEOX rope, no biases.
+arch qwen3
+kind decoder
+
+prologue
+  x = embed(token_embd.weight)
+
+block
+  h = rms_norm(x, blk.{i}.attn_norm.weight)
+  q = matmul(h, blk.{i}.attn_q.weight)
+  k = matmul(h, blk.{i}.attn_k.weight)
+  v = matmul(h, blk.{i}.attn_v.weight)
+  norm_heads(q, blk.{i}.attn_q_norm.weight)
+  norm_heads(k, blk.{i}.attn_k_norm.weight)
+  rope(q, neox)
+  rope(k, neox)
+  a = attention(q, k, v)
+  o = matmul(a, blk.{i}.attn_output.weight)
+  add(x, o)
+  h = rms_norm(x, blk.{i}.ffn_norm.weight)
+  g = matmul(h, blk.{i}.ffn_gate.weight)
+  u = matmul(h, blk.{i}.ffn_up.weight)
+  silu(g)
+  mul(g, u)
+  o = matmul(g, blk.{i}.ffn_down.weight)
+  add(x, o)
+
+epilogue
+  last(x)
+  rms_norm(x, output_norm.weight)
+  logits = matmul(x, output.weight | token_embd.weight)
+)"},
+      {"gemma3", R"(# Gemma 3 text decoders: scaled embeddings, q/k norms, post-attention and post-FFN norms,
+# GELU (tanh) gating, local sliding-window layers with their own rope base, every
+# `sliding_period`-th layer global. GGUF norm weights already include Gemma's +1.
+arch gemma3
+kind decoder
+
+param sliding_window = {arch}.attention.sliding_window | 0           # 0: no sliding layers
+param sliding_period = {arch}.attention.sliding_window_pattern | 6   # layer i global iff (i+1) % 6 == 0
+param rope_base_local = {arch}.rope.freq_base_swa | 10000
+param query_scalar = {arch}.attention.query_pre_attn_scalar | head_dim
+param final_softcap = {arch}.final_logit_softcapping | 0            # 0: none
+
+prologue
+  x = embed(token_embd.weight)
+  scale(x, sqrt(n_embd))
+
+block
+  h = rms_norm(x, blk.{i}.attn_norm.weight)
+  q = matmul(h, blk.{i}.attn_q.weight)
+  k = matmul(h, blk.{i}.attn_k.weight)
+  v = matmul(h, blk.{i}.attn_v.weight)
+  norm_heads(q, blk.{i}.attn_q_norm.weight)
+  norm_heads(k, blk.{i}.attn_k_norm.weight)
+  rope(q, neox, base_swa = rope_base_local)
+  rope(k, neox, base_swa = rope_base_local)
+  a = attention(q, k, v, scale = rsqrt(query_scalar), window = sliding_window, period = sliding_period)
+  o = matmul(a, blk.{i}.attn_output.weight)
+  rms_norm(o, blk.{i}.post_attention_norm.weight)
+  add(x, o)
+  h = rms_norm(x, blk.{i}.ffn_norm.weight)
+  g = matmul(h, blk.{i}.ffn_gate.weight)
+  u = matmul(h, blk.{i}.ffn_up.weight)
+  gelu_tanh(g)
+  mul(g, u)
+  o = matmul(g, blk.{i}.ffn_down.weight)
+  rms_norm(o, blk.{i}.post_ffw_norm.weight)
+  add(x, o)
+
+epilogue
+  last(x)
+  rms_norm(x, output_norm.weight)
+  logits = matmul(x, output.weight | token_embd.weight)
+  softcap(logits, final_softcap)
+)"},
+  };
+  return defs;
+}
+
+// Every definition in effect: the built-ins, overridden by a user directory.
+struct ArchdefFailure {
+  std::string name;   // architecture the file was for (from its file name)
+  std::string path;
+  std::string error;  // file:line: message
+};
+
+struct ArchRegistry {
+  std::vector<std::shared_ptr<const ArchDef>> defs;  // sorted by name
+  std::vector<ArchdefFailure> failed;
+
+  const ArchDef* find(std::string_view name) const {
+    for (const auto& d : defs)
+      if (d->name == name) return d.get();
+    return nullptr;
+  }
+  const ArchdefFailure* failure(std::string_view name) const {
+    for (const auto& f : failed)
+      if (f.name == name) return &f;
+    return nullptr;
+  }
+};
+
+inline Result<ArchRegistry> load_arch_registry(const std::string& user_dir) {
+  ArchRegistry reg;
+  for (const auto& b : builtin_archdefs()) {
+    auto d = archdef_parse(b.text, std::string("<builtin>/") + b.name + ".archdef", b.name, "builtin");
+    if (!d) {  // a built-in that does not parse is a bug in this file (the tests catch it)
+      reg.failed.push_back({b.name, std::string("<builtin>/") + b.name + ".archdef", d.error().message});
+      continue;
+    }
+    reg.defs.push_back(std::make_shared<const ArchDef>(std::move(*d)));
+  }
+  if (!user_dir.empty()) {
+    if (!is_directory(user_dir))
+      return make_error(Errc::io, "architecture definitions: '" + user_dir + "' is not a directory");
+    for (const auto& file : list_directory(user_dir)) {
+      if (!ends_with(file, ".archdef")) continue;
+      std::string name = file.substr(0, file.size() - 8);
+      std::string path = path_join(user_dir, file);
+      // The user's file replaces the built-in, whether or not it loads (never a silent fallback).
+      reg.defs.erase(std::remove_if(reg.defs.begin(), reg.defs.end(), [&](const auto& d) { return d->name == name; }),
+                     reg.defs.end());
+      auto f = MappedFile::open(path);
+      if (!f) {
+        reg.failed.push_back({name, path, f.error().message});
+        continue;
+      }
+      auto d = archdef_parse(f->view(), path, name, path);
+      if (!d) {
+        reg.failed.push_back({name, path, d.error().message});
+        continue;
+      }
+      reg.defs.push_back(std::make_shared<const ArchDef>(std::move(*d)));
+    }
+  }
+  std::sort(reg.defs.begin(), reg.defs.end(), [](const auto& a, const auto& b) { return a->name < b->name; });
+  return reg;
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// ---- src/42_kv_cache.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== KV cache: per-session, per-layer ring buffers of keys and values (f16 or f32) ====
+// A cell is addressed by the token's absolute position: slot = pos % slots. A layer that attends
+// to the whole context has slots = n_ctx (it never wraps); a sliding-window layer keeps only
+// window + ubatch - 1 slots (the window of the oldest query of a batch plus the batch itself), so
+// a 512-token window costs 512 + ubatch cells whatever the context length.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// A checked heap allocation (KV caches and scratch can be large: no std::vector, whose failure
+// would abort under -fno-exceptions).
+class HeapBuf {
+ public:
+  HeapBuf() = default;
+  HeapBuf(const HeapBuf&) = delete;
+  HeapBuf& operator=(const HeapBuf&) = delete;
+  HeapBuf(HeapBuf&& o) noexcept : p_(o.p_), n_(o.n_) {
+    o.p_ = nullptr;
+    o.n_ = 0;
+  }
+  HeapBuf& operator=(HeapBuf&& o) noexcept {
+    if (this != &o) {
+      std::free(p_);
+      p_ = o.p_;
+      n_ = o.n_;
+      o.p_ = nullptr;
+      o.n_ = 0;
+    }
+    return *this;
+  }
+  ~HeapBuf() { std::free(p_); }
+
+  // `count` elements of `elem` bytes, zeroed.
+  static Result<HeapBuf> alloc(uint64_t count, uint64_t elem, const char* what) {
+    uint64_t bytes = 0;
+    if (mul_overflows(count, elem, &bytes) || bytes > (uint64_t(1) << 46))
+      return make_error(Errc::out_of_memory, strf("%s: %llu x %llu bytes is too large", what,
+                                                  static_cast<unsigned long long>(count),
+                                                  static_cast<unsigned long long>(elem)));
+    HeapBuf b;
+    if (bytes == 0) return b;
+    b.p_ = std::calloc(1, static_cast<size_t>(bytes));
+    if (!b.p_) return make_error(Errc::out_of_memory, strf("%s: cannot allocate %s", what, human_bytes(bytes).c_str()));
+    b.n_ = bytes;
+    return b;
+  }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
+  uint64_t bytes() const { return n_; }
+
+ private:
+  void* p_ = nullptr;
+  uint64_t n_ = 0;
+};
+
+// f16 <-> f32 rows (the cache's element type). F16C when compiled in, else the portable code.
+inline void f16_row_to_f32(const uint16_t* src, float* dst, int64_t n) {
+  int64_t k = 0;
+#if defined(LLMI_SIMD_AVX2)
+  for (; k + 8 <= n; k += 8)
+    _mm256_storeu_ps(dst + k, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k))));
+#endif
+  for (; k < n; k++) dst[k] = fp16_to_f32(src[k]);
+}
+inline void f32_row_to_f16(const float* src, uint16_t* dst, int64_t n) {
+  int64_t k = 0;
+#if defined(LLMI_SIMD_AVX2)
+  for (; k + 8 <= n; k += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + k), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+  for (; k < n; k++) dst[k] = f32_to_fp16(src[k]);
+}
+
+// What one layer's cache holds.
+struct KvLayerSpec {
+  int n_kv = 0;      // key/value heads
+  int hd_k = 0;      // key length per head
+  int hd_v = 0;      // value length per head
+  int window = 0;    // sliding window (keys p-window+1..p); 0: the whole context
+  int k_rope = -1;   // rope applied to the keys (to re-rotate them when the context slides); -1: none
+};
+
+struct KvLayer {
+  KvLayerSpec spec;
+  int slots = 0;        // cells; slot of position p = p % slots
+  uint8_t* k = nullptr;  // [n_kv][slots][hd_k] elements
+  uint8_t* v = nullptr;  // [n_kv][slots][hd_v] elements
+  int oldest = 0;       // smallest position still guaranteed to be held (ring layers lose older ones)
+  bool wraps(int n_ctx) const { return slots < n_ctx; }
+};
+
+class KvCache {
+ public:
+  Result<void> init(const std::vector<KvLayerSpec>& specs, int n_ctx, int ubatch, KvType type) {
+    type_ = type;
+    elem_ = type == KvType::f16 ? 2 : 4;
+    n_ctx_ = n_ctx;
+    layers_.clear();
+    bufs_.clear();
+    bytes_ = 0;
+    for (const auto& s : specs) {
+      KvLayer l;
+      l.spec = s;
+      l.slots = n_ctx;
+      if (s.window > 0) l.slots = static_cast<int>(std::min<int64_t>(n_ctx, int64_t(s.window) + ubatch - 1));
+      auto kb = HeapBuf::alloc(uint64_t(s.n_kv) * uint64_t(l.slots) * uint64_t(s.hd_k), elem_, "KV cache (keys)");
+      if (!kb) return kb.error();
+      auto vb = HeapBuf::alloc(uint64_t(s.n_kv) * uint64_t(l.slots) * uint64_t(s.hd_v), elem_, "KV cache (values)");
+      if (!vb) return vb.error();
+      l.k = kb->as<uint8_t>();
+      l.v = vb->as<uint8_t>();
+      bytes_ += kb->bytes() + vb->bytes();
+      bufs_.push_back(std::move(*kb));
+      bufs_.push_back(std::move(*vb));
+      layers_.push_back(l);
+    }
+    return {};
+  }
+
+  KvType type() const { return type_; }
+  size_t elem() const { return elem_; }
+  uint64_t bytes() const { return bytes_; }
+  int n_layers() const { return static_cast<int>(layers_.size()); }
+  KvLayer& layer(int l) { return layers_[static_cast<size_t>(l)]; }
+  const KvLayer& layer(int l) const { return layers_[static_cast<size_t>(l)]; }
+
+  // Address of head g's key / value at a slot.
+  uint8_t* k_at(const KvLayer& l, int g, int slot) const {
+    return l.k + (uint64_t(g) * l.slots + uint64_t(slot)) * l.spec.hd_k * elem_;
+  }
+  uint8_t* v_at(const KvLayer& l, int g, int slot) const {
+    return l.v + (uint64_t(g) * l.slots + uint64_t(slot)) * l.spec.hd_v * elem_;
+  }
+
+  void store(uint8_t* dst, const float* src, int n) const {
+    if (type_ == KvType::f16) f32_row_to_f16(src, reinterpret_cast<uint16_t*>(dst), n);
+    else std::memcpy(dst, src, size_t(n) * 4);
+  }
+  void load(const uint8_t* src, float* dst, int n) const {
+    if (type_ == KvType::f16) f16_row_to_f32(reinterpret_cast<const uint16_t*>(src), dst, n);
+    else std::memcpy(dst, src, size_t(n) * 4);
+  }
+
+  // Stores the keys [n][n_kv*hd_k] and values [n][n_kv*hd_v] of positions pos0 .. pos0+n-1.
+  void write(int li, int pos0, int n, const float* k, const float* v) {
+    KvLayer& l = layer(li);
+    const int nk = l.spec.n_kv, hk = l.spec.hd_k, hv = l.spec.hd_v;
+    for (int t = 0; t < n; t++) {
+      int slot = (pos0 + t) % l.slots;
+      for (int g = 0; g < nk; g++) {
+        store(k_at(l, g, slot), k + size_t(t) * nk * hk + size_t(g) * hk, hk);
+        store(v_at(l, g, slot), v + size_t(t) * nk * hv + size_t(g) * hv, hv);
+      }
+    }
+    int last = pos0 + n - 1;
+    l.oldest = std::max(l.oldest, last - l.slots + 1);
+  }
+
+  // Whether every layer still holds what a continuation after `n_keep` tokens needs.
+  bool can_truncate(int n_keep) const {
+    for (const auto& l : layers_) {
+      int need = l.spec.window > 0 ? std::max(0, n_keep - l.spec.window + 1) : 0;
+      if (need < l.oldest) return false;
+    }
+    return true;
+  }
+
+  void clear() {
+    for (auto& l : layers_) l.oldest = 0;
+  }
+
+ private:
+  KvType type_ = KvType::f16;
+  size_t elem_ = 2;
+  int n_ctx_ = 0;
+  std::vector<KvLayer> layers_;
+  std::vector<HeapBuf> bufs_;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// ---- src/43_forward.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== Forward pass: compile a definition against a model, then run it (Engine / Context) ====
+// Engine::create binds a parsed definition to a model once: params are read from the metadata,
+// `{i}` is expanded for every layer, tensors are found and their shapes and types checked, and
+// the result is a flat list of Steps (prologue, block x n_layer, epilogue) holding tensor
+// pointers. Context::eval runs that list with a switch per step: no strings, no lookups, and no
+// architecture names anywhere.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// Which definition an Engine runs (the status report shows the same for every architecture).
+struct ArchInfo {
+  std::string name;
+  std::string origin;  // "builtin" or the path of the user's .archdef file
+  std::string sha256;  // of the definition text
+  int steps_per_layer = 0;
+};
+
+// RoPE of one (layer, register): rotates pairs (2i, 2i+1) ("pairs", GGUF llama) or (i, i+n/2)
+// ("neox") of the first n_dims elements of every head, angle pos * base^(-2i/n_dims) / factor_i
+// * freq_scale, computed as llama.cpp does (theta multiplied by theta_scale per pair, in float).
+struct RopeSpec {
+  bool neox = false;
+  int n_dims = 0;
+  int head_dim = 0;
+  float base = 10000.0f;
+  float theta_scale = 1.0f;
+  float freq_scale = 1.0f;
+  std::vector<float> factors;  // [n_dims/2] divisors of the angle (llama-3 scaling); empty: none
+  bool same(const RopeSpec& o) const {
+    return neox == o.neox && n_dims == o.n_dims && head_dim == o.head_dim && base == o.base &&
+           freq_scale == o.freq_scale && factors == o.factors;
+  }
+};
+
+struct AttnSpec {
+  int n_head = 0, n_kv = 0, hd_k = 0, hd_v = 0;
+  int window = 0;      // keys p-window+1 .. p; 0: all previous keys
+  float scale = 1.0f;  // applied to q.k before the soft-cap and the softmax
+  float softcap = 0;   // c * tanh(s / c) when > 0
+  int kv_layer = 0;
+};
+
+// One compiled operation.
+struct Step {
+  OpCode op = OpCode::copy;
+  Section section = Section::none;
+  int16_t dst = -1, a = -1, b = -1, c = -1;  // registers
+  int layer = -1;                            // -1 outside the block
+  int line = 0;                              // definition line (traces, messages)
+  int w_in = 0, w_out = 0;                   // row widths of `a` and `dst`
+  const TensorView* w = nullptr;             // embed / matmul weight
+  const float* vec = nullptr;                // 1-D weights (norms, biases) as f32
+  int vec_len = 0;
+  float f = 0;                               // eps (norms), factor (scale), cap (softcap)
+  int idx = -1;                              // RopeSpec / AttnSpec index
+};
+
+// Everything Context needs from a compiled definition.
+struct Program {
+  std::vector<Step> steps;
+  std::vector<std::string> reg_names;
+  std::vector<int> reg_width;  // widest value each register holds
+  int reg_logits = -1;
+  bool has_last = false;
+  std::vector<RopeSpec> ropes;
+  std::vector<AttnSpec> attns;
+  std::vector<KvLayerSpec> kv;
+  std::vector<std::vector<float>> owned;  // 1-D weights converted to f32
+  int n_vocab = 0;                        // logits width
+  int64_t embed_rows = INT64_MAX;         // token ids must be below this
+};
+
+// Reported to a trace callback after every step (debugging, conformance diffs).
+struct TraceEvent {
+  int step;
+  const char* op;
+  int layer;
+  int line;
+  const std::string& reg;
+  const float* data;  // [rows][width]
+  int rows;
+  int width;
+};
+
+// ---- compiling a definition against a model ----
+class ArchCompiler {
+ public:
+  ArchCompiler(const ArchDef& d, const ModelDesc& m, Program& p) : d_(d), m_(m), p_(p) {}
+
+  Result<void> run() {
+    const HParams& hp = m_.hp;
+    if (hp.n_layer <= 0 || hp.n_layer > 65536)
+      return fail(Errc::bad_format, 0, strf("block_count %lld is not a usable layer count", static_cast<long long>(hp.n_layer)));
+    if (auto r = eval_params(); !r) return r;
+    // which layers are sliding-window layers (from the block's attention arguments)
+    for (const auto& s : d_.block) {
+      if (s.op->code != OpCode::attention) continue;
+      double w = 0, per = 0;
+      if (const ArgDef* a = s.kwarg("window")) {
+        auto v = value(a->value, s.line);
+        if (!v) return v.error();
+        w = *v;
+      }
+      if (const ArgDef* a = s.kwarg("period")) {
+        auto v = value(a->value, s.line);
+        if (!v) return v.error();
+        per = *v;
+      }
+      if (w < 0 || w > 1e9 || per < 0 || per > 1e9 || w != std::floor(w) || per != std::floor(per))
+        return fail(Errc::bad_format, s.line, strf("sliding window %g / period %g are not usable", w, per));
+      window_ = static_cast<int>(w);
+      period_ = static_cast<int>(per);
+    }
+    for (const auto& s : d_.prologue)
+      if (auto r = stmt(s, -1); !r) return r;
+    for (int i = 0; i < hp.n_layer; i++)
+      for (const auto& s : d_.block)
+        if (auto r = stmt(s, i); !r) return r;
+    for (const auto& s : d_.epilogue)
+      if (auto r = stmt(s, -1); !r) return r;
+    p_.reg_logits = reg_id("logits");
+    p_.n_vocab = width_[static_cast<size_t>(p_.reg_logits)];
+    if (p_.n_vocab <= 0) return fail(Errc::shape_mismatch, 0, "'logits' has no width");
+    p_.reg_width = max_width_;
+    return {};
+  }
+
+ private:
+  Error fail(Errc code, int line, const std::string& msg) const {
+    std::string where = line > 0 ? strf("%s:%d", d_.where.c_str(), line) : d_.where;
+    return make_error(code, m_.path + ": " + where + ": " + msg);
+  }
+
+  bool sliding(int layer) const {
+    if (window_ <= 0 || layer < 0) return false;
+    return period_ == 0 || (layer + 1) % period_ != 0;
+  }
+
+  std::string expand(const std::string& name, int layer) const {
+    std::string out;
+    size_t k = 0;
+    for (;;) {
+      size_t b = name.find('{', k);
+      if (b == std::string::npos) break;
+      size_t e = name.find('}', b);
+      out.append(name, k, b - k);
+      std::string ph = name.substr(b + 1, e - b - 1);
+      out += ph == "i" ? std::to_string(layer) : ph == "arch" ? m_.arch : std::string();
+      k = e + 1;
+    }
+    out.append(name, k, std::string::npos);
+    return out;
+  }
+
+  Result<double> builtin_value(const std::string& n) const {
+    const HParams& hp = m_.hp;
+    if (n == "n_embd") return double(hp.n_embd);
+    if (n == "n_layer") return double(hp.n_layer);
+    if (n == "n_head") return double(hp.n_head);
+    if (n == "n_head_kv") return double(hp.n_head_kv);
+    if (n == "head_dim") return double(hp.head_dim);
+    if (n == "head_dim_v") return double(hp.head_dim_v);
+    if (n == "n_ff") return double(hp.n_ff);
+    if (n == "n_vocab") return double(hp.n_vocab);
+    if (n == "n_ctx_train") return double(hp.n_ctx_train);
+    if (n == "rms_eps") return double(hp.rms_eps);
+    if (n == "rope_base") return double(hp.rope_freq_base);
+    if (n == "rope_dims") return m_.arch_number("rope.dimension_count").value_or(double(hp.head_dim));
+    return make_error(Errc::internal, "unknown value " + n);
+  }
+
+  Result<double> value(const ValueTerm& t, int line) const {
+    double v = t.number;
+    if (!t.is_number) {
+      bool found = false;
+      for (const auto& [name, val] : params_)
+        if (name == t.name) {
+          v = val;
+          found = true;
+        }
+      if (!found) {
+        auto b = builtin_value(t.name);
+        if (!b) return fail(Errc::archdef, line, "no value named '" + t.name + "'");
+        v = *b;
+      }
+    }
+    if (t.fn == ValueTerm::Fn::sqrt) {
+      if (!(v >= 0)) return fail(Errc::bad_format, line, strf("sqrt of %g", v));
+      v = std::sqrt(v);
+    } else if (t.fn == ValueTerm::Fn::rsqrt) {
+      if (!(v > 0)) return fail(Errc::bad_format, line, strf("rsqrt of %g", v));
+      v = 1.0 / std::sqrt(v);
+    }
+    if (!std::isfinite(v)) return fail(Errc::bad_format, line, "a value is not finite");
+    return v;
+  }
+
+  Result<void> eval_params() {
+    for (const auto& p : d_.params) {
+      bool done = false;
+      std::string tried;
+      for (const auto& a : p.alts) {
+        if (a.is_meta) {
+          std::string key = expand(a.key, -1);
+          const MetaValue* mv = m_.find_meta(key);
+          if (!mv) {
+            tried += (tried.empty() ? "" : ", ") + key;
+            continue;
+          }
+          if (mv->kind == MetaValue::Kind::string)
+            return fail(Errc::bad_format, p.line, "metadata '" + key + "' is a string, param '" + p.name + "' needs a number");
+          if (!std::isfinite(mv->num)) return fail(Errc::bad_format, p.line, "metadata '" + key + "' is not finite");
+          params_.emplace_back(p.name, mv->num);
+        } else {
+          auto v = value(a.term, p.line);
+          if (!v) return v.error();
+          params_.emplace_back(p.name, *v);
+        }
+        done = true;
+        break;
+      }
+      if (!done)
+        return fail(Errc::bad_format, p.line, "param '" + p.name + "': the model has no metadata " + tried + " and the param gives no default");
+    }
+    return {};
+  }
+
+  int reg_id(const std::string& name) {
+    for (size_t k = 0; k < p_.reg_names.size(); k++)
+      if (p_.reg_names[k] == name) return static_cast<int>(k);
+    p_.reg_names.push_back(name);
+    width_.push_back(0);
+    max_width_.push_back(0);
+    return static_cast<int>(p_.reg_names.size() - 1);
+  }
+
+  void set_width(int r, int w) {
+    width_[static_cast<size_t>(r)] = w;
+    max_width_[static_cast<size_t>(r)] = std::max(max_width_[static_cast<size_t>(r)], w);
+  }
+
+  // The first existing alternative, or nullptr (then `missing` lists the names tried).
+  const TensorView* find_tensor(const ArgDef& a, int layer, std::string& missing) const {
+    missing.clear();
+    for (const auto& n : a.tensors) {
+      std::string name = expand(n, layer);
+      if (const TensorView* t = m_.find(name)) return t;
+      missing += (missing.empty() ? "'" : " | '") + name + "'";
+    }
+    return nullptr;
+  }
+
+  Error missing_tensor(const ArgDef& a, int layer, int line, const std::string& tried) const {
+    std::vector<std::string> names;
+    for (const auto& t : m_.tensors) names.push_back(t.name);
+    std::string first = expand(a.tensors[0], layer);
+    return fail(Errc::tensor_missing, line, "tensor " + tried + " not found in the model" + did_you_mean(first, names));
+  }
+
+  Result<void> check_computable(const TensorView& t, int line) const {
+    if (dtype_computable(t.type)) return {};
+    std::string ok;
+    for (uint16_t k = 0; k < 256; k++)
+      if (dtype_traits(static_cast<DType>(k)) && dtype_computable(static_cast<DType>(k)))
+        ok += (ok.empty() ? "" : ", ") + std::string(dtype_name(static_cast<DType>(k)));
+    for (DType extra : {DType::mlx_q4, DType::mlx_q8})
+      if (dtype_computable(extra)) ok += ", " + std::string(dtype_name(extra));
+    return fail(Errc::unsupported, line, strf("tensor '%s' has type %s, which this build cannot compute yet (it computes %s)",
+                                              t.name.c_str(), dtype_name(t.type), ok.c_str()));
+  }
+
+  // A 1-D weight as f32 (converted once; shared by every step that uses it).
+  Result<const float*> vector_of(const TensorView& t, int line, int64_t expect_len, const char* what) {
+    if (t.nelements() != t.ne[0])
+      return fail(Errc::shape_mismatch, line, strf("%s '%s' should be a vector, it has shape %s", what, t.name.c_str(), t.shape_string().c_str()));
+    if (expect_len >= 0 && t.ne[0] != expect_len)
+      return fail(Errc::shape_mismatch, line, strf("%s '%s' has %lld elements, expected %lld", what, t.name.c_str(),
+                                                   static_cast<long long>(t.ne[0]), static_cast<long long>(expect_len)));
+    if (auto r = check_computable(t, line); !r) return r.error();
+    auto it = vec_index_.find(&t);
+    if (it != vec_index_.end()) return static_cast<const float*>(p_.owned[it->second].data());
+    std::vector<float> v(static_cast<size_t>(t.ne[0]));
+    dequant_row(t, 0, v.data());
+    for (float x : v)
+      if (!std::isfinite(x)) return fail(Errc::bad_format, line, "tensor '" + t.name + "' holds a value that is not finite");
+    p_.owned.push_back(std::move(v));
+    vec_index_[&t] = p_.owned.size() - 1;
+    return static_cast<const float*>(p_.owned.back().data());
+  }
+
+  Result<float> fvalue(const StmtDef& s, const char* kw, double dflt) const {
+    const ArgDef* a = s.kwarg(kw);
+    if (!a) return static_cast<float>(dflt);
+    auto v = value(a->value, s.line);
+    if (!v) return v.error();
+    return static_cast<float>(*v);
+  }
+
+  Result<int> rope_spec(const StmtDef& s, int layer, int width) {
+    const HParams& hp = m_.hp;
+    RopeSpec r;
+    r.head_dim = static_cast<int>(hp.head_dim);
+    if (r.head_dim <= 0 || width % r.head_dim != 0)
+      return fail(Errc::shape_mismatch, s.line, strf("rope: '%s' (%d wide) is not a whole number of heads of head_dim %d",
+                                                     s.args[0].word.c_str(), width, r.head_dim));
+    // Hugging Face checkpoints keep q/k in rotate-half order: the GGUF "pairs" layout is then
+    // the same rotation as "neox" on those rows (the loader does not permute them).
+    r.neox = s.args[1].word == "neox" || m_.hf_qk_order;
+    double dims = 0;
+    if (const ArgDef* a = s.kwarg("dims")) {
+      auto v = value(a->value, s.line);
+      if (!v) return v.error();
+      dims = *v;
+    } else {
+      dims = *builtin_value("rope_dims");
+    }
+    if (dims <= 0 || dims > r.head_dim || dims != std::floor(dims) || static_cast<int>(dims) % 2 != 0)
+      return fail(Errc::shape_mismatch, s.line, strf("rope: %g rotated dimensions do not fit heads of %d", dims, r.head_dim));
+    r.n_dims = static_cast<int>(dims);
+    auto base = fvalue(s, "base", hp.rope_freq_base);
+    if (!base) return base.error();
+    r.base = *base;
+    if (sliding(layer) && s.kwarg("base_swa")) {
+      auto b = fvalue(s, "base_swa", 0);
+      if (!b) return b.error();
+      r.base = *b;
+    }
+    if (!(r.base > 0)) return fail(Errc::bad_format, s.line, strf("rope base %g is not positive", double(r.base)));
+    r.theta_scale = std::pow(r.base, -2.0f / static_cast<float>(r.n_dims));
+    // frequency scaling: a factors tensor (llama-3 GGUF), else what the metadata says
+    const TensorView* ft = nullptr;
+    if (const ArgDef* a = s.kwarg("factors")) {
+      std::string tried;
+      ft = find_tensor(*a, layer, tried);
+      if (!ft && !a->optional) return missing_tensor(*a, layer, s.line, tried);
+    }
+    std::string type(m_.meta_string(m_.arch + ".rope.scaling.type").value_or(""));
+    double factor = m_.arch_number("rope.scaling.factor").value_or(1.0);
+    if (ft) {
+      auto v = vector_of(*ft, s.line, -1, "rope factors");
+      if (!v) return v.error();
+      if (ft->ne[0] < r.n_dims / 2)
+        return fail(Errc::shape_mismatch, s.line, strf("rope factors '%s' has %lld entries, rope needs %d", ft->name.c_str(),
+                                                       static_cast<long long>(ft->ne[0]), r.n_dims / 2));
+      r.factors.assign(*v, *v + r.n_dims / 2);
+    } else if (type == "llama3") {
+      // Hugging Face llama-3 configs: the same factors convert_hf_to_gguf bakes into rope_freqs.
+      double lo = m_.arch_number("rope.scaling.low_freq_factor").value_or(1.0);
+      double hi = m_.arch_number("rope.scaling.high_freq_factor").value_or(4.0);
+      double orig = m_.arch_number("rope.scaling.original_context_length").value_or(8192.0);
+      if (!(factor > 0) || !(hi > lo) || !(orig > 0))
+        return fail(Errc::bad_format, s.line, "rope scaling 'llama3' has unusable factor / low_freq_factor / high_freq_factor");
+      double lo_wl = orig / lo, hi_wl = orig / hi;
+      for (int i = 0; i < r.n_dims / 2; i++) {
+        double freq = std::pow(double(r.base), -2.0 * i / r.n_dims);
+        double wl = 2 * 3.14159265358979323846 / freq;
+        double f;
+        if (wl < hi_wl) f = 1.0;
+        else if (wl > lo_wl) f = factor;
+        else {
+          double smooth = (orig / wl - lo) / (hi - lo);
+          f = 1.0 / ((1 - smooth) / factor + smooth);
+        }
+        r.factors.push_back(static_cast<float>(f));
+      }
+    } else if (type == "linear") {
+      if (!(factor > 0)) return fail(Errc::bad_format, s.line, "rope scaling 'linear' has no usable factor");
+      r.freq_scale = static_cast<float>(1.0 / factor);
+    } else if (!type.empty() && type != "none") {
+      return fail(Errc::unsupported, s.line, "rope scaling '" + printable(type) + "' is not supported (none, linear, llama3)");
+    }
+    for (size_t k = 0; k < p_.ropes.size(); k++)
+      if (p_.ropes[k].same(r)) return static_cast<int>(k);
+    p_.ropes.push_back(std::move(r));
+    return static_cast<int>(p_.ropes.size() - 1);
+  }
+
+  Result<void> stmt(const StmtDef& s, int layer) {
+    const OpSpec& op = *s.op;
+    Step st;
+    st.op = op.code;
+    st.section = s.section;
+    st.layer = layer;
+    st.line = s.line;
+    const std::string& tgt = s.target();
+    auto width_of = [&](const std::string& r) { return width_[static_cast<size_t>(reg_id(r))]; };
+    int w_a = 0;
+    if (!s.args.empty() && s.args[0].kind == 'r') {
+      st.a = static_cast<int16_t>(reg_id(s.args[0].word));
+      w_a = width_of(s.args[0].word);
+    }
+    st.w_in = w_a;
+    int w_out = w_a;
+    // positional tensor (embed: args[0]; norms, matmul, add_bias: args[1])
+    const TensorView* t = nullptr;
+    for (const auto& a : s.args) {
+      if (a.kind != 't') continue;
+      std::string tried;
+      t = find_tensor(a, layer, tried);
+      if (!t) {
+        if (a.optional) return {};  // an optional step the model does not have
+        return missing_tensor(a, layer, s.line, tried);
+      }
+    }
+    switch (op.code) {
+      case OpCode::embed: {
+        if (t->n_dims != 2) return fail(Errc::shape_mismatch, s.line, "embedding '" + t->name + "' is not 2-D: " + t->shape_string());
+        if (auto r = check_computable(*t, s.line); !r) return r;
+        st.w = t;
+        w_out = static_cast<int>(t->ne[0]);
+        p_.embed_rows = std::min<int64_t>(p_.embed_rows, t->ne[1]);
+        break;
+      }
+      case OpCode::rms_norm:
+      case OpCode::norm_heads: {
+        bool heads = op.code == OpCode::norm_heads;
+        auto v = vector_of(*t, s.line, heads ? -1 : w_a, heads ? "head norm" : "norm");
+        if (!v) return v.error();
+        if (heads && (t->ne[0] <= 0 || w_a % t->ne[0] != 0))
+          return fail(Errc::shape_mismatch, s.line, strf("head norm '%s' (%lld) does not divide '%s' (%d wide)", t->name.c_str(),
+                                                         static_cast<long long>(t->ne[0]), s.args[0].word.c_str(), w_a));
+        st.vec = *v;
+        st.vec_len = static_cast<int>(t->ne[0]);
+        auto eps = fvalue(s, "eps", m_.hp.rms_eps);
+        if (!eps) return eps.error();
+        st.f = *eps;
+        if (!(st.f >= 0)) return fail(Errc::bad_format, s.line, "eps is negative");
+        break;
+      }
+      case OpCode::matmul: {
+        if (t->n_dims < 1 || t->ne[2] != 1 || t->ne[3] != 1 || t->n_dims > 2)
+          return fail(Errc::shape_mismatch, s.line, "matmul weight '" + t->name + "' is not a matrix: " + t->shape_string());
+        if (t->ne[0] != w_a)
+          return fail(Errc::shape_mismatch, s.line, strf("matmul: '%s' rows have %lld elements but '%s' is %d wide",
+                                                         t->name.c_str(), static_cast<long long>(t->ne[0]), s.args[0].word.c_str(), w_a));
+        if (t->ne[1] > (1 << 28)) return fail(Errc::shape_mismatch, s.line, "matmul weight '" + t->name + "' has too many rows");
+        if (auto r = check_computable(*t, s.line); !r) return r;
+        st.w = t;
+        w_out = static_cast<int>(t->ne[1]);
+        break;
+      }
+      case OpCode::add_bias: {
+        auto v = vector_of(*t, s.line, w_a, "bias");
+        if (!v) return v.error();
+        st.vec = *v;
+        st.vec_len = w_a;
+        break;
+      }
+      case OpCode::rope: {
+        auto r = rope_spec(s, layer, w_a);
+        if (!r) return r.error();
+        st.idx = *r;
+        break;
+      }
+      case OpCode::attention: {
+        const HParams& hp = m_.hp;
+        AttnSpec at;
+        at.hd_k = static_cast<int>(hp.head_dim);
+        at.hd_v = static_cast<int>(hp.head_dim_v);
+        int wk = width_of(s.args[1].word), wv = width_of(s.args[2].word);
+        if (at.hd_k <= 0 || at.hd_v <= 0 || w_a % at.hd_k || wk % at.hd_k || wv % at.hd_v)
+          return fail(Errc::shape_mismatch, s.line, strf("attention: q (%d), k (%d), v (%d) are not whole heads of %d / %d", w_a, wk, wv, at.hd_k, at.hd_v));
+        at.n_head = w_a / at.hd_k;
+        at.n_kv = wk / at.hd_k;
+        if (at.n_kv <= 0 || at.n_head % at.n_kv != 0 || wv / at.hd_v != at.n_kv)
+          return fail(Errc::shape_mismatch, s.line, strf("attention: %d query heads, %d key heads and %d value heads do not group",
+                                                         at.n_head, at.n_kv, wv / at.hd_v));
+        at.window = sliding(layer) ? window_ : 0;
+        auto sc = fvalue(s, "scale", 1.0 / std::sqrt(static_cast<float>(at.hd_k)));
+        if (!sc) return sc.error();
+        // llama.cpp computes the default as 1.0f/sqrtf(float(head_dim))
+        at.scale = s.kwarg("scale") ? *sc : 1.0f / std::sqrt(static_cast<float>(at.hd_k));
+        auto cap = fvalue(s, "softcap", 0);
+        if (!cap) return cap.error();
+        at.softcap = *cap;
+        if (at.softcap < 0) return fail(Errc::bad_format, s.line, "softcap is negative");
+        at.kv_layer = static_cast<int>(p_.kv.size());
+        KvLayerSpec kv;
+        kv.n_kv = at.n_kv;
+        kv.hd_k = at.hd_k;
+        kv.hd_v = at.hd_v;
+        kv.window = at.window;
+        // the rope last applied to the key register in this layer (to re-rotate cached keys)
+        int kreg = reg_id(s.args[1].word);
+        for (auto it = p_.steps.rbegin(); it != p_.steps.rend() && it->layer == layer; ++it)
+          if (it->op == OpCode::rope && it->dst == kreg) {
+            kv.k_rope = it->idx;
+            break;
+          }
+        p_.kv.push_back(kv);
+        st.b = static_cast<int16_t>(kreg);
+        st.c = static_cast<int16_t>(reg_id(s.args[2].word));
+        st.idx = static_cast<int>(p_.attns.size());
+        p_.attns.push_back(at);
+        w_out = at.n_head * at.hd_v;
+        break;
+      }
+      case OpCode::mul:
+      case OpCode::add: {
+        int w_b = width_of(s.args[1].word);
+        if (w_b != w_a)
+          return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' is %d wide but '%s' is %d wide", op.name, s.args[0].word.c_str(), w_a,
+                                                         s.args[1].word.c_str(), w_b));
+        st.b = static_cast<int16_t>(reg_id(s.args[1].word));
+        break;
+      }
+      case OpCode::scale:
+      case OpCode::softcap: {
+        auto v = value(s.args[1].value, s.line);
+        if (!v) return v.error();
+        st.f = static_cast<float>(*v);
+        if (op.code == OpCode::softcap) {
+          if (st.f < 0) return fail(Errc::bad_format, s.line, "softcap is negative");
+          if (st.f == 0) return {};  // no soft-capping for this model
+        }
+        break;
+      }
+      case OpCode::last:
+        p_.has_last = true;
+        break;
+      default:
+        break;
+    }
+    int d = reg_id(tgt);
+    st.dst = static_cast<int16_t>(d);
+    st.w_out = w_out;
+    if (w_out <= 0) return fail(Errc::shape_mismatch, s.line, "'" + tgt + "' would have no elements");
+    set_width(d, w_out);
+    p_.steps.push_back(st);
+    return {};
+  }
+
+  const ArchDef& d_;
+  const ModelDesc& m_;
+  Program& p_;
+  std::vector<std::pair<std::string, double>> params_;
+  std::vector<int> width_, max_width_;
+  std::unordered_map<const TensorView*, size_t> vec_index_;
+  int window_ = 0, period_ = 0;
+};
+
+// ---- the engine: one per loaded model, immutable, shared by every session ----
+class Engine {
+ public:
+  // Compiles the model's architecture definition (built-in, or LoadOptions::archdef_dir's) against
+  // the model: a broken definition, a missing tensor, a bad shape or a weight type the kernels
+  // cannot compute fails here, not during a forward pass.
+  static Result<std::shared_ptr<const Engine>> create(std::shared_ptr<const ModelDesc> desc, const LoadOptions& opts) {
+    if (!desc) return make_error(Errc::invalid_argument, "Engine::create: no model");
+    auto reg = load_arch_registry(opts.archdef_dir);
+    if (!reg) return reg.error();
+    const ArchDef* def = reg->find(desc->arch);
+    std::string failures;
+    for (const auto& f : reg->failed) failures += "\n  " + f.error;
+    if (!def) {
+      if (reg->failure(desc->arch))
+        return make_error(Errc::archdef, strf("%s: architecture '%s' is unavailable: its definition did not load:%s",
+                                              desc->path.c_str(), printable(desc->arch).c_str(), failures.c_str()));
+      std::string known;
+      for (const auto& d : reg->defs) known += (known.empty() ? "" : ", ") + d->name;
+      return make_error(Errc::unsupported,
+                        strf("%s: no architecture definition for '%s' (known: %s)%s%s", desc->path.c_str(),
+                             printable(desc->arch).c_str(), known.c_str(),
+                             failures.empty() ? "" : "; definitions that did not load:", failures.c_str()));
+    }
+    std::shared_ptr<Engine> e(new Engine());
+    e->desc_ = std::move(desc);
+    e->opts_ = opts;
+    e->def_ = reg->defs[static_cast<size_t>(std::find_if(reg->defs.begin(), reg->defs.end(),
+                                                         [&](const auto& d) { return d.get() == def; }) -
+                                            reg->defs.begin())];
+    e->arch_ = ArchInfo{def->name, def->origin, def->sha256, def->steps_per_layer()};
+    ArchCompiler comp(*def, *e->desc_, e->prog_);
+    if (auto r = comp.run(); !r) return r.error();
+    e->pool_ = std::make_unique<ThreadPool>(opts.threads);
+    return std::shared_ptr<const Engine>(std::move(e));
+  }
+
+  const ModelDesc& desc() const { return *desc_; }
+  const HParams& hparams() const { return desc_->hp; }
+  int n_vocab() const { return prog_.n_vocab; }
+  // LoadOptions::context, else the trained context capped at 4096.
+  int n_ctx_default() const {
+    if (opts_.context > 0) return opts_.context;
+    int64_t t = desc_->hp.n_ctx_train;
+    return t > 0 ? static_cast<int>(std::min<int64_t>(t, 4096)) : 4096;
+  }
+  const ArchInfo& arch() const { return arch_; }
+  const ArchDef& archdef() const { return *def_; }
+  ThreadPool& pool() const { return *pool_; }
+  const LoadOptions& options() const { return opts_; }
+  const Program& program() const { return prog_; }
+
+ private:
+  Engine() = default;
+  std::shared_ptr<const ModelDesc> desc_;
+  std::shared_ptr<const ArchDef> def_;
+  LoadOptions opts_;
+  ArchInfo arch_;
+  Program prog_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+enum class EvalStatus { ok, cancelled, context_full };
+
+// ---- elementwise kernels (f32 activations) ----
+inline float silu_f32(float x) { return x / (1.0f + std::exp(-x)); }
+inline float gelu_tanh_f32(float x) {
+  const float k = 0.79788456080286535587989211986876f;  // sqrt(2/pi)
+  return 0.5f * x * (1.0f + std::tanh(k * x * (1.0f + 0.044715f * x * x)));
+}
+inline float gelu_erf_f32(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
+
+// cos/sin of one position for a rope spec: cache[2i] = cos, cache[2i+1] = sin.
+inline void rope_angles(const RopeSpec& r, int64_t pos, float* cache) {
+  float theta = static_cast<float>(pos);
+  for (int i0 = 0; i0 < r.n_dims; i0 += 2) {
+    float ff = r.factors.empty() ? 1.0f : r.factors[static_cast<size_t>(i0 / 2)];
+    float th = r.freq_scale * (theta / ff);
+    cache[i0] = std::cos(th);
+    cache[i0 + 1] = std::sin(th);
+    theta *= r.theta_scale;
+  }
+}
+
+// Rotates one head (head_dim elements, first n_dims rotated) in place or into `out`.
+inline void rope_head(const RopeSpec& r, const float* cache, const float* in, float* out) {
+  const int n = r.n_dims;
+  if (r.neox) {
+    const int h = n / 2;
+    for (int i = 0; i < h; i++) {
+      float c = cache[2 * i], s = cache[2 * i + 1];
+      float x0 = in[i], x1 = in[i + h];
+      out[i] = x0 * c - x1 * s;
+      out[i + h] = x0 * s + x1 * c;
+    }
+  } else {
+    for (int i = 0; i < n; i += 2) {
+      float c = cache[i], s = cache[i + 1];
+      float x0 = in[i], x1 = in[i + 1];
+      out[i] = x0 * c - x1 * s;
+      out[i + 1] = x0 * s + x1 * c;
+    }
+  }
+  if (out != in)
+    for (int i = n; i < r.head_dim; i++) out[i] = in[i];
+}
+
+// ---- a context: one session's KV cache and scratch ----
+class Context {
+ public:
+  Context(Context&&) noexcept = default;
+  Context& operator=(Context&&) noexcept = default;
+
+  // n_ctx: tokens this context can hold (0: the engine's default).
+  static Result<Context> create(std::shared_ptr<const Engine> engine, int n_ctx) {
+    if (!engine) return make_error(Errc::invalid_argument, "Context::create: no engine");
+    Context c;
+    c.e_ = std::move(engine);
+    const Program& p = c.e_->program();
+    const LoadOptions& o = c.e_->options();
+    c.n_ctx_ = n_ctx > 0 ? n_ctx : c.e_->n_ctx_default();
+    if (c.n_ctx_ > (1 << 24)) return make_error(Errc::invalid_argument, strf("context of %d tokens is too large", c.n_ctx_));
+    c.ubatch_ = std::min(kUbatch, c.n_ctx_);
+    if (auto r = c.kv_.init(p.kv, c.n_ctx_, c.ubatch_, o.kv_type); !r) return r.error();
+    c.slide_ = o.context_policy == ContextPolicy::slide;
+    c.keep_ = std::max(0, o.keep);
+    if (c.slide_) {
+      // Sliding keeps `keep` tokens, and ring layers must still hold their window afterwards.
+      int wmax = 1;
+      for (int l = 0; l < c.kv_.n_layers(); l++)
+        if (c.kv_.layer(l).wraps(c.n_ctx_)) wmax = std::max(wmax, c.kv_.layer(l).spec.window);
+      c.slide_chunk_ = std::min(c.ubatch_, c.n_ctx_ - c.keep_ - wmax + 1);
+      if (c.slide_chunk_ < 1)
+        return make_error(Errc::invalid_argument, strf("a context of %d tokens is too small to slide while keeping %d tokens",
+                                                       c.n_ctx_, c.keep_));
+    }
+    // scratch: every register [ubatch][widest], logits handled per eval
+    c.regs_.resize(p.reg_names.size());
+    c.reg_ptr_.assign(p.reg_names.size(), nullptr);
+    for (size_t r = 0; r < p.reg_names.size(); r++) {
+      if (static_cast<int>(r) == p.reg_logits) continue;
+      auto b = HeapBuf::alloc(uint64_t(c.ubatch_) * uint64_t(std::max(1, p.reg_width[r])), 4, "activations");
+      if (!b) return b.error();
+      c.regs_[r] = std::move(*b);
+    }
+    auto lb = HeapBuf::alloc(uint64_t(p.has_last ? 1 : c.ubatch_) * uint64_t(p.n_vocab), 4, "logits");
+    if (!lb) return lb.error();
+    c.logits_buf_ = std::move(*lb);
+    int threads = c.e_->pool().size();
+    int max_slots = 1, max_hd = 1;
+    for (int l = 0; l < c.kv_.n_layers(); l++) {
+      max_slots = std::max(max_slots, c.kv_.layer(l).slots);
+      max_hd = std::max({max_hd, c.kv_.layer(l).spec.hd_k, c.kv_.layer(l).spec.hd_v});
+    }
+    for (const auto& r : p.ropes) max_hd = std::max(max_hd, r.head_dim);
+    c.scores_stride_ = max_slots;
+    c.row_stride_ = max_hd;
+    auto sb = HeapBuf::alloc(uint64_t(threads) * uint64_t(max_slots), 4, "attention scratch");
+    if (!sb) return sb.error();
+    c.scores_ = std::move(*sb);
+    auto rb = HeapBuf::alloc(uint64_t(threads) * 3 * uint64_t(max_hd), 4, "attention scratch");
+    if (!rb) return rb.error();
+    c.rows_ = std::move(*rb);
+    c.rope_cache_.resize(p.ropes.size());
+    c.rope_valid_.assign(p.ropes.size(), 0);
+    return c;
+  }
+
+  // Evaluates `tokens` at positions n_past()...; fills logits of the last token ([n_vocab]) or, with
+  // all_logits, of every token ([n][n_vocab]). `cancel` (may be empty) is polled before every layer.
+  // context_full (policy stop): nothing was evaluated. cancelled: the chunks (of up to 256 tokens)
+  // finished before the cancel stay in the cache (tokens() says which), logits are not filled.
+  Result<EvalStatus> eval(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits = false,
+                          const std::function<bool()>& cancel = {}) {
+    const Program& p = e_->program();
+    const int n = static_cast<int>(tokens.size());
+    if (tokens.empty()) return make_error(Errc::invalid_argument, "eval: no tokens");
+    if (tokens.size() > size_t(1) << 30) return make_error(Errc::invalid_argument, "eval: too many tokens");
+    for (size_t k = 0; k < tokens.size(); k++)
+      if (tokens[k] < 0 || tokens[k] >= p.embed_rows)
+        return make_error(Errc::invalid_argument, strf("eval: token id %d (at %zu) is outside the vocabulary (0..%lld)",
+                                                       tokens[k], k, static_cast<long long>(p.embed_rows - 1)));
+    if (!slide_ && n_past_ + n > n_ctx_) return EvalStatus::context_full;
+    uint64_t out_n = uint64_t(all_logits ? n : 1) * uint64_t(p.n_vocab);
+    logits.resize(static_cast<size_t>(out_n));
+    int done = 0;
+    while (done < n) {
+      int chunk = std::min(n - done, slide_ ? slide_chunk_ : ubatch_);
+      if (n_past_ + chunk > n_ctx_) slide(n_past_ + chunk - n_ctx_);
+      bool final_chunk = done + chunk == n;
+      float* out = all_logits ? logits.data() + size_t(done) * p.n_vocab : (final_chunk ? logits.data() : nullptr);
+      EvalStatus st = run_chunk(tokens.data() + done, chunk, out, all_logits, cancel);
+      if (st != EvalStatus::ok) return st;
+      tokens_.insert(tokens_.end(), tokens.begin() + done, tokens.begin() + done + chunk);
+      n_past_ += chunk;
+      done += chunk;
+    }
+    return EvalStatus::ok;
+  }
+
+  int n_past() const { return n_past_; }
+  int n_ctx() const { return n_ctx_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+
+  // Keeps the first n_keep tokens (prefix reuse). False when a sliding-window layer no longer
+  // holds the keys a continuation needs (then clear() and evaluate again).
+  bool truncate(int n_keep) {
+    if (n_keep < 0 || n_keep > n_past_) return false;
+    if (!kv_.can_truncate(n_keep)) return false;
+    n_past_ = n_keep;
+    tokens_.resize(static_cast<size_t>(n_keep));
+    return true;
+  }
+  void clear() {
+    n_past_ = 0;
+    tokens_.clear();
+    kv_.clear();
+  }
+  uint64_t kv_bytes() const { return kv_.bytes(); }
+  const Engine& engine() const { return *e_; }
+  // Called after every step with the register it wrote (slow; for debugging and tests).
+  void set_trace(std::function<void(const TraceEvent&)> fn) { trace_ = std::move(fn); }
+
+ private:
+  static constexpr int kUbatch = 256;  // tokens per prefill batch (bounds the scratch)
+
+  Context() = default;
+
+  float* reg(int r) const { return reg_ptr_[static_cast<size_t>(r)]; }
+
+  // Runs fn(row) for rows [0, rows), on the pool when the work is worth it. Each row is computed
+  // by one task with the same arithmetic, so the thread count never changes a result.
+  template <class F>
+  void for_rows(int rows, int64_t work_per_row, F&& fn) {
+    ThreadPool& pool = e_->pool();
+    int nt = pool.size();
+    if (nt == 1 || rows == 1 || int64_t(rows) * work_per_row < 32768) {
+      for (int r = 0; r < rows; r++) fn(r, 0);
+      return;
+    }
+    int tasks = std::min(rows, nt * 4);
+    pool.parallel_for(tasks, [&](int task, int thread) {
+      int r0 = static_cast<int>(int64_t(rows) * task / tasks), r1 = static_cast<int>(int64_t(rows) * (task + 1) / tasks);
+      for (int r = r0; r < r1; r++) fn(r, thread);
+    });
+  }
+
+  EvalStatus run_chunk(const int32_t* toks, int n, float* out_logits, bool all_logits, const std::function<bool()>& cancel) {
+    const Program& p = e_->program();
+    for (size_t r = 0; r < regs_.size(); r++) reg_ptr_[r] = regs_[r].as<float>();
+    float* lg = all_logits ? out_logits : logits_buf_.as<float>();
+    reg_ptr_[static_cast<size_t>(p.reg_logits)] = lg;
+    std::fill(rope_valid_.begin(), rope_valid_.end(), 0);
+    const int pos0 = n_past_;
+    int rows = n;
+    int cur_layer = -2;
+    for (size_t si = 0; si < p.steps.size(); si++) {
+      const Step& s = p.steps[si];
+      if (s.section == Section::epilogue && !out_logits) break;  // a middle chunk: its logits are not wanted
+      if (s.layer != cur_layer) {
+        cur_layer = s.layer;
+        if (cancel && cancel()) return EvalStatus::cancelled;
+      }
+      float* a = s.a >= 0 ? reg(s.a) : nullptr;
+      float* d = reg(s.dst);
+      const int wi = s.w_in, wo = s.w_out;
+      switch (s.op) {
+        case OpCode::embed:
+          for_rows(rows, wo, [&](int t, int) { dequant_row(*s.w, toks[t], d + size_t(t) * wo); });
+          break;
+        case OpCode::rms_norm:
+        case OpCode::norm_heads: {
+          const int seg = s.op == OpCode::rms_norm ? wi : s.vec_len;
+          for_rows(rows, wi, [&](int t, int) {
+            for (int h = 0; h < wi / seg; h++) {
+              const float* x = a + size_t(t) * wi + size_t(h) * seg;
+              float* y = d + size_t(t) * wo + size_t(h) * seg;
+              double sum = 0;  // as ggml: squares in float, summed in double
+              for (int k = 0; k < seg; k++) sum += double(x[k] * x[k]);
+              const float mean = static_cast<float>(sum / seg);
+              const float sc = 1.0f / std::sqrt(mean + s.f);
+              for (int k = 0; k < seg; k++) y[k] = (x[k] * sc) * s.vec[k];
+            }
+          });
+          break;
+        }
+        case OpCode::matmul:
+          matmul(*s.w, a, rows, d, wo, e_->pool());
+          break;
+        case OpCode::add_bias:
+          for_rows(rows, wi, [&](int t, int) {
+            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] + s.vec[k];
+          });
+          break;
+        case OpCode::rope: {
+          const RopeSpec& rs = p.ropes[static_cast<size_t>(s.idx)];
+          std::vector<float>& cache = rope_cache_[static_cast<size_t>(s.idx)];
+          if (!rope_valid_[static_cast<size_t>(s.idx)]) {
+            cache.resize(size_t(n) * rs.n_dims);
+            for (int t = 0; t < n; t++) rope_angles(rs, pos0 + t, cache.data() + size_t(t) * rs.n_dims);
+            rope_valid_[static_cast<size_t>(s.idx)] = 1;
+          }
+          for_rows(rows, wi, [&](int t, int) {
+            for (int h = 0; h < wi / rs.head_dim; h++) {
+              size_t off = size_t(t) * wi + size_t(h) * rs.head_dim;
+              rope_head(rs, cache.data() + size_t(t) * rs.n_dims, a + off, d + off);
+            }
+          });
+          break;
+        }
+        case OpCode::attention:
+          attention(s, n, pos0, a, reg(s.b), reg(s.c), d);
+          break;
+        case OpCode::silu:
+        case OpCode::gelu:
+        case OpCode::gelu_tanh:
+        case OpCode::relu: {
+          OpCode op = s.op;
+          for_rows(rows, wi * 8, [&](int t, int) {
+            const float* x = a + size_t(t) * wi;
+            float* y = d + size_t(t) * wi;
+            switch (op) {
+              case OpCode::silu: for (int k = 0; k < wi; k++) y[k] = silu_f32(x[k]); break;
+              case OpCode::gelu: for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]); break;
+              case OpCode::gelu_tanh: for (int k = 0; k < wi; k++) y[k] = gelu_tanh_f32(x[k]); break;
+              default: for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f; break;
+            }
+          });
+          break;
+        }
+        case OpCode::mul:
+        case OpCode::add: {
+          const float* b = reg(s.b);
+          bool mul_op = s.op == OpCode::mul;
+          for_rows(rows, wi, [&](int t, int) {
+            size_t o = size_t(t) * wi;
+            if (mul_op) for (int k = 0; k < wi; k++) d[o + k] = a[o + k] * b[o + k];
+            else for (int k = 0; k < wi; k++) d[o + k] = a[o + k] + b[o + k];
+          });
+          break;
+        }
+        case OpCode::scale:
+          for_rows(rows, wi, [&](int t, int) {
+            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] * s.f;
+          });
+          break;
+        case OpCode::softcap:
+          for_rows(rows, wi * 8, [&](int t, int) {
+            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = s.f * std::tanh(a[size_t(t) * wi + k] / s.f);
+          });
+          break;
+        case OpCode::copy:
+          std::memcpy(d, a, size_t(rows) * wi * 4);
+          break;
+        case OpCode::last:
+          if (!all_logits && rows > 1) {
+            std::memmove(a, a + size_t(rows - 1) * wi, size_t(wi) * 4);
+            rows = 1;
+          }
+          break;
+      }
+      if (trace_) trace_(TraceEvent{static_cast<int>(si), op_spec(s.op).name, s.layer, s.line,
+                                    p.reg_names[static_cast<size_t>(s.dst)], d, rows, wo});
+    }
+    if (out_logits && !all_logits && lg != out_logits)
+      std::memcpy(out_logits, lg + size_t(rows - 1) * p.n_vocab, size_t(p.n_vocab) * 4);
+    return EvalStatus::ok;
+  }
+
+  // Grouped-query causal attention of n new tokens (positions pos0..): stores their keys and values,
+  // then for every (token, head): softmax(scale * q.k (soft-capped)) over the visible keys, times V.
+  void attention(const Step& s, int n, int pos0, const float* q, const float* k, const float* v, float* out) {
+    const AttnSpec& at = e_->program().attns[static_cast<size_t>(s.idx)];
+    kv_.write(at.kv_layer, pos0, n, k, v);
+    const KvLayer& L = kv_.layer(at.kv_layer);
+    const int group = at.n_head / at.n_kv;
+    const int wq = at.n_head * at.hd_k, wo = at.n_head * at.hd_v;
+    auto task = [&](int t, int h, int thread) {
+      const int pos = pos0 + t;
+      const int lo = at.window > 0 ? std::max(0, pos - at.window + 1) : 0;
+      const int g = h / group;
+      const float* qh = q + size_t(t) * wq + size_t(h) * at.hd_k;
+      float* sc = scores_.as<float>() + size_t(thread) * scores_stride_;
+      float* row = rows_.as<float>() + size_t(thread) * 3 * row_stride_;
+      float mx = -INFINITY;
+      for (int j = lo; j <= pos; j++) {
+        int slot = j % L.slots;
+        kv_.load(kv_.k_at(L, g, slot), row, at.hd_k);
+        float dot = 0;
+        for (int e = 0; e < at.hd_k; e++) dot += qh[e] * row[e];
+        float x = dot * at.scale;
+        if (at.softcap > 0) x = at.softcap * std::tanh(x / at.softcap);
+        sc[j - lo] = x;
+        mx = std::max(mx, x);
+      }
+      double sum = 0;
+      for (int j = lo; j <= pos; j++) {
+        float e = std::exp(sc[j - lo] - mx);
+        sc[j - lo] = e;
+        sum += e;
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      float* o = out + size_t(t) * wo + size_t(h) * at.hd_v;
+      for (int e = 0; e < at.hd_v; e++) o[e] = 0;
+      for (int j = lo; j <= pos; j++) {
+        kv_.load(kv_.v_at(L, g, j % L.slots), row, at.hd_v);
+        const float w = sc[j - lo] * inv;
+        for (int e = 0; e < at.hd_v; e++) o[e] += w * row[e];
+      }
+    };
+    const int tasks = n * at.n_head;
+    ThreadPool& pool = e_->pool();
+    int64_t work = int64_t(tasks) * (pos0 + n) * (at.hd_k + at.hd_v);
+    if (pool.size() == 1 || tasks == 1 || work < 32768) {
+      for (int i = 0; i < tasks; i++) task(i / at.n_head, i % at.n_head, 0);
+    } else {
+      pool.parallel_for(tasks, [&](int i, int thread) { task(i / at.n_head, i % at.n_head, thread); });
+    }
+  }
+
+  // ContextPolicy::slide: drops `need` or more tokens after the first keep_, moves the rest down
+  // and re-rotates their keys, so positions stay 0..n_past-1 (as llama.cpp's context shift).
+  void slide(int need) {
+    const int keep = std::min(keep_, n_past_);
+    int wmax = 1;
+    for (int l = 0; l < kv_.n_layers(); l++)
+      if (kv_.layer(l).wraps(n_ctx_)) wmax = std::max(wmax, kv_.layer(l).spec.window);
+    int d = std::max(need, (n_past_ - keep) / 2);
+    d = std::min(d, n_past_ - keep - wmax + 1);  // ring layers keep their window of the kept part
+    d = std::max(d, need);
+    d = std::min(d, n_past_ - keep);
+    if (d <= 0) return;
+    const int n_new = n_past_ - d;
+    const Program& p = e_->program();
+    std::vector<float> cs, tmp;
+    for (int li = 0; li < kv_.n_layers(); li++) {
+      KvLayer& L = kv_.layer(li);
+      const KvLayerSpec& sp = L.spec;
+      const RopeSpec* rs = sp.k_rope >= 0 ? &p.ropes[static_cast<size_t>(sp.k_rope)] : nullptr;
+      if (rs) {
+        cs.resize(size_t(rs->n_dims));
+        rope_angles(*rs, -int64_t(d), cs.data());
+      }
+      int lo = keep;
+      if (L.wraps(n_ctx_)) lo = std::max(keep, n_new - sp.window + 1);
+      const int cnt = std::max(0, n_new - lo);
+      // gather (old positions q + d), then scatter to the new slots: ring slots may overlap
+      const size_t rk = size_t(sp.hd_k), rv = size_t(sp.hd_v);
+      tmp.resize(size_t(cnt) * sp.n_kv * (rk + rv));
+      for (int qi = 0; qi < cnt; qi++)
+        for (int g = 0; g < sp.n_kv; g++) {
+          float* tk = tmp.data() + (size_t(qi) * sp.n_kv + g) * (rk + rv);
+          int old_slot = (lo + qi + d) % L.slots;
+          kv_.load(kv_.k_at(L, g, old_slot), tk, sp.hd_k);
+          kv_.load(kv_.v_at(L, g, old_slot), tk + rk, sp.hd_v);
+          if (rs) rope_head(*rs, cs.data(), tk, tk);
+        }
+      for (int qi = 0; qi < cnt; qi++)
+        for (int g = 0; g < sp.n_kv; g++) {
+          const float* tk = tmp.data() + (size_t(qi) * sp.n_kv + g) * (rk + rv);
+          int slot = (lo + qi) % L.slots;
+          kv_.store(kv_.k_at(L, g, slot), tk, sp.hd_k);
+          kv_.store(kv_.v_at(L, g, slot), tk + rk, sp.hd_v);
+        }
+      if (L.wraps(n_ctx_)) L.oldest = lo;
+    }
+    tokens_.erase(tokens_.begin() + keep, tokens_.begin() + keep + d);
+    n_past_ = n_new;
+  }
+
+  std::shared_ptr<const Engine> e_;
+  KvCache kv_;
+  int n_ctx_ = 0, n_past_ = 0, ubatch_ = 0;
+  bool slide_ = false;
+  int keep_ = 0, slide_chunk_ = 0;
+  std::vector<int32_t> tokens_;
+  std::vector<HeapBuf> regs_;
+  std::vector<float*> reg_ptr_;
+  HeapBuf logits_buf_, scores_, rows_;
+  size_t scores_stride_ = 0, row_stride_ = 0;
+  std::vector<std::vector<float>> rope_cache_;
+  std::vector<char> rope_valid_;
+  std::function<void(const TraceEvent&)> trace_;
+};
+
+// Greedy continuation by ids (argmax, ties to the lowest id, as llama.cpp's greedy sampler):
+// evaluates `prompt`, then up to n_predict tokens; stops early at an id in `stop_ids`.
+inline int argmax_f32(const float* x, int n) {
+  int best = 0;
+  for (int k = 1; k < n; k++)
+    if (x[k] > x[best]) best = k;
+  return best;
+}
+
+inline Result<std::vector<int32_t>> greedy_ids(Context& ctx, std::span<const int32_t> prompt, int n_predict,
+                                               std::span<const int32_t> stop_ids = {}) {
+  std::vector<float> logits;
+  std::vector<int32_t> out;
+  auto st = ctx.eval(prompt, logits);
+  if (!st) return st.error();
+  if (*st != EvalStatus::ok) return out;
+  const int nv = ctx.engine().n_vocab();
+  for (int k = 0; k < n_predict; k++) {
+    int32_t id = argmax_f32(logits.data(), nv);
+    out.push_back(id);
+    if (std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end()) break;
+    if (k + 1 == n_predict) break;
+    auto s = ctx.eval(std::span<const int32_t>(&id, 1), logits);
+    if (!s) return s.error();
+    if (*s != EvalStatus::ok) break;
+  }
+  return out;
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// ---- src/44_validate.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== Validation report: how close two sets of logits are (compare CLI, conformance tests) ====
+// Per position: top-1 equal, Pearson correlation over the whole vocabulary, overlap of the two
+// top-10 sets. The same measures a user runs with `llminfer compare` against a reference file.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+struct LogitsReport {
+  int positions = 0;
+  bool top1_match_all = true;
+  int top1_matches = 0;
+  double pearson_mean = 0;
+  double pearson_min = 1;
+  double top10_overlap_mean = 0;
+  int first_divergence = -1;  // first position whose top-1 differs
+};
+
+// Pearson correlation in double (1 when both are constant and equal, 0 when only one is).
+inline double pearson(const float* a, const float* b, size_t n) {
+  if (n == 0) return 1;
+  double ma = 0, mb = 0;
+  for (size_t k = 0; k < n; k++) {
+    ma += a[k];
+    mb += b[k];
+  }
+  ma /= double(n);
+  mb /= double(n);
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t k = 0; k < n; k++) {
+    double da = a[k] - ma, db = b[k] - mb;
+    sab += da * db;
+    saa += da * da;
+    sbb += db * db;
+  }
+  if (saa == 0 || sbb == 0) return saa == sbb ? 1.0 : 0.0;
+  return sab / std::sqrt(saa * sbb);
+}
+
+// Ids of the k largest values, largest first (ties: lower id first, as llama.cpp's sampler).
+inline std::vector<int> top_k_ids(const float* x, int n, int k) {
+  k = std::max(0, std::min(k, n));
+  std::vector<int> ids;
+  ids.reserve(static_cast<size_t>(k) + 1);
+  auto better = [&](int i, int j) { return x[i] > x[j] || (x[i] == x[j] && i < j); };
+  for (int i = 0; i < n; i++) {
+    if (static_cast<int>(ids.size()) == k && (k == 0 || !better(i, ids.back()))) continue;
+    auto it = std::upper_bound(ids.begin(), ids.end(), i, [&](int a, int b) { return better(a, b); });
+    ids.insert(it, i);
+    if (static_cast<int>(ids.size()) > k) ids.pop_back();
+  }
+  return ids;
+}
+
+inline double logsumexp(const float* x, int n) {
+  float mx = -INFINITY;
+  for (int i = 0; i < n; i++) mx = std::max(mx, x[i]);
+  if (!std::isfinite(mx)) return mx;
+  double s = 0;
+  for (int i = 0; i < n; i++) s += std::exp(double(x[i]) - mx);
+  return mx + std::log(s);
+}
+
+// Compares `rows` positions of [rows][n_vocab] logits.
+inline LogitsReport compare_logits(const float* ours, const float* ref, int rows, int n_vocab) {
+  LogitsReport r;
+  r.positions = rows;
+  double psum = 0, osum = 0;
+  for (int p = 0; p < rows; p++) {
+    const float* a = ours + size_t(p) * n_vocab;
+    const float* b = ref + size_t(p) * n_vocab;
+    std::vector<int> ta = top_k_ids(a, n_vocab, 10), tb = top_k_ids(b, n_vocab, 10);
+    bool same = !ta.empty() && !tb.empty() && ta[0] == tb[0];
+    r.top1_matches += same;
+    if (!same && r.first_divergence < 0) r.first_divergence = p;
+    double pc = pearson(a, b, static_cast<size_t>(n_vocab));
+    psum += pc;
+    r.pearson_min = std::min(r.pearson_min, pc);
+    int overlap = 0;
+    for (int x : ta) overlap += std::find(tb.begin(), tb.end(), x) != tb.end();
+    osum += overlap;
+  }
+  r.top1_match_all = r.top1_matches == rows;
+  r.pearson_mean = rows ? psum / rows : 1;
+  r.top10_overlap_mean = rows ? osum / rows : 10;
+  if (rows == 0) r.pearson_min = 1;
+  return r;
+}
+
+// "1,2,3" -> ids (spaces allowed around the commas).
+inline Result<std::vector<int32_t>> parse_id_list(std::string_view s) {
+  std::vector<int32_t> ids;
+  size_t k = 0;
+  while (k < s.size()) {
+    while (k < s.size() && (s[k] == ' ' || s[k] == '\t')) k++;
+    size_t e = k;
+    while (e < s.size() && s[e] != ',') e++;
+    std::string_view tok = s.substr(k, e - k);
+    while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\t')) tok.remove_suffix(1);
+    int32_t v = 0;
+    auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
+    if (tok.empty() || ec != std::errc() || p != tok.data() + tok.size() || v < 0)
+      return make_error(Errc::invalid_argument, "'" + printable(tok) + "' is not a token id (expected ids like 1,2,3)");
+    ids.push_back(v);
+    k = e + 1;
+    if (e == s.size()) break;
+    if (k == s.size()) return make_error(Errc::invalid_argument, "the id list ends with a comma");
+  }
+  if (ids.empty()) return make_error(Errc::invalid_argument, "no token ids given");
+  return ids;
+}
+
+// Logits of `ids` evaluated as one sequence from position 0 in a fresh context (big enough for
+// them): the last position's [n_vocab], or every position's [n][n_vocab] with `all`.
+inline Result<std::vector<float>> logits_of_ids(const std::shared_ptr<const Engine>& engine,
+                                                std::span<const int32_t> ids, bool all) {
+  int n_ctx = std::max<int>(engine->n_ctx_default(), static_cast<int>(std::min<size_t>(ids.size(), 1u << 24)));
+  auto ctx = Context::create(engine, n_ctx);
+  if (!ctx) return ctx.error();
+  std::vector<float> logits;
+  auto st = ctx->eval(ids, logits, all);
+  if (!st) return st.error();
+  if (*st != EvalStatus::ok) return make_error(Errc::internal, "evaluation did not complete");
+  return logits;
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// ---- src/50_sampler.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== Sampling: RNG and the sampler chain ====
+// The chain, in the conventional order (llama.cpp's default order, without its extras):
+//   penalties -> top-k -> top-p -> min-p -> temperature -> draw
+// * penalties: every distinct token among the last `repeat_last_n` of the history (prompt and
+//   generated tokens; 0 disables, -1 means the whole history) has its logit divided by
+//   `repeat_penalty` when positive and multiplied by it otherwise (CTRL / llama.cpp rule).
+// * temperature 0: greedy. The argmax of the penalised logits (ties -> the lowest id); the
+//   truncations cannot remove the argmax, so they are skipped. The RNG is not used.
+// * top-k (k > 0): the k largest logits (ties -> lower id first).
+// * top-p (p < 1): softmax over the top-k set (temperature 1), tokens in decreasing order; keep the
+//   shortest prefix whose probability sum reaches p (the token that crosses p is kept).
+// * min-p (m > 0): keep tokens whose probability is at least m times the largest one, i.e.
+//   logit >= max_logit + ln(m). It is relative to the maximum, which no truncation removes, so
+//   applying it after top-p is the same as intersecting the two prefixes.
+// * temperature T > 0: the kept tokens are drawn with probability proportional to exp(logit / T).
+// At least one token always survives. NaN and -inf logits never do; when no token is left the
+// sampler returns -1 and the caller reports an error.
+//
+// The RNG is xoshiro256** (Blackman & Vigna) seeded through splitmix64, 53-bit doubles in [0, 1):
+// a few lines, identical on every platform and compiler, so a seed means the same tokens
+// everywhere. One draw per sampled token. Each Session owns one; it is reseeded from
+// GenerateOptions::seed at the start of every generate()/reply() call.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed = 0) { reseed(seed); }
+
+  void reseed(uint64_t seed) {
+    uint64_t x = seed;
+    for (auto& s : s_) s = splitmix64(x);
+  }
+
+  uint64_t next() {
+    uint64_t result = rotl(s_[1] * 5, 7) * 9;
+    uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return result;
+  }
+
+  // Uniform in [0, 1), 53 random bits.
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+
+  static uint64_t splitmix64(uint64_t& x) {
+    uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+
+ private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t s_[4];
+};
+
+struct SamplerParams {
+  float temperature = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repeat_penalty = 1.0f;
+  int repeat_last_n = 64;
+};
+
+// Checks the sampling options; the message names the offending option.
+inline Result<void> validate_sampler_params(const SamplerParams& p) {
+  auto bad = [](const char* what) { return make_error(Errc::invalid_argument, what); };
+  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature))
+    return bad("temperature must be a finite number >= 0 (0 = greedy)");
+  if (p.top_k < 0) return bad("top_k must be >= 0 (0 = off)");
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return bad("top_p must be in (0, 1] (1 = off)");
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return bad("min_p must be in [0, 1] (0 = off)");
+  if (!(p.repeat_penalty > 0.0f) || !std::isfinite(p.repeat_penalty))
+    return bad("repeat_penalty must be a finite number > 0 (1 = off)");
+  if (p.repeat_last_n < -1) return bad("repeat_last_n must be >= -1 (-1 = whole history, 0 = off)");
+  return {};
+}
+
+class Sampler {
+ public:
+  struct Candidate {
+    int32_t id;
+    float logit;
+  };
+
+  // One token from `logits` ([n_vocab]) given the tokens so far (for the penalties), or -1 when
+  // no token has a usable logit. Params must have passed validate_sampler_params.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history, const SamplerParams& p,
+                 Rng& rng) {
+    if (!truncate(logits, history, p)) return -1;
+    if (p.temperature <= 0.0f) return cand_[0].id;
+    // draw: probabilities proportional to exp((l - max) / T) over the kept tokens
+    double max_l = -std::numeric_limits<double>::infinity();
+    for (const auto& c : cand_) max_l = std::max(max_l, static_cast<double>(c.logit));
+    weight_.resize(cand_.size());
+    double total = 0;
+    for (size_t i = 0; i < cand_.size(); i++) {
+      weight_[i] = std::exp((static_cast<double>(cand_[i].logit) - max_l) / p.temperature);
+      total += weight_[i];
+    }
+    double u = rng.uniform() * total;
+    double cum = 0;
+    for (size_t i = 0; i < cand_.size(); i++) {
+      cum += weight_[i];
+      if (u < cum) return cand_[i].id;
+    }
+    return cand_.back().id;  // u rounded up to the total
+  }
+
+  // The tokens that may be drawn, with their probabilities (the exact distribution sample()
+  // draws from). For tests and diagnostics.
+  std::vector<std::pair<int32_t, double>> distribution(std::span<const float> logits,
+                                                       std::span<const int32_t> history,
+                                                       const SamplerParams& p) {
+    std::vector<std::pair<int32_t, double>> out;
+    if (!truncate(logits, history, p)) return out;
+    if (p.temperature <= 0.0f) {
+      out.emplace_back(cand_[0].id, 1.0);
+      return out;
+    }
+    double max_l = -std::numeric_limits<double>::infinity();
+    for (const auto& c : cand_) max_l = std::max(max_l, static_cast<double>(c.logit));
+    double total = 0;
+    for (const auto& c : cand_) {
+      out.emplace_back(c.id, std::exp((static_cast<double>(c.logit) - max_l) / p.temperature));
+      total += out.back().second;
+    }
+    for (auto& o : out) o.second /= total;
+    return out;
+  }
+
+ private:
+  // Strict total order: larger logit first, then lower id.
+  static bool before(const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  }
+
+  // Penalties and truncations; leaves the surviving tokens in cand_ (for greedy: just the
+  // argmax). False when nothing survives.
+  bool truncate(std::span<const float> logits, std::span<const int32_t> history, const SamplerParams& p) {
+    const size_t n_vocab = logits.size();
+    cand_.clear();
+    cand_.reserve(n_vocab);
+    for (size_t i = 0; i < n_vocab; i++) {
+      float l = logits[i];
+      if (std::isnan(l) || l == -std::numeric_limits<float>::infinity()) continue;
+      if (l == std::numeric_limits<float>::infinity()) l = std::numeric_limits<float>::max();
+      cand_.push_back({static_cast<int32_t>(i), l});
+    }
+    if (cand_.empty()) return false;
+
+    // penalties: every distinct token of the window once
+    if (p.repeat_penalty != 1.0f && p.repeat_last_n != 0 && !history.empty()) {
+      size_t n = p.repeat_last_n < 0 ? history.size() : std::min(history.size(), static_cast<size_t>(p.repeat_last_n));
+      window_.assign(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
+      std::sort(window_.begin(), window_.end());
+      window_.erase(std::unique(window_.begin(), window_.end()), window_.end());
+      // cand_ is in id order here (ids skipped only for unusable logits): binary search
+      for (int32_t id : window_) {
+        auto it = std::lower_bound(cand_.begin(), cand_.end(), id,
+                                   [](const Candidate& c, int32_t v) { return c.id < v; });
+        if (it == cand_.end() || it->id != id) continue;
+        it->logit = it->logit > 0 ? it->logit / p.repeat_penalty : it->logit * p.repeat_penalty;
+      }
+    }
+
+    if (p.temperature <= 0.0f) {
+      size_t best = 0;  // strict '>' over ascending ids: ties go to the lowest id
+      for (size_t i = 1; i < cand_.size(); i++)
+        if (cand_[i].logit > cand_[best].logit) best = i;
+      cand_[0] = cand_[best];
+      cand_.resize(1);
+      return true;
+    }
+
+    // top-k
+    if (p.top_k > 0 && static_cast<size_t>(p.top_k) < cand_.size()) {
+      std::nth_element(cand_.begin(), cand_.begin() + (p.top_k - 1), cand_.end(), before);
+      cand_.resize(static_cast<size_t>(p.top_k));
+    }
+    float max_l = cand_[0].logit;
+    for (const auto& c : cand_) max_l = std::max(max_l, c.logit);
+
+    if (p.top_p >= 1.0f) {
+      if (p.min_p > 0.0f) min_p_filter(max_l, p.min_p);
+      return true;
+    }
+
+    // top-p: probabilities over the whole top-k set, so the normaliser is computed first
+    double z = 0;
+    for (const auto& c : cand_) z += std::exp(static_cast<double>(c.logit) - max_l);
+    // min-p keeps a prefix of the same order: sorting only its survivors is enough
+    if (p.min_p > 0.0f) min_p_filter(max_l, p.min_p);
+    // sort progressively: the top-p prefix is usually short
+    size_t sorted = std::min<size_t>(cand_.size(), 256);
+    std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(sorted), cand_.end(), before);
+    double cum = 0;
+    for (size_t i = 0; i < cand_.size(); i++) {
+      if (i == sorted) {
+        std::sort(cand_.begin(), cand_.end(), before);  // same total order: the first `sorted` stay
+        sorted = cand_.size();
+      }
+      cum += std::exp(static_cast<double>(cand_[i].logit) - max_l) / z;
+      if (cum >= static_cast<double>(p.top_p)) {
+        cand_.resize(i + 1);
+        break;
+      }
+    }
+    return true;
+  }
+
+  void min_p_filter(float max_l, float min_p) {
+    const double threshold = static_cast<double>(max_l) + std::log(static_cast<double>(min_p));
+    size_t k = 0;
+    for (const auto& c : cand_)
+      if (static_cast<double>(c.logit) >= threshold) cand_[k++] = c;
+    cand_.resize(k);  // the maximum always passes
+  }
+
+  std::vector<Candidate> cand_;
+  std::vector<double> weight_;
+  std::vector<int32_t> window_;
+};
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// ---- src/51_generate.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== Generation: stop strings, streaming text, the decode loop ====
+// The loop is written against GenerationIO (evaluate tokens, logits, end-of-generation test,
+// streaming detokenizer), so that it runs the same on a real model and on the scripted fakes of
+// the tests.
+//
+// Decisions (also in the manual):
+// * Text reaches on_token only as complete UTF-8. Bytes that can never become valid UTF-8 are
+//   replaced by U+FFFD (one per maximal invalid subpart, as the Unicode standard recommends).
+// * Stop strings are matched on text, across token boundaries. The stop string and everything
+//   after it are not emitted; text that could still be the beginning of a stop string is held
+//   back until it is not (then emitted, nothing is lost) or the generation ends (then flushed).
+// * GenerateResult::text is everything emitted. It equals the concatenation of the pieces the
+//   callback received, unless the callback cancelled: then it also holds the text that was still
+//   held back (the callback is not called again after it returned false).
+// * GenerateResult::tokens are the sampled tokens, including those that carried a stop string,
+//   but not the end-of-generation token.
+// * The last sampled token is not evaluated (its logits are not needed); a session evaluates it
+//   with the next turn.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// Length (1..3) of the incomplete but so far valid UTF-8 sequence at s[0..n) that needs more
+// bytes than n, or 0 when s[0..n) does not start such a sequence.
+inline int utf8_incomplete_len(const unsigned char* s, size_t n) {
+  if (n == 0) return 0;
+  unsigned char c = s[0];
+  int need = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+  if (need == 0) return 0;
+  int have = 1;
+  for (size_t i = 1; i < n && have < need; i++, have++) {
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (i == 1) {
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    }
+    if (s[i] < lo || s[i] > hi) return have < need ? -have : 0;  // broken: caller replaces `have` bytes
+  }
+  return have < need ? have : 0;
+}
+
+// Appends the valid UTF-8 of `in` to `out`, replacing invalid bytes with U+FFFD; an incomplete
+// sequence at the very end is left in `rest` (to be completed by the next bytes) unless `final`.
+inline void utf8_sanitize(std::string_view in, bool final, std::string& out, std::string& rest) {
+  static const char kReplacement[] = "\xEF\xBF\xBD";
+  const auto* p = reinterpret_cast<const unsigned char*>(in.data());
+  size_t i = 0, n = in.size();
+  rest.clear();
+  while (i < n) {
+    int l = utf8_valid_len(p + i, n - i);
+    if (l > 0) {
+      out.append(in.data() + i, static_cast<size_t>(l));
+      i += static_cast<size_t>(l);
+      continue;
+    }
+    int partial = utf8_incomplete_len(p + i, n - i);
+    if (partial > 0 && !final) {  // runs to the end of the input: may still be completed
+      rest.assign(in.data() + i, n - i);
+      return;
+    }
+    out += kReplacement;
+    i += partial > 0 ? static_cast<size_t>(partial) : partial < 0 ? static_cast<size_t>(-partial) : 1;
+  }
+}
+
+// Turns the decoded pieces of generated tokens into the text that may be shown: complete UTF-8,
+// stop strings cut, possible stop-string beginnings held back.
+class TextStream {
+ public:
+  TextStream() = default;
+  explicit TextStream(std::vector<std::string> stops) : stops_(std::move(stops)) {
+    for (const auto& s : stops_) max_stop_ = std::max(max_stop_, s.size());
+  }
+
+  // Adds decoded bytes; returns the text that became safe to emit (possibly empty).
+  std::string push(std::string_view bytes) {
+    if (stopped_) return std::string();
+    pending_ += bytes;
+    std::string rest;
+    utf8_sanitize(pending_, false, text_, rest);
+    pending_ = std::move(rest);
+    return advance(false);
+  }
+
+  // The generation ended: completes what is pending and returns everything still held back
+  // (unless a stop string completes in it, which is then cut as usual).
+  std::string finish() {
+    if (stopped_) return std::string();
+    std::string rest;
+    utf8_sanitize(pending_, true, text_, rest);
+    pending_.clear();
+    return advance(true);
+  }
+
+  bool stopped() const { return stopped_; }
+  // Everything emitted so far (the text of the result).
+  std::string_view emitted() const { return std::string_view(text_).substr(0, emitted_); }
+  // Text received but not emitted yet (held back as a possible stop-string beginning).
+  std::string_view held() const { return std::string_view(text_).substr(emitted_); }
+
+ private:
+  std::string advance(bool final) {
+    // earliest complete stop string at or after the emitted point (none can start before it)
+    size_t stop_at = std::string::npos;
+    for (const auto& s : stops_) stop_at = std::min(stop_at, text_.find(s, emitted_));
+    size_t end = text_.size();
+    if (stop_at != std::string::npos) {
+      end = stop_at;
+      stopped_ = true;
+      text_.resize(stop_at);
+    } else if (!final && max_stop_ > 0) {
+      // hold back the earliest suffix that is a proper beginning of a stop string
+      size_t from = std::max(emitted_, text_.size() > max_stop_ ? text_.size() - max_stop_ + 1 : 0);
+      for (size_t p = from; p < text_.size(); p++) {
+        std::string_view tail = std::string_view(text_).substr(p);
+        bool prefix = false;
+        for (const auto& s : stops_)
+          if (s.size() > tail.size() && s.compare(0, tail.size(), tail) == 0) prefix = true;
+        if (prefix) {
+          end = p;  // stop strings are valid UTF-8, so p is a character boundary
+          break;
+        }
+      }
+    }
+    std::string out = text_.substr(emitted_, end - emitted_);
+    emitted_ = end;
+    return out;
+  }
+
+  std::vector<std::string> stops_;
+  size_t max_stop_ = 0;
+  std::string text_;     // sanitized text received so far
+  size_t emitted_ = 0;   // text_[0, emitted_) has been returned
+  std::string pending_;  // incomplete UTF-8 at the end of the received bytes
+  bool stopped_ = false;
+};
+
+// Checks what generate()/reply() accept; the message names the option.
+inline Result<void> validate_generate_options(const GenerateOptions& o) {
+  SamplerParams sp{o.temperature, o.top_k, o.top_p, o.min_p, o.repeat_penalty, o.repeat_last_n};
+  if (auto v = validate_sampler_params(sp); !v) return v.error();
+  for (size_t i = 0; i < o.stop.size(); i++) {
+    if (o.stop[i].empty()) return make_error(Errc::invalid_argument, strf("stop string %zu is empty", i + 1));
+    if (!utf8_valid(o.stop[i]))
+      return make_error(Errc::invalid_argument, strf("stop string %zu is not valid UTF-8", i + 1));
+  }
+  return {};
+}
+
+enum class EvalOutcome : uint8_t { ok, cancelled, context_full };
+
+// What the decode loop needs from a model and the session's context.
+class GenerationIO {
+ public:
+  virtual ~GenerationIO() = default;
+  // Evaluates `tokens` after those already in the context; on `ok` logits() holds the logits of
+  // the last one. `context_full`: nothing was evaluated. `cancelled`: the cancel function said
+  // so (polled during the evaluation).
+  virtual Result<EvalOutcome> eval(std::span<const int32_t> tokens, const std::function<bool()>& cancel) = 0;
+  virtual std::span<const float> logits() const = 0;
+  // Called when eval() reported a full context: `ok` when room was made (context policy
+  // `slide`), so the same eval may be retried; `context_full` to stop.
+  virtual Result<EvalOutcome> on_context_full(const std::function<bool()>& cancel) = 0;
+  virtual bool is_eog(int32_t id) const = 0;
+  // Streaming detokenization of the generated tokens (bytes; the TextStream completes UTF-8).
+  virtual std::string piece(int32_t id) = 0;
+  virtual std::string flush() = 0;
+};
+
+// Evaluates `prefill` (the prompt tokens not in the context yet; must not be empty), then samples
+// until a stop condition. `history`: the prompt (for the repetition penalty). Fills text, tokens,
+// stop, the timings and prompt_tokens_evaluated of `r`; returns an error only when nothing was
+// generated (afterwards an error ends the result with StopReason::error and r.error).
+inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> prefill, std::vector<int32_t> history,
+                                   const GenerateOptions& o, Sampler& sampler, Rng& rng, double t_start,
+                                   GenerateResult& r) {
+  const std::atomic<bool>* flag = o.cancel;
+  const std::function<bool()> cancel = [flag] { return flag != nullptr && flag->load(std::memory_order_relaxed); };
+  const SamplerParams sp{o.temperature, o.top_k, o.top_p, o.min_p, o.repeat_penalty, o.repeat_last_n};
+  r.text.clear();
+  r.tokens.clear();
+
+  // eval with the context policy applied
+  auto eval = [&](std::span<const int32_t> toks) -> Result<EvalOutcome> {
+    for (int attempt = 0;; attempt++) {
+      auto e = io.eval(toks, cancel);
+      if (!e || *e != EvalOutcome::context_full || attempt > 0) return e;
+      auto room = io.on_context_full(cancel);
+      if (!room || *room != EvalOutcome::ok) return room;
+    }
+  };
+
+  if (cancel()) {
+    r.stop = StopReason::cancelled;
+    return {};
+  }
+  double t0 = now_ms();
+  auto pre = eval(prefill);
+  if (!pre) return pre.error();
+  r.timings.prefill_ms = now_ms() - t0;
+  if (*pre != EvalOutcome::ok) {
+    r.stop = *pre == EvalOutcome::cancelled ? StopReason::cancelled : StopReason::context_full;
+    return {};
+  }
+  r.prompt_tokens_evaluated = static_cast<int>(prefill.size());
+  if (r.timings.prefill_ms > 0)
+    r.timings.prefill_tps = static_cast<double>(prefill.size()) * 1000.0 / r.timings.prefill_ms;
+
+  TextStream ts(o.stop);
+  bool callback_open = static_cast<bool>(o.on_token);
+  auto emit = [&](const std::string& text) {
+    if (text.empty()) return;
+    r.text += text;
+    if (callback_open && !o.on_token(text)) {
+      callback_open = false;
+      r.stop = StopReason::cancelled;
+    }
+  };
+
+  double t_first = 0, t_last = 0;
+  r.stop = StopReason::max_tokens;
+  bool done = false;
+  for (int n = 0; !done;) {
+    if (o.max_tokens >= 0 && n >= o.max_tokens) {
+      r.stop = StopReason::max_tokens;
+      break;
+    }
+    if (cancel()) {
+      r.stop = StopReason::cancelled;
+      break;
+    }
+    int32_t id = sampler.sample(io.logits(), history, sp, rng);
+    if (id < 0) {
+      r.stop = StopReason::error;
+      r.error = make_error(Errc::internal, "the model produced no usable logits (NaN or -inf everywhere)");
+      break;
+    }
+    t_last = now_ms();
+    if (n == 0) {
+      t_first = t_last;
+      r.timings.ttft_ms = t_first - t_start;
+    }
+    if (io.is_eog(id)) {
+      r.stop = StopReason::eos;
+      break;
+    }
+    n++;
+    r.tokens.push_back(id);
+    history.push_back(id);
+    emit(ts.push(io.piece(id)));
+    if (ts.stopped()) {
+      r.stop = StopReason::stop;
+      break;
+    }
+    if (!callback_open && o.on_token) break;  // the callback cancelled (stop already set)
+    if (o.max_tokens >= 0 && n >= o.max_tokens) {
+      r.stop = StopReason::max_tokens;
+      break;
+    }
+    auto e = eval(std::span<const int32_t>(&r.tokens.back(), 1));
+    if (!e) {
+      r.stop = StopReason::error;
+      r.error = e.error();
+      break;
+    }
+    if (*e == EvalOutcome::cancelled) {
+      r.stop = StopReason::cancelled;
+      done = true;
+    } else if (*e == EvalOutcome::context_full) {
+      r.stop = StopReason::context_full;
+      done = true;
+    }
+  }
+  // The end: what the detokenizer and the stop matcher still hold (a stop string may complete).
+  // After the callback cancelled, the tail still goes to r.text (emit() no longer calls it).
+  if (!ts.stopped()) {
+    std::string tail = ts.push(io.flush());
+    tail += ts.finish();
+    if (ts.stopped() && r.stop != StopReason::cancelled) r.stop = StopReason::stop;
+    emit(tail);
+  }
+  if (r.tokens.size() > 1 && t_last > t_first) {
+    r.timings.decode_ms = t_last - t_first;
+    r.timings.decode_tps = static_cast<double>(r.tokens.size() - 1) * 1000.0 / r.timings.decode_ms;
+  }
+  return {};
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
 // ---- src/90_model.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== Model and Session ====
 namespace llminfer {
@@ -3090,6 +6124,7 @@ struct ModelImpl {
   std::shared_ptr<ModelDesc> desc;
   LoadOptions options;
   double load_ms = 0;
+  std::shared_ptr<const Engine> engine;  // the compiled forward pass (shared by every session)
 };
 
 struct SessionImpl {
@@ -3109,14 +6144,82 @@ inline Result<Model> Model::load(std::string_view path, const LoadOptions& optio
   auto impl = std::make_shared<detail::ModelImpl>();
   impl->desc = std::move(*desc);
   impl->options = options;
+  // The architecture definition is compiled now: a broken definition, a missing tensor or a weight
+  // type the kernels cannot compute fails the load, not the first forward pass.
+  auto engine = detail::Engine::create(impl->desc, options);
+  if (!engine) return engine.error();
+  impl->engine = std::move(*engine);
   impl->load_ms = detail::now_ms() - t0;
   Model m;
   m.impl_ = std::move(impl);
   return m;
 }
 
-inline Result<GenerateResult> Model::generate(std::string_view, const GenerateOptions&) const {
-  return detail::make_error(Errc::unsupported, impl_->desc->path + ": text generation is not implemented yet");
+// Minimal greedy generation by ids (the sampler and sessions replace it): evaluate, argmax.
+namespace detail {
+inline Result<GenerateResult> greedy_generate(const Model& model, std::span<const int32_t> ids, const GenerateOptions& options) {
+  const ModelImpl& impl = model.impl();
+  auto ctx = Context::create(impl.engine, 0);
+  if (!ctx) return ctx.error();
+  GenerateResult res;
+  res.prompt_tokens = res.prompt_tokens_evaluated = static_cast<int>(ids.size());
+  const VocabData& vd = impl.desc->vocab;
+  std::vector<int32_t> stop;
+  for (int32_t id : {vd.eos, vd.eot, vd.eom})
+    if (id >= 0) stop.push_back(id);
+  double t0 = now_ms();
+  std::vector<float> logits;
+  auto cancelled = [&] { return options.cancel && options.cancel->load(std::memory_order_relaxed); };
+  auto st = ctx->eval(ids, logits, false, cancelled);
+  if (!st) return st.error();
+  res.timings.prefill_ms = now_ms() - t0;
+  double t1 = now_ms();
+  res.stop = StopReason::max_tokens;
+  if (*st == EvalStatus::cancelled) res.stop = StopReason::cancelled;
+  if (*st == EvalStatus::context_full) res.stop = StopReason::context_full;
+  for (int k = 0; *st == EvalStatus::ok && k < options.max_tokens; k++) {
+    int32_t id = argmax_f32(logits.data(), impl.engine->n_vocab());
+    if (std::find(stop.begin(), stop.end(), id) != stop.end()) {
+      res.stop = StopReason::eos;
+      break;
+    }
+    res.tokens.push_back(id);
+    if (options.on_token) {
+      std::string piece = model.detokenize(std::span<const int32_t>(&id, 1));
+      if (!options.on_token(piece)) {
+        res.stop = StopReason::cancelled;
+        break;
+      }
+    }
+    if (cancelled()) {
+      res.stop = StopReason::cancelled;
+      break;
+    }
+    if (k + 1 == options.max_tokens) break;
+    st = ctx->eval(std::span<const int32_t>(&id, 1), logits);
+    if (!st) return st.error();
+    if (*st == EvalStatus::context_full) res.stop = StopReason::context_full;
+  }
+  res.timings.decode_ms = now_ms() - t1;
+  res.text = model.detokenize(res.tokens);
+  res.timings.load_ms = impl.load_ms;
+  res.timings.prefill_tps = res.timings.prefill_ms > 0 ? 1000.0 * res.prompt_tokens / res.timings.prefill_ms : 0;
+  res.timings.decode_tps = res.timings.decode_ms > 0 ? 1000.0 * double(res.tokens.size()) / res.timings.decode_ms : 0;
+  res.timings.ttft_ms = res.timings.prefill_ms;
+  res.peak_rss_mb = peak_rss_mb();
+  res.kv_bytes = ctx->kv_bytes();
+  return res;
+}
+}  // namespace detail
+
+inline Result<GenerateResult> Model::generate(std::string_view prompt, const GenerateOptions& options) const {
+  auto ids = tokenize(prompt, true, true);
+  if (!ids) return ids.error();
+  return detail::greedy_generate(*this, *ids, options);
+}
+
+inline Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options) const {
+  return detail::greedy_generate(*this, prompt_tokens, options);
 }
 
 inline Session Model::session() const {
@@ -3151,6 +6254,8 @@ inline Result<GenerateResult> Session::reply(const GenerateOptions&) {
 inline void Session::reset() { impl_->messages.clear(); }
 
 inline const std::vector<Message>& Session::messages() const { return impl_->messages; }
+inline int Session::cached_tokens() const { return 0; }
+inline int Session::context_size() const { return impl_->model->options.context; }
 
 }  // namespace v0_1
 }  // namespace llminfer

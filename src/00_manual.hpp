@@ -33,6 +33,72 @@
 //   independent: one session must be used by one thread at a time, separate sessions may run at
 //   once on one model. Callbacks run on the thread that called generate()/reply().
 //
+// ==== Architecture definitions (archdef) ====
+//
+//   An architecture is a short text, not code: `llama`, `qwen2`, `qwen3` and `gemma3` are built in
+//   (`llminfer status --dump llama` prints one); a directory of <arch>.archdef files
+//   (LoadOptions::archdef_dir, `--archdef DIR`) overrides the built-in of the same name. A file that
+//   does not load makes its architecture unavailable (loading such a model fails and lists the
+//   broken files); there is never a silent fallback to the built-in. `llminfer status` shows each
+//   definition in effect with its steps per layer, origin and sha256.
+//
+//   file      := one statement per line; '#' starts a comment; blank lines are ignored
+//   header    := 'arch' NAME                      (must equal the file name without .archdef)
+//              | 'kind' 'decoder'
+//              | 'param' NAME '=' ALT ('|' ALT)*  (ALT: a metadata key like {arch}.rope.freq_base_swa,
+//                                                  or a VALUE; the first that exists is used)
+//   sections  := 'prologue' | 'block' | 'epilogue' (each once, in this order; the block runs once
+//                                                  per layer with {i} = the layer index)
+//   statement := DST '=' OP '(' ARGS ')'           (a new value in register DST)
+//              | OP '(' REG ARGS ')'               (updates register REG in place)
+//   ARGS      := positional arguments, then KEY '=' ARG keyword arguments, comma separated
+//   TENSOR    := a GGUF tensor name (blk.{i}.attn_q.weight); 'a | b' = a, or b when the model has
+//                no a; a final '| none' makes the step optional (skipped when no name exists)
+//   VALUE     := a number | a param | a model value (n_embd n_layer n_head n_head_kv head_dim
+//                head_dim_v n_ff n_vocab n_ctx_train rms_eps rope_base rope_dims) | sqrt(V) | rsqrt(V)
+//
+//   Registers are rows of f32 activations, one row per token ([n_tokens][width]); `x` is the
+//   residual stream (the prologue assigns it), `logits` the result (the epilogue assigns it). A
+//   register must be assigned before it is read. There are no conditionals, loops, calls, files,
+//   environment or network: any other word where an operation belongs is an unknown operation.
+//
+//   operation                          computes
+//   x = embed(T)                       row of T (a [n_vocab][n_embd] matrix) for each token id
+//   rms_norm(r, W, eps=rms_eps)        r * W / sqrt(mean(r^2) + eps) over the whole row
+//   norm_heads(r, W, eps=rms_eps)      the same per head: W has the head's length
+//   y = matmul(r, W)                   y[t][j] = sum_k W[j][k] r[t][k] (any computable weight type)
+//   add_bias(r, B)                     r + B
+//   rope(r, pairs|neox, factors=T, base=V, base_swa=V, dims=rope_dims)
+//                                      rotary positions on each head of head_dim: `pairs` rotates
+//                                      (2i, 2i+1) (GGUF llama, whose q/k rows the converter permuted),
+//                                      `neox` rotates (i, i + dims/2). Angle = pos * base^(-2i/dims)
+//                                      / factor_i. factors: a tensor (llama-3 rope_freqs); without it
+//                                      the model's metadata {arch}.rope.scaling.type applies (linear,
+//                                      llama3). base_swa replaces base on sliding-window layers.
+//                                      Hugging Face checkpoints keep q/k in rotate-half order, so
+//                                      `pairs` runs as `neox` for them (no if in the definition).
+//   a = attention(q, k, v, window=0, period=0, scale=rsqrt(head_dim), softcap=0)
+//                                      causal grouped-query attention over the layer's KV cache
+//                                      (q: n_head heads, k/v: n_head_kv heads of head_dim/head_dim_v);
+//                                      stores k and v. window > 0: a token sees the `window` latest
+//                                      positions, on every layer, or with period P > 0 on all but
+//                                      every P-th layer (layer i is global when (i+1) % P == 0).
+//                                      softcap > 0: scores become softcap * tanh(score / softcap).
+//   silu(r) gelu(r) gelu_tanh(r) relu(r)   activations (gelu: erf form; gelu_tanh: tanh approximation)
+//   mul(r, s)  add(r, s)               elementwise r*s, r+s (same widths)
+//   scale(r, V)                        r * V
+//   softcap(r, V)                      V * tanh(r / V); skipped when V is 0
+//   y = copy(r)                        a copy
+//   last(r)                            epilogue only: keeps the rows whose logits are wanted (the
+//                                      last token, or all of them); afterwards only r and registers
+//                                      assigned later may be read
+//
+//   Definitions are parsed and checked without a model (unknown operations with a "did you mean",
+//   argument counts and kinds, registers used before assignment, sections), then compiled once per
+//   model at load: every tensor is found and its shape and type checked, params are read from the
+//   metadata, and the result is a flat list of steps with resolved pointers. Errors name the file
+//   and line: "llama.archdef:28: no operation 'siluu' — did you mean 'silu'?".
+//
 // ==== Security ====
 //
 //   Model files, tokenizer files, chat templates and architecture definitions are untrusted

@@ -105,53 +105,70 @@ enum class ContextPolicy : uint8_t {
 struct LoadOptions {
   int threads = 0;                 // 0: the number of hardware threads
   int context = 0;                 // tokens per session; 0: min(trained context, 4096)
-  std::string archdef_dir;         // directory of <arch>.archdef files that override built-ins
+  std::string archdef_dir = {};    // directory of <arch>.archdef files that override built-ins
   KvType kv_type = KvType::f16;    // element type of the KV cache
   ContextPolicy context_policy = ContextPolicy::stop;
   int keep = 4;                    // ContextPolicy::slide keeps this many first tokens
-  std::function<void(std::string_view)> log;  // diagnostics; silent when empty
+  std::function<void(std::string_view)> log = {};  // diagnostics; silent when empty
 };
 
-enum class StopReason : uint8_t { eos, stop, max_tokens, cancelled, context_full, error };
+enum class StopReason : uint8_t {
+  eos,           // the model produced an end-of-generation token (not part of the result)
+  stop,          // a stop string appeared (it and what follows are not part of the result)
+  max_tokens,    // GenerateOptions::max_tokens tokens were generated
+  cancelled,     // on_token returned false or the cancel flag was set
+  context_full,  // the context is full (ContextPolicy::stop), or the prompt does not fit
+  error,         // an error after some text was produced: GenerateResult::error says which
+};
 // "eos", "stop", "max_tokens", "cancelled", "context_full", "error"
 const char* to_string(StopReason reason) noexcept;
 
+// GenerateOptions::seed value that asks for a fresh random seed (reported in the result).
+inline constexpr uint64_t random_seed = ~uint64_t{0};
+
+// Sampling chain: repetition penalty -> top-k -> top-p -> min-p -> temperature -> draw
+// (temperature 0: greedy argmax, ties to the lowest id). See the manual for the exact rules.
 struct GenerateOptions {
-  int max_tokens = 256;
+  int max_tokens = 256;            // < 0: until end of generation, a stop string or a full context
   float temperature = 0.0f;        // 0: greedy
   int top_k = 0;                   // 0: off
   float top_p = 1.0f;              // 1: off
   float min_p = 0.0f;              // 0: off
   float repeat_penalty = 1.0f;     // 1: off
-  int repeat_last_n = 64;          // window of the repetition penalty
-  uint64_t seed = 0;               // same seed, same text
-  std::vector<std::string> stop;   // stop strings (not included in the output)
-  bool chat = false;               // generate(): wrap the prompt in the model's chat template
-  std::string system;              // generate() with chat: a system message
-  // Streaming: receives complete UTF-8 pieces as they are decided; return false to cancel.
-  std::function<bool(std::string_view piece)> on_token;
-  const std::atomic<bool>* cancel = nullptr;  // polled per token and during prefill
+  int repeat_last_n = 64;          // tokens the penalty looks back on (prompt included); -1: all
+  uint64_t seed = 0;               // same seed, same text (any thread count); random_seed: fresh
+  std::vector<std::string> stop = {};  // stop strings (matched on text, not included in the output)
+  bool chat = false;               // Model::generate: wrap the prompt in the model's chat template
+  std::string system = {};         // Model::generate with chat: a system message
+  // Streaming: receives the text as it is decided, in complete UTF-8 pieces, on the calling
+  // thread; return false to cancel (StopReason::cancelled).
+  std::function<bool(std::string_view piece)> on_token = {};
+  // Cancel from anywhere: polled before each token and at least once per layer during the
+  // prompt's evaluation.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct Timings {
-  double load_ms = 0;
-  double prefill_ms = 0;
+  double load_ms = 0;       // Model::load
+  double prefill_ms = 0;    // evaluating the prompt tokens that were not cached
   double prefill_tps = 0;   // prompt tokens evaluated per second
-  double decode_ms = 0;
-  double decode_tps = 0;    // generated tokens per second
-  double ttft_ms = 0;       // time to first generated token
+  double decode_ms = 0;     // from the first generated token to the last
+  double decode_tps = 0;    // generated tokens per second after the first
+  double ttft_ms = 0;       // from the call to the first generated token
 };
 
 struct GenerateResult {
-  std::string text;
-  std::vector<int32_t> tokens;       // generated ids
+  std::string text;                  // the generated text (without the prompt or a stop string)
+  std::vector<int32_t> tokens;       // generated ids (without the end-of-generation token)
   StopReason stop = StopReason::max_tokens;
-  int prompt_tokens = 0;             // tokens of the prompt (this turn, incl. reused)
-  int prompt_tokens_evaluated = 0;   // of those, evaluated now
-  int prompt_tokens_reused = 0;      // of those, found in the session's KV cache
+  Error error;                       // with StopReason::error: what went wrong
+  int prompt_tokens = 0;             // tokens of the prompt (this turn's whole conversation)
+  int prompt_tokens_evaluated = 0;   // of those, evaluated by this call
+  int prompt_tokens_reused = 0;      // of those, already in the session's KV cache
+  uint64_t seed = 0;                 // the seed used (the drawn one for random_seed)
   Timings timings;
-  double peak_rss_mb = 0;
-  uint64_t kv_bytes = 0;
+  double peak_rss_mb = 0;            // peak resident memory of the process so far
+  uint64_t kv_bytes = 0;             // KV cache of the session
 };
 
 struct Message {
@@ -171,8 +188,11 @@ class Model {
   // A GGUF file, a safetensors file, or a Hugging Face / MLX model directory.
   static Result<Model> load(std::string_view path, const LoadOptions& options = {});
 
-  // One-shot generation (a fresh session each call).
+  // One-shot generation (a fresh session each call; safe from many threads at once). The prompt
+  // is plain text (BOS added as the model asks) or, with options.chat, a user message.
   Result<GenerateResult> generate(std::string_view prompt, const GenerateOptions& options = {}) const;
+  // The same from token ids (used exactly as given: no BOS is added).
+  Result<GenerateResult> generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options = {}) const;
   // A conversation that keeps its KV cache between turns.
   Session session() const;
 
@@ -198,10 +218,16 @@ class Session {
   Session& operator=(Session&&) noexcept;
   ~Session();
 
+  // Appends a message ("system", "user", "assistant", ...) to the conversation.
   void add(std::string_view role, std::string_view content);
+  // Renders the conversation with the model's chat template, evaluates only the tokens that are
+  // not already in the session's KV cache, generates the assistant's reply and appends it to the
+  // conversation. (options.chat and options.system are not used: add a "system" message.)
   Result<GenerateResult> reply(const GenerateOptions& options = {});
   void reset();  // forget the conversation and the cache
   const std::vector<Message>& messages() const;
+  int cached_tokens() const;  // tokens in the KV cache
+  int context_size() const;   // tokens the KV cache holds at most
 
   detail::SessionImpl& impl() { return *impl_; }  // for tools and tests
 

@@ -1,7 +1,81 @@
-// llminfer compare: not implemented yet (see the open issues).
+// llminfer compare -m MODEL --ids 1,2,3 --reference FILE.f32 [--json]
+// The validation report of a model against reference logits (for example from llama.cpp or from
+// the model's original implementation) for the same ids: top-1 agreement at every position,
+// Pearson correlation of all logits, top-10 overlap and the first position where the top-1 differs.
+// FILE.f32 is float32 little-endian [positions][n_vocab]: every position, or the last only.
+#define LLMINFER_IMPLEMENTATION  // uses the detail API directly (all functions are inline)
 #include "cli.hpp"
 
-int cmd_compare(int, char**) {
-  std::fprintf(stderr, "error: 'llminfer compare' is not implemented yet\n");
-  return cli::kFailure;
+namespace {
+using namespace llminfer::detail;
+
+const char* kUsage =
+    "usage: llminfer compare -m MODEL --ids 1,2,3 --reference FILE.f32 [--json]\n"
+    "  -m, --model MODEL   a .gguf file, a .safetensors file or a model directory\n"
+    "  --ids LIST          the token ids the reference was computed for\n"
+    "  --reference FILE    float32 little-endian [positions][n_vocab], every position or the last one\n"
+    "  --json              machine-readable report\n"
+    "  --kv-type f16|f32   KV cache element type (default f16)\n"
+    "  -t, --threads N     threads (default: all)\n"
+    "  --archdef DIR       architecture definitions that override the built-ins\n";
+}  // namespace
+
+int cmd_compare(int argc, char** argv) {
+  cli::Args args(kUsage);
+  args.common().option({"-m", "--model"}, true).option({"--ids"}, true).option({"--reference"}, true);
+  args.option({"--json"}, false).option({"--kv-type"}, true);
+  if (!args.parse(argc, argv)) return args.exit_code();
+  llminfer::LoadOptions lo;
+  if (!args.load_options(lo)) return args.exit_code();
+  std::string kv = args.get("--kv-type", "f16");
+  if (kv != "f16" && kv != "f32") {
+    args.usage_error("--kv-type must be f16 or f32");
+    return args.exit_code();
+  }
+  lo.kv_type = kv == "f32" ? llminfer::KvType::f32 : llminfer::KvType::f16;
+  if (!args.has("--model") || !args.has("--ids") || !args.has("--reference")) {
+    args.usage_error("-m MODEL, --ids and --reference are required");
+    return args.exit_code();
+  }
+  auto ids = parse_id_list(args.get("--ids"));
+  if (!ids) {
+    args.usage_error(ids.error().message);
+    return args.exit_code();
+  }
+  std::string ref_path = args.get("--reference");
+  auto ref = MappedFile::open(ref_path);
+  if (!ref) return cli::fail(ref.error());
+  auto model = llminfer::Model::load(args.get("--model"), lo);
+  if (!model) return cli::fail(model.error());
+  const auto& engine = model->impl().engine;
+  const int nv = engine->n_vocab();
+  const uint64_t row_bytes = uint64_t(nv) * 4;
+  const int n = static_cast<int>(ids->size());
+  if (ref->size() == 0 || ref->size() % row_bytes != 0 ||
+      (ref->size() / row_bytes != 1 && ref->size() / row_bytes != uint64_t(n)))
+    return cli::fail(llminfer::Error{
+        llminfer::Errc::bad_format,
+        strf("%s: %llu bytes is neither 1 nor %d positions of %d float32 logits", ref_path.c_str(),
+             static_cast<unsigned long long>(ref->size()), n, nv)});
+  const int rows = static_cast<int>(ref->size() / row_bytes);
+  auto logits = logits_of_ids(engine, *ids, rows > 1);
+  if (!logits) return cli::fail(logits.error());
+  std::vector<float> refv(static_cast<size_t>(rows) * nv);
+  std::memcpy(refv.data(), ref->data(), refv.size() * 4);
+  LogitsReport r = compare_logits(logits->data(), refv.data(), rows, nv);
+  if (args.has("--json")) {
+    cli::out(strf("{\"positions\":%d,\"top1_match_all\":%s,\"top1_matches\":%d,\"pearson_mean\":%s,\"pearson_min\":%s,"
+                  "\"top10_overlap_mean\":%s,\"first_divergence\":%d}\n",
+                  r.positions, r.top1_match_all ? "true" : "false", r.top1_matches, json_number(r.pearson_mean).c_str(),
+                  json_number(r.pearson_min).c_str(), json_number(r.top10_overlap_mean).c_str(), r.first_divergence));
+  } else {
+    std::printf("model       %s (%s, %s)\n", args.get("--model").c_str(), engine->arch().name.c_str(), kv.c_str());
+    std::printf("reference   %s (%d position%s x %d)\n", ref_path.c_str(), rows, rows == 1 ? "" : "s", nv);
+    std::printf("top-1       %d / %d positions agree%s\n", r.top1_matches, r.positions, r.top1_match_all ? "" : " (MISMATCH)");
+    std::printf("pearson     mean %.7f, min %.7f\n", r.pearson_mean, r.pearson_min);
+    std::printf("top-10      mean overlap %.2f / 10\n", r.top10_overlap_mean);
+    if (r.first_divergence >= 0) std::printf("first divergence at position %d\n", r.first_divergence);
+    else std::printf("no divergence\n");
+  }
+  return cli::kOk;
 }

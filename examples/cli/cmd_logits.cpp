@@ -1,7 +1,81 @@
-// llminfer logits: not implemented yet (see the open issues).
+// llminfer logits -m MODEL --ids 1,2,3 [--all] --out FILE.f32 [--json]
+// Evaluates the ids as one sequence (positions 0..n-1) and writes the raw logits as float32
+// little-endian [positions][n_vocab]: the last position, or every position with --all (the layout
+// of the llama.cpp oracle's `logits --out`).
+#define LLMINFER_IMPLEMENTATION  // uses the detail API directly (all functions are inline)
 #include "cli.hpp"
 
-int cmd_logits(int, char**) {
-  std::fprintf(stderr, "error: 'llminfer logits' is not implemented yet\n");
-  return cli::kFailure;
+#include <cmath>
+
+namespace {
+using namespace llminfer::detail;
+
+const char* kUsage =
+    "usage: llminfer logits -m MODEL --ids 1,2,3 [--all] --out FILE.f32 [--json]\n"
+    "  -m, --model MODEL   a .gguf file, a .safetensors file or a model directory\n"
+    "  --ids LIST          token ids, comma separated (no tokenizer involved)\n"
+    "  --all               every position's logits (default: the last position only)\n"
+    "  --out FILE          where to write float32 little-endian [positions][n_vocab]\n"
+    "  --json              print a summary per position (argmax, logsumexp, top 10) as JSON\n"
+    "  --kv-type f16|f32   KV cache element type (default f16)\n"
+    "  -t, --threads N     threads (default: all)\n"
+    "  --archdef DIR       architecture definitions that override the built-ins\n";
+}  // namespace
+
+int cmd_logits(int argc, char** argv) {
+  cli::Args args(kUsage);
+  args.common().option({"-m", "--model"}, true).option({"--ids"}, true).option({"--all"}, false);
+  args.option({"--out"}, true).option({"--json"}, false).option({"--kv-type"}, true);
+  if (!args.parse(argc, argv)) return args.exit_code();
+  llminfer::LoadOptions lo;
+  if (!args.load_options(lo)) return args.exit_code();
+  std::string kv = args.get("--kv-type", "f16");
+  if (kv != "f16" && kv != "f32") {
+    args.usage_error("--kv-type must be f16 or f32");
+    return args.exit_code();
+  }
+  lo.kv_type = kv == "f32" ? llminfer::KvType::f32 : llminfer::KvType::f16;
+  if (!args.has("--model") || !args.has("--ids") || !args.has("--out")) {
+    args.usage_error("-m MODEL, --ids and --out are required");
+    return args.exit_code();
+  }
+  auto ids = parse_id_list(args.get("--ids"));
+  if (!ids) {
+    args.usage_error(ids.error().message);
+    return args.exit_code();
+  }
+  auto model = llminfer::Model::load(args.get("--model"), lo);
+  if (!model) return cli::fail(model.error());
+  const auto& engine = model->impl().engine;
+  bool all = args.has("--all");
+  auto logits = logits_of_ids(engine, *ids, all);
+  if (!logits) return cli::fail(logits.error());
+  std::string out = args.get("--out");
+  FILE* f = std::fopen(out.c_str(), "wb");
+  if (!f) return cli::fail(llminfer::Error{llminfer::Errc::io, out + ": cannot open for writing"});
+  bool ok = std::fwrite(logits->data(), 4, logits->size(), f) == logits->size();
+  if (std::fclose(f) != 0 || !ok) return cli::fail(llminfer::Error{llminfer::Errc::io, out + ": write failed"});
+  const int nv = engine->n_vocab();
+  const int rows = static_cast<int>(logits->size() / static_cast<size_t>(nv));
+  const int n = static_cast<int>(ids->size());
+  if (args.has("--json")) {
+    std::string s = strf("{\"model\":%s,\"architecture\":%s,\"n_vocab\":%d,\"n_tokens\":%d,\"n_positions\":%d,\"out\":%s,"
+                         "\"kv_type\":%s,\"positions\":[",
+                         json_quote(args.get("--model")).c_str(), json_quote(engine->arch().name).c_str(), nv, n, rows,
+                         json_quote(out).c_str(), json_quote(kv).c_str());
+    for (int r = 0; r < rows; r++) {
+      const float* x = logits->data() + size_t(r) * nv;
+      int pos = all ? r : n - 1;
+      auto top = top_k_ids(x, nv, 10);
+      s += strf("%s{\"pos\":%d,\"token\":%d,\"argmax\":%d,\"logsumexp\":%s,\"top\":[", r ? "," : "", pos,
+                (*ids)[static_cast<size_t>(pos)], top[0], json_number(logsumexp(x, nv)).c_str());
+      for (size_t k = 0; k < top.size(); k++)
+        s += strf("%s[%d,%s]", k ? "," : "", top[k], json_number(x[top[k]]).c_str());
+      s += "]}";
+    }
+    cli::out(s + "]}\n");
+  } else {
+    std::printf("wrote %d position%s x %d logits to %s\n", rows, rows == 1 ? "" : "s", nv, out.c_str());
+  }
+  return cli::kOk;
 }

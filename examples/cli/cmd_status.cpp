@@ -1,7 +1,63 @@
-// llminfer status: not implemented yet (see the open issues).
+// llminfer status [--archdef DIR] [--json] [--dump ARCH]
+// The architecture definitions in effect: built-ins, overridden by the files of --archdef DIR,
+// with their steps per layer, origin and sha256; the files that did not load and why; the SIMD
+// kernels compiled in. --dump prints the text of one definition.
+#define LLMINFER_IMPLEMENTATION  // uses the detail API directly (all functions are inline)
 #include "cli.hpp"
 
-int cmd_status(int, char**) {
-  std::fprintf(stderr, "error: 'llminfer status' is not implemented yet\n");
-  return cli::kFailure;
+namespace {
+using namespace llminfer::detail;
+
+const char* kUsage =
+    "usage: llminfer status [--archdef DIR] [--json] [--dump ARCH]\n"
+    "  --archdef DIR  a directory of <arch>.archdef files that override the built-in definitions\n"
+    "  --json         machine-readable output\n"
+    "  --dump ARCH    print the text of the definition in effect for ARCH\n";
+}  // namespace
+
+int cmd_status(int argc, char** argv) {
+  cli::Args args(kUsage);
+  args.option({"--archdef"}, true).option({"--json"}, false).option({"--dump"}, true);
+  if (!args.parse(argc, argv)) return args.exit_code();
+  if (!args.positional().empty()) {
+    args.usage_error("unexpected argument '" + args.positional()[0] + "'");
+    return args.exit_code();
+  }
+  auto reg = load_arch_registry(args.get("--archdef"));
+  if (!reg) return cli::fail(reg.error());
+  if (args.has("--dump")) {
+    std::string name = args.get("--dump");
+    if (const ArchdefFailure* f = reg->failure(name))
+      return cli::fail(llminfer::Error{llminfer::Errc::archdef, "the definition of '" + name + "' did not load: " + f->error});
+    const ArchDef* d = reg->find(name);
+    if (!d) return cli::fail(llminfer::Error{llminfer::Errc::invalid_argument, "no architecture definition named '" + name + "'"});
+    cli::out(d->text);
+    return cli::kOk;
+  }
+  std::string s;
+  if (args.has("--json")) {
+    s = "{\"architectures\":[";
+    for (size_t k = 0; k < reg->defs.size(); k++) {
+      const ArchDef& d = *reg->defs[k];
+      s += (k ? "," : "") + strf("{\"name\":%s,\"steps_per_layer\":%d,\"origin\":%s,\"sha256\":%s}", json_quote(d.name).c_str(),
+                                 d.steps_per_layer(), json_quote(d.origin).c_str(), json_quote(d.sha256).c_str());
+    }
+    s += "],\"failed\":[";
+    for (size_t k = 0; k < reg->failed.size(); k++)
+      s += (k ? "," : "") + strf("{\"name\":%s,\"path\":%s,\"error\":%s}", json_quote(reg->failed[k].name).c_str(),
+                                 json_quote(reg->failed[k].path).c_str(), json_quote(reg->failed[k].error).c_str());
+    s += strf("],\"simd\":%s}\n", json_quote(simd_compiled()).c_str());
+  } else {
+    s += strf("architectures (%zu):\n", reg->defs.size());
+    for (const auto& d : reg->defs)
+      s += strf("  %-10s %3d steps/layer  sha256 %.12s  %s\n", d->name.c_str(), d->steps_per_layer(), d->sha256.c_str(),
+                d->origin.c_str());
+    if (!reg->failed.empty()) {
+      s += strf("did not load (%zu; these architectures are unavailable):\n", reg->failed.size());
+      for (const auto& f : reg->failed) s += "  " + f.error + "\n";
+    }
+    s += strf("simd: %s\n", simd_compiled());
+  }
+  cli::out(s);
+  return cli::kOk;
 }

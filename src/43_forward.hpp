@@ -1,0 +1,1059 @@
+// ==== Forward pass: compile a definition against a model, then run it (Engine / Context) ====
+// Engine::create binds a parsed definition to a model once: params are read from the metadata,
+// `{i}` is expanded for every layer, tensors are found and their shapes and types checked, and
+// the result is a flat list of Steps (prologue, block x n_layer, epilogue) holding tensor
+// pointers. Context::eval runs that list with a switch per step: no strings, no lookups, and no
+// architecture names anywhere.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// Which definition an Engine runs (the status report shows the same for every architecture).
+struct ArchInfo {
+  std::string name;
+  std::string origin;  // "builtin" or the path of the user's .archdef file
+  std::string sha256;  // of the definition text
+  int steps_per_layer = 0;
+};
+
+// RoPE of one (layer, register): rotates pairs (2i, 2i+1) ("pairs", GGUF llama) or (i, i+n/2)
+// ("neox") of the first n_dims elements of every head, angle pos * base^(-2i/n_dims) / factor_i
+// * freq_scale, computed as llama.cpp does (theta multiplied by theta_scale per pair, in float).
+struct RopeSpec {
+  bool neox = false;
+  int n_dims = 0;
+  int head_dim = 0;
+  float base = 10000.0f;
+  float theta_scale = 1.0f;
+  float freq_scale = 1.0f;
+  std::vector<float> factors;  // [n_dims/2] divisors of the angle (llama-3 scaling); empty: none
+  bool same(const RopeSpec& o) const {
+    return neox == o.neox && n_dims == o.n_dims && head_dim == o.head_dim && base == o.base &&
+           freq_scale == o.freq_scale && factors == o.factors;
+  }
+};
+
+struct AttnSpec {
+  int n_head = 0, n_kv = 0, hd_k = 0, hd_v = 0;
+  int window = 0;      // keys p-window+1 .. p; 0: all previous keys
+  float scale = 1.0f;  // applied to q.k before the soft-cap and the softmax
+  float softcap = 0;   // c * tanh(s / c) when > 0
+  int kv_layer = 0;
+};
+
+// One compiled operation.
+struct Step {
+  OpCode op = OpCode::copy;
+  Section section = Section::none;
+  int16_t dst = -1, a = -1, b = -1, c = -1;  // registers
+  int layer = -1;                            // -1 outside the block
+  int line = 0;                              // definition line (traces, messages)
+  int w_in = 0, w_out = 0;                   // row widths of `a` and `dst`
+  const TensorView* w = nullptr;             // embed / matmul weight
+  const float* vec = nullptr;                // 1-D weights (norms, biases) as f32
+  int vec_len = 0;
+  float f = 0;                               // eps (norms), factor (scale), cap (softcap)
+  int idx = -1;                              // RopeSpec / AttnSpec index
+};
+
+// Everything Context needs from a compiled definition.
+struct Program {
+  std::vector<Step> steps;
+  std::vector<std::string> reg_names;
+  std::vector<int> reg_width;  // widest value each register holds
+  int reg_logits = -1;
+  bool has_last = false;
+  std::vector<RopeSpec> ropes;
+  std::vector<AttnSpec> attns;
+  std::vector<KvLayerSpec> kv;
+  std::vector<std::vector<float>> owned;  // 1-D weights converted to f32
+  int n_vocab = 0;                        // logits width
+  int64_t embed_rows = INT64_MAX;         // token ids must be below this
+};
+
+// Reported to a trace callback after every step (debugging, conformance diffs).
+struct TraceEvent {
+  int step;
+  const char* op;
+  int layer;
+  int line;
+  const std::string& reg;
+  const float* data;  // [rows][width]
+  int rows;
+  int width;
+};
+
+// ---- compiling a definition against a model ----
+class ArchCompiler {
+ public:
+  ArchCompiler(const ArchDef& d, const ModelDesc& m, Program& p) : d_(d), m_(m), p_(p) {}
+
+  Result<void> run() {
+    const HParams& hp = m_.hp;
+    if (hp.n_layer <= 0 || hp.n_layer > 65536)
+      return fail(Errc::bad_format, 0, strf("block_count %lld is not a usable layer count", static_cast<long long>(hp.n_layer)));
+    if (auto r = eval_params(); !r) return r;
+    // which layers are sliding-window layers (from the block's attention arguments)
+    for (const auto& s : d_.block) {
+      if (s.op->code != OpCode::attention) continue;
+      double w = 0, per = 0;
+      if (const ArgDef* a = s.kwarg("window")) {
+        auto v = value(a->value, s.line);
+        if (!v) return v.error();
+        w = *v;
+      }
+      if (const ArgDef* a = s.kwarg("period")) {
+        auto v = value(a->value, s.line);
+        if (!v) return v.error();
+        per = *v;
+      }
+      if (w < 0 || w > 1e9 || per < 0 || per > 1e9 || w != std::floor(w) || per != std::floor(per))
+        return fail(Errc::bad_format, s.line, strf("sliding window %g / period %g are not usable", w, per));
+      window_ = static_cast<int>(w);
+      period_ = static_cast<int>(per);
+    }
+    for (const auto& s : d_.prologue)
+      if (auto r = stmt(s, -1); !r) return r;
+    for (int i = 0; i < hp.n_layer; i++)
+      for (const auto& s : d_.block)
+        if (auto r = stmt(s, i); !r) return r;
+    for (const auto& s : d_.epilogue)
+      if (auto r = stmt(s, -1); !r) return r;
+    p_.reg_logits = reg_id("logits");
+    p_.n_vocab = width_[static_cast<size_t>(p_.reg_logits)];
+    if (p_.n_vocab <= 0) return fail(Errc::shape_mismatch, 0, "'logits' has no width");
+    p_.reg_width = max_width_;
+    return {};
+  }
+
+ private:
+  Error fail(Errc code, int line, const std::string& msg) const {
+    std::string where = line > 0 ? strf("%s:%d", d_.where.c_str(), line) : d_.where;
+    return make_error(code, m_.path + ": " + where + ": " + msg);
+  }
+
+  bool sliding(int layer) const {
+    if (window_ <= 0 || layer < 0) return false;
+    return period_ == 0 || (layer + 1) % period_ != 0;
+  }
+
+  std::string expand(const std::string& name, int layer) const {
+    std::string out;
+    size_t k = 0;
+    for (;;) {
+      size_t b = name.find('{', k);
+      if (b == std::string::npos) break;
+      size_t e = name.find('}', b);
+      out.append(name, k, b - k);
+      std::string ph = name.substr(b + 1, e - b - 1);
+      out += ph == "i" ? std::to_string(layer) : ph == "arch" ? m_.arch : std::string();
+      k = e + 1;
+    }
+    out.append(name, k, std::string::npos);
+    return out;
+  }
+
+  Result<double> builtin_value(const std::string& n) const {
+    const HParams& hp = m_.hp;
+    if (n == "n_embd") return double(hp.n_embd);
+    if (n == "n_layer") return double(hp.n_layer);
+    if (n == "n_head") return double(hp.n_head);
+    if (n == "n_head_kv") return double(hp.n_head_kv);
+    if (n == "head_dim") return double(hp.head_dim);
+    if (n == "head_dim_v") return double(hp.head_dim_v);
+    if (n == "n_ff") return double(hp.n_ff);
+    if (n == "n_vocab") return double(hp.n_vocab);
+    if (n == "n_ctx_train") return double(hp.n_ctx_train);
+    if (n == "rms_eps") return double(hp.rms_eps);
+    if (n == "rope_base") return double(hp.rope_freq_base);
+    if (n == "rope_dims") return m_.arch_number("rope.dimension_count").value_or(double(hp.head_dim));
+    return make_error(Errc::internal, "unknown value " + n);
+  }
+
+  Result<double> value(const ValueTerm& t, int line) const {
+    double v = t.number;
+    if (!t.is_number) {
+      bool found = false;
+      for (const auto& [name, val] : params_)
+        if (name == t.name) {
+          v = val;
+          found = true;
+        }
+      if (!found) {
+        auto b = builtin_value(t.name);
+        if (!b) return fail(Errc::archdef, line, "no value named '" + t.name + "'");
+        v = *b;
+      }
+    }
+    if (t.fn == ValueTerm::Fn::sqrt) {
+      if (!(v >= 0)) return fail(Errc::bad_format, line, strf("sqrt of %g", v));
+      v = std::sqrt(v);
+    } else if (t.fn == ValueTerm::Fn::rsqrt) {
+      if (!(v > 0)) return fail(Errc::bad_format, line, strf("rsqrt of %g", v));
+      v = 1.0 / std::sqrt(v);
+    }
+    if (!std::isfinite(v)) return fail(Errc::bad_format, line, "a value is not finite");
+    return v;
+  }
+
+  Result<void> eval_params() {
+    for (const auto& p : d_.params) {
+      bool done = false;
+      std::string tried;
+      for (const auto& a : p.alts) {
+        if (a.is_meta) {
+          std::string key = expand(a.key, -1);
+          const MetaValue* mv = m_.find_meta(key);
+          if (!mv) {
+            tried += (tried.empty() ? "" : ", ") + key;
+            continue;
+          }
+          if (mv->kind == MetaValue::Kind::string)
+            return fail(Errc::bad_format, p.line, "metadata '" + key + "' is a string, param '" + p.name + "' needs a number");
+          if (!std::isfinite(mv->num)) return fail(Errc::bad_format, p.line, "metadata '" + key + "' is not finite");
+          params_.emplace_back(p.name, mv->num);
+        } else {
+          auto v = value(a.term, p.line);
+          if (!v) return v.error();
+          params_.emplace_back(p.name, *v);
+        }
+        done = true;
+        break;
+      }
+      if (!done)
+        return fail(Errc::bad_format, p.line, "param '" + p.name + "': the model has no metadata " + tried + " and the param gives no default");
+    }
+    return {};
+  }
+
+  int reg_id(const std::string& name) {
+    for (size_t k = 0; k < p_.reg_names.size(); k++)
+      if (p_.reg_names[k] == name) return static_cast<int>(k);
+    p_.reg_names.push_back(name);
+    width_.push_back(0);
+    max_width_.push_back(0);
+    return static_cast<int>(p_.reg_names.size() - 1);
+  }
+
+  void set_width(int r, int w) {
+    width_[static_cast<size_t>(r)] = w;
+    max_width_[static_cast<size_t>(r)] = std::max(max_width_[static_cast<size_t>(r)], w);
+  }
+
+  // The first existing alternative, or nullptr (then `missing` lists the names tried).
+  const TensorView* find_tensor(const ArgDef& a, int layer, std::string& missing) const {
+    missing.clear();
+    for (const auto& n : a.tensors) {
+      std::string name = expand(n, layer);
+      if (const TensorView* t = m_.find(name)) return t;
+      missing += (missing.empty() ? "'" : " | '") + name + "'";
+    }
+    return nullptr;
+  }
+
+  Error missing_tensor(const ArgDef& a, int layer, int line, const std::string& tried) const {
+    std::vector<std::string> names;
+    for (const auto& t : m_.tensors) names.push_back(t.name);
+    std::string first = expand(a.tensors[0], layer);
+    return fail(Errc::tensor_missing, line, "tensor " + tried + " not found in the model" + did_you_mean(first, names));
+  }
+
+  Result<void> check_computable(const TensorView& t, int line) const {
+    if (dtype_computable(t.type)) return {};
+    std::string ok;
+    for (uint16_t k = 0; k < 256; k++)
+      if (dtype_traits(static_cast<DType>(k)) && dtype_computable(static_cast<DType>(k)))
+        ok += (ok.empty() ? "" : ", ") + std::string(dtype_name(static_cast<DType>(k)));
+    for (DType extra : {DType::mlx_q4, DType::mlx_q8})
+      if (dtype_computable(extra)) ok += ", " + std::string(dtype_name(extra));
+    return fail(Errc::unsupported, line, strf("tensor '%s' has type %s, which this build cannot compute yet (it computes %s)",
+                                              t.name.c_str(), dtype_name(t.type), ok.c_str()));
+  }
+
+  // A 1-D weight as f32 (converted once; shared by every step that uses it).
+  Result<const float*> vector_of(const TensorView& t, int line, int64_t expect_len, const char* what) {
+    if (t.nelements() != t.ne[0])
+      return fail(Errc::shape_mismatch, line, strf("%s '%s' should be a vector, it has shape %s", what, t.name.c_str(), t.shape_string().c_str()));
+    if (expect_len >= 0 && t.ne[0] != expect_len)
+      return fail(Errc::shape_mismatch, line, strf("%s '%s' has %lld elements, expected %lld", what, t.name.c_str(),
+                                                   static_cast<long long>(t.ne[0]), static_cast<long long>(expect_len)));
+    if (auto r = check_computable(t, line); !r) return r.error();
+    auto it = vec_index_.find(&t);
+    if (it != vec_index_.end()) return static_cast<const float*>(p_.owned[it->second].data());
+    std::vector<float> v(static_cast<size_t>(t.ne[0]));
+    dequant_row(t, 0, v.data());
+    for (float x : v)
+      if (!std::isfinite(x)) return fail(Errc::bad_format, line, "tensor '" + t.name + "' holds a value that is not finite");
+    p_.owned.push_back(std::move(v));
+    vec_index_[&t] = p_.owned.size() - 1;
+    return static_cast<const float*>(p_.owned.back().data());
+  }
+
+  Result<float> fvalue(const StmtDef& s, const char* kw, double dflt) const {
+    const ArgDef* a = s.kwarg(kw);
+    if (!a) return static_cast<float>(dflt);
+    auto v = value(a->value, s.line);
+    if (!v) return v.error();
+    return static_cast<float>(*v);
+  }
+
+  Result<int> rope_spec(const StmtDef& s, int layer, int width) {
+    const HParams& hp = m_.hp;
+    RopeSpec r;
+    r.head_dim = static_cast<int>(hp.head_dim);
+    if (r.head_dim <= 0 || width % r.head_dim != 0)
+      return fail(Errc::shape_mismatch, s.line, strf("rope: '%s' (%d wide) is not a whole number of heads of head_dim %d",
+                                                     s.args[0].word.c_str(), width, r.head_dim));
+    // Hugging Face checkpoints keep q/k in rotate-half order: the GGUF "pairs" layout is then
+    // the same rotation as "neox" on those rows (the loader does not permute them).
+    r.neox = s.args[1].word == "neox" || m_.hf_qk_order;
+    double dims = 0;
+    if (const ArgDef* a = s.kwarg("dims")) {
+      auto v = value(a->value, s.line);
+      if (!v) return v.error();
+      dims = *v;
+    } else {
+      dims = *builtin_value("rope_dims");
+    }
+    if (dims <= 0 || dims > r.head_dim || dims != std::floor(dims) || static_cast<int>(dims) % 2 != 0)
+      return fail(Errc::shape_mismatch, s.line, strf("rope: %g rotated dimensions do not fit heads of %d", dims, r.head_dim));
+    r.n_dims = static_cast<int>(dims);
+    auto base = fvalue(s, "base", hp.rope_freq_base);
+    if (!base) return base.error();
+    r.base = *base;
+    if (sliding(layer) && s.kwarg("base_swa")) {
+      auto b = fvalue(s, "base_swa", 0);
+      if (!b) return b.error();
+      r.base = *b;
+    }
+    if (!(r.base > 0)) return fail(Errc::bad_format, s.line, strf("rope base %g is not positive", double(r.base)));
+    r.theta_scale = std::pow(r.base, -2.0f / static_cast<float>(r.n_dims));
+    // frequency scaling: a factors tensor (llama-3 GGUF), else what the metadata says
+    const TensorView* ft = nullptr;
+    if (const ArgDef* a = s.kwarg("factors")) {
+      std::string tried;
+      ft = find_tensor(*a, layer, tried);
+      if (!ft && !a->optional) return missing_tensor(*a, layer, s.line, tried);
+    }
+    std::string type(m_.meta_string(m_.arch + ".rope.scaling.type").value_or(""));
+    double factor = m_.arch_number("rope.scaling.factor").value_or(1.0);
+    if (ft) {
+      auto v = vector_of(*ft, s.line, -1, "rope factors");
+      if (!v) return v.error();
+      if (ft->ne[0] < r.n_dims / 2)
+        return fail(Errc::shape_mismatch, s.line, strf("rope factors '%s' has %lld entries, rope needs %d", ft->name.c_str(),
+                                                       static_cast<long long>(ft->ne[0]), r.n_dims / 2));
+      r.factors.assign(*v, *v + r.n_dims / 2);
+    } else if (type == "llama3") {
+      // Hugging Face llama-3 configs: the same factors convert_hf_to_gguf bakes into rope_freqs.
+      double lo = m_.arch_number("rope.scaling.low_freq_factor").value_or(1.0);
+      double hi = m_.arch_number("rope.scaling.high_freq_factor").value_or(4.0);
+      double orig = m_.arch_number("rope.scaling.original_context_length").value_or(8192.0);
+      if (!(factor > 0) || !(hi > lo) || !(orig > 0))
+        return fail(Errc::bad_format, s.line, "rope scaling 'llama3' has unusable factor / low_freq_factor / high_freq_factor");
+      double lo_wl = orig / lo, hi_wl = orig / hi;
+      for (int i = 0; i < r.n_dims / 2; i++) {
+        double freq = std::pow(double(r.base), -2.0 * i / r.n_dims);
+        double wl = 2 * 3.14159265358979323846 / freq;
+        double f;
+        if (wl < hi_wl) f = 1.0;
+        else if (wl > lo_wl) f = factor;
+        else {
+          double smooth = (orig / wl - lo) / (hi - lo);
+          f = 1.0 / ((1 - smooth) / factor + smooth);
+        }
+        r.factors.push_back(static_cast<float>(f));
+      }
+    } else if (type == "linear") {
+      if (!(factor > 0)) return fail(Errc::bad_format, s.line, "rope scaling 'linear' has no usable factor");
+      r.freq_scale = static_cast<float>(1.0 / factor);
+    } else if (!type.empty() && type != "none") {
+      return fail(Errc::unsupported, s.line, "rope scaling '" + printable(type) + "' is not supported (none, linear, llama3)");
+    }
+    for (size_t k = 0; k < p_.ropes.size(); k++)
+      if (p_.ropes[k].same(r)) return static_cast<int>(k);
+    p_.ropes.push_back(std::move(r));
+    return static_cast<int>(p_.ropes.size() - 1);
+  }
+
+  Result<void> stmt(const StmtDef& s, int layer) {
+    const OpSpec& op = *s.op;
+    Step st;
+    st.op = op.code;
+    st.section = s.section;
+    st.layer = layer;
+    st.line = s.line;
+    const std::string& tgt = s.target();
+    auto width_of = [&](const std::string& r) { return width_[static_cast<size_t>(reg_id(r))]; };
+    int w_a = 0;
+    if (!s.args.empty() && s.args[0].kind == 'r') {
+      st.a = static_cast<int16_t>(reg_id(s.args[0].word));
+      w_a = width_of(s.args[0].word);
+    }
+    st.w_in = w_a;
+    int w_out = w_a;
+    // positional tensor (embed: args[0]; norms, matmul, add_bias: args[1])
+    const TensorView* t = nullptr;
+    for (const auto& a : s.args) {
+      if (a.kind != 't') continue;
+      std::string tried;
+      t = find_tensor(a, layer, tried);
+      if (!t) {
+        if (a.optional) return {};  // an optional step the model does not have
+        return missing_tensor(a, layer, s.line, tried);
+      }
+    }
+    switch (op.code) {
+      case OpCode::embed: {
+        if (t->n_dims != 2) return fail(Errc::shape_mismatch, s.line, "embedding '" + t->name + "' is not 2-D: " + t->shape_string());
+        if (auto r = check_computable(*t, s.line); !r) return r;
+        st.w = t;
+        w_out = static_cast<int>(t->ne[0]);
+        p_.embed_rows = std::min<int64_t>(p_.embed_rows, t->ne[1]);
+        break;
+      }
+      case OpCode::rms_norm:
+      case OpCode::norm_heads: {
+        bool heads = op.code == OpCode::norm_heads;
+        auto v = vector_of(*t, s.line, heads ? -1 : w_a, heads ? "head norm" : "norm");
+        if (!v) return v.error();
+        if (heads && (t->ne[0] <= 0 || w_a % t->ne[0] != 0))
+          return fail(Errc::shape_mismatch, s.line, strf("head norm '%s' (%lld) does not divide '%s' (%d wide)", t->name.c_str(),
+                                                         static_cast<long long>(t->ne[0]), s.args[0].word.c_str(), w_a));
+        st.vec = *v;
+        st.vec_len = static_cast<int>(t->ne[0]);
+        auto eps = fvalue(s, "eps", m_.hp.rms_eps);
+        if (!eps) return eps.error();
+        st.f = *eps;
+        if (!(st.f >= 0)) return fail(Errc::bad_format, s.line, "eps is negative");
+        break;
+      }
+      case OpCode::matmul: {
+        if (t->n_dims < 1 || t->ne[2] != 1 || t->ne[3] != 1 || t->n_dims > 2)
+          return fail(Errc::shape_mismatch, s.line, "matmul weight '" + t->name + "' is not a matrix: " + t->shape_string());
+        if (t->ne[0] != w_a)
+          return fail(Errc::shape_mismatch, s.line, strf("matmul: '%s' rows have %lld elements but '%s' is %d wide",
+                                                         t->name.c_str(), static_cast<long long>(t->ne[0]), s.args[0].word.c_str(), w_a));
+        if (t->ne[1] > (1 << 28)) return fail(Errc::shape_mismatch, s.line, "matmul weight '" + t->name + "' has too many rows");
+        if (auto r = check_computable(*t, s.line); !r) return r;
+        st.w = t;
+        w_out = static_cast<int>(t->ne[1]);
+        break;
+      }
+      case OpCode::add_bias: {
+        auto v = vector_of(*t, s.line, w_a, "bias");
+        if (!v) return v.error();
+        st.vec = *v;
+        st.vec_len = w_a;
+        break;
+      }
+      case OpCode::rope: {
+        auto r = rope_spec(s, layer, w_a);
+        if (!r) return r.error();
+        st.idx = *r;
+        break;
+      }
+      case OpCode::attention: {
+        const HParams& hp = m_.hp;
+        AttnSpec at;
+        at.hd_k = static_cast<int>(hp.head_dim);
+        at.hd_v = static_cast<int>(hp.head_dim_v);
+        int wk = width_of(s.args[1].word), wv = width_of(s.args[2].word);
+        if (at.hd_k <= 0 || at.hd_v <= 0 || w_a % at.hd_k || wk % at.hd_k || wv % at.hd_v)
+          return fail(Errc::shape_mismatch, s.line, strf("attention: q (%d), k (%d), v (%d) are not whole heads of %d / %d", w_a, wk, wv, at.hd_k, at.hd_v));
+        at.n_head = w_a / at.hd_k;
+        at.n_kv = wk / at.hd_k;
+        if (at.n_kv <= 0 || at.n_head % at.n_kv != 0 || wv / at.hd_v != at.n_kv)
+          return fail(Errc::shape_mismatch, s.line, strf("attention: %d query heads, %d key heads and %d value heads do not group",
+                                                         at.n_head, at.n_kv, wv / at.hd_v));
+        at.window = sliding(layer) ? window_ : 0;
+        auto sc = fvalue(s, "scale", 1.0 / std::sqrt(static_cast<float>(at.hd_k)));
+        if (!sc) return sc.error();
+        // llama.cpp computes the default as 1.0f/sqrtf(float(head_dim))
+        at.scale = s.kwarg("scale") ? *sc : 1.0f / std::sqrt(static_cast<float>(at.hd_k));
+        auto cap = fvalue(s, "softcap", 0);
+        if (!cap) return cap.error();
+        at.softcap = *cap;
+        if (at.softcap < 0) return fail(Errc::bad_format, s.line, "softcap is negative");
+        at.kv_layer = static_cast<int>(p_.kv.size());
+        KvLayerSpec kv;
+        kv.n_kv = at.n_kv;
+        kv.hd_k = at.hd_k;
+        kv.hd_v = at.hd_v;
+        kv.window = at.window;
+        // the rope last applied to the key register in this layer (to re-rotate cached keys)
+        int kreg = reg_id(s.args[1].word);
+        for (auto it = p_.steps.rbegin(); it != p_.steps.rend() && it->layer == layer; ++it)
+          if (it->op == OpCode::rope && it->dst == kreg) {
+            kv.k_rope = it->idx;
+            break;
+          }
+        p_.kv.push_back(kv);
+        st.b = static_cast<int16_t>(kreg);
+        st.c = static_cast<int16_t>(reg_id(s.args[2].word));
+        st.idx = static_cast<int>(p_.attns.size());
+        p_.attns.push_back(at);
+        w_out = at.n_head * at.hd_v;
+        break;
+      }
+      case OpCode::mul:
+      case OpCode::add: {
+        int w_b = width_of(s.args[1].word);
+        if (w_b != w_a)
+          return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' is %d wide but '%s' is %d wide", op.name, s.args[0].word.c_str(), w_a,
+                                                         s.args[1].word.c_str(), w_b));
+        st.b = static_cast<int16_t>(reg_id(s.args[1].word));
+        break;
+      }
+      case OpCode::scale:
+      case OpCode::softcap: {
+        auto v = value(s.args[1].value, s.line);
+        if (!v) return v.error();
+        st.f = static_cast<float>(*v);
+        if (op.code == OpCode::softcap) {
+          if (st.f < 0) return fail(Errc::bad_format, s.line, "softcap is negative");
+          if (st.f == 0) return {};  // no soft-capping for this model
+        }
+        break;
+      }
+      case OpCode::last:
+        p_.has_last = true;
+        break;
+      default:
+        break;
+    }
+    int d = reg_id(tgt);
+    st.dst = static_cast<int16_t>(d);
+    st.w_out = w_out;
+    if (w_out <= 0) return fail(Errc::shape_mismatch, s.line, "'" + tgt + "' would have no elements");
+    set_width(d, w_out);
+    p_.steps.push_back(st);
+    return {};
+  }
+
+  const ArchDef& d_;
+  const ModelDesc& m_;
+  Program& p_;
+  std::vector<std::pair<std::string, double>> params_;
+  std::vector<int> width_, max_width_;
+  std::unordered_map<const TensorView*, size_t> vec_index_;
+  int window_ = 0, period_ = 0;
+};
+
+// ---- the engine: one per loaded model, immutable, shared by every session ----
+class Engine {
+ public:
+  // Compiles the model's architecture definition (built-in, or LoadOptions::archdef_dir's) against
+  // the model: a broken definition, a missing tensor, a bad shape or a weight type the kernels
+  // cannot compute fails here, not during a forward pass.
+  static Result<std::shared_ptr<const Engine>> create(std::shared_ptr<const ModelDesc> desc, const LoadOptions& opts) {
+    if (!desc) return make_error(Errc::invalid_argument, "Engine::create: no model");
+    auto reg = load_arch_registry(opts.archdef_dir);
+    if (!reg) return reg.error();
+    const ArchDef* def = reg->find(desc->arch);
+    std::string failures;
+    for (const auto& f : reg->failed) failures += "\n  " + f.error;
+    if (!def) {
+      if (reg->failure(desc->arch))
+        return make_error(Errc::archdef, strf("%s: architecture '%s' is unavailable: its definition did not load:%s",
+                                              desc->path.c_str(), printable(desc->arch).c_str(), failures.c_str()));
+      std::string known;
+      for (const auto& d : reg->defs) known += (known.empty() ? "" : ", ") + d->name;
+      return make_error(Errc::unsupported,
+                        strf("%s: no architecture definition for '%s' (known: %s)%s%s", desc->path.c_str(),
+                             printable(desc->arch).c_str(), known.c_str(),
+                             failures.empty() ? "" : "; definitions that did not load:", failures.c_str()));
+    }
+    std::shared_ptr<Engine> e(new Engine());
+    e->desc_ = std::move(desc);
+    e->opts_ = opts;
+    e->def_ = reg->defs[static_cast<size_t>(std::find_if(reg->defs.begin(), reg->defs.end(),
+                                                         [&](const auto& d) { return d.get() == def; }) -
+                                            reg->defs.begin())];
+    e->arch_ = ArchInfo{def->name, def->origin, def->sha256, def->steps_per_layer()};
+    ArchCompiler comp(*def, *e->desc_, e->prog_);
+    if (auto r = comp.run(); !r) return r.error();
+    e->pool_ = std::make_unique<ThreadPool>(opts.threads);
+    return std::shared_ptr<const Engine>(std::move(e));
+  }
+
+  const ModelDesc& desc() const { return *desc_; }
+  const HParams& hparams() const { return desc_->hp; }
+  int n_vocab() const { return prog_.n_vocab; }
+  // LoadOptions::context, else the trained context capped at 4096.
+  int n_ctx_default() const {
+    if (opts_.context > 0) return opts_.context;
+    int64_t t = desc_->hp.n_ctx_train;
+    return t > 0 ? static_cast<int>(std::min<int64_t>(t, 4096)) : 4096;
+  }
+  const ArchInfo& arch() const { return arch_; }
+  const ArchDef& archdef() const { return *def_; }
+  ThreadPool& pool() const { return *pool_; }
+  const LoadOptions& options() const { return opts_; }
+  const Program& program() const { return prog_; }
+
+ private:
+  Engine() = default;
+  std::shared_ptr<const ModelDesc> desc_;
+  std::shared_ptr<const ArchDef> def_;
+  LoadOptions opts_;
+  ArchInfo arch_;
+  Program prog_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+enum class EvalStatus { ok, cancelled, context_full };
+
+// ---- elementwise kernels (f32 activations) ----
+inline float silu_f32(float x) { return x / (1.0f + std::exp(-x)); }
+inline float gelu_tanh_f32(float x) {
+  const float k = 0.79788456080286535587989211986876f;  // sqrt(2/pi)
+  return 0.5f * x * (1.0f + std::tanh(k * x * (1.0f + 0.044715f * x * x)));
+}
+inline float gelu_erf_f32(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
+
+// cos/sin of one position for a rope spec: cache[2i] = cos, cache[2i+1] = sin.
+inline void rope_angles(const RopeSpec& r, int64_t pos, float* cache) {
+  float theta = static_cast<float>(pos);
+  for (int i0 = 0; i0 < r.n_dims; i0 += 2) {
+    float ff = r.factors.empty() ? 1.0f : r.factors[static_cast<size_t>(i0 / 2)];
+    float th = r.freq_scale * (theta / ff);
+    cache[i0] = std::cos(th);
+    cache[i0 + 1] = std::sin(th);
+    theta *= r.theta_scale;
+  }
+}
+
+// Rotates one head (head_dim elements, first n_dims rotated) in place or into `out`.
+inline void rope_head(const RopeSpec& r, const float* cache, const float* in, float* out) {
+  const int n = r.n_dims;
+  if (r.neox) {
+    const int h = n / 2;
+    for (int i = 0; i < h; i++) {
+      float c = cache[2 * i], s = cache[2 * i + 1];
+      float x0 = in[i], x1 = in[i + h];
+      out[i] = x0 * c - x1 * s;
+      out[i + h] = x0 * s + x1 * c;
+    }
+  } else {
+    for (int i = 0; i < n; i += 2) {
+      float c = cache[i], s = cache[i + 1];
+      float x0 = in[i], x1 = in[i + 1];
+      out[i] = x0 * c - x1 * s;
+      out[i + 1] = x0 * s + x1 * c;
+    }
+  }
+  if (out != in)
+    for (int i = n; i < r.head_dim; i++) out[i] = in[i];
+}
+
+// ---- a context: one session's KV cache and scratch ----
+class Context {
+ public:
+  Context(Context&&) noexcept = default;
+  Context& operator=(Context&&) noexcept = default;
+
+  // n_ctx: tokens this context can hold (0: the engine's default).
+  static Result<Context> create(std::shared_ptr<const Engine> engine, int n_ctx) {
+    if (!engine) return make_error(Errc::invalid_argument, "Context::create: no engine");
+    Context c;
+    c.e_ = std::move(engine);
+    const Program& p = c.e_->program();
+    const LoadOptions& o = c.e_->options();
+    c.n_ctx_ = n_ctx > 0 ? n_ctx : c.e_->n_ctx_default();
+    if (c.n_ctx_ > (1 << 24)) return make_error(Errc::invalid_argument, strf("context of %d tokens is too large", c.n_ctx_));
+    c.ubatch_ = std::min(kUbatch, c.n_ctx_);
+    if (auto r = c.kv_.init(p.kv, c.n_ctx_, c.ubatch_, o.kv_type); !r) return r.error();
+    c.slide_ = o.context_policy == ContextPolicy::slide;
+    c.keep_ = std::max(0, o.keep);
+    if (c.slide_) {
+      // Sliding keeps `keep` tokens, and ring layers must still hold their window afterwards.
+      int wmax = 1;
+      for (int l = 0; l < c.kv_.n_layers(); l++)
+        if (c.kv_.layer(l).wraps(c.n_ctx_)) wmax = std::max(wmax, c.kv_.layer(l).spec.window);
+      c.slide_chunk_ = std::min(c.ubatch_, c.n_ctx_ - c.keep_ - wmax + 1);
+      if (c.slide_chunk_ < 1)
+        return make_error(Errc::invalid_argument, strf("a context of %d tokens is too small to slide while keeping %d tokens",
+                                                       c.n_ctx_, c.keep_));
+    }
+    // scratch: every register [ubatch][widest], logits handled per eval
+    c.regs_.resize(p.reg_names.size());
+    c.reg_ptr_.assign(p.reg_names.size(), nullptr);
+    for (size_t r = 0; r < p.reg_names.size(); r++) {
+      if (static_cast<int>(r) == p.reg_logits) continue;
+      auto b = HeapBuf::alloc(uint64_t(c.ubatch_) * uint64_t(std::max(1, p.reg_width[r])), 4, "activations");
+      if (!b) return b.error();
+      c.regs_[r] = std::move(*b);
+    }
+    auto lb = HeapBuf::alloc(uint64_t(p.has_last ? 1 : c.ubatch_) * uint64_t(p.n_vocab), 4, "logits");
+    if (!lb) return lb.error();
+    c.logits_buf_ = std::move(*lb);
+    int threads = c.e_->pool().size();
+    int max_slots = 1, max_hd = 1;
+    for (int l = 0; l < c.kv_.n_layers(); l++) {
+      max_slots = std::max(max_slots, c.kv_.layer(l).slots);
+      max_hd = std::max({max_hd, c.kv_.layer(l).spec.hd_k, c.kv_.layer(l).spec.hd_v});
+    }
+    for (const auto& r : p.ropes) max_hd = std::max(max_hd, r.head_dim);
+    c.scores_stride_ = max_slots;
+    c.row_stride_ = max_hd;
+    auto sb = HeapBuf::alloc(uint64_t(threads) * uint64_t(max_slots), 4, "attention scratch");
+    if (!sb) return sb.error();
+    c.scores_ = std::move(*sb);
+    auto rb = HeapBuf::alloc(uint64_t(threads) * 3 * uint64_t(max_hd), 4, "attention scratch");
+    if (!rb) return rb.error();
+    c.rows_ = std::move(*rb);
+    c.rope_cache_.resize(p.ropes.size());
+    c.rope_valid_.assign(p.ropes.size(), 0);
+    return c;
+  }
+
+  // Evaluates `tokens` at positions n_past()...; fills logits of the last token ([n_vocab]) or, with
+  // all_logits, of every token ([n][n_vocab]). `cancel` (may be empty) is polled before every layer.
+  // context_full (policy stop): nothing was evaluated. cancelled: the chunks (of up to 256 tokens)
+  // finished before the cancel stay in the cache (tokens() says which), logits are not filled.
+  Result<EvalStatus> eval(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits = false,
+                          const std::function<bool()>& cancel = {}) {
+    const Program& p = e_->program();
+    const int n = static_cast<int>(tokens.size());
+    if (tokens.empty()) return make_error(Errc::invalid_argument, "eval: no tokens");
+    if (tokens.size() > size_t(1) << 30) return make_error(Errc::invalid_argument, "eval: too many tokens");
+    for (size_t k = 0; k < tokens.size(); k++)
+      if (tokens[k] < 0 || tokens[k] >= p.embed_rows)
+        return make_error(Errc::invalid_argument, strf("eval: token id %d (at %zu) is outside the vocabulary (0..%lld)",
+                                                       tokens[k], k, static_cast<long long>(p.embed_rows - 1)));
+    if (!slide_ && n_past_ + n > n_ctx_) return EvalStatus::context_full;
+    uint64_t out_n = uint64_t(all_logits ? n : 1) * uint64_t(p.n_vocab);
+    logits.resize(static_cast<size_t>(out_n));
+    int done = 0;
+    while (done < n) {
+      int chunk = std::min(n - done, slide_ ? slide_chunk_ : ubatch_);
+      if (n_past_ + chunk > n_ctx_) slide(n_past_ + chunk - n_ctx_);
+      bool final_chunk = done + chunk == n;
+      float* out = all_logits ? logits.data() + size_t(done) * p.n_vocab : (final_chunk ? logits.data() : nullptr);
+      EvalStatus st = run_chunk(tokens.data() + done, chunk, out, all_logits, cancel);
+      if (st != EvalStatus::ok) return st;
+      tokens_.insert(tokens_.end(), tokens.begin() + done, tokens.begin() + done + chunk);
+      n_past_ += chunk;
+      done += chunk;
+    }
+    return EvalStatus::ok;
+  }
+
+  int n_past() const { return n_past_; }
+  int n_ctx() const { return n_ctx_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+
+  // Keeps the first n_keep tokens (prefix reuse). False when a sliding-window layer no longer
+  // holds the keys a continuation needs (then clear() and evaluate again).
+  bool truncate(int n_keep) {
+    if (n_keep < 0 || n_keep > n_past_) return false;
+    if (!kv_.can_truncate(n_keep)) return false;
+    n_past_ = n_keep;
+    tokens_.resize(static_cast<size_t>(n_keep));
+    return true;
+  }
+  void clear() {
+    n_past_ = 0;
+    tokens_.clear();
+    kv_.clear();
+  }
+  uint64_t kv_bytes() const { return kv_.bytes(); }
+  const Engine& engine() const { return *e_; }
+  // Called after every step with the register it wrote (slow; for debugging and tests).
+  void set_trace(std::function<void(const TraceEvent&)> fn) { trace_ = std::move(fn); }
+
+ private:
+  static constexpr int kUbatch = 256;  // tokens per prefill batch (bounds the scratch)
+
+  Context() = default;
+
+  float* reg(int r) const { return reg_ptr_[static_cast<size_t>(r)]; }
+
+  // Runs fn(row) for rows [0, rows), on the pool when the work is worth it. Each row is computed
+  // by one task with the same arithmetic, so the thread count never changes a result.
+  template <class F>
+  void for_rows(int rows, int64_t work_per_row, F&& fn) {
+    ThreadPool& pool = e_->pool();
+    int nt = pool.size();
+    if (nt == 1 || rows == 1 || int64_t(rows) * work_per_row < 32768) {
+      for (int r = 0; r < rows; r++) fn(r, 0);
+      return;
+    }
+    int tasks = std::min(rows, nt * 4);
+    pool.parallel_for(tasks, [&](int task, int thread) {
+      int r0 = static_cast<int>(int64_t(rows) * task / tasks), r1 = static_cast<int>(int64_t(rows) * (task + 1) / tasks);
+      for (int r = r0; r < r1; r++) fn(r, thread);
+    });
+  }
+
+  EvalStatus run_chunk(const int32_t* toks, int n, float* out_logits, bool all_logits, const std::function<bool()>& cancel) {
+    const Program& p = e_->program();
+    for (size_t r = 0; r < regs_.size(); r++) reg_ptr_[r] = regs_[r].as<float>();
+    float* lg = all_logits ? out_logits : logits_buf_.as<float>();
+    reg_ptr_[static_cast<size_t>(p.reg_logits)] = lg;
+    std::fill(rope_valid_.begin(), rope_valid_.end(), 0);
+    const int pos0 = n_past_;
+    int rows = n;
+    int cur_layer = -2;
+    for (size_t si = 0; si < p.steps.size(); si++) {
+      const Step& s = p.steps[si];
+      if (s.section == Section::epilogue && !out_logits) break;  // a middle chunk: its logits are not wanted
+      if (s.layer != cur_layer) {
+        cur_layer = s.layer;
+        if (cancel && cancel()) return EvalStatus::cancelled;
+      }
+      float* a = s.a >= 0 ? reg(s.a) : nullptr;
+      float* d = reg(s.dst);
+      const int wi = s.w_in, wo = s.w_out;
+      switch (s.op) {
+        case OpCode::embed:
+          for_rows(rows, wo, [&](int t, int) { dequant_row(*s.w, toks[t], d + size_t(t) * wo); });
+          break;
+        case OpCode::rms_norm:
+        case OpCode::norm_heads: {
+          const int seg = s.op == OpCode::rms_norm ? wi : s.vec_len;
+          for_rows(rows, wi, [&](int t, int) {
+            for (int h = 0; h < wi / seg; h++) {
+              const float* x = a + size_t(t) * wi + size_t(h) * seg;
+              float* y = d + size_t(t) * wo + size_t(h) * seg;
+              double sum = 0;  // as ggml: squares in float, summed in double
+              for (int k = 0; k < seg; k++) sum += double(x[k] * x[k]);
+              const float mean = static_cast<float>(sum / seg);
+              const float sc = 1.0f / std::sqrt(mean + s.f);
+              for (int k = 0; k < seg; k++) y[k] = (x[k] * sc) * s.vec[k];
+            }
+          });
+          break;
+        }
+        case OpCode::matmul:
+          matmul(*s.w, a, rows, d, wo, e_->pool());
+          break;
+        case OpCode::add_bias:
+          for_rows(rows, wi, [&](int t, int) {
+            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] + s.vec[k];
+          });
+          break;
+        case OpCode::rope: {
+          const RopeSpec& rs = p.ropes[static_cast<size_t>(s.idx)];
+          std::vector<float>& cache = rope_cache_[static_cast<size_t>(s.idx)];
+          if (!rope_valid_[static_cast<size_t>(s.idx)]) {
+            cache.resize(size_t(n) * rs.n_dims);
+            for (int t = 0; t < n; t++) rope_angles(rs, pos0 + t, cache.data() + size_t(t) * rs.n_dims);
+            rope_valid_[static_cast<size_t>(s.idx)] = 1;
+          }
+          for_rows(rows, wi, [&](int t, int) {
+            for (int h = 0; h < wi / rs.head_dim; h++) {
+              size_t off = size_t(t) * wi + size_t(h) * rs.head_dim;
+              rope_head(rs, cache.data() + size_t(t) * rs.n_dims, a + off, d + off);
+            }
+          });
+          break;
+        }
+        case OpCode::attention:
+          attention(s, n, pos0, a, reg(s.b), reg(s.c), d);
+          break;
+        case OpCode::silu:
+        case OpCode::gelu:
+        case OpCode::gelu_tanh:
+        case OpCode::relu: {
+          OpCode op = s.op;
+          for_rows(rows, wi * 8, [&](int t, int) {
+            const float* x = a + size_t(t) * wi;
+            float* y = d + size_t(t) * wi;
+            switch (op) {
+              case OpCode::silu: for (int k = 0; k < wi; k++) y[k] = silu_f32(x[k]); break;
+              case OpCode::gelu: for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]); break;
+              case OpCode::gelu_tanh: for (int k = 0; k < wi; k++) y[k] = gelu_tanh_f32(x[k]); break;
+              default: for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f; break;
+            }
+          });
+          break;
+        }
+        case OpCode::mul:
+        case OpCode::add: {
+          const float* b = reg(s.b);
+          bool mul_op = s.op == OpCode::mul;
+          for_rows(rows, wi, [&](int t, int) {
+            size_t o = size_t(t) * wi;
+            if (mul_op) for (int k = 0; k < wi; k++) d[o + k] = a[o + k] * b[o + k];
+            else for (int k = 0; k < wi; k++) d[o + k] = a[o + k] + b[o + k];
+          });
+          break;
+        }
+        case OpCode::scale:
+          for_rows(rows, wi, [&](int t, int) {
+            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] * s.f;
+          });
+          break;
+        case OpCode::softcap:
+          for_rows(rows, wi * 8, [&](int t, int) {
+            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = s.f * std::tanh(a[size_t(t) * wi + k] / s.f);
+          });
+          break;
+        case OpCode::copy:
+          std::memcpy(d, a, size_t(rows) * wi * 4);
+          break;
+        case OpCode::last:
+          if (!all_logits && rows > 1) {
+            std::memmove(a, a + size_t(rows - 1) * wi, size_t(wi) * 4);
+            rows = 1;
+          }
+          break;
+      }
+      if (trace_) trace_(TraceEvent{static_cast<int>(si), op_spec(s.op).name, s.layer, s.line,
+                                    p.reg_names[static_cast<size_t>(s.dst)], d, rows, wo});
+    }
+    if (out_logits && !all_logits && lg != out_logits)
+      std::memcpy(out_logits, lg + size_t(rows - 1) * p.n_vocab, size_t(p.n_vocab) * 4);
+    return EvalStatus::ok;
+  }
+
+  // Grouped-query causal attention of n new tokens (positions pos0..): stores their keys and values,
+  // then for every (token, head): softmax(scale * q.k (soft-capped)) over the visible keys, times V.
+  void attention(const Step& s, int n, int pos0, const float* q, const float* k, const float* v, float* out) {
+    const AttnSpec& at = e_->program().attns[static_cast<size_t>(s.idx)];
+    kv_.write(at.kv_layer, pos0, n, k, v);
+    const KvLayer& L = kv_.layer(at.kv_layer);
+    const int group = at.n_head / at.n_kv;
+    const int wq = at.n_head * at.hd_k, wo = at.n_head * at.hd_v;
+    auto task = [&](int t, int h, int thread) {
+      const int pos = pos0 + t;
+      const int lo = at.window > 0 ? std::max(0, pos - at.window + 1) : 0;
+      const int g = h / group;
+      const float* qh = q + size_t(t) * wq + size_t(h) * at.hd_k;
+      float* sc = scores_.as<float>() + size_t(thread) * scores_stride_;
+      float* row = rows_.as<float>() + size_t(thread) * 3 * row_stride_;
+      float mx = -INFINITY;
+      for (int j = lo; j <= pos; j++) {
+        int slot = j % L.slots;
+        kv_.load(kv_.k_at(L, g, slot), row, at.hd_k);
+        float dot = 0;
+        for (int e = 0; e < at.hd_k; e++) dot += qh[e] * row[e];
+        float x = dot * at.scale;
+        if (at.softcap > 0) x = at.softcap * std::tanh(x / at.softcap);
+        sc[j - lo] = x;
+        mx = std::max(mx, x);
+      }
+      double sum = 0;
+      for (int j = lo; j <= pos; j++) {
+        float e = std::exp(sc[j - lo] - mx);
+        sc[j - lo] = e;
+        sum += e;
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      float* o = out + size_t(t) * wo + size_t(h) * at.hd_v;
+      for (int e = 0; e < at.hd_v; e++) o[e] = 0;
+      for (int j = lo; j <= pos; j++) {
+        kv_.load(kv_.v_at(L, g, j % L.slots), row, at.hd_v);
+        const float w = sc[j - lo] * inv;
+        for (int e = 0; e < at.hd_v; e++) o[e] += w * row[e];
+      }
+    };
+    const int tasks = n * at.n_head;
+    ThreadPool& pool = e_->pool();
+    int64_t work = int64_t(tasks) * (pos0 + n) * (at.hd_k + at.hd_v);
+    if (pool.size() == 1 || tasks == 1 || work < 32768) {
+      for (int i = 0; i < tasks; i++) task(i / at.n_head, i % at.n_head, 0);
+    } else {
+      pool.parallel_for(tasks, [&](int i, int thread) { task(i / at.n_head, i % at.n_head, thread); });
+    }
+  }
+
+  // ContextPolicy::slide: drops `need` or more tokens after the first keep_, moves the rest down
+  // and re-rotates their keys, so positions stay 0..n_past-1 (as llama.cpp's context shift).
+  void slide(int need) {
+    const int keep = std::min(keep_, n_past_);
+    int wmax = 1;
+    for (int l = 0; l < kv_.n_layers(); l++)
+      if (kv_.layer(l).wraps(n_ctx_)) wmax = std::max(wmax, kv_.layer(l).spec.window);
+    int d = std::max(need, (n_past_ - keep) / 2);
+    d = std::min(d, n_past_ - keep - wmax + 1);  // ring layers keep their window of the kept part
+    d = std::max(d, need);
+    d = std::min(d, n_past_ - keep);
+    if (d <= 0) return;
+    const int n_new = n_past_ - d;
+    const Program& p = e_->program();
+    std::vector<float> cs, tmp;
+    for (int li = 0; li < kv_.n_layers(); li++) {
+      KvLayer& L = kv_.layer(li);
+      const KvLayerSpec& sp = L.spec;
+      const RopeSpec* rs = sp.k_rope >= 0 ? &p.ropes[static_cast<size_t>(sp.k_rope)] : nullptr;
+      if (rs) {
+        cs.resize(size_t(rs->n_dims));
+        rope_angles(*rs, -int64_t(d), cs.data());
+      }
+      int lo = keep;
+      if (L.wraps(n_ctx_)) lo = std::max(keep, n_new - sp.window + 1);
+      const int cnt = std::max(0, n_new - lo);
+      // gather (old positions q + d), then scatter to the new slots: ring slots may overlap
+      const size_t rk = size_t(sp.hd_k), rv = size_t(sp.hd_v);
+      tmp.resize(size_t(cnt) * sp.n_kv * (rk + rv));
+      for (int qi = 0; qi < cnt; qi++)
+        for (int g = 0; g < sp.n_kv; g++) {
+          float* tk = tmp.data() + (size_t(qi) * sp.n_kv + g) * (rk + rv);
+          int old_slot = (lo + qi + d) % L.slots;
+          kv_.load(kv_.k_at(L, g, old_slot), tk, sp.hd_k);
+          kv_.load(kv_.v_at(L, g, old_slot), tk + rk, sp.hd_v);
+          if (rs) rope_head(*rs, cs.data(), tk, tk);
+        }
+      for (int qi = 0; qi < cnt; qi++)
+        for (int g = 0; g < sp.n_kv; g++) {
+          const float* tk = tmp.data() + (size_t(qi) * sp.n_kv + g) * (rk + rv);
+          int slot = (lo + qi) % L.slots;
+          kv_.store(kv_.k_at(L, g, slot), tk, sp.hd_k);
+          kv_.store(kv_.v_at(L, g, slot), tk + rk, sp.hd_v);
+        }
+      if (L.wraps(n_ctx_)) L.oldest = lo;
+    }
+    tokens_.erase(tokens_.begin() + keep, tokens_.begin() + keep + d);
+    n_past_ = n_new;
+  }
+
+  std::shared_ptr<const Engine> e_;
+  KvCache kv_;
+  int n_ctx_ = 0, n_past_ = 0, ubatch_ = 0;
+  bool slide_ = false;
+  int keep_ = 0, slide_chunk_ = 0;
+  std::vector<int32_t> tokens_;
+  std::vector<HeapBuf> regs_;
+  std::vector<float*> reg_ptr_;
+  HeapBuf logits_buf_, scores_, rows_;
+  size_t scores_stride_ = 0, row_stride_ = 0;
+  std::vector<std::vector<float>> rope_cache_;
+  std::vector<char> rope_valid_;
+  std::function<void(const TraceEvent&)> trace_;
+};
+
+// Greedy continuation by ids (argmax, ties to the lowest id, as llama.cpp's greedy sampler):
+// evaluates `prompt`, then up to n_predict tokens; stops early at an id in `stop_ids`.
+inline int argmax_f32(const float* x, int n) {
+  int best = 0;
+  for (int k = 1; k < n; k++)
+    if (x[k] > x[best]) best = k;
+  return best;
+}
+
+inline Result<std::vector<int32_t>> greedy_ids(Context& ctx, std::span<const int32_t> prompt, int n_predict,
+                                               std::span<const int32_t> stop_ids = {}) {
+  std::vector<float> logits;
+  std::vector<int32_t> out;
+  auto st = ctx.eval(prompt, logits);
+  if (!st) return st.error();
+  if (*st != EvalStatus::ok) return out;
+  const int nv = ctx.engine().n_vocab();
+  for (int k = 0; k < n_predict; k++) {
+    int32_t id = argmax_f32(logits.data(), nv);
+    out.push_back(id);
+    if (std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end()) break;
+    if (k + 1 == n_predict) break;
+    auto s = ctx.eval(std::span<const int32_t>(&id, 1), logits);
+    if (!s) return s.error();
+    if (*s != EvalStatus::ok) break;
+  }
+  return out;
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
