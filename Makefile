@@ -69,7 +69,11 @@ doctest:
 	  fi; \
 	fi
 
-$(TEST_OBJ): | doctest
+# A cross compiler does not search /usr/include: give the tests doctest (header-only) alone.
+$(BUILD)/doctest-include/doctest: | doctest
+	@mkdir -p $(dir $@) && ln -sfn /usr/include/doctest $@
+$(TEST_OBJ): | doctest $(BUILD)/doctest-include/doctest
+$(TEST_OBJ): CXXFLAGS_ALL += -I$(BUILD)/doctest-include
 $(BUILD)/tests: $(TEST_OBJ)
 	$(CXX) $(TEST_OBJ) -o $@ $(LDFLAGS_ALL)
 
