@@ -6,6 +6,8 @@ namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
 
+struct JsonMember;
+
 struct Json {
   enum class Type : uint8_t { null, boolean, number, string, array, object };
   Type type = Type::null;
@@ -15,7 +17,7 @@ struct Json {
   double num = 0;
   std::string str;                                    // string value, or a number's literal text
   std::vector<Json> items;                            // array
-  std::vector<std::pair<std::string, Json>> members;  // object, in file order
+  std::vector<JsonMember> members;                    // object, in file order (.first key, .second value)
 
   bool is_null() const { return type == Type::null; }
   bool is_bool() const { return type == Type::boolean; }
@@ -25,21 +27,11 @@ struct Json {
   bool is_object() const { return type == Type::object; }
 
   // Member lookup (the last one wins if a key repeats, as in Python); nullptr if absent.
-  const Json* find(std::string_view key) const {
-    if (type != Type::object) return nullptr;
-    for (size_t k = members.size(); k-- > 0;)
-      if (members[k].first == key) return &members[k].second;
-    return nullptr;
-  }
+  const Json* find(std::string_view key) const;
   // Member or element, or a null value when absent / of another type.
-  const Json& operator[](std::string_view key) const {
-    const Json* j = find(key);
-    return j ? *j : null_value();
-  }
-  const Json& operator[](size_t index) const {
-    return (type == Type::array && index < items.size()) ? items[index] : null_value();
-  }
-  size_t size() const { return type == Type::array ? items.size() : type == Type::object ? members.size() : 0; }
+  const Json& operator[](std::string_view key) const;
+  const Json& operator[](size_t index) const;
+  size_t size() const;  // elements of an array, members of an object, else 0
 
   std::string_view as_string(std::string_view fallback = {}) const {
     return type == Type::string ? std::string_view(str) : fallback;
@@ -53,11 +45,36 @@ struct Json {
   }
   bool as_bool(bool fallback = false) const { return type == Type::boolean ? boolean : fallback; }
 
-  static const Json& null_value() {
-    static const Json null_json;
-    return null_json;
-  }
+  static const Json& null_value();
 };
+
+// An object member. Not std::pair<std::string, Json>: clang with libstdc++ cannot instantiate that
+// pair while Json is being defined (the pair asks whether Json is default-constructible).
+struct JsonMember {
+  std::string first;  // key
+  Json second;        // value
+};
+
+inline const Json& Json::null_value() {
+  static const Json null_json;
+  return null_json;
+}
+inline const Json* Json::find(std::string_view key) const {
+  if (type != Type::object) return nullptr;
+  for (size_t k = members.size(); k-- > 0;)
+    if (members[k].first == key) return &members[k].second;
+  return nullptr;
+}
+inline const Json& Json::operator[](std::string_view key) const {
+  const Json* j = find(key);
+  return j ? *j : null_value();
+}
+inline const Json& Json::operator[](size_t index) const {
+  return (type == Type::array && index < items.size()) ? items[index] : null_value();
+}
+inline size_t Json::size() const {
+  return type == Type::array ? items.size() : type == Type::object ? members.size() : 0;
+}
 
 class JsonParser {
  public:
@@ -148,7 +165,7 @@ class JsonParser {
       if (pos_ >= s_.size() || s_[pos_] != ':') return fail("expected ':'");
       pos_++;
       skip_ws();
-      out.members.emplace_back(std::move(key), Json());
+      out.members.push_back(JsonMember{std::move(key), Json()});
       if (!value(out.members.back().second, depth + 1)) return false;
       skip_ws();
       if (pos_ >= s_.size()) return fail("unexpected end of input in an object");

@@ -201,11 +201,15 @@ class GgufReader {
           return err(strf("%s: dimension %u is negative (%lld)", where_.c_str(), dmn, static_cast<long long>(ne)));
         ti.ne[dmn] = static_cast<int64_t>(ne);
       }
-      // Both the element count and the row count (ne1*ne2*ne3, even when ne0 is 0) must fit in int64.
-      uint64_t nel = 1, rows = 1;
-      bool over = mul_overflows(static_cast<uint64_t>(ti.ne[1]), static_cast<uint64_t>(ti.ne[2]), &rows) ||
-                  mul_overflows(rows, static_cast<uint64_t>(ti.ne[3]), &rows) || rows > static_cast<uint64_t>(INT64_MAX) ||
-                  mul_overflows(rows, static_cast<uint64_t>(ti.ne[0]), &nel) || nel > static_cast<uint64_t>(INT64_MAX);
+      // The product of the dimensions, zeros counted as 1, must fit in int64: then every partial
+      // product (element count, row count, in any order) does, even for a tensor with a 0 dimension.
+      uint64_t nel = 1, bound = 1;
+      bool over = false;
+      for (int dmn = 0; dmn < 4 && !over; dmn++) {
+        uint64_t e = static_cast<uint64_t>(ti.ne[dmn]);
+        over = mul_overflows(bound, std::max<uint64_t>(e, 1), &bound) || bound > static_cast<uint64_t>(INT64_MAX);
+        nel *= e;
+      }
       if (over)
         return err(strf("%s: dimensions [%lld, %lld, %lld, %lld] overflow", where_.c_str(), static_cast<long long>(ti.ne[0]),
                         static_cast<long long>(ti.ne[1]), static_cast<long long>(ti.ne[2]),

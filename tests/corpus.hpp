@@ -245,6 +245,9 @@ inline void gguf_cases(Set& s) {
   s.add("gguf-rows-overflow.gguf",
         gguf_with_tensors([](test::GgufWriter& w) { w.tensor_info("rows", {0, 1ull << 40, 1ull << 40}, 0, 0); }),
         "tensor 'rows': dimensions [0, 1099511627776, 1099511627776, 1] overflow");
+  s.add("gguf-dims-overflow-before-zero.gguf",  // found by fuzz_gguf: ne0*ne1 overflows before the 0
+        gguf_with_tensors([](test::GgufWriter& w) { w.tensor_info("z", {1ull << 40, 1ull << 32, 0}, 0, 0); }),
+        "tensor 'z': dimensions [1099511627776, 4294967296, 0, 1] overflow");
   s.add("gguf-size-overflow.gguf",
         gguf_with_tensors([](test::GgufWriter& w) { w.tensor_info("f64s", {1ull << 62}, 28, 0); }),
         "tensor 'f64s': size overflows");
@@ -364,6 +367,9 @@ inline void safetensors_cases(Set& s) {
         "shape holds a non-integer or negative value");
   s.add("st-shape-overflow.safetensors",
         st_one("{\"dtype\": \"F32\", \"shape\": [4294967296, 4294967296], \"data_offsets\": [0, 64]}"),
+        "tensor 'model.norm.weight': shape overflows");
+  s.add("st-shape-overflow-after-zero.safetensors",
+        st_one("{\"dtype\": \"F32\", \"shape\": [0, 4294967296, 4294967296], \"data_offsets\": [0, 0]}"),
         "tensor 'model.norm.weight': shape overflows");
   s.add("st-shape-9-dims.safetensors",
         st_one("{\"dtype\": \"U8\", \"shape\": [1,1,1,1,1,1,1,1,1], \"data_offsets\": [0, 1]}"),

@@ -85,7 +85,8 @@ TEST_CASE("info: --all lists every metadata key and every tensor as the fixtures
   int checked = 0;
   for (const auto& [rel, g] : goldens["models"].members) {
     if (g["format"].as_string() != "gguf") continue;
-    INFO(rel);
+    const std::string model = rel;  // clang 14 cannot capture a structured binding (INFO does)
+    INFO(model);
     Json got = info_json(test::model_path(rel), true);
     compare(rel, got, g);
     CHECK(got["metadata"].members.size() == static_cast<size_t>(g["n_metadata"].i));
