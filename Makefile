@@ -3,6 +3,7 @@
 #   make                   regenerate llminfer.hpp from src/ and build everything into build/
 #   make test              build and run the whole test suite
 #   make demo              build and run the main job (a short generation with the default model)
+#   make model             download a small public model to models/default.gguf (the only network use)
 #   make LLMINFER_SIMD=avx2 ...    choose the kernels: native (default), avx512, avx2, neon, scalar
 #   make BUILD=build/asan SANITIZE=address,undefined test    a sanitizer build in its own folder
 #   make WERROR=1          warnings are errors (CI)
@@ -38,10 +39,10 @@ TEST_SRC := $(sort $(wildcard tests/*.cpp))
 CLI_OBJ := $(CLI_SRC:%.cpp=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.cpp=$(BUILD)/obj/%.o)
 
-.PHONY: all test demo header check-header doctest corpus fuzz fuzz-run compile-matrix windows clean
+.PHONY: all test demo model header check-header doctest corpus fuzz fuzz-run compile-matrix windows clean
 .DELETE_ON_ERROR:
 
-all: llminfer.hpp $(BUILD)/llminfer $(BUILD)/tests
+all: llminfer.hpp $(BUILD)/llminfer $(BUILD)/tests $(BUILD)/simple
 
 # The header is generated from src/ (committed; CI checks it is fresh).
 llminfer.hpp: $(wildcard src/*.hpp) tools/amalgamate
@@ -56,6 +57,11 @@ $(BUILD)/obj/%.o: %.cpp llminfer.hpp
 
 $(BUILD)/llminfer: $(CLI_OBJ)
 	$(CXX) $(CLI_OBJ) -o $@ $(LDFLAGS_ALL)
+
+# The embedding example, built the way a strict host program would: no exceptions, no RTTI.
+$(BUILD)/simple: examples/simple.cpp llminfer.hpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_ALL) -fno-exceptions -fno-rtti $< -o $@ $(LDFLAGS_ALL)
 
 # doctest comes from Debian's doctest-dev; install it when we can, else say how. Found where Debian
 # puts it, or anywhere the compiler looks (an include path given in CXXFLAGS counts too).
@@ -82,8 +88,9 @@ $(TEST_OBJ): CXXFLAGS_ALL += -I$(BUILD)/doctest-include
 $(BUILD)/tests: $(TEST_OBJ)
 	$(CXX) $(TEST_OBJ) -o $@ $(LDFLAGS_ALL)
 
-TEST_ENV = LLMINFER_SHARED=$(SHARED) LLMINFER_CLI=$(BUILD)/llminfer LLMINFER_SOURCE_DIR=$(CURDIR)
-test: llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer
+TEST_ENV = LLMINFER_SHARED=$(SHARED) LLMINFER_CLI=$(BUILD)/llminfer LLMINFER_SIMPLE=$(BUILD)/simple \
+  LLMINFER_SOURCE_DIR=$(CURDIR)
+test: llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer $(BUILD)/simple
 	$(TEST_ENV) $(BUILD)/tests $(TEST_ARGS)
 
 # Rewrites the committed malformed-file corpus (tests/corpus/malformed/) and the file readers' fuzz
@@ -130,16 +137,22 @@ compile-matrix: llminfer.hpp
 WIN_CXX ?= x86_64-w64-mingw32-g++-posix
 WIN_SIMD ?= avx2
 windows: llminfer.hpp
-	$(MAKE) BUILD=build/windows CXX=$(WIN_CXX) LLMINFER_SIMD=$(WIN_SIMD) OPT=-O1 LDFLAGS=-static build/windows/llminfer
+	$(MAKE) BUILD=build/windows CXX=$(WIN_CXX) LLMINFER_SIMD=$(WIN_SIMD) OPT=-O1 LDFLAGS=-static \
+	  build/windows/llminfer build/windows/simple
 
 # The main job.
 DEMO_MODEL := $(firstword $(wildcard models/default.gguf) $(wildcard $(SHARED)/models/stories260K.gguf))
 demo: $(BUILD)/llminfer
 	@if [ -z "$(DEMO_MODEL)" ]; then \
-	  echo "no model: put a GGUF file at models/default.gguf (see README: Getting a model)"; exit 1; fi
+	  echo "no model found. Either run 'make model' (downloads SmolLM2-135M-Instruct Q4_K_M, about 105 MB,"; \
+	  echo "from Hugging Face to models/default.gguf) or put any GGUF file at models/default.gguf."; exit 1; fi
 	$(BUILD)/llminfer info $(DEMO_MODEL)
+
+# The only target that uses the network: a small public model for `make demo` (see README).
+model:
+	tools/get-model
 
 clean:
 	rm -rf $(BUILD)
 
--include $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(FUZZ_BIN:=.d)
+-include $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/simple.d $(FUZZ_BIN:=.d)

@@ -20,6 +20,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <tuple>
 #include <unordered_map>
