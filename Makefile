@@ -55,6 +55,8 @@ $(BUILD)/obj/%.o: %.cpp llminfer.hpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_ALL) -c $< -o $@
 
+# The CLI and the tests define LLMINFER_IMPLEMENTATION in several files: public functions inline.
+$(CLI_OBJ) $(TEST_OBJ): CXXFLAGS_ALL += -DLLMINFER_INLINE_API
 $(BUILD)/llminfer: $(CLI_OBJ)
 	$(CXX) $(CLI_OBJ) -o $@ $(LDFLAGS_ALL)
 

@@ -34,6 +34,8 @@
 // ==== Build options (define before including, in the implementation TU) ====
 //
 //   LLMINFER_IMPLEMENTATION     compile the implementation into this translation unit
+//   LLMINFER_INLINE_API         define the public functions `inline` (only for programs that define
+//                               LLMINFER_IMPLEMENTATION in every unit that uses the library)
 //   LLMINFER_SIMD_SCALAR        force the portable scalar kernels (also LLMINFER_FORCE_SCALAR)
 //   LLMINFER_NO_CPU_CHECK       do not verify at load that the CPU has the instructions compiled in
 //   LLMINFER_MAX_TENSORS        largest tensor count a GGUF file may declare (default 1<<20)
@@ -393,11 +395,21 @@ const char* version() noexcept;
 
 // ---- src/10_impl_begin.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== Implementation ====
-// Compiled only where LLMINFER_IMPLEMENTATION is defined. Every function here is `inline`, so a
-// program may (wastefully, but correctly) define LLMINFER_IMPLEMENTATION in several translation
-// units built with the same flags; tests rely on that.
+// Compiled only where LLMINFER_IMPLEMENTATION is defined. Internal functions (namespace detail) are
+// `inline`, so tools and tests may define LLMINFER_IMPLEMENTATION in several translation units built
+// with the same flags. The public functions declared above are defined with LLMI_API_DEF: ordinary
+// (non-inline) definitions, emitted once, in the one translation unit that defines
+// LLMINFER_IMPLEMENTATION, so that every other unit links against them with the declarations alone.
+// A program that defines LLMINFER_IMPLEMENTATION in several units (our tests and CLI) also defines
+// LLMINFER_INLINE_API everywhere: then the public functions are `inline` too.
 #if defined(LLMINFER_IMPLEMENTATION) && !defined(LLMINFER_IMPLEMENTATION_INCLUDED)
 #define LLMINFER_IMPLEMENTATION_INCLUDED
+
+#if defined(LLMINFER_INLINE_API)
+#define LLMI_API_DEF inline
+#else
+#define LLMI_API_DEF
+#endif
 
 #include <algorithm>
 #include <array>
@@ -505,7 +517,7 @@ const char* version() noexcept;
 namespace llminfer {
 inline namespace v0_1 {
 
-inline const char* describe(Errc code) noexcept {
+LLMI_API_DEF const char* describe(Errc code) noexcept {
   switch (code) {
 #define LLMINFER_X(name, text) \
   case Errc::name:             \
@@ -516,7 +528,7 @@ inline const char* describe(Errc code) noexcept {
   return "unknown error";
 }
 
-inline const char* version() noexcept { return LLMINFER_VERSION_STRING; }
+LLMI_API_DEF const char* version() noexcept { return LLMINFER_VERSION_STRING; }
 
 namespace detail {
 
@@ -7901,7 +7913,7 @@ inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> pr
 namespace llminfer {
 inline namespace v0_1 {
 
-inline const char* to_string(StopReason reason) noexcept {
+LLMI_API_DEF const char* to_string(StopReason reason) noexcept {
   switch (reason) {
     case StopReason::eos: return "eos";
     case StopReason::stop: return "stop";
@@ -7934,7 +7946,7 @@ struct SessionImpl {
 
 }  // namespace detail
 
-inline Result<Model> Model::load(std::string_view path, const LoadOptions& options) {
+LLMI_API_DEF Result<Model> Model::load(std::string_view path, const LoadOptions& options) {
   double t0 = detail::now_ms();
 #if !defined(LLMINFER_NO_CPU_CHECK)
   if (auto cpu = detail::check_cpu(); !cpu) return cpu.error();
@@ -8037,7 +8049,7 @@ inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const i
 
 }  // namespace detail
 
-inline Result<GenerateResult> Model::generate(std::string_view prompt, const GenerateOptions& options) const {
+LLMI_API_DEF Result<GenerateResult> Model::generate(std::string_view prompt, const GenerateOptions& options) const {
   double t0 = detail::now_ms();
   if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
   auto ids = tokenize(prompt, true, false);
@@ -8047,7 +8059,7 @@ inline Result<GenerateResult> Model::generate(std::string_view prompt, const Gen
   return detail::session_generate(s, *ids, options, t0);
 }
 
-inline Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options) const {
+LLMI_API_DEF Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options) const {
   double t0 = detail::now_ms();
   if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
   detail::SessionImpl s;
@@ -8055,43 +8067,43 @@ inline Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_to
   return detail::session_generate(s, prompt_tokens, options, t0);
 }
 
-inline Session Model::session() const {
+LLMI_API_DEF Session Model::session() const {
   auto s = std::make_unique<detail::SessionImpl>();
   s->model = impl_;
   return Session(std::move(s));
 }
 
-inline Result<std::vector<int32_t>> Model::tokenize(std::string_view, bool, bool) const {
+LLMI_API_DEF Result<std::vector<int32_t>> Model::tokenize(std::string_view, bool, bool) const {
   return detail::make_error(Errc::unsupported, impl_->desc->path + ": the tokenizer is not implemented yet");
 }
 
-inline std::string Model::detokenize(std::span<const int32_t>) const { return std::string(); }
+LLMI_API_DEF std::string Model::detokenize(std::span<const int32_t>) const { return std::string(); }
 
-inline Result<std::string> Model::apply_chat_template(std::span<const Message>, bool) const {
+LLMI_API_DEF Result<std::string> Model::apply_chat_template(std::span<const Message>, bool) const {
   return detail::make_error(Errc::unsupported, impl_->desc->path + ": chat templates are not implemented yet");
 }
 
-inline Session::Session(std::unique_ptr<detail::SessionImpl> impl) : impl_(std::move(impl)) {}
-inline Session::Session(Session&&) noexcept = default;
-inline Session& Session::operator=(Session&&) noexcept = default;
-inline Session::~Session() = default;
+LLMI_API_DEF Session::Session(std::unique_ptr<detail::SessionImpl> impl) : impl_(std::move(impl)) {}
+LLMI_API_DEF Session::Session(Session&&) noexcept = default;
+LLMI_API_DEF Session& Session::operator=(Session&&) noexcept = default;
+LLMI_API_DEF Session::~Session() = default;
 
-inline void Session::add(std::string_view role, std::string_view content) {
+LLMI_API_DEF void Session::add(std::string_view role, std::string_view content) {
   impl_->messages.push_back(Message{std::string(role), std::string(content)});
 }
 
-inline Result<GenerateResult> Session::reply(const GenerateOptions&) {
+LLMI_API_DEF Result<GenerateResult> Session::reply(const GenerateOptions&) {
   return detail::make_error(Errc::unsupported, "sessions are not implemented yet");
 }
 
-inline void Session::reset() {
+LLMI_API_DEF void Session::reset() {
   impl_->messages.clear();
   if (impl_->ctx) impl_->ctx->clear();
 }
 
-inline const std::vector<Message>& Session::messages() const { return impl_->messages; }
-inline int Session::cached_tokens() const { return impl_->ctx ? impl_->ctx->n_past() : 0; }
-inline int Session::context_size() const {
+LLMI_API_DEF const std::vector<Message>& Session::messages() const { return impl_->messages; }
+LLMI_API_DEF int Session::cached_tokens() const { return impl_->ctx ? impl_->ctx->n_past() : 0; }
+LLMI_API_DEF int Session::context_size() const {
   return impl_->ctx ? impl_->ctx->n_ctx() : impl_->model->engine->n_ctx_default();
 }
 
@@ -8099,6 +8111,7 @@ inline int Session::context_size() const {
 }  // namespace llminfer
 
 // ---- src/99_impl_end.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#undef LLMI_API_DEF
 #endif  // LLMINFER_IMPLEMENTATION
 
 // ---------------------------------------------------------------------------------------------

@@ -34,6 +34,8 @@
 // ==== Build options (define before including, in the implementation TU) ====
 //
 //   LLMINFER_IMPLEMENTATION     compile the implementation into this translation unit
+//   LLMINFER_INLINE_API         define the public functions `inline` (only for programs that define
+//                               LLMINFER_IMPLEMENTATION in every unit that uses the library)
 //   LLMINFER_SIMD_SCALAR        force the portable scalar kernels (also LLMINFER_FORCE_SCALAR)
 //   LLMINFER_NO_CPU_CHECK       do not verify at load that the CPU has the instructions compiled in
 //   LLMINFER_MAX_TENSORS        largest tensor count a GGUF file may declare (default 1<<20)

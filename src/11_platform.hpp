@@ -2,7 +2,7 @@
 namespace llminfer {
 inline namespace v0_1 {
 
-inline const char* describe(Errc code) noexcept {
+LLMI_API_DEF const char* describe(Errc code) noexcept {
   switch (code) {
 #define LLMINFER_X(name, text) \
   case Errc::name:             \
@@ -13,7 +13,7 @@ inline const char* describe(Errc code) noexcept {
   return "unknown error";
 }
 
-inline const char* version() noexcept { return LLMINFER_VERSION_STRING; }
+LLMI_API_DEF const char* version() noexcept { return LLMINFER_VERSION_STRING; }
 
 namespace detail {
 
