@@ -19,6 +19,15 @@ struct Json {
   std::vector<Json> items;                            // array
   std::vector<JsonMember> members;                    // object, in file order (.first key, .second value)
 
+  // Declared here, defaulted after the class: clang with libstdc++ otherwise checks
+  // std::pair<std::string, Json> while Json is still incomplete when a Json is copied or destroyed.
+  Json();
+  Json(const Json&);
+  Json(Json&&) noexcept;
+  Json& operator=(const Json&);
+  Json& operator=(Json&&) noexcept;
+  ~Json();
+
   bool is_null() const { return type == Type::null; }
   bool is_bool() const { return type == Type::boolean; }
   bool is_number() const { return type == Type::number; }
@@ -47,6 +56,12 @@ struct Json {
 
   static const Json& null_value();
 };
+inline Json::Json() = default;
+inline Json::Json(const Json&) = default;
+inline Json::Json(Json&&) noexcept = default;
+inline Json& Json::operator=(const Json&) = default;
+inline Json& Json::operator=(Json&&) noexcept = default;
+inline Json::~Json() = default;
 
 // An object member. Not std::pair<std::string, Json>: clang with libstdc++ cannot instantiate that
 // pair while Json is being defined (the pair asks whether Json is default-constructible).
