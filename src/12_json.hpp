@@ -19,8 +19,8 @@ struct Json {
   std::vector<Json> items;                            // array
   std::vector<JsonMember> members;                    // object, in file order (.first key, .second value)
 
-  // Declared here, defaulted after the class: clang with libstdc++ otherwise checks
-  // std::pair<std::string, Json> while Json is still incomplete when a Json is copied or destroyed.
+  // Declared here, defaulted after JsonMember: clang with libstdc++ otherwise checks the member
+  // type while Json is still incomplete when a Json is copied or destroyed.
   Json();
   Json(const Json&);
   Json(Json&&) noexcept;
@@ -56,19 +56,22 @@ struct Json {
 
   static const Json& null_value();
 };
-inline Json::Json() = default;
-inline Json::Json(const Json&) = default;
-inline Json::Json(Json&&) noexcept = default;
-inline Json& Json::operator=(const Json&) = default;
-inline Json& Json::operator=(Json&&) noexcept = default;
-inline Json::~Json() = default;
 
 // An object member. Not std::pair<std::string, Json>: clang with libstdc++ cannot instantiate that
 // pair while Json is being defined (the pair asks whether Json is default-constructible).
 struct JsonMember {
   std::string first;  // key
   Json second;        // value
+  JsonMember() = default;
+  JsonMember(std::string key, Json value) : first(std::move(key)), second(std::move(value)) {}
 };
+
+inline Json::Json() = default;
+inline Json::Json(const Json&) = default;
+inline Json::Json(Json&&) noexcept = default;
+inline Json& Json::operator=(const Json&) = default;
+inline Json& Json::operator=(Json&&) noexcept = default;
+inline Json::~Json() = default;
 
 inline const Json& Json::null_value() {
   static const Json null_json;

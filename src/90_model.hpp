@@ -83,7 +83,7 @@ class ContextIO final : public GenerationIO {
   std::string flush() override { return std::string(); }
 
  private:
-  const ModelImpl& m_;
+  [[maybe_unused]] const ModelImpl& m_;  // (kept for the tokenizer to come)
   Context& ctx_;
   std::vector<float>& logits_;
   std::vector<int32_t> eog_;
