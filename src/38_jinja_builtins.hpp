@@ -732,6 +732,18 @@ inline bool JRender::run_test(const std::string& name, const JValue& v, const JA
     return true;
   };
   r = false;
+  {
+    // Jinja2's tests are plain functions: the value plus at most the one argument they declare
+    static const char* const one_arg[] = {"divisibleby", "sameas", "eq", "equalto", "==", "ne", "!=", "lt", "lessthan",
+                                          "<", "le", "<=", "gt", "greaterthan", ">", "ge", ">=", "in"};
+    size_t max_args = 0;
+    for (const char* t : one_arg)
+      if (name == t) max_args = 1;
+    size_t given = args.pos.size() + args.kw.size();
+    if (given > max_args)
+      return fail(strf("test '%s' takes %zu argument%s but %zu were given", name.c_str(), max_args + 1,
+                       max_args ? "s" : "", given + 1));
+  }
   if (name == "defined") return (r = !v.is_undef()), true;
   if (name == "undefined") return (r = v.is_undef()), true;
   if (name == "none") return (r = v.is_none()), true;
