@@ -122,6 +122,8 @@ EXPRESSIONS = r"""
 {% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}
 {{ '%s' % [1, 2] }} {{ '%s' % {'a': 1} }} {{ 'x' % {} }}
 {{ [1, 2] in {'a': 1} }}
+{{ 'hello world foo bar' | truncate(9) }}|{{ 'hello world foo bar' | truncate(9, true) }}|{{ 'héllo wörld' | truncate(3, leeway=0) }}|{{ ('x' * 300) | truncate | length }}|{{ 'abcdefgh ' | truncate(6, end='!', leeway=0) }}|{{ 'a b' | truncate(2, end='') }}
+{{ 'ab' | truncate(1) }}
 {{ ['b', 'B', 'a'] | sort }} {{ [2, 1.0, 1] | sort }} {{ 'nan' | float | int }} {{ 'inf' | int(7) }}""".strip().split("\n")
 
 # whitespace control and lexer details, rendered without variables
