@@ -200,6 +200,7 @@ class Model {
   // `text` becomes control tokens (otherwise it is plain text).
   Result<std::vector<int32_t>> tokenize(std::string_view text, bool add_special = true,
                                         bool parse_special = false) const;
+  // Always valid UTF-8 (bytes that do not decode become U+FFFD); special tokens are rendered as text.
   std::string detokenize(std::span<const int32_t> ids) const;
   // Renders the model's own chat template (or the documented fallback when it has none).
   Result<std::string> apply_chat_template(std::span<const Message> messages,

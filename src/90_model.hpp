@@ -21,6 +21,10 @@ struct ModelImpl {
   LoadOptions options;
   double load_ms = 0;
   std::shared_ptr<const Engine> engine;  // the compiled forward pass (shared by every session)
+  // The tokenizer, or why there is none: a model whose vocabulary is missing or unsupported still loads
+  // (it can run from token ids); tokenize() then returns `tokenizer_error`.
+  std::shared_ptr<const Tokenizer> tokenizer;
+  Error tokenizer_error;
 };
 
 // A conversation: messages, the KV cache (created at the first reply), sampler and RNG.
@@ -50,6 +54,13 @@ inline Result<Model> Model::load(std::string_view path, const LoadOptions& optio
   auto engine = detail::Engine::create(impl->desc, options);
   if (!engine) return engine.error();
   impl->engine = std::move(*engine);
+  if (auto tok = detail::Tokenizer::build(*impl->desc)) {
+    impl->tokenizer = std::move(*tok);
+  } else {
+    if (tok.error().code == Errc::bad_format) return tok.error();  // a malformed vocabulary is a broken file
+    impl->tokenizer_error = tok.error();
+    if (options.log) options.log("tokenizer unavailable: " + tok.error().message);
+  }
   impl->load_ms = detail::now_ms() - t0;
   Model m;
   m.impl_ = std::move(impl);
@@ -162,11 +173,16 @@ inline Session Model::session() const {
   return Session(std::move(s));
 }
 
-inline Result<std::vector<int32_t>> Model::tokenize(std::string_view, bool, bool) const {
-  return detail::make_error(Errc::unsupported, impl_->desc->path + ": the tokenizer is not implemented yet");
+inline Result<std::vector<int32_t>> Model::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+  if (!impl_->tokenizer) return impl_->tokenizer_error;
+  return impl_->tokenizer->encode(text, add_special, parse_special);
 }
 
-inline std::string Model::detokenize(std::span<const int32_t>) const { return std::string(); }
+// Valid UTF-8 always: bytes that do not form valid UTF-8 become U+FFFD (as Hugging Face decodes).
+inline std::string Model::detokenize(std::span<const int32_t> ids) const {
+  if (!impl_->tokenizer) return std::string();
+  return detail::utf8_lossy(impl_->tokenizer->decode(ids));
+}
 
 inline Result<std::string> Model::apply_chat_template(std::span<const Message>, bool) const {
   return detail::make_error(Errc::unsupported, impl_->desc->path + ": chat templates are not implemented yet");

@@ -1,7 +1,66 @@
-// llminfer detokenize: not implemented yet (see the open issues).
+// llminfer detokenize -m MODEL --ids 1,2,3 [--skip-special] [--json]
+// Token ids -> text, printed exactly (no newline added). The output is always valid UTF-8: bytes that do
+// not form valid UTF-8 become U+FFFD (as Hugging Face decodes them).
+#define LLMINFER_IMPLEMENTATION  // uses the tokenizer directly (all functions are inline)
 #include "cli.hpp"
 
-int cmd_detokenize(int, char**) {
-  std::fprintf(stderr, "error: 'llminfer detokenize' is not implemented yet\n");
-  return cli::kFailure;
+#include <charconv>
+
+namespace {
+using namespace llminfer::detail;
+
+const char* kUsage =
+    "usage: llminfer detokenize -m MODEL --ids 1,2,3 [--skip-special] [--json]\n"
+    "  -m, --model MODEL  a .gguf file, a model directory, or a folder with tokenizer.json\n"
+    "  --ids LIST         token ids separated by commas or spaces (a JSON array works too)\n"
+    "  --skip-special     leave out special (control) tokens\n"
+    "  --json             print {\"text\":...} (text as a JSON string)\n";
+
+bool parse_ids(const std::string& s, std::vector<int32_t>& ids, std::string& err) {
+  size_t i = 0;
+  while (i < s.size()) {
+    char c = s[i];
+    if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '[' || c == ']') {
+      i++;
+      continue;
+    }
+    int64_t v = 0;
+    auto r = std::from_chars(s.data() + i, s.data() + s.size(), v);
+    if (r.ec != std::errc() || v < 0 || v > INT32_MAX) {
+      size_t end = s.find_first_of(", \t\n]", i);
+      err = "'" + s.substr(i, end == std::string::npos ? std::string::npos : end - i) + "' is not a token id";
+      return false;
+    }
+    ids.push_back(static_cast<int32_t>(v));
+    i = static_cast<size_t>(r.ptr - s.data());
+  }
+  return true;
+}
+}  // namespace
+
+int cmd_detokenize(int argc, char** argv) {
+  cli::Args args(kUsage);
+  args.option({"-m", "--model"}, true).option({"--ids"}, true).option({"--skip-special"}, false).option({"--json"}, false);
+  if (!args.parse(argc, argv)) return args.exit_code();
+  if (!args.positional().empty()) return args.usage_error("unexpected argument '" + args.positional()[0] + "'"), args.exit_code();
+  std::string model = args.get("--model");
+  if (model.empty()) return args.usage_error("-m MODEL is required"), args.exit_code();
+  if (!args.has("--ids")) return args.usage_error("--ids is required"), args.exit_code();
+  std::vector<int32_t> ids;
+  std::string err;
+  if (!parse_ids(args.get("--ids"), ids, err)) return args.usage_error(err), args.exit_code();
+
+  auto desc = load_description(model);
+  if (!desc && is_directory(model) && file_exists(path_join(model, "tokenizer.json")))
+    desc = tokenizer_description(model);  // a folder with only the tokenizer files
+  if (!desc) return cli::fail(desc.error());
+  auto tok = Tokenizer::build(**desc);
+  if (!tok) return cli::fail(tok.error());
+  for (int32_t id : ids)
+    if (id >= (*tok)->n_vocab())
+      return cli::fail({llminfer::Errc::invalid_argument,
+                        strf("token id %d is out of range (the vocabulary has %d tokens)", id, (*tok)->n_vocab())});
+  std::string text = utf8_lossy((*tok)->decode(ids, args.has("--skip-special")));
+  cli::out(args.has("--json") ? "{\"text\":" + json_quote(text) + "}\n" : text);
+  return cli::kOk;
 }

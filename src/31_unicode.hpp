@@ -1,0 +1,301 @@
+// ==== Unicode: character classes, White_Space, simple case folding, NFC ====
+// Decodes the tables of 30_unicode_data.hpp once (thread-safe function-local static) into two-stage
+// lookup tables: one byte of flags per code point (major general category, White_Space, "NFC may change
+// this"), one byte of canonical combining class. Text that is not valid UTF-8 is handled byte by byte:
+// an invalid byte is a unit of class C (other) that NFC leaves untouched.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// Major general category classes, as the pre-tokenizer regexes use them (\p{L}, \p{N}, ...).
+enum class UClass : uint8_t { other = 0, letter = 1, mark = 2, number = 3, punct = 4, symbol = 5, separator = 6 };
+
+constexpr uint8_t kUClassMask = 7;
+constexpr uint8_t kUWhiteSpace = 8;   // Unicode White_Space (regex \s)
+constexpr uint8_t kUNfcUnsafe = 16;   // non-zero combining class, a decomposition, or a composition's 2nd part
+
+// A 0x110000-entry byte table stored as 4352 blocks of 256, identical blocks shared.
+class UTable {
+ public:
+  void build(const std::vector<uint8_t>& full) {
+    stage1_.assign(kBlocks, 0);
+    std::unordered_map<std::string, uint16_t> seen;
+    for (uint32_t b = 0; b < kBlocks; b++) {
+      std::string key(reinterpret_cast<const char*>(full.data()) + b * 256, 256);
+      auto it = seen.find(key);
+      if (it == seen.end()) {
+        auto idx = static_cast<uint16_t>(stage2_.size() / 256);
+        stage2_.insert(stage2_.end(), full.begin() + b * 256, full.begin() + (b + 1) * 256);
+        it = seen.emplace(std::move(key), idx).first;
+      }
+      stage1_[b] = it->second;
+    }
+  }
+  uint8_t operator()(uint32_t cp) const {
+    if (cp >= 0x110000) return 0;
+    return stage2_[static_cast<size_t>(stage1_[cp >> 8]) * 256 + (cp & 255)];
+  }
+  size_t bytes() const { return stage1_.size() * 2 + stage2_.size(); }
+
+ private:
+  static constexpr uint32_t kBlocks = 0x110000 / 256;
+  std::vector<uint16_t> stage1_;
+  std::vector<uint8_t> stage2_;
+};
+
+struct UnicodeTables {
+  UTable flags, ccc;
+  struct FoldRun {
+    uint32_t start, count, step;
+    int32_t delta;
+  };
+  std::vector<FoldRun> fold;
+  std::unordered_map<uint32_t, std::pair<uint32_t, uint32_t>> decomp;  // cp -> (first, second or 0)
+  std::unordered_map<uint64_t, uint32_t> compose;                       // (first << 21 | second) -> composite
+};
+
+// Reads one varint of the generated tables (see tools/gen_unicode).
+inline uint32_t ucd_varint(const char*& p) {
+  uint32_t v = 0;
+  int shift = 0;
+  for (;;) {
+    char c = *p++;
+    uint32_t d = c >= 'A' && c <= 'Z'   ? uint32_t(c - 'A')
+                 : c >= 'a' && c <= 'z' ? uint32_t(c - 'a' + 26)
+                 : c >= '0' && c <= '9' ? uint32_t(c - '0' + 52)
+                 : c == '+'             ? 62u
+                                        : 63u;
+    v |= (d & 31) << shift;
+    shift += 5;
+    if (!(d & 32)) return v;
+  }
+}
+
+namespace hangul {
+constexpr uint32_t SBase = 0xAC00, LBase = 0x1100, VBase = 0x1161, TBase = 0x11A7;
+constexpr uint32_t LCount = 19, VCount = 21, TCount = 28, NCount = VCount * TCount, SCount = LCount * NCount;
+}  // namespace hangul
+
+inline UnicodeTables build_unicode_tables() {
+  UnicodeTables t;
+  std::vector<uint8_t> full(0x110000, 0);
+  // categories
+  {
+    const char* p = ucd::kCategories;
+    uint32_t cp = 0;
+    while (*p && cp < 0x110000) {
+      uint32_t v = ucd_varint(p);
+      uint32_t len = v >> 3, cls = v & 7;
+      for (uint32_t k = 0; k < len && cp < 0x110000; k++) full[cp++] = static_cast<uint8_t>(cls);
+    }
+    LLMI_ASSERT(cp == 0x110000);
+  }
+  {
+    const char* p = ucd::kWhiteSpace;
+    uint32_t cp = 0;
+    while (*p) {
+      cp += ucd_varint(p);
+      uint32_t len = ucd_varint(p);
+      for (uint32_t k = 0; k < len; k++) full[cp++] |= kUWhiteSpace;
+    }
+  }
+  std::vector<uint8_t> ccc(0x110000, 0);
+  {
+    const char* p = ucd::kCombiningClass;
+    uint32_t cp = 0;
+    while (*p) {
+      cp += ucd_varint(p);
+      uint32_t len = ucd_varint(p), cls = ucd_varint(p);
+      for (uint32_t k = 0; k < len; k++) {
+        ccc[cp] = static_cast<uint8_t>(cls);
+        full[cp++] |= kUNfcUnsafe;
+      }
+    }
+  }
+  {
+    const char* p = ucd::kDecompositions;
+    uint32_t cp = 0;
+    while (*p) {
+      cp += ucd_varint(p);
+      uint32_t first = ucd_varint(p), second = ucd_varint(p);
+      bool composes = first & 1;
+      first >>= 1;
+      t.decomp.emplace(cp, std::make_pair(first, second));
+      full[cp] |= kUNfcUnsafe;
+      if (composes) {
+        t.compose.emplace((uint64_t(first) << 21) | second, cp);
+        full[second] |= kUNfcUnsafe;
+      }
+    }
+  }
+  // Hangul: precomposed syllables are stable, but jamo vowels and trailing consonants compose
+  for (uint32_t c = hangul::VBase; c < hangul::VBase + hangul::VCount; c++) full[c] |= kUNfcUnsafe;
+  for (uint32_t c = hangul::TBase + 1; c < hangul::TBase + hangul::TCount; c++) full[c] |= kUNfcUnsafe;
+  {
+    const char* p = ucd::kCaseFold;
+    uint32_t cp = 0;
+    while (*p) {
+      cp += ucd_varint(p);
+      uint32_t cs = ucd_varint(p), z = ucd_varint(p);
+      UnicodeTables::FoldRun r;
+      r.start = cp;
+      r.count = cs >> 1;
+      r.step = (cs & 1) ? 2 : 1;
+      r.delta = (z & 1) ? -static_cast<int32_t>((z + 1) >> 1) : static_cast<int32_t>(z >> 1);
+      t.fold.push_back(r);
+      cp = r.start + (r.count - 1) * r.step;
+    }
+  }
+  t.flags.build(full);
+  t.ccc.build(ccc);
+  return t;
+}
+
+inline const UnicodeTables& unicode_tables() {
+  static const UnicodeTables t = build_unicode_tables();
+  return t;
+}
+
+inline uint8_t uflags(uint32_t cp) { return unicode_tables().flags(cp); }
+inline UClass uclass(uint32_t cp) { return static_cast<UClass>(uflags(cp) & kUClassMask); }
+inline bool is_uletter(uint32_t cp) { return uclass(cp) == UClass::letter; }
+inline bool is_unumber(uint32_t cp) { return uclass(cp) == UClass::number; }
+inline bool is_uwhitespace(uint32_t cp) { return (uflags(cp) & kUWhiteSpace) != 0; }
+inline uint8_t combining_class(uint32_t cp) { return unicode_tables().ccc(cp); }
+
+// Unicode simple case folding (CaseFolding.txt status C and S).
+inline uint32_t case_fold(uint32_t cp) {
+  const auto& runs = unicode_tables().fold;
+  auto it = std::upper_bound(runs.begin(), runs.end(), cp,
+                             [](uint32_t c, const UnicodeTables::FoldRun& r) { return c < r.start; });
+  if (it == runs.begin()) return cp;
+  --it;
+  uint32_t off = cp - it->start;
+  if (off % it->step != 0 || off / it->step >= it->count) return cp;
+  return static_cast<uint32_t>(static_cast<int64_t>(cp) + it->delta);
+}
+
+// ---- NFC ----
+// Units above U+10FFFF stand for invalid bytes (0x110000 + byte): combining class 0, never composed.
+constexpr uint32_t kInvalidByteUnit = 0x110000;
+
+inline void nfc_decompose_append(uint32_t cp, std::vector<uint32_t>& out) {
+  using namespace hangul;
+  if (cp >= SBase && cp < SBase + SCount) {
+    uint32_t s = cp - SBase;
+    out.push_back(LBase + s / NCount);
+    out.push_back(VBase + (s % NCount) / TCount);
+    if (s % TCount) out.push_back(TBase + s % TCount);
+    return;
+  }
+  const auto& d = unicode_tables().decomp;
+  auto it = cp < kInvalidByteUnit ? d.find(cp) : d.end();
+  if (it == d.end()) {
+    out.push_back(cp);
+    return;
+  }
+  nfc_decompose_append(it->second.first, out);  // depth is bounded by the data (at most 4)
+  if (it->second.second) nfc_decompose_append(it->second.second, out);
+}
+
+inline uint32_t nfc_compose_pair(uint32_t a, uint32_t b) {
+  using namespace hangul;
+  if (a >= LBase && a < LBase + LCount && b >= VBase && b < VBase + VCount)
+    return SBase + ((a - LBase) * VCount + (b - VBase)) * TCount;
+  if (a >= SBase && a < SBase + SCount && (a - SBase) % TCount == 0 && b > TBase && b < TBase + TCount)
+    return a + (b - TBase);
+  if (a >= kInvalidByteUnit || b >= kInvalidByteUnit) return 0;
+  const auto& c = unicode_tables().compose;
+  auto it = c.find((uint64_t(a) << 21) | b);
+  return it == c.end() ? 0 : it->second;
+}
+
+// True when NFC leaves `s` unchanged for sure (no code point that NFC could touch).
+inline bool nfc_quick_stable(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  size_t i = 0, n = s.size();
+  while (i < n) {
+    if (p[i] < 0x80) {
+      i++;
+      continue;
+    }
+    int len = utf8_valid_len(p + i, n - i);
+    if (len == 0) {  // an invalid byte: NFC leaves it alone
+      i++;
+      continue;
+    }
+    if (p[i] >= 0xCC) {  // everything below U+0300 is stable
+      size_t j = i;
+      if (uflags(utf8_next(s, j)) & kUNfcUnsafe) return false;
+    }
+    i += static_cast<size_t>(len);
+  }
+  return true;
+}
+
+// Canonical composition of the canonical decomposition (Unicode NFC). Invalid bytes pass through.
+inline void nfc_append(std::string_view s, std::string& out) {
+  if (nfc_quick_stable(s)) {
+    out.append(s);
+    return;
+  }
+  std::vector<uint32_t> buf;
+  buf.reserve(s.size() + 8);
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  for (size_t i = 0; i < s.size();) {
+    if (utf8_valid_len(p + i, s.size() - i) == 0) {
+      buf.push_back(kInvalidByteUnit + p[i]);
+      i++;
+      continue;
+    }
+    nfc_decompose_append(utf8_next(s, i), buf);
+  }
+  auto ccc = [](uint32_t c) -> uint8_t { return c >= kInvalidByteUnit ? 0 : combining_class(c); };
+  // canonical ordering: stable sort of each run of non-starters by combining class
+  for (size_t i = 1; i < buf.size(); i++) {
+    uint8_t c = ccc(buf[i]);
+    if (c == 0) continue;
+    size_t j = i;
+    while (j > 0 && ccc(buf[j - 1]) > c) {
+      std::swap(buf[j - 1], buf[j]);
+      j--;
+    }
+  }
+  // canonical composition
+  if (!buf.empty()) {
+    size_t starter = 0, w = 1;
+    uint32_t starter_cp = buf[0];
+    int last_class = ccc(starter_cp) ? 256 : 0;
+    for (size_t r = 1; r < buf.size(); r++) {
+      uint32_t ch = buf[r];
+      int cls = ccc(ch);
+      uint32_t comp = nfc_compose_pair(starter_cp, ch);
+      if (comp && (last_class < cls || last_class == 0)) {
+        buf[starter] = comp;
+        starter_cp = comp;
+        continue;
+      }
+      if (cls == 0) {
+        starter = w;
+        starter_cp = ch;
+      }
+      last_class = cls;
+      buf[w++] = ch;
+    }
+    buf.resize(w);
+  }
+  for (uint32_t c : buf) {
+    if (c >= kInvalidByteUnit) out += static_cast<char>(c - kInvalidByteUnit);
+    else utf8_append(out, c);
+  }
+}
+
+inline std::string nfc(std::string_view s) {
+  std::string out;
+  nfc_append(s, out);
+  return out;
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
