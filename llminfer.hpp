@@ -255,6 +255,8 @@ struct GenerateOptions {
   int repeat_last_n = 64;          // tokens the penalty looks back on (prompt included); -1: all
   uint64_t seed = 0;               // same seed, same text (any thread count); random_seed: fresh
   std::vector<std::string> stop = {};  // stop strings (matched on text, not included in the output)
+  bool parse_special = false;      // Model::generate (plain text): special-token text such as
+                                   // "<|im_start|>" becomes control tokens; off: it is plain text
   bool chat = false;               // Model::generate: wrap the prompt in the model's chat template
   std::string system = {};         // Model::generate with chat: a system message
   // Streaming: receives the text as it is decided, in complete UTF-8 pieces, on the calling
@@ -6776,8 +6778,10 @@ inline std::string utf8_lossy(std::string_view in) {
 class StreamDecoder {
  public:
   // skip_special: control tokens (Hugging Face "special") produce nothing, as decode(ids, true).
-  explicit StreamDecoder(const Tokenizer& tok, bool skip_special = false)
-      : tok_(&tok), skip_special_(skip_special), strip_(tok.strip_leading_spaces()) {}
+  // strip_leading: strip the leading space(s) decode() strips (a whole text or a chat reply);
+  // false for a continuation of a prompt, whose first piece keeps its space.
+  explicit StreamDecoder(const Tokenizer& tok, bool skip_special = false, bool strip_leading = true)
+      : tok_(&tok), skip_special_(skip_special), strip_(strip_leading ? tok.strip_leading_spaces() : 0) {}
 
   // The text that `id` completes (possibly empty while a UTF-8 sequence is incomplete).
   std::string push(int32_t id) {
@@ -9874,10 +9878,17 @@ namespace detail {
 // The decode loop's view of a Context and the model's vocabulary.
 class ContextIO final : public GenerationIO {
  public:
-  ContextIO(const ModelImpl& m, Context& ctx, std::vector<float>& logits) : m_(m), ctx_(ctx), logits_(logits) {
-    const VocabData& vd = m.desc->vocab;
-    for (int32_t id : {vd.eos, vd.eot, vd.eom})
-      if (id >= 0) eog_.push_back(id);
+  // strip_leading: a chat reply drops the leading space SentencePiece vocabularies put on its first
+  // piece (as decoding the reply alone does); a continuation keeps it (prompt + text = the whole).
+  ContextIO(const ModelImpl& m, Context& ctx, std::vector<float>& logits, bool strip_leading)
+      : ctx_(ctx), logits_(logits), tok_(m.tokenizer.get()) {
+    if (tok_) {
+      decoder_.emplace(*tok_, false, strip_leading);
+    } else {  // no usable vocabulary: the ids the file names end the generation, no text
+      const VocabData& vd = m.desc->vocab;
+      for (int32_t id : {vd.eos, vd.eot, vd.eom})
+        if (id >= 0) eog_.push_back(id);
+    }
   }
   Result<EvalOutcome> eval(std::span<const int32_t> tokens, const std::function<bool()>& cancel) override {
     auto st = ctx_.eval(tokens, logits_, false, cancel);
@@ -9890,14 +9901,18 @@ class ContextIO final : public GenerationIO {
   // ContextPolicy::slide is carried out by the Context itself (it shifts the cache), so a full
   // context reported here is final.
   Result<EvalOutcome> on_context_full(const std::function<bool()>&) override { return EvalOutcome::context_full; }
-  bool is_eog(int32_t id) const override { return std::find(eog_.begin(), eog_.end(), id) != eog_.end(); }
-  std::string piece(int32_t) override { return std::string(); }
-  std::string flush() override { return std::string(); }
+  bool is_eog(int32_t id) const override {
+    if (tok_) return tok_->is_eog(id);
+    return std::find(eog_.begin(), eog_.end(), id) != eog_.end();
+  }
+  std::string piece(int32_t id) override { return decoder_ ? decoder_->push(id) : std::string(); }
+  std::string flush() override { return decoder_ ? decoder_->flush() : std::string(); }
 
  private:
-  const ModelImpl& m_;
   Context& ctx_;
   std::vector<float>& logits_;
+  const Tokenizer* tok_;
+  std::optional<StreamDecoder> decoder_;
   std::vector<int32_t> eog_;
 };
 
@@ -9915,7 +9930,7 @@ inline uint64_t fresh_seed() {
 
 // Generates after `prompt` on the session's context, reusing the longest cached prefix.
 inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const int32_t> prompt,
-                                               const GenerateOptions& o, double t_start) {
+                                               const GenerateOptions& o, double t_start, bool strip_leading) {
   const ModelImpl& m = *s.model;
   if (auto v = validate_generate_options(o); !v) return v.error();
   if (prompt.empty()) return make_error(Errc::invalid_argument, "the prompt is empty (no tokens to start from)");
@@ -9938,7 +9953,7 @@ inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const i
   s.rng.reseed(r.seed);
   if (m.options.log)
     m.options.log(strf("prefill: %zu tokens (%zu reused from the cache)", prompt.size() - reuse, reuse));
-  ContextIO io(m, ctx, s.logits);
+  ContextIO io(m, ctx, s.logits, strip_leading);
   std::vector<int32_t> history(prompt.begin(), prompt.end());
   auto run = run_generation(io, prompt.subspan(reuse), std::move(history), o, s.sampler, s.rng, t_start, r);
   if (!run) return run.error();
@@ -9953,11 +9968,17 @@ inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const i
 inline Result<GenerateResult> Model::generate(std::string_view prompt, const GenerateOptions& options) const {
   double t0 = detail::now_ms();
   if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
-  auto ids = tokenize(prompt, true, false);
+  if (!impl_->tokenizer) return impl_->tokenizer_error;
+  auto ids = impl_->tokenizer->encode(prompt, true, options.parse_special);
   if (!ids) return ids.error();
+  // add_special's EOS (a few vocabularies ask for one) would end the text before it starts
+  const auto& suffix = impl_->tokenizer->suffix_ids();
+  if (!suffix.empty() && ids->size() > suffix.size() &&
+      std::equal(suffix.begin(), suffix.end(), ids->end() - static_cast<std::ptrdiff_t>(suffix.size())))
+    ids->resize(ids->size() - suffix.size());
   detail::SessionImpl s;
   s.model = impl_;
-  return detail::session_generate(s, *ids, options, t0);
+  return detail::session_generate(s, *ids, options, t0, false);
 }
 
 inline Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options) const {
@@ -9965,7 +9986,7 @@ inline Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_to
   if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
   detail::SessionImpl s;
   s.model = impl_;
-  return detail::session_generate(s, prompt_tokens, options, t0);
+  return detail::session_generate(s, prompt_tokens, options, t0, false);
 }
 
 inline Session Model::session() const {
