@@ -15767,6 +15767,10 @@ struct ModelImpl {
   // (it can run from token ids); tokenize() then returns `tokenizer_error`.
   std::shared_ptr<const Tokenizer> tokenizer;
   Error tokenizer_error;
+  // The chat template, parsed at first use (replies, generate with chat).
+  mutable std::once_flag chat_once;
+  mutable std::optional<ChatTemplate> chat_template;
+  mutable Error chat_error;
 };
 
 // A conversation: messages, the KV cache (created at the first reply), sampler and RNG.
@@ -15902,10 +15906,49 @@ inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const i
 
 }  // namespace detail
 
+namespace detail {
+
+// The conversation rendered by the model's chat template (ending with the assistant's turn) and
+// tokenized so that message content never becomes control tokens. BOS is added when the model
+// asks for it and the template did not write it.
+inline Result<std::vector<int32_t>> chat_prompt_tokens(const ModelImpl& m, std::span<const Message> messages) {
+  if (!m.tokenizer) return m.tokenizer_error;
+  std::call_once(m.chat_once, [&] {
+    auto tpl = ChatTemplate::parse(chat_template_for(*m.desc).source);
+    if (tpl) m.chat_template.emplace(std::move(*tpl));
+    else m.chat_error = make_error(tpl.error().code, m.desc->path + ": " + tpl.error().message);
+  });
+  if (!m.chat_template) return m.chat_error;
+  ChatInput in;
+  chat_special_tokens(*m.desc, in);
+  in.messages = ChatInput::messages_from(messages);
+  in.add_generation_prompt = true;
+  auto r = m.chat_template->render(in);
+  if (!r) return make_error(r.error().code, m.desc->path + ": " + r.error().message);
+  auto ids = m.tokenizer->encode_prompt(r->text, r->content_spans, false);
+  if (!ids) return ids.error();
+  const auto& prefix = m.tokenizer->prefix_ids();
+  if (!prefix.empty() && !(ids->size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), ids->begin())))
+    ids->insert(ids->begin(), prefix.begin(), prefix.end());
+  return ids;
+}
+
+}  // namespace detail
+
 inline Result<GenerateResult> Model::generate(std::string_view prompt, const GenerateOptions& options) const {
   double t0 = detail::now_ms();
   if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
   if (!impl_->tokenizer) return impl_->tokenizer_error;
+  if (options.chat) {
+    std::vector<Message> msgs;
+    if (!options.system.empty()) msgs.push_back(Message{"system", options.system});
+    msgs.push_back(Message{"user", std::string(prompt)});
+    auto ids = detail::chat_prompt_tokens(*impl_, msgs);
+    if (!ids) return ids.error();
+    detail::SessionImpl s;
+    s.model = impl_;
+    return detail::session_generate(s, *ids, options, t0, true);
+  }
   auto ids = impl_->tokenizer->encode(prompt, true, options.parse_special);
   if (!ids) return ids.error();
   // add_special's EOS (a few vocabularies ask for one) would end the text before it starts
@@ -15967,8 +16010,18 @@ inline void Session::add(std::string_view role, std::string_view content) {
   impl_->messages.push_back(Message{std::string(role), std::string(content)});
 }
 
-inline Result<GenerateResult> Session::reply(const GenerateOptions&) {
-  return detail::make_error(Errc::unsupported, "sessions are not implemented yet");
+inline Result<GenerateResult> Session::reply(const GenerateOptions& options) {
+  double t0 = detail::now_ms();
+  detail::SessionImpl& s = *impl_;
+  if (s.messages.empty()) return detail::make_error(Errc::invalid_argument, "reply: the conversation is empty (add a message first)");
+  auto ids = detail::chat_prompt_tokens(*s.model, s.messages);
+  if (!ids) return ids.error();
+  auto r = detail::session_generate(s, *ids, options, t0, true);
+  if (!r) return r.error();
+  // The reply joins the conversation even when it was cut short (what the user saw), so roles
+  // keep alternating for templates that insist on it.
+  s.messages.push_back(Message{"assistant", r->text});
+  return r;
 }
 
 inline void Session::reset() {
