@@ -2484,7 +2484,12 @@ inline Result<void> vocab_from_tokenizer_json(ModelDesc& m) {
   auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, m.path + "/tokenizer.json: " + what); };
   if (!model.is_object()) return bad("no \"model\" object");
   std::string_view type = model["type"].as_string();
-  if (!type.empty() && type != "BPE") return bad(strf("tokenizer model type '%s' is not supported (only BPE)", printable(type).c_str()));
+  if (!type.empty() && type != "BPE") {
+    // not a BPE vocabulary (WordPiece, Unigram, ...): the model still describes and loads; the tokenizer
+    // (Tokenizer::build) reports that it cannot tokenize it
+    m.vocab.model = std::string(type);
+    return {};
+  }
   const Json& vocab = model["vocab"];
   if (!vocab.is_object()) return bad("model.vocab is not an object");
   VocabData& vd = m.vocab;
@@ -4638,6 +4643,38 @@ inline constexpr const char kCategories[] =
 inline constexpr const char kWhiteSpace[] =
     "JFSBkDBaB/uFB/rCLdCFBvBBg9DB";
 
+// 649 ranges of Lu and Lt letters: varint(gap from previous end), varint(length)
+inline constexpr const char kUpperOnly[] =
+    "hCalDXBHhBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBCBBBBBBBBBBBBBBBCBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+    "BBBBBBBBBBBBBBBBBBCBBBBDCBBBCBDCEBCBDDCBCBBBBBCBBCBBCBDBBBCDBHCBCBCBBBBBBBBBBBBBBBBCBBBBBBBBBBBBBBBBBCCBBBDBBB"
+    "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBHCBCCBBEBBBBBBBBhJBBBDBIBGBBDBBBCBRBJjBBCDDBBBBBBBBBBBB"
+    "BBBBBBBBBBBFBCBBCCzBwBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBJBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+    "CBBBBBBBBBBBBCBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBC"
+    "mBp6CmBBBFByW2C6kCrBCDgKBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+    "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBJBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+    "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBJIIGKIIIIGLBBBBBBBIIYIIIIIIFLFLEMFLFlIBEBDDCDCBDFGBBBBBBECE"
+    "KCFB9BB8zCwBwBBBDCBBBBBBEBBCBIDBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+    "BBBBBBBBBBBBBBBBBBBIBBBEBtqeBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBTBBBBBBBBBBBBBBBBBBBBBBBBBBBnEBBBBBBB"
+    "BBBBBBDBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBKBBBBCBBBBBBBBEBBBCBBBDBBBBBBBBBBBBBBBBBBB"
+    "BFBFBBBBBBBBBBBBBBBEBBGBFBBBcBr5ValmBoBoEkB8ELBPBHBCq3BzBt/CgBgsVgBgtZaaaaaaBBCCBCCCEBIaaaCBECIBHbCBEBFBBDHbaa"
+    "aaaaaaaaaeZhBZhBZhBZhBZhBB1pEiB";
+
+// 658 ranges of Ll letters: varint(gap from previous end), varint(length)
+inline constexpr const char kLowerOnly[] =
+    "hDa6BBpBYBIBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBCBBBBBBBBBBBBBBBCBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+    "BBBBBBBBBBBBBBBBBBBCBBBBDCBBBCBDCEBCBDDCBCBBBBBCBBCBBCBDBBBCCCDGBCBCBBBBBBBBBBBBBBBBCBBBBBBBBBBBBBBBBBCCBBBDBB"
+    "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBHCBCCBBEBBBBBBBBlCBbhGBBBDBDDSBbjBBCDDBBBBBBBBBBBBBBBB"
+    "BBBBBBBFBBCBCCzBwBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBJBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBCBBB"
+    "BBBBBBBBBCBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBwBpB"
+    "n6CrBCD4XGikCJ3DsB/BNBiBmDBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+    "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBJBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+    "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBJIGKIIIIGKIIIIOCIIIIIIFBCGBDDBCIECCIIKDBCyIBDCDBbBEBEBCCIE"
+    "EB1BBr1CwBBBDCBBBBBBEBBCBGFBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
+    "BBBBBBBBBBBBBBBCHBBBEBMmBBBFBzoeBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBTBBBBBBBBBBBBBBBBBBBBBBBBBBBnEBBB"
+    "BBBBBBBBBDBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBIBBBBCBBBBBBBBBEBBBCBBDBBBBBBBBBBBBBB"
+    "BBBBBBFBFBBBBBBBBBBBBBBBEBBBGBBBBBBBBBcBDB1ZrBFJHwCg6THMFphBatmBoBoEkB7ELBPBHBCj4BzBt+CgBgsVgB6sZaaHBSaaaEBBBH"
+    "BLaaaaaaaaaaaaaaaaaccZBGaZBGaZBGaZBGaZBGBB05BKBUGG3vCiB";
+
 // 388 runs of non-zero canonical combining class: varint(gap), varint(length), varint(class)
 inline constexpr const char kCombiningClass[] =
     "gYVmHABoHAE8GABoHAB4GAF8GACqGAE8GACqGAL8GAFBAE8GAImHABwHABmHAD8GADmHAC8GBDmHAE8GABmHABoHAC8GABmHABpHACqHABpHAC"
@@ -4792,8 +4829,8 @@ inline constexpr const char kDecompositions[] =
 // ---- src/31_unicode.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== Unicode: character classes, White_Space, simple case folding, NFC ====
 // Decodes the tables of 30_unicode_data.hpp once (thread-safe function-local static) into two-stage
-// lookup tables: one byte of flags per code point (major general category, White_Space, "NFC may change
-// this"), one byte of canonical combining class. Text that is not valid UTF-8 is handled byte by byte:
+// lookup tables: one byte of flags per code point (major general category, White_Space, cased-letter kind,
+// "NFC may change this"), one byte of canonical combining class. Text that is not valid UTF-8 is handled byte by byte:
 // an invalid byte is a unit of class C (other) that NFC leaves untouched.
 namespace llminfer {
 inline namespace v0_1 {
@@ -4805,6 +4842,8 @@ enum class UClass : uint8_t { other = 0, letter = 1, mark = 2, number = 3, punct
 constexpr uint8_t kUClassMask = 7;
 constexpr uint8_t kUWhiteSpace = 8;   // Unicode White_Space (regex \s)
 constexpr uint8_t kUNfcUnsafe = 16;   // non-zero combining class, a decomposition, or a composition's 2nd part
+constexpr uint8_t kUUpperOnly = 32;   // general category Lu or Lt (letters in \p{Lu}\p{Lt}, not in \p{Ll}\p{Lm}\p{Lo})
+constexpr uint8_t kULowerOnly = 64;   // general category Ll
 
 // A 0x110000-entry byte table stored as 4352 blocks of 256, identical blocks shared.
 class UTable {
@@ -4889,6 +4928,15 @@ inline UnicodeTables build_unicode_tables() {
       cp += ucd_varint(p);
       uint32_t len = ucd_varint(p);
       for (uint32_t k = 0; k < len; k++) full[cp++] |= kUWhiteSpace;
+    }
+  }
+  for (auto [table, flag] : {std::pair<const char*, uint8_t>{ucd::kUpperOnly, kUUpperOnly}, {ucd::kLowerOnly, kULowerOnly}}) {
+    const char* p = table;
+    uint32_t cp = 0;
+    while (*p) {
+      cp += ucd_varint(p);
+      uint32_t len = ucd_varint(p);
+      for (uint32_t k = 0; k < len; k++) full[cp++] |= flag;
     }
   }
   std::vector<uint8_t> ccc(0x110000, 0);
@@ -5025,12 +5073,8 @@ inline bool nfc_quick_stable(std::string_view s) {
   return true;
 }
 
-// Canonical composition of the canonical decomposition (Unicode NFC). Invalid bytes pass through.
-inline void nfc_append(std::string_view s, std::string& out) {
-  if (nfc_quick_stable(s)) {
-    out.append(s);
-    return;
-  }
+// NFC of a span by the full algorithm (decompose, reorder, compose).
+inline void nfc_full_append(std::string_view s, std::string& out) {
   std::vector<uint32_t> buf;
   buf.reserve(s.size() + 8);
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
@@ -5080,6 +5124,43 @@ inline void nfc_append(std::string_view s, std::string& out) {
     if (c >= kInvalidByteUnit) out += static_cast<char>(c - kInvalidByteUnit);
     else utf8_append(out, c);
   }
+}
+
+// Canonical composition of the canonical decomposition (Unicode NFC). Invalid bytes pass through.
+// A character that NFC cannot touch (kUNfcUnsafe clear: combining class 0, no decomposition, never the
+// second part of a composition) is a safe cut: nothing before it interacts with it or with what follows.
+// So only the runs of "unsafe" characters, with the character just before each run, go through the full
+// algorithm; everything else is copied.
+inline void nfc_append(std::string_view s, std::string& out) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  size_t n = s.size(), i = 0, emitted = 0, prev = 0;  // prev: start of the last safe character
+  while (i < n) {
+    int len = p[i] < 0x80 ? 1 : utf8_valid_len(p + i, n - i);
+    if (len == 0 || p[i] < 0xCC) {  // ASCII, invalid bytes and everything below U+0300 are safe
+      prev = i;
+      i += len ? size_t(len) : 1;
+      continue;
+    }
+    size_t j = i;
+    if (!(uflags(utf8_next(s, j)) & kUNfcUnsafe)) {
+      prev = i;
+      i = j;
+      continue;
+    }
+    size_t begin = std::max(prev, emitted), end = j;  // the run of unsafe characters from i
+    while (end < n) {
+      int l2 = p[end] < 0x80 ? 1 : utf8_valid_len(p + end, n - end);
+      if (l2 == 0 || p[end] < 0xCC) break;
+      size_t k = end;
+      if (!(uflags(utf8_next(s, k)) & kUNfcUnsafe)) break;
+      end = k;
+    }
+    out.append(s.data() + emitted, begin - emitted);
+    nfc_full_append(s.substr(begin, end - begin), out);
+    emitted = end;
+    i = prev = end;
+  }
+  out.append(s.data() + emitted, n - emitted);
 }
 
 inline std::string nfc(std::string_view s) {
@@ -5354,6 +5435,9 @@ struct PreStage {
   enum class Kind : uint8_t {
     gpt2,          // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
     llama3,        // (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,k}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+    o200k,         // [^\r\n\p{L}\p{N}]?U*L+C?|[^\r\n\p{L}\p{N}]?U+L*C?|\p{N}{1,k}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|
+                   // \s+(?!\S)|\s+  with U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], L = [\p{Ll}\p{Lm}\p{Lo}\p{M}], C = the
+                   // (?i) contractions (gpt-4o / llama-4; tekken: \p{N} single and no contractions)
     digits,        // Hugging Face Digits: numeric characters isolated (one by one, or in runs)
     punct_runs,    // [\p{P}$+<=>^~|]+ isolated (llama.cpp's default BPE pre-tokenizer)
     number_runs,   // \p{N}+ isolated
@@ -5362,6 +5446,7 @@ struct PreStage {
   } kind;
   int digit_max = 3;         // llama3: \p{N}{1,digit_max}
   bool marks_in_words = false;  // qwen3.5: [\p{L}\p{M}]+ words, punctuation excludes \p{M}
+  bool contractions = true;  // o200k: the optional (?i:'s|'t|'re|'ve|'m|'ll|'d) after a word
   bool individual = true;    // digits
   enum class Behavior : uint8_t { removed, isolated, merged_with_previous, merged_with_next, contiguous };
   Behavior behavior = Behavior::isolated;
@@ -5496,6 +5581,75 @@ inline void llama3(const Units& u, size_t b, size_t e, int digit_max, bool marks
       for (size_t k = i; k < run; k++)
         if (is_crlf(u, k)) last_nl = k;
       j = last_nl != e ? last_nl + 1 : whitespace_tail(u, i, e);  // \s*[\r\n]+ first
+    } else {
+      j = i + 1;  // not reachable: every unit is a letter, a number, whitespace or "other"
+    }
+    emit(out, i, j);
+    i = j;
+  }
+}
+
+// o200k (gpt-4o, llama-4) and tekken (digit_max 1, no contractions), with the regex engine's leftmost-first
+// backtracking made explicit:
+//   [^\r\n\p{L}\p{N}]?U*L+C? | [^\r\n\p{L}\p{N}]?U+L*C? | \p{N}{1,k} | ?[^\s\p{L}\p{N}]+[\r\n/]* | \s*[\r\n]+ |
+//   \s+(?!\S) | \s+
+// U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], L = [\p{Ll}\p{Lm}\p{Lo}\p{M}] (they share Lm, Lo and marks), C = contractions.
+inline void o200k(const Units& u, size_t b, size_t e, int digit_max, bool contractions, std::vector<URange>& out) {
+  auto mark = [&](size_t i) { return cls(u, i) == UClass::mark; };
+  auto up = [&](size_t i) { return mark(i) || (is_l(u, i) && !(u.fl[i] & kULowerOnly)); };
+  auto low = [&](size_t i) { return mark(i) || (is_l(u, i) && !(u.fl[i] & kUUpperOnly)); };
+  auto prefix = [&](size_t i) { return !is_crlf(u, i) && !is_l(u, i) && !is_n(u, i); };
+  auto punct = [&](size_t i) { return !ws(u, i) && !is_l(u, i) && !is_n(u, i); };
+  // the end of U*L+ from p, or 0 when it does not match: U* takes the longest run, then gives back until
+  // L+ can start (a shared Lm/Lo/mark inside the run, or an Ll right after it)
+  auto upper_lower = [&](size_t p) -> size_t {
+    size_t k = p;
+    while (k < e && up(k)) k++;
+    for (size_t s = k + 1; s-- > p;) {
+      if (s < e && low(s)) {
+        size_t j = s + 1;
+        while (j < e && low(j)) j++;
+        return j;
+      }
+    }
+    return 0;
+  };
+  auto upper_then_lower = [&](size_t p) -> size_t {  // U+L*
+    if (p >= e || !up(p)) return 0;
+    size_t j = p;
+    while (j < e && up(j)) j++;
+    while (j < e && low(j)) j++;
+    return j;
+  };
+  auto with_contraction = [&](size_t j) {
+    if (contractions && j < e)
+      if (size_t c = contraction(u, j, e, true)) return j + c;
+    return j;
+  };
+  size_t i = b;
+  while (i < e) {
+    size_t j = 0;
+    bool pre = prefix(i) && i + 1 < e;
+    if (pre) j = upper_lower(i + 1);
+    if (!j) j = upper_lower(i);
+    if (!j && pre) j = upper_then_lower(i + 1);
+    if (!j) j = upper_then_lower(i);
+    if (j) {
+      j = with_contraction(j);
+    } else if (is_n(u, i)) {
+      j = i + 1;
+      while (j < e && is_n(u, j) && j - i < static_cast<size_t>(digit_max)) j++;
+    } else if (punct(i) || (u.cp[i] == ' ' && i + 1 < e && punct(i + 1))) {
+      j = punct(i) ? i + 1 : i + 2;
+      while (j < e && punct(j)) j++;
+      while (j < e && (is_crlf(u, j) || u.cp[j] == '/')) j++;
+    } else if (ws(u, i)) {
+      size_t run = i;
+      while (run < e && ws(u, run)) run++;
+      size_t last_nl = e;
+      for (size_t k = i; k < run; k++)
+        if (is_crlf(u, k)) last_nl = k;
+      j = last_nl != e ? last_nl + 1 : whitespace_tail(u, i, e);
     } else {
       j = i + 1;  // not reachable: every unit is a letter, a number, whitespace or "other"
     }
@@ -5669,13 +5823,18 @@ class Tokenizer {
       int32_t merged;
     };
     std::vector<Cand> heap;
+    // pieces already merged in this call (words repeat): piece -> [offset, count) in cache_ids
+    std::unordered_map<std::string, std::pair<uint32_t, uint32_t>> cache;
+    std::vector<int32_t> cache_ids;
   };
+  static constexpr size_t kCacheMaxPiece = 64, kCacheMaxEntries = 1 << 16;
 
   void encode_text(std::string_view text, bool parse_special, std::span<const std::pair<size_t, size_t>> no_special,
                    bool prompt_mode, std::vector<int32_t>& out) const;
   void encode_segment(std::string_view seg, bool first_segment, Scratch& s, std::vector<int32_t>& out) const;
   void encode_normalized(std::string_view text, Scratch& s, std::vector<int32_t>& out) const;
   void bpe_piece(std::string_view piece, Scratch& s, std::vector<int32_t>& out) const;
+  void bpe_merge(std::string_view piece, Scratch& s, std::vector<int32_t>& out) const;
   void push_unknown_bytes(std::string_view bytes, std::vector<int32_t>& out) const;
 
   enum class Merge : uint8_t { by_rank, by_score };
@@ -5902,6 +6061,7 @@ inline void Tokenizer::encode_normalized(std::string_view text, Scratch& s, std:
       switch (st.kind) {
         case PreStage::Kind::gpt2: pretok::gpt2(u, r.b, r.e, s.b); break;
         case PreStage::Kind::llama3: pretok::llama3(u, r.b, r.e, st.digit_max, st.marks_in_words, s.b); break;
+        case PreStage::Kind::o200k: pretok::o200k(u, r.b, r.e, st.digit_max, st.contractions, s.b); break;
         case PreStage::Kind::digits:
           pretok::isolate(r.b, r.e, st.individual, [&](size_t q) { return pretok::is_n(u, q); }, s.b);
           break;
@@ -5953,6 +6113,27 @@ inline void Tokenizer::bpe_piece(std::string_view piece, Scratch& s, std::vector
       return;
     }
   }
+  bool cacheable = piece.size() <= kCacheMaxPiece;
+  if (cacheable) {
+    auto it = s.cache.find(std::string(piece));
+    if (it != s.cache.end()) {
+      out.insert(out.end(), s.cache_ids.begin() + it->second.first,
+                 s.cache_ids.begin() + it->second.first + it->second.second);
+      return;
+    }
+  }
+  size_t out_start = out.size();
+  bpe_merge(piece, s, out);
+  if (cacheable && s.cache.size() < kCacheMaxEntries) {
+    auto off = static_cast<uint32_t>(s.cache_ids.size());
+    s.cache_ids.insert(s.cache_ids.end(), out.begin() + static_cast<ptrdiff_t>(out_start), out.end());
+    s.cache.emplace(std::string(piece), std::make_pair(off, static_cast<uint32_t>(out.size() - out_start)));
+  }
+}
+
+// The merge loop proper: symbols in a linked list, candidate pairs in a heap (lowest priority value first,
+// then leftmost), stale candidates skipped when popped.
+inline void Tokenizer::bpe_merge(std::string_view piece, Scratch& s, std::vector<int32_t>& out) const {
   using Sym = Scratch::Sym;
   auto& syms = s.syms;
   syms.clear();
@@ -6088,6 +6269,10 @@ constexpr std::string_view kRegexQwen2 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kRegexQwen35 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kRegexO200k =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kRegexTekken =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kRegexGpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 struct TokenizerBuilder {
@@ -6120,6 +6305,15 @@ struct TokenizerBuilder {
       t.pre_.push_back(stage(K::llama3));
       ignore_merges = true;
       add_bos = true;
+    } else if (in({"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"})) {
+      t.pre_.push_back(stage(K::o200k));
+    } else if (pre == "tekken") {
+      PreStage s = stage(K::o200k);
+      s.digit_max = 1;
+      s.contractions = false;
+      t.pre_.push_back(s);
+      ignore_merges = true;
+      add_bos = true;
     } else if (in({"dbrx", "smaug-bpe", "glm4", "chatglm-bpe"})) {
       t.pre_.push_back(stage(K::llama3));
     } else if (in({"qwen2", "deepseek-r1-qwen", "qwen35", "kormo", "f2llmv2", "stablelm2", "megrez", "hunyuan",
@@ -6147,7 +6341,7 @@ struct TokenizerBuilder {
     } else {
       return unsupported("pre-tokenizer '" + printable(pre) +
                          "' (tokenizer.ggml.pre) is not supported; supported: llama-bpe and the llama-3 family, "
-                         "qwen2, qwen35, gpt-2 style, smollm/starcoder style, default");
+                         "qwen2, qwen35, gpt-4o/llama4, tekken, gpt-2 style, smollm/starcoder style, default");
     }
     return {};
   }
@@ -6438,12 +6632,17 @@ struct TokenizerBuilder {
       return {};
     }
     if (type == "Split") {
-      if (j["invert"].as_bool(false)) return unsupported("Split with invert: true is not supported");
+      bool invert = j["invert"].as_bool(false);
       std::string_view beh = j["behavior"].as_string("Isolated");
       const Json& pat = j["pattern"];
       if (pat["Regex"].is_string()) {
         std::string_view re = pat["Regex"].str;
-        if (beh != "Isolated") return unsupported("regex Split with behavior '" + printable(beh) + "' is not supported");
+        // The scanned patterns match every character, so the pieces are exactly the matches: Isolated keeps
+        // matches and (empty) gaps either way round, and Removed with invert (tiktoken conversions) drops the
+        // empty gaps.
+        if (!(beh == "Isolated" || (beh == "Removed" && invert)))
+          return unsupported("regex Split with behavior '" + printable(beh) + "'" + (invert ? " and invert" : "") +
+                             " is not supported");
         PreStage s = stage(K::llama3);
         if (re == kRegexLlama3) {
           s.digit_max = 3;
@@ -6454,14 +6653,21 @@ struct TokenizerBuilder {
           s.marks_in_words = true;
         } else if (re == kRegexGpt2) {
           s = stage(K::gpt2);
+        } else if (re == kRegexO200k) {
+          s = stage(K::o200k);
+        } else if (re == kRegexTekken) {
+          s = stage(K::o200k);
+          s.digit_max = 1;
+          s.contractions = false;
         } else {
           return unsupported("pre-tokenizer regex '" + printable(re, 200) +
-                             "' has no scanner (supported: the llama-3, qwen2, qwen3.5 and gpt-2 patterns)");
+                             "' has no scanner (supported: the llama-3, qwen2, qwen3.5, o200k, tekken and gpt-2 patterns)");
         }
         t.pre_.push_back(s);
         return {};
       }
       if (pat["String"].is_string()) {
+        if (invert) return unsupported("a string Split with invert: true is not supported");
         PreStage s = stage(K::literal);
         s.literal_text = pat["String"].str;
         if (beh == "Removed") s.behavior = PreStage::Behavior::removed;
@@ -6994,6 +7200,10 @@ struct JList {
   std::vector<JValue> items;
   JSeq kind = JSeq::list;
   std::string tag;  // range: its repr, "range(0, 3)"
+  // generator: produces the next item on demand (false on an error, `done` at the end), or, when
+  // empty, hands out items[pos...]; either way each item is produced once (Python generators).
+  std::function<bool(JValue& out, bool& done)> next;
+  size_t pos = 0;
 };
 
 struct JDict;
@@ -7089,7 +7299,8 @@ enum class CmpOp : uint8_t { eq, ne, lt, le, gt, ge, in, notin };
 struct JNode {
   NK k = NK::konst;
   uint8_t op = 0;
-  bool flag = false;  // for: recursive; filter/test: soft (unknown name is a runtime error)
+  bool flag = false;  // for: recursive; filter/test: the name is unknown (an error where it runs)
+  bool constant = false;  // an expression Jinja2's optimizer computes when compiling (mark_constant)
   uint32_t pos = 0;   // byte offset in the (newline-normalized) template
   std::string str;    // name, attribute, filter/test name, output text
   JValue val;         // constant
@@ -7609,6 +7820,7 @@ class JParser {
     p_.root = std::move(body);
     for (const JNode* n : p_.root)
       if (!check_unknown(n, false)) return false;
+    for (JNode* n : p_.root) mark_constant(n);
     return true;
   }
 
@@ -7937,6 +8149,30 @@ class JParser {
     for (const JNode* c : v)
       if (!check_unknown(c, soft)) return false;
     return true;
+  }
+  // Marks the expressions Jinja2's optimizer can compute when it compiles (as_const): literals and
+  // what is built from them with operators, subscripts, and filters and tests that need no context.
+  static bool mark_constant(JNode* n) {
+    if (!n) return true;
+    bool all = true;
+    for (JNode* c : {n->a, n->b, n->c, n->d, n->dyn_args, n->dyn_kwargs}) all = mark_constant(c) && all;
+    for (auto* v : {&n->list, &n->kw, &n->body, &n->orelse})
+      for (JNode* c : *v) all = mark_constant(c) && all;
+    switch (n->k) {
+      case NK::konst: n->constant = true; break;
+      case NK::list: case NK::tuple: case NK::dict: case NK::compare: case NK::concat: case NK::slice: case NK::item:
+      case NK::not_: case NK::neg: case NK::pos: case NK::binop: case NK::and_: case NK::or_: case NK::cond:
+        n->constant = all;
+        break;
+      case NK::filter:
+      case NK::test:
+        n->constant = all && n->a && !n->flag && !n->dyn_args && !n->dyn_kwargs &&
+                      !(n->k == NK::filter && (n->str == "map" || n->str == "select" || n->str == "reject" ||
+                                               n->str == "selectattr" || n->str == "rejectattr"));
+        break;
+      default: n->constant = false;
+    }
+    return n->constant;
   }
   // Which of varargs (1), kwargs (2), caller (4) a macro body refers to (Jinja2 binds them only then).
   static void scan_special_names(const JNode* n, uint8_t& flags) {
@@ -8637,7 +8873,8 @@ inline Result<std::shared_ptr<const JProgram>> jinja_parse(std::string_view sour
 // Generated by tools/gen-jinja-unicode from Unicode 15.0.0 (Debian unicode-data): do not edit.
 // Case mappings as runs {start, end, stride, delta}; unconditional SpecialCasing entries; the
 // Uppercase / Lowercase properties beyond "has a mapping"; titlecase letters; Case_Ignorable (for
-// the Final_Sigma rule); code points str.isprintable() rejects (categories C*, Z* but the space).
+// the Final_Sigma rule); code points str.isprintable() rejects (categories C*, Z* but the space);
+// letters (L*), decimals (Nd), digits and numerics (with Unihan's numeric values) for str.is*().
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
@@ -9148,6 +9385,184 @@ inline constexpr JRange kJNonPrintable[] = {
     {0x1FBFA, 0x1FFFF}, {0x2A6E0, 0x2A6FF}, {0x2B73A, 0x2B73F}, {0x2B81E, 0x2B81F}, {0x2CEA2, 0x2CEAF}, {0x2EBE1, 0x2F7FF},
     {0x2FA1E, 0x2FFFF}, {0x3134B, 0x3134F}, {0x323B0, 0xE00FF}, {0xE01F0, 0x10FFFF},
 };
+inline constexpr JRange kJAlpha[] = {
+    {0x41, 0x5A}, {0x61, 0x7A}, {0xAA, 0xAA}, {0xB5, 0xB5}, {0xBA, 0xBA}, {0xC0, 0xD6},
+    {0xD8, 0xF6}, {0xF8, 0x2C1}, {0x2C6, 0x2D1}, {0x2E0, 0x2E4}, {0x2EC, 0x2EC}, {0x2EE, 0x2EE},
+    {0x370, 0x374}, {0x376, 0x377}, {0x37A, 0x37D}, {0x37F, 0x37F}, {0x386, 0x386}, {0x388, 0x38A},
+    {0x38C, 0x38C}, {0x38E, 0x3A1}, {0x3A3, 0x3F5}, {0x3F7, 0x481}, {0x48A, 0x52F}, {0x531, 0x556},
+    {0x559, 0x559}, {0x560, 0x588}, {0x5D0, 0x5EA}, {0x5EF, 0x5F2}, {0x620, 0x64A}, {0x66E, 0x66F},
+    {0x671, 0x6D3}, {0x6D5, 0x6D5}, {0x6E5, 0x6E6}, {0x6EE, 0x6EF}, {0x6FA, 0x6FC}, {0x6FF, 0x6FF},
+    {0x710, 0x710}, {0x712, 0x72F}, {0x74D, 0x7A5}, {0x7B1, 0x7B1}, {0x7CA, 0x7EA}, {0x7F4, 0x7F5},
+    {0x7FA, 0x7FA}, {0x800, 0x815}, {0x81A, 0x81A}, {0x824, 0x824}, {0x828, 0x828}, {0x840, 0x858},
+    {0x860, 0x86A}, {0x870, 0x887}, {0x889, 0x88E}, {0x8A0, 0x8C9}, {0x904, 0x939}, {0x93D, 0x93D},
+    {0x950, 0x950}, {0x958, 0x961}, {0x971, 0x980}, {0x985, 0x98C}, {0x98F, 0x990}, {0x993, 0x9A8},
+    {0x9AA, 0x9B0}, {0x9B2, 0x9B2}, {0x9B6, 0x9B9}, {0x9BD, 0x9BD}, {0x9CE, 0x9CE}, {0x9DC, 0x9DD},
+    {0x9DF, 0x9E1}, {0x9F0, 0x9F1}, {0x9FC, 0x9FC}, {0xA05, 0xA0A}, {0xA0F, 0xA10}, {0xA13, 0xA28},
+    {0xA2A, 0xA30}, {0xA32, 0xA33}, {0xA35, 0xA36}, {0xA38, 0xA39}, {0xA59, 0xA5C}, {0xA5E, 0xA5E},
+    {0xA72, 0xA74}, {0xA85, 0xA8D}, {0xA8F, 0xA91}, {0xA93, 0xAA8}, {0xAAA, 0xAB0}, {0xAB2, 0xAB3},
+    {0xAB5, 0xAB9}, {0xABD, 0xABD}, {0xAD0, 0xAD0}, {0xAE0, 0xAE1}, {0xAF9, 0xAF9}, {0xB05, 0xB0C},
+    {0xB0F, 0xB10}, {0xB13, 0xB28}, {0xB2A, 0xB30}, {0xB32, 0xB33}, {0xB35, 0xB39}, {0xB3D, 0xB3D},
+    {0xB5C, 0xB5D}, {0xB5F, 0xB61}, {0xB71, 0xB71}, {0xB83, 0xB83}, {0xB85, 0xB8A}, {0xB8E, 0xB90},
+    {0xB92, 0xB95}, {0xB99, 0xB9A}, {0xB9C, 0xB9C}, {0xB9E, 0xB9F}, {0xBA3, 0xBA4}, {0xBA8, 0xBAA},
+    {0xBAE, 0xBB9}, {0xBD0, 0xBD0}, {0xC05, 0xC0C}, {0xC0E, 0xC10}, {0xC12, 0xC28}, {0xC2A, 0xC39},
+    {0xC3D, 0xC3D}, {0xC58, 0xC5A}, {0xC5D, 0xC5D}, {0xC60, 0xC61}, {0xC80, 0xC80}, {0xC85, 0xC8C},
+    {0xC8E, 0xC90}, {0xC92, 0xCA8}, {0xCAA, 0xCB3}, {0xCB5, 0xCB9}, {0xCBD, 0xCBD}, {0xCDD, 0xCDE},
+    {0xCE0, 0xCE1}, {0xCF1, 0xCF2}, {0xD04, 0xD0C}, {0xD0E, 0xD10}, {0xD12, 0xD3A}, {0xD3D, 0xD3D},
+    {0xD4E, 0xD4E}, {0xD54, 0xD56}, {0xD5F, 0xD61}, {0xD7A, 0xD7F}, {0xD85, 0xD96}, {0xD9A, 0xDB1},
+    {0xDB3, 0xDBB}, {0xDBD, 0xDBD}, {0xDC0, 0xDC6}, {0xE01, 0xE30}, {0xE32, 0xE33}, {0xE40, 0xE46},
+    {0xE81, 0xE82}, {0xE84, 0xE84}, {0xE86, 0xE8A}, {0xE8C, 0xEA3}, {0xEA5, 0xEA5}, {0xEA7, 0xEB0},
+    {0xEB2, 0xEB3}, {0xEBD, 0xEBD}, {0xEC0, 0xEC4}, {0xEC6, 0xEC6}, {0xEDC, 0xEDF}, {0xF00, 0xF00},
+    {0xF40, 0xF47}, {0xF49, 0xF6C}, {0xF88, 0xF8C}, {0x1000, 0x102A}, {0x103F, 0x103F}, {0x1050, 0x1055},
+    {0x105A, 0x105D}, {0x1061, 0x1061}, {0x1065, 0x1066}, {0x106E, 0x1070}, {0x1075, 0x1081}, {0x108E, 0x108E},
+    {0x10A0, 0x10C5}, {0x10C7, 0x10C7}, {0x10CD, 0x10CD}, {0x10D0, 0x10FA}, {0x10FC, 0x1248}, {0x124A, 0x124D},
+    {0x1250, 0x1256}, {0x1258, 0x1258}, {0x125A, 0x125D}, {0x1260, 0x1288}, {0x128A, 0x128D}, {0x1290, 0x12B0},
+    {0x12B2, 0x12B5}, {0x12B8, 0x12BE}, {0x12C0, 0x12C0}, {0x12C2, 0x12C5}, {0x12C8, 0x12D6}, {0x12D8, 0x1310},
+    {0x1312, 0x1315}, {0x1318, 0x135A}, {0x1380, 0x138F}, {0x13A0, 0x13F5}, {0x13F8, 0x13FD}, {0x1401, 0x166C},
+    {0x166F, 0x167F}, {0x1681, 0x169A}, {0x16A0, 0x16EA}, {0x16F1, 0x16F8}, {0x1700, 0x1711}, {0x171F, 0x1731},
+    {0x1740, 0x1751}, {0x1760, 0x176C}, {0x176E, 0x1770}, {0x1780, 0x17B3}, {0x17D7, 0x17D7}, {0x17DC, 0x17DC},
+    {0x1820, 0x1878}, {0x1880, 0x1884}, {0x1887, 0x18A8}, {0x18AA, 0x18AA}, {0x18B0, 0x18F5}, {0x1900, 0x191E},
+    {0x1950, 0x196D}, {0x1970, 0x1974}, {0x1980, 0x19AB}, {0x19B0, 0x19C9}, {0x1A00, 0x1A16}, {0x1A20, 0x1A54},
+    {0x1AA7, 0x1AA7}, {0x1B05, 0x1B33}, {0x1B45, 0x1B4C}, {0x1B83, 0x1BA0}, {0x1BAE, 0x1BAF}, {0x1BBA, 0x1BE5},
+    {0x1C00, 0x1C23}, {0x1C4D, 0x1C4F}, {0x1C5A, 0x1C7D}, {0x1C80, 0x1C88}, {0x1C90, 0x1CBA}, {0x1CBD, 0x1CBF},
+    {0x1CE9, 0x1CEC}, {0x1CEE, 0x1CF3}, {0x1CF5, 0x1CF6}, {0x1CFA, 0x1CFA}, {0x1D00, 0x1DBF}, {0x1E00, 0x1F15},
+    {0x1F18, 0x1F1D}, {0x1F20, 0x1F45}, {0x1F48, 0x1F4D}, {0x1F50, 0x1F57}, {0x1F59, 0x1F59}, {0x1F5B, 0x1F5B},
+    {0x1F5D, 0x1F5D}, {0x1F5F, 0x1F7D}, {0x1F80, 0x1FB4}, {0x1FB6, 0x1FBC}, {0x1FBE, 0x1FBE}, {0x1FC2, 0x1FC4},
+    {0x1FC6, 0x1FCC}, {0x1FD0, 0x1FD3}, {0x1FD6, 0x1FDB}, {0x1FE0, 0x1FEC}, {0x1FF2, 0x1FF4}, {0x1FF6, 0x1FFC},
+    {0x2071, 0x2071}, {0x207F, 0x207F}, {0x2090, 0x209C}, {0x2102, 0x2102}, {0x2107, 0x2107}, {0x210A, 0x2113},
+    {0x2115, 0x2115}, {0x2119, 0x211D}, {0x2124, 0x2124}, {0x2126, 0x2126}, {0x2128, 0x2128}, {0x212A, 0x212D},
+    {0x212F, 0x2139}, {0x213C, 0x213F}, {0x2145, 0x2149}, {0x214E, 0x214E}, {0x2183, 0x2184}, {0x2C00, 0x2CE4},
+    {0x2CEB, 0x2CEE}, {0x2CF2, 0x2CF3}, {0x2D00, 0x2D25}, {0x2D27, 0x2D27}, {0x2D2D, 0x2D2D}, {0x2D30, 0x2D67},
+    {0x2D6F, 0x2D6F}, {0x2D80, 0x2D96}, {0x2DA0, 0x2DA6}, {0x2DA8, 0x2DAE}, {0x2DB0, 0x2DB6}, {0x2DB8, 0x2DBE},
+    {0x2DC0, 0x2DC6}, {0x2DC8, 0x2DCE}, {0x2DD0, 0x2DD6}, {0x2DD8, 0x2DDE}, {0x2E2F, 0x2E2F}, {0x3005, 0x3006},
+    {0x3031, 0x3035}, {0x303B, 0x303C}, {0x3041, 0x3096}, {0x309D, 0x309F}, {0x30A1, 0x30FA}, {0x30FC, 0x30FF},
+    {0x3105, 0x312F}, {0x3131, 0x318E}, {0x31A0, 0x31BF}, {0x31F0, 0x31FF}, {0x3400, 0x4DBF}, {0x4E00, 0xA48C},
+    {0xA4D0, 0xA4FD}, {0xA500, 0xA60C}, {0xA610, 0xA61F}, {0xA62A, 0xA62B}, {0xA640, 0xA66E}, {0xA67F, 0xA69D},
+    {0xA6A0, 0xA6E5}, {0xA717, 0xA71F}, {0xA722, 0xA788}, {0xA78B, 0xA7CA}, {0xA7D0, 0xA7D1}, {0xA7D3, 0xA7D3},
+    {0xA7D5, 0xA7D9}, {0xA7F2, 0xA801}, {0xA803, 0xA805}, {0xA807, 0xA80A}, {0xA80C, 0xA822}, {0xA840, 0xA873},
+    {0xA882, 0xA8B3}, {0xA8F2, 0xA8F7}, {0xA8FB, 0xA8FB}, {0xA8FD, 0xA8FE}, {0xA90A, 0xA925}, {0xA930, 0xA946},
+    {0xA960, 0xA97C}, {0xA984, 0xA9B2}, {0xA9CF, 0xA9CF}, {0xA9E0, 0xA9E4}, {0xA9E6, 0xA9EF}, {0xA9FA, 0xA9FE},
+    {0xAA00, 0xAA28}, {0xAA40, 0xAA42}, {0xAA44, 0xAA4B}, {0xAA60, 0xAA76}, {0xAA7A, 0xAA7A}, {0xAA7E, 0xAAAF},
+    {0xAAB1, 0xAAB1}, {0xAAB5, 0xAAB6}, {0xAAB9, 0xAABD}, {0xAAC0, 0xAAC0}, {0xAAC2, 0xAAC2}, {0xAADB, 0xAADD},
+    {0xAAE0, 0xAAEA}, {0xAAF2, 0xAAF4}, {0xAB01, 0xAB06}, {0xAB09, 0xAB0E}, {0xAB11, 0xAB16}, {0xAB20, 0xAB26},
+    {0xAB28, 0xAB2E}, {0xAB30, 0xAB5A}, {0xAB5C, 0xAB69}, {0xAB70, 0xABE2}, {0xAC00, 0xD7A3}, {0xD7B0, 0xD7C6},
+    {0xD7CB, 0xD7FB}, {0xF900, 0xFA6D}, {0xFA70, 0xFAD9}, {0xFB00, 0xFB06}, {0xFB13, 0xFB17}, {0xFB1D, 0xFB1D},
+    {0xFB1F, 0xFB28}, {0xFB2A, 0xFB36}, {0xFB38, 0xFB3C}, {0xFB3E, 0xFB3E}, {0xFB40, 0xFB41}, {0xFB43, 0xFB44},
+    {0xFB46, 0xFBB1}, {0xFBD3, 0xFD3D}, {0xFD50, 0xFD8F}, {0xFD92, 0xFDC7}, {0xFDF0, 0xFDFB}, {0xFE70, 0xFE74},
+    {0xFE76, 0xFEFC}, {0xFF21, 0xFF3A}, {0xFF41, 0xFF5A}, {0xFF66, 0xFFBE}, {0xFFC2, 0xFFC7}, {0xFFCA, 0xFFCF},
+    {0xFFD2, 0xFFD7}, {0xFFDA, 0xFFDC}, {0x10000, 0x1000B}, {0x1000D, 0x10026}, {0x10028, 0x1003A}, {0x1003C, 0x1003D},
+    {0x1003F, 0x1004D}, {0x10050, 0x1005D}, {0x10080, 0x100FA}, {0x10280, 0x1029C}, {0x102A0, 0x102D0}, {0x10300, 0x1031F},
+    {0x1032D, 0x10340}, {0x10342, 0x10349}, {0x10350, 0x10375}, {0x10380, 0x1039D}, {0x103A0, 0x103C3}, {0x103C8, 0x103CF},
+    {0x10400, 0x1049D}, {0x104B0, 0x104D3}, {0x104D8, 0x104FB}, {0x10500, 0x10527}, {0x10530, 0x10563}, {0x10570, 0x1057A},
+    {0x1057C, 0x1058A}, {0x1058C, 0x10592}, {0x10594, 0x10595}, {0x10597, 0x105A1}, {0x105A3, 0x105B1}, {0x105B3, 0x105B9},
+    {0x105BB, 0x105BC}, {0x10600, 0x10736}, {0x10740, 0x10755}, {0x10760, 0x10767}, {0x10780, 0x10785}, {0x10787, 0x107B0},
+    {0x107B2, 0x107BA}, {0x10800, 0x10805}, {0x10808, 0x10808}, {0x1080A, 0x10835}, {0x10837, 0x10838}, {0x1083C, 0x1083C},
+    {0x1083F, 0x10855}, {0x10860, 0x10876}, {0x10880, 0x1089E}, {0x108E0, 0x108F2}, {0x108F4, 0x108F5}, {0x10900, 0x10915},
+    {0x10920, 0x10939}, {0x10980, 0x109B7}, {0x109BE, 0x109BF}, {0x10A00, 0x10A00}, {0x10A10, 0x10A13}, {0x10A15, 0x10A17},
+    {0x10A19, 0x10A35}, {0x10A60, 0x10A7C}, {0x10A80, 0x10A9C}, {0x10AC0, 0x10AC7}, {0x10AC9, 0x10AE4}, {0x10B00, 0x10B35},
+    {0x10B40, 0x10B55}, {0x10B60, 0x10B72}, {0x10B80, 0x10B91}, {0x10C00, 0x10C48}, {0x10C80, 0x10CB2}, {0x10CC0, 0x10CF2},
+    {0x10D00, 0x10D23}, {0x10E80, 0x10EA9}, {0x10EB0, 0x10EB1}, {0x10F00, 0x10F1C}, {0x10F27, 0x10F27}, {0x10F30, 0x10F45},
+    {0x10F70, 0x10F81}, {0x10FB0, 0x10FC4}, {0x10FE0, 0x10FF6}, {0x11003, 0x11037}, {0x11071, 0x11072}, {0x11075, 0x11075},
+    {0x11083, 0x110AF}, {0x110D0, 0x110E8}, {0x11103, 0x11126}, {0x11144, 0x11144}, {0x11147, 0x11147}, {0x11150, 0x11172},
+    {0x11176, 0x11176}, {0x11183, 0x111B2}, {0x111C1, 0x111C4}, {0x111DA, 0x111DA}, {0x111DC, 0x111DC}, {0x11200, 0x11211},
+    {0x11213, 0x1122B}, {0x1123F, 0x11240}, {0x11280, 0x11286}, {0x11288, 0x11288}, {0x1128A, 0x1128D}, {0x1128F, 0x1129D},
+    {0x1129F, 0x112A8}, {0x112B0, 0x112DE}, {0x11305, 0x1130C}, {0x1130F, 0x11310}, {0x11313, 0x11328}, {0x1132A, 0x11330},
+    {0x11332, 0x11333}, {0x11335, 0x11339}, {0x1133D, 0x1133D}, {0x11350, 0x11350}, {0x1135D, 0x11361}, {0x11400, 0x11434},
+    {0x11447, 0x1144A}, {0x1145F, 0x11461}, {0x11480, 0x114AF}, {0x114C4, 0x114C5}, {0x114C7, 0x114C7}, {0x11580, 0x115AE},
+    {0x115D8, 0x115DB}, {0x11600, 0x1162F}, {0x11644, 0x11644}, {0x11680, 0x116AA}, {0x116B8, 0x116B8}, {0x11700, 0x1171A},
+    {0x11740, 0x11746}, {0x11800, 0x1182B}, {0x118A0, 0x118DF}, {0x118FF, 0x11906}, {0x11909, 0x11909}, {0x1190C, 0x11913},
+    {0x11915, 0x11916}, {0x11918, 0x1192F}, {0x1193F, 0x1193F}, {0x11941, 0x11941}, {0x119A0, 0x119A7}, {0x119AA, 0x119D0},
+    {0x119E1, 0x119E1}, {0x119E3, 0x119E3}, {0x11A00, 0x11A00}, {0x11A0B, 0x11A32}, {0x11A3A, 0x11A3A}, {0x11A50, 0x11A50},
+    {0x11A5C, 0x11A89}, {0x11A9D, 0x11A9D}, {0x11AB0, 0x11AF8}, {0x11C00, 0x11C08}, {0x11C0A, 0x11C2E}, {0x11C40, 0x11C40},
+    {0x11C72, 0x11C8F}, {0x11D00, 0x11D06}, {0x11D08, 0x11D09}, {0x11D0B, 0x11D30}, {0x11D46, 0x11D46}, {0x11D60, 0x11D65},
+    {0x11D67, 0x11D68}, {0x11D6A, 0x11D89}, {0x11D98, 0x11D98}, {0x11EE0, 0x11EF2}, {0x11F02, 0x11F02}, {0x11F04, 0x11F10},
+    {0x11F12, 0x11F33}, {0x11FB0, 0x11FB0}, {0x12000, 0x12399}, {0x12480, 0x12543}, {0x12F90, 0x12FF0}, {0x13000, 0x1342F},
+    {0x13441, 0x13446}, {0x14400, 0x14646}, {0x16800, 0x16A38}, {0x16A40, 0x16A5E}, {0x16A70, 0x16ABE}, {0x16AD0, 0x16AED},
+    {0x16B00, 0x16B2F}, {0x16B40, 0x16B43}, {0x16B63, 0x16B77}, {0x16B7D, 0x16B8F}, {0x16E40, 0x16E7F}, {0x16F00, 0x16F4A},
+    {0x16F50, 0x16F50}, {0x16F93, 0x16F9F}, {0x16FE0, 0x16FE1}, {0x16FE3, 0x16FE3}, {0x17000, 0x187F7}, {0x18800, 0x18CD5},
+    {0x18D00, 0x18D08}, {0x1AFF0, 0x1AFF3}, {0x1AFF5, 0x1AFFB}, {0x1AFFD, 0x1AFFE}, {0x1B000, 0x1B122}, {0x1B132, 0x1B132},
+    {0x1B150, 0x1B152}, {0x1B155, 0x1B155}, {0x1B164, 0x1B167}, {0x1B170, 0x1B2FB}, {0x1BC00, 0x1BC6A}, {0x1BC70, 0x1BC7C},
+    {0x1BC80, 0x1BC88}, {0x1BC90, 0x1BC99}, {0x1D400, 0x1D454}, {0x1D456, 0x1D49C}, {0x1D49E, 0x1D49F}, {0x1D4A2, 0x1D4A2},
+    {0x1D4A5, 0x1D4A6}, {0x1D4A9, 0x1D4AC}, {0x1D4AE, 0x1D4B9}, {0x1D4BB, 0x1D4BB}, {0x1D4BD, 0x1D4C3}, {0x1D4C5, 0x1D505},
+    {0x1D507, 0x1D50A}, {0x1D50D, 0x1D514}, {0x1D516, 0x1D51C}, {0x1D51E, 0x1D539}, {0x1D53B, 0x1D53E}, {0x1D540, 0x1D544},
+    {0x1D546, 0x1D546}, {0x1D54A, 0x1D550}, {0x1D552, 0x1D6A5}, {0x1D6A8, 0x1D6C0}, {0x1D6C2, 0x1D6DA}, {0x1D6DC, 0x1D6FA},
+    {0x1D6FC, 0x1D714}, {0x1D716, 0x1D734}, {0x1D736, 0x1D74E}, {0x1D750, 0x1D76E}, {0x1D770, 0x1D788}, {0x1D78A, 0x1D7A8},
+    {0x1D7AA, 0x1D7C2}, {0x1D7C4, 0x1D7CB}, {0x1DF00, 0x1DF1E}, {0x1DF25, 0x1DF2A}, {0x1E030, 0x1E06D}, {0x1E100, 0x1E12C},
+    {0x1E137, 0x1E13D}, {0x1E14E, 0x1E14E}, {0x1E290, 0x1E2AD}, {0x1E2C0, 0x1E2EB}, {0x1E4D0, 0x1E4EB}, {0x1E7E0, 0x1E7E6},
+    {0x1E7E8, 0x1E7EB}, {0x1E7ED, 0x1E7EE}, {0x1E7F0, 0x1E7FE}, {0x1E800, 0x1E8C4}, {0x1E900, 0x1E943}, {0x1E94B, 0x1E94B},
+    {0x1EE00, 0x1EE03}, {0x1EE05, 0x1EE1F}, {0x1EE21, 0x1EE22}, {0x1EE24, 0x1EE24}, {0x1EE27, 0x1EE27}, {0x1EE29, 0x1EE32},
+    {0x1EE34, 0x1EE37}, {0x1EE39, 0x1EE39}, {0x1EE3B, 0x1EE3B}, {0x1EE42, 0x1EE42}, {0x1EE47, 0x1EE47}, {0x1EE49, 0x1EE49},
+    {0x1EE4B, 0x1EE4B}, {0x1EE4D, 0x1EE4F}, {0x1EE51, 0x1EE52}, {0x1EE54, 0x1EE54}, {0x1EE57, 0x1EE57}, {0x1EE59, 0x1EE59},
+    {0x1EE5B, 0x1EE5B}, {0x1EE5D, 0x1EE5D}, {0x1EE5F, 0x1EE5F}, {0x1EE61, 0x1EE62}, {0x1EE64, 0x1EE64}, {0x1EE67, 0x1EE6A},
+    {0x1EE6C, 0x1EE72}, {0x1EE74, 0x1EE77}, {0x1EE79, 0x1EE7C}, {0x1EE7E, 0x1EE7E}, {0x1EE80, 0x1EE89}, {0x1EE8B, 0x1EE9B},
+    {0x1EEA1, 0x1EEA3}, {0x1EEA5, 0x1EEA9}, {0x1EEAB, 0x1EEBB}, {0x20000, 0x2A6DF}, {0x2A700, 0x2B739}, {0x2B740, 0x2B81D},
+    {0x2B820, 0x2CEA1}, {0x2CEB0, 0x2EBE0}, {0x2F800, 0x2FA1D}, {0x30000, 0x3134A}, {0x31350, 0x323AF},
+};
+inline constexpr JRange kJDecimal[] = {
+    {0x30, 0x39}, {0x660, 0x669}, {0x6F0, 0x6F9}, {0x7C0, 0x7C9}, {0x966, 0x96F}, {0x9E6, 0x9EF},
+    {0xA66, 0xA6F}, {0xAE6, 0xAEF}, {0xB66, 0xB6F}, {0xBE6, 0xBEF}, {0xC66, 0xC6F}, {0xCE6, 0xCEF},
+    {0xD66, 0xD6F}, {0xDE6, 0xDEF}, {0xE50, 0xE59}, {0xED0, 0xED9}, {0xF20, 0xF29}, {0x1040, 0x1049},
+    {0x1090, 0x1099}, {0x17E0, 0x17E9}, {0x1810, 0x1819}, {0x1946, 0x194F}, {0x19D0, 0x19D9}, {0x1A80, 0x1A89},
+    {0x1A90, 0x1A99}, {0x1B50, 0x1B59}, {0x1BB0, 0x1BB9}, {0x1C40, 0x1C49}, {0x1C50, 0x1C59}, {0xA620, 0xA629},
+    {0xA8D0, 0xA8D9}, {0xA900, 0xA909}, {0xA9D0, 0xA9D9}, {0xA9F0, 0xA9F9}, {0xAA50, 0xAA59}, {0xABF0, 0xABF9},
+    {0xFF10, 0xFF19}, {0x104A0, 0x104A9}, {0x10D30, 0x10D39}, {0x11066, 0x1106F}, {0x110F0, 0x110F9}, {0x11136, 0x1113F},
+    {0x111D0, 0x111D9}, {0x112F0, 0x112F9}, {0x11450, 0x11459}, {0x114D0, 0x114D9}, {0x11650, 0x11659}, {0x116C0, 0x116C9},
+    {0x11730, 0x11739}, {0x118E0, 0x118E9}, {0x11950, 0x11959}, {0x11C50, 0x11C59}, {0x11D50, 0x11D59}, {0x11DA0, 0x11DA9},
+    {0x11F50, 0x11F59}, {0x16A60, 0x16A69}, {0x16AC0, 0x16AC9}, {0x16B50, 0x16B59}, {0x1D7CE, 0x1D7FF}, {0x1E140, 0x1E149},
+    {0x1E2F0, 0x1E2F9}, {0x1E4F0, 0x1E4F9}, {0x1E950, 0x1E959}, {0x1FBF0, 0x1FBF9},
+};
+inline constexpr JRange kJDigit[] = {
+    {0x30, 0x39}, {0xB2, 0xB3}, {0xB9, 0xB9}, {0x660, 0x669}, {0x6F0, 0x6F9}, {0x7C0, 0x7C9},
+    {0x966, 0x96F}, {0x9E6, 0x9EF}, {0xA66, 0xA6F}, {0xAE6, 0xAEF}, {0xB66, 0xB6F}, {0xBE6, 0xBEF},
+    {0xC66, 0xC6F}, {0xCE6, 0xCEF}, {0xD66, 0xD6F}, {0xDE6, 0xDEF}, {0xE50, 0xE59}, {0xED0, 0xED9},
+    {0xF20, 0xF29}, {0x1040, 0x1049}, {0x1090, 0x1099}, {0x1369, 0x1371}, {0x17E0, 0x17E9}, {0x1810, 0x1819},
+    {0x1946, 0x194F}, {0x19D0, 0x19DA}, {0x1A80, 0x1A89}, {0x1A90, 0x1A99}, {0x1B50, 0x1B59}, {0x1BB0, 0x1BB9},
+    {0x1C40, 0x1C49}, {0x1C50, 0x1C59}, {0x2070, 0x2070}, {0x2074, 0x2079}, {0x2080, 0x2089}, {0x2460, 0x2468},
+    {0x2474, 0x247C}, {0x2488, 0x2490}, {0x24EA, 0x24EA}, {0x24F5, 0x24FD}, {0x24FF, 0x24FF}, {0x2776, 0x277E},
+    {0x2780, 0x2788}, {0x278A, 0x2792}, {0xA620, 0xA629}, {0xA8D0, 0xA8D9}, {0xA900, 0xA909}, {0xA9D0, 0xA9D9},
+    {0xA9F0, 0xA9F9}, {0xAA50, 0xAA59}, {0xABF0, 0xABF9}, {0xFF10, 0xFF19}, {0x104A0, 0x104A9}, {0x10A40, 0x10A43},
+    {0x10D30, 0x10D39}, {0x10E60, 0x10E68}, {0x11052, 0x1105A}, {0x11066, 0x1106F}, {0x110F0, 0x110F9}, {0x11136, 0x1113F},
+    {0x111D0, 0x111D9}, {0x112F0, 0x112F9}, {0x11450, 0x11459}, {0x114D0, 0x114D9}, {0x11650, 0x11659}, {0x116C0, 0x116C9},
+    {0x11730, 0x11739}, {0x118E0, 0x118E9}, {0x11950, 0x11959}, {0x11C50, 0x11C59}, {0x11D50, 0x11D59}, {0x11DA0, 0x11DA9},
+    {0x11F50, 0x11F59}, {0x16A60, 0x16A69}, {0x16AC0, 0x16AC9}, {0x16B50, 0x16B59}, {0x1D7CE, 0x1D7FF}, {0x1E140, 0x1E149},
+    {0x1E2F0, 0x1E2F9}, {0x1E4F0, 0x1E4F9}, {0x1E950, 0x1E959}, {0x1F100, 0x1F10A}, {0x1FBF0, 0x1FBF9},
+};
+inline constexpr JRange kJNumeric[] = {
+    {0x30, 0x39}, {0xB2, 0xB3}, {0xB9, 0xB9}, {0xBC, 0xBE}, {0x660, 0x669}, {0x6F0, 0x6F9},
+    {0x7C0, 0x7C9}, {0x966, 0x96F}, {0x9E6, 0x9EF}, {0x9F4, 0x9F9}, {0xA66, 0xA6F}, {0xAE6, 0xAEF},
+    {0xB66, 0xB6F}, {0xB72, 0xB77}, {0xBE6, 0xBF2}, {0xC66, 0xC6F}, {0xC78, 0xC7E}, {0xCE6, 0xCEF},
+    {0xD58, 0xD5E}, {0xD66, 0xD78}, {0xDE6, 0xDEF}, {0xE50, 0xE59}, {0xED0, 0xED9}, {0xF20, 0xF33},
+    {0x1040, 0x1049}, {0x1090, 0x1099}, {0x1369, 0x137C}, {0x16EE, 0x16F0}, {0x17E0, 0x17E9}, {0x17F0, 0x17F9},
+    {0x1810, 0x1819}, {0x1946, 0x194F}, {0x19D0, 0x19DA}, {0x1A80, 0x1A89}, {0x1A90, 0x1A99}, {0x1B50, 0x1B59},
+    {0x1BB0, 0x1BB9}, {0x1C40, 0x1C49}, {0x1C50, 0x1C59}, {0x2070, 0x2070}, {0x2074, 0x2079}, {0x2080, 0x2089},
+    {0x2150, 0x2182}, {0x2185, 0x2189}, {0x2460, 0x249B}, {0x24EA, 0x24FF}, {0x2776, 0x2793}, {0x2CFD, 0x2CFD},
+    {0x3007, 0x3007}, {0x3021, 0x3029}, {0x3038, 0x303A}, {0x3192, 0x3195}, {0x3220, 0x3229}, {0x3248, 0x324F},
+    {0x3251, 0x325F}, {0x3280, 0x3289}, {0x32B1, 0x32BF}, {0x3405, 0x3405}, {0x3483, 0x3483}, {0x382A, 0x382A},
+    {0x3B4D, 0x3B4D}, {0x4E00, 0x4E00}, {0x4E03, 0x4E03}, {0x4E07, 0x4E07}, {0x4E09, 0x4E09}, {0x4E5D, 0x4E5D},
+    {0x4E8C, 0x4E8C}, {0x4E94, 0x4E94}, {0x4E96, 0x4E96}, {0x4EBF, 0x4EC0}, {0x4EDF, 0x4EDF}, {0x4EE8, 0x4EE8},
+    {0x4F0D, 0x4F0D}, {0x4F70, 0x4F70}, {0x5104, 0x5104}, {0x5146, 0x5146}, {0x5169, 0x5169}, {0x516B, 0x516B},
+    {0x516D, 0x516D}, {0x5341, 0x5341}, {0x5343, 0x5345}, {0x534C, 0x534C}, {0x53C1, 0x53C4}, {0x56DB, 0x56DB},
+    {0x58F1, 0x58F1}, {0x58F9, 0x58F9}, {0x5E7A, 0x5E7A}, {0x5EFE, 0x5EFF}, {0x5F0C, 0x5F0E}, {0x5F10, 0x5F10},
+    {0x62FE, 0x62FE}, {0x634C, 0x634C}, {0x67D2, 0x67D2}, {0x6F06, 0x6F06}, {0x7396, 0x7396}, {0x767E, 0x767E},
+    {0x8086, 0x8086}, {0x842C, 0x842C}, {0x8CAE, 0x8CAE}, {0x8CB3, 0x8CB3}, {0x8D30, 0x8D30}, {0x9621, 0x9621},
+    {0x9646, 0x9646}, {0x964C, 0x964C}, {0x9678, 0x9678}, {0x96F6, 0x96F6}, {0xA620, 0xA629}, {0xA6E6, 0xA6EF},
+    {0xA830, 0xA835}, {0xA8D0, 0xA8D9}, {0xA900, 0xA909}, {0xA9D0, 0xA9D9}, {0xA9F0, 0xA9F9}, {0xAA50, 0xAA59},
+    {0xABF0, 0xABF9}, {0xF96B, 0xF96B}, {0xF973, 0xF973}, {0xF978, 0xF978}, {0xF9B2, 0xF9B2}, {0xF9D1, 0xF9D1},
+    {0xF9D3, 0xF9D3}, {0xF9FD, 0xF9FD}, {0xFF10, 0xFF19}, {0x10107, 0x10133}, {0x10140, 0x10178}, {0x1018A, 0x1018B},
+    {0x102E1, 0x102FB}, {0x10320, 0x10323}, {0x10341, 0x10341}, {0x1034A, 0x1034A}, {0x103D1, 0x103D5}, {0x104A0, 0x104A9},
+    {0x10858, 0x1085F}, {0x10879, 0x1087F}, {0x108A7, 0x108AF}, {0x108FB, 0x108FF}, {0x10916, 0x1091B}, {0x109BC, 0x109BD},
+    {0x109C0, 0x109CF}, {0x109D2, 0x109FF}, {0x10A40, 0x10A48}, {0x10A7D, 0x10A7E}, {0x10A9D, 0x10A9F}, {0x10AEB, 0x10AEF},
+    {0x10B58, 0x10B5F}, {0x10B78, 0x10B7F}, {0x10BA9, 0x10BAF}, {0x10CFA, 0x10CFF}, {0x10D30, 0x10D39}, {0x10E60, 0x10E7E},
+    {0x10F1D, 0x10F26}, {0x10F51, 0x10F54}, {0x10FC5, 0x10FCB}, {0x11052, 0x1106F}, {0x110F0, 0x110F9}, {0x11136, 0x1113F},
+    {0x111D0, 0x111D9}, {0x111E1, 0x111F4}, {0x112F0, 0x112F9}, {0x11450, 0x11459}, {0x114D0, 0x114D9}, {0x11650, 0x11659},
+    {0x116C0, 0x116C9}, {0x11730, 0x1173B}, {0x118E0, 0x118F2}, {0x11950, 0x11959}, {0x11C50, 0x11C6C}, {0x11D50, 0x11D59},
+    {0x11DA0, 0x11DA9}, {0x11F50, 0x11F59}, {0x11FC0, 0x11FD4}, {0x12400, 0x1246E}, {0x16A60, 0x16A69}, {0x16AC0, 0x16AC9},
+    {0x16B50, 0x16B59}, {0x16B5B, 0x16B61}, {0x16E80, 0x16E96}, {0x1D2C0, 0x1D2D3}, {0x1D2E0, 0x1D2F3}, {0x1D360, 0x1D378},
+    {0x1D7CE, 0x1D7FF}, {0x1E140, 0x1E149}, {0x1E2F0, 0x1E2F9}, {0x1E4F0, 0x1E4F9}, {0x1E8C7, 0x1E8CF}, {0x1E950, 0x1E959},
+    {0x1EC71, 0x1ECAB}, {0x1ECAD, 0x1ECAF}, {0x1ECB1, 0x1ECB4}, {0x1ED01, 0x1ED2D}, {0x1ED2F, 0x1ED3D}, {0x1F100, 0x1F10C},
+    {0x1FBF0, 0x1FBF9}, {0x20001, 0x20001}, {0x20064, 0x20064}, {0x200E2, 0x200E2}, {0x20121, 0x20121}, {0x2092A, 0x2092A},
+    {0x20983, 0x20983}, {0x2098C, 0x2098C}, {0x2099C, 0x2099C}, {0x20AEA, 0x20AEA}, {0x20AFD, 0x20AFD}, {0x20B19, 0x20B19},
+    {0x22390, 0x22390}, {0x22998, 0x22998}, {0x23B1B, 0x23B1B}, {0x2626D, 0x2626D}, {0x2F890, 0x2F890},
+};
 
 }  // namespace detail
 }  // namespace v0_1
@@ -9245,7 +9660,7 @@ inline bool jv_truthy(const JValue& v) {
     case JValue::T::integer: return v.i != 0;
     case JValue::T::real: return v.d != 0;
     case JValue::T::string: return !v.s->s.empty();
-    case JValue::T::list: return !v.l->items.empty();
+    case JValue::T::list: return v.l->kind == JSeq::generator || !v.l->items.empty();  // a generator is always true
     case JValue::T::dict: return !v.m->items.empty();
     default: return true;
   }
@@ -9327,6 +9742,12 @@ inline bool jcase_is_lower(uint32_t c) {
 }
 inline bool jcase_cased(uint32_t c) { return jcase_is_upper(c) || jcase_is_lower(c) || jcase_is_title(c); }
 inline bool jcase_ignorable(uint32_t c) { return jin_ranges(kJCaseIgnorable, c); }
+// str.isalpha() / isdecimal() / isdigit() / isnumeric() / isalnum() per code point.
+inline bool jis_alpha(uint32_t c) { return jin_ranges(kJAlpha, c); }
+inline bool jis_decimal(uint32_t c) { return jin_ranges(kJDecimal, c); }
+inline bool jis_digit(uint32_t c) { return jin_ranges(kJDigit, c); }
+inline bool jis_numeric(uint32_t c) { return jin_ranges(kJNumeric, c); }
+inline bool jis_alnum(uint32_t c) { return jis_alpha(c) || jis_decimal(c) || jis_digit(c) || jis_numeric(c); }
 // Full case mapping (kind 0 upper, 1 lower, 2 title) into out[]; returns the count (1..3).
 inline int jcase_full(uint32_t c, int kind, uint32_t out[3]) {
   size_t lo = 0, hi = sizeof kJCaseSpecial / sizeof kJCaseSpecial[0];
@@ -9550,7 +9971,11 @@ class JRender {
     switch (n->k) {
       case NK::output: return emit(out, n->str);
       case NK::print: {
+        // a wholly constant {{ expression }} is printed as Jinja2 computes it when compiling,
+        // even when its value is not a plain value (see eval_folded)
+        print_root_ = n->a;
         JValue v = eval(n->a, sc);
+        print_root_ = nullptr;
         if (failed_) return false;
         if (v.t == JValue::T::string) return emit(out, *v.s);
         PText t;
@@ -9741,8 +10166,49 @@ class JRender {
     return JValue::undefined(strf("'%s' is undefined", name.c_str()));
   }
 
+  // Jinja2's optimizer computes constant subexpressions when it compiles the template, through
+  // getitem(), which turns a failing subscript into undefined ("abc"[5] and (none)[1:] are
+  // undefined there, but an error at run time). A folded value is kept only when it is a plain
+  // value (has a "safe repr"); the {{ }} expression itself is always kept.
+  static bool safe_repr(const JValue& v, int depth = 0) {
+    if (depth > 64) return false;
+    switch (v.t) {
+      case JValue::T::none:
+      case JValue::T::boolean:
+      case JValue::T::integer:
+      case JValue::T::real:
+      case JValue::T::string: return true;
+      case JValue::T::list:
+        if (v.l->kind == JSeq::range) return true;
+        if (v.l->kind != JSeq::list && v.l->kind != JSeq::tuple) return false;
+        for (const auto& x : v.l->items)
+          if (!safe_repr(x, depth + 1)) return false;
+        return true;
+      case JValue::T::dict:
+        for (const auto& kv : v.m->items)
+          if (!safe_repr(kv.first, depth + 1) || !safe_repr(kv.second, depth + 1)) return false;
+        return true;
+      default: return false;
+    }
+  }
+  JValue eval_folded(const JNode* n, const SP& sc) {
+    uint32_t pos = pos_;
+    uint64_t steps = steps_;
+    fold_ = true;
+    JValue v = eval_node(n, sc);
+    fold_ = false;
+    if (failed_ || safe_repr(v) || n == print_root_) return v;
+    pos_ = pos;  // not foldable: evaluate as at run time
+    steps_ = steps;
+    return eval_node(n, sc);
+  }
+
   JValue eval(const JNode* n, const SP& sc) {
     if (failed_) return JValue();
+    if (!fold_ && n->constant && n->k != NK::konst) return eval_folded(n, sc);
+    return eval_node(n, sc);
+  }
+  JValue eval_node(const JNode* n, const SP& sc) {
     DepthGuard g(*this);
     if (!g.ok) return JValue();
     pos_ = n->pos;
@@ -9876,6 +10342,7 @@ class JRender {
       fail_undef(l);
       return JValue();
     }
+    if (op == BinOp::mod && l.is_str()) return percent_format(l, r);  // str.__mod__ takes anything
     if (r.is_undef()) {
       fail_undef(r);
       return JValue();
@@ -10056,6 +10523,7 @@ class JRender {
       case JValue::T::string: return a.s == b.s || a.s->s == b.s->s;
       case JValue::T::list: {
         if (a.l == b.l) return true;
+        if (a.l->kind == JSeq::generator || b.l->kind == JSeq::generator) return false;  // compared by identity
         if (a.l->kind != b.l->kind || a.l->items.size() != b.l->items.size()) return false;
         for (size_t k = 0; k < a.l->items.size(); k++)
           if (!py_eq(a.l->items[k], b.l->items[k], depth + 1)) return false;
@@ -10154,15 +10622,35 @@ class JRender {
         result = container.text().find(item.text()) != std::string::npos;
         return true;
       case JValue::T::list:
+        if (container.l->kind == JSeq::generator) {  // consumes the generator up to the match
+          for (;;) {
+            JValue v;
+            bool done = false;
+            if (!gen_pull(*container.l, v, done)) return false;
+            if (done) return true;
+            if (py_eq(v, item)) return (result = true), true;
+          }
+        }
+        if (container.l->kind == JSeq::dict_items &&
+            !(item.is_list() && item.l->kind == JSeq::tuple && item.l->items.size() == 2))
+          return true;  // only (key, value) pairs can be in dict.items()
+        if (container.l->kind == JSeq::dict_keys || container.l->kind == JSeq::dict_items) {
+          const JValue& key = container.l->kind == JSeq::dict_keys ? item : item.l->items[0];
+          if (key.is_dict() || (key.is_list() && key.l->kind != JSeq::tuple))
+            return fail(strf("unhashable type: '%s'", jv_type(key)));
+        }
         if (!charge(container.l->items.size())) return false;
         for (const auto& v : container.l->items)
           if (py_eq(v, item)) {
             result = true;
             break;
           }
-        if (container.l->kind == JSeq::generator) container.l->items.clear();
         return true;
-      case JValue::T::dict: result = dict_find(*container.m, item) != nullptr; return true;
+      case JValue::T::dict:
+        if (item.is_dict() || (item.is_list() && item.l->kind != JSeq::tuple))
+          return fail(strf("unhashable type: '%s'", jv_type(item)));
+        result = dict_find(*container.m, item) != nullptr;
+        return true;
       case JValue::T::undef: return true;
       default: return fail(strf("argument of type '%s' is not iterable", jv_type(container)));
     }
@@ -10191,9 +10679,19 @@ class JRender {
   bool iterate(const JValue& v, std::vector<JValue>& out) {
     switch (v.t) {
       case JValue::T::list:
+        if (v.l->kind == JSeq::generator) {  // used up once
+          out.clear();
+          for (;;) {
+            JValue x;
+            bool done = false;
+            if (!gen_pull(*v.l, x, done)) return false;
+            if (done) return true;
+            if (!charge_list(out.size() + 1)) return false;
+            out.push_back(std::move(x));
+          }
+        }
         if (!charge_list(v.l->items.size())) return false;
         out = v.l->items;
-        if (v.l->kind == JSeq::generator) v.l->items.clear();  // a generator is used up once
         return true;
       case JValue::T::dict:
         if (!charge_list(v.m->items.size())) return false;
@@ -10217,6 +10715,58 @@ class JRender {
       case JValue::T::undef: out.clear(); return true;
       default: return fail(strf("'%s' object is not iterable", jv_type(v)));
     }
+  }
+
+  // ---- generators (what map/select/... return: lazy, single use, always true, no len()) ----
+  using Puller = std::function<bool(JValue& out, bool& done)>;
+  JValue make_gen(Puller next) {
+    JValue v = JValue::list({}, JSeq::generator);
+    v.l->next = std::move(next);
+    return v;
+  }
+  bool gen_pull(JList& g, JValue& out, bool& done) {
+    done = false;
+    if (g.next) {
+      if (!charge()) return false;
+      if (!g.next(out, done)) return false;  // (a generator never pulls from itself)
+      if (done) g.next = nullptr;            // releases what it captured
+      return true;
+    }
+    if (g.pos < g.items.size()) {
+      out = g.items[g.pos++];
+      return true;
+    }
+    done = true;
+    return true;
+  }
+  // Pulls the items of any iterable one by one; a non-iterable fails on the first pull (as a
+  // Python generator fails when it first runs, not when it is made).
+  Puller puller(JValue v) {
+    return [this, v, idx = size_t(0), off = std::vector<size_t>()](JValue& out, bool& done) mutable -> bool {
+      done = false;
+      switch (v.t) {
+        case JValue::T::list:
+          if (v.l->kind == JSeq::generator) return gen_pull(*v.l, out, done);
+          if (idx >= v.l->items.size()) return (done = true), true;
+          out = v.l->items[idx++];
+          return true;
+        case JValue::T::dict:
+          if (idx >= v.m->items.size()) return (done = true), true;
+          out = v.m->items[idx++].first;
+          return true;
+        case JValue::T::string: {
+          if (off.empty()) off = jcp_offsets(v.text());
+          if (idx + 1 >= off.size()) return (done = true), true;
+          PText c;
+          c.add_range(*v.s, off[idx], off[idx + 1]);
+          idx++;
+          out = JValue::str(std::move(c));
+          return true;
+        }
+        case JValue::T::undef: done = true; return true;
+        default: return fail(strf("'%s' object is not iterable", jv_type(v)));
+      }
+    };
   }
 
   // ---- attribute and item access (Jinja2 sandbox rules) ----
@@ -10380,6 +10930,8 @@ class JRender {
         }
       }
       pos_ = n->pos;
+      if (fold_ && !obj.is_undef() && !obj.is_str() && !(obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple)))
+        return JValue::undefined(strf("'%s' object is not subscriptable", jv_type(obj)));
       return slice(obj, parts[0], parts[1], parts[2]);
     }
     JValue key = eval(n->b, sc);
@@ -10395,11 +10947,14 @@ class JRender {
       return JValue();
     }
     int64_t st = 1;
-    if (!step.is_none() && !as_int(step, st)) return JValue::undefined("slice indices must be integers or None");
+    if (!step.is_none() && !as_int(step, st)) return failv("slice indices must be integers or None or have an __index__ method");
     if (st == 0) return failv("slice step cannot be zero");
     bool is_str = obj.is_str();
     bool is_seq = obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple);
-    if (!is_str && !is_seq) return JValue::undefined(strf("'%s' object is not subscriptable", jv_type(obj)));
+    if (!is_str && !is_seq) {
+      if (obj.is_dict()) return failv("unhashable type: 'slice'");
+      return failv(strf("'%s' object is not subscriptable", jv_type(obj)));
+    }
     std::vector<size_t> off;
     int64_t n;
     if (is_str) {
@@ -10424,7 +10979,7 @@ class JRender {
     };
     int64_t b, e;
     if (!adjust(start, st < 0 ? n - 1 : 0, b) || !adjust(stop, st < 0 ? -1 : n, e))
-      return JValue::undefined("slice indices must be integers or None");
+      return failv("slice indices must be integers or None or have an __index__ method");
     if (!charge(static_cast<uint64_t>(n) / 8 + 1)) return JValue();
     if (is_str) {
       const PText& s = *obj.s;
@@ -10847,17 +11402,28 @@ class JRender {
           case JSeq::generator: return fail("unsupported construct: printing a generator (add |list)");
           default: break;
         }
+        if (std::find(repr_stack_.begin(), repr_stack_.end(), v.l.get()) != repr_stack_.end()) {
+          out.add(L.kind == JSeq::tuple ? "(...)" : "[...]");  // Python's marker for a container inside itself
+          return true;
+        }
+        repr_stack_.push_back(v.l.get());
         out.add(open);
         for (size_t k = 0; k < L.items.size(); k++) {
           if (k) out.add(", ");
           if (!repr(L.items[k], out, depth + 1)) return false;
         }
         out.add(close);
+        repr_stack_.pop_back();
         return true;
       }
       case JValue::T::dict:
       case JValue::T::ns: {
         if (v.t == JValue::T::ns) out.add("<Namespace ");
+        if (std::find(repr_stack_.begin(), repr_stack_.end(), v.m.get()) != repr_stack_.end()) {
+          out.add(v.t == JValue::T::ns ? "{...}>" : "{...}");
+          return true;
+        }
+        repr_stack_.push_back(v.m.get());
         out.add("{");
         bool first = true;
         for (const auto& kv : v.m->items) {
@@ -10869,6 +11435,7 @@ class JRender {
         }
         out.add("}");
         if (v.t == JValue::T::ns) out.add(">");
+        repr_stack_.pop_back();
         return true;
       }
       default: return to_str(v, out, depth);
@@ -10996,7 +11563,8 @@ class JRender {
   }
 
   // Stable merge sort of indices by Python ordering of keys (safe with any comparison outcome).
-  bool sort_indices(const std::vector<JValue>& keys, std::vector<size_t>& idx, bool reverse) {
+  // eq_first: keys compare as one-item lists (Jinja2's |sort), so equal keys never reach "<".
+  bool sort_indices(const std::vector<JValue>& keys, std::vector<size_t>& idx, bool reverse, bool eq_first = false) {
     size_t n = idx.size();
     if (!charge(n * 4 + 1)) return false;
     std::vector<size_t> tmp(n);
@@ -11005,9 +11573,11 @@ class JRender {
         size_t mid = std::min(lo + width, n), hi = std::min(lo + 2 * width, n);
         size_t a = lo, b = mid, o = lo;
         while (a < mid && b < hi) {
-          bool less;
+          bool less = false;
           // stable: take from the right run only when it is strictly before the left one
-          if (reverse) {
+          if (eq_first && py_eq(keys[idx[a]], keys[idx[b]])) {
+            less = false;
+          } else if (reverse) {
             if (!py_less(keys[idx[a]], keys[idx[b]], less)) return false;
           } else {
             if (!py_less(keys[idx[b]], keys[idx[a]], less)) return false;
@@ -11039,6 +11609,9 @@ class JRender {
   std::vector<std::weak_ptr<JDict>> namespaces_;
   enum class Flow : uint8_t { normal, brk, cont } flow_ = Flow::normal;
   bool failed_ = false;
+  bool fold_ = false;                   // computing a constant expression (see eval_folded)
+  std::vector<const void*> repr_stack_;  // containers being printed (for "[...]" / "{...}")
+  const JNode* print_root_ = nullptr;   // the expression of the {{ }} being printed
   uint32_t pos_ = 0;
   uint64_t steps_ = 0;
   int depth_ = 0;
@@ -11310,11 +11883,15 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
   }
   if (name == "items") {
     if (!bind(args, {}, a, what)) return JValue();
-    if (v.is_undef()) return JValue::list({}, JSeq::generator);
-    if (!v.is_dict()) return failv("can only get item pairs from a mapping");
-    std::vector<JValue> items;
-    for (const auto& kv : v.m->items) items.push_back(JValue::list({kv.first, kv.second}, JSeq::tuple));
-    return JValue::list(std::move(items), JSeq::generator);
+    return make_gen([this, v, idx = size_t(0)](JValue& out, bool& done) mutable -> bool {
+      done = false;
+      if (v.is_undef()) return (done = true), true;
+      if (!v.is_dict()) return fail("can only get item pairs from a mapping");
+      if (idx >= v.m->items.size()) return (done = true), true;
+      const auto& kv = v.m->items[idx++];
+      out = JValue::list({kv.first, kv.second}, JSeq::tuple);
+      return true;
+    });
   }
   if (name == "join") {
     if (!bind(args, {"d", "attribute"}, a, what)) return JValue();
@@ -11339,9 +11916,10 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     if (name == "last" && v.is_list() && v.l->kind == JSeq::generator)
       return failv("'generator' object is not reversible");
     if (v.is_list() && v.l->kind == JSeq::generator) {
-      if (v.l->items.empty()) return JValue::undefined("no first item, sequence was empty");
-      JValue x = v.l->items.front();
-      v.l->items.erase(v.l->items.begin());
+      JValue x;
+      bool done = false;
+      if (!gen_pull(*v.l, x, done)) return JValue();
+      if (done) return JValue::undefined("no first item, sequence was empty");
       return x;
     }
     std::vector<JValue> items;
@@ -11352,11 +11930,12 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
   if (name == "reverse") {
     if (!bind(args, {}, a, what)) return JValue();
     if (v.is_str()) return slice(v, JValue::none(), JValue::none(), JValue::integer(-1));
+    // reversed(value) (an iterator) for sequences and dicts; list(value) reversed for the rest
     std::vector<JValue> items;
     if (!iterate(v, items)) return JValue();
     std::reverse(items.begin(), items.end());
-    bool gen = v.is_list() && v.l->kind == JSeq::generator;
-    return JValue::list(std::move(items), gen ? JSeq::list : JSeq::generator);
+    bool reversible = v.is_dict() || v.is_undef() || (v.is_list() && v.l->kind != JSeq::generator);
+    return JValue::list(std::move(items), reversible ? JSeq::generator : JSeq::list);
   }
   if (name == "replace") {
     if (!bind(args, {"old", "new", "count"}, a, what)) return JValue();
@@ -11377,6 +11956,8 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
   }
   if (name == "indent") {
     if (!bind(args, {"width", "first", "blank"}, a, what)) return JValue();
+    if (v.is_undef()) return (fail_undef(v), JValue());
+    if (!v.is_str()) return failv(strf("unsupported operand type(s) for +=: '%s' and 'str'", jv_type(v)));
     PText s;
     bool m;
     if (!soft(v, s, m)) return JValue();
@@ -11412,7 +11993,8 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     int64_t i;
     if (as_int(v, i)) return JValue::integer(i);
     if (v.t == JValue::T::real) {
-      if (!std::isfinite(v.d)) return failv("cannot convert float infinity or NaN to integer");
+      if (std::isnan(v.d)) return def;  // int(nan) is a ValueError: the default
+      if (std::isinf(v.d)) return def;  // OverflowError: the default
       if (std::fabs(v.d) >= 9.2e18) return failv("integer overflow (integers are limited to 64 bits)");
       return JValue::integer(static_cast<int64_t>(v.d));
     }
@@ -11420,7 +12002,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
       if (parse_py_int(v.text(), static_cast<int>(base), i)) return JValue::integer(i);
       double d;
       if (parse_py_float(v.text(), d)) {
-        if (!std::isfinite(d)) return failv("cannot convert float infinity or NaN to integer");
+        if (!std::isfinite(d)) return def;
         if (std::fabs(d) >= 9.2e18) return failv("integer overflow (integers are limited to 64 bits)");
         return JValue::integer(static_cast<int64_t>(d));
       }
@@ -11532,7 +12114,41 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     for (size_t k : idx) out.push_back(pairs[k]);
     return JValue::list(std::move(out));
   }
-  if (name == "sort" || name == "unique" || name == "min" || name == "max") {
+  if (name == "unique") {
+    // a generator: duplicates (by the lower-cased key unless case_sensitive) are skipped lazily
+    if (!bind(args, {"case_sensitive", "attribute"}, a, what)) return JValue();
+    bool cs = a[0] && jv_truthy(*a[0]);
+    JValue attribute = a[1] ? *a[1] : JValue::none();
+    Puller src = puller(v);
+    return make_gen([this, src, cs, attribute, seen = std::vector<JValue>()](JValue& out, bool& done) mutable -> bool {
+      for (;;) {
+        if (!src(out, done) || done) return !failed_;
+        JValue k = out;
+        if (!attribute.is_none()) {
+          k = attr_path(out, attribute, nullptr);
+          if (failed_) return false;
+        }
+        if (!cs && k.is_str()) {
+          PText lo;
+          jcase(*k.s, JCase::lower, lo);
+          k = JValue::str(std::move(lo));
+        }
+        if (k.is_dict() || (k.is_list() && k.l->kind != JSeq::tuple)) return fail(strf("unhashable type: '%s'", jv_type(k)));
+        if (!charge(seen.size() / 8 + 1)) return false;
+        bool dup = false;
+        for (const auto& x : seen)
+          if (py_eq(x, k)) {
+            dup = true;
+            break;
+          }
+        if (!dup) {
+          seen.push_back(std::move(k));
+          return true;
+        }
+      }
+    });
+  }
+  if (name == "sort" || name == "min" || name == "max") {
     bool is_sort = name == "sort";
     if (is_sort) {
       if (!bind(args, {"reverse", "case_sensitive", "attribute"}, a, what)) return JValue();
@@ -11557,23 +12173,6 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
       }
       keys.push_back(std::move(k));
     }
-    if (name == "unique") {
-      std::vector<JValue> out, seen;
-      if (!charge(keys.size() * keys.size() / 8 + 1)) return JValue();
-      for (size_t k = 0; k < items.size(); k++) {
-        bool dup = false;
-        for (const auto& s : seen)
-          if (py_eq(s, keys[k])) {
-            dup = true;
-            break;
-          }
-        if (!dup) {
-          seen.push_back(keys[k]);
-          out.push_back(items[k]);
-        }
-      }
-      return JValue::list(std::move(out), JSeq::generator);
-    }
     if (name == "min" || name == "max") {
       if (items.empty()) return JValue::undefined("no aggregated item, sequence was empty");
       size_t best = 0;
@@ -11586,7 +12185,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     }
     std::vector<size_t> idx(items.size());
     for (size_t k = 0; k < idx.size(); k++) idx[k] = k;
-    if (!sort_indices(keys, idx, a[0] && jv_truthy(*a[0]))) return JValue();
+    if (!sort_indices(keys, idx, a[0] && jv_truthy(*a[0]), true)) return JValue();
     std::vector<JValue> out;
     for (size_t k : idx) out.push_back(items[k]);
     return JValue::list(std::move(out));
@@ -11596,6 +12195,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     std::vector<JValue> items;
     if (!iterate(v, items)) return JValue();
     JValue total = a[1] ? *a[1] : JValue::integer(0);
+    if (total.is_str()) return failv("sum() can't sum strings [use ''.join(seq) instead]");
     for (const auto& it : items) {
       JValue x = it;
       if (a[0] && !a[0]->is_none()) {
@@ -11608,10 +12208,10 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     return total;
   }
   if (name == "map" || name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
-    std::vector<JValue> items;
-    if (!jv_truthy(v)) return JValue::list({}, JSeq::generator);  // Jinja2: "if value:" first
-    if (!iterate(v, items)) return JValue();
-    std::vector<JValue> out;
+    // Generators, as in Jinja2: nothing runs until the result is consumed, a false input gives
+    // nothing, and an error (a non-iterable input, a failing test) happens when consumed.
+    Puller src = puller(v);
+    bool falsy = !jv_truthy(v);
     if (name == "map") {
       const JValue* attribute = nullptr;
       const JValue* def = nullptr;
@@ -11619,28 +12219,31 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
         if (kv.first == "attribute") attribute = &kv.second;
         else if (kv.first == "default") def = &kv.second;
       }
-      if (attribute) {
-        if (!args.pos.empty()) return failv("map: attribute= takes no positional arguments");
-        for (const auto& it : items) {
-          JValue x = attr_path(it, *attribute, def);
-          if (failed_) return JValue();
-          out.push_back(std::move(x));
-        }
-        return JValue::list(std::move(out), JSeq::generator);
+      if (attribute && args.pos.empty()) {
+        for (const auto& kv : args.kw)
+          if (kv.first != "attribute" && kv.first != "default")
+            return failv(strf("unexpected keyword argument '%s'", kv.first.c_str()));
+        JValue attr = *attribute, dflt = def ? *def : JValue::none();
+        return make_gen([this, src, falsy, attr, dflt](JValue& out, bool& done) mutable -> bool {
+          if (falsy) return (done = true), true;
+          if (!src(out, done) || done) return !failed_;
+          out = attr_path(out, attr, &dflt);
+          return !failed_;
+        });
       }
-      if (args.pos.empty() || !args.pos[0].is_str()) return failv("map requires a filter argument");
+      if (args.pos.empty()) return failv("map requires a filter argument");
+      if (!args.pos[0].is_str()) return failv("map: the filter name must be a string");
       std::string fname = args.pos[0].text();
-      if (!jinja_known_filter(fname)) return failv(strf("no filter named '%s'", fname.c_str()));
       JArgs rest;
       rest.pos.assign(args.pos.begin() + 1, args.pos.end());
       rest.kw = args.kw;
-      for (const auto& it : items) {
-        if (!charge()) return JValue();
-        JValue x = apply_filter(fname, it, rest, sc);
-        if (failed_) return JValue();
-        out.push_back(std::move(x));
-      }
-      return JValue::list(std::move(out), JSeq::generator);
+      return make_gen([this, src, falsy, fname, rest, sc](JValue& out, bool& done) mutable -> bool {
+        if (falsy) return (done = true), true;
+        if (!src(out, done) || done) return !failed_;
+        if (!jinja_known_filter(fname)) return fail(strf("no filter named '%s'", fname.c_str()));
+        out = apply_filter(fname, out, rest, sc);
+        return !failed_;
+      });
     }
     bool attr = name == "selectattr" || name == "rejectattr";
     bool keep_if = name == "select" || name == "selectattr";
@@ -11654,48 +12257,58 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     if (at < args.pos.size()) {
       if (!args.pos[at].is_str()) return failv("the test name must be a string");
       test = args.pos[at++].text();
-      if (!jinja_known_test(test)) return failv(strf("no test named '%s'", test.c_str()));
     }
     JArgs targs;
     targs.pos.assign(args.pos.begin() + static_cast<std::ptrdiff_t>(at), args.pos.end());
     targs.kw = args.kw;
-    for (const auto& it : items) {
-      if (!charge()) return JValue();
-      JValue x = it;
-      if (attr) {
-        x = attr_path(it, attrname, nullptr);
-        if (failed_) return JValue();
+    return make_gen([this, src, falsy, attr, attrname, test, targs, keep_if](JValue& out, bool& done) mutable -> bool {
+      if (falsy) return (done = true), true;
+      if (!test.empty() && !jinja_known_test(test)) return fail(strf("no test named '%s'", test.c_str()));
+      for (;;) {
+        if (!src(out, done) || done) return !failed_;
+        if (!charge()) return false;
+        JValue x = out;
+        if (attr) {
+          x = attr_path(out, attrname, nullptr);
+          if (failed_) return false;
+        }
+        bool r;
+        if (test.empty()) {
+          r = jv_truthy(x);
+        } else if (!run_test(test, x, targs, r)) {
+          return false;
+        }
+        if (r == keep_if) return true;
       }
-      bool r;
-      if (test.empty()) {
-        r = jv_truthy(x);
-      } else if (!run_test(test, x, targs, r)) {
-        return JValue();
-      }
-      if (r == keep_if) out.push_back(it);
-    }
-    return JValue::list(std::move(out), JSeq::generator);
+    });
   }
   if (name == "batch") {
     if (!bind(args, {"linecount", "fill_with"}, a, what)) return JValue();
     int64_t n;
     if (!a[0] || !as_int(*a[0], n) || n <= 0) return failv("batch: linecount must be a positive integer");
-    std::vector<JValue> items;
-    if (!iterate(v, items)) return JValue();
-    std::vector<JValue> out, cur;
-    for (auto& it : items) {
-      cur.push_back(std::move(it));
-      if (static_cast<int64_t>(cur.size()) == n) {
-        out.push_back(JValue::list(std::move(cur)));
-        cur.clear();
+    JValue fill = a[1] ? *a[1] : JValue::none();
+    Puller src = puller(v);
+    return make_gen([this, src, n, fill, end = false](JValue& out, bool& done) mutable -> bool {
+      done = false;
+      if (end) return (done = true), true;
+      std::vector<JValue> cur;
+      while (static_cast<int64_t>(cur.size()) < n) {
+        JValue x;
+        bool fin = false;
+        if (!src(x, fin)) return false;
+        if (fin) {
+          end = true;
+          break;
+        }
+        cur.push_back(std::move(x));
       }
-    }
-    if (!cur.empty()) {
-      if (a[1] && !a[1]->is_none())
-        while (static_cast<int64_t>(cur.size()) < n) cur.push_back(*a[1]);
-      out.push_back(JValue::list(std::move(cur)));
-    }
-    return JValue::list(std::move(out), JSeq::generator);
+      if (cur.empty()) return (done = true), true;
+      if (!fill.is_none())
+        while (static_cast<int64_t>(cur.size()) < n) cur.push_back(fill);
+      if (!charge_list(cur.size())) return false;
+      out = JValue::list(std::move(cur));
+      return true;
+    });
   }
   if (name == "attr") {
     if (!bind(args, {"name"}, a, what)) return JValue();
@@ -11707,13 +12320,13 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     PText t;
     bool m;
     if (!soft(v, t, m)) return JValue();
-    // \w+ runs; words are letters, digits and underscore (ASCII view plus any non-ASCII letter)
+    // runs of Python's \w: str.isalnum() characters and "_"
     int64_t count = 0;
     bool in = false;
     size_t i = 0;
     while (i < t.s.size()) {
       uint32_t c = jcp_next(t.s, i);
-      bool w = (c < 0x80) ? (std::isalnum(static_cast<int>(c)) || c == '_') : !jis_space(c);
+      bool w = c == '_' || jis_alnum(c);
       if (w && !in) count++;
       in = w;
     }
@@ -12235,27 +12848,33 @@ inline JValue JRender::call_method(const JValue& self, const std::string& name, 
       if (!run_test(name == "islower" ? "lower" : "upper", self, none, r)) return JValue();
       return JValue::boolean(r);
     }
-    if (name == "istitle") return failv("unsupported construct: str.istitle()");
+    if (name == "istitle") {
+      bool cased = false, prev = false;
+      size_t i = 0;
+      while (i < s.s.size()) {
+        uint32_t c = jcp_next(s.s, i);
+        if (jcase_is_upper(c) || jcase_is_title(c)) {
+          if (prev) return JValue::boolean(false);
+          prev = cased = true;
+        } else if (jcase_is_lower(c)) {
+          if (!prev) return JValue::boolean(false);
+          prev = cased = true;
+        } else {
+          prev = false;
+        }
+      }
+      return JValue::boolean(cased);
+    }
     bool all = true;
     size_t i = 0;
-    while (i < s.s.size()) {
+    while (i < s.s.size() && all) {
       uint32_t c = jcp_next(s.s, i);
-      bool ok;
-      if (name == "isspace") {
-        ok = jis_space(c);
-      } else if (c >= 0x80) {
-        return failv(strf("unsupported: %s on non-ASCII text", what.c_str()));
-      } else if (name == "isalpha") {
-        ok = std::isalpha(static_cast<int>(c)) != 0;
-      } else if (name == "isalnum") {
-        ok = std::isalnum(static_cast<int>(c)) != 0;
-      } else {
-        ok = c >= '0' && c <= '9';
-      }
-      if (!ok) {
-        all = false;
-        break;
-      }
+      if (name == "isspace") all = jis_space(c);
+      else if (name == "isalpha") all = jis_alpha(c);
+      else if (name == "isalnum") all = jis_alnum(c);
+      else if (name == "isdecimal") all = jis_decimal(c);
+      else if (name == "isdigit") all = jis_digit(c);
+      else all = jis_numeric(c);  // isnumeric
     }
     return JValue::boolean(all);
   }
@@ -12268,6 +12887,9 @@ inline JValue JRender::percent_format(const JValue& fmtv, const JValue& argv) {
   bool mk = fmtv.b;
   std::vector<JValue> args;
   const JDict* mapping = nullptr;
+  // Python: a tuple gives the arguments; anything else is one argument, and a mapping-like one
+  // (a dict, also a list) is never "not all converted"
+  bool mapping_like = argv.is_dict() || argv.is_undef() || (argv.is_list() && argv.l->kind != JSeq::tuple);
   if (argv.is_list() && argv.l->kind == JSeq::tuple) args = argv.l->items;
   else if (argv.is_dict()) mapping = argv.m.get();
   else args.push_back(argv);
@@ -12385,7 +13007,7 @@ inline JValue JRender::percent_format(const JValue& fmtv, const JValue& argv) {
     out.add(piece);
     if (!check_len(out.s.size())) return JValue();
   }
-  if (!mapping && next < args.size()) return failv("not all arguments converted during string formatting");
+  if (!mapping && !mapping_like && next < args.size()) return failv("not all arguments converted during string formatting");
   if (!charge_str(out.s.size())) return JValue();
   (void)used_mapping;
   return mk ? jv_markup(std::move(out)) : JValue::str(std::move(out));
@@ -15795,18 +16417,20 @@ inline Result<Model> Model::load(std::string_view path, const LoadOptions& optio
   auto impl = std::make_shared<detail::ModelImpl>();
   impl->desc = std::move(*desc);
   impl->options = options;
+  // A malformed vocabulary is a broken file (the load fails); a missing or unsupported one is reported
+  // by tokenize() (the model still runs from token ids).
+  if (auto tok = detail::Tokenizer::build(*impl->desc)) {
+    impl->tokenizer = std::move(*tok);
+  } else {
+    if (tok.error().code == Errc::bad_format) return tok.error();
+    impl->tokenizer_error = tok.error();
+    if (options.log) options.log("tokenizer unavailable: " + tok.error().message);
+  }
   // The architecture definition is compiled now: a broken definition, a missing tensor or a weight
   // type the kernels cannot compute fails the load, not the first forward pass.
   auto engine = detail::Engine::create(impl->desc, options);
   if (!engine) return engine.error();
   impl->engine = std::move(*engine);
-  if (auto tok = detail::Tokenizer::build(*impl->desc)) {
-    impl->tokenizer = std::move(*tok);
-  } else {
-    if (tok.error().code == Errc::bad_format) return tok.error();  // a malformed vocabulary is a broken file
-    impl->tokenizer_error = tok.error();
-    if (options.log) options.log("tokenizer unavailable: " + tok.error().message);
-  }
   impl->load_ms = detail::now_ms() - t0;
   Model m;
   m.impl_ = std::move(impl);

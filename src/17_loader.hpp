@@ -30,7 +30,12 @@ inline Result<void> vocab_from_tokenizer_json(ModelDesc& m) {
   auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, m.path + "/tokenizer.json: " + what); };
   if (!model.is_object()) return bad("no \"model\" object");
   std::string_view type = model["type"].as_string();
-  if (!type.empty() && type != "BPE") return bad(strf("tokenizer model type '%s' is not supported (only BPE)", printable(type).c_str()));
+  if (!type.empty() && type != "BPE") {
+    // not a BPE vocabulary (WordPiece, Unigram, ...): the model still describes and loads; the tokenizer
+    // (Tokenizer::build) reports that it cannot tokenize it
+    m.vocab.model = std::string(type);
+    return {};
+  }
   const Json& vocab = model["vocab"];
   if (!vocab.is_object()) return bad("model.vocab is not an object");
   VocabData& vd = m.vocab;

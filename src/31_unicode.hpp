@@ -1,7 +1,7 @@
 // ==== Unicode: character classes, White_Space, simple case folding, NFC ====
 // Decodes the tables of 30_unicode_data.hpp once (thread-safe function-local static) into two-stage
-// lookup tables: one byte of flags per code point (major general category, White_Space, "NFC may change
-// this"), one byte of canonical combining class. Text that is not valid UTF-8 is handled byte by byte:
+// lookup tables: one byte of flags per code point (major general category, White_Space, cased-letter kind,
+// "NFC may change this"), one byte of canonical combining class. Text that is not valid UTF-8 is handled byte by byte:
 // an invalid byte is a unit of class C (other) that NFC leaves untouched.
 namespace llminfer {
 inline namespace v0_1 {
@@ -13,6 +13,8 @@ enum class UClass : uint8_t { other = 0, letter = 1, mark = 2, number = 3, punct
 constexpr uint8_t kUClassMask = 7;
 constexpr uint8_t kUWhiteSpace = 8;   // Unicode White_Space (regex \s)
 constexpr uint8_t kUNfcUnsafe = 16;   // non-zero combining class, a decomposition, or a composition's 2nd part
+constexpr uint8_t kUUpperOnly = 32;   // general category Lu or Lt (letters in \p{Lu}\p{Lt}, not in \p{Ll}\p{Lm}\p{Lo})
+constexpr uint8_t kULowerOnly = 64;   // general category Ll
 
 // A 0x110000-entry byte table stored as 4352 blocks of 256, identical blocks shared.
 class UTable {
@@ -97,6 +99,15 @@ inline UnicodeTables build_unicode_tables() {
       cp += ucd_varint(p);
       uint32_t len = ucd_varint(p);
       for (uint32_t k = 0; k < len; k++) full[cp++] |= kUWhiteSpace;
+    }
+  }
+  for (auto [table, flag] : {std::pair<const char*, uint8_t>{ucd::kUpperOnly, kUUpperOnly}, {ucd::kLowerOnly, kULowerOnly}}) {
+    const char* p = table;
+    uint32_t cp = 0;
+    while (*p) {
+      cp += ucd_varint(p);
+      uint32_t len = ucd_varint(p);
+      for (uint32_t k = 0; k < len; k++) full[cp++] |= flag;
     }
   }
   std::vector<uint8_t> ccc(0x110000, 0);
@@ -233,12 +244,8 @@ inline bool nfc_quick_stable(std::string_view s) {
   return true;
 }
 
-// Canonical composition of the canonical decomposition (Unicode NFC). Invalid bytes pass through.
-inline void nfc_append(std::string_view s, std::string& out) {
-  if (nfc_quick_stable(s)) {
-    out.append(s);
-    return;
-  }
+// NFC of a span by the full algorithm (decompose, reorder, compose).
+inline void nfc_full_append(std::string_view s, std::string& out) {
   std::vector<uint32_t> buf;
   buf.reserve(s.size() + 8);
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
@@ -288,6 +295,43 @@ inline void nfc_append(std::string_view s, std::string& out) {
     if (c >= kInvalidByteUnit) out += static_cast<char>(c - kInvalidByteUnit);
     else utf8_append(out, c);
   }
+}
+
+// Canonical composition of the canonical decomposition (Unicode NFC). Invalid bytes pass through.
+// A character that NFC cannot touch (kUNfcUnsafe clear: combining class 0, no decomposition, never the
+// second part of a composition) is a safe cut: nothing before it interacts with it or with what follows.
+// So only the runs of "unsafe" characters, with the character just before each run, go through the full
+// algorithm; everything else is copied.
+inline void nfc_append(std::string_view s, std::string& out) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  size_t n = s.size(), i = 0, emitted = 0, prev = 0;  // prev: start of the last safe character
+  while (i < n) {
+    int len = p[i] < 0x80 ? 1 : utf8_valid_len(p + i, n - i);
+    if (len == 0 || p[i] < 0xCC) {  // ASCII, invalid bytes and everything below U+0300 are safe
+      prev = i;
+      i += len ? size_t(len) : 1;
+      continue;
+    }
+    size_t j = i;
+    if (!(uflags(utf8_next(s, j)) & kUNfcUnsafe)) {
+      prev = i;
+      i = j;
+      continue;
+    }
+    size_t begin = std::max(prev, emitted), end = j;  // the run of unsafe characters from i
+    while (end < n) {
+      int l2 = p[end] < 0x80 ? 1 : utf8_valid_len(p + end, n - end);
+      if (l2 == 0 || p[end] < 0xCC) break;
+      size_t k = end;
+      if (!(uflags(utf8_next(s, k)) & kUNfcUnsafe)) break;
+      end = k;
+    }
+    out.append(s.data() + emitted, begin - emitted);
+    nfc_full_append(s.substr(begin, end - begin), out);
+    emitted = end;
+    i = prev = end;
+  }
+  out.append(s.data() + emitted, n - emitted);
 }
 
 inline std::string nfc(std::string_view s) {

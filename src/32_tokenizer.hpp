@@ -259,6 +259,9 @@ struct PreStage {
   enum class Kind : uint8_t {
     gpt2,          // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
     llama3,        // (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,k}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+    o200k,         // [^\r\n\p{L}\p{N}]?U*L+C?|[^\r\n\p{L}\p{N}]?U+L*C?|\p{N}{1,k}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|
+                   // \s+(?!\S)|\s+  with U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], L = [\p{Ll}\p{Lm}\p{Lo}\p{M}], C = the
+                   // (?i) contractions (gpt-4o / llama-4; tekken: \p{N} single and no contractions)
     digits,        // Hugging Face Digits: numeric characters isolated (one by one, or in runs)
     punct_runs,    // [\p{P}$+<=>^~|]+ isolated (llama.cpp's default BPE pre-tokenizer)
     number_runs,   // \p{N}+ isolated
@@ -267,6 +270,7 @@ struct PreStage {
   } kind;
   int digit_max = 3;         // llama3: \p{N}{1,digit_max}
   bool marks_in_words = false;  // qwen3.5: [\p{L}\p{M}]+ words, punctuation excludes \p{M}
+  bool contractions = true;  // o200k: the optional (?i:'s|'t|'re|'ve|'m|'ll|'d) after a word
   bool individual = true;    // digits
   enum class Behavior : uint8_t { removed, isolated, merged_with_previous, merged_with_next, contiguous };
   Behavior behavior = Behavior::isolated;
@@ -401,6 +405,75 @@ inline void llama3(const Units& u, size_t b, size_t e, int digit_max, bool marks
       for (size_t k = i; k < run; k++)
         if (is_crlf(u, k)) last_nl = k;
       j = last_nl != e ? last_nl + 1 : whitespace_tail(u, i, e);  // \s*[\r\n]+ first
+    } else {
+      j = i + 1;  // not reachable: every unit is a letter, a number, whitespace or "other"
+    }
+    emit(out, i, j);
+    i = j;
+  }
+}
+
+// o200k (gpt-4o, llama-4) and tekken (digit_max 1, no contractions), with the regex engine's leftmost-first
+// backtracking made explicit:
+//   [^\r\n\p{L}\p{N}]?U*L+C? | [^\r\n\p{L}\p{N}]?U+L*C? | \p{N}{1,k} | ?[^\s\p{L}\p{N}]+[\r\n/]* | \s*[\r\n]+ |
+//   \s+(?!\S) | \s+
+// U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], L = [\p{Ll}\p{Lm}\p{Lo}\p{M}] (they share Lm, Lo and marks), C = contractions.
+inline void o200k(const Units& u, size_t b, size_t e, int digit_max, bool contractions, std::vector<URange>& out) {
+  auto mark = [&](size_t i) { return cls(u, i) == UClass::mark; };
+  auto up = [&](size_t i) { return mark(i) || (is_l(u, i) && !(u.fl[i] & kULowerOnly)); };
+  auto low = [&](size_t i) { return mark(i) || (is_l(u, i) && !(u.fl[i] & kUUpperOnly)); };
+  auto prefix = [&](size_t i) { return !is_crlf(u, i) && !is_l(u, i) && !is_n(u, i); };
+  auto punct = [&](size_t i) { return !ws(u, i) && !is_l(u, i) && !is_n(u, i); };
+  // the end of U*L+ from p, or 0 when it does not match: U* takes the longest run, then gives back until
+  // L+ can start (a shared Lm/Lo/mark inside the run, or an Ll right after it)
+  auto upper_lower = [&](size_t p) -> size_t {
+    size_t k = p;
+    while (k < e && up(k)) k++;
+    for (size_t s = k + 1; s-- > p;) {
+      if (s < e && low(s)) {
+        size_t j = s + 1;
+        while (j < e && low(j)) j++;
+        return j;
+      }
+    }
+    return 0;
+  };
+  auto upper_then_lower = [&](size_t p) -> size_t {  // U+L*
+    if (p >= e || !up(p)) return 0;
+    size_t j = p;
+    while (j < e && up(j)) j++;
+    while (j < e && low(j)) j++;
+    return j;
+  };
+  auto with_contraction = [&](size_t j) {
+    if (contractions && j < e)
+      if (size_t c = contraction(u, j, e, true)) return j + c;
+    return j;
+  };
+  size_t i = b;
+  while (i < e) {
+    size_t j = 0;
+    bool pre = prefix(i) && i + 1 < e;
+    if (pre) j = upper_lower(i + 1);
+    if (!j) j = upper_lower(i);
+    if (!j && pre) j = upper_then_lower(i + 1);
+    if (!j) j = upper_then_lower(i);
+    if (j) {
+      j = with_contraction(j);
+    } else if (is_n(u, i)) {
+      j = i + 1;
+      while (j < e && is_n(u, j) && j - i < static_cast<size_t>(digit_max)) j++;
+    } else if (punct(i) || (u.cp[i] == ' ' && i + 1 < e && punct(i + 1))) {
+      j = punct(i) ? i + 1 : i + 2;
+      while (j < e && punct(j)) j++;
+      while (j < e && (is_crlf(u, j) || u.cp[j] == '/')) j++;
+    } else if (ws(u, i)) {
+      size_t run = i;
+      while (run < e && ws(u, run)) run++;
+      size_t last_nl = e;
+      for (size_t k = i; k < run; k++)
+        if (is_crlf(u, k)) last_nl = k;
+      j = last_nl != e ? last_nl + 1 : whitespace_tail(u, i, e);
     } else {
       j = i + 1;  // not reachable: every unit is a letter, a number, whitespace or "other"
     }
@@ -574,13 +647,18 @@ class Tokenizer {
       int32_t merged;
     };
     std::vector<Cand> heap;
+    // pieces already merged in this call (words repeat): piece -> [offset, count) in cache_ids
+    std::unordered_map<std::string, std::pair<uint32_t, uint32_t>> cache;
+    std::vector<int32_t> cache_ids;
   };
+  static constexpr size_t kCacheMaxPiece = 64, kCacheMaxEntries = 1 << 16;
 
   void encode_text(std::string_view text, bool parse_special, std::span<const std::pair<size_t, size_t>> no_special,
                    bool prompt_mode, std::vector<int32_t>& out) const;
   void encode_segment(std::string_view seg, bool first_segment, Scratch& s, std::vector<int32_t>& out) const;
   void encode_normalized(std::string_view text, Scratch& s, std::vector<int32_t>& out) const;
   void bpe_piece(std::string_view piece, Scratch& s, std::vector<int32_t>& out) const;
+  void bpe_merge(std::string_view piece, Scratch& s, std::vector<int32_t>& out) const;
   void push_unknown_bytes(std::string_view bytes, std::vector<int32_t>& out) const;
 
   enum class Merge : uint8_t { by_rank, by_score };
@@ -807,6 +885,7 @@ inline void Tokenizer::encode_normalized(std::string_view text, Scratch& s, std:
       switch (st.kind) {
         case PreStage::Kind::gpt2: pretok::gpt2(u, r.b, r.e, s.b); break;
         case PreStage::Kind::llama3: pretok::llama3(u, r.b, r.e, st.digit_max, st.marks_in_words, s.b); break;
+        case PreStage::Kind::o200k: pretok::o200k(u, r.b, r.e, st.digit_max, st.contractions, s.b); break;
         case PreStage::Kind::digits:
           pretok::isolate(r.b, r.e, st.individual, [&](size_t q) { return pretok::is_n(u, q); }, s.b);
           break;
@@ -858,6 +937,27 @@ inline void Tokenizer::bpe_piece(std::string_view piece, Scratch& s, std::vector
       return;
     }
   }
+  bool cacheable = piece.size() <= kCacheMaxPiece;
+  if (cacheable) {
+    auto it = s.cache.find(std::string(piece));
+    if (it != s.cache.end()) {
+      out.insert(out.end(), s.cache_ids.begin() + it->second.first,
+                 s.cache_ids.begin() + it->second.first + it->second.second);
+      return;
+    }
+  }
+  size_t out_start = out.size();
+  bpe_merge(piece, s, out);
+  if (cacheable && s.cache.size() < kCacheMaxEntries) {
+    auto off = static_cast<uint32_t>(s.cache_ids.size());
+    s.cache_ids.insert(s.cache_ids.end(), out.begin() + static_cast<ptrdiff_t>(out_start), out.end());
+    s.cache.emplace(std::string(piece), std::make_pair(off, static_cast<uint32_t>(out.size() - out_start)));
+  }
+}
+
+// The merge loop proper: symbols in a linked list, candidate pairs in a heap (lowest priority value first,
+// then leftmost), stale candidates skipped when popped.
+inline void Tokenizer::bpe_merge(std::string_view piece, Scratch& s, std::vector<int32_t>& out) const {
   using Sym = Scratch::Sym;
   auto& syms = s.syms;
   syms.clear();

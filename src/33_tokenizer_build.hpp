@@ -28,6 +28,10 @@ constexpr std::string_view kRegexQwen2 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kRegexQwen35 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kRegexO200k =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kRegexTekken =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kRegexGpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 struct TokenizerBuilder {
@@ -60,6 +64,15 @@ struct TokenizerBuilder {
       t.pre_.push_back(stage(K::llama3));
       ignore_merges = true;
       add_bos = true;
+    } else if (in({"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"})) {
+      t.pre_.push_back(stage(K::o200k));
+    } else if (pre == "tekken") {
+      PreStage s = stage(K::o200k);
+      s.digit_max = 1;
+      s.contractions = false;
+      t.pre_.push_back(s);
+      ignore_merges = true;
+      add_bos = true;
     } else if (in({"dbrx", "smaug-bpe", "glm4", "chatglm-bpe"})) {
       t.pre_.push_back(stage(K::llama3));
     } else if (in({"qwen2", "deepseek-r1-qwen", "qwen35", "kormo", "f2llmv2", "stablelm2", "megrez", "hunyuan",
@@ -87,7 +100,7 @@ struct TokenizerBuilder {
     } else {
       return unsupported("pre-tokenizer '" + printable(pre) +
                          "' (tokenizer.ggml.pre) is not supported; supported: llama-bpe and the llama-3 family, "
-                         "qwen2, qwen35, gpt-2 style, smollm/starcoder style, default");
+                         "qwen2, qwen35, gpt-4o/llama4, tekken, gpt-2 style, smollm/starcoder style, default");
     }
     return {};
   }
@@ -378,12 +391,17 @@ struct TokenizerBuilder {
       return {};
     }
     if (type == "Split") {
-      if (j["invert"].as_bool(false)) return unsupported("Split with invert: true is not supported");
+      bool invert = j["invert"].as_bool(false);
       std::string_view beh = j["behavior"].as_string("Isolated");
       const Json& pat = j["pattern"];
       if (pat["Regex"].is_string()) {
         std::string_view re = pat["Regex"].str;
-        if (beh != "Isolated") return unsupported("regex Split with behavior '" + printable(beh) + "' is not supported");
+        // The scanned patterns match every character, so the pieces are exactly the matches: Isolated keeps
+        // matches and (empty) gaps either way round, and Removed with invert (tiktoken conversions) drops the
+        // empty gaps.
+        if (!(beh == "Isolated" || (beh == "Removed" && invert)))
+          return unsupported("regex Split with behavior '" + printable(beh) + "'" + (invert ? " and invert" : "") +
+                             " is not supported");
         PreStage s = stage(K::llama3);
         if (re == kRegexLlama3) {
           s.digit_max = 3;
@@ -394,14 +412,21 @@ struct TokenizerBuilder {
           s.marks_in_words = true;
         } else if (re == kRegexGpt2) {
           s = stage(K::gpt2);
+        } else if (re == kRegexO200k) {
+          s = stage(K::o200k);
+        } else if (re == kRegexTekken) {
+          s = stage(K::o200k);
+          s.digit_max = 1;
+          s.contractions = false;
         } else {
           return unsupported("pre-tokenizer regex '" + printable(re, 200) +
-                             "' has no scanner (supported: the llama-3, qwen2, qwen3.5 and gpt-2 patterns)");
+                             "' has no scanner (supported: the llama-3, qwen2, qwen3.5, o200k, tekken and gpt-2 patterns)");
         }
         t.pre_.push_back(s);
         return {};
       }
       if (pat["String"].is_string()) {
+        if (invert) return unsupported("a string Split with invert: true is not supported");
         PreStage s = stage(K::literal);
         s.literal_text = pat["String"].str;
         if (beh == "Removed") s.behavior = PreStage::Behavior::removed;

@@ -53,18 +53,20 @@ inline Result<Model> Model::load(std::string_view path, const LoadOptions& optio
   auto impl = std::make_shared<detail::ModelImpl>();
   impl->desc = std::move(*desc);
   impl->options = options;
+  // A malformed vocabulary is a broken file (the load fails); a missing or unsupported one is reported
+  // by tokenize() (the model still runs from token ids).
+  if (auto tok = detail::Tokenizer::build(*impl->desc)) {
+    impl->tokenizer = std::move(*tok);
+  } else {
+    if (tok.error().code == Errc::bad_format) return tok.error();
+    impl->tokenizer_error = tok.error();
+    if (options.log) options.log("tokenizer unavailable: " + tok.error().message);
+  }
   // The architecture definition is compiled now: a broken definition, a missing tensor or a weight
   // type the kernels cannot compute fails the load, not the first forward pass.
   auto engine = detail::Engine::create(impl->desc, options);
   if (!engine) return engine.error();
   impl->engine = std::move(*engine);
-  if (auto tok = detail::Tokenizer::build(*impl->desc)) {
-    impl->tokenizer = std::move(*tok);
-  } else {
-    if (tok.error().code == Errc::bad_format) return tok.error();  // a malformed vocabulary is a broken file
-    impl->tokenizer_error = tok.error();
-    if (options.log) options.log("tokenizer unavailable: " + tok.error().message);
-  }
   impl->load_ms = detail::now_ms() - t0;
   Model m;
   m.impl_ = std::move(impl);

@@ -28,6 +28,17 @@ TEST_CASE("unicode: general category classes") {
   CHECK(uclass(' ') == UClass::separator);
   CHECK(uclass(0x3000) == UClass::separator);
   CHECK(uclass(0x200B) == UClass::other);    // zero width space is Cf
+  // cased letter kinds (o200k / tekken classes): Lu and Lt "upper only", Ll "lower only", Lm / Lo neither
+  auto kind = [](uint32_t c) { return uflags(c) & (kUUpperOnly | kULowerOnly); };
+  CHECK(kind('A') == kUUpperOnly);
+  CHECK(kind(0x01C5) == kUUpperOnly);  // Dz with caron (Lt)
+  CHECK(kind(0x1F88) == kUUpperOnly);  // Greek alpha with psili and prosgegrammeni (Lt)
+  CHECK(kind('a') == kULowerOnly);
+  CHECK(kind(0x00DF) == kULowerOnly);  // sharp s (Ll)
+  CHECK(kind(0x02B0) == 0);            // modifier letter small h (Lm)
+  CHECK(kind(0x4E00) == 0);            // Lo
+  CHECK(kind(0x0301) == 0);            // a mark
+  CHECK(kind('1') == 0);
   CHECK(uclass(0xFEFF) == UClass::other);
   CHECK(uclass(0x0378) == UClass::other);    // unassigned
   CHECK(uclass(0x10FFFF) == UClass::other);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Differential test of llminfer's tokenizer against the Hugging Face oracle on random strings.
 
-    tools/tokenizer_diff.py [--n 2000] [--seed 1] [--tokenizers qwen3,llama3_1,gemma3,smollm2]
+    tools/tokenizer_diff.py [--n 2000] [--seed 1] [--tokenizers qwen3,llama3_1,gemma3,smollm2] [--corpus F.jsonl]
+    tools/tokenizer_diff.py --tokenizers llama2=DIR,...   # any tokenizer.json directory (oracle and llminfer)
 
 Random texts are built from a pool of trap fragments (whitespace kinds, apostrophes and case folding,
 digits of many scripts, combining marks and NFD, Hangul jamo, emoji with ZWJ, special-token texts,
@@ -40,6 +41,9 @@ FRAGMENTS = [
     "<think>", "</think>", "<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>", "</s>", "<s>", "<b>", "<0x41>",
     "<|begin_of_text|>", "<|eot_id|>", "\u2581", "\u2581\u2581", "<unused1>", "\U00020000", "\U00031350",
     "\U00011f04", "\u0000", "\x1b", "\x7f", "\ue000", "\uf900", "\u212b", "\ufb01", "<|", "|>", "<", "im_start",
+    # cased letters for the o200k / tekken classes: Lu, Ll, Lt, Lm, Lo runs and mixes
+    "ABC", "aBc", "HTTPServer", "iPhone", "\u01c5", "\u1f88", "\u02b0", "\u3005", "\u00df", "\u03a3", "\u0130",
+    "/", "//", "'S", "\u00c9T\u00c9", "\U0001d400",
 ]
 
 
@@ -54,9 +58,12 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--tokenizers", default="qwen3,llama3_1,gemma3,smollm2,smollm2-gguf")
     ap.add_argument("--cli", default=os.path.join(ROOT, "build", "llminfer"))
+    ap.add_argument("--corpus", help="a jsonl file of {id, text} to add to the random texts")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     cases = [{"id": "r%d" % i, "text": random_text(rng)} for i in range(a.n)]
+    if a.corpus:
+        cases += [{"id": "c" + str(c["id"]), "text": c["text"]} for c in map(json.loads, open(a.corpus, encoding="utf-8"))]
     bad_total = 0
     with tempfile.TemporaryDirectory() as tmp:
         corpus = os.path.join(tmp, "corpus.jsonl")
@@ -64,14 +71,17 @@ def main():
             for c in cases:
                 f.write(json.dumps(c, ensure_ascii=False) + "\n")
         for t in a.tokenizers.split(","):
-            oracle_tok = t.replace("-gguf", "")
+            name, _, path = t.partition("=")
+            oracle_tok = os.path.abspath(path) if path else t.replace("-gguf", "")
+            model = os.path.abspath(path) if path else os.path.join(MODELS, MODEL_OF[t])
+            t = name
             exp_path = os.path.join(tmp, "exp-%s.jsonl" % t)
             subprocess.run(["node", "tok.mjs", "batch", "--tokenizer", oracle_tok, "--corpus", corpus, "--out",
                             exp_path, "--quiet"], cwd=ORACLE, check=True)
             exp = [json.loads(l) for l in open(exp_path, encoding="utf-8")]
             res = {}
             for add in (False, True):
-                args = [a.cli, "tokenize", "-m", os.path.join(MODELS, MODEL_OF[t]), "--jsonl", corpus, "--special"]
+                args = [a.cli, "tokenize", "-m", model, "--jsonl", corpus, "--special"]
                 if not add:
                     args.append("--no-bos")
                 out = subprocess.run(args, capture_output=True, text=True, check=True)

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Writes three tiny tokenizer.json files (tests/tokenizer/tiny-*/) that exercise the parts of the
+"""Writes tiny tokenizer.json files (tests/tokenizer/tiny-*/) that exercise the parts of the
 tokenizer.json reader the real vocabularies in ../shared do not: a legacy Llama-2 style SentencePiece
 BPE (Prepend + Replace normalizer, byte fallback, fuse_unk, Strip decoder, TemplateProcessing with BOS),
 a Metaspace pre-tokenizer (prepend_scheme "first"), and a RoBERTa style byte-level BPE (ByteLevel with
-add_prefix_space, RobertaProcessing, an lstrip added token). Then the Hugging Face oracle tokenizes
-tests/tokenizer/tiny-corpus.jsonl with each (tools/tokenizer_goldens does that too).
+add_prefix_space, RobertaProcessing, an lstrip added token); and two byte-level BPEs with the o200k
+(gpt-4o, as tiktoken conversions write it: Split Removed + invert) and tekken (Mistral) split regexes,
+whose merges are byte pairs of corpus.jsonl and cased-corpus.jsonl (this script writes the latter), so that
+a wrong piece boundary changes the ids. Then the Hugging Face oracle tokenizes tests/tokenizer/tiny-corpus.jsonl
+(tiny-spm, tiny-metaspace, tiny-roberta) or corpus.jsonl + cased-corpus.jsonl (tiny-o200k, tiny-tekken) with
+each (tools/tokenizer_goldens does that).
 
     tools/tokenizer_tiny.py
 """
@@ -77,6 +81,94 @@ def write(name, tj, tc):
         json.dump(tc, f, ensure_ascii=False)
 
 
+REGEX_O200K = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+               r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+               r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+REGEX_TEKKEN = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|"
+                r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|"
+                r"\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+# Texts for the o200k / tekken classes: cased runs (Lu, Ll, Lt, Lm, Lo, marks), contractions, '/' after
+# punctuation, single vs grouped digits.
+CASED = [
+    "HTTPServer XMLHttpRequest iPhone eBay McDonald's O'Reilly",
+    "camelCaseWord PascalCaseWord snake_case_word SCREAMING_CASE kebab-case",
+    "HELLO WORLD hello world Hello World hELLO wORLD",
+    "ABCdef abcDEF AbC aBc ABC abc A a",
+    "I'M YOU'RE WE'VE THEY'LL SHE'D IT'S Don'T can'T",
+    "JOHN'S john's John's JOHN'S'S x's X'S",
+    "\u01c5ungla \u01c4UNGLA \u01c6ungla \u01c8ubav \u01cbIVA",
+    "\u1f88\u03b9 \u1f80 \u1f08\u0399 \u1fbc\u1fb3",
+    "\u02b0\u02b1 a\u02b0b A\u02b0B \u02b0A \u02b0a",
+    "\u3005\u3006 \u30fc\u30ab\u30bf \u4eba\u3005 Tokyo\u6771\u4eac",
+    "stra\u00dfe STRASSE Stra\u00dfe \u1e9e",
+    "\u03a3\u039f\u03a6\u0399\u0391 \u03c3\u03bf\u03c6\u03af\u03b1 \u03a3\u03bf\u03c6\u03af\u03b1 \u039f\u0394\u039f\u03a3",
+    "\u0130stanbul ISTANBUL istanbul \u0131\u015f\u0131k I\u015eIK",
+    "\u00c9T\u00c9 \u00e9t\u00e9 \u00c9t\u00e9 E\u0301TE\u0301 e\u0301te\u0301 E\u0301te\u0301",
+    "A\u0301B\u0301c\u0301 a\u0301B\u0301 \u0301A \u0301a \u0301",
+    "\U0001d400\U0001d401\U0001d41a\U0001d41b \U0001d434\U0001d44e",
+    "path/to/file.txt a/b/c http://x.org/a/b/ ./../ //comment /* c */",
+    "x = y / z; a /= b; c // d\n/\n//\n",
+    "!!/\n ?/\r\n .../ ,,\n\n",
+    "123456 1234567 12a34 a1234b \u0661\u0662\u0663\u0664 \uff11\uff12\uff13\uff14",
+    "MyHTMLParser2Go getHTTPResponseCode parseJSON2XML",
+    "\u0412\u0435\u043b\u0438\u043a\u0438\u0439 \u041d\u041e\u0412\u0413\u041e\u0420\u041e\u0414 \u043c\u043e\u0441\u041a\u0412\u0410",
+    "\u0531\u0580\u0561\u0574 \u0531\u0550\u0531\u0544 \u10d0\u10d1 \u1c90\u1c91",
+    "Z\u0335a\u0337L\u0338g\u0335O\u0336 \u00c5\u030a a\u030a\u030a",
+    "\u0928\u092e\u0938\u094d\u0924\u0947 \u0e2a\u0e27\u0e31\u0e2a\u0e14\u0e35 \u0645\u064e\u0631\u0652",
+    "\u2160\u2161 \u2170\u2171 \u00bd \u2460 \u00b2",
+    "a'b A'B 'S 's ' S '\u017f '\u017fT \u02bcs",
+    "\tTab\tTAB\ttab \u00a0Nbsp \u3000Ideo \u2003Em",
+    "Hello\u200dWorld HELLO\u200bWORLD \ufeffBOM",
+    "\u01c5\u01c5\u01c5 \u01c5a\u01c5A A\u01c5 a\u01c5",
+]
+
+
+ADDED_TEXTS = {"<|endoftext|>", "<|im_start|>", "<think>"}
+
+
+def bigram_byte_level(max_merges):
+    """256 byte tokens + one merge per byte pair of cased-corpus.jsonl and per pair seen at least twice in
+    corpus.jsonl, the rare pairs first (then by the pair's text). Learned without pre-tokenization, so they
+    cross the pre-tokenizer's boundaries: nearly every boundary decides whether two bytes merge."""
+    b2u = bytes_to_unicode()
+    counts = {}
+    for name, weight in (("corpus.jsonl", 1), ("cased-corpus.jsonl", 2)):
+        for line in open(os.path.join(OUT, name), encoding="utf-8"):
+            s = [b2u[b] for b in json.loads(line)["text"].encode("utf-8")[:2000]]
+            for a, b in zip(s, s[1:]):
+                counts[(a, b)] = counts.get((a, b), 0) + weight
+    vocab = {}
+    for b in range(256):
+        vocab[b2u[b]] = len(vocab)
+    merges = []
+    for pair, n in sorted(counts.items(), key=lambda kv: (kv[1] > 2, kv[0])):
+        if len(merges) >= max_merges:
+            break
+        if n < 2 or pair[0] + pair[1] in ADDED_TEXTS:
+            continue
+        merges.append(pair)
+        vocab[pair[0] + pair[1]] = len(vocab)
+    return vocab, merges
+
+
+def tiktoken_style(vocab, merges, regex, behavior, invert):
+    eot = len(vocab)
+    return {"version": "1.0", "truncation": None, "padding": None,
+            "added_tokens": [added(eot, "<|endoftext|>", True), added(eot + 1, "<|im_start|>", True),
+                             added(eot + 2, "<think>", False)],
+            "normalizer": None,
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": regex}, "behavior": behavior, "invert": invert},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+            "post_processor": None,
+            "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                      "vocab": vocab, "merges": [" ".join(m) for m in merges]}}
+
+
 def main():
     # 1. Llama-2 legacy style
     vocab, merges, sep = spm()
@@ -138,6 +230,14 @@ def main():
                      "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
                      "vocab": vocab, "merges": [" ".join(m) for m in merges]}}
     write("tiny-roberta", tj3, {"bos_token": "<s>", "eos_token": "</s>"})
+
+    with open(os.path.join(OUT, "cased-corpus.jsonl"), "w", encoding="utf-8") as f:
+        for i, t in enumerate(CASED):
+            f.write(json.dumps({"id": "cased%d" % i, "text": t}, ensure_ascii=False) + "\n")
+    # 4, 5. byte-level BPE with the o200k (tiktoken conversion: Removed + invert) and tekken split regexes
+    vocab, merges = bigram_byte_level(1500)
+    write("tiny-o200k", tiktoken_style(vocab, merges, REGEX_O200K, "Removed", True), {"eos_token": "<|endoftext|>"})
+    write("tiny-tekken", tiktoken_style(vocab, merges, REGEX_TEKKEN, "Isolated", False), {"eos_token": "<|endoftext|>"})
 
     texts = ["", " ", "hello world", " hello  world ", "the token izer", "caf\u00e9 \u00fcber na\u00efve",
              "The And TO", "12 123 1234", "wow!!... ok", "a\n\nb", "tab\there", "  leading", "trailing  ",
