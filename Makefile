@@ -9,7 +9,7 @@
 #   make WERROR=1          warnings are errors (CI)
 #   make corpus            regenerate the committed malformed-file corpus and fuzz seeds
 #   make fuzz              build every tests/fuzz/fuzz_*.cpp with clang++ -fsanitize=fuzzer,address,undefined
-#   make fuzz-run FUZZ_SECONDS=60   run each fuzz target that long (tools/fuzz)
+#   make fuzz-run FUZZ_SECONDS=60   run each fuzz target that long, FUZZ_JOBS (2) at once (tools/fuzz)
 #   make compile-matrix    the header in 2 TUs, -fno-exceptions -fno-rtti, forced scalar; g++ and clang++
 #   make windows           cross-build the examples for Windows with MinGW-w64 (build/windows/)
 
@@ -107,6 +107,7 @@ corpus: $(BUILD)/tests $(BUILD)/llminfer
 # ASan and UBSan); `make fuzz-run` runs each for FUZZ_SECONDS from tests/fuzz/corpus/<name>/.
 FUZZ_CXX ?= clang++
 FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= 2
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.cpp))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.cpp=$(BUILD)/fuzz/%)
 FUZZ_FLAGS := -std=c++20 -O1 -g $(SIMD_FLAGS_$(LLMINFER_SIMD)) $(WARN) -fsanitize=fuzzer,address,undefined \
@@ -116,7 +117,7 @@ $(BUILD)/fuzz/%: tests/fuzz/%.cpp llminfer.hpp
 	@mkdir -p $(dir $@)
 	$(FUZZ_CXX) $(FUZZ_FLAGS) $(CXXFLAGS) $< -o $@ $(LDFLAGS)
 fuzz-run: fuzz
-	tools/fuzz --build $(BUILD)/fuzz $(FUZZ_SECONDS)
+	tools/fuzz --build $(BUILD)/fuzz -j $(FUZZ_JOBS) $(FUZZ_SECONDS)
 
 # Compile matrix (CI): the header in two translation units, the implementation in one, linked and
 # run; with each compiler of MATRIX_CXX, plain, with -fno-exceptions -fno-rtti, and with the scalar
