@@ -2632,12 +2632,8 @@ inline Result<void> vocab_from_tokenizer_json(ModelDesc& m, const std::string& f
   auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, file + ": " + what); };
   if (!model.is_object()) return bad("no \"model\" object");
   std::string_view type = model["type"].as_string();
-  if (!type.empty() && type != "BPE") {
-    // not a BPE vocabulary (WordPiece, Unigram, ...): the model still describes and loads; the tokenizer
-    // (Tokenizer::build) reports that it cannot tokenize it
-    m.vocab.model = std::string(type);
-    return {};
-  }
+  if (!type.empty() && type != "BPE")
+    return make_error(Errc::unsupported, file + ": tokenizer model type '" + printable(type) + "' is not supported (only BPE)");
   const Json& vocab = model["vocab"];
   if (!vocab.is_object()) return bad("model.vocab is not an object");
   const Json& added = tj["added_tokens"];
@@ -7272,9 +7268,12 @@ inline Result<std::shared_ptr<ModelDesc>> tokenizer_description(const std::strin
                             {"generation_config.json", &m->generation_config},
                             {"config.json", &m->config}}) {
     std::string p = path_join(dir, file);
-    if (!file_exists(p)) continue;
-    auto j = load_json_file(p);
+    auto text = read_optional_file(p);
+    if (!text) return text.error();
+    if (!*text) continue;
+    auto j = json_parse(**text, p);
     if (!j) return j.error();
+    if (!j->is_object()) return make_error(Errc::bad_format, p + ": not a JSON object");
     *slot = std::move(*j);
   }
   return m;

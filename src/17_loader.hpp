@@ -33,12 +33,8 @@ inline Result<void> vocab_from_tokenizer_json(ModelDesc& m, const std::string& f
   auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, file + ": " + what); };
   if (!model.is_object()) return bad("no \"model\" object");
   std::string_view type = model["type"].as_string();
-  if (!type.empty() && type != "BPE") {
-    // not a BPE vocabulary (WordPiece, Unigram, ...): the model still describes and loads; the tokenizer
-    // (Tokenizer::build) reports that it cannot tokenize it
-    m.vocab.model = std::string(type);
-    return {};
-  }
+  if (!type.empty() && type != "BPE")
+    return make_error(Errc::unsupported, file + ": tokenizer model type '" + printable(type) + "' is not supported (only BPE)");
   const Json& vocab = model["vocab"];
   if (!vocab.is_object()) return bad("model.vocab is not an object");
   const Json& added = tj["added_tokens"];

@@ -669,9 +669,12 @@ inline Result<std::shared_ptr<ModelDesc>> tokenizer_description(const std::strin
                             {"generation_config.json", &m->generation_config},
                             {"config.json", &m->config}}) {
     std::string p = path_join(dir, file);
-    if (!file_exists(p)) continue;
-    auto j = load_json_file(p);
+    auto text = read_optional_file(p);
+    if (!text) return text.error();
+    if (!*text) continue;
+    auto j = json_parse(**text, p);
     if (!j) return j.error();
+    if (!j->is_object()) return make_error(Errc::bad_format, p + ": not a JSON object");
     *slot = std::move(*j);
   }
   return m;

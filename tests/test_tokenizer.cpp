@@ -742,10 +742,6 @@ TEST_CASE("tokenizer: unsupported and malformed vocabularies are clear errors") 
     auto t = Tokenizer::build(d);
     CHECK(!t);
     CHECK(t.error().code == Errc::unsupported);
-    // the loader still describes such a model (its weights load); only the tokenizer refuses
-    REQUIRE(vocab_from_tokenizer_json(d));
-    CHECK(d.vocab.model == "WordPiece");
-    CHECK(d.vocab.tokens.empty());
     CHECK(t.error().message.find("WordPiece") != std::string::npos);
     tj = json_parse(R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},
                         "pre_tokenizer":{"type":"Split","pattern":{"Regex":"\\w+"},"behavior":"Isolated"}})", "t");
