@@ -390,6 +390,13 @@ struct Child {
   std::string out_text, err_text;
 
   explicit Child(const std::vector<std::string>& args) {
+    // everything the child needs is prepared before fork (the parent has threads: no malloc after it)
+    std::string cli = test::cli_path();
+    std::vector<std::string> copy = args;
+    std::vector<char*> argv;
+    argv.push_back(cli.data());
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
     int pin[2], pout[2], perr[2];
     if (pipe(pin) || pipe(pout) || pipe(perr)) return;
     pid = fork();
@@ -398,12 +405,6 @@ struct Child {
       dup2(pout[1], 1);
       dup2(perr[1], 2);
       for (int fd : {pin[0], pin[1], pout[0], pout[1], perr[0], perr[1]}) close(fd);
-      std::vector<char*> argv;
-      std::string cli = test::cli_path();
-      argv.push_back(cli.data());
-      std::vector<std::string> copy = args;
-      for (auto& a : copy) argv.push_back(a.data());
-      argv.push_back(nullptr);
       execv(cli.c_str(), argv.data());
       _exit(127);
     }
