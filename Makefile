@@ -57,6 +57,8 @@ $(BUILD)/obj/%.o: %.cpp llminfer.hpp
 
 # The CLI and the tests define LLMINFER_IMPLEMENTATION in several files: public functions inline.
 $(CLI_OBJ) $(TEST_OBJ): CXXFLAGS_ALL += -DLLMINFER_INLINE_API
+# The CLI is an example too: built as a strict host program would be (no exceptions, no RTTI).
+$(CLI_OBJ): CXXFLAGS_ALL += -fno-exceptions -fno-rtti
 $(BUILD)/llminfer: $(CLI_OBJ)
 	$(CXX) $(CLI_OBJ) -o $@ $(LDFLAGS_ALL)
 
@@ -149,7 +151,12 @@ demo: $(BUILD)/llminfer
 	@if [ -z "$(DEMO_MODEL)" ]; then \
 	  echo "no model found. Either run 'make model' (downloads SmolLM2-135M-Instruct Q4_K_M, about 105 MB,"; \
 	  echo "from Hugging Face to models/default.gguf) or put any GGUF file at models/default.gguf."; exit 1; fi
-	$(BUILD)/llminfer info $(DEMO_MODEL)
+	@echo "== $(DEMO_MODEL)"
+	@if $(BUILD)/llminfer info $(DEMO_MODEL) --json | grep -q '"chat_template":true'; then \
+	  set -x; $(BUILD)/llminfer run -m $(DEMO_MODEL) --chat -p "Write a short poem about the sea." -n 96 --seed 42; \
+	else \
+	  set -x; $(BUILD)/llminfer run -m $(DEMO_MODEL) -p "Once upon a time" -n 96 --seed 42 --echo; \
+	fi
 
 # The only target that uses the network: a small public model for `make demo` (see README).
 model:

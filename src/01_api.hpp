@@ -138,6 +138,8 @@ struct GenerateOptions {
   int repeat_last_n = 64;          // tokens the penalty looks back on (prompt included); -1: all
   uint64_t seed = 0;               // same seed, same text (any thread count); random_seed: fresh
   std::vector<std::string> stop = {};  // stop strings (matched on text, not included in the output)
+  bool parse_special = false;      // Model::generate (plain text): special-token text such as
+                                   // "<|im_start|>" becomes control tokens; off: it is plain text
   bool chat = false;               // Model::generate: wrap the prompt in the model's chat template
   std::string system = {};         // Model::generate with chat: a system message
   // Streaming: receives the text as it is decided, in complete UTF-8 pieces, on the calling

@@ -62,8 +62,10 @@ inline std::string utf8_lossy(std::string_view in) {
 class StreamDecoder {
  public:
   // skip_special: control tokens (Hugging Face "special") produce nothing, as decode(ids, true).
-  explicit StreamDecoder(const Tokenizer& tok, bool skip_special = false)
-      : tok_(&tok), skip_special_(skip_special), strip_(tok.strip_leading_spaces()) {}
+  // strip_leading: strip the leading space(s) decode() strips (a whole text or a chat reply);
+  // false for a continuation of a prompt, whose first piece keeps its space.
+  explicit StreamDecoder(const Tokenizer& tok, bool skip_special = false, bool strip_leading = true)
+      : tok_(&tok), skip_special_(skip_special), strip_(strip_leading ? tok.strip_leading_spaces() : 0) {}
 
   // The text that `id` completes (possibly empty while a UTF-8 sequence is incomplete).
   std::string push(int32_t id) {

@@ -25,6 +25,10 @@ struct ModelImpl {
   // (it can run from token ids); tokenize() then returns `tokenizer_error`.
   std::shared_ptr<const Tokenizer> tokenizer;
   Error tokenizer_error;
+  // The chat template, parsed at first use (replies, generate with chat).
+  mutable std::once_flag chat_once;
+  mutable std::optional<ChatTemplate> chat_template;
+  mutable Error chat_error;
 };
 
 // A conversation: messages, the KV cache (created at the first reply), sampler and RNG.
@@ -75,10 +79,17 @@ namespace detail {
 // The decode loop's view of a Context and the model's vocabulary.
 class ContextIO final : public GenerationIO {
  public:
-  ContextIO(const ModelImpl& m, Context& ctx, std::vector<float>& logits) : m_(m), ctx_(ctx), logits_(logits) {
-    const VocabData& vd = m.desc->vocab;
-    for (int32_t id : {vd.eos, vd.eot, vd.eom})
-      if (id >= 0) eog_.push_back(id);
+  // strip_leading: a chat reply drops the leading space SentencePiece vocabularies put on its first
+  // piece (as decoding the reply alone does); a continuation keeps it (prompt + text = the whole).
+  ContextIO(const ModelImpl& m, Context& ctx, std::vector<float>& logits, bool strip_leading)
+      : ctx_(ctx), logits_(logits), tok_(m.tokenizer.get()) {
+    if (tok_) {
+      decoder_.emplace(*tok_, false, strip_leading);
+    } else {  // no usable vocabulary: the ids the file names end the generation, no text
+      const VocabData& vd = m.desc->vocab;
+      for (int32_t id : {vd.eos, vd.eot, vd.eom})
+        if (id >= 0) eog_.push_back(id);
+    }
   }
   Result<EvalOutcome> eval(std::span<const int32_t> tokens, const std::function<bool()>& cancel) override {
     auto st = ctx_.eval(tokens, logits_, false, cancel);
@@ -91,14 +102,18 @@ class ContextIO final : public GenerationIO {
   // ContextPolicy::slide is carried out by the Context itself (it shifts the cache), so a full
   // context reported here is final.
   Result<EvalOutcome> on_context_full(const std::function<bool()>&) override { return EvalOutcome::context_full; }
-  bool is_eog(int32_t id) const override { return std::find(eog_.begin(), eog_.end(), id) != eog_.end(); }
-  std::string piece(int32_t) override { return std::string(); }
-  std::string flush() override { return std::string(); }
+  bool is_eog(int32_t id) const override {
+    if (tok_) return tok_->is_eog(id);
+    return std::find(eog_.begin(), eog_.end(), id) != eog_.end();
+  }
+  std::string piece(int32_t id) override { return decoder_ ? decoder_->push(id) : std::string(); }
+  std::string flush() override { return decoder_ ? decoder_->flush() : std::string(); }
 
  private:
-  [[maybe_unused]] const ModelImpl& m_;  // (kept for the tokenizer to come)
   Context& ctx_;
   std::vector<float>& logits_;
+  const Tokenizer* tok_;
+  std::optional<StreamDecoder> decoder_;
   std::vector<int32_t> eog_;
 };
 
@@ -116,7 +131,7 @@ inline uint64_t fresh_seed() {
 
 // Generates after `prompt` on the session's context, reusing the longest cached prefix.
 inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const int32_t> prompt,
-                                               const GenerateOptions& o, double t_start) {
+                                               const GenerateOptions& o, double t_start, bool strip_leading) {
   const ModelImpl& m = *s.model;
   if (auto v = validate_generate_options(o); !v) return v.error();
   if (prompt.empty()) return make_error(Errc::invalid_argument, "the prompt is empty (no tokens to start from)");
@@ -139,7 +154,7 @@ inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const i
   s.rng.reseed(r.seed);
   if (m.options.log)
     m.options.log(strf("prefill: %zu tokens (%zu reused from the cache)", prompt.size() - reuse, reuse));
-  ContextIO io(m, ctx, s.logits);
+  ContextIO io(m, ctx, s.logits, strip_leading);
   std::vector<int32_t> history(prompt.begin(), prompt.end());
   auto run = run_generation(io, prompt.subspan(reuse), std::move(history), o, s.sampler, s.rng, t_start, r);
   if (!run) return run.error();
@@ -151,14 +166,59 @@ inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const i
 
 }  // namespace detail
 
+namespace detail {
+
+// The conversation rendered by the model's chat template (ending with the assistant's turn) and
+// tokenized so that message content never becomes control tokens. BOS is added when the model
+// asks for it and the template did not write it.
+inline Result<std::vector<int32_t>> chat_prompt_tokens(const ModelImpl& m, std::span<const Message> messages) {
+  if (!m.tokenizer) return m.tokenizer_error;
+  std::call_once(m.chat_once, [&] {
+    auto tpl = ChatTemplate::parse(chat_template_for(*m.desc).source);
+    if (tpl) m.chat_template.emplace(std::move(*tpl));
+    else m.chat_error = make_error(tpl.error().code, m.desc->path + ": " + tpl.error().message);
+  });
+  if (!m.chat_template) return m.chat_error;
+  ChatInput in;
+  chat_special_tokens(*m.desc, in);
+  in.messages = ChatInput::messages_from(messages);
+  in.add_generation_prompt = true;
+  auto r = m.chat_template->render(in);
+  if (!r) return make_error(r.error().code, m.desc->path + ": " + r.error().message);
+  auto ids = m.tokenizer->encode_prompt(r->text, r->content_spans, false);
+  if (!ids) return ids.error();
+  const auto& prefix = m.tokenizer->prefix_ids();
+  if (!prefix.empty() && !(ids->size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), ids->begin())))
+    ids->insert(ids->begin(), prefix.begin(), prefix.end());
+  return ids;
+}
+
+}  // namespace detail
+
 LLMI_API_DEF Result<GenerateResult> Model::generate(std::string_view prompt, const GenerateOptions& options) const {
   double t0 = detail::now_ms();
   if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
-  auto ids = tokenize(prompt, true, false);
+  if (!impl_->tokenizer) return impl_->tokenizer_error;
+  if (options.chat) {
+    std::vector<Message> msgs;
+    if (!options.system.empty()) msgs.push_back(Message{"system", options.system});
+    msgs.push_back(Message{"user", std::string(prompt)});
+    auto ids = detail::chat_prompt_tokens(*impl_, msgs);
+    if (!ids) return ids.error();
+    detail::SessionImpl s;
+    s.model = impl_;
+    return detail::session_generate(s, *ids, options, t0, true);
+  }
+  auto ids = impl_->tokenizer->encode(prompt, true, options.parse_special);
   if (!ids) return ids.error();
+  // add_special's EOS (a few vocabularies ask for one) would end the text before it starts
+  const auto& suffix = impl_->tokenizer->suffix_ids();
+  if (!suffix.empty() && ids->size() > suffix.size() &&
+      std::equal(suffix.begin(), suffix.end(), ids->end() - static_cast<std::ptrdiff_t>(suffix.size())))
+    ids->resize(ids->size() - suffix.size());
   detail::SessionImpl s;
   s.model = impl_;
-  return detail::session_generate(s, *ids, options, t0);
+  return detail::session_generate(s, *ids, options, t0, false);
 }
 
 LLMI_API_DEF Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options) const {
@@ -166,7 +226,7 @@ LLMI_API_DEF Result<GenerateResult> Model::generate(std::span<const int32_t> pro
   if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
   detail::SessionImpl s;
   s.model = impl_;
-  return detail::session_generate(s, prompt_tokens, options, t0);
+  return detail::session_generate(s, prompt_tokens, options, t0, false);
 }
 
 LLMI_API_DEF Session Model::session() const {
@@ -210,8 +270,18 @@ LLMI_API_DEF void Session::add(std::string_view role, std::string_view content) 
   impl_->messages.push_back(Message{std::string(role), std::string(content)});
 }
 
-LLMI_API_DEF Result<GenerateResult> Session::reply(const GenerateOptions&) {
-  return detail::make_error(Errc::unsupported, "sessions are not implemented yet");
+LLMI_API_DEF Result<GenerateResult> Session::reply(const GenerateOptions& options) {
+  double t0 = detail::now_ms();
+  detail::SessionImpl& s = *impl_;
+  if (s.messages.empty()) return detail::make_error(Errc::invalid_argument, "reply: the conversation is empty (add a message first)");
+  auto ids = detail::chat_prompt_tokens(*s.model, s.messages);
+  if (!ids) return ids.error();
+  auto r = detail::session_generate(s, *ids, options, t0, true);
+  if (!r) return r.error();
+  // The reply joins the conversation even when it was cut short (what the user saw), so roles
+  // keep alternating for templates that insist on it.
+  s.messages.push_back(Message{"assistant", r->text});
+  return r;
 }
 
 LLMI_API_DEF void Session::reset() {

@@ -124,6 +124,79 @@ TEST_CASE("generate: the script model follows its script and stops at end of gen
   CHECK(r->kv_bytes > 0);
 }
 
+TEST_CASE("generate: text arrives in complete UTF-8 pieces; prompt text is tokenized") {
+  Model m = load(script_model_path());
+  std::vector<std::string> pieces;
+  GenerateOptions o{.max_tokens = 100};
+  o.on_token = [&](std::string_view p) {
+    pieces.emplace_back(p);
+    return true;
+  };
+  auto r = m.generate(std::span<const int32_t>(kBos), o);
+  REQUIRE(r);
+  CHECK(r->text == kScriptText);
+  std::string joined;
+  for (const auto& p : pieces) {
+    CHECK(llminfer::detail::utf8_valid(p));
+    joined += p;
+  }
+  CHECK(joined == r->text);
+  CHECK(std::find(pieces.begin(), pieces.end(), "\xE2\x82\xAC") != pieces.end());  // the byte tokens, whole
+  // from text: "x" is <s> ▁x; the continuation keeps its leading spaces
+  auto t = m.generate("x", {.max_tokens = 3});
+  REQUIRE(t);
+  CHECK(t->prompt_tokens == 2);
+  CHECK(t->tokens == std::vector<int32_t>{15, 15, 15});
+  CHECK(t->text == " x x x");
+}
+
+TEST_CASE("generate: stop strings spanning tokens are cut, nothing before them is lost") {
+  Model m = load(script_model_path());
+  struct Case {
+    std::string stop, text;
+  };
+  for (const Case& c : {Case{"lo, w", " Hel"}, Case{"! User:\xE2\x82\xAC", " Hello, world"},
+                        Case{"\xE2\x82\xAC m", " Hello, world! User:"}, Case{"ld", " Hello, wor"}, Case{" Hello", ""}}) {
+    CAPTURE(c.stop);
+    std::string streamed;
+    GenerateOptions o{.max_tokens = 100, .stop = {"never", c.stop}};
+    o.on_token = [&](std::string_view p) {
+      streamed += p;
+      return true;
+    };
+    auto r = m.generate(std::span<const int32_t>(kBos), o);
+    REQUIRE(r);
+    CHECK(r->stop == StopReason::stop);
+    CHECK(r->text == c.text);
+    CHECK(streamed == c.text);
+  }
+  // the beginning of a stop string that never completes is not lost
+  std::string streamed;
+  GenerateOptions o{.max_tokens = 100, .stop = {" more than"}};
+  o.on_token = [&](std::string_view p) {
+    streamed += p;
+    return true;
+  };
+  auto r = m.generate(std::span<const int32_t>(kBos), o);
+  REQUIRE(r);
+  CHECK(r->stop == StopReason::eos);
+  CHECK(r->text == kScriptText);
+  CHECK(streamed == kScriptText);
+}
+
+TEST_CASE("generate: cancel from the streaming callback") {
+  Model m = load(script_model_path());
+  int calls = 0;
+  GenerateOptions o{.max_tokens = 100};
+  o.on_token = [&](std::string_view) { return ++calls < 3; };
+  auto r = m.generate(std::span<const int32_t>(kBos), o);
+  REQUIRE(r);
+  CHECK(r->stop == StopReason::cancelled);
+  CHECK(calls == 3);
+  CHECK(r->tokens.size() == 3);
+  CHECK(r->text == " Hello,");
+}
+
 TEST_CASE("generate: max_tokens and a full context") {
   Model m = load(script_model_path());
   auto r = m.generate(std::span<const int32_t>(kBos), {.max_tokens = 4});
@@ -208,6 +281,23 @@ TEST_CASE("generate: stories260K greedy from the reference ids reproduces llama2
   REQUIRE(r);
   CHECK(r->stop == StopReason::max_tokens);
   CHECK(r->tokens == std::vector<int32_t>(ref.begin() + 5, ref.end()));
+}
+
+TEST_CASE("generate: stories260K greedy from \"Once upon a time\" reproduces llama2.c's text") {
+  std::vector<int32_t> ref = stories_reference();
+  REQUIRE(ref.size() == 201);
+  std::ifstream f(test::model_path("stories260K.llama2c-reference.txt"));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string all = ss.str();
+  std::string body = all.substr(all.find("# ---\n") + 6);
+  Model m = load(test::model_path("stories260K.gguf"));
+  auto r = m.generate("Once upon a time", {.max_tokens = 196});
+  REQUIRE(r);
+  CHECK(r->prompt_tokens == 5);
+  CHECK(r->tokens == std::vector<int32_t>(ref.begin() + 5, ref.end()));
+  // llama2.c printed the prompt, the continuation and a newline
+  CHECK("Once upon a time" + r->text + "\n" == body);
 }
 
 TEST_CASE("generate: same seed same tokens (any thread count), different seeds differ") {
@@ -309,6 +399,33 @@ TEST_CASE("cli: run --json --ids on stories260K reproduces llama2.c") {
     CHECK_MESSAGE(j->find("timings")->find(k), k);
   CHECK(j->find("peak_rss_mb"));
   CHECK(j->find("text"));
+}
+
+TEST_CASE("cli: run streams the text to stdout; examples/simple builds without exceptions and runs") {
+  std::string model = test::quote(test::model_path("stories260K.gguf"));
+  auto json = test::run_cli("run -m " + model + " -p 'Once upon a time' -n 40 --json -t 1");
+  REQUIRE(json.status == 0);
+  auto j = llminfer::detail::json_parse(json.out, "run --json");
+  REQUIRE(j);
+  std::string text = j->find("text")->str;
+  CHECK(text.rfind(", there was a little girl", 0) == 0);
+  auto plain = test::run_cli("run -m " + model + " -p 'Once upon a time' -n 40 --temp 0 -t 1");
+  CHECK(plain.status == 0);
+  CHECK(plain.out == text + "\n");
+  auto echo = test::run_cli("run -m " + model + " -p 'Once upon a time' -n 40 --temp 0 --echo -t 1 --stop Lily");
+  CHECK(echo.out == "Once upon a time, there was a little girl named \n");
+  const char* env = std::getenv("LLMINFER_SIMPLE");  // make test passes it
+  std::string simple = env && *env ? env : "build/simple";
+  FILE* p = popen((simple + " " + model + " 'Once upon a time' 2>&1").c_str(), "r");
+  REQUIRE(p);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = pclose(p);
+  CHECK(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 0);
+  CHECK(out.find("[48 tokens, stop: max_tokens") != std::string::npos);
 }
 
 TEST_CASE("cli: run reports usage and input errors with the contract's exit codes") {

@@ -20,6 +20,8 @@ std::string usage() {
              "  -p, --prompt TEXT       the prompt (plain text: the model's BOS is added)\n"
              "  -f, --file FILE         read the prompt from FILE\n"
              "  --ids 1,2,3             the prompt as token ids, used exactly as given\n"
+             "  --special               special-token text in the prompt (e.g. <|im_start|>) becomes control\n"
+             "                          tokens; without it such text is plain text\n"
              "  --chat                  wrap the prompt in the model's chat template (as a user message)\n"
              "  --system TEXT           with --chat: a system message first\n"
              "  --echo                  print the prompt before the generated text\n"
@@ -92,6 +94,7 @@ int cmd_run(int argc, char** argv) {
       .option({"-p", "--prompt"}, true)
       .option({"-f", "--file"}, true)
       .option({"--ids"}, true)
+      .option({"--special"}, false)
       .option({"--chat"}, false)
       .option({"--system"}, true)
       .option({"--echo"}, false)
@@ -110,6 +113,7 @@ int cmd_run(int argc, char** argv) {
   llminfer::GenerateOptions o;
   if (!cli::read_sampling(a, o, json)) return a.exit_code();
   o.chat = a.has("--chat");
+  o.parse_special = a.has("--special");
   o.system = a.get("--system");
   std::vector<int32_t> ids;
   std::string prompt = a.get("--prompt");
