@@ -6,6 +6,7 @@
 #   make LLMINFER_SIMD=avx2 ...    choose the kernels: native (default), avx512, avx2, neon, scalar
 #   make BUILD=build/asan SANITIZE=address,undefined test    a sanitizer build in its own folder
 #   make WERROR=1          warnings are errors (CI)
+#   make bench             the kernel micro-benchmark (build/bench-kernels); bench/compare.py vs llama.cpp
 
 CXX ?= g++
 BUILD ?= build
@@ -33,7 +34,7 @@ TEST_SRC := $(sort $(wildcard tests/*.cpp))
 CLI_OBJ := $(CLI_SRC:%.cpp=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.cpp=$(BUILD)/obj/%.o)
 
-.PHONY: all test demo header check-header doctest clean
+.PHONY: all test demo header check-header doctest clean bench
 .DELETE_ON_ERROR:
 
 all: llminfer.hpp $(BUILD)/llminfer $(BUILD)/tests
@@ -80,6 +81,13 @@ demo: $(BUILD)/llminfer
 	@if [ -z "$(DEMO_MODEL)" ]; then \
 	  echo "no model: put a GGUF file at models/default.gguf (see README: Getting a model)"; exit 1; fi
 	$(BUILD)/llminfer info $(DEMO_MODEL)
+
+# Benchmarks (not part of `all`): the kernel micro-benchmark; bench/compare.py runs llminfer bench
+# against the llama.cpp oracle (see bench/RESULTS.md).
+$(BUILD)/bench-kernels: bench/kernels.cpp llminfer.hpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_ALL) $< -o $@ $(LDFLAGS_ALL)
+bench: $(BUILD)/llminfer $(BUILD)/bench-kernels
 
 clean:
 	rm -rf $(BUILD)

@@ -3186,25 +3186,6 @@ inline uint64_t weight_row_bytes(const TensorView& w) {
   return rb;
 }
 
-// Row `row` of a 2-D (or flattened) tensor as f32 (`out` holds ne[0] floats). The type must be
-// computable (checked at load).
-inline void dequant_row(const TensorView& w, int64_t row, float* out) {
-  const int64_t n = w.ne[0];
-  const uint8_t* src = w.data + static_cast<uint64_t>(row) * weight_row_bytes(w);
-  switch (w.type) {
-    case DType::f32: std::memcpy(out, src, static_cast<size_t>(n) * 4); break;
-    case DType::f16: for (int64_t k = 0; k < n; k++) out[k] = fp16_to_f32(rd_u16(src + 2 * k)); break;
-    case DType::bf16: for (int64_t k = 0; k < n; k++) out[k] = bf16_to_f32(rd_u16(src + 2 * k)); break;
-    case DType::q4_0: ref::dequant_row_q4_0(src, out, n); break;
-    case DType::q5_0: ref::dequant_row_q5_0(src, out, n); break;
-    case DType::q8_0: ref::dequant_row_q8_0(src, out, n); break;
-    case DType::q4_K: ref::dequant_row_q4_k(src, out, n); break;
-    case DType::q6_K: ref::dequant_row_q6_k(src, out, n); break;
-    case DType::mlx_q4: case DType::mlx_q8: ref::dequant_row_mlx(w, row, out); break;
-    default: LLMI_ASSERT(!"dequant_row: type not computable"); break;
-  }
-}
-
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
@@ -3457,6 +3438,49 @@ inline void quantize_q8_256(const float* x, int64_t n, int8_t* q, float* d, int1
     for (int k = 0; k < 256; k += 32) convert_block32(xb + k, iscale, q + 256 * b + k);
   }
   sums16(q, n, sums);
+}
+
+// ---- dequantization of one row (embedding lookups, float panels) ----
+
+// n fp16 / bf16 values -> f32.
+inline void f16_to_f32_row(const uint8_t* src, float* dst, int64_t n, bool bf16) {
+  int64_t k = 0;
+#if defined(LLMI_SIMD_AVX512)
+  for (; k + 16 <= n; k += 16) {
+    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * k));
+    _mm512_storeu_ps(dst + k, bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h));
+  }
+#elif defined(LLMI_SIMD_AVX2)
+  for (; k + 8 <= n; k += 8) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * k));
+    _mm256_storeu_ps(dst + k, bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h));
+  }
+#elif defined(LLMI_SIMD_NEON)
+  for (; k + 4 <= n; k += 4) {
+    uint16x4_t h = vld1_u16(reinterpret_cast<const uint16_t*>(src + 2 * k));
+    vst1q_f32(dst + k, bf16 ? vreinterpretq_f32_u32(vshll_n_u16(h, 16)) : vcvt_f32_f16(vreinterpret_f16_u16(h)));
+  }
+#endif
+  for (; k < n; k++) dst[k] = bf16 ? bf16_to_f32(rd_u16(src + 2 * k)) : fp16_to_f32(rd_u16(src + 2 * k));
+}
+
+// Row `row` of a 2-D (or flattened) tensor as f32 (`out` holds ne[0] floats). The type must be
+// computable (checked at load).
+inline void dequant_row(const TensorView& w, int64_t row, float* out) {
+  const int64_t n = w.ne[0];
+  const uint8_t* src = w.data + static_cast<uint64_t>(row) * weight_row_bytes(w);
+  switch (w.type) {
+    case DType::f32: std::memcpy(out, src, static_cast<size_t>(n) * 4); break;
+    case DType::f16: f16_to_f32_row(src, out, n, false); break;
+    case DType::bf16: f16_to_f32_row(src, out, n, true); break;
+    case DType::q4_0: ref::dequant_row_q4_0(src, out, n); break;
+    case DType::q5_0: ref::dequant_row_q5_0(src, out, n); break;
+    case DType::q8_0: ref::dequant_row_q8_0(src, out, n); break;
+    case DType::q4_K: ref::dequant_row_q4_k(src, out, n); break;
+    case DType::q6_K: ref::dequant_row_q6_k(src, out, n); break;
+    case DType::mlx_q4: case DType::mlx_q8: ref::dequant_row_mlx(w, row, out); break;
+    default: LLMI_ASSERT(!"dequant_row: type not computable"); break;
+  }
 }
 
 // ---- dot products of one weight row with one quantized activation row ----
@@ -4254,29 +4278,20 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
 }
 
 // ---- blocked matrix-matrix product (AVX-512) ----
+// Quantized weights: an outer-product kernel. A panel holds 16 rows interleaved by 4 values:
+// [K/4][16 rows][4 bytes], so one zmm is 4 consecutive values of 16 rows, and vpdpbusd with the
+// token's 4 activation bytes broadcast adds 4 products to each row's int32 lane (64 MACs per
+// instruction, no horizontal sums). A micro-tile is 2 such groups (32 rows) x kRN tokens; a
+// block's integer sum is scaled per row lane (sub-block scales, block scales) and accumulated
+// in float per token. Offsets enter as integer start values (-offset * sum of the activations)
+// or, for Q4_K's mins (another float scale), as one float FMA per sub-block.
+// Float weights (f32/f16/bf16/MLX) use a dot-product tile over an f32 panel instead.
 #if defined(LLMI_SIMD_AVX512)
-constexpr int kRM = 2;    // micro-tile rows (weights)
-constexpr int kRN = 4;    // micro-tile columns (tokens)
-constexpr int kRB = 32;   // rows per task (panel)
+constexpr int kGR = 16;   // rows per group (one zmm of int32 / f32 lanes)
+constexpr int kRG = 2;    // row groups per micro-tile
+constexpr int kRN = 4;    // tokens per micro-tile
+constexpr int kRB = kGR * kRG;  // rows per task
 constexpr int kTB = 128;  // tokens per task
-
-// A panel: kRB rows of W decoded for the micro-kernels.
-//  K-quants: vals [rows][K] u8 (Q4_K 0..15, Q6_K 0..63), sc [rows][K/16] int16 (a scale per 16
-//            values; Q4_K's 32-value scales twice), d [rows][K/256] f32, corr [rows][K/cg] f32.
-//  32-blocks: vals [rows][K] u8 (Q4_0 0..15, Q5_0 0..31, Q8_0 q+128), d [rows][K/32] f32,
-//            corr [rows][K/32] f32 = -offset * d.
-//  float:    f [rows][K] f32.
-// The corrections: row factor corr * token factor (d * sum of q) over groups of cg values gives
-// the offset term (Q4_K: -dmin*m_j with cg 32; Q6_K: -32*d*sc_j with cg 16; 32-blocks: cg 32).
-struct Panel {
-  int64_t K = 0, rows = 0;
-  uint8_t* vals = nullptr;
-  int16_t* sc = nullptr;
-  float* d = nullptr;
-  float* corr = nullptr;
-  float* f = nullptr;
-  int cg = 32;
-};
 
 inline bool gemm_supported(DType t) {
   switch (t) {
@@ -4287,278 +4302,372 @@ inline bool gemm_supported(DType t) {
   }
 }
 
-// Decodes rows [r0, r0 + nr) of w into P (buffer `buf`).
+// acc + sums of 4 products (unsigned w bytes x signed a bytes) per int32 lane.
+inline __m512i dpbusd(__m512i acc, __m512i w, __m512i a) {
+#if defined(LLMI_SIMD_VNNI)
+  return _mm512_dpbusd_epi32(acc, w, a);
+#else
+  // vpmaddubsw saturates for bytes above 127 (Q8_0 + 128): split them into nibbles
+  const __m512i m4 = _mm512_set1_epi8(15);
+  __m512i lo = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(w, m4), a), _mm512_set1_epi16(1));
+  __m512i hi = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w, 4), m4), a), _mm512_set1_epi16(16));
+  return _mm512_add_epi32(acc, _mm512_add_epi32(lo, hi));
+#endif
+}
+
+// One row's unsigned values (Q4_K 0..15, Q6_K 0..63, Q4_0 0..15, Q5_0 0..31, Q8_0 q + 128) in
+// element order, with its per-block numbers: Q4_K/Q6_K: sub-block scales (int32), super-block d,
+// and Q4_K's -dmin*m_j; 32-blocks: d.
+struct RowDecode {
+  uint8_t* v;
+  int32_t* sc;
+  float* d;
+  float* mins;
+};
+inline void decode_row(DType t, const uint8_t* src, int64_t K, const RowDecode& o) {
+  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+  switch (t) {
+    case DType::q4_K:
+      for (int64_t b = 0; b < K / 256; b++) {
+        const uint8_t* blk = src + 144 * b;
+        uint64_t sc8, m8;
+        q4k_unpack_scales(blk + 4, &sc8, &m8);
+        const float dmin = f16_scale(blk + 2);
+        o.d[b] = f16_scale(blk);
+        for (int j = 0; j < 8; j++) {
+          o.sc[8 * b + j] = static_cast<int32_t>((sc8 >> (8 * j)) & 0xFF);
+          o.mins[8 * b + j] = -dmin * static_cast<float>((m8 >> (8 * j)) & 0xFF);
+        }
+        for (int ch = 0; ch < 4; ch++) {
+          __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * ch));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 256 * b + 64 * ch), _mm256_and_si256(q, m4));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 256 * b + 64 * ch + 32), nibbles_hi256(q));
+        }
+      }
+      break;
+    case DType::q6_K:
+      for (int64_t b = 0; b < K / 256; b++) {
+        const uint8_t* blk = src + 210 * b;
+        o.d[b] = f16_scale(blk + 208);
+        for (int j = 0; j < 16; j++) o.sc[16 * b + j] = static_cast<int8_t>(blk[192 + j]);
+        for (int h = 0; h < 2; h++) {
+          __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
+          __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
+          __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+          uint8_t* out = o.v + 256 * b + 128 * h;
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32), _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64), _mm256_or_si256(nibbles_hi256(ql0), _mm256_and_si256(qh, m30)));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 96), _mm256_or_si256(nibbles_hi256(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
+        }
+      }
+      break;
+    default:  // 32-blocks
+      for (int64_t b = 0; b < K / 32; b++) {
+        __m256i q;
+        const uint8_t* blk;
+        if (t == DType::q8_0) {
+          blk = src + 34 * b;
+          q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), _mm256_set1_epi8(static_cast<char>(0x80)));
+        } else if (t == DType::q4_0) {
+          blk = src + 18 * b;
+          q = q4_block_values(blk + 2);
+        } else {
+          blk = src + 22 * b;
+          q = _mm256_or_si256(q4_block_values(blk + 6), q5_high_bits(rd_u32(blk + 2)));
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 32 * b), q);
+        o.d[b] = f16_scale(blk);
+      }
+      break;
+  }
+}
+inline int quant_offset(DType t) { return t == DType::q8_0 ? 128 : t == DType::q4_0 ? 8 : t == DType::q5_0 ? 16 : t == DType::q6_K ? 32 : 0; }
+
+// out[j] = column j of the 16 x 16 dword matrix in[0..15] (rows).
+inline void transpose16x16_epi32(const __m512i (&in)[16], __m512i (&out)[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(in[i], in[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(in[i], in[i + 1]);
+  }
+  for (int q = 0; q < 16; q += 4) {
+    u[q] = _mm512_unpacklo_epi64(t[q], t[q + 2]);
+    u[q + 1] = _mm512_unpackhi_epi64(t[q], t[q + 2]);
+    u[q + 2] = _mm512_unpacklo_epi64(t[q + 1], t[q + 3]);
+    u[q + 3] = _mm512_unpackhi_epi64(t[q + 1], t[q + 3]);
+  }
+  for (int m = 0; m < 4; m++) {
+    __m512i v0 = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x88), v1 = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xDD);
+    __m512i v2 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x88), v3 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xDD);
+    out[m] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+    out[m + 8] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
+    out[m + 4] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+    out[m + 12] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
+  }
+}
+
+// A task's rows decoded for the micro-kernels.
+//  quantized: v [groups][K/4][16][4] u8, sc [groups][K/sg][16] int32 (K-quants; sg 32 for Q4_K,
+//             16 for Q6_K), d [groups][K/db][16] f32 (db 256 K-quants, 32 otherwise),
+//             mins [groups][K/32][16] f32 (Q4_K).
+//  float:     f [rows][K] f32.
+struct Panel {
+  int64_t K = 0, rows = 0;
+  DType type = DType::f32;
+  uint8_t* v = nullptr;
+  int32_t* sc = nullptr;
+  float* d = nullptr;
+  float* mins = nullptr;
+  float* f = nullptr;
+  int sg = 32, db = 32;
+};
+
+// Decodes rows [r0, r0 + nr) (nr <= kRB; missing rows are zero) into P.
 inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuffer& buf, Panel& P) {
   const int64_t K = w.ne[0];
   const uint64_t rb = weight_row_bytes(w);
   P.K = K;
   P.rows = nr;
-  const size_t n = static_cast<size_t>(nr), k = static_cast<size_t>(K);
-  ActForm f = act_form(w.type);
-  if (f == ActForm::f32) {
-    if (!buf.reserve(n * k * 4)) return false;
+  P.type = w.type;
+  const size_t k = static_cast<size_t>(K);
+  if (act_form(w.type) == ActForm::f32) {
+    if (!buf.reserve(static_cast<size_t>(nr) * k * 4)) return false;
     P.f = buf.as<float>();
     for (int64_t i = 0; i < nr; i++) dequant_row(w, r0 + i, P.f + static_cast<size_t>(i) * k);
     return true;
   }
-  const bool kq = f == ActForm::q8_256;
-  P.cg = w.type == DType::q6_K ? 16 : 32;
-  const size_t vals = round_up(n * k, 64), sc = kq ? round_up(n * k / 16 * 2, 64) : 0;
-  const size_t dn = round_up(n * k / (kq ? 256 : 32) * 4, 64), cn = round_up(n * k / static_cast<size_t>(P.cg) * 4, 64);
-  if (!buf.reserve(vals + sc + dn + cn)) return false;
-  P.vals = buf.as<uint8_t>();
-  P.sc = buf.as<int16_t>(vals);
-  P.d = buf.as<float>(vals + sc);
-  P.corr = buf.as<float>(vals + sc + dn);
-  const __m256i m4 = _mm256_set1_epi8(15);
-  for (int64_t i = 0; i < nr; i++) {
-    const uint8_t* src = w.data + static_cast<uint64_t>(r0 + i) * rb;
-    uint8_t* v = P.vals + static_cast<size_t>(i) * k;
-    switch (w.type) {
-      case DType::q4_K: {
-        int16_t* sc16 = P.sc + static_cast<size_t>(i) * k / 16;
-        float* d = P.d + static_cast<size_t>(i) * k / 256;
-        float* c = P.corr + static_cast<size_t>(i) * k / 32;
-        for (int64_t b = 0; b < K / 256; b++) {
-          const uint8_t* blk = src + 144 * b;
-          uint64_t sc8, m8;
-          q4k_unpack_scales(blk + 4, &sc8, &m8);
-          float dmin = f16_scale(blk + 2);
-          d[b] = f16_scale(blk);
-          for (int j = 0; j < 8; j++) {
-            sc16[16 * b + 2 * j] = sc16[16 * b + 2 * j + 1] = static_cast<int16_t>((sc8 >> (8 * j)) & 0xFF);
-            c[8 * b + j] = -dmin * static_cast<float>((m8 >> (8 * j)) & 0xFF);
-          }
-          for (int ch = 0; ch < 4; ch++) {
-            __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * ch));
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + 256 * b + 64 * ch), _mm256_and_si256(q, m4));
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + 256 * b + 64 * ch + 32), nibbles_hi256(q));
-          }
-        }
-        break;
+  const bool kq = act_form(w.type) == ActForm::q8_256;
+  P.sg = w.type == DType::q6_K ? 16 : 32;
+  P.db = kq ? 256 : 32;
+  const size_t G = kRG, vals = round_up(G * 16 * k, 64), scn = kq ? round_up(G * 16 * k / P.sg * 4, 64) : 0;
+  const size_t dn = round_up(G * 16 * k / P.db * 4, 64), mn = w.type == DType::q4_K ? round_up(G * 16 * k / 32 * 4, 64) : 0;
+  const size_t tmp = round_up(k, 64) * 16 + round_up(k / 16 * 4, 64) + 2 * round_up(k / 16 * 4, 64);
+  if (!buf.reserve(vals + scn + dn + mn + tmp)) return false;
+  P.v = buf.as<uint8_t>();
+  P.sc = buf.as<int32_t>(vals);
+  P.d = buf.as<float>(vals + scn);
+  P.mins = buf.as<float>(vals + scn + dn);
+  uint8_t* rows = buf.as<uint8_t>(vals + scn + dn + mn);            // [16][K] one group's rows
+  const size_t rs = round_up(k, 64);
+  int32_t* tsc = buf.as<int32_t>(vals + scn + dn + mn + rs * 16);  // one row's numbers
+  float* td = reinterpret_cast<float*>(tsc + round_up(k / 16 * 4, 64) / 4);
+  float* tm = td + round_up(k / 16 * 4, 64) / 4;
+  const size_t nsc = kq ? k / static_cast<size_t>(P.sg) : 0, nd = k / static_cast<size_t>(P.db), nm = k / 32;
+  for (size_t g = 0; g < G; g++) {
+    for (int i = 0; i < 16; i++) {
+      const int64_t r = static_cast<int64_t>(g) * 16 + i;
+      uint8_t* rv = rows + static_cast<size_t>(i) * rs;
+      if (r >= nr) {  // padding rows compute zeros (never stored)
+        std::memset(rv, 0, k);
+        for (size_t j = 0; j < nsc; j++) P.sc[(g * nsc + j) * 16 + static_cast<size_t>(i)] = 0;
+        for (size_t j = 0; j < nd; j++) P.d[(g * nd + j) * 16 + static_cast<size_t>(i)] = 0;
+        if (P.type == DType::q4_K)
+          for (size_t j = 0; j < nm; j++) P.mins[(g * nm + j) * 16 + static_cast<size_t>(i)] = 0;
+        continue;
       }
-      case DType::q6_K: {
-        int16_t* sc16 = P.sc + static_cast<size_t>(i) * k / 16;
-        float* d = P.d + static_cast<size_t>(i) * k / 256;
-        float* c = P.corr + static_cast<size_t>(i) * k / 16;
-        const __m256i m30 = _mm256_set1_epi8(0x30);
-        for (int64_t b = 0; b < K / 256; b++) {
-          const uint8_t* blk = src + 210 * b;
-          float db = f16_scale(blk + 208);
-          d[b] = db;
-          for (int j = 0; j < 16; j++) {
-            int8_t s = static_cast<int8_t>(blk[192 + j]);
-            sc16[16 * b + j] = s;
-            c[16 * b + j] = -32.0f * db * static_cast<float>(s);
-          }
-          for (int h = 0; h < 2; h++) {
-            __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
-            __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
-            __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
-            uint8_t* o = v + 256 * b + 128 * h;
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32), _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64), _mm256_or_si256(nibbles_hi256(ql0), _mm256_and_si256(qh, m30)));
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 96), _mm256_or_si256(nibbles_hi256(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
-          }
-        }
-        break;
-      }
-      default: {  // 32-blocks
-        float* d = P.d + static_cast<size_t>(i) * k / 32;
-        float* c = P.corr + static_cast<size_t>(i) * k / 32;
-        for (int64_t b = 0; b < K / 32; b++) {
-          __m256i q;
-          float off;
-          const uint8_t* blk;
-          if (w.type == DType::q8_0) {
-            blk = src + 34 * b;
-            q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), _mm256_set1_epi8(static_cast<char>(0x80)));
-            off = 128;
-          } else if (w.type == DType::q4_0) {
-            blk = src + 18 * b;
-            q = q4_block_values(blk + 2);
-            off = 8;
-          } else {
-            blk = src + 22 * b;
-            q = _mm256_or_si256(q4_block_values(blk + 6), q5_high_bits(rd_u32(blk + 2)));
-            off = 16;
-          }
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + 32 * b), q);
-          d[b] = f16_scale(blk);
-          c[b] = -off * d[b];
-        }
-        break;
-      }
+      decode_row(w.type, w.data + static_cast<uint64_t>(r0 + r) * rb, K, RowDecode{rv, tsc, td, tm});
+      for (size_t j = 0; j < nsc; j++) P.sc[(g * nsc + j) * 16 + static_cast<size_t>(i)] = tsc[j];
+      for (size_t j = 0; j < nd; j++) P.d[(g * nd + j) * 16 + static_cast<size_t>(i)] = td[j];
+      if (P.type == DType::q4_K)
+        for (size_t j = 0; j < nm; j++) P.mins[(g * nm + j) * 16 + static_cast<size_t>(i)] = tm[j];
     }
+    // interleave: v[g][k4][i] = dword k4 of row i
+    uint32_t* dst = reinterpret_cast<uint32_t*>(P.v + g * 16 * k);
+    size_t k4 = 0;
+    for (; k4 + 16 <= k / 4; k4 += 16) {
+      __m512i in[16], out[16];
+      for (int i = 0; i < 16; i++) in[i] = _mm512_loadu_si512(rows + static_cast<size_t>(i) * rs + 4 * k4);
+      transpose16x16_epi32(in, out);
+      for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (k4 + static_cast<size_t>(j)) * 16, out[j]);
+    }
+    for (; k4 < k / 4; k4++)
+      for (int i = 0; i < 16; i++) std::memcpy(dst + k4 * 16 + static_cast<size_t>(i), rows + static_cast<size_t>(i) * rs + 4 * k4, 4);
   }
   return true;
 }
 
-// Horizontal sums of the accumulators into out (row-major kRM x kRN).
-template <int RM, int RN>
-inline void store_tile(const __m512 (&acc)[RM][RN], float (&out)[RM][RN]) {
-  for (int i = 0; i < RM; i++)
-    for (int j = 0; j < RN; j++) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
-}
-
-// Adds the offset corrections: acc[i][j] += corr_i . act_j over m values.
-template <int RM, int RN>
-inline void add_corrections(__m512 (&acc)[RM][RN], const float* const (&ci)[RM], const float* const (&aj)[RN], int64_t m) {
-  for (int64_t k = 0; k < m; k += 16) {
-    __mmask16 mask = m - k >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (m - k)) - 1);
-    __m512 a[RN];
-#pragma GCC unroll 8
-    for (int j = 0; j < RN; j++) a[j] = _mm512_maskz_loadu_ps(mask, aj[j] + k);
-#pragma GCC unroll 8
-    for (int i = 0; i < RM; i++) {
-      __m512 c = _mm512_maskz_loadu_ps(mask, ci[i] + k);
-#pragma GCC unroll 8
-      for (int j = 0; j < RN; j++) acc[i][j] = _mm512_fmadd_ps(c, a[j], acc[i][j]);
-    }
+// The activations' start values of the integer sums: -offset * (sum of the activations) per block
+// of `group` values (Q6_K: 16, 32-blocks: 32). [T][K/group].
+inline void offset_starts(const MatmulInput& in, ActForm f, int offset, int group, int32_t* out) {
+  const int64_t n = in.n() / group;
+  for (int64_t t = 0; t < in.n_tokens(); t++) {
+    const int16_t* s = in.row(f, t).sums;
+    for (int64_t j = 0; j < n; j++) out[t * n + j] = -offset * s[j];
   }
 }
 
-// K-quant micro-kernel: rows pi[0..RM) of the panel times tokens tj[0..RN).
-inline void micro_kq(const Panel& P, const int64_t (&pi)[kRM], const MatmulInput& in, const int64_t (&tj)[kRN], float (&out)[kRM][kRN]) {
-  const int64_t K = P.K, nsb = K / 256;
-  const uint8_t* wv[kRM];
-  const int16_t* ws[kRM];
-  const float* wd[kRM];
-  const float* wc[kRM];
-  for (int i = 0; i < kRM; i++) {
-    wv[i] = P.vals + pi[i] * K;
-    ws[i] = P.sc + pi[i] * K / 16;
-    wd[i] = P.d + pi[i] * K / 256;
-    wc[i] = P.corr + pi[i] * K / P.cg;
-  }
-  const int8_t* aq[kRN];
+// K-quant micro-kernel: the 32 panel rows times tokens tj[0..kRN); out[g][t] = 16 row results.
+template <bool kQ4K>
+inline void micro_kq(const Panel& P, const MatmulInput& in, const int32_t* starts, const int64_t (&tj)[kRN], __m512 (&out)[kRG][kRN]) {
+  const int64_t K = P.K, nsb = K / 256, nsc = K / P.sg;
+  const int sub = P.sg / 4;  // k4 steps per sub-block
+  const int32_t* aq[kRN];
   const float* ad[kRN];
-  const float* ac[kRN];
-  for (int j = 0; j < kRN; j++) {
-    ActQ8 a = in.row(ActForm::q8_256, tj[j]);
-    aq[j] = a.q;
-    ad[j] = a.d;
-    ac[j] = in.corr(ActForm::q8_256, tj[j], P.cg);
+  const float* am[kRN];
+  const int32_t* ast[kRN];
+  for (int t = 0; t < kRN; t++) {
+    ActQ8 a = in.row(ActForm::q8_256, tj[t]);
+    aq[t] = reinterpret_cast<const int32_t*>(a.q);
+    ad[t] = a.d;
+    am[t] = in.corr(ActForm::q8_256, tj[t], 32);
+    ast[t] = starts ? starts + tj[t] * nsc : nullptr;
   }
-  // int16 lane l of the scale vector for values 64c..64c+63 takes scale 4c + l / 8
-  const __m512i sel = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002, 0x0002000200020002,
-                                       0x0001000100010001, 0x0001000100010001, 0, 0);
-  __m512 accf[kRM][kRN];
-  for (int i = 0; i < kRM; i++)
-    for (int j = 0; j < kRN; j++) accf[i][j] = _mm512_setzero_ps();
+  const __m512i* wv[kRG];
+  const __m512i* wsc[kRG];
+  const float* wd[kRG];
+  const float* wm[kRG];
+  for (int g = 0; g < kRG; g++) {
+    wv[g] = reinterpret_cast<const __m512i*>(P.v + static_cast<size_t>(g) * 16 * static_cast<size_t>(K));
+    wsc[g] = reinterpret_cast<const __m512i*>(P.sc + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsc));
+    wd[g] = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb);
+    wm[g] = P.mins + static_cast<size_t>(g) * 16 * static_cast<size_t>(K / 32);
+  }
+  __m512 accf[kRG][kRN];
+  for (int g = 0; g < kRG; g++)
+    for (int t = 0; t < kRN; t++) accf[g][t] = _mm512_setzero_ps();
   for (int64_t s = 0; s < nsb; s++) {
-    __m512i acc[kRM][kRN];
-    __m512i scv[kRM];
+    __m512i acc[kRG][kRN];
+    for (int g = 0; g < kRG; g++)
+      for (int t = 0; t < kRN; t++) acc[g][t] = _mm512_setzero_si512();
+    for (int64_t j = s * 256 / P.sg; j < (s + 1) * 256 / P.sg; j++) {  // sub-blocks
+      __m512i sb[kRG][kRN];
 #pragma GCC unroll 8
-    for (int i = 0; i < kRM; i++) {
-      scv[i] = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ws[i] + 16 * s)));
+      for (int g = 0; g < kRG; g++)
 #pragma GCC unroll 8
-      for (int j = 0; j < kRN; j++) acc[i][j] = _mm512_setzero_si512();
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
-      __m512i w[kRM], sv[kRM];
-      const __m512i idx = _mm512_add_epi16(sel, _mm512_set1_epi16(static_cast<short>(4 * c)));
+        for (int t = 0; t < kRN; t++) sb[g][t] = kQ4K ? _mm512_setzero_si512() : _mm512_set1_epi32(ast[t][j]);
+      const int64_t k40 = j * sub;
 #pragma GCC unroll 8
-      for (int i = 0; i < kRM; i++) {
-        w[i] = _mm512_loadu_si512(wv[i] + 256 * s + 64 * c);
-        sv[i] = _mm512_permutexvar_epi16(idx, scv[i]);
+      for (int u = 0; u < sub; u++) {
+        __m512i w[kRG];
+#pragma GCC unroll 8
+        for (int g = 0; g < kRG; g++) w[g] = _mm512_load_si512(wv[g] + k40 + u);
+#pragma GCC unroll 8
+        for (int t = 0; t < kRN; t++) {
+          __m512i a = _mm512_set1_epi32(aq[t][k40 + u]);
+#pragma GCC unroll 8
+          for (int g = 0; g < kRG; g++) sb[g][t] = dpbusd(sb[g][t], w[g], a);
+        }
       }
 #pragma GCC unroll 8
-      for (int j = 0; j < kRN; j++) {
-        __m512i a = _mm512_loadu_si512(aq[j] + 256 * s + 64 * c);
+      for (int g = 0; g < kRG; g++) {
+        __m512i sc = _mm512_load_si512(wsc[g] + j);
 #pragma GCC unroll 8
-        for (int i = 0; i < kRM; i++) acc[i][j] = dot_u8s8_scaled_512(acc[i][j], w[i], a, sv[i]);
+        for (int t = 0; t < kRN; t++) acc[g][t] = _mm512_add_epi32(acc[g][t], _mm512_mullo_epi32(sb[g][t], sc));
+      }
+      if (kQ4K) {  // mins: -dmin*m_j (row) times d*sum_j (token)
+#pragma GCC unroll 8
+        for (int g = 0; g < kRG; g++) {
+          __m512 m = _mm512_load_ps(wm[g] + 16 * j);
+#pragma GCC unroll 8
+          for (int t = 0; t < kRN; t++) accf[g][t] = _mm512_fmadd_ps(m, _mm512_set1_ps(am[t][j]), accf[g][t]);
+        }
       }
     }
 #pragma GCC unroll 8
-    for (int i = 0; i < kRM; i++)
+    for (int g = 0; g < kRG; g++) {
+      __m512 d = _mm512_load_ps(wd[g] + 16 * s);
 #pragma GCC unroll 8
-      for (int j = 0; j < kRN; j++)
-        accf[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i][j]), _mm512_set1_ps(wd[i][s] * ad[j][s]), accf[i][j]);
+      for (int t = 0; t < kRN; t++)
+        accf[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[g][t]), _mm512_mul_ps(d, _mm512_set1_ps(ad[t][s])), accf[g][t]);
+    }
   }
-  add_corrections(accf, wc, ac, K / P.cg);
-  store_tile(accf, out);
+  for (int g = 0; g < kRG; g++)
+    for (int t = 0; t < kRN; t++) out[g][t] = accf[g][t];
 }
 
-// 32-block micro-kernel (Q4_0, Q5_0, Q8_0).
-inline void micro_q32(const Panel& P, const int64_t (&pi)[kRM], const MatmulInput& in, const int64_t (&tj)[kRN], float (&out)[kRM][kRN]) {
+// 32-block micro-kernel (Q4_0, Q5_0, Q8_0): per block, the integer sum starts at -offset * sum
+// of the activations, then one float FMA with d(row) * d(token).
+inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* starts, const int64_t (&tj)[kRN], __m512 (&out)[kRG][kRN]) {
   const int64_t K = P.K, nb = K / 32;
-  const uint8_t* wv[kRM];
-  const float* wd[kRM];
-  const float* wc[kRM];
-  for (int i = 0; i < kRM; i++) {
-    wv[i] = P.vals + pi[i] * K;
-    wd[i] = P.d + pi[i] * nb;
-    wc[i] = P.corr + pi[i] * nb;
-  }
-  const int8_t* aq[kRN];
+  const int32_t* aq[kRN];
   const float* ad[kRN];
-  const float* ac[kRN];
-  for (int j = 0; j < kRN; j++) {
-    ActQ8 a = in.row(ActForm::q8_32, tj[j]);
-    aq[j] = a.q;
-    ad[j] = a.d;
-    ac[j] = in.corr(ActForm::q8_32, tj[j], 32);
+  const int32_t* ast[kRN];
+  for (int t = 0; t < kRN; t++) {
+    ActQ8 a = in.row(ActForm::q8_32, tj[t]);
+    aq[t] = reinterpret_cast<const int32_t*>(a.q);
+    ad[t] = a.d;
+    ast[t] = starts + tj[t] * nb;
   }
-  // lanes 0..7 take the scale of the first block, 8..15 the second
-  const __m512i two = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  __m512 accf[kRM][kRN];
-  for (int i = 0; i < kRM; i++)
-    for (int j = 0; j < kRN; j++) accf[i][j] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; b += 2) {
-    const bool pair = b + 1 < nb;
-    const __mmask64 m = pair ? ~static_cast<__mmask64>(0) : static_cast<__mmask64>(0xFFFFFFFFull);
-    const __mmask8 m2 = pair ? 3 : 1;
-    __m512i w[kRM];
-    __m512 dw[kRM];
+  const __m512i* wv[kRG];
+  const float* wd[kRG];
+  for (int g = 0; g < kRG; g++) {
+    wv[g] = reinterpret_cast<const __m512i*>(P.v + static_cast<size_t>(g) * 16 * static_cast<size_t>(K));
+    wd[g] = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nb);
+  }
+  __m512 accf[kRG][kRN];
+  for (int g = 0; g < kRG; g++)
+    for (int t = 0; t < kRN; t++) accf[g][t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    __m512i acc[kRG][kRN];
 #pragma GCC unroll 8
-    for (int i = 0; i < kRM; i++) {
-      w[i] = _mm512_maskz_loadu_epi8(m, wv[i] + 32 * b);
-      dw[i] = _mm512_permutexvar_ps(two, _mm512_castps128_ps512(_mm_maskz_loadu_ps(m2, wd[i] + b)));
+    for (int t = 0; t < kRN; t++) {
+      __m512i st = _mm512_set1_epi32(ast[t][b]);
+#pragma GCC unroll 8
+      for (int g = 0; g < kRG; g++) acc[g][t] = st;
     }
 #pragma GCC unroll 8
-    for (int j = 0; j < kRN; j++) {
-      __m512i a = _mm512_maskz_loadu_epi8(m, aq[j] + 32 * b);
-      __m512 dx = _mm512_permutexvar_ps(two, _mm512_castps128_ps512(_mm_maskz_loadu_ps(m2, ad[j] + b)));
+    for (int u = 0; u < 8; u++) {
+      __m512i w[kRG];
 #pragma GCC unroll 8
-      for (int i = 0; i < kRM; i++) {
-#if defined(LLMI_SIMD_VNNI)
-        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[i], a);
-#else
-        // unsigned values up to 255 (Q8_0 + 128) would saturate vpmaddubsw: split into nibbles
-        __m512i lo = _mm512_and_si512(w[i], _mm512_set1_epi8(15)), hi = _mm512_and_si512(_mm512_srli_epi16(w[i], 4), _mm512_set1_epi8(15));
-        __m512i p = _mm512_add_epi32(_mm512_madd_epi16(_mm512_maddubs_epi16(lo, a), _mm512_set1_epi16(1)),
-                                     _mm512_madd_epi16(_mm512_maddubs_epi16(hi, a), _mm512_set1_epi16(16)));
-#endif
-        accf[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw[i], dx), accf[i][j]);
+      for (int g = 0; g < kRG; g++) w[g] = _mm512_load_si512(wv[g] + 8 * b + u);
+#pragma GCC unroll 8
+      for (int t = 0; t < kRN; t++) {
+        __m512i a = _mm512_set1_epi32(aq[t][8 * b + u]);
+#pragma GCC unroll 8
+        for (int g = 0; g < kRG; g++) acc[g][t] = dpbusd(acc[g][t], w[g], a);
       }
     }
+#pragma GCC unroll 8
+    for (int g = 0; g < kRG; g++) {
+      __m512 d = _mm512_load_ps(wd[g] + 16 * b);
+#pragma GCC unroll 8
+      for (int t = 0; t < kRN; t++)
+        accf[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[g][t]), _mm512_mul_ps(d, _mm512_set1_ps(ad[t][b])), accf[g][t]);
+    }
   }
-  add_corrections(accf, wc, ac, nb);
-  store_tile(accf, out);
+  for (int g = 0; g < kRG; g++)
+    for (int t = 0; t < kRN; t++) out[g][t] = accf[g][t];
 }
 
-// Float micro-kernel (f32 panel of f32/f16/bf16/MLX weights times f32 X).
-inline void micro_f32(const Panel& P, const int64_t (&pi)[kRM], const MatmulInput& in, const int64_t (&tj)[kRN], float (&out)[kRM][kRN]) {
+// Float micro-kernel (f32 panel of f32/f16/bf16/MLX weights times f32 X): 2 x 4 dot products.
+inline void micro_f32(const Panel& P, const int64_t (&pi)[2], const MatmulInput& in, const int64_t (&tj)[4], float (&out)[2][4]) {
   const int64_t K = P.K;
-  const float* wr[kRM];
-  const float* xr[kRN];
-  for (int i = 0; i < kRM; i++) wr[i] = P.f + pi[i] * K;
-  for (int j = 0; j < kRN; j++) xr[j] = in.x() + tj[j] * K;
-  __m512 acc[kRM][kRN];
-  for (int i = 0; i < kRM; i++)
-    for (int j = 0; j < kRN; j++) acc[i][j] = _mm512_setzero_ps();
-  add_corrections(acc, wr, xr, K);  // the same dot-product loop
-  store_tile(acc, out);
+  const float* wr[2] = {P.f + pi[0] * K, P.f + pi[1] * K};
+  const float* xr[4];
+  for (int j = 0; j < 4; j++) xr[j] = in.x() + tj[j] * K;
+  __m512 acc[2][4];
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 16) {
+    __mmask16 mask = K - k >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (K - k)) - 1);
+    __m512 x[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) x[j] = _mm512_maskz_loadu_ps(mask, xr[j] + k);
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) {
+      __m512 wv = _mm512_maskz_loadu_ps(mask, wr[i] + k);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; j++) acc[i][j] = _mm512_fmadd_ps(wv, x[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 4; j++) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
 inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
-  const int64_t rows = w.rows(), T = in.n_tokens();
+  const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
   const int64_t n_rb = (rows + kRB - 1) / kRB, n_tb = (T + kTB - 1) / kTB;
   const ActForm f = act_form(w.type);
-  auto micro = f == ActForm::q8_256 ? micro_kq : f == ActForm::q8_32 ? micro_q32 : micro_f32;
+  // integer start values of the blocks (offsets), shared by every task
+  static thread_local AlignedBuffer starts_buf;
+  const int off = quant_offset(w.type), group = w.type == DType::q6_K ? 16 : 32;
+  int32_t* starts = nullptr;
+  if (f != ActForm::f32 && off != 0) {
+    LLMI_ASSERT(starts_buf.reserve(static_cast<size_t>(T * (K / group)) * 4 + 64));
+    starts = starts_buf.as<int32_t>();
+    offset_starts(in, f, off, group, starts);
+  }
   pool.parallel_for(static_cast<int>(n_rb * n_tb), [&](int task, int) {
     static thread_local AlignedBuffer buf;
     const int64_t rblk = task % n_rb, tblk = task / n_rb;
@@ -4569,13 +4678,27 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     for (int64_t j0 = 0; j0 < nt; j0 += kRN) {
       int64_t tj[kRN];
       for (int j = 0; j < kRN; j++) tj[j] = t0 + std::min<int64_t>(j0 + j, nt - 1);
-      for (int64_t i0 = 0; i0 < nr; i0 += kRM) {
-        int64_t pi[kRM];
-        for (int i = 0; i < kRM; i++) pi[i] = std::min<int64_t>(i0 + i, nr - 1);
-        float out[kRM][kRN];
-        micro(P, pi, in, tj, out);
-        for (int j = 0; j < kRN && j0 + j < nt; j++)
-          for (int i = 0; i < kRM && i0 + i < nr; i++) y[(t0 + j0 + j) * ldy + r0 + i0 + i] = out[i][j];
+      if (f == ActForm::f32) {
+        for (int64_t i0 = 0; i0 < nr; i0 += 2) {
+          int64_t pi[2] = {i0, std::min<int64_t>(i0 + 1, nr - 1)};
+          float out[2][4];
+          micro_f32(P, pi, in, tj, out);
+          for (int j = 0; j < kRN && j0 + j < nt; j++)
+            for (int i = 0; i < 2 && i0 + i < nr; i++) y[(t0 + j0 + j) * ldy + r0 + i0 + i] = out[i][j];
+        }
+        continue;
+      }
+      __m512 out[kRG][kRN];
+      if (w.type == DType::q4_K) micro_kq<true>(P, in, starts, tj, out);
+      else if (w.type == DType::q6_K) micro_kq<false>(P, in, starts, tj, out);
+      else micro_q32(P, in, starts, tj, out);
+      for (int j = 0; j < kRN && j0 + j < nt; j++) {
+        float* yt = y + (t0 + j0 + j) * ldy + r0;
+        for (int g = 0; g < kRG && 16 * g < nr; g++) {
+          const int64_t left = nr - 16 * g;
+          const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+          _mm512_mask_storeu_ps(yt + 16 * g, m, out[g][j]);
+        }
       }
     }
   });
@@ -4583,7 +4706,7 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
 #endif  // LLMI_SIMD_AVX512
 
 // Smallest token count that takes the matrix-matrix path (fixed: it must not depend on threads).
-constexpr int64_t kGemmMinTokens = 4;
+constexpr int64_t kGemmMinTokens = 6;
 
 // Y = X W^T for an input shared by several matmuls.
 inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {

@@ -411,25 +411,6 @@ inline uint64_t weight_row_bytes(const TensorView& w) {
   return rb;
 }
 
-// Row `row` of a 2-D (or flattened) tensor as f32 (`out` holds ne[0] floats). The type must be
-// computable (checked at load).
-inline void dequant_row(const TensorView& w, int64_t row, float* out) {
-  const int64_t n = w.ne[0];
-  const uint8_t* src = w.data + static_cast<uint64_t>(row) * weight_row_bytes(w);
-  switch (w.type) {
-    case DType::f32: std::memcpy(out, src, static_cast<size_t>(n) * 4); break;
-    case DType::f16: for (int64_t k = 0; k < n; k++) out[k] = fp16_to_f32(rd_u16(src + 2 * k)); break;
-    case DType::bf16: for (int64_t k = 0; k < n; k++) out[k] = bf16_to_f32(rd_u16(src + 2 * k)); break;
-    case DType::q4_0: ref::dequant_row_q4_0(src, out, n); break;
-    case DType::q5_0: ref::dequant_row_q5_0(src, out, n); break;
-    case DType::q8_0: ref::dequant_row_q8_0(src, out, n); break;
-    case DType::q4_K: ref::dequant_row_q4_k(src, out, n); break;
-    case DType::q6_K: ref::dequant_row_q6_k(src, out, n); break;
-    case DType::mlx_q4: case DType::mlx_q8: ref::dequant_row_mlx(w, row, out); break;
-    default: LLMI_ASSERT(!"dequant_row: type not computable"); break;
-  }
-}
-
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer

@@ -247,6 +247,49 @@ inline void quantize_q8_256(const float* x, int64_t n, int8_t* q, float* d, int1
   sums16(q, n, sums);
 }
 
+// ---- dequantization of one row (embedding lookups, float panels) ----
+
+// n fp16 / bf16 values -> f32.
+inline void f16_to_f32_row(const uint8_t* src, float* dst, int64_t n, bool bf16) {
+  int64_t k = 0;
+#if defined(LLMI_SIMD_AVX512)
+  for (; k + 16 <= n; k += 16) {
+    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * k));
+    _mm512_storeu_ps(dst + k, bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h));
+  }
+#elif defined(LLMI_SIMD_AVX2)
+  for (; k + 8 <= n; k += 8) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * k));
+    _mm256_storeu_ps(dst + k, bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h));
+  }
+#elif defined(LLMI_SIMD_NEON)
+  for (; k + 4 <= n; k += 4) {
+    uint16x4_t h = vld1_u16(reinterpret_cast<const uint16_t*>(src + 2 * k));
+    vst1q_f32(dst + k, bf16 ? vreinterpretq_f32_u32(vshll_n_u16(h, 16)) : vcvt_f32_f16(vreinterpret_f16_u16(h)));
+  }
+#endif
+  for (; k < n; k++) dst[k] = bf16 ? bf16_to_f32(rd_u16(src + 2 * k)) : fp16_to_f32(rd_u16(src + 2 * k));
+}
+
+// Row `row` of a 2-D (or flattened) tensor as f32 (`out` holds ne[0] floats). The type must be
+// computable (checked at load).
+inline void dequant_row(const TensorView& w, int64_t row, float* out) {
+  const int64_t n = w.ne[0];
+  const uint8_t* src = w.data + static_cast<uint64_t>(row) * weight_row_bytes(w);
+  switch (w.type) {
+    case DType::f32: std::memcpy(out, src, static_cast<size_t>(n) * 4); break;
+    case DType::f16: f16_to_f32_row(src, out, n, false); break;
+    case DType::bf16: f16_to_f32_row(src, out, n, true); break;
+    case DType::q4_0: ref::dequant_row_q4_0(src, out, n); break;
+    case DType::q5_0: ref::dequant_row_q5_0(src, out, n); break;
+    case DType::q8_0: ref::dequant_row_q8_0(src, out, n); break;
+    case DType::q4_K: ref::dequant_row_q4_k(src, out, n); break;
+    case DType::q6_K: ref::dequant_row_q6_k(src, out, n); break;
+    case DType::mlx_q4: case DType::mlx_q8: ref::dequant_row_mlx(w, row, out); break;
+    default: LLMI_ASSERT(!"dequant_row: type not computable"); break;
+  }
+}
+
 // ---- dot products of one weight row with one quantized activation row ----
 
 inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
