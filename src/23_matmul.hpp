@@ -233,7 +233,7 @@ constexpr int kGR = 16;   // rows per group (one zmm of int32 / f32 lanes)
 constexpr int kRG = 2;    // row groups per micro-tile
 constexpr int kRN = 4;    // tokens per micro-tile
 constexpr int kRB = kGR * kRG;  // rows per task
-constexpr int kTB = 128;  // tokens per task
+constexpr int kTB = 512;  // tokens per task (a panel is decoded once per task)
 
 inline bool gemm_supported(DType t) {
   switch (t) {
