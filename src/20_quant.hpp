@@ -1,7 +1,7 @@
 // ==== Quantized block formats: layouts and the scalar reference (the definition of truth) ====
 // Every weight format the kernels read, bit-exact to GGUF (ggml-common.h) and to MLX affine
 // quantization, with a readable scalar dequantizer and dot product. The SIMD kernels (21_simd,
-// 23_matmul) must agree with these: integer parts exactly, float sums within the rounding of a
+// 25_matmul) must agree with these: integer parts exactly, float sums within the rounding of a
 // different summation order. The structs document the byte layout; the code reads bytes through
 // rd_u16 (blocks are only 2-byte aligned in a file, and safetensors data may be unaligned).
 //
