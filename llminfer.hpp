@@ -15,17 +15,37 @@
 //   if (result) std::puts(result->text.c_str());
 //
 // Build the implementation TU with optimisation and the CPU's instruction set, for example
-// `g++ -std=c++20 -O2 -march=native -pthread`. Nothing needs exceptions or RTTI: the header
-// builds with -fno-exceptions -fno-rtti.
+// `g++ -std=c++20 -O2 -march=native -pthread` (clang++ works too; link with -pthread). Nothing needs
+// exceptions or RTTI: the header builds with -fno-exceptions -fno-rtti. Linux, macOS and other
+// POSIX systems map files with mmap; Windows (MSVC or MinGW-w64) with CreateFileMapping /
+// MapViewOfFile. Only the implementation TU needs the SIMD flags (see STYLE: the ODR hazard).
+//
+// ==== Model files ====
+//
+//   Model::load(path) takes a GGUF file (versions 2 and 3), a .safetensors file with config.json
+//   beside it, or a Hugging Face / MLX model directory: config.json; model.safetensors, a sharded
+//   model.safetensors.index.json, or *.safetensors; optional tokenizer.json, tokenizer_config.json,
+//   generation_config.json, chat_template.jinja or chat_template.json. MLX affine 4- and 8-bit
+//   checkpoints (packed U32 weights with .scales and .biases, "quantization" in config.json, with
+//   per-module overrides) load as one quantized tensor each. Weights are used in place in the
+//   mapping, never read into memory. Every ggml tensor type is known by name; a type without
+//   kernels loads (`llminfer info` lists it) and is refused only when a model computes with it.
 //
 // ==== Build options (define before including, in the implementation TU) ====
 //
 //   LLMINFER_IMPLEMENTATION     compile the implementation into this translation unit
+//   LLMINFER_INLINE_API         define the public functions `inline` (only for programs that define
+//                               LLMINFER_IMPLEMENTATION in every unit that uses the library)
 //   LLMINFER_SIMD_SCALAR        force the portable scalar kernels (also LLMINFER_FORCE_SCALAR)
 //   LLMINFER_NO_CPU_CHECK       do not verify at load that the CPU has the instructions compiled in
-//   LLMINFER_MAX_TENSORS        largest tensor count a file may declare (default 1<<20)
-//   LLMINFER_MAX_METADATA       largest metadata key/value count a file may declare (default 1<<20)
+//   LLMINFER_MAX_TENSORS        largest tensor count a GGUF file may declare (default 1<<20)
+//   LLMINFER_MAX_METADATA       largest metadata key/value count a GGUF file may declare (default 1<<20)
 //   LLMINFER_MAX_JSON_DEPTH     deepest JSON nesting accepted (default 512)
+//   LLMI_ASSERT(x)              internal invariant check (default: message and abort); never used
+//                               for anything a file or a caller controls
+//
+//   The kernels are chosen at compile time from the target's instruction set (-march): AVX-512
+//   (F, BW, VL, with VNNI when present), AVX2+FMA+F16C, NEON (with dotprod when present), else scalar.
 //
 // ==== Threads and ownership ====
 //
@@ -103,9 +123,21 @@
 //
 //   Model files, tokenizer files, chat templates and architecture definitions are untrusted
 //   input. Every size and offset is checked before use (overflow-safe); bad input produces an
-//   Error naming the file and what is wrong, never a crash, a hang or an unbounded allocation.
+//   Error naming the file and what is wrong, never a crash, a hang or an unbounded allocation
+//   (nothing is allocated from a count before the file is known to hold that many entries). The
+//   readers are tested on a corpus of over 100 malformed files and fuzzed (libFuzzer, ASan, UBSan).
+//
+// ==== Errors ====
+//
+//   Every fallible call returns Result<T>: `if (!r)` then r.error().code (Errc: invalid_argument,
+//   io, bad_format, unsupported, tensor_missing, shape_mismatch, archdef, tokenizer,
+//   template_error, cpu_unsupported, out_of_memory, internal; describe(code) gives its text) and
+//   r.error().message, which names the file or input and what is wrong.
 //
 // ==== Version ====
+//
+//   LLMINFER_VERSION_MAJOR / _MINOR / _PATCH / _STRING below; llminfer::version() at run time.
+//   Everything is in namespace llminfer::v0_1 (inline), so two versions in one program do not clash.
 #ifndef LLMINFER_HPP
 #define LLMINFER_HPP
 
@@ -363,11 +395,21 @@ const char* version() noexcept;
 
 // ---- src/10_impl_begin.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== Implementation ====
-// Compiled only where LLMINFER_IMPLEMENTATION is defined. Every function here is `inline`, so a
-// program may (wastefully, but correctly) define LLMINFER_IMPLEMENTATION in several translation
-// units built with the same flags; tests rely on that.
+// Compiled only where LLMINFER_IMPLEMENTATION is defined. Internal functions (namespace detail) are
+// `inline`, so tools and tests may define LLMINFER_IMPLEMENTATION in several translation units built
+// with the same flags. The public functions declared above are defined with LLMI_API_DEF: ordinary
+// (non-inline) definitions, emitted once, in the one translation unit that defines
+// LLMINFER_IMPLEMENTATION, so that every other unit links against them with the declarations alone.
+// A program that defines LLMINFER_IMPLEMENTATION in several units (our tests and CLI) also defines
+// LLMINFER_INLINE_API everywhere: then the public functions are `inline` too.
 #if defined(LLMINFER_IMPLEMENTATION) && !defined(LLMINFER_IMPLEMENTATION_INCLUDED)
 #define LLMINFER_IMPLEMENTATION_INCLUDED
+
+#if defined(LLMINFER_INLINE_API)
+#define LLMI_API_DEF inline
+#else
+#define LLMI_API_DEF
+#endif
 
 #include <algorithm>
 #include <array>
@@ -386,7 +428,9 @@ const char* version() noexcept;
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #if defined(_WIN32)
@@ -475,7 +519,7 @@ const char* version() noexcept;
 namespace llminfer {
 inline namespace v0_1 {
 
-inline const char* describe(Errc code) noexcept {
+LLMI_API_DEF const char* describe(Errc code) noexcept {
   switch (code) {
 #define LLMINFER_X(name, text) \
   case Errc::name:             \
@@ -486,12 +530,14 @@ inline const char* describe(Errc code) noexcept {
   return "unknown error";
 }
 
-inline const char* version() noexcept { return LLMINFER_VERSION_STRING; }
+LLMI_API_DEF const char* version() noexcept { return LLMINFER_VERSION_STRING; }
 
 namespace detail {
 
 // printf into a std::string (error messages, JSON output).
-#if defined(__GNUC__)
+#if defined(__MINGW32__)
+__attribute__((format(gnu_printf, 1, 2)))  // MinGW's own printf (C99 %zu, %lld), not msvcrt's
+#elif defined(__GNUC__)
 __attribute__((format(printf, 1, 2)))
 #endif
 inline std::string strf(const char* fmt, ...) {
@@ -1085,6 +1131,8 @@ namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
 
+struct JsonMember;
+
 struct Json {
   enum class Type : uint8_t { null, boolean, number, string, array, object };
   Type type = Type::null;
@@ -1094,10 +1142,10 @@ struct Json {
   double num = 0;
   std::string str;                                    // string value, or a number's literal text
   std::vector<Json> items;                            // array
-  std::vector<std::pair<std::string, Json>> members;  // object, in file order
+  std::vector<JsonMember> members;                    // object, in file order (.first key, .second value)
 
-  // Declared here, defaulted after the class: clang with libstdc++ otherwise checks
-  // std::pair<std::string, Json> while Json is still incomplete when a Json is copied or destroyed.
+  // Declared here, defaulted after JsonMember: clang with libstdc++ otherwise checks the member
+  // type while Json is still incomplete when a Json is copied or destroyed.
   Json();
   Json(const Json&);
   Json(Json&&) noexcept;
@@ -1113,21 +1161,11 @@ struct Json {
   bool is_object() const { return type == Type::object; }
 
   // Member lookup (the last one wins if a key repeats, as in Python); nullptr if absent.
-  const Json* find(std::string_view key) const {
-    if (type != Type::object) return nullptr;
-    for (size_t k = members.size(); k-- > 0;)
-      if (members[k].first == key) return &members[k].second;
-    return nullptr;
-  }
+  const Json* find(std::string_view key) const;
   // Member or element, or a null value when absent / of another type.
-  const Json& operator[](std::string_view key) const {
-    const Json* j = find(key);
-    return j ? *j : null_value();
-  }
-  const Json& operator[](size_t index) const {
-    return (type == Type::array && index < items.size()) ? items[index] : null_value();
-  }
-  size_t size() const { return type == Type::array ? items.size() : type == Type::object ? members.size() : 0; }
+  const Json& operator[](std::string_view key) const;
+  const Json& operator[](size_t index) const;
+  size_t size() const;  // elements of an array, members of an object, else 0
 
   std::string_view as_string(std::string_view fallback = {}) const {
     return type == Type::string ? std::string_view(str) : fallback;
@@ -1141,17 +1179,45 @@ struct Json {
   }
   bool as_bool(bool fallback = false) const { return type == Type::boolean ? boolean : fallback; }
 
-  static const Json& null_value() {
-    static const Json null_json;
-    return null_json;
-  }
+  static const Json& null_value();
 };
+
+// An object member. Not std::pair<std::string, Json>: clang with libstdc++ cannot instantiate that
+// pair while Json is being defined (the pair asks whether Json is default-constructible).
+struct JsonMember {
+  std::string first;  // key
+  Json second;        // value
+  JsonMember() = default;
+  JsonMember(std::string key, Json value) : first(std::move(key)), second(std::move(value)) {}
+};
+
 inline Json::Json() = default;
 inline Json::Json(const Json&) = default;
 inline Json::Json(Json&&) noexcept = default;
 inline Json& Json::operator=(const Json&) = default;
 inline Json& Json::operator=(Json&&) noexcept = default;
 inline Json::~Json() = default;
+
+inline const Json& Json::null_value() {
+  static const Json null_json;
+  return null_json;
+}
+inline const Json* Json::find(std::string_view key) const {
+  if (type != Type::object) return nullptr;
+  for (size_t k = members.size(); k-- > 0;)
+    if (members[k].first == key) return &members[k].second;
+  return nullptr;
+}
+inline const Json& Json::operator[](std::string_view key) const {
+  const Json* j = find(key);
+  return j ? *j : null_value();
+}
+inline const Json& Json::operator[](size_t index) const {
+  return (type == Type::array && index < items.size()) ? items[index] : null_value();
+}
+inline size_t Json::size() const {
+  return type == Type::array ? items.size() : type == Type::object ? members.size() : 0;
+}
 
 class JsonParser {
  public:
@@ -1242,7 +1308,7 @@ class JsonParser {
       if (pos_ >= s_.size() || s_[pos_] != ':') return fail("expected ':'");
       pos_++;
       skip_ws();
-      out.members.emplace_back(std::move(key), Json());
+      out.members.push_back(JsonMember{std::move(key), Json()});
       if (!value(out.members.back().second, depth + 1)) return false;
       skip_ws();
       if (pos_ >= s_.size()) return fail("unexpected end of input in an object");
@@ -1623,8 +1689,14 @@ inline uint64_t rd_u64(const uint8_t* p) {
 // Layout (little-endian): "GGUF" u32 version, u64 n_tensors, u64 n_kv, then n_kv key/values
 // (string key, u32 type, value), then n_tensors infos (string name, u32 n_dims, u64 ne[n_dims],
 // u32 ggml type, u64 offset), padding to `general.alignment` (default 32), then the data section.
-// Strings are u64 length + bytes (no NUL). Arrays are u32 element type + u64 count + elements.
-// Everything is a view into the mapping; every read is bounds-checked against the file size.
+// Strings are u64 length + bytes (no NUL). Arrays are u32 element type + u64 count + elements;
+// an element of an array of arrays is again "element type, count, elements". Versions 2 and 3 share
+// this layout (version 1 had 32-bit counts and is refused, as llama.cpp does).
+// Everything is a view into the mapping; every read is bounds-checked against the file size, and
+// nothing is allocated from a count before the file is known to hold that many entries.
+// Where we differ from llama.cpp's gguf.cpp, on purpose: nested arrays are accepted (gguf-py writes
+// them); tensors may sit anywhere in the data section as long as they are aligned and do not overlap
+// (llama.cpp wants them back to back in table order); keys and tensor names must be valid UTF-8.
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
@@ -1716,7 +1788,7 @@ struct GgufKV {
 
 struct GgufTensorInfo {
   std::string_view name;
-  uint32_t n_dims = 0;
+  uint32_t n_dims = 0;  // 0..4 (0: a scalar, as ggml allows)
   int64_t ne[4] = {1, 1, 1, 1};  // ne[0] is the innermost (row) dimension
   DType type = DType::f32;
   uint64_t offset = 0;  // from the start of the data section
@@ -1744,96 +1816,126 @@ class GgufReader {
   Result<GgufFile> parse() {
     GgufFile f;
     if (n_ < 4 || std::memcmp(d_, "GGUF", 4) != 0) {
-      if (n_ >= 4 && std::memcmp(d_, "FUGG", 4) == 0) return err("big-endian GGUF files are not supported");
-      return err(n_ < 4 ? strf("too small to be a GGUF file (%llu bytes)", ull(n_)) : std::string("not a GGUF file (bad magic)"));
+      if (n_ < 4) return err(strf("too small to be a GGUF file (%llu bytes)", ull(n_)));
+      return err(strf("not a GGUF file (magic '%s', expected 'GGUF')",
+                      printable(std::string_view(reinterpret_cast<const char*>(d_), 4)).c_str()));
     }
     pos_ = 4;
-    if (!u32(f.version, "the header")) return error_;
+    if (!u32(f.version, "version")) return error_;
+    // A file written on a big-endian machine reads as 0x03000000 here (llama.cpp's test too).
+    if (f.version != 0 && (f.version & 0xFFFF) == 0)
+      return err(strf("GGUF version 0x%08X: a big-endian file? Only little-endian GGUF is supported", f.version));
     if (f.version == 1) return err("GGUF version 1 is not supported (only versions 2 and 3)");
     if (f.version != 2 && f.version != 3) return err(strf("unsupported GGUF version %u (only 2 and 3)", f.version));
     uint64_t n_tensors = 0, n_kv = 0;
-    if (!u64(n_tensors, "the header") || !u64(n_kv, "the header")) return error_;
-    if (n_tensors > LLMINFER_MAX_TENSORS || n_tensors > remaining() / 24)
-      return err(strf("absurd tensor count %llu", ull(n_tensors)));
-    if (n_kv > LLMINFER_MAX_METADATA || n_kv > remaining() / 13)
-      return err(strf("absurd metadata count %llu", ull(n_kv)));
+    if (!u64(n_tensors, "tensor count") || !u64(n_kv, "metadata count")) return error_;
+    // Smallest possible entries: a tensor info is >= 25 bytes, a key/value >= 14 bytes.
+    if (n_tensors > LLMINFER_MAX_TENSORS)
+      return err(strf("the header declares %llu tensors, more than LLMINFER_MAX_TENSORS (%llu)", ull(n_tensors),
+                      ull(LLMINFER_MAX_TENSORS)));
+    if (n_kv > LLMINFER_MAX_METADATA)
+      return err(strf("the header declares %llu metadata entries, more than LLMINFER_MAX_METADATA (%llu)", ull(n_kv),
+                      ull(LLMINFER_MAX_METADATA)));
+    if (n_tensors * 25 + n_kv * 14 > remaining())
+      return err(strf("the header declares %llu tensors and %llu metadata entries, but only %llu bytes follow "
+                      "(a truncated file or a corrupt count)",
+                      ull(n_tensors), ull(n_kv), ull(remaining())));
 
     // ---- metadata ----
-    f.kv.reserve(static_cast<size_t>(n_kv));
+    // Containers grow with what was actually read, never with a count the file merely claims.
+    f.kv.reserve(static_cast<size_t>(std::min<uint64_t>(n_kv, 256)));
     std::unordered_map<std::string_view, size_t> seen;
     for (uint64_t k = 0; k < n_kv; k++) {
       where_ = strf("metadata entry %llu of %llu", ull(k + 1), ull(n_kv));
       GgufKV e;
       if (!string(e.key, "key")) return error_;
-      if (!utf8_valid(e.key)) return err(strf("%s: key is not valid UTF-8 ('%s')", where_.c_str(), printable(e.key).c_str()));
+      if (e.key.empty()) return err(strf("%s has an empty key", where_.c_str()));
+      if (!utf8_valid(e.key))
+        return err(strf("%s: key is not valid UTF-8 ('%s')", where_.c_str(), printable(e.key).c_str()));
+      if (!seen.emplace(e.key, k).second) return err(strf("duplicate metadata key '%s'", printable(e.key).c_str()));
       where_ = strf("metadata key '%s'", printable(e.key).c_str());
       uint32_t t = 0;
-      if (!u32(t, "type")) return error_;
+      if (!u32(t, "value type")) return error_;
       if (!value(e.value, t, 0)) return error_;
-      if (!seen.emplace(e.key, k).second) return err(strf("duplicate metadata key '%s'", printable(e.key).c_str()));
       f.kv.push_back(std::move(e));
     }
     if (const GgufValue* a = f.find("general.alignment")) {
-      if (a->type != GgufType::u32) return err(strf("general.alignment has type %s, expected u32", gguf_type_name(a->type)));
+      if (a->type != GgufType::u32)
+        return err(strf("general.alignment has type %s, expected u32", gguf_type_name(a->type)));
       uint64_t v = static_cast<uint64_t>(a->as_int());
       if (v == 0 || (v & (v - 1)) != 0) return err(strf("general.alignment %llu is not a power of two", ull(v)));
       f.alignment = v;
     }
 
     // ---- tensor infos ----
-    f.tensors.reserve(static_cast<size_t>(n_tensors));
+    f.tensors.reserve(static_cast<size_t>(std::min<uint64_t>(n_tensors, 1024)));
     std::unordered_map<std::string_view, size_t> names;
     for (uint64_t k = 0; k < n_tensors; k++) {
       where_ = strf("tensor info %llu of %llu", ull(k + 1), ull(n_tensors));
       GgufTensorInfo ti;
       if (!string(ti.name, "name")) return error_;
-      if (!utf8_valid(ti.name)) return err(strf("%s: name is not valid UTF-8", where_.c_str()));
-      if (ti.name.empty()) return err(strf("%s: empty tensor name", where_.c_str()));
+      if (ti.name.empty()) return err(strf("%s has an empty name", where_.c_str()));
+      if (!utf8_valid(ti.name))
+        return err(strf("%s: name is not valid UTF-8 ('%s')", where_.c_str(), printable(ti.name).c_str()));
+      if (!names.emplace(ti.name, k).second) return err(strf("duplicate tensor name '%s'", printable(ti.name).c_str()));
       where_ = strf("tensor '%s'", printable(ti.name).c_str());
       if (!u32(ti.n_dims, "n_dims")) return error_;
-      if (ti.n_dims < 1 || ti.n_dims > 4)
-        return err(strf("%s has %u dimensions (1 to 4 allowed)", where_.c_str(), ti.n_dims));
-      uint64_t nel = 1;
+      if (ti.n_dims > 4) return err(strf("%s has %u dimensions (at most 4)", where_.c_str(), ti.n_dims));
       for (uint32_t dmn = 0; dmn < ti.n_dims; dmn++) {
         uint64_t ne = 0;
         if (!u64(ne, "dimensions")) return error_;
-        if (ne > static_cast<uint64_t>(INT64_MAX) || mul_overflows(nel, ne, &nel) || nel > static_cast<uint64_t>(INT64_MAX))
-          return err(strf("%s: dimensions overflow (dimension %u is %llu)", where_.c_str(), dmn, ull(ne)));
+        if (ne > static_cast<uint64_t>(INT64_MAX))
+          return err(strf("%s: dimension %u is negative (%lld)", where_.c_str(), dmn, static_cast<long long>(ne)));
         ti.ne[dmn] = static_cast<int64_t>(ne);
       }
+      // The product of the dimensions, zeros counted as 1, must fit in int64: then every partial
+      // product (element count, row count, in any order) does, even for a tensor with a 0 dimension.
+      uint64_t nel = 1, bound = 1;
+      bool over = false;
+      for (int dmn = 0; dmn < 4 && !over; dmn++) {
+        uint64_t e = static_cast<uint64_t>(ti.ne[dmn]);
+        over = mul_overflows(bound, std::max<uint64_t>(e, 1), &bound) || bound > static_cast<uint64_t>(INT64_MAX);
+        nel *= e;
+      }
+      if (over)
+        return err(strf("%s: dimensions [%lld, %lld, %lld, %lld] overflow", where_.c_str(), static_cast<long long>(ti.ne[0]),
+                        static_cast<long long>(ti.ne[1]), static_cast<long long>(ti.ne[2]),
+                        static_cast<long long>(ti.ne[3])));
       uint32_t type = 0;
       if (!u32(type, "type")) return error_;
       ti.type = static_cast<DType>(type);
       const DTypeTraits* tr = type < 200 ? dtype_traits(ti.type) : nullptr;
-      if (!tr) return err(strf("%s has unknown ggml type id %u", where_.c_str(), type));
+      if (!tr) return err(strf("%s has ggml type id %u, which is not a tensor type (unknown or removed)", where_.c_str(), type));
       if (static_cast<uint64_t>(ti.ne[0]) % tr->block != 0)
         return err(strf("%s: row length %lld is not a multiple of the %s block size %u", where_.c_str(),
                         static_cast<long long>(ti.ne[0]), tr->name, tr->block));
-      if (mul_overflows(nel / tr->block, tr->bytes, &ti.nbytes))
-        return err(strf("%s: size overflows", where_.c_str()));
+      if (mul_overflows(nel / tr->block, tr->bytes, &ti.nbytes)) return err(strf("%s: size overflows", where_.c_str()));
       if (!u64(ti.offset, "offset")) return error_;
-      if (!names.emplace(ti.name, k).second) return err(strf("duplicate tensor name '%s'", printable(ti.name).c_str()));
       f.tensors.push_back(ti);
     }
+    where_.clear();
 
     // ---- data section ----
     uint64_t data = 0;
     if (add_overflows(pos_, f.alignment - 1, &data)) return err("data section offset overflows");
     data = data / f.alignment * f.alignment;
     if (data > n_ && !f.tensors.empty())
-      return err(strf("the data section (offset %llu) starts past the end of the file (%s)", ull(data),
-                      human_bytes(n_).c_str()));
+      return err(strf("the data section (offset %llu, alignment %llu) starts past the end of the file (%s)", ull(data),
+                      ull(f.alignment), human_bytes(n_).c_str()));
     f.data_offset = std::min(data, n_);
     uint64_t avail = n_ - f.data_offset;
     for (const auto& t : f.tensors) {
       if (t.offset % f.alignment != 0)
         return err(strf("tensor '%s' data offset %llu is not aligned to %llu bytes", printable(t.name).c_str(),
                         ull(t.offset), ull(f.alignment)));
-      uint64_t end = 0;
-      if (add_overflows(t.offset, t.nbytes, &end) || end > avail)
-        return err(strf("tensor '%s' data [offset %llu, size %s] runs past the end of the file (%s)",
-                        printable(t.name).c_str(), ull(f.data_offset + t.offset), human_bytes(t.nbytes).c_str(),
-                        human_bytes(n_).c_str()));
+      uint64_t end = 0, abs = 0;
+      if (add_overflows(t.offset, t.nbytes, &end) || end > avail) {
+        std::string at = add_overflows(f.data_offset, t.offset, &abs)
+                             ? strf("data section + %llu", ull(t.offset))
+                             : strf("%llu", ull(abs));
+        return err(strf("tensor '%s' data [offset %s, size %s] runs past the end of the file (%s)",
+                        printable(t.name).c_str(), at.c_str(), human_bytes(t.nbytes).c_str(), human_bytes(n_).c_str()));
+      }
     }
     std::vector<size_t> order(f.tensors.size());
     for (size_t k = 0; k < order.size(); k++) order[k] = k;
@@ -1856,8 +1958,8 @@ class GgufReader {
     return error_;
   }
   bool truncated(const char* field) {
-    err(strf("truncated in %s (%s) at offset %llu: the file ends at %llu bytes", where_.empty() ? "the header" : where_.c_str(),
-             field, ull(pos_), ull(n_)));
+    err(strf("truncated in %s (%s) at offset %llu: the file ends at %llu bytes",
+             where_.empty() ? "the header" : where_.c_str(), field, ull(pos_), ull(n_)));
     return false;
   }
   bool take(uint64_t bytes, const char* field) {
@@ -1881,7 +1983,8 @@ class GgufReader {
     uint64_t len = 0;
     if (!u64(len, field)) return false;
     if (len > remaining()) {
-      err(strf("%s: %s length %llu runs past the end of the file", where_.c_str(), field, ull(len)));
+      err(strf("%s: %s length %llu runs past the end of the file (%llu bytes left)", where_.c_str(), field, ull(len),
+               ull(remaining())));
       return false;
     }
     s = std::string_view(reinterpret_cast<const char*>(d_ + pos_), static_cast<size_t>(len));
@@ -1905,13 +2008,13 @@ class GgufReader {
       v.len = s.size();
       return true;
     }
-    // array
+    // array: element type, count, elements (arrays may hold arrays, up to a small depth)
     if (depth >= 8) {
-      err(strf("%s: arrays nested too deeply", where_.c_str()));
+      err(strf("%s: arrays nested more than 8 deep", where_.c_str()));
       return false;
     }
     uint32_t et = 0;
-    if (!u32(et, "array type") || !u64(v.len, "array length")) return false;
+    if (!u32(et, "array element type") || !u64(v.len, "array length")) return false;
     if (et > 12) {
       err(strf("%s: array has unknown element type %u", where_.c_str(), et));
       return false;
@@ -1921,29 +2024,37 @@ class GgufReader {
     if (uint32_t sz = gguf_scalar_size(v.elem)) {
       uint64_t bytes = 0;
       if (mul_overflows(v.len, sz, &bytes) || bytes > remaining()) {
-        err(strf("%s: array of %llu %s runs past the end of the file", where_.c_str(), ull(v.len), gguf_type_name(v.elem)));
+        err(strf("%s: array of %llu %s runs past the end of the file (%llu bytes left)", where_.c_str(), ull(v.len),
+                 gguf_type_name(v.elem), ull(remaining())));
         return false;
       }
       pos_ += bytes;
       return true;
     }
-    if (v.elem == GgufType::string) {
-      if (v.len > remaining() / 8) {
-        err(strf("%s: array of %llu strings runs past the end of the file", where_.c_str(), ull(v.len)));
-        return false;
-      }
-      v.strings.resize(static_cast<size_t>(v.len));
-      for (auto& s : v.strings)
-        if (!string(s, "array string")) return false;
-      return true;
-    }
-    if (v.len > remaining() / 12) {
-      err(strf("%s: array of %llu arrays runs past the end of the file", where_.c_str(), ull(v.len)));
+    // Every string takes >= 8 bytes and every array >= 12, so a count the file cannot hold is refused
+    // before anything is allocated; storage then grows with what was read.
+    uint64_t min_size = v.elem == GgufType::string ? 8 : 12;
+    if (v.len > remaining() / min_size) {
+      err(strf("%s: array of %llu %ss runs past the end of the file (%llu bytes left)", where_.c_str(), ull(v.len),
+               gguf_type_name(v.elem), ull(remaining())));
       return false;
     }
-    v.arrays.resize(static_cast<size_t>(v.len));
-    for (auto& a : v.arrays)
-      if (!value(a, 9, depth + 1)) return false;
+    if (v.elem == GgufType::string) {
+      v.strings.reserve(static_cast<size_t>(std::min<uint64_t>(v.len, 1u << 16)));
+      for (uint64_t k = 0; k < v.len; k++) {
+        std::string_view s;
+        if (!string(s, "array string")) return false;
+        v.strings.push_back(s);
+      }
+      return true;
+    }
+    // Each element of an array of arrays is itself "u32 element type, u64 count, elements" (gguf-py).
+    v.arrays.reserve(static_cast<size_t>(std::min<uint64_t>(v.len, 64)));
+    for (uint64_t k = 0; k < v.len; k++) {
+      GgufValue a;
+      if (!value(a, static_cast<uint32_t>(GgufType::array), depth + 1)) return false;
+      v.arrays.push_back(std::move(a));
+    }
     return true;
   }
 
@@ -2007,10 +2118,11 @@ inline Result<StFile> safetensors_parse(const uint8_t* d, uint64_t size, const s
   auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, name + ": " + what); };
   if (size < 8) return bad(strf("too small to be a safetensors file (%llu bytes)", static_cast<unsigned long long>(size)));
   uint64_t hlen = rd_u64(d);
+  if (hlen > kSafetensorsMaxHeader)
+    return bad(strf("header length %llu is larger than the 100 MiB limit", static_cast<unsigned long long>(hlen)));
   if (hlen > size - 8)
     return bad(strf("header length %llu runs past the end of the file (%s)", static_cast<unsigned long long>(hlen),
                     human_bytes(size).c_str()));
-  if (hlen > kSafetensorsMaxHeader) return bad(strf("header of %s is larger than the 100 MiB limit", human_bytes(hlen).c_str()));
   if (hlen < 2 || d[8] != '{') return bad("the header is not a JSON object");
   auto header = json_parse(std::string_view(reinterpret_cast<const char*>(d + 8), static_cast<size_t>(hlen)), name + " header");
   if (!header) return header.error();
@@ -2041,11 +2153,15 @@ inline Result<StFile> safetensors_parse(const uint8_t* d, uint64_t size, const s
     if (t.type == DType::invalid) return bad(strf("tensor '%s': unknown dtype '%s'", tn.c_str(), printable(dt.str).c_str()));
     if (!shape.is_array()) return bad(strf("tensor '%s': missing shape", tn.c_str()));
     if (shape.items.size() > 8) return bad(strf("tensor '%s': %zu dimensions (at most 8)", tn.c_str(), shape.items.size()));
-    uint64_t nel = 1;
+    // The product of the dimensions, zeros counted as 1, must fit in int64 (so that every partial
+    // product does, whatever the order and even with a 0 dimension).
+    uint64_t nel = 1, bound = 1;
     for (const auto& s : shape.items) {
       if (!s.is_number() || !s.is_int || s.i < 0) return bad(strf("tensor '%s': shape holds a non-integer or negative value", tn.c_str()));
-      if (mul_overflows(nel, static_cast<uint64_t>(s.i), &nel) || nel > static_cast<uint64_t>(INT64_MAX))
+      if (mul_overflows(bound, std::max<uint64_t>(static_cast<uint64_t>(s.i), 1), &bound) ||
+          bound > static_cast<uint64_t>(INT64_MAX))
         return bad(strf("tensor '%s': shape overflows", tn.c_str()));
+      nel *= static_cast<uint64_t>(s.i);
       t.shape.push_back(s.i);
     }
     if (!offs.is_array() || offs.items.size() != 2 || !offs.items[0].is_int || !offs.items[1].is_int ||
@@ -2113,6 +2229,12 @@ struct TensorView {
   uint64_t file_offset = 0;  // absolute offset of `data` in that file
 
   int64_t nelements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+  // Bytes of the MLX scales and biases that belong to this tensor (0 for other types).
+  uint64_t aux_bytes() const {
+    if (!scales || group_size <= 0) return 0;
+    const DTypeTraits* tr = dtype_traits(aux_type);
+    return 2 * static_cast<uint64_t>(rows()) * static_cast<uint64_t>(ne[0] / group_size) * (tr ? tr->bytes : 0);
+  }
   int64_t rows() const { return ne[1] * ne[2] * ne[3]; }
   std::string shape_string() const {
     std::string s = "[";
@@ -2148,6 +2270,9 @@ struct VocabData {
   std::vector<int32_t> types;  // 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
   std::vector<std::string> merges;  // "left right"
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, pad = -1, sep = -1;
+  // Every end-of-sequence id the files name: GGUF eos/eot/eom; Hugging Face generation_config.json's
+  // eos_token_id (a number or a list) and tokenizer_config.json's eos_token. In-range ids only.
+  std::vector<int32_t> eos_ids;
   std::optional<bool> add_bos, add_eos, add_space_prefix;
 };
 
@@ -2202,10 +2327,16 @@ struct ModelDesc {
   }
 };
 
+// Adds `id` to `ids` once (when it is a valid token id).
+inline void add_id_once(std::vector<int32_t>& ids, int64_t id, size_t n_vocab) {
+  if (id < 0 || static_cast<uint64_t>(id) >= n_vocab) return;
+  if (std::find(ids.begin(), ids.end(), static_cast<int32_t>(id)) == ids.end()) ids.push_back(static_cast<int32_t>(id));
+}
+
 // ---- GGUF -> ModelDesc ----
-inline Result<void> desc_from_gguf(ModelDesc& m) {
+// `base` is the start of the GGUF image (the mapping), `file` its name for messages.
+inline Result<void> desc_from_gguf(ModelDesc& m, const uint8_t* base, const std::string& file) {
   const GgufFile& g = *m.gguf;
-  const MappedFile& f = *m.files[0];
   for (const auto& e : g.kv) {
     const GgufValue& v = e.value;
     MetaValue mv;
@@ -2228,15 +2359,16 @@ inline Result<void> desc_from_gguf(ModelDesc& m) {
   }
   m.arch = std::string(m.meta_string("general.architecture").value_or(""));
   m.name = std::string(m.meta_string("general.name").value_or(""));
+  m.tensors.reserve(g.tensors.size());
   for (const auto& ti : g.tensors) {
     TensorView t;
     t.name = std::string(ti.name);
     t.type = ti.type;
     t.n_dims = static_cast<int>(ti.n_dims);
     for (int k = 0; k < 4; k++) t.ne[k] = ti.ne[k];
-    t.data = f.data() + g.data_offset + ti.offset;
+    t.data = base + g.data_offset + ti.offset;
     t.nbytes = ti.nbytes;
-    t.file = f.path();
+    t.file = file;
     t.file_offset = g.data_offset + ti.offset;
     m.tensors.push_back(std::move(t));
   }
@@ -2244,29 +2376,41 @@ inline Result<void> desc_from_gguf(ModelDesc& m) {
   VocabData& vd = m.vocab;
   vd.model = std::string(m.meta_string("tokenizer.ggml.model").value_or(""));
   vd.pre = std::string(m.meta_string("tokenizer.ggml.pre").value_or(""));
-  auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, m.path + ": " + what); };
+  auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, file + ": " + what); };
   if (const GgufValue* v = g.find("tokenizer.ggml.tokens")) {
-    if (v->type != GgufType::array || v->elem != GgufType::string) return bad("tokenizer.ggml.tokens is not an array of strings");
+    if (v->type != GgufType::array || v->elem != GgufType::string)
+      return bad("tokenizer.ggml.tokens is not an array of strings");
     vd.tokens.assign(v->strings.begin(), v->strings.end());
   }
-  auto numeric_array = [&](const char* key, auto& out) -> Result<void> {
+  // A per-token numeric array (scores, token types): one entry per token.
+  auto per_token = [&](const char* key) -> Result<const GgufValue*> {
     const GgufValue* v = g.find(key);
-    if (!v) return {};
-    if (v->type != GgufType::array || !gguf_scalar_size(v->elem))
-      return bad(strf("%s is not a numeric array", key));
+    if (!v) return static_cast<const GgufValue*>(nullptr);
+    if (v->type != GgufType::array || !gguf_scalar_size(v->elem)) return bad(strf("%s is not a numeric array", key));
     if (v->len != vd.tokens.size())
       return bad(strf("%s has %llu entries but the vocabulary has %zu tokens", key,
                       static_cast<unsigned long long>(v->len), vd.tokens.size()));
-    out.resize(static_cast<size_t>(v->len));
-    for (uint64_t k = 0; k < v->len; k++) out[k] = static_cast<std::decay_t<decltype(out[0])>>(v->number(k));
-    return {};
+    return v;
   };
-  if (auto r = numeric_array("tokenizer.ggml.scores", vd.scores); !r) return r.error();
-  if (auto r = numeric_array("tokenizer.ggml.token_type", vd.types); !r) return r.error();
+  auto scores = per_token("tokenizer.ggml.scores");
+  if (!scores) return scores.error();
+  if (const GgufValue* v = *scores) {
+    vd.scores.resize(static_cast<size_t>(v->len));
+    for (uint64_t k = 0; k < v->len; k++) vd.scores[k] = static_cast<float>(v->number(k));
+  }
+  auto types = per_token("tokenizer.ggml.token_type");
+  if (!types) return types.error();
+  if (const GgufValue* v = *types) {
+    vd.types.resize(static_cast<size_t>(v->len));
+    for (uint64_t k = 0; k < v->len; k++)
+      vd.types[k] = static_cast<int32_t>(std::clamp<int64_t>(v->integer(k), INT32_MIN, INT32_MAX));
+  }
   if (const GgufValue* v = g.find("tokenizer.ggml.merges")) {
-    if (v->type != GgufType::array || v->elem != GgufType::string) return bad("tokenizer.ggml.merges is not an array of strings");
+    if (v->type != GgufType::array || v->elem != GgufType::string)
+      return bad("tokenizer.ggml.merges is not an array of strings");
     vd.merges.assign(v->strings.begin(), v->strings.end());
   }
+  // Special token ids; an id outside the vocabulary is treated as absent (-1).
   auto id = [&](const char* key, int32_t& out) {
     if (auto v = m.meta_number(key)) {
       double d = *v;
@@ -2279,7 +2423,8 @@ inline Result<void> desc_from_gguf(ModelDesc& m) {
   id("tokenizer.ggml.eom_token_id", vd.eom);
   id("tokenizer.ggml.unknown_token_id", vd.unk);
   id("tokenizer.ggml.padding_token_id", vd.pad);
-  id("tokenizer.ggml.seperator_token_id", vd.sep);
+  id("tokenizer.ggml.seperator_token_id", vd.sep);  // sic: GGUF's spelling
+  for (int32_t e : {vd.eos, vd.eot, vd.eom}) add_id_once(vd.eos_ids, e, vd.tokens.size());
   auto flag = [&](const char* key, std::optional<bool>& out) {
     if (const MetaValue* v = m.find_meta(key); v && v->kind != MetaValue::Kind::string) out = v->num != 0;
   };
@@ -2451,6 +2596,9 @@ inline void desc_index(ModelDesc& m) {
 
 // ---- src/17_loader.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== Loader: a path (GGUF file, safetensors file, Hugging Face / MLX directory) -> ModelDesc ====
+// Two layers: the *_description() functions build a ModelDesc from bytes already in memory (they
+// never touch the file system: tests and fuzz targets call them directly), and load_description()
+// maps the files of a path and hands their bytes to them.
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
@@ -2467,34 +2615,44 @@ inline std::string parent_dir(const std::string& path) {
   return path.substr(0, p);
 }
 
-// Reads and parses a small JSON file of a model directory (mapped, not read).
-inline Result<Json> load_json_file(const std::string& path) {
-  auto f = MappedFile::open(path);
-  if (!f) return f.error();
-  return json_parse(f->view(), path);
+// "dir/sub/" -> "dir/sub" (so that base_name gives the directory's name).
+inline std::string strip_trailing_separators(std::string path) {
+  while (path.size() > 1 && (path.back() == '/' || path.back() == '\\')) path.pop_back();
+  return path;
 }
 
 // Vocabulary from a Hugging Face tokenizer.json: ids, merges, added tokens and their kinds.
 // (The tokenizer interprets normalizer / pre-tokenizer / post-processor itself.)
-inline Result<void> vocab_from_tokenizer_json(ModelDesc& m) {
+// `file` names tokenizer.json in messages.
+inline Result<void> vocab_from_tokenizer_json(ModelDesc& m, const std::string& file) {
   const Json& tj = m.tokenizer_json;
   const Json& model = tj["model"];
-  auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, m.path + "/tokenizer.json: " + what); };
+  auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, file + ": " + what); };
   if (!model.is_object()) return bad("no \"model\" object");
   std::string_view type = model["type"].as_string();
-  if (!type.empty() && type != "BPE") return bad(strf("tokenizer model type '%s' is not supported (only BPE)", printable(type).c_str()));
+  if (!type.empty() && type != "BPE")
+    return make_error(Errc::unsupported, file + ": tokenizer model type '" + printable(type) + "' is not supported (only BPE)");
   const Json& vocab = model["vocab"];
   if (!vocab.is_object()) return bad("model.vocab is not an object");
+  const Json& added = tj["added_tokens"];
+  if (!added.is_null() && !added.is_array()) return bad("added_tokens is not an array");
   VocabData& vd = m.vocab;
+  // Ids index a table: they must be dense enough that the table stays proportional to the file
+  // (real vocabularies are dense; a hole-ridden one would make an attacker-sized allocation).
+  const uint64_t entries = vocab.members.size() + added.items.size();
+  const int64_t id_limit = static_cast<int64_t>(std::min<uint64_t>(2 * entries + 1024, 1u << 24));
   int64_t max_id = -1;
   for (const auto& [tok, id] : vocab.members) {
-    if (!id.is_int || id.i < 0 || id.i >= (1 << 24)) return bad(strf("token '%s' has an invalid id", printable(tok).c_str()));
+    if (!id.is_int || id.i < 0) return bad(strf("token '%s' has an invalid id", printable(tok).c_str()));
+    if (id.i >= id_limit)
+      return bad(strf("token '%s' has id %lld, far beyond the %llu entries of the vocabulary", printable(tok).c_str(),
+                      static_cast<long long>(id.i), static_cast<unsigned long long>(entries)));
     max_id = std::max<int64_t>(max_id, id.i);
   }
-  const Json& added = tj["added_tokens"];
   for (const auto& a : added.items) {
     const Json& id = a["id"];
-    if (!id.is_int || id.i < 0 || id.i >= (1 << 24)) return bad("an added token has an invalid id");
+    if (!id.is_int || id.i < 0 || id.i >= id_limit || !a["content"].is_string())
+      return bad("an added token has an invalid id or no content");
     max_id = std::max<int64_t>(max_id, id.i);
   }
   size_t n = static_cast<size_t>(max_id + 1);
@@ -2515,6 +2673,7 @@ inline Result<void> vocab_from_tokenizer_json(ModelDesc& m) {
   for (size_t k = 0; k < n; k++)
     if (vd.types[k] == 5 && vd.tokens[k].empty()) vd.tokens[k] = "[PAD" + std::to_string(k) + "]";
   const Json& merges = model["merges"];
+  if (!merges.is_null() && !merges.is_array()) return bad("model.merges is not an array");
   vd.merges.reserve(merges.items.size());
   for (const auto& mg : merges.items) {
     if (mg.is_string()) {
@@ -2536,7 +2695,7 @@ inline Result<void> vocab_from_tokenizer_json(ModelDesc& m) {
       if (sub["type"].as_string() == "Replace" && sub["content"].as_string() == "\xE2\x96\x81") spm = true;
   }
   vd.model = spm ? "llama" : "gpt2";
-  // special tokens named in tokenizer_config.json
+  // special tokens named in tokenizer_config.json ("<s>" or {"content": "<s>", ...})
   auto token_id = [&](const Json& entry) -> int32_t {
     std::string_view s = entry.is_object() ? entry["content"].as_string() : entry.as_string();
     if (s.empty()) return -1;
@@ -2555,42 +2714,125 @@ inline Result<void> vocab_from_tokenizer_json(ModelDesc& m) {
   return {};
 }
 
+// bos/eos ids from generation_config.json (preferred: it is what generate() uses) and config.json,
+// where tokenizer_config.json named none. eos_token_id may be a number or a list of numbers.
+inline void special_ids_from_configs(ModelDesc& m) {
+  VocabData& vd = m.vocab;
+  const size_t n = vd.tokens.size();
+  for (const Json* j : {&m.generation_config, &m.config}) {
+    const Json& bos = (*j)["bos_token_id"];
+    if (vd.bos < 0 && bos.is_int && bos.i >= 0 && static_cast<uint64_t>(bos.i) < n) vd.bos = static_cast<int32_t>(bos.i);
+    const Json& eos = (*j)["eos_token_id"];
+    if (eos.is_array()) {
+      for (const auto& e : eos.items)
+        if (e.is_int) add_id_once(vd.eos_ids, e.i, n);
+    } else if (eos.is_int) {
+      add_id_once(vd.eos_ids, eos.i, n);
+    }
+  }
+  if (vd.eos < 0 && !vd.eos_ids.empty()) vd.eos = vd.eos_ids[0];
+  if (vd.eos >= 0 && std::find(vd.eos_ids.begin(), vd.eos_ids.end(), vd.eos) == vd.eos_ids.end())
+    vd.eos_ids.insert(vd.eos_ids.begin(), vd.eos);
+}
+
+// The JSON side files of a Hugging Face / MLX directory, already read.
+struct HfSources {
+  std::string dir;             // names the files in messages ("dir/config.json")
+  std::string config_text;     // config.json (required)
+  std::optional<std::string> tokenizer_json, tokenizer_config, generation_config;
+  std::optional<std::string> chat_template_jinja;  // chat_template.jinja
+  std::optional<std::string> chat_template_json;   // chat_template.json ({"chat_template": "..."})
+  std::optional<std::string> index_json;           // model.safetensors.index.json (sharded models)
+};
+
+// One safetensors image: a mapped file, or memory (tests, fuzzing).
+struct StImage {
+  std::string name;  // path, for messages and TensorView::file
+  const uint8_t* data = nullptr;
+  uint64_t size = 0;
+};
+
 // Chat template of a directory: tokenizer_config.json "chat_template" (a string, or a list of
-// {name, template} where "default" is used), else a chat_template.jinja file.
-inline void chat_template_from_dir(ModelDesc& m, const std::string& dir) {
+// {name, template} where "default" is used), else chat_template.json, else chat_template.jinja.
+inline Result<void> chat_template_from_sources(ModelDesc& m, const HfSources& src) {
+  auto use = [&](std::string t) {
+    m.chat_template = std::move(t);
+    m.has_chat_template = true;
+  };
   const Json& ct = m.tokenizer_config["chat_template"];
   if (ct.is_string()) {
-    m.chat_template = ct.str;
-    m.has_chat_template = true;
-    return;
+    use(ct.str);
+    return {};
   }
   if (ct.is_array()) {
     for (const auto& e : ct.items) {
       if (e["name"].as_string() == "default" && e["template"].is_string()) {
-        m.chat_template = e["template"].str;
-        m.has_chat_template = true;
-        return;
+        use(e["template"].str);
+        return {};
       }
     }
   }
-  std::string jinja = path_join(dir, "chat_template.jinja");
-  if (file_exists(jinja)) {
-    if (auto f = MappedFile::open(jinja)) {
-      m.chat_template = std::string(f->view());
-      m.has_chat_template = true;
+  if (src.chat_template_json) {
+    std::string file = path_join(src.dir, "chat_template.json");
+    auto j = json_parse(*src.chat_template_json, file);
+    if (!j) return j.error();
+    const Json& t = (*j)["chat_template"];
+    if (!t.is_string()) return make_error(Errc::bad_format, file + ": no \"chat_template\" string");
+    use(t.str);
+    return {};
+  }
+  if (src.chat_template_jinja) use(*src.chat_template_jinja);
+  return {};
+}
+
+// MLX affine quantization parameters of one weight: config.json "quantization" holds
+// {"group_size", "bits"} and optionally per-module overrides keyed by the module's full name
+// ("model.layers.0.mlp.down_proj": {"group_size": 32, "bits": 8}, or false for "not quantized").
+struct MlxQuant {
+  bool present = false;  // the config has a quantization block
+  int group = 64, bits = 0;
+  std::string mode = "affine";
+};
+
+inline Result<MlxQuant> mlx_quant_params(const Json& q, std::string_view module, const std::string& cfg_file) {
+  MlxQuant out;
+  if (!q.is_object()) return out;
+  out.present = true;
+  auto read = [&](const Json& obj, const char* where) -> Result<void> {
+    if (const Json* g = obj.find("group_size")) {
+      if (!g->is_int || (g->i != 32 && g->i != 64 && g->i != 128))
+        return make_error(Errc::bad_format, strf("%s: %s group_size must be 32, 64 or 128", cfg_file.c_str(), where));
+      out.group = static_cast<int>(g->i);
+    }
+    if (const Json* b = obj.find("bits")) {
+      if (!b->is_int || b->i < 1 || b->i > 8)
+        return make_error(Errc::bad_format, strf("%s: %s bits must be 1..8", cfg_file.c_str(), where));
+      out.bits = static_cast<int>(b->i);
+    }
+    if (const Json* mo = obj.find("mode"); mo && mo->is_string()) out.mode = mo->str;
+    return {};
+  };
+  if (auto r = read(q, "quantization"); !r) return r.error();
+  if (const Json* o = q.find(module)) {
+    if (o->is_bool() && !o->boolean) {
+      out.present = false;  // this module is stored unquantized
+    } else if (o->is_object()) {
+      if (auto r = read(*o, ("quantization of " + printable(module)).c_str()); !r) return r.error();
     }
   }
+  return out;
 }
 
 // Turns the safetensors tensors into TensorViews with GGUF names, combining MLX triples
 // (weight U32 + scales + biases) into one quantized view.
-inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, std::vector<StFile>& files, const HfArchInfo& info) {
+inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vector<StFile>& files, const HfArchInfo& info,
+                                                  const std::string& cfg_file) {
   auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, m.path + ": " + what); };
   const Json& q = m.config.find("quantization") ? m.config["quantization"] : m.config["quantization_config"];
-  int cfg_group = static_cast<int>(q["group_size"].as_int(64));
   // all tensors by their (prefix-stripped) Hugging Face name
   std::unordered_map<std::string, const StTensor*> by_name;
   std::vector<std::pair<std::string, const StTensor*>> ordered;
+  std::unordered_map<const StTensor*, const StFile*> file_of;
   for (const auto& f : files) {
     for (const auto& t : f.tensors) {
       std::string_view n = t.name;
@@ -2603,12 +2845,15 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, std::vector<StFi
       if (!by_name.emplace(std::string(n), &t).second)
         return bad(strf("tensor '%s' appears twice", printable(t.name).c_str()));
       ordered.emplace_back(std::string(n), &t);
+      file_of.emplace(&t, &f);
     }
   }
+  m.tensors.reserve(ordered.size());
   for (const auto& [hf, t] : ordered) {
     if (ends_with(hf, ".scales") || ends_with(hf, ".biases")) {
       std::string base = hf.substr(0, hf.size() - 7);
-      if (by_name.count(base + ".weight")) continue;  // part of an MLX triple
+      auto w = by_name.find(base + ".weight");
+      if (w != by_name.end() && w->second->type == DType::u32) continue;  // part of an MLX triple
     }
     std::string gname = hf_tensor_name(hf, info);
     if (gname.empty()) gname = hf;  // unknown tensors keep their name (listed, never computed with)
@@ -2618,32 +2863,55 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, std::vector<StFi
     v.data = t->data;
     v.nbytes = t->nbytes;
     v.file_offset = t->file_offset;
-    for (const auto& f : files)
-      if (t >= f.tensors.data() && t < f.tensors.data() + f.tensors.size()) v.file = f.path;
-    if (t->shape.size() > 4) return bad(strf("tensor '%s' has %zu dimensions (at most 4)", printable(hf).c_str(), t->shape.size()));
+    v.file = file_of[t]->path;
+    if (t->shape.size() > 4)
+      return bad(strf("tensor '%s' has %zu dimensions (at most 4)", printable(t->name).c_str(), t->shape.size()));
     v.n_dims = static_cast<int>(t->shape.size());
     for (int k = 0; k < v.n_dims; k++) v.ne[k] = t->shape[t->shape.size() - 1 - static_cast<size_t>(k)];
     if (ends_with(hf, ".weight") && t->type == DType::u32) {
       std::string base = hf.substr(0, hf.size() - 7);
       auto si = by_name.find(base + ".scales"), bi = by_name.find(base + ".biases");
-      if (si != by_name.end() && bi != by_name.end()) {
+      std::string tn = printable(t->name);
+      if (si != by_name.end() || bi != by_name.end()) {
+        std::string_view module = std::string_view(t->name).substr(0, t->name.size() - 7);
+        auto qp = mlx_quant_params(q, module, cfg_file);
+        if (!qp) return qp.error();
+        if (qp->present && qp->mode != "affine")
+          return make_error(Errc::unsupported, strf("%s: MLX tensor '%s' uses quantization mode '%s' (only affine)",
+                                                    m.path.c_str(), tn.c_str(), printable(qp->mode).c_str()));
+        if (si == by_name.end() || bi == by_name.end())
+          return bad(strf("MLX tensor '%s' has %s but no %s", tn.c_str(), si == by_name.end() ? "biases" : "scales",
+                          si == by_name.end() ? "scales" : "biases"));
         const StTensor* s = si->second;
         const StTensor* b = bi->second;
         if (v.n_dims != 2 || s->shape.size() != 2 || s->shape != b->shape || s->type != b->type ||
-            s->shape[0] != t->shape[0] ||
-            (s->type != DType::f16 && s->type != DType::bf16 && s->type != DType::f32))
-          return bad(strf("MLX tensor '%s': scales/biases do not match the weight", printable(hf).c_str()));
-        int64_t groups = s->shape[1], words = t->shape[1];
-        if (groups <= 0) return bad(strf("MLX tensor '%s' has no groups", printable(hf).c_str()));
-        int group = cfg_group > 0 ? cfg_group : 64;
-        int64_t n_in = groups * group;
-        if ((words * 32) % n_in != 0) return bad(strf("MLX tensor '%s': cannot infer its bit width", printable(hf).c_str()));
-        int64_t bits = words * 32 / n_in;
+            s->shape[0] != t->shape[0] || (s->type != DType::f16 && s->type != DType::bf16 && s->type != DType::f32))
+          return bad(strf("MLX tensor '%s': scales/biases do not match the weight (want two [%lld, groups] f16/bf16/f32 "
+                          "tensors of one type)",
+                          tn.c_str(), static_cast<long long>(t->shape.empty() ? 0 : t->shape[0])));
+        const int64_t groups = s->shape[1], words = t->shape[1];
+        if (groups <= 0 || words <= 0) return bad(strf("MLX tensor '%s' is empty", tn.c_str()));
+        if (groups > INT64_MAX / 1024 || words > INT64_MAX / 32)
+          return bad(strf("MLX tensor '%s' has absurd dimensions", tn.c_str()));
+        const int group = qp->group;
+        int64_t bits = qp->bits;
+        // words * 32 packed bits hold groups * group values of `bits` bits each
+        if (bits == 0) {  // no bits in the config: infer the width from the shapes
+          if ((words * 32) % (groups * group) != 0)
+            return bad(strf("MLX tensor '%s': cannot infer its bit width", tn.c_str()));
+          bits = words * 32 / (groups * group);
+        }
+        if (words * 32 != groups * group * bits)
+          return bad(strf("MLX tensor '%s': %lld words of 32 bits do not hold %lld groups of %d %lld-bit values "
+                          "(quantization in %s)",
+                          tn.c_str(), static_cast<long long>(words), static_cast<long long>(groups), group,
+                          static_cast<long long>(bits), cfg_file.c_str()));
         if (bits != 4 && bits != 8)
-          return bad(strf("MLX tensor '%s' is %lld-bit; only 4- and 8-bit affine quantization is supported",
-                          printable(hf).c_str(), static_cast<long long>(bits)));
+          return make_error(Errc::unsupported,
+                            strf("%s: MLX tensor '%s' is %lld-bit; only 4- and 8-bit affine quantization is supported",
+                                 m.path.c_str(), tn.c_str(), static_cast<long long>(bits)));
         v.type = bits == 4 ? DType::mlx_q4 : DType::mlx_q8;
-        v.ne[0] = n_in;
+        v.ne[0] = groups * group;
         v.scales = s->data;
         v.biases = b->data;
         v.aux_type = s->type;
@@ -2653,13 +2921,14 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, std::vector<StFi
     // Gemma stores norms as (w - 1): GGUF's convention (and ours) is w itself.
     if (info.norm_plus_one && ends_with(v.name, "norm.weight") && v.n_dims == 1) {
       if (v.type != DType::f32 && v.type != DType::f16 && v.type != DType::bf16)
-        return bad(strf("norm tensor '%s' has type %s", printable(hf).c_str(), dtype_name(v.type)));
+        return bad(strf("norm tensor '%s' has type %s", printable(t->name).c_str(), dtype_name(v.type)));
       auto n = static_cast<size_t>(v.ne[0]);
       std::unique_ptr<float[]> w(new float[n]);
       for (size_t k = 0; k < n; k++) {
-        float x = v.type == DType::f32 ? [&] { float f; std::memcpy(&f, v.data + 4 * k, 4); return f; }()
-                  : v.type == DType::f16 ? fp16_to_f32(rd_u16(v.data + 2 * k))
-                                         : bf16_to_f32(rd_u16(v.data + 2 * k));
+        float x;
+        if (v.type == DType::f32) std::memcpy(&x, v.data + 4 * k, 4);
+        else if (v.type == DType::f16) x = fp16_to_f32(rd_u16(v.data + 2 * k));
+        else x = bf16_to_f32(rd_u16(v.data + 2 * k));
         w[k] = x + 1.0f;
       }
       v.type = DType::f32;
@@ -2672,115 +2941,209 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, std::vector<StFi
   return {};
 }
 
+// A sharded model's index must agree with its shards: every tensor it lists is in the shard it
+// names, and every tensor of a shard is listed.
+inline Result<void> check_shard_index(const Json& weight_map, const std::vector<StFile>& files, const std::string& index_file) {
+  std::unordered_map<std::string_view, std::string_view> shard_of;  // tensor -> shard base name
+  for (const auto& f : files) {
+    std::string_view shard = f.path;
+    if (size_t p = shard.find_last_of("/\\"); p != std::string_view::npos) shard.remove_prefix(p + 1);
+    for (const auto& t : f.tensors) shard_of.emplace(t.name, shard);
+  }
+  for (const auto& [tensor, file] : weight_map.members) {
+    auto it = shard_of.find(tensor);
+    if (it == shard_of.end() || it->second != file.str)
+      return make_error(Errc::bad_format, strf("%s: tensor '%s' is not in %s, where the index puts it", index_file.c_str(),
+                                               printable(tensor).c_str(), printable(file.str).c_str()));
+  }
+  if (shard_of.size() != weight_map.members.size()) {
+    for (const auto& [tensor, shard] : shard_of)
+      if (!weight_map.find(tensor))
+        return make_error(Errc::bad_format, strf("%s: shard %s holds tensor '%s', which the index does not list",
+                                                 index_file.c_str(), printable(shard).c_str(), printable(tensor).c_str()));
+  }
+  return {};
+}
+
+// The shard file names of model.safetensors.index.json (in the order first named), validated.
+inline Result<std::vector<std::string>> shard_names(const Json& index, const std::string& index_file) {
+  const Json& wm = index["weight_map"];
+  if (!wm.is_object()) return make_error(Errc::bad_format, index_file + ": no weight_map object");
+  std::vector<std::string> out;
+  for (const auto& [tensor, file] : wm.members) {
+    if (!file.is_string() || file.str.empty() || file.str.find('/') != std::string::npos ||
+        file.str.find('\\') != std::string::npos || file.str == "." || file.str == ".." || !utf8_valid(file.str))
+      return make_error(Errc::bad_format,
+                        strf("%s: tensor '%s' maps to an invalid file name", index_file.c_str(), printable(tensor).c_str()));
+    if (std::find(out.begin(), out.end(), file.str) == out.end()) out.push_back(file.str);
+  }
+  if (out.empty()) return make_error(Errc::bad_format, index_file + ": the weight_map is empty");
+  return out;
+}
+
+// A safetensors model from memory: `path` names it (as the user gave it), `src` holds the side
+// files, `images` the weights (for a sharded model, one per shard, named by their paths).
+inline Result<std::shared_ptr<ModelDesc>> safetensors_description(const std::string& path, const HfSources& src,
+                                                                  const std::vector<StImage>& images) {
+  auto m = std::make_shared<ModelDesc>();
+  m->path = path;
+  m->format = "safetensors";
+  m->name = base_name(strip_trailing_separators(src.dir == "." ? path : src.dir));
+  const std::string cfg_file = path_join(src.dir, "config.json");
+  auto cfg = json_parse(src.config_text, cfg_file);
+  if (!cfg) return cfg.error();
+  if (!cfg->is_object()) return make_error(Errc::bad_format, cfg_file + ": not a JSON object");
+  m->config = std::move(*cfg);
+  for (auto [file, text, slot] : {std::tuple<const char*, const std::optional<std::string>*, Json*>{
+                                      "tokenizer.json", &src.tokenizer_json, &m->tokenizer_json},
+                                  {"tokenizer_config.json", &src.tokenizer_config, &m->tokenizer_config},
+                                  {"generation_config.json", &src.generation_config, &m->generation_config}}) {
+    if (!*text) continue;
+    auto j = json_parse(**text, path_join(src.dir, file));
+    if (!j) return j.error();
+    if (!j->is_object()) return make_error(Errc::bad_format, path_join(src.dir, file) + ": not a JSON object");
+    *slot = std::move(*j);
+  }
+  const HfArchInfo* info = nullptr;
+  if (auto r = desc_meta_from_config(*m, info); !r) return r.error();
+  std::vector<StFile> parsed;
+  parsed.reserve(images.size());
+  for (const auto& img : images) {
+    auto st = safetensors_parse(img.data, img.size, img.name);
+    if (!st) return st.error();
+    m->file_bytes += img.size;
+    for (auto& kv : st->metadata) m->st_metadata.push_back(kv);
+    parsed.push_back(std::move(*st));
+  }
+  if (src.index_json) {
+    const std::string index_file = path_join(src.dir, "model.safetensors.index.json");
+    auto index = json_parse(*src.index_json, index_file);
+    if (!index) return index.error();
+    if (auto names = shard_names(*index, index_file); !names) return names.error();
+    if (auto r = check_shard_index((*index)["weight_map"], parsed, index_file); !r) return r.error();
+  }
+  if (auto r = desc_tensors_from_safetensors(*m, parsed, *info, cfg_file); !r) return r.error();
+  desc_index(*m);
+  if (m->tokenizer_json.is_object())
+    if (auto r = vocab_from_tokenizer_json(*m, path_join(src.dir, "tokenizer.json")); !r) return r.error();
+  special_ids_from_configs(*m);
+  if (auto r = chat_template_from_sources(*m, src); !r) return r.error();
+  m->hf_qk_order = true;
+  if (auto r = desc_hparams(*m); !r) return r.error();
+  if (m->find_meta("general.tie_word_embeddings") && m->meta_number("general.tie_word_embeddings").value_or(0) == 0 &&
+      m->hp.tied_embeddings)
+    return make_error(Errc::tensor_missing,
+                      path + ": config.json says the embeddings are not tied, but lm_head.weight is missing");
+  return m;
+}
+
+// A GGUF model from memory (the bytes must outlive the description).
+inline Result<std::shared_ptr<ModelDesc>> gguf_description(const uint8_t* data, uint64_t size, const std::string& name) {
+  auto g = gguf_parse(data, size, name);
+  if (!g) return g.error();
+  auto m = std::make_shared<ModelDesc>();
+  m->path = name;
+  m->format = "gguf";
+  m->file_bytes = size;
+  m->gguf = std::move(*g);
+  if (auto r = desc_from_gguf(*m, data, name); !r) return r.error();
+  desc_index(*m);
+  if (auto r = desc_hparams(*m); !r) return r.error();
+  return m;
+}
+
+// ---- the file system side ----
+
 inline Result<std::shared_ptr<MappedFile>> map_file(const std::string& path) {
   auto f = MappedFile::open(path);
   if (!f) return f.error();
   return std::make_shared<MappedFile>(std::move(*f));
 }
 
-// A safetensors model: `dir` holds config.json (and tokenizer files); `weights` are the files.
+// A small text file of a model directory (mapped, then copied: these are kilobytes to tens of MB).
+inline Result<std::optional<std::string>> read_optional_file(const std::string& path) {
+  if (!file_exists(path)) return std::optional<std::string>();
+  auto f = MappedFile::open(path);
+  if (!f) return f.error();
+  return std::optional<std::string>(std::string(f->view()));
+}
+
+// A safetensors model: `dir` holds config.json (and tokenizer files); `weights` are the files
+// (nullopt: find them in `dir`: the index's shards, model.safetensors, or every *.safetensors).
 inline Result<std::shared_ptr<ModelDesc>> load_safetensors_model(const std::string& path, const std::string& dir,
-                                                                 std::vector<std::string> weights) {
-  auto m = std::make_shared<ModelDesc>();
-  m->path = path;
-  m->format = "safetensors";
-  m->name = base_name(dir == "." ? path : dir);
+                                                                 std::optional<std::string> single_file) {
+  HfSources src;
+  src.dir = dir;
   std::string cfg_path = path_join(dir, "config.json");
   if (!file_exists(cfg_path))
     return make_error(Errc::bad_format, path + ": no config.json beside the safetensors weights");
-  auto cfg = load_json_file(cfg_path);
+  auto cfg = read_optional_file(cfg_path);
   if (!cfg) return cfg.error();
-  m->config = std::move(*cfg);
-  for (auto [file, slot] : {std::pair<const char*, Json*>{"tokenizer.json", &m->tokenizer_json},
-                            {"tokenizer_config.json", &m->tokenizer_config},
-                            {"generation_config.json", &m->generation_config}}) {
-    std::string p = path_join(dir, file);
-    if (!file_exists(p)) continue;
-    auto j = load_json_file(p);
-    if (!j) return j.error();
-    *slot = std::move(*j);
+  src.config_text = std::move(**cfg);
+  for (auto [file, slot] : {std::pair<const char*, std::optional<std::string>*>{"tokenizer.json", &src.tokenizer_json},
+                            {"tokenizer_config.json", &src.tokenizer_config},
+                            {"generation_config.json", &src.generation_config},
+                            {"chat_template.jinja", &src.chat_template_jinja},
+                            {"chat_template.json", &src.chat_template_json}}) {
+    auto t = read_optional_file(path_join(dir, file));
+    if (!t) return t.error();
+    *slot = std::move(*t);
   }
-  const HfArchInfo* info = nullptr;
-  if (auto r = desc_meta_from_config(*m, info); !r) return r.error();
-  std::vector<StFile> parsed;
+  std::vector<std::string> weights;
+  if (single_file) {
+    weights.push_back(*single_file);
+  } else {
+    std::string index = path_join(dir, "model.safetensors.index.json");
+    if (file_exists(index)) {
+      auto text = read_optional_file(index);
+      if (!text) return text.error();
+      src.index_json = std::move(*text);
+      auto j = json_parse(*src.index_json, index);
+      if (!j) return j.error();
+      auto names = shard_names(*j, index);
+      if (!names) return names.error();
+      for (const auto& n : *names) {
+        std::string p = path_join(dir, n);
+        if (!file_exists(p)) return make_error(Errc::io, index + ": shard " + printable(n) + " is missing");
+        weights.push_back(p);
+      }
+    } else if (std::string single = path_join(dir, "model.safetensors"); file_exists(single)) {
+      weights.push_back(single);
+    } else {
+      for (const auto& name : list_directory(dir))
+        if (ends_with(name, ".safetensors")) weights.push_back(path_join(dir, name));
+      if (weights.empty())
+        return make_error(Errc::io, dir + ": no model.safetensors, model.safetensors.index.json or *.safetensors "
+                                          "file in this directory (for a GGUF model, give the .gguf file itself)");
+    }
+  }
+  std::vector<std::shared_ptr<MappedFile>> mapped;
+  std::vector<StImage> images;
   for (const auto& w : weights) {
     auto f = map_file(w);
     if (!f) return f.error();
-    auto st = safetensors_parse((*f)->data(), (*f)->size(), w);
-    if (!st) return st.error();
-    m->file_bytes += (*f)->size();
-    for (auto& kv : st->metadata) m->st_metadata.push_back(kv);
-    m->files.push_back(std::move(*f));
-    parsed.push_back(std::move(*st));
+    images.push_back(StImage{w, (*f)->data(), (*f)->size()});
+    mapped.push_back(std::move(*f));
   }
-  if (auto r = desc_tensors_from_safetensors(*m, parsed, *info); !r) return r.error();
-  desc_index(*m);
-  if (m->tokenizer_json.is_object())
-    if (auto r = vocab_from_tokenizer_json(*m); !r) return r.error();
-  chat_template_from_dir(*m, dir);
-  m->hf_qk_order = true;
-  if (auto r = desc_hparams(*m); !r) return r.error();
-  if (m->find_meta("general.tie_word_embeddings") && m->meta_number("general.tie_word_embeddings").value_or(0) == 0 &&
-      m->hp.tied_embeddings)
-    return make_error(Errc::tensor_missing, path + ": config.json says the embeddings are not tied, but lm_head.weight is missing");
+  auto m = safetensors_description(path, src, images);
+  if (!m) return m.error();
+  (*m)->files = std::move(mapped);
   return m;
-}
-
-// The weight files of a model directory: the index's shards, or model.safetensors, or every
-// *.safetensors file.
-inline Result<std::vector<std::string>> safetensors_files_of_dir(const std::string& dir) {
-  std::string index = path_join(dir, "model.safetensors.index.json");
-  std::vector<std::string> out;
-  if (file_exists(index)) {
-    auto j = load_json_file(index);
-    if (!j) return j.error();
-    const Json& wm = (*j)["weight_map"];
-    if (!wm.is_object()) return make_error(Errc::bad_format, index + ": no weight_map object");
-    for (const auto& [tensor, file] : wm.members) {
-      if (!file.is_string() || file.str.empty() || file.str.find('/') != std::string::npos ||
-          file.str.find('\\') != std::string::npos || file.str == "." || file.str == "..")
-        return make_error(Errc::bad_format, strf("%s: tensor '%s' maps to an invalid file name", index.c_str(), printable(tensor).c_str()));
-      std::string p = path_join(dir, file.str);
-      if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
-    }
-    for (const auto& p : out)
-      if (!file_exists(p)) return make_error(Errc::io, index + ": shard " + base_name(p) + " is missing");
-    if (out.empty()) return make_error(Errc::bad_format, index + ": the weight_map is empty");
-    return out;
-  }
-  std::string single = path_join(dir, "model.safetensors");
-  if (file_exists(single)) return std::vector<std::string>{single};
-  for (const auto& name : list_directory(dir))
-    if (ends_with(name, ".safetensors")) out.push_back(path_join(dir, name));
-  if (out.empty()) return make_error(Errc::io, dir + ": no .gguf file and no safetensors weights in this directory");
-  return out;
 }
 
 // Opens a model description from a GGUF file, a safetensors file, or a model directory.
 inline Result<std::shared_ptr<ModelDesc>> load_description(const std::string& path) {
   if (path.empty()) return make_error(Errc::invalid_argument, "no model path given");
-  if (is_directory(path)) {
-    auto files = safetensors_files_of_dir(path);
-    if (!files) return files.error();
-    return load_safetensors_model(path, path, std::move(*files));
-  }
+  if (is_directory(path)) return load_safetensors_model(path, strip_trailing_separators(path), std::nullopt);
   auto f = map_file(path);
   if (!f) return f.error();
   const MappedFile& mf = **f;
   bool gguf = mf.size() >= 4 && std::memcmp(mf.data(), "GGUF", 4) == 0;
-  bool st = !gguf && mf.size() >= 9 && mf.data()[8] == '{';
-  if (st) return load_safetensors_model(path, parent_dir(path), {path});
-  auto g = gguf_parse(mf.data(), mf.size(), path);
-  if (!g) return g.error();
-  auto m = std::make_shared<ModelDesc>();
-  m->path = path;
-  m->format = "gguf";
-  m->file_bytes = mf.size();
-  m->gguf = std::move(*g);
-  m->files.push_back(std::move(*f));
-  if (auto r = desc_from_gguf(*m); !r) return r.error();
-  desc_index(*m);
-  if (auto r = desc_hparams(*m); !r) return r.error();
+  bool st = !gguf && (ends_with(path, ".safetensors") || (mf.size() >= 9 && mf.data()[8] == '{'));
+  if (st) return load_safetensors_model(path, parent_dir(path), path);
+  auto m = gguf_description(mf.data(), mf.size(), path);
+  if (!m) return m.error();
+  (*m)->files.push_back(std::move(*f));
   return m;
 }
 
@@ -5256,7 +5619,7 @@ struct JNode {
   NK k = NK::konst;
   uint8_t op = 0;
   bool flag = false;  // for: recursive; filter/test: the name is unknown (an error where it runs)
-  bool constant = false;  // an expression Jinja2's optimizer computes when compiling (mark_constant)
+  bool constant = false;  // an expression Jinja2's optimizer may compute when compiling (mark_constant)
   uint32_t pos = 0;   // byte offset in the (newline-normalized) template
   std::string str;    // name, attribute, filter/test name, output text
   JValue val;         // constant
@@ -5268,6 +5631,7 @@ struct JNode {
   JNode* dyn_kwargs = nullptr;  // f(**x)
   std::vector<JNode*> list;             // items, positional arguments, compare operands, defaults
   std::vector<std::string> names;       // keyword names, parameter names
+  std::vector<std::string> undef_names; // for/macro/call/block bodies: names bound to undefined at entry (scan_frame)
   std::vector<JNode*> kw;               // keyword values
   std::vector<uint8_t> ops;             // compare operators
   std::vector<JNode*> body, orelse;
@@ -5277,6 +5641,7 @@ struct JProgram {
   std::string source;  // newline-normalized, trailing newline dropped
   std::vector<std::unique_ptr<JNode>> nodes;
   std::vector<JNode*> root;
+  std::vector<std::string> root_undef;  // the template's own frame (see JParser::scan_frame)
   bool uses_strftime = false;
 
   // "line L, column C" of a byte offset.
@@ -5777,7 +6142,115 @@ class JParser {
     for (const JNode* n : p_.root)
       if (!check_unknown(n, false)) return false;
     for (JNode* n : p_.root) mark_constant(n);
+    scan_frame(p_.root, {}, {}, p_.root_undef);
     return true;
+  }
+
+  // ---- Jinja2's frame analysis (its idtracking), for one rule our dynamic scopes lack ----
+  // A name that a frame (the template, a loop body, a macro, a block) assigns before it reads it
+  // is bound to undefined from the frame's start, so a loop or macro body that runs before the
+  // assignment sees undefined, not the context's variable. Names the frame reads first, assigns
+  // in only some branches of an if, or that an enclosing frame knows, resolve as usual.
+  struct FrameScan {
+    std::set<std::string> refs, stored, undef;
+  };
+  static void scan_load(const std::string& name, FrameScan& f, const std::set<std::string>& outer) {
+    if (!outer.count(name)) f.refs.insert(name);
+  }
+  static void scan_loads(const JNode* e, FrameScan& f, const std::set<std::string>& outer) {
+    if (!e) return;
+    if (e->k == NK::name || e->k == NK::nsref) scan_load(e->str, f, outer);
+    for (const JNode* c : {e->a, e->b, e->c, e->d, e->dyn_args, e->dyn_kwargs}) scan_loads(c, f, outer);
+    for (const auto* v : {&e->list, &e->kw})
+      for (const JNode* c : *v) scan_loads(c, f, outer);
+  }
+  static void scan_store(const JNode* t, FrameScan& f, const std::set<std::string>& outer) {
+    if (!t) return;
+    if (t->k == NK::nsref) return scan_load(t->str, f, outer);
+    if (t->k == NK::tuple) {
+      for (const JNode* c : t->list) scan_store(c, f, outer);
+      return;
+    }
+    if (t->k != NK::name) return;
+    f.stored.insert(t->str);
+    if (f.refs.count(t->str) || outer.count(t->str)) return;
+    f.refs.insert(t->str);
+    f.undef.insert(t->str);
+  }
+  static void scan_stmts(const std::vector<JNode*>& body, FrameScan& f, const std::set<std::string>& outer,
+                         std::vector<JNode*>& children) {
+    for (JNode* n : body) {
+      switch (n->k) {
+        case NK::print: scan_loads(n->a, f, outer); break;
+        case NK::if_: {
+          scan_loads(n->a, f, outer);
+          FrameScan b1 = f, b2 = f;
+          scan_stmts(n->body, b1, outer, children);
+          scan_stmts(n->orelse, b2, outer, children);
+          // Jinja2 merges three branches (if, all the elifs together, else) and binds a name to
+          // undefined only when all three assign it first; an "if / else" never does (its elif
+          // branch is empty): names first seen in a branch are looked up.
+          for (const FrameScan* b : {&b1, &b2}) f.refs.insert(b->refs.begin(), b->refs.end());
+          f.stored.insert(b1.stored.begin(), b1.stored.end());
+          f.stored.insert(b2.stored.begin(), b2.stored.end());
+          break;
+        }
+        case NK::for_: scan_loads(n->b, f, outer); children.push_back(n); break;
+        case NK::set:
+          scan_loads(n->b, f, outer);
+          scan_store(n->a, f, outer);
+          break;
+        case NK::set_block: scan_store(n->a, f, outer); children.push_back(n); break;
+        case NK::macro: {
+          JNode name;
+          name.k = NK::name;
+          name.str = n->str;
+          scan_store(&name, f, outer);
+          children.push_back(n);
+          break;
+        }
+        case NK::call_block:
+        case NK::filter_block: scan_loads(n->a, f, outer); children.push_back(n); break;
+        case NK::scope:
+          for (const JNode* v : n->list) scan_loads(v, f, outer);
+          children.push_back(n);
+          break;
+        default: break;
+      }
+    }
+  }
+  // Scans one frame, then (with everything it knows) the frames nested in it.
+  static void scan_frame(const std::vector<JNode*>& body, const std::set<std::string>& outer,
+                         const std::set<std::string>& params, std::vector<std::string>& undef) {
+    FrameScan f;
+    f.refs = params;
+    std::vector<JNode*> children;
+    scan_stmts(body, f, outer, children);
+    undef.assign(f.undef.begin(), f.undef.end());
+    std::set<std::string> inner = outer;
+    inner.insert(f.refs.begin(), f.refs.end());
+    for (JNode* c : children) {
+      std::set<std::string> ps;
+      FrameScan targets;
+      switch (c->k) {
+        case NK::for_:
+          scan_store(c->a, targets, {});
+          ps = targets.stored;
+          ps.insert("loop");
+          break;
+        case NK::macro:
+        case NK::call_block:
+          ps.insert(c->names.begin(), c->names.end());
+          for (const char* s : {"varargs", "kwargs", "caller"}) ps.insert(s);
+          break;
+        case NK::scope:
+          for (const JNode* t : c->kw) scan_store(t, targets, {});
+          ps = targets.stored;
+          break;
+        default: break;
+      }
+      scan_frame(c->body, inner, ps, c->undef_names);
+    }
   }
 
   std::string error;
@@ -6117,8 +6590,15 @@ class JParser {
     switch (n->k) {
       case NK::konst: n->constant = true; break;
       case NK::list: case NK::tuple: case NK::dict: case NK::compare: case NK::concat: case NK::slice: case NK::item:
-      case NK::not_: case NK::neg: case NK::pos: case NK::binop: case NK::and_: case NK::or_: case NK::cond:
+      case NK::not_: case NK::neg: case NK::pos: case NK::binop:
         n->constant = all;
+        break;
+      // as_const() of these evaluates only the operands it needs: "c if t else d" with a constant
+      // t and a constant chosen branch is constant, so is "a and x" when a is constant and false.
+      // Here "constant" means "may be": the renderer finds out when it evaluates (see eval_folded).
+      case NK::and_: case NK::or_: n->constant = n->a && n->a->constant; break;
+      case NK::cond:
+        n->constant = n->a && n->a->constant && ((n->b && n->b->constant) || (n->c && n->c->constant));
         break;
       case NK::filter:
       case NK::test:
@@ -7823,6 +8303,7 @@ class JRender {
   bool run(const SP& globals, PText& out) {
     auto top = std::make_shared<JScope>();
     top->parent = globals;
+    predeclare(prog_.root_undef, *top);
     exec(prog_.root, top, out);
     return !failed_;
   }
@@ -7841,6 +8322,11 @@ class JRender {
   }
 
  private:
+  // Names a frame assigns before reading them start undefined (JParser::scan_frame).
+  static void predeclare(const std::vector<std::string>& names, JScope& sc) {
+    for (const auto& name : names) sc.set(name, JValue::undefined(strf("'%s' is undefined", name.c_str())));
+  }
+
   // ================================================================ errors and limits
   bool fail(std::string msg) {
     if (!failed_) {
@@ -7953,6 +8439,7 @@ class JRender {
         PText buf;
         auto inner = std::make_shared<JScope>();
         inner->parent = sc;
+        predeclare(n->undef_names, *inner);
         if (!exec(n->body, inner, buf)) return false;
         JValue v = JValue::str(std::move(buf));
         if (n->b) {
@@ -7987,6 +8474,7 @@ class JRender {
         PText buf;
         auto inner = std::make_shared<JScope>();
         inner->parent = sc;
+        predeclare(n->undef_names, *inner);
         if (!exec(n->body, inner, buf)) return false;
         JValue v = JValue::str(std::move(buf));
         JValue r = eval_filter(n->a, sc, &v);
@@ -8005,6 +8493,7 @@ class JRender {
           if (failed_) return false;
           if (!assign(n->kw[k], std::move(v), inner)) return false;
         }
+        predeclare(n->undef_names, *inner);
         return exec(n->body, inner, out);
       }
       default: return fail("internal error: an expression where a statement was expected");
@@ -8051,19 +8540,29 @@ class JRender {
     JValue lv;
     lv.t = JValue::T::loop;
     lv.lp = loop;
+    // Jinja2 clears its "no iteration" flag at the end of the loop body, which `break` and
+    // `continue` skip: the else block also runs when no iteration ran to its end.
+    bool completed = false;
     for (size_t k = 0; k < list->items.size(); k++) {
       if (!charge()) return false;
       loop->index0 = static_cast<int64_t>(k);
       auto ls = std::make_shared<JScope>();
       ls->parent = sc;
       ls->set("loop", lv);
+      predeclare(n->undef_names, *ls);
       if (!assign(n->a, list->items[k], ls)) return false;
       if (!exec(n->body, ls, out)) return false;
       if (flow_ == Flow::brk) {
         flow_ = Flow::normal;
         break;
       }
+      if (flow_ == Flow::normal) completed = true;
       flow_ = Flow::normal;
+    }
+    if (!completed && !n->orelse.empty()) {
+      auto es = std::make_shared<JScope>();
+      es->parent = sc;
+      return exec(n->orelse, es, out);
     }
     return true;
   }
@@ -8153,7 +8652,11 @@ class JRender {
     fold_ = true;
     JValue v = eval_node(n, sc);
     fold_ = false;
-    if (failed_ || safe_repr(v) || n == print_root_) return v;
+    if (impossible_) {  // it reached a non-constant operand: not foldable after all
+      impossible_ = failed_ = false;
+    } else if (failed_ || safe_repr(v) || n == print_root_) {
+      return v;
+    }
     pos_ = pos;  // not foldable: evaluate as at run time
     steps_ = steps;
     return eval_node(n, sc);
@@ -8162,6 +8665,10 @@ class JRender {
   JValue eval(const JNode* n, const SP& sc) {
     if (failed_) return JValue();
     if (!fold_ && n->constant && n->k != NK::konst) return eval_folded(n, sc);
+    if (fold_ && !n->constant) {  // unwinds the constant evaluation without an error (eval_folded)
+      impossible_ = failed_ = true;
+      return JValue();
+    }
     return eval_node(n, sc);
   }
   JValue eval_node(const JNode* n, const SP& sc) {
@@ -8841,7 +9348,7 @@ class JRender {
     switch (obj.t) {
       case JValue::T::undef: fail_undef(obj); return JValue();
       case JValue::T::list:
-        if ((obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple) && as_int(key, idx)) {
+        if ((obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range) && as_int(key, idx)) {
           int64_t n = static_cast<int64_t>(obj.l->items.size());
           if (idx < 0) idx += n;
           if (idx < 0 || idx >= n) return JValue::undefined(strf("'%s object' has no element %lld", jv_type(obj),
@@ -8886,7 +9393,7 @@ class JRender {
         }
       }
       pos_ = n->pos;
-      if (fold_ && !obj.is_undef() && !obj.is_str() && !(obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple)))
+      if (fold_ && !obj.is_undef() && !obj.is_str() && !(obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range)))
         return JValue::undefined(strf("'%s' object is not subscriptable", jv_type(obj)));
       return slice(obj, parts[0], parts[1], parts[2]);
     }
@@ -8906,7 +9413,7 @@ class JRender {
     if (!step.is_none() && !as_int(step, st)) return failv("slice indices must be integers or None or have an __index__ method");
     if (st == 0) return failv("slice step cannot be zero");
     bool is_str = obj.is_str();
-    bool is_seq = obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple);
+    bool is_seq = obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range);
     if (!is_str && !is_seq) {
       if (obj.is_dict()) return failv("unhashable type: 'slice'");
       return failv(strf("'%s' object is not subscriptable", jv_type(obj)));
@@ -8953,7 +9460,28 @@ class JRender {
     }
     std::vector<JValue> items;
     for (int64_t k = b; st > 0 ? k < e : k > e; k += st) items.push_back(obj.l->items[static_cast<size_t>(k)]);
-    return JValue::list(std::move(items), obj.l->kind);
+    JValue r = JValue::list(std::move(items), obj.l->kind);
+    if (obj.l->kind == JSeq::range) {
+      // a sliced range is a range: range(start + b*step, start + e*step, step*st)
+      int64_t rs[3] = {0, 0, 1};
+      std::string_view tag = obj.l->tag;
+      size_t at = tag.find('(');
+      for (int k = 0; k < 3 && at != std::string_view::npos && at + 1 < tag.size(); k++) {
+        size_t from = at + 1;
+        while (from < tag.size() && tag[from] == ' ') from++;
+        std::from_chars(tag.data() + from, tag.data() + tag.size(), rs[k]);
+        at = tag.find(',', from);
+      }
+      long double lo = static_cast<long double>(rs[0]) + static_cast<long double>(b) * rs[2];
+      long double hi = static_cast<long double>(rs[0]) + static_cast<long double>(e) * rs[2];
+      long double stp = static_cast<long double>(rs[2]) * st;
+      if (std::fabs(lo) > 9e18L || std::fabs(hi) > 9e18L || std::fabs(stp) > 9e18L)
+        return failv("integer overflow (integers are limited to 64 bits)");
+      r.l->tag = stp != 1 ? strf("range(%lld, %lld, %lld)", static_cast<long long>(lo), static_cast<long long>(hi),
+                                 static_cast<long long>(stp))
+                          : strf("range(%lld, %lld)", static_cast<long long>(lo), static_cast<long long>(hi));
+    }
+    return r;
   }
 
   // ================================================================ calls
@@ -9139,6 +9667,7 @@ class JRender {
     }
     if (uses_kwargs) sc->set("kwargs", kwargs);
     if (uses_caller && !have_caller && f.kind == FnKind::macro) sc->set("caller", JValue::undefined("no caller defined"));
+    predeclare(m->undef_names, *sc);
     PText out;
     Flow saved = flow_;
     flow_ = Flow::normal;
@@ -9227,6 +9756,8 @@ class JRender {
       return d;
     }
     if (name == "cycler") {
+      if (!args.kw.empty()) return failv(strf("cycler() got an unexpected keyword argument '%s'", args.kw[0].first.c_str()));
+      if (args.pos.empty()) return failv("cycler(): at least one item has to be provided");
       JFunc f;
       f.kind = FnKind::cycler_next;
       f.name = "cycler";
@@ -9566,6 +10097,7 @@ class JRender {
   enum class Flow : uint8_t { normal, brk, cont } flow_ = Flow::normal;
   bool failed_ = false;
   bool fold_ = false;                   // computing a constant expression (see eval_folded)
+  bool impossible_ = false;             // ... which turned out not to be constant
   std::vector<const void*> repr_stack_;  // containers being printed (for "[...]" / "{...}")
   const JNode* print_root_ = nullptr;   // the expression of the {{ }} being printed
   uint32_t pos_ = 0;
@@ -10019,6 +10551,40 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     double r = method == "ceil" ? std::ceil(x * p) / p : std::floor(x * p) / p;
     return JValue::real(r);
   }
+  if (name == "truncate") {
+    // Jinja2's do_truncate: at most length + leeway (5) characters are kept as they are; longer
+    // text is cut to length - len(end) characters, back to the last space unless killwords
+    if (!bind(args, {"length", "killwords", "end", "leeway"}, a, what)) return JValue();
+    if (v.is_undef()) return v;
+    if (!v.is_str()) return failv(strf("object of type '%s' has no len()", jv_type(v)));
+    int64_t length = 255, leeway = 5;
+    if (a[0] && !as_int(*a[0], length)) return failv("truncate: length must be an integer");
+    if (a[3] && !a[3]->is_none() && !as_int(*a[3], leeway)) return failv("truncate: leeway must be an integer");
+    PText end("...");
+    if (a[2]) {
+      if (!a[2]->is_str()) return failv("truncate: end must be a string");
+      end = *a[2]->s;
+    }
+    const PText& s = *v.s;
+    std::vector<size_t> off = jcp_offsets(s.s);
+    int64_t n = static_cast<int64_t>(off.size()) - 1;
+    int64_t end_len = static_cast<int64_t>(jcp_offsets(end.s).size()) - 1;
+    if (length < end_len) return failv(strf("expected length >= %lld, got %lld", static_cast<long long>(end_len),
+                                            static_cast<long long>(length)));
+    if (leeway < 0) return failv("expected leeway >= 0");
+    if (n <= length + leeway) return v;
+    size_t cut = off[static_cast<size_t>(length - end_len)];
+    if (!(a[1] && jv_truthy(*a[1]))) {
+      size_t sp = s.s.rfind(' ', cut ? cut - 1 : 0);
+      if (cut && sp != std::string::npos && sp < cut) cut = sp;
+    }
+    PText out;
+    out.add_range(s, 0, cut);
+    out.add(end);
+    JValue r = JValue::str(std::move(out));
+    r.b = v.b;
+    return r;
+  }
   if (name == "center") {
     if (!bind(args, {"width"}, a, what)) return JValue();
     JArgs m;
@@ -10313,6 +10879,18 @@ inline bool JRender::run_test(const std::string& name, const JValue& v, const JA
     return true;
   };
   r = false;
+  {
+    // Jinja2's tests are plain functions: the value plus at most the one argument they declare
+    static const char* const one_arg[] = {"divisibleby", "sameas", "eq", "equalto", "==", "ne", "!=", "lt", "lessthan",
+                                          "<", "le", "<=", "gt", "greaterthan", ">", "ge", ">=", "in"};
+    size_t max_args = 0;
+    for (const char* t : one_arg)
+      if (name == t) max_args = 1;
+    size_t given = args.pos.size() + args.kw.size();
+    if (given > max_args)
+      return fail(strf("test '%s' takes %zu argument%s but %zu were given", name.c_str(), max_args + 1,
+                       max_args ? "s" : "", given + 1));
+  }
   if (name == "defined") return (r = !v.is_undef()), true;
   if (name == "undefined") return (r = v.is_undef()), true;
   if (name == "none") return (r = v.is_none()), true;
@@ -14324,7 +14902,7 @@ inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> pr
 namespace llminfer {
 inline namespace v0_1 {
 
-inline const char* to_string(StopReason reason) noexcept {
+LLMI_API_DEF const char* to_string(StopReason reason) noexcept {
   switch (reason) {
     case StopReason::eos: return "eos";
     case StopReason::stop: return "stop";
@@ -14357,7 +14935,7 @@ struct SessionImpl {
 
 }  // namespace detail
 
-inline Result<Model> Model::load(std::string_view path, const LoadOptions& options) {
+LLMI_API_DEF Result<Model> Model::load(std::string_view path, const LoadOptions& options) {
   double t0 = detail::now_ms();
 #if !defined(LLMINFER_NO_CPU_CHECK)
   if (auto cpu = detail::check_cpu(); !cpu) return cpu.error();
@@ -14405,7 +14983,7 @@ class ContextIO final : public GenerationIO {
   std::string flush() override { return std::string(); }
 
  private:
-  const ModelImpl& m_;
+  [[maybe_unused]] const ModelImpl& m_;  // (kept for the tokenizer to come)
   Context& ctx_;
   std::vector<float>& logits_;
   std::vector<int32_t> eog_;
@@ -14460,7 +15038,7 @@ inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const i
 
 }  // namespace detail
 
-inline Result<GenerateResult> Model::generate(std::string_view prompt, const GenerateOptions& options) const {
+LLMI_API_DEF Result<GenerateResult> Model::generate(std::string_view prompt, const GenerateOptions& options) const {
   double t0 = detail::now_ms();
   if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
   auto ids = tokenize(prompt, true, false);
@@ -14470,7 +15048,7 @@ inline Result<GenerateResult> Model::generate(std::string_view prompt, const Gen
   return detail::session_generate(s, *ids, options, t0);
 }
 
-inline Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options) const {
+LLMI_API_DEF Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options) const {
   double t0 = detail::now_ms();
   if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
   detail::SessionImpl s;
@@ -14478,21 +15056,21 @@ inline Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_to
   return detail::session_generate(s, prompt_tokens, options, t0);
 }
 
-inline Session Model::session() const {
+LLMI_API_DEF Session Model::session() const {
   auto s = std::make_unique<detail::SessionImpl>();
   s->model = impl_;
   return Session(std::move(s));
 }
 
-inline Result<std::vector<int32_t>> Model::tokenize(std::string_view, bool, bool) const {
+LLMI_API_DEF Result<std::vector<int32_t>> Model::tokenize(std::string_view, bool, bool) const {
   return detail::make_error(Errc::unsupported, impl_->desc->path + ": the tokenizer is not implemented yet");
 }
 
-inline std::string Model::detokenize(std::span<const int32_t>) const { return std::string(); }
+LLMI_API_DEF std::string Model::detokenize(std::span<const int32_t>) const { return std::string(); }
 
 // The model's own chat template (or the documented ChatML fallback, see chat_template_for).
-inline Result<std::string> Model::apply_chat_template(std::span<const Message> messages,
-                                                      bool add_generation_prompt) const {
+LLMI_API_DEF Result<std::string> Model::apply_chat_template(std::span<const Message> messages,
+                                                            bool add_generation_prompt) const {
   auto src = detail::chat_template_for(*impl_->desc);
   auto tpl = detail::ChatTemplate::parse(src.source);
   if (!tpl) return detail::make_error(tpl.error().code, impl_->desc->path + ": " + tpl.error().message);
@@ -14505,27 +15083,27 @@ inline Result<std::string> Model::apply_chat_template(std::span<const Message> m
   return std::move(r->text);
 }
 
-inline Session::Session(std::unique_ptr<detail::SessionImpl> impl) : impl_(std::move(impl)) {}
-inline Session::Session(Session&&) noexcept = default;
-inline Session& Session::operator=(Session&&) noexcept = default;
-inline Session::~Session() = default;
+LLMI_API_DEF Session::Session(std::unique_ptr<detail::SessionImpl> impl) : impl_(std::move(impl)) {}
+LLMI_API_DEF Session::Session(Session&&) noexcept = default;
+LLMI_API_DEF Session& Session::operator=(Session&&) noexcept = default;
+LLMI_API_DEF Session::~Session() = default;
 
-inline void Session::add(std::string_view role, std::string_view content) {
+LLMI_API_DEF void Session::add(std::string_view role, std::string_view content) {
   impl_->messages.push_back(Message{std::string(role), std::string(content)});
 }
 
-inline Result<GenerateResult> Session::reply(const GenerateOptions&) {
+LLMI_API_DEF Result<GenerateResult> Session::reply(const GenerateOptions&) {
   return detail::make_error(Errc::unsupported, "sessions are not implemented yet");
 }
 
-inline void Session::reset() {
+LLMI_API_DEF void Session::reset() {
   impl_->messages.clear();
   if (impl_->ctx) impl_->ctx->clear();
 }
 
-inline const std::vector<Message>& Session::messages() const { return impl_->messages; }
-inline int Session::cached_tokens() const { return impl_->ctx ? impl_->ctx->n_past() : 0; }
-inline int Session::context_size() const {
+LLMI_API_DEF const std::vector<Message>& Session::messages() const { return impl_->messages; }
+LLMI_API_DEF int Session::cached_tokens() const { return impl_->ctx ? impl_->ctx->n_past() : 0; }
+LLMI_API_DEF int Session::context_size() const {
   return impl_->ctx ? impl_->ctx->n_ctx() : impl_->model->engine->n_ctx_default();
 }
 
@@ -14533,6 +15111,7 @@ inline int Session::context_size() const {
 }  // namespace llminfer
 
 // ---- src/99_impl_end.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#undef LLMI_API_DEF
 #endif  // LLMINFER_IMPLEMENTATION
 
 // ---------------------------------------------------------------------------------------------
