@@ -48,7 +48,7 @@ def run_measured(cmd, cwd=None):
 
 
 def ours(model, a):
-    cmd = [os.path.join(ROOT, "build", "llminfer"), "bench", "-m", model, "-t", str(a.threads), "-p", a.prompts,
+    cmd = [a.llminfer, "bench", "-m", model, "-t", str(a.threads), "-p", a.prompts,
            "-n", str(a.gen), "-r", str(a.reps), "--json"]
     out, other = run_measured(cmd)
     j = json.loads(out)
@@ -91,6 +91,7 @@ def main():
     ap.add_argument("-n", "--gen", type=int, default=64)
     ap.add_argument("--wait-idle", type=int, default=30, help="seconds the oracle waits for an idle machine")
     ap.add_argument("--json", help="also write every raw result here")
+    ap.add_argument("--llminfer", default=os.path.join(ROOT, "build", "llminfer"), help="the llminfer binary")
     a = ap.parse_args()
     tests = ["pp%s" % p for p in a.prompts.split(",")] + ["tg%d" % a.gen]
     raw = {m: {"ours": [], "llama": []} for m in a.models}

@@ -1,6 +1,6 @@
 // llminfer bench -m MODEL [-t THREADS] [-p 128[,512...]] [-n 64] [-r 3] [-c CTX] [--json]
 // Times what a user waits for, the way llama-bench (and the llama.cpp oracle's `bench`) does, so
-// the two can be compared side by side (bench/compare.sh):
+// the two can be compared side by side (bench/compare.py):
 //   load    Model::load (mapping, parsing, compiling the forward pass)
 //   prefill pp<N>: a warm-up, then R runs of N pseudo-random tokens evaluated as one prompt from
 //           an empty cache; tokens/s = N / time
