@@ -12,6 +12,7 @@
 #   make fuzz-run FUZZ_SECONDS=60   run each fuzz target that long, FUZZ_JOBS (2) at once (tools/fuzz)
 #   make compile-matrix    the header in 2 TUs, -fno-exceptions -fno-rtti, forced scalar; g++ and clang++
 #   make windows           cross-build the examples for Windows with MinGW-w64 (build/windows/)
+#   make bench             the kernel micro-benchmark (build/bench-kernels); bench/compare.py vs llama.cpp
 
 CXX ?= g++
 BUILD ?= build
@@ -39,7 +40,7 @@ TEST_SRC := $(sort $(wildcard tests/*.cpp))
 CLI_OBJ := $(CLI_SRC:%.cpp=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.cpp=$(BUILD)/obj/%.o)
 
-.PHONY: all test demo model header check-header doctest corpus fuzz fuzz-run compile-matrix windows clean
+.PHONY: all test demo model header check-header doctest corpus fuzz fuzz-run compile-matrix windows clean bench
 .DELETE_ON_ERROR:
 
 all: llminfer.hpp $(BUILD)/llminfer $(BUILD)/tests $(BUILD)/simple
@@ -157,6 +158,13 @@ demo: $(BUILD)/llminfer
 	else \
 	  set -x; $(BUILD)/llminfer run -m $(DEMO_MODEL) -p "Once upon a time" -n 96 --seed 42 --echo; \
 	fi
+
+# Benchmarks (not part of `all`): the kernel micro-benchmark; bench/compare.py runs llminfer bench
+# against the llama.cpp oracle (see bench/RESULTS.md).
+$(BUILD)/bench-kernels: bench/kernels.cpp llminfer.hpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_ALL) $< -o $@ $(LDFLAGS_ALL)
+bench: $(BUILD)/llminfer $(BUILD)/bench-kernels
 
 # The only target that uses the network: a small public model for `make demo` (see README).
 model:

@@ -416,6 +416,7 @@ const char* version() noexcept;
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -3157,7 +3158,7 @@ inline Result<std::shared_ptr<ModelDesc>> load_description(const std::string& pa
 // ==== Quantized block formats: layouts and the scalar reference (the definition of truth) ====
 // Every weight format the kernels read, bit-exact to GGUF (ggml-common.h) and to MLX affine
 // quantization, with a readable scalar dequantizer and dot product. The SIMD kernels (21_simd,
-// 23_matmul) must agree with these: integer parts exactly, float sums within the rounding of a
+// 25_matmul) must agree with these: integer parts exactly, float sums within the rounding of a
 // different summation order. The structs document the byte layout; the code reads bytes through
 // rd_u16 (blocks are only 2-byte aligned in a file, and safetensors data may be unaligned).
 //
@@ -3383,28 +3384,55 @@ inline int mul_q(int a, int b) {
 // Rounds like the SIMD conversions (round half to even, the default rounding mode).
 inline int round_even(float v) { return static_cast<int>(std::nearbyint(v)); }
 
-// One block of `len` values: d = amax / 127, q = round(x * 127 / amax) (0 when all are 0),
-// sums over groups of `sum_len`.
-inline void quantize_block_q8(const float* x, int len, int sum_len, int8_t* q, float* d, int16_t* sums) {
-  float amax = 0;
-  for (int i = 0; i < len; i++) amax = std::max(amax, std::fabs(x[i]));
-  float id = amax > 0 ? 127.0f / amax : 0.0f;
-  *d = amax / 127.0f;
-  for (int i = 0; i < len; i++) q[i] = static_cast<int8_t>(std::clamp(round_even(x[i] * id), -127, 127));
-  for (int g = 0; g < len / sum_len; g++) {
+// Sums of q over groups of `len` values.
+inline void group_sums(const int8_t* q, int64_t n, int len, int16_t* sums) {
+  for (int64_t g = 0; g < n / len; g++) {
     int s = 0;
-    for (int i = 0; i < sum_len; i++) s += q[g * sum_len + i];
+    for (int i = 0; i < len; i++) s += q[g * len + i];
     sums[g] = static_cast<int16_t>(s);
   }
 }
 
-// x[n] (n a multiple of 32) -> q8_32: q[n], d[n/32], sums[n/32].
+// The activation quantizers follow ggml's exactly (same scale, same rounding), so that a model
+// computes what llama.cpp computes on it: with 8-bit activations the rounding of each value is
+// visible in the logits, and agreement with llama.cpp is how we check a model runs right.
+
+// x[n] (n a multiple of 32) -> q8_32 (ggml's quantize_row_q8_0): per block of 32, amax = max |x|,
+// d = amax / 127 rounded to fp16 (ggml stores it as fp16), q = round(x * (127 / amax)).
 inline void quantize_q8_32(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
-  for (int64_t b = 0; b < n / 32; b++) quantize_block_q8(x + 32 * b, 32, 32, q + 32 * b, d + b, sums + b);
+  for (int64_t b = 0; b < n / 32; b++) {
+    const float* xb = x + 32 * b;
+    float amax = 0;
+    for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(xb[i]));
+    const float id = amax != 0 ? 127.0f / amax : 0.0f;
+    d[b] = fp16_to_f32(f32_to_fp16(amax / 127.0f));
+    for (int i = 0; i < 32; i++) q[32 * b + i] = static_cast<int8_t>(std::clamp(round_even(xb[i] * id), -127, 127));
+  }
+  group_sums(q, n, 32, sums);
 }
-// x[n] (n a multiple of 256) -> q8_256: q[n], d[n/256], sums[n/16].
+
+// x[n] (n a multiple of 256) -> q8_256 (ggml's quantize_row_q8_K_ref): per block of 256, m = the
+// first value of largest magnitude (with its sign), iscale = -127 / m, q = min(127, round(x *
+// iscale)), d = 1 / iscale (0 and all q = 0 for a block of zeros).
 inline void quantize_q8_256(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
-  for (int64_t b = 0; b < n / 256; b++) quantize_block_q8(x + 256 * b, 256, 16, q + 256 * b, d + b, sums + 16 * b);
+  for (int64_t b = 0; b < n / 256; b++) {
+    const float* xb = x + 256 * b;
+    float amax = 0, m = 0;
+    for (int i = 0; i < 256; i++)
+      if (std::fabs(xb[i]) > amax) {
+        amax = std::fabs(xb[i]);
+        m = xb[i];
+      }
+    if (amax == 0) {
+      d[b] = 0;
+      for (int i = 0; i < 256; i++) q[256 * b + i] = 0;
+      continue;
+    }
+    const float iscale = -127.0f / m;
+    d[b] = 1 / iscale;
+    for (int i = 0; i < 256; i++) q[256 * b + i] = static_cast<int8_t>(std::clamp(round_even(iscale * xb[i]), -127, 127));
+  }
+  group_sums(q, n, 16, sums);
 }
 
 // ---- dot products: one weight row (n elements) times one activation row ----
@@ -3540,25 +3568,6 @@ inline uint64_t weight_row_bytes(const TensorView& w) {
   return rb;
 }
 
-// Row `row` of a 2-D (or flattened) tensor as f32 (`out` holds ne[0] floats). The type must be
-// computable (checked at load).
-inline void dequant_row(const TensorView& w, int64_t row, float* out) {
-  const int64_t n = w.ne[0];
-  const uint8_t* src = w.data + static_cast<uint64_t>(row) * weight_row_bytes(w);
-  switch (w.type) {
-    case DType::f32: std::memcpy(out, src, static_cast<size_t>(n) * 4); break;
-    case DType::f16: for (int64_t k = 0; k < n; k++) out[k] = fp16_to_f32(rd_u16(src + 2 * k)); break;
-    case DType::bf16: for (int64_t k = 0; k < n; k++) out[k] = bf16_to_f32(rd_u16(src + 2 * k)); break;
-    case DType::q4_0: ref::dequant_row_q4_0(src, out, n); break;
-    case DType::q5_0: ref::dequant_row_q5_0(src, out, n); break;
-    case DType::q8_0: ref::dequant_row_q8_0(src, out, n); break;
-    case DType::q4_K: ref::dequant_row_q4_k(src, out, n); break;
-    case DType::q6_K: ref::dequant_row_q6_k(src, out, n); break;
-    case DType::mlx_q4: case DType::mlx_q8: ref::dequant_row_mlx(w, row, out); break;
-    default: LLMI_ASSERT(!"dequant_row: type not computable"); break;
-  }
-}
-
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
@@ -3682,118 +3691,178 @@ inline uint8x16_t neon_bits16(uint32_t bits) {
 
 // ---- activation quantizers (bit-identical to ref::quantize_q8_32 / ref::quantize_q8_256) ----
 
-inline void quantize_q8_32(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
+// f32 -> fp16 -> f32 (round to nearest even).
+inline float fp16_round(float v) {
+#if defined(LLMI_SIMD_AVX2)
+  return _cvtsh_ss(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT));
+#elif defined(LLMI_SIMD_NEON)
+  return static_cast<float>(static_cast<__fp16>(v));
+#else
+  return fp16_to_f32(f32_to_fp16(v));
+#endif
+}
+
+// 32 values -> int8 round(x * scale) (half to even; |x * scale| <= 127 by construction).
+inline void convert_block32(const float* x, float scale, int8_t* q) {
 #if defined(LLMI_SIMD_AVX512)
-  for (int64_t b = 0; b < n / 32; b++) {
-    __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
-    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    float id = amax > 0 ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
-    __m512 vid = _mm512_set1_ps(id);
-    __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)), i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
-    const __m512i lim = _mm512_set1_epi32(127);
-    i0 = _mm512_max_epi32(_mm512_min_epi32(i0, lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
-    i1 = _mm512_max_epi32(_mm512_min_epi32(i1, lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtepi32_epi8(i0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtepi32_epi8(i1));
-    sums[b] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1)));
+  __m512 vs = _mm512_set1_ps(scale);
+  const __m512i lim = _mm512_set1_epi32(127), nlim = _mm512_set1_epi32(-127);
+  for (int k = 0; k < 2; k++) {
+    __m512i iv = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * k), vs));
+    iv = _mm512_max_epi32(_mm512_min_epi32(iv, lim), nlim);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * k), _mm512_cvtepi32_epi8(iv));
   }
 #elif defined(LLMI_SIMD_AVX2)
-  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 vs = _mm256_set1_ps(scale);
   const __m256i lim = _mm256_set1_epi32(127), nlim = _mm256_set1_epi32(-127);
-  for (int64_t b = 0; b < n / 32; b++) {
-    __m256 v[4];
-    __m256 m = _mm256_setzero_ps();
-    for (int k = 0; k < 4; k++) {
-      v[k] = _mm256_loadu_ps(x + 32 * b + 8 * k);
-      m = _mm256_max_ps(m, _mm256_and_ps(v[k], absmask));
-    }
-    float amax = hmax_ps256(m);
-    float id = amax > 0 ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
-    __m256 vid = _mm256_set1_ps(id);
-    __m256i iv[4];
-    for (int k = 0; k < 4; k++)
-      iv[k] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid)), lim), nlim);
-    __m256i s = _mm256_add_epi32(_mm256_add_epi32(iv[0], iv[1]), _mm256_add_epi32(iv[2], iv[3]));
-    sums[b] = static_cast<int16_t>(hsum_epi32_256(s));
-    // int32 -> int8 keeping element order (packs interleave 128-bit lanes; undo with a permute)
-    __m256i p01 = _mm256_packs_epi32(iv[0], iv[1]), p23 = _mm256_packs_epi32(iv[2], iv[3]);
-    __m256i p = _mm256_packs_epi16(p01, p23);
-    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), p);
-  }
+  __m256i iv[4];
+  for (int k = 0; k < 4; k++)
+    iv[k] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vs)), lim), nlim);
+  // int32 -> int8 keeping element order (packs interleave 128-bit lanes; undo with a permute)
+  __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(iv[0], iv[1]), _mm256_packs_epi32(iv[2], iv[3]));
+  p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), p);
 #elif defined(LLMI_SIMD_NEON)
-  for (int64_t b = 0; b < n / 32; b++) {
-    float32x4_t v[8];
-    float32x4_t m = vdupq_n_f32(0);
-    for (int k = 0; k < 8; k++) {
-      v[k] = vld1q_f32(x + 32 * b + 4 * k);
-      m = vmaxq_f32(m, vabsq_f32(v[k]));
-    }
-    float amax = vmaxvq_f32(m);
-    float id = amax > 0 ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
-    int32x4_t s = vdupq_n_s32(0);
-    for (int k = 0; k < 8; k += 2) {
-      int32x4_t i0 = vmaxq_s32(vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(v[k], id)), vdupq_n_s32(127)), vdupq_n_s32(-127));
-      int32x4_t i1 = vmaxq_s32(vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(v[k + 1], id)), vdupq_n_s32(127)), vdupq_n_s32(-127));
-      s = vaddq_s32(s, vaddq_s32(i0, i1));
-      int16x8_t h = vcombine_s16(vmovn_s32(i0), vmovn_s32(i1));
-      vst1_s8(q + 32 * b + 4 * k, vmovn_s16(h));
-    }
-    sums[b] = static_cast<int16_t>(vaddvq_s32(s));
+  for (int k = 0; k < 32; k += 8) {
+    int32x4_t i0 = vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + k), scale));
+    int32x4_t i1 = vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + k + 4), scale));
+    i0 = vmaxq_s32(vminq_s32(i0, vdupq_n_s32(127)), vdupq_n_s32(-127));
+    i1 = vmaxq_s32(vminq_s32(i1, vdupq_n_s32(127)), vdupq_n_s32(-127));
+    vst1_s8(q + k, vmovn_s16(vcombine_s16(vmovn_s32(i0), vmovn_s32(i1))));
   }
 #else
-  ref::quantize_q8_32(x, n, q, d, sums);
+  for (int i = 0; i < 32; i++) q[i] = static_cast<int8_t>(std::clamp(ref::round_even(x[i] * scale), -127, 127));
+#endif
+}
+
+// max |x| over n (a multiple of 32) values.
+inline float abs_max(const float* x, int n) {
+#if defined(LLMI_SIMD_AVX512)
+  __m512 m = _mm512_setzero_ps();
+  for (int k = 0; k < n; k += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
+  return _mm512_reduce_max_ps(m);
+#elif defined(LLMI_SIMD_AVX2)
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 m = _mm256_setzero_ps();
+  for (int k = 0; k < n; k += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + k), absmask));
+  return hmax_ps256(m);
+#elif defined(LLMI_SIMD_NEON)
+  float32x4_t m = vdupq_n_f32(0);
+  for (int k = 0; k < n; k += 4) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(x + k)));
+  return vmaxvq_f32(m);
+#else
+  float m = 0;
+  for (int k = 0; k < n; k++) m = std::max(m, std::fabs(x[k]));
+  return m;
+#endif
+}
+
+// Sums of q over groups of 16 values.
+inline void sums16(const int8_t* q, int64_t n, int16_t* sums) {
+#if defined(LLMI_SIMD_AVX2)
+  for (int64_t g = 0; g < n / 16; g++) {
+    __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16 * g)));
+    __m256i s = _mm256_madd_epi16(w, _mm256_set1_epi16(1));
+    sums[g] = static_cast<int16_t>(hsum_epi32_256(s));
+  }
+#else
+  ref::group_sums(q, n, 16, sums);
+#endif
+}
+
+inline void quantize_q8_32(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
+  for (int64_t b = 0; b < n / 32; b++) {
+    const float amax = abs_max(x + 32 * b, 32);
+    d[b] = fp16_round(amax / 127.0f);
+    convert_block32(x + 32 * b, amax != 0 ? 127.0f / amax : 0.0f, q + 32 * b);
+  }
+#if defined(LLMI_SIMD_AVX2)
+  for (int64_t b = 0; b < n / 32; b++) {
+    __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b));
+    __m256i s = _mm256_sad_epu8(_mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80))), _mm256_setzero_si256());
+    // sum of (q + 128) over 32 bytes, in four 64-bit lanes
+    __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
+    sums[b] = static_cast<int16_t>(_mm_cvtsi128_si32(t) - 32 * 128);
+  }
+#else
+  ref::group_sums(q, n, 32, sums);
 #endif
 }
 
 inline void quantize_q8_256(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
+  for (int64_t b = 0; b < n / 256; b++) {
+    const float* xb = x + 256 * b;
+    const float amax = abs_max(xb, 256);
+    if (amax == 0) {
+      d[b] = 0;
+      std::memset(q + 256 * b, 0, 256);
+      continue;
+    }
+    float m = 0;  // the first value of largest magnitude
 #if defined(LLMI_SIMD_AVX512)
-  const __m512i lim = _mm512_set1_epi32(127), nlim = _mm512_set1_epi32(-127);
-  for (int64_t b = 0; b < n / 256; b++) {
-    const float* xb = x + 256 * b;
-    __m512 m = _mm512_setzero_ps();
-    for (int k = 0; k < 16; k++) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * k)));
-    float amax = _mm512_reduce_max_ps(m);
-    float id = amax > 0 ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
-    __m512 vid = _mm512_set1_ps(id);
-    for (int k = 0; k < 16; k++) {
-      __m512i iv = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * k), vid));
-      iv = _mm512_max_epi32(_mm512_min_epi32(iv, lim), nlim);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 256 * b + 16 * k), _mm512_cvtepi32_epi8(iv));
-      sums[16 * b + k] = static_cast<int16_t>(_mm512_reduce_add_epi32(iv));
+    for (int k = 0; k < 256; k += 16) {
+      __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(xb + k)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+      if (hit) {
+        m = xb[k + std::countr_zero(static_cast<unsigned>(hit))];
+        break;
+      }
     }
-  }
-#elif defined(LLMI_SIMD_AVX2) || defined(LLMI_SIMD_NEON)
-  // the 32-blocks do the conversion; only the scale (one per 256) and the sums differ
-  for (int64_t b = 0; b < n / 256; b++) {
-    const float* xb = x + 256 * b;
-    float amax = 0;
-#if defined(LLMI_SIMD_AVX2)
-    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-    __m256 m = _mm256_setzero_ps();
-    for (int k = 0; k < 32; k++) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xb + 8 * k), absmask));
-    amax = hmax_ps256(m);
 #else
-    float32x4_t m = vdupq_n_f32(0);
-    for (int k = 0; k < 64; k++) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(xb + 4 * k)));
-    amax = vmaxvq_f32(m);
+    for (int i = 0; i < 256; i++)
+      if (std::fabs(xb[i]) == amax) {
+        m = xb[i];
+        break;
+      }
 #endif
-    float id = amax > 0 ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
-    for (int i = 0; i < 256; i++) q[256 * b + i] = static_cast<int8_t>(std::clamp(ref::round_even(xb[i] * id), -127, 127));
-    for (int g = 0; g < 16; g++) {
-      int s = 0;
-      for (int i = 0; i < 16; i++) s += q[256 * b + 16 * g + i];
-      sums[16 * b + g] = static_cast<int16_t>(s);
-    }
+    const float iscale = -127.0f / m;
+    d[b] = 1 / iscale;
+    for (int k = 0; k < 256; k += 32) convert_block32(xb + k, iscale, q + 256 * b + k);
   }
-#else
-  ref::quantize_q8_256(x, n, q, d, sums);
+  sums16(q, n, sums);
+}
+
+// ---- dequantization of one row (embedding lookups, float panels) ----
+
+// n fp16 / bf16 values -> f32.
+inline void f16_to_f32_row(const uint8_t* src, float* dst, int64_t n, bool bf16) {
+  int64_t k = 0;
+#if defined(LLMI_SIMD_AVX512)
+  for (; k + 16 <= n; k += 16) {
+    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * k));
+    _mm512_storeu_ps(dst + k, bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h));
+  }
+#elif defined(LLMI_SIMD_AVX2)
+  for (; k + 8 <= n; k += 8) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * k));
+    _mm256_storeu_ps(dst + k, bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h));
+  }
+#elif defined(LLMI_SIMD_NEON)
+  for (; k + 4 <= n; k += 4) {
+    uint16x4_t h = vld1_u16(reinterpret_cast<const uint16_t*>(src + 2 * k));
+    vst1q_f32(dst + k, bf16 ? vreinterpretq_f32_u32(vshll_n_u16(h, 16)) : vcvt_f32_f16(vreinterpret_f16_u16(h)));
+  }
 #endif
+  for (; k < n; k++) dst[k] = bf16 ? bf16_to_f32(rd_u16(src + 2 * k)) : fp16_to_f32(rd_u16(src + 2 * k));
+}
+
+// Row `row` of a 2-D (or flattened) tensor as f32 (`out` holds ne[0] floats). The type must be
+// computable (checked at load).
+inline void dequant_row(const TensorView& w, int64_t row, float* out) {
+  const int64_t n = w.ne[0];
+  const uint8_t* src = w.data + static_cast<uint64_t>(row) * weight_row_bytes(w);
+  switch (w.type) {
+    case DType::f32: std::memcpy(out, src, static_cast<size_t>(n) * 4); break;
+    case DType::f16: f16_to_f32_row(src, out, n, false); break;
+    case DType::bf16: f16_to_f32_row(src, out, n, true); break;
+    case DType::q4_0: ref::dequant_row_q4_0(src, out, n); break;
+    case DType::q5_0: ref::dequant_row_q5_0(src, out, n); break;
+    case DType::q8_0: ref::dequant_row_q8_0(src, out, n); break;
+    case DType::q4_K: ref::dequant_row_q4_k(src, out, n); break;
+    case DType::q6_K: ref::dequant_row_q6_k(src, out, n); break;
+    case DType::mlx_q4: case DType::mlx_q8: ref::dequant_row_mlx(w, row, out); break;
+    default: LLMI_ASSERT(!"dequant_row: type not computable"); break;
+  }
 }
 
 // ---- dot products of one weight row with one quantized activation row ----
@@ -4232,11 +4301,16 @@ inline float dot_mlx(const TensorView& w, int64_t row, const float* x, const flo
 // ---- src/22_threadpool.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== Thread pool ====
 // One persistent pool per model: std::thread workers plus the calling thread. parallel_for(n, fn)
-// runs fn(task, thread) for every task in [0, n) and returns when all are done. Tasks are handed
-// out from an atomic counter; results must not depend on which thread ran a task (each output is
-// written by exactly one task), so any thread count gives the same bits.
-// Waiting workers spin for a short while (a forward pass issues many small jobs back to back),
-// then sleep on a condition variable, so an idle model costs no CPU (a game shares the cores).
+// runs fn(task, thread) for every task in [0, n) and returns when all are done. Results must not
+// depend on which thread ran a task (each output is written by exactly one task, with the same
+// arithmetic), so any thread count gives the same bits.
+//
+// Scheduling: a job is published as one atomic word (job number, next task); threads claim tasks
+// with a compare-and-swap that also checks the job number, and the caller waits for the count of
+// *finished tasks*, not for every worker to check in. So a worker that is asleep or descheduled
+// (a game or other programs share the cores) never delays a job: the threads that are running do
+// its tasks. Waiting workers spin for a short while (a forward pass issues jobs back to back,
+// microseconds apart), then sleep on a condition variable, so an idle model costs no CPU.
 // Jobs from different threads (several sessions on one model) are serialised by a mutex.
 namespace llminfer {
 inline namespace v0_1 {
@@ -4270,7 +4344,6 @@ class ThreadPool {
     {
       std::lock_guard<std::mutex> lk(sleep_mu_);
       quit_.store(true, std::memory_order_release);
-      generation_.fetch_add(1, std::memory_order_acq_rel);
     }
     sleep_cv_.notify_all();
     for (auto& w : workers_) w.join();
@@ -4297,67 +4370,78 @@ class ThreadPool {
       return;
     }
     std::lock_guard<std::mutex> job_lock(job_mu_);
-    fn_ = fn;
-    ctx_ = ctx;
-    n_tasks_ = n_tasks;
-    next_.store(0, std::memory_order_relaxed);
-    busy_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-    {
-      std::lock_guard<std::mutex> lk(sleep_mu_);
-      generation_.fetch_add(1, std::memory_order_acq_rel);
+    const uint32_t job = ++job_number_;  // wraps after 2^32 jobs: only equality matters
+    fn_.store(fn, std::memory_order_relaxed);
+    ctx_.store(ctx, std::memory_order_relaxed);
+    n_tasks_.store(n_tasks, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
+    // publishes the job (task 0 next); seq_cst with the sleepers count so that either this thread
+    // sees a worker going to sleep or the worker sees the job
+    ticket_.store(static_cast<uint64_t>(job) << 32);
+    if (sleepers_.load() > 0) {
+      { std::lock_guard<std::mutex> lk(sleep_mu_); }  // a worker between its check and its wait sees the ticket
+      sleep_cv_.notify_all();
     }
-    if (sleepers_.load(std::memory_order_acquire) > 0) sleep_cv_.notify_all();
-    work(0);
-    // wait for the workers to finish their last task
-    for (int spins = 0; busy_.load(std::memory_order_acquire) > 0; spins++) {
-      if (spins < 1 << 16) cpu_relax();
+    work(job, 0);
+    // the other threads finish the tasks they claimed
+    for (int spins = 0; done_.load(std::memory_order_acquire) < n_tasks; spins++) {
+      if (spins < kSpin) cpu_relax();
       else std::this_thread::yield();
     }
   }
 
  private:
-  void work(int thread) {
+  // Claims and runs tasks of job `job` until there are none left (or another job started).
+  void work(uint32_t job, int thread) {
     for (;;) {
-      int i = next_.fetch_add(1, std::memory_order_relaxed);
-      if (i >= n_tasks_) break;
-      fn_(ctx_, i, thread);
+      uint64_t t = ticket_.load(std::memory_order_acquire);
+      if ((t >> 32) != job) return;
+      const int n = n_tasks_.load(std::memory_order_relaxed);
+      const int i = static_cast<int>(t & 0xFFFFFFFFu);
+      if (i >= n) return;
+      if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) continue;
+      // the job cannot end while this claimed task is unfinished, so fn_/ctx_ are its own
+      fn_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed), i, thread);
+      done_.fetch_add(1, std::memory_order_acq_rel);
     }
   }
 
   void worker(int thread) {
-    uint64_t seen = 0;
+    uint32_t seen = 0;
     for (;;) {
-      // spin a little, then sleep until the next job
-      uint64_t g = generation_.load(std::memory_order_acquire);
-      for (int spins = 0; g == seen && spins < kSpin; spins++) {
+      // spin a little, then sleep until a new job is published
+      uint32_t job = static_cast<uint32_t>(ticket_.load(std::memory_order_acquire) >> 32);
+      for (int spins = 0; job == seen && spins < kSpin; spins++) {
         cpu_relax();
-        g = generation_.load(std::memory_order_acquire);
+        job = static_cast<uint32_t>(ticket_.load(std::memory_order_acquire) >> 32);
       }
-      if (g == seen) {
+      if (job == seen) {
         std::unique_lock<std::mutex> lk(sleep_mu_);
-        sleepers_.fetch_add(1, std::memory_order_acq_rel);
-        sleep_cv_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-        sleepers_.fetch_sub(1, std::memory_order_acq_rel);
-        g = generation_.load(std::memory_order_acquire);
+        sleepers_.fetch_add(1);
+        sleep_cv_.wait(lk, [&] {
+          return quit_.load(std::memory_order_acquire) || static_cast<uint32_t>(ticket_.load() >> 32) != seen;
+        });
+        sleepers_.fetch_sub(1);
+        job = static_cast<uint32_t>(ticket_.load(std::memory_order_acquire) >> 32);
       }
-      seen = g;
       if (quit_.load(std::memory_order_acquire)) return;
-      work(thread);
-      busy_.fetch_sub(1, std::memory_order_acq_rel);
+      seen = job;
+      work(job, thread);
     }
   }
 
-  static constexpr int kSpin = 1 << 14;  // ~ tens of microseconds of pause instructions
+  // ~10^4 pause instructions: tens to a few hundred microseconds depending on the CPU.
+  static constexpr int kSpin = 1 << 14;
 
   int n_threads_ = 1;
   std::vector<std::thread> workers_;
   std::mutex job_mu_;  // one job at a time
-  TaskFn fn_ = nullptr;
-  void* ctx_ = nullptr;
-  int n_tasks_ = 0;
-  std::atomic<int> next_{0};
-  std::atomic<int> busy_{0};
-  std::atomic<uint64_t> generation_{0};
+  uint32_t job_number_ = 0;
+  std::atomic<uint64_t> ticket_{0};  // job number << 32 | next task
+  std::atomic<TaskFn> fn_{nullptr};
+  std::atomic<void*> ctx_{nullptr};
+  std::atomic<int> n_tasks_{0};
+  std::atomic<int> done_{0};
   std::atomic<int> sleepers_{0};
   std::atomic<bool> quit_{false};
   std::mutex sleep_mu_;
@@ -4368,7 +4452,239 @@ class ThreadPool {
 }  // namespace v0_1
 }  // namespace llminfer
 
-// ---- src/23_matmul.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ---- src/24_attention_kernels.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== Attention kernels: one query head against a run of cached keys and values ====
+// The forward pass (43_forward) walks the KV ring and calls these on contiguous runs of cells
+// ([cells][hd], f16 or f32). SIMD bodies follow the scalar ones: dot products summed in lanes,
+// exp by a Cephes-style polynomial (within 2 ulp of expf), softmax sums in double as ggml.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+#if defined(LLMI_SIMD_AVX512)
+// 16 cache values (f16 or f32) as f32.
+inline __m512 load16_kv(const uint8_t* p, bool f16) {
+  return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))) : _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+}
+inline __m512 maskload16_kv(const uint8_t* p, bool f16, __mmask16 m) {
+  return f16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)) : _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(p));
+}
+// e^x for 16 lanes (x <= 88.7; very negative x give 0).
+inline __m512 exp16(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+#endif
+
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+inline __m256 load8_kv(const uint8_t* p, bool f16) {
+  return f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))) : _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+}
+// e^x for 8 lanes (as exp16).
+inline __m256 exp8(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  // 2^n through the exponent bits (n >= -126 after the clamp)
+  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+#endif
+
+// out[j] = scale * dot(q, cell j) for j < n; cells are `stride` bytes apart, hd values each.
+inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale, float* out) {
+#if defined(LLMI_SIMD_AVX512)
+  const int full = hd / 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (hd % 16)) - 1);
+  int j = 0;
+  for (; j + 4 <= n; j += 4) {
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int e = 0; e < full; e++) {
+      __m512 qv = _mm512_loadu_ps(q + 16 * e);
+      for (int u = 0; u < 4; u++) acc[u] = _mm512_fmadd_ps(qv, load16_kv(k + (j + u) * stride + (f16 ? 32 : 64) * e, f16), acc[u]);
+    }
+    if (tail) {
+      __m512 qv = _mm512_maskz_loadu_ps(tail, q + 16 * full);
+      for (int u = 0; u < 4; u++) acc[u] = _mm512_fmadd_ps(qv, maskload16_kv(k + (j + u) * stride + (f16 ? 32 : 64) * full, f16, tail), acc[u]);
+    }
+    for (int u = 0; u < 4; u++) out[j + u] = scale * _mm512_reduce_add_ps(acc[u]);
+  }
+  for (; j < n; j++) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int e = 0; e < full; e++) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * e), load16_kv(k + j * stride + (f16 ? 32 : 64) * e, f16), acc);
+    if (tail) acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, q + 16 * full), maskload16_kv(k + j * stride + (f16 ? 32 : 64) * full, f16, tail), acc);
+    out[j] = scale * _mm512_reduce_add_ps(acc);
+  }
+#elif defined(LLMI_SIMD_AVX2)
+  const size_t es = f16 ? 2 : 4;
+  for (int j = 0; j < n; j++) {
+    const uint8_t* c = k + size_t(j) * stride;
+    __m256 acc = _mm256_setzero_ps();
+    int e = 0;
+    for (; e + 8 <= hd; e += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + e), load8_kv(c + es * size_t(e), f16), acc);
+    float dot = hsum_ps256(acc);
+    for (; e < hd; e++) {
+      float x;
+      if (f16) x = fp16_to_f32(rd_u16(c + 2 * e));
+      else std::memcpy(&x, c + 4 * e, 4);
+      dot += q[e] * x;
+    }
+    out[j] = scale * dot;
+  }
+#else
+  for (int j = 0; j < n; j++) {
+    const uint8_t* c = k + size_t(j) * stride;
+    float dot = 0;
+    if (f16) {
+      for (int e = 0; e < hd; e++) dot += q[e] * fp16_to_f32(rd_u16(c + 2 * e));
+    } else {
+      for (int e = 0; e < hd; e++) {
+        float v;
+        std::memcpy(&v, c + 4 * e, 4);
+        dot += q[e] * v;
+      }
+    }
+    out[j] = dot * scale;
+  }
+#endif
+}
+
+// s[j] = exp(s[j] - max) for j < n; returns the sum (accumulated in double).
+inline double attn_exp(float* s, int n, float max) {
+  double sum = 0;
+  int j = 0;
+#if defined(LLMI_SIMD_AVX512)
+  __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+  const __m512 m = _mm512_set1_ps(max);
+  for (; j + 16 <= n; j += 16) {
+    __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
+    _mm512_storeu_ps(s + j, e);
+    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+  }
+  if (j < n) {
+    const __mmask16 mk = static_cast<__mmask16>((1u << (n - j)) - 1);
+    __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, s + j), m));
+    e = _mm512_maskz_mov_ps(mk, e);
+    _mm512_mask_storeu_ps(s + j, mk, e);
+    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+    j = n;
+  }
+  sum = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+#elif defined(LLMI_SIMD_AVX2)
+  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  const __m256 m = _mm256_set1_ps(max);
+  for (; j + 8 <= n; j += 8) {
+    __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
+    _mm256_storeu_ps(s + j, e);
+    a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  __m256d t = _mm256_add_pd(a0, a1);
+  __m128d t2 = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
+  sum = _mm_cvtsd_f64(_mm_add_sd(t2, _mm_unpackhi_pd(t2, t2)));
+#endif
+  for (; j < n; j++) {
+    float e = std::exp(s[j] - max);
+    s[j] = e;
+    sum += e;
+  }
+  return sum;
+}
+
+// out[e] = sum_j w[j] * cell j [e] for e < hd (cells `stride` bytes apart).
+inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, int n, int hd, bool f16, float* out) {
+#if defined(LLMI_SIMD_AVX512)
+  const size_t es = f16 ? 2 : 4;
+  for (int e0 = 0; e0 < hd; e0 += 128) {
+    const int len = std::min(128, hd - e0), chunks = (len + 15) / 16;
+    __m512 acc[8];
+    for (int c = 0; c < 8; c++) acc[c] = _mm512_setzero_ps();
+    if (len == 128) {
+      for (int j = 0; j < n; j++) {
+        const __m512 wj = _mm512_set1_ps(w[j]);
+        const uint8_t* row = v + size_t(j) * stride + es * size_t(e0);
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++) acc[c] = _mm512_fmadd_ps(wj, load16_kv(row + es * 16 * size_t(c), f16), acc[c]);
+      }
+    } else {
+      for (int j = 0; j < n; j++) {
+        const __m512 wj = _mm512_set1_ps(w[j]);
+        const uint8_t* row = v + size_t(j) * stride + es * size_t(e0);
+        for (int c = 0; c < chunks; c++) {
+          const int left = len - 16 * c;
+          const __mmask16 mk = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+          acc[c] = _mm512_fmadd_ps(wj, maskload16_kv(row + es * 16 * size_t(c), f16, mk), acc[c]);
+        }
+      }
+    }
+    for (int c = 0; c < chunks; c++) {
+      const int left = len - 16 * c;
+      const __mmask16 mk = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+      _mm512_mask_storeu_ps(out + e0 + 16 * c, mk, acc[c]);
+    }
+  }
+#elif defined(LLMI_SIMD_AVX2)
+  const size_t es = f16 ? 2 : 4;
+  int e0 = 0;
+  for (; e0 + 64 <= hd; e0 += 64) {
+    __m256 acc[8];
+    for (int c = 0; c < 8; c++) acc[c] = _mm256_setzero_ps();
+    for (int j = 0; j < n; j++) {
+      const __m256 wj = _mm256_set1_ps(w[j]);
+      const uint8_t* row = v + size_t(j) * stride + es * size_t(e0);
+      for (int c = 0; c < 8; c++) acc[c] = _mm256_fmadd_ps(wj, load8_kv(row + es * 8 * size_t(c), f16), acc[c]);
+    }
+    for (int c = 0; c < 8; c++) _mm256_storeu_ps(out + e0 + 8 * c, acc[c]);
+  }
+  for (int e = e0; e < hd; e++) out[e] = 0;
+  for (int j = 0; j < n && e0 < hd; j++) {
+    const uint8_t* c = v + size_t(j) * stride;
+    for (int e = e0; e < hd; e++) {
+      float x;
+      if (f16) x = fp16_to_f32(rd_u16(c + 2 * e));
+      else std::memcpy(&x, c + 4 * e, 4);
+      out[e] += w[j] * x;
+    }
+  }
+#else
+  for (int e = 0; e < hd; e++) out[e] = 0;
+  for (int j = 0; j < n; j++) {
+    const uint8_t* c = v + size_t(j) * stride;
+    for (int e = 0; e < hd; e++) {
+      float x;
+      if (f16) x = fp16_to_f32(rd_u16(c + 2 * e));
+      else std::memcpy(&x, c + 4 * e, 4);
+      out[e] += w[j] * x;
+    }
+  }
+#endif
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// ---- src/25_matmul.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== Matrix products: the kernel seam the forward pass calls ====
 // Y[t][r] = sum_k W[r][k] * X[t][k] for t < n_tokens, r < rows(W); X is [n_tokens][ne0(W)] f32,
 // Y is [n_tokens][ldy] f32 (ldy >= rows).
@@ -4591,29 +4907,20 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
 }
 
 // ---- blocked matrix-matrix product (AVX-512) ----
+// Quantized weights: an outer-product kernel. A panel holds 16 rows interleaved by 4 values:
+// [K/4][16 rows][4 bytes], so one zmm is 4 consecutive values of 16 rows, and vpdpbusd with the
+// token's 4 activation bytes broadcast adds 4 products to each row's int32 lane (64 MACs per
+// instruction, no horizontal sums). A micro-tile is 2 such groups (32 rows) x kRN tokens; a
+// block's integer sum is scaled per row lane (sub-block scales, block scales) and accumulated
+// in float per token. Offsets enter as integer start values (-offset * sum of the activations)
+// or, for Q4_K's mins (another float scale), as one float FMA per sub-block.
+// Float weights (f32/f16/bf16/MLX) use a dot-product tile over an f32 panel instead.
 #if defined(LLMI_SIMD_AVX512)
-constexpr int kRM = 2;    // micro-tile rows (weights)
-constexpr int kRN = 4;    // micro-tile columns (tokens)
-constexpr int kRB = 32;   // rows per task (panel)
-constexpr int kTB = 128;  // tokens per task
-
-// A panel: kRB rows of W decoded for the micro-kernels.
-//  K-quants: vals [rows][K] u8 (Q4_K 0..15, Q6_K 0..63), sc [rows][K/16] int16 (a scale per 16
-//            values; Q4_K's 32-value scales twice), d [rows][K/256] f32, corr [rows][K/cg] f32.
-//  32-blocks: vals [rows][K] u8 (Q4_0 0..15, Q5_0 0..31, Q8_0 q+128), d [rows][K/32] f32,
-//            corr [rows][K/32] f32 = -offset * d.
-//  float:    f [rows][K] f32.
-// The corrections: row factor corr * token factor (d * sum of q) over groups of cg values gives
-// the offset term (Q4_K: -dmin*m_j with cg 32; Q6_K: -32*d*sc_j with cg 16; 32-blocks: cg 32).
-struct Panel {
-  int64_t K = 0, rows = 0;
-  uint8_t* vals = nullptr;
-  int16_t* sc = nullptr;
-  float* d = nullptr;
-  float* corr = nullptr;
-  float* f = nullptr;
-  int cg = 32;
-};
+constexpr int kGR = 16;   // rows per group (one zmm of int32 / f32 lanes)
+constexpr int kRG = 2;    // row groups per micro-tile
+constexpr int kRN = 4;    // tokens per micro-tile
+constexpr int kRB = kGR * kRG;  // rows per task
+constexpr int kTB = 512;  // tokens per task (a panel is decoded once per task)
 
 inline bool gemm_supported(DType t) {
   switch (t) {
@@ -4624,278 +4931,372 @@ inline bool gemm_supported(DType t) {
   }
 }
 
-// Decodes rows [r0, r0 + nr) of w into P (buffer `buf`).
+// acc + sums of 4 products (unsigned w bytes x signed a bytes) per int32 lane.
+inline __m512i dpbusd(__m512i acc, __m512i w, __m512i a) {
+#if defined(LLMI_SIMD_VNNI)
+  return _mm512_dpbusd_epi32(acc, w, a);
+#else
+  // vpmaddubsw saturates for bytes above 127 (Q8_0 + 128): split them into nibbles
+  const __m512i m4 = _mm512_set1_epi8(15);
+  __m512i lo = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(w, m4), a), _mm512_set1_epi16(1));
+  __m512i hi = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w, 4), m4), a), _mm512_set1_epi16(16));
+  return _mm512_add_epi32(acc, _mm512_add_epi32(lo, hi));
+#endif
+}
+
+// One row's unsigned values (Q4_K 0..15, Q6_K 0..63, Q4_0 0..15, Q5_0 0..31, Q8_0 q + 128) in
+// element order, with its per-block numbers: Q4_K/Q6_K: sub-block scales (int32), super-block d,
+// and Q4_K's -dmin*m_j; 32-blocks: d.
+struct RowDecode {
+  uint8_t* v;
+  int32_t* sc;
+  float* d;
+  float* mins;
+};
+inline void decode_row(DType t, const uint8_t* src, int64_t K, const RowDecode& o) {
+  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+  switch (t) {
+    case DType::q4_K:
+      for (int64_t b = 0; b < K / 256; b++) {
+        const uint8_t* blk = src + 144 * b;
+        uint64_t sc8, m8;
+        q4k_unpack_scales(blk + 4, &sc8, &m8);
+        const float dmin = f16_scale(blk + 2);
+        o.d[b] = f16_scale(blk);
+        for (int j = 0; j < 8; j++) {
+          o.sc[8 * b + j] = static_cast<int32_t>((sc8 >> (8 * j)) & 0xFF);
+          o.mins[8 * b + j] = -dmin * static_cast<float>((m8 >> (8 * j)) & 0xFF);
+        }
+        for (int ch = 0; ch < 4; ch++) {
+          __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * ch));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 256 * b + 64 * ch), _mm256_and_si256(q, m4));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 256 * b + 64 * ch + 32), nibbles_hi256(q));
+        }
+      }
+      break;
+    case DType::q6_K:
+      for (int64_t b = 0; b < K / 256; b++) {
+        const uint8_t* blk = src + 210 * b;
+        o.d[b] = f16_scale(blk + 208);
+        for (int j = 0; j < 16; j++) o.sc[16 * b + j] = static_cast<int8_t>(blk[192 + j]);
+        for (int h = 0; h < 2; h++) {
+          __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
+          __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
+          __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+          uint8_t* out = o.v + 256 * b + 128 * h;
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32), _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64), _mm256_or_si256(nibbles_hi256(ql0), _mm256_and_si256(qh, m30)));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 96), _mm256_or_si256(nibbles_hi256(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
+        }
+      }
+      break;
+    default:  // 32-blocks
+      for (int64_t b = 0; b < K / 32; b++) {
+        __m256i q;
+        const uint8_t* blk;
+        if (t == DType::q8_0) {
+          blk = src + 34 * b;
+          q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), _mm256_set1_epi8(static_cast<char>(0x80)));
+        } else if (t == DType::q4_0) {
+          blk = src + 18 * b;
+          q = q4_block_values(blk + 2);
+        } else {
+          blk = src + 22 * b;
+          q = _mm256_or_si256(q4_block_values(blk + 6), q5_high_bits(rd_u32(blk + 2)));
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 32 * b), q);
+        o.d[b] = f16_scale(blk);
+      }
+      break;
+  }
+}
+inline int quant_offset(DType t) { return t == DType::q8_0 ? 128 : t == DType::q4_0 ? 8 : t == DType::q5_0 ? 16 : t == DType::q6_K ? 32 : 0; }
+
+// out[j] = column j of the 16 x 16 dword matrix in[0..15] (rows).
+inline void transpose16x16_epi32(const __m512i (&in)[16], __m512i (&out)[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(in[i], in[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(in[i], in[i + 1]);
+  }
+  for (int q = 0; q < 16; q += 4) {
+    u[q] = _mm512_unpacklo_epi64(t[q], t[q + 2]);
+    u[q + 1] = _mm512_unpackhi_epi64(t[q], t[q + 2]);
+    u[q + 2] = _mm512_unpacklo_epi64(t[q + 1], t[q + 3]);
+    u[q + 3] = _mm512_unpackhi_epi64(t[q + 1], t[q + 3]);
+  }
+  for (int m = 0; m < 4; m++) {
+    __m512i v0 = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x88), v1 = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xDD);
+    __m512i v2 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x88), v3 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xDD);
+    out[m] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+    out[m + 8] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
+    out[m + 4] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+    out[m + 12] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
+  }
+}
+
+// A task's rows decoded for the micro-kernels.
+//  quantized: v [groups][K/4][16][4] u8, sc [groups][K/sg][16] int32 (K-quants; sg 32 for Q4_K,
+//             16 for Q6_K), d [groups][K/db][16] f32 (db 256 K-quants, 32 otherwise),
+//             mins [groups][K/32][16] f32 (Q4_K).
+//  float:     f [rows][K] f32.
+struct Panel {
+  int64_t K = 0, rows = 0;
+  DType type = DType::f32;
+  uint8_t* v = nullptr;
+  int32_t* sc = nullptr;
+  float* d = nullptr;
+  float* mins = nullptr;
+  float* f = nullptr;
+  int sg = 32, db = 32;
+};
+
+// Decodes rows [r0, r0 + nr) (nr <= kRB; missing rows are zero) into P.
 inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuffer& buf, Panel& P) {
   const int64_t K = w.ne[0];
   const uint64_t rb = weight_row_bytes(w);
   P.K = K;
   P.rows = nr;
-  const size_t n = static_cast<size_t>(nr), k = static_cast<size_t>(K);
-  ActForm f = act_form(w.type);
-  if (f == ActForm::f32) {
-    if (!buf.reserve(n * k * 4)) return false;
+  P.type = w.type;
+  const size_t k = static_cast<size_t>(K);
+  if (act_form(w.type) == ActForm::f32) {
+    if (!buf.reserve(static_cast<size_t>(nr) * k * 4)) return false;
     P.f = buf.as<float>();
     for (int64_t i = 0; i < nr; i++) dequant_row(w, r0 + i, P.f + static_cast<size_t>(i) * k);
     return true;
   }
-  const bool kq = f == ActForm::q8_256;
-  P.cg = w.type == DType::q6_K ? 16 : 32;
-  const size_t vals = round_up(n * k, 64), sc = kq ? round_up(n * k / 16 * 2, 64) : 0;
-  const size_t dn = round_up(n * k / (kq ? 256 : 32) * 4, 64), cn = round_up(n * k / static_cast<size_t>(P.cg) * 4, 64);
-  if (!buf.reserve(vals + sc + dn + cn)) return false;
-  P.vals = buf.as<uint8_t>();
-  P.sc = buf.as<int16_t>(vals);
-  P.d = buf.as<float>(vals + sc);
-  P.corr = buf.as<float>(vals + sc + dn);
-  const __m256i m4 = _mm256_set1_epi8(15);
-  for (int64_t i = 0; i < nr; i++) {
-    const uint8_t* src = w.data + static_cast<uint64_t>(r0 + i) * rb;
-    uint8_t* v = P.vals + static_cast<size_t>(i) * k;
-    switch (w.type) {
-      case DType::q4_K: {
-        int16_t* sc16 = P.sc + static_cast<size_t>(i) * k / 16;
-        float* d = P.d + static_cast<size_t>(i) * k / 256;
-        float* c = P.corr + static_cast<size_t>(i) * k / 32;
-        for (int64_t b = 0; b < K / 256; b++) {
-          const uint8_t* blk = src + 144 * b;
-          uint64_t sc8, m8;
-          q4k_unpack_scales(blk + 4, &sc8, &m8);
-          float dmin = f16_scale(blk + 2);
-          d[b] = f16_scale(blk);
-          for (int j = 0; j < 8; j++) {
-            sc16[16 * b + 2 * j] = sc16[16 * b + 2 * j + 1] = static_cast<int16_t>((sc8 >> (8 * j)) & 0xFF);
-            c[8 * b + j] = -dmin * static_cast<float>((m8 >> (8 * j)) & 0xFF);
-          }
-          for (int ch = 0; ch < 4; ch++) {
-            __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * ch));
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + 256 * b + 64 * ch), _mm256_and_si256(q, m4));
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + 256 * b + 64 * ch + 32), nibbles_hi256(q));
-          }
-        }
-        break;
+  const bool kq = act_form(w.type) == ActForm::q8_256;
+  P.sg = w.type == DType::q6_K ? 16 : 32;
+  P.db = kq ? 256 : 32;
+  const size_t G = kRG, vals = round_up(G * 16 * k, 64), scn = kq ? round_up(G * 16 * k / P.sg * 4, 64) : 0;
+  const size_t dn = round_up(G * 16 * k / P.db * 4, 64), mn = w.type == DType::q4_K ? round_up(G * 16 * k / 32 * 4, 64) : 0;
+  const size_t tmp = round_up(k, 64) * 16 + round_up(k / 16 * 4, 64) + 2 * round_up(k / 16 * 4, 64);
+  if (!buf.reserve(vals + scn + dn + mn + tmp)) return false;
+  P.v = buf.as<uint8_t>();
+  P.sc = buf.as<int32_t>(vals);
+  P.d = buf.as<float>(vals + scn);
+  P.mins = buf.as<float>(vals + scn + dn);
+  uint8_t* rows = buf.as<uint8_t>(vals + scn + dn + mn);            // [16][K] one group's rows
+  const size_t rs = round_up(k, 64);
+  int32_t* tsc = buf.as<int32_t>(vals + scn + dn + mn + rs * 16);  // one row's numbers
+  float* td = reinterpret_cast<float*>(tsc + round_up(k / 16 * 4, 64) / 4);
+  float* tm = td + round_up(k / 16 * 4, 64) / 4;
+  const size_t nsc = kq ? k / static_cast<size_t>(P.sg) : 0, nd = k / static_cast<size_t>(P.db), nm = k / 32;
+  for (size_t g = 0; g < G; g++) {
+    for (int i = 0; i < 16; i++) {
+      const int64_t r = static_cast<int64_t>(g) * 16 + i;
+      uint8_t* rv = rows + static_cast<size_t>(i) * rs;
+      if (r >= nr) {  // padding rows compute zeros (never stored)
+        std::memset(rv, 0, k);
+        for (size_t j = 0; j < nsc; j++) P.sc[(g * nsc + j) * 16 + static_cast<size_t>(i)] = 0;
+        for (size_t j = 0; j < nd; j++) P.d[(g * nd + j) * 16 + static_cast<size_t>(i)] = 0;
+        if (P.type == DType::q4_K)
+          for (size_t j = 0; j < nm; j++) P.mins[(g * nm + j) * 16 + static_cast<size_t>(i)] = 0;
+        continue;
       }
-      case DType::q6_K: {
-        int16_t* sc16 = P.sc + static_cast<size_t>(i) * k / 16;
-        float* d = P.d + static_cast<size_t>(i) * k / 256;
-        float* c = P.corr + static_cast<size_t>(i) * k / 16;
-        const __m256i m30 = _mm256_set1_epi8(0x30);
-        for (int64_t b = 0; b < K / 256; b++) {
-          const uint8_t* blk = src + 210 * b;
-          float db = f16_scale(blk + 208);
-          d[b] = db;
-          for (int j = 0; j < 16; j++) {
-            int8_t s = static_cast<int8_t>(blk[192 + j]);
-            sc16[16 * b + j] = s;
-            c[16 * b + j] = -32.0f * db * static_cast<float>(s);
-          }
-          for (int h = 0; h < 2; h++) {
-            __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
-            __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
-            __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
-            uint8_t* o = v + 256 * b + 128 * h;
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32), _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64), _mm256_or_si256(nibbles_hi256(ql0), _mm256_and_si256(qh, m30)));
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 96), _mm256_or_si256(nibbles_hi256(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
-          }
-        }
-        break;
-      }
-      default: {  // 32-blocks
-        float* d = P.d + static_cast<size_t>(i) * k / 32;
-        float* c = P.corr + static_cast<size_t>(i) * k / 32;
-        for (int64_t b = 0; b < K / 32; b++) {
-          __m256i q;
-          float off;
-          const uint8_t* blk;
-          if (w.type == DType::q8_0) {
-            blk = src + 34 * b;
-            q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), _mm256_set1_epi8(static_cast<char>(0x80)));
-            off = 128;
-          } else if (w.type == DType::q4_0) {
-            blk = src + 18 * b;
-            q = q4_block_values(blk + 2);
-            off = 8;
-          } else {
-            blk = src + 22 * b;
-            q = _mm256_or_si256(q4_block_values(blk + 6), q5_high_bits(rd_u32(blk + 2)));
-            off = 16;
-          }
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + 32 * b), q);
-          d[b] = f16_scale(blk);
-          c[b] = -off * d[b];
-        }
-        break;
-      }
+      decode_row(w.type, w.data + static_cast<uint64_t>(r0 + r) * rb, K, RowDecode{rv, tsc, td, tm});
+      for (size_t j = 0; j < nsc; j++) P.sc[(g * nsc + j) * 16 + static_cast<size_t>(i)] = tsc[j];
+      for (size_t j = 0; j < nd; j++) P.d[(g * nd + j) * 16 + static_cast<size_t>(i)] = td[j];
+      if (P.type == DType::q4_K)
+        for (size_t j = 0; j < nm; j++) P.mins[(g * nm + j) * 16 + static_cast<size_t>(i)] = tm[j];
     }
+    // interleave: v[g][k4][i] = dword k4 of row i
+    uint32_t* dst = reinterpret_cast<uint32_t*>(P.v + g * 16 * k);
+    size_t k4 = 0;
+    for (; k4 + 16 <= k / 4; k4 += 16) {
+      __m512i in[16], out[16];
+      for (int i = 0; i < 16; i++) in[i] = _mm512_loadu_si512(rows + static_cast<size_t>(i) * rs + 4 * k4);
+      transpose16x16_epi32(in, out);
+      for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (k4 + static_cast<size_t>(j)) * 16, out[j]);
+    }
+    for (; k4 < k / 4; k4++)
+      for (int i = 0; i < 16; i++) std::memcpy(dst + k4 * 16 + static_cast<size_t>(i), rows + static_cast<size_t>(i) * rs + 4 * k4, 4);
   }
   return true;
 }
 
-// Horizontal sums of the accumulators into out (row-major kRM x kRN).
-template <int RM, int RN>
-inline void store_tile(const __m512 (&acc)[RM][RN], float (&out)[RM][RN]) {
-  for (int i = 0; i < RM; i++)
-    for (int j = 0; j < RN; j++) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
-}
-
-// Adds the offset corrections: acc[i][j] += corr_i . act_j over m values.
-template <int RM, int RN>
-inline void add_corrections(__m512 (&acc)[RM][RN], const float* const (&ci)[RM], const float* const (&aj)[RN], int64_t m) {
-  for (int64_t k = 0; k < m; k += 16) {
-    __mmask16 mask = m - k >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (m - k)) - 1);
-    __m512 a[RN];
-#pragma GCC unroll 8
-    for (int j = 0; j < RN; j++) a[j] = _mm512_maskz_loadu_ps(mask, aj[j] + k);
-#pragma GCC unroll 8
-    for (int i = 0; i < RM; i++) {
-      __m512 c = _mm512_maskz_loadu_ps(mask, ci[i] + k);
-#pragma GCC unroll 8
-      for (int j = 0; j < RN; j++) acc[i][j] = _mm512_fmadd_ps(c, a[j], acc[i][j]);
-    }
+// The activations' start values of the integer sums: -offset * (sum of the activations) per block
+// of `group` values (Q6_K: 16, 32-blocks: 32). [T][K/group].
+inline void offset_starts(const MatmulInput& in, ActForm f, int offset, int group, int32_t* out) {
+  const int64_t n = in.n() / group;
+  for (int64_t t = 0; t < in.n_tokens(); t++) {
+    const int16_t* s = in.row(f, t).sums;
+    for (int64_t j = 0; j < n; j++) out[t * n + j] = -offset * s[j];
   }
 }
 
-// K-quant micro-kernel: rows pi[0..RM) of the panel times tokens tj[0..RN).
-inline void micro_kq(const Panel& P, const int64_t (&pi)[kRM], const MatmulInput& in, const int64_t (&tj)[kRN], float (&out)[kRM][kRN]) {
-  const int64_t K = P.K, nsb = K / 256;
-  const uint8_t* wv[kRM];
-  const int16_t* ws[kRM];
-  const float* wd[kRM];
-  const float* wc[kRM];
-  for (int i = 0; i < kRM; i++) {
-    wv[i] = P.vals + pi[i] * K;
-    ws[i] = P.sc + pi[i] * K / 16;
-    wd[i] = P.d + pi[i] * K / 256;
-    wc[i] = P.corr + pi[i] * K / P.cg;
-  }
-  const int8_t* aq[kRN];
+// K-quant micro-kernel: the 32 panel rows times tokens tj[0..kRN); out[g][t] = 16 row results.
+template <bool kQ4K>
+inline void micro_kq(const Panel& P, const MatmulInput& in, const int32_t* starts, const int64_t (&tj)[kRN], __m512 (&out)[kRG][kRN]) {
+  const int64_t K = P.K, nsb = K / 256, nsc = K / P.sg;
+  const int sub = P.sg / 4;  // k4 steps per sub-block
+  const int32_t* aq[kRN];
   const float* ad[kRN];
-  const float* ac[kRN];
-  for (int j = 0; j < kRN; j++) {
-    ActQ8 a = in.row(ActForm::q8_256, tj[j]);
-    aq[j] = a.q;
-    ad[j] = a.d;
-    ac[j] = in.corr(ActForm::q8_256, tj[j], P.cg);
+  const float* am[kRN];
+  const int32_t* ast[kRN];
+  for (int t = 0; t < kRN; t++) {
+    ActQ8 a = in.row(ActForm::q8_256, tj[t]);
+    aq[t] = reinterpret_cast<const int32_t*>(a.q);
+    ad[t] = a.d;
+    am[t] = in.corr(ActForm::q8_256, tj[t], 32);
+    ast[t] = starts ? starts + tj[t] * nsc : nullptr;
   }
-  // int16 lane l of the scale vector for values 64c..64c+63 takes scale 4c + l / 8
-  const __m512i sel = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002, 0x0002000200020002,
-                                       0x0001000100010001, 0x0001000100010001, 0, 0);
-  __m512 accf[kRM][kRN];
-  for (int i = 0; i < kRM; i++)
-    for (int j = 0; j < kRN; j++) accf[i][j] = _mm512_setzero_ps();
+  const __m512i* wv[kRG];
+  const __m512i* wsc[kRG];
+  const float* wd[kRG];
+  const float* wm[kRG];
+  for (int g = 0; g < kRG; g++) {
+    wv[g] = reinterpret_cast<const __m512i*>(P.v + static_cast<size_t>(g) * 16 * static_cast<size_t>(K));
+    wsc[g] = reinterpret_cast<const __m512i*>(P.sc + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsc));
+    wd[g] = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb);
+    wm[g] = P.mins + static_cast<size_t>(g) * 16 * static_cast<size_t>(K / 32);
+  }
+  __m512 accf[kRG][kRN];
+  for (int g = 0; g < kRG; g++)
+    for (int t = 0; t < kRN; t++) accf[g][t] = _mm512_setzero_ps();
   for (int64_t s = 0; s < nsb; s++) {
-    __m512i acc[kRM][kRN];
-    __m512i scv[kRM];
+    __m512i acc[kRG][kRN];
+    for (int g = 0; g < kRG; g++)
+      for (int t = 0; t < kRN; t++) acc[g][t] = _mm512_setzero_si512();
+    for (int64_t j = s * 256 / P.sg; j < (s + 1) * 256 / P.sg; j++) {  // sub-blocks
+      __m512i sb[kRG][kRN];
 #pragma GCC unroll 8
-    for (int i = 0; i < kRM; i++) {
-      scv[i] = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ws[i] + 16 * s)));
+      for (int g = 0; g < kRG; g++)
 #pragma GCC unroll 8
-      for (int j = 0; j < kRN; j++) acc[i][j] = _mm512_setzero_si512();
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
-      __m512i w[kRM], sv[kRM];
-      const __m512i idx = _mm512_add_epi16(sel, _mm512_set1_epi16(static_cast<short>(4 * c)));
+        for (int t = 0; t < kRN; t++) sb[g][t] = kQ4K ? _mm512_setzero_si512() : _mm512_set1_epi32(ast[t][j]);
+      const int64_t k40 = j * sub;
 #pragma GCC unroll 8
-      for (int i = 0; i < kRM; i++) {
-        w[i] = _mm512_loadu_si512(wv[i] + 256 * s + 64 * c);
-        sv[i] = _mm512_permutexvar_epi16(idx, scv[i]);
+      for (int u = 0; u < sub; u++) {
+        __m512i w[kRG];
+#pragma GCC unroll 8
+        for (int g = 0; g < kRG; g++) w[g] = _mm512_load_si512(wv[g] + k40 + u);
+#pragma GCC unroll 8
+        for (int t = 0; t < kRN; t++) {
+          __m512i a = _mm512_set1_epi32(aq[t][k40 + u]);
+#pragma GCC unroll 8
+          for (int g = 0; g < kRG; g++) sb[g][t] = dpbusd(sb[g][t], w[g], a);
+        }
       }
 #pragma GCC unroll 8
-      for (int j = 0; j < kRN; j++) {
-        __m512i a = _mm512_loadu_si512(aq[j] + 256 * s + 64 * c);
+      for (int g = 0; g < kRG; g++) {
+        __m512i sc = _mm512_load_si512(wsc[g] + j);
 #pragma GCC unroll 8
-        for (int i = 0; i < kRM; i++) acc[i][j] = dot_u8s8_scaled_512(acc[i][j], w[i], a, sv[i]);
+        for (int t = 0; t < kRN; t++) acc[g][t] = _mm512_add_epi32(acc[g][t], _mm512_mullo_epi32(sb[g][t], sc));
+      }
+      if (kQ4K) {  // mins: -dmin*m_j (row) times d*sum_j (token)
+#pragma GCC unroll 8
+        for (int g = 0; g < kRG; g++) {
+          __m512 m = _mm512_load_ps(wm[g] + 16 * j);
+#pragma GCC unroll 8
+          for (int t = 0; t < kRN; t++) accf[g][t] = _mm512_fmadd_ps(m, _mm512_set1_ps(am[t][j]), accf[g][t]);
+        }
       }
     }
 #pragma GCC unroll 8
-    for (int i = 0; i < kRM; i++)
+    for (int g = 0; g < kRG; g++) {
+      __m512 d = _mm512_load_ps(wd[g] + 16 * s);
 #pragma GCC unroll 8
-      for (int j = 0; j < kRN; j++)
-        accf[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i][j]), _mm512_set1_ps(wd[i][s] * ad[j][s]), accf[i][j]);
+      for (int t = 0; t < kRN; t++)
+        accf[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[g][t]), _mm512_mul_ps(d, _mm512_set1_ps(ad[t][s])), accf[g][t]);
+    }
   }
-  add_corrections(accf, wc, ac, K / P.cg);
-  store_tile(accf, out);
+  for (int g = 0; g < kRG; g++)
+    for (int t = 0; t < kRN; t++) out[g][t] = accf[g][t];
 }
 
-// 32-block micro-kernel (Q4_0, Q5_0, Q8_0).
-inline void micro_q32(const Panel& P, const int64_t (&pi)[kRM], const MatmulInput& in, const int64_t (&tj)[kRN], float (&out)[kRM][kRN]) {
+// 32-block micro-kernel (Q4_0, Q5_0, Q8_0): per block, the integer sum starts at -offset * sum
+// of the activations, then one float FMA with d(row) * d(token).
+inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* starts, const int64_t (&tj)[kRN], __m512 (&out)[kRG][kRN]) {
   const int64_t K = P.K, nb = K / 32;
-  const uint8_t* wv[kRM];
-  const float* wd[kRM];
-  const float* wc[kRM];
-  for (int i = 0; i < kRM; i++) {
-    wv[i] = P.vals + pi[i] * K;
-    wd[i] = P.d + pi[i] * nb;
-    wc[i] = P.corr + pi[i] * nb;
-  }
-  const int8_t* aq[kRN];
+  const int32_t* aq[kRN];
   const float* ad[kRN];
-  const float* ac[kRN];
-  for (int j = 0; j < kRN; j++) {
-    ActQ8 a = in.row(ActForm::q8_32, tj[j]);
-    aq[j] = a.q;
-    ad[j] = a.d;
-    ac[j] = in.corr(ActForm::q8_32, tj[j], 32);
+  const int32_t* ast[kRN];
+  for (int t = 0; t < kRN; t++) {
+    ActQ8 a = in.row(ActForm::q8_32, tj[t]);
+    aq[t] = reinterpret_cast<const int32_t*>(a.q);
+    ad[t] = a.d;
+    ast[t] = starts + tj[t] * nb;
   }
-  // lanes 0..7 take the scale of the first block, 8..15 the second
-  const __m512i two = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-  __m512 accf[kRM][kRN];
-  for (int i = 0; i < kRM; i++)
-    for (int j = 0; j < kRN; j++) accf[i][j] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; b += 2) {
-    const bool pair = b + 1 < nb;
-    const __mmask64 m = pair ? ~static_cast<__mmask64>(0) : static_cast<__mmask64>(0xFFFFFFFFull);
-    const __mmask8 m2 = pair ? 3 : 1;
-    __m512i w[kRM];
-    __m512 dw[kRM];
+  const __m512i* wv[kRG];
+  const float* wd[kRG];
+  for (int g = 0; g < kRG; g++) {
+    wv[g] = reinterpret_cast<const __m512i*>(P.v + static_cast<size_t>(g) * 16 * static_cast<size_t>(K));
+    wd[g] = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nb);
+  }
+  __m512 accf[kRG][kRN];
+  for (int g = 0; g < kRG; g++)
+    for (int t = 0; t < kRN; t++) accf[g][t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    __m512i acc[kRG][kRN];
 #pragma GCC unroll 8
-    for (int i = 0; i < kRM; i++) {
-      w[i] = _mm512_maskz_loadu_epi8(m, wv[i] + 32 * b);
-      dw[i] = _mm512_permutexvar_ps(two, _mm512_castps128_ps512(_mm_maskz_loadu_ps(m2, wd[i] + b)));
+    for (int t = 0; t < kRN; t++) {
+      __m512i st = _mm512_set1_epi32(ast[t][b]);
+#pragma GCC unroll 8
+      for (int g = 0; g < kRG; g++) acc[g][t] = st;
     }
 #pragma GCC unroll 8
-    for (int j = 0; j < kRN; j++) {
-      __m512i a = _mm512_maskz_loadu_epi8(m, aq[j] + 32 * b);
-      __m512 dx = _mm512_permutexvar_ps(two, _mm512_castps128_ps512(_mm_maskz_loadu_ps(m2, ad[j] + b)));
+    for (int u = 0; u < 8; u++) {
+      __m512i w[kRG];
 #pragma GCC unroll 8
-      for (int i = 0; i < kRM; i++) {
-#if defined(LLMI_SIMD_VNNI)
-        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[i], a);
-#else
-        // unsigned values up to 255 (Q8_0 + 128) would saturate vpmaddubsw: split into nibbles
-        __m512i lo = _mm512_and_si512(w[i], _mm512_set1_epi8(15)), hi = _mm512_and_si512(_mm512_srli_epi16(w[i], 4), _mm512_set1_epi8(15));
-        __m512i p = _mm512_add_epi32(_mm512_madd_epi16(_mm512_maddubs_epi16(lo, a), _mm512_set1_epi16(1)),
-                                     _mm512_madd_epi16(_mm512_maddubs_epi16(hi, a), _mm512_set1_epi16(16)));
-#endif
-        accf[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw[i], dx), accf[i][j]);
+      for (int g = 0; g < kRG; g++) w[g] = _mm512_load_si512(wv[g] + 8 * b + u);
+#pragma GCC unroll 8
+      for (int t = 0; t < kRN; t++) {
+        __m512i a = _mm512_set1_epi32(aq[t][8 * b + u]);
+#pragma GCC unroll 8
+        for (int g = 0; g < kRG; g++) acc[g][t] = dpbusd(acc[g][t], w[g], a);
       }
     }
+#pragma GCC unroll 8
+    for (int g = 0; g < kRG; g++) {
+      __m512 d = _mm512_load_ps(wd[g] + 16 * b);
+#pragma GCC unroll 8
+      for (int t = 0; t < kRN; t++)
+        accf[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[g][t]), _mm512_mul_ps(d, _mm512_set1_ps(ad[t][b])), accf[g][t]);
+    }
   }
-  add_corrections(accf, wc, ac, nb);
-  store_tile(accf, out);
+  for (int g = 0; g < kRG; g++)
+    for (int t = 0; t < kRN; t++) out[g][t] = accf[g][t];
 }
 
-// Float micro-kernel (f32 panel of f32/f16/bf16/MLX weights times f32 X).
-inline void micro_f32(const Panel& P, const int64_t (&pi)[kRM], const MatmulInput& in, const int64_t (&tj)[kRN], float (&out)[kRM][kRN]) {
+// Float micro-kernel (f32 panel of f32/f16/bf16/MLX weights times f32 X): 2 x 4 dot products.
+inline void micro_f32(const Panel& P, const int64_t (&pi)[2], const MatmulInput& in, const int64_t (&tj)[4], float (&out)[2][4]) {
   const int64_t K = P.K;
-  const float* wr[kRM];
-  const float* xr[kRN];
-  for (int i = 0; i < kRM; i++) wr[i] = P.f + pi[i] * K;
-  for (int j = 0; j < kRN; j++) xr[j] = in.x() + tj[j] * K;
-  __m512 acc[kRM][kRN];
-  for (int i = 0; i < kRM; i++)
-    for (int j = 0; j < kRN; j++) acc[i][j] = _mm512_setzero_ps();
-  add_corrections(acc, wr, xr, K);  // the same dot-product loop
-  store_tile(acc, out);
+  const float* wr[2] = {P.f + pi[0] * K, P.f + pi[1] * K};
+  const float* xr[4];
+  for (int j = 0; j < 4; j++) xr[j] = in.x() + tj[j] * K;
+  __m512 acc[2][4];
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 16) {
+    __mmask16 mask = K - k >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (K - k)) - 1);
+    __m512 x[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) x[j] = _mm512_maskz_loadu_ps(mask, xr[j] + k);
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) {
+      __m512 wv = _mm512_maskz_loadu_ps(mask, wr[i] + k);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; j++) acc[i][j] = _mm512_fmadd_ps(wv, x[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 4; j++) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
 inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
-  const int64_t rows = w.rows(), T = in.n_tokens();
+  const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
   const int64_t n_rb = (rows + kRB - 1) / kRB, n_tb = (T + kTB - 1) / kTB;
   const ActForm f = act_form(w.type);
-  auto micro = f == ActForm::q8_256 ? micro_kq : f == ActForm::q8_32 ? micro_q32 : micro_f32;
+  // integer start values of the blocks (offsets), shared by every task
+  static thread_local AlignedBuffer starts_buf;
+  const int off = quant_offset(w.type), group = w.type == DType::q6_K ? 16 : 32;
+  int32_t* starts = nullptr;
+  if (f != ActForm::f32 && off != 0) {
+    LLMI_ASSERT(starts_buf.reserve(static_cast<size_t>(T * (K / group)) * 4 + 64));
+    starts = starts_buf.as<int32_t>();
+    offset_starts(in, f, off, group, starts);
+  }
   pool.parallel_for(static_cast<int>(n_rb * n_tb), [&](int task, int) {
     static thread_local AlignedBuffer buf;
     const int64_t rblk = task % n_rb, tblk = task / n_rb;
@@ -4906,13 +5307,27 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     for (int64_t j0 = 0; j0 < nt; j0 += kRN) {
       int64_t tj[kRN];
       for (int j = 0; j < kRN; j++) tj[j] = t0 + std::min<int64_t>(j0 + j, nt - 1);
-      for (int64_t i0 = 0; i0 < nr; i0 += kRM) {
-        int64_t pi[kRM];
-        for (int i = 0; i < kRM; i++) pi[i] = std::min<int64_t>(i0 + i, nr - 1);
-        float out[kRM][kRN];
-        micro(P, pi, in, tj, out);
-        for (int j = 0; j < kRN && j0 + j < nt; j++)
-          for (int i = 0; i < kRM && i0 + i < nr; i++) y[(t0 + j0 + j) * ldy + r0 + i0 + i] = out[i][j];
+      if (f == ActForm::f32) {
+        for (int64_t i0 = 0; i0 < nr; i0 += 2) {
+          int64_t pi[2] = {i0, std::min<int64_t>(i0 + 1, nr - 1)};
+          float out[2][4];
+          micro_f32(P, pi, in, tj, out);
+          for (int j = 0; j < kRN && j0 + j < nt; j++)
+            for (int i = 0; i < 2 && i0 + i < nr; i++) y[(t0 + j0 + j) * ldy + r0 + i0 + i] = out[i][j];
+        }
+        continue;
+      }
+      __m512 out[kRG][kRN];
+      if (w.type == DType::q4_K) micro_kq<true>(P, in, starts, tj, out);
+      else if (w.type == DType::q6_K) micro_kq<false>(P, in, starts, tj, out);
+      else micro_q32(P, in, starts, tj, out);
+      for (int j = 0; j < kRN && j0 + j < nt; j++) {
+        float* yt = y + (t0 + j0 + j) * ldy + r0;
+        for (int g = 0; g < kRG && 16 * g < nr; g++) {
+          const int64_t left = nr - 16 * g;
+          const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+          _mm512_mask_storeu_ps(yt + 16 * g, m, out[g][j]);
+        }
       }
     }
   });
@@ -4920,7 +5335,7 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
 #endif  // LLMI_SIMD_AVX512
 
 // Smallest token count that takes the matrix-matrix path (fixed: it must not depend on threads).
-constexpr int64_t kGemmMinTokens = 4;
+constexpr int64_t kGemmMinTokens = 6;
 
 // Y = X W^T for an input shared by several matmuls.
 inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
@@ -16096,37 +16511,39 @@ class Context {
     const KvLayer& L = kv_.layer(at.kv_layer);
     const int group = at.n_head / at.n_kv;
     const int wq = at.n_head * at.hd_k, wo = at.n_head * at.hd_v;
+    const bool f16 = kv_.type() == KvType::f16;
+    const size_t ks = size_t(at.hd_k) * kv_.elem(), vs = size_t(at.hd_v) * kv_.elem();
     auto task = [&](int t, int h, int thread) {
       const int pos = pos0 + t;
       const int lo = at.window > 0 ? std::max(0, pos - at.window + 1) : 0;
       const int g = h / group;
       const float* qh = q + size_t(t) * wq + size_t(h) * at.hd_k;
       float* sc = scores_.as<float>() + size_t(thread) * scores_stride_;
-      float* row = rows_.as<float>() + size_t(thread) * 3 * row_stride_;
+      // the visible keys lo..pos are at most two contiguous runs of ring slots
+      for (int j = lo; j <= pos;) {
+        const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
+        attn_scores(qh, kv_.k_at(L, g, slot), ks, run, at.hd_k, f16, at.scale, sc + (j - lo));
+        j += run;
+      }
+      const int nk = pos - lo + 1;
       float mx = -INFINITY;
-      for (int j = lo; j <= pos; j++) {
-        int slot = j % L.slots;
-        kv_.load(kv_.k_at(L, g, slot), row, at.hd_k);
-        float dot = 0;
-        for (int e = 0; e < at.hd_k; e++) dot += qh[e] * row[e];
-        float x = dot * at.scale;
-        if (at.softcap > 0) x = at.softcap * std::tanh(x / at.softcap);
-        sc[j - lo] = x;
-        mx = std::max(mx, x);
+      for (int j = 0; j < nk; j++) {
+        if (at.softcap > 0) sc[j] = at.softcap * std::tanh(sc[j] / at.softcap);
+        mx = std::max(mx, sc[j]);
       }
-      double sum = 0;
-      for (int j = lo; j <= pos; j++) {
-        float e = std::exp(sc[j - lo] - mx);
-        sc[j - lo] = e;
-        sum += e;
-      }
+      const double sum = attn_exp(sc, nk, mx);
       const float inv = static_cast<float>(1.0 / sum);
+      for (int j = 0; j < nk; j++) sc[j] *= inv;
       float* o = out + size_t(t) * wo + size_t(h) * at.hd_v;
-      for (int e = 0; e < at.hd_v; e++) o[e] = 0;
-      for (int j = lo; j <= pos; j++) {
-        kv_.load(kv_.v_at(L, g, j % L.slots), row, at.hd_v);
-        const float w = sc[j - lo] * inv;
-        for (int e = 0; e < at.hd_v; e++) o[e] += w * row[e];
+      float* part = rows_.as<float>() + size_t(thread) * 3 * row_stride_;
+      bool first = true;
+      for (int j = lo; j <= pos;) {
+        const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
+        attn_weighted_sum(sc + (j - lo), kv_.v_at(L, g, slot), vs, run, at.hd_v, f16, first ? o : part);
+        if (!first)
+          for (int e = 0; e < at.hd_v; e++) o[e] += part[e];
+        first = false;
+        j += run;
       }
     };
     const int tasks = n * at.n_head;

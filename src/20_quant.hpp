@@ -1,7 +1,7 @@
 // ==== Quantized block formats: layouts and the scalar reference (the definition of truth) ====
 // Every weight format the kernels read, bit-exact to GGUF (ggml-common.h) and to MLX affine
 // quantization, with a readable scalar dequantizer and dot product. The SIMD kernels (21_simd,
-// 23_matmul) must agree with these: integer parts exactly, float sums within the rounding of a
+// 25_matmul) must agree with these: integer parts exactly, float sums within the rounding of a
 // different summation order. The structs document the byte layout; the code reads bytes through
 // rd_u16 (blocks are only 2-byte aligned in a file, and safetensors data may be unaligned).
 //
@@ -227,28 +227,55 @@ inline int mul_q(int a, int b) {
 // Rounds like the SIMD conversions (round half to even, the default rounding mode).
 inline int round_even(float v) { return static_cast<int>(std::nearbyint(v)); }
 
-// One block of `len` values: d = amax / 127, q = round(x * 127 / amax) (0 when all are 0),
-// sums over groups of `sum_len`.
-inline void quantize_block_q8(const float* x, int len, int sum_len, int8_t* q, float* d, int16_t* sums) {
-  float amax = 0;
-  for (int i = 0; i < len; i++) amax = std::max(amax, std::fabs(x[i]));
-  float id = amax > 0 ? 127.0f / amax : 0.0f;
-  *d = amax / 127.0f;
-  for (int i = 0; i < len; i++) q[i] = static_cast<int8_t>(std::clamp(round_even(x[i] * id), -127, 127));
-  for (int g = 0; g < len / sum_len; g++) {
+// Sums of q over groups of `len` values.
+inline void group_sums(const int8_t* q, int64_t n, int len, int16_t* sums) {
+  for (int64_t g = 0; g < n / len; g++) {
     int s = 0;
-    for (int i = 0; i < sum_len; i++) s += q[g * sum_len + i];
+    for (int i = 0; i < len; i++) s += q[g * len + i];
     sums[g] = static_cast<int16_t>(s);
   }
 }
 
-// x[n] (n a multiple of 32) -> q8_32: q[n], d[n/32], sums[n/32].
+// The activation quantizers follow ggml's exactly (same scale, same rounding), so that a model
+// computes what llama.cpp computes on it: with 8-bit activations the rounding of each value is
+// visible in the logits, and agreement with llama.cpp is how we check a model runs right.
+
+// x[n] (n a multiple of 32) -> q8_32 (ggml's quantize_row_q8_0): per block of 32, amax = max |x|,
+// d = amax / 127 rounded to fp16 (ggml stores it as fp16), q = round(x * (127 / amax)).
 inline void quantize_q8_32(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
-  for (int64_t b = 0; b < n / 32; b++) quantize_block_q8(x + 32 * b, 32, 32, q + 32 * b, d + b, sums + b);
+  for (int64_t b = 0; b < n / 32; b++) {
+    const float* xb = x + 32 * b;
+    float amax = 0;
+    for (int i = 0; i < 32; i++) amax = std::max(amax, std::fabs(xb[i]));
+    const float id = amax != 0 ? 127.0f / amax : 0.0f;
+    d[b] = fp16_to_f32(f32_to_fp16(amax / 127.0f));
+    for (int i = 0; i < 32; i++) q[32 * b + i] = static_cast<int8_t>(std::clamp(round_even(xb[i] * id), -127, 127));
+  }
+  group_sums(q, n, 32, sums);
 }
-// x[n] (n a multiple of 256) -> q8_256: q[n], d[n/256], sums[n/16].
+
+// x[n] (n a multiple of 256) -> q8_256 (ggml's quantize_row_q8_K_ref): per block of 256, m = the
+// first value of largest magnitude (with its sign), iscale = -127 / m, q = min(127, round(x *
+// iscale)), d = 1 / iscale (0 and all q = 0 for a block of zeros).
 inline void quantize_q8_256(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
-  for (int64_t b = 0; b < n / 256; b++) quantize_block_q8(x + 256 * b, 256, 16, q + 256 * b, d + b, sums + 16 * b);
+  for (int64_t b = 0; b < n / 256; b++) {
+    const float* xb = x + 256 * b;
+    float amax = 0, m = 0;
+    for (int i = 0; i < 256; i++)
+      if (std::fabs(xb[i]) > amax) {
+        amax = std::fabs(xb[i]);
+        m = xb[i];
+      }
+    if (amax == 0) {
+      d[b] = 0;
+      for (int i = 0; i < 256; i++) q[256 * b + i] = 0;
+      continue;
+    }
+    const float iscale = -127.0f / m;
+    d[b] = 1 / iscale;
+    for (int i = 0; i < 256; i++) q[256 * b + i] = static_cast<int8_t>(std::clamp(round_even(iscale * xb[i]), -127, 127));
+  }
+  group_sums(q, n, 16, sums);
 }
 
 // ---- dot products: one weight row (n elements) times one activation row ----
@@ -382,25 +409,6 @@ inline uint64_t weight_row_bytes(const TensorView& w) {
   uint64_t rb = 0;
   dtype_row_bytes(w.type, static_cast<uint64_t>(w.ne[0]), &rb);
   return rb;
-}
-
-// Row `row` of a 2-D (or flattened) tensor as f32 (`out` holds ne[0] floats). The type must be
-// computable (checked at load).
-inline void dequant_row(const TensorView& w, int64_t row, float* out) {
-  const int64_t n = w.ne[0];
-  const uint8_t* src = w.data + static_cast<uint64_t>(row) * weight_row_bytes(w);
-  switch (w.type) {
-    case DType::f32: std::memcpy(out, src, static_cast<size_t>(n) * 4); break;
-    case DType::f16: for (int64_t k = 0; k < n; k++) out[k] = fp16_to_f32(rd_u16(src + 2 * k)); break;
-    case DType::bf16: for (int64_t k = 0; k < n; k++) out[k] = bf16_to_f32(rd_u16(src + 2 * k)); break;
-    case DType::q4_0: ref::dequant_row_q4_0(src, out, n); break;
-    case DType::q5_0: ref::dequant_row_q5_0(src, out, n); break;
-    case DType::q8_0: ref::dequant_row_q8_0(src, out, n); break;
-    case DType::q4_K: ref::dequant_row_q4_k(src, out, n); break;
-    case DType::q6_K: ref::dequant_row_q6_k(src, out, n); break;
-    case DType::mlx_q4: case DType::mlx_q8: ref::dequant_row_mlx(w, row, out); break;
-    default: LLMI_ASSERT(!"dequant_row: type not computable"); break;
-  }
 }
 
 }  // namespace detail

@@ -116,118 +116,178 @@ inline uint8x16_t neon_bits16(uint32_t bits) {
 
 // ---- activation quantizers (bit-identical to ref::quantize_q8_32 / ref::quantize_q8_256) ----
 
-inline void quantize_q8_32(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
+// f32 -> fp16 -> f32 (round to nearest even).
+inline float fp16_round(float v) {
+#if defined(LLMI_SIMD_AVX2)
+  return _cvtsh_ss(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT));
+#elif defined(LLMI_SIMD_NEON)
+  return static_cast<float>(static_cast<__fp16>(v));
+#else
+  return fp16_to_f32(f32_to_fp16(v));
+#endif
+}
+
+// 32 values -> int8 round(x * scale) (half to even; |x * scale| <= 127 by construction).
+inline void convert_block32(const float* x, float scale, int8_t* q) {
 #if defined(LLMI_SIMD_AVX512)
-  for (int64_t b = 0; b < n / 32; b++) {
-    __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
-    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    float id = amax > 0 ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
-    __m512 vid = _mm512_set1_ps(id);
-    __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)), i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
-    const __m512i lim = _mm512_set1_epi32(127);
-    i0 = _mm512_max_epi32(_mm512_min_epi32(i0, lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
-    i1 = _mm512_max_epi32(_mm512_min_epi32(i1, lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtepi32_epi8(i0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtepi32_epi8(i1));
-    sums[b] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1)));
+  __m512 vs = _mm512_set1_ps(scale);
+  const __m512i lim = _mm512_set1_epi32(127), nlim = _mm512_set1_epi32(-127);
+  for (int k = 0; k < 2; k++) {
+    __m512i iv = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * k), vs));
+    iv = _mm512_max_epi32(_mm512_min_epi32(iv, lim), nlim);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * k), _mm512_cvtepi32_epi8(iv));
   }
 #elif defined(LLMI_SIMD_AVX2)
-  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 vs = _mm256_set1_ps(scale);
   const __m256i lim = _mm256_set1_epi32(127), nlim = _mm256_set1_epi32(-127);
-  for (int64_t b = 0; b < n / 32; b++) {
-    __m256 v[4];
-    __m256 m = _mm256_setzero_ps();
-    for (int k = 0; k < 4; k++) {
-      v[k] = _mm256_loadu_ps(x + 32 * b + 8 * k);
-      m = _mm256_max_ps(m, _mm256_and_ps(v[k], absmask));
-    }
-    float amax = hmax_ps256(m);
-    float id = amax > 0 ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
-    __m256 vid = _mm256_set1_ps(id);
-    __m256i iv[4];
-    for (int k = 0; k < 4; k++)
-      iv[k] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid)), lim), nlim);
-    __m256i s = _mm256_add_epi32(_mm256_add_epi32(iv[0], iv[1]), _mm256_add_epi32(iv[2], iv[3]));
-    sums[b] = static_cast<int16_t>(hsum_epi32_256(s));
-    // int32 -> int8 keeping element order (packs interleave 128-bit lanes; undo with a permute)
-    __m256i p01 = _mm256_packs_epi32(iv[0], iv[1]), p23 = _mm256_packs_epi32(iv[2], iv[3]);
-    __m256i p = _mm256_packs_epi16(p01, p23);
-    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), p);
-  }
+  __m256i iv[4];
+  for (int k = 0; k < 4; k++)
+    iv[k] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vs)), lim), nlim);
+  // int32 -> int8 keeping element order (packs interleave 128-bit lanes; undo with a permute)
+  __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(iv[0], iv[1]), _mm256_packs_epi32(iv[2], iv[3]));
+  p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), p);
 #elif defined(LLMI_SIMD_NEON)
-  for (int64_t b = 0; b < n / 32; b++) {
-    float32x4_t v[8];
-    float32x4_t m = vdupq_n_f32(0);
-    for (int k = 0; k < 8; k++) {
-      v[k] = vld1q_f32(x + 32 * b + 4 * k);
-      m = vmaxq_f32(m, vabsq_f32(v[k]));
-    }
-    float amax = vmaxvq_f32(m);
-    float id = amax > 0 ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
-    int32x4_t s = vdupq_n_s32(0);
-    for (int k = 0; k < 8; k += 2) {
-      int32x4_t i0 = vmaxq_s32(vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(v[k], id)), vdupq_n_s32(127)), vdupq_n_s32(-127));
-      int32x4_t i1 = vmaxq_s32(vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(v[k + 1], id)), vdupq_n_s32(127)), vdupq_n_s32(-127));
-      s = vaddq_s32(s, vaddq_s32(i0, i1));
-      int16x8_t h = vcombine_s16(vmovn_s32(i0), vmovn_s32(i1));
-      vst1_s8(q + 32 * b + 4 * k, vmovn_s16(h));
-    }
-    sums[b] = static_cast<int16_t>(vaddvq_s32(s));
+  for (int k = 0; k < 32; k += 8) {
+    int32x4_t i0 = vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + k), scale));
+    int32x4_t i1 = vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + k + 4), scale));
+    i0 = vmaxq_s32(vminq_s32(i0, vdupq_n_s32(127)), vdupq_n_s32(-127));
+    i1 = vmaxq_s32(vminq_s32(i1, vdupq_n_s32(127)), vdupq_n_s32(-127));
+    vst1_s8(q + k, vmovn_s16(vcombine_s16(vmovn_s32(i0), vmovn_s32(i1))));
   }
 #else
-  ref::quantize_q8_32(x, n, q, d, sums);
+  for (int i = 0; i < 32; i++) q[i] = static_cast<int8_t>(std::clamp(ref::round_even(x[i] * scale), -127, 127));
+#endif
+}
+
+// max |x| over n (a multiple of 32) values.
+inline float abs_max(const float* x, int n) {
+#if defined(LLMI_SIMD_AVX512)
+  __m512 m = _mm512_setzero_ps();
+  for (int k = 0; k < n; k += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
+  return _mm512_reduce_max_ps(m);
+#elif defined(LLMI_SIMD_AVX2)
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 m = _mm256_setzero_ps();
+  for (int k = 0; k < n; k += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + k), absmask));
+  return hmax_ps256(m);
+#elif defined(LLMI_SIMD_NEON)
+  float32x4_t m = vdupq_n_f32(0);
+  for (int k = 0; k < n; k += 4) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(x + k)));
+  return vmaxvq_f32(m);
+#else
+  float m = 0;
+  for (int k = 0; k < n; k++) m = std::max(m, std::fabs(x[k]));
+  return m;
+#endif
+}
+
+// Sums of q over groups of 16 values.
+inline void sums16(const int8_t* q, int64_t n, int16_t* sums) {
+#if defined(LLMI_SIMD_AVX2)
+  for (int64_t g = 0; g < n / 16; g++) {
+    __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16 * g)));
+    __m256i s = _mm256_madd_epi16(w, _mm256_set1_epi16(1));
+    sums[g] = static_cast<int16_t>(hsum_epi32_256(s));
+  }
+#else
+  ref::group_sums(q, n, 16, sums);
+#endif
+}
+
+inline void quantize_q8_32(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
+  for (int64_t b = 0; b < n / 32; b++) {
+    const float amax = abs_max(x + 32 * b, 32);
+    d[b] = fp16_round(amax / 127.0f);
+    convert_block32(x + 32 * b, amax != 0 ? 127.0f / amax : 0.0f, q + 32 * b);
+  }
+#if defined(LLMI_SIMD_AVX2)
+  for (int64_t b = 0; b < n / 32; b++) {
+    __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * b));
+    __m256i s = _mm256_sad_epu8(_mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x80))), _mm256_setzero_si256());
+    // sum of (q + 128) over 32 bytes, in four 64-bit lanes
+    __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    t = _mm_add_epi64(t, _mm_unpackhi_epi64(t, t));
+    sums[b] = static_cast<int16_t>(_mm_cvtsi128_si32(t) - 32 * 128);
+  }
+#else
+  ref::group_sums(q, n, 32, sums);
 #endif
 }
 
 inline void quantize_q8_256(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
+  for (int64_t b = 0; b < n / 256; b++) {
+    const float* xb = x + 256 * b;
+    const float amax = abs_max(xb, 256);
+    if (amax == 0) {
+      d[b] = 0;
+      std::memset(q + 256 * b, 0, 256);
+      continue;
+    }
+    float m = 0;  // the first value of largest magnitude
 #if defined(LLMI_SIMD_AVX512)
-  const __m512i lim = _mm512_set1_epi32(127), nlim = _mm512_set1_epi32(-127);
-  for (int64_t b = 0; b < n / 256; b++) {
-    const float* xb = x + 256 * b;
-    __m512 m = _mm512_setzero_ps();
-    for (int k = 0; k < 16; k++) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * k)));
-    float amax = _mm512_reduce_max_ps(m);
-    float id = amax > 0 ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
-    __m512 vid = _mm512_set1_ps(id);
-    for (int k = 0; k < 16; k++) {
-      __m512i iv = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * k), vid));
-      iv = _mm512_max_epi32(_mm512_min_epi32(iv, lim), nlim);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 256 * b + 16 * k), _mm512_cvtepi32_epi8(iv));
-      sums[16 * b + k] = static_cast<int16_t>(_mm512_reduce_add_epi32(iv));
+    for (int k = 0; k < 256; k += 16) {
+      __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(xb + k)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+      if (hit) {
+        m = xb[k + std::countr_zero(static_cast<unsigned>(hit))];
+        break;
+      }
     }
-  }
-#elif defined(LLMI_SIMD_AVX2) || defined(LLMI_SIMD_NEON)
-  // the 32-blocks do the conversion; only the scale (one per 256) and the sums differ
-  for (int64_t b = 0; b < n / 256; b++) {
-    const float* xb = x + 256 * b;
-    float amax = 0;
-#if defined(LLMI_SIMD_AVX2)
-    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-    __m256 m = _mm256_setzero_ps();
-    for (int k = 0; k < 32; k++) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xb + 8 * k), absmask));
-    amax = hmax_ps256(m);
 #else
-    float32x4_t m = vdupq_n_f32(0);
-    for (int k = 0; k < 64; k++) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(xb + 4 * k)));
-    amax = vmaxvq_f32(m);
+    for (int i = 0; i < 256; i++)
+      if (std::fabs(xb[i]) == amax) {
+        m = xb[i];
+        break;
+      }
 #endif
-    float id = amax > 0 ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
-    for (int i = 0; i < 256; i++) q[256 * b + i] = static_cast<int8_t>(std::clamp(ref::round_even(xb[i] * id), -127, 127));
-    for (int g = 0; g < 16; g++) {
-      int s = 0;
-      for (int i = 0; i < 16; i++) s += q[256 * b + 16 * g + i];
-      sums[16 * b + g] = static_cast<int16_t>(s);
-    }
+    const float iscale = -127.0f / m;
+    d[b] = 1 / iscale;
+    for (int k = 0; k < 256; k += 32) convert_block32(xb + k, iscale, q + 256 * b + k);
   }
-#else
-  ref::quantize_q8_256(x, n, q, d, sums);
+  sums16(q, n, sums);
+}
+
+// ---- dequantization of one row (embedding lookups, float panels) ----
+
+// n fp16 / bf16 values -> f32.
+inline void f16_to_f32_row(const uint8_t* src, float* dst, int64_t n, bool bf16) {
+  int64_t k = 0;
+#if defined(LLMI_SIMD_AVX512)
+  for (; k + 16 <= n; k += 16) {
+    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * k));
+    _mm512_storeu_ps(dst + k, bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h));
+  }
+#elif defined(LLMI_SIMD_AVX2)
+  for (; k + 8 <= n; k += 8) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * k));
+    _mm256_storeu_ps(dst + k, bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h));
+  }
+#elif defined(LLMI_SIMD_NEON)
+  for (; k + 4 <= n; k += 4) {
+    uint16x4_t h = vld1_u16(reinterpret_cast<const uint16_t*>(src + 2 * k));
+    vst1q_f32(dst + k, bf16 ? vreinterpretq_f32_u32(vshll_n_u16(h, 16)) : vcvt_f32_f16(vreinterpret_f16_u16(h)));
+  }
 #endif
+  for (; k < n; k++) dst[k] = bf16 ? bf16_to_f32(rd_u16(src + 2 * k)) : fp16_to_f32(rd_u16(src + 2 * k));
+}
+
+// Row `row` of a 2-D (or flattened) tensor as f32 (`out` holds ne[0] floats). The type must be
+// computable (checked at load).
+inline void dequant_row(const TensorView& w, int64_t row, float* out) {
+  const int64_t n = w.ne[0];
+  const uint8_t* src = w.data + static_cast<uint64_t>(row) * weight_row_bytes(w);
+  switch (w.type) {
+    case DType::f32: std::memcpy(out, src, static_cast<size_t>(n) * 4); break;
+    case DType::f16: f16_to_f32_row(src, out, n, false); break;
+    case DType::bf16: f16_to_f32_row(src, out, n, true); break;
+    case DType::q4_0: ref::dequant_row_q4_0(src, out, n); break;
+    case DType::q5_0: ref::dequant_row_q5_0(src, out, n); break;
+    case DType::q8_0: ref::dequant_row_q8_0(src, out, n); break;
+    case DType::q4_K: ref::dequant_row_q4_k(src, out, n); break;
+    case DType::q6_K: ref::dequant_row_q6_k(src, out, n); break;
+    case DType::mlx_q4: case DType::mlx_q8: ref::dequant_row_mlx(w, row, out); break;
+    default: LLMI_ASSERT(!"dequant_row: type not computable"); break;
+  }
 }
 
 // ---- dot products of one weight row with one quantized activation row ----

@@ -1,10 +1,15 @@
 // ==== Thread pool ====
 // One persistent pool per model: std::thread workers plus the calling thread. parallel_for(n, fn)
-// runs fn(task, thread) for every task in [0, n) and returns when all are done. Tasks are handed
-// out from an atomic counter; results must not depend on which thread ran a task (each output is
-// written by exactly one task), so any thread count gives the same bits.
-// Waiting workers spin for a short while (a forward pass issues many small jobs back to back),
-// then sleep on a condition variable, so an idle model costs no CPU (a game shares the cores).
+// runs fn(task, thread) for every task in [0, n) and returns when all are done. Results must not
+// depend on which thread ran a task (each output is written by exactly one task, with the same
+// arithmetic), so any thread count gives the same bits.
+//
+// Scheduling: a job is published as one atomic word (job number, next task); threads claim tasks
+// with a compare-and-swap that also checks the job number, and the caller waits for the count of
+// *finished tasks*, not for every worker to check in. So a worker that is asleep or descheduled
+// (a game or other programs share the cores) never delays a job: the threads that are running do
+// its tasks. Waiting workers spin for a short while (a forward pass issues jobs back to back,
+// microseconds apart), then sleep on a condition variable, so an idle model costs no CPU.
 // Jobs from different threads (several sessions on one model) are serialised by a mutex.
 namespace llminfer {
 inline namespace v0_1 {
@@ -38,7 +43,6 @@ class ThreadPool {
     {
       std::lock_guard<std::mutex> lk(sleep_mu_);
       quit_.store(true, std::memory_order_release);
-      generation_.fetch_add(1, std::memory_order_acq_rel);
     }
     sleep_cv_.notify_all();
     for (auto& w : workers_) w.join();
@@ -65,67 +69,78 @@ class ThreadPool {
       return;
     }
     std::lock_guard<std::mutex> job_lock(job_mu_);
-    fn_ = fn;
-    ctx_ = ctx;
-    n_tasks_ = n_tasks;
-    next_.store(0, std::memory_order_relaxed);
-    busy_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
-    {
-      std::lock_guard<std::mutex> lk(sleep_mu_);
-      generation_.fetch_add(1, std::memory_order_acq_rel);
+    const uint32_t job = ++job_number_;  // wraps after 2^32 jobs: only equality matters
+    fn_.store(fn, std::memory_order_relaxed);
+    ctx_.store(ctx, std::memory_order_relaxed);
+    n_tasks_.store(n_tasks, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
+    // publishes the job (task 0 next); seq_cst with the sleepers count so that either this thread
+    // sees a worker going to sleep or the worker sees the job
+    ticket_.store(static_cast<uint64_t>(job) << 32);
+    if (sleepers_.load() > 0) {
+      { std::lock_guard<std::mutex> lk(sleep_mu_); }  // a worker between its check and its wait sees the ticket
+      sleep_cv_.notify_all();
     }
-    if (sleepers_.load(std::memory_order_acquire) > 0) sleep_cv_.notify_all();
-    work(0);
-    // wait for the workers to finish their last task
-    for (int spins = 0; busy_.load(std::memory_order_acquire) > 0; spins++) {
-      if (spins < 1 << 16) cpu_relax();
+    work(job, 0);
+    // the other threads finish the tasks they claimed
+    for (int spins = 0; done_.load(std::memory_order_acquire) < n_tasks; spins++) {
+      if (spins < kSpin) cpu_relax();
       else std::this_thread::yield();
     }
   }
 
  private:
-  void work(int thread) {
+  // Claims and runs tasks of job `job` until there are none left (or another job started).
+  void work(uint32_t job, int thread) {
     for (;;) {
-      int i = next_.fetch_add(1, std::memory_order_relaxed);
-      if (i >= n_tasks_) break;
-      fn_(ctx_, i, thread);
+      uint64_t t = ticket_.load(std::memory_order_acquire);
+      if ((t >> 32) != job) return;
+      const int n = n_tasks_.load(std::memory_order_relaxed);
+      const int i = static_cast<int>(t & 0xFFFFFFFFu);
+      if (i >= n) return;
+      if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) continue;
+      // the job cannot end while this claimed task is unfinished, so fn_/ctx_ are its own
+      fn_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed), i, thread);
+      done_.fetch_add(1, std::memory_order_acq_rel);
     }
   }
 
   void worker(int thread) {
-    uint64_t seen = 0;
+    uint32_t seen = 0;
     for (;;) {
-      // spin a little, then sleep until the next job
-      uint64_t g = generation_.load(std::memory_order_acquire);
-      for (int spins = 0; g == seen && spins < kSpin; spins++) {
+      // spin a little, then sleep until a new job is published
+      uint32_t job = static_cast<uint32_t>(ticket_.load(std::memory_order_acquire) >> 32);
+      for (int spins = 0; job == seen && spins < kSpin; spins++) {
         cpu_relax();
-        g = generation_.load(std::memory_order_acquire);
+        job = static_cast<uint32_t>(ticket_.load(std::memory_order_acquire) >> 32);
       }
-      if (g == seen) {
+      if (job == seen) {
         std::unique_lock<std::mutex> lk(sleep_mu_);
-        sleepers_.fetch_add(1, std::memory_order_acq_rel);
-        sleep_cv_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-        sleepers_.fetch_sub(1, std::memory_order_acq_rel);
-        g = generation_.load(std::memory_order_acquire);
+        sleepers_.fetch_add(1);
+        sleep_cv_.wait(lk, [&] {
+          return quit_.load(std::memory_order_acquire) || static_cast<uint32_t>(ticket_.load() >> 32) != seen;
+        });
+        sleepers_.fetch_sub(1);
+        job = static_cast<uint32_t>(ticket_.load(std::memory_order_acquire) >> 32);
       }
-      seen = g;
       if (quit_.load(std::memory_order_acquire)) return;
-      work(thread);
-      busy_.fetch_sub(1, std::memory_order_acq_rel);
+      seen = job;
+      work(job, thread);
     }
   }
 
-  static constexpr int kSpin = 1 << 14;  // ~ tens of microseconds of pause instructions
+  // ~10^4 pause instructions: tens to a few hundred microseconds depending on the CPU.
+  static constexpr int kSpin = 1 << 14;
 
   int n_threads_ = 1;
   std::vector<std::thread> workers_;
   std::mutex job_mu_;  // one job at a time
-  TaskFn fn_ = nullptr;
-  void* ctx_ = nullptr;
-  int n_tasks_ = 0;
-  std::atomic<int> next_{0};
-  std::atomic<int> busy_{0};
-  std::atomic<uint64_t> generation_{0};
+  uint32_t job_number_ = 0;
+  std::atomic<uint64_t> ticket_{0};  // job number << 32 | next task
+  std::atomic<TaskFn> fn_{nullptr};
+  std::atomic<void*> ctx_{nullptr};
+  std::atomic<int> n_tasks_{0};
+  std::atomic<int> done_{0};
   std::atomic<int> sleepers_{0};
   std::atomic<bool> quit_{false};
   std::mutex sleep_mu_;

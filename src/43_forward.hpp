@@ -917,37 +917,39 @@ class Context {
     const KvLayer& L = kv_.layer(at.kv_layer);
     const int group = at.n_head / at.n_kv;
     const int wq = at.n_head * at.hd_k, wo = at.n_head * at.hd_v;
+    const bool f16 = kv_.type() == KvType::f16;
+    const size_t ks = size_t(at.hd_k) * kv_.elem(), vs = size_t(at.hd_v) * kv_.elem();
     auto task = [&](int t, int h, int thread) {
       const int pos = pos0 + t;
       const int lo = at.window > 0 ? std::max(0, pos - at.window + 1) : 0;
       const int g = h / group;
       const float* qh = q + size_t(t) * wq + size_t(h) * at.hd_k;
       float* sc = scores_.as<float>() + size_t(thread) * scores_stride_;
-      float* row = rows_.as<float>() + size_t(thread) * 3 * row_stride_;
+      // the visible keys lo..pos are at most two contiguous runs of ring slots
+      for (int j = lo; j <= pos;) {
+        const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
+        attn_scores(qh, kv_.k_at(L, g, slot), ks, run, at.hd_k, f16, at.scale, sc + (j - lo));
+        j += run;
+      }
+      const int nk = pos - lo + 1;
       float mx = -INFINITY;
-      for (int j = lo; j <= pos; j++) {
-        int slot = j % L.slots;
-        kv_.load(kv_.k_at(L, g, slot), row, at.hd_k);
-        float dot = 0;
-        for (int e = 0; e < at.hd_k; e++) dot += qh[e] * row[e];
-        float x = dot * at.scale;
-        if (at.softcap > 0) x = at.softcap * std::tanh(x / at.softcap);
-        sc[j - lo] = x;
-        mx = std::max(mx, x);
+      for (int j = 0; j < nk; j++) {
+        if (at.softcap > 0) sc[j] = at.softcap * std::tanh(sc[j] / at.softcap);
+        mx = std::max(mx, sc[j]);
       }
-      double sum = 0;
-      for (int j = lo; j <= pos; j++) {
-        float e = std::exp(sc[j - lo] - mx);
-        sc[j - lo] = e;
-        sum += e;
-      }
+      const double sum = attn_exp(sc, nk, mx);
       const float inv = static_cast<float>(1.0 / sum);
+      for (int j = 0; j < nk; j++) sc[j] *= inv;
       float* o = out + size_t(t) * wo + size_t(h) * at.hd_v;
-      for (int e = 0; e < at.hd_v; e++) o[e] = 0;
-      for (int j = lo; j <= pos; j++) {
-        kv_.load(kv_.v_at(L, g, j % L.slots), row, at.hd_v);
-        const float w = sc[j - lo] * inv;
-        for (int e = 0; e < at.hd_v; e++) o[e] += w * row[e];
+      float* part = rows_.as<float>() + size_t(thread) * 3 * row_stride_;
+      bool first = true;
+      for (int j = lo; j <= pos;) {
+        const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
+        attn_weighted_sum(sc + (j - lo), kv_.v_at(L, g, slot), vs, run, at.hd_v, f16, first ? o : part);
+        if (!first)
+          for (int e = 0; e < at.hd_v; e++) o[e] += part[e];
+        first = false;
+        j += run;
       }
     };
     const int tasks = n * at.n_head;

@@ -268,16 +268,19 @@ TEST_CASE("kernels: activation quantizers are bit-identical to their references"
     CHECK(q == qr);
     CHECK(s == sr);
     CHECK(std::memcmp(d.data(), dr.data(), d.size() * 4) == 0);
-    // the reference itself: |q| <= 127, d = amax / 127, the block's largest value maps to +-127
+    // the reference itself (ggml's rules): |q| <= 127; the block's largest |x| maps to 127;
+    // q8_32: d = amax / 127 rounded to fp16; q8_256: d = 1 / (-127 / m), m the first largest value
     int bad = 0;
     for (int64_t b = 0; b < n / blk; b++) {
-      float amax = 0;
+      float amax = 0, m = 0;
       int qmax = 0;
       for (int64_t i = b * blk; i < (b + 1) * blk; i++) {
+        if (std::fabs(x[static_cast<size_t>(i)]) > amax) m = x[static_cast<size_t>(i)];
         amax = std::max(amax, std::fabs(x[static_cast<size_t>(i)]));
         qmax = std::max(qmax, std::abs(static_cast<int>(qr[static_cast<size_t>(i)])));
       }
-      bad += dr[static_cast<size_t>(b)] != amax / 127.0f || (amax > 0 && qmax != 127) || qmax > 127;
+      float want = f == li::ActForm::q8_32 ? li::fp16_to_f32(li::f32_to_fp16(amax / 127.0f)) : amax > 0 ? 1 / (-127.0f / m) : 0.0f;
+      bad += dr[static_cast<size_t>(b)] != want || (amax > 0 && qmax != 127) || qmax > 127;
     }
     CHECK(bad == 0);
   }

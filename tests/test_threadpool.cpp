@@ -44,3 +44,20 @@ TEST_CASE("threadpool: idle workers sleep instead of spinning") {
   double cpu_ms = 1000.0 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
   CHECK(cpu_ms < 50.0);  // a spinning worker would use ~200 ms of CPU here
 }
+
+TEST_CASE("threadpool: many short jobs back to back, each task once, the right job's function") {
+  // Workers claim tasks with the job number: a worker waking late must never run a task of an
+  // earlier job with a later job's function (or the reverse).
+  for (int threads : {2, 3, 4}) {
+    ThreadPool pool(threads);
+    std::vector<int> hits(64);
+    int wrong = 0;
+    for (int job = 0; job < 3000; job++) {
+      const int n = 1 + job % 37;
+      std::fill(hits.begin(), hits.begin() + n, 0);
+      pool.parallel_for(n, [&, job](int task, int) { hits[static_cast<size_t>(task)] += 1 + job; });
+      for (int i = 0; i < n; i++) wrong += hits[static_cast<size_t>(i)] != 1 + job;
+    }
+    CHECK(wrong == 0);
+  }
+}

@@ -1,7 +1,184 @@
-// llminfer bench: not implemented yet (see the open issues).
+// llminfer bench -m MODEL [-t THREADS] [-p 128[,512...]] [-n 64] [-r 3] [-c CTX] [--json]
+// Times what a user waits for, the way llama-bench (and the llama.cpp oracle's `bench`) does, so
+// the two can be compared side by side (bench/compare.py):
+//   load    Model::load (mapping, parsing, compiling the forward pass)
+//   prefill pp<N>: a warm-up, then R runs of N pseudo-random tokens evaluated as one prompt from
+//           an empty cache; tokens/s = N / time
+//   decode  tg<N>: a warm-up token, then R runs of N single-token evaluations from an empty cache
+// Reports the median of the R runs (and every sample), the peak resident memory and the file size.
+#define LLMINFER_IMPLEMENTATION  // uses the detail API directly (all functions are inline)
 #include "cli.hpp"
 
-int cmd_bench(int, char**) {
-  std::fprintf(stderr, "error: 'llminfer bench' is not implemented yet\n");
-  return cli::kFailure;
+#include <algorithm>
+
+namespace {
+
+const char* kUsage =
+    "usage: llminfer bench -m MODEL [-t THREADS] [-p 128[,512...]] [-n 64] [-r 3] [-c CTX] [--json]\n"
+    "  -m, --model MODEL   a .gguf file, a .safetensors file or a model directory\n"
+    "  -p, --prompt N,...  prompt lengths to time (default 128); prefill_tps is the first one\n"
+    "  -n, --gen N         tokens to generate one at a time (default 64; 0 skips decode)\n"
+    "  -r, --reps N        timed runs of each test after a warm-up (default 3); medians are reported\n"
+    "  -c, --context N     context size (default 2048, as llama-bench), at least the longest test\n"
+    "  -t, --threads N     threads (default: all)\n"
+    "  --kv-type f16|f32   KV cache element type (default f16)\n"
+    "  --json              one JSON object: model, threads, prefill_tps, decode_tps, load_ms,\n"
+    "                      peak_rss_mb, file_mb, kv_mb, tests:[{name, tokens, median_tps, samples_ms}]\n";
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Test {
+  std::string name;
+  int tokens = 0;
+  std::vector<double> ms;
+  double median_tps() const {
+    std::vector<double> tps;
+    for (double m : ms) tps.push_back(m > 0 ? 1000.0 * tokens / m : 0);
+    return median(tps);
+  }
+};
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  cli::Args args(kUsage);
+  args.common().option({"-m", "--model"}, true).option({"-p", "--prompt"}, true).option({"-n", "--gen"}, true);
+  args.option({"-r", "--reps"}, true).option({"--kv-type"}, true).option({"--json"}, false);
+  if (!args.parse(argc, argv)) return args.exit_code();
+  llminfer::LoadOptions lo;
+  if (!args.load_options(lo)) return args.exit_code();
+  long long n_gen = 64, reps = 3;
+  if (!args.get_int("--gen", n_gen) || !args.get_int("--reps", reps)) return args.exit_code();
+  std::vector<int> prompts;
+  for (const std::string& list : args.all("--prompt")) {
+    size_t at = 0;
+    while (at <= list.size()) {
+      size_t comma = std::min(list.find(',', at), list.size());
+      std::string item = list.substr(at, comma - at);
+      char* end = nullptr;
+      long v = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || !end || *end || v < 1 || v > (1 << 20)) {
+        args.usage_error("-p expects positive token counts, got '" + list + "'");
+        return args.exit_code();
+      }
+      prompts.push_back(static_cast<int>(v));
+      at = comma + 1;
+    }
+  }
+  if (prompts.empty()) prompts.push_back(128);
+  if (n_gen < 0 || n_gen > (1 << 20) || reps < 1 || reps > 1000) {
+    args.usage_error("-n must be 0..1048576 and -r 1..1000");
+    return args.exit_code();
+  }
+  std::string kv = args.get("--kv-type", "f16");
+  if (kv != "f16" && kv != "f32") {
+    args.usage_error("--kv-type must be f16 or f32");
+    return args.exit_code();
+  }
+  lo.kv_type = kv == "f32" ? llminfer::KvType::f32 : llminfer::KvType::f16;
+  if (!args.has("--model")) {
+    args.usage_error("-m MODEL is required");
+    return args.exit_code();
+  }
+  const int longest = std::max(*std::max_element(prompts.begin(), prompts.end()), static_cast<int>(n_gen) + 1);
+  if (lo.context == 0) lo.context = std::max(2048, longest);
+  if (lo.context < longest) {
+    args.usage_error("--context is smaller than the longest test");
+    return args.exit_code();
+  }
+
+  double t0 = llminfer::detail::now_ms();
+  auto model = llminfer::Model::load(args.get("--model"), lo);
+  if (!model) return cli::fail(model.error());
+  const double load_ms = llminfer::detail::now_ms() - t0;
+  const auto& impl = model->impl();
+  const auto& engine = impl.engine;
+  auto ctx = llminfer::detail::Context::create(engine, lo.context);
+  if (!ctx) return cli::fail(ctx.error());
+
+  // pseudo-random tokens (as llama-bench), BOS first when the model adds one
+  const int n_vocab = static_cast<int>(std::min<int64_t>(engine->program().embed_rows, engine->n_vocab()));
+  uint64_t state = 0x2545F4914F6CDD1Dull;
+  auto next_token = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int32_t>((state >> 33) % static_cast<uint64_t>(n_vocab));
+  };
+  const int32_t bos = impl.desc->vocab.bos;
+  const bool add_bos = bos >= 0 && bos < n_vocab && impl.desc->vocab.add_bos.value_or(true);
+
+  std::vector<float> logits;
+  auto eval = [&](const std::vector<int32_t>& toks) -> bool {
+    auto st = ctx->eval(toks, logits);
+    if (!st) {
+      cli::fail(st.error());
+      return false;
+    }
+    return *st == llminfer::detail::EvalStatus::ok;
+  };
+
+  std::vector<Test> tests;
+  for (int p : prompts) {
+    Test t{"pp" + std::to_string(p), p, {}};
+    std::vector<int32_t> toks(static_cast<size_t>(p));
+    for (int rep = -1; rep < reps; rep++) {  // rep -1: the warm-up
+      for (auto& tk : toks) tk = next_token();
+      if (add_bos) toks[0] = bos;
+      ctx->clear();
+      double s = llminfer::detail::now_ms();
+      if (!eval(toks)) return cli::kFailure;
+      double e = llminfer::detail::now_ms() - s;
+      if (rep >= 0) t.ms.push_back(e);
+    }
+    tests.push_back(std::move(t));
+  }
+  if (n_gen > 0) {
+    Test t{"tg" + std::to_string(n_gen), static_cast<int>(n_gen), {}};
+    ctx->clear();
+    if (!eval({add_bos ? bos : next_token()})) return cli::kFailure;  // warm-up
+    for (int rep = 0; rep < reps; rep++) {
+      ctx->clear();
+      double s = llminfer::detail::now_ms();
+      int32_t tok = add_bos ? bos : next_token();
+      for (long long k = 0; k < n_gen; k++) {
+        if (!eval({tok})) return cli::kFailure;
+        tok = next_token();
+      }
+      t.ms.push_back(llminfer::detail::now_ms() - s);
+    }
+    tests.push_back(std::move(t));
+  }
+
+  const double rss = llminfer::detail::peak_rss_mb();
+  const double file_mb = static_cast<double>(impl.desc->file_bytes) / (1024.0 * 1024.0);
+  const double prefill = tests.front().name[0] == 'p' ? tests.front().median_tps() : 0;
+  const double decode = n_gen > 0 ? tests.back().median_tps() : 0;
+  const int threads = engine->pool().size();
+  if (args.has("--json")) {
+    using llminfer::detail::json_quote;
+    std::string o = llminfer::detail::strf(
+        "{\"model\":%s,\"threads\":%d,\"prefill_tps\":%.2f,\"decode_tps\":%.2f,\"load_ms\":%.1f,\"peak_rss_mb\":%.1f,"
+        "\"file_mb\":%.1f,\"kv_mb\":%.1f,\"kv_type\":%s,\"context\":%d,\"simd\":%s,\"tests\":[",
+        json_quote(args.get("--model")).c_str(), threads, prefill, decode, load_ms, rss, file_mb,
+        static_cast<double>(ctx->kv_bytes()) / (1024.0 * 1024.0), json_quote(kv).c_str(), lo.context,
+        json_quote(llminfer::detail::simd_compiled()).c_str());
+    for (size_t i = 0; i < tests.size(); i++) {
+      o += llminfer::detail::strf("%s{\"name\":\"%s\",\"tokens\":%d,\"median_tps\":%.2f,\"samples_ms\":[", i ? "," : "",
+                                  tests[i].name.c_str(), tests[i].tokens, tests[i].median_tps());
+      for (size_t k = 0; k < tests[i].ms.size(); k++) o += llminfer::detail::strf("%s%.3f", k ? "," : "", tests[i].ms[k]);
+      o += "]}";
+    }
+    o += "]}\n";
+    cli::out(o);
+  } else {
+    std::printf("model     %s\nthreads   %d (%s kernels)\nload      %.1f ms\n", args.get("--model").c_str(), threads,
+                llminfer::detail::simd_compiled(), load_ms);
+    for (const Test& t : tests) std::printf("%-9s %.2f tokens/s (median of %zu)\n", t.name.c_str(), t.median_tps(), t.ms.size());
+    std::printf("peak RSS  %.1f MiB (file %.1f MiB, KV cache %.1f MiB)\n", rss, file_mb,
+                static_cast<double>(ctx->kv_bytes()) / (1024.0 * 1024.0));
+  }
+  return cli::kOk;
 }

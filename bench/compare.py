@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""llminfer vs llama.cpp, side by side on the same files and thread count.
+
+Runs `build/llminfer bench` and the llama.cpp oracle's `bench` (llama-bench method) on each model,
+interleaved (the order alternates every round), several rounds, and prints a markdown table of
+the medians over rounds with the ratio llminfer / llama.cpp, the spread between rounds (how
+noisy the shared machine was) and the CPU other processes used during the runs.
+
+    bench/compare.py [-t 2] [-r 3] [--rounds 3] [-p 128,512] [-n 64] MODEL.gguf...
+
+Needs ../shared/tools/llamacpp-oracle (node) beside the repository and `make` done.
+Python 3 standard library only.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ORACLE = os.path.join(os.path.dirname(ROOT), "shared", "tools", "llamacpp-oracle")
+
+
+def cpu_stat():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return sum(v), idle
+
+
+def run_measured(cmd, cwd=None):
+    """Runs cmd, returns (stdout, other_pct): CPU used by other processes meanwhile, in % of the machine."""
+    t0, i0 = cpu_stat()
+    r0 = os.times()
+    p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    r1 = os.times()
+    t1, i1 = cpu_stat()
+    if p.returncode != 0:
+        raise RuntimeError("%s failed: %s" % (" ".join(cmd), p.stderr.strip()[-500:]))
+    hz = os.sysconf("SC_CLK_TCK")
+    total = (t1 - t0) / hz
+    busy = ((t1 - i1) - (t0 - i0)) / hz
+    mine = (r1.children_user - r0.children_user) + (r1.children_system - r0.children_system)
+    other = 100.0 * max(0.0, busy - mine) / total if total > 0 else 0.0
+    return p.stdout, other
+
+
+def ours(model, a):
+    cmd = [a.llminfer, "bench", "-m", model, "-t", str(a.threads), "-p", a.prompts,
+           "-n", str(a.gen), "-r", str(a.reps), "--json"]
+    out, other = run_measured(cmd)
+    j = json.loads(out)
+    res = {"load_ms": j["load_ms"], "rss_mb": j["peak_rss_mb"], "file_mb": j["file_mb"], "kv_mb": j["kv_mb"], "other": other}
+    for t in j["tests"]:
+        res[t["name"]] = t["median_tps"]
+    return res
+
+
+def llama(model, a):
+    res = {"other": 0.0}
+    others = []
+    for i, p in enumerate(int(x) for x in a.prompts.split(",")):
+        gen = a.gen if i == 0 else 0
+        cmd = ["node", "oracle.mjs", "bench", model, "--threads", str(a.threads), "--prompt-tokens", str(p),
+               "--gen-tokens", str(gen), "--reps", str(a.reps), "--wait-idle", str(a.wait_idle)]
+        out, other = run_measured(cmd, cwd=ORACLE)
+        j = json.loads(out)
+        others.append(j.get("cpu_other_processes_pct", other))
+        res["pp%d" % p] = j["prefill"]["median_tps"]
+        if gen:
+            res["tg%d" % gen] = j["decode"]["median_tps"]
+            res["load_ms"] = j["load_ms"]
+            res["rss_mb"] = j["peak_rss_kib"] / 1024.0
+    res["other"] = max(others)
+    return res
+
+
+def fmt(v, digits=1):
+    return "-" if v is None else ("%.*f" % (digits, v))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("models", nargs="+")
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("-r", "--reps", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("-p", "--prompts", default="128,512")
+    ap.add_argument("-n", "--gen", type=int, default=64)
+    ap.add_argument("--wait-idle", type=int, default=30, help="seconds the oracle waits for an idle machine")
+    ap.add_argument("--json", help="also write every raw result here")
+    ap.add_argument("--llminfer", default=os.path.join(ROOT, "build", "llminfer"), help="the llminfer binary")
+    a = ap.parse_args()
+    tests = ["pp%s" % p for p in a.prompts.split(",")] + ["tg%d" % a.gen]
+    raw = {m: {"ours": [], "llama": []} for m in a.models}
+    for r in range(a.rounds):
+        for m in a.models:
+            order = [("ours", ours), ("llama", llama)] if (r % 2 == 0) else [("llama", llama), ("ours", ours)]
+            for name, fn in order:
+                t = time.time()
+                res = fn(m, a)
+                raw[m][name].append(res)
+                print("round %d %-50s %-5s %s (%.0f s)" % (r + 1, os.path.basename(m), name,
+                      " ".join("%s=%.1f" % (k, res.get(k, 0)) for k in tests + ["other"]), time.time() - t),
+                      file=sys.stderr, flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(raw, f, indent=1)
+
+    def med(m, who, key):
+        v = [x[key] for x in raw[m][who] if x.get(key) is not None]
+        return statistics.median(v) if v else None
+
+    def spread(m, who, key):
+        v = [x[key] for x in raw[m][who] if x.get(key)]
+        return 100.0 * (max(v) - min(v)) / statistics.median(v) if len(v) > 1 else 0.0
+
+    head = "| model | file MiB |"
+    sep = "| --- | ---: |"
+    for t in tests:
+        head += " %s llminfer | %s llama.cpp | ratio |" % (t, t)
+        sep += " ---: | ---: | ---: |"
+    head += " peak RSS llminfer / llama.cpp MiB | RSS / (file + KV) | load ms llminfer / llama.cpp | spread % (llminfer, llama.cpp) | other CPU % |"
+    sep += " ---: | ---: | ---: | ---: | ---: |"
+    print("threads %d, %d rounds x %d reps, medians of round medians (tokens/s)\n" % (a.threads, a.rounds, a.reps))
+    print(head)
+    print(sep)
+    for m in a.models:
+        fm = med(m, "ours", "file_mb")
+        row = "| %s | %s |" % (os.path.basename(m).replace(".gguf", ""), fmt(fm, 0))
+        spreads = []
+        for t in tests:
+            o, l = med(m, "ours", t), med(m, "llama", t)
+            row += " %s | %s | **%s** |" % (fmt(o), fmt(l), fmt(o / l if o and l else None, 2))
+            spreads.append("%.0f/%.0f" % (spread(m, "ours", t), spread(m, "llama", t)))
+        ro, rl, kv = med(m, "ours", "rss_mb"), med(m, "llama", "rss_mb"), med(m, "ours", "kv_mb")
+        row += " %s / %s | %s |" % (fmt(ro, 0), fmt(rl, 0), fmt(ro / (fm + kv) if ro and fm else None, 2))
+        row += " %s / %s |" % (fmt(med(m, "ours", "load_ms"), 0), fmt(med(m, "llama", "load_ms"), 0))
+        other = max([x["other"] for x in raw[m]["ours"] + raw[m]["llama"]])
+        row += " %s | %.0f |" % (" ".join(spreads), other)
+        print(row)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+// Kernel micro-benchmark: one matmul shape at a time, single thread, timed in thread CPU time so
+// that other load on a shared machine disturbs it little. For tuning kernels; end-to-end speed
+// against llama.cpp is bench/compare.sh.
+//   build/bench-kernels [TYPE...]        (types: q4_0 q5_0 q8_0 q4_K q6_K f16 bf16 f32; default all)
+#define LLMINFER_IMPLEMENTATION
+#include <ctime>
+#include <random>
+#include <string>
+
+#include "../llminfer.hpp"
+
+namespace li = llminfer::detail;
+
+static double cpu_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+int main(int argc, char** argv) {
+  std::vector<li::DType> types = {li::DType::q4_K, li::DType::q6_K, li::DType::q8_0, li::DType::q5_0, li::DType::q4_0, li::DType::f16};
+  if (argc > 1) {
+    types.clear();
+    for (int i = 1; i < argc; i++)
+      for (int v = 0; v < 43; v++)
+        if (std::string(li::dtype_name(static_cast<li::DType>(v))) == argv[i]) types.push_back(static_cast<li::DType>(v));
+  }
+  struct Shape { int64_t rows, k; const char* what; };
+  const Shape shapes[] = {{2048, 1024, "q_proj 0.6b"}, {3072, 1024, "gate 0.6b"}, {1024, 3072, "down 0.6b"}};
+  li::ThreadPool pool(1);
+  std::mt19937 rng(1);
+  std::printf("simd %s; single thread, CPU time; GMAC/s = rows*K*tokens / time\n", li::simd_compiled());
+  std::printf("%-6s %-12s %6s %6s %10s %10s %10s\n", "type", "shape", "rows", "K", "tokens", "gemv", "gemm");
+  for (li::DType t : types) {
+    for (const Shape& s : shapes) {
+      uint64_t rb = 0;
+      if (!li::dtype_row_bytes(t, static_cast<uint64_t>(s.k), &rb)) continue;
+      std::vector<uint8_t> w(rb * static_cast<uint64_t>(s.rows));
+      for (auto& b : w) b = static_cast<uint8_t>(rng());
+      // sane scales (random bytes can be inf/nan fp16)
+      const size_t bs = li::dtype_traits(t)->bytes;
+      for (size_t at = 0; at < w.size(); at += bs) {
+        uint16_t h = li::f32_to_fp16(0.01f);
+        if (t == li::DType::q6_K) std::memcpy(&w[at + 208], &h, 2);
+        else if (t == li::DType::f16) std::memcpy(&w[at], &h, 2);
+        else if (t != li::DType::f32 && t != li::DType::bf16) std::memcpy(&w[at], &h, 2);
+        if (t == li::DType::q4_K) std::memcpy(&w[at + 2], &h, 2);
+      }
+      li::TensorView v;
+      v.type = t;
+      v.n_dims = 2;
+      v.ne[0] = s.k;
+      v.ne[1] = s.rows;
+      v.data = w.data();
+      v.nbytes = w.size();
+      for (int64_t T : {1, 2, 4, 8, 16, 32, 128}) {
+        std::vector<float> x(static_cast<size_t>(T * s.k)), y(static_cast<size_t>(T * s.rows));
+        std::normal_distribution<float> nd;
+        for (auto& f : x) f = nd(rng);
+        li::MatmulInput in(x.data(), T, s.k);
+        in.prepare(li::act_form(t), pool);
+        if (t == li::DType::mlx_q4 || t == li::DType::mlx_q8) in.prepare_mlx(v.group_size);
+        double res[2] = {0, 0};
+        for (int path = 0; path < 2; path++) {
+#if defined(LLMI_SIMD_AVX512)
+          auto run = [&] { path ? li::gemm(v, in, y.data(), s.rows, pool) : li::gemv(v, in, y.data(), s.rows, pool); };
+#else
+          auto run = [&] { li::gemv(v, in, y.data(), s.rows, pool); };
+#endif
+          run();  // warm-up
+          int reps = 0;
+          double t0 = cpu_ms(), t1 = t0;
+          while (t1 - t0 < 150) {
+            run();
+            reps++;
+            t1 = cpu_ms();
+          }
+          res[path] = double(s.rows) * s.k * T / ((t1 - t0) / reps) * 1e-6;
+        }
+        std::printf("%-6s %-12s %6lld %6lld %10lld %10.1f %10.1f\n", li::dtype_name(t), s.what, (long long)s.rows, (long long)s.k,
+                    (long long)T, res[0], res[1]);
+      }
+    }
+  }
+}

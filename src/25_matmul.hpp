@@ -1,0 +1,678 @@
+// ==== Matrix products: the kernel seam the forward pass calls ====
+// Y[t][r] = sum_k W[r][k] * X[t][k] for t < n_tokens, r < rows(W); X is [n_tokens][ne0(W)] f32,
+// Y is [n_tokens][ldy] f32 (ldy >= rows).
+//
+// How:
+//  * The input is quantized once per matmul (or once for several matmuls sharing it, through
+//    MatmulInput): q8_32 blocks for Q4_0/Q5_0/Q8_0 weights, q8_256 for Q4_K/Q6_K (21_simd).
+//    Float and MLX weights use the f32 input.
+//  * Few tokens (decode): a threaded matrix-vector product; tasks are chunks of rows, each row is
+//    one dot product straight from the mapped weights (21_simd), for each token.
+//  * Many tokens (prefill, AVX-512): a blocked matrix-matrix product. A task takes a block of rows
+//    and a block of tokens, decodes the rows once into a panel (unsigned 8-bit values with their
+//    scales, or f32 for float/MLX types) kept in cache, and runs a register-tiled micro-kernel
+//    (kRM rows x kRN tokens) over it: vpmaddubsw + vpdpwssd for K-quants, vpdpbusd for the
+//    32-blocks, f32 FMA for float types. Offsets (Q4_K mins, Q6_K's -32, Q4_0's -8, ...) are a
+//    small float product of per-block weight factors and per-block activation sums added in
+//    the same micro-kernel.
+//  * Determinism: every output element is computed by one task with arithmetic that depends
+//    only on (row, token, K), never on the thread count or which tile it fell in (ragged tiles
+//    repeat a valid row/token and drop the result), so 1..N threads give the same bits.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// 64-byte aligned growable scratch (malloc based: no exceptions; false when out of memory).
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer() { std::free(raw_); }
+  bool reserve(size_t bytes) {
+    if (bytes <= cap_) return true;
+    std::free(raw_);
+    raw_ = std::malloc(bytes + 64);
+    if (!raw_) {
+      ptr_ = nullptr;
+      cap_ = 0;
+      return false;
+    }
+    ptr_ = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(raw_) + 63) & ~static_cast<uintptr_t>(63));
+    cap_ = bytes;
+    return true;
+  }
+  template <class T>
+  T* as(size_t byte_offset = 0) const {
+    return reinterpret_cast<T*>(static_cast<uint8_t*>(ptr_) + byte_offset);
+  }
+
+ private:
+  void* raw_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t cap_ = 0;
+};
+
+inline size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
+// Which form of the input a weight type multiplies with.
+enum class ActForm : uint8_t { f32, q8_32, q8_256 };
+inline ActForm act_form(DType t) {
+  switch (t) {
+    case DType::q4_0: case DType::q5_0: case DType::q8_0: return ActForm::q8_32;
+    case DType::q4_K: case DType::q6_K: return ActForm::q8_256;
+    default: return ActForm::f32;
+  }
+}
+
+// The input X [n_tokens][n] of one or more matmuls. Each quantized form is made on first use
+// and kept until reset(), so matrices that read the same input (attention q/k/v, FFN gate/up)
+// share one quantization. Keep one per context and reset() it: its buffers are reused.
+class MatmulInput {
+ public:
+  MatmulInput() = default;
+  MatmulInput(const float* x, int64_t n_tokens, int64_t n) { reset(x, n_tokens, n); }
+  void reset(const float* x, int64_t n_tokens, int64_t n) {
+    x_ = x;
+    n_tokens_ = n_tokens;
+    n_ = n;
+    ready_[0] = ready_[1] = false;
+    mlx_gs_ = 0;
+  }
+  const float* x() const { return x_; }
+  int64_t n_tokens() const { return n_tokens_; }
+  int64_t n() const { return n_; }
+
+  // Quantizes X into `f` (q8_32 or q8_256) unless done already; false when out of memory.
+  bool prepare(ActForm f, ThreadPool& pool) {
+    if (f == ActForm::f32) return true;
+    Form& F = form(f);
+    if (ready_[f == ActForm::q8_256]) return true;
+    const int64_t blk = f == ActForm::q8_32 ? 32 : 256, sum_len = f == ActForm::q8_32 ? 32 : 16;
+    F.q_stride = round_up(static_cast<size_t>(n_), 64);
+    F.nd = static_cast<size_t>(n_ / blk);
+    F.ns = static_cast<size_t>(n_ / sum_len);
+    F.nc = static_cast<size_t>(n_ / 32);
+    const size_t T = static_cast<size_t>(n_tokens_);
+    // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16 |
+    // corr16 [ns] f32 | corr32 [nc] f32
+    F.off_d = F.q_stride;
+    F.off_s = F.off_d + round_up(4 * F.nd, 64);
+    F.off_c16 = F.off_s + round_up(2 * F.ns, 64);
+    F.off_c32 = F.off_c16 + round_up(4 * F.ns, 64);
+    F.row_bytes = F.off_c32 + round_up(4 * F.nc, 64);
+    if (!F.buf.reserve(F.row_bytes * T)) return false;
+    auto one = [&](int64_t t) {
+      const float* xt = x_ + t * n_;
+      ActQ8 a = row(f, t);
+      int8_t* q = const_cast<int8_t*>(a.q);
+      float* d = const_cast<float*>(a.d);
+      int16_t* s = const_cast<int16_t*>(a.sums);
+      if (f == ActForm::q8_32) quantize_q8_32(xt, n_, q, d, s);
+      else quantize_q8_256(xt, n_, q, d, s);
+      // activation factors of the offset corrections: d * (sum of q) per 16 (q8_256) and per 32
+      float* c16 = corr(f, t, 16);
+      float* c32 = corr(f, t, 32);
+      if (f == ActForm::q8_256) {
+        for (size_t g = 0; g < F.ns; g++) c16[g] = d[g / 16] * static_cast<float>(s[g]);
+        for (size_t g = 0; g < F.nc; g++) c32[g] = d[g / 8] * static_cast<float>(s[2 * g] + s[2 * g + 1]);
+      } else {
+        for (size_t g = 0; g < F.nc; g++) c32[g] = d[g] * static_cast<float>(s[g]);
+      }
+    };
+    if (n_tokens_ * n_ >= 16384 && n_tokens_ > 1) pool.parallel_for(static_cast<int>(n_tokens_), [&](int t, int) { one(t); });
+    else for (int64_t t = 0; t < n_tokens_; t++) one(t);
+    ready_[f == ActForm::q8_256] = true;
+    return true;
+  }
+
+  // Row t of a prepared form.
+  ActQ8 row(ActForm f, int64_t t) const {
+    const Form& F = form(f);
+    const uint8_t* base = F.buf.as<uint8_t>(F.row_bytes * static_cast<size_t>(t));
+    ActQ8 a;
+    a.q = reinterpret_cast<const int8_t*>(base);
+    a.d = reinterpret_cast<const float*>(base + F.off_d);
+    a.sums = reinterpret_cast<const int16_t*>(base + F.off_s);
+    return a;
+  }
+  // Per-token activation factors d * (sum of q) over groups of 16 or 32 (offset corrections).
+  float* corr(ActForm f, int64_t t, int group) const {
+    const Form& F = form(f);
+    return F.buf.as<float>(F.row_bytes * static_cast<size_t>(t) + (group == 16 ? F.off_c16 : F.off_c32));
+  }
+
+  // Sums of X over groups of `gs` (MLX biases), made once per group size.
+  bool prepare_mlx(int gs) {
+    if (mlx_gs_ == gs) return true;
+    size_t groups = static_cast<size_t>(n_ / gs);
+    if (!mlx_.reserve(4 * groups * static_cast<size_t>(n_tokens_) + 64)) return false;
+    mlx_gs_ = gs;
+    for (int64_t t = 0; t < n_tokens_; t++) mlx_group_sums(x_ + t * n_, n_, gs, mlx_sums(t));
+    return true;
+  }
+  float* mlx_sums(int64_t t) const { return mlx_.as<float>(4 * static_cast<size_t>(t) * static_cast<size_t>(n_ / std::max(1, mlx_gs_))); }
+
+ private:
+  struct Form {
+    AlignedBuffer buf;
+    size_t q_stride = 0, nd = 0, ns = 0, nc = 0, row_bytes = 0;
+    size_t off_d = 0, off_s = 0, off_c16 = 0, off_c32 = 0;
+  };
+  Form& form(ActForm f) { return forms_[f == ActForm::q8_256]; }
+  const Form& form(ActForm f) const { return forms_[f == ActForm::q8_256]; }
+
+  const float* x_ = nullptr;
+  int64_t n_tokens_ = 0, n_ = 0;
+  Form forms_[2];
+  bool ready_[2] = {false, false};
+  AlignedBuffer mlx_;
+  int mlx_gs_ = 0;
+};
+
+// ---- matrix-vector products (few tokens) ----
+
+// The dot product of row r with token t, for one weight type (the switch is outside the loops).
+template <class F>
+inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body) {
+  const uint64_t rb = weight_row_bytes(w);
+  const int64_t n = w.ne[0];
+  const uint8_t* base = w.data;
+  auto q8 = [&](auto dot, ActForm f) {
+    body([&, dot, f](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.row(f, t), n); });
+  };
+  auto fl = [&](auto dot) {
+    body([&, dot](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.x() + t * n, n); });
+  };
+  switch (w.type) {
+    // (lambdas, not function pointers, so that the dot product inlines into the row loop)
+    case DType::q4_0: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q4_0(p, a, k); }, ActForm::q8_32); break;
+    case DType::q5_0: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q5_0(p, a, k); }, ActForm::q8_32); break;
+    case DType::q8_0: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q8_0(p, a, k); }, ActForm::q8_32); break;
+    case DType::q4_K: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q4_k(p, a, k); }, ActForm::q8_256); break;
+    case DType::q6_K: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q6_k(p, a, k); }, ActForm::q8_256); break;
+    case DType::f32: fl([](const uint8_t* p, const float* x, int64_t k) { return dot_float<DType::f32>(p, x, k); }); break;
+    case DType::f16: fl([](const uint8_t* p, const float* x, int64_t k) { return dot_float<DType::f16>(p, x, k); }); break;
+    case DType::bf16: fl([](const uint8_t* p, const float* x, int64_t k) { return dot_float<DType::bf16>(p, x, k); }); break;
+    case DType::mlx_q4: case DType::mlx_q8:
+      body([&](int64_t r, int64_t t) { return dot_mlx(w, r, in.x() + t * n, in.mlx_sums(t)); });
+      break;
+    default: LLMI_ASSERT(!"matmul: weight type not computable"); break;
+  }
+}
+
+inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  const int64_t rows = w.rows(), T = in.n_tokens();
+  const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
+  // chunks: ~16 per thread for balance, but at least ~16 KiB of weights each
+  int64_t chunk = std::max<int64_t>(rows / (16 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(16384 / rb));
+  chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
+  const int n_tasks = static_cast<int>((rows + chunk - 1) / chunk);
+  for_weight_type(w, in, [&](auto dot) {
+    pool.parallel_for(n_tasks, [&](int task, int) {
+      const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
+      for (int64_t t = 0; t < T; t++) {
+        float* yt = y + t * ldy;
+        for (int64_t r = r0; r < r1; r++) yt[r] = dot(r, t);
+      }
+    });
+  });
+}
+
+// ---- blocked matrix-matrix product (AVX-512) ----
+// Quantized weights: an outer-product kernel. A panel holds 16 rows interleaved by 4 values:
+// [K/4][16 rows][4 bytes], so one zmm is 4 consecutive values of 16 rows, and vpdpbusd with the
+// token's 4 activation bytes broadcast adds 4 products to each row's int32 lane (64 MACs per
+// instruction, no horizontal sums). A micro-tile is 2 such groups (32 rows) x kRN tokens; a
+// block's integer sum is scaled per row lane (sub-block scales, block scales) and accumulated
+// in float per token. Offsets enter as integer start values (-offset * sum of the activations)
+// or, for Q4_K's mins (another float scale), as one float FMA per sub-block.
+// Float weights (f32/f16/bf16/MLX) use a dot-product tile over an f32 panel instead.
+#if defined(LLMI_SIMD_AVX512)
+constexpr int kGR = 16;   // rows per group (one zmm of int32 / f32 lanes)
+constexpr int kRG = 2;    // row groups per micro-tile
+constexpr int kRN = 4;    // tokens per micro-tile
+constexpr int kRB = kGR * kRG;  // rows per task
+constexpr int kTB = 512;  // tokens per task (a panel is decoded once per task)
+
+inline bool gemm_supported(DType t) {
+  switch (t) {
+    case DType::q4_0: case DType::q5_0: case DType::q8_0: case DType::q4_K: case DType::q6_K:
+    case DType::f32: case DType::f16: case DType::bf16: case DType::mlx_q4: case DType::mlx_q8:
+      return true;
+    default: return false;
+  }
+}
+
+// acc + sums of 4 products (unsigned w bytes x signed a bytes) per int32 lane.
+inline __m512i dpbusd(__m512i acc, __m512i w, __m512i a) {
+#if defined(LLMI_SIMD_VNNI)
+  return _mm512_dpbusd_epi32(acc, w, a);
+#else
+  // vpmaddubsw saturates for bytes above 127 (Q8_0 + 128): split them into nibbles
+  const __m512i m4 = _mm512_set1_epi8(15);
+  __m512i lo = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(w, m4), a), _mm512_set1_epi16(1));
+  __m512i hi = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w, 4), m4), a), _mm512_set1_epi16(16));
+  return _mm512_add_epi32(acc, _mm512_add_epi32(lo, hi));
+#endif
+}
+
+// One row's unsigned values (Q4_K 0..15, Q6_K 0..63, Q4_0 0..15, Q5_0 0..31, Q8_0 q + 128) in
+// element order, with its per-block numbers: Q4_K/Q6_K: sub-block scales (int32), super-block d,
+// and Q4_K's -dmin*m_j; 32-blocks: d.
+struct RowDecode {
+  uint8_t* v;
+  int32_t* sc;
+  float* d;
+  float* mins;
+};
+inline void decode_row(DType t, const uint8_t* src, int64_t K, const RowDecode& o) {
+  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+  switch (t) {
+    case DType::q4_K:
+      for (int64_t b = 0; b < K / 256; b++) {
+        const uint8_t* blk = src + 144 * b;
+        uint64_t sc8, m8;
+        q4k_unpack_scales(blk + 4, &sc8, &m8);
+        const float dmin = f16_scale(blk + 2);
+        o.d[b] = f16_scale(blk);
+        for (int j = 0; j < 8; j++) {
+          o.sc[8 * b + j] = static_cast<int32_t>((sc8 >> (8 * j)) & 0xFF);
+          o.mins[8 * b + j] = -dmin * static_cast<float>((m8 >> (8 * j)) & 0xFF);
+        }
+        for (int ch = 0; ch < 4; ch++) {
+          __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * ch));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 256 * b + 64 * ch), _mm256_and_si256(q, m4));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 256 * b + 64 * ch + 32), nibbles_hi256(q));
+        }
+      }
+      break;
+    case DType::q6_K:
+      for (int64_t b = 0; b < K / 256; b++) {
+        const uint8_t* blk = src + 210 * b;
+        o.d[b] = f16_scale(blk + 208);
+        for (int j = 0; j < 16; j++) o.sc[16 * b + j] = static_cast<int8_t>(blk[192 + j]);
+        for (int h = 0; h < 2; h++) {
+          __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
+          __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
+          __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+          uint8_t* out = o.v + 256 * b + 128 * h;
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32), _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64), _mm256_or_si256(nibbles_hi256(ql0), _mm256_and_si256(qh, m30)));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 96), _mm256_or_si256(nibbles_hi256(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
+        }
+      }
+      break;
+    default:  // 32-blocks
+      for (int64_t b = 0; b < K / 32; b++) {
+        __m256i q;
+        const uint8_t* blk;
+        if (t == DType::q8_0) {
+          blk = src + 34 * b;
+          q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), _mm256_set1_epi8(static_cast<char>(0x80)));
+        } else if (t == DType::q4_0) {
+          blk = src + 18 * b;
+          q = q4_block_values(blk + 2);
+        } else {
+          blk = src + 22 * b;
+          q = _mm256_or_si256(q4_block_values(blk + 6), q5_high_bits(rd_u32(blk + 2)));
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 32 * b), q);
+        o.d[b] = f16_scale(blk);
+      }
+      break;
+  }
+}
+inline int quant_offset(DType t) { return t == DType::q8_0 ? 128 : t == DType::q4_0 ? 8 : t == DType::q5_0 ? 16 : t == DType::q6_K ? 32 : 0; }
+
+// out[j] = column j of the 16 x 16 dword matrix in[0..15] (rows).
+inline void transpose16x16_epi32(const __m512i (&in)[16], __m512i (&out)[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(in[i], in[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(in[i], in[i + 1]);
+  }
+  for (int q = 0; q < 16; q += 4) {
+    u[q] = _mm512_unpacklo_epi64(t[q], t[q + 2]);
+    u[q + 1] = _mm512_unpackhi_epi64(t[q], t[q + 2]);
+    u[q + 2] = _mm512_unpacklo_epi64(t[q + 1], t[q + 3]);
+    u[q + 3] = _mm512_unpackhi_epi64(t[q + 1], t[q + 3]);
+  }
+  for (int m = 0; m < 4; m++) {
+    __m512i v0 = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x88), v1 = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xDD);
+    __m512i v2 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x88), v3 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xDD);
+    out[m] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+    out[m + 8] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
+    out[m + 4] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+    out[m + 12] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
+  }
+}
+
+// A task's rows decoded for the micro-kernels.
+//  quantized: v [groups][K/4][16][4] u8, sc [groups][K/sg][16] int32 (K-quants; sg 32 for Q4_K,
+//             16 for Q6_K), d [groups][K/db][16] f32 (db 256 K-quants, 32 otherwise),
+//             mins [groups][K/32][16] f32 (Q4_K).
+//  float:     f [rows][K] f32.
+struct Panel {
+  int64_t K = 0, rows = 0;
+  DType type = DType::f32;
+  uint8_t* v = nullptr;
+  int32_t* sc = nullptr;
+  float* d = nullptr;
+  float* mins = nullptr;
+  float* f = nullptr;
+  int sg = 32, db = 32;
+};
+
+// Decodes rows [r0, r0 + nr) (nr <= kRB; missing rows are zero) into P.
+inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuffer& buf, Panel& P) {
+  const int64_t K = w.ne[0];
+  const uint64_t rb = weight_row_bytes(w);
+  P.K = K;
+  P.rows = nr;
+  P.type = w.type;
+  const size_t k = static_cast<size_t>(K);
+  if (act_form(w.type) == ActForm::f32) {
+    if (!buf.reserve(static_cast<size_t>(nr) * k * 4)) return false;
+    P.f = buf.as<float>();
+    for (int64_t i = 0; i < nr; i++) dequant_row(w, r0 + i, P.f + static_cast<size_t>(i) * k);
+    return true;
+  }
+  const bool kq = act_form(w.type) == ActForm::q8_256;
+  P.sg = w.type == DType::q6_K ? 16 : 32;
+  P.db = kq ? 256 : 32;
+  const size_t G = kRG, vals = round_up(G * 16 * k, 64), scn = kq ? round_up(G * 16 * k / P.sg * 4, 64) : 0;
+  const size_t dn = round_up(G * 16 * k / P.db * 4, 64), mn = w.type == DType::q4_K ? round_up(G * 16 * k / 32 * 4, 64) : 0;
+  const size_t tmp = round_up(k, 64) * 16 + round_up(k / 16 * 4, 64) + 2 * round_up(k / 16 * 4, 64);
+  if (!buf.reserve(vals + scn + dn + mn + tmp)) return false;
+  P.v = buf.as<uint8_t>();
+  P.sc = buf.as<int32_t>(vals);
+  P.d = buf.as<float>(vals + scn);
+  P.mins = buf.as<float>(vals + scn + dn);
+  uint8_t* rows = buf.as<uint8_t>(vals + scn + dn + mn);            // [16][K] one group's rows
+  const size_t rs = round_up(k, 64);
+  int32_t* tsc = buf.as<int32_t>(vals + scn + dn + mn + rs * 16);  // one row's numbers
+  float* td = reinterpret_cast<float*>(tsc + round_up(k / 16 * 4, 64) / 4);
+  float* tm = td + round_up(k / 16 * 4, 64) / 4;
+  const size_t nsc = kq ? k / static_cast<size_t>(P.sg) : 0, nd = k / static_cast<size_t>(P.db), nm = k / 32;
+  for (size_t g = 0; g < G; g++) {
+    for (int i = 0; i < 16; i++) {
+      const int64_t r = static_cast<int64_t>(g) * 16 + i;
+      uint8_t* rv = rows + static_cast<size_t>(i) * rs;
+      if (r >= nr) {  // padding rows compute zeros (never stored)
+        std::memset(rv, 0, k);
+        for (size_t j = 0; j < nsc; j++) P.sc[(g * nsc + j) * 16 + static_cast<size_t>(i)] = 0;
+        for (size_t j = 0; j < nd; j++) P.d[(g * nd + j) * 16 + static_cast<size_t>(i)] = 0;
+        if (P.type == DType::q4_K)
+          for (size_t j = 0; j < nm; j++) P.mins[(g * nm + j) * 16 + static_cast<size_t>(i)] = 0;
+        continue;
+      }
+      decode_row(w.type, w.data + static_cast<uint64_t>(r0 + r) * rb, K, RowDecode{rv, tsc, td, tm});
+      for (size_t j = 0; j < nsc; j++) P.sc[(g * nsc + j) * 16 + static_cast<size_t>(i)] = tsc[j];
+      for (size_t j = 0; j < nd; j++) P.d[(g * nd + j) * 16 + static_cast<size_t>(i)] = td[j];
+      if (P.type == DType::q4_K)
+        for (size_t j = 0; j < nm; j++) P.mins[(g * nm + j) * 16 + static_cast<size_t>(i)] = tm[j];
+    }
+    // interleave: v[g][k4][i] = dword k4 of row i
+    uint32_t* dst = reinterpret_cast<uint32_t*>(P.v + g * 16 * k);
+    size_t k4 = 0;
+    for (; k4 + 16 <= k / 4; k4 += 16) {
+      __m512i in[16], out[16];
+      for (int i = 0; i < 16; i++) in[i] = _mm512_loadu_si512(rows + static_cast<size_t>(i) * rs + 4 * k4);
+      transpose16x16_epi32(in, out);
+      for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (k4 + static_cast<size_t>(j)) * 16, out[j]);
+    }
+    for (; k4 < k / 4; k4++)
+      for (int i = 0; i < 16; i++) std::memcpy(dst + k4 * 16 + static_cast<size_t>(i), rows + static_cast<size_t>(i) * rs + 4 * k4, 4);
+  }
+  return true;
+}
+
+// The activations' start values of the integer sums: -offset * (sum of the activations) per block
+// of `group` values (Q6_K: 16, 32-blocks: 32). [T][K/group].
+inline void offset_starts(const MatmulInput& in, ActForm f, int offset, int group, int32_t* out) {
+  const int64_t n = in.n() / group;
+  for (int64_t t = 0; t < in.n_tokens(); t++) {
+    const int16_t* s = in.row(f, t).sums;
+    for (int64_t j = 0; j < n; j++) out[t * n + j] = -offset * s[j];
+  }
+}
+
+// K-quant micro-kernel: the 32 panel rows times tokens tj[0..kRN); out[g][t] = 16 row results.
+template <bool kQ4K>
+inline void micro_kq(const Panel& P, const MatmulInput& in, const int32_t* starts, const int64_t (&tj)[kRN], __m512 (&out)[kRG][kRN]) {
+  const int64_t K = P.K, nsb = K / 256, nsc = K / P.sg;
+  const int sub = P.sg / 4;  // k4 steps per sub-block
+  const int32_t* aq[kRN];
+  const float* ad[kRN];
+  const float* am[kRN];
+  const int32_t* ast[kRN];
+  for (int t = 0; t < kRN; t++) {
+    ActQ8 a = in.row(ActForm::q8_256, tj[t]);
+    aq[t] = reinterpret_cast<const int32_t*>(a.q);
+    ad[t] = a.d;
+    am[t] = in.corr(ActForm::q8_256, tj[t], 32);
+    ast[t] = starts ? starts + tj[t] * nsc : nullptr;
+  }
+  const __m512i* wv[kRG];
+  const __m512i* wsc[kRG];
+  const float* wd[kRG];
+  const float* wm[kRG];
+  for (int g = 0; g < kRG; g++) {
+    wv[g] = reinterpret_cast<const __m512i*>(P.v + static_cast<size_t>(g) * 16 * static_cast<size_t>(K));
+    wsc[g] = reinterpret_cast<const __m512i*>(P.sc + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsc));
+    wd[g] = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb);
+    wm[g] = P.mins + static_cast<size_t>(g) * 16 * static_cast<size_t>(K / 32);
+  }
+  __m512 accf[kRG][kRN];
+  for (int g = 0; g < kRG; g++)
+    for (int t = 0; t < kRN; t++) accf[g][t] = _mm512_setzero_ps();
+  for (int64_t s = 0; s < nsb; s++) {
+    __m512i acc[kRG][kRN];
+    for (int g = 0; g < kRG; g++)
+      for (int t = 0; t < kRN; t++) acc[g][t] = _mm512_setzero_si512();
+    for (int64_t j = s * 256 / P.sg; j < (s + 1) * 256 / P.sg; j++) {  // sub-blocks
+      __m512i sb[kRG][kRN];
+#pragma GCC unroll 8
+      for (int g = 0; g < kRG; g++)
+#pragma GCC unroll 8
+        for (int t = 0; t < kRN; t++) sb[g][t] = kQ4K ? _mm512_setzero_si512() : _mm512_set1_epi32(ast[t][j]);
+      const int64_t k40 = j * sub;
+#pragma GCC unroll 8
+      for (int u = 0; u < sub; u++) {
+        __m512i w[kRG];
+#pragma GCC unroll 8
+        for (int g = 0; g < kRG; g++) w[g] = _mm512_load_si512(wv[g] + k40 + u);
+#pragma GCC unroll 8
+        for (int t = 0; t < kRN; t++) {
+          __m512i a = _mm512_set1_epi32(aq[t][k40 + u]);
+#pragma GCC unroll 8
+          for (int g = 0; g < kRG; g++) sb[g][t] = dpbusd(sb[g][t], w[g], a);
+        }
+      }
+#pragma GCC unroll 8
+      for (int g = 0; g < kRG; g++) {
+        __m512i sc = _mm512_load_si512(wsc[g] + j);
+#pragma GCC unroll 8
+        for (int t = 0; t < kRN; t++) acc[g][t] = _mm512_add_epi32(acc[g][t], _mm512_mullo_epi32(sb[g][t], sc));
+      }
+      if (kQ4K) {  // mins: -dmin*m_j (row) times d*sum_j (token)
+#pragma GCC unroll 8
+        for (int g = 0; g < kRG; g++) {
+          __m512 m = _mm512_load_ps(wm[g] + 16 * j);
+#pragma GCC unroll 8
+          for (int t = 0; t < kRN; t++) accf[g][t] = _mm512_fmadd_ps(m, _mm512_set1_ps(am[t][j]), accf[g][t]);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < kRG; g++) {
+      __m512 d = _mm512_load_ps(wd[g] + 16 * s);
+#pragma GCC unroll 8
+      for (int t = 0; t < kRN; t++)
+        accf[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[g][t]), _mm512_mul_ps(d, _mm512_set1_ps(ad[t][s])), accf[g][t]);
+    }
+  }
+  for (int g = 0; g < kRG; g++)
+    for (int t = 0; t < kRN; t++) out[g][t] = accf[g][t];
+}
+
+// 32-block micro-kernel (Q4_0, Q5_0, Q8_0): per block, the integer sum starts at -offset * sum
+// of the activations, then one float FMA with d(row) * d(token).
+inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* starts, const int64_t (&tj)[kRN], __m512 (&out)[kRG][kRN]) {
+  const int64_t K = P.K, nb = K / 32;
+  const int32_t* aq[kRN];
+  const float* ad[kRN];
+  const int32_t* ast[kRN];
+  for (int t = 0; t < kRN; t++) {
+    ActQ8 a = in.row(ActForm::q8_32, tj[t]);
+    aq[t] = reinterpret_cast<const int32_t*>(a.q);
+    ad[t] = a.d;
+    ast[t] = starts + tj[t] * nb;
+  }
+  const __m512i* wv[kRG];
+  const float* wd[kRG];
+  for (int g = 0; g < kRG; g++) {
+    wv[g] = reinterpret_cast<const __m512i*>(P.v + static_cast<size_t>(g) * 16 * static_cast<size_t>(K));
+    wd[g] = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nb);
+  }
+  __m512 accf[kRG][kRN];
+  for (int g = 0; g < kRG; g++)
+    for (int t = 0; t < kRN; t++) accf[g][t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    __m512i acc[kRG][kRN];
+#pragma GCC unroll 8
+    for (int t = 0; t < kRN; t++) {
+      __m512i st = _mm512_set1_epi32(ast[t][b]);
+#pragma GCC unroll 8
+      for (int g = 0; g < kRG; g++) acc[g][t] = st;
+    }
+#pragma GCC unroll 8
+    for (int u = 0; u < 8; u++) {
+      __m512i w[kRG];
+#pragma GCC unroll 8
+      for (int g = 0; g < kRG; g++) w[g] = _mm512_load_si512(wv[g] + 8 * b + u);
+#pragma GCC unroll 8
+      for (int t = 0; t < kRN; t++) {
+        __m512i a = _mm512_set1_epi32(aq[t][8 * b + u]);
+#pragma GCC unroll 8
+        for (int g = 0; g < kRG; g++) acc[g][t] = dpbusd(acc[g][t], w[g], a);
+      }
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < kRG; g++) {
+      __m512 d = _mm512_load_ps(wd[g] + 16 * b);
+#pragma GCC unroll 8
+      for (int t = 0; t < kRN; t++)
+        accf[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[g][t]), _mm512_mul_ps(d, _mm512_set1_ps(ad[t][b])), accf[g][t]);
+    }
+  }
+  for (int g = 0; g < kRG; g++)
+    for (int t = 0; t < kRN; t++) out[g][t] = accf[g][t];
+}
+
+// Float micro-kernel (f32 panel of f32/f16/bf16/MLX weights times f32 X): 2 x 4 dot products.
+inline void micro_f32(const Panel& P, const int64_t (&pi)[2], const MatmulInput& in, const int64_t (&tj)[4], float (&out)[2][4]) {
+  const int64_t K = P.K;
+  const float* wr[2] = {P.f + pi[0] * K, P.f + pi[1] * K};
+  const float* xr[4];
+  for (int j = 0; j < 4; j++) xr[j] = in.x() + tj[j] * K;
+  __m512 acc[2][4];
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 16) {
+    __mmask16 mask = K - k >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (K - k)) - 1);
+    __m512 x[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) x[j] = _mm512_maskz_loadu_ps(mask, xr[j] + k);
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) {
+      __m512 wv = _mm512_maskz_loadu_ps(mask, wr[i] + k);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; j++) acc[i][j] = _mm512_fmadd_ps(wv, x[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 4; j++) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
+inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
+  const int64_t n_rb = (rows + kRB - 1) / kRB, n_tb = (T + kTB - 1) / kTB;
+  const ActForm f = act_form(w.type);
+  // integer start values of the blocks (offsets), shared by every task
+  static thread_local AlignedBuffer starts_buf;
+  const int off = quant_offset(w.type), group = w.type == DType::q6_K ? 16 : 32;
+  int32_t* starts = nullptr;
+  if (f != ActForm::f32 && off != 0) {
+    LLMI_ASSERT(starts_buf.reserve(static_cast<size_t>(T * (K / group)) * 4 + 64));
+    starts = starts_buf.as<int32_t>();
+    offset_starts(in, f, off, group, starts);
+  }
+  pool.parallel_for(static_cast<int>(n_rb * n_tb), [&](int task, int) {
+    static thread_local AlignedBuffer buf;
+    const int64_t rblk = task % n_rb, tblk = task / n_rb;
+    const int64_t r0 = rblk * kRB, nr = std::min<int64_t>(kRB, rows - r0);
+    const int64_t t0 = tblk * kTB, nt = std::min<int64_t>(kTB, T - t0);
+    Panel P;
+    LLMI_ASSERT(panel_decode(w, r0, nr, buf, P));
+    for (int64_t j0 = 0; j0 < nt; j0 += kRN) {
+      int64_t tj[kRN];
+      for (int j = 0; j < kRN; j++) tj[j] = t0 + std::min<int64_t>(j0 + j, nt - 1);
+      if (f == ActForm::f32) {
+        for (int64_t i0 = 0; i0 < nr; i0 += 2) {
+          int64_t pi[2] = {i0, std::min<int64_t>(i0 + 1, nr - 1)};
+          float out[2][4];
+          micro_f32(P, pi, in, tj, out);
+          for (int j = 0; j < kRN && j0 + j < nt; j++)
+            for (int i = 0; i < 2 && i0 + i < nr; i++) y[(t0 + j0 + j) * ldy + r0 + i0 + i] = out[i][j];
+        }
+        continue;
+      }
+      __m512 out[kRG][kRN];
+      if (w.type == DType::q4_K) micro_kq<true>(P, in, starts, tj, out);
+      else if (w.type == DType::q6_K) micro_kq<false>(P, in, starts, tj, out);
+      else micro_q32(P, in, starts, tj, out);
+      for (int j = 0; j < kRN && j0 + j < nt; j++) {
+        float* yt = y + (t0 + j0 + j) * ldy + r0;
+        for (int g = 0; g < kRG && 16 * g < nr; g++) {
+          const int64_t left = nr - 16 * g;
+          const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+          _mm512_mask_storeu_ps(yt + 16 * g, m, out[g][j]);
+        }
+      }
+    }
+  });
+}
+#endif  // LLMI_SIMD_AVX512
+
+// Smallest token count that takes the matrix-matrix path (fixed: it must not depend on threads).
+constexpr int64_t kGemmMinTokens = 6;
+
+// Y = X W^T for an input shared by several matmuls.
+inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  LLMI_ASSERT(in.n() == w.ne[0]);
+  if (in.n_tokens() <= 0 || w.rows() <= 0) return;
+  ActForm f = act_form(w.type);
+  LLMI_ASSERT(in.prepare(f, pool));
+  if (w.type == DType::mlx_q4 || w.type == DType::mlx_q8) LLMI_ASSERT(in.prepare_mlx(w.group_size));
+#if defined(LLMI_SIMD_AVX512)
+  if (in.n_tokens() >= kGemmMinTokens && gemm_supported(w.type)) {
+    gemm(w, in, y, ldy, pool);
+    return;
+  }
+#endif
+  gemv(w, in, y, ldy, pool);
+}
+
+// Y[t][r] = sum_k W[r][k] * X[t][k]; X is [n_tokens][ne0(W)] f32, Y is [n_tokens][ldy] f32.
+inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool) {
+  static thread_local MatmulInput in;
+  in.reset(x, n_tokens, w.ne[0]);
+  matmul(w, in, y, ldy, pool);
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
