@@ -1,7 +1,8 @@
 # llminfer — build the header, the CLI, the examples, the tests and the benchmarks.
 #
 #   make                   regenerate llminfer.hpp from src/ and build everything into build/
-#   make test              build and run the whole test suite
+#   make test              build and run the whole test suite (makes the test fixtures first)
+#   make fixtures          build and verify the synthetic test models (tools/fixtures)
 #   make demo              build and run the main job (a short generation with the default model)
 #   make LLMINFER_SIMD=avx2 ...    choose the kernels: native (default), avx512, avx2, neon, scalar
 #   make BUILD=build/asan SANITIZE=address,undefined test    a sanitizer build in its own folder
@@ -33,7 +34,7 @@ TEST_SRC := $(sort $(wildcard tests/*.cpp))
 CLI_OBJ := $(CLI_SRC:%.cpp=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.cpp=$(BUILD)/obj/%.o)
 
-.PHONY: all test demo header check-header doctest clean
+.PHONY: all test demo header check-header doctest clean fixtures
 .DELETE_ON_ERROR:
 
 all: llminfer.hpp $(BUILD)/llminfer $(BUILD)/tests
@@ -67,8 +68,14 @@ $(TEST_OBJ): | doctest
 $(BUILD)/tests: $(TEST_OBJ)
 	$(CXX) $(TEST_OBJ) -o $@ $(LDFLAGS_ALL)
 
-test: llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer
-	LLMINFER_SHARED=$(SHARED) LLMINFER_CLI=$(BUILD)/llminfer $(BUILD)/tests $(TEST_ARGS)
+# Synthetic test models (byte-identical on every run, checked against tools/fixtures/fixtures.sha256);
+# shared by every BUILD folder.
+FIXTURES ?= build/fixtures
+fixtures:
+	tools/fixtures/make_fixtures.sh $(FIXTURES) $(SHARED)
+
+test: llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer fixtures
+	LLMINFER_SHARED=$(SHARED) LLMINFER_FIXTURES=$(abspath $(FIXTURES)) LLMINFER_CLI=$(BUILD)/llminfer $(BUILD)/tests $(TEST_ARGS)
 
 # The main job.
 DEMO_MODEL := $(firstword $(wildcard models/default.gguf) $(wildcard $(SHARED)/models/stories260K.gguf))
