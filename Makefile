@@ -4,6 +4,7 @@
 #   make test              build and run the whole test suite (makes the test fixtures first)
 #   make fixtures          build and verify the synthetic test models (tools/fixtures)
 #   make demo              build and run the main job (a short generation with the default model)
+#   make model             download a small public model to models/default.gguf (the only network use)
 #   make LLMINFER_SIMD=avx2 ...    choose the kernels: native (default), avx512, avx2, neon, scalar
 #   make BUILD=build/asan SANITIZE=address,undefined test    a sanitizer build in its own folder
 #   make WERROR=1          warnings are errors (CI)
@@ -34,10 +35,10 @@ TEST_SRC := $(sort $(wildcard tests/*.cpp))
 CLI_OBJ := $(CLI_SRC:%.cpp=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.cpp=$(BUILD)/obj/%.o)
 
-.PHONY: all test demo header check-header doctest clean fixtures
+.PHONY: all test demo model header check-header doctest clean fixtures
 .DELETE_ON_ERROR:
 
-all: llminfer.hpp $(BUILD)/llminfer $(BUILD)/tests
+all: llminfer.hpp $(BUILD)/llminfer $(BUILD)/tests $(BUILD)/simple
 
 # The header is generated from src/ (committed; CI checks it is fresh).
 llminfer.hpp: $(wildcard src/*.hpp) tools/amalgamate
@@ -53,6 +54,11 @@ $(BUILD)/obj/%.o: %.cpp llminfer.hpp
 $(BUILD)/llminfer: $(CLI_OBJ)
 	$(CXX) $(CLI_OBJ) -o $@ $(LDFLAGS_ALL)
 
+# The embedding example, built the way a strict host program would: no exceptions, no RTTI.
+$(BUILD)/simple: examples/simple.cpp llminfer.hpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_ALL) -fno-exceptions -fno-rtti $< -o $@ $(LDFLAGS_ALL)
+
 # doctest comes from Debian's doctest-dev; install it when we can, else say how.
 doctest:
 	@if [ ! -f /usr/include/doctest/doctest.h ]; then \
@@ -64,7 +70,11 @@ doctest:
 	  fi; \
 	fi
 
-$(TEST_OBJ): | doctest
+# A cross compiler does not search /usr/include: give the tests doctest (header-only) alone.
+$(BUILD)/doctest-include/doctest: | doctest
+	@mkdir -p $(dir $@) && ln -sfn /usr/include/doctest $@
+$(TEST_OBJ): | doctest $(BUILD)/doctest-include/doctest
+$(TEST_OBJ): CXXFLAGS_ALL += -I$(BUILD)/doctest-include
 $(BUILD)/tests: $(TEST_OBJ)
 	$(CXX) $(TEST_OBJ) -o $@ $(LDFLAGS_ALL)
 
@@ -74,17 +84,22 @@ FIXTURES ?= build/fixtures
 fixtures:
 	tools/fixtures/make_fixtures.sh $(FIXTURES) $(SHARED)
 
-test: llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer fixtures
-	LLMINFER_SHARED=$(SHARED) LLMINFER_FIXTURES=$(abspath $(FIXTURES)) LLMINFER_CLI=$(BUILD)/llminfer $(BUILD)/tests $(TEST_ARGS)
+test: llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer $(BUILD)/simple fixtures
+	LLMINFER_SHARED=$(SHARED) LLMINFER_FIXTURES=$(abspath $(FIXTURES)) LLMINFER_CLI=$(BUILD)/llminfer LLMINFER_SIMPLE=$(BUILD)/simple $(BUILD)/tests $(TEST_ARGS)
 
 # The main job.
 DEMO_MODEL := $(firstword $(wildcard models/default.gguf) $(wildcard $(SHARED)/models/stories260K.gguf))
 demo: $(BUILD)/llminfer
 	@if [ -z "$(DEMO_MODEL)" ]; then \
-	  echo "no model: put a GGUF file at models/default.gguf (see README: Getting a model)"; exit 1; fi
+	  echo "no model found. Either run 'make model' (downloads SmolLM2-135M-Instruct Q4_K_M, about 105 MB,"; \
+	  echo "from Hugging Face to models/default.gguf) or put any GGUF file at models/default.gguf."; exit 1; fi
 	$(BUILD)/llminfer info $(DEMO_MODEL)
+
+# The only target that uses the network: a small public model for `make demo` (see README).
+model:
+	tools/get-model
 
 clean:
 	rm -rf $(BUILD)
 
--include $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/simple.d

@@ -384,6 +384,7 @@ const char* version() noexcept;
 #include <limits>
 #include <map>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <unordered_map>
 
@@ -406,6 +407,9 @@ const char* version() noexcept;
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
 #endif
 
 // ---- SIMD selection (compile time) ----
@@ -428,7 +432,17 @@ const char* version() noexcept;
 #define LLMI_SIMD_VNNI 1
 #endif
 #if defined(LLMI_SIMD_AVX2) || defined(LLMI_SIMD_AVX512)
+// GCC 12 reports its own _mm512_undefined_*() (self-initialised on purpose) as uninitialised
+// when inlined; the warnings point into the header, so silencing them for its lines is enough.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 #if defined(LLMI_SIMD_NEON)
 #include <arm_neon.h>
@@ -863,6 +877,15 @@ inline const char* simd_compiled() {
 #endif
 }
 
+// What the CPU (and OS) offers, as raw cpuid words. Tests replace cpu_query to fake a CPU.
+struct CpuInfo {
+  uint32_t l1_ecx = 0, l1_edx = 0;            // leaf 1
+  uint32_t l7_ebx = 0, l7_ecx = 0, l7_edx = 0;  // leaf 7, sub-leaf 0
+  uint32_t l7s1_eax = 0;                       // leaf 7, sub-leaf 1
+  uint32_t e1_ecx = 0;                         // leaf 0x80000001
+  uint64_t xcr0 = 0;                           // OS-enabled register state (xgetbv)
+};
+
 #if (defined(__x86_64__) || defined(_M_X64) || defined(__i386__)) && !defined(LLMINFER_NO_CPU_CHECK)
 #if defined(_MSC_VER)
 inline void llmi_cpuid(int leaf, int sub, unsigned r[4]) {
@@ -881,57 +904,171 @@ inline uint64_t llmi_xgetbv() {
   return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 #endif
-// Empty when this CPU (and OS) can run what was compiled in; otherwise what is missing.
+inline CpuInfo cpu_query_hw() {
+  CpuInfo c;
+  unsigned r[4];
+  llmi_cpuid(0, 0, r);
+  unsigned max_leaf = r[0];
+  llmi_cpuid(1, 0, r);
+  c.l1_ecx = r[2];
+  c.l1_edx = r[3];
+  if (max_leaf >= 7) {
+    llmi_cpuid(7, 0, r);
+    c.l7_ebx = r[1];
+    c.l7_ecx = r[2];
+    c.l7_edx = r[3];
+    if (r[0] >= 1) {
+      llmi_cpuid(7, 1, r);
+      c.l7s1_eax = r[0];
+    }
+  }
+  llmi_cpuid(static_cast<int>(0x80000000u), 0, r);
+  if (r[0] >= 0x80000001u) {
+    llmi_cpuid(static_cast<int>(0x80000001u), 0, r);
+    c.e1_ecx = r[2];
+  }
+  if ((c.l1_ecx >> 27) & 1) c.xcr0 = llmi_xgetbv();  // OSXSAVE
+  return c;
+}
+// Replaceable for tests (fake a CPU that lacks something); nullptr = ask the hardware.
+inline CpuInfo (*cpu_query)() = nullptr;
+
+// Empty when this CPU (and OS) can run what was compiled in; otherwise the missing features.
+// Every instruction-set macro the compiler defines is checked, since -march lets it use them
+// anywhere (not only in our kernels).
 inline std::string cpu_missing_features() {
-  unsigned r1[4], r7[4], r0[4];
-  llmi_cpuid(0, 0, r0);
-  llmi_cpuid(1, 0, r1);
-  bool has7 = r0[0] >= 7;
-  if (has7) llmi_cpuid(7, 0, r7);
-  else r7[0] = r7[1] = r7[2] = r7[3] = 0;
-  bool osxsave = (r1[2] >> 27) & 1;
-  uint64_t xcr0 = osxsave ? llmi_xgetbv() : 0;
-  bool ymm_os = (xcr0 & 0x6) == 0x6, zmm_os = (xcr0 & 0xE6) == 0xE6;
+  const CpuInfo c = cpu_query ? cpu_query() : cpu_query_hw();
+  const bool ymm = (c.xcr0 & 0x6) == 0x6, zmm = (c.xcr0 & 0xE6) == 0xE6;
   std::string missing;
   auto need = [&](bool ok, const char* name) {
     if (!ok) missing += missing.empty() ? name : std::string(", ") + name;
   };
+  auto bit = [](uint32_t w, int b) { return ((w >> b) & 1) != 0; };
+  (void)need;
+  (void)bit;
+  (void)ymm;
+  (void)zmm;
+#if defined(__SSE3__)
+  need(bit(c.l1_ecx, 0), "SSE3");
+#endif
+#if defined(__SSSE3__)
+  need(bit(c.l1_ecx, 9), "SSSE3");
+#endif
+#if defined(__SSE4_1__)
+  need(bit(c.l1_ecx, 19), "SSE4.1");
+#endif
+#if defined(__SSE4_2__)
+  need(bit(c.l1_ecx, 20), "SSE4.2");
+#endif
+#if defined(__POPCNT__)
+  need(bit(c.l1_ecx, 23), "POPCNT");
+#endif
+#if defined(__MOVBE__)
+  need(bit(c.l1_ecx, 22), "MOVBE");
+#endif
+#if defined(__AVX__)
+  need(bit(c.l1_ecx, 28) && ymm, "AVX");
+#endif
 #if defined(__FMA__)
-  need(((r1[2] >> 12) & 1) && ymm_os, "FMA");
+  need(bit(c.l1_ecx, 12) && ymm, "FMA");
 #endif
 #if defined(__F16C__)
-  need(((r1[2] >> 29) & 1) && ymm_os, "F16C");
+  need(bit(c.l1_ecx, 29) && ymm, "F16C");
 #endif
 #if defined(__AVX2__)
-  need(((r7[1] >> 5) & 1) && ymm_os, "AVX2");
+  need(bit(c.l7_ebx, 5) && ymm, "AVX2");
+#endif
+#if defined(__BMI__)
+  need(bit(c.l7_ebx, 3), "BMI1");
+#endif
+#if defined(__BMI2__)
+  need(bit(c.l7_ebx, 8), "BMI2");
+#endif
+#if defined(__LZCNT__)
+  need(bit(c.e1_ecx, 5), "LZCNT");
+#endif
+#if defined(__AVXVNNI__)
+  need(bit(c.l7s1_eax, 4) && ymm, "AVX-VNNI");
 #endif
 #if defined(__AVX512F__)
-  need(((r7[1] >> 16) & 1) && zmm_os, "AVX512F");
+  need(bit(c.l7_ebx, 16) && zmm, "AVX512F");
+#endif
+#if defined(__AVX512DQ__)
+  need(bit(c.l7_ebx, 17) && zmm, "AVX512DQ");
+#endif
+#if defined(__AVX512IFMA__)
+  need(bit(c.l7_ebx, 21) && zmm, "AVX512IFMA");
+#endif
+#if defined(__AVX512CD__)
+  need(bit(c.l7_ebx, 28) && zmm, "AVX512CD");
 #endif
 #if defined(__AVX512BW__)
-  need(((r7[1] >> 30) & 1) && zmm_os, "AVX512BW");
+  need(bit(c.l7_ebx, 30) && zmm, "AVX512BW");
 #endif
 #if defined(__AVX512VL__)
-  need(((r7[1] >> 31) & 1) && zmm_os, "AVX512VL");
+  need(bit(c.l7_ebx, 31) && zmm, "AVX512VL");
+#endif
+#if defined(__AVX512VBMI__)
+  need(bit(c.l7_ecx, 1) && zmm, "AVX512VBMI");
+#endif
+#if defined(__AVX512VBMI2__)
+  need(bit(c.l7_ecx, 6) && zmm, "AVX512VBMI2");
+#endif
+#if defined(__GFNI__)
+  need(bit(c.l7_ecx, 8), "GFNI");
+#endif
+#if defined(__VAES__)
+  need(bit(c.l7_ecx, 9), "VAES");
+#endif
+#if defined(__VPCLMULQDQ__)
+  need(bit(c.l7_ecx, 10), "VPCLMULQDQ");
 #endif
 #if defined(__AVX512VNNI__)
-  need(((r7[2] >> 11) & 1) && zmm_os, "AVX512VNNI");
+  need(bit(c.l7_ecx, 11) && zmm, "AVX512VNNI");
 #endif
-  (void)ymm_os;
-  (void)zmm_os;
+#if defined(__AVX512BITALG__)
+  need(bit(c.l7_ecx, 12) && zmm, "AVX512BITALG");
+#endif
+#if defined(__AVX512VPOPCNTDQ__)
+  need(bit(c.l7_ecx, 14) && zmm, "AVX512VPOPCNTDQ");
+#endif
+#if defined(__AVX512VP2INTERSECT__)
+  need(bit(c.l7_edx, 8) && zmm, "AVX512VP2INTERSECT");
+#endif
+#if defined(__AVX512FP16__)
+  need(bit(c.l7_edx, 23) && zmm, "AVX512FP16");
+#endif
+#if defined(__AVX512BF16__)
+  need(bit(c.l7s1_eax, 5) && zmm, "AVX512BF16");
+#endif
+  return missing;
+}
+#elif defined(__aarch64__) && defined(__linux__) && !defined(LLMINFER_NO_CPU_CHECK)
+inline CpuInfo (*cpu_query)() = nullptr;
+inline std::string cpu_missing_features() {
+  std::string missing;
+#if defined(__ARM_FEATURE_DOTPROD)
+  if (!(getauxval(AT_HWCAP) & (1ul << 20))) missing = "ASIMDDP (the dot product instructions)";  // HWCAP_ASIMDDP
+#endif
   return missing;
 }
 #else
+inline CpuInfo (*cpu_query)() = nullptr;
 inline std::string cpu_missing_features() { return std::string(); }
 #endif
 
 inline Result<void> check_cpu() {
   std::string missing = cpu_missing_features();
   if (missing.empty()) return {};
+#if defined(__aarch64__)
+  const char* hint = "`make LLMINFER_SIMD=neon` without extra -march flags, or `LLMINFER_SIMD=scalar`";
+#else
+  const char* hint = "`make LLMINFER_SIMD=avx2` or `LLMINFER_SIMD=scalar`";
+#endif
   return make_error(Errc::cpu_unsupported,
                     strf("this program was built for %s, but this CPU (or OS) lacks %s; rebuild "
-                         "with a lower target, e.g. `make LLMINFER_SIMD=avx2` or `LLMINFER_SIMD=scalar`",
-                         simd_compiled(), missing.c_str()));
+                         "with a lower target, e.g. %s",
+                         simd_compiled(), missing.c_str(), hint));
 }
 
 }  // namespace detail
@@ -2637,12 +2774,55 @@ inline Result<std::shared_ptr<ModelDesc>> load_description(const std::string& pa
 
 // ---- src/20_quant.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== Quantized block formats: layouts and the scalar reference (the definition of truth) ====
+// Every weight format the kernels read, bit-exact to GGUF (ggml-common.h) and to MLX affine
+// quantization, with a readable scalar dequantizer and dot product. The SIMD kernels (21_simd,
+// 23_matmul) must agree with these: integer parts exactly, float sums within the rounding of a
+// different summation order. The structs document the byte layout; the code reads bytes through
+// rd_u16 (blocks are only 2-byte aligned in a file, and safetensors data may be unaligned).
+//
+// Activations are quantized once per matmul into one of two 8-bit forms (ActQ8 below):
+//   q8_32   blocks of 32: scale d, 32 int8, their sum      (for Q4_0, Q5_0, Q8_0 weights)
+//   q8_256  blocks of 256: scale d, 256 int8, sums of 16   (for Q4_K, Q6_K weights)
+// so that a weight block times an activation block is an integer dot product and one float
+// multiply, as in ggml (Q8_0 / Q8_K).
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
+
+// An activation row quantized to 8 bits. Blocks of 32 (q8_32) or 256 (q8_256) share a scale;
+// value i is d[i / block] * q[i]. `sums` are sums of q over 32 (q8_32) or 16 (q8_256) values:
+// they apply weight offsets (Q4_0's -8, Q4_K's mins, ...) without touching every value.
+struct ActQ8 {
+  const int8_t* q = nullptr;     // [n]
+  const float* d = nullptr;      // [n / block]
+  const int16_t* sums = nullptr;  // [n / 32] (q8_32) or [n / 16] (q8_256)
+};
+
 namespace ref {
 
-// Q8_0: 32 weights per block: fp16 scale d, then 32 int8 q. w = d * q.
+// ---- GGUF block layouts ----
+
+// Q4_0: 32 weights: fp16 d, then 16 bytes; byte j holds weight j (low nibble) and weight j+16
+// (high nibble). w = d * (q - 8), q in 0..15.
+constexpr int kQK4_0 = 32;
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[kQK4_0 / 2];
+};
+static_assert(sizeof(BlockQ4_0) == 18, "q4_0 block is 18 bytes");
+
+// Q5_0: 32 weights: fp16 d, 4 bytes qh (a little-endian uint32: bit j = 5th bit of weight j),
+// 16 bytes qs as in Q4_0 (low nibble weight j, high nibble weight j+16).
+// w = d * (q - 16), q = nibble | (bit << 4) in 0..31.
+constexpr int kQK5_0 = 32;
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[kQK5_0 / 2];
+};
+static_assert(sizeof(BlockQ5_0) == 22, "q5_0 block is 22 bytes");
+
+// Q8_0: 32 weights: fp16 d, then 32 int8 q. w = d * q.
 constexpr int kQK8_0 = 32;
 struct BlockQ8_0 {
   uint16_t d;
@@ -2650,12 +2830,313 @@ struct BlockQ8_0 {
 };
 static_assert(sizeof(BlockQ8_0) == 34, "q8_0 block is 34 bytes");
 
+// K-quants: super-blocks of 256 weights.
+constexpr int kQK_K = 256;
+
+// Q4_K: 256 weights in 8 sub-blocks of 32. fp16 d, fp16 dmin, 12 bytes of 6-bit sub-block
+// scales sc[8] and mins m[8], 128 bytes of nibbles. Scales (j < 4): sc[j] = s[j] & 63,
+// m[j] = s[j+4] & 63; (j >= 4): sc[j] = (s[j+4] & 15) | (s[j-4] >> 6) << 4,
+// m[j] = (s[j+4] >> 4) | (s[j] >> 6) << 4. Nibbles: the 256 weights are 4 chunks of 64; chunk c
+// uses bytes qs[32c .. 32c+31]: low nibbles are weights 64c+0..31 (sub-block 2c), high nibbles
+// weights 64c+32..63 (sub-block 2c+1). w = d * sc[j] * q - dmin * m[j], q in 0..15.
+struct BlockQ4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qs[kQK_K / 2];
+};
+static_assert(sizeof(BlockQ4_K) == 144, "q4_K block is 144 bytes");
+
+// Q6_K: 256 weights in 16 sub-blocks of 16. 128 bytes ql (low 4 bits), 64 bytes qh (high 2
+// bits), 16 int8 scales, fp16 d (last). Two halves of 128 weights; half h uses ql[64h..64h+63],
+// qh[32h..32h+31], scales[8h..8h+7]. Within a half, for l in 0..31:
+//   weight l      : ql[l]    low nibble,  qh[l] bits 0-1
+//   weight l + 32 : ql[l+32] low nibble,  qh[l] bits 2-3
+//   weight l + 64 : ql[l]    high nibble, qh[l] bits 4-5
+//   weight l + 96 : ql[l+32] high nibble, qh[l] bits 6-7
+// w = d * scales[sub-block] * (q - 32), q = low | high << 4 in 0..63, sub-block = index / 16.
+struct BlockQ6_K {
+  uint8_t ql[kQK_K / 2];
+  uint8_t qh[kQK_K / 4];
+  int8_t scales[kQK_K / 16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ6_K) == 210, "q6_K block is 210 bytes");
+
+// MLX affine (mlx_q4 / mlx_q8): a row is uint32 words holding 8 (4-bit) or 4 (8-bit) values,
+// lowest bits first: value i of a word is (word >> (bits * i)) & mask. In memory (little-endian)
+// a 4-bit row is therefore bytes whose low nibble is the even and high nibble the odd value, an
+// 8-bit row is plain uint8. Groups of `group_size` values share a scale and a bias (f16, bf16 or
+// f32, [rows][n / group_size]): w = q * scale + bias.
+
+// ---- small helpers ----
+
+// Q4_K's 6-bit scale and min of sub-block j (0..7) from the 12 packed bytes.
+inline void q4k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *m = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// Unsigned quantized value of element i (0..31) of a Q4_0 / Q5_0 block (before the offset).
+inline int q4_0_value(const uint8_t* blk, int i) {
+  const uint8_t* qs = blk + offsetof(BlockQ4_0, qs);
+  return i < 16 ? (qs[i] & 15) : (qs[i - 16] >> 4);
+}
+inline int q5_0_value(const uint8_t* blk, int i) {
+  const uint8_t* qs = blk + offsetof(BlockQ5_0, qs);
+  uint32_t qh = rd_u32(blk + offsetof(BlockQ5_0, qh));
+  int lo = i < 16 ? (qs[i] & 15) : (qs[i - 16] >> 4);
+  return lo | static_cast<int>(((qh >> i) & 1) << 4);
+}
+// Unsigned value (0..15) of element i (0..255) of a Q4_K super-block and its sub-block.
+inline int q4_k_value(const uint8_t* blk, int i) {
+  const uint8_t* qs = blk + offsetof(BlockQ4_K, qs);
+  int chunk = i / 64, l = i % 64;
+  return l < 32 ? (qs[32 * chunk + l] & 15) : (qs[32 * chunk + l - 32] >> 4);
+}
+// Unsigned value (0..63) of element i (0..255) of a Q6_K super-block.
+inline int q6_k_value(const uint8_t* blk, int i) {
+  const uint8_t* ql = blk + offsetof(BlockQ6_K, ql) + 64 * (i / 128);
+  const uint8_t* qh = blk + offsetof(BlockQ6_K, qh) + 32 * (i / 128);
+  int l = i % 128, quarter = l / 32, k = l % 32;
+  int low = quarter == 0 ? (ql[k] & 15) : quarter == 1 ? (ql[k + 32] & 15) : quarter == 2 ? (ql[k] >> 4) : (ql[k + 32] >> 4);
+  int high = (qh[k] >> (2 * quarter)) & 3;
+  return low | high << 4;
+}
+
+// ---- dequantization: one row of n elements (n a multiple of the block size) ----
+
+inline void dequant_row_q4_0(const uint8_t* src, float* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQK4_0; b++) {
+    const uint8_t* blk = src + b * static_cast<int64_t>(sizeof(BlockQ4_0));
+    float d = fp16_to_f32(rd_u16(blk));
+    for (int i = 0; i < kQK4_0; i++) dst[b * kQK4_0 + i] = d * static_cast<float>(q4_0_value(blk, i) - 8);
+  }
+}
+
+inline void dequant_row_q5_0(const uint8_t* src, float* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQK5_0; b++) {
+    const uint8_t* blk = src + b * static_cast<int64_t>(sizeof(BlockQ5_0));
+    float d = fp16_to_f32(rd_u16(blk));
+    for (int i = 0; i < kQK5_0; i++) dst[b * kQK5_0 + i] = d * static_cast<float>(q5_0_value(blk, i) - 16);
+  }
+}
+
 inline void dequant_row_q8_0(const uint8_t* src, float* dst, int64_t n) {
   for (int64_t b = 0; b < n / kQK8_0; b++) {
-    const uint8_t* blk = src + b * sizeof(BlockQ8_0);
+    const uint8_t* blk = src + b * static_cast<int64_t>(sizeof(BlockQ8_0));
     float d = fp16_to_f32(rd_u16(blk));
-    for (int k = 0; k < kQK8_0; k++) dst[b * kQK8_0 + k] = d * static_cast<float>(static_cast<int8_t>(blk[2 + k]));
+    for (int i = 0; i < kQK8_0; i++) dst[b * kQK8_0 + i] = d * static_cast<float>(static_cast<int8_t>(blk[2 + i]));
   }
+}
+
+inline void dequant_row_q4_k(const uint8_t* src, float* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQK_K; b++) {
+    const uint8_t* blk = src + b * static_cast<int64_t>(sizeof(BlockQ4_K));
+    float d = fp16_to_f32(rd_u16(blk + offsetof(BlockQ4_K, d)));
+    float dmin = fp16_to_f32(rd_u16(blk + offsetof(BlockQ4_K, dmin)));
+    for (int i = 0; i < kQK_K; i++) {
+      int sc, m;
+      q4k_scale_min(blk + offsetof(BlockQ4_K, scales), i / 32, &sc, &m);
+      dst[b * kQK_K + i] = d * static_cast<float>(sc) * static_cast<float>(q4_k_value(blk, i)) - dmin * static_cast<float>(m);
+    }
+  }
+}
+
+inline void dequant_row_q6_k(const uint8_t* src, float* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQK_K; b++) {
+    const uint8_t* blk = src + b * static_cast<int64_t>(sizeof(BlockQ6_K));
+    float d = fp16_to_f32(rd_u16(blk + offsetof(BlockQ6_K, d)));
+    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ6_K, scales));
+    for (int i = 0; i < kQK_K; i++)
+      dst[b * kQK_K + i] = d * static_cast<float>(sc[i / 16]) * static_cast<float>(q6_k_value(blk, i) - 32);
+  }
+}
+
+// An MLX group scale or bias (f16, bf16 or f32).
+inline float mlx_aux(const uint8_t* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::f16: return fp16_to_f32(rd_u16(p + 2 * i));
+    case DType::bf16: return bf16_to_f32(rd_u16(p + 2 * i));
+    default: {
+      float f;
+      std::memcpy(&f, p + 4 * i, 4);
+      return f;
+    }
+  }
+}
+// Unsigned value i of an MLX row (4 or 8 bits, lowest bits first in little-endian words).
+inline int mlx_value(const uint8_t* row, int bits, int64_t i) {
+  uint32_t word = rd_u32(row + 4 * (i * bits / 32));
+  int per_word = 32 / bits;
+  return static_cast<int>((word >> (bits * (i % per_word))) & ((1u << bits) - 1));
+}
+inline void dequant_row_mlx(const TensorView& w, int64_t row, float* dst) {
+  const int bits = w.type == DType::mlx_q4 ? 4 : 8;
+  const int64_t n = w.ne[0], groups = n / w.group_size;
+  const uint8_t* q = w.data + static_cast<uint64_t>(row) * static_cast<uint64_t>(n * bits / 8);
+  for (int64_t g = 0; g < groups; g++) {
+    float s = mlx_aux(w.scales, w.aux_type, row * groups + g), b = mlx_aux(w.biases, w.aux_type, row * groups + g);
+    for (int64_t i = g * w.group_size; i < (g + 1) * w.group_size; i++) dst[i] = static_cast<float>(mlx_value(q, bits, i)) * s + b;
+  }
+}
+
+// ---- activation quantization ----
+
+// The product of two 8-bit quantized values. GCC 12 with VNNI (-mavx512vnni / -mavxvnni)
+// vectorises the integer dot-product loops below into vpdpbusd, which treats one operand as
+// unsigned, and gets signed bytes read through uint8_t (and offset nibbles) wrong; an empty asm
+// on one operand keeps these reference loops scalar there.
+inline int mul_q(int a, int b) {
+#if defined(__GNUC__) && !defined(__clang__) && (defined(__AVX512VNNI__) || defined(__AVXVNNI__))
+  __asm__("" : "+r"(a));
+#endif
+  return a * b;
+}
+
+// Rounds like the SIMD conversions (round half to even, the default rounding mode).
+inline int round_even(float v) { return static_cast<int>(std::nearbyint(v)); }
+
+// One block of `len` values: d = amax / 127, q = round(x * 127 / amax) (0 when all are 0),
+// sums over groups of `sum_len`.
+inline void quantize_block_q8(const float* x, int len, int sum_len, int8_t* q, float* d, int16_t* sums) {
+  float amax = 0;
+  for (int i = 0; i < len; i++) amax = std::max(amax, std::fabs(x[i]));
+  float id = amax > 0 ? 127.0f / amax : 0.0f;
+  *d = amax / 127.0f;
+  for (int i = 0; i < len; i++) q[i] = static_cast<int8_t>(std::clamp(round_even(x[i] * id), -127, 127));
+  for (int g = 0; g < len / sum_len; g++) {
+    int s = 0;
+    for (int i = 0; i < sum_len; i++) s += q[g * sum_len + i];
+    sums[g] = static_cast<int16_t>(s);
+  }
+}
+
+// x[n] (n a multiple of 32) -> q8_32: q[n], d[n/32], sums[n/32].
+inline void quantize_q8_32(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
+  for (int64_t b = 0; b < n / 32; b++) quantize_block_q8(x + 32 * b, 32, 32, q + 32 * b, d + b, sums + b);
+}
+// x[n] (n a multiple of 256) -> q8_256: q[n], d[n/256], sums[n/16].
+inline void quantize_q8_256(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
+  for (int64_t b = 0; b < n / 256; b++) quantize_block_q8(x + 256 * b, 256, 16, q + 256 * b, d + b, sums + 16 * b);
+}
+
+// ---- dot products: one weight row (n elements) times one activation row ----
+// Integer sums per block, then one float multiply-add per block in block order.
+
+inline float vec_dot_q4_0(const uint8_t* w, const ActQ8& a, int64_t n) {
+  float acc = 0;
+  for (int64_t b = 0; b < n / 32; b++) {
+    const uint8_t* blk = w + b * static_cast<int64_t>(sizeof(BlockQ4_0));
+    int s = 0;
+    for (int i = 0; i < 32; i++) s += mul_q(q4_0_value(blk, i) - 8, a.q[32 * b + i]);
+    acc += fp16_to_f32(rd_u16(blk)) * a.d[b] * static_cast<float>(s);
+  }
+  return acc;
+}
+
+inline float vec_dot_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
+  float acc = 0;
+  for (int64_t b = 0; b < n / 32; b++) {
+    const uint8_t* blk = w + b * static_cast<int64_t>(sizeof(BlockQ5_0));
+    int s = 0;
+    for (int i = 0; i < 32; i++) s += mul_q(q5_0_value(blk, i) - 16, a.q[32 * b + i]);
+    acc += fp16_to_f32(rd_u16(blk)) * a.d[b] * static_cast<float>(s);
+  }
+  return acc;
+}
+
+inline float vec_dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
+  float acc = 0;
+  for (int64_t b = 0; b < n / 32; b++) {
+    const uint8_t* blk = w + b * static_cast<int64_t>(sizeof(BlockQ8_0));
+    int s = 0;
+    for (int i = 0; i < 32; i++) s += mul_q(static_cast<int8_t>(blk[2 + i]), a.q[32 * b + i]);
+    acc += fp16_to_f32(rd_u16(blk)) * a.d[b] * static_cast<float>(s);
+  }
+  return acc;
+}
+
+// Q4_K x q8_256: sum = d*dx * sum_j sc_j * (q . a)_j  -  dmin*dx * sum_j m_j * (sum of a)_j.
+inline float vec_dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
+  float acc = 0;
+  for (int64_t b = 0; b < n / kQK_K; b++) {
+    const uint8_t* blk = w + b * static_cast<int64_t>(sizeof(BlockQ4_K));
+    const int8_t* q = a.q + kQK_K * b;
+    int sum_q = 0, sum_m = 0;
+    for (int j = 0; j < 8; j++) {
+      int sc, m, s = 0;
+      q4k_scale_min(blk + offsetof(BlockQ4_K, scales), j, &sc, &m);
+      for (int i = 32 * j; i < 32 * j + 32; i++) s += mul_q(q4_k_value(blk, i), q[i]);
+      sum_q += sc * s;
+      sum_m += m * (a.sums[16 * b + 2 * j] + a.sums[16 * b + 2 * j + 1]);
+    }
+    float d = fp16_to_f32(rd_u16(blk + offsetof(BlockQ4_K, d))) * a.d[b];
+    float dmin = fp16_to_f32(rd_u16(blk + offsetof(BlockQ4_K, dmin))) * a.d[b];
+    acc += d * static_cast<float>(sum_q) - dmin * static_cast<float>(sum_m);
+  }
+  return acc;
+}
+
+// Q6_K x q8_256: d*dx * sum_j sc_j * ((q - 32) . a)_j.
+inline float vec_dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
+  float acc = 0;
+  for (int64_t b = 0; b < n / kQK_K; b++) {
+    const uint8_t* blk = w + b * static_cast<int64_t>(sizeof(BlockQ6_K));
+    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ6_K, scales));
+    const int8_t* q = a.q + kQK_K * b;
+    int sum = 0;
+    for (int j = 0; j < 16; j++) {
+      int s = 0;
+      for (int i = 16 * j; i < 16 * j + 16; i++) s += mul_q(q6_k_value(blk, i) - 32, q[i]);
+      sum += sc[j] * s;
+    }
+    acc += fp16_to_f32(rd_u16(blk + offsetof(BlockQ6_K, d))) * a.d[b] * static_cast<float>(sum);
+  }
+  return acc;
+}
+
+// Float weights times f32 activations, in element order.
+inline float vec_dot_f32(const uint8_t* w, const float* x, int64_t n) {
+  float acc = 0;
+  for (int64_t i = 0; i < n; i++) {
+    float v;
+    std::memcpy(&v, w + 4 * i, 4);
+    acc += v * x[i];
+  }
+  return acc;
+}
+inline float vec_dot_f16(const uint8_t* w, const float* x, int64_t n) {
+  float acc = 0;
+  for (int64_t i = 0; i < n; i++) acc += fp16_to_f32(rd_u16(w + 2 * i)) * x[i];
+  return acc;
+}
+inline float vec_dot_bf16(const uint8_t* w, const float* x, int64_t n) {
+  float acc = 0;
+  for (int64_t i = 0; i < n; i++) acc += bf16_to_f32(rd_u16(w + 2 * i)) * x[i];
+  return acc;
+}
+
+// MLX affine row `row` times f32 activations: per group, scale * sum(q * x) + bias * sum(x).
+inline float vec_dot_mlx(const TensorView& w, int64_t row, const float* x) {
+  const int bits = w.type == DType::mlx_q4 ? 4 : 8;
+  const int64_t n = w.ne[0], groups = n / w.group_size;
+  const uint8_t* q = w.data + static_cast<uint64_t>(row) * static_cast<uint64_t>(n * bits / 8);
+  float acc = 0;
+  for (int64_t g = 0; g < groups; g++) {
+    float sqx = 0, sx = 0;
+    for (int64_t i = g * w.group_size; i < (g + 1) * w.group_size; i++) {
+      sqx += static_cast<float>(mlx_value(q, bits, i)) * x[i];
+      sx += x[i];
+    }
+    acc += mlx_aux(w.scales, w.aux_type, row * groups + g) * sqx + mlx_aux(w.biases, w.aux_type, row * groups + g) * sx;
+  }
+  return acc;
 }
 
 }  // namespace ref
@@ -2663,25 +3144,704 @@ inline void dequant_row_q8_0(const uint8_t* src, float* dst, int64_t n) {
 // Whether tensors of this type can be computed with (dequantized / multiplied).
 inline bool dtype_computable(DType t) {
   switch (t) {
-    case DType::f32: case DType::f16: case DType::bf16: case DType::q8_0: return true;
+    case DType::f32: case DType::f16: case DType::bf16:
+    case DType::q4_0: case DType::q5_0: case DType::q8_0: case DType::q4_K: case DType::q6_K:
+    case DType::mlx_q4: case DType::mlx_q8:
+      return true;
     default: return false;
   }
+}
+
+// Bytes of one row of a 2-D weight (MLX: the packed words only).
+inline uint64_t weight_row_bytes(const TensorView& w) {
+  uint64_t rb = 0;
+  dtype_row_bytes(w.type, static_cast<uint64_t>(w.ne[0]), &rb);
+  return rb;
 }
 
 // Row `row` of a 2-D (or flattened) tensor as f32 (`out` holds ne[0] floats). The type must be
 // computable (checked at load).
 inline void dequant_row(const TensorView& w, int64_t row, float* out) {
   const int64_t n = w.ne[0];
-  uint64_t rb = 0;
-  dtype_row_bytes(w.type, static_cast<uint64_t>(n), &rb);
-  const uint8_t* src = w.data + static_cast<uint64_t>(row) * rb;
+  const uint8_t* src = w.data + static_cast<uint64_t>(row) * weight_row_bytes(w);
   switch (w.type) {
     case DType::f32: std::memcpy(out, src, static_cast<size_t>(n) * 4); break;
     case DType::f16: for (int64_t k = 0; k < n; k++) out[k] = fp16_to_f32(rd_u16(src + 2 * k)); break;
     case DType::bf16: for (int64_t k = 0; k < n; k++) out[k] = bf16_to_f32(rd_u16(src + 2 * k)); break;
+    case DType::q4_0: ref::dequant_row_q4_0(src, out, n); break;
+    case DType::q5_0: ref::dequant_row_q5_0(src, out, n); break;
     case DType::q8_0: ref::dequant_row_q8_0(src, out, n); break;
+    case DType::q4_K: ref::dequant_row_q4_k(src, out, n); break;
+    case DType::q6_K: ref::dequant_row_q6_k(src, out, n); break;
+    case DType::mlx_q4: case DType::mlx_q8: ref::dequant_row_mlx(w, row, out); break;
     default: LLMI_ASSERT(!"dequant_row: type not computable"); break;
   }
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// ---- src/21_simd.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== SIMD kernels: activation quantizers and row dot products (ref -> AVX2 -> AVX-512 -> NEON) ====
+// Each function has the signature of its reference in detail::ref and a body per instruction set,
+// chosen at compile time (LLMI_SIMD_*). What they must agree on with the reference:
+//  * quantize_q8_32 / quantize_q8_256: bit-identical (same float operations, round half to even);
+//  * integer dot products of a block: exactly (only the order of the float sums of per-block
+//    results differs, so float results differ by rounding only).
+// Signed x signed int8 products on x86 use |w| (unsigned) times a carrying w's sign (vpdpbusd /
+// vpmaddubsw take one unsigned operand); K-quant values are non-negative, so their products
+// are unsigned x signed directly, with the format's offset applied through activation sums.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// fp16 -> f32 for one scale (hardware conversion where there is one).
+inline float f16_scale(const uint8_t* p) {
+#if defined(LLMI_SIMD_AVX2)
+  return _cvtsh_ss(rd_u16(p));
+#elif defined(LLMI_SIMD_NEON)
+  __fp16 h;
+  std::memcpy(&h, p, 2);
+  return static_cast<float>(h);
+#else
+  return fp16_to_f32(rd_u16(p));
+#endif
+}
+
+// ---- x86 helpers ----
+#if defined(LLMI_SIMD_AVX2)
+inline float hsum_ps256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline float hmax_ps256(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline int hsum_epi32_256(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+// Sum over pairs of signed int8 products, as 8 int32 lanes (4 products each).
+inline __m256i dot_s8_256(__m256i w, __m256i a) {
+  __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+// 32 bytes of nibbles -> [low nibbles (32 B)] and [high nibbles (32 B)] as bytes 0..15.
+inline __m256i nibbles_lo256(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(15)); }
+inline __m256i nibbles_hi256(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15)); }
+// 16 bytes of a Q4_0/Q5_0 block -> the 32 values in element order (low nibbles first).
+inline __m256i q4_block_values(const uint8_t* qs) {
+  __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  __m128i m = _mm_set1_epi8(15);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+// Bit i of a 32-bit mask -> byte i is 0x10 (Q5_0's fifth bit).
+inline __m256i q5_high_bits(uint32_t qh) {
+  const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+  __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), shuf);
+  const __m256i bits = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bits), bits);
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+#endif
+
+#if defined(LLMI_SIMD_AVX512)
+// Signed int8 products summed in groups of 4 into 16 int32 lanes.
+inline __m512i dot_s8_512(__m512i w, __m512i a) {
+  __mmask64 neg = _mm512_movepi8_mask(w);
+  __m512i as = _mm512_mask_sub_epi8(a, neg, _mm512_setzero_si512(), a);
+  __m512i wa = _mm512_abs_epi8(w);
+#if defined(LLMI_SIMD_VNNI)
+  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), wa, as);
+#else
+  return _mm512_madd_epi16(_mm512_maddubs_epi16(wa, as), _mm512_set1_epi16(1));
+#endif
+}
+// acc += sum over pairs of (u8 w * s8 a) * s16 scale (K-quant sub-block scales).
+inline __m512i dot_u8s8_scaled_512(__m512i acc, __m512i w, __m512i a, __m512i scale16) {
+  __m512i p = _mm512_maddubs_epi16(w, a);
+#if defined(LLMI_SIMD_VNNI)
+  return _mm512_dpwssd_epi32(acc, p, scale16);
+#else
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(p, scale16));
+#endif
+}
+// [s0, s1] (two per-block float scales) -> 8 lanes of s0 then 8 lanes of s1.
+inline __m512 scale_pair_512(float s0, float s1) {
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(s0)), _mm256_castps_pd(_mm256_set1_ps(s1)), 1));
+}
+#endif
+
+#if defined(LLMI_SIMD_NEON)
+// acc += 4 groups of 4 signed int8 products.
+inline int32x4_t neon_dot_s8(int32x4_t acc, int8x16_t a, int8x16_t b) {
+#if defined(__ARM_FEATURE_DOTPROD)
+  return vdotq_s32(acc, a, b);
+#else
+  int16x8_t p0 = vmull_s8(vget_low_s8(a), vget_low_s8(b));
+  int16x8_t p1 = vmull_high_s8(a, b);
+  return vpadalq_s16(vpadalq_s16(acc, p0), p1);
+#endif
+}
+// Bits 0..15 of `bits` -> bytes of 0x10 where set.
+inline uint8x16_t neon_bits16(uint32_t bits) {
+  const uint8x16_t mask = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+  uint8x16_t v = vcombine_u8(vdup_n_u8(static_cast<uint8_t>(bits)), vdup_n_u8(static_cast<uint8_t>(bits >> 8)));
+  return vandq_u8(vtstq_u8(v, mask), vdupq_n_u8(0x10));
+}
+#endif
+
+// ---- activation quantizers (bit-identical to ref::quantize_q8_32 / ref::quantize_q8_256) ----
+
+inline void quantize_q8_32(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
+#if defined(LLMI_SIMD_AVX512)
+  for (int64_t b = 0; b < n / 32; b++) {
+    __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
+    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    float id = amax > 0 ? 127.0f / amax : 0.0f;
+    d[b] = amax / 127.0f;
+    __m512 vid = _mm512_set1_ps(id);
+    __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)), i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
+    const __m512i lim = _mm512_set1_epi32(127);
+    i0 = _mm512_max_epi32(_mm512_min_epi32(i0, lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
+    i1 = _mm512_max_epi32(_mm512_min_epi32(i1, lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtepi32_epi8(i0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtepi32_epi8(i1));
+    sums[b] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1)));
+  }
+#elif defined(LLMI_SIMD_AVX2)
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i lim = _mm256_set1_epi32(127), nlim = _mm256_set1_epi32(-127);
+  for (int64_t b = 0; b < n / 32; b++) {
+    __m256 v[4];
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) {
+      v[k] = _mm256_loadu_ps(x + 32 * b + 8 * k);
+      m = _mm256_max_ps(m, _mm256_and_ps(v[k], absmask));
+    }
+    float amax = hmax_ps256(m);
+    float id = amax > 0 ? 127.0f / amax : 0.0f;
+    d[b] = amax / 127.0f;
+    __m256 vid = _mm256_set1_ps(id);
+    __m256i iv[4];
+    for (int k = 0; k < 4; k++)
+      iv[k] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid)), lim), nlim);
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(iv[0], iv[1]), _mm256_add_epi32(iv[2], iv[3]));
+    sums[b] = static_cast<int16_t>(hsum_epi32_256(s));
+    // int32 -> int8 keeping element order (packs interleave 128-bit lanes; undo with a permute)
+    __m256i p01 = _mm256_packs_epi32(iv[0], iv[1]), p23 = _mm256_packs_epi32(iv[2], iv[3]);
+    __m256i p = _mm256_packs_epi16(p01, p23);
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), p);
+  }
+#elif defined(LLMI_SIMD_NEON)
+  for (int64_t b = 0; b < n / 32; b++) {
+    float32x4_t v[8];
+    float32x4_t m = vdupq_n_f32(0);
+    for (int k = 0; k < 8; k++) {
+      v[k] = vld1q_f32(x + 32 * b + 4 * k);
+      m = vmaxq_f32(m, vabsq_f32(v[k]));
+    }
+    float amax = vmaxvq_f32(m);
+    float id = amax > 0 ? 127.0f / amax : 0.0f;
+    d[b] = amax / 127.0f;
+    int32x4_t s = vdupq_n_s32(0);
+    for (int k = 0; k < 8; k += 2) {
+      int32x4_t i0 = vmaxq_s32(vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(v[k], id)), vdupq_n_s32(127)), vdupq_n_s32(-127));
+      int32x4_t i1 = vmaxq_s32(vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(v[k + 1], id)), vdupq_n_s32(127)), vdupq_n_s32(-127));
+      s = vaddq_s32(s, vaddq_s32(i0, i1));
+      int16x8_t h = vcombine_s16(vmovn_s32(i0), vmovn_s32(i1));
+      vst1_s8(q + 32 * b + 4 * k, vmovn_s16(h));
+    }
+    sums[b] = static_cast<int16_t>(vaddvq_s32(s));
+  }
+#else
+  ref::quantize_q8_32(x, n, q, d, sums);
+#endif
+}
+
+inline void quantize_q8_256(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
+#if defined(LLMI_SIMD_AVX512)
+  const __m512i lim = _mm512_set1_epi32(127), nlim = _mm512_set1_epi32(-127);
+  for (int64_t b = 0; b < n / 256; b++) {
+    const float* xb = x + 256 * b;
+    __m512 m = _mm512_setzero_ps();
+    for (int k = 0; k < 16; k++) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * k)));
+    float amax = _mm512_reduce_max_ps(m);
+    float id = amax > 0 ? 127.0f / amax : 0.0f;
+    d[b] = amax / 127.0f;
+    __m512 vid = _mm512_set1_ps(id);
+    for (int k = 0; k < 16; k++) {
+      __m512i iv = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * k), vid));
+      iv = _mm512_max_epi32(_mm512_min_epi32(iv, lim), nlim);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 256 * b + 16 * k), _mm512_cvtepi32_epi8(iv));
+      sums[16 * b + k] = static_cast<int16_t>(_mm512_reduce_add_epi32(iv));
+    }
+  }
+#elif defined(LLMI_SIMD_AVX2) || defined(LLMI_SIMD_NEON)
+  // the 32-blocks do the conversion; only the scale (one per 256) and the sums differ
+  for (int64_t b = 0; b < n / 256; b++) {
+    const float* xb = x + 256 * b;
+    float amax = 0;
+#if defined(LLMI_SIMD_AVX2)
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < 32; k++) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xb + 8 * k), absmask));
+    amax = hmax_ps256(m);
+#else
+    float32x4_t m = vdupq_n_f32(0);
+    for (int k = 0; k < 64; k++) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(xb + 4 * k)));
+    amax = vmaxvq_f32(m);
+#endif
+    float id = amax > 0 ? 127.0f / amax : 0.0f;
+    d[b] = amax / 127.0f;
+    for (int i = 0; i < 256; i++) q[256 * b + i] = static_cast<int8_t>(std::clamp(ref::round_even(xb[i] * id), -127, 127));
+    for (int g = 0; g < 16; g++) {
+      int s = 0;
+      for (int i = 0; i < 16; i++) s += q[256 * b + 16 * g + i];
+      sums[16 * b + g] = static_cast<int16_t>(s);
+    }
+  }
+#else
+  ref::quantize_q8_256(x, n, q, d, sums);
+#endif
+}
+
+// ---- dot products of one weight row with one quantized activation row ----
+
+inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
+  [[maybe_unused]] const int64_t nb = n / 32;
+  [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ8_0);
+#if defined(LLMI_SIMD_AVX512)
+  __m512 acc = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const uint8_t* p = w + b * bs;
+    __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2))),
+                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + bs + 2)), 1);
+    __m512i av = _mm512_loadu_si512(a.q + 32 * b);
+    __m512 s = scale_pair_512(f16_scale(p) * a.d[b], f16_scale(p + bs) * a.d[b + 1]);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_s8_512(wv, av)), s, acc);
+  }
+  float r = _mm512_reduce_add_ps(acc);
+  for (; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    __m256i dv = dot_s8_256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
+    r += f16_scale(p) * a.d[b] * static_cast<float>(hsum_epi32_256(dv));
+  }
+  return r;
+#elif defined(LLMI_SIMD_AVX2)
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    __m256i dv = dot_s8_256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(f16_scale(p) * a.d[b]), acc);
+  }
+  return hsum_ps256(acc);
+#elif defined(LLMI_SIMD_NEON)
+  float acc = 0;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    int32x4_t s = neon_dot_s8(vdupq_n_s32(0), vld1q_s8(reinterpret_cast<const int8_t*>(p + 2)), vld1q_s8(a.q + 32 * b));
+    s = neon_dot_s8(s, vld1q_s8(reinterpret_cast<const int8_t*>(p + 18)), vld1q_s8(a.q + 32 * b + 16));
+    acc += f16_scale(p) * a.d[b] * static_cast<float>(vaddvq_s32(s));
+  }
+  return acc;
+#else
+  return ref::vec_dot_q8_0(w, a, n);
+#endif
+}
+
+// Q4_0 and Q5_0 share the nibble layout; Q5_0 adds a fifth bit and a different offset.
+template <bool kQ5>
+inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
+  [[maybe_unused]] const int64_t nb = n / 32;
+  [[maybe_unused]] constexpr int64_t bs = kQ5 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockQ4_0);
+  [[maybe_unused]] constexpr int qs_off = kQ5 ? 6 : 2;
+  [[maybe_unused]] constexpr int offset = kQ5 ? 16 : 8;
+#if defined(LLMI_SIMD_AVX2)
+  auto values = [&](const uint8_t* p) {  // 32 signed values of one block
+    __m256i v = q4_block_values(p + qs_off);
+    if constexpr (kQ5) v = _mm256_or_si256(v, q5_high_bits(rd_u32(p + 2)));
+    return _mm256_sub_epi8(v, _mm256_set1_epi8(offset));
+  };
+#if defined(LLMI_SIMD_AVX512)
+  __m512 acc = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const uint8_t* p = w + b * bs;
+    __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(values(p)), values(p + bs), 1);
+    __m512 s = scale_pair_512(f16_scale(p) * a.d[b], f16_scale(p + bs) * a.d[b + 1]);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_s8_512(wv, _mm512_loadu_si512(a.q + 32 * b))), s, acc);
+  }
+  float r = _mm512_reduce_add_ps(acc);
+  for (; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    __m256i dv = dot_s8_256(values(p), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
+    r += f16_scale(p) * a.d[b] * static_cast<float>(hsum_epi32_256(dv));
+  }
+  return r;
+#else
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    __m256i dv = dot_s8_256(values(p), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(f16_scale(p) * a.d[b]), acc);
+  }
+  return hsum_ps256(acc);
+#endif
+#elif defined(LLMI_SIMD_NEON)
+  float acc = 0;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    uint8x16_t v = vld1q_u8(p + qs_off);
+    uint8x16_t lo = vandq_u8(v, vdupq_n_u8(15)), hi = vshrq_n_u8(v, 4);
+    if constexpr (kQ5) {
+      uint32_t qh = rd_u32(p + 2);
+      lo = vorrq_u8(lo, neon_bits16(qh));
+      hi = vorrq_u8(hi, neon_bits16(qh >> 16));
+    }
+    int8x16_t l = vsubq_s8(vreinterpretq_s8_u8(lo), vdupq_n_s8(offset));
+    int8x16_t h = vsubq_s8(vreinterpretq_s8_u8(hi), vdupq_n_s8(offset));
+    int32x4_t s = neon_dot_s8(neon_dot_s8(vdupq_n_s32(0), l, vld1q_s8(a.q + 32 * b)), h, vld1q_s8(a.q + 32 * b + 16));
+    acc += f16_scale(p) * a.d[b] * static_cast<float>(vaddvq_s32(s));
+  }
+  return acc;
+#else
+  return kQ5 ? ref::vec_dot_q5_0(w, a, n) : ref::vec_dot_q4_0(w, a, n);
+#endif
+}
+inline float dot_q4_0(const uint8_t* w, const ActQ8& a, int64_t n) { return dot_q4_q5_0<false>(w, a, n); }
+inline float dot_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) { return dot_q4_q5_0<true>(w, a, n); }
+
+// Q4_K: the 8 six-bit scales and mins of a super-block as two 8-byte groups.
+inline void q4k_unpack_scales(const uint8_t* s12, uint64_t* sc8, uint64_t* m8) {
+  uint32_t s0 = rd_u32(s12), s1 = rd_u32(s12 + 4), s2 = rd_u32(s12 + 8);
+  uint32_t sc_lo = s0 & 0x3F3F3F3Fu, m_lo = s1 & 0x3F3F3F3Fu;
+  uint32_t sc_hi = (s2 & 0x0F0F0F0Fu) | (((s0 >> 6) & 0x03030303u) << 4);
+  uint32_t m_hi = ((s2 >> 4) & 0x0F0F0F0Fu) | (((s1 >> 6) & 0x03030303u) << 4);
+  *sc8 = sc_lo | static_cast<uint64_t>(sc_hi) << 32;
+  *m8 = m_lo | static_cast<uint64_t>(m_hi) << 32;
+}
+
+inline float dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
+  [[maybe_unused]] const int64_t nb = n / ref::kQK_K;
+  [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ4_K);
+#if defined(LLMI_SIMD_AVX512)
+  const __m512i m4 = _mm512_set1_epi8(15);
+  // scale vectors: int16 lanes 0..15 take sub-block scale k, lanes 16..31 take k + 1
+  const __m512i sel0 = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0003000300030003, 0x0003000300030003,
+                                        0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 accm = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    uint64_t sc8, m8;
+    q4k_unpack_scales(p + 4, &sc8, &m8);
+    __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
+    // mins: sum_j m_j * (sum of a over sub-block j), as 8 int32 lanes (one per sub-block)
+    __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8)));
+    __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    __m256i mins = _mm256_madd_epi16(mdup, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)));
+    const int8_t* q8 = a.q + ref::kQK_K * b;
+    __m512i isum = _mm512_setzero_si512();
+    for (int c = 0; c < 2; c++) {  // 128 weights: bytes 64c..64c+63, sub-blocks 4c..4c+3
+      __m512i v = _mm512_loadu_si512(p + 16 + 64 * c);
+      __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+      __m512i w0 = _mm512_shuffle_i64x2(lo, hi, 0x44);  // sub-blocks 4c, 4c+1
+      __m512i w1 = _mm512_shuffle_i64x2(lo, hi, 0xEE);  // sub-blocks 4c+2, 4c+3
+      __m512i s0 = _mm512_permutexvar_epi16(_mm512_add_epi16(sel0, _mm512_set1_epi16(static_cast<short>(4 * c - 2))), sc16);
+      __m512i s1 = _mm512_permutexvar_epi16(_mm512_add_epi16(sel0, _mm512_set1_epi16(static_cast<short>(4 * c))), sc16);
+      isum = dot_u8s8_scaled_512(isum, w0, _mm512_loadu_si512(q8 + 128 * c), s0);
+      isum = dot_u8s8_scaled_512(isum, w1, _mm512_loadu_si512(q8 + 128 * c + 64), s1);
+    }
+    float dx = a.d[b];
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(f16_scale(p) * dx), acc);
+    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(f16_scale(p + 2) * dx), accm);
+  }
+  return _mm512_reduce_add_ps(acc) - hsum_ps256(accm);
+#elif defined(LLMI_SIMD_AVX2)
+  const __m256i m4 = _mm256_set1_epi8(15);
+  __m256 acc = _mm256_setzero_ps();
+  __m256 accm = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    uint64_t sc8, m8;
+    q4k_unpack_scales(p + 4, &sc8, &m8);
+    __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8)));
+    __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    __m256i mins = _mm256_madd_epi16(mdup, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)));
+    const int8_t* q8 = a.q + ref::kQK_K * b;
+    __m256i isum = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+      __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * c));
+      __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      __m256i s_lo = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c)) & 0xFF));
+      __m256i s_hi = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c + 8)) & 0xFF));
+      __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c)));
+      __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c + 32)));
+      isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
+    }
+    float dx = a.d[b];
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(f16_scale(p) * dx), acc);
+    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(f16_scale(p + 2) * dx), accm);
+  }
+  return hsum_ps256(acc) - hsum_ps256(accm);
+#elif defined(LLMI_SIMD_NEON)
+  float acc = 0;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    const int8_t* q8 = a.q + ref::kQK_K * b;
+    int sum_q = 0, sum_m = 0;
+    for (int c = 0; c < 4; c++) {
+      int sc_lo, m_lo, sc_hi, m_hi;
+      ref::q4k_scale_min(p + 4, 2 * c, &sc_lo, &m_lo);
+      ref::q4k_scale_min(p + 4, 2 * c + 1, &sc_hi, &m_hi);
+      uint8x16_t v0 = vld1q_u8(p + 16 + 32 * c), v1 = vld1q_u8(p + 32 + 32 * c);
+      int8x16_t l0 = vreinterpretq_s8_u8(vandq_u8(v0, vdupq_n_u8(15))), l1 = vreinterpretq_s8_u8(vandq_u8(v1, vdupq_n_u8(15)));
+      int8x16_t h0 = vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)), h1 = vreinterpretq_s8_u8(vshrq_n_u8(v1, 4));
+      int32x4_t slo = neon_dot_s8(neon_dot_s8(vdupq_n_s32(0), l0, vld1q_s8(q8 + 64 * c)), l1, vld1q_s8(q8 + 64 * c + 16));
+      int32x4_t shi = neon_dot_s8(neon_dot_s8(vdupq_n_s32(0), h0, vld1q_s8(q8 + 64 * c + 32)), h1, vld1q_s8(q8 + 64 * c + 48));
+      sum_q += sc_lo * vaddvq_s32(slo) + sc_hi * vaddvq_s32(shi);
+      sum_m += m_lo * (a.sums[16 * b + 4 * c] + a.sums[16 * b + 4 * c + 1]) +
+               m_hi * (a.sums[16 * b + 4 * c + 2] + a.sums[16 * b + 4 * c + 3]);
+    }
+    float d = f16_scale(p) * a.d[b], dmin = f16_scale(p + 2) * a.d[b];
+    acc += d * static_cast<float>(sum_q) - dmin * static_cast<float>(sum_m);
+  }
+  return acc;
+#else
+  return ref::vec_dot_q4_k(w, a, n);
+#endif
+}
+
+inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
+  [[maybe_unused]] const int64_t nb = n / ref::kQK_K;
+  [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ6_K);
+#if defined(LLMI_SIMD_AVX512)
+  const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+  // qh bits for weights 0..31 / 32..63 of a half: shift left by 4 / 2; for 64..95 / 96..127: by 0 / right 2
+  const __m512i shl = _mm512_set_epi64(0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002,
+                                       0x0004000400040004, 0x0004000400040004, 0x0004000400040004, 0x0004000400040004);
+  const __m512i shr = _mm512_set_epi64(0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0, 0, 0, 0);
+  // int16 lane i of a 64-weight scale vector takes scale 4k + i / 8
+  const __m512i sel = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002, 0x0002000200020002,
+                                       0x0001000100010001, 0x0001000100010001, 0, 0);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
+    __m512i sc512 = _mm512_castsi256_si512(sc);
+    // the -32 offset: -32 * sum_j sc_j * (sum of a over sub-block j)
+    __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)));
+    __m512i isum = _mm512_castsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5)));
+    isum = _mm512_inserti64x4(isum, _mm256_setzero_si256(), 1);
+    const int8_t* q8 = a.q + ref::kQK_K * b;
+    for (int h = 0; h < 2; h++) {
+      __m512i ql = _mm512_loadu_si512(p + 64 * h);
+      __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h)));
+      __m512i v0 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30));
+      __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m30));
+      __m512i s0 = _mm512_permutexvar_epi16(_mm512_add_epi16(sel, _mm512_set1_epi16(static_cast<short>(8 * h))), sc512);
+      __m512i s1 = _mm512_permutexvar_epi16(_mm512_add_epi16(sel, _mm512_set1_epi16(static_cast<short>(8 * h + 4))), sc512);
+      isum = dot_u8s8_scaled_512(isum, v0, _mm512_loadu_si512(q8 + 128 * h), s0);
+      isum = dot_u8s8_scaled_512(isum, v1, _mm512_loadu_si512(q8 + 128 * h + 64), s1);
+    }
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(f16_scale(p + 208) * a.d[b]), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+#elif defined(LLMI_SIMD_AVX2)
+  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    const int8_t* scs = reinterpret_cast<const int8_t*>(p + 192);
+    __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scs)));
+    __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)));
+    __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+    const int8_t* q8 = a.q + ref::kQK_K * b;
+    for (int h = 0; h < 2; h++) {
+      __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h));
+      __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32));
+      __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
+      __m256i v[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+      };
+      for (int k = 0; k < 4; k++) {
+        int j = 8 * h + 2 * k;  // sub-blocks j, j + 1
+        __m256i s = _mm256_set_m128i(_mm_set1_epi16(scs[j + 1]), _mm_set1_epi16(scs[j]));
+        __m256i pr = _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 128 * h + 32 * k)));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pr, s));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(f16_scale(p + 208) * a.d[b]), acc);
+  }
+  return hsum_ps256(acc);
+#elif defined(LLMI_SIMD_NEON)
+  float acc = 0;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    const int8_t* scs = reinterpret_cast<const int8_t*>(p + 192);
+    const int8_t* q8 = a.q + ref::kQK_K * b;
+    int sum = 0;
+    for (int h = 0; h < 2; h++) {
+      const uint8_t* ql = p + 64 * h;
+      const uint8_t* qh = p + 128 + 32 * h;
+      for (int l = 0; l < 32; l += 16) {
+        uint8x16_t a0 = vld1q_u8(ql + l), a1 = vld1q_u8(ql + 32 + l), hb = vld1q_u8(qh + l);
+        const uint8x16_t m4 = vdupq_n_u8(15), m30 = vdupq_n_u8(0x30);
+        uint8x16_t v[4] = {
+            vorrq_u8(vandq_u8(a0, m4), vandq_u8(vshlq_n_u8(hb, 4), m30)),
+            vorrq_u8(vandq_u8(a1, m4), vandq_u8(vshlq_n_u8(hb, 2), m30)),
+            vorrq_u8(vshrq_n_u8(a0, 4), vandq_u8(hb, m30)),
+            vorrq_u8(vshrq_n_u8(a1, 4), vandq_u8(vshrq_n_u8(hb, 2), m30)),
+        };
+        for (int k = 0; k < 4; k++) {
+          int e = 128 * h + 32 * k + l;  // first weight of these 16 (one sub-block)
+          int8x16_t sv = vsubq_s8(vreinterpretq_s8_u8(v[k]), vdupq_n_s8(32));
+          sum += scs[e / 16] * vaddvq_s32(neon_dot_s8(vdupq_n_s32(0), sv, vld1q_s8(q8 + e)));
+        }
+      }
+    }
+    acc += f16_scale(p + 208) * a.d[b] * static_cast<float>(sum);
+  }
+  return acc;
+#else
+  return ref::vec_dot_q6_k(w, a, n);
+#endif
+}
+
+// ---- float weights times f32 activations ----
+
+template <DType T>
+inline float dot_float(const uint8_t* w, const float* x, int64_t n) {
+#if defined(LLMI_SIMD_AVX512)
+  auto load = [&](int64_t i) {
+    if constexpr (T == DType::f32) return _mm512_loadu_ps(reinterpret_cast<const float*>(w) + i);
+    else if constexpr (T == DType::f16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i)));
+    else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i))), 16));
+  };
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64)
+    for (int k = 0; k < 4; k++) acc[k] = _mm512_fmadd_ps(load(i + 16 * k), _mm512_loadu_ps(x + i + 16 * k), acc[k]);
+  for (; i + 16 <= n; i += 16) acc[0] = _mm512_fmadd_ps(load(i), _mm512_loadu_ps(x + i), acc[0]);
+  float r = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+#elif defined(LLMI_SIMD_AVX2)
+  auto load = [&](int64_t i) {
+    if constexpr (T == DType::f32) return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i);
+    else if constexpr (T == DType::f16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
+    else return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i))), 16));
+  };
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 4; k++) acc[k] = _mm256_fmadd_ps(load(i + 8 * k), _mm256_loadu_ps(x + i + 8 * k), acc[k]);
+  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load(i), _mm256_loadu_ps(x + i), acc[0]);
+  float r = hsum_ps256(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+#elif defined(LLMI_SIMD_NEON)
+  auto load = [&](int64_t i) {
+    if constexpr (T == DType::f32) return vld1q_f32(reinterpret_cast<const float*>(w) + i);
+    else if constexpr (T == DType::f16) return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(w + 2 * i))));
+    else return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(reinterpret_cast<const uint16_t*>(w + 2 * i)), 16));
+  };
+  float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 4; k++) acc[k] = vfmaq_f32(acc[k], load(i + 4 * k), vld1q_f32(x + i + 4 * k));
+  for (; i + 4 <= n; i += 4) acc[0] = vfmaq_f32(acc[0], load(i), vld1q_f32(x + i));
+  float r = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
+#else
+  float r = 0;
+  int64_t i = 0;
+#endif
+  // remaining elements (and the whole row on the scalar path), as the reference does
+  if (i < n) {
+    if constexpr (T == DType::f32) r += ref::vec_dot_f32(w + 4 * i, x + i, n - i);
+    else if constexpr (T == DType::f16) r += ref::vec_dot_f16(w + 2 * i, x + i, n - i);
+    else r += ref::vec_dot_bf16(w + 2 * i, x + i, n - i);
+  }
+  return r;
+}
+
+// Sums of x over MLX groups (shared by every row of a matmul): out[g] = sum of x[g*gs .. g*gs+gs-1].
+inline void mlx_group_sums(const float* x, int64_t n, int gs, float* out) {
+  for (int64_t g = 0; g < n / gs; g++) {
+    float s = 0;
+    for (int64_t i = g * gs; i < (g + 1) * gs; i++) s += x[i];
+    out[g] = s;
+  }
+}
+
+// MLX affine row `row` times f32 x: per group, scale * sum(q * x) + bias * sum(x) (xs: group sums).
+inline float dot_mlx(const TensorView& w, int64_t row, const float* x, const float* xs) {
+  const int bits = w.type == DType::mlx_q4 ? 4 : 8;
+  const int64_t n = w.ne[0], gs = w.group_size, groups = n / gs;
+  const uint8_t* q = w.data + static_cast<uint64_t>(row) * static_cast<uint64_t>(n * bits / 8);
+  float acc = 0;
+#if defined(LLMI_SIMD_AVX512)
+  if (gs % 16 == 0) {
+    __m512 vacc = _mm512_setzero_ps();
+    for (int64_t g = 0; g < groups; g++) {
+      __m512 gacc = _mm512_setzero_ps();
+      for (int64_t i = g * gs; i < (g + 1) * gs; i += 16) {
+        __m128i v;
+        if (bits == 4) {
+          __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i / 2));
+          __m128i lo = _mm_and_si128(b8, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(15));
+          v = _mm_unpacklo_epi8(lo, hi);
+        } else {
+          v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i));
+        }
+        gacc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)), _mm512_loadu_ps(x + i), gacc);
+      }
+      vacc = _mm512_fmadd_ps(gacc, _mm512_set1_ps(ref::mlx_aux(w.scales, w.aux_type, row * groups + g)), vacc);
+      acc += ref::mlx_aux(w.biases, w.aux_type, row * groups + g) * xs[g];
+    }
+    return acc + _mm512_reduce_add_ps(vacc);
+  }
+#elif defined(LLMI_SIMD_AVX2)
+  if (gs % 16 == 0) {
+    __m256 vacc = _mm256_setzero_ps();
+    for (int64_t g = 0; g < groups; g++) {
+      __m256 gacc = _mm256_setzero_ps();
+      for (int64_t i = g * gs; i < (g + 1) * gs; i += 16) {
+        __m128i v;
+        if (bits == 4) {
+          __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i / 2));
+          __m128i lo = _mm_and_si128(b8, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(15));
+          v = _mm_unpacklo_epi8(lo, hi);
+        } else {
+          v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i));
+        }
+        gacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), _mm256_loadu_ps(x + i), gacc);
+        gacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8))), _mm256_loadu_ps(x + i + 8), gacc);
+      }
+      vacc = _mm256_fmadd_ps(gacc, _mm256_set1_ps(ref::mlx_aux(w.scales, w.aux_type, row * groups + g)), vacc);
+      acc += ref::mlx_aux(w.biases, w.aux_type, row * groups + g) * xs[g];
+    }
+    return acc + hsum_ps256(vacc);
+  }
+#endif
+  for (int64_t g = 0; g < groups; g++) {
+    float sqx = 0;
+    for (int64_t i = g * gs; i < (g + 1) * gs; i++) sqx += static_cast<float>(ref::mlx_value(q, bits, i)) * x[i];
+    acc += ref::mlx_aux(w.scales, w.aux_type, row * groups + g) * sqx + ref::mlx_aux(w.biases, w.aux_type, row * groups + g) * xs[g];
+  }
+  return acc;
 }
 
 }  // namespace detail
@@ -2830,36 +3990,578 @@ class ThreadPool {
 // ---- src/23_matmul.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== Matrix products: the kernel seam the forward pass calls ====
 // Y[t][r] = sum_k W[r][k] * X[t][k] for t < n_tokens, r < rows(W); X is [n_tokens][ne0(W)] f32,
-// Y is [n_tokens][ldy] f32 (ldy >= rows). Work is split over rows, so every output element is
-// computed by one task with the same arithmetic whatever the thread count.
+// Y is [n_tokens][ldy] f32 (ldy >= rows).
+//
+// How:
+//  * The input is quantized once per matmul (or once for several matmuls sharing it, through
+//    MatmulInput): q8_32 blocks for Q4_0/Q5_0/Q8_0 weights, q8_256 for Q4_K/Q6_K (21_simd).
+//    Float and MLX weights use the f32 input.
+//  * Few tokens (decode): a threaded matrix-vector product; tasks are chunks of rows, each row is
+//    one dot product straight from the mapped weights (21_simd), for each token.
+//  * Many tokens (prefill, AVX-512): a blocked matrix-matrix product. A task takes a block of rows
+//    and a block of tokens, decodes the rows once into a panel (unsigned 8-bit values with their
+//    scales, or f32 for float/MLX types) kept in cache, and runs a register-tiled micro-kernel
+//    (kRM rows x kRN tokens) over it: vpmaddubsw + vpdpwssd for K-quants, vpdpbusd for the
+//    32-blocks, f32 FMA for float types. Offsets (Q4_K mins, Q6_K's -32, Q4_0's -8, ...) are a
+//    small float product of per-block weight factors and per-block activation sums added in
+//    the same micro-kernel.
+//  * Determinism: every output element is computed by one task with arithmetic that depends
+//    only on (row, token, K), never on the thread count or which tile it fell in (ragged tiles
+//    repeat a valid row/token and drop the result), so 1..N threads give the same bits.
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
 
-// Scratch for one thread of a matmul (dequantized rows).
-struct MatmulScratch {
-  std::vector<float> row;
+// 64-byte aligned growable scratch (malloc based: no exceptions; false when out of memory).
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer() { std::free(raw_); }
+  bool reserve(size_t bytes) {
+    if (bytes <= cap_) return true;
+    std::free(raw_);
+    raw_ = std::malloc(bytes + 64);
+    if (!raw_) {
+      ptr_ = nullptr;
+      cap_ = 0;
+      return false;
+    }
+    ptr_ = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(raw_) + 63) & ~static_cast<uintptr_t>(63));
+    cap_ = bytes;
+    return true;
+  }
+  template <class T>
+  T* as(size_t byte_offset = 0) const {
+    return reinterpret_cast<T*>(static_cast<uint8_t*>(ptr_) + byte_offset);
+  }
+
+ private:
+  void* raw_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t cap_ = 0;
 };
 
-inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool) {
-  const int64_t rows = w.rows(), n = w.ne[0];
-  constexpr int64_t kRowsPerTask = 16;
-  const int n_tasks = static_cast<int>((rows + kRowsPerTask - 1) / kRowsPerTask);
-  std::vector<std::vector<float>> scratch(static_cast<size_t>(pool.size()));
-  pool.parallel_for(n_tasks, [&](int task, int thread) {
-    std::vector<float>& buf = scratch[static_cast<size_t>(thread)];
-    if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
-    int64_t r0 = task * kRowsPerTask, r1 = std::min(rows, r0 + kRowsPerTask);
-    for (int64_t r = r0; r < r1; r++) {
-      dequant_row(w, r, buf.data());
-      for (int64_t t = 0; t < n_tokens; t++) {
-        const float* xt = x + t * n;
-        float acc = 0;
-        for (int64_t k = 0; k < n; k++) acc += buf[static_cast<size_t>(k)] * xt[k];
-        y[t * ldy + r] = acc;
+inline size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
+// Which form of the input a weight type multiplies with.
+enum class ActForm : uint8_t { f32, q8_32, q8_256 };
+inline ActForm act_form(DType t) {
+  switch (t) {
+    case DType::q4_0: case DType::q5_0: case DType::q8_0: return ActForm::q8_32;
+    case DType::q4_K: case DType::q6_K: return ActForm::q8_256;
+    default: return ActForm::f32;
+  }
+}
+
+// The input X [n_tokens][n] of one or more matmuls. Each quantized form is made on first use
+// and kept until reset(), so matrices that read the same input (attention q/k/v, FFN gate/up)
+// share one quantization. Keep one per context and reset() it: its buffers are reused.
+class MatmulInput {
+ public:
+  MatmulInput() = default;
+  MatmulInput(const float* x, int64_t n_tokens, int64_t n) { reset(x, n_tokens, n); }
+  void reset(const float* x, int64_t n_tokens, int64_t n) {
+    x_ = x;
+    n_tokens_ = n_tokens;
+    n_ = n;
+    ready_[0] = ready_[1] = false;
+    mlx_gs_ = 0;
+  }
+  const float* x() const { return x_; }
+  int64_t n_tokens() const { return n_tokens_; }
+  int64_t n() const { return n_; }
+
+  // Quantizes X into `f` (q8_32 or q8_256) unless done already; false when out of memory.
+  bool prepare(ActForm f, ThreadPool& pool) {
+    if (f == ActForm::f32) return true;
+    Form& F = form(f);
+    if (ready_[f == ActForm::q8_256]) return true;
+    const int64_t blk = f == ActForm::q8_32 ? 32 : 256, sum_len = f == ActForm::q8_32 ? 32 : 16;
+    F.q_stride = round_up(static_cast<size_t>(n_), 64);
+    F.nd = static_cast<size_t>(n_ / blk);
+    F.ns = static_cast<size_t>(n_ / sum_len);
+    F.nc = static_cast<size_t>(n_ / 32);
+    const size_t T = static_cast<size_t>(n_tokens_);
+    // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16 |
+    // corr16 [ns] f32 | corr32 [nc] f32
+    F.off_d = F.q_stride;
+    F.off_s = F.off_d + round_up(4 * F.nd, 64);
+    F.off_c16 = F.off_s + round_up(2 * F.ns, 64);
+    F.off_c32 = F.off_c16 + round_up(4 * F.ns, 64);
+    F.row_bytes = F.off_c32 + round_up(4 * F.nc, 64);
+    if (!F.buf.reserve(F.row_bytes * T)) return false;
+    auto one = [&](int64_t t) {
+      const float* xt = x_ + t * n_;
+      ActQ8 a = row(f, t);
+      int8_t* q = const_cast<int8_t*>(a.q);
+      float* d = const_cast<float*>(a.d);
+      int16_t* s = const_cast<int16_t*>(a.sums);
+      if (f == ActForm::q8_32) quantize_q8_32(xt, n_, q, d, s);
+      else quantize_q8_256(xt, n_, q, d, s);
+      // activation factors of the offset corrections: d * (sum of q) per 16 (q8_256) and per 32
+      float* c16 = corr(f, t, 16);
+      float* c32 = corr(f, t, 32);
+      if (f == ActForm::q8_256) {
+        for (size_t g = 0; g < F.ns; g++) c16[g] = d[g / 16] * static_cast<float>(s[g]);
+        for (size_t g = 0; g < F.nc; g++) c32[g] = d[g / 8] * static_cast<float>(s[2 * g] + s[2 * g + 1]);
+      } else {
+        for (size_t g = 0; g < F.nc; g++) c32[g] = d[g] * static_cast<float>(s[g]);
+      }
+    };
+    if (n_tokens_ * n_ >= 16384 && n_tokens_ > 1) pool.parallel_for(static_cast<int>(n_tokens_), [&](int t, int) { one(t); });
+    else for (int64_t t = 0; t < n_tokens_; t++) one(t);
+    ready_[f == ActForm::q8_256] = true;
+    return true;
+  }
+
+  // Row t of a prepared form.
+  ActQ8 row(ActForm f, int64_t t) const {
+    const Form& F = form(f);
+    const uint8_t* base = F.buf.as<uint8_t>(F.row_bytes * static_cast<size_t>(t));
+    ActQ8 a;
+    a.q = reinterpret_cast<const int8_t*>(base);
+    a.d = reinterpret_cast<const float*>(base + F.off_d);
+    a.sums = reinterpret_cast<const int16_t*>(base + F.off_s);
+    return a;
+  }
+  // Per-token activation factors d * (sum of q) over groups of 16 or 32 (offset corrections).
+  float* corr(ActForm f, int64_t t, int group) const {
+    const Form& F = form(f);
+    return F.buf.as<float>(F.row_bytes * static_cast<size_t>(t) + (group == 16 ? F.off_c16 : F.off_c32));
+  }
+
+  // Sums of X over groups of `gs` (MLX biases), made once per group size.
+  bool prepare_mlx(int gs) {
+    if (mlx_gs_ == gs) return true;
+    size_t groups = static_cast<size_t>(n_ / gs);
+    if (!mlx_.reserve(4 * groups * static_cast<size_t>(n_tokens_) + 64)) return false;
+    mlx_gs_ = gs;
+    for (int64_t t = 0; t < n_tokens_; t++) mlx_group_sums(x_ + t * n_, n_, gs, mlx_sums(t));
+    return true;
+  }
+  float* mlx_sums(int64_t t) const { return mlx_.as<float>(4 * static_cast<size_t>(t) * static_cast<size_t>(n_ / std::max(1, mlx_gs_))); }
+
+ private:
+  struct Form {
+    AlignedBuffer buf;
+    size_t q_stride = 0, nd = 0, ns = 0, nc = 0, row_bytes = 0;
+    size_t off_d = 0, off_s = 0, off_c16 = 0, off_c32 = 0;
+  };
+  Form& form(ActForm f) { return forms_[f == ActForm::q8_256]; }
+  const Form& form(ActForm f) const { return forms_[f == ActForm::q8_256]; }
+
+  const float* x_ = nullptr;
+  int64_t n_tokens_ = 0, n_ = 0;
+  Form forms_[2];
+  bool ready_[2] = {false, false};
+  AlignedBuffer mlx_;
+  int mlx_gs_ = 0;
+};
+
+// ---- matrix-vector products (few tokens) ----
+
+// The dot product of row r with token t, for one weight type (the switch is outside the loops).
+template <class F>
+inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body) {
+  const uint64_t rb = weight_row_bytes(w);
+  const int64_t n = w.ne[0];
+  const uint8_t* base = w.data;
+  auto q8 = [&](auto dot, ActForm f) {
+    body([&, dot, f](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.row(f, t), n); });
+  };
+  auto fl = [&](auto dot) {
+    body([&, dot](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.x() + t * n, n); });
+  };
+  switch (w.type) {
+    // (lambdas, not function pointers, so that the dot product inlines into the row loop)
+    case DType::q4_0: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q4_0(p, a, k); }, ActForm::q8_32); break;
+    case DType::q5_0: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q5_0(p, a, k); }, ActForm::q8_32); break;
+    case DType::q8_0: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q8_0(p, a, k); }, ActForm::q8_32); break;
+    case DType::q4_K: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q4_k(p, a, k); }, ActForm::q8_256); break;
+    case DType::q6_K: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q6_k(p, a, k); }, ActForm::q8_256); break;
+    case DType::f32: fl([](const uint8_t* p, const float* x, int64_t k) { return dot_float<DType::f32>(p, x, k); }); break;
+    case DType::f16: fl([](const uint8_t* p, const float* x, int64_t k) { return dot_float<DType::f16>(p, x, k); }); break;
+    case DType::bf16: fl([](const uint8_t* p, const float* x, int64_t k) { return dot_float<DType::bf16>(p, x, k); }); break;
+    case DType::mlx_q4: case DType::mlx_q8:
+      body([&](int64_t r, int64_t t) { return dot_mlx(w, r, in.x() + t * n, in.mlx_sums(t)); });
+      break;
+    default: LLMI_ASSERT(!"matmul: weight type not computable"); break;
+  }
+}
+
+inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  const int64_t rows = w.rows(), T = in.n_tokens();
+  const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
+  // chunks: ~16 per thread for balance, but at least ~16 KiB of weights each
+  int64_t chunk = std::max<int64_t>(rows / (16 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(16384 / rb));
+  chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
+  const int n_tasks = static_cast<int>((rows + chunk - 1) / chunk);
+  for_weight_type(w, in, [&](auto dot) {
+    pool.parallel_for(n_tasks, [&](int task, int) {
+      const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
+      for (int64_t t = 0; t < T; t++) {
+        float* yt = y + t * ldy;
+        for (int64_t r = r0; r < r1; r++) yt[r] = dot(r, t);
+      }
+    });
+  });
+}
+
+// ---- blocked matrix-matrix product (AVX-512) ----
+#if defined(LLMI_SIMD_AVX512)
+constexpr int kRM = 2;    // micro-tile rows (weights)
+constexpr int kRN = 4;    // micro-tile columns (tokens)
+constexpr int kRB = 32;   // rows per task (panel)
+constexpr int kTB = 128;  // tokens per task
+
+// A panel: kRB rows of W decoded for the micro-kernels.
+//  K-quants: vals [rows][K] u8 (Q4_K 0..15, Q6_K 0..63), sc [rows][K/16] int16 (a scale per 16
+//            values; Q4_K's 32-value scales twice), d [rows][K/256] f32, corr [rows][K/cg] f32.
+//  32-blocks: vals [rows][K] u8 (Q4_0 0..15, Q5_0 0..31, Q8_0 q+128), d [rows][K/32] f32,
+//            corr [rows][K/32] f32 = -offset * d.
+//  float:    f [rows][K] f32.
+// The corrections: row factor corr * token factor (d * sum of q) over groups of cg values gives
+// the offset term (Q4_K: -dmin*m_j with cg 32; Q6_K: -32*d*sc_j with cg 16; 32-blocks: cg 32).
+struct Panel {
+  int64_t K = 0, rows = 0;
+  uint8_t* vals = nullptr;
+  int16_t* sc = nullptr;
+  float* d = nullptr;
+  float* corr = nullptr;
+  float* f = nullptr;
+  int cg = 32;
+};
+
+inline bool gemm_supported(DType t) {
+  switch (t) {
+    case DType::q4_0: case DType::q5_0: case DType::q8_0: case DType::q4_K: case DType::q6_K:
+    case DType::f32: case DType::f16: case DType::bf16: case DType::mlx_q4: case DType::mlx_q8:
+      return true;
+    default: return false;
+  }
+}
+
+// Decodes rows [r0, r0 + nr) of w into P (buffer `buf`).
+inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuffer& buf, Panel& P) {
+  const int64_t K = w.ne[0];
+  const uint64_t rb = weight_row_bytes(w);
+  P.K = K;
+  P.rows = nr;
+  const size_t n = static_cast<size_t>(nr), k = static_cast<size_t>(K);
+  ActForm f = act_form(w.type);
+  if (f == ActForm::f32) {
+    if (!buf.reserve(n * k * 4)) return false;
+    P.f = buf.as<float>();
+    for (int64_t i = 0; i < nr; i++) dequant_row(w, r0 + i, P.f + static_cast<size_t>(i) * k);
+    return true;
+  }
+  const bool kq = f == ActForm::q8_256;
+  P.cg = w.type == DType::q6_K ? 16 : 32;
+  const size_t vals = round_up(n * k, 64), sc = kq ? round_up(n * k / 16 * 2, 64) : 0;
+  const size_t dn = round_up(n * k / (kq ? 256 : 32) * 4, 64), cn = round_up(n * k / static_cast<size_t>(P.cg) * 4, 64);
+  if (!buf.reserve(vals + sc + dn + cn)) return false;
+  P.vals = buf.as<uint8_t>();
+  P.sc = buf.as<int16_t>(vals);
+  P.d = buf.as<float>(vals + sc);
+  P.corr = buf.as<float>(vals + sc + dn);
+  const __m256i m4 = _mm256_set1_epi8(15);
+  for (int64_t i = 0; i < nr; i++) {
+    const uint8_t* src = w.data + static_cast<uint64_t>(r0 + i) * rb;
+    uint8_t* v = P.vals + static_cast<size_t>(i) * k;
+    switch (w.type) {
+      case DType::q4_K: {
+        int16_t* sc16 = P.sc + static_cast<size_t>(i) * k / 16;
+        float* d = P.d + static_cast<size_t>(i) * k / 256;
+        float* c = P.corr + static_cast<size_t>(i) * k / 32;
+        for (int64_t b = 0; b < K / 256; b++) {
+          const uint8_t* blk = src + 144 * b;
+          uint64_t sc8, m8;
+          q4k_unpack_scales(blk + 4, &sc8, &m8);
+          float dmin = f16_scale(blk + 2);
+          d[b] = f16_scale(blk);
+          for (int j = 0; j < 8; j++) {
+            sc16[16 * b + 2 * j] = sc16[16 * b + 2 * j + 1] = static_cast<int16_t>((sc8 >> (8 * j)) & 0xFF);
+            c[8 * b + j] = -dmin * static_cast<float>((m8 >> (8 * j)) & 0xFF);
+          }
+          for (int ch = 0; ch < 4; ch++) {
+            __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * ch));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + 256 * b + 64 * ch), _mm256_and_si256(q, m4));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + 256 * b + 64 * ch + 32), nibbles_hi256(q));
+          }
+        }
+        break;
+      }
+      case DType::q6_K: {
+        int16_t* sc16 = P.sc + static_cast<size_t>(i) * k / 16;
+        float* d = P.d + static_cast<size_t>(i) * k / 256;
+        float* c = P.corr + static_cast<size_t>(i) * k / 16;
+        const __m256i m30 = _mm256_set1_epi8(0x30);
+        for (int64_t b = 0; b < K / 256; b++) {
+          const uint8_t* blk = src + 210 * b;
+          float db = f16_scale(blk + 208);
+          d[b] = db;
+          for (int j = 0; j < 16; j++) {
+            int8_t s = static_cast<int8_t>(blk[192 + j]);
+            sc16[16 * b + j] = s;
+            c[16 * b + j] = -32.0f * db * static_cast<float>(s);
+          }
+          for (int h = 0; h < 2; h++) {
+            __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
+            __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
+            __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+            uint8_t* o = v + 256 * b + 128 * h;
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32), _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64), _mm256_or_si256(nibbles_hi256(ql0), _mm256_and_si256(qh, m30)));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 96), _mm256_or_si256(nibbles_hi256(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
+          }
+        }
+        break;
+      }
+      default: {  // 32-blocks
+        float* d = P.d + static_cast<size_t>(i) * k / 32;
+        float* c = P.corr + static_cast<size_t>(i) * k / 32;
+        for (int64_t b = 0; b < K / 32; b++) {
+          __m256i q;
+          float off;
+          const uint8_t* blk;
+          if (w.type == DType::q8_0) {
+            blk = src + 34 * b;
+            q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), _mm256_set1_epi8(static_cast<char>(0x80)));
+            off = 128;
+          } else if (w.type == DType::q4_0) {
+            blk = src + 18 * b;
+            q = q4_block_values(blk + 2);
+            off = 8;
+          } else {
+            blk = src + 22 * b;
+            q = _mm256_or_si256(q4_block_values(blk + 6), q5_high_bits(rd_u32(blk + 2)));
+            off = 16;
+          }
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + 32 * b), q);
+          d[b] = f16_scale(blk);
+          c[b] = -off * d[b];
+        }
+        break;
+      }
+    }
+  }
+  return true;
+}
+
+// Horizontal sums of the accumulators into out (row-major kRM x kRN).
+template <int RM, int RN>
+inline void store_tile(const __m512 (&acc)[RM][RN], float (&out)[RM][RN]) {
+  for (int i = 0; i < RM; i++)
+    for (int j = 0; j < RN; j++) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
+// Adds the offset corrections: acc[i][j] += corr_i . act_j over m values.
+template <int RM, int RN>
+inline void add_corrections(__m512 (&acc)[RM][RN], const float* const (&ci)[RM], const float* const (&aj)[RN], int64_t m) {
+  for (int64_t k = 0; k < m; k += 16) {
+    __mmask16 mask = m - k >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (m - k)) - 1);
+    __m512 a[RN];
+#pragma GCC unroll 8
+    for (int j = 0; j < RN; j++) a[j] = _mm512_maskz_loadu_ps(mask, aj[j] + k);
+#pragma GCC unroll 8
+    for (int i = 0; i < RM; i++) {
+      __m512 c = _mm512_maskz_loadu_ps(mask, ci[i] + k);
+#pragma GCC unroll 8
+      for (int j = 0; j < RN; j++) acc[i][j] = _mm512_fmadd_ps(c, a[j], acc[i][j]);
+    }
+  }
+}
+
+// K-quant micro-kernel: rows pi[0..RM) of the panel times tokens tj[0..RN).
+inline void micro_kq(const Panel& P, const int64_t (&pi)[kRM], const MatmulInput& in, const int64_t (&tj)[kRN], float (&out)[kRM][kRN]) {
+  const int64_t K = P.K, nsb = K / 256;
+  const uint8_t* wv[kRM];
+  const int16_t* ws[kRM];
+  const float* wd[kRM];
+  const float* wc[kRM];
+  for (int i = 0; i < kRM; i++) {
+    wv[i] = P.vals + pi[i] * K;
+    ws[i] = P.sc + pi[i] * K / 16;
+    wd[i] = P.d + pi[i] * K / 256;
+    wc[i] = P.corr + pi[i] * K / P.cg;
+  }
+  const int8_t* aq[kRN];
+  const float* ad[kRN];
+  const float* ac[kRN];
+  for (int j = 0; j < kRN; j++) {
+    ActQ8 a = in.row(ActForm::q8_256, tj[j]);
+    aq[j] = a.q;
+    ad[j] = a.d;
+    ac[j] = in.corr(ActForm::q8_256, tj[j], P.cg);
+  }
+  // int16 lane l of the scale vector for values 64c..64c+63 takes scale 4c + l / 8
+  const __m512i sel = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002, 0x0002000200020002,
+                                       0x0001000100010001, 0x0001000100010001, 0, 0);
+  __m512 accf[kRM][kRN];
+  for (int i = 0; i < kRM; i++)
+    for (int j = 0; j < kRN; j++) accf[i][j] = _mm512_setzero_ps();
+  for (int64_t s = 0; s < nsb; s++) {
+    __m512i acc[kRM][kRN];
+    __m512i scv[kRM];
+#pragma GCC unroll 8
+    for (int i = 0; i < kRM; i++) {
+      scv[i] = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ws[i] + 16 * s)));
+#pragma GCC unroll 8
+      for (int j = 0; j < kRN; j++) acc[i][j] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+      __m512i w[kRM], sv[kRM];
+      const __m512i idx = _mm512_add_epi16(sel, _mm512_set1_epi16(static_cast<short>(4 * c)));
+#pragma GCC unroll 8
+      for (int i = 0; i < kRM; i++) {
+        w[i] = _mm512_loadu_si512(wv[i] + 256 * s + 64 * c);
+        sv[i] = _mm512_permutexvar_epi16(idx, scv[i]);
+      }
+#pragma GCC unroll 8
+      for (int j = 0; j < kRN; j++) {
+        __m512i a = _mm512_loadu_si512(aq[j] + 256 * s + 64 * c);
+#pragma GCC unroll 8
+        for (int i = 0; i < kRM; i++) acc[i][j] = dot_u8s8_scaled_512(acc[i][j], w[i], a, sv[i]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < kRM; i++)
+#pragma GCC unroll 8
+      for (int j = 0; j < kRN; j++)
+        accf[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i][j]), _mm512_set1_ps(wd[i][s] * ad[j][s]), accf[i][j]);
+  }
+  add_corrections(accf, wc, ac, K / P.cg);
+  store_tile(accf, out);
+}
+
+// 32-block micro-kernel (Q4_0, Q5_0, Q8_0).
+inline void micro_q32(const Panel& P, const int64_t (&pi)[kRM], const MatmulInput& in, const int64_t (&tj)[kRN], float (&out)[kRM][kRN]) {
+  const int64_t K = P.K, nb = K / 32;
+  const uint8_t* wv[kRM];
+  const float* wd[kRM];
+  const float* wc[kRM];
+  for (int i = 0; i < kRM; i++) {
+    wv[i] = P.vals + pi[i] * K;
+    wd[i] = P.d + pi[i] * nb;
+    wc[i] = P.corr + pi[i] * nb;
+  }
+  const int8_t* aq[kRN];
+  const float* ad[kRN];
+  const float* ac[kRN];
+  for (int j = 0; j < kRN; j++) {
+    ActQ8 a = in.row(ActForm::q8_32, tj[j]);
+    aq[j] = a.q;
+    ad[j] = a.d;
+    ac[j] = in.corr(ActForm::q8_32, tj[j], 32);
+  }
+  // lanes 0..7 take the scale of the first block, 8..15 the second
+  const __m512i two = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  __m512 accf[kRM][kRN];
+  for (int i = 0; i < kRM; i++)
+    for (int j = 0; j < kRN; j++) accf[i][j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b += 2) {
+    const bool pair = b + 1 < nb;
+    const __mmask64 m = pair ? ~static_cast<__mmask64>(0) : static_cast<__mmask64>(0xFFFFFFFFull);
+    const __mmask8 m2 = pair ? 3 : 1;
+    __m512i w[kRM];
+    __m512 dw[kRM];
+#pragma GCC unroll 8
+    for (int i = 0; i < kRM; i++) {
+      w[i] = _mm512_maskz_loadu_epi8(m, wv[i] + 32 * b);
+      dw[i] = _mm512_permutexvar_ps(two, _mm512_castps128_ps512(_mm_maskz_loadu_ps(m2, wd[i] + b)));
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < kRN; j++) {
+      __m512i a = _mm512_maskz_loadu_epi8(m, aq[j] + 32 * b);
+      __m512 dx = _mm512_permutexvar_ps(two, _mm512_castps128_ps512(_mm_maskz_loadu_ps(m2, ad[j] + b)));
+#pragma GCC unroll 8
+      for (int i = 0; i < kRM; i++) {
+#if defined(LLMI_SIMD_VNNI)
+        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[i], a);
+#else
+        // unsigned values up to 255 (Q8_0 + 128) would saturate vpmaddubsw: split into nibbles
+        __m512i lo = _mm512_and_si512(w[i], _mm512_set1_epi8(15)), hi = _mm512_and_si512(_mm512_srli_epi16(w[i], 4), _mm512_set1_epi8(15));
+        __m512i p = _mm512_add_epi32(_mm512_madd_epi16(_mm512_maddubs_epi16(lo, a), _mm512_set1_epi16(1)),
+                                     _mm512_madd_epi16(_mm512_maddubs_epi16(hi, a), _mm512_set1_epi16(16)));
+#endif
+        accf[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw[i], dx), accf[i][j]);
+      }
+    }
+  }
+  add_corrections(accf, wc, ac, nb);
+  store_tile(accf, out);
+}
+
+// Float micro-kernel (f32 panel of f32/f16/bf16/MLX weights times f32 X).
+inline void micro_f32(const Panel& P, const int64_t (&pi)[kRM], const MatmulInput& in, const int64_t (&tj)[kRN], float (&out)[kRM][kRN]) {
+  const int64_t K = P.K;
+  const float* wr[kRM];
+  const float* xr[kRN];
+  for (int i = 0; i < kRM; i++) wr[i] = P.f + pi[i] * K;
+  for (int j = 0; j < kRN; j++) xr[j] = in.x() + tj[j] * K;
+  __m512 acc[kRM][kRN];
+  for (int i = 0; i < kRM; i++)
+    for (int j = 0; j < kRN; j++) acc[i][j] = _mm512_setzero_ps();
+  add_corrections(acc, wr, xr, K);  // the same dot-product loop
+  store_tile(acc, out);
+}
+
+inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  const int64_t rows = w.rows(), T = in.n_tokens();
+  const int64_t n_rb = (rows + kRB - 1) / kRB, n_tb = (T + kTB - 1) / kTB;
+  const ActForm f = act_form(w.type);
+  auto micro = f == ActForm::q8_256 ? micro_kq : f == ActForm::q8_32 ? micro_q32 : micro_f32;
+  pool.parallel_for(static_cast<int>(n_rb * n_tb), [&](int task, int) {
+    static thread_local AlignedBuffer buf;
+    const int64_t rblk = task % n_rb, tblk = task / n_rb;
+    const int64_t r0 = rblk * kRB, nr = std::min<int64_t>(kRB, rows - r0);
+    const int64_t t0 = tblk * kTB, nt = std::min<int64_t>(kTB, T - t0);
+    Panel P;
+    LLMI_ASSERT(panel_decode(w, r0, nr, buf, P));
+    for (int64_t j0 = 0; j0 < nt; j0 += kRN) {
+      int64_t tj[kRN];
+      for (int j = 0; j < kRN; j++) tj[j] = t0 + std::min<int64_t>(j0 + j, nt - 1);
+      for (int64_t i0 = 0; i0 < nr; i0 += kRM) {
+        int64_t pi[kRM];
+        for (int i = 0; i < kRM; i++) pi[i] = std::min<int64_t>(i0 + i, nr - 1);
+        float out[kRM][kRN];
+        micro(P, pi, in, tj, out);
+        for (int j = 0; j < kRN && j0 + j < nt; j++)
+          for (int i = 0; i < kRM && i0 + i < nr; i++) y[(t0 + j0 + j) * ldy + r0 + i0 + i] = out[i][j];
       }
     }
   });
+}
+#endif  // LLMI_SIMD_AVX512
+
+// Smallest token count that takes the matrix-matrix path (fixed: it must not depend on threads).
+constexpr int64_t kGemmMinTokens = 4;
+
+// Y = X W^T for an input shared by several matmuls.
+inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  LLMI_ASSERT(in.n() == w.ne[0]);
+  if (in.n_tokens() <= 0 || w.rows() <= 0) return;
+  ActForm f = act_form(w.type);
+  LLMI_ASSERT(in.prepare(f, pool));
+  if (w.type == DType::mlx_q4 || w.type == DType::mlx_q8) LLMI_ASSERT(in.prepare_mlx(w.group_size));
+#if defined(LLMI_SIMD_AVX512)
+  if (in.n_tokens() >= kGemmMinTokens && gemm_supported(w.type)) {
+    gemm(w, in, y, ldy, pool);
+    return;
+  }
+#endif
+  gemv(w, in, y, ldy, pool);
+}
+
+// Y[t][r] = sum_k W[r][k] * X[t][k]; X is [n_tokens][ne0(W)] f32, Y is [n_tokens][ldy] f32.
+inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool) {
+  static thread_local MatmulInput in;
+  in.reset(x, n_tokens, w.ne[0]);
+  matmul(w, in, y, ldy, pool);
 }
 
 }  // namespace detail
@@ -5365,6 +7067,7 @@ class Sampler {
   struct Candidate {
     int32_t id;
     float logit;
+    float w;  // exp(logit - max logit) once computed (float exp: 1e-7 relative error, 3x faster)
   };
 
   // One token from `logits` ([n_vocab]) given the tokens so far (for the penalties), or -1 when
@@ -5372,21 +7075,14 @@ class Sampler {
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history, const SamplerParams& p,
                  Rng& rng) {
     if (!truncate(logits, history, p)) return -1;
-    if (p.temperature <= 0.0f) return cand_[0].id;
+    if (p.temperature <= 0.0f || cand_.size() == 1) return cand_[0].id;
     // draw: probabilities proportional to exp((l - max) / T) over the kept tokens
-    double max_l = -std::numeric_limits<double>::infinity();
-    for (const auto& c : cand_) max_l = std::max(max_l, static_cast<double>(c.logit));
-    weight_.resize(cand_.size());
-    double total = 0;
-    for (size_t i = 0; i < cand_.size(); i++) {
-      weight_[i] = std::exp((static_cast<double>(cand_[i].logit) - max_l) / p.temperature);
-      total += weight_[i];
-    }
+    const double total = temper(p.temperature);
     double u = rng.uniform() * total;
     double cum = 0;
-    for (size_t i = 0; i < cand_.size(); i++) {
-      cum += weight_[i];
-      if (u < cum) return cand_[i].id;
+    for (const auto& c : cand_) {
+      cum += c.w;
+      if (u < cum) return c.id;
     }
     return cand_.back().id;  // u rounded up to the total
   }
@@ -5402,36 +7098,43 @@ class Sampler {
       out.emplace_back(cand_[0].id, 1.0);
       return out;
     }
-    double max_l = -std::numeric_limits<double>::infinity();
-    for (const auto& c : cand_) max_l = std::max(max_l, static_cast<double>(c.logit));
-    double total = 0;
-    for (const auto& c : cand_) {
-      out.emplace_back(c.id, std::exp((static_cast<double>(c.logit) - max_l) / p.temperature));
-      total += out.back().second;
-    }
-    for (auto& o : out) o.second /= total;
+    const double total = temper(p.temperature);
+    for (const auto& c : cand_) out.emplace_back(c.id, c.w / total);
     return out;
   }
 
  private:
+  static constexpr size_t kSortDirectly = 256;   // above: the histogram cut (faster)
+  static constexpr int kBins = 4096;
+
   // Strict total order: larger logit first, then lower id.
   static bool before(const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  }
+  static float usable(float l) {  // NaN -> -inf (never kept); +inf -> the largest float
+    if (std::isnan(l)) return -std::numeric_limits<float>::infinity();
+    return std::min(l, std::numeric_limits<float>::max());
+  }
+
+  // Sets w = exp((l - max) / T) on the kept tokens; returns their sum.
+  double temper(float temperature) {
+    float max_l = cand_[0].logit;
+    for (const auto& c : cand_) max_l = std::max(max_l, c.logit);
+    double total = 0;
+    const float inv_t = 1.0f / temperature;
+    for (auto& c : cand_) total += c.w = std::exp((c.logit - max_l) * inv_t);
+    return total;
   }
 
   // Penalties and truncations; leaves the surviving tokens in cand_ (for greedy: just the
   // argmax). False when nothing survives.
   bool truncate(std::span<const float> logits, std::span<const int32_t> history, const SamplerParams& p) {
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
     const size_t n_vocab = logits.size();
     cand_.clear();
-    cand_.reserve(n_vocab);
-    for (size_t i = 0; i < n_vocab; i++) {
-      float l = logits[i];
-      if (std::isnan(l) || l == -std::numeric_limits<float>::infinity()) continue;
-      if (l == std::numeric_limits<float>::infinity()) l = std::numeric_limits<float>::max();
-      cand_.push_back({static_cast<int32_t>(i), l});
-    }
-    if (cand_.empty()) return false;
+    if (n_vocab == 0) return false;
+    work_.resize(n_vocab);
+    for (size_t i = 0; i < n_vocab; i++) work_[i] = usable(logits[i]);
 
     // penalties: every distinct token of the window once
     if (p.repeat_penalty != 1.0f && p.repeat_last_n != 0 && !history.empty()) {
@@ -5439,29 +7142,44 @@ class Sampler {
       window_.assign(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
       std::sort(window_.begin(), window_.end());
       window_.erase(std::unique(window_.begin(), window_.end()), window_.end());
-      // cand_ is in id order here (ids skipped only for unusable logits): binary search
       for (int32_t id : window_) {
-        auto it = std::lower_bound(cand_.begin(), cand_.end(), id,
-                                   [](const Candidate& c, int32_t v) { return c.id < v; });
-        if (it == cand_.end() || it->id != id) continue;
-        it->logit = it->logit > 0 ? it->logit / p.repeat_penalty : it->logit * p.repeat_penalty;
+        if (id < 0 || static_cast<size_t>(id) >= n_vocab) continue;
+        float& l = work_[static_cast<size_t>(id)];
+        l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
       }
     }
 
     if (p.temperature <= 0.0f) {
       size_t best = 0;  // strict '>' over ascending ids: ties go to the lowest id
-      for (size_t i = 1; i < cand_.size(); i++)
-        if (cand_[i].logit > cand_[best].logit) best = i;
-      cand_[0] = cand_[best];
-      cand_.resize(1);
+      for (size_t i = 1; i < n_vocab; i++)
+        if (work_[i] > work_[best]) best = i;
+      if (work_[best] == kNegInf) return false;
+      cand_.push_back({static_cast<int32_t>(best), work_[best], 1.0f});
       return true;
     }
 
-    // top-k
-    if (p.top_k > 0 && static_cast<size_t>(p.top_k) < cand_.size()) {
-      std::nth_element(cand_.begin(), cand_.begin() + (p.top_k - 1), cand_.end(), before);
-      cand_.resize(static_cast<size_t>(p.top_k));
+    // top-k: one pass with a k-element min-heap (k is usually small next to the vocabulary)
+    if (p.top_k > 0 && static_cast<size_t>(p.top_k) < n_vocab) {
+      const size_t k = static_cast<size_t>(p.top_k);
+      auto worse_on_top = [](const Candidate& a, const Candidate& b) { return before(a, b); };
+      for (size_t i = 0; i < n_vocab; i++) {
+        if (work_[i] == kNegInf) continue;
+        Candidate c{static_cast<int32_t>(i), work_[i], 0.0f};
+        if (cand_.size() < k) {
+          cand_.push_back(c);
+          std::push_heap(cand_.begin(), cand_.end(), worse_on_top);
+        } else if (before(c, cand_.front())) {
+          std::pop_heap(cand_.begin(), cand_.end(), worse_on_top);
+          cand_.back() = c;
+          std::push_heap(cand_.begin(), cand_.end(), worse_on_top);
+        }
+      }
+    } else {
+      cand_.reserve(n_vocab);
+      for (size_t i = 0; i < n_vocab; i++)
+        if (work_[i] != kNegInf) cand_.push_back({static_cast<int32_t>(i), work_[i], 0.0f});
     }
+    if (cand_.empty()) return false;
     float max_l = cand_[0].logit;
     for (const auto& c : cand_) max_l = std::max(max_l, c.logit);
 
@@ -5472,20 +7190,42 @@ class Sampler {
 
     // top-p: probabilities over the whole top-k set, so the normaliser is computed first
     double z = 0;
-    for (const auto& c : cand_) z += std::exp(static_cast<double>(c.logit) - max_l);
-    // min-p keeps a prefix of the same order: sorting only its survivors is enough
+    for (auto& c : cand_) z += c.w = std::exp(c.logit - max_l);
+    // min-p keeps a prefix of the same order: only its survivors need ordering
     if (p.min_p > 0.0f) min_p_filter(max_l, p.min_p);
-    // sort progressively: the top-p prefix is usually short
-    size_t sorted = std::min<size_t>(cand_.size(), 256);
-    std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(sorted), cand_.end(), before);
+    const double top_p = static_cast<double>(p.top_p);
     double cum = 0;
-    for (size_t i = 0; i < cand_.size(); i++) {
-      if (i == sorted) {
-        std::sort(cand_.begin(), cand_.end(), before);  // same total order: the first `sorted` stay
-        sorted = cand_.size();
+    size_t first = 0;  // cand_[first, end) still to be walked in order
+    if (cand_.size() > kSortDirectly) {
+      // Large sets (a big vocabulary without top-k): a histogram of the logits finds the bin where
+      // the cumulative probability crosses p in O(n); only that bin is sorted. Bins are ordered
+      // like the logits, so this keeps exactly the prefix a full sort would.
+      float lo = max_l;
+      for (const auto& c : cand_) lo = std::min(lo, c.logit);
+      const double scale = max_l > lo ? (kBins - 1) / (static_cast<double>(max_l) - lo) : 0.0;
+      auto bin = [&](float l) {
+        return std::min(kBins - 1, static_cast<int>((static_cast<double>(max_l) - l) * scale));
+      };
+      bin_mass_.assign(kBins, 0.0);
+      for (const auto& c : cand_) bin_mass_[static_cast<size_t>(bin(c.logit))] += c.w / z;
+      int cross = kBins;
+      for (int b = 0; b < kBins; b++) {
+        if (cum + bin_mass_[static_cast<size_t>(b)] >= top_p) {
+          cross = b;
+          break;
+        }
+        cum += bin_mass_[static_cast<size_t>(b)];
       }
-      cum += std::exp(static_cast<double>(cand_[i].logit) - max_l) / z;
-      if (cum >= static_cast<double>(p.top_p)) {
+      if (cross == kBins) return true;  // rounding: the whole set is needed
+      auto below = std::partition(cand_.begin(), cand_.end(), [&](const Candidate& c) { return bin(c.logit) < cross; });
+      auto at = std::partition(below, cand_.end(), [&](const Candidate& c) { return bin(c.logit) == cross; });
+      cand_.erase(at, cand_.end());
+      first = static_cast<size_t>(below - cand_.begin());
+    }
+    std::sort(cand_.begin() + static_cast<std::ptrdiff_t>(first), cand_.end(), before);
+    for (size_t i = first; i < cand_.size(); i++) {
+      cum += cand_[i].w / z;
+      if (cum >= top_p) {
         cand_.resize(i + 1);
         break;
       }
@@ -5501,8 +7241,9 @@ class Sampler {
     cand_.resize(k);  // the maximum always passes
   }
 
+  std::vector<float> work_;  // [n_vocab] penalised logits
   std::vector<Candidate> cand_;
-  std::vector<double> weight_;
+  std::vector<double> bin_mass_;
   std::vector<int32_t> window_;
 };
 
@@ -5831,9 +7572,14 @@ struct ModelImpl {
   std::shared_ptr<const Engine> engine;  // the compiled forward pass (shared by every session)
 };
 
+// A conversation: messages, the KV cache (created at the first reply), sampler and RNG.
 struct SessionImpl {
   std::shared_ptr<const ModelImpl> model;
   std::vector<Message> messages;
+  std::optional<Context> ctx;
+  std::vector<float> logits;  // [n_vocab] of the last evaluated token
+  Sampler sampler;
+  Rng rng;
 };
 
 }  // namespace detail
@@ -5859,71 +7605,104 @@ inline Result<Model> Model::load(std::string_view path, const LoadOptions& optio
   return m;
 }
 
-// Minimal greedy generation by ids (the sampler and sessions replace it): evaluate, argmax.
+// ---- generation on a session's context ----
 namespace detail {
-inline Result<GenerateResult> greedy_generate(const Model& model, std::span<const int32_t> ids, const GenerateOptions& options) {
-  const ModelImpl& impl = model.impl();
-  auto ctx = Context::create(impl.engine, 0);
-  if (!ctx) return ctx.error();
-  GenerateResult res;
-  res.prompt_tokens = res.prompt_tokens_evaluated = static_cast<int>(ids.size());
-  const VocabData& vd = impl.desc->vocab;
-  std::vector<int32_t> stop;
-  for (int32_t id : {vd.eos, vd.eot, vd.eom})
-    if (id >= 0) stop.push_back(id);
-  double t0 = now_ms();
-  std::vector<float> logits;
-  auto cancelled = [&] { return options.cancel && options.cancel->load(std::memory_order_relaxed); };
-  auto st = ctx->eval(ids, logits, false, cancelled);
-  if (!st) return st.error();
-  res.timings.prefill_ms = now_ms() - t0;
-  double t1 = now_ms();
-  res.stop = StopReason::max_tokens;
-  if (*st == EvalStatus::cancelled) res.stop = StopReason::cancelled;
-  if (*st == EvalStatus::context_full) res.stop = StopReason::context_full;
-  for (int k = 0; *st == EvalStatus::ok && k < options.max_tokens; k++) {
-    int32_t id = argmax_f32(logits.data(), impl.engine->n_vocab());
-    if (std::find(stop.begin(), stop.end(), id) != stop.end()) {
-      res.stop = StopReason::eos;
-      break;
-    }
-    res.tokens.push_back(id);
-    if (options.on_token) {
-      std::string piece = model.detokenize(std::span<const int32_t>(&id, 1));
-      if (!options.on_token(piece)) {
-        res.stop = StopReason::cancelled;
-        break;
-      }
-    }
-    if (cancelled()) {
-      res.stop = StopReason::cancelled;
-      break;
-    }
-    if (k + 1 == options.max_tokens) break;
-    st = ctx->eval(std::span<const int32_t>(&id, 1), logits);
-    if (!st) return st.error();
-    if (*st == EvalStatus::context_full) res.stop = StopReason::context_full;
+
+// The decode loop's view of a Context and the model's vocabulary.
+class ContextIO final : public GenerationIO {
+ public:
+  ContextIO(const ModelImpl& m, Context& ctx, std::vector<float>& logits) : m_(m), ctx_(ctx), logits_(logits) {
+    const VocabData& vd = m.desc->vocab;
+    for (int32_t id : {vd.eos, vd.eot, vd.eom})
+      if (id >= 0) eog_.push_back(id);
   }
-  res.timings.decode_ms = now_ms() - t1;
-  res.text = model.detokenize(res.tokens);
-  res.timings.load_ms = impl.load_ms;
-  res.timings.prefill_tps = res.timings.prefill_ms > 0 ? 1000.0 * res.prompt_tokens / res.timings.prefill_ms : 0;
-  res.timings.decode_tps = res.timings.decode_ms > 0 ? 1000.0 * double(res.tokens.size()) / res.timings.decode_ms : 0;
-  res.timings.ttft_ms = res.timings.prefill_ms;
-  res.peak_rss_mb = peak_rss_mb();
-  res.kv_bytes = ctx->kv_bytes();
-  return res;
+  Result<EvalOutcome> eval(std::span<const int32_t> tokens, const std::function<bool()>& cancel) override {
+    auto st = ctx_.eval(tokens, logits_, false, cancel);
+    if (!st) return st.error();
+    return *st == EvalStatus::ok ? EvalOutcome::ok
+           : *st == EvalStatus::cancelled ? EvalOutcome::cancelled
+                                          : EvalOutcome::context_full;
+  }
+  std::span<const float> logits() const override { return logits_; }
+  // ContextPolicy::slide is carried out by the Context itself (it shifts the cache), so a full
+  // context reported here is final.
+  Result<EvalOutcome> on_context_full(const std::function<bool()>&) override { return EvalOutcome::context_full; }
+  bool is_eog(int32_t id) const override { return std::find(eog_.begin(), eog_.end(), id) != eog_.end(); }
+  std::string piece(int32_t) override { return std::string(); }
+  std::string flush() override { return std::string(); }
+
+ private:
+  const ModelImpl& m_;
+  Context& ctx_;
+  std::vector<float>& logits_;
+  std::vector<int32_t> eog_;
+};
+
+inline size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
+  size_t n = std::min(a.size(), b.size()), i = 0;
+  while (i < n && a[i] == b[i]) i++;
+  return i;
 }
+
+inline uint64_t fresh_seed() {
+  std::random_device rd;
+  uint64_t s = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(now_ms() * 1000.0);
+  return s == random_seed ? 0 : s;
+}
+
+// Generates after `prompt` on the session's context, reusing the longest cached prefix.
+inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const int32_t> prompt,
+                                               const GenerateOptions& o, double t_start) {
+  const ModelImpl& m = *s.model;
+  if (auto v = validate_generate_options(o); !v) return v.error();
+  if (prompt.empty()) return make_error(Errc::invalid_argument, "the prompt is empty (no tokens to start from)");
+  if (!s.ctx) {
+    auto c = Context::create(m.engine, 0);
+    if (!c) return c.error();
+    s.ctx.emplace(std::move(*c));
+  }
+  Context& ctx = *s.ctx;
+  // Reuse the cached prefix; the last prompt token is always evaluated (its logits start the reply).
+  size_t reuse = std::min(common_prefix(ctx.tokens(), prompt), prompt.size() - 1);
+  if (!ctx.truncate(static_cast<int>(reuse))) {
+    ctx.clear();
+    reuse = 0;
+  }
+  GenerateResult r;
+  r.prompt_tokens = static_cast<int>(prompt.size());
+  r.prompt_tokens_reused = static_cast<int>(reuse);
+  r.seed = o.seed == random_seed ? fresh_seed() : o.seed;
+  s.rng.reseed(r.seed);
+  if (m.options.log)
+    m.options.log(strf("prefill: %zu tokens (%zu reused from the cache)", prompt.size() - reuse, reuse));
+  ContextIO io(m, ctx, s.logits);
+  std::vector<int32_t> history(prompt.begin(), prompt.end());
+  auto run = run_generation(io, prompt.subspan(reuse), std::move(history), o, s.sampler, s.rng, t_start, r);
+  if (!run) return run.error();
+  r.timings.load_ms = m.load_ms;
+  r.peak_rss_mb = peak_rss_mb();
+  r.kv_bytes = ctx.kv_bytes();
+  return r;
+}
+
 }  // namespace detail
 
 inline Result<GenerateResult> Model::generate(std::string_view prompt, const GenerateOptions& options) const {
-  auto ids = tokenize(prompt, true, true);
+  double t0 = detail::now_ms();
+  if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
+  auto ids = tokenize(prompt, true, false);
   if (!ids) return ids.error();
-  return detail::greedy_generate(*this, *ids, options);
+  detail::SessionImpl s;
+  s.model = impl_;
+  return detail::session_generate(s, *ids, options, t0);
 }
 
 inline Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options) const {
-  return detail::greedy_generate(*this, prompt_tokens, options);
+  double t0 = detail::now_ms();
+  if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
+  detail::SessionImpl s;
+  s.model = impl_;
+  return detail::session_generate(s, prompt_tokens, options, t0);
 }
 
 inline Session Model::session() const {
@@ -5955,11 +7734,16 @@ inline Result<GenerateResult> Session::reply(const GenerateOptions&) {
   return detail::make_error(Errc::unsupported, "sessions are not implemented yet");
 }
 
-inline void Session::reset() { impl_->messages.clear(); }
+inline void Session::reset() {
+  impl_->messages.clear();
+  if (impl_->ctx) impl_->ctx->clear();
+}
 
 inline const std::vector<Message>& Session::messages() const { return impl_->messages; }
-inline int Session::cached_tokens() const { return 0; }
-inline int Session::context_size() const { return impl_->model->options.context; }
+inline int Session::cached_tokens() const { return impl_->ctx ? impl_->ctx->n_past() : 0; }
+inline int Session::context_size() const {
+  return impl_->ctx ? impl_->ctx->n_ctx() : impl_->model->engine->n_ctx_default();
+}
 
 }  // namespace v0_1
 }  // namespace llminfer

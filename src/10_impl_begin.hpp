@@ -20,6 +20,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <unordered_map>
 
@@ -42,6 +43,9 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
 #endif
 
 // ---- SIMD selection (compile time) ----
@@ -64,7 +68,17 @@
 #define LLMI_SIMD_VNNI 1
 #endif
 #if defined(LLMI_SIMD_AVX2) || defined(LLMI_SIMD_AVX512)
+// GCC 12 reports its own _mm512_undefined_*() (self-initialised on purpose) as uninitialised
+// when inlined; the warnings point into the header, so silencing them for its lines is enough.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 #if defined(LLMI_SIMD_NEON)
 #include <arm_neon.h>

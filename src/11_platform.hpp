@@ -405,6 +405,15 @@ inline const char* simd_compiled() {
 #endif
 }
 
+// What the CPU (and OS) offers, as raw cpuid words. Tests replace cpu_query to fake a CPU.
+struct CpuInfo {
+  uint32_t l1_ecx = 0, l1_edx = 0;            // leaf 1
+  uint32_t l7_ebx = 0, l7_ecx = 0, l7_edx = 0;  // leaf 7, sub-leaf 0
+  uint32_t l7s1_eax = 0;                       // leaf 7, sub-leaf 1
+  uint32_t e1_ecx = 0;                         // leaf 0x80000001
+  uint64_t xcr0 = 0;                           // OS-enabled register state (xgetbv)
+};
+
 #if (defined(__x86_64__) || defined(_M_X64) || defined(__i386__)) && !defined(LLMINFER_NO_CPU_CHECK)
 #if defined(_MSC_VER)
 inline void llmi_cpuid(int leaf, int sub, unsigned r[4]) {
@@ -423,57 +432,171 @@ inline uint64_t llmi_xgetbv() {
   return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 #endif
-// Empty when this CPU (and OS) can run what was compiled in; otherwise what is missing.
+inline CpuInfo cpu_query_hw() {
+  CpuInfo c;
+  unsigned r[4];
+  llmi_cpuid(0, 0, r);
+  unsigned max_leaf = r[0];
+  llmi_cpuid(1, 0, r);
+  c.l1_ecx = r[2];
+  c.l1_edx = r[3];
+  if (max_leaf >= 7) {
+    llmi_cpuid(7, 0, r);
+    c.l7_ebx = r[1];
+    c.l7_ecx = r[2];
+    c.l7_edx = r[3];
+    if (r[0] >= 1) {
+      llmi_cpuid(7, 1, r);
+      c.l7s1_eax = r[0];
+    }
+  }
+  llmi_cpuid(static_cast<int>(0x80000000u), 0, r);
+  if (r[0] >= 0x80000001u) {
+    llmi_cpuid(static_cast<int>(0x80000001u), 0, r);
+    c.e1_ecx = r[2];
+  }
+  if ((c.l1_ecx >> 27) & 1) c.xcr0 = llmi_xgetbv();  // OSXSAVE
+  return c;
+}
+// Replaceable for tests (fake a CPU that lacks something); nullptr = ask the hardware.
+inline CpuInfo (*cpu_query)() = nullptr;
+
+// Empty when this CPU (and OS) can run what was compiled in; otherwise the missing features.
+// Every instruction-set macro the compiler defines is checked, since -march lets it use them
+// anywhere (not only in our kernels).
 inline std::string cpu_missing_features() {
-  unsigned r1[4], r7[4], r0[4];
-  llmi_cpuid(0, 0, r0);
-  llmi_cpuid(1, 0, r1);
-  bool has7 = r0[0] >= 7;
-  if (has7) llmi_cpuid(7, 0, r7);
-  else r7[0] = r7[1] = r7[2] = r7[3] = 0;
-  bool osxsave = (r1[2] >> 27) & 1;
-  uint64_t xcr0 = osxsave ? llmi_xgetbv() : 0;
-  bool ymm_os = (xcr0 & 0x6) == 0x6, zmm_os = (xcr0 & 0xE6) == 0xE6;
+  const CpuInfo c = cpu_query ? cpu_query() : cpu_query_hw();
+  const bool ymm = (c.xcr0 & 0x6) == 0x6, zmm = (c.xcr0 & 0xE6) == 0xE6;
   std::string missing;
   auto need = [&](bool ok, const char* name) {
     if (!ok) missing += missing.empty() ? name : std::string(", ") + name;
   };
+  auto bit = [](uint32_t w, int b) { return ((w >> b) & 1) != 0; };
+  (void)need;
+  (void)bit;
+  (void)ymm;
+  (void)zmm;
+#if defined(__SSE3__)
+  need(bit(c.l1_ecx, 0), "SSE3");
+#endif
+#if defined(__SSSE3__)
+  need(bit(c.l1_ecx, 9), "SSSE3");
+#endif
+#if defined(__SSE4_1__)
+  need(bit(c.l1_ecx, 19), "SSE4.1");
+#endif
+#if defined(__SSE4_2__)
+  need(bit(c.l1_ecx, 20), "SSE4.2");
+#endif
+#if defined(__POPCNT__)
+  need(bit(c.l1_ecx, 23), "POPCNT");
+#endif
+#if defined(__MOVBE__)
+  need(bit(c.l1_ecx, 22), "MOVBE");
+#endif
+#if defined(__AVX__)
+  need(bit(c.l1_ecx, 28) && ymm, "AVX");
+#endif
 #if defined(__FMA__)
-  need(((r1[2] >> 12) & 1) && ymm_os, "FMA");
+  need(bit(c.l1_ecx, 12) && ymm, "FMA");
 #endif
 #if defined(__F16C__)
-  need(((r1[2] >> 29) & 1) && ymm_os, "F16C");
+  need(bit(c.l1_ecx, 29) && ymm, "F16C");
 #endif
 #if defined(__AVX2__)
-  need(((r7[1] >> 5) & 1) && ymm_os, "AVX2");
+  need(bit(c.l7_ebx, 5) && ymm, "AVX2");
+#endif
+#if defined(__BMI__)
+  need(bit(c.l7_ebx, 3), "BMI1");
+#endif
+#if defined(__BMI2__)
+  need(bit(c.l7_ebx, 8), "BMI2");
+#endif
+#if defined(__LZCNT__)
+  need(bit(c.e1_ecx, 5), "LZCNT");
+#endif
+#if defined(__AVXVNNI__)
+  need(bit(c.l7s1_eax, 4) && ymm, "AVX-VNNI");
 #endif
 #if defined(__AVX512F__)
-  need(((r7[1] >> 16) & 1) && zmm_os, "AVX512F");
+  need(bit(c.l7_ebx, 16) && zmm, "AVX512F");
+#endif
+#if defined(__AVX512DQ__)
+  need(bit(c.l7_ebx, 17) && zmm, "AVX512DQ");
+#endif
+#if defined(__AVX512IFMA__)
+  need(bit(c.l7_ebx, 21) && zmm, "AVX512IFMA");
+#endif
+#if defined(__AVX512CD__)
+  need(bit(c.l7_ebx, 28) && zmm, "AVX512CD");
 #endif
 #if defined(__AVX512BW__)
-  need(((r7[1] >> 30) & 1) && zmm_os, "AVX512BW");
+  need(bit(c.l7_ebx, 30) && zmm, "AVX512BW");
 #endif
 #if defined(__AVX512VL__)
-  need(((r7[1] >> 31) & 1) && zmm_os, "AVX512VL");
+  need(bit(c.l7_ebx, 31) && zmm, "AVX512VL");
+#endif
+#if defined(__AVX512VBMI__)
+  need(bit(c.l7_ecx, 1) && zmm, "AVX512VBMI");
+#endif
+#if defined(__AVX512VBMI2__)
+  need(bit(c.l7_ecx, 6) && zmm, "AVX512VBMI2");
+#endif
+#if defined(__GFNI__)
+  need(bit(c.l7_ecx, 8), "GFNI");
+#endif
+#if defined(__VAES__)
+  need(bit(c.l7_ecx, 9), "VAES");
+#endif
+#if defined(__VPCLMULQDQ__)
+  need(bit(c.l7_ecx, 10), "VPCLMULQDQ");
 #endif
 #if defined(__AVX512VNNI__)
-  need(((r7[2] >> 11) & 1) && zmm_os, "AVX512VNNI");
+  need(bit(c.l7_ecx, 11) && zmm, "AVX512VNNI");
 #endif
-  (void)ymm_os;
-  (void)zmm_os;
+#if defined(__AVX512BITALG__)
+  need(bit(c.l7_ecx, 12) && zmm, "AVX512BITALG");
+#endif
+#if defined(__AVX512VPOPCNTDQ__)
+  need(bit(c.l7_ecx, 14) && zmm, "AVX512VPOPCNTDQ");
+#endif
+#if defined(__AVX512VP2INTERSECT__)
+  need(bit(c.l7_edx, 8) && zmm, "AVX512VP2INTERSECT");
+#endif
+#if defined(__AVX512FP16__)
+  need(bit(c.l7_edx, 23) && zmm, "AVX512FP16");
+#endif
+#if defined(__AVX512BF16__)
+  need(bit(c.l7s1_eax, 5) && zmm, "AVX512BF16");
+#endif
+  return missing;
+}
+#elif defined(__aarch64__) && defined(__linux__) && !defined(LLMINFER_NO_CPU_CHECK)
+inline CpuInfo (*cpu_query)() = nullptr;
+inline std::string cpu_missing_features() {
+  std::string missing;
+#if defined(__ARM_FEATURE_DOTPROD)
+  if (!(getauxval(AT_HWCAP) & (1ul << 20))) missing = "ASIMDDP (the dot product instructions)";  // HWCAP_ASIMDDP
+#endif
   return missing;
 }
 #else
+inline CpuInfo (*cpu_query)() = nullptr;
 inline std::string cpu_missing_features() { return std::string(); }
 #endif
 
 inline Result<void> check_cpu() {
   std::string missing = cpu_missing_features();
   if (missing.empty()) return {};
+#if defined(__aarch64__)
+  const char* hint = "`make LLMINFER_SIMD=neon` without extra -march flags, or `LLMINFER_SIMD=scalar`";
+#else
+  const char* hint = "`make LLMINFER_SIMD=avx2` or `LLMINFER_SIMD=scalar`";
+#endif
   return make_error(Errc::cpu_unsupported,
                     strf("this program was built for %s, but this CPU (or OS) lacks %s; rebuild "
-                         "with a lower target, e.g. `make LLMINFER_SIMD=avx2` or `LLMINFER_SIMD=scalar`",
-                         simd_compiled(), missing.c_str()));
+                         "with a lower target, e.g. %s",
+                         simd_compiled(), missing.c_str(), hint));
 }
 
 }  // namespace detail

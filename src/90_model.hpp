@@ -23,9 +23,14 @@ struct ModelImpl {
   std::shared_ptr<const Engine> engine;  // the compiled forward pass (shared by every session)
 };
 
+// A conversation: messages, the KV cache (created at the first reply), sampler and RNG.
 struct SessionImpl {
   std::shared_ptr<const ModelImpl> model;
   std::vector<Message> messages;
+  std::optional<Context> ctx;
+  std::vector<float> logits;  // [n_vocab] of the last evaluated token
+  Sampler sampler;
+  Rng rng;
 };
 
 }  // namespace detail
@@ -51,71 +56,104 @@ inline Result<Model> Model::load(std::string_view path, const LoadOptions& optio
   return m;
 }
 
-// Minimal greedy generation by ids (the sampler and sessions replace it): evaluate, argmax.
+// ---- generation on a session's context ----
 namespace detail {
-inline Result<GenerateResult> greedy_generate(const Model& model, std::span<const int32_t> ids, const GenerateOptions& options) {
-  const ModelImpl& impl = model.impl();
-  auto ctx = Context::create(impl.engine, 0);
-  if (!ctx) return ctx.error();
-  GenerateResult res;
-  res.prompt_tokens = res.prompt_tokens_evaluated = static_cast<int>(ids.size());
-  const VocabData& vd = impl.desc->vocab;
-  std::vector<int32_t> stop;
-  for (int32_t id : {vd.eos, vd.eot, vd.eom})
-    if (id >= 0) stop.push_back(id);
-  double t0 = now_ms();
-  std::vector<float> logits;
-  auto cancelled = [&] { return options.cancel && options.cancel->load(std::memory_order_relaxed); };
-  auto st = ctx->eval(ids, logits, false, cancelled);
-  if (!st) return st.error();
-  res.timings.prefill_ms = now_ms() - t0;
-  double t1 = now_ms();
-  res.stop = StopReason::max_tokens;
-  if (*st == EvalStatus::cancelled) res.stop = StopReason::cancelled;
-  if (*st == EvalStatus::context_full) res.stop = StopReason::context_full;
-  for (int k = 0; *st == EvalStatus::ok && k < options.max_tokens; k++) {
-    int32_t id = argmax_f32(logits.data(), impl.engine->n_vocab());
-    if (std::find(stop.begin(), stop.end(), id) != stop.end()) {
-      res.stop = StopReason::eos;
-      break;
-    }
-    res.tokens.push_back(id);
-    if (options.on_token) {
-      std::string piece = model.detokenize(std::span<const int32_t>(&id, 1));
-      if (!options.on_token(piece)) {
-        res.stop = StopReason::cancelled;
-        break;
-      }
-    }
-    if (cancelled()) {
-      res.stop = StopReason::cancelled;
-      break;
-    }
-    if (k + 1 == options.max_tokens) break;
-    st = ctx->eval(std::span<const int32_t>(&id, 1), logits);
-    if (!st) return st.error();
-    if (*st == EvalStatus::context_full) res.stop = StopReason::context_full;
+
+// The decode loop's view of a Context and the model's vocabulary.
+class ContextIO final : public GenerationIO {
+ public:
+  ContextIO(const ModelImpl& m, Context& ctx, std::vector<float>& logits) : m_(m), ctx_(ctx), logits_(logits) {
+    const VocabData& vd = m.desc->vocab;
+    for (int32_t id : {vd.eos, vd.eot, vd.eom})
+      if (id >= 0) eog_.push_back(id);
   }
-  res.timings.decode_ms = now_ms() - t1;
-  res.text = model.detokenize(res.tokens);
-  res.timings.load_ms = impl.load_ms;
-  res.timings.prefill_tps = res.timings.prefill_ms > 0 ? 1000.0 * res.prompt_tokens / res.timings.prefill_ms : 0;
-  res.timings.decode_tps = res.timings.decode_ms > 0 ? 1000.0 * double(res.tokens.size()) / res.timings.decode_ms : 0;
-  res.timings.ttft_ms = res.timings.prefill_ms;
-  res.peak_rss_mb = peak_rss_mb();
-  res.kv_bytes = ctx->kv_bytes();
-  return res;
+  Result<EvalOutcome> eval(std::span<const int32_t> tokens, const std::function<bool()>& cancel) override {
+    auto st = ctx_.eval(tokens, logits_, false, cancel);
+    if (!st) return st.error();
+    return *st == EvalStatus::ok ? EvalOutcome::ok
+           : *st == EvalStatus::cancelled ? EvalOutcome::cancelled
+                                          : EvalOutcome::context_full;
+  }
+  std::span<const float> logits() const override { return logits_; }
+  // ContextPolicy::slide is carried out by the Context itself (it shifts the cache), so a full
+  // context reported here is final.
+  Result<EvalOutcome> on_context_full(const std::function<bool()>&) override { return EvalOutcome::context_full; }
+  bool is_eog(int32_t id) const override { return std::find(eog_.begin(), eog_.end(), id) != eog_.end(); }
+  std::string piece(int32_t) override { return std::string(); }
+  std::string flush() override { return std::string(); }
+
+ private:
+  const ModelImpl& m_;
+  Context& ctx_;
+  std::vector<float>& logits_;
+  std::vector<int32_t> eog_;
+};
+
+inline size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
+  size_t n = std::min(a.size(), b.size()), i = 0;
+  while (i < n && a[i] == b[i]) i++;
+  return i;
 }
+
+inline uint64_t fresh_seed() {
+  std::random_device rd;
+  uint64_t s = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(now_ms() * 1000.0);
+  return s == random_seed ? 0 : s;
+}
+
+// Generates after `prompt` on the session's context, reusing the longest cached prefix.
+inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const int32_t> prompt,
+                                               const GenerateOptions& o, double t_start) {
+  const ModelImpl& m = *s.model;
+  if (auto v = validate_generate_options(o); !v) return v.error();
+  if (prompt.empty()) return make_error(Errc::invalid_argument, "the prompt is empty (no tokens to start from)");
+  if (!s.ctx) {
+    auto c = Context::create(m.engine, 0);
+    if (!c) return c.error();
+    s.ctx.emplace(std::move(*c));
+  }
+  Context& ctx = *s.ctx;
+  // Reuse the cached prefix; the last prompt token is always evaluated (its logits start the reply).
+  size_t reuse = std::min(common_prefix(ctx.tokens(), prompt), prompt.size() - 1);
+  if (!ctx.truncate(static_cast<int>(reuse))) {
+    ctx.clear();
+    reuse = 0;
+  }
+  GenerateResult r;
+  r.prompt_tokens = static_cast<int>(prompt.size());
+  r.prompt_tokens_reused = static_cast<int>(reuse);
+  r.seed = o.seed == random_seed ? fresh_seed() : o.seed;
+  s.rng.reseed(r.seed);
+  if (m.options.log)
+    m.options.log(strf("prefill: %zu tokens (%zu reused from the cache)", prompt.size() - reuse, reuse));
+  ContextIO io(m, ctx, s.logits);
+  std::vector<int32_t> history(prompt.begin(), prompt.end());
+  auto run = run_generation(io, prompt.subspan(reuse), std::move(history), o, s.sampler, s.rng, t_start, r);
+  if (!run) return run.error();
+  r.timings.load_ms = m.load_ms;
+  r.peak_rss_mb = peak_rss_mb();
+  r.kv_bytes = ctx.kv_bytes();
+  return r;
+}
+
 }  // namespace detail
 
 inline Result<GenerateResult> Model::generate(std::string_view prompt, const GenerateOptions& options) const {
-  auto ids = tokenize(prompt, true, true);
+  double t0 = detail::now_ms();
+  if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
+  auto ids = tokenize(prompt, true, false);
   if (!ids) return ids.error();
-  return detail::greedy_generate(*this, *ids, options);
+  detail::SessionImpl s;
+  s.model = impl_;
+  return detail::session_generate(s, *ids, options, t0);
 }
 
 inline Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options) const {
-  return detail::greedy_generate(*this, prompt_tokens, options);
+  double t0 = detail::now_ms();
+  if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
+  detail::SessionImpl s;
+  s.model = impl_;
+  return detail::session_generate(s, prompt_tokens, options, t0);
 }
 
 inline Session Model::session() const {
@@ -147,11 +185,16 @@ inline Result<GenerateResult> Session::reply(const GenerateOptions&) {
   return detail::make_error(Errc::unsupported, "sessions are not implemented yet");
 }
 
-inline void Session::reset() { impl_->messages.clear(); }
+inline void Session::reset() {
+  impl_->messages.clear();
+  if (impl_->ctx) impl_->ctx->clear();
+}
 
 inline const std::vector<Message>& Session::messages() const { return impl_->messages; }
-inline int Session::cached_tokens() const { return 0; }
-inline int Session::context_size() const { return impl_->model->options.context; }
+inline int Session::cached_tokens() const { return impl_->ctx ? impl_->ctx->n_past() : 0; }
+inline int Session::context_size() const {
+  return impl_->ctx ? impl_->ctx->n_ctx() : impl_->model->engine->n_ctx_default();
+}
 
 }  // namespace v0_1
 }  // namespace llminfer

@@ -1,7 +1,156 @@
-// llminfer run: not implemented yet (see the open issues).
-#include "cli.hpp"
+// llminfer run: generate text from a prompt (or token ids), streamed to stdout as it is decided,
+// with a one-line summary on stderr; --json prints one JSON object instead.
+#define LLMINFER_IMPLEMENTATION  // json_quote / json_number / file reading (all functions are inline)
+#include <atomic>
+#include <charconv>
+#include <csignal>
 
-int cmd_run(int, char**) {
-  std::fprintf(stderr, "error: 'llminfer run' is not implemented yet\n");
-  return cli::kFailure;
+#include "cli.hpp"
+#include "sampling.hpp"
+
+namespace {
+using llminfer::detail::json_number;
+using llminfer::detail::json_quote;
+
+std::string usage() {
+  return std::string(
+             "usage: llminfer run -m MODEL (-p TEXT | -f FILE | --ids 1,2,3) [options]\n"
+             "Generates a continuation of the prompt and streams it to stdout; a summary goes to stderr.\n"
+             "  -m, --model MODEL       a .gguf file, a .safetensors file or a Hugging Face / MLX directory\n"
+             "  -p, --prompt TEXT       the prompt (plain text: the model's BOS is added)\n"
+             "  -f, --file FILE         read the prompt from FILE\n"
+             "  --ids 1,2,3             the prompt as token ids, used exactly as given\n"
+             "  --chat                  wrap the prompt in the model's chat template (as a user message)\n"
+             "  --system TEXT           with --chat: a system message first\n"
+             "  --echo                  print the prompt before the generated text\n"
+             "  --json                  print {\"text\",\"tokens\",\"stop\",\"prompt_tokens\",\"timings\",\"peak_rss_mb\",...}\n"
+             "                          instead of streaming (greedy unless --temp is given)\n") +
+         cli::kSamplingHelp +
+         "common:\n"
+         "  -t, --threads N         threads (default: all hardware threads)\n"
+         "  -c, --context N         context size in tokens (default: min(trained context, 4096))\n"
+         "  --archdef DIR           directory of <arch>.archdef files overriding the built-ins\n"
+         "Ctrl-C stops the generation (the summary is still printed). Exit status: 0 success (whatever the\n"
+         "stop reason), 1 usage error, 2 model or input error.\n";
+}
+
+std::atomic<bool> g_cancel{false};
+extern "C" void run_on_sigint(int) {
+  g_cancel.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the program
+}
+
+// "1,2,3" -> ids; false on anything else.
+bool parse_ids(const std::string& s, std::vector<int32_t>& ids) {
+  size_t i = 0;
+  while (i <= s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    std::string_view item(s.data() + i, j - i);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    int32_t v = 0;
+    auto r = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || r.ec != std::errc() || r.ptr != item.data() + item.size() || v < 0) return false;
+    ids.push_back(v);
+    i = j + 1;
+  }
+  return !ids.empty();
+}
+
+bool read_file(const std::string& path, std::string& out) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  bool ok = !std::ferror(f);
+  std::fclose(f);
+  return ok;
+}
+
+std::string result_json(const llminfer::GenerateResult& r) {
+  std::string s = "{\"text\":" + json_quote(r.text) + ",\"tokens\":[";
+  for (size_t i = 0; i < r.tokens.size(); i++) s += (i ? "," : "") + std::to_string(r.tokens[i]);
+  s += "],\"stop\":" + json_quote(llminfer::to_string(r.stop));
+  s += ",\"prompt_tokens\":" + std::to_string(r.prompt_tokens);
+  s += ",\"prompt_tokens_evaluated\":" + std::to_string(r.prompt_tokens_evaluated);
+  s += ",\"timings\":{\"load_ms\":" + json_number(r.timings.load_ms) +
+       ",\"prefill_ms\":" + json_number(r.timings.prefill_ms) + ",\"prefill_tps\":" + json_number(r.timings.prefill_tps) +
+       ",\"decode_ms\":" + json_number(r.timings.decode_ms) + ",\"decode_tps\":" + json_number(r.timings.decode_tps) +
+       ",\"ttft_ms\":" + json_number(r.timings.ttft_ms) + "}";
+  s += ",\"peak_rss_mb\":" + json_number(r.peak_rss_mb);
+  s += ",\"seed\":" + std::to_string(r.seed);
+  if (r.stop == llminfer::StopReason::error) s += ",\"error\":" + json_quote(r.error.message);
+  return s + "}";
+}
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  cli::Args a(usage());
+  a.option({"-m", "--model"}, true)
+      .option({"-p", "--prompt"}, true)
+      .option({"-f", "--file"}, true)
+      .option({"--ids"}, true)
+      .option({"--chat"}, false)
+      .option({"--system"}, true)
+      .option({"--echo"}, false)
+      .option({"--json"}, false)
+      .common();
+  cli::add_sampling_options(a);
+  if (!a.parse(argc, argv)) return a.exit_code();
+  if (!a.positional().empty()) return (a.usage_error("unexpected argument '" + a.positional()[0] + "'"), a.exit_code());
+  if (!a.has("--model")) return (a.usage_error("-m MODEL is required"), a.exit_code());
+  int sources = a.has("--prompt") + a.has("--file") + a.has("--ids");
+  if (sources != 1) return (a.usage_error("give exactly one of -p TEXT, -f FILE or --ids 1,2,3"), a.exit_code());
+  if (a.has("--ids") && a.has("--chat")) return (a.usage_error("--chat needs a text prompt, not --ids"), a.exit_code());
+  if (a.has("--system") && !a.has("--chat")) return (a.usage_error("--system needs --chat"), a.exit_code());
+  const bool json = a.has("--json");
+
+  llminfer::GenerateOptions o;
+  if (!cli::read_sampling(a, o, json)) return a.exit_code();
+  o.chat = a.has("--chat");
+  o.system = a.get("--system");
+  std::vector<int32_t> ids;
+  std::string prompt = a.get("--prompt");
+  if (a.has("--ids") && !parse_ids(a.get("--ids"), ids))
+    return (a.usage_error("--ids expects comma-separated token ids, e.g. --ids 1,2,3"), a.exit_code());
+  if (a.has("--file") && !read_file(a.get("--file"), prompt)) {
+    std::fprintf(stderr, "error: cannot read the prompt file '%s'\n", a.get("--file").c_str());
+    return cli::kFailure;
+  }
+  llminfer::LoadOptions lo;
+  if (!a.load_options(lo)) return a.exit_code();
+
+  auto model = llminfer::Model::load(a.get("--model"), lo);
+  if (!model) return cli::fail(model.error());
+
+  if (!json) {
+    if (a.has("--echo")) {
+      cli::out(ids.empty() ? prompt : model->detokenize(ids));
+      std::fflush(stdout);
+    }
+    o.on_token = [](std::string_view piece) {
+      cli::out(piece);
+      std::fflush(stdout);
+      return true;
+    };
+  }
+  o.cancel = &g_cancel;
+  std::signal(SIGINT, run_on_sigint);
+  auto r = ids.empty() ? model->generate(prompt, o) : model->generate(std::span<const int32_t>(ids), o);
+  std::signal(SIGINT, SIG_DFL);
+  if (!r) return cli::fail(r.error());
+  if (json) {
+    cli::out(result_json(*r) + "\n");
+  } else {
+    cli::out("\n");
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s\n", cli::summary_line(*r).c_str());
+  }
+  if (r->stop == llminfer::StopReason::error) {
+    std::fprintf(stderr, "error: %s\n", r->error.message.c_str());
+    return cli::kFailure;
+  }
+  return cli::kOk;
 }

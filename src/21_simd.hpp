@@ -1,0 +1,664 @@
+// ==== SIMD kernels: activation quantizers and row dot products (ref -> AVX2 -> AVX-512 -> NEON) ====
+// Each function has the signature of its reference in detail::ref and a body per instruction set,
+// chosen at compile time (LLMI_SIMD_*). What they must agree on with the reference:
+//  * quantize_q8_32 / quantize_q8_256: bit-identical (same float operations, round half to even);
+//  * integer dot products of a block: exactly (only the order of the float sums of per-block
+//    results differs, so float results differ by rounding only).
+// Signed x signed int8 products on x86 use |w| (unsigned) times a carrying w's sign (vpdpbusd /
+// vpmaddubsw take one unsigned operand); K-quant values are non-negative, so their products
+// are unsigned x signed directly, with the format's offset applied through activation sums.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// fp16 -> f32 for one scale (hardware conversion where there is one).
+inline float f16_scale(const uint8_t* p) {
+#if defined(LLMI_SIMD_AVX2)
+  return _cvtsh_ss(rd_u16(p));
+#elif defined(LLMI_SIMD_NEON)
+  __fp16 h;
+  std::memcpy(&h, p, 2);
+  return static_cast<float>(h);
+#else
+  return fp16_to_f32(rd_u16(p));
+#endif
+}
+
+// ---- x86 helpers ----
+#if defined(LLMI_SIMD_AVX2)
+inline float hsum_ps256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline float hmax_ps256(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline int hsum_epi32_256(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+// Sum over pairs of signed int8 products, as 8 int32 lanes (4 products each).
+inline __m256i dot_s8_256(__m256i w, __m256i a) {
+  __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+// 32 bytes of nibbles -> [low nibbles (32 B)] and [high nibbles (32 B)] as bytes 0..15.
+inline __m256i nibbles_lo256(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(15)); }
+inline __m256i nibbles_hi256(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15)); }
+// 16 bytes of a Q4_0/Q5_0 block -> the 32 values in element order (low nibbles first).
+inline __m256i q4_block_values(const uint8_t* qs) {
+  __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  __m128i m = _mm_set1_epi8(15);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+}
+// Bit i of a 32-bit mask -> byte i is 0x10 (Q5_0's fifth bit).
+inline __m256i q5_high_bits(uint32_t qh) {
+  const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+  __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), shuf);
+  const __m256i bits = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bits), bits);
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+#endif
+
+#if defined(LLMI_SIMD_AVX512)
+// Signed int8 products summed in groups of 4 into 16 int32 lanes.
+inline __m512i dot_s8_512(__m512i w, __m512i a) {
+  __mmask64 neg = _mm512_movepi8_mask(w);
+  __m512i as = _mm512_mask_sub_epi8(a, neg, _mm512_setzero_si512(), a);
+  __m512i wa = _mm512_abs_epi8(w);
+#if defined(LLMI_SIMD_VNNI)
+  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), wa, as);
+#else
+  return _mm512_madd_epi16(_mm512_maddubs_epi16(wa, as), _mm512_set1_epi16(1));
+#endif
+}
+// acc += sum over pairs of (u8 w * s8 a) * s16 scale (K-quant sub-block scales).
+inline __m512i dot_u8s8_scaled_512(__m512i acc, __m512i w, __m512i a, __m512i scale16) {
+  __m512i p = _mm512_maddubs_epi16(w, a);
+#if defined(LLMI_SIMD_VNNI)
+  return _mm512_dpwssd_epi32(acc, p, scale16);
+#else
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(p, scale16));
+#endif
+}
+// [s0, s1] (two per-block float scales) -> 8 lanes of s0 then 8 lanes of s1.
+inline __m512 scale_pair_512(float s0, float s1) {
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(s0)), _mm256_castps_pd(_mm256_set1_ps(s1)), 1));
+}
+#endif
+
+#if defined(LLMI_SIMD_NEON)
+// acc += 4 groups of 4 signed int8 products.
+inline int32x4_t neon_dot_s8(int32x4_t acc, int8x16_t a, int8x16_t b) {
+#if defined(__ARM_FEATURE_DOTPROD)
+  return vdotq_s32(acc, a, b);
+#else
+  int16x8_t p0 = vmull_s8(vget_low_s8(a), vget_low_s8(b));
+  int16x8_t p1 = vmull_high_s8(a, b);
+  return vpadalq_s16(vpadalq_s16(acc, p0), p1);
+#endif
+}
+// Bits 0..15 of `bits` -> bytes of 0x10 where set.
+inline uint8x16_t neon_bits16(uint32_t bits) {
+  const uint8x16_t mask = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+  uint8x16_t v = vcombine_u8(vdup_n_u8(static_cast<uint8_t>(bits)), vdup_n_u8(static_cast<uint8_t>(bits >> 8)));
+  return vandq_u8(vtstq_u8(v, mask), vdupq_n_u8(0x10));
+}
+#endif
+
+// ---- activation quantizers (bit-identical to ref::quantize_q8_32 / ref::quantize_q8_256) ----
+
+inline void quantize_q8_32(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
+#if defined(LLMI_SIMD_AVX512)
+  for (int64_t b = 0; b < n / 32; b++) {
+    __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
+    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    float id = amax > 0 ? 127.0f / amax : 0.0f;
+    d[b] = amax / 127.0f;
+    __m512 vid = _mm512_set1_ps(id);
+    __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)), i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
+    const __m512i lim = _mm512_set1_epi32(127);
+    i0 = _mm512_max_epi32(_mm512_min_epi32(i0, lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
+    i1 = _mm512_max_epi32(_mm512_min_epi32(i1, lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b), _mm512_cvtepi32_epi8(i0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * b + 16), _mm512_cvtepi32_epi8(i1));
+    sums[b] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1)));
+  }
+#elif defined(LLMI_SIMD_AVX2)
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i lim = _mm256_set1_epi32(127), nlim = _mm256_set1_epi32(-127);
+  for (int64_t b = 0; b < n / 32; b++) {
+    __m256 v[4];
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) {
+      v[k] = _mm256_loadu_ps(x + 32 * b + 8 * k);
+      m = _mm256_max_ps(m, _mm256_and_ps(v[k], absmask));
+    }
+    float amax = hmax_ps256(m);
+    float id = amax > 0 ? 127.0f / amax : 0.0f;
+    d[b] = amax / 127.0f;
+    __m256 vid = _mm256_set1_ps(id);
+    __m256i iv[4];
+    for (int k = 0; k < 4; k++)
+      iv[k] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[k], vid)), lim), nlim);
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(iv[0], iv[1]), _mm256_add_epi32(iv[2], iv[3]));
+    sums[b] = static_cast<int16_t>(hsum_epi32_256(s));
+    // int32 -> int8 keeping element order (packs interleave 128-bit lanes; undo with a permute)
+    __m256i p01 = _mm256_packs_epi32(iv[0], iv[1]), p23 = _mm256_packs_epi32(iv[2], iv[3]);
+    __m256i p = _mm256_packs_epi16(p01, p23);
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * b), p);
+  }
+#elif defined(LLMI_SIMD_NEON)
+  for (int64_t b = 0; b < n / 32; b++) {
+    float32x4_t v[8];
+    float32x4_t m = vdupq_n_f32(0);
+    for (int k = 0; k < 8; k++) {
+      v[k] = vld1q_f32(x + 32 * b + 4 * k);
+      m = vmaxq_f32(m, vabsq_f32(v[k]));
+    }
+    float amax = vmaxvq_f32(m);
+    float id = amax > 0 ? 127.0f / amax : 0.0f;
+    d[b] = amax / 127.0f;
+    int32x4_t s = vdupq_n_s32(0);
+    for (int k = 0; k < 8; k += 2) {
+      int32x4_t i0 = vmaxq_s32(vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(v[k], id)), vdupq_n_s32(127)), vdupq_n_s32(-127));
+      int32x4_t i1 = vmaxq_s32(vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(v[k + 1], id)), vdupq_n_s32(127)), vdupq_n_s32(-127));
+      s = vaddq_s32(s, vaddq_s32(i0, i1));
+      int16x8_t h = vcombine_s16(vmovn_s32(i0), vmovn_s32(i1));
+      vst1_s8(q + 32 * b + 4 * k, vmovn_s16(h));
+    }
+    sums[b] = static_cast<int16_t>(vaddvq_s32(s));
+  }
+#else
+  ref::quantize_q8_32(x, n, q, d, sums);
+#endif
+}
+
+inline void quantize_q8_256(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
+#if defined(LLMI_SIMD_AVX512)
+  const __m512i lim = _mm512_set1_epi32(127), nlim = _mm512_set1_epi32(-127);
+  for (int64_t b = 0; b < n / 256; b++) {
+    const float* xb = x + 256 * b;
+    __m512 m = _mm512_setzero_ps();
+    for (int k = 0; k < 16; k++) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * k)));
+    float amax = _mm512_reduce_max_ps(m);
+    float id = amax > 0 ? 127.0f / amax : 0.0f;
+    d[b] = amax / 127.0f;
+    __m512 vid = _mm512_set1_ps(id);
+    for (int k = 0; k < 16; k++) {
+      __m512i iv = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xb + 16 * k), vid));
+      iv = _mm512_max_epi32(_mm512_min_epi32(iv, lim), nlim);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 256 * b + 16 * k), _mm512_cvtepi32_epi8(iv));
+      sums[16 * b + k] = static_cast<int16_t>(_mm512_reduce_add_epi32(iv));
+    }
+  }
+#elif defined(LLMI_SIMD_AVX2) || defined(LLMI_SIMD_NEON)
+  // the 32-blocks do the conversion; only the scale (one per 256) and the sums differ
+  for (int64_t b = 0; b < n / 256; b++) {
+    const float* xb = x + 256 * b;
+    float amax = 0;
+#if defined(LLMI_SIMD_AVX2)
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < 32; k++) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xb + 8 * k), absmask));
+    amax = hmax_ps256(m);
+#else
+    float32x4_t m = vdupq_n_f32(0);
+    for (int k = 0; k < 64; k++) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(xb + 4 * k)));
+    amax = vmaxvq_f32(m);
+#endif
+    float id = amax > 0 ? 127.0f / amax : 0.0f;
+    d[b] = amax / 127.0f;
+    for (int i = 0; i < 256; i++) q[256 * b + i] = static_cast<int8_t>(std::clamp(ref::round_even(xb[i] * id), -127, 127));
+    for (int g = 0; g < 16; g++) {
+      int s = 0;
+      for (int i = 0; i < 16; i++) s += q[256 * b + 16 * g + i];
+      sums[16 * b + g] = static_cast<int16_t>(s);
+    }
+  }
+#else
+  ref::quantize_q8_256(x, n, q, d, sums);
+#endif
+}
+
+// ---- dot products of one weight row with one quantized activation row ----
+
+inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
+  [[maybe_unused]] const int64_t nb = n / 32;
+  [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ8_0);
+#if defined(LLMI_SIMD_AVX512)
+  __m512 acc = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const uint8_t* p = w + b * bs;
+    __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2))),
+                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + bs + 2)), 1);
+    __m512i av = _mm512_loadu_si512(a.q + 32 * b);
+    __m512 s = scale_pair_512(f16_scale(p) * a.d[b], f16_scale(p + bs) * a.d[b + 1]);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_s8_512(wv, av)), s, acc);
+  }
+  float r = _mm512_reduce_add_ps(acc);
+  for (; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    __m256i dv = dot_s8_256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
+    r += f16_scale(p) * a.d[b] * static_cast<float>(hsum_epi32_256(dv));
+  }
+  return r;
+#elif defined(LLMI_SIMD_AVX2)
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    __m256i dv = dot_s8_256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(f16_scale(p) * a.d[b]), acc);
+  }
+  return hsum_ps256(acc);
+#elif defined(LLMI_SIMD_NEON)
+  float acc = 0;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    int32x4_t s = neon_dot_s8(vdupq_n_s32(0), vld1q_s8(reinterpret_cast<const int8_t*>(p + 2)), vld1q_s8(a.q + 32 * b));
+    s = neon_dot_s8(s, vld1q_s8(reinterpret_cast<const int8_t*>(p + 18)), vld1q_s8(a.q + 32 * b + 16));
+    acc += f16_scale(p) * a.d[b] * static_cast<float>(vaddvq_s32(s));
+  }
+  return acc;
+#else
+  return ref::vec_dot_q8_0(w, a, n);
+#endif
+}
+
+// Q4_0 and Q5_0 share the nibble layout; Q5_0 adds a fifth bit and a different offset.
+template <bool kQ5>
+inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
+  [[maybe_unused]] const int64_t nb = n / 32;
+  [[maybe_unused]] constexpr int64_t bs = kQ5 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockQ4_0);
+  [[maybe_unused]] constexpr int qs_off = kQ5 ? 6 : 2;
+  [[maybe_unused]] constexpr int offset = kQ5 ? 16 : 8;
+#if defined(LLMI_SIMD_AVX2)
+  auto values = [&](const uint8_t* p) {  // 32 signed values of one block
+    __m256i v = q4_block_values(p + qs_off);
+    if constexpr (kQ5) v = _mm256_or_si256(v, q5_high_bits(rd_u32(p + 2)));
+    return _mm256_sub_epi8(v, _mm256_set1_epi8(offset));
+  };
+#if defined(LLMI_SIMD_AVX512)
+  __m512 acc = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const uint8_t* p = w + b * bs;
+    __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(values(p)), values(p + bs), 1);
+    __m512 s = scale_pair_512(f16_scale(p) * a.d[b], f16_scale(p + bs) * a.d[b + 1]);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_s8_512(wv, _mm512_loadu_si512(a.q + 32 * b))), s, acc);
+  }
+  float r = _mm512_reduce_add_ps(acc);
+  for (; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    __m256i dv = dot_s8_256(values(p), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
+    r += f16_scale(p) * a.d[b] * static_cast<float>(hsum_epi32_256(dv));
+  }
+  return r;
+#else
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    __m256i dv = dot_s8_256(values(p), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(f16_scale(p) * a.d[b]), acc);
+  }
+  return hsum_ps256(acc);
+#endif
+#elif defined(LLMI_SIMD_NEON)
+  float acc = 0;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    uint8x16_t v = vld1q_u8(p + qs_off);
+    uint8x16_t lo = vandq_u8(v, vdupq_n_u8(15)), hi = vshrq_n_u8(v, 4);
+    if constexpr (kQ5) {
+      uint32_t qh = rd_u32(p + 2);
+      lo = vorrq_u8(lo, neon_bits16(qh));
+      hi = vorrq_u8(hi, neon_bits16(qh >> 16));
+    }
+    int8x16_t l = vsubq_s8(vreinterpretq_s8_u8(lo), vdupq_n_s8(offset));
+    int8x16_t h = vsubq_s8(vreinterpretq_s8_u8(hi), vdupq_n_s8(offset));
+    int32x4_t s = neon_dot_s8(neon_dot_s8(vdupq_n_s32(0), l, vld1q_s8(a.q + 32 * b)), h, vld1q_s8(a.q + 32 * b + 16));
+    acc += f16_scale(p) * a.d[b] * static_cast<float>(vaddvq_s32(s));
+  }
+  return acc;
+#else
+  return kQ5 ? ref::vec_dot_q5_0(w, a, n) : ref::vec_dot_q4_0(w, a, n);
+#endif
+}
+inline float dot_q4_0(const uint8_t* w, const ActQ8& a, int64_t n) { return dot_q4_q5_0<false>(w, a, n); }
+inline float dot_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) { return dot_q4_q5_0<true>(w, a, n); }
+
+// Q4_K: the 8 six-bit scales and mins of a super-block as two 8-byte groups.
+inline void q4k_unpack_scales(const uint8_t* s12, uint64_t* sc8, uint64_t* m8) {
+  uint32_t s0 = rd_u32(s12), s1 = rd_u32(s12 + 4), s2 = rd_u32(s12 + 8);
+  uint32_t sc_lo = s0 & 0x3F3F3F3Fu, m_lo = s1 & 0x3F3F3F3Fu;
+  uint32_t sc_hi = (s2 & 0x0F0F0F0Fu) | (((s0 >> 6) & 0x03030303u) << 4);
+  uint32_t m_hi = ((s2 >> 4) & 0x0F0F0F0Fu) | (((s1 >> 6) & 0x03030303u) << 4);
+  *sc8 = sc_lo | static_cast<uint64_t>(sc_hi) << 32;
+  *m8 = m_lo | static_cast<uint64_t>(m_hi) << 32;
+}
+
+inline float dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
+  [[maybe_unused]] const int64_t nb = n / ref::kQK_K;
+  [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ4_K);
+#if defined(LLMI_SIMD_AVX512)
+  const __m512i m4 = _mm512_set1_epi8(15);
+  // scale vectors: int16 lanes 0..15 take sub-block scale k, lanes 16..31 take k + 1
+  const __m512i sel0 = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0003000300030003, 0x0003000300030003,
+                                        0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 accm = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    uint64_t sc8, m8;
+    q4k_unpack_scales(p + 4, &sc8, &m8);
+    __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
+    // mins: sum_j m_j * (sum of a over sub-block j), as 8 int32 lanes (one per sub-block)
+    __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8)));
+    __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    __m256i mins = _mm256_madd_epi16(mdup, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)));
+    const int8_t* q8 = a.q + ref::kQK_K * b;
+    __m512i isum = _mm512_setzero_si512();
+    for (int c = 0; c < 2; c++) {  // 128 weights: bytes 64c..64c+63, sub-blocks 4c..4c+3
+      __m512i v = _mm512_loadu_si512(p + 16 + 64 * c);
+      __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+      __m512i w0 = _mm512_shuffle_i64x2(lo, hi, 0x44);  // sub-blocks 4c, 4c+1
+      __m512i w1 = _mm512_shuffle_i64x2(lo, hi, 0xEE);  // sub-blocks 4c+2, 4c+3
+      __m512i s0 = _mm512_permutexvar_epi16(_mm512_add_epi16(sel0, _mm512_set1_epi16(static_cast<short>(4 * c - 2))), sc16);
+      __m512i s1 = _mm512_permutexvar_epi16(_mm512_add_epi16(sel0, _mm512_set1_epi16(static_cast<short>(4 * c))), sc16);
+      isum = dot_u8s8_scaled_512(isum, w0, _mm512_loadu_si512(q8 + 128 * c), s0);
+      isum = dot_u8s8_scaled_512(isum, w1, _mm512_loadu_si512(q8 + 128 * c + 64), s1);
+    }
+    float dx = a.d[b];
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(f16_scale(p) * dx), acc);
+    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(f16_scale(p + 2) * dx), accm);
+  }
+  return _mm512_reduce_add_ps(acc) - hsum_ps256(accm);
+#elif defined(LLMI_SIMD_AVX2)
+  const __m256i m4 = _mm256_set1_epi8(15);
+  __m256 acc = _mm256_setzero_ps();
+  __m256 accm = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    uint64_t sc8, m8;
+    q4k_unpack_scales(p + 4, &sc8, &m8);
+    __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8)));
+    __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    __m256i mins = _mm256_madd_epi16(mdup, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)));
+    const int8_t* q8 = a.q + ref::kQK_K * b;
+    __m256i isum = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+      __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * c));
+      __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      __m256i s_lo = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c)) & 0xFF));
+      __m256i s_hi = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c + 8)) & 0xFF));
+      __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c)));
+      __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c + 32)));
+      isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
+    }
+    float dx = a.d[b];
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(f16_scale(p) * dx), acc);
+    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(f16_scale(p + 2) * dx), accm);
+  }
+  return hsum_ps256(acc) - hsum_ps256(accm);
+#elif defined(LLMI_SIMD_NEON)
+  float acc = 0;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    const int8_t* q8 = a.q + ref::kQK_K * b;
+    int sum_q = 0, sum_m = 0;
+    for (int c = 0; c < 4; c++) {
+      int sc_lo, m_lo, sc_hi, m_hi;
+      ref::q4k_scale_min(p + 4, 2 * c, &sc_lo, &m_lo);
+      ref::q4k_scale_min(p + 4, 2 * c + 1, &sc_hi, &m_hi);
+      uint8x16_t v0 = vld1q_u8(p + 16 + 32 * c), v1 = vld1q_u8(p + 32 + 32 * c);
+      int8x16_t l0 = vreinterpretq_s8_u8(vandq_u8(v0, vdupq_n_u8(15))), l1 = vreinterpretq_s8_u8(vandq_u8(v1, vdupq_n_u8(15)));
+      int8x16_t h0 = vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)), h1 = vreinterpretq_s8_u8(vshrq_n_u8(v1, 4));
+      int32x4_t slo = neon_dot_s8(neon_dot_s8(vdupq_n_s32(0), l0, vld1q_s8(q8 + 64 * c)), l1, vld1q_s8(q8 + 64 * c + 16));
+      int32x4_t shi = neon_dot_s8(neon_dot_s8(vdupq_n_s32(0), h0, vld1q_s8(q8 + 64 * c + 32)), h1, vld1q_s8(q8 + 64 * c + 48));
+      sum_q += sc_lo * vaddvq_s32(slo) + sc_hi * vaddvq_s32(shi);
+      sum_m += m_lo * (a.sums[16 * b + 4 * c] + a.sums[16 * b + 4 * c + 1]) +
+               m_hi * (a.sums[16 * b + 4 * c + 2] + a.sums[16 * b + 4 * c + 3]);
+    }
+    float d = f16_scale(p) * a.d[b], dmin = f16_scale(p + 2) * a.d[b];
+    acc += d * static_cast<float>(sum_q) - dmin * static_cast<float>(sum_m);
+  }
+  return acc;
+#else
+  return ref::vec_dot_q4_k(w, a, n);
+#endif
+}
+
+inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
+  [[maybe_unused]] const int64_t nb = n / ref::kQK_K;
+  [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ6_K);
+#if defined(LLMI_SIMD_AVX512)
+  const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+  // qh bits for weights 0..31 / 32..63 of a half: shift left by 4 / 2; for 64..95 / 96..127: by 0 / right 2
+  const __m512i shl = _mm512_set_epi64(0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002,
+                                       0x0004000400040004, 0x0004000400040004, 0x0004000400040004, 0x0004000400040004);
+  const __m512i shr = _mm512_set_epi64(0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0, 0, 0, 0);
+  // int16 lane i of a 64-weight scale vector takes scale 4k + i / 8
+  const __m512i sel = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002, 0x0002000200020002,
+                                       0x0001000100010001, 0x0001000100010001, 0, 0);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
+    __m512i sc512 = _mm512_castsi256_si512(sc);
+    // the -32 offset: -32 * sum_j sc_j * (sum of a over sub-block j)
+    __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)));
+    __m512i isum = _mm512_castsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5)));
+    isum = _mm512_inserti64x4(isum, _mm256_setzero_si256(), 1);
+    const int8_t* q8 = a.q + ref::kQK_K * b;
+    for (int h = 0; h < 2; h++) {
+      __m512i ql = _mm512_loadu_si512(p + 64 * h);
+      __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h)));
+      __m512i v0 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30));
+      __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m30));
+      __m512i s0 = _mm512_permutexvar_epi16(_mm512_add_epi16(sel, _mm512_set1_epi16(static_cast<short>(8 * h))), sc512);
+      __m512i s1 = _mm512_permutexvar_epi16(_mm512_add_epi16(sel, _mm512_set1_epi16(static_cast<short>(8 * h + 4))), sc512);
+      isum = dot_u8s8_scaled_512(isum, v0, _mm512_loadu_si512(q8 + 128 * h), s0);
+      isum = dot_u8s8_scaled_512(isum, v1, _mm512_loadu_si512(q8 + 128 * h + 64), s1);
+    }
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(f16_scale(p + 208) * a.d[b]), acc);
+  }
+  return _mm512_reduce_add_ps(acc);
+#elif defined(LLMI_SIMD_AVX2)
+  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    const int8_t* scs = reinterpret_cast<const int8_t*>(p + 192);
+    __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scs)));
+    __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)));
+    __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+    const int8_t* q8 = a.q + ref::kQK_K * b;
+    for (int h = 0; h < 2; h++) {
+      __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h));
+      __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32));
+      __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
+      __m256i v[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+      };
+      for (int k = 0; k < 4; k++) {
+        int j = 8 * h + 2 * k;  // sub-blocks j, j + 1
+        __m256i s = _mm256_set_m128i(_mm_set1_epi16(scs[j + 1]), _mm_set1_epi16(scs[j]));
+        __m256i pr = _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 128 * h + 32 * k)));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pr, s));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(f16_scale(p + 208) * a.d[b]), acc);
+  }
+  return hsum_ps256(acc);
+#elif defined(LLMI_SIMD_NEON)
+  float acc = 0;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    const int8_t* scs = reinterpret_cast<const int8_t*>(p + 192);
+    const int8_t* q8 = a.q + ref::kQK_K * b;
+    int sum = 0;
+    for (int h = 0; h < 2; h++) {
+      const uint8_t* ql = p + 64 * h;
+      const uint8_t* qh = p + 128 + 32 * h;
+      for (int l = 0; l < 32; l += 16) {
+        uint8x16_t a0 = vld1q_u8(ql + l), a1 = vld1q_u8(ql + 32 + l), hb = vld1q_u8(qh + l);
+        const uint8x16_t m4 = vdupq_n_u8(15), m30 = vdupq_n_u8(0x30);
+        uint8x16_t v[4] = {
+            vorrq_u8(vandq_u8(a0, m4), vandq_u8(vshlq_n_u8(hb, 4), m30)),
+            vorrq_u8(vandq_u8(a1, m4), vandq_u8(vshlq_n_u8(hb, 2), m30)),
+            vorrq_u8(vshrq_n_u8(a0, 4), vandq_u8(hb, m30)),
+            vorrq_u8(vshrq_n_u8(a1, 4), vandq_u8(vshrq_n_u8(hb, 2), m30)),
+        };
+        for (int k = 0; k < 4; k++) {
+          int e = 128 * h + 32 * k + l;  // first weight of these 16 (one sub-block)
+          int8x16_t sv = vsubq_s8(vreinterpretq_s8_u8(v[k]), vdupq_n_s8(32));
+          sum += scs[e / 16] * vaddvq_s32(neon_dot_s8(vdupq_n_s32(0), sv, vld1q_s8(q8 + e)));
+        }
+      }
+    }
+    acc += f16_scale(p + 208) * a.d[b] * static_cast<float>(sum);
+  }
+  return acc;
+#else
+  return ref::vec_dot_q6_k(w, a, n);
+#endif
+}
+
+// ---- float weights times f32 activations ----
+
+template <DType T>
+inline float dot_float(const uint8_t* w, const float* x, int64_t n) {
+#if defined(LLMI_SIMD_AVX512)
+  auto load = [&](int64_t i) {
+    if constexpr (T == DType::f32) return _mm512_loadu_ps(reinterpret_cast<const float*>(w) + i);
+    else if constexpr (T == DType::f16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i)));
+    else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i))), 16));
+  };
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64)
+    for (int k = 0; k < 4; k++) acc[k] = _mm512_fmadd_ps(load(i + 16 * k), _mm512_loadu_ps(x + i + 16 * k), acc[k]);
+  for (; i + 16 <= n; i += 16) acc[0] = _mm512_fmadd_ps(load(i), _mm512_loadu_ps(x + i), acc[0]);
+  float r = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+#elif defined(LLMI_SIMD_AVX2)
+  auto load = [&](int64_t i) {
+    if constexpr (T == DType::f32) return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i);
+    else if constexpr (T == DType::f16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
+    else return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i))), 16));
+  };
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 4; k++) acc[k] = _mm256_fmadd_ps(load(i + 8 * k), _mm256_loadu_ps(x + i + 8 * k), acc[k]);
+  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load(i), _mm256_loadu_ps(x + i), acc[0]);
+  float r = hsum_ps256(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+#elif defined(LLMI_SIMD_NEON)
+  auto load = [&](int64_t i) {
+    if constexpr (T == DType::f32) return vld1q_f32(reinterpret_cast<const float*>(w) + i);
+    else if constexpr (T == DType::f16) return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(w + 2 * i))));
+    else return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(reinterpret_cast<const uint16_t*>(w + 2 * i)), 16));
+  };
+  float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 4; k++) acc[k] = vfmaq_f32(acc[k], load(i + 4 * k), vld1q_f32(x + i + 4 * k));
+  for (; i + 4 <= n; i += 4) acc[0] = vfmaq_f32(acc[0], load(i), vld1q_f32(x + i));
+  float r = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3])));
+#else
+  float r = 0;
+  int64_t i = 0;
+#endif
+  // remaining elements (and the whole row on the scalar path), as the reference does
+  if (i < n) {
+    if constexpr (T == DType::f32) r += ref::vec_dot_f32(w + 4 * i, x + i, n - i);
+    else if constexpr (T == DType::f16) r += ref::vec_dot_f16(w + 2 * i, x + i, n - i);
+    else r += ref::vec_dot_bf16(w + 2 * i, x + i, n - i);
+  }
+  return r;
+}
+
+// Sums of x over MLX groups (shared by every row of a matmul): out[g] = sum of x[g*gs .. g*gs+gs-1].
+inline void mlx_group_sums(const float* x, int64_t n, int gs, float* out) {
+  for (int64_t g = 0; g < n / gs; g++) {
+    float s = 0;
+    for (int64_t i = g * gs; i < (g + 1) * gs; i++) s += x[i];
+    out[g] = s;
+  }
+}
+
+// MLX affine row `row` times f32 x: per group, scale * sum(q * x) + bias * sum(x) (xs: group sums).
+inline float dot_mlx(const TensorView& w, int64_t row, const float* x, const float* xs) {
+  const int bits = w.type == DType::mlx_q4 ? 4 : 8;
+  const int64_t n = w.ne[0], gs = w.group_size, groups = n / gs;
+  const uint8_t* q = w.data + static_cast<uint64_t>(row) * static_cast<uint64_t>(n * bits / 8);
+  float acc = 0;
+#if defined(LLMI_SIMD_AVX512)
+  if (gs % 16 == 0) {
+    __m512 vacc = _mm512_setzero_ps();
+    for (int64_t g = 0; g < groups; g++) {
+      __m512 gacc = _mm512_setzero_ps();
+      for (int64_t i = g * gs; i < (g + 1) * gs; i += 16) {
+        __m128i v;
+        if (bits == 4) {
+          __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i / 2));
+          __m128i lo = _mm_and_si128(b8, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(15));
+          v = _mm_unpacklo_epi8(lo, hi);
+        } else {
+          v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i));
+        }
+        gacc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)), _mm512_loadu_ps(x + i), gacc);
+      }
+      vacc = _mm512_fmadd_ps(gacc, _mm512_set1_ps(ref::mlx_aux(w.scales, w.aux_type, row * groups + g)), vacc);
+      acc += ref::mlx_aux(w.biases, w.aux_type, row * groups + g) * xs[g];
+    }
+    return acc + _mm512_reduce_add_ps(vacc);
+  }
+#elif defined(LLMI_SIMD_AVX2)
+  if (gs % 16 == 0) {
+    __m256 vacc = _mm256_setzero_ps();
+    for (int64_t g = 0; g < groups; g++) {
+      __m256 gacc = _mm256_setzero_ps();
+      for (int64_t i = g * gs; i < (g + 1) * gs; i += 16) {
+        __m128i v;
+        if (bits == 4) {
+          __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i / 2));
+          __m128i lo = _mm_and_si128(b8, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(15));
+          v = _mm_unpacklo_epi8(lo, hi);
+        } else {
+          v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i));
+        }
+        gacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), _mm256_loadu_ps(x + i), gacc);
+        gacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8))), _mm256_loadu_ps(x + i + 8), gacc);
+      }
+      vacc = _mm256_fmadd_ps(gacc, _mm256_set1_ps(ref::mlx_aux(w.scales, w.aux_type, row * groups + g)), vacc);
+      acc += ref::mlx_aux(w.biases, w.aux_type, row * groups + g) * xs[g];
+    }
+    return acc + hsum_ps256(vacc);
+  }
+#endif
+  for (int64_t g = 0; g < groups; g++) {
+    float sqx = 0;
+    for (int64_t i = g * gs; i < (g + 1) * gs; i++) sqx += static_cast<float>(ref::mlx_value(q, bits, i)) * x[i];
+    acc += ref::mlx_aux(w.scales, w.aux_type, row * groups + g) * sqx + ref::mlx_aux(w.biases, w.aux_type, row * groups + g) * xs[g];
+  }
+  return acc;
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer

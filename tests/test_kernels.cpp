@@ -1,0 +1,594 @@
+// Kernels: the SIMD paths compiled into this build against the scalar reference (detail::ref),
+// on random blocks of every weight type, odd sizes, several token counts and thread counts.
+//
+// Two kinds of checks:
+//  * exact: scales are powers of two and values small, so every float operation of both the
+//    reference and the SIMD path is exact (checked: the reference equals a double-precision sum).
+//    Then any difference is an integer error in the SIMD path, and results must be equal.
+//  * random: realistic scales. The SIMD path computes the same per-block integer sums and only
+//    adds the per-block float terms in another order (lanes, then a horizontal sum; offsets as a
+//    separate sum). Classical summation error analysis bounds each result's error by
+//    (length of the longest chain of roundings) * 2^-24 * sum_k |term_k|, for both the reference
+//    and the SIMD path; we allow (n/8 + 128) * 2^-24 * M where M = sum_k (|w_k| + |c_k|) * |x_k|
+//    (w dequantized weight, c the offset part that the integer path carries separately, x the
+//    dequantized activation). A wrong nibble or scale moves a result by ~|term|, far above that.
+#define LLMINFER_IMPLEMENTATION
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "common.hpp"
+
+namespace {
+
+namespace li = llminfer::detail;
+using li::DType;
+
+struct Rng {
+  std::mt19937_64 g;
+  explicit Rng(uint64_t seed) : g(seed) {}
+  int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(g); }
+  float real(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(g); }
+  float normal() { return std::normal_distribution<float>(0.0f, 1.0f)(g); }
+  uint8_t byte() { return static_cast<uint8_t>(uniform(0, 255)); }
+};
+
+void put16(std::vector<uint8_t>& v, size_t at, uint16_t h) { std::memcpy(v.data() + at, &h, 2); }
+
+// A scale: 2^-exp2 (exact mode; one exponent per matrix keeps every sum within 24 bits) or a
+// realistic random fp16 value; random sign if allowed.
+int exp2_of_matrix = 4;
+uint16_t rand_scale(Rng& r, bool exact, bool allow_negative, float lo = 1e-4f, float hi = 4e-2f) {
+  float v = exact ? std::ldexp(1.0f, -exp2_of_matrix) : r.real(lo, hi);
+  if (allow_negative && r.uniform(0, 1)) v = -v;
+  return li::f32_to_fp16(v);
+}
+
+// A weight matrix of `type` with its own storage.
+struct Matrix {
+  std::vector<uint8_t> data, scales, biases;
+  li::TensorView view;
+};
+
+Matrix make_matrix(DType type, int64_t rows, int64_t n, Rng& r, bool exact, DType aux = DType::f16, int gs = 64) {
+  Matrix m;
+  exp2_of_matrix = r.uniform(2, 7);
+  m.view.type = type;
+  m.view.n_dims = 2;
+  m.view.ne[0] = n;
+  m.view.ne[1] = rows;
+  if (type == DType::mlx_q4 || type == DType::mlx_q8) {
+    const int bits = type == DType::mlx_q4 ? 4 : 8;
+    m.data.resize(static_cast<size_t>(rows * n * bits / 8));
+    for (auto& b : m.data) b = r.byte();
+    const size_t groups = static_cast<size_t>(rows * (n / gs)), es = aux == DType::f32 ? 4 : 2;
+    m.scales.resize(groups * es);
+    m.biases.resize(groups * es);
+    for (size_t g = 0; g < groups; g++) {
+      float s = exact ? std::ldexp(1.0f, -r.uniform(3, 6)) : r.real(1e-3f, 2e-2f);
+      float b = exact ? static_cast<float>(r.uniform(-64, 64)) / 64.0f : r.real(-0.1f, 0.1f);
+      for (int k = 0; k < 2; k++) {
+        float v = k == 0 ? s : b;
+        uint8_t* dst = (k == 0 ? m.scales : m.biases).data() + g * es;
+        if (aux == DType::f32) std::memcpy(dst, &v, 4);
+        else {
+          uint16_t h = aux == DType::f16 ? li::f32_to_fp16(v) : li::f32_to_bf16(v);
+          std::memcpy(dst, &h, 2);
+        }
+      }
+    }
+    m.view.scales = m.scales.data();
+    m.view.biases = m.biases.data();
+    m.view.aux_type = aux;
+    m.view.group_size = gs;
+  } else {
+    uint64_t rb = 0;
+    REQUIRE(li::dtype_row_bytes(type, static_cast<uint64_t>(n), &rb));
+    m.data.resize(static_cast<size_t>(rb * static_cast<uint64_t>(rows)));
+    for (auto& b : m.data) b = r.byte();
+    const size_t total = m.data.size();
+    switch (type) {
+      case DType::q4_0: case DType::q5_0: case DType::q8_0: {
+        size_t bs = type == DType::q4_0 ? 18 : type == DType::q5_0 ? 22 : 34;
+        for (size_t at = 0; at < total; at += bs) put16(m.data, at, rand_scale(r, exact, true));
+        break;
+      }
+      case DType::q4_K:
+        for (size_t at = 0; at < total; at += 144) {
+          put16(m.data, at, rand_scale(r, exact, true, 1e-4f, 2e-3f));
+          put16(m.data, at + 2, rand_scale(r, exact, true, 1e-4f, 2e-3f));
+        }
+        break;
+      case DType::q6_K:
+        for (size_t at = 0; at < total; at += 210) {
+          put16(m.data, at + 208, rand_scale(r, exact, true, 1e-5f, 5e-4f));
+          if (exact)  // smaller sub-block scales keep the exact sums within 24 bits
+            for (int j = 0; j < 16; j++) m.data[at + 192 + static_cast<size_t>(j)] = static_cast<uint8_t>(r.uniform(-31, 31));
+        }
+        break;
+      case DType::f32:
+        for (size_t at = 0; at < total; at += 4) {
+          float v = exact ? static_cast<float>(r.uniform(-127, 127)) / 128.0f : r.normal() * 0.05f;
+          std::memcpy(m.data.data() + at, &v, 4);
+        }
+        break;
+      case DType::f16: case DType::bf16:
+        for (size_t at = 0; at < total; at += 2) {
+          float v = exact ? static_cast<float>(r.uniform(-127, 127)) / 128.0f : r.normal() * 0.05f;
+          put16(m.data, at, type == DType::f16 ? li::f32_to_fp16(v) : li::f32_to_bf16(v));
+        }
+        break;
+      default: FAIL("unexpected type"); break;
+    }
+  }
+  m.view.data = m.data.data();
+  m.view.nbytes = m.data.size();
+  return m;
+}
+
+// Activations [T][n]. Exact mode: per 32 values, integers times 2^-k with one at +-127 * 2^-k,
+// so both quantizers reproduce them exactly (scale 2^-k); the others are small (|q| <= 31) so
+// that the exact sums stay within 24 bits.
+std::vector<float> make_input(int64_t T, int64_t n, Rng& r, bool exact) {
+  std::vector<float> x(static_cast<size_t>(T * n));
+  for (int64_t t = 0; t < T; t++) {
+    const int k = r.uniform(2, 6);
+    for (int64_t i = 0; i < n; i++) {
+      float& v = x[static_cast<size_t>(t * n + i)];
+      if (exact) v = std::ldexp(static_cast<float>((i % 32 == 5) ? (r.uniform(0, 1) ? 127 : -127) : r.uniform(-31, 31)), -k);
+      else v = r.normal() * (i % 97 == 3 ? 8.0f : 1.0f);  // a few outliers, as real activations have
+    }
+  }
+  return x;
+}
+
+// The quantized form of one activation row, by the reference quantizer.
+struct RefAct {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int16_t> sums;
+  li::ActQ8 view() const { return li::ActQ8{q.data(), d.data(), sums.data()}; }
+  float value(int64_t i, int blk) const { return d[static_cast<size_t>(i / blk)] * static_cast<float>(q[static_cast<size_t>(i)]); }
+};
+RefAct ref_quantize(const float* x, int64_t n, li::ActForm f) {
+  RefAct a;
+  a.q.resize(static_cast<size_t>(n));
+  if (f == li::ActForm::q8_32) {
+    a.d.resize(static_cast<size_t>(n / 32));
+    a.sums.resize(static_cast<size_t>(n / 32));
+    li::ref::quantize_q8_32(x, n, a.q.data(), a.d.data(), a.sums.data());
+  } else {
+    a.d.resize(static_cast<size_t>(n / 256));
+    a.sums.resize(static_cast<size_t>(n / 16));
+    li::ref::quantize_q8_256(x, n, a.q.data(), a.d.data(), a.sums.data());
+  }
+  return a;
+}
+
+// Reference result for row r, the activation row x, and the tolerance mass M.
+struct RefResult {
+  float y = 0;
+  double exact = 0;  // the same sum in double from the dequantized values
+  double mass = 0;   // M = sum (|w| + |c|) |x|
+};
+RefResult reference(const li::TensorView& w, int64_t r, const float* x) {
+  const int64_t n = w.ne[0];
+  const li::ActForm f = li::act_form(w.type);
+  const uint8_t* row = w.data + static_cast<uint64_t>(r) * li::weight_row_bytes(w);
+  std::vector<float> wd(static_cast<size_t>(n)), xv(static_cast<size_t>(n)), off(static_cast<size_t>(n), 0.0f);
+  li::dequant_row(w, r, wd.data());
+  RefResult res;
+  if (f == li::ActForm::f32) {
+    for (int64_t i = 0; i < n; i++) xv[static_cast<size_t>(i)] = x[i];
+    switch (w.type) {
+      case DType::f32: res.y = li::ref::vec_dot_f32(row, x, n); break;
+      case DType::f16: res.y = li::ref::vec_dot_f16(row, x, n); break;
+      case DType::bf16: res.y = li::ref::vec_dot_bf16(row, x, n); break;
+      default: {
+        res.y = li::ref::vec_dot_mlx(w, r, x);
+        const int64_t groups = n / w.group_size;
+        for (int64_t i = 0; i < n; i++) off[static_cast<size_t>(i)] = li::ref::mlx_aux(w.biases, w.aux_type, r * groups + i / w.group_size);
+      }
+    }
+  } else {
+    const int blk = f == li::ActForm::q8_32 ? 32 : 256;
+    RefAct a = ref_quantize(x, n, f);
+    for (int64_t i = 0; i < n; i++) xv[static_cast<size_t>(i)] = a.value(i, blk);
+    switch (w.type) {
+      case DType::q4_0: res.y = li::ref::vec_dot_q4_0(row, a.view(), n); break;
+      case DType::q5_0: res.y = li::ref::vec_dot_q5_0(row, a.view(), n); break;
+      case DType::q8_0: res.y = li::ref::vec_dot_q8_0(row, a.view(), n); break;
+      case DType::q4_K: res.y = li::ref::vec_dot_q4_k(row, a.view(), n); break;
+      case DType::q6_K: res.y = li::ref::vec_dot_q6_k(row, a.view(), n); break;
+      default: break;
+    }
+    for (int64_t i = 0; i < n; i++) {
+      float c = 0;
+      if (w.type == DType::q4_0) c = 8 * li::fp16_to_f32(li::rd_u16(row + 18 * (i / 32)));
+      if (w.type == DType::q5_0) c = 16 * li::fp16_to_f32(li::rd_u16(row + 22 * (i / 32)));
+      if (w.type == DType::q8_0) c = 128 * li::fp16_to_f32(li::rd_u16(row + 34 * (i / 32)));
+      if (w.type == DType::q4_K) {
+        const uint8_t* b = row + 144 * (i / 256);
+        int sc, m;
+        li::ref::q4k_scale_min(b + 4, static_cast<int>(i % 256) / 32, &sc, &m);
+        c = li::fp16_to_f32(li::rd_u16(b + 2)) * static_cast<float>(m);
+      }
+      if (w.type == DType::q6_K) {
+        const uint8_t* b = row + 210 * (i / 256);
+        c = 32 * li::fp16_to_f32(li::rd_u16(b + 208)) * static_cast<float>(static_cast<int8_t>(b[192 + (i % 256) / 16]));
+      }
+      off[static_cast<size_t>(i)] = c;
+    }
+  }
+  for (int64_t i = 0; i < n; i++) {
+    size_t k = static_cast<size_t>(i);
+    res.exact += static_cast<double>(wd[k]) * static_cast<double>(xv[k]);
+    res.mass += (std::fabs(static_cast<double>(wd[k])) + std::fabs(static_cast<double>(off[k]))) * std::fabs(static_cast<double>(xv[k]));
+  }
+  return res;
+}
+
+double tolerance(int64_t n, double mass) { return (static_cast<double>(n) / 8 + 128) * std::ldexp(1.0, -24) * mass; }
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+
+const DType kQuantTypes[] = {DType::q4_0, DType::q5_0, DType::q8_0, DType::q4_K, DType::q6_K};
+
+}  // namespace
+
+TEST_CASE("kernels: the compiled SIMD path is reported") {
+  std::string s = li::simd_compiled();
+  CHECK((s == "avx512" || s == "avx2" || s == "neon" || s == "scalar"));
+  MESSAGE("SIMD path under test: " << s);
+}
+
+TEST_CASE("kernels: activation quantizers are bit-identical to their references") {
+  Rng r(1);
+  const int64_t n = 256 * 6;
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; i++) x[static_cast<size_t>(i)] = r.normal() * std::ldexp(1.0f, r.uniform(-8, 4));
+  for (int64_t i = 256; i < 512; i++) x[static_cast<size_t>(i)] = 0.0f;                  // an all-zero block
+  for (int64_t i = 512; i < 768; i++) x[static_cast<size_t>(i)] = 1e-30f * r.normal();  // tiny values
+  x[800] = 1e6f;                                                                          // an outlier
+  for (int64_t i = 1024; i < 1056; i++) x[static_cast<size_t>(i)] = (i % 2 ? 0.5f : -0.5f) * (1 + (i % 5));  // ties
+  for (li::ActForm f : {li::ActForm::q8_32, li::ActForm::q8_256}) {
+    const int blk = f == li::ActForm::q8_32 ? 32 : 256, sl = f == li::ActForm::q8_32 ? 32 : 16;
+    std::vector<int8_t> q(static_cast<size_t>(n)), qr(static_cast<size_t>(n));
+    std::vector<float> d(static_cast<size_t>(n / blk)), dr(static_cast<size_t>(n / blk));
+    std::vector<int16_t> s(static_cast<size_t>(n / sl)), sr(static_cast<size_t>(n / sl));
+    if (f == li::ActForm::q8_32) {
+      li::quantize_q8_32(x.data(), n, q.data(), d.data(), s.data());
+      li::ref::quantize_q8_32(x.data(), n, qr.data(), dr.data(), sr.data());
+    } else {
+      li::quantize_q8_256(x.data(), n, q.data(), d.data(), s.data());
+      li::ref::quantize_q8_256(x.data(), n, qr.data(), dr.data(), sr.data());
+    }
+    CHECK(q == qr);
+    CHECK(s == sr);
+    CHECK(std::memcmp(d.data(), dr.data(), d.size() * 4) == 0);
+    // the reference itself: |q| <= 127, d = amax / 127, the block's largest value maps to +-127
+    int bad = 0;
+    for (int64_t b = 0; b < n / blk; b++) {
+      float amax = 0;
+      int qmax = 0;
+      for (int64_t i = b * blk; i < (b + 1) * blk; i++) {
+        amax = std::max(amax, std::fabs(x[static_cast<size_t>(i)]));
+        qmax = std::max(qmax, std::abs(static_cast<int>(qr[static_cast<size_t>(i)])));
+      }
+      bad += dr[static_cast<size_t>(b)] != amax / 127.0f || (amax > 0 && qmax != 127) || qmax > 127;
+    }
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("kernels: quantized dot products equal the reference") {
+  Rng r(2);
+  for (DType t : kQuantTypes) {
+    const bool k_quant = t == DType::q4_K || t == DType::q6_K;
+    for (int64_t n : k_quant ? std::vector<int64_t>{256, 768, 2048} : std::vector<int64_t>{32, 96, 544, 1024}) {
+      for (bool exact : {true, false}) {
+        CAPTURE(std::string(li::dtype_name(t)));
+        CAPTURE(n);
+        CAPTURE(exact);
+        const int64_t rows = 5;
+        Matrix m = make_matrix(t, rows, n, r, exact);
+        std::vector<float> x = make_input(1, n, r, exact);
+        RefAct a = ref_quantize(x.data(), n, li::act_form(t));
+        int mismatches = 0, inexact_cases = 0;
+        for (int64_t row = 0; row < rows; row++) {
+          const uint8_t* p = m.data.data() + static_cast<size_t>(row) * li::weight_row_bytes(m.view);
+          float y = 0;
+          switch (t) {
+            case DType::q4_0: y = li::dot_q4_0(p, a.view(), n); break;
+            case DType::q5_0: y = li::dot_q5_0(p, a.view(), n); break;
+            case DType::q8_0: y = li::dot_q8_0(p, a.view(), n); break;
+            case DType::q4_K: y = li::dot_q4_k(p, a.view(), n); break;
+            default: y = li::dot_q6_k(p, a.view(), n); break;
+          }
+          RefResult ref = reference(m.view, row, x.data());
+          if (exact) {
+            inexact_cases += static_cast<double>(ref.y) != ref.exact;
+            mismatches += !same_bits(y, ref.y);
+          } else {
+            mismatches += std::fabs(static_cast<double>(y) - ref.y) > tolerance(n, ref.mass);
+          }
+        }
+        CHECK(inexact_cases == 0);
+        CHECK(mismatches == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("kernels: float and MLX dot products equal the reference") {
+  Rng r(3);
+  struct Case {
+    DType t;
+    DType aux;
+    int gs;
+    int64_t n;
+  };
+  const Case cases[] = {
+      {DType::f32, DType::f32, 0, 1},      {DType::f32, DType::f32, 0, 77},     {DType::f32, DType::f32, 0, 1024},
+      {DType::f16, DType::f32, 0, 37},     {DType::f16, DType::f32, 0, 1000},   {DType::bf16, DType::f32, 0, 65},
+      {DType::bf16, DType::f32, 0, 512},   {DType::mlx_q4, DType::f16, 64, 512}, {DType::mlx_q4, DType::bf16, 32, 96},
+      {DType::mlx_q4, DType::f32, 128, 256}, {DType::mlx_q8, DType::bf16, 64, 192}, {DType::mlx_q8, DType::f16, 32, 64},
+      {DType::mlx_q4, DType::bf16, 8, 24},
+  };
+  for (const Case& c : cases) {
+    for (bool exact : {true, false}) {
+      CAPTURE(std::string(li::dtype_name(c.t)));
+      CAPTURE(c.n);
+      CAPTURE(c.gs);
+      CAPTURE(exact);
+      Matrix m = make_matrix(c.t, 3, c.n, r, exact, c.aux, c.gs);
+      std::vector<float> x = make_input(1, c.n, r, exact);
+      std::vector<float> xs(static_cast<size_t>(c.gs ? c.n / c.gs : 1));
+      if (c.gs) li::mlx_group_sums(x.data(), c.n, c.gs, xs.data());
+      int mismatches = 0, inexact_cases = 0;
+      for (int64_t row = 0; row < 3; row++) {
+        const uint8_t* p = m.data.data() + static_cast<size_t>(row) * li::weight_row_bytes(m.view);
+        float y = c.t == DType::f32   ? li::dot_float<DType::f32>(p, x.data(), c.n)
+                  : c.t == DType::f16 ? li::dot_float<DType::f16>(p, x.data(), c.n)
+                  : c.t == DType::bf16 ? li::dot_float<DType::bf16>(p, x.data(), c.n)
+                                       : li::dot_mlx(m.view, row, x.data(), xs.data());
+        RefResult ref = reference(m.view, row, x.data());
+        if (exact) {
+          inexact_cases += static_cast<double>(ref.y) != ref.exact;
+          mismatches += !same_bits(y, ref.y);
+        } else {
+          mismatches += std::fabs(static_cast<double>(y) - ref.y) > tolerance(c.n, ref.mass);
+        }
+      }
+      CHECK(inexact_cases == 0);
+      CHECK(mismatches == 0);
+    }
+  }
+}
+
+TEST_CASE("matmul: every type, odd shapes, 1..33 tokens, 1-4 threads: equal to the reference and thread-count independent") {
+  Rng r(4);
+  struct Case {
+    DType t;
+    int64_t rows, n;
+    DType aux = DType::f16;
+    int gs = 0;
+  };
+  const Case cases[] = {
+      {DType::q4_0, 37, 96},   {DType::q5_0, 70, 576},   {DType::q8_0, 33, 1056}, {DType::q8_0, 1, 64},
+      {DType::q4_K, 35, 512},  {DType::q4_K, 66, 768},   {DType::q6_K, 41, 256},  {DType::q6_K, 3, 1280},
+      {DType::f32, 19, 100},   {DType::f16, 23, 160},    {DType::bf16, 9, 64},
+      {DType::mlx_q4, 21, 256, DType::bf16, 64}, {DType::mlx_q8, 5, 128, DType::f16, 32},
+  };
+  std::vector<li::ThreadPool*> pools;
+  for (int th = 1; th <= 4; th++) pools.push_back(new li::ThreadPool(th));
+  for (const Case& c : cases) {
+    for (bool exact : {true, false}) {
+      Matrix m = make_matrix(c.t, c.rows, c.n, r, exact, c.aux, c.gs ? c.gs : 64);
+      for (int64_t T : {1, 2, 3, 4, 5, 9, 33}) {
+        CAPTURE(std::string(li::dtype_name(c.t)));
+        CAPTURE(c.rows);
+        CAPTURE(c.n);
+        CAPTURE(T);
+        CAPTURE(exact);
+        std::vector<float> x = make_input(T, c.n, r, exact);
+        const int64_t ldy = c.rows + 3;
+        std::vector<float> y1;
+        int thread_diffs = 0;
+        for (int th = 1; th <= 4; th++) {
+          std::vector<float> y(static_cast<size_t>(T * ldy), -7.0f);
+          li::matmul(m.view, x.data(), T, y.data(), ldy, *pools[static_cast<size_t>(th - 1)]);
+          if (th == 1) y1 = y;
+          else thread_diffs += std::memcmp(y.data(), y1.data(), y.size() * 4) != 0;
+        }
+        CHECK(thread_diffs == 0);
+        int mismatches = 0, inexact_cases = 0, padding_touched = 0;
+        for (int64_t t = 0; t < T; t++) {
+          for (int64_t row = 0; row < c.rows; row++) {
+            RefResult ref = reference(m.view, row, x.data() + t * c.n);
+            float y = y1[static_cast<size_t>(t * ldy + row)];
+            if (exact) {
+              inexact_cases += static_cast<double>(ref.y) != ref.exact;
+              mismatches += !same_bits(y, ref.y);
+            } else {
+              mismatches += std::fabs(static_cast<double>(y) - ref.y) > tolerance(c.n, ref.mass);
+            }
+          }
+          for (int64_t row = c.rows; row < ldy; row++) padding_touched += y1[static_cast<size_t>(t * ldy + row)] != -7.0f;
+        }
+        CHECK(inexact_cases == 0);
+        CHECK(mismatches == 0);
+        CHECK(padding_touched == 0);
+      }
+    }
+  }
+  for (auto* p : pools) delete p;
+}
+
+TEST_CASE("matmul: one MatmulInput shared by matrices of different types gives the same results") {
+  Rng r(5);
+  li::ThreadPool pool(2);
+  const int64_t n = 512;
+  for (int64_t T : {1, 6}) {
+    std::vector<float> x = make_input(T, n, r, false);
+    li::MatmulInput in(x.data(), T, n);
+    for (DType t : {DType::q4_K, DType::q8_0, DType::q6_K, DType::f16, DType::q4_0}) {
+      CAPTURE(std::string(li::dtype_name(t)));
+      Matrix m = make_matrix(t, 24, n, r, false);
+      std::vector<float> a(static_cast<size_t>(T * 24)), b(static_cast<size_t>(T * 24));
+      li::matmul(m.view, in, a.data(), 24, pool);
+      li::matmul(m.view, x.data(), T, b.data(), 24, pool);
+      CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+    }
+  }
+}
+
+TEST_CASE("cpu check: a CPU without the compiled-in instructions is refused with a message") {
+  auto saved = li::cpu_query;
+  li::cpu_query = [] { return li::CpuInfo{}; };  // a CPU that reports nothing at all
+  std::string missing = li::cpu_missing_features();
+  auto res = li::check_cpu();
+  auto model = llminfer::Model::load(test::model_path("stories260K.gguf"));
+  li::cpu_query = saved;
+#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__AVX2__) || defined(__SSE3__))
+  CHECK(!missing.empty());
+  CHECK(!res);
+  CHECK(res.error().code == llminfer::Errc::cpu_unsupported);
+  CHECK(res.error().message.find(li::simd_compiled()) != std::string::npos);
+  CHECK(!model);
+  if (!model) {
+    CHECK(model.error().code == llminfer::Errc::cpu_unsupported);
+    MESSAGE(model.error().message);
+  }
+#if defined(__AVX512VNNI__)
+  CHECK(missing.find("AVX512VNNI") != std::string::npos);
+#endif
+#if defined(__AVX2__)
+  CHECK(missing.find("AVX2") != std::string::npos);
+#endif
+#endif
+  // and the real CPU passes (the test binary is running on it)
+  CHECK(li::cpu_missing_features().empty());
+  CHECK(li::check_cpu());
+}
+
+namespace {
+
+uint64_t fnv64(const void* data, size_t n) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001B3ull;
+  return h;
+}
+std::string hex64(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+DType type_named(const std::string& name) {
+  for (int v = 0; v < 43; v++) {
+    auto t = static_cast<DType>(v);
+    std::string n = li::dtype_name(t), a = name;
+    for (auto& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (auto& c : a) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (n == a) return t;
+  }
+  return DType::invalid;
+}
+// Hash of every row of w dequantized to f32.
+std::string dequant_hash(const li::TensorView& w) {
+  std::vector<float> all(static_cast<size_t>(w.nelements()));
+  for (int64_t r = 0; r < w.rows(); r++) li::dequant_row(w, r, all.data() + r * w.ne[0]);
+  return hex64(fnv64(all.data(), all.size() * 4));
+}
+
+}  // namespace
+
+TEST_CASE("dequant: every block format decodes exactly as gguf.py (checked against ggml) does") {
+  std::ifstream f("tests/goldens/kernels/dequant.txt");
+  REQUIRE(f.good());
+  std::string line;
+  int blocks = 0, tensors = 0;
+  std::vector<DType> covered;
+  while (std::getline(f, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream in(line);
+    std::string kind;
+    in >> kind;
+    if (kind == "blocks") {
+      std::string type, hex, hash;
+      int64_t n = 0, rows = 0;
+      in >> type >> n >> rows >> hex >> hash;
+      CAPTURE(type);
+      std::vector<uint8_t> raw(hex.size() / 2);
+      for (size_t i = 0; i < raw.size(); i++) std::from_chars(hex.data() + 2 * i, hex.data() + 2 * i + 2, raw[i], 16);
+      li::TensorView w;
+      w.type = type_named(type);
+      w.n_dims = 2;
+      w.ne[0] = n;
+      w.ne[1] = rows;
+      w.data = raw.data();
+      w.nbytes = raw.size();
+      REQUIRE(li::dtype_computable(w.type));
+      CHECK(dequant_hash(w) == hash);
+      covered.push_back(w.type);
+      blocks++;
+    } else if (kind == "tensor") {
+      std::string file, name, type, hash;
+      in >> file >> name >> type >> hash;
+      CAPTURE(file);
+      CAPTURE(name);
+      auto desc = li::load_description(test::model_path(file));
+      REQUIRE(desc);
+      const li::TensorView* w = (*desc)->find(name);
+      REQUIRE(w);
+      CHECK(w->type == type_named(type));
+      CHECK(dequant_hash(*w) == hash);
+      tensors++;
+    }
+  }
+  CHECK(blocks == 7);
+  CHECK(tensors >= 6);
+  for (DType t : kQuantTypes) CHECK(std::find(covered.begin(), covered.end(), t) != covered.end());
+}
+
+TEST_CASE("dequant: MLX affine 4-bit equals its dequantized F32 GGUF twin exactly") {
+  auto mlx = li::load_description(test::model_path("hf/smollm2-tiny/mlx-4bit"));
+  auto twin = li::load_description(test::model_path("hf/smollm2-tiny/mlx-4bit-oracle-f32.gguf"));
+  REQUIRE(mlx);
+  REQUIRE(twin);
+  const li::ModelDesc& m = **mlx;
+  int quantized = 0, mismatched_tensors = 0;
+  for (const li::TensorView& w : m.tensors) {
+    if (w.type != DType::mlx_q4) continue;
+    quantized++;
+    CAPTURE(w.name);
+    const li::TensorView* o = (*twin)->find(w.name);
+    REQUIRE(o);
+    REQUIRE(o->type == DType::f32);
+    REQUIRE(o->ne[0] == w.ne[0]);
+    REQUIRE(o->rows() == w.rows());
+    // Hugging Face q/k rows are in rotate-half order; the GGUF twin permutes them (llama).
+    int64_t heads = 0;
+    if (m.hf_qk_order && w.name.find("attn_q.") != std::string::npos) heads = m.hp.n_head;
+    if (m.hf_qk_order && w.name.find("attn_k.") != std::string::npos) heads = m.hp.n_head_kv;
+    std::vector<float> a(static_cast<size_t>(w.ne[0])), b(static_cast<size_t>(w.ne[0]));
+    int bad_rows = 0;
+    for (int64_t r = 0; r < w.rows(); r++) {
+      int64_t gr = r;
+      if (heads > 0) {  // hf row (h, j, i) -> gguf row (h, i, j), j in {0,1}, i < hd/2
+        int64_t hd = w.rows() / heads, h = r / hd, j = (r % hd) / (hd / 2), i = r % (hd / 2);
+        gr = h * hd + 2 * i + j;
+      }
+      li::dequant_row(w, r, a.data());
+      li::dequant_row(*o, gr, b.data());
+      bad_rows += std::memcmp(a.data(), b.data(), a.size() * 4) != 0;
+    }
+    mismatched_tensors += bad_rows != 0;
+    CHECK(bad_rows == 0);
+  }
+  CHECK(quantized >= 10);
+  CHECK(mismatched_tensors == 0);
+}
