@@ -60,12 +60,11 @@ std::vector<int32_t> ids_of(const Json& a) {
 
 struct Measured {
   double pearson_min = 1, top10_mean = 0, value_diff = 0;
-  int top1_mismatch = 0, positions = 0, greedy_same = 0;
+  int top1_mismatch = 0, positions = 0, greedy_same = 0, greedy_ties = 0;
 };
 
 // Checks one golden file; `kv` is the cache type we run with.
-Measured check_golden(const std::string& name, KvType kv, const std::string& path_override = "",
-                      const char* greedy_key = "greedy") {
+Measured check_golden(const std::string& name, KvType kv, const std::string& path_override = "", bool greedy = true) {
   Measured m;
   auto g = read_json(goldens_dir() + "/" + name + ".json");
   REQUIRE_MESSAGE(g, (g ? "" : g.error().message));
@@ -96,7 +95,13 @@ Measured check_golden(const std::string& name, KvType kv, const std::string& pat
   CHECK(nv == j["n_vocab"].as_int());
   std::vector<int32_t> sample = ids_of(j["sample_ids"]);
   const double p_min = weights == "f32" ? 0.9999 : 0.999;
-  const double v_max = weights == "f32" ? 2e-3 : 0.1;  // largest |logit - llama.cpp's| on the sample
+  // Largest |logit - llama.cpp's| on the sampled and top-10 ids (a shift or scale of all logits
+  // passes Pearson and top-k), and the largest llama.cpp top-2 margin we may resolve the other way
+  // in greedy decoding (twice that: each of the two logits may be off by it). With an f16 cache the
+  // keys and values are rounded: more room.
+  double v_max = weights == "f32" ? 2e-3 : weights == "f16" ? 5e-3 : weights == "bf16" ? 2e-2 : 0.1;
+  if (kv == KvType::f16) v_max = std::max(v_max, 3e-2);
+  const double tie_max = 2 * v_max;
   double overlap_sum = 0;
   for (const auto& pr : j["prompts"].items) {
     std::vector<int32_t> ids = ids_of(pr["ids"]);
@@ -130,6 +135,7 @@ Measured check_golden(const std::string& name, KvType kv, const std::string& pat
       overlap_sum += overlap;
       m.positions++;
     }
+    if (!greedy) continue;
     // greedy: continue from the prompt's logits, one token per evaluation
     std::vector<int32_t> got;
     const float* last = logits.data() + (ids.size() - 1) * size_t(nv);
@@ -143,17 +149,29 @@ Measured check_golden(const std::string& name, KvType kv, const std::string& pat
       REQUIRE(*s2 == EvalStatus::ok);
       next = argmax_f32(lg.data(), nv);
     }
-    std::vector<int32_t> want = ids_of(pr[greedy_key]);
+    std::vector<int32_t> want = ids_of(pr["greedy"]);
+    const Json& runner = pr["greedy_runner_up"];
     REQUIRE(want.size() == 64);
+    REQUIRE(runner.size() == 64);
     size_t same = 0;
     while (same < 64 && got[same] == want[same]) same++;
-    m.greedy_same = int(same);
-    CHECK_MESSAGE(got == want, "greedy differs from llama.cpp's at token " << same);
+    m.greedy_same = static_cast<int>(same);
+    if (same < 64) {
+      // Only a tie in llama.cpp's own numbers may be resolved the other way: its two best logits
+      // within the tolerance, and ours picked its runner-up. After that the texts differ.
+      int32_t second = static_cast<int32_t>(runner[same][0].as_int());
+      double margin = runner[same][1].as_number();
+      CHECK_MESSAGE((second == got[same] && margin <= tie_max),
+                    "greedy differs from llama.cpp's at token " << same << ": llama.cpp chose " << want[same]
+                                                                << " over " << second << " by " << margin << ", we chose " << got[same]);
+      m.greedy_ties++;
+    }
   }
   m.top10_mean = m.positions ? overlap_sum / m.positions : 10;
-  MESSAGE(name << ": " << m.positions << " positions, top-1 mismatches " << m.top1_mismatch << ", pearson min "
-               << m.pearson_min << ", top-10 overlap " << m.top10_mean << ", max |logit diff| " << m.value_diff);
-  CHECK(m.top1_mismatch == 0);
+  MESSAGE(name << (kv == KvType::f16 ? " (f16 cache)" : "") << ": " << m.positions << " positions, top-1 mismatches "
+               << m.top1_mismatch << ", pearson min " << m.pearson_min << ", top-10 overlap " << m.top10_mean
+               << ", max |logit diff| " << m.value_diff << ", greedy ties resolved otherwise " << m.greedy_ties);
+  if (kv == KvType::f32) CHECK(m.top1_mismatch == 0);
   CHECK(m.pearson_min >= p_min);
   CHECK(m.top10_mean >= 9.5);
   CHECK(m.value_diff <= v_max);
@@ -177,7 +195,7 @@ const std::vector<std::string>& covered() {
 }
 
 void check_all(std::initializer_list<const char*> names) {
-  for (const char* n : names) check_golden(n, KvType::f16);
+  for (const char* n : names) check_golden(n, KvType::f32);
 }
 
 }  // namespace
@@ -246,7 +264,7 @@ void check_hf(const std::string& preset, const std::string& dir, const std::stri
     MESSAGE(dir << ": max |HF - GGUF| = " << worst);
     CHECK(worst < 1e-4);
   }
-  check_golden("synth-" + preset + "-f32", KvType::f16, dir);
+  check_golden("synth-" + preset + "-f32", KvType::f32, dir);
 }
 }  // namespace
 

@@ -194,8 +194,15 @@ struct Synth {
         std::vector<double> gt = matvec(W(b + "ffn_gate.weight"), ff, embd, h), up = matvec(W(b + "ffn_up.weight"), ff, embd, h);
         for (int e = 0; e < ff; e++) {
           double z = gt[size_t(e)];
-          double act = gemma ? 0.5 * z * (1 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (z + 0.044715 * z * z * z)))
-                             : z / (1 + std::exp(-z));
+          double act;
+          if (gemma) {  // GELU (tanh form) at fp16 precision of input and output, as ggml and the library
+            double f = fp16_to_f32(f32_to_fp16(static_cast<float>(z)));
+            act = std::fabs(z) >= 10 ? (z > 0 ? z : 0.0)
+                                      : fp16_to_f32(f32_to_fp16(static_cast<float>(
+                                            0.5 * f * (1 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (f + 0.044715 * f * f * f))))));
+          } else {
+            act = z / (1 + std::exp(-z));
+          }
           gt[size_t(e)] = act * up[size_t(e)];
         }
         std::vector<double> d = matvec(W(b + "ffn_down.weight"), embd, ff, gt);

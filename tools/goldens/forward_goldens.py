@@ -7,8 +7,9 @@ same file:
   * per prompt position: argmax, logsumexp, the top 10 (id, logit) and the logits of a fixed sample
     of SAMPLE ids, from `oracle.mjs logits MODEL --ids ... --all --precise --threads 1 --out F.f32` (raw
     float32 logits, f32 KV cache, no flash attention: the tightest reference);
-  * 64 greedy ids: `oracle.mjs generate MODEL --ids ... --n 64 --ignore-eos --precise --threads 1`, and the
-    same with llama.cpp's defaults (f16 KV cache, flash attention) as "greedy_default".
+  * 64 greedy ids: `oracle.mjs generate MODEL --ids ... --n 64 --ignore-eos --precise --threads 1 --out S.f32`,
+    and for each step the runner-up id and its margin (best logit - second best) from the logits
+    the token was chosen from ("greedy_runner_up"), to tell a real divergence from a tie.
 Usage (from the repository root, with ../shared beside it and the fixtures built by `make fixtures`):
     /usr/bin/python3 tools/goldens/forward_goldens.py [--only NAME_SUBSTRING] [--fixtures build/fixtures]
 Needs numpy and node (the oracle in ../shared/tools/llamacpp-oracle). Deterministic: a rerun
@@ -130,18 +131,26 @@ def main():
                 positions.append({"argmax": int(np.argmax(row)), "logsumexp": round(logsumexp(row), 6),
                                   "top": [[i, float("%.7g" % v)] for i, v in top10(row)],
                                   "sample": [float("%.7g" % row[i]) for i in sample]})
-            g = oracle("generate", path, "--ids", idarg, "--n", str(N_GREEDY), "--ignore-eos", "--precise", "--threads", "1")
-            gd = oracle("generate", path, "--ids", idarg, "--n", str(N_GREEDY), "--ignore-eos", "--threads", "1")
+            with tempfile.TemporaryDirectory() as td:
+                out = os.path.join(td, "s.f32")
+                g = oracle("generate", path, "--ids", idarg, "--n", str(N_GREEDY), "--ignore-eos", "--precise",
+                           "--threads", "1", "--out", out)
+                steps = np.fromfile(out, "<f4").reshape(-1, n_vocab)
+            assert steps.shape[0] == len(g["ids"]) == N_GREEDY
+            runner_up = []
+            for k, row in enumerate(steps):
+                t = top10(row)
+                assert t[0][0] == g["ids"][k]
+                runner_up.append([t[1][0], float("%.7g" % (t[0][1] - t[1][1]))])
             prompts.append({"text": text, "ids": ids, "positions": positions, "greedy": g["ids"],
-                            "greedy_default": gd["ids"]})
+                            "greedy_runner_up": runner_up})
         doc = {
             "model": where, "name": name, "weights": wtype, "sha256": sha256(path), "n_vocab": n_vocab,
             "oracle": version,
             "commands": {
                 "ids": "node oracle.mjs tokenize MODEL --text PROMPT",
                 "positions": "node oracle.mjs logits MODEL --ids IDS --all --precise --threads 1 --out F.f32",
-                "greedy": "node oracle.mjs generate MODEL --ids IDS --n 64 --ignore-eos --precise --threads 1",
-                "greedy_default": "node oracle.mjs generate MODEL --ids IDS --n 64 --ignore-eos --threads 1",
+                "greedy": "node oracle.mjs generate MODEL --ids IDS --n 64 --ignore-eos --precise --threads 1 --out S.f32",
                 "script": "/usr/bin/python3 tools/goldens/forward_goldens.py",
             },
             "sample_ids": sample, "prompts": prompts,
