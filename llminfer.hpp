@@ -1095,6 +1095,15 @@ struct Json {
   std::vector<Json> items;                            // array
   std::vector<std::pair<std::string, Json>> members;  // object, in file order
 
+  // Declared here, defaulted after the class: clang with libstdc++ otherwise checks
+  // std::pair<std::string, Json> while Json is still incomplete when a Json is copied or destroyed.
+  Json();
+  Json(const Json&);
+  Json(Json&&) noexcept;
+  Json& operator=(const Json&);
+  Json& operator=(Json&&) noexcept;
+  ~Json();
+
   bool is_null() const { return type == Type::null; }
   bool is_bool() const { return type == Type::boolean; }
   bool is_number() const { return type == Type::number; }
@@ -1136,6 +1145,12 @@ struct Json {
     return null_json;
   }
 };
+inline Json::Json() = default;
+inline Json::Json(const Json&) = default;
+inline Json::Json(Json&&) noexcept = default;
+inline Json& Json::operator=(const Json&) = default;
+inline Json& Json::operator=(Json&&) noexcept = default;
+inline Json::~Json() = default;
 
 class JsonParser {
  public:
@@ -4568,6 +4583,5928 @@ inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float*
 }  // namespace v0_1
 }  // namespace llminfer
 
+// ---- src/35_jinja.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== Chat templates, part 1: Jinja values, lexer and parser ====
+// A small Jinja interpreter for the `chat_template` of model files, configured as Hugging Face
+// transformers configures Jinja2 (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, one
+// trailing newline dropped, loop controls, `generation` blocks). Values follow Python semantics
+// where templates can see them (truthiness, repr of lists/dicts, float printing, slicing by code
+// point). Everything a template can do is bounded (LLMINFER_JINJA_* below): steps, nesting, call
+// depth, string and output sizes, range length (as the sandbox: 100000).
+//
+// Strings carry provenance: which bytes came from message content (untrusted). It survives
+// concatenation, slicing, splitting, stripping, replace, join, case changes and escaping, so the
+// rendered prompt reports the byte ranges the tokenizer must not parse for special tokens.
+#ifndef LLMINFER_JINJA_MAX_DEPTH
+#define LLMINFER_JINJA_MAX_DEPTH 200  // nesting of statements and expressions in a template
+#endif
+#ifndef LLMINFER_JINJA_MAX_EVAL_DEPTH
+#define LLMINFER_JINJA_MAX_EVAL_DEPTH 1000  // nested evaluation (incl. macro recursion) while rendering
+#endif
+#ifndef LLMINFER_JINJA_MAX_CALL_DEPTH
+#define LLMINFER_JINJA_MAX_CALL_DEPTH 100  // macro calls in flight
+#endif
+#ifndef LLMINFER_JINJA_MAX_STEPS
+// Evaluation steps per render (a node evaluated, a loop iteration, an element or 64 bytes of text
+// copied; roughly 0.1-0.3 us each), plus 10 per (message + tool)^2 up to 100M more, since real
+// templates scan the conversation once per message.
+#define LLMINFER_JINJA_MAX_STEPS 10000000ull
+#endif
+#ifndef LLMINFER_JINJA_MAX_STRING
+#define LLMINFER_JINJA_MAX_STRING (16ull << 20)  // bytes of any string value and of the output
+#endif
+#ifndef LLMINFER_JINJA_MAX_LIST
+#define LLMINFER_JINJA_MAX_LIST (1u << 18)  // items of a list built while rendering
+#endif
+#ifndef LLMINFER_JINJA_MAX_RANGE
+#define LLMINFER_JINJA_MAX_RANGE 100000  // items of range(), as Jinja2's sandbox
+#endif
+#ifndef LLMINFER_JINJA_MAX_TEMPLATE
+#define LLMINFER_JINJA_MAX_TEMPLATE (4ull << 20)  // bytes of template source
+#endif
+
+#include <ctime>
+
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// ---- text with provenance ----
+// `spans` are the byte ranges of `s` that came from untrusted content: sorted, disjoint and never
+// touching (adjacent ranges are merged).
+struct PText {
+  std::string s;
+  std::vector<std::pair<size_t, size_t>> spans;
+
+  PText() = default;
+  explicit PText(std::string text, bool content = false) : s(std::move(text)) {
+    if (content && !s.empty()) spans.emplace_back(0, s.size());
+  }
+  void mark(size_t b, size_t e) {
+    if (b >= e) return;
+    if (!spans.empty() && spans.back().second >= b) {
+      spans.back().second = std::max(spans.back().second, e);
+    } else {
+      spans.emplace_back(b, e);
+    }
+  }
+  void add(std::string_view t, bool content = false) {
+    if (t.empty()) return;
+    size_t b = s.size();
+    s.append(t.data(), t.size());
+    if (content) mark(b, s.size());
+  }
+  void add(char c, bool content = false) {
+    s += c;
+    if (content) mark(s.size() - 1, s.size());
+  }
+  // Appends o.s[b, e) with its provenance.
+  void add_range(const PText& o, size_t b, size_t e) {
+    if (b >= e) return;
+    size_t base = s.size();
+    s.append(o.s, b, e - b);
+    auto it = std::lower_bound(o.spans.begin(), o.spans.end(), b,
+                               [](const std::pair<size_t, size_t>& sp, size_t v) { return sp.second <= v; });
+    for (; it != o.spans.end() && it->first < e; ++it)
+      mark(base + std::max(it->first, b) - b, base + std::min(it->second, e) - b);
+  }
+  void add(const PText& o) { add_range(o, 0, o.s.size()); }
+  bool any_content() const { return !spans.empty(); }
+  // Is any byte of [b, e) from content?
+  bool content_in(size_t b, size_t e) const {
+    auto it = std::lower_bound(spans.begin(), spans.end(), b,
+                               [](const std::pair<size_t, size_t>& sp, size_t v) { return sp.second <= v; });
+    return it != spans.end() && it->first < e;
+  }
+};
+
+// ---- code points ----
+// Strings are UTF-8; an invalid byte counts as one code point of its own (U+DC80 + byte, as
+// Python's surrogateescape), so indexing and slicing are defined on any bytes and round-trip.
+inline uint32_t jcp_next(std::string_view s, size_t& i) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  if (p[i] < 0x80) return p[i++];
+  if (utf8_valid_len(p + i, s.size() - i) == 0) return 0xDC00u + p[i++];
+  return utf8_next(s, i);
+}
+inline void jcp_append(std::string& out, uint32_t c) {
+  if (c >= 0xDC80 && c <= 0xDCFF) {
+    out += static_cast<char>(c - 0xDC00);
+  } else {
+    utf8_append(out, c);
+  }
+}
+inline bool jis_ascii(std::string_view s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) >= 0x80) return false;
+  return true;
+}
+// Byte offset of every code point of s, plus s.size() at the end.
+inline std::vector<size_t> jcp_offsets(std::string_view s) {
+  std::vector<size_t> off;
+  off.reserve(s.size() + 1);
+  size_t i = 0;
+  while (i < s.size()) {
+    off.push_back(i);
+    jcp_next(s, i);
+  }
+  off.push_back(s.size());
+  return off;
+}
+inline size_t jcp_count(std::string_view s) {
+  if (jis_ascii(s)) return s.size();
+  size_t n = 0, i = 0;
+  while (i < s.size()) {
+    jcp_next(s, i);
+    n++;
+  }
+  return n;
+}
+// Python's str.isspace() (also what `\s` matches in Jinja2's lexer and str.split() splits on).
+inline bool jis_space(uint32_t c) {
+  if (c <= 0x20) return c == 0x20 || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F);
+  if (c < 0x85) return false;
+  return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
+         c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+// ---- values ----
+struct JValue;
+struct JFunc;
+struct JLoop;
+
+// A sequence value: Python's list and tuple, the dict views, range objects and the generators
+// that filters such as map/select return (iterable once, never printable).
+enum class JSeq : uint8_t { list, tuple, dict_items, dict_keys, dict_values, range, generator };
+
+struct JList {
+  std::vector<JValue> items;
+  JSeq kind = JSeq::list;
+  std::string tag;  // range: its repr, "range(0, 3)"
+};
+
+struct JDict;
+
+struct JValue {
+  enum class T : uint8_t { undef, none, boolean, integer, real, string, list, dict, ns, func, loop };
+  T t = T::undef;
+  bool b = false;
+  bool unsafe = false;  // undefined: from a sandbox-blocked attribute (calling it is a security error)
+  union {
+    int64_t i = 0;  // integer (and the state counter of cyclers / joiners)
+    double d;       // real
+  };
+  std::shared_ptr<const PText> s;  // string; undefined: the error message for when it is used
+  std::shared_ptr<JList> l;        // list / tuple / dict views
+  std::shared_ptr<JDict> m;        // dict / namespace
+  std::shared_ptr<JFunc> f;        // callable
+  std::shared_ptr<JLoop> lp;       // loop object
+
+  static JValue none() {
+    JValue v;
+    v.t = T::none;
+    return v;
+  }
+  static JValue boolean(bool x) {
+    JValue v;
+    v.t = T::boolean;
+    v.b = x;
+    return v;
+  }
+  static JValue integer(int64_t x) {
+    JValue v;
+    v.t = T::integer;
+    v.i = x;
+    return v;
+  }
+  static JValue real(double x) {
+    JValue v;
+    v.t = T::real;
+    v.d = x;
+    return v;
+  }
+  static JValue str(PText x) {
+    JValue v;
+    v.t = T::string;
+    v.s = std::make_shared<const PText>(std::move(x));
+    return v;
+  }
+  static JValue str(std::string x, bool content = false) { return str(PText(std::move(x), content)); }
+  static JValue undefined(std::string why) {
+    JValue v;
+    v.s = std::make_shared<const PText>(PText(std::move(why)));
+    return v;
+  }
+  static JValue list(std::vector<JValue> items, JSeq kind = JSeq::list) {
+    JValue v;
+    v.t = T::list;
+    v.l = std::make_shared<JList>();
+    v.l->items = std::move(items);
+    v.l->kind = kind;
+    return v;
+  }
+  bool is_undef() const { return t == T::undef; }
+  bool is_none() const { return t == T::none; }
+  bool is_str() const { return t == T::string; }
+  bool is_list() const { return t == T::list; }
+  bool is_dict() const { return t == T::dict; }
+  bool is_num() const { return t == T::integer || t == T::real || t == T::boolean; }
+  const std::string& text() const { return s->s; }  // string values only
+};
+
+// Dict and namespace storage: insertion-ordered, keys are values (usually strings).
+struct JDict {
+  std::vector<std::pair<JValue, JValue>> items;
+  const JValue* find(std::string_view key) const {
+    for (const auto& kv : items)
+      if (kv.first.t == JValue::T::string && kv.first.s->s == key) return &kv.second;
+    return nullptr;
+  }
+};
+
+// ---- syntax tree ----
+enum class NK : uint8_t {
+  // statements
+  output, print, if_, for_, set, set_block, macro, call_block, filter_block, break_, continue_, scope,
+  // expressions
+  konst, name, list, tuple, dict, attr, item, slice, call, filter, test, not_, neg, pos, binop, compare, and_, or_,
+  cond, concat, nsref
+};
+enum class BinOp : uint8_t { add, sub, mul, div, floordiv, mod, pow };
+enum class CmpOp : uint8_t { eq, ne, lt, le, gt, ge, in, notin };
+
+struct JNode {
+  NK k = NK::konst;
+  uint8_t op = 0;
+  bool flag = false;  // for: recursive; filter/test: soft (unknown name is a runtime error)
+  uint32_t pos = 0;   // byte offset in the (newline-normalized) template
+  std::string str;    // name, attribute, filter/test name, output text
+  JValue val;         // constant
+  JNode* a = nullptr;  // subject / target / test / callee
+  JNode* b = nullptr;  // value / iterable / start
+  JNode* c = nullptr;  // loop filter / stop
+  JNode* d = nullptr;  // step
+  JNode* dyn_args = nullptr;    // f(*x)
+  JNode* dyn_kwargs = nullptr;  // f(**x)
+  std::vector<JNode*> list;             // items, positional arguments, compare operands, defaults
+  std::vector<std::string> names;       // keyword names, parameter names
+  std::vector<JNode*> kw;               // keyword values
+  std::vector<uint8_t> ops;             // compare operators
+  std::vector<JNode*> body, orelse;
+};
+
+struct JProgram {
+  std::string source;  // newline-normalized, trailing newline dropped
+  std::vector<std::unique_ptr<JNode>> nodes;
+  std::vector<JNode*> root;
+  bool uses_strftime = false;
+
+  // "line L, column C" of a byte offset.
+  std::string where(uint32_t pos) const {
+    size_t line = 1, col = 1;
+    for (size_t k = 0; k < pos && k < source.size(); k++) {
+      if (source[k] == '\n') {
+        line++;
+        col = 1;
+      } else if ((static_cast<unsigned char>(source[k]) & 0xC0) != 0x80) {
+        col++;
+      }
+    }
+    return strf("%zu:%zu", line, col);
+  }
+};
+
+// ---- lexer ----
+enum class TK : uint8_t { data, var_begin, var_end, block_begin, block_end, name, str, integer, real, op, eof };
+
+struct JTok {
+  TK k = TK::eof;
+  std::string text;  // data, name, operator, decoded string literal
+  int64_t i = 0;
+  double d = 0;
+  uint32_t pos = 0;
+};
+
+class JLexer {
+ public:
+  explicit JLexer(std::string_view src) : s_(src) {}
+
+  // Fills `out`; false with `error` (and `error_pos`) set on a lexical error.
+  bool run(std::vector<JTok>& out) {
+    bool line_starting = true;
+    while (pos_ < s_.size()) {
+      // earliest tag opener: "{{", "{%", "{#"
+      size_t p = pos_;
+      char kind = 0;
+      for (;;) {
+        p = s_.find('{', p);
+        if (p == std::string_view::npos || p + 1 >= s_.size()) {
+          p = std::string_view::npos;
+          break;
+        }
+        char n = s_[p + 1];
+        if (n == '{' || n == '%' || n == '#') {
+          kind = n;
+          break;
+        }
+        p++;
+      }
+      if (p == std::string_view::npos) {
+        push_data(out, s_.substr(pos_), static_cast<uint32_t>(pos_));
+        pos_ = s_.size();
+        break;
+      }
+      std::string_view text = s_.substr(pos_, p - pos_);
+      size_t after = p + 2;
+      char sign = (after < s_.size() && (s_[after] == '-' || s_[after] == '+')) ? s_[after] : 0;
+      // {% raw %} is matched before the other openers
+      size_t raw_end = 0;
+      bool raw = kind == '%' && match_raw_begin(p, raw_end, sign);
+      text = strip_before(text, sign, kind != '{', line_starting);
+      push_data(out, text, static_cast<uint32_t>(pos_));
+      if (raw) {
+        if (!lex_raw(out, raw_end, line_starting)) return false;
+        continue;
+      }
+      size_t tag_start = after + (sign ? 1 : 0);
+      if (kind == '#') {
+        if (!lex_comment(tag_start, line_starting)) {
+          return fail(p, "missing end of comment tag");
+        }
+        continue;
+      }
+      JTok t;
+      t.k = kind == '{' ? TK::var_begin : TK::block_begin;
+      t.pos = static_cast<uint32_t>(p);
+      out.push_back(std::move(t));
+      pos_ = tag_start;
+      if (!lex_tag(out, kind == '{', line_starting)) return false;
+    }
+    JTok e;
+    e.k = TK::eof;
+    e.pos = static_cast<uint32_t>(s_.size());
+    out.push_back(std::move(e));
+    return true;
+  }
+
+  std::string error;
+  size_t error_pos = 0;
+
+ private:
+  bool fail(size_t at, std::string why) {
+    error = std::move(why);
+    error_pos = at;
+    return false;
+  }
+  void push_data(std::vector<JTok>& out, std::string_view text, uint32_t at) {
+    if (text.empty()) return;
+    if (!out.empty() && out.back().k == TK::data) {
+      out.back().text.append(text.data(), text.size());
+      return;
+    }
+    JTok t;
+    t.k = TK::data;
+    t.text = std::string(text);
+    t.pos = at;
+    out.push_back(std::move(t));
+  }
+  // Python's str.rstrip() on a UTF-8 view.
+  static std::string_view rstrip_space(std::string_view t) {
+    size_t i = 0, keep = 0;
+    while (i < t.size())
+      if (!jis_space(jcp_next(t, i))) keep = i;
+    return t.substr(0, keep);
+  }
+  static bool all_space(std::string_view t) {
+    size_t i = 0;
+    while (i < t.size())
+      if (!jis_space(jcp_next(t, i))) return false;
+    return true;
+  }
+  // Whitespace control before a tag: "{%-" strips all whitespace; lstrip_blocks removes the
+  // spaces between the line start and a block/comment tag.
+  std::string_view strip_before(std::string_view text, char sign, bool block_like, bool line_starting) {
+    if (sign == '-') return rstrip_space(text);
+    if (sign != '+' && block_like) {
+      size_t nl = text.rfind('\n');
+      size_t l_pos = nl == std::string_view::npos ? 0 : nl + 1;
+      if (l_pos > 0 || line_starting) {
+        std::string_view tail = text.substr(l_pos);
+        if (!tail.empty() && all_space(tail)) return text.substr(0, l_pos);
+      }
+    }
+    return text;
+  }
+  size_t skip_space(size_t p) const {
+    while (p < s_.size()) {
+      size_t q = p;
+      if (!jis_space(jcp_next(s_, q))) break;
+      p = q;
+    }
+    return p;
+  }
+  bool word_at(size_t p, std::string_view w) const { return s_.substr(p, w.size()) == w; }
+  // "{%[-+]?\s*raw\s*(-%}\s*|%})" at p; `end` is where the raw text begins.
+  bool match_raw_begin(size_t p, size_t& end, char sign) const {
+    size_t q = skip_space(p + 2 + (sign ? 1 : 0));
+    if (!word_at(q, "raw")) return false;
+    q = skip_space(q + 3);
+    if (word_at(q, "-%}")) {
+      end = skip_space(q + 3);
+      return true;
+    }
+    if (word_at(q, "%}")) {
+      end = q + 2;
+      return true;
+    }
+    return false;
+  }
+  bool lex_raw(std::vector<JTok>& out, size_t start, bool& line_starting) {
+    // earliest "{%[-+]?\s*endraw\s*(+%}|-%}\s*|%}\n?)"
+    size_t p = start;
+    for (;;) {
+      p = s_.find("{%", p);
+      if (p == std::string_view::npos) return fail(start, "missing end of raw directive");
+      size_t q = p + 2;
+      char sign = (q < s_.size() && (s_[q] == '-' || s_[q] == '+')) ? s_[q] : 0;
+      q = skip_space(q + (sign ? 1 : 0));
+      if (!word_at(q, "endraw")) {
+        p += 2;
+        continue;
+      }
+      q = skip_space(q + 6);
+      size_t end;
+      if (word_at(q, "+%}")) {
+        end = q + 3;
+      } else if (word_at(q, "-%}")) {
+        end = skip_space(q + 3);
+      } else if (word_at(q, "%}")) {
+        end = q + 2;
+        if (end < s_.size() && s_[end] == '\n') end++;
+      } else {
+        p += 2;
+        continue;
+      }
+      std::string_view text = strip_before(s_.substr(start, p - start), sign, true, line_starting);
+      push_data(out, text, static_cast<uint32_t>(start));
+      line_starting = end > 0 && s_[end - 1] == '\n';
+      pos_ = end;
+      return true;
+    }
+  }
+  bool lex_comment(size_t start, bool& line_starting) {
+    size_t p = start;
+    for (;;) {
+      p = s_.find("#}", p);
+      if (p == std::string_view::npos) return false;
+      size_t end;
+      if (p > start && s_[p - 1] == '-') {
+        end = skip_space(p + 2);
+      } else if (p > start && s_[p - 1] == '+') {
+        end = p + 2;
+      } else {
+        end = p + 2;
+        if (end < s_.size() && s_[end] == '\n') end++;  // trim_blocks
+      }
+      line_starting = s_[end - 1] == '\n';
+      pos_ = end;
+      return true;
+    }
+  }
+  static bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+  static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+  bool lex_tag(std::vector<JTok>& out, bool variable, bool& line_starting) {
+    std::vector<char> balance;
+    size_t tag_begin = pos_;
+    for (;;) {
+      if (pos_ >= s_.size()) return fail(tag_begin, "unexpected end of template (a tag is not closed)");
+      if (balance.empty()) {
+        size_t end = 0;
+        bool closed = false;
+        if (variable) {
+          if (word_at(pos_, "-}}")) {
+            end = skip_space(pos_ + 3);
+            closed = true;
+          } else if (word_at(pos_, "}}")) {
+            end = pos_ + 2;
+            closed = true;
+          }
+        } else {
+          if (word_at(pos_, "+%}")) {
+            end = pos_ + 3;
+            closed = true;
+          } else if (word_at(pos_, "-%}")) {
+            end = skip_space(pos_ + 3);
+            closed = true;
+          } else if (word_at(pos_, "%}")) {
+            end = pos_ + 2;
+            if (end < s_.size() && s_[end] == '\n') end++;  // trim_blocks
+            closed = true;
+          }
+        }
+        if (closed) {
+          JTok t;
+          t.k = variable ? TK::var_end : TK::block_end;
+          t.pos = static_cast<uint32_t>(pos_);
+          out.push_back(std::move(t));
+          line_starting = s_[end - 1] == '\n';
+          pos_ = end;
+          return true;
+        }
+      }
+      size_t q = pos_;
+      uint32_t c0 = jcp_next(s_, q);
+      if (jis_space(c0)) {
+        pos_ = skip_space(pos_);
+        continue;
+      }
+      char c = s_[pos_];
+      JTok t;
+      t.pos = static_cast<uint32_t>(pos_);
+      if (is_digit(c)) {
+        if (!lex_number(t)) return false;
+      } else if (is_name_start(c)) {
+        size_t e = pos_;
+        while (e < s_.size() && (is_name_start(s_[e]) || is_digit(s_[e]))) e++;
+        t.k = TK::name;
+        t.text = std::string(s_.substr(pos_, e - pos_));
+        pos_ = e;
+      } else if (c == '\'' || c == '"') {
+        if (!lex_string(t)) return false;
+      } else {
+        static const char* const ops2[] = {"//", "**", "==", "!=", ">=", "<="};
+        t.k = TK::op;
+        for (const char* o : ops2)
+          if (word_at(pos_, o)) t.text = o;
+        if (t.text.empty()) {
+          if (!std::strchr("+-/*%~[](){}=.:|,;<>", c) || c == 0)
+            return fail(pos_, strf("unexpected character '%s'", printable(s_.substr(pos_, q - pos_)).c_str()));
+          t.text = std::string(1, c);
+          if (c == '(' || c == '[' || c == '{') {
+            if (balance.size() >= LLMINFER_JINJA_MAX_DEPTH) return fail(pos_, "brackets nested too deeply");
+            balance.push_back(c == '(' ? ')' : c == '[' ? ']' : '}');
+          } else if (c == ')' || c == ']' || c == '}') {
+            if (balance.empty()) return fail(pos_, strf("unexpected '%c'", c));
+            if (balance.back() != c) return fail(pos_, strf("unexpected '%c', expected '%c'", c, balance.back()));
+            balance.pop_back();
+          }
+        }
+        pos_ += t.text.size();
+      }
+      out.push_back(std::move(t));
+    }
+  }
+  // Integers (decimal, 0b, 0o, 0x, with '_' separators) and floats (with '.' or an exponent).
+  bool lex_number(JTok& t) {
+    size_t start = pos_;
+    auto digits = [&](size_t p, auto ok) {
+      // (_?d)* after a first digit already consumed by the caller
+      while (p < s_.size()) {
+        if (ok(s_[p])) {
+          p++;
+        } else if (s_[p] == '_' && p + 1 < s_.size() && ok(s_[p + 1])) {
+          p += 2;
+        } else {
+          break;
+        }
+      }
+      return p;
+    };
+    auto dec = [](char c) { return c >= '0' && c <= '9'; };
+    // float: (\d+_)*\d+ ( (\.(\d+_)*\d+)? e[+-]?(\d+_)*\d+ | \.(\d+_)*\d+ ), not after a '.'
+    bool after_dot = start > 0 && s_[start - 1] == '.';
+    if (!after_dot) {
+      size_t p = digits(start + 1, dec);
+      size_t q = p;
+      bool frac = false, expo = false;
+      if (q + 1 < s_.size() && s_[q] == '.' && dec(s_[q + 1])) {
+        q = digits(q + 2, dec);
+        frac = true;
+      }
+      if (q < s_.size() && (s_[q] == 'e' || s_[q] == 'E')) {
+        size_t r = q + 1;
+        if (r < s_.size() && (s_[r] == '+' || s_[r] == '-')) r++;
+        if (r < s_.size() && dec(s_[r])) {
+          q = digits(r + 1, dec);
+          expo = true;
+        }
+      }
+      if (expo || frac) {
+        std::string lit;
+        for (size_t k = start; k < q; k++)
+          if (s_[k] != '_') lit += s_[k];
+        double v = 0;
+        auto r = std::from_chars(lit.data(), lit.data() + lit.size(), v);
+        if (r.ec == std::errc::result_out_of_range) {
+          v = (lit.find("e-") != std::string::npos || lit.find("E-") != std::string::npos) ? 0.0 : HUGE_VAL;
+        } else if (r.ec != std::errc()) {
+          return fail(start, "invalid number");
+        }
+        t.k = TK::real;
+        t.d = v;
+        pos_ = q;
+        return true;
+      }
+    }
+    int base = 10;
+    size_t p = start, q;
+    char x = start + 1 < s_.size() ? static_cast<char>(s_[start + 1] | 0x20) : 0;
+    if (s_[start] == '0' && (x == 'b' || x == 'o' || x == 'x')) {
+      base = x == 'b' ? 2 : x == 'o' ? 8 : 16;
+      auto ok = [base](char c) {
+        if (base == 2) return c == '0' || c == '1';
+        if (base == 8) return c >= '0' && c <= '7';
+        return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f');
+      };
+      p = start + 2;
+      if (p < s_.size() && s_[p] == '_') p++;
+      if (p >= s_.size() || !ok(s_[p])) {
+        q = start + 1;  // just "0"
+        base = 10;
+      } else {
+        q = digits(p + 1, ok);
+      }
+    } else if (s_[start] == '0') {
+      q = digits(start + 1, [](char c) { return c == '0'; });
+    } else {
+      q = digits(start + 1, dec);
+    }
+    std::string lit;
+    for (size_t k = (base == 10 ? start : p); k < q; k++)
+      if (s_[k] != '_') lit += s_[k];
+    uint64_t v = 0;
+    auto r = std::from_chars(lit.data(), lit.data() + lit.size(), v, base);
+    if (r.ec != std::errc() || v > static_cast<uint64_t>(INT64_MAX))
+      return fail(start, "integer literal too large (integers are limited to 64 bits)");
+    t.k = TK::integer;
+    t.i = static_cast<int64_t>(v);
+    pos_ = q;
+    return true;
+  }
+  static int hexval(char h) {
+    if (h >= '0' && h <= '9') return h - '0';
+    h = static_cast<char>(h | 0x20);
+    if (h >= 'a' && h <= 'f') return h - 'a' + 10;
+    return -1;
+  }
+  // A quoted string; escapes decoded as Python's "unicode-escape" codec does.
+  bool lex_string(JTok& t) {
+    char q = s_[pos_];
+    size_t p = pos_ + 1;
+    std::string v;
+    while (p < s_.size() && s_[p] != q) {
+      if (s_[p] != '\\') {
+        v += s_[p++];
+        continue;
+      }
+      if (p + 1 >= s_.size()) break;
+      char e = s_[p + 1];
+      p += 2;
+      switch (e) {
+        case '\n': break;  // line continuation
+        case '\\': v += '\\'; break;
+        case '\'': v += '\''; break;
+        case '"': v += '"'; break;
+        case 'a': v += '\a'; break;
+        case 'b': v += '\b'; break;
+        case 'f': v += '\f'; break;
+        case 'n': v += '\n'; break;
+        case 'r': v += '\r'; break;
+        case 't': v += '\t'; break;
+        case 'v': v += '\v'; break;
+        case 'x':
+        case 'u':
+        case 'U': {
+          int n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+          uint32_t c = 0;
+          for (int k = 0; k < n; k++) {
+            int h = p + static_cast<size_t>(k) < s_.size() ? hexval(s_[p + static_cast<size_t>(k)]) : -1;
+            if (h < 0) return fail(p - 2, strf("truncated \\%c escape in a string literal", e));
+            c = c * 16 + static_cast<uint32_t>(h);
+          }
+          p += static_cast<size_t>(n);
+          if (c > 0x10FFFF) return fail(p, "escape outside the Unicode range in a string literal");
+          if (c >= 0xD800 && c < 0xE000) return fail(p, "surrogate escape in a string literal");
+          utf8_append(v, c);
+          break;
+        }
+        case 'N': return fail(p - 2, "unsupported construct: \\N{...} escape in a string literal");
+        default:
+          if (e >= '0' && e <= '7') {
+            uint32_t c = static_cast<uint32_t>(e - '0');
+            for (int k = 0; k < 2 && p < s_.size() && s_[p] >= '0' && s_[p] <= '7'; k++)
+              c = c * 8 + static_cast<uint32_t>(s_[p++] - '0');
+            utf8_append(v, c);
+          } else {
+            v += '\\';  // unknown escapes stay as written
+            p -= 1;
+          }
+      }
+    }
+    if (p >= s_.size()) return fail(pos_, "unterminated string literal");
+    t.k = TK::str;
+    t.text = std::move(v);
+    pos_ = p + 1;
+    return true;
+  }
+
+  std::string_view s_;
+  size_t pos_ = 0;
+};
+
+// Jinja2's filters and tests by name (an unknown name is a template error; see the parser).
+inline bool jinja_known_filter(std::string_view n) {
+  static const char* const names[] = {
+      "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape",
+      "filesizeformat", "first", "float", "forceescape", "format", "groupby", "indent", "int", "items", "join",
+      "last", "length", "list", "lower", "map", "max", "min", "pprint", "random", "reject", "rejectattr",
+      "replace", "reverse", "round", "safe", "select", "selectattr", "slice", "sort", "string", "striptags",
+      "sum", "title", "tojson", "trim", "truncate", "unique", "upper", "urlencode", "urlize", "wordcount",
+      "wordwrap", "xmlattr"};
+  for (const char* x : names)
+    if (n == x) return true;
+  return false;
+}
+inline bool jinja_known_test(std::string_view n) {
+  static const char* const names[] = {
+      "!=", "<", "<=", "==", ">", ">=", "boolean", "callable", "defined", "divisibleby", "eq", "equalto", "escaped",
+      "even", "false", "filter", "float", "ge", "greaterthan", "gt", "in", "integer", "iterable", "le", "lessthan",
+      "lower", "lt", "mapping", "ne", "none", "number", "odd", "sameas", "sequence", "string", "test", "true",
+      "undefined", "upper"};
+  for (const char* x : names)
+    if (n == x) return true;
+  return false;
+}
+
+// ---- parser ----
+// Recursive descent with Jinja2's grammar and precedence:
+//   condexpr: or ('if' or ('else' condexpr)?)*      or: and ('or' and)*      and: not ('and' not)*
+//   not: 'not' not | compare                         compare: math1 (cmpop math1)*
+//   math1: concat (('+'|'-') concat)*                concat: math2 ('~' math2)*
+//   math2: pow (('*'|'/'|'//'|'%') pow)*             pow: unary ('**' unary)*
+//   unary: ('-'|'+') unary-without-filters | primary postfix, then filters / tests / calls
+class JParser {
+ public:
+  JParser(JProgram& prog, std::vector<JTok> toks) : p_(prog), t_(std::move(toks)) {}
+
+  bool run() {
+    std::vector<JNode*> body;
+    if (!subparse(body, {})) return false;
+    if (cur().k != TK::eof) {
+      return fail(cur().pos, strf("unexpected '%s'", cur().text.c_str()));
+    }
+    p_.root = std::move(body);
+    for (const JNode* n : p_.root)
+      if (!check_unknown(n, false)) return false;
+    return true;
+  }
+
+  std::string error;
+  size_t error_pos = 0;
+
+ private:
+  const JTok& cur() const { return t_[i_]; }
+  const JTok& peek(size_t k = 1) const { return t_[std::min(i_ + k, t_.size() - 1)]; }
+  void next() {
+    if (i_ + 1 < t_.size()) i_++;
+  }
+  bool fail(size_t at, std::string why) {
+    if (error.empty()) {
+      error = std::move(why);
+      error_pos = at;
+    }
+    return false;
+  }
+  bool is_op(const char* o) const { return cur().k == TK::op && cur().text == o; }
+  bool is_name(const char* n) const { return cur().k == TK::name && cur().text == n; }
+  static const char* describe(const JTok& t) {
+    switch (t.k) {
+      case TK::data: return "template data";
+      case TK::var_begin: return "'{{'";
+      case TK::var_end: return "'}}'";
+      case TK::block_begin: return "'{%'";
+      case TK::block_end: return "end of statement block";
+      case TK::name: return "name";
+      case TK::str: return "string";
+      case TK::integer: return "integer";
+      case TK::real: return "float";
+      case TK::op: return "operator";
+      case TK::eof: return "end of template";
+    }
+    return "token";
+  }
+  bool expect_op(const char* o) {
+    if (!is_op(o)) {
+      std::string got = cur().k == TK::op || cur().k == TK::name ? "'" + cur().text + "'" : describe(cur());
+      return fail(cur().pos, strf("expected '%s', got %s", o, got.c_str()));
+    }
+    next();
+    return true;
+  }
+  bool expect(TK k, const char* what) {
+    if (cur().k != k) {
+      std::string got = cur().k == TK::op || cur().k == TK::name ? "'" + cur().text + "'" : describe(cur());
+      return fail(cur().pos, strf("expected %s, got %s", what, got.c_str()));
+    }
+    next();
+    return true;
+  }
+  JNode* make(NK k, uint32_t pos) {
+    p_.nodes.push_back(std::make_unique<JNode>());
+    JNode* n = p_.nodes.back().get();
+    n->k = k;
+    n->pos = pos;
+    return n;
+  }
+  // Operator chains (a + b + c ...) nest the tree without recursing here: count them as depth.
+  struct ChainGuard {
+    JParser& p;
+    int n = 0;
+    explicit ChainGuard(JParser& parser) : p(parser) {}
+    bool step() {
+      ++n;
+      if (++p.depth_ <= LLMINFER_JINJA_MAX_DEPTH) return true;
+      return p.fail(p.cur().pos, strf("expression nested too deeply (more than %d levels)", LLMINFER_JINJA_MAX_DEPTH));
+    }
+    ~ChainGuard() { p.depth_ -= n; }
+  };
+  struct DepthGuard {
+    JParser& p;
+    bool ok;
+    explicit DepthGuard(JParser& parser) : p(parser), ok(++parser.depth_ <= LLMINFER_JINJA_MAX_DEPTH) {
+      if (!ok) p.fail(p.cur().pos, strf("template nested too deeply (more than %d levels)", LLMINFER_JINJA_MAX_DEPTH));
+    }
+    ~DepthGuard() { --p.depth_; }
+  };
+
+  // Statements until one of `ends` (a block tag name) is the current tag; leaves the parser on
+  // that name (after "{%").
+  bool subparse(std::vector<JNode*>& body, std::initializer_list<const char*> ends) {
+    DepthGuard g(*this);
+    if (!g.ok) return false;
+    for (;;) {
+      const JTok& t = cur();
+      if (t.k == TK::eof) {
+        if (ends.size() == 0) return true;
+        std::string want;
+        for (const char* e : ends) want += (want.empty() ? "'" : " or '") + std::string(e) + "'";
+        return fail(t.pos, "unexpected end of template: expected " + want);
+      }
+      if (t.k == TK::data) {
+        JNode* n = make(NK::output, t.pos);
+        n->str = t.text;
+        body.push_back(n);
+        next();
+        continue;
+      }
+      if (t.k == TK::var_begin) {
+        next();
+        JNode* n = make(NK::print, t.pos);
+        n->a = parse_tuple(true, false, {});
+        if (!n->a) return false;
+        if (!expect(TK::var_end, "'}}'")) return false;
+        body.push_back(n);
+        continue;
+      }
+      if (t.k == TK::block_begin) {
+        next();
+        if (cur().k == TK::name)
+          for (const char* e : ends)
+            if (cur().text == e) return true;
+        if (!parse_statement(body)) return false;
+        continue;
+      }
+      return fail(t.pos, strf("unexpected %s", describe(t)));
+    }
+  }
+  // Body of a block statement: "%}" body "{% end..." ; leaves the parser on the end name.
+  bool parse_body(std::vector<JNode*>& body, std::initializer_list<const char*> ends) {
+    if (is_op(":")) next();
+    if (!expect(TK::block_end, "end of statement block ('%}')")) return false;
+    return subparse(body, ends);
+  }
+  // After the end tag name: expects "%}".
+  bool finish_end_tag() {
+    next();  // the end name
+    return expect(TK::block_end, "end of statement block ('%}')");
+  }
+
+  bool parse_statement(std::vector<JNode*>& body) {
+    const JTok& t = cur();
+    if (t.k != TK::name) return fail(t.pos, "tag name expected");
+    std::string tag = t.text;
+    uint32_t pos = t.pos;
+    if (tag == "if") return parse_if(body);
+    if (tag == "for") return parse_for(body);
+    if (tag == "set") return parse_set(body);
+    if (tag == "macro") return parse_macro(body);
+    if (tag == "call") return parse_call_block(body);
+    if (tag == "filter") return parse_filter_block(body);
+    if (tag == "with") return parse_with(body);
+    if (tag == "generation") {
+      // transformers' {% generation %} marks assistant text for masks; it renders its body
+      next();
+      JNode* n = make(NK::scope, pos);
+      if (!parse_body(n->body, {"endgeneration"}) || !finish_end_tag()) return false;
+      body.push_back(n);
+      return true;
+    }
+    if (tag == "break" || tag == "continue") {
+      if (loop_depth_ == 0) return fail(pos, strf("'%s' outside of a for loop", tag.c_str()));
+      next();
+      body.push_back(make(tag == "break" ? NK::break_ : NK::continue_, pos));
+      return expect(TK::block_end, "end of statement block ('%}')");
+    }
+    if (tag == "print") {
+      next();
+      while (cur().k != TK::block_end) {
+        JNode* n = make(NK::print, cur().pos);
+        n->a = parse_expression(true);
+        if (!n->a) return false;
+        body.push_back(n);
+        if (cur().k == TK::block_end) break;
+        if (!expect_op(",")) return false;
+      }
+      next();
+      return true;
+    }
+    if (tag == "block" || tag == "extends" || tag == "include" || tag == "import" || tag == "from" ||
+        tag == "autoescape" || tag == "do")
+      return fail(pos, strf("unsupported construct: the '%s' tag", tag.c_str()));
+    return fail(pos, strf("unknown tag '%s'", tag.c_str()));
+  }
+
+  bool parse_if(std::vector<JNode*>& body) {
+    JNode* n = make(NK::if_, cur().pos);
+    next();
+    JNode* node = n;
+    for (;;) {
+      node->a = parse_tuple(false, false, {});
+      if (!node->a) return false;
+      if (!parse_body(node->body, {"elif", "else", "endif"})) return false;
+      if (cur().text == "elif") {
+        JNode* e = make(NK::if_, cur().pos);
+        node->orelse.push_back(e);
+        node = e;
+        next();
+        continue;
+      }
+      if (cur().text == "else") {
+        next();
+        if (!parse_body(node->orelse, {"endif"})) return false;
+      }
+      break;
+    }
+    if (!finish_end_tag()) return false;
+    body.push_back(n);
+    return true;
+  }
+
+  bool parse_for(std::vector<JNode*>& body) {
+    JNode* n = make(NK::for_, cur().pos);
+    next();
+    n->a = parse_assign_target(false, {"in"});
+    if (!n->a) return false;
+    if (!is_name("in")) return fail(cur().pos, "expected 'in' in a for loop");
+    next();
+    n->b = parse_tuple(false, false, {"recursive"});
+    if (!n->b) return false;
+    if (is_name("if")) {
+      next();
+      n->c = parse_expression(true);
+      if (!n->c) return false;
+    }
+    if (is_name("recursive")) {
+      next();
+      n->flag = true;
+    }
+    loop_depth_++;
+    if (!parse_body(n->body, {"endfor", "else"})) return false;
+    loop_depth_--;
+    if (cur().text == "else") {
+      int ld = loop_depth_;
+      loop_depth_ = 0;  // break/continue in the else block are not inside the loop
+      next();
+      if (!parse_body(n->orelse, {"endfor"})) return false;
+      loop_depth_ = ld;
+    }
+    if (!finish_end_tag()) return false;
+    body.push_back(n);
+    return true;
+  }
+
+  bool parse_set(std::vector<JNode*>& body) {
+    uint32_t pos = cur().pos;
+    next();
+    JNode* target = parse_assign_target(true, {});
+    if (!target) return false;
+    if (is_op("=")) {
+      next();
+      JNode* n = make(NK::set, pos);
+      n->a = target;
+      n->b = parse_tuple(true, false, {});
+      if (!n->b) return false;
+      if (!expect(TK::block_end, "end of statement block ('%}')")) return false;
+      body.push_back(n);
+      return true;
+    }
+    if (target->k == NK::tuple) return fail(pos, "a block set assigns to a single name");
+    JNode* n = make(NK::set_block, pos);
+    n->a = target;
+    if (is_op("|")) {
+      n->b = parse_filter(nullptr, false);
+      if (!n->b) return false;
+    }
+    if (!parse_body(n->body, {"endset"})) return false;
+    if (!finish_end_tag()) return false;
+    body.push_back(n);
+    return true;
+  }
+
+  bool parse_signature(JNode* n) {
+    if (!expect_op("(")) return false;
+    while (!is_op(")")) {
+      if (!n->names.empty() && !expect_op(",")) return false;
+      if (cur().k != TK::name) return fail(cur().pos, "expected a parameter name");
+      n->names.push_back(cur().text);
+      next();
+      if (is_op("=")) {
+        next();
+        JNode* d = parse_expression(true);
+        if (!d) return false;
+        n->list.push_back(d);
+      } else if (!n->list.empty()) {
+        return fail(cur().pos, "non-default argument follows default argument");
+      }
+    }
+    next();
+    return true;
+  }
+
+  bool parse_macro(std::vector<JNode*>& body) {
+    JNode* n = make(NK::macro, cur().pos);
+    next();
+    if (cur().k != TK::name) return fail(cur().pos, "expected a macro name");
+    n->str = cur().text;
+    next();
+    if (!parse_signature(n)) return false;
+    int ld = loop_depth_;
+    loop_depth_ = 0;
+    if (!parse_body(n->body, {"endmacro"})) return false;
+    loop_depth_ = ld;
+    if (!finish_end_tag()) return false;
+    for (const JNode* b : n->body) scan_special_names(b, n->op);
+    body.push_back(n);
+    return true;
+  }
+  // Jinja2 rejects an unknown filter or test when it compiles the template, except inside an if
+  // statement or a conditional expression ("soft" frames), where it fails only when evaluated.
+  // Loop, macro, call, filter and set-block bodies are new frames, not soft.
+  bool check_unknown(const JNode* n, bool soft) {
+    if (!n) return true;
+    if ((n->k == NK::filter || n->k == NK::test) && n->flag && !soft)
+      return fail(n->pos, strf("no %s named '%s'", n->k == NK::filter ? "filter" : "test", n->str.c_str()));
+    bool inner_soft = soft;
+    if (n->k == NK::if_ || n->k == NK::cond) inner_soft = true;
+    bool body_soft = inner_soft;
+    if (n->k == NK::for_ || n->k == NK::macro || n->k == NK::call_block || n->k == NK::filter_block ||
+        n->k == NK::set_block || n->k == NK::scope)
+      body_soft = false;
+    if (n->k == NK::for_) {
+      // the iterable belongs to the enclosing frame; target, filter and bodies to the loop's
+      return check_unknown(n->b, soft) && check_unknown(n->c, false) && check_list(n->body, false) &&
+             check_list(n->orelse, false);
+    }
+    for (const JNode* c : {n->a, n->b, n->c, n->d, n->dyn_args, n->dyn_kwargs})
+      if (!check_unknown(c, inner_soft)) return false;
+    return check_list(n->list, inner_soft) && check_list(n->kw, inner_soft) && check_list(n->body, body_soft) &&
+           check_list(n->orelse, body_soft);
+  }
+  bool check_list(const std::vector<JNode*>& v, bool soft) {
+    for (const JNode* c : v)
+      if (!check_unknown(c, soft)) return false;
+    return true;
+  }
+  // Which of varargs (1), kwargs (2), caller (4) a macro body refers to (Jinja2 binds them only then).
+  static void scan_special_names(const JNode* n, uint8_t& flags) {
+    if (!n) return;
+    if (n->k == NK::name) {
+      if (n->str == "varargs") flags |= 1;
+      if (n->str == "kwargs") flags |= 2;
+      if (n->str == "caller") flags |= 4;
+    }
+    for (const JNode* c : {n->a, n->b, n->c, n->d, n->dyn_args, n->dyn_kwargs}) scan_special_names(c, flags);
+    for (const auto* v : {&n->list, &n->kw, &n->body, &n->orelse})
+      for (const JNode* c : *v) scan_special_names(c, flags);
+  }
+
+  bool parse_call_block(std::vector<JNode*>& body) {
+    JNode* n = make(NK::call_block, cur().pos);
+    next();
+    if (is_op("(") && !parse_signature(n)) return false;
+    n->a = parse_expression(true);
+    if (!n->a) return false;
+    if (n->a->k != NK::call) return fail(n->pos, "expected a call after 'call'");
+    int ld = loop_depth_;
+    loop_depth_ = 0;
+    if (!parse_body(n->body, {"endcall"})) return false;
+    loop_depth_ = ld;
+    if (!finish_end_tag()) return false;
+    for (const JNode* b : n->body) scan_special_names(b, n->op);
+    body.push_back(n);
+    return true;
+  }
+
+  bool parse_filter_block(std::vector<JNode*>& body) {
+    JNode* n = make(NK::filter_block, cur().pos);
+    next();
+    n->a = parse_filter(nullptr, true);
+    if (!n->a) return false;
+    if (!parse_body(n->body, {"endfilter"})) return false;
+    if (!finish_end_tag()) return false;
+    body.push_back(n);
+    return true;
+  }
+
+  bool parse_with(std::vector<JNode*>& body) {
+    JNode* n = make(NK::scope, cur().pos);
+    next();
+    while (cur().k != TK::block_end) {
+      if (!n->list.empty() && !expect_op(",")) return false;
+      JNode* target = parse_assign_target(true, {});
+      if (!target) return false;
+      if (!expect_op("=")) return false;
+      JNode* v = parse_expression(true);
+      if (!v) return false;
+      n->kw.push_back(target);
+      n->list.push_back(v);
+    }
+    if (!parse_body(n->body, {"endwith"})) return false;
+    if (!finish_end_tag()) return false;
+    body.push_back(n);
+    return true;
+  }
+
+  // name | name.attr (set only) | tuple of names
+  JNode* parse_assign_target(bool with_namespace, std::initializer_list<const char*> extra_end) {
+    uint32_t pos = cur().pos;
+    std::vector<JNode*> items;
+    bool is_tuple = false;
+    for (;;) {
+      if (!items.empty()) {
+        if (!expect_op(",")) return nullptr;
+      }
+      if (tuple_end(extra_end)) break;
+      JNode* item = nullptr;
+      if (cur().k == TK::name) {
+        std::string nm = cur().text;
+        uint32_t p = cur().pos;
+        next();
+        if (with_namespace && is_op(".") && peek().k == TK::name) {
+          next();
+          item = make(NK::nsref, p);
+          item->str = nm;
+          item->names.push_back(cur().text);
+          next();
+        } else {
+          if (nm == "true" || nm == "false" || nm == "True" || nm == "False" || nm == "none" || nm == "None") {
+            fail(p, strf("cannot assign to '%s'", nm.c_str()));
+            return nullptr;
+          }
+          item = make(NK::name, p);
+          item->str = nm;
+        }
+      } else if (is_op("(")) {
+        next();
+        item = parse_assign_target(false, {});
+        if (!item || !expect_op(")")) return nullptr;
+      } else {
+        fail(cur().pos, "cannot assign to this expression");
+        return nullptr;
+      }
+      items.push_back(item);
+      if (is_op(",")) {
+        is_tuple = true;
+      } else {
+        break;
+      }
+    }
+    if (!is_tuple) {
+      if (items.empty()) {
+        fail(pos, "expected an assignment target");
+        return nullptr;
+      }
+      return items[0];
+    }
+    for (JNode* it : items)
+      if (it->k == NK::nsref) {
+        fail(it->pos, "cannot assign to a namespace attribute inside a tuple");
+        return nullptr;
+      }
+    JNode* t = make(NK::tuple, pos);
+    t->list = std::move(items);
+    return t;
+  }
+
+  bool tuple_end(std::initializer_list<const char*> extra) const {
+    if (cur().k == TK::var_end || cur().k == TK::block_end || is_op(")")) return true;
+    if (cur().k == TK::name)
+      for (const char* e : extra)
+        if (cur().text == e) return true;
+    return false;
+  }
+
+  JNode* parse_tuple(bool with_condexpr, bool explicit_parens, std::initializer_list<const char*> extra_end) {
+    uint32_t pos = cur().pos;
+    std::vector<JNode*> args;
+    bool is_tuple = false;
+    for (;;) {
+      if (!args.empty() && !expect_op(",")) return nullptr;
+      if (tuple_end(extra_end)) break;
+      JNode* e = parse_expression(with_condexpr);
+      if (!e) return nullptr;
+      args.push_back(e);
+      if (is_op(",")) {
+        is_tuple = true;
+      } else {
+        break;
+      }
+    }
+    if (!is_tuple) {
+      if (!args.empty()) return args[0];
+      if (!explicit_parens) {
+        fail(cur().pos, strf("expected an expression, got %s", describe(cur())));
+        return nullptr;
+      }
+    }
+    JNode* t = make(NK::tuple, pos);
+    t->list = std::move(args);
+    return t;
+  }
+
+  JNode* parse_expression(bool with_condexpr) {
+    DepthGuard g(*this);
+    if (!g.ok) return nullptr;
+    if (!with_condexpr) return parse_or();
+    uint32_t pos = cur().pos;
+    JNode* e1 = parse_or();
+    if (!e1) return nullptr;
+    while (is_name("if")) {
+      next();
+      JNode* cond = parse_or();
+      if (!cond) return nullptr;
+      JNode* n = make(NK::cond, pos);
+      n->a = cond;
+      n->b = e1;
+      if (is_name("else")) {
+        next();
+        n->c = parse_expression(true);
+        if (!n->c) return nullptr;
+      }
+      e1 = n;
+    }
+    return e1;
+  }
+  JNode* parse_or() {
+    ChainGuard cg(*this);
+    JNode* l = parse_and();
+    while (l && is_name("or")) {
+      if (!cg.step()) return nullptr;
+      JNode* n = make(NK::or_, cur().pos);
+      next();
+      n->a = l;
+      n->b = parse_and();
+      if (!n->b) return nullptr;
+      l = n;
+    }
+    return l;
+  }
+  JNode* parse_and() {
+    ChainGuard cg(*this);
+    JNode* l = parse_not();
+    while (l && is_name("and")) {
+      if (!cg.step()) return nullptr;
+      JNode* n = make(NK::and_, cur().pos);
+      next();
+      n->a = l;
+      n->b = parse_not();
+      if (!n->b) return nullptr;
+      l = n;
+    }
+    return l;
+  }
+  JNode* parse_not() {
+    DepthGuard g(*this);
+    if (!g.ok) return nullptr;
+    if (is_name("not")) {
+      JNode* n = make(NK::not_, cur().pos);
+      next();
+      n->a = parse_not();
+      return n->a ? n : nullptr;
+    }
+    return parse_compare();
+  }
+  JNode* parse_compare() {
+    uint32_t pos = cur().pos;
+    JNode* e = parse_math1();
+    if (!e) return nullptr;
+    JNode* n = nullptr;
+    ChainGuard cg(*this);
+    for (;;) {
+      if (!cg.step()) return nullptr;
+      CmpOp op;
+      if (cur().k == TK::op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
+                                cur().text == "<=" || cur().text == ">" || cur().text == ">=")) {
+        const std::string& o = cur().text;
+        op = o == "==" ? CmpOp::eq : o == "!=" ? CmpOp::ne : o == "<" ? CmpOp::lt : o == "<=" ? CmpOp::le
+             : o == ">" ? CmpOp::gt : CmpOp::ge;
+        next();
+      } else if (is_name("in")) {
+        op = CmpOp::in;
+        next();
+      } else if (is_name("not") && peek().k == TK::name && peek().text == "in") {
+        op = CmpOp::notin;
+        next();
+        next();
+      } else {
+        break;
+      }
+      if (!n) {
+        n = make(NK::compare, pos);
+        n->list.push_back(e);
+      }
+      JNode* r = parse_math1();
+      if (!r) return nullptr;
+      n->ops.push_back(static_cast<uint8_t>(op));
+      n->list.push_back(r);
+    }
+    return n ? n : e;
+  }
+  JNode* binop(BinOp op, JNode* l, JNode* r, uint32_t pos) {
+    JNode* n = make(NK::binop, pos);
+    n->op = static_cast<uint8_t>(op);
+    n->a = l;
+    n->b = r;
+    return n;
+  }
+  JNode* parse_math1() {
+    ChainGuard cg(*this);
+    JNode* l = parse_concat();
+    while (l && cur().k == TK::op && (cur().text == "+" || cur().text == "-")) {
+      if (!cg.step()) return nullptr;
+      BinOp op = cur().text == "+" ? BinOp::add : BinOp::sub;
+      uint32_t pos = cur().pos;
+      next();
+      JNode* r = parse_concat();
+      if (!r) return nullptr;
+      l = binop(op, l, r, pos);
+    }
+    return l;
+  }
+  JNode* parse_concat() {
+    JNode* first = parse_math2();
+    if (!first || !is_op("~")) return first;
+    JNode* n = make(NK::concat, cur().pos);
+    n->list.push_back(first);
+    while (is_op("~")) {
+      next();
+      JNode* r = parse_math2();
+      if (!r) return nullptr;
+      n->list.push_back(r);
+    }
+    return n;
+  }
+  JNode* parse_math2() {
+    ChainGuard cg(*this);
+    JNode* l = parse_pow();
+    while (l && cur().k == TK::op &&
+           (cur().text == "*" || cur().text == "/" || cur().text == "//" || cur().text == "%")) {
+      if (!cg.step()) return nullptr;
+      const std::string& o = cur().text;
+      BinOp op = o == "*" ? BinOp::mul : o == "/" ? BinOp::div : o == "//" ? BinOp::floordiv : BinOp::mod;
+      uint32_t pos = cur().pos;
+      next();
+      JNode* r = parse_pow();
+      if (!r) return nullptr;
+      l = binop(op, l, r, pos);
+    }
+    return l;
+  }
+  JNode* parse_pow() {
+    ChainGuard cg(*this);
+    JNode* l = parse_unary(true);
+    while (l && is_op("**")) {
+      if (!cg.step()) return nullptr;
+      uint32_t pos = cur().pos;
+      next();
+      JNode* r = parse_unary(true);
+      if (!r) return nullptr;
+      l = binop(BinOp::pow, l, r, pos);
+    }
+    return l;
+  }
+  JNode* parse_unary(bool with_filter) {
+    DepthGuard g(*this);
+    if (!g.ok) return nullptr;
+    JNode* n;
+    if (is_op("-") || is_op("+")) {
+      n = make(is_op("-") ? NK::neg : NK::pos, cur().pos);
+      next();
+      n->a = parse_unary(false);
+      if (!n->a) return nullptr;
+    } else {
+      n = parse_primary();
+      if (!n) return nullptr;
+    }
+    n = parse_postfix(n);
+    if (n && with_filter) n = parse_filter_expr(n);
+    return n;
+  }
+  JNode* parse_primary() {
+    const JTok& t = cur();
+    JNode* n = nullptr;
+    switch (t.k) {
+      case TK::name:
+        if (t.text == "true" || t.text == "True" || t.text == "false" || t.text == "False") {
+          n = make(NK::konst, t.pos);
+          n->val = JValue::boolean(t.text[0] == 't' || t.text[0] == 'T');
+        } else if (t.text == "none" || t.text == "None") {
+          n = make(NK::konst, t.pos);
+          n->val = JValue::none();
+        } else {
+          n = make(NK::name, t.pos);
+          n->str = t.text;
+          if (t.text == "strftime_now") p_.uses_strftime = true;
+        }
+        next();
+        return n;
+      case TK::str: {
+        n = make(NK::konst, t.pos);
+        std::string v = t.text;
+        next();
+        while (cur().k == TK::str) {  // adjacent literals join
+          v += cur().text;
+          next();
+        }
+        n->val = JValue::str(std::move(v));
+        return n;
+      }
+      case TK::integer:
+        n = make(NK::konst, t.pos);
+        n->val = JValue::integer(t.i);
+        next();
+        return n;
+      case TK::real:
+        n = make(NK::konst, t.pos);
+        n->val = JValue::real(t.d);
+        next();
+        return n;
+      case TK::op:
+        if (t.text == "(") {
+          next();
+          n = parse_tuple(true, true, {});
+          if (!n || !expect_op(")")) return nullptr;
+          return n;
+        }
+        if (t.text == "[") {
+          n = make(NK::list, t.pos);
+          next();
+          while (!is_op("]")) {
+            if (!n->list.empty() && !expect_op(",")) return nullptr;
+            if (is_op("]")) break;
+            JNode* e = parse_expression(true);
+            if (!e) return nullptr;
+            n->list.push_back(e);
+          }
+          next();
+          return n;
+        }
+        if (t.text == "{") {
+          n = make(NK::dict, t.pos);
+          next();
+          while (!is_op("}")) {
+            if (!n->list.empty() && !expect_op(",")) return nullptr;
+            if (is_op("}")) break;
+            JNode* k = parse_expression(true);
+            if (!k || !expect_op(":")) return nullptr;
+            JNode* v = parse_expression(true);
+            if (!v) return nullptr;
+            n->list.push_back(k);
+            n->kw.push_back(v);
+          }
+          next();
+          return n;
+        }
+        break;
+      default: break;
+    }
+    std::string got = t.k == TK::op || t.k == TK::name ? "'" + t.text + "'" : describe(t);
+    fail(t.pos, strf("unexpected %s", got.c_str()));
+    return nullptr;
+  }
+  JNode* parse_postfix(JNode* n) {
+    ChainGuard cg(*this);
+    while (n) {
+      if (!cg.step()) return nullptr;
+      if (is_op(".") || is_op("[")) {
+        n = parse_subscript(n);
+      } else if (is_op("(")) {
+        n = parse_call(n);
+      } else {
+        break;
+      }
+    }
+    return n;
+  }
+  JNode* parse_filter_expr(JNode* n) {
+    ChainGuard cg(*this);
+    while (n) {
+      if (!cg.step()) return nullptr;
+      if (is_op("|")) {
+        n = parse_filter(n, false);
+      } else if (is_name("is")) {
+        n = parse_test(n);
+      } else if (is_op("(")) {
+        n = parse_call(n);
+      } else {
+        break;
+      }
+    }
+    return n;
+  }
+  JNode* parse_subscript(JNode* obj) {
+    DepthGuard g(*this);
+    if (!g.ok) return nullptr;
+    uint32_t pos = cur().pos;
+    if (is_op(".")) {
+      next();
+      if (cur().k == TK::name) {
+        JNode* n = make(NK::attr, pos);
+        n->a = obj;
+        n->str = cur().text;
+        next();
+        return n;
+      }
+      if (cur().k == TK::integer) {
+        JNode* n = make(NK::item, pos);
+        n->a = obj;
+        n->b = make(NK::konst, cur().pos);
+        n->b->val = JValue::integer(cur().i);
+        next();
+        return n;
+      }
+      fail(cur().pos, "expected a name or a number after '.'");
+      return nullptr;
+    }
+    next();  // '['
+    std::vector<JNode*> args;
+    while (!is_op("]")) {
+      if (!args.empty() && !expect_op(",")) return nullptr;
+      JNode* a = parse_subscribed();
+      if (!a) return nullptr;
+      args.push_back(a);
+    }
+    next();
+    if (args.empty()) {
+      fail(pos, "expected a subscript expression");
+      return nullptr;
+    }
+    JNode* n = make(NK::item, pos);
+    n->a = obj;
+    if (args.size() == 1) {
+      n->b = args[0];
+    } else {
+      n->b = make(NK::tuple, pos);
+      n->b->list = std::move(args);
+    }
+    return n;
+  }
+  JNode* parse_subscribed() {
+    uint32_t pos = cur().pos;
+    JNode* start = nullptr;
+    if (is_op(":")) {
+      next();
+    } else {
+      start = parse_expression(true);
+      if (!start) return nullptr;
+      if (!is_op(":")) return start;
+      next();
+    }
+    JNode* n = make(NK::slice, pos);
+    n->b = start;
+    if (!is_op(":") && !is_op("]") && !is_op(",")) {
+      n->c = parse_expression(true);
+      if (!n->c) return nullptr;
+    }
+    if (is_op(":")) {
+      next();
+      if (!is_op("]") && !is_op(",")) {
+        n->d = parse_expression(true);
+        if (!n->d) return nullptr;
+      }
+    }
+    return n;
+  }
+  bool parse_call_args(JNode* n) {
+    uint32_t pos = cur().pos;
+    if (!expect_op("(")) return false;
+    bool require_comma = false;
+    while (!is_op(")")) {
+      if (require_comma) {
+        if (!expect_op(",")) return false;
+        if (is_op(")")) break;
+      }
+      if (is_op("*")) {
+        if (n->dyn_args || n->dyn_kwargs) return fail(pos, "invalid syntax for function call expression");
+        next();
+        n->dyn_args = parse_expression(true);
+        if (!n->dyn_args) return false;
+      } else if (is_op("**")) {
+        if (n->dyn_kwargs) return fail(pos, "invalid syntax for function call expression");
+        next();
+        n->dyn_kwargs = parse_expression(true);
+        if (!n->dyn_kwargs) return false;
+      } else if (cur().k == TK::name && peek().k == TK::op && peek().text == "=") {
+        if (n->dyn_kwargs) return fail(pos, "invalid syntax for function call expression");
+        n->names.push_back(cur().text);
+        next();
+        next();
+        JNode* v = parse_expression(true);
+        if (!v) return false;
+        n->kw.push_back(v);
+      } else {
+        if (n->dyn_args || n->dyn_kwargs || !n->kw.empty())
+          return fail(pos, "invalid syntax for function call expression");
+        JNode* v = parse_expression(true);
+        if (!v) return false;
+        n->list.push_back(v);
+      }
+      require_comma = true;
+    }
+    next();
+    return true;
+  }
+  JNode* parse_call(JNode* callee) {
+    DepthGuard g(*this);
+    if (!g.ok) return nullptr;
+    JNode* n = make(NK::call, callee->pos);  // errors point at what is called
+    n->a = callee;
+    return parse_call_args(n) ? n : nullptr;
+  }
+  // `| name(args)` chain; with start_inline the first name has no leading '|' (filter blocks).
+  JNode* parse_filter(JNode* subject, bool start_inline) {
+    DepthGuard g(*this);
+    if (!g.ok) return nullptr;
+    ChainGuard cg(*this);
+    while (is_op("|") || start_inline) {
+      if (!cg.step()) return nullptr;
+      if (!start_inline) next();
+      start_inline = false;
+      if (cur().k != TK::name) {
+        fail(cur().pos, "expected a filter name");
+        return nullptr;
+      }
+      JNode* n = make(NK::filter, cur().pos);
+      n->str = cur().text;
+      next();
+      while (is_op(".")) {
+        next();
+        if (cur().k != TK::name) {
+          fail(cur().pos, "expected a name");
+          return nullptr;
+        }
+        n->str += "." + cur().text;
+        next();
+      }
+      if (!jinja_known_filter(n->str)) n->flag = true;  // an error unless in a "soft" frame (check_unknown)
+      if (is_op("(") && !parse_call_args(n)) return nullptr;
+      n->a = subject;
+      subject = n;
+    }
+    return subject;
+  }
+  JNode* parse_test(JNode* subject) {
+    JNode* n = make(NK::test, cur().pos);
+    next();  // 'is'
+    bool negated = false;
+    if (is_name("not")) {
+      negated = true;
+      next();
+    }
+    if (cur().k != TK::name) {
+      fail(cur().pos, "expected a test name after 'is'");
+      return nullptr;
+    }
+    n->str = cur().text;
+    next();
+    while (is_op(".")) {
+      next();
+      if (cur().k != TK::name) {
+        fail(cur().pos, "expected a name");
+        return nullptr;
+      }
+      n->str += "." + cur().text;
+      next();
+    }
+    if (!jinja_known_test(n->str)) n->flag = true;  // an error unless in a "soft" frame (check_unknown)
+    n->a = subject;
+    if (is_op("(")) {
+      if (!parse_call_args(n)) return nullptr;
+    } else if ((cur().k == TK::name || cur().k == TK::str || cur().k == TK::integer || cur().k == TK::real ||
+                is_op("(") || is_op("[") || is_op("{")) &&
+               !is_name("else") && !is_name("or") && !is_name("and")) {
+      if (is_name("is")) {
+        fail(cur().pos, "you cannot chain multiple tests with 'is'");
+        return nullptr;
+      }
+      JNode* arg = parse_primary();
+      if (!arg) return nullptr;
+      arg = parse_postfix(arg);
+      if (!arg) return nullptr;
+      n->list.push_back(arg);
+    }
+    if (negated) {
+      JNode* x = make(NK::not_, n->pos);
+      x->a = n;
+      return x;
+    }
+    return n;
+  }
+
+  JProgram& p_;
+  std::vector<JTok> t_;
+  size_t i_ = 0;
+  int depth_ = 0;
+  int loop_depth_ = 0;
+};
+
+// Newline normalization and the trailing-newline rule of Jinja2's lexer: "\r\n", "\r", "\n" all
+// become "\n" and one final newline is dropped (keep_trailing_newline=False).
+inline std::string jinja_normalize_source(std::string_view src) {
+  std::string out;
+  out.reserve(src.size());
+  for (size_t k = 0; k < src.size(); k++) {
+    char c = src[k];
+    if (c == '\r') {
+      if (k + 1 < src.size() && src[k + 1] == '\n') k++;
+      c = '\n';
+    }
+    out += c;
+  }
+  if (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+// Parses a template; errors name the construct and the line:column.
+inline Result<std::shared_ptr<const JProgram>> jinja_parse(std::string_view source) {
+  if (source.size() > LLMINFER_JINJA_MAX_TEMPLATE)
+    return make_error(Errc::template_error, strf("chat template: %zu bytes is more than the limit of %llu", source.size(),
+                                                 static_cast<unsigned long long>(LLMINFER_JINJA_MAX_TEMPLATE)));
+  auto prog = std::make_shared<JProgram>();
+  prog->source = jinja_normalize_source(source);
+  std::vector<JTok> toks;
+  JLexer lex(prog->source);
+  if (!lex.run(toks))
+    return make_error(Errc::template_error, strf("chat template %s: %s", prog->where(static_cast<uint32_t>(lex.error_pos)).c_str(),
+                                                 lex.error.c_str()));
+  JParser parser(*prog, std::move(toks));
+  if (!parser.run())
+    return make_error(Errc::template_error,
+                      strf("chat template %s: %s", prog->where(static_cast<uint32_t>(parser.error_pos)).c_str(),
+                           parser.error.c_str()));
+  return std::shared_ptr<const JProgram>(std::move(prog));
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// ---- src/35_jinja_unicode.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== Chat templates: Unicode tables for Python's str methods (generated) ====
+// Generated by tools/gen-jinja-unicode from Unicode 15.0.0 (Debian unicode-data): do not edit.
+// Case mappings as runs {start, end, stride, delta}; unconditional SpecialCasing entries; the
+// Uppercase / Lowercase properties beyond "has a mapping"; titlecase letters; Case_Ignorable (for
+// the Final_Sigma rule); code points str.isprintable() rejects (categories C*, Z* but the space).
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+struct JCaseRun {
+  uint32_t start, end, stride;
+  int32_t delta;
+};
+struct JRange {
+  uint32_t lo, hi;
+};
+struct JCaseSpecial {
+  uint32_t cp;
+  uint8_t kind;  // 0 upper, 1 lower, 2 title
+  uint32_t to[3];
+};
+
+inline constexpr JCaseRun kJUpperRuns[] = {
+    {0x61, 0x7A, 1, -32}, {0xB5, 0xB5, 1, 743}, {0xE0, 0xF6, 1, -32}, {0xF8, 0xFE, 1, -32},
+    {0xFF, 0xFF, 1, 121}, {0x101, 0x12F, 2, -1}, {0x131, 0x131, 1, -232}, {0x133, 0x137, 2, -1},
+    {0x13A, 0x148, 2, -1}, {0x14B, 0x177, 2, -1}, {0x17A, 0x17E, 2, -1}, {0x17F, 0x17F, 1, -300},
+    {0x180, 0x180, 1, 195}, {0x183, 0x185, 2, -1}, {0x188, 0x188, 1, -1}, {0x18C, 0x18C, 1, -1},
+    {0x192, 0x192, 1, -1}, {0x195, 0x195, 1, 97}, {0x199, 0x199, 1, -1}, {0x19A, 0x19A, 1, 163},
+    {0x19E, 0x19E, 1, 130}, {0x1A1, 0x1A5, 2, -1}, {0x1A8, 0x1A8, 1, -1}, {0x1AD, 0x1AD, 1, -1},
+    {0x1B0, 0x1B0, 1, -1}, {0x1B4, 0x1B6, 2, -1}, {0x1B9, 0x1B9, 1, -1}, {0x1BD, 0x1BD, 1, -1},
+    {0x1BF, 0x1BF, 1, 56}, {0x1C5, 0x1C5, 1, -1}, {0x1C6, 0x1C6, 1, -2}, {0x1C8, 0x1C8, 1, -1},
+    {0x1C9, 0x1C9, 1, -2}, {0x1CB, 0x1CB, 1, -1}, {0x1CC, 0x1CC, 1, -2}, {0x1CE, 0x1DC, 2, -1},
+    {0x1DD, 0x1DD, 1, -79}, {0x1DF, 0x1EF, 2, -1}, {0x1F2, 0x1F2, 1, -1}, {0x1F3, 0x1F3, 1, -2},
+    {0x1F5, 0x1F5, 1, -1}, {0x1F9, 0x21F, 2, -1}, {0x223, 0x233, 2, -1}, {0x23C, 0x23C, 1, -1},
+    {0x23F, 0x240, 1, 10815}, {0x242, 0x242, 1, -1}, {0x247, 0x24F, 2, -1}, {0x250, 0x250, 1, 10783},
+    {0x251, 0x251, 1, 10780}, {0x252, 0x252, 1, 10782}, {0x253, 0x253, 1, -210}, {0x254, 0x254, 1, -206},
+    {0x256, 0x257, 1, -205}, {0x259, 0x259, 1, -202}, {0x25B, 0x25B, 1, -203}, {0x25C, 0x25C, 1, 42319},
+    {0x260, 0x260, 1, -205}, {0x261, 0x261, 1, 42315}, {0x263, 0x263, 1, -207}, {0x265, 0x265, 1, 42280},
+    {0x266, 0x266, 1, 42308}, {0x268, 0x268, 1, -209}, {0x269, 0x269, 1, -211}, {0x26A, 0x26A, 1, 42308},
+    {0x26B, 0x26B, 1, 10743}, {0x26C, 0x26C, 1, 42305}, {0x26F, 0x26F, 1, -211}, {0x271, 0x271, 1, 10749},
+    {0x272, 0x272, 1, -213}, {0x275, 0x275, 1, -214}, {0x27D, 0x27D, 1, 10727}, {0x280, 0x280, 1, -218},
+    {0x282, 0x282, 1, 42307}, {0x283, 0x283, 1, -218}, {0x287, 0x287, 1, 42282}, {0x288, 0x288, 1, -218},
+    {0x289, 0x289, 1, -69}, {0x28A, 0x28B, 1, -217}, {0x28C, 0x28C, 1, -71}, {0x292, 0x292, 1, -219},
+    {0x29D, 0x29D, 1, 42261}, {0x29E, 0x29E, 1, 42258}, {0x345, 0x345, 1, 84}, {0x371, 0x373, 2, -1},
+    {0x377, 0x377, 1, -1}, {0x37B, 0x37D, 1, 130}, {0x3AC, 0x3AC, 1, -38}, {0x3AD, 0x3AF, 1, -37},
+    {0x3B1, 0x3C1, 1, -32}, {0x3C2, 0x3C2, 1, -31}, {0x3C3, 0x3CB, 1, -32}, {0x3CC, 0x3CC, 1, -64},
+    {0x3CD, 0x3CE, 1, -63}, {0x3D0, 0x3D0, 1, -62}, {0x3D1, 0x3D1, 1, -57}, {0x3D5, 0x3D5, 1, -47},
+    {0x3D6, 0x3D6, 1, -54}, {0x3D7, 0x3D7, 1, -8}, {0x3D9, 0x3EF, 2, -1}, {0x3F0, 0x3F0, 1, -86},
+    {0x3F1, 0x3F1, 1, -80}, {0x3F2, 0x3F2, 1, 7}, {0x3F3, 0x3F3, 1, -116}, {0x3F5, 0x3F5, 1, -96},
+    {0x3F8, 0x3F8, 1, -1}, {0x3FB, 0x3FB, 1, -1}, {0x430, 0x44F, 1, -32}, {0x450, 0x45F, 1, -80},
+    {0x461, 0x481, 2, -1}, {0x48B, 0x4BF, 2, -1}, {0x4C2, 0x4CE, 2, -1}, {0x4CF, 0x4CF, 1, -15},
+    {0x4D1, 0x52F, 2, -1}, {0x561, 0x586, 1, -48}, {0x10D0, 0x10FA, 1, 3008}, {0x10FD, 0x10FF, 1, 3008},
+    {0x13F8, 0x13FD, 1, -8}, {0x1C80, 0x1C80, 1, -6254}, {0x1C81, 0x1C81, 1, -6253}, {0x1C82, 0x1C82, 1, -6244},
+    {0x1C83, 0x1C84, 1, -6242}, {0x1C85, 0x1C85, 1, -6243}, {0x1C86, 0x1C86, 1, -6236}, {0x1C87, 0x1C87, 1, -6181},
+    {0x1C88, 0x1C88, 1, 35266}, {0x1D79, 0x1D79, 1, 35332}, {0x1D7D, 0x1D7D, 1, 3814}, {0x1D8E, 0x1D8E, 1, 35384},
+    {0x1E01, 0x1E95, 2, -1}, {0x1E9B, 0x1E9B, 1, -59}, {0x1EA1, 0x1EFF, 2, -1}, {0x1F00, 0x1F07, 1, 8},
+    {0x1F10, 0x1F15, 1, 8}, {0x1F20, 0x1F27, 1, 8}, {0x1F30, 0x1F37, 1, 8}, {0x1F40, 0x1F45, 1, 8},
+    {0x1F51, 0x1F57, 2, 8}, {0x1F60, 0x1F67, 1, 8}, {0x1F70, 0x1F71, 1, 74}, {0x1F72, 0x1F75, 1, 86},
+    {0x1F76, 0x1F77, 1, 100}, {0x1F78, 0x1F79, 1, 128}, {0x1F7A, 0x1F7B, 1, 112}, {0x1F7C, 0x1F7D, 1, 126},
+    {0x1F80, 0x1F87, 1, 8}, {0x1F90, 0x1F97, 1, 8}, {0x1FA0, 0x1FA7, 1, 8}, {0x1FB0, 0x1FB1, 1, 8},
+    {0x1FB3, 0x1FB3, 1, 9}, {0x1FBE, 0x1FBE, 1, -7205}, {0x1FC3, 0x1FC3, 1, 9}, {0x1FD0, 0x1FD1, 1, 8},
+    {0x1FE0, 0x1FE1, 1, 8}, {0x1FE5, 0x1FE5, 1, 7}, {0x1FF3, 0x1FF3, 1, 9}, {0x214E, 0x214E, 1, -28},
+    {0x2170, 0x217F, 1, -16}, {0x2184, 0x2184, 1, -1}, {0x24D0, 0x24E9, 1, -26}, {0x2C30, 0x2C5F, 1, -48},
+    {0x2C61, 0x2C61, 1, -1}, {0x2C65, 0x2C65, 1, -10795}, {0x2C66, 0x2C66, 1, -10792}, {0x2C68, 0x2C6C, 2, -1},
+    {0x2C73, 0x2C73, 1, -1}, {0x2C76, 0x2C76, 1, -1}, {0x2C81, 0x2CE3, 2, -1}, {0x2CEC, 0x2CEE, 2, -1},
+    {0x2CF3, 0x2CF3, 1, -1}, {0x2D00, 0x2D25, 1, -7264}, {0x2D27, 0x2D27, 1, -7264}, {0x2D2D, 0x2D2D, 1, -7264},
+    {0xA641, 0xA66D, 2, -1}, {0xA681, 0xA69B, 2, -1}, {0xA723, 0xA72F, 2, -1}, {0xA733, 0xA76F, 2, -1},
+    {0xA77A, 0xA77C, 2, -1}, {0xA77F, 0xA787, 2, -1}, {0xA78C, 0xA78C, 1, -1}, {0xA791, 0xA793, 2, -1},
+    {0xA794, 0xA794, 1, 48}, {0xA797, 0xA7A9, 2, -1}, {0xA7B5, 0xA7C3, 2, -1}, {0xA7C8, 0xA7CA, 2, -1},
+    {0xA7D1, 0xA7D1, 1, -1}, {0xA7D7, 0xA7D9, 2, -1}, {0xA7F6, 0xA7F6, 1, -1}, {0xAB53, 0xAB53, 1, -928},
+    {0xAB70, 0xABBF, 1, -38864}, {0xFF41, 0xFF5A, 1, -32}, {0x10428, 0x1044F, 1, -40}, {0x104D8, 0x104FB, 1, -40},
+    {0x10597, 0x105A1, 1, -39}, {0x105A3, 0x105B1, 1, -39}, {0x105B3, 0x105B9, 1, -39}, {0x105BB, 0x105BC, 1, -39},
+    {0x10CC0, 0x10CF2, 1, -64}, {0x118C0, 0x118DF, 1, -32}, {0x16E60, 0x16E7F, 1, -32}, {0x1E922, 0x1E943, 1, -34},
+};
+inline constexpr JCaseRun kJLowerRuns[] = {
+    {0x41, 0x5A, 1, 32}, {0xC0, 0xD6, 1, 32}, {0xD8, 0xDE, 1, 32}, {0x100, 0x12E, 2, 1},
+    {0x130, 0x130, 1, -199}, {0x132, 0x136, 2, 1}, {0x139, 0x147, 2, 1}, {0x14A, 0x176, 2, 1},
+    {0x178, 0x178, 1, -121}, {0x179, 0x17D, 2, 1}, {0x181, 0x181, 1, 210}, {0x182, 0x184, 2, 1},
+    {0x186, 0x186, 1, 206}, {0x187, 0x187, 1, 1}, {0x189, 0x18A, 1, 205}, {0x18B, 0x18B, 1, 1},
+    {0x18E, 0x18E, 1, 79}, {0x18F, 0x18F, 1, 202}, {0x190, 0x190, 1, 203}, {0x191, 0x191, 1, 1},
+    {0x193, 0x193, 1, 205}, {0x194, 0x194, 1, 207}, {0x196, 0x196, 1, 211}, {0x197, 0x197, 1, 209},
+    {0x198, 0x198, 1, 1}, {0x19C, 0x19C, 1, 211}, {0x19D, 0x19D, 1, 213}, {0x19F, 0x19F, 1, 214},
+    {0x1A0, 0x1A4, 2, 1}, {0x1A6, 0x1A6, 1, 218}, {0x1A7, 0x1A7, 1, 1}, {0x1A9, 0x1A9, 1, 218},
+    {0x1AC, 0x1AC, 1, 1}, {0x1AE, 0x1AE, 1, 218}, {0x1AF, 0x1AF, 1, 1}, {0x1B1, 0x1B2, 1, 217},
+    {0x1B3, 0x1B5, 2, 1}, {0x1B7, 0x1B7, 1, 219}, {0x1B8, 0x1B8, 1, 1}, {0x1BC, 0x1BC, 1, 1},
+    {0x1C4, 0x1C4, 1, 2}, {0x1C5, 0x1C5, 1, 1}, {0x1C7, 0x1C7, 1, 2}, {0x1C8, 0x1C8, 1, 1},
+    {0x1CA, 0x1CA, 1, 2}, {0x1CB, 0x1DB, 2, 1}, {0x1DE, 0x1EE, 2, 1}, {0x1F1, 0x1F1, 1, 2},
+    {0x1F2, 0x1F4, 2, 1}, {0x1F6, 0x1F6, 1, -97}, {0x1F7, 0x1F7, 1, -56}, {0x1F8, 0x21E, 2, 1},
+    {0x220, 0x220, 1, -130}, {0x222, 0x232, 2, 1}, {0x23A, 0x23A, 1, 10795}, {0x23B, 0x23B, 1, 1},
+    {0x23D, 0x23D, 1, -163}, {0x23E, 0x23E, 1, 10792}, {0x241, 0x241, 1, 1}, {0x243, 0x243, 1, -195},
+    {0x244, 0x244, 1, 69}, {0x245, 0x245, 1, 71}, {0x246, 0x24E, 2, 1}, {0x370, 0x372, 2, 1},
+    {0x376, 0x376, 1, 1}, {0x37F, 0x37F, 1, 116}, {0x386, 0x386, 1, 38}, {0x388, 0x38A, 1, 37},
+    {0x38C, 0x38C, 1, 64}, {0x38E, 0x38F, 1, 63}, {0x391, 0x3A1, 1, 32}, {0x3A3, 0x3AB, 1, 32},
+    {0x3CF, 0x3CF, 1, 8}, {0x3D8, 0x3EE, 2, 1}, {0x3F4, 0x3F4, 1, -60}, {0x3F7, 0x3F7, 1, 1},
+    {0x3F9, 0x3F9, 1, -7}, {0x3FA, 0x3FA, 1, 1}, {0x3FD, 0x3FF, 1, -130}, {0x400, 0x40F, 1, 80},
+    {0x410, 0x42F, 1, 32}, {0x460, 0x480, 2, 1}, {0x48A, 0x4BE, 2, 1}, {0x4C0, 0x4C0, 1, 15},
+    {0x4C1, 0x4CD, 2, 1}, {0x4D0, 0x52E, 2, 1}, {0x531, 0x556, 1, 48}, {0x10A0, 0x10C5, 1, 7264},
+    {0x10C7, 0x10C7, 1, 7264}, {0x10CD, 0x10CD, 1, 7264}, {0x13A0, 0x13EF, 1, 38864}, {0x13F0, 0x13F5, 1, 8},
+    {0x1C90, 0x1CBA, 1, -3008}, {0x1CBD, 0x1CBF, 1, -3008}, {0x1E00, 0x1E94, 2, 1}, {0x1E9E, 0x1E9E, 1, -7615},
+    {0x1EA0, 0x1EFE, 2, 1}, {0x1F08, 0x1F0F, 1, -8}, {0x1F18, 0x1F1D, 1, -8}, {0x1F28, 0x1F2F, 1, -8},
+    {0x1F38, 0x1F3F, 1, -8}, {0x1F48, 0x1F4D, 1, -8}, {0x1F59, 0x1F5F, 2, -8}, {0x1F68, 0x1F6F, 1, -8},
+    {0x1F88, 0x1F8F, 1, -8}, {0x1F98, 0x1F9F, 1, -8}, {0x1FA8, 0x1FAF, 1, -8}, {0x1FB8, 0x1FB9, 1, -8},
+    {0x1FBA, 0x1FBB, 1, -74}, {0x1FBC, 0x1FBC, 1, -9}, {0x1FC8, 0x1FCB, 1, -86}, {0x1FCC, 0x1FCC, 1, -9},
+    {0x1FD8, 0x1FD9, 1, -8}, {0x1FDA, 0x1FDB, 1, -100}, {0x1FE8, 0x1FE9, 1, -8}, {0x1FEA, 0x1FEB, 1, -112},
+    {0x1FEC, 0x1FEC, 1, -7}, {0x1FF8, 0x1FF9, 1, -128}, {0x1FFA, 0x1FFB, 1, -126}, {0x1FFC, 0x1FFC, 1, -9},
+    {0x2126, 0x2126, 1, -7517}, {0x212A, 0x212A, 1, -8383}, {0x212B, 0x212B, 1, -8262}, {0x2132, 0x2132, 1, 28},
+    {0x2160, 0x216F, 1, 16}, {0x2183, 0x2183, 1, 1}, {0x24B6, 0x24CF, 1, 26}, {0x2C00, 0x2C2F, 1, 48},
+    {0x2C60, 0x2C60, 1, 1}, {0x2C62, 0x2C62, 1, -10743}, {0x2C63, 0x2C63, 1, -3814}, {0x2C64, 0x2C64, 1, -10727},
+    {0x2C67, 0x2C6B, 2, 1}, {0x2C6D, 0x2C6D, 1, -10780}, {0x2C6E, 0x2C6E, 1, -10749}, {0x2C6F, 0x2C6F, 1, -10783},
+    {0x2C70, 0x2C70, 1, -10782}, {0x2C72, 0x2C72, 1, 1}, {0x2C75, 0x2C75, 1, 1}, {0x2C7E, 0x2C7F, 1, -10815},
+    {0x2C80, 0x2CE2, 2, 1}, {0x2CEB, 0x2CED, 2, 1}, {0x2CF2, 0x2CF2, 1, 1}, {0xA640, 0xA66C, 2, 1},
+    {0xA680, 0xA69A, 2, 1}, {0xA722, 0xA72E, 2, 1}, {0xA732, 0xA76E, 2, 1}, {0xA779, 0xA77B, 2, 1},
+    {0xA77D, 0xA77D, 1, -35332}, {0xA77E, 0xA786, 2, 1}, {0xA78B, 0xA78B, 1, 1}, {0xA78D, 0xA78D, 1, -42280},
+    {0xA790, 0xA792, 2, 1}, {0xA796, 0xA7A8, 2, 1}, {0xA7AA, 0xA7AA, 1, -42308}, {0xA7AB, 0xA7AB, 1, -42319},
+    {0xA7AC, 0xA7AC, 1, -42315}, {0xA7AD, 0xA7AD, 1, -42305}, {0xA7AE, 0xA7AE, 1, -42308}, {0xA7B0, 0xA7B0, 1, -42258},
+    {0xA7B1, 0xA7B1, 1, -42282}, {0xA7B2, 0xA7B2, 1, -42261}, {0xA7B3, 0xA7B3, 1, 928}, {0xA7B4, 0xA7C2, 2, 1},
+    {0xA7C4, 0xA7C4, 1, -48}, {0xA7C5, 0xA7C5, 1, -42307}, {0xA7C6, 0xA7C6, 1, -35384}, {0xA7C7, 0xA7C9, 2, 1},
+    {0xA7D0, 0xA7D0, 1, 1}, {0xA7D6, 0xA7D8, 2, 1}, {0xA7F5, 0xA7F5, 1, 1}, {0xFF21, 0xFF3A, 1, 32},
+    {0x10400, 0x10427, 1, 40}, {0x104B0, 0x104D3, 1, 40}, {0x10570, 0x1057A, 1, 39}, {0x1057C, 0x1058A, 1, 39},
+    {0x1058C, 0x10592, 1, 39}, {0x10594, 0x10595, 1, 39}, {0x10C80, 0x10CB2, 1, 64}, {0x118A0, 0x118BF, 1, 32},
+    {0x16E40, 0x16E5F, 1, 32}, {0x1E900, 0x1E921, 1, 34},
+};
+inline constexpr JCaseRun kJTitleRuns[] = {
+    {0x1C4, 0x1C4, 1, 1}, {0x1C5, 0x1C5, 1, 0}, {0x1C6, 0x1C6, 1, -1}, {0x1C7, 0x1C7, 1, 1},
+    {0x1C8, 0x1C8, 1, 0}, {0x1C9, 0x1C9, 1, -1}, {0x1CA, 0x1CA, 1, 1}, {0x1CB, 0x1CB, 1, 0},
+    {0x1CC, 0x1CC, 1, -1}, {0x1F1, 0x1F1, 1, 1}, {0x1F2, 0x1F2, 1, 0}, {0x1F3, 0x1F3, 1, -1},
+    {0x10D0, 0x10FA, 1, 0}, {0x10FD, 0x10FF, 1, 0},
+};
+inline constexpr JCaseSpecial kJCaseSpecial[] = {
+    {0xDF, 0, {0x53, 0x53, 0}},
+    {0xDF, 2, {0x53, 0x73, 0}},
+    {0x130, 1, {0x69, 0x307, 0}},
+    {0x149, 0, {0x2BC, 0x4E, 0}},
+    {0x149, 2, {0x2BC, 0x4E, 0}},
+    {0x1F0, 0, {0x4A, 0x30C, 0}},
+    {0x1F0, 2, {0x4A, 0x30C, 0}},
+    {0x390, 0, {0x399, 0x308, 0x301}},
+    {0x390, 2, {0x399, 0x308, 0x301}},
+    {0x3B0, 0, {0x3A5, 0x308, 0x301}},
+    {0x3B0, 2, {0x3A5, 0x308, 0x301}},
+    {0x587, 0, {0x535, 0x552, 0}},
+    {0x587, 2, {0x535, 0x582, 0}},
+    {0x1E96, 0, {0x48, 0x331, 0}},
+    {0x1E96, 2, {0x48, 0x331, 0}},
+    {0x1E97, 0, {0x54, 0x308, 0}},
+    {0x1E97, 2, {0x54, 0x308, 0}},
+    {0x1E98, 0, {0x57, 0x30A, 0}},
+    {0x1E98, 2, {0x57, 0x30A, 0}},
+    {0x1E99, 0, {0x59, 0x30A, 0}},
+    {0x1E99, 2, {0x59, 0x30A, 0}},
+    {0x1E9A, 0, {0x41, 0x2BE, 0}},
+    {0x1E9A, 2, {0x41, 0x2BE, 0}},
+    {0x1F50, 0, {0x3A5, 0x313, 0}},
+    {0x1F50, 2, {0x3A5, 0x313, 0}},
+    {0x1F52, 0, {0x3A5, 0x313, 0x300}},
+    {0x1F52, 2, {0x3A5, 0x313, 0x300}},
+    {0x1F54, 0, {0x3A5, 0x313, 0x301}},
+    {0x1F54, 2, {0x3A5, 0x313, 0x301}},
+    {0x1F56, 0, {0x3A5, 0x313, 0x342}},
+    {0x1F56, 2, {0x3A5, 0x313, 0x342}},
+    {0x1F80, 0, {0x1F08, 0x399, 0}},
+    {0x1F81, 0, {0x1F09, 0x399, 0}},
+    {0x1F82, 0, {0x1F0A, 0x399, 0}},
+    {0x1F83, 0, {0x1F0B, 0x399, 0}},
+    {0x1F84, 0, {0x1F0C, 0x399, 0}},
+    {0x1F85, 0, {0x1F0D, 0x399, 0}},
+    {0x1F86, 0, {0x1F0E, 0x399, 0}},
+    {0x1F87, 0, {0x1F0F, 0x399, 0}},
+    {0x1F88, 0, {0x1F08, 0x399, 0}},
+    {0x1F89, 0, {0x1F09, 0x399, 0}},
+    {0x1F8A, 0, {0x1F0A, 0x399, 0}},
+    {0x1F8B, 0, {0x1F0B, 0x399, 0}},
+    {0x1F8C, 0, {0x1F0C, 0x399, 0}},
+    {0x1F8D, 0, {0x1F0D, 0x399, 0}},
+    {0x1F8E, 0, {0x1F0E, 0x399, 0}},
+    {0x1F8F, 0, {0x1F0F, 0x399, 0}},
+    {0x1F90, 0, {0x1F28, 0x399, 0}},
+    {0x1F91, 0, {0x1F29, 0x399, 0}},
+    {0x1F92, 0, {0x1F2A, 0x399, 0}},
+    {0x1F93, 0, {0x1F2B, 0x399, 0}},
+    {0x1F94, 0, {0x1F2C, 0x399, 0}},
+    {0x1F95, 0, {0x1F2D, 0x399, 0}},
+    {0x1F96, 0, {0x1F2E, 0x399, 0}},
+    {0x1F97, 0, {0x1F2F, 0x399, 0}},
+    {0x1F98, 0, {0x1F28, 0x399, 0}},
+    {0x1F99, 0, {0x1F29, 0x399, 0}},
+    {0x1F9A, 0, {0x1F2A, 0x399, 0}},
+    {0x1F9B, 0, {0x1F2B, 0x399, 0}},
+    {0x1F9C, 0, {0x1F2C, 0x399, 0}},
+    {0x1F9D, 0, {0x1F2D, 0x399, 0}},
+    {0x1F9E, 0, {0x1F2E, 0x399, 0}},
+    {0x1F9F, 0, {0x1F2F, 0x399, 0}},
+    {0x1FA0, 0, {0x1F68, 0x399, 0}},
+    {0x1FA1, 0, {0x1F69, 0x399, 0}},
+    {0x1FA2, 0, {0x1F6A, 0x399, 0}},
+    {0x1FA3, 0, {0x1F6B, 0x399, 0}},
+    {0x1FA4, 0, {0x1F6C, 0x399, 0}},
+    {0x1FA5, 0, {0x1F6D, 0x399, 0}},
+    {0x1FA6, 0, {0x1F6E, 0x399, 0}},
+    {0x1FA7, 0, {0x1F6F, 0x399, 0}},
+    {0x1FA8, 0, {0x1F68, 0x399, 0}},
+    {0x1FA9, 0, {0x1F69, 0x399, 0}},
+    {0x1FAA, 0, {0x1F6A, 0x399, 0}},
+    {0x1FAB, 0, {0x1F6B, 0x399, 0}},
+    {0x1FAC, 0, {0x1F6C, 0x399, 0}},
+    {0x1FAD, 0, {0x1F6D, 0x399, 0}},
+    {0x1FAE, 0, {0x1F6E, 0x399, 0}},
+    {0x1FAF, 0, {0x1F6F, 0x399, 0}},
+    {0x1FB2, 0, {0x1FBA, 0x399, 0}},
+    {0x1FB2, 2, {0x1FBA, 0x345, 0}},
+    {0x1FB3, 0, {0x391, 0x399, 0}},
+    {0x1FB4, 0, {0x386, 0x399, 0}},
+    {0x1FB4, 2, {0x386, 0x345, 0}},
+    {0x1FB6, 0, {0x391, 0x342, 0}},
+    {0x1FB6, 2, {0x391, 0x342, 0}},
+    {0x1FB7, 0, {0x391, 0x342, 0x399}},
+    {0x1FB7, 2, {0x391, 0x342, 0x345}},
+    {0x1FBC, 0, {0x391, 0x399, 0}},
+    {0x1FC2, 0, {0x1FCA, 0x399, 0}},
+    {0x1FC2, 2, {0x1FCA, 0x345, 0}},
+    {0x1FC3, 0, {0x397, 0x399, 0}},
+    {0x1FC4, 0, {0x389, 0x399, 0}},
+    {0x1FC4, 2, {0x389, 0x345, 0}},
+    {0x1FC6, 0, {0x397, 0x342, 0}},
+    {0x1FC6, 2, {0x397, 0x342, 0}},
+    {0x1FC7, 0, {0x397, 0x342, 0x399}},
+    {0x1FC7, 2, {0x397, 0x342, 0x345}},
+    {0x1FCC, 0, {0x397, 0x399, 0}},
+    {0x1FD2, 0, {0x399, 0x308, 0x300}},
+    {0x1FD2, 2, {0x399, 0x308, 0x300}},
+    {0x1FD3, 0, {0x399, 0x308, 0x301}},
+    {0x1FD3, 2, {0x399, 0x308, 0x301}},
+    {0x1FD6, 0, {0x399, 0x342, 0}},
+    {0x1FD6, 2, {0x399, 0x342, 0}},
+    {0x1FD7, 0, {0x399, 0x308, 0x342}},
+    {0x1FD7, 2, {0x399, 0x308, 0x342}},
+    {0x1FE2, 0, {0x3A5, 0x308, 0x300}},
+    {0x1FE2, 2, {0x3A5, 0x308, 0x300}},
+    {0x1FE3, 0, {0x3A5, 0x308, 0x301}},
+    {0x1FE3, 2, {0x3A5, 0x308, 0x301}},
+    {0x1FE4, 0, {0x3A1, 0x313, 0}},
+    {0x1FE4, 2, {0x3A1, 0x313, 0}},
+    {0x1FE6, 0, {0x3A5, 0x342, 0}},
+    {0x1FE6, 2, {0x3A5, 0x342, 0}},
+    {0x1FE7, 0, {0x3A5, 0x308, 0x342}},
+    {0x1FE7, 2, {0x3A5, 0x308, 0x342}},
+    {0x1FF2, 0, {0x1FFA, 0x399, 0}},
+    {0x1FF2, 2, {0x1FFA, 0x345, 0}},
+    {0x1FF3, 0, {0x3A9, 0x399, 0}},
+    {0x1FF4, 0, {0x38F, 0x399, 0}},
+    {0x1FF4, 2, {0x38F, 0x345, 0}},
+    {0x1FF6, 0, {0x3A9, 0x342, 0}},
+    {0x1FF6, 2, {0x3A9, 0x342, 0}},
+    {0x1FF7, 0, {0x3A9, 0x342, 0x399}},
+    {0x1FF7, 2, {0x3A9, 0x342, 0x345}},
+    {0x1FFC, 0, {0x3A9, 0x399, 0}},
+    {0xFB00, 0, {0x46, 0x46, 0}},
+    {0xFB00, 2, {0x46, 0x66, 0}},
+    {0xFB01, 0, {0x46, 0x49, 0}},
+    {0xFB01, 2, {0x46, 0x69, 0}},
+    {0xFB02, 0, {0x46, 0x4C, 0}},
+    {0xFB02, 2, {0x46, 0x6C, 0}},
+    {0xFB03, 0, {0x46, 0x46, 0x49}},
+    {0xFB03, 2, {0x46, 0x66, 0x69}},
+    {0xFB04, 0, {0x46, 0x46, 0x4C}},
+    {0xFB04, 2, {0x46, 0x66, 0x6C}},
+    {0xFB05, 0, {0x53, 0x54, 0}},
+    {0xFB05, 2, {0x53, 0x74, 0}},
+    {0xFB06, 0, {0x53, 0x54, 0}},
+    {0xFB06, 2, {0x53, 0x74, 0}},
+    {0xFB13, 0, {0x544, 0x546, 0}},
+    {0xFB13, 2, {0x544, 0x576, 0}},
+    {0xFB14, 0, {0x544, 0x535, 0}},
+    {0xFB14, 2, {0x544, 0x565, 0}},
+    {0xFB15, 0, {0x544, 0x53B, 0}},
+    {0xFB15, 2, {0x544, 0x56B, 0}},
+    {0xFB16, 0, {0x54E, 0x546, 0}},
+    {0xFB16, 2, {0x54E, 0x576, 0}},
+    {0xFB17, 0, {0x544, 0x53D, 0}},
+    {0xFB17, 2, {0x544, 0x56D, 0}},
+};
+inline constexpr JRange kJUpperExtra[] = {
+    {0x3D2, 0x3D4}, {0x2102, 0x2102}, {0x2107, 0x2107}, {0x210B, 0x210D}, {0x2110, 0x2112}, {0x2115, 0x2115},
+    {0x2119, 0x211D}, {0x2124, 0x2124}, {0x2128, 0x2128}, {0x212C, 0x212D}, {0x2130, 0x2131}, {0x2133, 0x2133},
+    {0x213E, 0x213F}, {0x2145, 0x2145}, {0x1D400, 0x1D419}, {0x1D434, 0x1D44D}, {0x1D468, 0x1D481}, {0x1D49C, 0x1D49C},
+    {0x1D49E, 0x1D49F}, {0x1D4A2, 0x1D4A2}, {0x1D4A5, 0x1D4A6}, {0x1D4A9, 0x1D4AC}, {0x1D4AE, 0x1D4B5}, {0x1D4D0, 0x1D4E9},
+    {0x1D504, 0x1D505}, {0x1D507, 0x1D50A}, {0x1D50D, 0x1D514}, {0x1D516, 0x1D51C}, {0x1D538, 0x1D539}, {0x1D53B, 0x1D53E},
+    {0x1D540, 0x1D544}, {0x1D546, 0x1D546}, {0x1D54A, 0x1D550}, {0x1D56C, 0x1D585}, {0x1D5A0, 0x1D5B9}, {0x1D5D4, 0x1D5ED},
+    {0x1D608, 0x1D621}, {0x1D63C, 0x1D655}, {0x1D670, 0x1D689}, {0x1D6A8, 0x1D6C0}, {0x1D6E2, 0x1D6FA}, {0x1D71C, 0x1D734},
+    {0x1D756, 0x1D76E}, {0x1D790, 0x1D7A8}, {0x1D7CA, 0x1D7CA}, {0x1F130, 0x1F149}, {0x1F150, 0x1F169}, {0x1F170, 0x1F189},
+};
+inline constexpr JRange kJLowerExtra[] = {
+    {0xAA, 0xAA}, {0xBA, 0xBA}, {0xDF, 0xDF}, {0x138, 0x138}, {0x149, 0x149}, {0x18D, 0x18D},
+    {0x19B, 0x19B}, {0x1AA, 0x1AB}, {0x1BA, 0x1BA}, {0x1BE, 0x1BE}, {0x1F0, 0x1F0}, {0x221, 0x221},
+    {0x234, 0x239}, {0x255, 0x255}, {0x258, 0x258}, {0x25A, 0x25A}, {0x25D, 0x25F}, {0x262, 0x262},
+    {0x264, 0x264}, {0x267, 0x267}, {0x26D, 0x26E}, {0x270, 0x270}, {0x273, 0x274}, {0x276, 0x27C},
+    {0x27E, 0x27F}, {0x281, 0x281}, {0x284, 0x286}, {0x28D, 0x291}, {0x293, 0x293}, {0x295, 0x29C},
+    {0x29F, 0x2B8}, {0x2C0, 0x2C1}, {0x2E0, 0x2E4}, {0x37A, 0x37A}, {0x390, 0x390}, {0x3B0, 0x3B0},
+    {0x3FC, 0x3FC}, {0x560, 0x560}, {0x587, 0x588}, {0x10FC, 0x10FC}, {0x1D00, 0x1D78}, {0x1D7A, 0x1D7C},
+    {0x1D7E, 0x1D8D}, {0x1D8F, 0x1DBF}, {0x1E96, 0x1E9A}, {0x1E9C, 0x1E9D}, {0x1E9F, 0x1E9F}, {0x1F50, 0x1F50},
+    {0x1F52, 0x1F52}, {0x1F54, 0x1F54}, {0x1F56, 0x1F56}, {0x1FB2, 0x1FB2}, {0x1FB4, 0x1FB4}, {0x1FB6, 0x1FB7},
+    {0x1FC2, 0x1FC2}, {0x1FC4, 0x1FC4}, {0x1FC6, 0x1FC7}, {0x1FD2, 0x1FD3}, {0x1FD6, 0x1FD7}, {0x1FE2, 0x1FE4},
+    {0x1FE6, 0x1FE7}, {0x1FF2, 0x1FF2}, {0x1FF4, 0x1FF4}, {0x1FF6, 0x1FF7}, {0x2071, 0x2071}, {0x207F, 0x207F},
+    {0x2090, 0x209C}, {0x210A, 0x210A}, {0x210E, 0x210F}, {0x2113, 0x2113}, {0x212F, 0x212F}, {0x2134, 0x2134},
+    {0x2139, 0x2139}, {0x213C, 0x213D}, {0x2146, 0x2149}, {0x2C71, 0x2C71}, {0x2C74, 0x2C74}, {0x2C77, 0x2C7D},
+    {0x2CE4, 0x2CE4}, {0xA69C, 0xA69D}, {0xA730, 0xA731}, {0xA770, 0xA778}, {0xA78E, 0xA78E}, {0xA795, 0xA795},
+    {0xA7AF, 0xA7AF}, {0xA7D3, 0xA7D3}, {0xA7D5, 0xA7D5}, {0xA7F2, 0xA7F4}, {0xA7F8, 0xA7FA}, {0xAB30, 0xAB52},
+    {0xAB54, 0xAB5A}, {0xAB5C, 0xAB69}, {0xFB00, 0xFB06}, {0xFB13, 0xFB17}, {0x10780, 0x10780}, {0x10783, 0x10785},
+    {0x10787, 0x107B0}, {0x107B2, 0x107BA}, {0x1D41A, 0x1D433}, {0x1D44E, 0x1D454}, {0x1D456, 0x1D467}, {0x1D482, 0x1D49B},
+    {0x1D4B6, 0x1D4B9}, {0x1D4BB, 0x1D4BB}, {0x1D4BD, 0x1D4C3}, {0x1D4C5, 0x1D4CF}, {0x1D4EA, 0x1D503}, {0x1D51E, 0x1D537},
+    {0x1D552, 0x1D56B}, {0x1D586, 0x1D59F}, {0x1D5BA, 0x1D5D3}, {0x1D5EE, 0x1D607}, {0x1D622, 0x1D63B}, {0x1D656, 0x1D66F},
+    {0x1D68A, 0x1D6A5}, {0x1D6C2, 0x1D6DA}, {0x1D6DC, 0x1D6E1}, {0x1D6FC, 0x1D714}, {0x1D716, 0x1D71B}, {0x1D736, 0x1D74E},
+    {0x1D750, 0x1D755}, {0x1D770, 0x1D788}, {0x1D78A, 0x1D78F}, {0x1D7AA, 0x1D7C2}, {0x1D7C4, 0x1D7C9}, {0x1D7CB, 0x1D7CB},
+    {0x1DF00, 0x1DF09}, {0x1DF0B, 0x1DF1E}, {0x1DF25, 0x1DF2A}, {0x1E030, 0x1E06D},
+};
+inline constexpr JRange kJTitlecase[] = {
+    {0x1C5, 0x1C5}, {0x1C8, 0x1C8}, {0x1CB, 0x1CB}, {0x1F2, 0x1F2}, {0x1F88, 0x1F8F}, {0x1F98, 0x1F9F},
+    {0x1FA8, 0x1FAF}, {0x1FBC, 0x1FBC}, {0x1FCC, 0x1FCC}, {0x1FFC, 0x1FFC},
+};
+inline constexpr JRange kJCaseIgnorable[] = {
+    {0x27, 0x27}, {0x2E, 0x2E}, {0x3A, 0x3A}, {0x5E, 0x5E}, {0x60, 0x60}, {0xA8, 0xA8},
+    {0xAD, 0xAD}, {0xAF, 0xAF}, {0xB4, 0xB4}, {0xB7, 0xB8}, {0x2B0, 0x36F}, {0x374, 0x375},
+    {0x37A, 0x37A}, {0x384, 0x385}, {0x387, 0x387}, {0x483, 0x489}, {0x559, 0x559}, {0x55F, 0x55F},
+    {0x591, 0x5BD}, {0x5BF, 0x5BF}, {0x5C1, 0x5C2}, {0x5C4, 0x5C5}, {0x5C7, 0x5C7}, {0x5F4, 0x5F4},
+    {0x600, 0x605}, {0x610, 0x61A}, {0x61C, 0x61C}, {0x640, 0x640}, {0x64B, 0x65F}, {0x670, 0x670},
+    {0x6D6, 0x6DD}, {0x6DF, 0x6E8}, {0x6EA, 0x6ED}, {0x70F, 0x70F}, {0x711, 0x711}, {0x730, 0x74A},
+    {0x7A6, 0x7B0}, {0x7EB, 0x7F5}, {0x7FA, 0x7FA}, {0x7FD, 0x7FD}, {0x816, 0x82D}, {0x859, 0x85B},
+    {0x888, 0x888}, {0x890, 0x891}, {0x898, 0x89F}, {0x8C9, 0x902}, {0x93A, 0x93A}, {0x93C, 0x93C},
+    {0x941, 0x948}, {0x94D, 0x94D}, {0x951, 0x957}, {0x962, 0x963}, {0x971, 0x971}, {0x981, 0x981},
+    {0x9BC, 0x9BC}, {0x9C1, 0x9C4}, {0x9CD, 0x9CD}, {0x9E2, 0x9E3}, {0x9FE, 0x9FE}, {0xA01, 0xA02},
+    {0xA3C, 0xA3C}, {0xA41, 0xA42}, {0xA47, 0xA48}, {0xA4B, 0xA4D}, {0xA51, 0xA51}, {0xA70, 0xA71},
+    {0xA75, 0xA75}, {0xA81, 0xA82}, {0xABC, 0xABC}, {0xAC1, 0xAC5}, {0xAC7, 0xAC8}, {0xACD, 0xACD},
+    {0xAE2, 0xAE3}, {0xAFA, 0xAFF}, {0xB01, 0xB01}, {0xB3C, 0xB3C}, {0xB3F, 0xB3F}, {0xB41, 0xB44},
+    {0xB4D, 0xB4D}, {0xB55, 0xB56}, {0xB62, 0xB63}, {0xB82, 0xB82}, {0xBC0, 0xBC0}, {0xBCD, 0xBCD},
+    {0xC00, 0xC00}, {0xC04, 0xC04}, {0xC3C, 0xC3C}, {0xC3E, 0xC40}, {0xC46, 0xC48}, {0xC4A, 0xC4D},
+    {0xC55, 0xC56}, {0xC62, 0xC63}, {0xC81, 0xC81}, {0xCBC, 0xCBC}, {0xCBF, 0xCBF}, {0xCC6, 0xCC6},
+    {0xCCC, 0xCCD}, {0xCE2, 0xCE3}, {0xD00, 0xD01}, {0xD3B, 0xD3C}, {0xD41, 0xD44}, {0xD4D, 0xD4D},
+    {0xD62, 0xD63}, {0xD81, 0xD81}, {0xDCA, 0xDCA}, {0xDD2, 0xDD4}, {0xDD6, 0xDD6}, {0xE31, 0xE31},
+    {0xE34, 0xE3A}, {0xE46, 0xE4E}, {0xEB1, 0xEB1}, {0xEB4, 0xEBC}, {0xEC6, 0xEC6}, {0xEC8, 0xECE},
+    {0xF18, 0xF19}, {0xF35, 0xF35}, {0xF37, 0xF37}, {0xF39, 0xF39}, {0xF71, 0xF7E}, {0xF80, 0xF84},
+    {0xF86, 0xF87}, {0xF8D, 0xF97}, {0xF99, 0xFBC}, {0xFC6, 0xFC6}, {0x102D, 0x1030}, {0x1032, 0x1037},
+    {0x1039, 0x103A}, {0x103D, 0x103E}, {0x1058, 0x1059}, {0x105E, 0x1060}, {0x1071, 0x1074}, {0x1082, 0x1082},
+    {0x1085, 0x1086}, {0x108D, 0x108D}, {0x109D, 0x109D}, {0x10FC, 0x10FC}, {0x135D, 0x135F}, {0x1712, 0x1714},
+    {0x1732, 0x1733}, {0x1752, 0x1753}, {0x1772, 0x1773}, {0x17B4, 0x17B5}, {0x17B7, 0x17BD}, {0x17C6, 0x17C6},
+    {0x17C9, 0x17D3}, {0x17D7, 0x17D7}, {0x17DD, 0x17DD}, {0x180B, 0x180F}, {0x1843, 0x1843}, {0x1885, 0x1886},
+    {0x18A9, 0x18A9}, {0x1920, 0x1922}, {0x1927, 0x1928}, {0x1932, 0x1932}, {0x1939, 0x193B}, {0x1A17, 0x1A18},
+    {0x1A1B, 0x1A1B}, {0x1A56, 0x1A56}, {0x1A58, 0x1A5E}, {0x1A60, 0x1A60}, {0x1A62, 0x1A62}, {0x1A65, 0x1A6C},
+    {0x1A73, 0x1A7C}, {0x1A7F, 0x1A7F}, {0x1AA7, 0x1AA7}, {0x1AB0, 0x1ACE}, {0x1B00, 0x1B03}, {0x1B34, 0x1B34},
+    {0x1B36, 0x1B3A}, {0x1B3C, 0x1B3C}, {0x1B42, 0x1B42}, {0x1B6B, 0x1B73}, {0x1B80, 0x1B81}, {0x1BA2, 0x1BA5},
+    {0x1BA8, 0x1BA9}, {0x1BAB, 0x1BAD}, {0x1BE6, 0x1BE6}, {0x1BE8, 0x1BE9}, {0x1BED, 0x1BED}, {0x1BEF, 0x1BF1},
+    {0x1C2C, 0x1C33}, {0x1C36, 0x1C37}, {0x1C78, 0x1C7D}, {0x1CD0, 0x1CD2}, {0x1CD4, 0x1CE0}, {0x1CE2, 0x1CE8},
+    {0x1CED, 0x1CED}, {0x1CF4, 0x1CF4}, {0x1CF8, 0x1CF9}, {0x1D2C, 0x1D6A}, {0x1D78, 0x1D78}, {0x1D9B, 0x1DFF},
+    {0x1FBD, 0x1FBD}, {0x1FBF, 0x1FC1}, {0x1FCD, 0x1FCF}, {0x1FDD, 0x1FDF}, {0x1FED, 0x1FEF}, {0x1FFD, 0x1FFE},
+    {0x200B, 0x200F}, {0x2018, 0x2019}, {0x2024, 0x2024}, {0x2027, 0x2027}, {0x202A, 0x202E}, {0x2060, 0x2064},
+    {0x2066, 0x206F}, {0x2071, 0x2071}, {0x207F, 0x207F}, {0x2090, 0x209C}, {0x20D0, 0x20F0}, {0x2C7C, 0x2C7D},
+    {0x2CEF, 0x2CF1}, {0x2D6F, 0x2D6F}, {0x2D7F, 0x2D7F}, {0x2DE0, 0x2DFF}, {0x2E2F, 0x2E2F}, {0x3005, 0x3005},
+    {0x302A, 0x302D}, {0x3031, 0x3035}, {0x303B, 0x303B}, {0x3099, 0x309E}, {0x30FC, 0x30FE}, {0xA015, 0xA015},
+    {0xA4F8, 0xA4FD}, {0xA60C, 0xA60C}, {0xA66F, 0xA672}, {0xA674, 0xA67D}, {0xA67F, 0xA67F}, {0xA69C, 0xA69F},
+    {0xA6F0, 0xA6F1}, {0xA700, 0xA721}, {0xA770, 0xA770}, {0xA788, 0xA78A}, {0xA7F2, 0xA7F4}, {0xA7F8, 0xA7F9},
+    {0xA802, 0xA802}, {0xA806, 0xA806}, {0xA80B, 0xA80B}, {0xA825, 0xA826}, {0xA82C, 0xA82C}, {0xA8C4, 0xA8C5},
+    {0xA8E0, 0xA8F1}, {0xA8FF, 0xA8FF}, {0xA926, 0xA92D}, {0xA947, 0xA951}, {0xA980, 0xA982}, {0xA9B3, 0xA9B3},
+    {0xA9B6, 0xA9B9}, {0xA9BC, 0xA9BD}, {0xA9CF, 0xA9CF}, {0xA9E5, 0xA9E6}, {0xAA29, 0xAA2E}, {0xAA31, 0xAA32},
+    {0xAA35, 0xAA36}, {0xAA43, 0xAA43}, {0xAA4C, 0xAA4C}, {0xAA70, 0xAA70}, {0xAA7C, 0xAA7C}, {0xAAB0, 0xAAB0},
+    {0xAAB2, 0xAAB4}, {0xAAB7, 0xAAB8}, {0xAABE, 0xAABF}, {0xAAC1, 0xAAC1}, {0xAADD, 0xAADD}, {0xAAEC, 0xAAED},
+    {0xAAF3, 0xAAF4}, {0xAAF6, 0xAAF6}, {0xAB5B, 0xAB5F}, {0xAB69, 0xAB6B}, {0xABE5, 0xABE5}, {0xABE8, 0xABE8},
+    {0xABED, 0xABED}, {0xFB1E, 0xFB1E}, {0xFBB2, 0xFBC2}, {0xFE00, 0xFE0F}, {0xFE13, 0xFE13}, {0xFE20, 0xFE2F},
+    {0xFE52, 0xFE52}, {0xFE55, 0xFE55}, {0xFEFF, 0xFEFF}, {0xFF07, 0xFF07}, {0xFF0E, 0xFF0E}, {0xFF1A, 0xFF1A},
+    {0xFF3E, 0xFF3E}, {0xFF40, 0xFF40}, {0xFF70, 0xFF70}, {0xFF9E, 0xFF9F}, {0xFFE3, 0xFFE3}, {0xFFF9, 0xFFFB},
+    {0x101FD, 0x101FD}, {0x102E0, 0x102E0}, {0x10376, 0x1037A}, {0x10780, 0x10785}, {0x10787, 0x107B0}, {0x107B2, 0x107BA},
+    {0x10A01, 0x10A03}, {0x10A05, 0x10A06}, {0x10A0C, 0x10A0F}, {0x10A38, 0x10A3A}, {0x10A3F, 0x10A3F}, {0x10AE5, 0x10AE6},
+    {0x10D24, 0x10D27}, {0x10EAB, 0x10EAC}, {0x10EFD, 0x10EFF}, {0x10F46, 0x10F50}, {0x10F82, 0x10F85}, {0x11001, 0x11001},
+    {0x11038, 0x11046}, {0x11070, 0x11070}, {0x11073, 0x11074}, {0x1107F, 0x11081}, {0x110B3, 0x110B6}, {0x110B9, 0x110BA},
+    {0x110BD, 0x110BD}, {0x110C2, 0x110C2}, {0x110CD, 0x110CD}, {0x11100, 0x11102}, {0x11127, 0x1112B}, {0x1112D, 0x11134},
+    {0x11173, 0x11173}, {0x11180, 0x11181}, {0x111B6, 0x111BE}, {0x111C9, 0x111CC}, {0x111CF, 0x111CF}, {0x1122F, 0x11231},
+    {0x11234, 0x11234}, {0x11236, 0x11237}, {0x1123E, 0x1123E}, {0x11241, 0x11241}, {0x112DF, 0x112DF}, {0x112E3, 0x112EA},
+    {0x11300, 0x11301}, {0x1133B, 0x1133C}, {0x11340, 0x11340}, {0x11366, 0x1136C}, {0x11370, 0x11374}, {0x11438, 0x1143F},
+    {0x11442, 0x11444}, {0x11446, 0x11446}, {0x1145E, 0x1145E}, {0x114B3, 0x114B8}, {0x114BA, 0x114BA}, {0x114BF, 0x114C0},
+    {0x114C2, 0x114C3}, {0x115B2, 0x115B5}, {0x115BC, 0x115BD}, {0x115BF, 0x115C0}, {0x115DC, 0x115DD}, {0x11633, 0x1163A},
+    {0x1163D, 0x1163D}, {0x1163F, 0x11640}, {0x116AB, 0x116AB}, {0x116AD, 0x116AD}, {0x116B0, 0x116B5}, {0x116B7, 0x116B7},
+    {0x1171D, 0x1171F}, {0x11722, 0x11725}, {0x11727, 0x1172B}, {0x1182F, 0x11837}, {0x11839, 0x1183A}, {0x1193B, 0x1193C},
+    {0x1193E, 0x1193E}, {0x11943, 0x11943}, {0x119D4, 0x119D7}, {0x119DA, 0x119DB}, {0x119E0, 0x119E0}, {0x11A01, 0x11A0A},
+    {0x11A33, 0x11A38}, {0x11A3B, 0x11A3E}, {0x11A47, 0x11A47}, {0x11A51, 0x11A56}, {0x11A59, 0x11A5B}, {0x11A8A, 0x11A96},
+    {0x11A98, 0x11A99}, {0x11C30, 0x11C36}, {0x11C38, 0x11C3D}, {0x11C3F, 0x11C3F}, {0x11C92, 0x11CA7}, {0x11CAA, 0x11CB0},
+    {0x11CB2, 0x11CB3}, {0x11CB5, 0x11CB6}, {0x11D31, 0x11D36}, {0x11D3A, 0x11D3A}, {0x11D3C, 0x11D3D}, {0x11D3F, 0x11D45},
+    {0x11D47, 0x11D47}, {0x11D90, 0x11D91}, {0x11D95, 0x11D95}, {0x11D97, 0x11D97}, {0x11EF3, 0x11EF4}, {0x11F00, 0x11F01},
+    {0x11F36, 0x11F3A}, {0x11F40, 0x11F40}, {0x11F42, 0x11F42}, {0x13430, 0x13440}, {0x13447, 0x13455}, {0x16AF0, 0x16AF4},
+    {0x16B30, 0x16B36}, {0x16B40, 0x16B43}, {0x16F4F, 0x16F4F}, {0x16F8F, 0x16F9F}, {0x16FE0, 0x16FE1}, {0x16FE3, 0x16FE4},
+    {0x1AFF0, 0x1AFF3}, {0x1AFF5, 0x1AFFB}, {0x1AFFD, 0x1AFFE}, {0x1BC9D, 0x1BC9E}, {0x1BCA0, 0x1BCA3}, {0x1CF00, 0x1CF2D},
+    {0x1CF30, 0x1CF46}, {0x1D167, 0x1D169}, {0x1D173, 0x1D182}, {0x1D185, 0x1D18B}, {0x1D1AA, 0x1D1AD}, {0x1D242, 0x1D244},
+    {0x1DA00, 0x1DA36}, {0x1DA3B, 0x1DA6C}, {0x1DA75, 0x1DA75}, {0x1DA84, 0x1DA84}, {0x1DA9B, 0x1DA9F}, {0x1DAA1, 0x1DAAF},
+    {0x1E000, 0x1E006}, {0x1E008, 0x1E018}, {0x1E01B, 0x1E021}, {0x1E023, 0x1E024}, {0x1E026, 0x1E02A}, {0x1E030, 0x1E06D},
+    {0x1E08F, 0x1E08F}, {0x1E130, 0x1E13D}, {0x1E2AE, 0x1E2AE}, {0x1E2EC, 0x1E2EF}, {0x1E4EB, 0x1E4EF}, {0x1E8D0, 0x1E8D6},
+    {0x1E944, 0x1E94B}, {0x1F3FB, 0x1F3FF}, {0xE0001, 0xE0001}, {0xE0020, 0xE007F}, {0xE0100, 0xE01EF},
+};
+inline constexpr JRange kJNonPrintable[] = {
+    {0x0, 0x1F}, {0x7F, 0xA0}, {0xAD, 0xAD}, {0x378, 0x379}, {0x380, 0x383}, {0x38B, 0x38B},
+    {0x38D, 0x38D}, {0x3A2, 0x3A2}, {0x530, 0x530}, {0x557, 0x558}, {0x58B, 0x58C}, {0x590, 0x590},
+    {0x5C8, 0x5CF}, {0x5EB, 0x5EE}, {0x5F5, 0x605}, {0x61C, 0x61C}, {0x6DD, 0x6DD}, {0x70E, 0x70F},
+    {0x74B, 0x74C}, {0x7B2, 0x7BF}, {0x7FB, 0x7FC}, {0x82E, 0x82F}, {0x83F, 0x83F}, {0x85C, 0x85D},
+    {0x85F, 0x85F}, {0x86B, 0x86F}, {0x88F, 0x897}, {0x8E2, 0x8E2}, {0x984, 0x984}, {0x98D, 0x98E},
+    {0x991, 0x992}, {0x9A9, 0x9A9}, {0x9B1, 0x9B1}, {0x9B3, 0x9B5}, {0x9BA, 0x9BB}, {0x9C5, 0x9C6},
+    {0x9C9, 0x9CA}, {0x9CF, 0x9D6}, {0x9D8, 0x9DB}, {0x9DE, 0x9DE}, {0x9E4, 0x9E5}, {0x9FF, 0xA00},
+    {0xA04, 0xA04}, {0xA0B, 0xA0E}, {0xA11, 0xA12}, {0xA29, 0xA29}, {0xA31, 0xA31}, {0xA34, 0xA34},
+    {0xA37, 0xA37}, {0xA3A, 0xA3B}, {0xA3D, 0xA3D}, {0xA43, 0xA46}, {0xA49, 0xA4A}, {0xA4E, 0xA50},
+    {0xA52, 0xA58}, {0xA5D, 0xA5D}, {0xA5F, 0xA65}, {0xA77, 0xA80}, {0xA84, 0xA84}, {0xA8E, 0xA8E},
+    {0xA92, 0xA92}, {0xAA9, 0xAA9}, {0xAB1, 0xAB1}, {0xAB4, 0xAB4}, {0xABA, 0xABB}, {0xAC6, 0xAC6},
+    {0xACA, 0xACA}, {0xACE, 0xACF}, {0xAD1, 0xADF}, {0xAE4, 0xAE5}, {0xAF2, 0xAF8}, {0xB00, 0xB00},
+    {0xB04, 0xB04}, {0xB0D, 0xB0E}, {0xB11, 0xB12}, {0xB29, 0xB29}, {0xB31, 0xB31}, {0xB34, 0xB34},
+    {0xB3A, 0xB3B}, {0xB45, 0xB46}, {0xB49, 0xB4A}, {0xB4E, 0xB54}, {0xB58, 0xB5B}, {0xB5E, 0xB5E},
+    {0xB64, 0xB65}, {0xB78, 0xB81}, {0xB84, 0xB84}, {0xB8B, 0xB8D}, {0xB91, 0xB91}, {0xB96, 0xB98},
+    {0xB9B, 0xB9B}, {0xB9D, 0xB9D}, {0xBA0, 0xBA2}, {0xBA5, 0xBA7}, {0xBAB, 0xBAD}, {0xBBA, 0xBBD},
+    {0xBC3, 0xBC5}, {0xBC9, 0xBC9}, {0xBCE, 0xBCF}, {0xBD1, 0xBD6}, {0xBD8, 0xBE5}, {0xBFB, 0xBFF},
+    {0xC0D, 0xC0D}, {0xC11, 0xC11}, {0xC29, 0xC29}, {0xC3A, 0xC3B}, {0xC45, 0xC45}, {0xC49, 0xC49},
+    {0xC4E, 0xC54}, {0xC57, 0xC57}, {0xC5B, 0xC5C}, {0xC5E, 0xC5F}, {0xC64, 0xC65}, {0xC70, 0xC76},
+    {0xC8D, 0xC8D}, {0xC91, 0xC91}, {0xCA9, 0xCA9}, {0xCB4, 0xCB4}, {0xCBA, 0xCBB}, {0xCC5, 0xCC5},
+    {0xCC9, 0xCC9}, {0xCCE, 0xCD4}, {0xCD7, 0xCDC}, {0xCDF, 0xCDF}, {0xCE4, 0xCE5}, {0xCF0, 0xCF0},
+    {0xCF4, 0xCFF}, {0xD0D, 0xD0D}, {0xD11, 0xD11}, {0xD45, 0xD45}, {0xD49, 0xD49}, {0xD50, 0xD53},
+    {0xD64, 0xD65}, {0xD80, 0xD80}, {0xD84, 0xD84}, {0xD97, 0xD99}, {0xDB2, 0xDB2}, {0xDBC, 0xDBC},
+    {0xDBE, 0xDBF}, {0xDC7, 0xDC9}, {0xDCB, 0xDCE}, {0xDD5, 0xDD5}, {0xDD7, 0xDD7}, {0xDE0, 0xDE5},
+    {0xDF0, 0xDF1}, {0xDF5, 0xE00}, {0xE3B, 0xE3E}, {0xE5C, 0xE80}, {0xE83, 0xE83}, {0xE85, 0xE85},
+    {0xE8B, 0xE8B}, {0xEA4, 0xEA4}, {0xEA6, 0xEA6}, {0xEBE, 0xEBF}, {0xEC5, 0xEC5}, {0xEC7, 0xEC7},
+    {0xECF, 0xECF}, {0xEDA, 0xEDB}, {0xEE0, 0xEFF}, {0xF48, 0xF48}, {0xF6D, 0xF70}, {0xF98, 0xF98},
+    {0xFBD, 0xFBD}, {0xFCD, 0xFCD}, {0xFDB, 0xFFF}, {0x10C6, 0x10C6}, {0x10C8, 0x10CC}, {0x10CE, 0x10CF},
+    {0x1249, 0x1249}, {0x124E, 0x124F}, {0x1257, 0x1257}, {0x1259, 0x1259}, {0x125E, 0x125F}, {0x1289, 0x1289},
+    {0x128E, 0x128F}, {0x12B1, 0x12B1}, {0x12B6, 0x12B7}, {0x12BF, 0x12BF}, {0x12C1, 0x12C1}, {0x12C6, 0x12C7},
+    {0x12D7, 0x12D7}, {0x1311, 0x1311}, {0x1316, 0x1317}, {0x135B, 0x135C}, {0x137D, 0x137F}, {0x139A, 0x139F},
+    {0x13F6, 0x13F7}, {0x13FE, 0x13FF}, {0x1680, 0x1680}, {0x169D, 0x169F}, {0x16F9, 0x16FF}, {0x1716, 0x171E},
+    {0x1737, 0x173F}, {0x1754, 0x175F}, {0x176D, 0x176D}, {0x1771, 0x1771}, {0x1774, 0x177F}, {0x17DE, 0x17DF},
+    {0x17EA, 0x17EF}, {0x17FA, 0x17FF}, {0x180E, 0x180E}, {0x181A, 0x181F}, {0x1879, 0x187F}, {0x18AB, 0x18AF},
+    {0x18F6, 0x18FF}, {0x191F, 0x191F}, {0x192C, 0x192F}, {0x193C, 0x193F}, {0x1941, 0x1943}, {0x196E, 0x196F},
+    {0x1975, 0x197F}, {0x19AC, 0x19AF}, {0x19CA, 0x19CF}, {0x19DB, 0x19DD}, {0x1A1C, 0x1A1D}, {0x1A5F, 0x1A5F},
+    {0x1A7D, 0x1A7E}, {0x1A8A, 0x1A8F}, {0x1A9A, 0x1A9F}, {0x1AAE, 0x1AAF}, {0x1ACF, 0x1AFF}, {0x1B4D, 0x1B4F},
+    {0x1B7F, 0x1B7F}, {0x1BF4, 0x1BFB}, {0x1C38, 0x1C3A}, {0x1C4A, 0x1C4C}, {0x1C89, 0x1C8F}, {0x1CBB, 0x1CBC},
+    {0x1CC8, 0x1CCF}, {0x1CFB, 0x1CFF}, {0x1F16, 0x1F17}, {0x1F1E, 0x1F1F}, {0x1F46, 0x1F47}, {0x1F4E, 0x1F4F},
+    {0x1F58, 0x1F58}, {0x1F5A, 0x1F5A}, {0x1F5C, 0x1F5C}, {0x1F5E, 0x1F5E}, {0x1F7E, 0x1F7F}, {0x1FB5, 0x1FB5},
+    {0x1FC5, 0x1FC5}, {0x1FD4, 0x1FD5}, {0x1FDC, 0x1FDC}, {0x1FF0, 0x1FF1}, {0x1FF5, 0x1FF5}, {0x1FFF, 0x200F},
+    {0x2028, 0x202F}, {0x205F, 0x206F}, {0x2072, 0x2073}, {0x208F, 0x208F}, {0x209D, 0x209F}, {0x20C1, 0x20CF},
+    {0x20F1, 0x20FF}, {0x218C, 0x218F}, {0x2427, 0x243F}, {0x244B, 0x245F}, {0x2B74, 0x2B75}, {0x2B96, 0x2B96},
+    {0x2CF4, 0x2CF8}, {0x2D26, 0x2D26}, {0x2D28, 0x2D2C}, {0x2D2E, 0x2D2F}, {0x2D68, 0x2D6E}, {0x2D71, 0x2D7E},
+    {0x2D97, 0x2D9F}, {0x2DA7, 0x2DA7}, {0x2DAF, 0x2DAF}, {0x2DB7, 0x2DB7}, {0x2DBF, 0x2DBF}, {0x2DC7, 0x2DC7},
+    {0x2DCF, 0x2DCF}, {0x2DD7, 0x2DD7}, {0x2DDF, 0x2DDF}, {0x2E5E, 0x2E7F}, {0x2E9A, 0x2E9A}, {0x2EF4, 0x2EFF},
+    {0x2FD6, 0x2FEF}, {0x2FFC, 0x3000}, {0x3040, 0x3040}, {0x3097, 0x3098}, {0x3100, 0x3104}, {0x3130, 0x3130},
+    {0x318F, 0x318F}, {0x31E4, 0x31EF}, {0x321F, 0x321F}, {0xA48D, 0xA48F}, {0xA4C7, 0xA4CF}, {0xA62C, 0xA63F},
+    {0xA6F8, 0xA6FF}, {0xA7CB, 0xA7CF}, {0xA7D2, 0xA7D2}, {0xA7D4, 0xA7D4}, {0xA7DA, 0xA7F1}, {0xA82D, 0xA82F},
+    {0xA83A, 0xA83F}, {0xA878, 0xA87F}, {0xA8C6, 0xA8CD}, {0xA8DA, 0xA8DF}, {0xA954, 0xA95E}, {0xA97D, 0xA97F},
+    {0xA9CE, 0xA9CE}, {0xA9DA, 0xA9DD}, {0xA9FF, 0xA9FF}, {0xAA37, 0xAA3F}, {0xAA4E, 0xAA4F}, {0xAA5A, 0xAA5B},
+    {0xAAC3, 0xAADA}, {0xAAF7, 0xAB00}, {0xAB07, 0xAB08}, {0xAB0F, 0xAB10}, {0xAB17, 0xAB1F}, {0xAB27, 0xAB27},
+    {0xAB2F, 0xAB2F}, {0xAB6C, 0xAB6F}, {0xABEE, 0xABEF}, {0xABFA, 0xABFF}, {0xD7A4, 0xD7AF}, {0xD7C7, 0xD7CA},
+    {0xD7FC, 0xF8FF}, {0xFA6E, 0xFA6F}, {0xFADA, 0xFAFF}, {0xFB07, 0xFB12}, {0xFB18, 0xFB1C}, {0xFB37, 0xFB37},
+    {0xFB3D, 0xFB3D}, {0xFB3F, 0xFB3F}, {0xFB42, 0xFB42}, {0xFB45, 0xFB45}, {0xFBC3, 0xFBD2}, {0xFD90, 0xFD91},
+    {0xFDC8, 0xFDCE}, {0xFDD0, 0xFDEF}, {0xFE1A, 0xFE1F}, {0xFE53, 0xFE53}, {0xFE67, 0xFE67}, {0xFE6C, 0xFE6F},
+    {0xFE75, 0xFE75}, {0xFEFD, 0xFF00}, {0xFFBF, 0xFFC1}, {0xFFC8, 0xFFC9}, {0xFFD0, 0xFFD1}, {0xFFD8, 0xFFD9},
+    {0xFFDD, 0xFFDF}, {0xFFE7, 0xFFE7}, {0xFFEF, 0xFFFB}, {0xFFFE, 0xFFFF}, {0x1000C, 0x1000C}, {0x10027, 0x10027},
+    {0x1003B, 0x1003B}, {0x1003E, 0x1003E}, {0x1004E, 0x1004F}, {0x1005E, 0x1007F}, {0x100FB, 0x100FF}, {0x10103, 0x10106},
+    {0x10134, 0x10136}, {0x1018F, 0x1018F}, {0x1019D, 0x1019F}, {0x101A1, 0x101CF}, {0x101FE, 0x1027F}, {0x1029D, 0x1029F},
+    {0x102D1, 0x102DF}, {0x102FC, 0x102FF}, {0x10324, 0x1032C}, {0x1034B, 0x1034F}, {0x1037B, 0x1037F}, {0x1039E, 0x1039E},
+    {0x103C4, 0x103C7}, {0x103D6, 0x103FF}, {0x1049E, 0x1049F}, {0x104AA, 0x104AF}, {0x104D4, 0x104D7}, {0x104FC, 0x104FF},
+    {0x10528, 0x1052F}, {0x10564, 0x1056E}, {0x1057B, 0x1057B}, {0x1058B, 0x1058B}, {0x10593, 0x10593}, {0x10596, 0x10596},
+    {0x105A2, 0x105A2}, {0x105B2, 0x105B2}, {0x105BA, 0x105BA}, {0x105BD, 0x105FF}, {0x10737, 0x1073F}, {0x10756, 0x1075F},
+    {0x10768, 0x1077F}, {0x10786, 0x10786}, {0x107B1, 0x107B1}, {0x107BB, 0x107FF}, {0x10806, 0x10807}, {0x10809, 0x10809},
+    {0x10836, 0x10836}, {0x10839, 0x1083B}, {0x1083D, 0x1083E}, {0x10856, 0x10856}, {0x1089F, 0x108A6}, {0x108B0, 0x108DF},
+    {0x108F3, 0x108F3}, {0x108F6, 0x108FA}, {0x1091C, 0x1091E}, {0x1093A, 0x1093E}, {0x10940, 0x1097F}, {0x109B8, 0x109BB},
+    {0x109D0, 0x109D1}, {0x10A04, 0x10A04}, {0x10A07, 0x10A0B}, {0x10A14, 0x10A14}, {0x10A18, 0x10A18}, {0x10A36, 0x10A37},
+    {0x10A3B, 0x10A3E}, {0x10A49, 0x10A4F}, {0x10A59, 0x10A5F}, {0x10AA0, 0x10ABF}, {0x10AE7, 0x10AEA}, {0x10AF7, 0x10AFF},
+    {0x10B36, 0x10B38}, {0x10B56, 0x10B57}, {0x10B73, 0x10B77}, {0x10B92, 0x10B98}, {0x10B9D, 0x10BA8}, {0x10BB0, 0x10BFF},
+    {0x10C49, 0x10C7F}, {0x10CB3, 0x10CBF}, {0x10CF3, 0x10CF9}, {0x10D28, 0x10D2F}, {0x10D3A, 0x10E5F}, {0x10E7F, 0x10E7F},
+    {0x10EAA, 0x10EAA}, {0x10EAE, 0x10EAF}, {0x10EB2, 0x10EFC}, {0x10F28, 0x10F2F}, {0x10F5A, 0x10F6F}, {0x10F8A, 0x10FAF},
+    {0x10FCC, 0x10FDF}, {0x10FF7, 0x10FFF}, {0x1104E, 0x11051}, {0x11076, 0x1107E}, {0x110BD, 0x110BD}, {0x110C3, 0x110CF},
+    {0x110E9, 0x110EF}, {0x110FA, 0x110FF}, {0x11135, 0x11135}, {0x11148, 0x1114F}, {0x11177, 0x1117F}, {0x111E0, 0x111E0},
+    {0x111F5, 0x111FF}, {0x11212, 0x11212}, {0x11242, 0x1127F}, {0x11287, 0x11287}, {0x11289, 0x11289}, {0x1128E, 0x1128E},
+    {0x1129E, 0x1129E}, {0x112AA, 0x112AF}, {0x112EB, 0x112EF}, {0x112FA, 0x112FF}, {0x11304, 0x11304}, {0x1130D, 0x1130E},
+    {0x11311, 0x11312}, {0x11329, 0x11329}, {0x11331, 0x11331}, {0x11334, 0x11334}, {0x1133A, 0x1133A}, {0x11345, 0x11346},
+    {0x11349, 0x1134A}, {0x1134E, 0x1134F}, {0x11351, 0x11356}, {0x11358, 0x1135C}, {0x11364, 0x11365}, {0x1136D, 0x1136F},
+    {0x11375, 0x113FF}, {0x1145C, 0x1145C}, {0x11462, 0x1147F}, {0x114C8, 0x114CF}, {0x114DA, 0x1157F}, {0x115B6, 0x115B7},
+    {0x115DE, 0x115FF}, {0x11645, 0x1164F}, {0x1165A, 0x1165F}, {0x1166D, 0x1167F}, {0x116BA, 0x116BF}, {0x116CA, 0x116FF},
+    {0x1171B, 0x1171C}, {0x1172C, 0x1172F}, {0x11747, 0x117FF}, {0x1183C, 0x1189F}, {0x118F3, 0x118FE}, {0x11907, 0x11908},
+    {0x1190A, 0x1190B}, {0x11914, 0x11914}, {0x11917, 0x11917}, {0x11936, 0x11936}, {0x11939, 0x1193A}, {0x11947, 0x1194F},
+    {0x1195A, 0x1199F}, {0x119A8, 0x119A9}, {0x119D8, 0x119D9}, {0x119E5, 0x119FF}, {0x11A48, 0x11A4F}, {0x11AA3, 0x11AAF},
+    {0x11AF9, 0x11AFF}, {0x11B0A, 0x11BFF}, {0x11C09, 0x11C09}, {0x11C37, 0x11C37}, {0x11C46, 0x11C4F}, {0x11C6D, 0x11C6F},
+    {0x11C90, 0x11C91}, {0x11CA8, 0x11CA8}, {0x11CB7, 0x11CFF}, {0x11D07, 0x11D07}, {0x11D0A, 0x11D0A}, {0x11D37, 0x11D39},
+    {0x11D3B, 0x11D3B}, {0x11D3E, 0x11D3E}, {0x11D48, 0x11D4F}, {0x11D5A, 0x11D5F}, {0x11D66, 0x11D66}, {0x11D69, 0x11D69},
+    {0x11D8F, 0x11D8F}, {0x11D92, 0x11D92}, {0x11D99, 0x11D9F}, {0x11DAA, 0x11EDF}, {0x11EF9, 0x11EFF}, {0x11F11, 0x11F11},
+    {0x11F3B, 0x11F3D}, {0x11F5A, 0x11FAF}, {0x11FB1, 0x11FBF}, {0x11FF2, 0x11FFE}, {0x1239A, 0x123FF}, {0x1246F, 0x1246F},
+    {0x12475, 0x1247F}, {0x12544, 0x12F8F}, {0x12FF3, 0x12FFF}, {0x13430, 0x1343F}, {0x13456, 0x143FF}, {0x14647, 0x167FF},
+    {0x16A39, 0x16A3F}, {0x16A5F, 0x16A5F}, {0x16A6A, 0x16A6D}, {0x16ABF, 0x16ABF}, {0x16ACA, 0x16ACF}, {0x16AEE, 0x16AEF},
+    {0x16AF6, 0x16AFF}, {0x16B46, 0x16B4F}, {0x16B5A, 0x16B5A}, {0x16B62, 0x16B62}, {0x16B78, 0x16B7C}, {0x16B90, 0x16E3F},
+    {0x16E9B, 0x16EFF}, {0x16F4B, 0x16F4E}, {0x16F88, 0x16F8E}, {0x16FA0, 0x16FDF}, {0x16FE5, 0x16FEF}, {0x16FF2, 0x16FFF},
+    {0x187F8, 0x187FF}, {0x18CD6, 0x18CFF}, {0x18D09, 0x1AFEF}, {0x1AFF4, 0x1AFF4}, {0x1AFFC, 0x1AFFC}, {0x1AFFF, 0x1AFFF},
+    {0x1B123, 0x1B131}, {0x1B133, 0x1B14F}, {0x1B153, 0x1B154}, {0x1B156, 0x1B163}, {0x1B168, 0x1B16F}, {0x1B2FC, 0x1BBFF},
+    {0x1BC6B, 0x1BC6F}, {0x1BC7D, 0x1BC7F}, {0x1BC89, 0x1BC8F}, {0x1BC9A, 0x1BC9B}, {0x1BCA0, 0x1CEFF}, {0x1CF2E, 0x1CF2F},
+    {0x1CF47, 0x1CF4F}, {0x1CFC4, 0x1CFFF}, {0x1D0F6, 0x1D0FF}, {0x1D127, 0x1D128}, {0x1D173, 0x1D17A}, {0x1D1EB, 0x1D1FF},
+    {0x1D246, 0x1D2BF}, {0x1D2D4, 0x1D2DF}, {0x1D2F4, 0x1D2FF}, {0x1D357, 0x1D35F}, {0x1D379, 0x1D3FF}, {0x1D455, 0x1D455},
+    {0x1D49D, 0x1D49D}, {0x1D4A0, 0x1D4A1}, {0x1D4A3, 0x1D4A4}, {0x1D4A7, 0x1D4A8}, {0x1D4AD, 0x1D4AD}, {0x1D4BA, 0x1D4BA},
+    {0x1D4BC, 0x1D4BC}, {0x1D4C4, 0x1D4C4}, {0x1D506, 0x1D506}, {0x1D50B, 0x1D50C}, {0x1D515, 0x1D515}, {0x1D51D, 0x1D51D},
+    {0x1D53A, 0x1D53A}, {0x1D53F, 0x1D53F}, {0x1D545, 0x1D545}, {0x1D547, 0x1D549}, {0x1D551, 0x1D551}, {0x1D6A6, 0x1D6A7},
+    {0x1D7CC, 0x1D7CD}, {0x1DA8C, 0x1DA9A}, {0x1DAA0, 0x1DAA0}, {0x1DAB0, 0x1DEFF}, {0x1DF1F, 0x1DF24}, {0x1DF2B, 0x1DFFF},
+    {0x1E007, 0x1E007}, {0x1E019, 0x1E01A}, {0x1E022, 0x1E022}, {0x1E025, 0x1E025}, {0x1E02B, 0x1E02F}, {0x1E06E, 0x1E08E},
+    {0x1E090, 0x1E0FF}, {0x1E12D, 0x1E12F}, {0x1E13E, 0x1E13F}, {0x1E14A, 0x1E14D}, {0x1E150, 0x1E28F}, {0x1E2AF, 0x1E2BF},
+    {0x1E2FA, 0x1E2FE}, {0x1E300, 0x1E4CF}, {0x1E4FA, 0x1E7DF}, {0x1E7E7, 0x1E7E7}, {0x1E7EC, 0x1E7EC}, {0x1E7EF, 0x1E7EF},
+    {0x1E7FF, 0x1E7FF}, {0x1E8C5, 0x1E8C6}, {0x1E8D7, 0x1E8FF}, {0x1E94C, 0x1E94F}, {0x1E95A, 0x1E95D}, {0x1E960, 0x1EC70},
+    {0x1ECB5, 0x1ED00}, {0x1ED3E, 0x1EDFF}, {0x1EE04, 0x1EE04}, {0x1EE20, 0x1EE20}, {0x1EE23, 0x1EE23}, {0x1EE25, 0x1EE26},
+    {0x1EE28, 0x1EE28}, {0x1EE33, 0x1EE33}, {0x1EE38, 0x1EE38}, {0x1EE3A, 0x1EE3A}, {0x1EE3C, 0x1EE41}, {0x1EE43, 0x1EE46},
+    {0x1EE48, 0x1EE48}, {0x1EE4A, 0x1EE4A}, {0x1EE4C, 0x1EE4C}, {0x1EE50, 0x1EE50}, {0x1EE53, 0x1EE53}, {0x1EE55, 0x1EE56},
+    {0x1EE58, 0x1EE58}, {0x1EE5A, 0x1EE5A}, {0x1EE5C, 0x1EE5C}, {0x1EE5E, 0x1EE5E}, {0x1EE60, 0x1EE60}, {0x1EE63, 0x1EE63},
+    {0x1EE65, 0x1EE66}, {0x1EE6B, 0x1EE6B}, {0x1EE73, 0x1EE73}, {0x1EE78, 0x1EE78}, {0x1EE7D, 0x1EE7D}, {0x1EE7F, 0x1EE7F},
+    {0x1EE8A, 0x1EE8A}, {0x1EE9C, 0x1EEA0}, {0x1EEA4, 0x1EEA4}, {0x1EEAA, 0x1EEAA}, {0x1EEBC, 0x1EEEF}, {0x1EEF2, 0x1EFFF},
+    {0x1F02C, 0x1F02F}, {0x1F094, 0x1F09F}, {0x1F0AF, 0x1F0B0}, {0x1F0C0, 0x1F0C0}, {0x1F0D0, 0x1F0D0}, {0x1F0F6, 0x1F0FF},
+    {0x1F1AE, 0x1F1E5}, {0x1F203, 0x1F20F}, {0x1F23C, 0x1F23F}, {0x1F249, 0x1F24F}, {0x1F252, 0x1F25F}, {0x1F266, 0x1F2FF},
+    {0x1F6D8, 0x1F6DB}, {0x1F6ED, 0x1F6EF}, {0x1F6FD, 0x1F6FF}, {0x1F777, 0x1F77A}, {0x1F7DA, 0x1F7DF}, {0x1F7EC, 0x1F7EF},
+    {0x1F7F1, 0x1F7FF}, {0x1F80C, 0x1F80F}, {0x1F848, 0x1F84F}, {0x1F85A, 0x1F85F}, {0x1F888, 0x1F88F}, {0x1F8AE, 0x1F8AF},
+    {0x1F8B2, 0x1F8FF}, {0x1FA54, 0x1FA5F}, {0x1FA6E, 0x1FA6F}, {0x1FA7D, 0x1FA7F}, {0x1FA89, 0x1FA8F}, {0x1FABE, 0x1FABE},
+    {0x1FAC6, 0x1FACD}, {0x1FADC, 0x1FADF}, {0x1FAE9, 0x1FAEF}, {0x1FAF9, 0x1FAFF}, {0x1FB93, 0x1FB93}, {0x1FBCB, 0x1FBEF},
+    {0x1FBFA, 0x1FFFF}, {0x2A6E0, 0x2A6FF}, {0x2B73A, 0x2B73F}, {0x2B81E, 0x2B81F}, {0x2CEA2, 0x2CEAF}, {0x2EBE1, 0x2F7FF},
+    {0x2FA1E, 0x2FFFF}, {0x3134B, 0x3134F}, {0x323B0, 0xE00FF}, {0xE01F0, 0x10FFFF},
+};
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// ---- src/36_jinja_values.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== Chat templates, part 2: Python value semantics (printing, repr, JSON, comparison) ====
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+struct JScope {
+  std::shared_ptr<JScope> parent;
+  std::vector<std::pair<std::string, JValue>> vars;
+
+  JValue* find_local(std::string_view name) {
+    for (auto& kv : vars)
+      if (kv.first == name) return &kv.second;
+    return nullptr;
+  }
+  void set(std::string_view name, JValue v) {
+    if (JValue* x = find_local(name)) {
+      *x = std::move(v);
+    } else {
+      vars.emplace_back(std::string(name), std::move(v));
+    }
+  }
+};
+
+enum class FnKind : uint8_t { global, method, macro, caller, cycler_next, cycler_reset, joiner, loop_cycle, loop_changed };
+
+struct JFunc {
+  FnKind kind = FnKind::global;
+  std::string name;                // global / method name
+  JValue self;                     // bound receiver (methods), state (cycler, joiner, loop)
+  const JNode* node = nullptr;     // macro / call block
+  std::weak_ptr<JScope> closure;   // weak: a macro stored in its own scope must not keep it alive
+};
+
+struct JLoop {
+  int64_t index0 = 0, length = 0;
+  int depth0 = 0;
+  std::shared_ptr<const JList> items;  // previtem / nextitem
+  bool has_changed = false;
+  JValue last_changed;
+};
+
+inline JValue jv_func(JFunc f) {
+  JValue v;
+  v.t = JValue::T::func;
+  v.f = std::make_shared<JFunc>(std::move(f));
+  return v;
+}
+
+inline bool jv_is_markup(const JValue& v) { return v.t == JValue::T::string && v.b; }
+inline JValue jv_markup(PText t) {
+  JValue v = JValue::str(std::move(t));
+  v.b = true;  // strings use `b` as the Markup flag (|safe, |escape)
+  return v;
+}
+
+// Python's type name of a value (for messages such as "'int' object is not iterable").
+inline const char* jv_type(const JValue& v) {
+  switch (v.t) {
+    case JValue::T::undef: return "Undefined";
+    case JValue::T::none: return "NoneType";
+    case JValue::T::boolean: return "bool";
+    case JValue::T::integer: return "int";
+    case JValue::T::real: return "float";
+    case JValue::T::string: return v.b ? "Markup" : "str";
+    case JValue::T::list:
+      switch (v.l->kind) {
+        case JSeq::list: return "list";
+        case JSeq::tuple: return "tuple";
+        case JSeq::dict_items: return "dict_items";
+        case JSeq::dict_keys: return "dict_keys";
+        case JSeq::dict_values: return "dict_values";
+        case JSeq::range: return "range";
+        case JSeq::generator: return "generator";
+      }
+      return "list";
+    case JValue::T::dict: return "dict";
+    case JValue::T::ns: return "Namespace";
+    case JValue::T::func: return v.f->kind == FnKind::macro ? "Macro" : "function";
+    case JValue::T::loop: return "LoopContext";
+  }
+  return "object";
+}
+
+inline bool jv_truthy(const JValue& v) {
+  switch (v.t) {
+    case JValue::T::undef:
+    case JValue::T::none: return false;
+    case JValue::T::boolean: return v.b;
+    case JValue::T::integer: return v.i != 0;
+    case JValue::T::real: return v.d != 0;
+    case JValue::T::string: return !v.s->s.empty();
+    case JValue::T::list: return !v.l->items.empty();
+    case JValue::T::dict: return !v.m->items.empty();
+    default: return true;
+  }
+}
+
+// Python's repr() of a float: shortest round-trip digits; exponent form below 1e-4 and from 1e16.
+inline std::string py_float_repr(double d) {
+  if (std::isnan(d)) return "nan";
+  if (std::isinf(d)) return d < 0 ? "-inf" : "inf";
+  if (d == 0) return std::signbit(d) ? "-0.0" : "0.0";
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
+  std::string sci(buf, r.ptr);  // "-1.2345e+02"
+  bool neg = sci[0] == '-';
+  size_t e = sci.find('e');
+  std::string mant = sci.substr(neg ? 1 : 0, e - (neg ? 1 : 0));
+  int exp10 = 0;
+  std::from_chars(sci.data() + e + 1 + (sci[e + 1] == '+' ? 1 : 0), sci.data() + sci.size(), exp10);
+  std::string digits;
+  for (char c : mant)
+    if (c != '.') digits += c;
+  int decpt = exp10 + 1;  // digits[0] is at 10^(decpt-1)
+  std::string out = neg ? "-" : "";
+  if (decpt > -4 && decpt <= 16) {
+    if (decpt <= 0) {
+      out += "0." + std::string(static_cast<size_t>(-decpt), '0') + digits;
+    } else if (static_cast<size_t>(decpt) >= digits.size()) {
+      out += digits + std::string(static_cast<size_t>(decpt) - digits.size(), '0') + ".0";
+    } else {
+      out += digits.substr(0, static_cast<size_t>(decpt)) + "." + digits.substr(static_cast<size_t>(decpt));
+    }
+    return out;
+  }
+  out += digits.substr(0, 1);
+  if (digits.size() > 1) out += "." + digits.substr(1);
+  out += strf("e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+  return out;
+}
+
+// ---- Unicode properties and case mapping (tables in 35_jinja_unicode.hpp) ----
+template <size_t N>
+inline bool jin_ranges(const JRange (&r)[N], uint32_t c) {
+  size_t lo = 0, hi = N;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (r[mid].hi < c) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < N && r[lo].lo <= c;
+}
+// The simple mapping of c by disjoint runs; c itself when unmapped.
+template <size_t N>
+inline uint32_t jmap_runs(const JCaseRun (&r)[N], uint32_t c, bool* mapped = nullptr) {
+  size_t lo = 0, hi = N;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (r[mid].end < c) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < N && r[lo].start <= c && (c - r[lo].start) % r[lo].stride == 0) {
+    if (mapped) *mapped = true;
+    return static_cast<uint32_t>(static_cast<int64_t>(c) + r[lo].delta);
+  }
+  if (mapped) *mapped = false;
+  return c;
+}
+// Python's str.isprintable() per code point.
+inline bool py_printable(uint32_t c) { return c <= 0x10FFFF && !jin_ranges(kJNonPrintable, c); }
+inline bool jcase_is_title(uint32_t c) { return jin_ranges(kJTitlecase, c); }
+inline bool jcase_is_upper(uint32_t c) {
+  bool m;
+  jmap_runs(kJLowerRuns, c, &m);
+  return (m && !jcase_is_title(c)) || jin_ranges(kJUpperExtra, c);
+}
+inline bool jcase_is_lower(uint32_t c) {
+  bool m;
+  jmap_runs(kJUpperRuns, c, &m);
+  return (m && !jcase_is_title(c)) || jin_ranges(kJLowerExtra, c);
+}
+inline bool jcase_cased(uint32_t c) { return jcase_is_upper(c) || jcase_is_lower(c) || jcase_is_title(c); }
+inline bool jcase_ignorable(uint32_t c) { return jin_ranges(kJCaseIgnorable, c); }
+// Full case mapping (kind 0 upper, 1 lower, 2 title) into out[]; returns the count (1..3).
+inline int jcase_full(uint32_t c, int kind, uint32_t out[3]) {
+  size_t lo = 0, hi = sizeof kJCaseSpecial / sizeof kJCaseSpecial[0];
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    const JCaseSpecial& e = kJCaseSpecial[mid];
+    if (e.cp < c || (e.cp == c && e.kind < kind)) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < sizeof kJCaseSpecial / sizeof kJCaseSpecial[0] && kJCaseSpecial[lo].cp == c && kJCaseSpecial[lo].kind == kind) {
+    int n = 0;
+    for (uint32_t x : kJCaseSpecial[lo].to)
+      if (x) out[n++] = x;
+    return n;
+  }
+  if (kind == 0) {
+    out[0] = jmap_runs(kJUpperRuns, c);
+  } else if (kind == 1) {
+    out[0] = jmap_runs(kJLowerRuns, c);
+  } else {
+    bool m;
+    out[0] = jmap_runs(kJTitleRuns, c, &m);
+    if (!m) out[0] = jmap_runs(kJUpperRuns, c);
+  }
+  return 1;
+}
+
+// repr() of a string, with provenance kept per character.
+inline void py_repr_str(PText& out, const PText& s) {
+  bool has_sq = s.s.find('\'') != std::string::npos, has_dq = s.s.find('"') != std::string::npos;
+  char q = (has_sq && !has_dq) ? '"' : '\'';
+  out.add(q);
+  size_t i = 0;
+  while (i < s.s.size()) {
+    size_t b = i;
+    uint32_t c = jcp_next(s.s, i);
+    bool content = s.content_in(b, i);
+    std::string piece;
+    if (c == static_cast<uint32_t>(q) || c == '\\') {
+      piece = std::string("\\") + static_cast<char>(c);
+    } else if (c == '\t') {
+      piece = "\\t";
+    } else if (c == '\n') {
+      piece = "\\n";
+    } else if (c == '\r') {
+      piece = "\\r";
+    } else if (c < 0x7F && c >= 0x20) {
+      piece = std::string(1, static_cast<char>(c));
+    } else if (py_printable(c)) {
+      piece = s.s.substr(b, i - b);
+    } else if (c <= 0xFF) {
+      piece = strf("\\x%02x", c);
+    } else if (c <= 0xFFFF) {
+      piece = strf("\\u%04x", c);
+    } else {
+      piece = strf("\\U%08x", c);
+    }
+    out.add(piece, content);
+  }
+  out.add(q);
+}
+
+// markupsafe.escape: & < > ' " as HTML entities, provenance kept.
+inline void html_escape(PText& out, const PText& s) {
+  size_t i = 0;
+  while (i < s.s.size()) {
+    char c = s.s[i];
+    const char* rep = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '\'' ? "&#39;"
+                      : c == '"' ? "&#34;" : nullptr;
+    if (rep) {
+      out.add(rep, s.content_in(i, i + 1));
+      i++;
+      continue;
+    }
+    size_t j = i;
+    while (j < s.s.size() && !std::strchr("&<>'\"", s.s[j])) j++;
+    out.add_range(s, i, j);
+    i = j;
+  }
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// ---- src/37_jinja_render.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== Chat templates, part 3: the renderer ====
+// Walks the syntax tree with Jinja2's semantics (scopes: a for loop or macro call gets its own
+// scope, `if` does not; `set` writes to the innermost scope; namespaces are shared objects).
+// Errors are values: the first failure stops the render and names the line:column.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+struct JArgs {
+  std::vector<JValue> pos;
+  std::vector<std::pair<std::string, JValue>> kw;
+};
+
+struct JRenderOptions {
+  uint64_t max_steps = LLMINFER_JINJA_MAX_STEPS;
+  size_t max_string = LLMINFER_JINJA_MAX_STRING;
+  std::function<std::tm()> clock;  // strftime_now(); the local time when empty
+};
+
+class JRender {
+  using SP = std::shared_ptr<JScope>;
+
+ public:
+  JRender(const JProgram& prog, const JRenderOptions& opt) : prog_(prog), opt_(opt) {}
+  ~JRender() {
+    // namespaces are the only mutable objects, so every reference cycle goes through one
+    for (auto& w : namespaces_)
+      if (auto p = w.lock()) p->items.clear();
+  }
+
+  bool run(const SP& globals, PText& out) {
+    auto top = std::make_shared<JScope>();
+    top->parent = globals;
+    exec(prog_.root, top, out);
+    return !failed_;
+  }
+
+  std::string error;
+  bool raised = false;  // the template called raise_exception()
+  uint64_t steps_used() const { return steps_; }
+
+  // ---- value helpers usable before a render (building the context) ----
+  JValue make_ns() {
+    JValue v;
+    v.t = JValue::T::ns;
+    v.m = std::make_shared<JDict>();
+    namespaces_.push_back(v.m);
+    return v;
+  }
+
+ private:
+  // ================================================================ errors and limits
+  bool fail(std::string msg) {
+    if (!failed_) {
+      failed_ = true;
+      error = strf("chat template %s: %s", prog_.where(pos_).c_str(), msg.c_str());
+    }
+    return false;
+  }
+  JValue failv(std::string msg) {
+    fail(std::move(msg));
+    return JValue();
+  }
+  bool charge(uint64_t n = 1) {
+    steps_ += n;
+    if (steps_ > opt_.max_steps)
+      return fail(strf("the template ran more than %llu steps (a loop that does not end?)",
+                       static_cast<unsigned long long>(opt_.max_steps)));
+    return true;
+  }
+  // Text built costs steps too (1 per 64 bytes), so memory churn is bounded as well as time.
+  bool charge_str(size_t bytes) { return charge(bytes / 64 + 1); }
+  // A list of n items is about to be built: each item costs 4 steps (values are ~100 bytes).
+  bool charge_list(uint64_t n) {
+    if (n > LLMINFER_JINJA_MAX_LIST)
+      return fail(strf("a list of %llu items is longer than the limit of %u", static_cast<unsigned long long>(n),
+                       static_cast<unsigned>(LLMINFER_JINJA_MAX_LIST)));
+    return charge(4 * n);
+  }
+  bool check_len(size_t n) {
+    if (n > opt_.max_string)
+      return fail(strf("a string of %zu bytes is longer than the limit of %zu", n, opt_.max_string));
+    return true;
+  }
+  struct DepthGuard {
+    JRender& r;
+    bool ok;
+    explicit DepthGuard(JRender& rr) : r(rr), ok(++rr.depth_ <= LLMINFER_JINJA_MAX_EVAL_DEPTH) {
+      if (!ok) r.fail(strf("evaluation nested more than %d levels deep", LLMINFER_JINJA_MAX_EVAL_DEPTH));
+    }
+    ~DepthGuard() { --r.depth_; }
+  };
+  // The error of using an undefined value.
+  bool fail_undef(const JValue& v) {
+    if (v.unsafe) return fail("security error: " + v.s->s);
+    return fail(v.s ? v.s->s : std::string("undefined value"));
+  }
+  static JValue undef_attr(const JValue& obj, std::string_view name) {
+    return JValue::undefined(strf("'%s object' has no attribute '%.*s'", jv_type(obj), static_cast<int>(name.size()),
+                                  name.data()));
+  }
+  static JValue unsafe_attr(const JValue& obj, std::string_view name) {
+    JValue u = JValue::undefined(strf("access to attribute '%.*s' of '%s' object is unsafe.",
+                                      static_cast<int>(name.size()), name.data(), jv_type(obj)));
+    u.unsafe = true;
+    return u;
+  }
+
+  // ================================================================ statements
+  bool exec(const std::vector<JNode*>& body, const SP& sc, PText& out) {
+    for (const JNode* n : body) {
+      if (failed_) return false;
+      if (!exec_one(n, sc, out)) return false;
+      if (flow_ != Flow::normal) return true;
+    }
+    return !failed_;
+  }
+
+  bool emit(PText& out, std::string_view s, bool content = false) {
+    if (!check_len(out.s.size() + s.size()) || !charge_str(s.size())) return false;
+    out.add(s, content);
+    return true;
+  }
+  bool emit(PText& out, const PText& s) {
+    if (!check_len(out.s.size() + s.s.size()) || !charge_str(s.s.size())) return false;
+    out.add(s);
+    return true;
+  }
+
+  bool exec_one(const JNode* n, const SP& sc, PText& out) {
+    DepthGuard g(*this);
+    if (!g.ok) return false;
+    pos_ = n->pos;
+    if (!charge()) return false;
+    switch (n->k) {
+      case NK::output: return emit(out, n->str);
+      case NK::print: {
+        JValue v = eval(n->a, sc);
+        if (failed_) return false;
+        if (v.t == JValue::T::string) return emit(out, *v.s);
+        PText t;
+        if (!to_str(v, t)) return false;
+        return emit(out, t);
+      }
+      case NK::if_: {
+        JValue c = eval(n->a, sc);
+        if (failed_) return false;
+        return exec(jv_truthy(c) ? n->body : n->orelse, sc, out);
+      }
+      case NK::for_: return exec_for(n, sc, out);
+      case NK::set: {
+        JValue v = eval(n->b, sc);
+        if (failed_) return false;
+        return assign(n->a, std::move(v), sc);
+      }
+      case NK::set_block: {
+        PText buf;
+        auto inner = std::make_shared<JScope>();
+        inner->parent = sc;
+        if (!exec(n->body, inner, buf)) return false;
+        JValue v = JValue::str(std::move(buf));
+        if (n->b) {
+          v = eval_filter(n->b, sc, &v);
+          if (failed_) return false;
+        }
+        return assign(n->a, std::move(v), sc);
+      }
+      case NK::macro: {
+        JFunc f;
+        f.kind = FnKind::macro;
+        f.name = n->str;
+        f.node = n;
+        f.closure = sc;
+        sc->set(n->str, jv_func(std::move(f)));
+        return true;
+      }
+      case NK::call_block: {
+        JFunc f;
+        f.kind = FnKind::caller;
+        f.name = "caller";
+        f.node = n;
+        f.closure = sc;
+        JValue caller = jv_func(std::move(f));
+        JValue r = eval_call(n->a, sc, &caller);
+        if (failed_) return false;
+        PText t;
+        if (!to_str(r, t)) return false;
+        return emit(out, t);
+      }
+      case NK::filter_block: {
+        PText buf;
+        auto inner = std::make_shared<JScope>();
+        inner->parent = sc;
+        if (!exec(n->body, inner, buf)) return false;
+        JValue v = JValue::str(std::move(buf));
+        JValue r = eval_filter(n->a, sc, &v);
+        if (failed_) return false;
+        PText t;
+        if (!to_str(r, t)) return false;
+        return emit(out, t);
+      }
+      case NK::break_: flow_ = Flow::brk; return true;
+      case NK::continue_: flow_ = Flow::cont; return true;
+      case NK::scope: {
+        auto inner = std::make_shared<JScope>();
+        inner->parent = sc;
+        for (size_t k = 0; k < n->list.size(); k++) {
+          JValue v = eval(n->list[k], sc);
+          if (failed_) return false;
+          if (!assign(n->kw[k], std::move(v), inner)) return false;
+        }
+        return exec(n->body, inner, out);
+      }
+      default: return fail("internal error: an expression where a statement was expected");
+    }
+  }
+
+  // Each iteration runs in a fresh scope under the enclosing one (Jinja2 reloads outer names at
+  // the start of every iteration, so `set` inside a loop never carries over to the next one).
+  bool exec_for(const JNode* n, const SP& sc, PText& out) {
+    if (n->flag) return fail("unsupported construct: recursive for loops");
+    JValue it = eval(n->b, sc);
+    if (failed_) return false;
+    pos_ = n->pos;
+    // an immutable list is iterated in place; anything else is materialized first
+    std::shared_ptr<JList> list;
+    if (it.is_list() && it.l->kind != JSeq::generator && !n->c) {
+      if (!charge(it.l->items.size() / 8 + 1)) return false;
+      list = it.l;
+    } else {
+      list = std::make_shared<JList>();
+      if (!iterate(it, list->items)) return false;
+    }
+    std::vector<JValue>& items = list->items;
+    if (n->c) {
+      std::vector<JValue> kept;
+      for (auto& v : items) {
+        auto fs = std::make_shared<JScope>();
+        fs->parent = sc;
+        if (!charge() || !assign(n->a, v, fs)) return false;
+        JValue c = eval(n->c, fs);
+        if (failed_) return false;
+        if (jv_truthy(c)) kept.push_back(std::move(v));
+      }
+      items = std::move(kept);
+    }
+    if (items.empty()) {
+      auto es = std::make_shared<JScope>();
+      es->parent = sc;
+      return exec(n->orelse, es, out);
+    }
+    auto loop = std::make_shared<JLoop>();
+    loop->length = static_cast<int64_t>(list->items.size());
+    loop->items = list;
+    JValue lv;
+    lv.t = JValue::T::loop;
+    lv.lp = loop;
+    for (size_t k = 0; k < list->items.size(); k++) {
+      if (!charge()) return false;
+      loop->index0 = static_cast<int64_t>(k);
+      auto ls = std::make_shared<JScope>();
+      ls->parent = sc;
+      ls->set("loop", lv);
+      if (!assign(n->a, list->items[k], ls)) return false;
+      if (!exec(n->body, ls, out)) return false;
+      if (flow_ == Flow::brk) {
+        flow_ = Flow::normal;
+        break;
+      }
+      flow_ = Flow::normal;
+    }
+    return true;
+  }
+
+  bool assign(const JNode* target, JValue v, const SP& sc) {
+    switch (target->k) {
+      case NK::name: sc->set(target->str, std::move(v)); return true;
+      case NK::nsref: {
+        const JValue* ns = find_var(target->str, sc);
+        if (!ns || ns->t != JValue::T::ns)
+          return fail(strf("cannot assign attribute '%s' on '%s': not a namespace", target->names[0].c_str(),
+                           target->str.c_str()));
+        for (auto& kv : ns->m->items)
+          if (kv.first.is_str() && kv.first.text() == target->names[0]) {
+            kv.second = std::move(v);
+            return true;
+          }
+        ns->m->items.emplace_back(JValue::str(target->names[0]), std::move(v));
+        return true;
+      }
+      case NK::tuple: {
+        std::vector<JValue> parts;
+        if (!iterate(v, parts)) return false;
+        if (parts.size() != target->list.size()) {
+          if (parts.size() > target->list.size())
+            return fail(strf("too many values to unpack (expected %zu)", target->list.size()));
+          return fail(strf("not enough values to unpack (expected %zu, got %zu)", target->list.size(), parts.size()));
+        }
+        for (size_t k = 0; k < parts.size(); k++)
+          if (!assign(target->list[k], std::move(parts[k]), sc)) return false;
+        return true;
+      }
+      default: return fail("cannot assign to this expression");
+    }
+  }
+
+  static const JValue* find_var(std::string_view name, const SP& sc) {
+    for (JScope* s = sc.get(); s; s = s->parent.get())
+      if (JValue* v = s->find_local(name)) return v;
+    return nullptr;
+  }
+
+  // ================================================================ expressions
+  static bool is_global(std::string_view n) {
+    return n == "range" || n == "dict" || n == "namespace" || n == "raise_exception" || n == "strftime_now" ||
+           n == "cycler" || n == "joiner" || n == "lipsum";
+  }
+  JValue lookup(const std::string& name, const SP& sc) {
+    if (const JValue* v = find_var(name, sc)) return *v;
+    if (is_global(name)) {
+      JFunc f;
+      f.kind = FnKind::global;
+      f.name = name;
+      return jv_func(std::move(f));
+    }
+    return JValue::undefined(strf("'%s' is undefined", name.c_str()));
+  }
+
+  JValue eval(const JNode* n, const SP& sc) {
+    if (failed_) return JValue();
+    DepthGuard g(*this);
+    if (!g.ok) return JValue();
+    pos_ = n->pos;
+    if (!charge()) return JValue();
+    switch (n->k) {
+      case NK::konst: return n->val;
+      case NK::name: return lookup(n->str, sc);
+      case NK::list:
+      case NK::tuple: {
+        std::vector<JValue> items;
+        items.reserve(n->list.size());
+        for (const JNode* e : n->list) {
+          items.push_back(eval(e, sc));
+          if (failed_) return JValue();
+        }
+        return JValue::list(std::move(items), n->k == NK::tuple ? JSeq::tuple : JSeq::list);
+      }
+      case NK::dict: {
+        JValue d;
+        d.t = JValue::T::dict;
+        d.m = std::make_shared<JDict>();
+        for (size_t k = 0; k < n->list.size(); k++) {
+          JValue key = eval(n->list[k], sc);
+          if (failed_) return JValue();
+          JValue val = eval(n->kw[k], sc);
+          if (failed_) return JValue();
+          if (!dict_set(*d.m, std::move(key), std::move(val))) return JValue();
+        }
+        return d;
+      }
+      case NK::attr: {
+        JValue o = eval(n->a, sc);
+        if (failed_) return JValue();
+        pos_ = n->pos;
+        return get_attr(o, n->str);
+      }
+      case NK::item: return eval_item(n, sc);
+      case NK::call: return eval_call(n, sc, nullptr);
+      case NK::filter: return eval_filter(n, sc, nullptr);
+      case NK::test: return eval_test(n, sc);
+      case NK::not_: {
+        JValue v = eval(n->a, sc);
+        if (failed_) return JValue();
+        return JValue::boolean(!jv_truthy(v));
+      }
+      case NK::neg:
+      case NK::pos: return eval_unary(n, sc);
+      case NK::binop: {
+        JValue l = eval(n->a, sc);
+        if (failed_) return JValue();
+        JValue r = eval(n->b, sc);
+        if (failed_) return JValue();
+        pos_ = n->pos;
+        return binop(static_cast<BinOp>(n->op), l, r);
+      }
+      case NK::compare: return eval_compare(n, sc);
+      case NK::and_: {
+        JValue l = eval(n->a, sc);
+        if (failed_ || !jv_truthy(l)) return l;
+        return eval(n->b, sc);
+      }
+      case NK::or_: {
+        JValue l = eval(n->a, sc);
+        if (failed_ || jv_truthy(l)) return l;
+        return eval(n->b, sc);
+      }
+      case NK::cond: {
+        JValue c = eval(n->a, sc);
+        if (failed_) return JValue();
+        if (jv_truthy(c)) return eval(n->b, sc);
+        if (n->c) return eval(n->c, sc);
+        return JValue::undefined("the inline if-expression evaluated to false and has no else section");
+      }
+      case NK::concat: {
+        // "~" joins str() of each operand; with autoescape off the result is a plain str
+        PText t;
+        for (const JNode* e : n->list) {
+          JValue v = eval(e, sc);
+          if (failed_) return JValue();
+          pos_ = n->pos;
+          if (v.is_str() && !check_len(t.s.size() + v.text().size())) return JValue();
+          if (!to_str(v, t) || !check_len(t.s.size())) return JValue();
+        }
+        if (!charge_str(t.s.size())) return JValue();
+        return JValue::str(std::move(t));
+      }
+      case NK::slice: return failv("a slice is only valid inside [ ]");
+      default: return failv("internal error: a statement where an expression was expected");
+    }
+  }
+
+  JValue eval_unary(const JNode* n, const SP& sc) {
+    JValue v = eval(n->a, sc);
+    if (failed_) return JValue();
+    pos_ = n->pos;
+    bool neg = n->k == NK::neg;
+    switch (v.t) {
+      case JValue::T::boolean:
+      case JValue::T::integer: {
+        int64_t x = v.t == JValue::T::boolean ? (v.b ? 1 : 0) : v.i;
+        if (!neg) return JValue::integer(x);
+        if (x == INT64_MIN) return failv("integer overflow (integers are limited to 64 bits)");
+        return JValue::integer(-x);
+      }
+      case JValue::T::real: return JValue::real(neg ? -v.d : v.d);
+      case JValue::T::undef: fail_undef(v); return JValue();
+      default: return failv(strf("bad operand type for unary %c: '%s'", neg ? '-' : '+', jv_type(v)));
+    }
+  }
+
+  // ---- numbers ----
+  static bool as_int(const JValue& v, int64_t& out) {
+    if (v.t == JValue::T::integer) {
+      out = v.i;
+      return true;
+    }
+    if (v.t == JValue::T::boolean) {
+      out = v.b ? 1 : 0;
+      return true;
+    }
+    return false;
+  }
+  static double as_double(const JValue& v) {
+    return v.t == JValue::T::real ? v.d : v.t == JValue::T::boolean ? (v.b ? 1.0 : 0.0) : static_cast<double>(v.i);
+  }
+  static int sgn(double x) { return (x > 0) - (x < 0); }
+
+  JValue binop(BinOp op, const JValue& l, const JValue& r) {
+    static const char* const names[] = {"+", "-", "*", "/", "//", "%", "**"};
+    if (l.is_undef()) {
+      fail_undef(l);
+      return JValue();
+    }
+    if (r.is_undef()) {
+      fail_undef(r);
+      return JValue();
+    }
+    int64_t a = 0, b = 0;
+    bool ints = as_int(l, a) && as_int(r, b);
+    bool nums = l.is_num() && r.is_num();
+    auto type_error = [&]() {
+      return failv(strf("unsupported operand type(s) for %s: '%s' and '%s'", names[static_cast<int>(op)], jv_type(l),
+                        jv_type(r)));
+    };
+    switch (op) {
+      case BinOp::add:
+        if (ints) {
+          int64_t x;
+          if (__builtin_add_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
+          return JValue::integer(x);
+        }
+        if (nums) return JValue::real(as_double(l) + as_double(r));
+        if (l.is_str() && r.is_str()) {
+          if (!check_len(l.text().size() + r.text().size()) || !charge_str(l.text().size() + r.text().size()))
+            return JValue();
+          PText t;
+          bool markup = jv_is_markup(l) || jv_is_markup(r);
+          if (markup && !jv_is_markup(l)) html_escape(t, *l.s);
+          else t.add(*l.s);
+          if (markup && !jv_is_markup(r)) html_escape(t, *r.s);
+          else t.add(*r.s);
+          return markup ? jv_markup(std::move(t)) : JValue::str(std::move(t));
+        }
+        if (l.is_list() && r.is_list() && l.l->kind == r.l->kind &&
+            (l.l->kind == JSeq::list || l.l->kind == JSeq::tuple)) {
+          if (!charge_list(l.l->items.size() + r.l->items.size())) return JValue();
+          std::vector<JValue> items = l.l->items;
+          items.insert(items.end(), r.l->items.begin(), r.l->items.end());
+          return JValue::list(std::move(items), l.l->kind);
+        }
+        if (l.is_str()) return failv(strf("can only concatenate str (not \"%s\") to str", jv_type(r)));
+        return type_error();
+      case BinOp::sub:
+        if (ints) {
+          int64_t x;
+          if (__builtin_sub_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
+          return JValue::integer(x);
+        }
+        if (nums) return JValue::real(as_double(l) - as_double(r));
+        return type_error();
+      case BinOp::mul: {
+        if (ints) {
+          int64_t x;
+          if (__builtin_mul_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
+          return JValue::integer(x);
+        }
+        if (nums) return JValue::real(as_double(l) * as_double(r));
+        const JValue* seq = nullptr;
+        int64_t times = 0;
+        if ((l.is_str() || l.is_list()) && as_int(r, times)) seq = &l;
+        else if ((r.is_str() || r.is_list()) && as_int(l, times)) seq = &r;
+        if (!seq) return type_error();
+        if (times < 0) times = 0;
+        if (seq->is_str()) {
+          size_t unit = seq->text().size();
+          if (unit && static_cast<uint64_t>(times) > opt_.max_string / unit + 1) {
+            check_len(opt_.max_string + 1);
+            return JValue();
+          }
+          if (!check_len(unit * static_cast<size_t>(times)) || !charge_str(unit * static_cast<size_t>(times)))
+            return JValue();
+          PText t;
+          for (int64_t k = 0; k < times; k++) t.add(*seq->s);
+          JValue out = JValue::str(std::move(t));
+          out.b = seq->b;
+          return out;
+        }
+        if (seq->l->kind != JSeq::list && seq->l->kind != JSeq::tuple) return type_error();
+        uint64_t total = 0;
+        if (mul_overflows(seq->l->items.size(), static_cast<uint64_t>(times), &total))
+          return failv("list repetition too large");
+        if (!charge_list(total)) return JValue();
+        std::vector<JValue> items;
+        for (int64_t k = 0; k < times; k++) items.insert(items.end(), seq->l->items.begin(), seq->l->items.end());
+        return JValue::list(std::move(items), seq->l->kind);
+      }
+      case BinOp::div: {
+        if (!nums) return type_error();
+        double y = as_double(r);
+        if (y == 0) return failv("division by zero");
+        return JValue::real(as_double(l) / y);
+      }
+      case BinOp::floordiv:
+        if (ints) {
+          if (b == 0) return failv("integer division or modulo by zero");
+          if (a == INT64_MIN && b == -1) return failv("integer overflow (integers are limited to 64 bits)");
+          int64_t q = a / b;
+          if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
+          return JValue::integer(q);
+        }
+        if (nums) {
+          double x = as_double(l), y = as_double(r);
+          if (y == 0) return failv("float floor division by zero");
+          return JValue::real(py_floordiv(x, y));
+        }
+        return type_error();
+      case BinOp::mod:
+        if (ints) {
+          if (b == 0) return failv("integer division or modulo by zero");
+          if (b == -1) return JValue::integer(0);
+          int64_t m = a % b;
+          if (m != 0 && ((m < 0) != (b < 0))) m += b;
+          return JValue::integer(m);
+        }
+        if (nums) {
+          double x = as_double(l), y = as_double(r);
+          if (y == 0) return failv("float modulo");
+          double m = std::fmod(x, y);
+          if (m != 0) {
+            if ((y < 0) != (m < 0)) m += y;
+          } else {
+            m = std::copysign(0.0, y);
+          }
+          return JValue::real(m);
+        }
+        if (l.is_str()) return percent_format(l, r);
+        return type_error();
+      case BinOp::pow:
+        if (ints && b >= 0) {
+          int64_t x = 1, base = a, e = b;
+          while (e > 0) {
+            if (e & 1) {
+              if (__builtin_mul_overflow(x, base, &x)) return failv("integer overflow (integers are limited to 64 bits)");
+            }
+            e >>= 1;
+            if (e > 0 && __builtin_mul_overflow(base, base, &base))
+              return failv("integer overflow (integers are limited to 64 bits)");
+          }
+          return JValue::integer(x);
+        }
+        if (nums) {
+          double x = as_double(l), y = as_double(r);
+          if (x == 0 && y < 0) return failv("0.0 cannot be raised to a negative power");
+          if (x < 0 && y != std::floor(y)) return failv("unsupported: a negative number to a fractional power is complex");
+          return JValue::real(std::pow(x, y));
+        }
+        return type_error();
+    }
+    return type_error();
+  }
+  static double py_floordiv(double x, double y) {
+    double mod = std::fmod(x, y);
+    double div = (x - mod) / y;
+    if (mod != 0 && ((y < 0) != (mod < 0))) div -= 1.0;
+    if (div != 0) {
+      double f = std::floor(div);
+      if (div - f > 0.5) f += 1.0;
+      return f;
+    }
+    return std::copysign(0.0, x / y);
+  }
+
+  // ---- comparison ----
+  bool py_eq(const JValue& a, const JValue& b, int depth = 0) {
+    if (depth > LLMINFER_JINJA_MAX_DEPTH) return false;
+    if (a.is_num() && b.is_num()) {
+      int64_t x, y;
+      if (as_int(a, x) && as_int(b, y)) return x == y;
+      if (a.t == JValue::T::real && b.t == JValue::T::real) return a.d == b.d;
+      // int vs float: exact, as Python
+      double f = a.t == JValue::T::real ? a.d : b.d;
+      int64_t i = 0;
+      as_int(a.t == JValue::T::real ? b : a, i);
+      if (!(f == std::floor(f)) || std::fabs(f) >= 9.2e18) return false;
+      return static_cast<int64_t>(f) == i;
+    }
+    if (a.t != b.t) return false;
+    switch (a.t) {
+      case JValue::T::undef:
+      case JValue::T::none: return true;
+      case JValue::T::string: return a.s == b.s || a.s->s == b.s->s;
+      case JValue::T::list: {
+        if (a.l == b.l) return true;
+        if (a.l->kind != b.l->kind || a.l->items.size() != b.l->items.size()) return false;
+        for (size_t k = 0; k < a.l->items.size(); k++)
+          if (!py_eq(a.l->items[k], b.l->items[k], depth + 1)) return false;
+        return true;
+      }
+      case JValue::T::dict: {
+        if (a.m == b.m) return true;
+        if (a.m->items.size() != b.m->items.size()) return false;
+        for (const auto& kv : a.m->items) {
+          const JValue* o = dict_find(*b.m, kv.first);
+          if (!o || !py_eq(kv.second, *o, depth + 1)) return false;
+        }
+        return true;
+      }
+      case JValue::T::ns: return a.m == b.m;
+      case JValue::T::func: return a.f == b.f;
+      case JValue::T::loop: return a.lp == b.lp;
+      default: return false;
+    }
+  }
+  // Python's ordering; false (after failing) when the types cannot be ordered.
+  bool py_less(const JValue& a, const JValue& b, bool& less, const char* op = "<", int depth = 0) {
+    if (a.is_undef()) return fail_undef(a);
+    if (b.is_undef()) return fail_undef(b);
+    if (depth > LLMINFER_JINJA_MAX_DEPTH) return fail("comparison nested too deeply");
+    if (a.is_num() && b.is_num()) {
+      int64_t x, y;
+      if (as_int(a, x) && as_int(b, y)) {
+        less = x < y;
+      } else {
+        less = as_double(a) < as_double(b);
+      }
+      return true;
+    }
+    if (a.is_str() && b.is_str()) {
+      less = a.text() < b.text();
+      return true;
+    }
+    if (a.is_list() && b.is_list() && a.l->kind == b.l->kind && (a.l->kind == JSeq::list || a.l->kind == JSeq::tuple)) {
+      size_t n = std::min(a.l->items.size(), b.l->items.size());
+      for (size_t k = 0; k < n; k++) {
+        if (py_eq(a.l->items[k], b.l->items[k], depth + 1)) continue;
+        return py_less(a.l->items[k], b.l->items[k], less, op, depth + 1);
+      }
+      less = a.l->items.size() < b.l->items.size();
+      return true;
+    }
+    return fail(strf("'%s' not supported between instances of '%s' and '%s'", op, jv_type(a), jv_type(b)));
+  }
+  bool compare(CmpOp op, const JValue& a, const JValue& b, bool& result) {
+    switch (op) {
+      case CmpOp::eq: result = py_eq(a, b); return true;
+      case CmpOp::ne: result = !py_eq(a, b); return true;
+      case CmpOp::lt: return py_less(a, b, result, "<");
+      case CmpOp::gt: return py_less(b, a, result, ">");
+      case CmpOp::le: {
+        bool gt;
+        if (!py_less(b, a, gt, "<=")) return false;
+        result = !gt;
+        return true;
+      }
+      case CmpOp::ge: {
+        bool lt;
+        if (!py_less(a, b, lt, ">=")) return false;
+        result = !lt;
+        return true;
+      }
+      case CmpOp::in: return contains(b, a, result);
+      case CmpOp::notin:
+        if (!contains(b, a, result)) return false;
+        result = !result;
+        return true;
+    }
+    return false;
+  }
+  JValue eval_compare(const JNode* n, const SP& sc) {
+    JValue left = eval(n->list[0], sc);
+    if (failed_) return JValue();
+    for (size_t k = 0; k < n->ops.size(); k++) {
+      JValue right = eval(n->list[k + 1], sc);
+      if (failed_) return JValue();
+      pos_ = n->pos;
+      bool r = false;
+      if (!compare(static_cast<CmpOp>(n->ops[k]), left, right, r)) return JValue();
+      if (!r) return JValue::boolean(false);
+      left = std::move(right);
+    }
+    return JValue::boolean(true);
+  }
+  bool contains(const JValue& container, const JValue& item, bool& result) {
+    result = false;
+    switch (container.t) {
+      case JValue::T::string:
+        if (!item.is_str())
+          return fail(strf("'in <string>' requires string as left operand, not %s", jv_type(item)));
+        result = container.text().find(item.text()) != std::string::npos;
+        return true;
+      case JValue::T::list:
+        if (!charge(container.l->items.size())) return false;
+        for (const auto& v : container.l->items)
+          if (py_eq(v, item)) {
+            result = true;
+            break;
+          }
+        if (container.l->kind == JSeq::generator) container.l->items.clear();
+        return true;
+      case JValue::T::dict: result = dict_find(*container.m, item) != nullptr; return true;
+      case JValue::T::undef: return true;
+      default: return fail(strf("argument of type '%s' is not iterable", jv_type(container)));
+    }
+  }
+
+  // ---- dicts ----
+  const JValue* dict_find(const JDict& d, const JValue& key) {
+    for (const auto& kv : d.items)
+      if (py_eq(kv.first, key)) return &kv.second;
+    return nullptr;
+  }
+  bool dict_set(JDict& d, JValue key, JValue val) {
+    if (key.t == JValue::T::list && key.l->kind != JSeq::tuple) return fail("unhashable type: 'list'");
+    if (key.t == JValue::T::dict) return fail("unhashable type: 'dict'");
+    if (!charge(d.items.size() / 16 + 1)) return false;
+    for (auto& kv : d.items)
+      if (py_eq(kv.first, key)) {
+        kv.second = std::move(val);
+        return true;
+      }
+    d.items.emplace_back(std::move(key), std::move(val));
+    return true;
+  }
+
+  // ---- iteration ----
+  bool iterate(const JValue& v, std::vector<JValue>& out) {
+    switch (v.t) {
+      case JValue::T::list:
+        if (!charge_list(v.l->items.size())) return false;
+        out = v.l->items;
+        if (v.l->kind == JSeq::generator) v.l->items.clear();  // a generator is used up once
+        return true;
+      case JValue::T::dict:
+        if (!charge_list(v.m->items.size())) return false;
+        out.clear();
+        for (const auto& kv : v.m->items) out.push_back(kv.first);
+        return true;
+      case JValue::T::string: {
+        const PText& s = *v.s;
+        if (!charge_list(jcp_count(s.s))) return false;
+        out.clear();
+        size_t i = 0;
+        while (i < s.s.size()) {
+          size_t b = i;
+          jcp_next(s.s, i);
+          PText c;
+          c.add_range(s, b, i);
+          out.push_back(JValue::str(std::move(c)));
+        }
+        return true;
+      }
+      case JValue::T::undef: out.clear(); return true;
+      default: return fail(strf("'%s' object is not iterable", jv_type(v)));
+    }
+  }
+
+  // ---- attribute and item access (Jinja2 sandbox rules) ----
+  static bool is_str_method(std::string_view n) {
+    static const char* const names[] = {
+        "capitalize", "casefold", "center", "count", "encode", "endswith", "expandtabs", "find", "format",
+        "format_map", "index", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit", "isidentifier", "islower",
+        "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower", "lstrip", "maketrans",
+        "partition", "removeprefix", "removesuffix", "replace", "rfind", "rindex", "rjust", "rpartition", "rsplit",
+        "rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title", "translate", "upper", "zfill"};
+    for (const char* x : names)
+      if (n == x) return true;
+    return false;
+  }
+  JValue bound(const JValue& self, std::string_view name) {
+    JFunc f;
+    f.kind = FnKind::method;
+    f.name = std::string(name);
+    f.self = self;
+    return jv_func(std::move(f));
+  }
+  JValue get_attr(const JValue& obj, const std::string& name) {
+    switch (obj.t) {
+      case JValue::T::undef: fail_undef(obj); return JValue();
+      case JValue::T::string:
+        if (is_str_method(name)) return bound(obj, name);
+        break;
+      case JValue::T::list: {
+        static const char* const mutators[] = {"append", "clear", "extend", "insert", "pop", "remove", "reverse", "sort"};
+        bool tuple = obj.l->kind == JSeq::tuple;
+        if (obj.l->kind == JSeq::list || tuple) {
+          if (name == "index" || name == "count" || (!tuple && name == "copy")) return bound(obj, name);
+          if (!tuple)
+            for (const char* m : mutators)
+              if (name == m) return unsafe_attr(obj, name);
+        }
+        break;
+      }
+      case JValue::T::dict:
+        if (name == "items" || name == "keys" || name == "values" || name == "get" || name == "copy")
+          return bound(obj, name);
+        if (name == "pop" || name == "popitem" || name == "update" || name == "setdefault" || name == "clear")
+          return unsafe_attr(obj, name);
+        if (name == "fromkeys") return failv("unsupported construct: dict.fromkeys");
+        if (const JValue* v = obj.m->find(name)) return *v;
+        break;
+      case JValue::T::ns:
+        if (const JValue* v = obj.m->find(name)) return *v;
+        break;
+      case JValue::T::loop: return loop_attr(obj, name);
+      case JValue::T::integer:
+      case JValue::T::boolean:
+        if (name == "real" || name == "numerator") return JValue::integer(obj.t == JValue::T::boolean ? obj.b : obj.i);
+        if (name == "imag") return JValue::integer(0);
+        if (name == "denominator") return JValue::integer(1);
+        break;
+      case JValue::T::real:
+        if (name == "real") return obj;
+        if (name == "imag") return JValue::real(0.0);
+        break;
+      case JValue::T::func:
+        if (obj.f->kind == FnKind::cycler_next && name == "next") return obj;
+        if (obj.f->kind == FnKind::cycler_next && name == "current") {
+          const JList& items = *obj.f->self.l;
+          int64_t pos = items.items.empty() ? 0 : obj.f->self.i;
+          return items.items.empty() ? JValue::none() : items.items[static_cast<size_t>(pos)];
+        }
+        if (obj.f->kind == FnKind::cycler_next && name == "reset") {
+          JFunc f = *obj.f;
+          f.kind = FnKind::cycler_reset;
+          JValue v = jv_func(std::move(f));
+          v.f->self = obj.f->self;
+          v.f->node = nullptr;
+          v.f->closure.reset();
+          v.f->name = "reset";
+          JValue holder = obj;  // reset acts on the same state
+          v.f->self = holder;
+          return v;
+        }
+        break;
+      default: break;
+    }
+    if (name.size() > 1 && name[0] == '_' && name[1] == '_') return unsafe_attr(obj, name);
+    return undef_attr(obj, name);
+  }
+  JValue loop_attr(const JValue& obj, const std::string& name) {
+    const JLoop& L = *obj.lp;
+    if (name == "index0") return JValue::integer(L.index0);
+    if (name == "index") return JValue::integer(L.index0 + 1);
+    if (name == "revindex") return JValue::integer(L.length - L.index0);
+    if (name == "revindex0") return JValue::integer(L.length - L.index0 - 1);
+    if (name == "first") return JValue::boolean(L.index0 == 0);
+    if (name == "last") return JValue::boolean(L.index0 + 1 == L.length);
+    if (name == "length") return JValue::integer(L.length);
+    if (name == "depth") return JValue::integer(L.depth0 + 1);
+    if (name == "depth0") return JValue::integer(L.depth0);
+    if (name == "previtem") {
+      if (L.index0 == 0) return JValue::undefined("there is no previous item");
+      return L.items->items[static_cast<size_t>(L.index0 - 1)];
+    }
+    if (name == "nextitem") {
+      if (L.index0 + 1 >= L.length) return JValue::undefined("there is no next item");
+      return L.items->items[static_cast<size_t>(L.index0 + 1)];
+    }
+    if (name == "cycle" || name == "changed") {
+      JFunc f;
+      f.kind = name == "cycle" ? FnKind::loop_cycle : FnKind::loop_changed;
+      f.name = name;
+      f.self = obj;
+      return jv_func(std::move(f));
+    }
+    return undef_attr(obj, name);
+  }
+  JValue get_item(const JValue& obj, const JValue& key) {
+    int64_t idx;
+    switch (obj.t) {
+      case JValue::T::undef: fail_undef(obj); return JValue();
+      case JValue::T::list:
+        if ((obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple) && as_int(key, idx)) {
+          int64_t n = static_cast<int64_t>(obj.l->items.size());
+          if (idx < 0) idx += n;
+          if (idx < 0 || idx >= n) return JValue::undefined(strf("'%s object' has no element %lld", jv_type(obj),
+                                                                 static_cast<long long>(as_int(key, idx) ? idx : 0)));
+          return obj.l->items[static_cast<size_t>(idx)];
+        }
+        break;
+      case JValue::T::string:
+        if (as_int(key, idx)) {
+          const PText& s = *obj.s;
+          std::vector<size_t> off = jcp_offsets(s.s);
+          int64_t n = static_cast<int64_t>(off.size()) - 1;
+          if (idx < 0) idx += n;
+          if (idx < 0 || idx >= n) return JValue::undefined("string index out of range");
+          PText c;
+          c.add_range(s, off[static_cast<size_t>(idx)], off[static_cast<size_t>(idx) + 1]);
+          return JValue::str(std::move(c));
+        }
+        break;
+      case JValue::T::dict:
+        if (const JValue* v = dict_find(*obj.m, key)) return *v;
+        break;
+      default: break;
+    }
+    if (key.is_str()) return get_attr(obj, key.text());
+    return JValue::undefined(strf("'%s object' has no element", jv_type(obj)));
+  }
+
+  JValue eval_item(const JNode* n, const SP& sc) {
+    JValue obj = eval(n->a, sc);
+    if (failed_) return JValue();
+    if (n->b->k == NK::slice) {
+      const JNode* s = n->b;
+      JValue parts[3];
+      const JNode* nodes[3] = {s->b, s->c, s->d};
+      for (int k = 0; k < 3; k++) {
+        if (nodes[k]) {
+          parts[k] = eval(nodes[k], sc);
+          if (failed_) return JValue();
+        } else {
+          parts[k] = JValue::none();
+        }
+      }
+      pos_ = n->pos;
+      return slice(obj, parts[0], parts[1], parts[2]);
+    }
+    JValue key = eval(n->b, sc);
+    if (failed_) return JValue();
+    pos_ = n->pos;
+    return get_item(obj, key);
+  }
+
+  // Python slice semantics on str / list / tuple; anything else gives undefined (as Jinja2's getitem).
+  JValue slice(const JValue& obj, const JValue& start, const JValue& stop, const JValue& step) {
+    if (obj.is_undef()) {
+      fail_undef(obj);
+      return JValue();
+    }
+    int64_t st = 1;
+    if (!step.is_none() && !as_int(step, st)) return JValue::undefined("slice indices must be integers or None");
+    if (st == 0) return failv("slice step cannot be zero");
+    bool is_str = obj.is_str();
+    bool is_seq = obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple);
+    if (!is_str && !is_seq) return JValue::undefined(strf("'%s' object is not subscriptable", jv_type(obj)));
+    std::vector<size_t> off;
+    int64_t n;
+    if (is_str) {
+      off = jcp_offsets(obj.text());
+      n = static_cast<int64_t>(off.size()) - 1;
+    } else {
+      n = static_cast<int64_t>(obj.l->items.size());
+    }
+    auto adjust = [&](const JValue& v, int64_t def, int64_t& out) -> bool {
+      if (v.is_none()) {
+        out = def;
+        return true;
+      }
+      if (!as_int(v, out)) return false;
+      if (out < 0) {
+        out += n;
+        if (out < 0) out = st < 0 ? -1 : 0;
+      } else if (out >= n) {
+        out = st < 0 ? n - 1 : n;
+      }
+      return true;
+    };
+    int64_t b, e;
+    if (!adjust(start, st < 0 ? n - 1 : 0, b) || !adjust(stop, st < 0 ? -1 : n, e))
+      return JValue::undefined("slice indices must be integers or None");
+    if (!charge(static_cast<uint64_t>(n) / 8 + 1)) return JValue();
+    if (is_str) {
+      const PText& s = *obj.s;
+      PText t;
+      if (st == 1) {
+        if (e > b) t.add_range(s, off[static_cast<size_t>(b)], off[static_cast<size_t>(e)]);
+      } else {
+        for (int64_t k = b; st > 0 ? k < e : k > e; k += st)
+          t.add_range(s, off[static_cast<size_t>(k)], off[static_cast<size_t>(k) + 1]);
+      }
+      if (!charge_str(t.s.size())) return JValue();
+      JValue r = JValue::str(std::move(t));
+      r.b = obj.b;
+      return r;
+    }
+    std::vector<JValue> items;
+    for (int64_t k = b; st > 0 ? k < e : k > e; k += st) items.push_back(obj.l->items[static_cast<size_t>(k)]);
+    return JValue::list(std::move(items), obj.l->kind);
+  }
+
+  // ================================================================ calls
+  bool eval_args(const JNode* n, const SP& sc, JArgs& args) {
+    for (const JNode* e : n->list) {
+      args.pos.push_back(eval(e, sc));
+      if (failed_) return false;
+    }
+    if (n->dyn_args) {
+      JValue v = eval(n->dyn_args, sc);
+      if (failed_) return false;
+      std::vector<JValue> more;
+      if (!iterate(v, more)) return false;
+      for (auto& x : more) args.pos.push_back(std::move(x));
+    }
+    for (size_t k = 0; k < n->names.size(); k++) {
+      JValue v = eval(n->kw[k], sc);
+      if (failed_) return false;
+      args.kw.emplace_back(n->names[k], std::move(v));
+    }
+    if (n->dyn_kwargs) {
+      JValue v = eval(n->dyn_kwargs, sc);
+      if (failed_) return false;
+      if (!v.is_dict()) return fail("argument after ** must be a mapping");
+      for (const auto& kv : v.m->items) {
+        if (!kv.first.is_str()) return fail("keywords must be strings");
+        args.kw.emplace_back(kv.first.text(), kv.second);
+      }
+    }
+    return true;
+  }
+
+  JValue eval_call(const JNode* n, const SP& sc, const JValue* caller) {
+    JValue fn = eval(n->a, sc);
+    if (failed_) return JValue();
+    JArgs args;
+    if (!eval_args(n, sc, args)) return JValue();
+    if (caller) args.kw.emplace_back("caller", *caller);
+    pos_ = n->pos;
+    return call(fn, args);
+  }
+
+  // Binds arguments to a fixed signature; out[k] is null when parameter k was not given.
+  bool bind(const JArgs& a, std::initializer_list<const char*> params, std::vector<const JValue*>& out,
+            std::string_view what) {
+    out.assign(params.size(), nullptr);
+    if (a.pos.size() > params.size())
+      return fail(strf("%.*s takes at most %zu argument(s) (%zu given)", static_cast<int>(what.size()), what.data(),
+                       params.size(), a.pos.size()));
+    for (size_t k = 0; k < a.pos.size(); k++) out[k] = &a.pos[k];
+    for (const auto& kv : a.kw) {
+      size_t k = 0;
+      for (const char* p : params) {
+        if (kv.first == p) break;
+        k++;
+      }
+      if (k == params.size())
+        return fail(strf("%.*s got an unexpected keyword argument '%s'", static_cast<int>(what.size()), what.data(),
+                         kv.first.c_str()));
+      if (out[k])
+        return fail(strf("%.*s got multiple values for argument '%s'", static_cast<int>(what.size()), what.data(),
+                         kv.first.c_str()));
+      out[k] = &kv.second;
+    }
+    return true;
+  }
+
+  JValue call(const JValue& fn, const JArgs& args) {
+    switch (fn.t) {
+      case JValue::T::undef: fail_undef(fn); return JValue();
+      case JValue::T::func: break;
+      case JValue::T::loop: return failv("unsupported construct: calling loop() (recursive loops)");
+      default: return failv(strf("'%s' object is not callable", jv_type(fn)));
+    }
+    const JFunc& f = *fn.f;
+    switch (f.kind) {
+      case FnKind::global: return call_global(f.name, args);
+      case FnKind::method: return call_method(f.self, f.name, args);
+      case FnKind::macro:
+      case FnKind::caller: return call_macro(fn, args);
+      case FnKind::cycler_next: {
+        if (!args.pos.empty() || !args.kw.empty()) return failv("cycler.next() takes no arguments");
+        JValue& state = fn.f->self;  // l: items, i: position
+        if (state.l->items.empty()) return JValue::none();
+        JValue v = state.l->items[static_cast<size_t>(state.i)];
+        state.i = (state.i + 1) % static_cast<int64_t>(state.l->items.size());
+        return v;
+      }
+      case FnKind::cycler_reset:
+        f.self.f->self.i = 0;
+        return JValue::none();
+      case FnKind::joiner: {
+        if (!args.pos.empty() || !args.kw.empty()) return failv("joiner() takes no arguments");
+        JValue& state = fn.f->self;  // s: separator, i: used
+        if (!state.i) {
+          state.i = 1;
+          return JValue::str("");
+        }
+        return JValue::str(*state.s);
+      }
+      case FnKind::loop_cycle: {
+        if (args.pos.empty()) return failv("no items for cycling given");
+        const JLoop& L = *f.self.lp;
+        return args.pos[static_cast<size_t>(L.index0 % static_cast<int64_t>(args.pos.size()))];
+      }
+      case FnKind::loop_changed: {
+        JLoop& L = *f.self.lp;
+        JValue v = JValue::list(args.pos, JSeq::tuple);
+        if (!L.has_changed || !py_eq(L.last_changed, v)) {
+          L.has_changed = true;
+          L.last_changed = v;
+          return JValue::boolean(true);
+        }
+        return JValue::boolean(false);
+      }
+    }
+    return failv("internal error: unknown callable");
+  }
+
+  JValue call_macro(const JValue& fn, const JArgs& args) {
+    const JFunc& f = *fn.f;
+    const JNode* m = f.node;
+    auto closure = f.closure.lock();
+    if (!closure) return failv(strf("macro '%s' is called after the scope that defined it ended", f.name.c_str()));
+    if (++call_depth_ > LLMINFER_JINJA_MAX_CALL_DEPTH) {
+      call_depth_--;
+      return failv(strf("macro calls nested more than %d deep (unbounded recursion?)", LLMINFER_JINJA_MAX_CALL_DEPTH));
+    }
+    struct Dec {
+      int& d;
+      ~Dec() { d--; }
+    } dec{call_depth_};
+    bool uses_varargs = m->op & 1, uses_kwargs = m->op & 2, uses_caller = m->op & 4;
+    auto sc = std::make_shared<JScope>();
+    sc->parent = closure;
+    const auto& params = m->names;
+    std::vector<bool> given(params.size(), false);
+    size_t npos = std::min(args.pos.size(), params.size());
+    for (size_t k = 0; k < npos; k++) {
+      sc->set(params[k], args.pos[k]);
+      given[k] = true;
+    }
+    if (args.pos.size() > params.size() && !uses_varargs)
+      return failv(strf("macro '%s' takes not more than %zu argument(s)", f.name.c_str(), params.size()));
+    JValue kwargs;
+    kwargs.t = JValue::T::dict;
+    kwargs.m = std::make_shared<JDict>();
+    bool have_caller = false;
+    for (const auto& kv : args.kw) {
+      size_t k = 0;
+      while (k < params.size() && params[k] != kv.first) k++;
+      if (k < params.size()) {
+        if (given[k])
+          return failv(strf("macro '%s' got multiple values for argument '%s'", f.name.c_str(), kv.first.c_str()));
+        sc->set(params[k], kv.second);
+        given[k] = true;
+      } else if (kv.first == "caller" && f.kind == FnKind::macro && uses_caller) {
+        sc->set("caller", kv.second);
+        have_caller = true;
+      } else if (uses_kwargs) {
+        kwargs.m->items.emplace_back(JValue::str(kv.first), kv.second);
+      } else if (kv.first == "caller" && f.kind == FnKind::macro) {
+        // a call block whose macro never calls caller(): Jinja2 accepts it
+      } else {
+        return failv(strf("macro '%s' takes no keyword argument '%s'", f.name.c_str(), kv.first.c_str()));
+      }
+    }
+    size_t first_default = params.size() - m->list.size();
+    for (size_t k = 0; k < params.size(); k++) {
+      if (given[k]) continue;
+      if (k >= first_default) {
+        JValue d = eval(m->list[k - first_default], sc);
+        if (failed_) return JValue();
+        sc->set(params[k], std::move(d));
+      } else {
+        sc->set(params[k], JValue::undefined(strf("parameter '%s' was not provided", params[k].c_str())));
+      }
+    }
+    if (uses_varargs) {
+      std::vector<JValue> extra;
+      for (size_t k = params.size(); k < args.pos.size(); k++) extra.push_back(args.pos[k]);
+      sc->set("varargs", JValue::list(std::move(extra), JSeq::tuple));
+    }
+    if (uses_kwargs) sc->set("kwargs", kwargs);
+    if (uses_caller && !have_caller && f.kind == FnKind::macro) sc->set("caller", JValue::undefined("no caller defined"));
+    PText out;
+    Flow saved = flow_;
+    flow_ = Flow::normal;
+    bool ok = exec(m->body, sc, out);
+    flow_ = saved;
+    if (!ok) return JValue();
+    return JValue::str(std::move(out));
+  }
+
+  // ---- globals ----
+  JValue call_global(const std::string& name, const JArgs& args) {
+    std::vector<const JValue*> a;
+    if (name == "raise_exception") {
+      if (!bind(args, {"message"}, a, "raise_exception()")) return JValue();
+      PText t;
+      if (a[0] && !to_str(*a[0], t)) return JValue();
+      raised = true;
+      return failv(t.s);
+    }
+    if (name == "strftime_now") {
+      if (!bind(args, {"format"}, a, "strftime_now()")) return JValue();
+      if (!a[0] || !a[0]->is_str()) return failv("strftime_now() expects a format string");
+      std::tm tm = opt_.clock ? opt_.clock() : local_now();
+      std::string out;
+      if (!strftime_py(a[0]->text(), tm, out)) return JValue();
+      return JValue::str(std::move(out));
+    }
+    if (name == "range") {
+      int64_t v[3] = {0, 0, 1};
+      if (!args.kw.empty()) return failv("range() takes no keyword arguments");
+      if (args.pos.empty() || args.pos.size() > 3)
+        return failv(strf("range expected 1 to 3 arguments, got %zu", args.pos.size()));
+      for (size_t k = 0; k < args.pos.size(); k++)
+        if (!as_int(args.pos[k], v[k]))
+          return failv(strf("'%s' object cannot be interpreted as an integer", jv_type(args.pos[k])));
+      int64_t start = 0, stop = v[0], step = 1;
+      if (args.pos.size() >= 2) {
+        start = v[0];
+        stop = v[1];
+      }
+      if (args.pos.size() == 3) step = v[2];
+      if (step == 0) return failv("range() arg 3 must not be zero");
+      long double count = 0;
+      if (step > 0 && stop > start) count = std::ceil((static_cast<long double>(stop) - start) / step);
+      if (step < 0 && stop < start) count = std::ceil((static_cast<long double>(start) - stop) / -static_cast<long double>(step));
+      if (count > LLMINFER_JINJA_MAX_RANGE)
+        return failv(strf("range too big: the sandbox blocks ranges larger than %d items", LLMINFER_JINJA_MAX_RANGE));
+      if (!charge_list(static_cast<uint64_t>(count))) return JValue();
+      std::vector<JValue> items;
+      items.reserve(static_cast<size_t>(count));
+      for (int64_t k = 0; k < static_cast<int64_t>(count); k++) items.push_back(JValue::integer(start + k * step));
+      JValue r = JValue::list(std::move(items), JSeq::range);
+      r.l->tag = args.pos.size() == 3 && step != 1
+                     ? strf("range(%lld, %lld, %lld)", static_cast<long long>(start), static_cast<long long>(stop),
+                            static_cast<long long>(step))
+                     : strf("range(%lld, %lld)", static_cast<long long>(start), static_cast<long long>(stop));
+      return r;
+    }
+    if (name == "dict" || name == "namespace") {
+      JValue d;
+      if (name == "dict") {
+        d.t = JValue::T::dict;
+        d.m = std::make_shared<JDict>();
+      } else {
+        d = make_ns();
+      }
+      if (args.pos.size() > 1) return failv(strf("%s expected at most 1 argument, got %zu", name.c_str(), args.pos.size()));
+      if (!args.pos.empty()) {
+        const JValue& src = args.pos[0];
+        if (src.is_dict() || src.t == JValue::T::ns) {
+          for (const auto& kv : src.m->items)
+            if (!dict_set(*d.m, kv.first, kv.second)) return JValue();
+        } else {
+          std::vector<JValue> pairs;
+          if (!iterate(src, pairs)) return JValue();
+          for (auto& p : pairs) {
+            std::vector<JValue> kv;
+            if (!iterate(p, kv)) return JValue();
+            if (kv.size() != 2) return failv("dictionary update sequence element has the wrong length; 2 is required");
+            if (!dict_set(*d.m, kv[0], kv[1])) return JValue();
+          }
+        }
+      }
+      for (const auto& kv : args.kw)
+        if (!dict_set(*d.m, JValue::str(kv.first), kv.second)) return JValue();
+      return d;
+    }
+    if (name == "cycler") {
+      JFunc f;
+      f.kind = FnKind::cycler_next;
+      f.name = "cycler";
+      f.self = JValue::list(args.pos);
+      f.self.i = 0;
+      return jv_func(std::move(f));
+    }
+    if (name == "joiner") {
+      if (!bind(args, {"sep"}, a, "joiner()")) return JValue();
+      JFunc f;
+      f.kind = FnKind::joiner;
+      f.name = "joiner";
+      PText sep(", ");
+      if (a[0]) {
+        sep = PText();
+        if (!to_str(*a[0], sep)) return JValue();
+      }
+      f.self = JValue::str(std::move(sep));
+      f.self.i = 0;
+      return jv_func(std::move(f));
+    }
+    return failv(strf("unsupported construct: the global function '%s'", name.c_str()));
+  }
+
+  static std::tm local_now() {
+    std::time_t t = std::time(nullptr);
+    std::tm tm{};
+#if defined(_WIN32)
+    localtime_s(&tm, &t);
+#else
+    localtime_r(&t, &tm);
+#endif
+    return tm;
+  }
+  // C-locale strftime for the directives templates use (glibc's "%-d" style flags too).
+  bool strftime_py(const std::string& fmt, const std::tm& tm, std::string& out) {
+    static const char* const wd[] = {"Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"};
+    static const char* const mo[] = {"January", "February", "March",     "April",   "May",      "June",
+                                     "July",    "August",   "September", "October", "November", "December"};
+    int wday = ((tm.tm_wday % 7) + 7) % 7, mon = ((tm.tm_mon % 12) + 12) % 12;
+    for (size_t k = 0; k < fmt.size(); k++) {
+      if (fmt[k] != '%' || k + 1 >= fmt.size()) {
+        out += fmt[k];
+        continue;
+      }
+      char c = fmt[++k];
+      bool nopad = false;
+      if (c == '-' && k + 1 < fmt.size()) {
+        nopad = true;
+        c = fmt[++k];
+      }
+      auto num = [&](long v, int width) { out += nopad ? strf("%ld", v) : strf("%0*ld", width, v); };
+      switch (c) {
+        case '%': out += '%'; break;
+        case 'a': out += std::string(wd[wday]).substr(0, 3); break;
+        case 'A': out += wd[wday]; break;
+        case 'b':
+        case 'h': out += std::string(mo[mon]).substr(0, 3); break;
+        case 'B': out += mo[mon]; break;
+        case 'd': num(tm.tm_mday, 2); break;
+        case 'e': out += nopad ? strf("%d", tm.tm_mday) : strf("%2d", tm.tm_mday); break;
+        case 'm': num(mon + 1, 2); break;
+        case 'y': num(((tm.tm_year + 1900) % 100 + 100) % 100, 2); break;
+        case 'Y': out += strf("%ld", static_cast<long>(tm.tm_year) + 1900); break;
+        case 'H': num(tm.tm_hour, 2); break;
+        case 'I': num(tm.tm_hour % 12 == 0 ? 12 : tm.tm_hour % 12, 2); break;
+        case 'M': num(tm.tm_min, 2); break;
+        case 'S': num(tm.tm_sec, 2); break;
+        case 'p': out += tm.tm_hour < 12 ? "AM" : "PM"; break;
+        case 'j': num(tm.tm_yday + 1, 3); break;
+        case 'w': out += strf("%d", wday); break;
+        case 'u': out += strf("%d", wday == 0 ? 7 : wday); break;
+        case 'D': out += strf("%02d/%02d/%02d", mon + 1, tm.tm_mday, ((tm.tm_year + 1900) % 100 + 100) % 100); break;
+        case 'F': out += strf("%ld-%02d-%02d", static_cast<long>(tm.tm_year) + 1900, mon + 1, tm.tm_mday); break;
+        case 'T': out += strf("%02d:%02d:%02d", tm.tm_hour, tm.tm_min, tm.tm_sec); break;
+        case 'R': out += strf("%02d:%02d", tm.tm_hour, tm.tm_min); break;
+        case 'n': out += '\n'; break;
+        case 't': out += '\t'; break;
+        default: return fail(strf("unsupported construct: strftime_now directive '%%%c'", c));
+      }
+    }
+    return check_len(out.size());
+  }
+
+  // ================================================================ printing
+  bool to_str(const JValue& v, PText& out, int depth = 0) {
+    switch (v.t) {
+      case JValue::T::undef: return true;
+      case JValue::T::none: out.add("None"); return true;
+      case JValue::T::boolean: out.add(v.b ? "True" : "False"); return true;
+      case JValue::T::integer: out.add(std::to_string(v.i)); return true;
+      case JValue::T::real: out.add(py_float_repr(v.d)); return true;
+      case JValue::T::string: out.add(*v.s); return true;
+      case JValue::T::list:
+      case JValue::T::dict:
+      case JValue::T::ns: {
+        size_t before = out.s.size();
+        return repr(v, out, depth) && charge_str(out.s.size() - before) && check_len(out.s.size());
+      }
+      case JValue::T::func: return fail("unsupported construct: printing a function or macro object");
+      case JValue::T::loop: return fail("unsupported construct: printing a loop object");
+    }
+    return true;
+  }
+  bool repr(const JValue& v, PText& out, int depth = 0) {
+    if (depth > LLMINFER_JINJA_MAX_DEPTH) return fail("value nested too deeply to print");
+    if (!charge() || !check_len(out.s.size())) return false;
+    switch (v.t) {
+      case JValue::T::undef: out.add("Undefined"); return true;
+      case JValue::T::string:
+        if (v.b) {
+          out.add("Markup(");
+          py_repr_str(out, *v.s);
+          out.add(")");
+        } else {
+          py_repr_str(out, *v.s);
+        }
+        return true;
+      case JValue::T::list: {
+        const JList& L = *v.l;
+        const char* open = "[";
+        const char* close = "]";
+        switch (L.kind) {
+          case JSeq::tuple: open = "("; close = L.items.size() == 1 ? ",)" : ")"; break;
+          case JSeq::dict_items: open = "dict_items(["; close = "])"; break;
+          case JSeq::dict_keys: open = "dict_keys(["; close = "])"; break;
+          case JSeq::dict_values: open = "dict_values(["; close = "])"; break;
+          case JSeq::range: out.add(L.tag); return true;
+          case JSeq::generator: return fail("unsupported construct: printing a generator (add |list)");
+          default: break;
+        }
+        out.add(open);
+        for (size_t k = 0; k < L.items.size(); k++) {
+          if (k) out.add(", ");
+          if (!repr(L.items[k], out, depth + 1)) return false;
+        }
+        out.add(close);
+        return true;
+      }
+      case JValue::T::dict:
+      case JValue::T::ns: {
+        if (v.t == JValue::T::ns) out.add("<Namespace ");
+        out.add("{");
+        bool first = true;
+        for (const auto& kv : v.m->items) {
+          if (!first) out.add(", ");
+          first = false;
+          if (!repr(kv.first, out, depth + 1)) return false;
+          out.add(": ");
+          if (!repr(kv.second, out, depth + 1)) return false;
+        }
+        out.add("}");
+        if (v.t == JValue::T::ns) out.add(">");
+        return true;
+      }
+      default: return to_str(v, out, depth);
+    }
+  }
+
+  // ---- JSON (transformers' tojson: json.dumps with ensure_ascii=False by default) ----
+  struct JsonOpts {
+    bool ensure_ascii = false;
+    bool indent_set = false;
+    std::string indent;
+    std::string item_sep = ", ", key_sep = ": ";
+    bool sort_keys = false;
+  };
+  void json_str(PText& out, const PText& s, bool ensure_ascii) {
+    out.add('"');
+    size_t i = 0;
+    while (i < s.s.size()) {
+      size_t b = i;
+      uint32_t c = jcp_next(s.s, i);
+      bool content = s.content_in(b, i);
+      switch (c) {
+        case '"': out.add("\\\"", content); continue;
+        case '\\': out.add("\\\\", content); continue;
+        case '\n': out.add("\\n", content); continue;
+        case '\r': out.add("\\r", content); continue;
+        case '\t': out.add("\\t", content); continue;
+        case '\b': out.add("\\b", content); continue;
+        case '\f': out.add("\\f", content); continue;
+        default: break;
+      }
+      if (c < 0x20) {
+        out.add(strf("\\u%04x", c), content);
+      } else if (ensure_ascii && c >= 0x7F) {
+        if (c >= 0x10000) {
+          uint32_t v = c - 0x10000;
+          out.add(strf("\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF)), content);
+        } else {
+          out.add(strf("\\u%04x", c), content);
+        }
+      } else {
+        out.add(std::string_view(s.s).substr(b, i - b), content);
+      }
+    }
+    out.add('"');
+  }
+  bool json_key(const JValue& k, PText& key) {
+    switch (k.t) {
+      case JValue::T::string: key.add(*k.s); return true;
+      case JValue::T::integer: key.add(std::to_string(k.i)); return true;
+      case JValue::T::boolean: key.add(k.b ? "true" : "false"); return true;
+      case JValue::T::none: key.add("null"); return true;
+      case JValue::T::real: key.add(json_float(k.d)); return true;
+      default: return fail(strf("keys must be str, int, float, bool or None, not %s", jv_type(k)));
+    }
+  }
+  static std::string json_float(double d) {
+    if (std::isnan(d)) return "NaN";
+    if (std::isinf(d)) return d < 0 ? "-Infinity" : "Infinity";
+    return py_float_repr(d);
+  }
+  bool to_json(const JValue& v, PText& out, const JsonOpts& o, int level) {
+    if (level > LLMINFER_JINJA_MAX_DEPTH) return fail("value nested too deeply for tojson (circular reference?)");
+    if (!charge() || !check_len(out.s.size())) return false;
+    auto newline = [&](int lv) {
+      if (!o.indent_set) return;
+      out.add("\n");
+      for (int k = 0; k < lv; k++) out.add(o.indent);
+    };
+    switch (v.t) {
+      case JValue::T::none: out.add("null"); return true;
+      case JValue::T::boolean: out.add(v.b ? "true" : "false"); return true;
+      case JValue::T::integer: out.add(std::to_string(v.i)); return true;
+      case JValue::T::real: out.add(json_float(v.d)); return true;
+      case JValue::T::string: json_str(out, *v.s, o.ensure_ascii); return true;
+      case JValue::T::list: {
+        if (v.l->kind == JSeq::dict_items || v.l->kind == JSeq::dict_keys || v.l->kind == JSeq::dict_values ||
+            v.l->kind == JSeq::generator || v.l->kind == JSeq::range)
+          return fail(strf("Object of type %s is not JSON serializable", jv_type(v)));
+        if (v.l->items.empty()) {
+          out.add("[]");
+          return true;
+        }
+        out.add("[");
+        for (size_t k = 0; k < v.l->items.size(); k++) {
+          if (k) out.add(o.item_sep);
+          newline(level + 1);
+          if (!to_json(v.l->items[k], out, o, level + 1)) return false;
+        }
+        newline(level);
+        out.add("]");
+        return true;
+      }
+      case JValue::T::dict: {
+        if (v.m->items.empty()) {
+          out.add("{}");
+          return true;
+        }
+        std::vector<size_t> order(v.m->items.size());
+        for (size_t k = 0; k < order.size(); k++) order[k] = k;
+        if (o.sort_keys) {
+          std::vector<JValue> keys;
+          for (const auto& kv : v.m->items) keys.push_back(kv.first);
+          if (!sort_indices(keys, order, false)) return false;
+        }
+        out.add("{");
+        bool first = true;
+        for (size_t k : order) {
+          const auto& kv = v.m->items[k];
+          if (!first) out.add(o.item_sep);
+          first = false;
+          newline(level + 1);
+          PText key;
+          if (!json_key(kv.first, key)) return false;
+          json_str(out, key, o.ensure_ascii);
+          out.add(o.key_sep);
+          if (!to_json(kv.second, out, o, level + 1)) return false;
+        }
+        newline(level);
+        out.add("}");
+        return true;
+      }
+      default: return fail(strf("Object of type %s is not JSON serializable", jv_type(v)));
+    }
+  }
+
+  // Stable merge sort of indices by Python ordering of keys (safe with any comparison outcome).
+  bool sort_indices(const std::vector<JValue>& keys, std::vector<size_t>& idx, bool reverse) {
+    size_t n = idx.size();
+    if (!charge(n * 4 + 1)) return false;
+    std::vector<size_t> tmp(n);
+    for (size_t width = 1; width < n; width *= 2) {
+      for (size_t lo = 0; lo < n; lo += 2 * width) {
+        size_t mid = std::min(lo + width, n), hi = std::min(lo + 2 * width, n);
+        size_t a = lo, b = mid, o = lo;
+        while (a < mid && b < hi) {
+          bool less;
+          // stable: take from the right run only when it is strictly before the left one
+          if (reverse) {
+            if (!py_less(keys[idx[a]], keys[idx[b]], less)) return false;
+          } else {
+            if (!py_less(keys[idx[b]], keys[idx[a]], less)) return false;
+          }
+          tmp[o++] = less ? idx[b++] : idx[a++];
+        }
+        while (a < mid) tmp[o++] = idx[a++];
+        while (b < hi) tmp[o++] = idx[b++];
+      }
+      idx.swap(tmp);
+    }
+    return true;
+  }
+
+  // ---- builtins (38_jinja_builtins.hpp) ----
+  JValue eval_filter(const JNode* n, const SP& sc, const JValue* subject);
+  JValue eval_test(const JNode* n, const SP& sc);
+  JValue apply_filter(const std::string& name, const JValue& v, const JArgs& args, const SP& sc);
+  bool run_test(const std::string& name, const JValue& v, const JArgs& args, bool& result);
+  JValue call_method(const JValue& self, const std::string& name, const JArgs& args);
+  JValue percent_format(const JValue& fmt, const JValue& args);
+  JValue str_format(const JValue& self, const JArgs& args);
+  JValue attr_path(const JValue& item, const JValue& path, const JValue* def);
+  static bool parse_py_int(std::string_view s, int base, int64_t& out);
+  static bool parse_py_float(std::string_view s, double& out);
+
+  const JProgram& prog_;
+  JRenderOptions opt_;
+  std::vector<std::weak_ptr<JDict>> namespaces_;
+  enum class Flow : uint8_t { normal, brk, cont } flow_ = Flow::normal;
+  bool failed_ = false;
+  uint32_t pos_ = 0;
+  uint64_t steps_ = 0;
+  int depth_ = 0;
+  int call_depth_ = 0;
+};
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// ---- src/38_jinja_builtins.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== Chat templates, part 4: filters, tests, string/dict/list methods, % and .format ====
+// Jinja2 3.1's builtin filters and tests with transformers' tojson, and the Python str methods
+// templates call. Anything Jinja2 has but this interpreter does not do gives an error that
+// names it ("unsupported construct: ..."), never a silently different result.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// ---- string helpers (code points, provenance kept) ----
+inline PText jsub(const PText& s, size_t b, size_t e) {
+  PText t;
+  t.add_range(s, b, e);
+  return t;
+}
+// Python's str.strip family: `chars` null means whitespace.
+inline PText jstrip(const PText& s, const std::string* chars, bool left, bool right) {
+  auto strip_cp = [&](uint32_t c) {
+    if (!chars) return jis_space(c);
+    size_t i = 0;
+    while (i < chars->size())
+      if (jcp_next(*chars, i) == c) return true;
+    return false;
+  };
+  size_t b = 0, e = s.s.size();
+  if (left) {
+    while (b < e) {
+      size_t i = b;
+      if (!strip_cp(jcp_next(s.s, i))) break;
+      b = i;
+    }
+  }
+  if (right) {
+    size_t i = b, keep = b;
+    while (i < e)
+      if (!strip_cp(jcp_next(s.s, i))) keep = i;
+    e = keep;
+  }
+  return jsub(s, b, e);
+}
+// Python's str.splitlines() boundaries.
+inline bool jis_linebreak(uint32_t c) {
+  return c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D || c == 0x1E || c == 0x85 ||
+         c == 0x2028 || c == 0x2029;
+}
+inline std::vector<PText> jsplitlines(const PText& s, bool keepends) {
+  std::vector<PText> out;
+  size_t i = 0, start = 0;
+  while (i < s.s.size()) {
+    size_t b = i;
+    uint32_t c = jcp_next(s.s, i);
+    if (!jis_linebreak(c)) continue;
+    size_t end = i;
+    if (c == '\r' && i < s.s.size() && s.s[i] == '\n') end = ++i;
+    out.push_back(jsub(s, start, keepends ? end : b));
+    start = i;
+  }
+  if (start < s.s.size()) out.push_back(jsub(s, start, s.s.size()));
+  return out;
+}
+
+// Case mapping of a whole string as Python's str methods do it (full mappings, Final_Sigma),
+// provenance kept per code point. title_filter is Jinja2's |title: every chunk after "-", a space,
+// "(", "{", "[" or "<" is chunk[0].upper() + chunk[1:].lower().
+enum class JCase : uint8_t { upper, lower, title_filter, capitalize, title_method, swapcase };
+inline void jcase(const PText& s, JCase mode, PText& out) {
+  std::vector<uint32_t> cps;
+  std::vector<size_t> off;
+  size_t i = 0;
+  while (i < s.s.size()) {
+    off.push_back(i);
+    cps.push_back(jcp_next(s.s, i));
+  }
+  off.push_back(s.s.size());
+  size_t n = cps.size();
+  // str.lower() of cps[k] within [lo, hi): U+03A3 becomes final sigma after a cased letter
+  // (skipping case-ignorables) when no cased letter follows.
+  auto lower_at = [&](size_t k, size_t lo, size_t hi, uint32_t m[3]) -> int {
+    if (cps[k] != 0x3A3) return jcase_full(cps[k], 1, m);
+    size_t j = k;
+    bool final_sigma = false;
+    while (j > lo && jcase_ignorable(cps[j - 1])) j--;
+    if (j > lo && jcase_cased(cps[j - 1])) {
+      size_t q = k + 1;
+      while (q < hi && jcase_ignorable(cps[q])) q++;
+      final_sigma = q == hi || !jcase_cased(cps[q]);
+    }
+    m[0] = final_sigma ? 0x3C2 : 0x3C3;
+    return 1;
+  };
+  auto is_sep = [](uint32_t c) { return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || jis_space(c); };
+  bool prev_cased = false;
+  size_t chunk_lo = 0, chunk_hi = 0;
+  for (size_t k = 0; k < n; k++) {
+    uint32_t c = cps[k], m[3];
+    int cnt = 1;
+    m[0] = c;
+    switch (mode) {
+      case JCase::upper: cnt = jcase_full(c, 0, m); break;
+      case JCase::lower: cnt = lower_at(k, 0, n, m); break;
+      case JCase::swapcase:
+        if (jcase_is_upper(c)) cnt = lower_at(k, 0, n, m);
+        else if (jcase_is_lower(c)) cnt = jcase_full(c, 0, m);
+        break;
+      case JCase::capitalize: cnt = k == 0 ? jcase_full(c, 2, m) : lower_at(k, 0, n, m); break;
+      case JCase::title_method:
+        cnt = prev_cased ? lower_at(k, 0, n, m) : jcase_full(c, 2, m);
+        prev_cased = jcase_cased(c);
+        break;
+      case JCase::title_filter:
+        if (k >= chunk_hi) {  // the next chunk: a run of separators, or a run of anything else
+          chunk_lo = k;
+          chunk_hi = k + 1;
+          while (chunk_hi < n && is_sep(cps[chunk_hi]) == is_sep(c)) chunk_hi++;
+        }
+        cnt = k == chunk_lo ? jcase_full(c, 0, m) : lower_at(k, chunk_lo + 1, chunk_hi, m);
+        break;
+    }
+    if (cnt == 1 && m[0] == c) {
+      out.add_range(s, off[k], off[k + 1]);
+    } else {
+      std::string e;
+      for (int q = 0; q < cnt; q++) jcp_append(e, m[q]);
+      out.add(e, s.content_in(off[k], off[k + 1]));
+    }
+  }
+}
+
+// ---- filters ----
+inline JValue JRender::eval_filter(const JNode* n, const SP& sc, const JValue* subject) {
+  JValue v;
+  if (n->a) {
+    v = eval(n->a, sc);
+    if (failed_) return JValue();
+  } else if (subject) {
+    v = *subject;
+  }
+  JArgs args;
+  if (!eval_args(n, sc, args)) return JValue();
+  pos_ = n->pos;
+  if (n->flag) return failv(strf("no filter named '%s'", n->str.c_str()));
+  return apply_filter(n->str, v, args, sc);
+}
+
+inline JValue JRender::apply_filter(const std::string& name, const JValue& v, const JArgs& args, const SP& sc) {
+  std::vector<const JValue*> a;
+  auto what = "filter '" + name + "'";
+  auto str_of = [&](const JValue& x, PText& t) { return to_str(x, t); };
+  auto need_str = [&](const JValue& x) -> bool { return x.is_str() || x.is_undef(); };
+  auto result_str = [&](PText t, bool markup) { return markup ? jv_markup(std::move(t)) : JValue::str(std::move(t)); };
+  // soft_str(): strings stay (Markup stays Markup), anything else is str()-ed
+  auto soft = [&](const JValue& x, PText& t, bool& markup) {
+    markup = jv_is_markup(x);
+    if (x.is_str()) {
+      t = *x.s;
+      return true;
+    }
+    return str_of(x, t);
+  };
+
+  if (name == "tojson") {
+    if (!bind(args, {"ensure_ascii", "indent", "separators", "sort_keys"}, a, what)) return JValue();
+    JsonOpts o;
+    if (a[0]) o.ensure_ascii = jv_truthy(*a[0]);
+    if (a[1] && !a[1]->is_none()) {
+      o.indent_set = true;
+      int64_t ind;
+      if (as_int(*a[1], ind)) {
+        o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(ind, 64))), ' ');
+      } else if (a[1]->is_str()) {
+        o.indent = a[1]->text();
+      } else {
+        return failv("tojson: indent must be an integer or a string");
+      }
+      o.item_sep = ",";
+    }
+    if (a[2] && !a[2]->is_none()) {
+      std::vector<JValue> seps;
+      if (!iterate(*a[2], seps)) return JValue();
+      if (seps.size() != 2 || !seps[0].is_str() || !seps[1].is_str())
+        return failv("tojson: separators must be a pair of strings");
+      o.item_sep = seps[0].text();
+      o.key_sep = seps[1].text();
+    }
+    if (a[3]) o.sort_keys = jv_truthy(*a[3]);
+    PText t;
+    if (!to_json(v, t, o, 0) || !charge_str(t.s.size()) || !check_len(t.s.size())) return JValue();
+    return JValue::str(std::move(t));
+  }
+  if (name == "safe") {
+    if (!bind(args, {}, a, what)) return JValue();
+    PText t;
+    bool m;
+    if (!soft(v, t, m)) return JValue();
+    return jv_markup(std::move(t));
+  }
+  if (name == "e" || name == "escape" || name == "forceescape") {
+    if (!bind(args, {}, a, what)) return JValue();
+    if (name != "forceescape" && jv_is_markup(v)) return v;
+    PText s, t;
+    if (!str_of(v, s)) return JValue();
+    html_escape(t, s);
+    return jv_markup(std::move(t));
+  }
+  if (name == "trim") {
+    if (!bind(args, {"chars"}, a, what)) return JValue();
+    PText t;
+    bool m;
+    if (!soft(v, t, m)) return JValue();
+    std::string chars;
+    bool have = a[0] && !a[0]->is_none();
+    if (have) {
+      if (!a[0]->is_str()) return failv("trim: chars must be a string");
+      chars = a[0]->text();
+    }
+    return result_str(jstrip(t, have ? &chars : nullptr, true, true), m);
+  }
+  if (name == "length" || name == "count") {
+    if (!bind(args, {}, a, what)) return JValue();
+    switch (v.t) {
+      case JValue::T::string: return JValue::integer(static_cast<int64_t>(jcp_count(v.text())));
+      case JValue::T::list:
+        if (v.l->kind == JSeq::generator) return failv("object of type 'generator' has no len()");
+        return JValue::integer(static_cast<int64_t>(v.l->items.size()));
+      case JValue::T::dict: return JValue::integer(static_cast<int64_t>(v.m->items.size()));
+      case JValue::T::undef: return JValue::integer(0);
+      default: return failv(strf("object of type '%s' has no len()", jv_type(v)));
+    }
+  }
+  if (name == "default" || name == "d") {
+    if (!bind(args, {"default_value", "boolean"}, a, what)) return JValue();
+    bool use = v.is_undef() || (a[1] && jv_truthy(*a[1]) && !jv_truthy(v));
+    if (!use) return v;
+    return a[0] ? *a[0] : JValue::str("");
+  }
+  if (name == "upper" || name == "lower" || name == "capitalize" || name == "title") {
+    if (!bind(args, {}, a, what)) return JValue();
+    PText t, out;
+    bool m;
+    if (!soft(v, t, m)) return JValue();
+    JCase mode = name == "upper" ? JCase::upper : name == "lower" ? JCase::lower
+                 : name == "capitalize" ? JCase::capitalize : JCase::title_filter;
+    jcase(t, mode, out);
+    if (!charge_str(out.s.size())) return JValue();
+    return result_str(std::move(out), m && name != "title");
+  }
+  if (name == "string") {
+    if (!bind(args, {}, a, what)) return JValue();
+    if (v.is_str()) return v;
+    PText t;
+    if (!str_of(v, t)) return JValue();
+    return JValue::str(std::move(t));
+  }
+  if (name == "list") {
+    if (!bind(args, {}, a, what)) return JValue();
+    std::vector<JValue> items;
+    if (!iterate(v, items)) return JValue();
+    return JValue::list(std::move(items));
+  }
+  if (name == "items") {
+    if (!bind(args, {}, a, what)) return JValue();
+    if (v.is_undef()) return JValue::list({}, JSeq::generator);
+    if (!v.is_dict()) return failv("can only get item pairs from a mapping");
+    std::vector<JValue> items;
+    for (const auto& kv : v.m->items) items.push_back(JValue::list({kv.first, kv.second}, JSeq::tuple));
+    return JValue::list(std::move(items), JSeq::generator);
+  }
+  if (name == "join") {
+    if (!bind(args, {"d", "attribute"}, a, what)) return JValue();
+    std::vector<JValue> items;
+    if (!iterate(v, items)) return JValue();
+    PText sep, out;
+    if (a[0] && !str_of(*a[0], sep)) return JValue();
+    for (size_t k = 0; k < items.size(); k++) {
+      if (k) out.add(sep);
+      JValue item = items[k];
+      if (a[1] && !a[1]->is_none()) {
+        item = attr_path(item, *a[1], nullptr);
+        if (failed_) return JValue();
+      }
+      if (!str_of(item, out) || !check_len(out.s.size())) return JValue();
+    }
+    if (!charge_str(out.s.size())) return JValue();
+    return JValue::str(std::move(out));
+  }
+  if (name == "first" || name == "last") {
+    if (!bind(args, {}, a, what)) return JValue();
+    if (name == "last" && v.is_list() && v.l->kind == JSeq::generator)
+      return failv("'generator' object is not reversible");
+    if (v.is_list() && v.l->kind == JSeq::generator) {
+      if (v.l->items.empty()) return JValue::undefined("no first item, sequence was empty");
+      JValue x = v.l->items.front();
+      v.l->items.erase(v.l->items.begin());
+      return x;
+    }
+    std::vector<JValue> items;
+    if (!iterate(v, items)) return JValue();
+    if (items.empty()) return JValue::undefined(strf("no %s item, sequence was empty", name.c_str()));
+    return name == "first" ? items.front() : items.back();
+  }
+  if (name == "reverse") {
+    if (!bind(args, {}, a, what)) return JValue();
+    if (v.is_str()) return slice(v, JValue::none(), JValue::none(), JValue::integer(-1));
+    std::vector<JValue> items;
+    if (!iterate(v, items)) return JValue();
+    std::reverse(items.begin(), items.end());
+    bool gen = v.is_list() && v.l->kind == JSeq::generator;
+    return JValue::list(std::move(items), gen ? JSeq::list : JSeq::generator);
+  }
+  if (name == "replace") {
+    if (!bind(args, {"old", "new", "count"}, a, what)) return JValue();
+    if (!a[0] || !a[1]) return failv("replace() needs the old and the new string");
+    JArgs m;
+    JValue s = v;
+    if (!v.is_str()) {
+      PText t;
+      if (!str_of(v, t)) return JValue();
+      s = JValue::str(std::move(t));
+    }
+    s.b = false;  // the filter returns a plain str when autoescape is off
+    PText o, nw;
+    if (!str_of(*a[0], o) || !str_of(*a[1], nw)) return JValue();
+    m.pos = {JValue::str(std::move(o)), JValue::str(std::move(nw))};
+    if (a[2] && !a[2]->is_none()) m.pos.push_back(*a[2]);
+    return call_method(s, "replace", m);
+  }
+  if (name == "indent") {
+    if (!bind(args, {"width", "first", "blank"}, a, what)) return JValue();
+    PText s;
+    bool m;
+    if (!soft(v, s, m)) return JValue();
+    std::string ind = "    ";
+    if (a[0]) {
+      int64_t w;
+      if (a[0]->is_str()) ind = a[0]->text();
+      else if (as_int(*a[0], w)) ind = std::string(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(w, 1 << 16))), ' ');
+      else return failv("indent: width must be an integer or a string");
+    }
+    bool first = a[1] && jv_truthy(*a[1]), blank = a[2] && jv_truthy(*a[2]);
+    s.add("\n");
+    std::vector<PText> lines = jsplitlines(s, false);
+    PText out;
+    for (size_t k = 0; k < lines.size(); k++) {
+      if (k) out.add("\n");
+      if (k && (blank || !lines[k].s.empty())) out.add(ind);
+      out.add(lines[k]);
+      if (!check_len(out.s.size())) return JValue();
+    }
+    if (first) {
+      PText t(ind);
+      t.add(out);
+      out = std::move(t);
+    }
+    return result_str(std::move(out), m);
+  }
+  if (name == "int") {
+    if (!bind(args, {"default", "base"}, a, what)) return JValue();
+    JValue def = a[0] ? *a[0] : JValue::integer(0);
+    int64_t base = 10;
+    if (a[1] && !as_int(*a[1], base)) return failv("int: base must be an integer");
+    int64_t i;
+    if (as_int(v, i)) return JValue::integer(i);
+    if (v.t == JValue::T::real) {
+      if (!std::isfinite(v.d)) return failv("cannot convert float infinity or NaN to integer");
+      if (std::fabs(v.d) >= 9.2e18) return failv("integer overflow (integers are limited to 64 bits)");
+      return JValue::integer(static_cast<int64_t>(v.d));
+    }
+    if (v.is_str()) {
+      if (parse_py_int(v.text(), static_cast<int>(base), i)) return JValue::integer(i);
+      double d;
+      if (parse_py_float(v.text(), d)) {
+        if (!std::isfinite(d)) return failv("cannot convert float infinity or NaN to integer");
+        if (std::fabs(d) >= 9.2e18) return failv("integer overflow (integers are limited to 64 bits)");
+        return JValue::integer(static_cast<int64_t>(d));
+      }
+      return def;
+    }
+    if (v.is_undef()) {
+      fail_undef(v);
+      return JValue();
+    }
+    return def;
+  }
+  if (name == "float") {
+    if (!bind(args, {"default"}, a, what)) return JValue();
+    JValue def = a[0] ? *a[0] : JValue::real(0.0);
+    if (v.is_num()) return JValue::real(as_double(v));
+    double d;
+    if (v.is_str() && parse_py_float(v.text(), d)) return JValue::real(d);
+    if (v.is_undef()) {
+      fail_undef(v);
+      return JValue();
+    }
+    return def;
+  }
+  if (name == "abs") {
+    if (!bind(args, {}, a, what)) return JValue();
+    int64_t i;
+    if (as_int(v, i)) {
+      if (i == INT64_MIN) return failv("integer overflow (integers are limited to 64 bits)");
+      return JValue::integer(i < 0 ? -i : i);
+    }
+    if (v.t == JValue::T::real) return JValue::real(std::fabs(v.d));
+    return failv(strf("bad operand type for abs(): '%s'", jv_type(v)));
+  }
+  if (name == "round") {
+    if (!bind(args, {"precision", "method"}, a, what)) return JValue();
+    int64_t prec = 0;
+    if (a[0] && !as_int(*a[0], prec)) return failv("round: precision must be an integer");
+    std::string method = a[1] && a[1]->is_str() ? a[1]->text() : "common";
+    if (method != "common" && method != "ceil" && method != "floor")
+      return failv("method must be common, ceil or floor");
+    int64_t i;
+    if (method == "common" && as_int(v, i) && prec >= 0) return JValue::integer(i);
+    if (!v.is_num()) return failv(strf("type %s doesn't define __round__ method", jv_type(v)));
+    double x = as_double(v);
+    if (method == "common") {
+      if (prec < -300 || prec > 300 || !std::isfinite(x)) return JValue::real(x);
+      char buf[512];
+      if (prec >= 0) {
+        std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(prec), x);  // exact, ties to even
+        double r = 0;
+        std::from_chars(buf, buf + std::strlen(buf), r);
+        return JValue::real(r);
+      }
+      double p = std::pow(10.0, static_cast<double>(-prec));
+      return JValue::real(std::nearbyint(x / p) * p);
+    }
+    double p = std::pow(10.0, static_cast<double>(prec));
+    double r = method == "ceil" ? std::ceil(x * p) / p : std::floor(x * p) / p;
+    return JValue::real(r);
+  }
+  if (name == "center") {
+    if (!bind(args, {"width"}, a, what)) return JValue();
+    JArgs m;
+    m.pos.push_back(a[0] ? *a[0] : JValue::integer(80));
+    PText t;
+    bool mk;
+    if (!soft(v, t, mk)) return JValue();
+    JValue s = JValue::str(std::move(t));
+    s.b = mk;
+    return call_method(s, "center", m);
+  }
+  if (name == "format") {
+    if (!args.kw.empty() && !args.pos.empty()) return failv("can't handle positional and keyword arguments at the same time");
+    PText t;
+    bool m;
+    if (!soft(v, t, m)) return JValue();
+    JValue f = JValue::str(std::move(t));
+    f.b = m;
+    if (!args.kw.empty()) {
+      JValue d;
+      d.t = JValue::T::dict;
+      d.m = std::make_shared<JDict>();
+      for (const auto& kv : args.kw) d.m->items.emplace_back(JValue::str(kv.first), kv.second);
+      return percent_format(f, d);
+    }
+    return percent_format(f, JValue::list(args.pos, JSeq::tuple));
+  }
+  if (name == "dictsort") {
+    if (!bind(args, {"case_sensitive", "by", "reverse"}, a, what)) return JValue();
+    if (!v.is_dict()) return failv("you can only sort by either \"key\" or \"value\" of a dict");
+    bool cs = a[0] && jv_truthy(*a[0]);
+    std::string by = a[1] && a[1]->is_str() ? a[1]->text() : "key";
+    if (by != "key" && by != "value") return failv("you can only sort by either \"key\" or \"value\"");
+    std::vector<JValue> keys, pairs;
+    for (const auto& kv : v.m->items) {
+      JValue k = by == "key" ? kv.first : kv.second;
+      if (!cs && k.is_str()) {
+        PText lo;
+        jcase(*k.s, JCase::lower, lo);
+        k = JValue::str(std::move(lo));
+      }
+      keys.push_back(std::move(k));
+      pairs.push_back(JValue::list({kv.first, kv.second}, JSeq::tuple));
+    }
+    std::vector<size_t> idx(keys.size());
+    for (size_t k = 0; k < idx.size(); k++) idx[k] = k;
+    if (!sort_indices(keys, idx, a[2] && jv_truthy(*a[2]))) return JValue();
+    std::vector<JValue> out;
+    for (size_t k : idx) out.push_back(pairs[k]);
+    return JValue::list(std::move(out));
+  }
+  if (name == "sort" || name == "unique" || name == "min" || name == "max") {
+    bool is_sort = name == "sort";
+    if (is_sort) {
+      if (!bind(args, {"reverse", "case_sensitive", "attribute"}, a, what)) return JValue();
+    } else {
+      if (!bind(args, {"case_sensitive", "attribute"}, a, what)) return JValue();
+      a.insert(a.begin(), nullptr);
+    }
+    std::vector<JValue> items;
+    if (!iterate(v, items)) return JValue();
+    bool cs = a[1] && jv_truthy(*a[1]);
+    std::vector<JValue> keys;
+    for (const auto& it : items) {
+      JValue k = it;
+      if (a[2] && !a[2]->is_none()) {
+        k = attr_path(it, *a[2], nullptr);
+        if (failed_) return JValue();
+      }
+      if (!cs && k.is_str()) {
+        PText lo;
+        jcase(*k.s, JCase::lower, lo);
+        k = JValue::str(std::move(lo));
+      }
+      keys.push_back(std::move(k));
+    }
+    if (name == "unique") {
+      std::vector<JValue> out, seen;
+      if (!charge(keys.size() * keys.size() / 8 + 1)) return JValue();
+      for (size_t k = 0; k < items.size(); k++) {
+        bool dup = false;
+        for (const auto& s : seen)
+          if (py_eq(s, keys[k])) {
+            dup = true;
+            break;
+          }
+        if (!dup) {
+          seen.push_back(keys[k]);
+          out.push_back(items[k]);
+        }
+      }
+      return JValue::list(std::move(out), JSeq::generator);
+    }
+    if (name == "min" || name == "max") {
+      if (items.empty()) return JValue::undefined("no aggregated item, sequence was empty");
+      size_t best = 0;
+      for (size_t k = 1; k < items.size(); k++) {
+        bool less;
+        if (!py_less(name == "min" ? keys[k] : keys[best], name == "min" ? keys[best] : keys[k], less)) return JValue();
+        if (less) best = k;
+      }
+      return items[best];
+    }
+    std::vector<size_t> idx(items.size());
+    for (size_t k = 0; k < idx.size(); k++) idx[k] = k;
+    if (!sort_indices(keys, idx, a[0] && jv_truthy(*a[0]))) return JValue();
+    std::vector<JValue> out;
+    for (size_t k : idx) out.push_back(items[k]);
+    return JValue::list(std::move(out));
+  }
+  if (name == "sum") {
+    if (!bind(args, {"attribute", "start"}, a, what)) return JValue();
+    std::vector<JValue> items;
+    if (!iterate(v, items)) return JValue();
+    JValue total = a[1] ? *a[1] : JValue::integer(0);
+    for (const auto& it : items) {
+      JValue x = it;
+      if (a[0] && !a[0]->is_none()) {
+        x = attr_path(it, *a[0], nullptr);
+        if (failed_) return JValue();
+      }
+      total = binop(BinOp::add, total, x);
+      if (failed_) return JValue();
+    }
+    return total;
+  }
+  if (name == "map" || name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
+    std::vector<JValue> items;
+    if (!jv_truthy(v)) return JValue::list({}, JSeq::generator);  // Jinja2: "if value:" first
+    if (!iterate(v, items)) return JValue();
+    std::vector<JValue> out;
+    if (name == "map") {
+      const JValue* attribute = nullptr;
+      const JValue* def = nullptr;
+      for (const auto& kv : args.kw) {
+        if (kv.first == "attribute") attribute = &kv.second;
+        else if (kv.first == "default") def = &kv.second;
+      }
+      if (attribute) {
+        if (!args.pos.empty()) return failv("map: attribute= takes no positional arguments");
+        for (const auto& it : items) {
+          JValue x = attr_path(it, *attribute, def);
+          if (failed_) return JValue();
+          out.push_back(std::move(x));
+        }
+        return JValue::list(std::move(out), JSeq::generator);
+      }
+      if (args.pos.empty() || !args.pos[0].is_str()) return failv("map requires a filter argument");
+      std::string fname = args.pos[0].text();
+      if (!jinja_known_filter(fname)) return failv(strf("no filter named '%s'", fname.c_str()));
+      JArgs rest;
+      rest.pos.assign(args.pos.begin() + 1, args.pos.end());
+      rest.kw = args.kw;
+      for (const auto& it : items) {
+        if (!charge()) return JValue();
+        JValue x = apply_filter(fname, it, rest, sc);
+        if (failed_) return JValue();
+        out.push_back(std::move(x));
+      }
+      return JValue::list(std::move(out), JSeq::generator);
+    }
+    bool attr = name == "selectattr" || name == "rejectattr";
+    bool keep_if = name == "select" || name == "selectattr";
+    size_t at = 0;
+    JValue attrname;
+    if (attr) {
+      if (args.pos.empty()) return failv(strf("%s needs an attribute name", name.c_str()));
+      attrname = args.pos[at++];
+    }
+    std::string test;
+    if (at < args.pos.size()) {
+      if (!args.pos[at].is_str()) return failv("the test name must be a string");
+      test = args.pos[at++].text();
+      if (!jinja_known_test(test)) return failv(strf("no test named '%s'", test.c_str()));
+    }
+    JArgs targs;
+    targs.pos.assign(args.pos.begin() + static_cast<std::ptrdiff_t>(at), args.pos.end());
+    targs.kw = args.kw;
+    for (const auto& it : items) {
+      if (!charge()) return JValue();
+      JValue x = it;
+      if (attr) {
+        x = attr_path(it, attrname, nullptr);
+        if (failed_) return JValue();
+      }
+      bool r;
+      if (test.empty()) {
+        r = jv_truthy(x);
+      } else if (!run_test(test, x, targs, r)) {
+        return JValue();
+      }
+      if (r == keep_if) out.push_back(it);
+    }
+    return JValue::list(std::move(out), JSeq::generator);
+  }
+  if (name == "batch") {
+    if (!bind(args, {"linecount", "fill_with"}, a, what)) return JValue();
+    int64_t n;
+    if (!a[0] || !as_int(*a[0], n) || n <= 0) return failv("batch: linecount must be a positive integer");
+    std::vector<JValue> items;
+    if (!iterate(v, items)) return JValue();
+    std::vector<JValue> out, cur;
+    for (auto& it : items) {
+      cur.push_back(std::move(it));
+      if (static_cast<int64_t>(cur.size()) == n) {
+        out.push_back(JValue::list(std::move(cur)));
+        cur.clear();
+      }
+    }
+    if (!cur.empty()) {
+      if (a[1] && !a[1]->is_none())
+        while (static_cast<int64_t>(cur.size()) < n) cur.push_back(*a[1]);
+      out.push_back(JValue::list(std::move(cur)));
+    }
+    return JValue::list(std::move(out), JSeq::generator);
+  }
+  if (name == "attr") {
+    if (!bind(args, {"name"}, a, what)) return JValue();
+    if (!a[0] || !a[0]->is_str()) return failv("attr: the name must be a string");
+    return get_attr(v, a[0]->text());
+  }
+  if (name == "wordcount") {
+    if (!bind(args, {}, a, what)) return JValue();
+    PText t;
+    bool m;
+    if (!soft(v, t, m)) return JValue();
+    // \w+ runs; words are letters, digits and underscore (ASCII view plus any non-ASCII letter)
+    int64_t count = 0;
+    bool in = false;
+    size_t i = 0;
+    while (i < t.s.size()) {
+      uint32_t c = jcp_next(t.s, i);
+      bool w = (c < 0x80) ? (std::isalnum(static_cast<int>(c)) || c == '_') : !jis_space(c);
+      if (w && !in) count++;
+      in = w;
+    }
+    return JValue::integer(count);
+  }
+  (void)need_str;
+  return failv(strf("unsupported construct: the '%s' filter", name.c_str()));
+}
+
+// ---- tests ----
+inline JValue JRender::eval_test(const JNode* n, const SP& sc) {
+  JValue v = eval(n->a, sc);
+  if (failed_) return JValue();
+  JArgs args;
+  if (!eval_args(n, sc, args)) return JValue();
+  pos_ = n->pos;
+  if (n->flag) return failv(strf("no test named '%s'", n->str.c_str()));
+  bool r;
+  if (!run_test(n->str, v, args, r)) return JValue();
+  return JValue::boolean(r);
+}
+
+inline bool JRender::run_test(const std::string& name, const JValue& v, const JArgs& args, bool& r) {
+  using T = JValue::T;
+  const JValue* arg = args.pos.empty() ? (args.kw.empty() ? nullptr : &args.kw[0].second) : &args.pos[0];
+  auto need_arg = [&]() {
+    if (!arg) return fail(strf("test '%s' needs an argument", name.c_str()));
+    return true;
+  };
+  r = false;
+  if (name == "defined") return (r = !v.is_undef()), true;
+  if (name == "undefined") return (r = v.is_undef()), true;
+  if (name == "none") return (r = v.is_none()), true;
+  if (name == "boolean") return (r = v.t == T::boolean), true;
+  if (name == "false") return (r = v.t == T::boolean && !v.b), true;
+  if (name == "true") return (r = v.t == T::boolean && v.b), true;
+  if (name == "integer") return (r = v.t == T::integer), true;
+  if (name == "float") return (r = v.t == T::real), true;
+  if (name == "number") return (r = v.is_num()), true;
+  if (name == "string") return (r = v.is_str()), true;
+  if (name == "mapping") return (r = v.is_dict()), true;
+  if (name == "iterable") return (r = v.is_str() || v.is_list() || v.is_dict() || v.is_undef() || v.t == T::loop), true;
+  if (name == "sequence")
+    return (r = v.is_str() || v.is_dict() || v.is_undef() ||
+                (v.is_list() && (v.l->kind == JSeq::list || v.l->kind == JSeq::tuple || v.l->kind == JSeq::range))),
+           true;
+  if (name == "callable") return (r = v.t == T::func || v.is_undef() || v.t == T::loop), true;
+  if (name == "escaped") return (r = jv_is_markup(v)), true;
+  if (name == "filter") return (r = v.is_str() && jinja_known_filter(v.text())), true;
+  if (name == "test") return (r = v.is_str() && jinja_known_test(v.text())), true;
+  if (name == "odd" || name == "even" || name == "divisibleby") {
+    JValue d = name == "divisibleby" ? (need_arg() ? *arg : JValue()) : JValue::integer(2);
+    if (failed_) return false;
+    JValue m = binop(BinOp::mod, v, d);
+    if (failed_) return false;
+    r = py_eq(m, JValue::integer(name == "odd" ? 1 : 0));
+    return true;
+  }
+  if (name == "lower" || name == "upper") {
+    // str.islower() / str.isupper(): some cased character and none of the other case or titlecase
+    PText t;
+    if (!to_str(v, t)) return false;
+    bool cased = false, ok = true;
+    size_t i = 0;
+    while (i < t.s.size() && ok) {
+      uint32_t c = jcp_next(t.s, i);
+      bool other = name == "lower" ? jcase_is_upper(c) : jcase_is_lower(c);
+      if (other || jcase_is_title(c)) ok = false;
+      else if (name == "lower" ? jcase_is_lower(c) : jcase_is_upper(c)) cased = true;
+    }
+    r = ok && cased;
+    return true;
+  }
+  if (name == "sameas") {
+    if (!need_arg()) return false;
+    const JValue& o = *arg;
+    if (v.t != o.t) return (r = false), true;
+    switch (v.t) {
+      case T::none:
+      case T::undef: r = true; break;
+      case T::boolean: r = v.b == o.b; break;
+      case T::integer: r = v.i == o.i && v.i >= -5 && v.i <= 256; break;  // CPython's small-int cache
+      case T::string: r = v.s == o.s; break;
+      case T::list: r = v.l == o.l; break;
+      case T::dict:
+      case T::ns: r = v.m == o.m; break;
+      case T::func: r = v.f == o.f; break;
+      case T::loop: r = v.lp == o.lp; break;
+      default: r = false;
+    }
+    return true;
+  }
+  CmpOp op;
+  if (name == "eq" || name == "equalto" || name == "==") op = CmpOp::eq;
+  else if (name == "ne" || name == "!=") op = CmpOp::ne;
+  else if (name == "lt" || name == "lessthan" || name == "<") op = CmpOp::lt;
+  else if (name == "le" || name == "<=") op = CmpOp::le;
+  else if (name == "gt" || name == "greaterthan" || name == ">") op = CmpOp::gt;
+  else if (name == "ge" || name == ">=") op = CmpOp::ge;
+  else if (name == "in") op = CmpOp::in;
+  else return fail(strf("no test named '%s'", name.c_str()));
+  if (!need_arg()) return false;
+  return compare(op, v, *arg, r);
+}
+
+// ---- attribute paths for map/selectattr/sort (Jinja2's make_attrgetter: "a.b.0") ----
+inline JValue JRender::attr_path(const JValue& item, const JValue& path, const JValue* def) {
+  JValue cur = item;
+  if (path.is_str()) {
+    const std::string& p = path.text();
+    size_t b = 0;
+    for (;;) {
+      size_t e = p.find('.', b);
+      std::string part = p.substr(b, e == std::string::npos ? std::string::npos : e - b);
+      int64_t idx = 0;
+      auto r = std::from_chars(part.data(), part.data() + part.size(), idx);
+      if (!part.empty() && r.ec == std::errc() && r.ptr == part.data() + part.size()) {
+        cur = get_item(cur, JValue::integer(idx));
+      } else {
+        cur = get_item(cur, JValue::str(part));
+      }
+      if (failed_) return JValue();
+      if (def && !def->is_none() && cur.is_undef()) cur = *def;
+      if (e == std::string::npos) break;
+      b = e + 1;
+    }
+  } else {
+    cur = get_item(cur, path);
+    if (failed_) return JValue();
+    if (def && !def->is_none() && cur.is_undef()) cur = *def;
+  }
+  return cur;
+}
+
+// ---- number parsing as Python's int() / float() on strings ----
+inline bool JRender::parse_py_int(std::string_view s, int base, int64_t& out) {
+  PText t(std::string{s});
+  PText st = jstrip(t, nullptr, true, true);
+  std::string x;
+  for (size_t k = 0; k < st.s.size(); k++) {
+    char c = st.s[k];
+    if (c == '_') {
+      if (k == 0 || k + 1 >= st.s.size() || st.s[k + 1] == '_') return false;
+      continue;
+    }
+    x += c;
+  }
+  bool neg = false;
+  size_t p = 0;
+  if (p < x.size() && (x[p] == '+' || x[p] == '-')) neg = x[p++] == '-';
+  if (base == 0) {
+    base = 10;
+    if (x.size() > p + 1 && x[p] == '0') {
+      char c = static_cast<char>(x[p + 1] | 0x20);
+      if (c == 'x') base = 16;
+      else if (c == 'o') base = 8;
+      else if (c == 'b') base = 2;
+      if (base != 10) p += 2;
+    }
+  } else if (x.size() > p + 1 && x[p] == '0') {
+    char c = static_cast<char>(x[p + 1] | 0x20);
+    if ((base == 16 && c == 'x') || (base == 8 && c == 'o') || (base == 2 && c == 'b')) p += 2;
+  }
+  if (base < 2 || base > 36 || p >= x.size()) return false;
+  uint64_t v = 0;
+  auto r = std::from_chars(x.data() + p, x.data() + x.size(), v, base);
+  if (r.ec != std::errc() || r.ptr != x.data() + x.size()) return false;
+  if (v > static_cast<uint64_t>(INT64_MAX) + (neg ? 1u : 0u)) return false;
+  out = neg ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
+  return true;
+}
+inline bool JRender::parse_py_float(std::string_view s, double& out) {
+  PText t(std::string{s});
+  PText st = jstrip(t, nullptr, true, true);
+  std::string x;
+  for (size_t k = 0; k < st.s.size(); k++) {
+    char c = st.s[k];
+    if (c == '_') {
+      if (k == 0 || k + 1 >= st.s.size() || !std::isdigit(static_cast<unsigned char>(st.s[k - 1])) ||
+          !std::isdigit(static_cast<unsigned char>(st.s[k + 1])))
+        return false;
+      continue;
+    }
+    x += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  size_t p = (!x.empty() && (x[0] == '+' || x[0] == '-')) ? 1 : 0;
+  bool neg = !x.empty() && x[0] == '-';
+  std::string body = x.substr(p);
+  if (body == "inf" || body == "infinity") {
+    out = neg ? -HUGE_VAL : HUGE_VAL;
+    return true;
+  }
+  if (body == "nan") {
+    out = std::nan("");
+    return true;
+  }
+  if (body.empty() || body.find_first_not_of("0123456789.e+-") != std::string::npos) return false;
+  double v = 0;
+  auto r = std::from_chars(x.data() + (x[0] == '+' ? 1 : 0), x.data() + x.size(), v);
+  if (r.ptr != x.data() + x.size()) return false;
+  if (r.ec == std::errc::result_out_of_range) v = (x.find("e-") != std::string::npos) ? 0.0 : (neg ? -HUGE_VAL : HUGE_VAL);
+  else if (r.ec != std::errc()) return false;
+  out = v;
+  return true;
+}
+
+// ---- methods of str, dict, list ----
+inline JValue JRender::call_method(const JValue& self, const std::string& name, const JArgs& args) {
+  std::vector<const JValue*> a;
+  std::string what = std::string(jv_type(self)) + "." + name + "()";
+  if (self.is_dict()) {
+    if (name == "get") {
+      if (!bind(args, {"key", "default"}, a, what)) return JValue();
+      if (!a[0]) return failv("get expected at least 1 argument, got 0");
+      if (const JValue* x = dict_find(*self.m, *a[0])) return *x;
+      return a[1] ? *a[1] : JValue::none();
+    }
+    if (!bind(args, {}, a, what)) return JValue();
+    if (name == "copy") {
+      JValue d;
+      d.t = JValue::T::dict;
+      d.m = std::make_shared<JDict>(*self.m);
+      return d;
+    }
+    std::vector<JValue> out;
+    JSeq kind = name == "items" ? JSeq::dict_items : name == "keys" ? JSeq::dict_keys : JSeq::dict_values;
+    for (const auto& kv : self.m->items) {
+      if (name == "items") out.push_back(JValue::list({kv.first, kv.second}, JSeq::tuple));
+      else out.push_back(name == "keys" ? kv.first : kv.second);
+    }
+    return JValue::list(std::move(out), kind);
+  }
+  if (self.is_list()) {
+    if (name == "copy") {
+      if (!bind(args, {}, a, what)) return JValue();
+      return JValue::list(self.l->items);
+    }
+    if (!bind(args, {"value"}, a, what)) return JValue();
+    if (!a[0]) return failv(what + " takes exactly one argument");
+    int64_t count = 0;
+    for (size_t k = 0; k < self.l->items.size(); k++) {
+      if (py_eq(self.l->items[k], *a[0])) {
+        if (name == "index") return JValue::integer(static_cast<int64_t>(k));
+        count++;
+      }
+    }
+    if (name == "index") return failv("list.index(x): x not in list");
+    return JValue::integer(count);
+  }
+  if (!self.is_str()) return failv(strf("unsupported construct: method '%s' of '%s'", name.c_str(), jv_type(self)));
+  const PText& s = *self.s;
+  bool mk = self.b;
+  auto ret = [&](PText t) { return mk ? jv_markup(std::move(t)) : JValue::str(std::move(t)); };
+  auto str_arg = [&](const JValue* x, const char* pname, std::string& out) -> bool {
+    if (!x || !x->is_str()) return fail(strf("%s: argument '%s' must be a str, not %s", what.c_str(), pname,
+                                             x ? jv_type(*x) : "nothing"));
+    out = x->text();
+    return true;
+  };
+  if (name == "strip" || name == "lstrip" || name == "rstrip") {
+    if (!bind(args, {"chars"}, a, what)) return JValue();
+    std::string chars;
+    bool have = a[0] && !a[0]->is_none();
+    if (have && !str_arg(a[0], "chars", chars)) return JValue();
+    return ret(jstrip(s, have ? &chars : nullptr, name != "rstrip", name != "lstrip"));
+  }
+  if (name == "startswith" || name == "endswith") {
+    if (!bind(args, {"prefix", "start", "end"}, a, what)) return JValue();
+    if (!a[0]) return failv(what + " takes at least 1 argument");
+    if ((a[1] && !a[1]->is_none()) || (a[2] && !a[2]->is_none()))
+      return failv("unsupported construct: start/end arguments of " + what);
+    std::vector<JValue> cands;
+    if (a[0]->is_str()) {
+      cands.push_back(*a[0]);
+    } else if (a[0]->is_list() && a[0]->l->kind == JSeq::tuple) {
+      cands = a[0]->l->items;
+    } else {
+      return failv(strf("%s first arg must be str or a tuple of str, not %s", what.c_str(), jv_type(*a[0])));
+    }
+    for (const auto& c : cands) {
+      if (!c.is_str()) return failv(what + ": tuple for startswith/endswith must only contain str");
+      const std::string& p = c.text();
+      bool hit = name == "startswith" ? s.s.compare(0, p.size(), p) == 0 && s.s.size() >= p.size()
+                                      : s.s.size() >= p.size() && s.s.compare(s.s.size() - p.size(), p.size(), p) == 0;
+      if (hit) return JValue::boolean(true);
+    }
+    return JValue::boolean(false);
+  }
+  if (name == "split" || name == "rsplit") {
+    if (!bind(args, {"sep", "maxsplit"}, a, what)) return JValue();
+    int64_t maxsplit = -1;
+    if (a[1] && !as_int(*a[1], maxsplit)) return failv("maxsplit must be an integer");
+    std::vector<PText> parts;
+    bool right = name == "rsplit";
+    if (!a[0] || a[0]->is_none()) {
+      // runs of whitespace, no empty strings
+      std::vector<std::pair<size_t, size_t>> words;
+      size_t i = 0;
+      while (i < s.s.size()) {
+        size_t b = i;
+        uint32_t c = jcp_next(s.s, i);
+        if (jis_space(c)) continue;
+        size_t e = i;
+        while (e < s.s.size()) {
+          size_t q = e;
+          if (jis_space(jcp_next(s.s, q))) break;
+          e = q;
+        }
+        words.emplace_back(b, e);
+        i = e;
+      }
+      if (maxsplit < 0 || static_cast<size_t>(maxsplit) >= words.size()) {
+        for (auto& w : words) parts.push_back(jsub(s, w.first, w.second));
+      } else if (!right) {
+        for (int64_t k = 0; k < maxsplit; k++) parts.push_back(jsub(s, words[static_cast<size_t>(k)].first,
+                                                                   words[static_cast<size_t>(k)].second));
+        parts.push_back(jstrip(jsub(s, words[static_cast<size_t>(maxsplit)].first, s.s.size()), nullptr, false, true));
+      } else {
+        size_t first = words.size() - static_cast<size_t>(maxsplit);
+        parts.push_back(jstrip(jsub(s, 0, words[first - 1].second), nullptr, true, false));
+        for (size_t k = first; k < words.size(); k++) parts.push_back(jsub(s, words[k].first, words[k].second));
+      }
+    } else {
+      std::string sep;
+      if (!str_arg(a[0], "sep", sep)) return JValue();
+      if (sep.empty()) return failv("empty separator");
+      std::vector<size_t> hits;
+      if (!right) {
+        size_t p = 0;
+        while ((maxsplit < 0 || static_cast<int64_t>(hits.size()) < maxsplit) &&
+               (p = s.s.find(sep, p)) != std::string::npos) {
+          hits.push_back(p);
+          p += sep.size();
+        }
+      } else {
+        size_t p = s.s.size();
+        while ((maxsplit < 0 || static_cast<int64_t>(hits.size()) < maxsplit) && p >= sep.size()) {
+          size_t q = s.s.rfind(sep, p - sep.size());
+          if (q == std::string::npos) break;
+          hits.push_back(q);
+          p = q;
+        }
+        std::reverse(hits.begin(), hits.end());
+      }
+      size_t b = 0;
+      for (size_t h : hits) {
+        parts.push_back(jsub(s, b, h));
+        b = h + sep.size();
+      }
+      parts.push_back(jsub(s, b, s.s.size()));
+    }
+    if (!charge_list(parts.size())) return JValue();
+    std::vector<JValue> out;
+    for (auto& p : parts) out.push_back(ret(std::move(p)));
+    return JValue::list(std::move(out));
+  }
+  if (name == "replace") {
+    if (!bind(args, {"old", "new", "count"}, a, what)) return JValue();
+    std::string old;
+    if (!str_arg(a[0], "old", old) || !a[1] || !a[1]->is_str()) {
+      if (!failed_) fail(what + ": new must be a str");
+      return JValue();
+    }
+    int64_t count = -1;
+    if (a[2] && !as_int(*a[2], count)) return failv("count must be an integer");
+    const PText& nw = *a[1]->s;
+    PText out;
+    int64_t done = 0;
+    if (old.empty()) {
+      // inserts `new` before every code point and at the end
+      size_t i = 0;
+      while (count < 0 || done < count) {
+        out.add(nw);
+        done++;
+        if (i >= s.s.size()) break;
+        size_t b = i;
+        jcp_next(s.s, i);
+        out.add_range(s, b, i);
+        if (!check_len(out.s.size())) return JValue();
+      }
+      out.add_range(s, i, s.s.size());
+      return ret(std::move(out));
+    }
+    size_t b = 0, p;
+    while ((count < 0 || done < count) && (p = s.s.find(old, b)) != std::string::npos) {
+      out.add_range(s, b, p);
+      out.add(nw);
+      if (!check_len(out.s.size())) return JValue();
+      b = p + old.size();
+      done++;
+    }
+    out.add_range(s, b, s.s.size());
+    if (!charge_str(out.s.size())) return JValue();
+    return ret(std::move(out));
+  }
+  if (name == "upper" || name == "lower" || name == "title" || name == "capitalize" || name == "swapcase" ||
+      name == "casefold") {
+    if (!bind(args, {}, a, what)) return JValue();
+    if (name == "casefold" && !jis_ascii(s.s)) return failv("unsupported construct: str.casefold() on non-ASCII text");
+    JCase mode = name == "upper" ? JCase::upper : (name == "lower" || name == "casefold") ? JCase::lower
+                 : name == "title" ? JCase::title_method : name == "capitalize" ? JCase::capitalize : JCase::swapcase;
+    PText out;
+    jcase(s, mode, out);
+    if (!charge_str(out.s.size())) return JValue();
+    return ret(std::move(out));
+  }
+  if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
+    if (!bind(args, {"sub", "start", "end"}, a, what)) return JValue();
+    std::string sub;
+    if (!str_arg(a[0], "sub", sub)) return JValue();
+    if ((a[1] && !a[1]->is_none()) || (a[2] && !a[2]->is_none()))
+      return failv("unsupported construct: start/end arguments of " + what);
+    if (name == "count") {
+      if (sub.empty()) return JValue::integer(static_cast<int64_t>(jcp_count(s.s)) + 1);
+      int64_t n = 0;
+      size_t p = 0;
+      while ((p = s.s.find(sub, p)) != std::string::npos) {
+        n++;
+        p += sub.size();
+      }
+      return JValue::integer(n);
+    }
+    size_t p = (name == "find" || name == "index") ? s.s.find(sub) : s.s.rfind(sub);
+    if (p == std::string::npos) {
+      if (name == "index" || name == "rindex") return failv("substring not found");
+      return JValue::integer(-1);
+    }
+    return JValue::integer(static_cast<int64_t>(jcp_count(std::string_view(s.s).substr(0, p))));
+  }
+  if (name == "join") {
+    if (!bind(args, {"iterable"}, a, what)) return JValue();
+    if (!a[0]) return failv("join() takes exactly one argument");
+    std::vector<JValue> items;
+    if (!iterate(*a[0], items)) return JValue();
+    PText out;
+    for (size_t k = 0; k < items.size(); k++) {
+      if (!items[k].is_str())
+        return failv(strf("sequence item %zu: expected str instance, %s found", k, jv_type(items[k])));
+      if (k) out.add(s);
+      if (mk && !jv_is_markup(items[k])) html_escape(out, *items[k].s);
+      else out.add(*items[k].s);
+      if (!check_len(out.s.size())) return JValue();
+    }
+    if (!charge_str(out.s.size())) return JValue();
+    return ret(std::move(out));
+  }
+  if (name == "format") return str_format(self, args);
+  if (name == "splitlines") {
+    if (!bind(args, {"keepends"}, a, what)) return JValue();
+    std::vector<JValue> out;
+    for (auto& p : jsplitlines(s, a[0] && jv_truthy(*a[0]))) out.push_back(ret(std::move(p)));
+    return JValue::list(std::move(out));
+  }
+  if (name == "partition" || name == "rpartition") {
+    if (!bind(args, {"sep"}, a, what)) return JValue();
+    std::string sep;
+    if (!str_arg(a[0], "sep", sep)) return JValue();
+    if (sep.empty()) return failv("empty separator");
+    size_t p = name == "partition" ? s.s.find(sep) : s.s.rfind(sep);
+    if (p == std::string::npos) {
+      if (name == "partition") return JValue::list({self, ret(PText()), ret(PText())}, JSeq::tuple);
+      return JValue::list({ret(PText()), ret(PText()), self}, JSeq::tuple);
+    }
+    return JValue::list({ret(jsub(s, 0, p)), ret(jsub(s, p, p + sep.size())), ret(jsub(s, p + sep.size(), s.s.size()))},
+                        JSeq::tuple);
+  }
+  if (name == "removeprefix" || name == "removesuffix") {
+    if (!bind(args, {"fix"}, a, what)) return JValue();
+    std::string fix;
+    if (!str_arg(a[0], "fix", fix)) return JValue();
+    if (name == "removeprefix" && s.s.compare(0, fix.size(), fix) == 0 && s.s.size() >= fix.size())
+      return ret(jsub(s, fix.size(), s.s.size()));
+    if (name == "removesuffix" && !fix.empty() && s.s.size() >= fix.size() &&
+        s.s.compare(s.s.size() - fix.size(), fix.size(), fix) == 0)
+      return ret(jsub(s, 0, s.s.size() - fix.size()));
+    return self;
+  }
+  if (name == "ljust" || name == "rjust" || name == "center" || name == "zfill") {
+    if (!bind(args, name == "zfill" ? std::initializer_list<const char*>{"width"}
+                                    : std::initializer_list<const char*>{"width", "fillchar"},
+              a, what))
+      return JValue();
+    int64_t width;
+    if (!a[0] || !as_int(*a[0], width)) return failv(what + ": width must be an integer");
+    std::string fill = " ";
+    if (name != "zfill" && a.size() > 1 && a[1]) {
+      if (!a[1]->is_str() || jcp_count(a[1]->text()) != 1)
+        return failv("The fill character must be exactly one character long");
+      fill = a[1]->text();
+    }
+    int64_t len = static_cast<int64_t>(jcp_count(s.s));
+    if (width <= len) return self;
+    if (!check_len(static_cast<size_t>(width) * fill.size())) return JValue();
+    size_t pad = static_cast<size_t>(width - len);
+    size_t left = 0;
+    if (name == "rjust") left = pad;
+    else if (name == "center") left = pad / 2 + (pad & static_cast<size_t>(width) & 1);
+    PText out;
+    if (name == "zfill") {
+      size_t sign = (!s.s.empty() && (s.s[0] == '+' || s.s[0] == '-')) ? 1 : 0;
+      out.add_range(s, 0, sign);
+      out.add(std::string(pad, '0'));
+      out.add_range(s, sign, s.s.size());
+      return ret(std::move(out));
+    }
+    for (size_t k = 0; k < left; k++) out.add(fill);
+    out.add(s);
+    for (size_t k = left; k < pad; k++) out.add(fill);
+    return ret(std::move(out));
+  }
+  if (name == "isdigit" || name == "isdecimal" || name == "isnumeric" || name == "isalpha" || name == "isalnum" ||
+      name == "isspace" || name == "islower" || name == "isupper" || name == "isascii" || name == "istitle") {
+    if (!bind(args, {}, a, what)) return JValue();
+    if (name == "isascii") return JValue::boolean(jis_ascii(s.s));
+    if (s.s.empty()) return JValue::boolean(false);
+    if (name == "islower" || name == "isupper") {
+      bool r;
+      JArgs none;
+      if (!run_test(name == "islower" ? "lower" : "upper", self, none, r)) return JValue();
+      return JValue::boolean(r);
+    }
+    if (name == "istitle") return failv("unsupported construct: str.istitle()");
+    bool all = true;
+    size_t i = 0;
+    while (i < s.s.size()) {
+      uint32_t c = jcp_next(s.s, i);
+      bool ok;
+      if (name == "isspace") {
+        ok = jis_space(c);
+      } else if (c >= 0x80) {
+        return failv(strf("unsupported: %s on non-ASCII text", what.c_str()));
+      } else if (name == "isalpha") {
+        ok = std::isalpha(static_cast<int>(c)) != 0;
+      } else if (name == "isalnum") {
+        ok = std::isalnum(static_cast<int>(c)) != 0;
+      } else {
+        ok = c >= '0' && c <= '9';
+      }
+      if (!ok) {
+        all = false;
+        break;
+      }
+    }
+    return JValue::boolean(all);
+  }
+  return failv(strf("unsupported construct: the string method '%s'", name.c_str()));
+}
+
+// ---- "%" formatting (printf style, as Python's str % args) ----
+inline JValue JRender::percent_format(const JValue& fmtv, const JValue& argv) {
+  const PText& fmt = *fmtv.s;
+  bool mk = fmtv.b;
+  std::vector<JValue> args;
+  const JDict* mapping = nullptr;
+  if (argv.is_list() && argv.l->kind == JSeq::tuple) args = argv.l->items;
+  else if (argv.is_dict()) mapping = argv.m.get();
+  else args.push_back(argv);
+  size_t next = 0;
+  PText out;
+  size_t i = 0;
+  bool used_mapping = false;
+  while (i < fmt.s.size()) {
+    size_t pct = fmt.s.find('%', i);
+    if (pct == std::string::npos) {
+      out.add_range(fmt, i, fmt.s.size());
+      break;
+    }
+    out.add_range(fmt, i, pct);
+    size_t p = pct + 1;
+    if (p >= fmt.s.size()) return failv("incomplete format");
+    const JValue* arg = nullptr;
+    if (fmt.s[p] == '(') {
+      size_t close = fmt.s.find(')', p);
+      if (close == std::string::npos || !mapping) return failv("format requires a mapping");
+      const JValue* x = mapping->find(std::string_view(fmt.s).substr(p + 1, close - p - 1));
+      if (!x) return failv("KeyError in % formatting");
+      arg = x;
+      used_mapping = true;
+      p = close + 1;
+    }
+    std::string flags;
+    while (p < fmt.s.size() && std::strchr("-+ #0", fmt.s[p]) && fmt.s[p]) flags += fmt.s[p++];
+    std::string width, prec;
+    while (p < fmt.s.size() && std::isdigit(static_cast<unsigned char>(fmt.s[p]))) width += fmt.s[p++];
+    bool has_prec = false;
+    if (p < fmt.s.size() && fmt.s[p] == '.') {
+      has_prec = true;
+      p++;
+      while (p < fmt.s.size() && std::isdigit(static_cast<unsigned char>(fmt.s[p]))) prec += fmt.s[p++];
+    }
+    if (width.size() > 6 || prec.size() > 6) return failv("format width or precision too large");
+    if (p >= fmt.s.size()) return failv("incomplete format");
+    char conv = fmt.s[p++];
+    i = p;
+    if (conv == '%') {
+      out.add("%");
+      continue;
+    }
+    if (!arg) {
+      if (mapping) {
+        arg = &argv;  // "%s" % {"a": 1} formats the dict itself
+      } else {
+        if (next >= args.size()) return failv("not enough arguments for format string");
+        arg = &args[next++];
+      }
+    }
+    PText piece;
+    if (conv == 's' || conv == 'r' || conv == 'a') {
+      PText t;
+      if (conv == 's' ? !to_str(*arg, t) : !repr(*arg, t)) return JValue();
+      if (mk && !jv_is_markup(*arg)) {
+        PText e;
+        html_escape(e, t);
+        t = std::move(e);
+      }
+      if (has_prec) {
+        int64_t n = 0;
+        std::from_chars(prec.data(), prec.data() + prec.size(), n);
+        std::vector<size_t> off = jcp_offsets(t.s);
+        if (static_cast<size_t>(n) + 1 < off.size()) t = jsub(t, 0, off[static_cast<size_t>(n)]);
+      }
+      int64_t w = 0;
+      if (!width.empty()) std::from_chars(width.data(), width.data() + width.size(), w);
+      int64_t len = static_cast<int64_t>(jcp_count(t.s));
+      bool left = flags.find('-') != std::string::npos;
+      if (!left)
+        for (int64_t k = len; k < w; k++) piece.add(" ");
+      piece.add(t);
+      if (left)
+        for (int64_t k = len; k < w; k++) piece.add(" ");
+    } else if (std::strchr("diouxXeEfFgGc", conv)) {
+      if (!arg->is_num()) return failv(strf("%%%c format: a real number is required, not %s", conv, jv_type(*arg)));
+      std::string spec = "%" + flags + width + (has_prec ? "." + prec : "");
+      int64_t iv;
+      bool is_int = as_int(*arg, iv);
+      if (std::strchr("diouxX", conv)) {
+        if (!is_int) {
+          if (conv != 'd' && conv != 'i' && conv != 'u')
+            return failv(strf("%%%c format: an integer is required, not float", conv));
+          if (!std::isfinite(arg->d) || std::fabs(arg->d) >= 9.2e18) return failv("cannot convert float to integer");
+          iv = static_cast<int64_t>(arg->d);
+        }
+        char c = conv == 'i' || conv == 'u' ? 'd' : conv;
+        piece.add(strf((spec + "ll" + c).c_str(), static_cast<long long>(iv)));
+        if (conv == 'o' && flags.find('#') != std::string::npos) {
+          // Python writes 0o17 where C writes 017
+          std::string& t = piece.s;
+          size_t z = t.find('0');
+          if (z != std::string::npos) t.insert(z + 1, "o");
+        }
+      } else if (conv == 'c') {
+        if (!is_int || iv < 0 || iv > 0x10FFFF) return failv("%c requires an int in range(0x110000) or a char");
+        std::string ch;
+        utf8_append(ch, static_cast<uint32_t>(iv));
+        piece.add(ch);
+      } else {
+        double d = as_double(*arg);
+        if (!std::isfinite(d)) {
+          std::string t = std::isnan(d) ? "nan" : (d < 0 ? "-inf" : (flags.find('+') != std::string::npos ? "+inf" : "inf"));
+          if (std::isupper(static_cast<unsigned char>(conv))) for (auto& ch : t) ch = static_cast<char>(std::toupper(ch));
+          piece.add(t);
+        } else {
+          piece.add(strf((spec + conv).c_str(), d));
+        }
+      }
+    } else {
+      return failv(strf("unsupported format character '%c'", conv));
+    }
+    out.add(piece);
+    if (!check_len(out.s.size())) return JValue();
+  }
+  if (!mapping && next < args.size()) return failv("not all arguments converted during string formatting");
+  if (!charge_str(out.s.size())) return JValue();
+  (void)used_mapping;
+  return mk ? jv_markup(std::move(out)) : JValue::str(std::move(out));
+}
+
+// ---- str.format(): "{}", "{0}", "{name}", "{0[key]}", "{x.attr}", conversions and simple specs ----
+inline JValue JRender::str_format(const JValue& self, const JArgs& args) {
+  const PText& f = *self.s;
+  PText out;
+  size_t auto_idx = 0;
+  size_t i = 0;
+  while (i < f.s.size()) {
+    char c = f.s[i];
+    if (c == '}') {
+      if (i + 1 < f.s.size() && f.s[i + 1] == '}') {
+        out.add("}");
+        i += 2;
+        continue;
+      }
+      return failv("Single '}' encountered in format string");
+    }
+    if (c != '{') {
+      size_t j = i;
+      while (j < f.s.size() && f.s[j] != '{' && f.s[j] != '}') j++;
+      out.add_range(f, i, j);
+      i = j;
+      continue;
+    }
+    if (i + 1 < f.s.size() && f.s[i + 1] == '{') {
+      out.add("{");
+      i += 2;
+      continue;
+    }
+    size_t close = f.s.find('}', i);
+    if (close == std::string::npos) return failv("Single '{' encountered in format string");
+    std::string field = f.s.substr(i + 1, close - i - 1);
+    if (field.find('{') != std::string::npos) return failv("unsupported construct: nested fields in str.format");
+    i = close + 1;
+    std::string spec, conv;
+    size_t colon = field.find(':');
+    if (colon != std::string::npos) {
+      spec = field.substr(colon + 1);
+      field = field.substr(0, colon);
+    }
+    size_t bang = field.find('!');
+    if (bang != std::string::npos) {
+      conv = field.substr(bang + 1);
+      field = field.substr(0, bang);
+    }
+    size_t end = field.find_first_of(".[");
+    std::string head = field.substr(0, end);
+    JValue v;
+    if (head.empty()) {
+      if (auto_idx >= args.pos.size()) return failv("Replacement index out of range for positional args tuple");
+      v = args.pos[auto_idx++];
+    } else if (std::isdigit(static_cast<unsigned char>(head[0]))) {
+      size_t k = 0;
+      std::from_chars(head.data(), head.data() + head.size(), k);
+      if (k >= args.pos.size()) return failv("Replacement index out of range for positional args tuple");
+      v = args.pos[k];
+    } else {
+      bool found = false;
+      for (const auto& kv : args.kw)
+        if (kv.first == head) {
+          v = kv.second;
+          found = true;
+        }
+      if (!found) return failv("KeyError '" + head + "' in str.format");
+    }
+    size_t p = end;
+    while (p != std::string::npos && p < field.size()) {
+      if (field[p] == '.') {
+        size_t q = field.find_first_of(".[", p + 1);
+        v = get_attr(v, field.substr(p + 1, q == std::string::npos ? std::string::npos : q - p - 1));
+        p = q;
+      } else {
+        size_t q = field.find(']', p);
+        if (q == std::string::npos) return failv("Missing ']' in format string");
+        std::string key = field.substr(p + 1, q - p - 1);
+        int64_t idx;
+        auto r = std::from_chars(key.data(), key.data() + key.size(), idx);
+        if (!key.empty() && r.ec == std::errc() && r.ptr == key.data() + key.size()) v = get_item(v, JValue::integer(idx));
+        else v = get_item(v, JValue::str(key));
+        p = q + 1;
+      }
+      if (failed_) return JValue();
+    }
+    PText t;
+    if (conv.empty() || conv == "s") {
+      if (!to_str(v, t)) return JValue();
+    } else if (conv == "r" || conv == "a") {
+      if (!repr(v, t)) return JValue();
+    } else {
+      return failv("Unknown conversion specifier " + conv);
+    }
+    if (self.b && !jv_is_markup(v)) {
+      PText e;
+      html_escape(e, t);
+      t = std::move(e);
+    }
+    if (!spec.empty()) {
+      // [[fill]align][width] for strings; numbers with a type need the full mini-language
+      size_t q = 0;
+      std::string fill = " ";
+      char align = 0;
+      if (spec.size() >= 2 && std::strchr("<>^", spec[1])) {
+        fill = spec.substr(0, 1);
+        align = spec[1];
+        q = 2;
+      } else if (!spec.empty() && std::strchr("<>^", spec[0])) {
+        align = spec[0];
+        q = 1;
+      }
+      size_t w = 0;
+      auto r = std::from_chars(spec.data() + q, spec.data() + spec.size(), w);
+      if (r.ptr != spec.data() + spec.size() || w > (1u << 20))
+        return failv("unsupported construct: format spec '" + spec + "' in str.format");
+      if (!align) align = v.is_num() ? '>' : '<';
+      size_t len = jcp_count(t.s);
+      if (w > len) {
+        size_t pad = w - len, left = align == '>' ? pad : align == '^' ? pad / 2 : 0;
+        PText padded;
+        for (size_t k = 0; k < left; k++) padded.add(fill);
+        padded.add(t);
+        for (size_t k = left; k < pad; k++) padded.add(fill);
+        t = std::move(padded);
+      }
+    }
+    out.add(t);
+    if (!check_len(out.s.size())) return JValue();
+  }
+  if (!charge_str(out.s.size())) return JValue();
+  return self.b ? jv_markup(std::move(out)) : JValue::str(std::move(out));
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// ---- src/39_chat.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== Chat templates, part 5: the chat API (ChatInput -> RenderedPrompt) ====
+// What a model's template sees, as transformers' apply_chat_template passes it: `messages` (any
+// keys pass through), `add_generation_prompt`, the special-token strings, `tools` only when given,
+// and extra variables (enable_thinking, documents, ...). Strings from messages, tools and documents
+// are untrusted: their bytes in the output are reported in RenderedPrompt::content_spans, so the
+// tokenizer never turns text a user typed (say "<|im_end|>") into a control token.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+struct RenderedPrompt {
+  std::string text;
+  // Byte ranges of `text` copied from message content (sorted, disjoint): tokenize them without
+  // special-token parsing.
+  std::vector<std::pair<size_t, size_t>> content_spans;
+  bool fallback = false;  // rendered with the built-in ChatML template (the model has none)
+};
+
+struct ChatInput {
+  Json messages;  // an array of message objects ({"role", "content", ...}; content may be a list of parts)
+  bool add_generation_prompt = false;
+  // Template variables such as {"bos_token", "<s>"}, {"eos_token", "</s>"} (see chat_special_tokens).
+  std::vector<std::pair<std::string, std::string>> special_tokens;
+  std::optional<std::vector<std::string>> additional_special_tokens;  // tokenizer_config's list, if any
+  Json tools;  // null: no `tools` variable at all
+  Json extra;  // object: more variables (enable_thinking, documents, ...); untrusted if named "documents"
+  std::function<std::tm()> clock;  // strftime_now(); local time when empty (tests fix it)
+  uint64_t max_steps = 0;          // evaluation budget; 0: LLMINFER_JINJA_MAX_STEPS scaled by the input size
+
+  // messages from role/content pairs
+  static Json messages_from(std::span<const Message> msgs) {
+    Json arr;
+    arr.type = Json::Type::array;
+    for (const auto& m : msgs) {
+      Json o;
+      o.type = Json::Type::object;
+      Json role, content;
+      role.type = content.type = Json::Type::string;
+      role.str = m.role;
+      content.str = m.content;
+      o.members.emplace_back("role", std::move(role));
+      o.members.emplace_back("content", std::move(content));
+      arr.items.push_back(std::move(o));
+    }
+    return arr;
+  }
+};
+
+// Converts JSON to template values; `content` marks every string (keys too) as untrusted text.
+inline JValue jinja_from_json(const Json& j, bool content, int depth = 0) {
+  switch (j.type) {
+    case Json::Type::null: return JValue::none();
+    case Json::Type::boolean: return JValue::boolean(j.boolean);
+    case Json::Type::number:
+      if (j.is_int) return JValue::integer(j.i);
+      return JValue::real(j.num);
+    case Json::Type::string: return JValue::str(j.str, content);
+    case Json::Type::array: {
+      std::vector<JValue> items;
+      items.reserve(j.items.size());
+      for (const auto& x : j.items) items.push_back(jinja_from_json(x, content, depth + 1));
+      return JValue::list(std::move(items));
+    }
+    case Json::Type::object: {
+      JValue d;
+      d.t = JValue::T::dict;
+      d.m = std::make_shared<JDict>();
+      for (const auto& kv : j.members) {
+        // a repeated key: the last one wins, in the first one's place (as Python's json module)
+        bool replaced = false;
+        for (auto& e : d.m->items)
+          if (e.first.text() == kv.first) {
+            e.second = jinja_from_json(kv.second, content, depth + 1);
+            replaced = true;
+          }
+        if (!replaced) d.m->items.emplace_back(JValue::str(kv.first, content), jinja_from_json(kv.second, content, depth + 1));
+      }
+      return d;
+    }
+  }
+  return JValue::none();
+}
+
+// The built-in template for files without one: ChatML, the same text as transformers' former
+// default (`<|im_start|>{role}\n{content}<|im_end|>\n` per message, then `<|im_start|>assistant\n`
+// when a generation prompt is asked for). Content given as a list of parts uses its text parts.
+inline const char* chat_fallback_template() {
+  return "{%- for message in messages -%}"
+         "{%- if message['content'] is string -%}{%- set content = message['content'] -%}"
+         "{%- else -%}{%- set content = message['content'] | selectattr('type', 'equalto', 'text') | map(attribute='text')"
+         " | join('') -%}{%- endif -%}"
+         "{{ '<|im_start|>' + message['role'] + '\\n' + content + '<|im_end|>' + '\\n' }}"
+         "{%- endfor -%}"
+         "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}";
+}
+
+class ChatTemplate {
+ public:
+  ChatTemplate() = default;
+
+  // Parses a Jinja chat template; errors name the construct and the line:column.
+  static Result<ChatTemplate> parse(std::string_view source) {
+    auto p = jinja_parse(source);
+    if (!p) return p.error();
+    ChatTemplate t;
+    t.prog_ = std::move(*p);
+    return t;
+  }
+
+  Result<RenderedPrompt> render(const ChatInput& in) const {
+    if (!prog_) return make_error(Errc::template_error, "chat template: not parsed");
+    if (!in.messages.is_array())
+      return make_error(Errc::invalid_argument, "chat template: messages must be a JSON array of message objects");
+    auto globals = std::make_shared<JScope>();
+    for (const auto& kv : in.special_tokens) globals->set(kv.first, JValue::str(kv.second));
+    if (in.additional_special_tokens) {
+      std::vector<JValue> items;
+      for (const auto& s : *in.additional_special_tokens) items.push_back(JValue::str(s));
+      globals->set("additional_special_tokens", JValue::list(std::move(items)));
+    }
+    globals->set("messages", jinja_from_json(in.messages, true));
+    globals->set("add_generation_prompt", JValue::boolean(in.add_generation_prompt));
+    if (!in.tools.is_null()) globals->set("tools", jinja_from_json(in.tools, true));
+    if (in.extra.is_object())
+      for (const auto& kv : in.extra.members) globals->set(kv.first, jinja_from_json(kv.second, kv.first == "documents"));
+    uint64_t n = in.messages.size() + in.tools.size();
+    uint64_t budget = in.max_steps ? in.max_steps
+                                   : LLMINFER_JINJA_MAX_STEPS + std::min<uint64_t>(10 * n * n, 100000000ull);
+    return run(globals, in.clock, budget);
+  }
+
+  // Renders with arbitrary variables (a JSON object); strings under "messages", "tools" and
+  // "documents" are untrusted content. For tests and tools.
+  Result<RenderedPrompt> render_vars(const Json& vars, std::function<std::tm()> clock = {},
+                                     uint64_t max_steps = LLMINFER_JINJA_MAX_STEPS) const {
+    if (!prog_) return make_error(Errc::template_error, "chat template: not parsed");
+    auto globals = std::make_shared<JScope>();
+    for (const auto& kv : vars.members)
+      globals->set(kv.first, jinja_from_json(kv.second, kv.first == "messages" || kv.first == "tools" || kv.first == "documents"));
+    return run(globals, std::move(clock), max_steps);
+  }
+
+  const std::string& source() const {
+    static const std::string empty;
+    return prog_ ? prog_->source : empty;
+  }
+  bool uses_strftime() const { return prog_ && prog_->uses_strftime; }
+
+ private:
+  Result<RenderedPrompt> run(const std::shared_ptr<JScope>& globals, std::function<std::tm()> clock,
+                             uint64_t max_steps) const {
+    JRenderOptions opt;
+    opt.clock = std::move(clock);
+    opt.max_steps = max_steps;
+    JRender r(*prog_, opt);
+    PText out;
+    if (!r.run(globals, out)) return make_error(Errc::template_error, r.error);
+    RenderedPrompt rp;
+    rp.text = std::move(out.s);
+    rp.content_spans = std::move(out.spans);
+    return rp;
+  }
+
+  std::shared_ptr<const JProgram> prog_;
+};
+
+struct ChatTemplateSource {
+  std::string source;
+  bool fallback = false;  // the model has no template: this is chat_fallback_template()
+};
+
+// The model's chat template (the "tool_use" variant when tools are given and the file has one),
+// or the built-in ChatML fallback.
+inline ChatTemplateSource chat_template_for(const ModelDesc& m, bool with_tools = false) {
+  ChatTemplateSource out;
+  if (with_tools) {
+    if (auto t = m.meta_string("tokenizer.chat_template.tool_use")) {
+      out.source = std::string(*t);
+      return out;
+    }
+    const Json& ct = m.tokenizer_config["chat_template"];
+    if (ct.is_array())
+      for (const auto& e : ct.items)
+        if (e["name"].as_string() == "tool_use" && e["template"].is_string()) {
+          out.source = e["template"].str;
+          return out;
+        }
+  }
+  if (m.has_chat_template) {
+    out.source = m.chat_template;
+    return out;
+  }
+  out.source = chat_fallback_template();
+  out.fallback = true;
+  return out;
+}
+
+// Special-token variables: GGUF files give the vocabulary text of their bos/eos/unk/pad ids;
+// Hugging Face directories give tokenizer_config.json's strings (or {"content": ...} objects).
+inline void chat_special_tokens(const ModelDesc& m, ChatInput& in) {
+  in.special_tokens.clear();
+  in.additional_special_tokens.reset();
+  if (m.format == "gguf") {
+    auto add = [&](const char* name, int32_t id) {
+      if (id >= 0 && static_cast<size_t>(id) < m.vocab.tokens.size()) in.special_tokens.emplace_back(name, m.vocab.tokens[static_cast<size_t>(id)]);
+    };
+    add("bos_token", m.vocab.bos);
+    add("eos_token", m.vocab.eos);
+    add("unk_token", m.vocab.unk);
+    add("sep_token", m.vocab.sep);
+    add("pad_token", m.vocab.pad);
+    return;
+  }
+  auto text = [](const Json& v) -> const std::string* {
+    if (v.is_string()) return &v.str;
+    if (v.is_object() && v["content"].is_string()) return &v["content"].str;
+    return nullptr;
+  };
+  for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"})
+    if (const std::string* s = text(m.tokenizer_config[name])) in.special_tokens.emplace_back(name, *s);
+  const Json& extra = m.tokenizer_config["additional_special_tokens"];
+  if (extra.is_array()) {
+    in.additional_special_tokens.emplace();
+    for (const auto& e : extra.items)
+      if (const std::string* s = text(e)) in.additional_special_tokens->push_back(*s);
+  }
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
 // ---- src/40_archdef.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== Architecture definitions: sha256, the text format, parser and validator ====
 // An architecture is data: a short text (grammar in the manual at the top of this header) that
@@ -7746,8 +13683,19 @@ inline Result<std::vector<int32_t>> Model::tokenize(std::string_view, bool, bool
 
 inline std::string Model::detokenize(std::span<const int32_t>) const { return std::string(); }
 
-inline Result<std::string> Model::apply_chat_template(std::span<const Message>, bool) const {
-  return detail::make_error(Errc::unsupported, impl_->desc->path + ": chat templates are not implemented yet");
+// The model's own chat template (or the documented ChatML fallback, see chat_template_for).
+inline Result<std::string> Model::apply_chat_template(std::span<const Message> messages,
+                                                      bool add_generation_prompt) const {
+  auto src = detail::chat_template_for(*impl_->desc);
+  auto tpl = detail::ChatTemplate::parse(src.source);
+  if (!tpl) return detail::make_error(tpl.error().code, impl_->desc->path + ": " + tpl.error().message);
+  detail::ChatInput in;
+  detail::chat_special_tokens(*impl_->desc, in);
+  in.messages = detail::ChatInput::messages_from(messages);
+  in.add_generation_prompt = add_generation_prompt;
+  auto r = tpl->render(in);
+  if (!r) return detail::make_error(r.error().code, impl_->desc->path + ": " + r.error().message);
+  return std::move(r->text);
 }
 
 inline Session::Session(std::unique_ptr<detail::SessionImpl> impl) : impl_(std::move(impl)) {}

@@ -17,6 +17,15 @@ struct Json {
   std::vector<Json> items;                            // array
   std::vector<std::pair<std::string, Json>> members;  // object, in file order
 
+  // Declared here, defaulted after the class: clang with libstdc++ otherwise checks
+  // std::pair<std::string, Json> while Json is still incomplete when a Json is copied or destroyed.
+  Json();
+  Json(const Json&);
+  Json(Json&&) noexcept;
+  Json& operator=(const Json&);
+  Json& operator=(Json&&) noexcept;
+  ~Json();
+
   bool is_null() const { return type == Type::null; }
   bool is_bool() const { return type == Type::boolean; }
   bool is_number() const { return type == Type::number; }
@@ -58,6 +67,12 @@ struct Json {
     return null_json;
   }
 };
+inline Json::Json() = default;
+inline Json::Json(const Json&) = default;
+inline Json::Json(Json&&) noexcept = default;
+inline Json& Json::operator=(const Json&) = default;
+inline Json& Json::operator=(Json&&) noexcept = default;
+inline Json::~Json() = default;
 
 class JsonParser {
  public:

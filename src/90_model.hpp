@@ -168,8 +168,19 @@ inline Result<std::vector<int32_t>> Model::tokenize(std::string_view, bool, bool
 
 inline std::string Model::detokenize(std::span<const int32_t>) const { return std::string(); }
 
-inline Result<std::string> Model::apply_chat_template(std::span<const Message>, bool) const {
-  return detail::make_error(Errc::unsupported, impl_->desc->path + ": chat templates are not implemented yet");
+// The model's own chat template (or the documented ChatML fallback, see chat_template_for).
+inline Result<std::string> Model::apply_chat_template(std::span<const Message> messages,
+                                                      bool add_generation_prompt) const {
+  auto src = detail::chat_template_for(*impl_->desc);
+  auto tpl = detail::ChatTemplate::parse(src.source);
+  if (!tpl) return detail::make_error(tpl.error().code, impl_->desc->path + ": " + tpl.error().message);
+  detail::ChatInput in;
+  detail::chat_special_tokens(*impl_->desc, in);
+  in.messages = detail::ChatInput::messages_from(messages);
+  in.add_generation_prompt = add_generation_prompt;
+  auto r = tpl->render(in);
+  if (!r) return detail::make_error(r.error().code, impl_->desc->path + ": " + r.error().message);
+  return std::move(r->text);
 }
 
 inline Session::Session(std::unique_ptr<detail::SessionImpl> impl) : impl_(std::move(impl)) {}

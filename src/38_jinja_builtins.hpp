@@ -1,0 +1,1474 @@
+// ==== Chat templates, part 4: filters, tests, string/dict/list methods, % and .format ====
+// Jinja2 3.1's builtin filters and tests with transformers' tojson, and the Python str methods
+// templates call. Anything Jinja2 has but this interpreter does not do gives an error that
+// names it ("unsupported construct: ..."), never a silently different result.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// ---- string helpers (code points, provenance kept) ----
+inline PText jsub(const PText& s, size_t b, size_t e) {
+  PText t;
+  t.add_range(s, b, e);
+  return t;
+}
+// Python's str.strip family: `chars` null means whitespace.
+inline PText jstrip(const PText& s, const std::string* chars, bool left, bool right) {
+  auto strip_cp = [&](uint32_t c) {
+    if (!chars) return jis_space(c);
+    size_t i = 0;
+    while (i < chars->size())
+      if (jcp_next(*chars, i) == c) return true;
+    return false;
+  };
+  size_t b = 0, e = s.s.size();
+  if (left) {
+    while (b < e) {
+      size_t i = b;
+      if (!strip_cp(jcp_next(s.s, i))) break;
+      b = i;
+    }
+  }
+  if (right) {
+    size_t i = b, keep = b;
+    while (i < e)
+      if (!strip_cp(jcp_next(s.s, i))) keep = i;
+    e = keep;
+  }
+  return jsub(s, b, e);
+}
+// Python's str.splitlines() boundaries.
+inline bool jis_linebreak(uint32_t c) {
+  return c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x1C || c == 0x1D || c == 0x1E || c == 0x85 ||
+         c == 0x2028 || c == 0x2029;
+}
+inline std::vector<PText> jsplitlines(const PText& s, bool keepends) {
+  std::vector<PText> out;
+  size_t i = 0, start = 0;
+  while (i < s.s.size()) {
+    size_t b = i;
+    uint32_t c = jcp_next(s.s, i);
+    if (!jis_linebreak(c)) continue;
+    size_t end = i;
+    if (c == '\r' && i < s.s.size() && s.s[i] == '\n') end = ++i;
+    out.push_back(jsub(s, start, keepends ? end : b));
+    start = i;
+  }
+  if (start < s.s.size()) out.push_back(jsub(s, start, s.s.size()));
+  return out;
+}
+
+// Case mapping of a whole string as Python's str methods do it (full mappings, Final_Sigma),
+// provenance kept per code point. title_filter is Jinja2's |title: every chunk after "-", a space,
+// "(", "{", "[" or "<" is chunk[0].upper() + chunk[1:].lower().
+enum class JCase : uint8_t { upper, lower, title_filter, capitalize, title_method, swapcase };
+inline void jcase(const PText& s, JCase mode, PText& out) {
+  std::vector<uint32_t> cps;
+  std::vector<size_t> off;
+  size_t i = 0;
+  while (i < s.s.size()) {
+    off.push_back(i);
+    cps.push_back(jcp_next(s.s, i));
+  }
+  off.push_back(s.s.size());
+  size_t n = cps.size();
+  // str.lower() of cps[k] within [lo, hi): U+03A3 becomes final sigma after a cased letter
+  // (skipping case-ignorables) when no cased letter follows.
+  auto lower_at = [&](size_t k, size_t lo, size_t hi, uint32_t m[3]) -> int {
+    if (cps[k] != 0x3A3) return jcase_full(cps[k], 1, m);
+    size_t j = k;
+    bool final_sigma = false;
+    while (j > lo && jcase_ignorable(cps[j - 1])) j--;
+    if (j > lo && jcase_cased(cps[j - 1])) {
+      size_t q = k + 1;
+      while (q < hi && jcase_ignorable(cps[q])) q++;
+      final_sigma = q == hi || !jcase_cased(cps[q]);
+    }
+    m[0] = final_sigma ? 0x3C2 : 0x3C3;
+    return 1;
+  };
+  auto is_sep = [](uint32_t c) { return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || jis_space(c); };
+  bool prev_cased = false;
+  size_t chunk_lo = 0, chunk_hi = 0;
+  for (size_t k = 0; k < n; k++) {
+    uint32_t c = cps[k], m[3];
+    int cnt = 1;
+    m[0] = c;
+    switch (mode) {
+      case JCase::upper: cnt = jcase_full(c, 0, m); break;
+      case JCase::lower: cnt = lower_at(k, 0, n, m); break;
+      case JCase::swapcase:
+        if (jcase_is_upper(c)) cnt = lower_at(k, 0, n, m);
+        else if (jcase_is_lower(c)) cnt = jcase_full(c, 0, m);
+        break;
+      case JCase::capitalize: cnt = k == 0 ? jcase_full(c, 2, m) : lower_at(k, 0, n, m); break;
+      case JCase::title_method:
+        cnt = prev_cased ? lower_at(k, 0, n, m) : jcase_full(c, 2, m);
+        prev_cased = jcase_cased(c);
+        break;
+      case JCase::title_filter:
+        if (k >= chunk_hi) {  // the next chunk: a run of separators, or a run of anything else
+          chunk_lo = k;
+          chunk_hi = k + 1;
+          while (chunk_hi < n && is_sep(cps[chunk_hi]) == is_sep(c)) chunk_hi++;
+        }
+        cnt = k == chunk_lo ? jcase_full(c, 0, m) : lower_at(k, chunk_lo + 1, chunk_hi, m);
+        break;
+    }
+    if (cnt == 1 && m[0] == c) {
+      out.add_range(s, off[k], off[k + 1]);
+    } else {
+      std::string e;
+      for (int q = 0; q < cnt; q++) jcp_append(e, m[q]);
+      out.add(e, s.content_in(off[k], off[k + 1]));
+    }
+  }
+}
+
+// ---- filters ----
+inline JValue JRender::eval_filter(const JNode* n, const SP& sc, const JValue* subject) {
+  JValue v;
+  if (n->a) {
+    v = eval(n->a, sc);
+    if (failed_) return JValue();
+  } else if (subject) {
+    v = *subject;
+  }
+  JArgs args;
+  if (!eval_args(n, sc, args)) return JValue();
+  pos_ = n->pos;
+  if (n->flag) return failv(strf("no filter named '%s'", n->str.c_str()));
+  return apply_filter(n->str, v, args, sc);
+}
+
+inline JValue JRender::apply_filter(const std::string& name, const JValue& v, const JArgs& args, const SP& sc) {
+  std::vector<const JValue*> a;
+  auto what = "filter '" + name + "'";
+  auto str_of = [&](const JValue& x, PText& t) { return to_str(x, t); };
+  auto need_str = [&](const JValue& x) -> bool { return x.is_str() || x.is_undef(); };
+  auto result_str = [&](PText t, bool markup) { return markup ? jv_markup(std::move(t)) : JValue::str(std::move(t)); };
+  // soft_str(): strings stay (Markup stays Markup), anything else is str()-ed
+  auto soft = [&](const JValue& x, PText& t, bool& markup) {
+    markup = jv_is_markup(x);
+    if (x.is_str()) {
+      t = *x.s;
+      return true;
+    }
+    return str_of(x, t);
+  };
+
+  if (name == "tojson") {
+    if (!bind(args, {"ensure_ascii", "indent", "separators", "sort_keys"}, a, what)) return JValue();
+    JsonOpts o;
+    if (a[0]) o.ensure_ascii = jv_truthy(*a[0]);
+    if (a[1] && !a[1]->is_none()) {
+      o.indent_set = true;
+      int64_t ind;
+      if (as_int(*a[1], ind)) {
+        o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(ind, 64))), ' ');
+      } else if (a[1]->is_str()) {
+        o.indent = a[1]->text();
+      } else {
+        return failv("tojson: indent must be an integer or a string");
+      }
+      o.item_sep = ",";
+    }
+    if (a[2] && !a[2]->is_none()) {
+      std::vector<JValue> seps;
+      if (!iterate(*a[2], seps)) return JValue();
+      if (seps.size() != 2 || !seps[0].is_str() || !seps[1].is_str())
+        return failv("tojson: separators must be a pair of strings");
+      o.item_sep = seps[0].text();
+      o.key_sep = seps[1].text();
+    }
+    if (a[3]) o.sort_keys = jv_truthy(*a[3]);
+    PText t;
+    if (!to_json(v, t, o, 0) || !charge_str(t.s.size()) || !check_len(t.s.size())) return JValue();
+    return JValue::str(std::move(t));
+  }
+  if (name == "safe") {
+    if (!bind(args, {}, a, what)) return JValue();
+    PText t;
+    bool m;
+    if (!soft(v, t, m)) return JValue();
+    return jv_markup(std::move(t));
+  }
+  if (name == "e" || name == "escape" || name == "forceescape") {
+    if (!bind(args, {}, a, what)) return JValue();
+    if (name != "forceescape" && jv_is_markup(v)) return v;
+    PText s, t;
+    if (!str_of(v, s)) return JValue();
+    html_escape(t, s);
+    return jv_markup(std::move(t));
+  }
+  if (name == "trim") {
+    if (!bind(args, {"chars"}, a, what)) return JValue();
+    PText t;
+    bool m;
+    if (!soft(v, t, m)) return JValue();
+    std::string chars;
+    bool have = a[0] && !a[0]->is_none();
+    if (have) {
+      if (!a[0]->is_str()) return failv("trim: chars must be a string");
+      chars = a[0]->text();
+    }
+    return result_str(jstrip(t, have ? &chars : nullptr, true, true), m);
+  }
+  if (name == "length" || name == "count") {
+    if (!bind(args, {}, a, what)) return JValue();
+    switch (v.t) {
+      case JValue::T::string: return JValue::integer(static_cast<int64_t>(jcp_count(v.text())));
+      case JValue::T::list:
+        if (v.l->kind == JSeq::generator) return failv("object of type 'generator' has no len()");
+        return JValue::integer(static_cast<int64_t>(v.l->items.size()));
+      case JValue::T::dict: return JValue::integer(static_cast<int64_t>(v.m->items.size()));
+      case JValue::T::undef: return JValue::integer(0);
+      default: return failv(strf("object of type '%s' has no len()", jv_type(v)));
+    }
+  }
+  if (name == "default" || name == "d") {
+    if (!bind(args, {"default_value", "boolean"}, a, what)) return JValue();
+    bool use = v.is_undef() || (a[1] && jv_truthy(*a[1]) && !jv_truthy(v));
+    if (!use) return v;
+    return a[0] ? *a[0] : JValue::str("");
+  }
+  if (name == "upper" || name == "lower" || name == "capitalize" || name == "title") {
+    if (!bind(args, {}, a, what)) return JValue();
+    PText t, out;
+    bool m;
+    if (!soft(v, t, m)) return JValue();
+    JCase mode = name == "upper" ? JCase::upper : name == "lower" ? JCase::lower
+                 : name == "capitalize" ? JCase::capitalize : JCase::title_filter;
+    jcase(t, mode, out);
+    if (!charge_str(out.s.size())) return JValue();
+    return result_str(std::move(out), m && name != "title");
+  }
+  if (name == "string") {
+    if (!bind(args, {}, a, what)) return JValue();
+    if (v.is_str()) return v;
+    PText t;
+    if (!str_of(v, t)) return JValue();
+    return JValue::str(std::move(t));
+  }
+  if (name == "list") {
+    if (!bind(args, {}, a, what)) return JValue();
+    std::vector<JValue> items;
+    if (!iterate(v, items)) return JValue();
+    return JValue::list(std::move(items));
+  }
+  if (name == "items") {
+    if (!bind(args, {}, a, what)) return JValue();
+    if (v.is_undef()) return JValue::list({}, JSeq::generator);
+    if (!v.is_dict()) return failv("can only get item pairs from a mapping");
+    std::vector<JValue> items;
+    for (const auto& kv : v.m->items) items.push_back(JValue::list({kv.first, kv.second}, JSeq::tuple));
+    return JValue::list(std::move(items), JSeq::generator);
+  }
+  if (name == "join") {
+    if (!bind(args, {"d", "attribute"}, a, what)) return JValue();
+    std::vector<JValue> items;
+    if (!iterate(v, items)) return JValue();
+    PText sep, out;
+    if (a[0] && !str_of(*a[0], sep)) return JValue();
+    for (size_t k = 0; k < items.size(); k++) {
+      if (k) out.add(sep);
+      JValue item = items[k];
+      if (a[1] && !a[1]->is_none()) {
+        item = attr_path(item, *a[1], nullptr);
+        if (failed_) return JValue();
+      }
+      if (!str_of(item, out) || !check_len(out.s.size())) return JValue();
+    }
+    if (!charge_str(out.s.size())) return JValue();
+    return JValue::str(std::move(out));
+  }
+  if (name == "first" || name == "last") {
+    if (!bind(args, {}, a, what)) return JValue();
+    if (name == "last" && v.is_list() && v.l->kind == JSeq::generator)
+      return failv("'generator' object is not reversible");
+    if (v.is_list() && v.l->kind == JSeq::generator) {
+      if (v.l->items.empty()) return JValue::undefined("no first item, sequence was empty");
+      JValue x = v.l->items.front();
+      v.l->items.erase(v.l->items.begin());
+      return x;
+    }
+    std::vector<JValue> items;
+    if (!iterate(v, items)) return JValue();
+    if (items.empty()) return JValue::undefined(strf("no %s item, sequence was empty", name.c_str()));
+    return name == "first" ? items.front() : items.back();
+  }
+  if (name == "reverse") {
+    if (!bind(args, {}, a, what)) return JValue();
+    if (v.is_str()) return slice(v, JValue::none(), JValue::none(), JValue::integer(-1));
+    std::vector<JValue> items;
+    if (!iterate(v, items)) return JValue();
+    std::reverse(items.begin(), items.end());
+    bool gen = v.is_list() && v.l->kind == JSeq::generator;
+    return JValue::list(std::move(items), gen ? JSeq::list : JSeq::generator);
+  }
+  if (name == "replace") {
+    if (!bind(args, {"old", "new", "count"}, a, what)) return JValue();
+    if (!a[0] || !a[1]) return failv("replace() needs the old and the new string");
+    JArgs m;
+    JValue s = v;
+    if (!v.is_str()) {
+      PText t;
+      if (!str_of(v, t)) return JValue();
+      s = JValue::str(std::move(t));
+    }
+    s.b = false;  // the filter returns a plain str when autoescape is off
+    PText o, nw;
+    if (!str_of(*a[0], o) || !str_of(*a[1], nw)) return JValue();
+    m.pos = {JValue::str(std::move(o)), JValue::str(std::move(nw))};
+    if (a[2] && !a[2]->is_none()) m.pos.push_back(*a[2]);
+    return call_method(s, "replace", m);
+  }
+  if (name == "indent") {
+    if (!bind(args, {"width", "first", "blank"}, a, what)) return JValue();
+    PText s;
+    bool m;
+    if (!soft(v, s, m)) return JValue();
+    std::string ind = "    ";
+    if (a[0]) {
+      int64_t w;
+      if (a[0]->is_str()) ind = a[0]->text();
+      else if (as_int(*a[0], w)) ind = std::string(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(w, 1 << 16))), ' ');
+      else return failv("indent: width must be an integer or a string");
+    }
+    bool first = a[1] && jv_truthy(*a[1]), blank = a[2] && jv_truthy(*a[2]);
+    s.add("\n");
+    std::vector<PText> lines = jsplitlines(s, false);
+    PText out;
+    for (size_t k = 0; k < lines.size(); k++) {
+      if (k) out.add("\n");
+      if (k && (blank || !lines[k].s.empty())) out.add(ind);
+      out.add(lines[k]);
+      if (!check_len(out.s.size())) return JValue();
+    }
+    if (first) {
+      PText t(ind);
+      t.add(out);
+      out = std::move(t);
+    }
+    return result_str(std::move(out), m);
+  }
+  if (name == "int") {
+    if (!bind(args, {"default", "base"}, a, what)) return JValue();
+    JValue def = a[0] ? *a[0] : JValue::integer(0);
+    int64_t base = 10;
+    if (a[1] && !as_int(*a[1], base)) return failv("int: base must be an integer");
+    int64_t i;
+    if (as_int(v, i)) return JValue::integer(i);
+    if (v.t == JValue::T::real) {
+      if (!std::isfinite(v.d)) return failv("cannot convert float infinity or NaN to integer");
+      if (std::fabs(v.d) >= 9.2e18) return failv("integer overflow (integers are limited to 64 bits)");
+      return JValue::integer(static_cast<int64_t>(v.d));
+    }
+    if (v.is_str()) {
+      if (parse_py_int(v.text(), static_cast<int>(base), i)) return JValue::integer(i);
+      double d;
+      if (parse_py_float(v.text(), d)) {
+        if (!std::isfinite(d)) return failv("cannot convert float infinity or NaN to integer");
+        if (std::fabs(d) >= 9.2e18) return failv("integer overflow (integers are limited to 64 bits)");
+        return JValue::integer(static_cast<int64_t>(d));
+      }
+      return def;
+    }
+    if (v.is_undef()) {
+      fail_undef(v);
+      return JValue();
+    }
+    return def;
+  }
+  if (name == "float") {
+    if (!bind(args, {"default"}, a, what)) return JValue();
+    JValue def = a[0] ? *a[0] : JValue::real(0.0);
+    if (v.is_num()) return JValue::real(as_double(v));
+    double d;
+    if (v.is_str() && parse_py_float(v.text(), d)) return JValue::real(d);
+    if (v.is_undef()) {
+      fail_undef(v);
+      return JValue();
+    }
+    return def;
+  }
+  if (name == "abs") {
+    if (!bind(args, {}, a, what)) return JValue();
+    int64_t i;
+    if (as_int(v, i)) {
+      if (i == INT64_MIN) return failv("integer overflow (integers are limited to 64 bits)");
+      return JValue::integer(i < 0 ? -i : i);
+    }
+    if (v.t == JValue::T::real) return JValue::real(std::fabs(v.d));
+    return failv(strf("bad operand type for abs(): '%s'", jv_type(v)));
+  }
+  if (name == "round") {
+    if (!bind(args, {"precision", "method"}, a, what)) return JValue();
+    int64_t prec = 0;
+    if (a[0] && !as_int(*a[0], prec)) return failv("round: precision must be an integer");
+    std::string method = a[1] && a[1]->is_str() ? a[1]->text() : "common";
+    if (method != "common" && method != "ceil" && method != "floor")
+      return failv("method must be common, ceil or floor");
+    int64_t i;
+    if (method == "common" && as_int(v, i) && prec >= 0) return JValue::integer(i);
+    if (!v.is_num()) return failv(strf("type %s doesn't define __round__ method", jv_type(v)));
+    double x = as_double(v);
+    if (method == "common") {
+      if (prec < -300 || prec > 300 || !std::isfinite(x)) return JValue::real(x);
+      char buf[512];
+      if (prec >= 0) {
+        std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(prec), x);  // exact, ties to even
+        double r = 0;
+        std::from_chars(buf, buf + std::strlen(buf), r);
+        return JValue::real(r);
+      }
+      double p = std::pow(10.0, static_cast<double>(-prec));
+      return JValue::real(std::nearbyint(x / p) * p);
+    }
+    double p = std::pow(10.0, static_cast<double>(prec));
+    double r = method == "ceil" ? std::ceil(x * p) / p : std::floor(x * p) / p;
+    return JValue::real(r);
+  }
+  if (name == "center") {
+    if (!bind(args, {"width"}, a, what)) return JValue();
+    JArgs m;
+    m.pos.push_back(a[0] ? *a[0] : JValue::integer(80));
+    PText t;
+    bool mk;
+    if (!soft(v, t, mk)) return JValue();
+    JValue s = JValue::str(std::move(t));
+    s.b = mk;
+    return call_method(s, "center", m);
+  }
+  if (name == "format") {
+    if (!args.kw.empty() && !args.pos.empty()) return failv("can't handle positional and keyword arguments at the same time");
+    PText t;
+    bool m;
+    if (!soft(v, t, m)) return JValue();
+    JValue f = JValue::str(std::move(t));
+    f.b = m;
+    if (!args.kw.empty()) {
+      JValue d;
+      d.t = JValue::T::dict;
+      d.m = std::make_shared<JDict>();
+      for (const auto& kv : args.kw) d.m->items.emplace_back(JValue::str(kv.first), kv.second);
+      return percent_format(f, d);
+    }
+    return percent_format(f, JValue::list(args.pos, JSeq::tuple));
+  }
+  if (name == "dictsort") {
+    if (!bind(args, {"case_sensitive", "by", "reverse"}, a, what)) return JValue();
+    if (!v.is_dict()) return failv("you can only sort by either \"key\" or \"value\" of a dict");
+    bool cs = a[0] && jv_truthy(*a[0]);
+    std::string by = a[1] && a[1]->is_str() ? a[1]->text() : "key";
+    if (by != "key" && by != "value") return failv("you can only sort by either \"key\" or \"value\"");
+    std::vector<JValue> keys, pairs;
+    for (const auto& kv : v.m->items) {
+      JValue k = by == "key" ? kv.first : kv.second;
+      if (!cs && k.is_str()) {
+        PText lo;
+        jcase(*k.s, JCase::lower, lo);
+        k = JValue::str(std::move(lo));
+      }
+      keys.push_back(std::move(k));
+      pairs.push_back(JValue::list({kv.first, kv.second}, JSeq::tuple));
+    }
+    std::vector<size_t> idx(keys.size());
+    for (size_t k = 0; k < idx.size(); k++) idx[k] = k;
+    if (!sort_indices(keys, idx, a[2] && jv_truthy(*a[2]))) return JValue();
+    std::vector<JValue> out;
+    for (size_t k : idx) out.push_back(pairs[k]);
+    return JValue::list(std::move(out));
+  }
+  if (name == "sort" || name == "unique" || name == "min" || name == "max") {
+    bool is_sort = name == "sort";
+    if (is_sort) {
+      if (!bind(args, {"reverse", "case_sensitive", "attribute"}, a, what)) return JValue();
+    } else {
+      if (!bind(args, {"case_sensitive", "attribute"}, a, what)) return JValue();
+      a.insert(a.begin(), nullptr);
+    }
+    std::vector<JValue> items;
+    if (!iterate(v, items)) return JValue();
+    bool cs = a[1] && jv_truthy(*a[1]);
+    std::vector<JValue> keys;
+    for (const auto& it : items) {
+      JValue k = it;
+      if (a[2] && !a[2]->is_none()) {
+        k = attr_path(it, *a[2], nullptr);
+        if (failed_) return JValue();
+      }
+      if (!cs && k.is_str()) {
+        PText lo;
+        jcase(*k.s, JCase::lower, lo);
+        k = JValue::str(std::move(lo));
+      }
+      keys.push_back(std::move(k));
+    }
+    if (name == "unique") {
+      std::vector<JValue> out, seen;
+      if (!charge(keys.size() * keys.size() / 8 + 1)) return JValue();
+      for (size_t k = 0; k < items.size(); k++) {
+        bool dup = false;
+        for (const auto& s : seen)
+          if (py_eq(s, keys[k])) {
+            dup = true;
+            break;
+          }
+        if (!dup) {
+          seen.push_back(keys[k]);
+          out.push_back(items[k]);
+        }
+      }
+      return JValue::list(std::move(out), JSeq::generator);
+    }
+    if (name == "min" || name == "max") {
+      if (items.empty()) return JValue::undefined("no aggregated item, sequence was empty");
+      size_t best = 0;
+      for (size_t k = 1; k < items.size(); k++) {
+        bool less;
+        if (!py_less(name == "min" ? keys[k] : keys[best], name == "min" ? keys[best] : keys[k], less)) return JValue();
+        if (less) best = k;
+      }
+      return items[best];
+    }
+    std::vector<size_t> idx(items.size());
+    for (size_t k = 0; k < idx.size(); k++) idx[k] = k;
+    if (!sort_indices(keys, idx, a[0] && jv_truthy(*a[0]))) return JValue();
+    std::vector<JValue> out;
+    for (size_t k : idx) out.push_back(items[k]);
+    return JValue::list(std::move(out));
+  }
+  if (name == "sum") {
+    if (!bind(args, {"attribute", "start"}, a, what)) return JValue();
+    std::vector<JValue> items;
+    if (!iterate(v, items)) return JValue();
+    JValue total = a[1] ? *a[1] : JValue::integer(0);
+    for (const auto& it : items) {
+      JValue x = it;
+      if (a[0] && !a[0]->is_none()) {
+        x = attr_path(it, *a[0], nullptr);
+        if (failed_) return JValue();
+      }
+      total = binop(BinOp::add, total, x);
+      if (failed_) return JValue();
+    }
+    return total;
+  }
+  if (name == "map" || name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
+    std::vector<JValue> items;
+    if (!jv_truthy(v)) return JValue::list({}, JSeq::generator);  // Jinja2: "if value:" first
+    if (!iterate(v, items)) return JValue();
+    std::vector<JValue> out;
+    if (name == "map") {
+      const JValue* attribute = nullptr;
+      const JValue* def = nullptr;
+      for (const auto& kv : args.kw) {
+        if (kv.first == "attribute") attribute = &kv.second;
+        else if (kv.first == "default") def = &kv.second;
+      }
+      if (attribute) {
+        if (!args.pos.empty()) return failv("map: attribute= takes no positional arguments");
+        for (const auto& it : items) {
+          JValue x = attr_path(it, *attribute, def);
+          if (failed_) return JValue();
+          out.push_back(std::move(x));
+        }
+        return JValue::list(std::move(out), JSeq::generator);
+      }
+      if (args.pos.empty() || !args.pos[0].is_str()) return failv("map requires a filter argument");
+      std::string fname = args.pos[0].text();
+      if (!jinja_known_filter(fname)) return failv(strf("no filter named '%s'", fname.c_str()));
+      JArgs rest;
+      rest.pos.assign(args.pos.begin() + 1, args.pos.end());
+      rest.kw = args.kw;
+      for (const auto& it : items) {
+        if (!charge()) return JValue();
+        JValue x = apply_filter(fname, it, rest, sc);
+        if (failed_) return JValue();
+        out.push_back(std::move(x));
+      }
+      return JValue::list(std::move(out), JSeq::generator);
+    }
+    bool attr = name == "selectattr" || name == "rejectattr";
+    bool keep_if = name == "select" || name == "selectattr";
+    size_t at = 0;
+    JValue attrname;
+    if (attr) {
+      if (args.pos.empty()) return failv(strf("%s needs an attribute name", name.c_str()));
+      attrname = args.pos[at++];
+    }
+    std::string test;
+    if (at < args.pos.size()) {
+      if (!args.pos[at].is_str()) return failv("the test name must be a string");
+      test = args.pos[at++].text();
+      if (!jinja_known_test(test)) return failv(strf("no test named '%s'", test.c_str()));
+    }
+    JArgs targs;
+    targs.pos.assign(args.pos.begin() + static_cast<std::ptrdiff_t>(at), args.pos.end());
+    targs.kw = args.kw;
+    for (const auto& it : items) {
+      if (!charge()) return JValue();
+      JValue x = it;
+      if (attr) {
+        x = attr_path(it, attrname, nullptr);
+        if (failed_) return JValue();
+      }
+      bool r;
+      if (test.empty()) {
+        r = jv_truthy(x);
+      } else if (!run_test(test, x, targs, r)) {
+        return JValue();
+      }
+      if (r == keep_if) out.push_back(it);
+    }
+    return JValue::list(std::move(out), JSeq::generator);
+  }
+  if (name == "batch") {
+    if (!bind(args, {"linecount", "fill_with"}, a, what)) return JValue();
+    int64_t n;
+    if (!a[0] || !as_int(*a[0], n) || n <= 0) return failv("batch: linecount must be a positive integer");
+    std::vector<JValue> items;
+    if (!iterate(v, items)) return JValue();
+    std::vector<JValue> out, cur;
+    for (auto& it : items) {
+      cur.push_back(std::move(it));
+      if (static_cast<int64_t>(cur.size()) == n) {
+        out.push_back(JValue::list(std::move(cur)));
+        cur.clear();
+      }
+    }
+    if (!cur.empty()) {
+      if (a[1] && !a[1]->is_none())
+        while (static_cast<int64_t>(cur.size()) < n) cur.push_back(*a[1]);
+      out.push_back(JValue::list(std::move(cur)));
+    }
+    return JValue::list(std::move(out), JSeq::generator);
+  }
+  if (name == "attr") {
+    if (!bind(args, {"name"}, a, what)) return JValue();
+    if (!a[0] || !a[0]->is_str()) return failv("attr: the name must be a string");
+    return get_attr(v, a[0]->text());
+  }
+  if (name == "wordcount") {
+    if (!bind(args, {}, a, what)) return JValue();
+    PText t;
+    bool m;
+    if (!soft(v, t, m)) return JValue();
+    // \w+ runs; words are letters, digits and underscore (ASCII view plus any non-ASCII letter)
+    int64_t count = 0;
+    bool in = false;
+    size_t i = 0;
+    while (i < t.s.size()) {
+      uint32_t c = jcp_next(t.s, i);
+      bool w = (c < 0x80) ? (std::isalnum(static_cast<int>(c)) || c == '_') : !jis_space(c);
+      if (w && !in) count++;
+      in = w;
+    }
+    return JValue::integer(count);
+  }
+  (void)need_str;
+  return failv(strf("unsupported construct: the '%s' filter", name.c_str()));
+}
+
+// ---- tests ----
+inline JValue JRender::eval_test(const JNode* n, const SP& sc) {
+  JValue v = eval(n->a, sc);
+  if (failed_) return JValue();
+  JArgs args;
+  if (!eval_args(n, sc, args)) return JValue();
+  pos_ = n->pos;
+  if (n->flag) return failv(strf("no test named '%s'", n->str.c_str()));
+  bool r;
+  if (!run_test(n->str, v, args, r)) return JValue();
+  return JValue::boolean(r);
+}
+
+inline bool JRender::run_test(const std::string& name, const JValue& v, const JArgs& args, bool& r) {
+  using T = JValue::T;
+  const JValue* arg = args.pos.empty() ? (args.kw.empty() ? nullptr : &args.kw[0].second) : &args.pos[0];
+  auto need_arg = [&]() {
+    if (!arg) return fail(strf("test '%s' needs an argument", name.c_str()));
+    return true;
+  };
+  r = false;
+  if (name == "defined") return (r = !v.is_undef()), true;
+  if (name == "undefined") return (r = v.is_undef()), true;
+  if (name == "none") return (r = v.is_none()), true;
+  if (name == "boolean") return (r = v.t == T::boolean), true;
+  if (name == "false") return (r = v.t == T::boolean && !v.b), true;
+  if (name == "true") return (r = v.t == T::boolean && v.b), true;
+  if (name == "integer") return (r = v.t == T::integer), true;
+  if (name == "float") return (r = v.t == T::real), true;
+  if (name == "number") return (r = v.is_num()), true;
+  if (name == "string") return (r = v.is_str()), true;
+  if (name == "mapping") return (r = v.is_dict()), true;
+  if (name == "iterable") return (r = v.is_str() || v.is_list() || v.is_dict() || v.is_undef() || v.t == T::loop), true;
+  if (name == "sequence")
+    return (r = v.is_str() || v.is_dict() || v.is_undef() ||
+                (v.is_list() && (v.l->kind == JSeq::list || v.l->kind == JSeq::tuple || v.l->kind == JSeq::range))),
+           true;
+  if (name == "callable") return (r = v.t == T::func || v.is_undef() || v.t == T::loop), true;
+  if (name == "escaped") return (r = jv_is_markup(v)), true;
+  if (name == "filter") return (r = v.is_str() && jinja_known_filter(v.text())), true;
+  if (name == "test") return (r = v.is_str() && jinja_known_test(v.text())), true;
+  if (name == "odd" || name == "even" || name == "divisibleby") {
+    JValue d = name == "divisibleby" ? (need_arg() ? *arg : JValue()) : JValue::integer(2);
+    if (failed_) return false;
+    JValue m = binop(BinOp::mod, v, d);
+    if (failed_) return false;
+    r = py_eq(m, JValue::integer(name == "odd" ? 1 : 0));
+    return true;
+  }
+  if (name == "lower" || name == "upper") {
+    // str.islower() / str.isupper(): some cased character and none of the other case or titlecase
+    PText t;
+    if (!to_str(v, t)) return false;
+    bool cased = false, ok = true;
+    size_t i = 0;
+    while (i < t.s.size() && ok) {
+      uint32_t c = jcp_next(t.s, i);
+      bool other = name == "lower" ? jcase_is_upper(c) : jcase_is_lower(c);
+      if (other || jcase_is_title(c)) ok = false;
+      else if (name == "lower" ? jcase_is_lower(c) : jcase_is_upper(c)) cased = true;
+    }
+    r = ok && cased;
+    return true;
+  }
+  if (name == "sameas") {
+    if (!need_arg()) return false;
+    const JValue& o = *arg;
+    if (v.t != o.t) return (r = false), true;
+    switch (v.t) {
+      case T::none:
+      case T::undef: r = true; break;
+      case T::boolean: r = v.b == o.b; break;
+      case T::integer: r = v.i == o.i && v.i >= -5 && v.i <= 256; break;  // CPython's small-int cache
+      case T::string: r = v.s == o.s; break;
+      case T::list: r = v.l == o.l; break;
+      case T::dict:
+      case T::ns: r = v.m == o.m; break;
+      case T::func: r = v.f == o.f; break;
+      case T::loop: r = v.lp == o.lp; break;
+      default: r = false;
+    }
+    return true;
+  }
+  CmpOp op;
+  if (name == "eq" || name == "equalto" || name == "==") op = CmpOp::eq;
+  else if (name == "ne" || name == "!=") op = CmpOp::ne;
+  else if (name == "lt" || name == "lessthan" || name == "<") op = CmpOp::lt;
+  else if (name == "le" || name == "<=") op = CmpOp::le;
+  else if (name == "gt" || name == "greaterthan" || name == ">") op = CmpOp::gt;
+  else if (name == "ge" || name == ">=") op = CmpOp::ge;
+  else if (name == "in") op = CmpOp::in;
+  else return fail(strf("no test named '%s'", name.c_str()));
+  if (!need_arg()) return false;
+  return compare(op, v, *arg, r);
+}
+
+// ---- attribute paths for map/selectattr/sort (Jinja2's make_attrgetter: "a.b.0") ----
+inline JValue JRender::attr_path(const JValue& item, const JValue& path, const JValue* def) {
+  JValue cur = item;
+  if (path.is_str()) {
+    const std::string& p = path.text();
+    size_t b = 0;
+    for (;;) {
+      size_t e = p.find('.', b);
+      std::string part = p.substr(b, e == std::string::npos ? std::string::npos : e - b);
+      int64_t idx = 0;
+      auto r = std::from_chars(part.data(), part.data() + part.size(), idx);
+      if (!part.empty() && r.ec == std::errc() && r.ptr == part.data() + part.size()) {
+        cur = get_item(cur, JValue::integer(idx));
+      } else {
+        cur = get_item(cur, JValue::str(part));
+      }
+      if (failed_) return JValue();
+      if (def && !def->is_none() && cur.is_undef()) cur = *def;
+      if (e == std::string::npos) break;
+      b = e + 1;
+    }
+  } else {
+    cur = get_item(cur, path);
+    if (failed_) return JValue();
+    if (def && !def->is_none() && cur.is_undef()) cur = *def;
+  }
+  return cur;
+}
+
+// ---- number parsing as Python's int() / float() on strings ----
+inline bool JRender::parse_py_int(std::string_view s, int base, int64_t& out) {
+  PText t(std::string{s});
+  PText st = jstrip(t, nullptr, true, true);
+  std::string x;
+  for (size_t k = 0; k < st.s.size(); k++) {
+    char c = st.s[k];
+    if (c == '_') {
+      if (k == 0 || k + 1 >= st.s.size() || st.s[k + 1] == '_') return false;
+      continue;
+    }
+    x += c;
+  }
+  bool neg = false;
+  size_t p = 0;
+  if (p < x.size() && (x[p] == '+' || x[p] == '-')) neg = x[p++] == '-';
+  if (base == 0) {
+    base = 10;
+    if (x.size() > p + 1 && x[p] == '0') {
+      char c = static_cast<char>(x[p + 1] | 0x20);
+      if (c == 'x') base = 16;
+      else if (c == 'o') base = 8;
+      else if (c == 'b') base = 2;
+      if (base != 10) p += 2;
+    }
+  } else if (x.size() > p + 1 && x[p] == '0') {
+    char c = static_cast<char>(x[p + 1] | 0x20);
+    if ((base == 16 && c == 'x') || (base == 8 && c == 'o') || (base == 2 && c == 'b')) p += 2;
+  }
+  if (base < 2 || base > 36 || p >= x.size()) return false;
+  uint64_t v = 0;
+  auto r = std::from_chars(x.data() + p, x.data() + x.size(), v, base);
+  if (r.ec != std::errc() || r.ptr != x.data() + x.size()) return false;
+  if (v > static_cast<uint64_t>(INT64_MAX) + (neg ? 1u : 0u)) return false;
+  out = neg ? static_cast<int64_t>(0 - v) : static_cast<int64_t>(v);
+  return true;
+}
+inline bool JRender::parse_py_float(std::string_view s, double& out) {
+  PText t(std::string{s});
+  PText st = jstrip(t, nullptr, true, true);
+  std::string x;
+  for (size_t k = 0; k < st.s.size(); k++) {
+    char c = st.s[k];
+    if (c == '_') {
+      if (k == 0 || k + 1 >= st.s.size() || !std::isdigit(static_cast<unsigned char>(st.s[k - 1])) ||
+          !std::isdigit(static_cast<unsigned char>(st.s[k + 1])))
+        return false;
+      continue;
+    }
+    x += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  size_t p = (!x.empty() && (x[0] == '+' || x[0] == '-')) ? 1 : 0;
+  bool neg = !x.empty() && x[0] == '-';
+  std::string body = x.substr(p);
+  if (body == "inf" || body == "infinity") {
+    out = neg ? -HUGE_VAL : HUGE_VAL;
+    return true;
+  }
+  if (body == "nan") {
+    out = std::nan("");
+    return true;
+  }
+  if (body.empty() || body.find_first_not_of("0123456789.e+-") != std::string::npos) return false;
+  double v = 0;
+  auto r = std::from_chars(x.data() + (x[0] == '+' ? 1 : 0), x.data() + x.size(), v);
+  if (r.ptr != x.data() + x.size()) return false;
+  if (r.ec == std::errc::result_out_of_range) v = (x.find("e-") != std::string::npos) ? 0.0 : (neg ? -HUGE_VAL : HUGE_VAL);
+  else if (r.ec != std::errc()) return false;
+  out = v;
+  return true;
+}
+
+// ---- methods of str, dict, list ----
+inline JValue JRender::call_method(const JValue& self, const std::string& name, const JArgs& args) {
+  std::vector<const JValue*> a;
+  std::string what = std::string(jv_type(self)) + "." + name + "()";
+  if (self.is_dict()) {
+    if (name == "get") {
+      if (!bind(args, {"key", "default"}, a, what)) return JValue();
+      if (!a[0]) return failv("get expected at least 1 argument, got 0");
+      if (const JValue* x = dict_find(*self.m, *a[0])) return *x;
+      return a[1] ? *a[1] : JValue::none();
+    }
+    if (!bind(args, {}, a, what)) return JValue();
+    if (name == "copy") {
+      JValue d;
+      d.t = JValue::T::dict;
+      d.m = std::make_shared<JDict>(*self.m);
+      return d;
+    }
+    std::vector<JValue> out;
+    JSeq kind = name == "items" ? JSeq::dict_items : name == "keys" ? JSeq::dict_keys : JSeq::dict_values;
+    for (const auto& kv : self.m->items) {
+      if (name == "items") out.push_back(JValue::list({kv.first, kv.second}, JSeq::tuple));
+      else out.push_back(name == "keys" ? kv.first : kv.second);
+    }
+    return JValue::list(std::move(out), kind);
+  }
+  if (self.is_list()) {
+    if (name == "copy") {
+      if (!bind(args, {}, a, what)) return JValue();
+      return JValue::list(self.l->items);
+    }
+    if (!bind(args, {"value"}, a, what)) return JValue();
+    if (!a[0]) return failv(what + " takes exactly one argument");
+    int64_t count = 0;
+    for (size_t k = 0; k < self.l->items.size(); k++) {
+      if (py_eq(self.l->items[k], *a[0])) {
+        if (name == "index") return JValue::integer(static_cast<int64_t>(k));
+        count++;
+      }
+    }
+    if (name == "index") return failv("list.index(x): x not in list");
+    return JValue::integer(count);
+  }
+  if (!self.is_str()) return failv(strf("unsupported construct: method '%s' of '%s'", name.c_str(), jv_type(self)));
+  const PText& s = *self.s;
+  bool mk = self.b;
+  auto ret = [&](PText t) { return mk ? jv_markup(std::move(t)) : JValue::str(std::move(t)); };
+  auto str_arg = [&](const JValue* x, const char* pname, std::string& out) -> bool {
+    if (!x || !x->is_str()) return fail(strf("%s: argument '%s' must be a str, not %s", what.c_str(), pname,
+                                             x ? jv_type(*x) : "nothing"));
+    out = x->text();
+    return true;
+  };
+  if (name == "strip" || name == "lstrip" || name == "rstrip") {
+    if (!bind(args, {"chars"}, a, what)) return JValue();
+    std::string chars;
+    bool have = a[0] && !a[0]->is_none();
+    if (have && !str_arg(a[0], "chars", chars)) return JValue();
+    return ret(jstrip(s, have ? &chars : nullptr, name != "rstrip", name != "lstrip"));
+  }
+  if (name == "startswith" || name == "endswith") {
+    if (!bind(args, {"prefix", "start", "end"}, a, what)) return JValue();
+    if (!a[0]) return failv(what + " takes at least 1 argument");
+    if ((a[1] && !a[1]->is_none()) || (a[2] && !a[2]->is_none()))
+      return failv("unsupported construct: start/end arguments of " + what);
+    std::vector<JValue> cands;
+    if (a[0]->is_str()) {
+      cands.push_back(*a[0]);
+    } else if (a[0]->is_list() && a[0]->l->kind == JSeq::tuple) {
+      cands = a[0]->l->items;
+    } else {
+      return failv(strf("%s first arg must be str or a tuple of str, not %s", what.c_str(), jv_type(*a[0])));
+    }
+    for (const auto& c : cands) {
+      if (!c.is_str()) return failv(what + ": tuple for startswith/endswith must only contain str");
+      const std::string& p = c.text();
+      bool hit = name == "startswith" ? s.s.compare(0, p.size(), p) == 0 && s.s.size() >= p.size()
+                                      : s.s.size() >= p.size() && s.s.compare(s.s.size() - p.size(), p.size(), p) == 0;
+      if (hit) return JValue::boolean(true);
+    }
+    return JValue::boolean(false);
+  }
+  if (name == "split" || name == "rsplit") {
+    if (!bind(args, {"sep", "maxsplit"}, a, what)) return JValue();
+    int64_t maxsplit = -1;
+    if (a[1] && !as_int(*a[1], maxsplit)) return failv("maxsplit must be an integer");
+    std::vector<PText> parts;
+    bool right = name == "rsplit";
+    if (!a[0] || a[0]->is_none()) {
+      // runs of whitespace, no empty strings
+      std::vector<std::pair<size_t, size_t>> words;
+      size_t i = 0;
+      while (i < s.s.size()) {
+        size_t b = i;
+        uint32_t c = jcp_next(s.s, i);
+        if (jis_space(c)) continue;
+        size_t e = i;
+        while (e < s.s.size()) {
+          size_t q = e;
+          if (jis_space(jcp_next(s.s, q))) break;
+          e = q;
+        }
+        words.emplace_back(b, e);
+        i = e;
+      }
+      if (maxsplit < 0 || static_cast<size_t>(maxsplit) >= words.size()) {
+        for (auto& w : words) parts.push_back(jsub(s, w.first, w.second));
+      } else if (!right) {
+        for (int64_t k = 0; k < maxsplit; k++) parts.push_back(jsub(s, words[static_cast<size_t>(k)].first,
+                                                                   words[static_cast<size_t>(k)].second));
+        parts.push_back(jstrip(jsub(s, words[static_cast<size_t>(maxsplit)].first, s.s.size()), nullptr, false, true));
+      } else {
+        size_t first = words.size() - static_cast<size_t>(maxsplit);
+        parts.push_back(jstrip(jsub(s, 0, words[first - 1].second), nullptr, true, false));
+        for (size_t k = first; k < words.size(); k++) parts.push_back(jsub(s, words[k].first, words[k].second));
+      }
+    } else {
+      std::string sep;
+      if (!str_arg(a[0], "sep", sep)) return JValue();
+      if (sep.empty()) return failv("empty separator");
+      std::vector<size_t> hits;
+      if (!right) {
+        size_t p = 0;
+        while ((maxsplit < 0 || static_cast<int64_t>(hits.size()) < maxsplit) &&
+               (p = s.s.find(sep, p)) != std::string::npos) {
+          hits.push_back(p);
+          p += sep.size();
+        }
+      } else {
+        size_t p = s.s.size();
+        while ((maxsplit < 0 || static_cast<int64_t>(hits.size()) < maxsplit) && p >= sep.size()) {
+          size_t q = s.s.rfind(sep, p - sep.size());
+          if (q == std::string::npos) break;
+          hits.push_back(q);
+          p = q;
+        }
+        std::reverse(hits.begin(), hits.end());
+      }
+      size_t b = 0;
+      for (size_t h : hits) {
+        parts.push_back(jsub(s, b, h));
+        b = h + sep.size();
+      }
+      parts.push_back(jsub(s, b, s.s.size()));
+    }
+    if (!charge_list(parts.size())) return JValue();
+    std::vector<JValue> out;
+    for (auto& p : parts) out.push_back(ret(std::move(p)));
+    return JValue::list(std::move(out));
+  }
+  if (name == "replace") {
+    if (!bind(args, {"old", "new", "count"}, a, what)) return JValue();
+    std::string old;
+    if (!str_arg(a[0], "old", old) || !a[1] || !a[1]->is_str()) {
+      if (!failed_) fail(what + ": new must be a str");
+      return JValue();
+    }
+    int64_t count = -1;
+    if (a[2] && !as_int(*a[2], count)) return failv("count must be an integer");
+    const PText& nw = *a[1]->s;
+    PText out;
+    int64_t done = 0;
+    if (old.empty()) {
+      // inserts `new` before every code point and at the end
+      size_t i = 0;
+      while (count < 0 || done < count) {
+        out.add(nw);
+        done++;
+        if (i >= s.s.size()) break;
+        size_t b = i;
+        jcp_next(s.s, i);
+        out.add_range(s, b, i);
+        if (!check_len(out.s.size())) return JValue();
+      }
+      out.add_range(s, i, s.s.size());
+      return ret(std::move(out));
+    }
+    size_t b = 0, p;
+    while ((count < 0 || done < count) && (p = s.s.find(old, b)) != std::string::npos) {
+      out.add_range(s, b, p);
+      out.add(nw);
+      if (!check_len(out.s.size())) return JValue();
+      b = p + old.size();
+      done++;
+    }
+    out.add_range(s, b, s.s.size());
+    if (!charge_str(out.s.size())) return JValue();
+    return ret(std::move(out));
+  }
+  if (name == "upper" || name == "lower" || name == "title" || name == "capitalize" || name == "swapcase" ||
+      name == "casefold") {
+    if (!bind(args, {}, a, what)) return JValue();
+    if (name == "casefold" && !jis_ascii(s.s)) return failv("unsupported construct: str.casefold() on non-ASCII text");
+    JCase mode = name == "upper" ? JCase::upper : (name == "lower" || name == "casefold") ? JCase::lower
+                 : name == "title" ? JCase::title_method : name == "capitalize" ? JCase::capitalize : JCase::swapcase;
+    PText out;
+    jcase(s, mode, out);
+    if (!charge_str(out.s.size())) return JValue();
+    return ret(std::move(out));
+  }
+  if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
+    if (!bind(args, {"sub", "start", "end"}, a, what)) return JValue();
+    std::string sub;
+    if (!str_arg(a[0], "sub", sub)) return JValue();
+    if ((a[1] && !a[1]->is_none()) || (a[2] && !a[2]->is_none()))
+      return failv("unsupported construct: start/end arguments of " + what);
+    if (name == "count") {
+      if (sub.empty()) return JValue::integer(static_cast<int64_t>(jcp_count(s.s)) + 1);
+      int64_t n = 0;
+      size_t p = 0;
+      while ((p = s.s.find(sub, p)) != std::string::npos) {
+        n++;
+        p += sub.size();
+      }
+      return JValue::integer(n);
+    }
+    size_t p = (name == "find" || name == "index") ? s.s.find(sub) : s.s.rfind(sub);
+    if (p == std::string::npos) {
+      if (name == "index" || name == "rindex") return failv("substring not found");
+      return JValue::integer(-1);
+    }
+    return JValue::integer(static_cast<int64_t>(jcp_count(std::string_view(s.s).substr(0, p))));
+  }
+  if (name == "join") {
+    if (!bind(args, {"iterable"}, a, what)) return JValue();
+    if (!a[0]) return failv("join() takes exactly one argument");
+    std::vector<JValue> items;
+    if (!iterate(*a[0], items)) return JValue();
+    PText out;
+    for (size_t k = 0; k < items.size(); k++) {
+      if (!items[k].is_str())
+        return failv(strf("sequence item %zu: expected str instance, %s found", k, jv_type(items[k])));
+      if (k) out.add(s);
+      if (mk && !jv_is_markup(items[k])) html_escape(out, *items[k].s);
+      else out.add(*items[k].s);
+      if (!check_len(out.s.size())) return JValue();
+    }
+    if (!charge_str(out.s.size())) return JValue();
+    return ret(std::move(out));
+  }
+  if (name == "format") return str_format(self, args);
+  if (name == "splitlines") {
+    if (!bind(args, {"keepends"}, a, what)) return JValue();
+    std::vector<JValue> out;
+    for (auto& p : jsplitlines(s, a[0] && jv_truthy(*a[0]))) out.push_back(ret(std::move(p)));
+    return JValue::list(std::move(out));
+  }
+  if (name == "partition" || name == "rpartition") {
+    if (!bind(args, {"sep"}, a, what)) return JValue();
+    std::string sep;
+    if (!str_arg(a[0], "sep", sep)) return JValue();
+    if (sep.empty()) return failv("empty separator");
+    size_t p = name == "partition" ? s.s.find(sep) : s.s.rfind(sep);
+    if (p == std::string::npos) {
+      if (name == "partition") return JValue::list({self, ret(PText()), ret(PText())}, JSeq::tuple);
+      return JValue::list({ret(PText()), ret(PText()), self}, JSeq::tuple);
+    }
+    return JValue::list({ret(jsub(s, 0, p)), ret(jsub(s, p, p + sep.size())), ret(jsub(s, p + sep.size(), s.s.size()))},
+                        JSeq::tuple);
+  }
+  if (name == "removeprefix" || name == "removesuffix") {
+    if (!bind(args, {"fix"}, a, what)) return JValue();
+    std::string fix;
+    if (!str_arg(a[0], "fix", fix)) return JValue();
+    if (name == "removeprefix" && s.s.compare(0, fix.size(), fix) == 0 && s.s.size() >= fix.size())
+      return ret(jsub(s, fix.size(), s.s.size()));
+    if (name == "removesuffix" && !fix.empty() && s.s.size() >= fix.size() &&
+        s.s.compare(s.s.size() - fix.size(), fix.size(), fix) == 0)
+      return ret(jsub(s, 0, s.s.size() - fix.size()));
+    return self;
+  }
+  if (name == "ljust" || name == "rjust" || name == "center" || name == "zfill") {
+    if (!bind(args, name == "zfill" ? std::initializer_list<const char*>{"width"}
+                                    : std::initializer_list<const char*>{"width", "fillchar"},
+              a, what))
+      return JValue();
+    int64_t width;
+    if (!a[0] || !as_int(*a[0], width)) return failv(what + ": width must be an integer");
+    std::string fill = " ";
+    if (name != "zfill" && a.size() > 1 && a[1]) {
+      if (!a[1]->is_str() || jcp_count(a[1]->text()) != 1)
+        return failv("The fill character must be exactly one character long");
+      fill = a[1]->text();
+    }
+    int64_t len = static_cast<int64_t>(jcp_count(s.s));
+    if (width <= len) return self;
+    if (!check_len(static_cast<size_t>(width) * fill.size())) return JValue();
+    size_t pad = static_cast<size_t>(width - len);
+    size_t left = 0;
+    if (name == "rjust") left = pad;
+    else if (name == "center") left = pad / 2 + (pad & static_cast<size_t>(width) & 1);
+    PText out;
+    if (name == "zfill") {
+      size_t sign = (!s.s.empty() && (s.s[0] == '+' || s.s[0] == '-')) ? 1 : 0;
+      out.add_range(s, 0, sign);
+      out.add(std::string(pad, '0'));
+      out.add_range(s, sign, s.s.size());
+      return ret(std::move(out));
+    }
+    for (size_t k = 0; k < left; k++) out.add(fill);
+    out.add(s);
+    for (size_t k = left; k < pad; k++) out.add(fill);
+    return ret(std::move(out));
+  }
+  if (name == "isdigit" || name == "isdecimal" || name == "isnumeric" || name == "isalpha" || name == "isalnum" ||
+      name == "isspace" || name == "islower" || name == "isupper" || name == "isascii" || name == "istitle") {
+    if (!bind(args, {}, a, what)) return JValue();
+    if (name == "isascii") return JValue::boolean(jis_ascii(s.s));
+    if (s.s.empty()) return JValue::boolean(false);
+    if (name == "islower" || name == "isupper") {
+      bool r;
+      JArgs none;
+      if (!run_test(name == "islower" ? "lower" : "upper", self, none, r)) return JValue();
+      return JValue::boolean(r);
+    }
+    if (name == "istitle") return failv("unsupported construct: str.istitle()");
+    bool all = true;
+    size_t i = 0;
+    while (i < s.s.size()) {
+      uint32_t c = jcp_next(s.s, i);
+      bool ok;
+      if (name == "isspace") {
+        ok = jis_space(c);
+      } else if (c >= 0x80) {
+        return failv(strf("unsupported: %s on non-ASCII text", what.c_str()));
+      } else if (name == "isalpha") {
+        ok = std::isalpha(static_cast<int>(c)) != 0;
+      } else if (name == "isalnum") {
+        ok = std::isalnum(static_cast<int>(c)) != 0;
+      } else {
+        ok = c >= '0' && c <= '9';
+      }
+      if (!ok) {
+        all = false;
+        break;
+      }
+    }
+    return JValue::boolean(all);
+  }
+  return failv(strf("unsupported construct: the string method '%s'", name.c_str()));
+}
+
+// ---- "%" formatting (printf style, as Python's str % args) ----
+inline JValue JRender::percent_format(const JValue& fmtv, const JValue& argv) {
+  const PText& fmt = *fmtv.s;
+  bool mk = fmtv.b;
+  std::vector<JValue> args;
+  const JDict* mapping = nullptr;
+  if (argv.is_list() && argv.l->kind == JSeq::tuple) args = argv.l->items;
+  else if (argv.is_dict()) mapping = argv.m.get();
+  else args.push_back(argv);
+  size_t next = 0;
+  PText out;
+  size_t i = 0;
+  bool used_mapping = false;
+  while (i < fmt.s.size()) {
+    size_t pct = fmt.s.find('%', i);
+    if (pct == std::string::npos) {
+      out.add_range(fmt, i, fmt.s.size());
+      break;
+    }
+    out.add_range(fmt, i, pct);
+    size_t p = pct + 1;
+    if (p >= fmt.s.size()) return failv("incomplete format");
+    const JValue* arg = nullptr;
+    if (fmt.s[p] == '(') {
+      size_t close = fmt.s.find(')', p);
+      if (close == std::string::npos || !mapping) return failv("format requires a mapping");
+      const JValue* x = mapping->find(std::string_view(fmt.s).substr(p + 1, close - p - 1));
+      if (!x) return failv("KeyError in % formatting");
+      arg = x;
+      used_mapping = true;
+      p = close + 1;
+    }
+    std::string flags;
+    while (p < fmt.s.size() && std::strchr("-+ #0", fmt.s[p]) && fmt.s[p]) flags += fmt.s[p++];
+    std::string width, prec;
+    while (p < fmt.s.size() && std::isdigit(static_cast<unsigned char>(fmt.s[p]))) width += fmt.s[p++];
+    bool has_prec = false;
+    if (p < fmt.s.size() && fmt.s[p] == '.') {
+      has_prec = true;
+      p++;
+      while (p < fmt.s.size() && std::isdigit(static_cast<unsigned char>(fmt.s[p]))) prec += fmt.s[p++];
+    }
+    if (width.size() > 6 || prec.size() > 6) return failv("format width or precision too large");
+    if (p >= fmt.s.size()) return failv("incomplete format");
+    char conv = fmt.s[p++];
+    i = p;
+    if (conv == '%') {
+      out.add("%");
+      continue;
+    }
+    if (!arg) {
+      if (mapping) {
+        arg = &argv;  // "%s" % {"a": 1} formats the dict itself
+      } else {
+        if (next >= args.size()) return failv("not enough arguments for format string");
+        arg = &args[next++];
+      }
+    }
+    PText piece;
+    if (conv == 's' || conv == 'r' || conv == 'a') {
+      PText t;
+      if (conv == 's' ? !to_str(*arg, t) : !repr(*arg, t)) return JValue();
+      if (mk && !jv_is_markup(*arg)) {
+        PText e;
+        html_escape(e, t);
+        t = std::move(e);
+      }
+      if (has_prec) {
+        int64_t n = 0;
+        std::from_chars(prec.data(), prec.data() + prec.size(), n);
+        std::vector<size_t> off = jcp_offsets(t.s);
+        if (static_cast<size_t>(n) + 1 < off.size()) t = jsub(t, 0, off[static_cast<size_t>(n)]);
+      }
+      int64_t w = 0;
+      if (!width.empty()) std::from_chars(width.data(), width.data() + width.size(), w);
+      int64_t len = static_cast<int64_t>(jcp_count(t.s));
+      bool left = flags.find('-') != std::string::npos;
+      if (!left)
+        for (int64_t k = len; k < w; k++) piece.add(" ");
+      piece.add(t);
+      if (left)
+        for (int64_t k = len; k < w; k++) piece.add(" ");
+    } else if (std::strchr("diouxXeEfFgGc", conv)) {
+      if (!arg->is_num()) return failv(strf("%%%c format: a real number is required, not %s", conv, jv_type(*arg)));
+      std::string spec = "%" + flags + width + (has_prec ? "." + prec : "");
+      int64_t iv;
+      bool is_int = as_int(*arg, iv);
+      if (std::strchr("diouxX", conv)) {
+        if (!is_int) {
+          if (conv != 'd' && conv != 'i' && conv != 'u')
+            return failv(strf("%%%c format: an integer is required, not float", conv));
+          if (!std::isfinite(arg->d) || std::fabs(arg->d) >= 9.2e18) return failv("cannot convert float to integer");
+          iv = static_cast<int64_t>(arg->d);
+        }
+        char c = conv == 'i' || conv == 'u' ? 'd' : conv;
+        piece.add(strf((spec + "ll" + c).c_str(), static_cast<long long>(iv)));
+        if (conv == 'o' && flags.find('#') != std::string::npos) {
+          // Python writes 0o17 where C writes 017
+          std::string& t = piece.s;
+          size_t z = t.find('0');
+          if (z != std::string::npos) t.insert(z + 1, "o");
+        }
+      } else if (conv == 'c') {
+        if (!is_int || iv < 0 || iv > 0x10FFFF) return failv("%c requires an int in range(0x110000) or a char");
+        std::string ch;
+        utf8_append(ch, static_cast<uint32_t>(iv));
+        piece.add(ch);
+      } else {
+        double d = as_double(*arg);
+        if (!std::isfinite(d)) {
+          std::string t = std::isnan(d) ? "nan" : (d < 0 ? "-inf" : (flags.find('+') != std::string::npos ? "+inf" : "inf"));
+          if (std::isupper(static_cast<unsigned char>(conv))) for (auto& ch : t) ch = static_cast<char>(std::toupper(ch));
+          piece.add(t);
+        } else {
+          piece.add(strf((spec + conv).c_str(), d));
+        }
+      }
+    } else {
+      return failv(strf("unsupported format character '%c'", conv));
+    }
+    out.add(piece);
+    if (!check_len(out.s.size())) return JValue();
+  }
+  if (!mapping && next < args.size()) return failv("not all arguments converted during string formatting");
+  if (!charge_str(out.s.size())) return JValue();
+  (void)used_mapping;
+  return mk ? jv_markup(std::move(out)) : JValue::str(std::move(out));
+}
+
+// ---- str.format(): "{}", "{0}", "{name}", "{0[key]}", "{x.attr}", conversions and simple specs ----
+inline JValue JRender::str_format(const JValue& self, const JArgs& args) {
+  const PText& f = *self.s;
+  PText out;
+  size_t auto_idx = 0;
+  size_t i = 0;
+  while (i < f.s.size()) {
+    char c = f.s[i];
+    if (c == '}') {
+      if (i + 1 < f.s.size() && f.s[i + 1] == '}') {
+        out.add("}");
+        i += 2;
+        continue;
+      }
+      return failv("Single '}' encountered in format string");
+    }
+    if (c != '{') {
+      size_t j = i;
+      while (j < f.s.size() && f.s[j] != '{' && f.s[j] != '}') j++;
+      out.add_range(f, i, j);
+      i = j;
+      continue;
+    }
+    if (i + 1 < f.s.size() && f.s[i + 1] == '{') {
+      out.add("{");
+      i += 2;
+      continue;
+    }
+    size_t close = f.s.find('}', i);
+    if (close == std::string::npos) return failv("Single '{' encountered in format string");
+    std::string field = f.s.substr(i + 1, close - i - 1);
+    if (field.find('{') != std::string::npos) return failv("unsupported construct: nested fields in str.format");
+    i = close + 1;
+    std::string spec, conv;
+    size_t colon = field.find(':');
+    if (colon != std::string::npos) {
+      spec = field.substr(colon + 1);
+      field = field.substr(0, colon);
+    }
+    size_t bang = field.find('!');
+    if (bang != std::string::npos) {
+      conv = field.substr(bang + 1);
+      field = field.substr(0, bang);
+    }
+    size_t end = field.find_first_of(".[");
+    std::string head = field.substr(0, end);
+    JValue v;
+    if (head.empty()) {
+      if (auto_idx >= args.pos.size()) return failv("Replacement index out of range for positional args tuple");
+      v = args.pos[auto_idx++];
+    } else if (std::isdigit(static_cast<unsigned char>(head[0]))) {
+      size_t k = 0;
+      std::from_chars(head.data(), head.data() + head.size(), k);
+      if (k >= args.pos.size()) return failv("Replacement index out of range for positional args tuple");
+      v = args.pos[k];
+    } else {
+      bool found = false;
+      for (const auto& kv : args.kw)
+        if (kv.first == head) {
+          v = kv.second;
+          found = true;
+        }
+      if (!found) return failv("KeyError '" + head + "' in str.format");
+    }
+    size_t p = end;
+    while (p != std::string::npos && p < field.size()) {
+      if (field[p] == '.') {
+        size_t q = field.find_first_of(".[", p + 1);
+        v = get_attr(v, field.substr(p + 1, q == std::string::npos ? std::string::npos : q - p - 1));
+        p = q;
+      } else {
+        size_t q = field.find(']', p);
+        if (q == std::string::npos) return failv("Missing ']' in format string");
+        std::string key = field.substr(p + 1, q - p - 1);
+        int64_t idx;
+        auto r = std::from_chars(key.data(), key.data() + key.size(), idx);
+        if (!key.empty() && r.ec == std::errc() && r.ptr == key.data() + key.size()) v = get_item(v, JValue::integer(idx));
+        else v = get_item(v, JValue::str(key));
+        p = q + 1;
+      }
+      if (failed_) return JValue();
+    }
+    PText t;
+    if (conv.empty() || conv == "s") {
+      if (!to_str(v, t)) return JValue();
+    } else if (conv == "r" || conv == "a") {
+      if (!repr(v, t)) return JValue();
+    } else {
+      return failv("Unknown conversion specifier " + conv);
+    }
+    if (self.b && !jv_is_markup(v)) {
+      PText e;
+      html_escape(e, t);
+      t = std::move(e);
+    }
+    if (!spec.empty()) {
+      // [[fill]align][width] for strings; numbers with a type need the full mini-language
+      size_t q = 0;
+      std::string fill = " ";
+      char align = 0;
+      if (spec.size() >= 2 && std::strchr("<>^", spec[1])) {
+        fill = spec.substr(0, 1);
+        align = spec[1];
+        q = 2;
+      } else if (!spec.empty() && std::strchr("<>^", spec[0])) {
+        align = spec[0];
+        q = 1;
+      }
+      size_t w = 0;
+      auto r = std::from_chars(spec.data() + q, spec.data() + spec.size(), w);
+      if (r.ptr != spec.data() + spec.size() || w > (1u << 20))
+        return failv("unsupported construct: format spec '" + spec + "' in str.format");
+      if (!align) align = v.is_num() ? '>' : '<';
+      size_t len = jcp_count(t.s);
+      if (w > len) {
+        size_t pad = w - len, left = align == '>' ? pad : align == '^' ? pad / 2 : 0;
+        PText padded;
+        for (size_t k = 0; k < left; k++) padded.add(fill);
+        padded.add(t);
+        for (size_t k = left; k < pad; k++) padded.add(fill);
+        t = std::move(padded);
+      }
+    }
+    out.add(t);
+    if (!check_len(out.s.size())) return JValue();
+  }
+  if (!charge_str(out.s.size())) return JValue();
+  return self.b ? jv_markup(std::move(out)) : JValue::str(std::move(out));
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
