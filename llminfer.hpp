@@ -3032,9 +3032,16 @@ inline void quantize_block_q8(const float* x, int len, int sum_len, int8_t* q, f
   }
 }
 
+// The scale of a 32-block is kept at fp16 precision (q from the f32 scale): ggml's Q8_0 activation
+// blocks store it as fp16, and Q4_0/Q5_0/Q8_0 files then give llama.cpp's numbers.
+inline float q8_32_scale(float amax) { return fp16_to_f32(f32_to_fp16(amax / 127.0f)); }
+
 // x[n] (n a multiple of 32) -> q8_32: q[n], d[n/32], sums[n/32].
 inline void quantize_q8_32(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
-  for (int64_t b = 0; b < n / 32; b++) quantize_block_q8(x + 32 * b, 32, 32, q + 32 * b, d + b, sums + b);
+  for (int64_t b = 0; b < n / 32; b++) {
+    quantize_block_q8(x + 32 * b, 32, 32, q + 32 * b, d + b, sums + b);
+    d[b] = fp16_to_f32(f32_to_fp16(d[b]));
+  }
 }
 // x[n] (n a multiple of 256) -> q8_256: q[n], d[n/256], sums[n/16].
 inline void quantize_q8_256(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
@@ -3322,7 +3329,7 @@ inline void quantize_q8_32(const float* x, int64_t n, int8_t* q, float* d, int16
     __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
     float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
     float id = amax > 0 ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
+    d[b] = ref::q8_32_scale(amax);
     __m512 vid = _mm512_set1_ps(id);
     __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)), i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
     const __m512i lim = _mm512_set1_epi32(127);
@@ -3344,7 +3351,7 @@ inline void quantize_q8_32(const float* x, int64_t n, int8_t* q, float* d, int16
     }
     float amax = hmax_ps256(m);
     float id = amax > 0 ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
+    d[b] = ref::q8_32_scale(amax);
     __m256 vid = _mm256_set1_ps(id);
     __m256i iv[4];
     for (int k = 0; k < 4; k++)
@@ -3367,7 +3374,7 @@ inline void quantize_q8_32(const float* x, int64_t n, int8_t* q, float* d, int16
     }
     float amax = vmaxvq_f32(m);
     float id = amax > 0 ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
+    d[b] = ref::q8_32_scale(amax);
     int32x4_t s = vdupq_n_s32(0);
     for (int k = 0; k < 8; k += 2) {
       int32x4_t i0 = vmaxq_s32(vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(v[k], id)), vdupq_n_s32(127)), vdupq_n_s32(-127));

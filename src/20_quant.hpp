@@ -242,9 +242,16 @@ inline void quantize_block_q8(const float* x, int len, int sum_len, int8_t* q, f
   }
 }
 
+// The scale of a 32-block is kept at fp16 precision (q from the f32 scale): ggml's Q8_0 activation
+// blocks store it as fp16, and Q4_0/Q5_0/Q8_0 files then give llama.cpp's numbers.
+inline float q8_32_scale(float amax) { return fp16_to_f32(f32_to_fp16(amax / 127.0f)); }
+
 // x[n] (n a multiple of 32) -> q8_32: q[n], d[n/32], sums[n/32].
 inline void quantize_q8_32(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
-  for (int64_t b = 0; b < n / 32; b++) quantize_block_q8(x + 32 * b, 32, 32, q + 32 * b, d + b, sums + b);
+  for (int64_t b = 0; b < n / 32; b++) {
+    quantize_block_q8(x + 32 * b, 32, 32, q + 32 * b, d + b, sums + b);
+    d[b] = fp16_to_f32(f32_to_fp16(d[b]));
+  }
 }
 // x[n] (n a multiple of 256) -> q8_256: q[n], d[n/256], sums[n/16].
 inline void quantize_q8_256(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums) {
