@@ -3,6 +3,7 @@
 #define LLMINFER_IMPLEMENTATION
 #include "common.hpp"
 
+#include <charconv>
 #include <fstream>
 #include <sstream>
 
@@ -79,7 +80,10 @@ TEST_CASE("archdef: every malformed definition is rejected with its file:line me
     // first line: "# expect: LINE: message" (LINE 0: a message about the whole file)
     REQUIRE_MESSAGE(text.rfind("# expect: ", 0) == 0, file);
     size_t c = text.find(':', 10), eol = text.find('\n');
-    int line = std::atoi(text.substr(10, c - 10).c_str());
+    int line = -1;
+    REQUIRE_MESSAGE(c != std::string::npos, file);
+    std::from_chars(text.data() + 10, text.data() + c, line);
+    REQUIRE_MESSAGE(line >= 0, file);
     std::string msg = text.substr(c + 2, eol - c - 2);
     auto d = archdef_parse(text, path, stem, path);
     REQUIRE_MESSAGE(!d, file << " was accepted");

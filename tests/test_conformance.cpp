@@ -188,7 +188,7 @@ const std::vector<std::string>& covered() {
       "synth-qwen2-tiny-f32", "synth-qwen2-tiny-f16", "synth-qwen2-tiny-bf16", "synth-qwen2-tiny-q8_0",
       "synth-qwen3-tiny-f32", "synth-qwen3-tiny-f16", "synth-qwen3-tiny-bf16", "synth-qwen3-tiny-q8_0",
       "synth-qwen3-tiny-q4_k_m",
-      "synth-gemma3-tiny-f32", "synth-gemma3-tiny-f16", "synth-gemma3-tiny-bf16", "synth-gemma3-tiny-q8_0",
+      "synth-gemma3-tiny-f32", "synth-gemma3-tiny-softcap-f32", "synth-gemma3-tiny-f16", "synth-gemma3-tiny-bf16", "synth-gemma3-tiny-q8_0",
       "synth-gemma3-tiny-q4_k_m",
   };
   return names;
@@ -232,8 +232,10 @@ TEST_CASE("conformance: qwen3 - qwen3-tiny F32/F16/BF16/Q8_0/Q4_K_M") {
   check_all({"synth-qwen3-tiny-f32", "synth-qwen3-tiny-f16", "synth-qwen3-tiny-bf16", "synth-qwen3-tiny-q8_0",
              "synth-qwen3-tiny-q4_k_m"});
 }
-TEST_CASE("conformance: gemma3 - gemma3-tiny F32/F16/BF16/Q8_0/Q4_K_M") {
-  check_all({"synth-gemma3-tiny-f32", "synth-gemma3-tiny-f16", "synth-gemma3-tiny-bf16", "synth-gemma3-tiny-q8_0",
+// gemma3-tiny: 5 sliding layers (window 16, rope base 10000) then a global one (base 1e6); the third
+// prompt crosses the window. The softcap file adds final logit soft-capping (cap 3; logits reach 2).
+TEST_CASE("conformance: gemma3 - gemma3-tiny F32/F32+softcap/F16/BF16/Q8_0/Q4_K_M") {
+  check_all({"synth-gemma3-tiny-f32", "synth-gemma3-tiny-softcap-f32", "synth-gemma3-tiny-f16", "synth-gemma3-tiny-bf16", "synth-gemma3-tiny-q8_0",
              "synth-gemma3-tiny-q4_k_m"});
 }
 

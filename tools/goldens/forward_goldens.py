@@ -55,6 +55,7 @@ MODELS = [
     ("synth-qwen3-tiny-q8_0", "shared:synth-qwen3-tiny-q8_0.gguf", "q8_0"),
     ("synth-qwen3-tiny-q4_k_m", "shared:synth-qwen3-tiny-q4_k_m.gguf", "q4_k_m"),
     ("synth-gemma3-tiny-f32", "fixtures:synth-gemma3-tiny-f32.gguf", "f32"),
+    ("synth-gemma3-tiny-softcap-f32", "fixtures:synth-gemma3-tiny-softcap-f32.gguf", "f32"),
     ("synth-gemma3-tiny-f16", "fixtures:synth-gemma3-tiny-f16.gguf", "f16"),
     ("synth-gemma3-tiny-bf16", "fixtures:synth-gemma3-tiny-bf16.gguf", "bf16"),
     ("synth-gemma3-tiny-q8_0", "shared:synth-gemma3-tiny-q8_0.gguf", "q8_0"),
