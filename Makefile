@@ -8,6 +8,11 @@
 #   make LLMINFER_SIMD=avx2 ...    choose the kernels: native (default), avx512, avx2, neon, scalar
 #   make BUILD=build/asan SANITIZE=address,undefined test    a sanitizer build in its own folder
 #   make WERROR=1          warnings are errors (CI)
+#   make corpus            regenerate the committed malformed-file corpus and fuzz seeds
+#   make fuzz              build every tests/fuzz/fuzz_*.cpp with clang++ -fsanitize=fuzzer,address,undefined
+#   make fuzz-run FUZZ_SECONDS=60   run each fuzz target that long, FUZZ_JOBS (2) at once (tools/fuzz)
+#   make compile-matrix    the header in 2 TUs, -fno-exceptions -fno-rtti, forced scalar; g++ and clang++
+#   make windows           cross-build the examples for Windows with MinGW-w64 (build/windows/)
 
 CXX ?= g++
 BUILD ?= build
@@ -35,7 +40,7 @@ TEST_SRC := $(sort $(wildcard tests/*.cpp))
 CLI_OBJ := $(CLI_SRC:%.cpp=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.cpp=$(BUILD)/obj/%.o)
 
-.PHONY: all test demo model header check-header doctest clean fixtures
+.PHONY: all test demo model header check-header doctest fixtures corpus fuzz fuzz-run compile-matrix windows clean
 .DELETE_ON_ERROR:
 
 all: llminfer.hpp $(BUILD)/llminfer $(BUILD)/tests $(BUILD)/simple
@@ -51,6 +56,8 @@ $(BUILD)/obj/%.o: %.cpp llminfer.hpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_ALL) -c $< -o $@
 
+# The CLI and the tests define LLMINFER_IMPLEMENTATION in several files: public functions inline.
+$(CLI_OBJ) $(TEST_OBJ): CXXFLAGS_ALL += -DLLMINFER_INLINE_API
 $(BUILD)/llminfer: $(CLI_OBJ)
 	$(CXX) $(CLI_OBJ) -o $@ $(LDFLAGS_ALL)
 
@@ -59,12 +66,18 @@ $(BUILD)/simple: examples/simple.cpp llminfer.hpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_ALL) -fno-exceptions -fno-rtti $< -o $@ $(LDFLAGS_ALL)
 
-# doctest comes from Debian's doctest-dev; install it when we can, else say how.
+# doctest comes from Debian's doctest-dev; install it when we can, else say how. Found where Debian
+# puts it, or anywhere the compiler looks (an include path given in CXXFLAGS counts too).
+DOCTEST_PROBE = [ -f /usr/include/doctest/doctest.h ] || \
+  printf '\043include <doctest/doctest.h>\n' | $(CXX) $(CXXFLAGS) -x c++ -fsyntax-only - >/dev/null 2>&1
 doctest:
-	@if [ ! -f /usr/include/doctest/doctest.h ]; then \
+	@if ! { $(DOCTEST_PROBE); }; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "doctest is missing: installing Debian's doctest-dev"; \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y doctest-dev >/dev/null || exit 1; \
+	    echo "doctest is missing: installing Debian's doctest-dev (apt-get install -y doctest-dev)"; \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y -qq doctest-dev >/dev/null 2>&1 || \
+	      { apt-get update -qq >/dev/null 2>&1; apt-get install -y -qq doctest-dev >/dev/null; } || \
+	      { echo "could not install doctest: run   apt-get install -y doctest-dev"; exit 1; }; \
 	  else \
 	    echo "doctest is missing: install it with   sudo apt-get install -y doctest-dev"; exit 1; \
 	  fi; \
@@ -84,8 +97,58 @@ FIXTURES ?= build/fixtures
 fixtures:
 	tools/fixtures/make_fixtures.sh $(FIXTURES) $(SHARED)
 
+TEST_ENV = LLMINFER_SHARED=$(SHARED) LLMINFER_CLI=$(BUILD)/llminfer LLMINFER_SIMPLE=$(BUILD)/simple \
+  LLMINFER_SOURCE_DIR=$(CURDIR) LLMINFER_FIXTURES=$(abspath $(FIXTURES))
 test: llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer $(BUILD)/simple fixtures
-	LLMINFER_SHARED=$(SHARED) LLMINFER_FIXTURES=$(abspath $(FIXTURES)) LLMINFER_CLI=$(BUILD)/llminfer LLMINFER_SIMPLE=$(BUILD)/simple $(BUILD)/tests $(TEST_ARGS)
+	$(TEST_ENV) $(BUILD)/tests $(TEST_ARGS)
+
+# Rewrites the committed malformed-file corpus (tests/corpus/malformed/) and the file readers' fuzz
+# seeds from their generator, tests/corpus.hpp (commit the result).
+corpus: $(BUILD)/tests $(BUILD)/llminfer
+	LLMINFER_REGEN_CORPUS=1 $(TEST_ENV) $(BUILD)/tests -tc='corpus: the committed*'
+
+
+# libFuzzer targets: every tests/fuzz/fuzz_<name>.cpp becomes $(BUILD)/fuzz/fuzz_<name> (clang, with
+# ASan and UBSan); `make fuzz-run` runs each for FUZZ_SECONDS from tests/fuzz/corpus/<name>/.
+FUZZ_CXX ?= clang++
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= 2
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.cpp))
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.cpp=$(BUILD)/fuzz/%)
+FUZZ_FLAGS := -std=c++20 -O1 -g $(SIMD_FLAGS_$(LLMINFER_SIMD)) $(WARN) -fsanitize=fuzzer,address,undefined \
+  -fno-sanitize-recover=all -fno-omit-frame-pointer -pthread -MMD -MP
+fuzz: $(FUZZ_BIN)
+$(BUILD)/fuzz/%: tests/fuzz/%.cpp llminfer.hpp
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) $(FUZZ_FLAGS) $(CXXFLAGS) $< -o $@ $(LDFLAGS)
+fuzz-run: fuzz
+	tools/fuzz --build $(BUILD)/fuzz -j $(FUZZ_JOBS) $(FUZZ_SECONDS)
+
+# Compile matrix (CI): the header in two translation units, the implementation in one, linked and
+# run; with each compiler of MATRIX_CXX, plain, with -fno-exceptions -fno-rtti, and with the scalar
+# kernels forced.
+MATRIX_CXX ?= g++ clang++
+compile-matrix: llminfer.hpp
+	@set -e; for cxx in $(MATRIX_CXX); do \
+	  for variant in plain "-fno-exceptions -fno-rtti" -DLLMINFER_FORCE_SCALAR; do \
+	    flags=$$( [ "$$variant" = plain ] || echo "$$variant" ); \
+	    out=$(BUILD)/matrix/$$cxx$$(printf '%s' "$$flags" | tr -c 'a-zA-Z0-9' '_'); \
+	    mkdir -p $$out; echo "compile matrix: $$cxx $$flags"; \
+	    for tu in impl user; do \
+	      $$cxx -std=c++20 -O1 $(SIMD_FLAGS_$(LLMINFER_SIMD)) $(WARN) -pthread $$flags $(CXXFLAGS) \
+	        -c tests/compile/$$tu.cpp -o $$out/$$tu.o; \
+	    done; \
+	    $$cxx -pthread $$out/impl.o $$out/user.o -o $$out/matrix $(LDFLAGS); $$out/matrix; \
+	  done; \
+	done
+
+# Windows (CI): the header and the example programs cross-built with MinGW-w64 (Debian's
+# g++-mingw-w64-x86-64; the posix flavour has std::thread), static, into build/windows/*.exe.
+WIN_CXX ?= x86_64-w64-mingw32-g++-posix
+WIN_SIMD ?= avx2
+windows: llminfer.hpp
+	$(MAKE) BUILD=build/windows CXX=$(WIN_CXX) LLMINFER_SIMD=$(WIN_SIMD) OPT=-O1 LDFLAGS=-static \
+	  build/windows/llminfer build/windows/simple
 
 # The main job.
 DEMO_MODEL := $(firstword $(wildcard models/default.gguf) $(wildcard $(SHARED)/models/stories260K.gguf))
@@ -102,4 +165,4 @@ model:
 clean:
 	rm -rf $(BUILD)
 
--include $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/simple.d
+-include $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/simple.d $(FUZZ_BIN:=.d)

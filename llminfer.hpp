@@ -15,17 +15,37 @@
 //   if (result) std::puts(result->text.c_str());
 //
 // Build the implementation TU with optimisation and the CPU's instruction set, for example
-// `g++ -std=c++20 -O2 -march=native -pthread`. Nothing needs exceptions or RTTI: the header
-// builds with -fno-exceptions -fno-rtti.
+// `g++ -std=c++20 -O2 -march=native -pthread` (clang++ works too; link with -pthread). Nothing needs
+// exceptions or RTTI: the header builds with -fno-exceptions -fno-rtti. Linux, macOS and other
+// POSIX systems map files with mmap; Windows (MSVC or MinGW-w64) with CreateFileMapping /
+// MapViewOfFile. Only the implementation TU needs the SIMD flags (see STYLE: the ODR hazard).
+//
+// ==== Model files ====
+//
+//   Model::load(path) takes a GGUF file (versions 2 and 3), a .safetensors file with config.json
+//   beside it, or a Hugging Face / MLX model directory: config.json; model.safetensors, a sharded
+//   model.safetensors.index.json, or *.safetensors; optional tokenizer.json, tokenizer_config.json,
+//   generation_config.json, chat_template.jinja or chat_template.json. MLX affine 4- and 8-bit
+//   checkpoints (packed U32 weights with .scales and .biases, "quantization" in config.json, with
+//   per-module overrides) load as one quantized tensor each. Weights are used in place in the
+//   mapping, never read into memory. Every ggml tensor type is known by name; a type without
+//   kernels loads (`llminfer info` lists it) and is refused only when a model computes with it.
 //
 // ==== Build options (define before including, in the implementation TU) ====
 //
 //   LLMINFER_IMPLEMENTATION     compile the implementation into this translation unit
+//   LLMINFER_INLINE_API         define the public functions `inline` (only for programs that define
+//                               LLMINFER_IMPLEMENTATION in every unit that uses the library)
 //   LLMINFER_SIMD_SCALAR        force the portable scalar kernels (also LLMINFER_FORCE_SCALAR)
 //   LLMINFER_NO_CPU_CHECK       do not verify at load that the CPU has the instructions compiled in
-//   LLMINFER_MAX_TENSORS        largest tensor count a file may declare (default 1<<20)
-//   LLMINFER_MAX_METADATA       largest metadata key/value count a file may declare (default 1<<20)
+//   LLMINFER_MAX_TENSORS        largest tensor count a GGUF file may declare (default 1<<20)
+//   LLMINFER_MAX_METADATA       largest metadata key/value count a GGUF file may declare (default 1<<20)
 //   LLMINFER_MAX_JSON_DEPTH     deepest JSON nesting accepted (default 512)
+//   LLMI_ASSERT(x)              internal invariant check (default: message and abort); never used
+//                               for anything a file or a caller controls
+//
+//   The kernels are chosen at compile time from the target's instruction set (-march): AVX-512
+//   (F, BW, VL, with VNNI when present), AVX2+FMA+F16C, NEON (with dotprod when present), else scalar.
 //
 // ==== Threads and ownership ====
 //
@@ -103,9 +123,21 @@
 //
 //   Model files, tokenizer files, chat templates and architecture definitions are untrusted
 //   input. Every size and offset is checked before use (overflow-safe); bad input produces an
-//   Error naming the file and what is wrong, never a crash, a hang or an unbounded allocation.
+//   Error naming the file and what is wrong, never a crash, a hang or an unbounded allocation
+//   (nothing is allocated from a count before the file is known to hold that many entries). The
+//   readers are tested on a corpus of over 100 malformed files and fuzzed (libFuzzer, ASan, UBSan).
+//
+// ==== Errors ====
+//
+//   Every fallible call returns Result<T>: `if (!r)` then r.error().code (Errc: invalid_argument,
+//   io, bad_format, unsupported, tensor_missing, shape_mismatch, archdef, tokenizer,
+//   template_error, cpu_unsupported, out_of_memory, internal; describe(code) gives its text) and
+//   r.error().message, which names the file or input and what is wrong.
 //
 // ==== Version ====
+//
+//   LLMINFER_VERSION_MAJOR / _MINOR / _PATCH / _STRING below; llminfer::version() at run time.
+//   Everything is in namespace llminfer::v0_1 (inline), so two versions in one program do not clash.
 #ifndef LLMINFER_HPP
 #define LLMINFER_HPP
 
@@ -363,11 +395,21 @@ const char* version() noexcept;
 
 // ---- src/10_impl_begin.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== Implementation ====
-// Compiled only where LLMINFER_IMPLEMENTATION is defined. Every function here is `inline`, so a
-// program may (wastefully, but correctly) define LLMINFER_IMPLEMENTATION in several translation
-// units built with the same flags; tests rely on that.
+// Compiled only where LLMINFER_IMPLEMENTATION is defined. Internal functions (namespace detail) are
+// `inline`, so tools and tests may define LLMINFER_IMPLEMENTATION in several translation units built
+// with the same flags. The public functions declared above are defined with LLMI_API_DEF: ordinary
+// (non-inline) definitions, emitted once, in the one translation unit that defines
+// LLMINFER_IMPLEMENTATION, so that every other unit links against them with the declarations alone.
+// A program that defines LLMINFER_IMPLEMENTATION in several units (our tests and CLI) also defines
+// LLMINFER_INLINE_API everywhere: then the public functions are `inline` too.
 #if defined(LLMINFER_IMPLEMENTATION) && !defined(LLMINFER_IMPLEMENTATION_INCLUDED)
 #define LLMINFER_IMPLEMENTATION_INCLUDED
+
+#if defined(LLMINFER_INLINE_API)
+#define LLMI_API_DEF inline
+#else
+#define LLMI_API_DEF
+#endif
 
 #include <algorithm>
 #include <array>
@@ -386,6 +428,7 @@ const char* version() noexcept;
 #include <mutex>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #if defined(_WIN32)
@@ -474,7 +517,7 @@ const char* version() noexcept;
 namespace llminfer {
 inline namespace v0_1 {
 
-inline const char* describe(Errc code) noexcept {
+LLMI_API_DEF const char* describe(Errc code) noexcept {
   switch (code) {
 #define LLMINFER_X(name, text) \
   case Errc::name:             \
@@ -485,12 +528,14 @@ inline const char* describe(Errc code) noexcept {
   return "unknown error";
 }
 
-inline const char* version() noexcept { return LLMINFER_VERSION_STRING; }
+LLMI_API_DEF const char* version() noexcept { return LLMINFER_VERSION_STRING; }
 
 namespace detail {
 
 // printf into a std::string (error messages, JSON output).
-#if defined(__GNUC__)
+#if defined(__MINGW32__)
+__attribute__((format(gnu_printf, 1, 2)))  // MinGW's own printf (C99 %zu, %lld), not msvcrt's
+#elif defined(__GNUC__)
 __attribute__((format(printf, 1, 2)))
 #endif
 inline std::string strf(const char* fmt, ...) {
@@ -1084,6 +1129,8 @@ namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
 
+struct JsonMember;
+
 struct Json {
   enum class Type : uint8_t { null, boolean, number, string, array, object };
   Type type = Type::null;
@@ -1093,10 +1140,10 @@ struct Json {
   double num = 0;
   std::string str;                                    // string value, or a number's literal text
   std::vector<Json> items;                            // array
-  std::vector<std::pair<std::string, Json>> members;  // object, in file order
+  std::vector<JsonMember> members;                    // object, in file order (.first key, .second value)
 
-  // Declared here, defaulted after the class: clang with libstdc++ otherwise checks
-  // std::pair<std::string, Json> while Json is still incomplete when a Json is copied or destroyed.
+  // Declared here, defaulted after JsonMember: clang with libstdc++ otherwise checks the member
+  // type while Json is still incomplete when a Json is copied or destroyed.
   Json();
   Json(const Json&);
   Json(Json&&) noexcept;
@@ -1112,21 +1159,11 @@ struct Json {
   bool is_object() const { return type == Type::object; }
 
   // Member lookup (the last one wins if a key repeats, as in Python); nullptr if absent.
-  const Json* find(std::string_view key) const {
-    if (type != Type::object) return nullptr;
-    for (size_t k = members.size(); k-- > 0;)
-      if (members[k].first == key) return &members[k].second;
-    return nullptr;
-  }
+  const Json* find(std::string_view key) const;
   // Member or element, or a null value when absent / of another type.
-  const Json& operator[](std::string_view key) const {
-    const Json* j = find(key);
-    return j ? *j : null_value();
-  }
-  const Json& operator[](size_t index) const {
-    return (type == Type::array && index < items.size()) ? items[index] : null_value();
-  }
-  size_t size() const { return type == Type::array ? items.size() : type == Type::object ? members.size() : 0; }
+  const Json& operator[](std::string_view key) const;
+  const Json& operator[](size_t index) const;
+  size_t size() const;  // elements of an array, members of an object, else 0
 
   std::string_view as_string(std::string_view fallback = {}) const {
     return type == Type::string ? std::string_view(str) : fallback;
@@ -1140,17 +1177,45 @@ struct Json {
   }
   bool as_bool(bool fallback = false) const { return type == Type::boolean ? boolean : fallback; }
 
-  static const Json& null_value() {
-    static const Json null_json;
-    return null_json;
-  }
+  static const Json& null_value();
 };
+
+// An object member. Not std::pair<std::string, Json>: clang with libstdc++ cannot instantiate that
+// pair while Json is being defined (the pair asks whether Json is default-constructible).
+struct JsonMember {
+  std::string first;  // key
+  Json second;        // value
+  JsonMember() = default;
+  JsonMember(std::string key, Json value) : first(std::move(key)), second(std::move(value)) {}
+};
+
 inline Json::Json() = default;
 inline Json::Json(const Json&) = default;
 inline Json::Json(Json&&) noexcept = default;
 inline Json& Json::operator=(const Json&) = default;
 inline Json& Json::operator=(Json&&) noexcept = default;
 inline Json::~Json() = default;
+
+inline const Json& Json::null_value() {
+  static const Json null_json;
+  return null_json;
+}
+inline const Json* Json::find(std::string_view key) const {
+  if (type != Type::object) return nullptr;
+  for (size_t k = members.size(); k-- > 0;)
+    if (members[k].first == key) return &members[k].second;
+  return nullptr;
+}
+inline const Json& Json::operator[](std::string_view key) const {
+  const Json* j = find(key);
+  return j ? *j : null_value();
+}
+inline const Json& Json::operator[](size_t index) const {
+  return (type == Type::array && index < items.size()) ? items[index] : null_value();
+}
+inline size_t Json::size() const {
+  return type == Type::array ? items.size() : type == Type::object ? members.size() : 0;
+}
 
 class JsonParser {
  public:
@@ -1241,7 +1306,7 @@ class JsonParser {
       if (pos_ >= s_.size() || s_[pos_] != ':') return fail("expected ':'");
       pos_++;
       skip_ws();
-      out.members.emplace_back(std::move(key), Json());
+      out.members.push_back(JsonMember{std::move(key), Json()});
       if (!value(out.members.back().second, depth + 1)) return false;
       skip_ws();
       if (pos_ >= s_.size()) return fail("unexpected end of input in an object");
@@ -1622,8 +1687,14 @@ inline uint64_t rd_u64(const uint8_t* p) {
 // Layout (little-endian): "GGUF" u32 version, u64 n_tensors, u64 n_kv, then n_kv key/values
 // (string key, u32 type, value), then n_tensors infos (string name, u32 n_dims, u64 ne[n_dims],
 // u32 ggml type, u64 offset), padding to `general.alignment` (default 32), then the data section.
-// Strings are u64 length + bytes (no NUL). Arrays are u32 element type + u64 count + elements.
-// Everything is a view into the mapping; every read is bounds-checked against the file size.
+// Strings are u64 length + bytes (no NUL). Arrays are u32 element type + u64 count + elements;
+// an element of an array of arrays is again "element type, count, elements". Versions 2 and 3 share
+// this layout (version 1 had 32-bit counts and is refused, as llama.cpp does).
+// Everything is a view into the mapping; every read is bounds-checked against the file size, and
+// nothing is allocated from a count before the file is known to hold that many entries.
+// Where we differ from llama.cpp's gguf.cpp, on purpose: nested arrays are accepted (gguf-py writes
+// them); tensors may sit anywhere in the data section as long as they are aligned and do not overlap
+// (llama.cpp wants them back to back in table order); keys and tensor names must be valid UTF-8.
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
@@ -1715,7 +1786,7 @@ struct GgufKV {
 
 struct GgufTensorInfo {
   std::string_view name;
-  uint32_t n_dims = 0;
+  uint32_t n_dims = 0;  // 0..4 (0: a scalar, as ggml allows)
   int64_t ne[4] = {1, 1, 1, 1};  // ne[0] is the innermost (row) dimension
   DType type = DType::f32;
   uint64_t offset = 0;  // from the start of the data section
@@ -1743,96 +1814,126 @@ class GgufReader {
   Result<GgufFile> parse() {
     GgufFile f;
     if (n_ < 4 || std::memcmp(d_, "GGUF", 4) != 0) {
-      if (n_ >= 4 && std::memcmp(d_, "FUGG", 4) == 0) return err("big-endian GGUF files are not supported");
-      return err(n_ < 4 ? strf("too small to be a GGUF file (%llu bytes)", ull(n_)) : std::string("not a GGUF file (bad magic)"));
+      if (n_ < 4) return err(strf("too small to be a GGUF file (%llu bytes)", ull(n_)));
+      return err(strf("not a GGUF file (magic '%s', expected 'GGUF')",
+                      printable(std::string_view(reinterpret_cast<const char*>(d_), 4)).c_str()));
     }
     pos_ = 4;
-    if (!u32(f.version, "the header")) return error_;
+    if (!u32(f.version, "version")) return error_;
+    // A file written on a big-endian machine reads as 0x03000000 here (llama.cpp's test too).
+    if (f.version != 0 && (f.version & 0xFFFF) == 0)
+      return err(strf("GGUF version 0x%08X: a big-endian file? Only little-endian GGUF is supported", f.version));
     if (f.version == 1) return err("GGUF version 1 is not supported (only versions 2 and 3)");
     if (f.version != 2 && f.version != 3) return err(strf("unsupported GGUF version %u (only 2 and 3)", f.version));
     uint64_t n_tensors = 0, n_kv = 0;
-    if (!u64(n_tensors, "the header") || !u64(n_kv, "the header")) return error_;
-    if (n_tensors > LLMINFER_MAX_TENSORS || n_tensors > remaining() / 24)
-      return err(strf("absurd tensor count %llu", ull(n_tensors)));
-    if (n_kv > LLMINFER_MAX_METADATA || n_kv > remaining() / 13)
-      return err(strf("absurd metadata count %llu", ull(n_kv)));
+    if (!u64(n_tensors, "tensor count") || !u64(n_kv, "metadata count")) return error_;
+    // Smallest possible entries: a tensor info is >= 25 bytes, a key/value >= 14 bytes.
+    if (n_tensors > LLMINFER_MAX_TENSORS)
+      return err(strf("the header declares %llu tensors, more than LLMINFER_MAX_TENSORS (%llu)", ull(n_tensors),
+                      ull(LLMINFER_MAX_TENSORS)));
+    if (n_kv > LLMINFER_MAX_METADATA)
+      return err(strf("the header declares %llu metadata entries, more than LLMINFER_MAX_METADATA (%llu)", ull(n_kv),
+                      ull(LLMINFER_MAX_METADATA)));
+    if (n_tensors * 25 + n_kv * 14 > remaining())
+      return err(strf("the header declares %llu tensors and %llu metadata entries, but only %llu bytes follow "
+                      "(a truncated file or a corrupt count)",
+                      ull(n_tensors), ull(n_kv), ull(remaining())));
 
     // ---- metadata ----
-    f.kv.reserve(static_cast<size_t>(n_kv));
+    // Containers grow with what was actually read, never with a count the file merely claims.
+    f.kv.reserve(static_cast<size_t>(std::min<uint64_t>(n_kv, 256)));
     std::unordered_map<std::string_view, size_t> seen;
     for (uint64_t k = 0; k < n_kv; k++) {
       where_ = strf("metadata entry %llu of %llu", ull(k + 1), ull(n_kv));
       GgufKV e;
       if (!string(e.key, "key")) return error_;
-      if (!utf8_valid(e.key)) return err(strf("%s: key is not valid UTF-8 ('%s')", where_.c_str(), printable(e.key).c_str()));
+      if (e.key.empty()) return err(strf("%s has an empty key", where_.c_str()));
+      if (!utf8_valid(e.key))
+        return err(strf("%s: key is not valid UTF-8 ('%s')", where_.c_str(), printable(e.key).c_str()));
+      if (!seen.emplace(e.key, k).second) return err(strf("duplicate metadata key '%s'", printable(e.key).c_str()));
       where_ = strf("metadata key '%s'", printable(e.key).c_str());
       uint32_t t = 0;
-      if (!u32(t, "type")) return error_;
+      if (!u32(t, "value type")) return error_;
       if (!value(e.value, t, 0)) return error_;
-      if (!seen.emplace(e.key, k).second) return err(strf("duplicate metadata key '%s'", printable(e.key).c_str()));
       f.kv.push_back(std::move(e));
     }
     if (const GgufValue* a = f.find("general.alignment")) {
-      if (a->type != GgufType::u32) return err(strf("general.alignment has type %s, expected u32", gguf_type_name(a->type)));
+      if (a->type != GgufType::u32)
+        return err(strf("general.alignment has type %s, expected u32", gguf_type_name(a->type)));
       uint64_t v = static_cast<uint64_t>(a->as_int());
       if (v == 0 || (v & (v - 1)) != 0) return err(strf("general.alignment %llu is not a power of two", ull(v)));
       f.alignment = v;
     }
 
     // ---- tensor infos ----
-    f.tensors.reserve(static_cast<size_t>(n_tensors));
+    f.tensors.reserve(static_cast<size_t>(std::min<uint64_t>(n_tensors, 1024)));
     std::unordered_map<std::string_view, size_t> names;
     for (uint64_t k = 0; k < n_tensors; k++) {
       where_ = strf("tensor info %llu of %llu", ull(k + 1), ull(n_tensors));
       GgufTensorInfo ti;
       if (!string(ti.name, "name")) return error_;
-      if (!utf8_valid(ti.name)) return err(strf("%s: name is not valid UTF-8", where_.c_str()));
-      if (ti.name.empty()) return err(strf("%s: empty tensor name", where_.c_str()));
+      if (ti.name.empty()) return err(strf("%s has an empty name", where_.c_str()));
+      if (!utf8_valid(ti.name))
+        return err(strf("%s: name is not valid UTF-8 ('%s')", where_.c_str(), printable(ti.name).c_str()));
+      if (!names.emplace(ti.name, k).second) return err(strf("duplicate tensor name '%s'", printable(ti.name).c_str()));
       where_ = strf("tensor '%s'", printable(ti.name).c_str());
       if (!u32(ti.n_dims, "n_dims")) return error_;
-      if (ti.n_dims < 1 || ti.n_dims > 4)
-        return err(strf("%s has %u dimensions (1 to 4 allowed)", where_.c_str(), ti.n_dims));
-      uint64_t nel = 1;
+      if (ti.n_dims > 4) return err(strf("%s has %u dimensions (at most 4)", where_.c_str(), ti.n_dims));
       for (uint32_t dmn = 0; dmn < ti.n_dims; dmn++) {
         uint64_t ne = 0;
         if (!u64(ne, "dimensions")) return error_;
-        if (ne > static_cast<uint64_t>(INT64_MAX) || mul_overflows(nel, ne, &nel) || nel > static_cast<uint64_t>(INT64_MAX))
-          return err(strf("%s: dimensions overflow (dimension %u is %llu)", where_.c_str(), dmn, ull(ne)));
+        if (ne > static_cast<uint64_t>(INT64_MAX))
+          return err(strf("%s: dimension %u is negative (%lld)", where_.c_str(), dmn, static_cast<long long>(ne)));
         ti.ne[dmn] = static_cast<int64_t>(ne);
       }
+      // The product of the dimensions, zeros counted as 1, must fit in int64: then every partial
+      // product (element count, row count, in any order) does, even for a tensor with a 0 dimension.
+      uint64_t nel = 1, bound = 1;
+      bool over = false;
+      for (int dmn = 0; dmn < 4 && !over; dmn++) {
+        uint64_t e = static_cast<uint64_t>(ti.ne[dmn]);
+        over = mul_overflows(bound, std::max<uint64_t>(e, 1), &bound) || bound > static_cast<uint64_t>(INT64_MAX);
+        nel *= e;
+      }
+      if (over)
+        return err(strf("%s: dimensions [%lld, %lld, %lld, %lld] overflow", where_.c_str(), static_cast<long long>(ti.ne[0]),
+                        static_cast<long long>(ti.ne[1]), static_cast<long long>(ti.ne[2]),
+                        static_cast<long long>(ti.ne[3])));
       uint32_t type = 0;
       if (!u32(type, "type")) return error_;
       ti.type = static_cast<DType>(type);
       const DTypeTraits* tr = type < 200 ? dtype_traits(ti.type) : nullptr;
-      if (!tr) return err(strf("%s has unknown ggml type id %u", where_.c_str(), type));
+      if (!tr) return err(strf("%s has ggml type id %u, which is not a tensor type (unknown or removed)", where_.c_str(), type));
       if (static_cast<uint64_t>(ti.ne[0]) % tr->block != 0)
         return err(strf("%s: row length %lld is not a multiple of the %s block size %u", where_.c_str(),
                         static_cast<long long>(ti.ne[0]), tr->name, tr->block));
-      if (mul_overflows(nel / tr->block, tr->bytes, &ti.nbytes))
-        return err(strf("%s: size overflows", where_.c_str()));
+      if (mul_overflows(nel / tr->block, tr->bytes, &ti.nbytes)) return err(strf("%s: size overflows", where_.c_str()));
       if (!u64(ti.offset, "offset")) return error_;
-      if (!names.emplace(ti.name, k).second) return err(strf("duplicate tensor name '%s'", printable(ti.name).c_str()));
       f.tensors.push_back(ti);
     }
+    where_.clear();
 
     // ---- data section ----
     uint64_t data = 0;
     if (add_overflows(pos_, f.alignment - 1, &data)) return err("data section offset overflows");
     data = data / f.alignment * f.alignment;
     if (data > n_ && !f.tensors.empty())
-      return err(strf("the data section (offset %llu) starts past the end of the file (%s)", ull(data),
-                      human_bytes(n_).c_str()));
+      return err(strf("the data section (offset %llu, alignment %llu) starts past the end of the file (%s)", ull(data),
+                      ull(f.alignment), human_bytes(n_).c_str()));
     f.data_offset = std::min(data, n_);
     uint64_t avail = n_ - f.data_offset;
     for (const auto& t : f.tensors) {
       if (t.offset % f.alignment != 0)
         return err(strf("tensor '%s' data offset %llu is not aligned to %llu bytes", printable(t.name).c_str(),
                         ull(t.offset), ull(f.alignment)));
-      uint64_t end = 0;
-      if (add_overflows(t.offset, t.nbytes, &end) || end > avail)
-        return err(strf("tensor '%s' data [offset %llu, size %s] runs past the end of the file (%s)",
-                        printable(t.name).c_str(), ull(f.data_offset + t.offset), human_bytes(t.nbytes).c_str(),
-                        human_bytes(n_).c_str()));
+      uint64_t end = 0, abs = 0;
+      if (add_overflows(t.offset, t.nbytes, &end) || end > avail) {
+        std::string at = add_overflows(f.data_offset, t.offset, &abs)
+                             ? strf("data section + %llu", ull(t.offset))
+                             : strf("%llu", ull(abs));
+        return err(strf("tensor '%s' data [offset %s, size %s] runs past the end of the file (%s)",
+                        printable(t.name).c_str(), at.c_str(), human_bytes(t.nbytes).c_str(), human_bytes(n_).c_str()));
+      }
     }
     std::vector<size_t> order(f.tensors.size());
     for (size_t k = 0; k < order.size(); k++) order[k] = k;
@@ -1855,8 +1956,8 @@ class GgufReader {
     return error_;
   }
   bool truncated(const char* field) {
-    err(strf("truncated in %s (%s) at offset %llu: the file ends at %llu bytes", where_.empty() ? "the header" : where_.c_str(),
-             field, ull(pos_), ull(n_)));
+    err(strf("truncated in %s (%s) at offset %llu: the file ends at %llu bytes",
+             where_.empty() ? "the header" : where_.c_str(), field, ull(pos_), ull(n_)));
     return false;
   }
   bool take(uint64_t bytes, const char* field) {
@@ -1880,7 +1981,8 @@ class GgufReader {
     uint64_t len = 0;
     if (!u64(len, field)) return false;
     if (len > remaining()) {
-      err(strf("%s: %s length %llu runs past the end of the file", where_.c_str(), field, ull(len)));
+      err(strf("%s: %s length %llu runs past the end of the file (%llu bytes left)", where_.c_str(), field, ull(len),
+               ull(remaining())));
       return false;
     }
     s = std::string_view(reinterpret_cast<const char*>(d_ + pos_), static_cast<size_t>(len));
@@ -1904,13 +2006,13 @@ class GgufReader {
       v.len = s.size();
       return true;
     }
-    // array
+    // array: element type, count, elements (arrays may hold arrays, up to a small depth)
     if (depth >= 8) {
-      err(strf("%s: arrays nested too deeply", where_.c_str()));
+      err(strf("%s: arrays nested more than 8 deep", where_.c_str()));
       return false;
     }
     uint32_t et = 0;
-    if (!u32(et, "array type") || !u64(v.len, "array length")) return false;
+    if (!u32(et, "array element type") || !u64(v.len, "array length")) return false;
     if (et > 12) {
       err(strf("%s: array has unknown element type %u", where_.c_str(), et));
       return false;
@@ -1920,29 +2022,37 @@ class GgufReader {
     if (uint32_t sz = gguf_scalar_size(v.elem)) {
       uint64_t bytes = 0;
       if (mul_overflows(v.len, sz, &bytes) || bytes > remaining()) {
-        err(strf("%s: array of %llu %s runs past the end of the file", where_.c_str(), ull(v.len), gguf_type_name(v.elem)));
+        err(strf("%s: array of %llu %s runs past the end of the file (%llu bytes left)", where_.c_str(), ull(v.len),
+                 gguf_type_name(v.elem), ull(remaining())));
         return false;
       }
       pos_ += bytes;
       return true;
     }
-    if (v.elem == GgufType::string) {
-      if (v.len > remaining() / 8) {
-        err(strf("%s: array of %llu strings runs past the end of the file", where_.c_str(), ull(v.len)));
-        return false;
-      }
-      v.strings.resize(static_cast<size_t>(v.len));
-      for (auto& s : v.strings)
-        if (!string(s, "array string")) return false;
-      return true;
-    }
-    if (v.len > remaining() / 12) {
-      err(strf("%s: array of %llu arrays runs past the end of the file", where_.c_str(), ull(v.len)));
+    // Every string takes >= 8 bytes and every array >= 12, so a count the file cannot hold is refused
+    // before anything is allocated; storage then grows with what was read.
+    uint64_t min_size = v.elem == GgufType::string ? 8 : 12;
+    if (v.len > remaining() / min_size) {
+      err(strf("%s: array of %llu %ss runs past the end of the file (%llu bytes left)", where_.c_str(), ull(v.len),
+               gguf_type_name(v.elem), ull(remaining())));
       return false;
     }
-    v.arrays.resize(static_cast<size_t>(v.len));
-    for (auto& a : v.arrays)
-      if (!value(a, 9, depth + 1)) return false;
+    if (v.elem == GgufType::string) {
+      v.strings.reserve(static_cast<size_t>(std::min<uint64_t>(v.len, 1u << 16)));
+      for (uint64_t k = 0; k < v.len; k++) {
+        std::string_view s;
+        if (!string(s, "array string")) return false;
+        v.strings.push_back(s);
+      }
+      return true;
+    }
+    // Each element of an array of arrays is itself "u32 element type, u64 count, elements" (gguf-py).
+    v.arrays.reserve(static_cast<size_t>(std::min<uint64_t>(v.len, 64)));
+    for (uint64_t k = 0; k < v.len; k++) {
+      GgufValue a;
+      if (!value(a, static_cast<uint32_t>(GgufType::array), depth + 1)) return false;
+      v.arrays.push_back(std::move(a));
+    }
     return true;
   }
 
@@ -2006,10 +2116,11 @@ inline Result<StFile> safetensors_parse(const uint8_t* d, uint64_t size, const s
   auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, name + ": " + what); };
   if (size < 8) return bad(strf("too small to be a safetensors file (%llu bytes)", static_cast<unsigned long long>(size)));
   uint64_t hlen = rd_u64(d);
+  if (hlen > kSafetensorsMaxHeader)
+    return bad(strf("header length %llu is larger than the 100 MiB limit", static_cast<unsigned long long>(hlen)));
   if (hlen > size - 8)
     return bad(strf("header length %llu runs past the end of the file (%s)", static_cast<unsigned long long>(hlen),
                     human_bytes(size).c_str()));
-  if (hlen > kSafetensorsMaxHeader) return bad(strf("header of %s is larger than the 100 MiB limit", human_bytes(hlen).c_str()));
   if (hlen < 2 || d[8] != '{') return bad("the header is not a JSON object");
   auto header = json_parse(std::string_view(reinterpret_cast<const char*>(d + 8), static_cast<size_t>(hlen)), name + " header");
   if (!header) return header.error();
@@ -2040,11 +2151,15 @@ inline Result<StFile> safetensors_parse(const uint8_t* d, uint64_t size, const s
     if (t.type == DType::invalid) return bad(strf("tensor '%s': unknown dtype '%s'", tn.c_str(), printable(dt.str).c_str()));
     if (!shape.is_array()) return bad(strf("tensor '%s': missing shape", tn.c_str()));
     if (shape.items.size() > 8) return bad(strf("tensor '%s': %zu dimensions (at most 8)", tn.c_str(), shape.items.size()));
-    uint64_t nel = 1;
+    // The product of the dimensions, zeros counted as 1, must fit in int64 (so that every partial
+    // product does, whatever the order and even with a 0 dimension).
+    uint64_t nel = 1, bound = 1;
     for (const auto& s : shape.items) {
       if (!s.is_number() || !s.is_int || s.i < 0) return bad(strf("tensor '%s': shape holds a non-integer or negative value", tn.c_str()));
-      if (mul_overflows(nel, static_cast<uint64_t>(s.i), &nel) || nel > static_cast<uint64_t>(INT64_MAX))
+      if (mul_overflows(bound, std::max<uint64_t>(static_cast<uint64_t>(s.i), 1), &bound) ||
+          bound > static_cast<uint64_t>(INT64_MAX))
         return bad(strf("tensor '%s': shape overflows", tn.c_str()));
+      nel *= static_cast<uint64_t>(s.i);
       t.shape.push_back(s.i);
     }
     if (!offs.is_array() || offs.items.size() != 2 || !offs.items[0].is_int || !offs.items[1].is_int ||
@@ -2112,6 +2227,12 @@ struct TensorView {
   uint64_t file_offset = 0;  // absolute offset of `data` in that file
 
   int64_t nelements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+  // Bytes of the MLX scales and biases that belong to this tensor (0 for other types).
+  uint64_t aux_bytes() const {
+    if (!scales || group_size <= 0) return 0;
+    const DTypeTraits* tr = dtype_traits(aux_type);
+    return 2 * static_cast<uint64_t>(rows()) * static_cast<uint64_t>(ne[0] / group_size) * (tr ? tr->bytes : 0);
+  }
   int64_t rows() const { return ne[1] * ne[2] * ne[3]; }
   std::string shape_string() const {
     std::string s = "[";
@@ -2147,6 +2268,9 @@ struct VocabData {
   std::vector<int32_t> types;  // 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
   std::vector<std::string> merges;  // "left right"
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, pad = -1, sep = -1;
+  // Every end-of-sequence id the files name: GGUF eos/eot/eom; Hugging Face generation_config.json's
+  // eos_token_id (a number or a list) and tokenizer_config.json's eos_token. In-range ids only.
+  std::vector<int32_t> eos_ids;
   std::optional<bool> add_bos, add_eos, add_space_prefix;
 };
 
@@ -2201,10 +2325,16 @@ struct ModelDesc {
   }
 };
 
+// Adds `id` to `ids` once (when it is a valid token id).
+inline void add_id_once(std::vector<int32_t>& ids, int64_t id, size_t n_vocab) {
+  if (id < 0 || static_cast<uint64_t>(id) >= n_vocab) return;
+  if (std::find(ids.begin(), ids.end(), static_cast<int32_t>(id)) == ids.end()) ids.push_back(static_cast<int32_t>(id));
+}
+
 // ---- GGUF -> ModelDesc ----
-inline Result<void> desc_from_gguf(ModelDesc& m) {
+// `base` is the start of the GGUF image (the mapping), `file` its name for messages.
+inline Result<void> desc_from_gguf(ModelDesc& m, const uint8_t* base, const std::string& file) {
   const GgufFile& g = *m.gguf;
-  const MappedFile& f = *m.files[0];
   for (const auto& e : g.kv) {
     const GgufValue& v = e.value;
     MetaValue mv;
@@ -2227,15 +2357,16 @@ inline Result<void> desc_from_gguf(ModelDesc& m) {
   }
   m.arch = std::string(m.meta_string("general.architecture").value_or(""));
   m.name = std::string(m.meta_string("general.name").value_or(""));
+  m.tensors.reserve(g.tensors.size());
   for (const auto& ti : g.tensors) {
     TensorView t;
     t.name = std::string(ti.name);
     t.type = ti.type;
     t.n_dims = static_cast<int>(ti.n_dims);
     for (int k = 0; k < 4; k++) t.ne[k] = ti.ne[k];
-    t.data = f.data() + g.data_offset + ti.offset;
+    t.data = base + g.data_offset + ti.offset;
     t.nbytes = ti.nbytes;
-    t.file = f.path();
+    t.file = file;
     t.file_offset = g.data_offset + ti.offset;
     m.tensors.push_back(std::move(t));
   }
@@ -2243,29 +2374,41 @@ inline Result<void> desc_from_gguf(ModelDesc& m) {
   VocabData& vd = m.vocab;
   vd.model = std::string(m.meta_string("tokenizer.ggml.model").value_or(""));
   vd.pre = std::string(m.meta_string("tokenizer.ggml.pre").value_or(""));
-  auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, m.path + ": " + what); };
+  auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, file + ": " + what); };
   if (const GgufValue* v = g.find("tokenizer.ggml.tokens")) {
-    if (v->type != GgufType::array || v->elem != GgufType::string) return bad("tokenizer.ggml.tokens is not an array of strings");
+    if (v->type != GgufType::array || v->elem != GgufType::string)
+      return bad("tokenizer.ggml.tokens is not an array of strings");
     vd.tokens.assign(v->strings.begin(), v->strings.end());
   }
-  auto numeric_array = [&](const char* key, auto& out) -> Result<void> {
+  // A per-token numeric array (scores, token types): one entry per token.
+  auto per_token = [&](const char* key) -> Result<const GgufValue*> {
     const GgufValue* v = g.find(key);
-    if (!v) return {};
-    if (v->type != GgufType::array || !gguf_scalar_size(v->elem))
-      return bad(strf("%s is not a numeric array", key));
+    if (!v) return static_cast<const GgufValue*>(nullptr);
+    if (v->type != GgufType::array || !gguf_scalar_size(v->elem)) return bad(strf("%s is not a numeric array", key));
     if (v->len != vd.tokens.size())
       return bad(strf("%s has %llu entries but the vocabulary has %zu tokens", key,
                       static_cast<unsigned long long>(v->len), vd.tokens.size()));
-    out.resize(static_cast<size_t>(v->len));
-    for (uint64_t k = 0; k < v->len; k++) out[k] = static_cast<std::decay_t<decltype(out[0])>>(v->number(k));
-    return {};
+    return v;
   };
-  if (auto r = numeric_array("tokenizer.ggml.scores", vd.scores); !r) return r.error();
-  if (auto r = numeric_array("tokenizer.ggml.token_type", vd.types); !r) return r.error();
+  auto scores = per_token("tokenizer.ggml.scores");
+  if (!scores) return scores.error();
+  if (const GgufValue* v = *scores) {
+    vd.scores.resize(static_cast<size_t>(v->len));
+    for (uint64_t k = 0; k < v->len; k++) vd.scores[k] = static_cast<float>(v->number(k));
+  }
+  auto types = per_token("tokenizer.ggml.token_type");
+  if (!types) return types.error();
+  if (const GgufValue* v = *types) {
+    vd.types.resize(static_cast<size_t>(v->len));
+    for (uint64_t k = 0; k < v->len; k++)
+      vd.types[k] = static_cast<int32_t>(std::clamp<int64_t>(v->integer(k), INT32_MIN, INT32_MAX));
+  }
   if (const GgufValue* v = g.find("tokenizer.ggml.merges")) {
-    if (v->type != GgufType::array || v->elem != GgufType::string) return bad("tokenizer.ggml.merges is not an array of strings");
+    if (v->type != GgufType::array || v->elem != GgufType::string)
+      return bad("tokenizer.ggml.merges is not an array of strings");
     vd.merges.assign(v->strings.begin(), v->strings.end());
   }
+  // Special token ids; an id outside the vocabulary is treated as absent (-1).
   auto id = [&](const char* key, int32_t& out) {
     if (auto v = m.meta_number(key)) {
       double d = *v;
@@ -2278,7 +2421,8 @@ inline Result<void> desc_from_gguf(ModelDesc& m) {
   id("tokenizer.ggml.eom_token_id", vd.eom);
   id("tokenizer.ggml.unknown_token_id", vd.unk);
   id("tokenizer.ggml.padding_token_id", vd.pad);
-  id("tokenizer.ggml.seperator_token_id", vd.sep);
+  id("tokenizer.ggml.seperator_token_id", vd.sep);  // sic: GGUF's spelling
+  for (int32_t e : {vd.eos, vd.eot, vd.eom}) add_id_once(vd.eos_ids, e, vd.tokens.size());
   auto flag = [&](const char* key, std::optional<bool>& out) {
     if (const MetaValue* v = m.find_meta(key); v && v->kind != MetaValue::Kind::string) out = v->num != 0;
   };
@@ -2450,6 +2594,9 @@ inline void desc_index(ModelDesc& m) {
 
 // ---- src/17_loader.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== Loader: a path (GGUF file, safetensors file, Hugging Face / MLX directory) -> ModelDesc ====
+// Two layers: the *_description() functions build a ModelDesc from bytes already in memory (they
+// never touch the file system: tests and fuzz targets call them directly), and load_description()
+// maps the files of a path and hands their bytes to them.
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
@@ -2466,34 +2613,44 @@ inline std::string parent_dir(const std::string& path) {
   return path.substr(0, p);
 }
 
-// Reads and parses a small JSON file of a model directory (mapped, not read).
-inline Result<Json> load_json_file(const std::string& path) {
-  auto f = MappedFile::open(path);
-  if (!f) return f.error();
-  return json_parse(f->view(), path);
+// "dir/sub/" -> "dir/sub" (so that base_name gives the directory's name).
+inline std::string strip_trailing_separators(std::string path) {
+  while (path.size() > 1 && (path.back() == '/' || path.back() == '\\')) path.pop_back();
+  return path;
 }
 
 // Vocabulary from a Hugging Face tokenizer.json: ids, merges, added tokens and their kinds.
 // (The tokenizer interprets normalizer / pre-tokenizer / post-processor itself.)
-inline Result<void> vocab_from_tokenizer_json(ModelDesc& m) {
+// `file` names tokenizer.json in messages.
+inline Result<void> vocab_from_tokenizer_json(ModelDesc& m, const std::string& file) {
   const Json& tj = m.tokenizer_json;
   const Json& model = tj["model"];
-  auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, m.path + "/tokenizer.json: " + what); };
+  auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, file + ": " + what); };
   if (!model.is_object()) return bad("no \"model\" object");
   std::string_view type = model["type"].as_string();
-  if (!type.empty() && type != "BPE") return bad(strf("tokenizer model type '%s' is not supported (only BPE)", printable(type).c_str()));
+  if (!type.empty() && type != "BPE")
+    return make_error(Errc::unsupported, file + ": tokenizer model type '" + printable(type) + "' is not supported (only BPE)");
   const Json& vocab = model["vocab"];
   if (!vocab.is_object()) return bad("model.vocab is not an object");
+  const Json& added = tj["added_tokens"];
+  if (!added.is_null() && !added.is_array()) return bad("added_tokens is not an array");
   VocabData& vd = m.vocab;
+  // Ids index a table: they must be dense enough that the table stays proportional to the file
+  // (real vocabularies are dense; a hole-ridden one would make an attacker-sized allocation).
+  const uint64_t entries = vocab.members.size() + added.items.size();
+  const int64_t id_limit = static_cast<int64_t>(std::min<uint64_t>(2 * entries + 1024, 1u << 24));
   int64_t max_id = -1;
   for (const auto& [tok, id] : vocab.members) {
-    if (!id.is_int || id.i < 0 || id.i >= (1 << 24)) return bad(strf("token '%s' has an invalid id", printable(tok).c_str()));
+    if (!id.is_int || id.i < 0) return bad(strf("token '%s' has an invalid id", printable(tok).c_str()));
+    if (id.i >= id_limit)
+      return bad(strf("token '%s' has id %lld, far beyond the %llu entries of the vocabulary", printable(tok).c_str(),
+                      static_cast<long long>(id.i), static_cast<unsigned long long>(entries)));
     max_id = std::max<int64_t>(max_id, id.i);
   }
-  const Json& added = tj["added_tokens"];
   for (const auto& a : added.items) {
     const Json& id = a["id"];
-    if (!id.is_int || id.i < 0 || id.i >= (1 << 24)) return bad("an added token has an invalid id");
+    if (!id.is_int || id.i < 0 || id.i >= id_limit || !a["content"].is_string())
+      return bad("an added token has an invalid id or no content");
     max_id = std::max<int64_t>(max_id, id.i);
   }
   size_t n = static_cast<size_t>(max_id + 1);
@@ -2514,6 +2671,7 @@ inline Result<void> vocab_from_tokenizer_json(ModelDesc& m) {
   for (size_t k = 0; k < n; k++)
     if (vd.types[k] == 5 && vd.tokens[k].empty()) vd.tokens[k] = "[PAD" + std::to_string(k) + "]";
   const Json& merges = model["merges"];
+  if (!merges.is_null() && !merges.is_array()) return bad("model.merges is not an array");
   vd.merges.reserve(merges.items.size());
   for (const auto& mg : merges.items) {
     if (mg.is_string()) {
@@ -2535,7 +2693,7 @@ inline Result<void> vocab_from_tokenizer_json(ModelDesc& m) {
       if (sub["type"].as_string() == "Replace" && sub["content"].as_string() == "\xE2\x96\x81") spm = true;
   }
   vd.model = spm ? "llama" : "gpt2";
-  // special tokens named in tokenizer_config.json
+  // special tokens named in tokenizer_config.json ("<s>" or {"content": "<s>", ...})
   auto token_id = [&](const Json& entry) -> int32_t {
     std::string_view s = entry.is_object() ? entry["content"].as_string() : entry.as_string();
     if (s.empty()) return -1;
@@ -2554,42 +2712,125 @@ inline Result<void> vocab_from_tokenizer_json(ModelDesc& m) {
   return {};
 }
 
+// bos/eos ids from generation_config.json (preferred: it is what generate() uses) and config.json,
+// where tokenizer_config.json named none. eos_token_id may be a number or a list of numbers.
+inline void special_ids_from_configs(ModelDesc& m) {
+  VocabData& vd = m.vocab;
+  const size_t n = vd.tokens.size();
+  for (const Json* j : {&m.generation_config, &m.config}) {
+    const Json& bos = (*j)["bos_token_id"];
+    if (vd.bos < 0 && bos.is_int && bos.i >= 0 && static_cast<uint64_t>(bos.i) < n) vd.bos = static_cast<int32_t>(bos.i);
+    const Json& eos = (*j)["eos_token_id"];
+    if (eos.is_array()) {
+      for (const auto& e : eos.items)
+        if (e.is_int) add_id_once(vd.eos_ids, e.i, n);
+    } else if (eos.is_int) {
+      add_id_once(vd.eos_ids, eos.i, n);
+    }
+  }
+  if (vd.eos < 0 && !vd.eos_ids.empty()) vd.eos = vd.eos_ids[0];
+  if (vd.eos >= 0 && std::find(vd.eos_ids.begin(), vd.eos_ids.end(), vd.eos) == vd.eos_ids.end())
+    vd.eos_ids.insert(vd.eos_ids.begin(), vd.eos);
+}
+
+// The JSON side files of a Hugging Face / MLX directory, already read.
+struct HfSources {
+  std::string dir;             // names the files in messages ("dir/config.json")
+  std::string config_text;     // config.json (required)
+  std::optional<std::string> tokenizer_json, tokenizer_config, generation_config;
+  std::optional<std::string> chat_template_jinja;  // chat_template.jinja
+  std::optional<std::string> chat_template_json;   // chat_template.json ({"chat_template": "..."})
+  std::optional<std::string> index_json;           // model.safetensors.index.json (sharded models)
+};
+
+// One safetensors image: a mapped file, or memory (tests, fuzzing).
+struct StImage {
+  std::string name;  // path, for messages and TensorView::file
+  const uint8_t* data = nullptr;
+  uint64_t size = 0;
+};
+
 // Chat template of a directory: tokenizer_config.json "chat_template" (a string, or a list of
-// {name, template} where "default" is used), else a chat_template.jinja file.
-inline void chat_template_from_dir(ModelDesc& m, const std::string& dir) {
+// {name, template} where "default" is used), else chat_template.json, else chat_template.jinja.
+inline Result<void> chat_template_from_sources(ModelDesc& m, const HfSources& src) {
+  auto use = [&](std::string t) {
+    m.chat_template = std::move(t);
+    m.has_chat_template = true;
+  };
   const Json& ct = m.tokenizer_config["chat_template"];
   if (ct.is_string()) {
-    m.chat_template = ct.str;
-    m.has_chat_template = true;
-    return;
+    use(ct.str);
+    return {};
   }
   if (ct.is_array()) {
     for (const auto& e : ct.items) {
       if (e["name"].as_string() == "default" && e["template"].is_string()) {
-        m.chat_template = e["template"].str;
-        m.has_chat_template = true;
-        return;
+        use(e["template"].str);
+        return {};
       }
     }
   }
-  std::string jinja = path_join(dir, "chat_template.jinja");
-  if (file_exists(jinja)) {
-    if (auto f = MappedFile::open(jinja)) {
-      m.chat_template = std::string(f->view());
-      m.has_chat_template = true;
+  if (src.chat_template_json) {
+    std::string file = path_join(src.dir, "chat_template.json");
+    auto j = json_parse(*src.chat_template_json, file);
+    if (!j) return j.error();
+    const Json& t = (*j)["chat_template"];
+    if (!t.is_string()) return make_error(Errc::bad_format, file + ": no \"chat_template\" string");
+    use(t.str);
+    return {};
+  }
+  if (src.chat_template_jinja) use(*src.chat_template_jinja);
+  return {};
+}
+
+// MLX affine quantization parameters of one weight: config.json "quantization" holds
+// {"group_size", "bits"} and optionally per-module overrides keyed by the module's full name
+// ("model.layers.0.mlp.down_proj": {"group_size": 32, "bits": 8}, or false for "not quantized").
+struct MlxQuant {
+  bool present = false;  // the config has a quantization block
+  int group = 64, bits = 0;
+  std::string mode = "affine";
+};
+
+inline Result<MlxQuant> mlx_quant_params(const Json& q, std::string_view module, const std::string& cfg_file) {
+  MlxQuant out;
+  if (!q.is_object()) return out;
+  out.present = true;
+  auto read = [&](const Json& obj, const char* where) -> Result<void> {
+    if (const Json* g = obj.find("group_size")) {
+      if (!g->is_int || (g->i != 32 && g->i != 64 && g->i != 128))
+        return make_error(Errc::bad_format, strf("%s: %s group_size must be 32, 64 or 128", cfg_file.c_str(), where));
+      out.group = static_cast<int>(g->i);
+    }
+    if (const Json* b = obj.find("bits")) {
+      if (!b->is_int || b->i < 1 || b->i > 8)
+        return make_error(Errc::bad_format, strf("%s: %s bits must be 1..8", cfg_file.c_str(), where));
+      out.bits = static_cast<int>(b->i);
+    }
+    if (const Json* mo = obj.find("mode"); mo && mo->is_string()) out.mode = mo->str;
+    return {};
+  };
+  if (auto r = read(q, "quantization"); !r) return r.error();
+  if (const Json* o = q.find(module)) {
+    if (o->is_bool() && !o->boolean) {
+      out.present = false;  // this module is stored unquantized
+    } else if (o->is_object()) {
+      if (auto r = read(*o, ("quantization of " + printable(module)).c_str()); !r) return r.error();
     }
   }
+  return out;
 }
 
 // Turns the safetensors tensors into TensorViews with GGUF names, combining MLX triples
 // (weight U32 + scales + biases) into one quantized view.
-inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, std::vector<StFile>& files, const HfArchInfo& info) {
+inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vector<StFile>& files, const HfArchInfo& info,
+                                                  const std::string& cfg_file) {
   auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, m.path + ": " + what); };
   const Json& q = m.config.find("quantization") ? m.config["quantization"] : m.config["quantization_config"];
-  int cfg_group = static_cast<int>(q["group_size"].as_int(64));
   // all tensors by their (prefix-stripped) Hugging Face name
   std::unordered_map<std::string, const StTensor*> by_name;
   std::vector<std::pair<std::string, const StTensor*>> ordered;
+  std::unordered_map<const StTensor*, const StFile*> file_of;
   for (const auto& f : files) {
     for (const auto& t : f.tensors) {
       std::string_view n = t.name;
@@ -2602,12 +2843,15 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, std::vector<StFi
       if (!by_name.emplace(std::string(n), &t).second)
         return bad(strf("tensor '%s' appears twice", printable(t.name).c_str()));
       ordered.emplace_back(std::string(n), &t);
+      file_of.emplace(&t, &f);
     }
   }
+  m.tensors.reserve(ordered.size());
   for (const auto& [hf, t] : ordered) {
     if (ends_with(hf, ".scales") || ends_with(hf, ".biases")) {
       std::string base = hf.substr(0, hf.size() - 7);
-      if (by_name.count(base + ".weight")) continue;  // part of an MLX triple
+      auto w = by_name.find(base + ".weight");
+      if (w != by_name.end() && w->second->type == DType::u32) continue;  // part of an MLX triple
     }
     std::string gname = hf_tensor_name(hf, info);
     if (gname.empty()) gname = hf;  // unknown tensors keep their name (listed, never computed with)
@@ -2617,32 +2861,55 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, std::vector<StFi
     v.data = t->data;
     v.nbytes = t->nbytes;
     v.file_offset = t->file_offset;
-    for (const auto& f : files)
-      if (t >= f.tensors.data() && t < f.tensors.data() + f.tensors.size()) v.file = f.path;
-    if (t->shape.size() > 4) return bad(strf("tensor '%s' has %zu dimensions (at most 4)", printable(hf).c_str(), t->shape.size()));
+    v.file = file_of[t]->path;
+    if (t->shape.size() > 4)
+      return bad(strf("tensor '%s' has %zu dimensions (at most 4)", printable(t->name).c_str(), t->shape.size()));
     v.n_dims = static_cast<int>(t->shape.size());
     for (int k = 0; k < v.n_dims; k++) v.ne[k] = t->shape[t->shape.size() - 1 - static_cast<size_t>(k)];
     if (ends_with(hf, ".weight") && t->type == DType::u32) {
       std::string base = hf.substr(0, hf.size() - 7);
       auto si = by_name.find(base + ".scales"), bi = by_name.find(base + ".biases");
-      if (si != by_name.end() && bi != by_name.end()) {
+      std::string tn = printable(t->name);
+      if (si != by_name.end() || bi != by_name.end()) {
+        std::string_view module = std::string_view(t->name).substr(0, t->name.size() - 7);
+        auto qp = mlx_quant_params(q, module, cfg_file);
+        if (!qp) return qp.error();
+        if (qp->present && qp->mode != "affine")
+          return make_error(Errc::unsupported, strf("%s: MLX tensor '%s' uses quantization mode '%s' (only affine)",
+                                                    m.path.c_str(), tn.c_str(), printable(qp->mode).c_str()));
+        if (si == by_name.end() || bi == by_name.end())
+          return bad(strf("MLX tensor '%s' has %s but no %s", tn.c_str(), si == by_name.end() ? "biases" : "scales",
+                          si == by_name.end() ? "scales" : "biases"));
         const StTensor* s = si->second;
         const StTensor* b = bi->second;
         if (v.n_dims != 2 || s->shape.size() != 2 || s->shape != b->shape || s->type != b->type ||
-            s->shape[0] != t->shape[0] ||
-            (s->type != DType::f16 && s->type != DType::bf16 && s->type != DType::f32))
-          return bad(strf("MLX tensor '%s': scales/biases do not match the weight", printable(hf).c_str()));
-        int64_t groups = s->shape[1], words = t->shape[1];
-        if (groups <= 0) return bad(strf("MLX tensor '%s' has no groups", printable(hf).c_str()));
-        int group = cfg_group > 0 ? cfg_group : 64;
-        int64_t n_in = groups * group;
-        if ((words * 32) % n_in != 0) return bad(strf("MLX tensor '%s': cannot infer its bit width", printable(hf).c_str()));
-        int64_t bits = words * 32 / n_in;
+            s->shape[0] != t->shape[0] || (s->type != DType::f16 && s->type != DType::bf16 && s->type != DType::f32))
+          return bad(strf("MLX tensor '%s': scales/biases do not match the weight (want two [%lld, groups] f16/bf16/f32 "
+                          "tensors of one type)",
+                          tn.c_str(), static_cast<long long>(t->shape.empty() ? 0 : t->shape[0])));
+        const int64_t groups = s->shape[1], words = t->shape[1];
+        if (groups <= 0 || words <= 0) return bad(strf("MLX tensor '%s' is empty", tn.c_str()));
+        if (groups > INT64_MAX / 1024 || words > INT64_MAX / 32)
+          return bad(strf("MLX tensor '%s' has absurd dimensions", tn.c_str()));
+        const int group = qp->group;
+        int64_t bits = qp->bits;
+        // words * 32 packed bits hold groups * group values of `bits` bits each
+        if (bits == 0) {  // no bits in the config: infer the width from the shapes
+          if ((words * 32) % (groups * group) != 0)
+            return bad(strf("MLX tensor '%s': cannot infer its bit width", tn.c_str()));
+          bits = words * 32 / (groups * group);
+        }
+        if (words * 32 != groups * group * bits)
+          return bad(strf("MLX tensor '%s': %lld words of 32 bits do not hold %lld groups of %d %lld-bit values "
+                          "(quantization in %s)",
+                          tn.c_str(), static_cast<long long>(words), static_cast<long long>(groups), group,
+                          static_cast<long long>(bits), cfg_file.c_str()));
         if (bits != 4 && bits != 8)
-          return bad(strf("MLX tensor '%s' is %lld-bit; only 4- and 8-bit affine quantization is supported",
-                          printable(hf).c_str(), static_cast<long long>(bits)));
+          return make_error(Errc::unsupported,
+                            strf("%s: MLX tensor '%s' is %lld-bit; only 4- and 8-bit affine quantization is supported",
+                                 m.path.c_str(), tn.c_str(), static_cast<long long>(bits)));
         v.type = bits == 4 ? DType::mlx_q4 : DType::mlx_q8;
-        v.ne[0] = n_in;
+        v.ne[0] = groups * group;
         v.scales = s->data;
         v.biases = b->data;
         v.aux_type = s->type;
@@ -2652,13 +2919,14 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, std::vector<StFi
     // Gemma stores norms as (w - 1): GGUF's convention (and ours) is w itself.
     if (info.norm_plus_one && ends_with(v.name, "norm.weight") && v.n_dims == 1) {
       if (v.type != DType::f32 && v.type != DType::f16 && v.type != DType::bf16)
-        return bad(strf("norm tensor '%s' has type %s", printable(hf).c_str(), dtype_name(v.type)));
+        return bad(strf("norm tensor '%s' has type %s", printable(t->name).c_str(), dtype_name(v.type)));
       auto n = static_cast<size_t>(v.ne[0]);
       std::unique_ptr<float[]> w(new float[n]);
       for (size_t k = 0; k < n; k++) {
-        float x = v.type == DType::f32 ? [&] { float f; std::memcpy(&f, v.data + 4 * k, 4); return f; }()
-                  : v.type == DType::f16 ? fp16_to_f32(rd_u16(v.data + 2 * k))
-                                         : bf16_to_f32(rd_u16(v.data + 2 * k));
+        float x;
+        if (v.type == DType::f32) std::memcpy(&x, v.data + 4 * k, 4);
+        else if (v.type == DType::f16) x = fp16_to_f32(rd_u16(v.data + 2 * k));
+        else x = bf16_to_f32(rd_u16(v.data + 2 * k));
         w[k] = x + 1.0f;
       }
       v.type = DType::f32;
@@ -2671,115 +2939,209 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, std::vector<StFi
   return {};
 }
 
+// A sharded model's index must agree with its shards: every tensor it lists is in the shard it
+// names, and every tensor of a shard is listed.
+inline Result<void> check_shard_index(const Json& weight_map, const std::vector<StFile>& files, const std::string& index_file) {
+  std::unordered_map<std::string_view, std::string_view> shard_of;  // tensor -> shard base name
+  for (const auto& f : files) {
+    std::string_view shard = f.path;
+    if (size_t p = shard.find_last_of("/\\"); p != std::string_view::npos) shard.remove_prefix(p + 1);
+    for (const auto& t : f.tensors) shard_of.emplace(t.name, shard);
+  }
+  for (const auto& [tensor, file] : weight_map.members) {
+    auto it = shard_of.find(tensor);
+    if (it == shard_of.end() || it->second != file.str)
+      return make_error(Errc::bad_format, strf("%s: tensor '%s' is not in %s, where the index puts it", index_file.c_str(),
+                                               printable(tensor).c_str(), printable(file.str).c_str()));
+  }
+  if (shard_of.size() != weight_map.members.size()) {
+    for (const auto& [tensor, shard] : shard_of)
+      if (!weight_map.find(tensor))
+        return make_error(Errc::bad_format, strf("%s: shard %s holds tensor '%s', which the index does not list",
+                                                 index_file.c_str(), printable(shard).c_str(), printable(tensor).c_str()));
+  }
+  return {};
+}
+
+// The shard file names of model.safetensors.index.json (in the order first named), validated.
+inline Result<std::vector<std::string>> shard_names(const Json& index, const std::string& index_file) {
+  const Json& wm = index["weight_map"];
+  if (!wm.is_object()) return make_error(Errc::bad_format, index_file + ": no weight_map object");
+  std::vector<std::string> out;
+  for (const auto& [tensor, file] : wm.members) {
+    if (!file.is_string() || file.str.empty() || file.str.find('/') != std::string::npos ||
+        file.str.find('\\') != std::string::npos || file.str == "." || file.str == ".." || !utf8_valid(file.str))
+      return make_error(Errc::bad_format,
+                        strf("%s: tensor '%s' maps to an invalid file name", index_file.c_str(), printable(tensor).c_str()));
+    if (std::find(out.begin(), out.end(), file.str) == out.end()) out.push_back(file.str);
+  }
+  if (out.empty()) return make_error(Errc::bad_format, index_file + ": the weight_map is empty");
+  return out;
+}
+
+// A safetensors model from memory: `path` names it (as the user gave it), `src` holds the side
+// files, `images` the weights (for a sharded model, one per shard, named by their paths).
+inline Result<std::shared_ptr<ModelDesc>> safetensors_description(const std::string& path, const HfSources& src,
+                                                                  const std::vector<StImage>& images) {
+  auto m = std::make_shared<ModelDesc>();
+  m->path = path;
+  m->format = "safetensors";
+  m->name = base_name(strip_trailing_separators(src.dir == "." ? path : src.dir));
+  const std::string cfg_file = path_join(src.dir, "config.json");
+  auto cfg = json_parse(src.config_text, cfg_file);
+  if (!cfg) return cfg.error();
+  if (!cfg->is_object()) return make_error(Errc::bad_format, cfg_file + ": not a JSON object");
+  m->config = std::move(*cfg);
+  for (auto [file, text, slot] : {std::tuple<const char*, const std::optional<std::string>*, Json*>{
+                                      "tokenizer.json", &src.tokenizer_json, &m->tokenizer_json},
+                                  {"tokenizer_config.json", &src.tokenizer_config, &m->tokenizer_config},
+                                  {"generation_config.json", &src.generation_config, &m->generation_config}}) {
+    if (!*text) continue;
+    auto j = json_parse(**text, path_join(src.dir, file));
+    if (!j) return j.error();
+    if (!j->is_object()) return make_error(Errc::bad_format, path_join(src.dir, file) + ": not a JSON object");
+    *slot = std::move(*j);
+  }
+  const HfArchInfo* info = nullptr;
+  if (auto r = desc_meta_from_config(*m, info); !r) return r.error();
+  std::vector<StFile> parsed;
+  parsed.reserve(images.size());
+  for (const auto& img : images) {
+    auto st = safetensors_parse(img.data, img.size, img.name);
+    if (!st) return st.error();
+    m->file_bytes += img.size;
+    for (auto& kv : st->metadata) m->st_metadata.push_back(kv);
+    parsed.push_back(std::move(*st));
+  }
+  if (src.index_json) {
+    const std::string index_file = path_join(src.dir, "model.safetensors.index.json");
+    auto index = json_parse(*src.index_json, index_file);
+    if (!index) return index.error();
+    if (auto names = shard_names(*index, index_file); !names) return names.error();
+    if (auto r = check_shard_index((*index)["weight_map"], parsed, index_file); !r) return r.error();
+  }
+  if (auto r = desc_tensors_from_safetensors(*m, parsed, *info, cfg_file); !r) return r.error();
+  desc_index(*m);
+  if (m->tokenizer_json.is_object())
+    if (auto r = vocab_from_tokenizer_json(*m, path_join(src.dir, "tokenizer.json")); !r) return r.error();
+  special_ids_from_configs(*m);
+  if (auto r = chat_template_from_sources(*m, src); !r) return r.error();
+  m->hf_qk_order = true;
+  if (auto r = desc_hparams(*m); !r) return r.error();
+  if (m->find_meta("general.tie_word_embeddings") && m->meta_number("general.tie_word_embeddings").value_or(0) == 0 &&
+      m->hp.tied_embeddings)
+    return make_error(Errc::tensor_missing,
+                      path + ": config.json says the embeddings are not tied, but lm_head.weight is missing");
+  return m;
+}
+
+// A GGUF model from memory (the bytes must outlive the description).
+inline Result<std::shared_ptr<ModelDesc>> gguf_description(const uint8_t* data, uint64_t size, const std::string& name) {
+  auto g = gguf_parse(data, size, name);
+  if (!g) return g.error();
+  auto m = std::make_shared<ModelDesc>();
+  m->path = name;
+  m->format = "gguf";
+  m->file_bytes = size;
+  m->gguf = std::move(*g);
+  if (auto r = desc_from_gguf(*m, data, name); !r) return r.error();
+  desc_index(*m);
+  if (auto r = desc_hparams(*m); !r) return r.error();
+  return m;
+}
+
+// ---- the file system side ----
+
 inline Result<std::shared_ptr<MappedFile>> map_file(const std::string& path) {
   auto f = MappedFile::open(path);
   if (!f) return f.error();
   return std::make_shared<MappedFile>(std::move(*f));
 }
 
-// A safetensors model: `dir` holds config.json (and tokenizer files); `weights` are the files.
+// A small text file of a model directory (mapped, then copied: these are kilobytes to tens of MB).
+inline Result<std::optional<std::string>> read_optional_file(const std::string& path) {
+  if (!file_exists(path)) return std::optional<std::string>();
+  auto f = MappedFile::open(path);
+  if (!f) return f.error();
+  return std::optional<std::string>(std::string(f->view()));
+}
+
+// A safetensors model: `dir` holds config.json (and tokenizer files); `weights` are the files
+// (nullopt: find them in `dir`: the index's shards, model.safetensors, or every *.safetensors).
 inline Result<std::shared_ptr<ModelDesc>> load_safetensors_model(const std::string& path, const std::string& dir,
-                                                                 std::vector<std::string> weights) {
-  auto m = std::make_shared<ModelDesc>();
-  m->path = path;
-  m->format = "safetensors";
-  m->name = base_name(dir == "." ? path : dir);
+                                                                 std::optional<std::string> single_file) {
+  HfSources src;
+  src.dir = dir;
   std::string cfg_path = path_join(dir, "config.json");
   if (!file_exists(cfg_path))
     return make_error(Errc::bad_format, path + ": no config.json beside the safetensors weights");
-  auto cfg = load_json_file(cfg_path);
+  auto cfg = read_optional_file(cfg_path);
   if (!cfg) return cfg.error();
-  m->config = std::move(*cfg);
-  for (auto [file, slot] : {std::pair<const char*, Json*>{"tokenizer.json", &m->tokenizer_json},
-                            {"tokenizer_config.json", &m->tokenizer_config},
-                            {"generation_config.json", &m->generation_config}}) {
-    std::string p = path_join(dir, file);
-    if (!file_exists(p)) continue;
-    auto j = load_json_file(p);
-    if (!j) return j.error();
-    *slot = std::move(*j);
+  src.config_text = std::move(**cfg);
+  for (auto [file, slot] : {std::pair<const char*, std::optional<std::string>*>{"tokenizer.json", &src.tokenizer_json},
+                            {"tokenizer_config.json", &src.tokenizer_config},
+                            {"generation_config.json", &src.generation_config},
+                            {"chat_template.jinja", &src.chat_template_jinja},
+                            {"chat_template.json", &src.chat_template_json}}) {
+    auto t = read_optional_file(path_join(dir, file));
+    if (!t) return t.error();
+    *slot = std::move(*t);
   }
-  const HfArchInfo* info = nullptr;
-  if (auto r = desc_meta_from_config(*m, info); !r) return r.error();
-  std::vector<StFile> parsed;
+  std::vector<std::string> weights;
+  if (single_file) {
+    weights.push_back(*single_file);
+  } else {
+    std::string index = path_join(dir, "model.safetensors.index.json");
+    if (file_exists(index)) {
+      auto text = read_optional_file(index);
+      if (!text) return text.error();
+      src.index_json = std::move(*text);
+      auto j = json_parse(*src.index_json, index);
+      if (!j) return j.error();
+      auto names = shard_names(*j, index);
+      if (!names) return names.error();
+      for (const auto& n : *names) {
+        std::string p = path_join(dir, n);
+        if (!file_exists(p)) return make_error(Errc::io, index + ": shard " + printable(n) + " is missing");
+        weights.push_back(p);
+      }
+    } else if (std::string single = path_join(dir, "model.safetensors"); file_exists(single)) {
+      weights.push_back(single);
+    } else {
+      for (const auto& name : list_directory(dir))
+        if (ends_with(name, ".safetensors")) weights.push_back(path_join(dir, name));
+      if (weights.empty())
+        return make_error(Errc::io, dir + ": no model.safetensors, model.safetensors.index.json or *.safetensors "
+                                          "file in this directory (for a GGUF model, give the .gguf file itself)");
+    }
+  }
+  std::vector<std::shared_ptr<MappedFile>> mapped;
+  std::vector<StImage> images;
   for (const auto& w : weights) {
     auto f = map_file(w);
     if (!f) return f.error();
-    auto st = safetensors_parse((*f)->data(), (*f)->size(), w);
-    if (!st) return st.error();
-    m->file_bytes += (*f)->size();
-    for (auto& kv : st->metadata) m->st_metadata.push_back(kv);
-    m->files.push_back(std::move(*f));
-    parsed.push_back(std::move(*st));
+    images.push_back(StImage{w, (*f)->data(), (*f)->size()});
+    mapped.push_back(std::move(*f));
   }
-  if (auto r = desc_tensors_from_safetensors(*m, parsed, *info); !r) return r.error();
-  desc_index(*m);
-  if (m->tokenizer_json.is_object())
-    if (auto r = vocab_from_tokenizer_json(*m); !r) return r.error();
-  chat_template_from_dir(*m, dir);
-  m->hf_qk_order = true;
-  if (auto r = desc_hparams(*m); !r) return r.error();
-  if (m->find_meta("general.tie_word_embeddings") && m->meta_number("general.tie_word_embeddings").value_or(0) == 0 &&
-      m->hp.tied_embeddings)
-    return make_error(Errc::tensor_missing, path + ": config.json says the embeddings are not tied, but lm_head.weight is missing");
+  auto m = safetensors_description(path, src, images);
+  if (!m) return m.error();
+  (*m)->files = std::move(mapped);
   return m;
-}
-
-// The weight files of a model directory: the index's shards, or model.safetensors, or every
-// *.safetensors file.
-inline Result<std::vector<std::string>> safetensors_files_of_dir(const std::string& dir) {
-  std::string index = path_join(dir, "model.safetensors.index.json");
-  std::vector<std::string> out;
-  if (file_exists(index)) {
-    auto j = load_json_file(index);
-    if (!j) return j.error();
-    const Json& wm = (*j)["weight_map"];
-    if (!wm.is_object()) return make_error(Errc::bad_format, index + ": no weight_map object");
-    for (const auto& [tensor, file] : wm.members) {
-      if (!file.is_string() || file.str.empty() || file.str.find('/') != std::string::npos ||
-          file.str.find('\\') != std::string::npos || file.str == "." || file.str == "..")
-        return make_error(Errc::bad_format, strf("%s: tensor '%s' maps to an invalid file name", index.c_str(), printable(tensor).c_str()));
-      std::string p = path_join(dir, file.str);
-      if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
-    }
-    for (const auto& p : out)
-      if (!file_exists(p)) return make_error(Errc::io, index + ": shard " + base_name(p) + " is missing");
-    if (out.empty()) return make_error(Errc::bad_format, index + ": the weight_map is empty");
-    return out;
-  }
-  std::string single = path_join(dir, "model.safetensors");
-  if (file_exists(single)) return std::vector<std::string>{single};
-  for (const auto& name : list_directory(dir))
-    if (ends_with(name, ".safetensors")) out.push_back(path_join(dir, name));
-  if (out.empty()) return make_error(Errc::io, dir + ": no .gguf file and no safetensors weights in this directory");
-  return out;
 }
 
 // Opens a model description from a GGUF file, a safetensors file, or a model directory.
 inline Result<std::shared_ptr<ModelDesc>> load_description(const std::string& path) {
   if (path.empty()) return make_error(Errc::invalid_argument, "no model path given");
-  if (is_directory(path)) {
-    auto files = safetensors_files_of_dir(path);
-    if (!files) return files.error();
-    return load_safetensors_model(path, path, std::move(*files));
-  }
+  if (is_directory(path)) return load_safetensors_model(path, strip_trailing_separators(path), std::nullopt);
   auto f = map_file(path);
   if (!f) return f.error();
   const MappedFile& mf = **f;
   bool gguf = mf.size() >= 4 && std::memcmp(mf.data(), "GGUF", 4) == 0;
-  bool st = !gguf && mf.size() >= 9 && mf.data()[8] == '{';
-  if (st) return load_safetensors_model(path, parent_dir(path), {path});
-  auto g = gguf_parse(mf.data(), mf.size(), path);
-  if (!g) return g.error();
-  auto m = std::make_shared<ModelDesc>();
-  m->path = path;
-  m->format = "gguf";
-  m->file_bytes = mf.size();
-  m->gguf = std::move(*g);
-  m->files.push_back(std::move(*f));
-  if (auto r = desc_from_gguf(*m); !r) return r.error();
-  desc_index(*m);
-  if (auto r = desc_hparams(*m); !r) return r.error();
+  bool st = !gguf && (ends_with(path, ".safetensors") || (mf.size() >= 9 && mf.data()[8] == '{'));
+  if (st) return load_safetensors_model(path, parent_dir(path), path);
+  auto m = gguf_description(mf.data(), mf.size(), path);
+  if (!m) return m.error();
+  (*m)->files.push_back(std::move(*f));
   return m;
 }
 
@@ -4748,6 +5110,10 @@ struct JList {
   std::vector<JValue> items;
   JSeq kind = JSeq::list;
   std::string tag;  // range: its repr, "range(0, 3)"
+  // generator: produces the next item on demand (false on an error, `done` at the end), or, when
+  // empty, hands out items[pos...]; either way each item is produced once (Python generators).
+  std::function<bool(JValue& out, bool& done)> next;
+  size_t pos = 0;
 };
 
 struct JDict;
@@ -4843,7 +5209,8 @@ enum class CmpOp : uint8_t { eq, ne, lt, le, gt, ge, in, notin };
 struct JNode {
   NK k = NK::konst;
   uint8_t op = 0;
-  bool flag = false;  // for: recursive; filter/test: soft (unknown name is a runtime error)
+  bool flag = false;  // for: recursive; filter/test: the name is unknown (an error where it runs)
+  bool constant = false;  // an expression Jinja2's optimizer computes when compiling (mark_constant)
   uint32_t pos = 0;   // byte offset in the (newline-normalized) template
   std::string str;    // name, attribute, filter/test name, output text
   JValue val;         // constant
@@ -5363,6 +5730,7 @@ class JParser {
     p_.root = std::move(body);
     for (const JNode* n : p_.root)
       if (!check_unknown(n, false)) return false;
+    for (JNode* n : p_.root) mark_constant(n);
     return true;
   }
 
@@ -5691,6 +6059,30 @@ class JParser {
     for (const JNode* c : v)
       if (!check_unknown(c, soft)) return false;
     return true;
+  }
+  // Marks the expressions Jinja2's optimizer can compute when it compiles (as_const): literals and
+  // what is built from them with operators, subscripts, and filters and tests that need no context.
+  static bool mark_constant(JNode* n) {
+    if (!n) return true;
+    bool all = true;
+    for (JNode* c : {n->a, n->b, n->c, n->d, n->dyn_args, n->dyn_kwargs}) all = mark_constant(c) && all;
+    for (auto* v : {&n->list, &n->kw, &n->body, &n->orelse})
+      for (JNode* c : *v) all = mark_constant(c) && all;
+    switch (n->k) {
+      case NK::konst: n->constant = true; break;
+      case NK::list: case NK::tuple: case NK::dict: case NK::compare: case NK::concat: case NK::slice: case NK::item:
+      case NK::not_: case NK::neg: case NK::pos: case NK::binop: case NK::and_: case NK::or_: case NK::cond:
+        n->constant = all;
+        break;
+      case NK::filter:
+      case NK::test:
+        n->constant = all && n->a && !n->flag && !n->dyn_args && !n->dyn_kwargs &&
+                      !(n->k == NK::filter && (n->str == "map" || n->str == "select" || n->str == "reject" ||
+                                               n->str == "selectattr" || n->str == "rejectattr"));
+        break;
+      default: n->constant = false;
+    }
+    return n->constant;
   }
   // Which of varargs (1), kwargs (2), caller (4) a macro body refers to (Jinja2 binds them only then).
   static void scan_special_names(const JNode* n, uint8_t& flags) {
@@ -6391,7 +6783,8 @@ inline Result<std::shared_ptr<const JProgram>> jinja_parse(std::string_view sour
 // Generated by tools/gen-jinja-unicode from Unicode 15.0.0 (Debian unicode-data): do not edit.
 // Case mappings as runs {start, end, stride, delta}; unconditional SpecialCasing entries; the
 // Uppercase / Lowercase properties beyond "has a mapping"; titlecase letters; Case_Ignorable (for
-// the Final_Sigma rule); code points str.isprintable() rejects (categories C*, Z* but the space).
+// the Final_Sigma rule); code points str.isprintable() rejects (categories C*, Z* but the space);
+// letters (L*), decimals (Nd), digits and numerics (with Unihan's numeric values) for str.is*().
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
@@ -6902,6 +7295,184 @@ inline constexpr JRange kJNonPrintable[] = {
     {0x1FBFA, 0x1FFFF}, {0x2A6E0, 0x2A6FF}, {0x2B73A, 0x2B73F}, {0x2B81E, 0x2B81F}, {0x2CEA2, 0x2CEAF}, {0x2EBE1, 0x2F7FF},
     {0x2FA1E, 0x2FFFF}, {0x3134B, 0x3134F}, {0x323B0, 0xE00FF}, {0xE01F0, 0x10FFFF},
 };
+inline constexpr JRange kJAlpha[] = {
+    {0x41, 0x5A}, {0x61, 0x7A}, {0xAA, 0xAA}, {0xB5, 0xB5}, {0xBA, 0xBA}, {0xC0, 0xD6},
+    {0xD8, 0xF6}, {0xF8, 0x2C1}, {0x2C6, 0x2D1}, {0x2E0, 0x2E4}, {0x2EC, 0x2EC}, {0x2EE, 0x2EE},
+    {0x370, 0x374}, {0x376, 0x377}, {0x37A, 0x37D}, {0x37F, 0x37F}, {0x386, 0x386}, {0x388, 0x38A},
+    {0x38C, 0x38C}, {0x38E, 0x3A1}, {0x3A3, 0x3F5}, {0x3F7, 0x481}, {0x48A, 0x52F}, {0x531, 0x556},
+    {0x559, 0x559}, {0x560, 0x588}, {0x5D0, 0x5EA}, {0x5EF, 0x5F2}, {0x620, 0x64A}, {0x66E, 0x66F},
+    {0x671, 0x6D3}, {0x6D5, 0x6D5}, {0x6E5, 0x6E6}, {0x6EE, 0x6EF}, {0x6FA, 0x6FC}, {0x6FF, 0x6FF},
+    {0x710, 0x710}, {0x712, 0x72F}, {0x74D, 0x7A5}, {0x7B1, 0x7B1}, {0x7CA, 0x7EA}, {0x7F4, 0x7F5},
+    {0x7FA, 0x7FA}, {0x800, 0x815}, {0x81A, 0x81A}, {0x824, 0x824}, {0x828, 0x828}, {0x840, 0x858},
+    {0x860, 0x86A}, {0x870, 0x887}, {0x889, 0x88E}, {0x8A0, 0x8C9}, {0x904, 0x939}, {0x93D, 0x93D},
+    {0x950, 0x950}, {0x958, 0x961}, {0x971, 0x980}, {0x985, 0x98C}, {0x98F, 0x990}, {0x993, 0x9A8},
+    {0x9AA, 0x9B0}, {0x9B2, 0x9B2}, {0x9B6, 0x9B9}, {0x9BD, 0x9BD}, {0x9CE, 0x9CE}, {0x9DC, 0x9DD},
+    {0x9DF, 0x9E1}, {0x9F0, 0x9F1}, {0x9FC, 0x9FC}, {0xA05, 0xA0A}, {0xA0F, 0xA10}, {0xA13, 0xA28},
+    {0xA2A, 0xA30}, {0xA32, 0xA33}, {0xA35, 0xA36}, {0xA38, 0xA39}, {0xA59, 0xA5C}, {0xA5E, 0xA5E},
+    {0xA72, 0xA74}, {0xA85, 0xA8D}, {0xA8F, 0xA91}, {0xA93, 0xAA8}, {0xAAA, 0xAB0}, {0xAB2, 0xAB3},
+    {0xAB5, 0xAB9}, {0xABD, 0xABD}, {0xAD0, 0xAD0}, {0xAE0, 0xAE1}, {0xAF9, 0xAF9}, {0xB05, 0xB0C},
+    {0xB0F, 0xB10}, {0xB13, 0xB28}, {0xB2A, 0xB30}, {0xB32, 0xB33}, {0xB35, 0xB39}, {0xB3D, 0xB3D},
+    {0xB5C, 0xB5D}, {0xB5F, 0xB61}, {0xB71, 0xB71}, {0xB83, 0xB83}, {0xB85, 0xB8A}, {0xB8E, 0xB90},
+    {0xB92, 0xB95}, {0xB99, 0xB9A}, {0xB9C, 0xB9C}, {0xB9E, 0xB9F}, {0xBA3, 0xBA4}, {0xBA8, 0xBAA},
+    {0xBAE, 0xBB9}, {0xBD0, 0xBD0}, {0xC05, 0xC0C}, {0xC0E, 0xC10}, {0xC12, 0xC28}, {0xC2A, 0xC39},
+    {0xC3D, 0xC3D}, {0xC58, 0xC5A}, {0xC5D, 0xC5D}, {0xC60, 0xC61}, {0xC80, 0xC80}, {0xC85, 0xC8C},
+    {0xC8E, 0xC90}, {0xC92, 0xCA8}, {0xCAA, 0xCB3}, {0xCB5, 0xCB9}, {0xCBD, 0xCBD}, {0xCDD, 0xCDE},
+    {0xCE0, 0xCE1}, {0xCF1, 0xCF2}, {0xD04, 0xD0C}, {0xD0E, 0xD10}, {0xD12, 0xD3A}, {0xD3D, 0xD3D},
+    {0xD4E, 0xD4E}, {0xD54, 0xD56}, {0xD5F, 0xD61}, {0xD7A, 0xD7F}, {0xD85, 0xD96}, {0xD9A, 0xDB1},
+    {0xDB3, 0xDBB}, {0xDBD, 0xDBD}, {0xDC0, 0xDC6}, {0xE01, 0xE30}, {0xE32, 0xE33}, {0xE40, 0xE46},
+    {0xE81, 0xE82}, {0xE84, 0xE84}, {0xE86, 0xE8A}, {0xE8C, 0xEA3}, {0xEA5, 0xEA5}, {0xEA7, 0xEB0},
+    {0xEB2, 0xEB3}, {0xEBD, 0xEBD}, {0xEC0, 0xEC4}, {0xEC6, 0xEC6}, {0xEDC, 0xEDF}, {0xF00, 0xF00},
+    {0xF40, 0xF47}, {0xF49, 0xF6C}, {0xF88, 0xF8C}, {0x1000, 0x102A}, {0x103F, 0x103F}, {0x1050, 0x1055},
+    {0x105A, 0x105D}, {0x1061, 0x1061}, {0x1065, 0x1066}, {0x106E, 0x1070}, {0x1075, 0x1081}, {0x108E, 0x108E},
+    {0x10A0, 0x10C5}, {0x10C7, 0x10C7}, {0x10CD, 0x10CD}, {0x10D0, 0x10FA}, {0x10FC, 0x1248}, {0x124A, 0x124D},
+    {0x1250, 0x1256}, {0x1258, 0x1258}, {0x125A, 0x125D}, {0x1260, 0x1288}, {0x128A, 0x128D}, {0x1290, 0x12B0},
+    {0x12B2, 0x12B5}, {0x12B8, 0x12BE}, {0x12C0, 0x12C0}, {0x12C2, 0x12C5}, {0x12C8, 0x12D6}, {0x12D8, 0x1310},
+    {0x1312, 0x1315}, {0x1318, 0x135A}, {0x1380, 0x138F}, {0x13A0, 0x13F5}, {0x13F8, 0x13FD}, {0x1401, 0x166C},
+    {0x166F, 0x167F}, {0x1681, 0x169A}, {0x16A0, 0x16EA}, {0x16F1, 0x16F8}, {0x1700, 0x1711}, {0x171F, 0x1731},
+    {0x1740, 0x1751}, {0x1760, 0x176C}, {0x176E, 0x1770}, {0x1780, 0x17B3}, {0x17D7, 0x17D7}, {0x17DC, 0x17DC},
+    {0x1820, 0x1878}, {0x1880, 0x1884}, {0x1887, 0x18A8}, {0x18AA, 0x18AA}, {0x18B0, 0x18F5}, {0x1900, 0x191E},
+    {0x1950, 0x196D}, {0x1970, 0x1974}, {0x1980, 0x19AB}, {0x19B0, 0x19C9}, {0x1A00, 0x1A16}, {0x1A20, 0x1A54},
+    {0x1AA7, 0x1AA7}, {0x1B05, 0x1B33}, {0x1B45, 0x1B4C}, {0x1B83, 0x1BA0}, {0x1BAE, 0x1BAF}, {0x1BBA, 0x1BE5},
+    {0x1C00, 0x1C23}, {0x1C4D, 0x1C4F}, {0x1C5A, 0x1C7D}, {0x1C80, 0x1C88}, {0x1C90, 0x1CBA}, {0x1CBD, 0x1CBF},
+    {0x1CE9, 0x1CEC}, {0x1CEE, 0x1CF3}, {0x1CF5, 0x1CF6}, {0x1CFA, 0x1CFA}, {0x1D00, 0x1DBF}, {0x1E00, 0x1F15},
+    {0x1F18, 0x1F1D}, {0x1F20, 0x1F45}, {0x1F48, 0x1F4D}, {0x1F50, 0x1F57}, {0x1F59, 0x1F59}, {0x1F5B, 0x1F5B},
+    {0x1F5D, 0x1F5D}, {0x1F5F, 0x1F7D}, {0x1F80, 0x1FB4}, {0x1FB6, 0x1FBC}, {0x1FBE, 0x1FBE}, {0x1FC2, 0x1FC4},
+    {0x1FC6, 0x1FCC}, {0x1FD0, 0x1FD3}, {0x1FD6, 0x1FDB}, {0x1FE0, 0x1FEC}, {0x1FF2, 0x1FF4}, {0x1FF6, 0x1FFC},
+    {0x2071, 0x2071}, {0x207F, 0x207F}, {0x2090, 0x209C}, {0x2102, 0x2102}, {0x2107, 0x2107}, {0x210A, 0x2113},
+    {0x2115, 0x2115}, {0x2119, 0x211D}, {0x2124, 0x2124}, {0x2126, 0x2126}, {0x2128, 0x2128}, {0x212A, 0x212D},
+    {0x212F, 0x2139}, {0x213C, 0x213F}, {0x2145, 0x2149}, {0x214E, 0x214E}, {0x2183, 0x2184}, {0x2C00, 0x2CE4},
+    {0x2CEB, 0x2CEE}, {0x2CF2, 0x2CF3}, {0x2D00, 0x2D25}, {0x2D27, 0x2D27}, {0x2D2D, 0x2D2D}, {0x2D30, 0x2D67},
+    {0x2D6F, 0x2D6F}, {0x2D80, 0x2D96}, {0x2DA0, 0x2DA6}, {0x2DA8, 0x2DAE}, {0x2DB0, 0x2DB6}, {0x2DB8, 0x2DBE},
+    {0x2DC0, 0x2DC6}, {0x2DC8, 0x2DCE}, {0x2DD0, 0x2DD6}, {0x2DD8, 0x2DDE}, {0x2E2F, 0x2E2F}, {0x3005, 0x3006},
+    {0x3031, 0x3035}, {0x303B, 0x303C}, {0x3041, 0x3096}, {0x309D, 0x309F}, {0x30A1, 0x30FA}, {0x30FC, 0x30FF},
+    {0x3105, 0x312F}, {0x3131, 0x318E}, {0x31A0, 0x31BF}, {0x31F0, 0x31FF}, {0x3400, 0x4DBF}, {0x4E00, 0xA48C},
+    {0xA4D0, 0xA4FD}, {0xA500, 0xA60C}, {0xA610, 0xA61F}, {0xA62A, 0xA62B}, {0xA640, 0xA66E}, {0xA67F, 0xA69D},
+    {0xA6A0, 0xA6E5}, {0xA717, 0xA71F}, {0xA722, 0xA788}, {0xA78B, 0xA7CA}, {0xA7D0, 0xA7D1}, {0xA7D3, 0xA7D3},
+    {0xA7D5, 0xA7D9}, {0xA7F2, 0xA801}, {0xA803, 0xA805}, {0xA807, 0xA80A}, {0xA80C, 0xA822}, {0xA840, 0xA873},
+    {0xA882, 0xA8B3}, {0xA8F2, 0xA8F7}, {0xA8FB, 0xA8FB}, {0xA8FD, 0xA8FE}, {0xA90A, 0xA925}, {0xA930, 0xA946},
+    {0xA960, 0xA97C}, {0xA984, 0xA9B2}, {0xA9CF, 0xA9CF}, {0xA9E0, 0xA9E4}, {0xA9E6, 0xA9EF}, {0xA9FA, 0xA9FE},
+    {0xAA00, 0xAA28}, {0xAA40, 0xAA42}, {0xAA44, 0xAA4B}, {0xAA60, 0xAA76}, {0xAA7A, 0xAA7A}, {0xAA7E, 0xAAAF},
+    {0xAAB1, 0xAAB1}, {0xAAB5, 0xAAB6}, {0xAAB9, 0xAABD}, {0xAAC0, 0xAAC0}, {0xAAC2, 0xAAC2}, {0xAADB, 0xAADD},
+    {0xAAE0, 0xAAEA}, {0xAAF2, 0xAAF4}, {0xAB01, 0xAB06}, {0xAB09, 0xAB0E}, {0xAB11, 0xAB16}, {0xAB20, 0xAB26},
+    {0xAB28, 0xAB2E}, {0xAB30, 0xAB5A}, {0xAB5C, 0xAB69}, {0xAB70, 0xABE2}, {0xAC00, 0xD7A3}, {0xD7B0, 0xD7C6},
+    {0xD7CB, 0xD7FB}, {0xF900, 0xFA6D}, {0xFA70, 0xFAD9}, {0xFB00, 0xFB06}, {0xFB13, 0xFB17}, {0xFB1D, 0xFB1D},
+    {0xFB1F, 0xFB28}, {0xFB2A, 0xFB36}, {0xFB38, 0xFB3C}, {0xFB3E, 0xFB3E}, {0xFB40, 0xFB41}, {0xFB43, 0xFB44},
+    {0xFB46, 0xFBB1}, {0xFBD3, 0xFD3D}, {0xFD50, 0xFD8F}, {0xFD92, 0xFDC7}, {0xFDF0, 0xFDFB}, {0xFE70, 0xFE74},
+    {0xFE76, 0xFEFC}, {0xFF21, 0xFF3A}, {0xFF41, 0xFF5A}, {0xFF66, 0xFFBE}, {0xFFC2, 0xFFC7}, {0xFFCA, 0xFFCF},
+    {0xFFD2, 0xFFD7}, {0xFFDA, 0xFFDC}, {0x10000, 0x1000B}, {0x1000D, 0x10026}, {0x10028, 0x1003A}, {0x1003C, 0x1003D},
+    {0x1003F, 0x1004D}, {0x10050, 0x1005D}, {0x10080, 0x100FA}, {0x10280, 0x1029C}, {0x102A0, 0x102D0}, {0x10300, 0x1031F},
+    {0x1032D, 0x10340}, {0x10342, 0x10349}, {0x10350, 0x10375}, {0x10380, 0x1039D}, {0x103A0, 0x103C3}, {0x103C8, 0x103CF},
+    {0x10400, 0x1049D}, {0x104B0, 0x104D3}, {0x104D8, 0x104FB}, {0x10500, 0x10527}, {0x10530, 0x10563}, {0x10570, 0x1057A},
+    {0x1057C, 0x1058A}, {0x1058C, 0x10592}, {0x10594, 0x10595}, {0x10597, 0x105A1}, {0x105A3, 0x105B1}, {0x105B3, 0x105B9},
+    {0x105BB, 0x105BC}, {0x10600, 0x10736}, {0x10740, 0x10755}, {0x10760, 0x10767}, {0x10780, 0x10785}, {0x10787, 0x107B0},
+    {0x107B2, 0x107BA}, {0x10800, 0x10805}, {0x10808, 0x10808}, {0x1080A, 0x10835}, {0x10837, 0x10838}, {0x1083C, 0x1083C},
+    {0x1083F, 0x10855}, {0x10860, 0x10876}, {0x10880, 0x1089E}, {0x108E0, 0x108F2}, {0x108F4, 0x108F5}, {0x10900, 0x10915},
+    {0x10920, 0x10939}, {0x10980, 0x109B7}, {0x109BE, 0x109BF}, {0x10A00, 0x10A00}, {0x10A10, 0x10A13}, {0x10A15, 0x10A17},
+    {0x10A19, 0x10A35}, {0x10A60, 0x10A7C}, {0x10A80, 0x10A9C}, {0x10AC0, 0x10AC7}, {0x10AC9, 0x10AE4}, {0x10B00, 0x10B35},
+    {0x10B40, 0x10B55}, {0x10B60, 0x10B72}, {0x10B80, 0x10B91}, {0x10C00, 0x10C48}, {0x10C80, 0x10CB2}, {0x10CC0, 0x10CF2},
+    {0x10D00, 0x10D23}, {0x10E80, 0x10EA9}, {0x10EB0, 0x10EB1}, {0x10F00, 0x10F1C}, {0x10F27, 0x10F27}, {0x10F30, 0x10F45},
+    {0x10F70, 0x10F81}, {0x10FB0, 0x10FC4}, {0x10FE0, 0x10FF6}, {0x11003, 0x11037}, {0x11071, 0x11072}, {0x11075, 0x11075},
+    {0x11083, 0x110AF}, {0x110D0, 0x110E8}, {0x11103, 0x11126}, {0x11144, 0x11144}, {0x11147, 0x11147}, {0x11150, 0x11172},
+    {0x11176, 0x11176}, {0x11183, 0x111B2}, {0x111C1, 0x111C4}, {0x111DA, 0x111DA}, {0x111DC, 0x111DC}, {0x11200, 0x11211},
+    {0x11213, 0x1122B}, {0x1123F, 0x11240}, {0x11280, 0x11286}, {0x11288, 0x11288}, {0x1128A, 0x1128D}, {0x1128F, 0x1129D},
+    {0x1129F, 0x112A8}, {0x112B0, 0x112DE}, {0x11305, 0x1130C}, {0x1130F, 0x11310}, {0x11313, 0x11328}, {0x1132A, 0x11330},
+    {0x11332, 0x11333}, {0x11335, 0x11339}, {0x1133D, 0x1133D}, {0x11350, 0x11350}, {0x1135D, 0x11361}, {0x11400, 0x11434},
+    {0x11447, 0x1144A}, {0x1145F, 0x11461}, {0x11480, 0x114AF}, {0x114C4, 0x114C5}, {0x114C7, 0x114C7}, {0x11580, 0x115AE},
+    {0x115D8, 0x115DB}, {0x11600, 0x1162F}, {0x11644, 0x11644}, {0x11680, 0x116AA}, {0x116B8, 0x116B8}, {0x11700, 0x1171A},
+    {0x11740, 0x11746}, {0x11800, 0x1182B}, {0x118A0, 0x118DF}, {0x118FF, 0x11906}, {0x11909, 0x11909}, {0x1190C, 0x11913},
+    {0x11915, 0x11916}, {0x11918, 0x1192F}, {0x1193F, 0x1193F}, {0x11941, 0x11941}, {0x119A0, 0x119A7}, {0x119AA, 0x119D0},
+    {0x119E1, 0x119E1}, {0x119E3, 0x119E3}, {0x11A00, 0x11A00}, {0x11A0B, 0x11A32}, {0x11A3A, 0x11A3A}, {0x11A50, 0x11A50},
+    {0x11A5C, 0x11A89}, {0x11A9D, 0x11A9D}, {0x11AB0, 0x11AF8}, {0x11C00, 0x11C08}, {0x11C0A, 0x11C2E}, {0x11C40, 0x11C40},
+    {0x11C72, 0x11C8F}, {0x11D00, 0x11D06}, {0x11D08, 0x11D09}, {0x11D0B, 0x11D30}, {0x11D46, 0x11D46}, {0x11D60, 0x11D65},
+    {0x11D67, 0x11D68}, {0x11D6A, 0x11D89}, {0x11D98, 0x11D98}, {0x11EE0, 0x11EF2}, {0x11F02, 0x11F02}, {0x11F04, 0x11F10},
+    {0x11F12, 0x11F33}, {0x11FB0, 0x11FB0}, {0x12000, 0x12399}, {0x12480, 0x12543}, {0x12F90, 0x12FF0}, {0x13000, 0x1342F},
+    {0x13441, 0x13446}, {0x14400, 0x14646}, {0x16800, 0x16A38}, {0x16A40, 0x16A5E}, {0x16A70, 0x16ABE}, {0x16AD0, 0x16AED},
+    {0x16B00, 0x16B2F}, {0x16B40, 0x16B43}, {0x16B63, 0x16B77}, {0x16B7D, 0x16B8F}, {0x16E40, 0x16E7F}, {0x16F00, 0x16F4A},
+    {0x16F50, 0x16F50}, {0x16F93, 0x16F9F}, {0x16FE0, 0x16FE1}, {0x16FE3, 0x16FE3}, {0x17000, 0x187F7}, {0x18800, 0x18CD5},
+    {0x18D00, 0x18D08}, {0x1AFF0, 0x1AFF3}, {0x1AFF5, 0x1AFFB}, {0x1AFFD, 0x1AFFE}, {0x1B000, 0x1B122}, {0x1B132, 0x1B132},
+    {0x1B150, 0x1B152}, {0x1B155, 0x1B155}, {0x1B164, 0x1B167}, {0x1B170, 0x1B2FB}, {0x1BC00, 0x1BC6A}, {0x1BC70, 0x1BC7C},
+    {0x1BC80, 0x1BC88}, {0x1BC90, 0x1BC99}, {0x1D400, 0x1D454}, {0x1D456, 0x1D49C}, {0x1D49E, 0x1D49F}, {0x1D4A2, 0x1D4A2},
+    {0x1D4A5, 0x1D4A6}, {0x1D4A9, 0x1D4AC}, {0x1D4AE, 0x1D4B9}, {0x1D4BB, 0x1D4BB}, {0x1D4BD, 0x1D4C3}, {0x1D4C5, 0x1D505},
+    {0x1D507, 0x1D50A}, {0x1D50D, 0x1D514}, {0x1D516, 0x1D51C}, {0x1D51E, 0x1D539}, {0x1D53B, 0x1D53E}, {0x1D540, 0x1D544},
+    {0x1D546, 0x1D546}, {0x1D54A, 0x1D550}, {0x1D552, 0x1D6A5}, {0x1D6A8, 0x1D6C0}, {0x1D6C2, 0x1D6DA}, {0x1D6DC, 0x1D6FA},
+    {0x1D6FC, 0x1D714}, {0x1D716, 0x1D734}, {0x1D736, 0x1D74E}, {0x1D750, 0x1D76E}, {0x1D770, 0x1D788}, {0x1D78A, 0x1D7A8},
+    {0x1D7AA, 0x1D7C2}, {0x1D7C4, 0x1D7CB}, {0x1DF00, 0x1DF1E}, {0x1DF25, 0x1DF2A}, {0x1E030, 0x1E06D}, {0x1E100, 0x1E12C},
+    {0x1E137, 0x1E13D}, {0x1E14E, 0x1E14E}, {0x1E290, 0x1E2AD}, {0x1E2C0, 0x1E2EB}, {0x1E4D0, 0x1E4EB}, {0x1E7E0, 0x1E7E6},
+    {0x1E7E8, 0x1E7EB}, {0x1E7ED, 0x1E7EE}, {0x1E7F0, 0x1E7FE}, {0x1E800, 0x1E8C4}, {0x1E900, 0x1E943}, {0x1E94B, 0x1E94B},
+    {0x1EE00, 0x1EE03}, {0x1EE05, 0x1EE1F}, {0x1EE21, 0x1EE22}, {0x1EE24, 0x1EE24}, {0x1EE27, 0x1EE27}, {0x1EE29, 0x1EE32},
+    {0x1EE34, 0x1EE37}, {0x1EE39, 0x1EE39}, {0x1EE3B, 0x1EE3B}, {0x1EE42, 0x1EE42}, {0x1EE47, 0x1EE47}, {0x1EE49, 0x1EE49},
+    {0x1EE4B, 0x1EE4B}, {0x1EE4D, 0x1EE4F}, {0x1EE51, 0x1EE52}, {0x1EE54, 0x1EE54}, {0x1EE57, 0x1EE57}, {0x1EE59, 0x1EE59},
+    {0x1EE5B, 0x1EE5B}, {0x1EE5D, 0x1EE5D}, {0x1EE5F, 0x1EE5F}, {0x1EE61, 0x1EE62}, {0x1EE64, 0x1EE64}, {0x1EE67, 0x1EE6A},
+    {0x1EE6C, 0x1EE72}, {0x1EE74, 0x1EE77}, {0x1EE79, 0x1EE7C}, {0x1EE7E, 0x1EE7E}, {0x1EE80, 0x1EE89}, {0x1EE8B, 0x1EE9B},
+    {0x1EEA1, 0x1EEA3}, {0x1EEA5, 0x1EEA9}, {0x1EEAB, 0x1EEBB}, {0x20000, 0x2A6DF}, {0x2A700, 0x2B739}, {0x2B740, 0x2B81D},
+    {0x2B820, 0x2CEA1}, {0x2CEB0, 0x2EBE0}, {0x2F800, 0x2FA1D}, {0x30000, 0x3134A}, {0x31350, 0x323AF},
+};
+inline constexpr JRange kJDecimal[] = {
+    {0x30, 0x39}, {0x660, 0x669}, {0x6F0, 0x6F9}, {0x7C0, 0x7C9}, {0x966, 0x96F}, {0x9E6, 0x9EF},
+    {0xA66, 0xA6F}, {0xAE6, 0xAEF}, {0xB66, 0xB6F}, {0xBE6, 0xBEF}, {0xC66, 0xC6F}, {0xCE6, 0xCEF},
+    {0xD66, 0xD6F}, {0xDE6, 0xDEF}, {0xE50, 0xE59}, {0xED0, 0xED9}, {0xF20, 0xF29}, {0x1040, 0x1049},
+    {0x1090, 0x1099}, {0x17E0, 0x17E9}, {0x1810, 0x1819}, {0x1946, 0x194F}, {0x19D0, 0x19D9}, {0x1A80, 0x1A89},
+    {0x1A90, 0x1A99}, {0x1B50, 0x1B59}, {0x1BB0, 0x1BB9}, {0x1C40, 0x1C49}, {0x1C50, 0x1C59}, {0xA620, 0xA629},
+    {0xA8D0, 0xA8D9}, {0xA900, 0xA909}, {0xA9D0, 0xA9D9}, {0xA9F0, 0xA9F9}, {0xAA50, 0xAA59}, {0xABF0, 0xABF9},
+    {0xFF10, 0xFF19}, {0x104A0, 0x104A9}, {0x10D30, 0x10D39}, {0x11066, 0x1106F}, {0x110F0, 0x110F9}, {0x11136, 0x1113F},
+    {0x111D0, 0x111D9}, {0x112F0, 0x112F9}, {0x11450, 0x11459}, {0x114D0, 0x114D9}, {0x11650, 0x11659}, {0x116C0, 0x116C9},
+    {0x11730, 0x11739}, {0x118E0, 0x118E9}, {0x11950, 0x11959}, {0x11C50, 0x11C59}, {0x11D50, 0x11D59}, {0x11DA0, 0x11DA9},
+    {0x11F50, 0x11F59}, {0x16A60, 0x16A69}, {0x16AC0, 0x16AC9}, {0x16B50, 0x16B59}, {0x1D7CE, 0x1D7FF}, {0x1E140, 0x1E149},
+    {0x1E2F0, 0x1E2F9}, {0x1E4F0, 0x1E4F9}, {0x1E950, 0x1E959}, {0x1FBF0, 0x1FBF9},
+};
+inline constexpr JRange kJDigit[] = {
+    {0x30, 0x39}, {0xB2, 0xB3}, {0xB9, 0xB9}, {0x660, 0x669}, {0x6F0, 0x6F9}, {0x7C0, 0x7C9},
+    {0x966, 0x96F}, {0x9E6, 0x9EF}, {0xA66, 0xA6F}, {0xAE6, 0xAEF}, {0xB66, 0xB6F}, {0xBE6, 0xBEF},
+    {0xC66, 0xC6F}, {0xCE6, 0xCEF}, {0xD66, 0xD6F}, {0xDE6, 0xDEF}, {0xE50, 0xE59}, {0xED0, 0xED9},
+    {0xF20, 0xF29}, {0x1040, 0x1049}, {0x1090, 0x1099}, {0x1369, 0x1371}, {0x17E0, 0x17E9}, {0x1810, 0x1819},
+    {0x1946, 0x194F}, {0x19D0, 0x19DA}, {0x1A80, 0x1A89}, {0x1A90, 0x1A99}, {0x1B50, 0x1B59}, {0x1BB0, 0x1BB9},
+    {0x1C40, 0x1C49}, {0x1C50, 0x1C59}, {0x2070, 0x2070}, {0x2074, 0x2079}, {0x2080, 0x2089}, {0x2460, 0x2468},
+    {0x2474, 0x247C}, {0x2488, 0x2490}, {0x24EA, 0x24EA}, {0x24F5, 0x24FD}, {0x24FF, 0x24FF}, {0x2776, 0x277E},
+    {0x2780, 0x2788}, {0x278A, 0x2792}, {0xA620, 0xA629}, {0xA8D0, 0xA8D9}, {0xA900, 0xA909}, {0xA9D0, 0xA9D9},
+    {0xA9F0, 0xA9F9}, {0xAA50, 0xAA59}, {0xABF0, 0xABF9}, {0xFF10, 0xFF19}, {0x104A0, 0x104A9}, {0x10A40, 0x10A43},
+    {0x10D30, 0x10D39}, {0x10E60, 0x10E68}, {0x11052, 0x1105A}, {0x11066, 0x1106F}, {0x110F0, 0x110F9}, {0x11136, 0x1113F},
+    {0x111D0, 0x111D9}, {0x112F0, 0x112F9}, {0x11450, 0x11459}, {0x114D0, 0x114D9}, {0x11650, 0x11659}, {0x116C0, 0x116C9},
+    {0x11730, 0x11739}, {0x118E0, 0x118E9}, {0x11950, 0x11959}, {0x11C50, 0x11C59}, {0x11D50, 0x11D59}, {0x11DA0, 0x11DA9},
+    {0x11F50, 0x11F59}, {0x16A60, 0x16A69}, {0x16AC0, 0x16AC9}, {0x16B50, 0x16B59}, {0x1D7CE, 0x1D7FF}, {0x1E140, 0x1E149},
+    {0x1E2F0, 0x1E2F9}, {0x1E4F0, 0x1E4F9}, {0x1E950, 0x1E959}, {0x1F100, 0x1F10A}, {0x1FBF0, 0x1FBF9},
+};
+inline constexpr JRange kJNumeric[] = {
+    {0x30, 0x39}, {0xB2, 0xB3}, {0xB9, 0xB9}, {0xBC, 0xBE}, {0x660, 0x669}, {0x6F0, 0x6F9},
+    {0x7C0, 0x7C9}, {0x966, 0x96F}, {0x9E6, 0x9EF}, {0x9F4, 0x9F9}, {0xA66, 0xA6F}, {0xAE6, 0xAEF},
+    {0xB66, 0xB6F}, {0xB72, 0xB77}, {0xBE6, 0xBF2}, {0xC66, 0xC6F}, {0xC78, 0xC7E}, {0xCE6, 0xCEF},
+    {0xD58, 0xD5E}, {0xD66, 0xD78}, {0xDE6, 0xDEF}, {0xE50, 0xE59}, {0xED0, 0xED9}, {0xF20, 0xF33},
+    {0x1040, 0x1049}, {0x1090, 0x1099}, {0x1369, 0x137C}, {0x16EE, 0x16F0}, {0x17E0, 0x17E9}, {0x17F0, 0x17F9},
+    {0x1810, 0x1819}, {0x1946, 0x194F}, {0x19D0, 0x19DA}, {0x1A80, 0x1A89}, {0x1A90, 0x1A99}, {0x1B50, 0x1B59},
+    {0x1BB0, 0x1BB9}, {0x1C40, 0x1C49}, {0x1C50, 0x1C59}, {0x2070, 0x2070}, {0x2074, 0x2079}, {0x2080, 0x2089},
+    {0x2150, 0x2182}, {0x2185, 0x2189}, {0x2460, 0x249B}, {0x24EA, 0x24FF}, {0x2776, 0x2793}, {0x2CFD, 0x2CFD},
+    {0x3007, 0x3007}, {0x3021, 0x3029}, {0x3038, 0x303A}, {0x3192, 0x3195}, {0x3220, 0x3229}, {0x3248, 0x324F},
+    {0x3251, 0x325F}, {0x3280, 0x3289}, {0x32B1, 0x32BF}, {0x3405, 0x3405}, {0x3483, 0x3483}, {0x382A, 0x382A},
+    {0x3B4D, 0x3B4D}, {0x4E00, 0x4E00}, {0x4E03, 0x4E03}, {0x4E07, 0x4E07}, {0x4E09, 0x4E09}, {0x4E5D, 0x4E5D},
+    {0x4E8C, 0x4E8C}, {0x4E94, 0x4E94}, {0x4E96, 0x4E96}, {0x4EBF, 0x4EC0}, {0x4EDF, 0x4EDF}, {0x4EE8, 0x4EE8},
+    {0x4F0D, 0x4F0D}, {0x4F70, 0x4F70}, {0x5104, 0x5104}, {0x5146, 0x5146}, {0x5169, 0x5169}, {0x516B, 0x516B},
+    {0x516D, 0x516D}, {0x5341, 0x5341}, {0x5343, 0x5345}, {0x534C, 0x534C}, {0x53C1, 0x53C4}, {0x56DB, 0x56DB},
+    {0x58F1, 0x58F1}, {0x58F9, 0x58F9}, {0x5E7A, 0x5E7A}, {0x5EFE, 0x5EFF}, {0x5F0C, 0x5F0E}, {0x5F10, 0x5F10},
+    {0x62FE, 0x62FE}, {0x634C, 0x634C}, {0x67D2, 0x67D2}, {0x6F06, 0x6F06}, {0x7396, 0x7396}, {0x767E, 0x767E},
+    {0x8086, 0x8086}, {0x842C, 0x842C}, {0x8CAE, 0x8CAE}, {0x8CB3, 0x8CB3}, {0x8D30, 0x8D30}, {0x9621, 0x9621},
+    {0x9646, 0x9646}, {0x964C, 0x964C}, {0x9678, 0x9678}, {0x96F6, 0x96F6}, {0xA620, 0xA629}, {0xA6E6, 0xA6EF},
+    {0xA830, 0xA835}, {0xA8D0, 0xA8D9}, {0xA900, 0xA909}, {0xA9D0, 0xA9D9}, {0xA9F0, 0xA9F9}, {0xAA50, 0xAA59},
+    {0xABF0, 0xABF9}, {0xF96B, 0xF96B}, {0xF973, 0xF973}, {0xF978, 0xF978}, {0xF9B2, 0xF9B2}, {0xF9D1, 0xF9D1},
+    {0xF9D3, 0xF9D3}, {0xF9FD, 0xF9FD}, {0xFF10, 0xFF19}, {0x10107, 0x10133}, {0x10140, 0x10178}, {0x1018A, 0x1018B},
+    {0x102E1, 0x102FB}, {0x10320, 0x10323}, {0x10341, 0x10341}, {0x1034A, 0x1034A}, {0x103D1, 0x103D5}, {0x104A0, 0x104A9},
+    {0x10858, 0x1085F}, {0x10879, 0x1087F}, {0x108A7, 0x108AF}, {0x108FB, 0x108FF}, {0x10916, 0x1091B}, {0x109BC, 0x109BD},
+    {0x109C0, 0x109CF}, {0x109D2, 0x109FF}, {0x10A40, 0x10A48}, {0x10A7D, 0x10A7E}, {0x10A9D, 0x10A9F}, {0x10AEB, 0x10AEF},
+    {0x10B58, 0x10B5F}, {0x10B78, 0x10B7F}, {0x10BA9, 0x10BAF}, {0x10CFA, 0x10CFF}, {0x10D30, 0x10D39}, {0x10E60, 0x10E7E},
+    {0x10F1D, 0x10F26}, {0x10F51, 0x10F54}, {0x10FC5, 0x10FCB}, {0x11052, 0x1106F}, {0x110F0, 0x110F9}, {0x11136, 0x1113F},
+    {0x111D0, 0x111D9}, {0x111E1, 0x111F4}, {0x112F0, 0x112F9}, {0x11450, 0x11459}, {0x114D0, 0x114D9}, {0x11650, 0x11659},
+    {0x116C0, 0x116C9}, {0x11730, 0x1173B}, {0x118E0, 0x118F2}, {0x11950, 0x11959}, {0x11C50, 0x11C6C}, {0x11D50, 0x11D59},
+    {0x11DA0, 0x11DA9}, {0x11F50, 0x11F59}, {0x11FC0, 0x11FD4}, {0x12400, 0x1246E}, {0x16A60, 0x16A69}, {0x16AC0, 0x16AC9},
+    {0x16B50, 0x16B59}, {0x16B5B, 0x16B61}, {0x16E80, 0x16E96}, {0x1D2C0, 0x1D2D3}, {0x1D2E0, 0x1D2F3}, {0x1D360, 0x1D378},
+    {0x1D7CE, 0x1D7FF}, {0x1E140, 0x1E149}, {0x1E2F0, 0x1E2F9}, {0x1E4F0, 0x1E4F9}, {0x1E8C7, 0x1E8CF}, {0x1E950, 0x1E959},
+    {0x1EC71, 0x1ECAB}, {0x1ECAD, 0x1ECAF}, {0x1ECB1, 0x1ECB4}, {0x1ED01, 0x1ED2D}, {0x1ED2F, 0x1ED3D}, {0x1F100, 0x1F10C},
+    {0x1FBF0, 0x1FBF9}, {0x20001, 0x20001}, {0x20064, 0x20064}, {0x200E2, 0x200E2}, {0x20121, 0x20121}, {0x2092A, 0x2092A},
+    {0x20983, 0x20983}, {0x2098C, 0x2098C}, {0x2099C, 0x2099C}, {0x20AEA, 0x20AEA}, {0x20AFD, 0x20AFD}, {0x20B19, 0x20B19},
+    {0x22390, 0x22390}, {0x22998, 0x22998}, {0x23B1B, 0x23B1B}, {0x2626D, 0x2626D}, {0x2F890, 0x2F890},
+};
 
 }  // namespace detail
 }  // namespace v0_1
@@ -6999,7 +7570,7 @@ inline bool jv_truthy(const JValue& v) {
     case JValue::T::integer: return v.i != 0;
     case JValue::T::real: return v.d != 0;
     case JValue::T::string: return !v.s->s.empty();
-    case JValue::T::list: return !v.l->items.empty();
+    case JValue::T::list: return v.l->kind == JSeq::generator || !v.l->items.empty();  // a generator is always true
     case JValue::T::dict: return !v.m->items.empty();
     default: return true;
   }
@@ -7081,6 +7652,12 @@ inline bool jcase_is_lower(uint32_t c) {
 }
 inline bool jcase_cased(uint32_t c) { return jcase_is_upper(c) || jcase_is_lower(c) || jcase_is_title(c); }
 inline bool jcase_ignorable(uint32_t c) { return jin_ranges(kJCaseIgnorable, c); }
+// str.isalpha() / isdecimal() / isdigit() / isnumeric() / isalnum() per code point.
+inline bool jis_alpha(uint32_t c) { return jin_ranges(kJAlpha, c); }
+inline bool jis_decimal(uint32_t c) { return jin_ranges(kJDecimal, c); }
+inline bool jis_digit(uint32_t c) { return jin_ranges(kJDigit, c); }
+inline bool jis_numeric(uint32_t c) { return jin_ranges(kJNumeric, c); }
+inline bool jis_alnum(uint32_t c) { return jis_alpha(c) || jis_decimal(c) || jis_digit(c) || jis_numeric(c); }
 // Full case mapping (kind 0 upper, 1 lower, 2 title) into out[]; returns the count (1..3).
 inline int jcase_full(uint32_t c, int kind, uint32_t out[3]) {
   size_t lo = 0, hi = sizeof kJCaseSpecial / sizeof kJCaseSpecial[0];
@@ -7304,7 +7881,11 @@ class JRender {
     switch (n->k) {
       case NK::output: return emit(out, n->str);
       case NK::print: {
+        // a wholly constant {{ expression }} is printed as Jinja2 computes it when compiling,
+        // even when its value is not a plain value (see eval_folded)
+        print_root_ = n->a;
         JValue v = eval(n->a, sc);
+        print_root_ = nullptr;
         if (failed_) return false;
         if (v.t == JValue::T::string) return emit(out, *v.s);
         PText t;
@@ -7495,8 +8076,49 @@ class JRender {
     return JValue::undefined(strf("'%s' is undefined", name.c_str()));
   }
 
+  // Jinja2's optimizer computes constant subexpressions when it compiles the template, through
+  // getitem(), which turns a failing subscript into undefined ("abc"[5] and (none)[1:] are
+  // undefined there, but an error at run time). A folded value is kept only when it is a plain
+  // value (has a "safe repr"); the {{ }} expression itself is always kept.
+  static bool safe_repr(const JValue& v, int depth = 0) {
+    if (depth > 64) return false;
+    switch (v.t) {
+      case JValue::T::none:
+      case JValue::T::boolean:
+      case JValue::T::integer:
+      case JValue::T::real:
+      case JValue::T::string: return true;
+      case JValue::T::list:
+        if (v.l->kind == JSeq::range) return true;
+        if (v.l->kind != JSeq::list && v.l->kind != JSeq::tuple) return false;
+        for (const auto& x : v.l->items)
+          if (!safe_repr(x, depth + 1)) return false;
+        return true;
+      case JValue::T::dict:
+        for (const auto& kv : v.m->items)
+          if (!safe_repr(kv.first, depth + 1) || !safe_repr(kv.second, depth + 1)) return false;
+        return true;
+      default: return false;
+    }
+  }
+  JValue eval_folded(const JNode* n, const SP& sc) {
+    uint32_t pos = pos_;
+    uint64_t steps = steps_;
+    fold_ = true;
+    JValue v = eval_node(n, sc);
+    fold_ = false;
+    if (failed_ || safe_repr(v) || n == print_root_) return v;
+    pos_ = pos;  // not foldable: evaluate as at run time
+    steps_ = steps;
+    return eval_node(n, sc);
+  }
+
   JValue eval(const JNode* n, const SP& sc) {
     if (failed_) return JValue();
+    if (!fold_ && n->constant && n->k != NK::konst) return eval_folded(n, sc);
+    return eval_node(n, sc);
+  }
+  JValue eval_node(const JNode* n, const SP& sc) {
     DepthGuard g(*this);
     if (!g.ok) return JValue();
     pos_ = n->pos;
@@ -7630,6 +8252,7 @@ class JRender {
       fail_undef(l);
       return JValue();
     }
+    if (op == BinOp::mod && l.is_str()) return percent_format(l, r);  // str.__mod__ takes anything
     if (r.is_undef()) {
       fail_undef(r);
       return JValue();
@@ -7810,6 +8433,7 @@ class JRender {
       case JValue::T::string: return a.s == b.s || a.s->s == b.s->s;
       case JValue::T::list: {
         if (a.l == b.l) return true;
+        if (a.l->kind == JSeq::generator || b.l->kind == JSeq::generator) return false;  // compared by identity
         if (a.l->kind != b.l->kind || a.l->items.size() != b.l->items.size()) return false;
         for (size_t k = 0; k < a.l->items.size(); k++)
           if (!py_eq(a.l->items[k], b.l->items[k], depth + 1)) return false;
@@ -7908,15 +8532,35 @@ class JRender {
         result = container.text().find(item.text()) != std::string::npos;
         return true;
       case JValue::T::list:
+        if (container.l->kind == JSeq::generator) {  // consumes the generator up to the match
+          for (;;) {
+            JValue v;
+            bool done = false;
+            if (!gen_pull(*container.l, v, done)) return false;
+            if (done) return true;
+            if (py_eq(v, item)) return (result = true), true;
+          }
+        }
+        if (container.l->kind == JSeq::dict_items &&
+            !(item.is_list() && item.l->kind == JSeq::tuple && item.l->items.size() == 2))
+          return true;  // only (key, value) pairs can be in dict.items()
+        if (container.l->kind == JSeq::dict_keys || container.l->kind == JSeq::dict_items) {
+          const JValue& key = container.l->kind == JSeq::dict_keys ? item : item.l->items[0];
+          if (key.is_dict() || (key.is_list() && key.l->kind != JSeq::tuple))
+            return fail(strf("unhashable type: '%s'", jv_type(key)));
+        }
         if (!charge(container.l->items.size())) return false;
         for (const auto& v : container.l->items)
           if (py_eq(v, item)) {
             result = true;
             break;
           }
-        if (container.l->kind == JSeq::generator) container.l->items.clear();
         return true;
-      case JValue::T::dict: result = dict_find(*container.m, item) != nullptr; return true;
+      case JValue::T::dict:
+        if (item.is_dict() || (item.is_list() && item.l->kind != JSeq::tuple))
+          return fail(strf("unhashable type: '%s'", jv_type(item)));
+        result = dict_find(*container.m, item) != nullptr;
+        return true;
       case JValue::T::undef: return true;
       default: return fail(strf("argument of type '%s' is not iterable", jv_type(container)));
     }
@@ -7945,9 +8589,19 @@ class JRender {
   bool iterate(const JValue& v, std::vector<JValue>& out) {
     switch (v.t) {
       case JValue::T::list:
+        if (v.l->kind == JSeq::generator) {  // used up once
+          out.clear();
+          for (;;) {
+            JValue x;
+            bool done = false;
+            if (!gen_pull(*v.l, x, done)) return false;
+            if (done) return true;
+            if (!charge_list(out.size() + 1)) return false;
+            out.push_back(std::move(x));
+          }
+        }
         if (!charge_list(v.l->items.size())) return false;
         out = v.l->items;
-        if (v.l->kind == JSeq::generator) v.l->items.clear();  // a generator is used up once
         return true;
       case JValue::T::dict:
         if (!charge_list(v.m->items.size())) return false;
@@ -7971,6 +8625,58 @@ class JRender {
       case JValue::T::undef: out.clear(); return true;
       default: return fail(strf("'%s' object is not iterable", jv_type(v)));
     }
+  }
+
+  // ---- generators (what map/select/... return: lazy, single use, always true, no len()) ----
+  using Puller = std::function<bool(JValue& out, bool& done)>;
+  JValue make_gen(Puller next) {
+    JValue v = JValue::list({}, JSeq::generator);
+    v.l->next = std::move(next);
+    return v;
+  }
+  bool gen_pull(JList& g, JValue& out, bool& done) {
+    done = false;
+    if (g.next) {
+      if (!charge()) return false;
+      if (!g.next(out, done)) return false;  // (a generator never pulls from itself)
+      if (done) g.next = nullptr;            // releases what it captured
+      return true;
+    }
+    if (g.pos < g.items.size()) {
+      out = g.items[g.pos++];
+      return true;
+    }
+    done = true;
+    return true;
+  }
+  // Pulls the items of any iterable one by one; a non-iterable fails on the first pull (as a
+  // Python generator fails when it first runs, not when it is made).
+  Puller puller(JValue v) {
+    return [this, v, idx = size_t(0), off = std::vector<size_t>()](JValue& out, bool& done) mutable -> bool {
+      done = false;
+      switch (v.t) {
+        case JValue::T::list:
+          if (v.l->kind == JSeq::generator) return gen_pull(*v.l, out, done);
+          if (idx >= v.l->items.size()) return (done = true), true;
+          out = v.l->items[idx++];
+          return true;
+        case JValue::T::dict:
+          if (idx >= v.m->items.size()) return (done = true), true;
+          out = v.m->items[idx++].first;
+          return true;
+        case JValue::T::string: {
+          if (off.empty()) off = jcp_offsets(v.text());
+          if (idx + 1 >= off.size()) return (done = true), true;
+          PText c;
+          c.add_range(*v.s, off[idx], off[idx + 1]);
+          idx++;
+          out = JValue::str(std::move(c));
+          return true;
+        }
+        case JValue::T::undef: done = true; return true;
+        default: return fail(strf("'%s' object is not iterable", jv_type(v)));
+      }
+    };
   }
 
   // ---- attribute and item access (Jinja2 sandbox rules) ----
@@ -8134,6 +8840,8 @@ class JRender {
         }
       }
       pos_ = n->pos;
+      if (fold_ && !obj.is_undef() && !obj.is_str() && !(obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple)))
+        return JValue::undefined(strf("'%s' object is not subscriptable", jv_type(obj)));
       return slice(obj, parts[0], parts[1], parts[2]);
     }
     JValue key = eval(n->b, sc);
@@ -8149,11 +8857,14 @@ class JRender {
       return JValue();
     }
     int64_t st = 1;
-    if (!step.is_none() && !as_int(step, st)) return JValue::undefined("slice indices must be integers or None");
+    if (!step.is_none() && !as_int(step, st)) return failv("slice indices must be integers or None or have an __index__ method");
     if (st == 0) return failv("slice step cannot be zero");
     bool is_str = obj.is_str();
     bool is_seq = obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple);
-    if (!is_str && !is_seq) return JValue::undefined(strf("'%s' object is not subscriptable", jv_type(obj)));
+    if (!is_str && !is_seq) {
+      if (obj.is_dict()) return failv("unhashable type: 'slice'");
+      return failv(strf("'%s' object is not subscriptable", jv_type(obj)));
+    }
     std::vector<size_t> off;
     int64_t n;
     if (is_str) {
@@ -8178,7 +8889,7 @@ class JRender {
     };
     int64_t b, e;
     if (!adjust(start, st < 0 ? n - 1 : 0, b) || !adjust(stop, st < 0 ? -1 : n, e))
-      return JValue::undefined("slice indices must be integers or None");
+      return failv("slice indices must be integers or None or have an __index__ method");
     if (!charge(static_cast<uint64_t>(n) / 8 + 1)) return JValue();
     if (is_str) {
       const PText& s = *obj.s;
@@ -8601,17 +9312,28 @@ class JRender {
           case JSeq::generator: return fail("unsupported construct: printing a generator (add |list)");
           default: break;
         }
+        if (std::find(repr_stack_.begin(), repr_stack_.end(), v.l.get()) != repr_stack_.end()) {
+          out.add(L.kind == JSeq::tuple ? "(...)" : "[...]");  // Python's marker for a container inside itself
+          return true;
+        }
+        repr_stack_.push_back(v.l.get());
         out.add(open);
         for (size_t k = 0; k < L.items.size(); k++) {
           if (k) out.add(", ");
           if (!repr(L.items[k], out, depth + 1)) return false;
         }
         out.add(close);
+        repr_stack_.pop_back();
         return true;
       }
       case JValue::T::dict:
       case JValue::T::ns: {
         if (v.t == JValue::T::ns) out.add("<Namespace ");
+        if (std::find(repr_stack_.begin(), repr_stack_.end(), v.m.get()) != repr_stack_.end()) {
+          out.add(v.t == JValue::T::ns ? "{...}>" : "{...}");
+          return true;
+        }
+        repr_stack_.push_back(v.m.get());
         out.add("{");
         bool first = true;
         for (const auto& kv : v.m->items) {
@@ -8623,6 +9345,7 @@ class JRender {
         }
         out.add("}");
         if (v.t == JValue::T::ns) out.add(">");
+        repr_stack_.pop_back();
         return true;
       }
       default: return to_str(v, out, depth);
@@ -8750,7 +9473,8 @@ class JRender {
   }
 
   // Stable merge sort of indices by Python ordering of keys (safe with any comparison outcome).
-  bool sort_indices(const std::vector<JValue>& keys, std::vector<size_t>& idx, bool reverse) {
+  // eq_first: keys compare as one-item lists (Jinja2's |sort), so equal keys never reach "<".
+  bool sort_indices(const std::vector<JValue>& keys, std::vector<size_t>& idx, bool reverse, bool eq_first = false) {
     size_t n = idx.size();
     if (!charge(n * 4 + 1)) return false;
     std::vector<size_t> tmp(n);
@@ -8759,9 +9483,11 @@ class JRender {
         size_t mid = std::min(lo + width, n), hi = std::min(lo + 2 * width, n);
         size_t a = lo, b = mid, o = lo;
         while (a < mid && b < hi) {
-          bool less;
+          bool less = false;
           // stable: take from the right run only when it is strictly before the left one
-          if (reverse) {
+          if (eq_first && py_eq(keys[idx[a]], keys[idx[b]])) {
+            less = false;
+          } else if (reverse) {
             if (!py_less(keys[idx[a]], keys[idx[b]], less)) return false;
           } else {
             if (!py_less(keys[idx[b]], keys[idx[a]], less)) return false;
@@ -8793,6 +9519,9 @@ class JRender {
   std::vector<std::weak_ptr<JDict>> namespaces_;
   enum class Flow : uint8_t { normal, brk, cont } flow_ = Flow::normal;
   bool failed_ = false;
+  bool fold_ = false;                   // computing a constant expression (see eval_folded)
+  std::vector<const void*> repr_stack_;  // containers being printed (for "[...]" / "{...}")
+  const JNode* print_root_ = nullptr;   // the expression of the {{ }} being printed
   uint32_t pos_ = 0;
   uint64_t steps_ = 0;
   int depth_ = 0;
@@ -9064,11 +9793,15 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
   }
   if (name == "items") {
     if (!bind(args, {}, a, what)) return JValue();
-    if (v.is_undef()) return JValue::list({}, JSeq::generator);
-    if (!v.is_dict()) return failv("can only get item pairs from a mapping");
-    std::vector<JValue> items;
-    for (const auto& kv : v.m->items) items.push_back(JValue::list({kv.first, kv.second}, JSeq::tuple));
-    return JValue::list(std::move(items), JSeq::generator);
+    return make_gen([this, v, idx = size_t(0)](JValue& out, bool& done) mutable -> bool {
+      done = false;
+      if (v.is_undef()) return (done = true), true;
+      if (!v.is_dict()) return fail("can only get item pairs from a mapping");
+      if (idx >= v.m->items.size()) return (done = true), true;
+      const auto& kv = v.m->items[idx++];
+      out = JValue::list({kv.first, kv.second}, JSeq::tuple);
+      return true;
+    });
   }
   if (name == "join") {
     if (!bind(args, {"d", "attribute"}, a, what)) return JValue();
@@ -9093,9 +9826,10 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     if (name == "last" && v.is_list() && v.l->kind == JSeq::generator)
       return failv("'generator' object is not reversible");
     if (v.is_list() && v.l->kind == JSeq::generator) {
-      if (v.l->items.empty()) return JValue::undefined("no first item, sequence was empty");
-      JValue x = v.l->items.front();
-      v.l->items.erase(v.l->items.begin());
+      JValue x;
+      bool done = false;
+      if (!gen_pull(*v.l, x, done)) return JValue();
+      if (done) return JValue::undefined("no first item, sequence was empty");
       return x;
     }
     std::vector<JValue> items;
@@ -9106,11 +9840,12 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
   if (name == "reverse") {
     if (!bind(args, {}, a, what)) return JValue();
     if (v.is_str()) return slice(v, JValue::none(), JValue::none(), JValue::integer(-1));
+    // reversed(value) (an iterator) for sequences and dicts; list(value) reversed for the rest
     std::vector<JValue> items;
     if (!iterate(v, items)) return JValue();
     std::reverse(items.begin(), items.end());
-    bool gen = v.is_list() && v.l->kind == JSeq::generator;
-    return JValue::list(std::move(items), gen ? JSeq::list : JSeq::generator);
+    bool reversible = v.is_dict() || v.is_undef() || (v.is_list() && v.l->kind != JSeq::generator);
+    return JValue::list(std::move(items), reversible ? JSeq::generator : JSeq::list);
   }
   if (name == "replace") {
     if (!bind(args, {"old", "new", "count"}, a, what)) return JValue();
@@ -9131,6 +9866,8 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
   }
   if (name == "indent") {
     if (!bind(args, {"width", "first", "blank"}, a, what)) return JValue();
+    if (v.is_undef()) return (fail_undef(v), JValue());
+    if (!v.is_str()) return failv(strf("unsupported operand type(s) for +=: '%s' and 'str'", jv_type(v)));
     PText s;
     bool m;
     if (!soft(v, s, m)) return JValue();
@@ -9166,7 +9903,8 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     int64_t i;
     if (as_int(v, i)) return JValue::integer(i);
     if (v.t == JValue::T::real) {
-      if (!std::isfinite(v.d)) return failv("cannot convert float infinity or NaN to integer");
+      if (std::isnan(v.d)) return def;  // int(nan) is a ValueError: the default
+      if (std::isinf(v.d)) return def;  // OverflowError: the default
       if (std::fabs(v.d) >= 9.2e18) return failv("integer overflow (integers are limited to 64 bits)");
       return JValue::integer(static_cast<int64_t>(v.d));
     }
@@ -9174,7 +9912,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
       if (parse_py_int(v.text(), static_cast<int>(base), i)) return JValue::integer(i);
       double d;
       if (parse_py_float(v.text(), d)) {
-        if (!std::isfinite(d)) return failv("cannot convert float infinity or NaN to integer");
+        if (!std::isfinite(d)) return def;
         if (std::fabs(d) >= 9.2e18) return failv("integer overflow (integers are limited to 64 bits)");
         return JValue::integer(static_cast<int64_t>(d));
       }
@@ -9286,7 +10024,41 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     for (size_t k : idx) out.push_back(pairs[k]);
     return JValue::list(std::move(out));
   }
-  if (name == "sort" || name == "unique" || name == "min" || name == "max") {
+  if (name == "unique") {
+    // a generator: duplicates (by the lower-cased key unless case_sensitive) are skipped lazily
+    if (!bind(args, {"case_sensitive", "attribute"}, a, what)) return JValue();
+    bool cs = a[0] && jv_truthy(*a[0]);
+    JValue attribute = a[1] ? *a[1] : JValue::none();
+    Puller src = puller(v);
+    return make_gen([this, src, cs, attribute, seen = std::vector<JValue>()](JValue& out, bool& done) mutable -> bool {
+      for (;;) {
+        if (!src(out, done) || done) return !failed_;
+        JValue k = out;
+        if (!attribute.is_none()) {
+          k = attr_path(out, attribute, nullptr);
+          if (failed_) return false;
+        }
+        if (!cs && k.is_str()) {
+          PText lo;
+          jcase(*k.s, JCase::lower, lo);
+          k = JValue::str(std::move(lo));
+        }
+        if (k.is_dict() || (k.is_list() && k.l->kind != JSeq::tuple)) return fail(strf("unhashable type: '%s'", jv_type(k)));
+        if (!charge(seen.size() / 8 + 1)) return false;
+        bool dup = false;
+        for (const auto& x : seen)
+          if (py_eq(x, k)) {
+            dup = true;
+            break;
+          }
+        if (!dup) {
+          seen.push_back(std::move(k));
+          return true;
+        }
+      }
+    });
+  }
+  if (name == "sort" || name == "min" || name == "max") {
     bool is_sort = name == "sort";
     if (is_sort) {
       if (!bind(args, {"reverse", "case_sensitive", "attribute"}, a, what)) return JValue();
@@ -9311,23 +10083,6 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
       }
       keys.push_back(std::move(k));
     }
-    if (name == "unique") {
-      std::vector<JValue> out, seen;
-      if (!charge(keys.size() * keys.size() / 8 + 1)) return JValue();
-      for (size_t k = 0; k < items.size(); k++) {
-        bool dup = false;
-        for (const auto& s : seen)
-          if (py_eq(s, keys[k])) {
-            dup = true;
-            break;
-          }
-        if (!dup) {
-          seen.push_back(keys[k]);
-          out.push_back(items[k]);
-        }
-      }
-      return JValue::list(std::move(out), JSeq::generator);
-    }
     if (name == "min" || name == "max") {
       if (items.empty()) return JValue::undefined("no aggregated item, sequence was empty");
       size_t best = 0;
@@ -9340,7 +10095,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     }
     std::vector<size_t> idx(items.size());
     for (size_t k = 0; k < idx.size(); k++) idx[k] = k;
-    if (!sort_indices(keys, idx, a[0] && jv_truthy(*a[0]))) return JValue();
+    if (!sort_indices(keys, idx, a[0] && jv_truthy(*a[0]), true)) return JValue();
     std::vector<JValue> out;
     for (size_t k : idx) out.push_back(items[k]);
     return JValue::list(std::move(out));
@@ -9350,6 +10105,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     std::vector<JValue> items;
     if (!iterate(v, items)) return JValue();
     JValue total = a[1] ? *a[1] : JValue::integer(0);
+    if (total.is_str()) return failv("sum() can't sum strings [use ''.join(seq) instead]");
     for (const auto& it : items) {
       JValue x = it;
       if (a[0] && !a[0]->is_none()) {
@@ -9362,10 +10118,10 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     return total;
   }
   if (name == "map" || name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
-    std::vector<JValue> items;
-    if (!jv_truthy(v)) return JValue::list({}, JSeq::generator);  // Jinja2: "if value:" first
-    if (!iterate(v, items)) return JValue();
-    std::vector<JValue> out;
+    // Generators, as in Jinja2: nothing runs until the result is consumed, a false input gives
+    // nothing, and an error (a non-iterable input, a failing test) happens when consumed.
+    Puller src = puller(v);
+    bool falsy = !jv_truthy(v);
     if (name == "map") {
       const JValue* attribute = nullptr;
       const JValue* def = nullptr;
@@ -9373,28 +10129,31 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
         if (kv.first == "attribute") attribute = &kv.second;
         else if (kv.first == "default") def = &kv.second;
       }
-      if (attribute) {
-        if (!args.pos.empty()) return failv("map: attribute= takes no positional arguments");
-        for (const auto& it : items) {
-          JValue x = attr_path(it, *attribute, def);
-          if (failed_) return JValue();
-          out.push_back(std::move(x));
-        }
-        return JValue::list(std::move(out), JSeq::generator);
+      if (attribute && args.pos.empty()) {
+        for (const auto& kv : args.kw)
+          if (kv.first != "attribute" && kv.first != "default")
+            return failv(strf("unexpected keyword argument '%s'", kv.first.c_str()));
+        JValue attr = *attribute, dflt = def ? *def : JValue::none();
+        return make_gen([this, src, falsy, attr, dflt](JValue& out, bool& done) mutable -> bool {
+          if (falsy) return (done = true), true;
+          if (!src(out, done) || done) return !failed_;
+          out = attr_path(out, attr, &dflt);
+          return !failed_;
+        });
       }
-      if (args.pos.empty() || !args.pos[0].is_str()) return failv("map requires a filter argument");
+      if (args.pos.empty()) return failv("map requires a filter argument");
+      if (!args.pos[0].is_str()) return failv("map: the filter name must be a string");
       std::string fname = args.pos[0].text();
-      if (!jinja_known_filter(fname)) return failv(strf("no filter named '%s'", fname.c_str()));
       JArgs rest;
       rest.pos.assign(args.pos.begin() + 1, args.pos.end());
       rest.kw = args.kw;
-      for (const auto& it : items) {
-        if (!charge()) return JValue();
-        JValue x = apply_filter(fname, it, rest, sc);
-        if (failed_) return JValue();
-        out.push_back(std::move(x));
-      }
-      return JValue::list(std::move(out), JSeq::generator);
+      return make_gen([this, src, falsy, fname, rest, sc](JValue& out, bool& done) mutable -> bool {
+        if (falsy) return (done = true), true;
+        if (!src(out, done) || done) return !failed_;
+        if (!jinja_known_filter(fname)) return fail(strf("no filter named '%s'", fname.c_str()));
+        out = apply_filter(fname, out, rest, sc);
+        return !failed_;
+      });
     }
     bool attr = name == "selectattr" || name == "rejectattr";
     bool keep_if = name == "select" || name == "selectattr";
@@ -9408,48 +10167,58 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     if (at < args.pos.size()) {
       if (!args.pos[at].is_str()) return failv("the test name must be a string");
       test = args.pos[at++].text();
-      if (!jinja_known_test(test)) return failv(strf("no test named '%s'", test.c_str()));
     }
     JArgs targs;
     targs.pos.assign(args.pos.begin() + static_cast<std::ptrdiff_t>(at), args.pos.end());
     targs.kw = args.kw;
-    for (const auto& it : items) {
-      if (!charge()) return JValue();
-      JValue x = it;
-      if (attr) {
-        x = attr_path(it, attrname, nullptr);
-        if (failed_) return JValue();
+    return make_gen([this, src, falsy, attr, attrname, test, targs, keep_if](JValue& out, bool& done) mutable -> bool {
+      if (falsy) return (done = true), true;
+      if (!test.empty() && !jinja_known_test(test)) return fail(strf("no test named '%s'", test.c_str()));
+      for (;;) {
+        if (!src(out, done) || done) return !failed_;
+        if (!charge()) return false;
+        JValue x = out;
+        if (attr) {
+          x = attr_path(out, attrname, nullptr);
+          if (failed_) return false;
+        }
+        bool r;
+        if (test.empty()) {
+          r = jv_truthy(x);
+        } else if (!run_test(test, x, targs, r)) {
+          return false;
+        }
+        if (r == keep_if) return true;
       }
-      bool r;
-      if (test.empty()) {
-        r = jv_truthy(x);
-      } else if (!run_test(test, x, targs, r)) {
-        return JValue();
-      }
-      if (r == keep_if) out.push_back(it);
-    }
-    return JValue::list(std::move(out), JSeq::generator);
+    });
   }
   if (name == "batch") {
     if (!bind(args, {"linecount", "fill_with"}, a, what)) return JValue();
     int64_t n;
     if (!a[0] || !as_int(*a[0], n) || n <= 0) return failv("batch: linecount must be a positive integer");
-    std::vector<JValue> items;
-    if (!iterate(v, items)) return JValue();
-    std::vector<JValue> out, cur;
-    for (auto& it : items) {
-      cur.push_back(std::move(it));
-      if (static_cast<int64_t>(cur.size()) == n) {
-        out.push_back(JValue::list(std::move(cur)));
-        cur.clear();
+    JValue fill = a[1] ? *a[1] : JValue::none();
+    Puller src = puller(v);
+    return make_gen([this, src, n, fill, end = false](JValue& out, bool& done) mutable -> bool {
+      done = false;
+      if (end) return (done = true), true;
+      std::vector<JValue> cur;
+      while (static_cast<int64_t>(cur.size()) < n) {
+        JValue x;
+        bool fin = false;
+        if (!src(x, fin)) return false;
+        if (fin) {
+          end = true;
+          break;
+        }
+        cur.push_back(std::move(x));
       }
-    }
-    if (!cur.empty()) {
-      if (a[1] && !a[1]->is_none())
-        while (static_cast<int64_t>(cur.size()) < n) cur.push_back(*a[1]);
-      out.push_back(JValue::list(std::move(cur)));
-    }
-    return JValue::list(std::move(out), JSeq::generator);
+      if (cur.empty()) return (done = true), true;
+      if (!fill.is_none())
+        while (static_cast<int64_t>(cur.size()) < n) cur.push_back(fill);
+      if (!charge_list(cur.size())) return false;
+      out = JValue::list(std::move(cur));
+      return true;
+    });
   }
   if (name == "attr") {
     if (!bind(args, {"name"}, a, what)) return JValue();
@@ -9461,13 +10230,13 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     PText t;
     bool m;
     if (!soft(v, t, m)) return JValue();
-    // \w+ runs; words are letters, digits and underscore (ASCII view plus any non-ASCII letter)
+    // runs of Python's \w: str.isalnum() characters and "_"
     int64_t count = 0;
     bool in = false;
     size_t i = 0;
     while (i < t.s.size()) {
       uint32_t c = jcp_next(t.s, i);
-      bool w = (c < 0x80) ? (std::isalnum(static_cast<int>(c)) || c == '_') : !jis_space(c);
+      bool w = c == '_' || jis_alnum(c);
       if (w && !in) count++;
       in = w;
     }
@@ -9989,27 +10758,33 @@ inline JValue JRender::call_method(const JValue& self, const std::string& name, 
       if (!run_test(name == "islower" ? "lower" : "upper", self, none, r)) return JValue();
       return JValue::boolean(r);
     }
-    if (name == "istitle") return failv("unsupported construct: str.istitle()");
+    if (name == "istitle") {
+      bool cased = false, prev = false;
+      size_t i = 0;
+      while (i < s.s.size()) {
+        uint32_t c = jcp_next(s.s, i);
+        if (jcase_is_upper(c) || jcase_is_title(c)) {
+          if (prev) return JValue::boolean(false);
+          prev = cased = true;
+        } else if (jcase_is_lower(c)) {
+          if (!prev) return JValue::boolean(false);
+          prev = cased = true;
+        } else {
+          prev = false;
+        }
+      }
+      return JValue::boolean(cased);
+    }
     bool all = true;
     size_t i = 0;
-    while (i < s.s.size()) {
+    while (i < s.s.size() && all) {
       uint32_t c = jcp_next(s.s, i);
-      bool ok;
-      if (name == "isspace") {
-        ok = jis_space(c);
-      } else if (c >= 0x80) {
-        return failv(strf("unsupported: %s on non-ASCII text", what.c_str()));
-      } else if (name == "isalpha") {
-        ok = std::isalpha(static_cast<int>(c)) != 0;
-      } else if (name == "isalnum") {
-        ok = std::isalnum(static_cast<int>(c)) != 0;
-      } else {
-        ok = c >= '0' && c <= '9';
-      }
-      if (!ok) {
-        all = false;
-        break;
-      }
+      if (name == "isspace") all = jis_space(c);
+      else if (name == "isalpha") all = jis_alpha(c);
+      else if (name == "isalnum") all = jis_alnum(c);
+      else if (name == "isdecimal") all = jis_decimal(c);
+      else if (name == "isdigit") all = jis_digit(c);
+      else all = jis_numeric(c);  // isnumeric
     }
     return JValue::boolean(all);
   }
@@ -10022,6 +10797,9 @@ inline JValue JRender::percent_format(const JValue& fmtv, const JValue& argv) {
   bool mk = fmtv.b;
   std::vector<JValue> args;
   const JDict* mapping = nullptr;
+  // Python: a tuple gives the arguments; anything else is one argument, and a mapping-like one
+  // (a dict, also a list) is never "not all converted"
+  bool mapping_like = argv.is_dict() || argv.is_undef() || (argv.is_list() && argv.l->kind != JSeq::tuple);
   if (argv.is_list() && argv.l->kind == JSeq::tuple) args = argv.l->items;
   else if (argv.is_dict()) mapping = argv.m.get();
   else args.push_back(argv);
@@ -10139,7 +10917,7 @@ inline JValue JRender::percent_format(const JValue& fmtv, const JValue& argv) {
     out.add(piece);
     if (!check_len(out.s.size())) return JValue();
   }
-  if (!mapping && next < args.size()) return failv("not all arguments converted during string formatting");
+  if (!mapping && !mapping_like && next < args.size()) return failv("not all arguments converted during string formatting");
   if (!charge_str(out.s.size())) return JValue();
   (void)used_mapping;
   return mk ? jv_markup(std::move(out)) : JValue::str(std::move(out));
@@ -13524,7 +14302,7 @@ inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> pr
 namespace llminfer {
 inline namespace v0_1 {
 
-inline const char* to_string(StopReason reason) noexcept {
+LLMI_API_DEF const char* to_string(StopReason reason) noexcept {
   switch (reason) {
     case StopReason::eos: return "eos";
     case StopReason::stop: return "stop";
@@ -13557,7 +14335,7 @@ struct SessionImpl {
 
 }  // namespace detail
 
-inline Result<Model> Model::load(std::string_view path, const LoadOptions& options) {
+LLMI_API_DEF Result<Model> Model::load(std::string_view path, const LoadOptions& options) {
   double t0 = detail::now_ms();
 #if !defined(LLMINFER_NO_CPU_CHECK)
   if (auto cpu = detail::check_cpu(); !cpu) return cpu.error();
@@ -13605,7 +14383,7 @@ class ContextIO final : public GenerationIO {
   std::string flush() override { return std::string(); }
 
  private:
-  const ModelImpl& m_;
+  [[maybe_unused]] const ModelImpl& m_;  // (kept for the tokenizer to come)
   Context& ctx_;
   std::vector<float>& logits_;
   std::vector<int32_t> eog_;
@@ -13660,7 +14438,7 @@ inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const i
 
 }  // namespace detail
 
-inline Result<GenerateResult> Model::generate(std::string_view prompt, const GenerateOptions& options) const {
+LLMI_API_DEF Result<GenerateResult> Model::generate(std::string_view prompt, const GenerateOptions& options) const {
   double t0 = detail::now_ms();
   if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
   auto ids = tokenize(prompt, true, false);
@@ -13670,7 +14448,7 @@ inline Result<GenerateResult> Model::generate(std::string_view prompt, const Gen
   return detail::session_generate(s, *ids, options, t0);
 }
 
-inline Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options) const {
+LLMI_API_DEF Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options) const {
   double t0 = detail::now_ms();
   if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
   detail::SessionImpl s;
@@ -13678,21 +14456,21 @@ inline Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_to
   return detail::session_generate(s, prompt_tokens, options, t0);
 }
 
-inline Session Model::session() const {
+LLMI_API_DEF Session Model::session() const {
   auto s = std::make_unique<detail::SessionImpl>();
   s->model = impl_;
   return Session(std::move(s));
 }
 
-inline Result<std::vector<int32_t>> Model::tokenize(std::string_view, bool, bool) const {
+LLMI_API_DEF Result<std::vector<int32_t>> Model::tokenize(std::string_view, bool, bool) const {
   return detail::make_error(Errc::unsupported, impl_->desc->path + ": the tokenizer is not implemented yet");
 }
 
-inline std::string Model::detokenize(std::span<const int32_t>) const { return std::string(); }
+LLMI_API_DEF std::string Model::detokenize(std::span<const int32_t>) const { return std::string(); }
 
 // The model's own chat template (or the documented ChatML fallback, see chat_template_for).
-inline Result<std::string> Model::apply_chat_template(std::span<const Message> messages,
-                                                      bool add_generation_prompt) const {
+LLMI_API_DEF Result<std::string> Model::apply_chat_template(std::span<const Message> messages,
+                                                            bool add_generation_prompt) const {
   auto src = detail::chat_template_for(*impl_->desc);
   auto tpl = detail::ChatTemplate::parse(src.source);
   if (!tpl) return detail::make_error(tpl.error().code, impl_->desc->path + ": " + tpl.error().message);
@@ -13705,27 +14483,27 @@ inline Result<std::string> Model::apply_chat_template(std::span<const Message> m
   return std::move(r->text);
 }
 
-inline Session::Session(std::unique_ptr<detail::SessionImpl> impl) : impl_(std::move(impl)) {}
-inline Session::Session(Session&&) noexcept = default;
-inline Session& Session::operator=(Session&&) noexcept = default;
-inline Session::~Session() = default;
+LLMI_API_DEF Session::Session(std::unique_ptr<detail::SessionImpl> impl) : impl_(std::move(impl)) {}
+LLMI_API_DEF Session::Session(Session&&) noexcept = default;
+LLMI_API_DEF Session& Session::operator=(Session&&) noexcept = default;
+LLMI_API_DEF Session::~Session() = default;
 
-inline void Session::add(std::string_view role, std::string_view content) {
+LLMI_API_DEF void Session::add(std::string_view role, std::string_view content) {
   impl_->messages.push_back(Message{std::string(role), std::string(content)});
 }
 
-inline Result<GenerateResult> Session::reply(const GenerateOptions&) {
+LLMI_API_DEF Result<GenerateResult> Session::reply(const GenerateOptions&) {
   return detail::make_error(Errc::unsupported, "sessions are not implemented yet");
 }
 
-inline void Session::reset() {
+LLMI_API_DEF void Session::reset() {
   impl_->messages.clear();
   if (impl_->ctx) impl_->ctx->clear();
 }
 
-inline const std::vector<Message>& Session::messages() const { return impl_->messages; }
-inline int Session::cached_tokens() const { return impl_->ctx ? impl_->ctx->n_past() : 0; }
-inline int Session::context_size() const {
+LLMI_API_DEF const std::vector<Message>& Session::messages() const { return impl_->messages; }
+LLMI_API_DEF int Session::cached_tokens() const { return impl_->ctx ? impl_->ctx->n_past() : 0; }
+LLMI_API_DEF int Session::context_size() const {
   return impl_->ctx ? impl_->ctx->n_ctx() : impl_->model->engine->n_ctx_default();
 }
 
@@ -13733,6 +14511,7 @@ inline int Session::context_size() const {
 }  // namespace llminfer
 
 // ---- src/99_impl_end.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#undef LLMI_API_DEF
 #endif  // LLMINFER_IMPLEMENTATION
 
 // ---------------------------------------------------------------------------------------------

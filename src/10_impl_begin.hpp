@@ -1,9 +1,19 @@
 // ==== Implementation ====
-// Compiled only where LLMINFER_IMPLEMENTATION is defined. Every function here is `inline`, so a
-// program may (wastefully, but correctly) define LLMINFER_IMPLEMENTATION in several translation
-// units built with the same flags; tests rely on that.
+// Compiled only where LLMINFER_IMPLEMENTATION is defined. Internal functions (namespace detail) are
+// `inline`, so tools and tests may define LLMINFER_IMPLEMENTATION in several translation units built
+// with the same flags. The public functions declared above are defined with LLMI_API_DEF: ordinary
+// (non-inline) definitions, emitted once, in the one translation unit that defines
+// LLMINFER_IMPLEMENTATION, so that every other unit links against them with the declarations alone.
+// A program that defines LLMINFER_IMPLEMENTATION in several units (our tests and CLI) also defines
+// LLMINFER_INLINE_API everywhere: then the public functions are `inline` too.
 #if defined(LLMINFER_IMPLEMENTATION) && !defined(LLMINFER_IMPLEMENTATION_INCLUDED)
 #define LLMINFER_IMPLEMENTATION_INCLUDED
+
+#if defined(LLMINFER_INLINE_API)
+#define LLMI_API_DEF inline
+#else
+#define LLMI_API_DEF
+#endif
 
 #include <algorithm>
 #include <array>
@@ -22,6 +32,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #if defined(_WIN32)

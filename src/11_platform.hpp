@@ -2,7 +2,7 @@
 namespace llminfer {
 inline namespace v0_1 {
 
-inline const char* describe(Errc code) noexcept {
+LLMI_API_DEF const char* describe(Errc code) noexcept {
   switch (code) {
 #define LLMINFER_X(name, text) \
   case Errc::name:             \
@@ -13,12 +13,14 @@ inline const char* describe(Errc code) noexcept {
   return "unknown error";
 }
 
-inline const char* version() noexcept { return LLMINFER_VERSION_STRING; }
+LLMI_API_DEF const char* version() noexcept { return LLMINFER_VERSION_STRING; }
 
 namespace detail {
 
 // printf into a std::string (error messages, JSON output).
-#if defined(__GNUC__)
+#if defined(__MINGW32__)
+__attribute__((format(gnu_printf, 1, 2)))  // MinGW's own printf (C99 %zu, %lld), not msvcrt's
+#elif defined(__GNUC__)
 __attribute__((format(printf, 1, 2)))
 #endif
 inline std::string strf(const char* fmt, ...) {

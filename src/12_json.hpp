@@ -6,6 +6,8 @@ namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
 
+struct JsonMember;
+
 struct Json {
   enum class Type : uint8_t { null, boolean, number, string, array, object };
   Type type = Type::null;
@@ -15,10 +17,10 @@ struct Json {
   double num = 0;
   std::string str;                                    // string value, or a number's literal text
   std::vector<Json> items;                            // array
-  std::vector<std::pair<std::string, Json>> members;  // object, in file order
+  std::vector<JsonMember> members;                    // object, in file order (.first key, .second value)
 
-  // Declared here, defaulted after the class: clang with libstdc++ otherwise checks
-  // std::pair<std::string, Json> while Json is still incomplete when a Json is copied or destroyed.
+  // Declared here, defaulted after JsonMember: clang with libstdc++ otherwise checks the member
+  // type while Json is still incomplete when a Json is copied or destroyed.
   Json();
   Json(const Json&);
   Json(Json&&) noexcept;
@@ -34,21 +36,11 @@ struct Json {
   bool is_object() const { return type == Type::object; }
 
   // Member lookup (the last one wins if a key repeats, as in Python); nullptr if absent.
-  const Json* find(std::string_view key) const {
-    if (type != Type::object) return nullptr;
-    for (size_t k = members.size(); k-- > 0;)
-      if (members[k].first == key) return &members[k].second;
-    return nullptr;
-  }
+  const Json* find(std::string_view key) const;
   // Member or element, or a null value when absent / of another type.
-  const Json& operator[](std::string_view key) const {
-    const Json* j = find(key);
-    return j ? *j : null_value();
-  }
-  const Json& operator[](size_t index) const {
-    return (type == Type::array && index < items.size()) ? items[index] : null_value();
-  }
-  size_t size() const { return type == Type::array ? items.size() : type == Type::object ? members.size() : 0; }
+  const Json& operator[](std::string_view key) const;
+  const Json& operator[](size_t index) const;
+  size_t size() const;  // elements of an array, members of an object, else 0
 
   std::string_view as_string(std::string_view fallback = {}) const {
     return type == Type::string ? std::string_view(str) : fallback;
@@ -62,17 +54,45 @@ struct Json {
   }
   bool as_bool(bool fallback = false) const { return type == Type::boolean ? boolean : fallback; }
 
-  static const Json& null_value() {
-    static const Json null_json;
-    return null_json;
-  }
+  static const Json& null_value();
 };
+
+// An object member. Not std::pair<std::string, Json>: clang with libstdc++ cannot instantiate that
+// pair while Json is being defined (the pair asks whether Json is default-constructible).
+struct JsonMember {
+  std::string first;  // key
+  Json second;        // value
+  JsonMember() = default;
+  JsonMember(std::string key, Json value) : first(std::move(key)), second(std::move(value)) {}
+};
+
 inline Json::Json() = default;
 inline Json::Json(const Json&) = default;
 inline Json::Json(Json&&) noexcept = default;
 inline Json& Json::operator=(const Json&) = default;
 inline Json& Json::operator=(Json&&) noexcept = default;
 inline Json::~Json() = default;
+
+inline const Json& Json::null_value() {
+  static const Json null_json;
+  return null_json;
+}
+inline const Json* Json::find(std::string_view key) const {
+  if (type != Type::object) return nullptr;
+  for (size_t k = members.size(); k-- > 0;)
+    if (members[k].first == key) return &members[k].second;
+  return nullptr;
+}
+inline const Json& Json::operator[](std::string_view key) const {
+  const Json* j = find(key);
+  return j ? *j : null_value();
+}
+inline const Json& Json::operator[](size_t index) const {
+  return (type == Type::array && index < items.size()) ? items[index] : null_value();
+}
+inline size_t Json::size() const {
+  return type == Type::array ? items.size() : type == Type::object ? members.size() : 0;
+}
 
 class JsonParser {
  public:
@@ -163,7 +183,7 @@ class JsonParser {
       if (pos_ >= s_.size() || s_[pos_] != ':') return fail("expected ':'");
       pos_++;
       skip_ws();
-      out.members.emplace_back(std::move(key), Json());
+      out.members.push_back(JsonMember{std::move(key), Json()});
       if (!value(out.members.back().second, depth + 1)) return false;
       skip_ws();
       if (pos_ >= s_.size()) return fail("unexpected end of input in an object");

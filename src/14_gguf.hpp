@@ -2,8 +2,14 @@
 // Layout (little-endian): "GGUF" u32 version, u64 n_tensors, u64 n_kv, then n_kv key/values
 // (string key, u32 type, value), then n_tensors infos (string name, u32 n_dims, u64 ne[n_dims],
 // u32 ggml type, u64 offset), padding to `general.alignment` (default 32), then the data section.
-// Strings are u64 length + bytes (no NUL). Arrays are u32 element type + u64 count + elements.
-// Everything is a view into the mapping; every read is bounds-checked against the file size.
+// Strings are u64 length + bytes (no NUL). Arrays are u32 element type + u64 count + elements;
+// an element of an array of arrays is again "element type, count, elements". Versions 2 and 3 share
+// this layout (version 1 had 32-bit counts and is refused, as llama.cpp does).
+// Everything is a view into the mapping; every read is bounds-checked against the file size, and
+// nothing is allocated from a count before the file is known to hold that many entries.
+// Where we differ from llama.cpp's gguf.cpp, on purpose: nested arrays are accepted (gguf-py writes
+// them); tensors may sit anywhere in the data section as long as they are aligned and do not overlap
+// (llama.cpp wants them back to back in table order); keys and tensor names must be valid UTF-8.
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
@@ -95,7 +101,7 @@ struct GgufKV {
 
 struct GgufTensorInfo {
   std::string_view name;
-  uint32_t n_dims = 0;
+  uint32_t n_dims = 0;  // 0..4 (0: a scalar, as ggml allows)
   int64_t ne[4] = {1, 1, 1, 1};  // ne[0] is the innermost (row) dimension
   DType type = DType::f32;
   uint64_t offset = 0;  // from the start of the data section
@@ -123,96 +129,126 @@ class GgufReader {
   Result<GgufFile> parse() {
     GgufFile f;
     if (n_ < 4 || std::memcmp(d_, "GGUF", 4) != 0) {
-      if (n_ >= 4 && std::memcmp(d_, "FUGG", 4) == 0) return err("big-endian GGUF files are not supported");
-      return err(n_ < 4 ? strf("too small to be a GGUF file (%llu bytes)", ull(n_)) : std::string("not a GGUF file (bad magic)"));
+      if (n_ < 4) return err(strf("too small to be a GGUF file (%llu bytes)", ull(n_)));
+      return err(strf("not a GGUF file (magic '%s', expected 'GGUF')",
+                      printable(std::string_view(reinterpret_cast<const char*>(d_), 4)).c_str()));
     }
     pos_ = 4;
-    if (!u32(f.version, "the header")) return error_;
+    if (!u32(f.version, "version")) return error_;
+    // A file written on a big-endian machine reads as 0x03000000 here (llama.cpp's test too).
+    if (f.version != 0 && (f.version & 0xFFFF) == 0)
+      return err(strf("GGUF version 0x%08X: a big-endian file? Only little-endian GGUF is supported", f.version));
     if (f.version == 1) return err("GGUF version 1 is not supported (only versions 2 and 3)");
     if (f.version != 2 && f.version != 3) return err(strf("unsupported GGUF version %u (only 2 and 3)", f.version));
     uint64_t n_tensors = 0, n_kv = 0;
-    if (!u64(n_tensors, "the header") || !u64(n_kv, "the header")) return error_;
-    if (n_tensors > LLMINFER_MAX_TENSORS || n_tensors > remaining() / 24)
-      return err(strf("absurd tensor count %llu", ull(n_tensors)));
-    if (n_kv > LLMINFER_MAX_METADATA || n_kv > remaining() / 13)
-      return err(strf("absurd metadata count %llu", ull(n_kv)));
+    if (!u64(n_tensors, "tensor count") || !u64(n_kv, "metadata count")) return error_;
+    // Smallest possible entries: a tensor info is >= 25 bytes, a key/value >= 14 bytes.
+    if (n_tensors > LLMINFER_MAX_TENSORS)
+      return err(strf("the header declares %llu tensors, more than LLMINFER_MAX_TENSORS (%llu)", ull(n_tensors),
+                      ull(LLMINFER_MAX_TENSORS)));
+    if (n_kv > LLMINFER_MAX_METADATA)
+      return err(strf("the header declares %llu metadata entries, more than LLMINFER_MAX_METADATA (%llu)", ull(n_kv),
+                      ull(LLMINFER_MAX_METADATA)));
+    if (n_tensors * 25 + n_kv * 14 > remaining())
+      return err(strf("the header declares %llu tensors and %llu metadata entries, but only %llu bytes follow "
+                      "(a truncated file or a corrupt count)",
+                      ull(n_tensors), ull(n_kv), ull(remaining())));
 
     // ---- metadata ----
-    f.kv.reserve(static_cast<size_t>(n_kv));
+    // Containers grow with what was actually read, never with a count the file merely claims.
+    f.kv.reserve(static_cast<size_t>(std::min<uint64_t>(n_kv, 256)));
     std::unordered_map<std::string_view, size_t> seen;
     for (uint64_t k = 0; k < n_kv; k++) {
       where_ = strf("metadata entry %llu of %llu", ull(k + 1), ull(n_kv));
       GgufKV e;
       if (!string(e.key, "key")) return error_;
-      if (!utf8_valid(e.key)) return err(strf("%s: key is not valid UTF-8 ('%s')", where_.c_str(), printable(e.key).c_str()));
+      if (e.key.empty()) return err(strf("%s has an empty key", where_.c_str()));
+      if (!utf8_valid(e.key))
+        return err(strf("%s: key is not valid UTF-8 ('%s')", where_.c_str(), printable(e.key).c_str()));
+      if (!seen.emplace(e.key, k).second) return err(strf("duplicate metadata key '%s'", printable(e.key).c_str()));
       where_ = strf("metadata key '%s'", printable(e.key).c_str());
       uint32_t t = 0;
-      if (!u32(t, "type")) return error_;
+      if (!u32(t, "value type")) return error_;
       if (!value(e.value, t, 0)) return error_;
-      if (!seen.emplace(e.key, k).second) return err(strf("duplicate metadata key '%s'", printable(e.key).c_str()));
       f.kv.push_back(std::move(e));
     }
     if (const GgufValue* a = f.find("general.alignment")) {
-      if (a->type != GgufType::u32) return err(strf("general.alignment has type %s, expected u32", gguf_type_name(a->type)));
+      if (a->type != GgufType::u32)
+        return err(strf("general.alignment has type %s, expected u32", gguf_type_name(a->type)));
       uint64_t v = static_cast<uint64_t>(a->as_int());
       if (v == 0 || (v & (v - 1)) != 0) return err(strf("general.alignment %llu is not a power of two", ull(v)));
       f.alignment = v;
     }
 
     // ---- tensor infos ----
-    f.tensors.reserve(static_cast<size_t>(n_tensors));
+    f.tensors.reserve(static_cast<size_t>(std::min<uint64_t>(n_tensors, 1024)));
     std::unordered_map<std::string_view, size_t> names;
     for (uint64_t k = 0; k < n_tensors; k++) {
       where_ = strf("tensor info %llu of %llu", ull(k + 1), ull(n_tensors));
       GgufTensorInfo ti;
       if (!string(ti.name, "name")) return error_;
-      if (!utf8_valid(ti.name)) return err(strf("%s: name is not valid UTF-8", where_.c_str()));
-      if (ti.name.empty()) return err(strf("%s: empty tensor name", where_.c_str()));
+      if (ti.name.empty()) return err(strf("%s has an empty name", where_.c_str()));
+      if (!utf8_valid(ti.name))
+        return err(strf("%s: name is not valid UTF-8 ('%s')", where_.c_str(), printable(ti.name).c_str()));
+      if (!names.emplace(ti.name, k).second) return err(strf("duplicate tensor name '%s'", printable(ti.name).c_str()));
       where_ = strf("tensor '%s'", printable(ti.name).c_str());
       if (!u32(ti.n_dims, "n_dims")) return error_;
-      if (ti.n_dims < 1 || ti.n_dims > 4)
-        return err(strf("%s has %u dimensions (1 to 4 allowed)", where_.c_str(), ti.n_dims));
-      uint64_t nel = 1;
+      if (ti.n_dims > 4) return err(strf("%s has %u dimensions (at most 4)", where_.c_str(), ti.n_dims));
       for (uint32_t dmn = 0; dmn < ti.n_dims; dmn++) {
         uint64_t ne = 0;
         if (!u64(ne, "dimensions")) return error_;
-        if (ne > static_cast<uint64_t>(INT64_MAX) || mul_overflows(nel, ne, &nel) || nel > static_cast<uint64_t>(INT64_MAX))
-          return err(strf("%s: dimensions overflow (dimension %u is %llu)", where_.c_str(), dmn, ull(ne)));
+        if (ne > static_cast<uint64_t>(INT64_MAX))
+          return err(strf("%s: dimension %u is negative (%lld)", where_.c_str(), dmn, static_cast<long long>(ne)));
         ti.ne[dmn] = static_cast<int64_t>(ne);
       }
+      // The product of the dimensions, zeros counted as 1, must fit in int64: then every partial
+      // product (element count, row count, in any order) does, even for a tensor with a 0 dimension.
+      uint64_t nel = 1, bound = 1;
+      bool over = false;
+      for (int dmn = 0; dmn < 4 && !over; dmn++) {
+        uint64_t e = static_cast<uint64_t>(ti.ne[dmn]);
+        over = mul_overflows(bound, std::max<uint64_t>(e, 1), &bound) || bound > static_cast<uint64_t>(INT64_MAX);
+        nel *= e;
+      }
+      if (over)
+        return err(strf("%s: dimensions [%lld, %lld, %lld, %lld] overflow", where_.c_str(), static_cast<long long>(ti.ne[0]),
+                        static_cast<long long>(ti.ne[1]), static_cast<long long>(ti.ne[2]),
+                        static_cast<long long>(ti.ne[3])));
       uint32_t type = 0;
       if (!u32(type, "type")) return error_;
       ti.type = static_cast<DType>(type);
       const DTypeTraits* tr = type < 200 ? dtype_traits(ti.type) : nullptr;
-      if (!tr) return err(strf("%s has unknown ggml type id %u", where_.c_str(), type));
+      if (!tr) return err(strf("%s has ggml type id %u, which is not a tensor type (unknown or removed)", where_.c_str(), type));
       if (static_cast<uint64_t>(ti.ne[0]) % tr->block != 0)
         return err(strf("%s: row length %lld is not a multiple of the %s block size %u", where_.c_str(),
                         static_cast<long long>(ti.ne[0]), tr->name, tr->block));
-      if (mul_overflows(nel / tr->block, tr->bytes, &ti.nbytes))
-        return err(strf("%s: size overflows", where_.c_str()));
+      if (mul_overflows(nel / tr->block, tr->bytes, &ti.nbytes)) return err(strf("%s: size overflows", where_.c_str()));
       if (!u64(ti.offset, "offset")) return error_;
-      if (!names.emplace(ti.name, k).second) return err(strf("duplicate tensor name '%s'", printable(ti.name).c_str()));
       f.tensors.push_back(ti);
     }
+    where_.clear();
 
     // ---- data section ----
     uint64_t data = 0;
     if (add_overflows(pos_, f.alignment - 1, &data)) return err("data section offset overflows");
     data = data / f.alignment * f.alignment;
     if (data > n_ && !f.tensors.empty())
-      return err(strf("the data section (offset %llu) starts past the end of the file (%s)", ull(data),
-                      human_bytes(n_).c_str()));
+      return err(strf("the data section (offset %llu, alignment %llu) starts past the end of the file (%s)", ull(data),
+                      ull(f.alignment), human_bytes(n_).c_str()));
     f.data_offset = std::min(data, n_);
     uint64_t avail = n_ - f.data_offset;
     for (const auto& t : f.tensors) {
       if (t.offset % f.alignment != 0)
         return err(strf("tensor '%s' data offset %llu is not aligned to %llu bytes", printable(t.name).c_str(),
                         ull(t.offset), ull(f.alignment)));
-      uint64_t end = 0;
-      if (add_overflows(t.offset, t.nbytes, &end) || end > avail)
-        return err(strf("tensor '%s' data [offset %llu, size %s] runs past the end of the file (%s)",
-                        printable(t.name).c_str(), ull(f.data_offset + t.offset), human_bytes(t.nbytes).c_str(),
-                        human_bytes(n_).c_str()));
+      uint64_t end = 0, abs = 0;
+      if (add_overflows(t.offset, t.nbytes, &end) || end > avail) {
+        std::string at = add_overflows(f.data_offset, t.offset, &abs)
+                             ? strf("data section + %llu", ull(t.offset))
+                             : strf("%llu", ull(abs));
+        return err(strf("tensor '%s' data [offset %s, size %s] runs past the end of the file (%s)",
+                        printable(t.name).c_str(), at.c_str(), human_bytes(t.nbytes).c_str(), human_bytes(n_).c_str()));
+      }
     }
     std::vector<size_t> order(f.tensors.size());
     for (size_t k = 0; k < order.size(); k++) order[k] = k;
@@ -235,8 +271,8 @@ class GgufReader {
     return error_;
   }
   bool truncated(const char* field) {
-    err(strf("truncated in %s (%s) at offset %llu: the file ends at %llu bytes", where_.empty() ? "the header" : where_.c_str(),
-             field, ull(pos_), ull(n_)));
+    err(strf("truncated in %s (%s) at offset %llu: the file ends at %llu bytes",
+             where_.empty() ? "the header" : where_.c_str(), field, ull(pos_), ull(n_)));
     return false;
   }
   bool take(uint64_t bytes, const char* field) {
@@ -260,7 +296,8 @@ class GgufReader {
     uint64_t len = 0;
     if (!u64(len, field)) return false;
     if (len > remaining()) {
-      err(strf("%s: %s length %llu runs past the end of the file", where_.c_str(), field, ull(len)));
+      err(strf("%s: %s length %llu runs past the end of the file (%llu bytes left)", where_.c_str(), field, ull(len),
+               ull(remaining())));
       return false;
     }
     s = std::string_view(reinterpret_cast<const char*>(d_ + pos_), static_cast<size_t>(len));
@@ -284,13 +321,13 @@ class GgufReader {
       v.len = s.size();
       return true;
     }
-    // array
+    // array: element type, count, elements (arrays may hold arrays, up to a small depth)
     if (depth >= 8) {
-      err(strf("%s: arrays nested too deeply", where_.c_str()));
+      err(strf("%s: arrays nested more than 8 deep", where_.c_str()));
       return false;
     }
     uint32_t et = 0;
-    if (!u32(et, "array type") || !u64(v.len, "array length")) return false;
+    if (!u32(et, "array element type") || !u64(v.len, "array length")) return false;
     if (et > 12) {
       err(strf("%s: array has unknown element type %u", where_.c_str(), et));
       return false;
@@ -300,29 +337,37 @@ class GgufReader {
     if (uint32_t sz = gguf_scalar_size(v.elem)) {
       uint64_t bytes = 0;
       if (mul_overflows(v.len, sz, &bytes) || bytes > remaining()) {
-        err(strf("%s: array of %llu %s runs past the end of the file", where_.c_str(), ull(v.len), gguf_type_name(v.elem)));
+        err(strf("%s: array of %llu %s runs past the end of the file (%llu bytes left)", where_.c_str(), ull(v.len),
+                 gguf_type_name(v.elem), ull(remaining())));
         return false;
       }
       pos_ += bytes;
       return true;
     }
-    if (v.elem == GgufType::string) {
-      if (v.len > remaining() / 8) {
-        err(strf("%s: array of %llu strings runs past the end of the file", where_.c_str(), ull(v.len)));
-        return false;
-      }
-      v.strings.resize(static_cast<size_t>(v.len));
-      for (auto& s : v.strings)
-        if (!string(s, "array string")) return false;
-      return true;
-    }
-    if (v.len > remaining() / 12) {
-      err(strf("%s: array of %llu arrays runs past the end of the file", where_.c_str(), ull(v.len)));
+    // Every string takes >= 8 bytes and every array >= 12, so a count the file cannot hold is refused
+    // before anything is allocated; storage then grows with what was read.
+    uint64_t min_size = v.elem == GgufType::string ? 8 : 12;
+    if (v.len > remaining() / min_size) {
+      err(strf("%s: array of %llu %ss runs past the end of the file (%llu bytes left)", where_.c_str(), ull(v.len),
+               gguf_type_name(v.elem), ull(remaining())));
       return false;
     }
-    v.arrays.resize(static_cast<size_t>(v.len));
-    for (auto& a : v.arrays)
-      if (!value(a, 9, depth + 1)) return false;
+    if (v.elem == GgufType::string) {
+      v.strings.reserve(static_cast<size_t>(std::min<uint64_t>(v.len, 1u << 16)));
+      for (uint64_t k = 0; k < v.len; k++) {
+        std::string_view s;
+        if (!string(s, "array string")) return false;
+        v.strings.push_back(s);
+      }
+      return true;
+    }
+    // Each element of an array of arrays is itself "u32 element type, u64 count, elements" (gguf-py).
+    v.arrays.reserve(static_cast<size_t>(std::min<uint64_t>(v.len, 64)));
+    for (uint64_t k = 0; k < v.len; k++) {
+      GgufValue a;
+      if (!value(a, static_cast<uint32_t>(GgufType::array), depth + 1)) return false;
+      v.arrays.push_back(std::move(a));
+    }
     return true;
   }
 

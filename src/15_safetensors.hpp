@@ -41,10 +41,11 @@ inline Result<StFile> safetensors_parse(const uint8_t* d, uint64_t size, const s
   auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, name + ": " + what); };
   if (size < 8) return bad(strf("too small to be a safetensors file (%llu bytes)", static_cast<unsigned long long>(size)));
   uint64_t hlen = rd_u64(d);
+  if (hlen > kSafetensorsMaxHeader)
+    return bad(strf("header length %llu is larger than the 100 MiB limit", static_cast<unsigned long long>(hlen)));
   if (hlen > size - 8)
     return bad(strf("header length %llu runs past the end of the file (%s)", static_cast<unsigned long long>(hlen),
                     human_bytes(size).c_str()));
-  if (hlen > kSafetensorsMaxHeader) return bad(strf("header of %s is larger than the 100 MiB limit", human_bytes(hlen).c_str()));
   if (hlen < 2 || d[8] != '{') return bad("the header is not a JSON object");
   auto header = json_parse(std::string_view(reinterpret_cast<const char*>(d + 8), static_cast<size_t>(hlen)), name + " header");
   if (!header) return header.error();
@@ -75,11 +76,15 @@ inline Result<StFile> safetensors_parse(const uint8_t* d, uint64_t size, const s
     if (t.type == DType::invalid) return bad(strf("tensor '%s': unknown dtype '%s'", tn.c_str(), printable(dt.str).c_str()));
     if (!shape.is_array()) return bad(strf("tensor '%s': missing shape", tn.c_str()));
     if (shape.items.size() > 8) return bad(strf("tensor '%s': %zu dimensions (at most 8)", tn.c_str(), shape.items.size()));
-    uint64_t nel = 1;
+    // The product of the dimensions, zeros counted as 1, must fit in int64 (so that every partial
+    // product does, whatever the order and even with a 0 dimension).
+    uint64_t nel = 1, bound = 1;
     for (const auto& s : shape.items) {
       if (!s.is_number() || !s.is_int || s.i < 0) return bad(strf("tensor '%s': shape holds a non-integer or negative value", tn.c_str()));
-      if (mul_overflows(nel, static_cast<uint64_t>(s.i), &nel) || nel > static_cast<uint64_t>(INT64_MAX))
+      if (mul_overflows(bound, std::max<uint64_t>(static_cast<uint64_t>(s.i), 1), &bound) ||
+          bound > static_cast<uint64_t>(INT64_MAX))
         return bad(strf("tensor '%s': shape overflows", tn.c_str()));
+      nel *= static_cast<uint64_t>(s.i);
       t.shape.push_back(s.i);
     }
     if (!offs.is_array() || offs.items.size() != 2 || !offs.items[0].is_int || !offs.items[1].is_int ||

@@ -25,6 +25,12 @@ struct TensorView {
   uint64_t file_offset = 0;  // absolute offset of `data` in that file
 
   int64_t nelements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+  // Bytes of the MLX scales and biases that belong to this tensor (0 for other types).
+  uint64_t aux_bytes() const {
+    if (!scales || group_size <= 0) return 0;
+    const DTypeTraits* tr = dtype_traits(aux_type);
+    return 2 * static_cast<uint64_t>(rows()) * static_cast<uint64_t>(ne[0] / group_size) * (tr ? tr->bytes : 0);
+  }
   int64_t rows() const { return ne[1] * ne[2] * ne[3]; }
   std::string shape_string() const {
     std::string s = "[";
@@ -60,6 +66,9 @@ struct VocabData {
   std::vector<int32_t> types;  // 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
   std::vector<std::string> merges;  // "left right"
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, pad = -1, sep = -1;
+  // Every end-of-sequence id the files name: GGUF eos/eot/eom; Hugging Face generation_config.json's
+  // eos_token_id (a number or a list) and tokenizer_config.json's eos_token. In-range ids only.
+  std::vector<int32_t> eos_ids;
   std::optional<bool> add_bos, add_eos, add_space_prefix;
 };
 
@@ -114,10 +123,16 @@ struct ModelDesc {
   }
 };
 
+// Adds `id` to `ids` once (when it is a valid token id).
+inline void add_id_once(std::vector<int32_t>& ids, int64_t id, size_t n_vocab) {
+  if (id < 0 || static_cast<uint64_t>(id) >= n_vocab) return;
+  if (std::find(ids.begin(), ids.end(), static_cast<int32_t>(id)) == ids.end()) ids.push_back(static_cast<int32_t>(id));
+}
+
 // ---- GGUF -> ModelDesc ----
-inline Result<void> desc_from_gguf(ModelDesc& m) {
+// `base` is the start of the GGUF image (the mapping), `file` its name for messages.
+inline Result<void> desc_from_gguf(ModelDesc& m, const uint8_t* base, const std::string& file) {
   const GgufFile& g = *m.gguf;
-  const MappedFile& f = *m.files[0];
   for (const auto& e : g.kv) {
     const GgufValue& v = e.value;
     MetaValue mv;
@@ -140,15 +155,16 @@ inline Result<void> desc_from_gguf(ModelDesc& m) {
   }
   m.arch = std::string(m.meta_string("general.architecture").value_or(""));
   m.name = std::string(m.meta_string("general.name").value_or(""));
+  m.tensors.reserve(g.tensors.size());
   for (const auto& ti : g.tensors) {
     TensorView t;
     t.name = std::string(ti.name);
     t.type = ti.type;
     t.n_dims = static_cast<int>(ti.n_dims);
     for (int k = 0; k < 4; k++) t.ne[k] = ti.ne[k];
-    t.data = f.data() + g.data_offset + ti.offset;
+    t.data = base + g.data_offset + ti.offset;
     t.nbytes = ti.nbytes;
-    t.file = f.path();
+    t.file = file;
     t.file_offset = g.data_offset + ti.offset;
     m.tensors.push_back(std::move(t));
   }
@@ -156,29 +172,41 @@ inline Result<void> desc_from_gguf(ModelDesc& m) {
   VocabData& vd = m.vocab;
   vd.model = std::string(m.meta_string("tokenizer.ggml.model").value_or(""));
   vd.pre = std::string(m.meta_string("tokenizer.ggml.pre").value_or(""));
-  auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, m.path + ": " + what); };
+  auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, file + ": " + what); };
   if (const GgufValue* v = g.find("tokenizer.ggml.tokens")) {
-    if (v->type != GgufType::array || v->elem != GgufType::string) return bad("tokenizer.ggml.tokens is not an array of strings");
+    if (v->type != GgufType::array || v->elem != GgufType::string)
+      return bad("tokenizer.ggml.tokens is not an array of strings");
     vd.tokens.assign(v->strings.begin(), v->strings.end());
   }
-  auto numeric_array = [&](const char* key, auto& out) -> Result<void> {
+  // A per-token numeric array (scores, token types): one entry per token.
+  auto per_token = [&](const char* key) -> Result<const GgufValue*> {
     const GgufValue* v = g.find(key);
-    if (!v) return {};
-    if (v->type != GgufType::array || !gguf_scalar_size(v->elem))
-      return bad(strf("%s is not a numeric array", key));
+    if (!v) return static_cast<const GgufValue*>(nullptr);
+    if (v->type != GgufType::array || !gguf_scalar_size(v->elem)) return bad(strf("%s is not a numeric array", key));
     if (v->len != vd.tokens.size())
       return bad(strf("%s has %llu entries but the vocabulary has %zu tokens", key,
                       static_cast<unsigned long long>(v->len), vd.tokens.size()));
-    out.resize(static_cast<size_t>(v->len));
-    for (uint64_t k = 0; k < v->len; k++) out[k] = static_cast<std::decay_t<decltype(out[0])>>(v->number(k));
-    return {};
+    return v;
   };
-  if (auto r = numeric_array("tokenizer.ggml.scores", vd.scores); !r) return r.error();
-  if (auto r = numeric_array("tokenizer.ggml.token_type", vd.types); !r) return r.error();
+  auto scores = per_token("tokenizer.ggml.scores");
+  if (!scores) return scores.error();
+  if (const GgufValue* v = *scores) {
+    vd.scores.resize(static_cast<size_t>(v->len));
+    for (uint64_t k = 0; k < v->len; k++) vd.scores[k] = static_cast<float>(v->number(k));
+  }
+  auto types = per_token("tokenizer.ggml.token_type");
+  if (!types) return types.error();
+  if (const GgufValue* v = *types) {
+    vd.types.resize(static_cast<size_t>(v->len));
+    for (uint64_t k = 0; k < v->len; k++)
+      vd.types[k] = static_cast<int32_t>(std::clamp<int64_t>(v->integer(k), INT32_MIN, INT32_MAX));
+  }
   if (const GgufValue* v = g.find("tokenizer.ggml.merges")) {
-    if (v->type != GgufType::array || v->elem != GgufType::string) return bad("tokenizer.ggml.merges is not an array of strings");
+    if (v->type != GgufType::array || v->elem != GgufType::string)
+      return bad("tokenizer.ggml.merges is not an array of strings");
     vd.merges.assign(v->strings.begin(), v->strings.end());
   }
+  // Special token ids; an id outside the vocabulary is treated as absent (-1).
   auto id = [&](const char* key, int32_t& out) {
     if (auto v = m.meta_number(key)) {
       double d = *v;
@@ -191,7 +219,8 @@ inline Result<void> desc_from_gguf(ModelDesc& m) {
   id("tokenizer.ggml.eom_token_id", vd.eom);
   id("tokenizer.ggml.unknown_token_id", vd.unk);
   id("tokenizer.ggml.padding_token_id", vd.pad);
-  id("tokenizer.ggml.seperator_token_id", vd.sep);
+  id("tokenizer.ggml.seperator_token_id", vd.sep);  // sic: GGUF's spelling
+  for (int32_t e : {vd.eos, vd.eot, vd.eom}) add_id_once(vd.eos_ids, e, vd.tokens.size());
   auto flag = [&](const char* key, std::optional<bool>& out) {
     if (const MetaValue* v = m.find_meta(key); v && v->kind != MetaValue::Kind::string) out = v->num != 0;
   };

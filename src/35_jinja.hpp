@@ -155,6 +155,10 @@ struct JList {
   std::vector<JValue> items;
   JSeq kind = JSeq::list;
   std::string tag;  // range: its repr, "range(0, 3)"
+  // generator: produces the next item on demand (false on an error, `done` at the end), or, when
+  // empty, hands out items[pos...]; either way each item is produced once (Python generators).
+  std::function<bool(JValue& out, bool& done)> next;
+  size_t pos = 0;
 };
 
 struct JDict;
@@ -250,7 +254,8 @@ enum class CmpOp : uint8_t { eq, ne, lt, le, gt, ge, in, notin };
 struct JNode {
   NK k = NK::konst;
   uint8_t op = 0;
-  bool flag = false;  // for: recursive; filter/test: soft (unknown name is a runtime error)
+  bool flag = false;  // for: recursive; filter/test: the name is unknown (an error where it runs)
+  bool constant = false;  // an expression Jinja2's optimizer computes when compiling (mark_constant)
   uint32_t pos = 0;   // byte offset in the (newline-normalized) template
   std::string str;    // name, attribute, filter/test name, output text
   JValue val;         // constant
@@ -770,6 +775,7 @@ class JParser {
     p_.root = std::move(body);
     for (const JNode* n : p_.root)
       if (!check_unknown(n, false)) return false;
+    for (JNode* n : p_.root) mark_constant(n);
     return true;
   }
 
@@ -1098,6 +1104,30 @@ class JParser {
     for (const JNode* c : v)
       if (!check_unknown(c, soft)) return false;
     return true;
+  }
+  // Marks the expressions Jinja2's optimizer can compute when it compiles (as_const): literals and
+  // what is built from them with operators, subscripts, and filters and tests that need no context.
+  static bool mark_constant(JNode* n) {
+    if (!n) return true;
+    bool all = true;
+    for (JNode* c : {n->a, n->b, n->c, n->d, n->dyn_args, n->dyn_kwargs}) all = mark_constant(c) && all;
+    for (auto* v : {&n->list, &n->kw, &n->body, &n->orelse})
+      for (JNode* c : *v) all = mark_constant(c) && all;
+    switch (n->k) {
+      case NK::konst: n->constant = true; break;
+      case NK::list: case NK::tuple: case NK::dict: case NK::compare: case NK::concat: case NK::slice: case NK::item:
+      case NK::not_: case NK::neg: case NK::pos: case NK::binop: case NK::and_: case NK::or_: case NK::cond:
+        n->constant = all;
+        break;
+      case NK::filter:
+      case NK::test:
+        n->constant = all && n->a && !n->flag && !n->dyn_args && !n->dyn_kwargs &&
+                      !(n->k == NK::filter && (n->str == "map" || n->str == "select" || n->str == "reject" ||
+                                               n->str == "selectattr" || n->str == "rejectattr"));
+        break;
+      default: n->constant = false;
+    }
+    return n->constant;
   }
   // Which of varargs (1), kwargs (2), caller (4) a macro body refers to (Jinja2 binds them only then).
   static void scan_special_names(const JNode* n, uint8_t& flags) {

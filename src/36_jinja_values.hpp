@@ -89,7 +89,7 @@ inline bool jv_truthy(const JValue& v) {
     case JValue::T::integer: return v.i != 0;
     case JValue::T::real: return v.d != 0;
     case JValue::T::string: return !v.s->s.empty();
-    case JValue::T::list: return !v.l->items.empty();
+    case JValue::T::list: return v.l->kind == JSeq::generator || !v.l->items.empty();  // a generator is always true
     case JValue::T::dict: return !v.m->items.empty();
     default: return true;
   }
@@ -171,6 +171,12 @@ inline bool jcase_is_lower(uint32_t c) {
 }
 inline bool jcase_cased(uint32_t c) { return jcase_is_upper(c) || jcase_is_lower(c) || jcase_is_title(c); }
 inline bool jcase_ignorable(uint32_t c) { return jin_ranges(kJCaseIgnorable, c); }
+// str.isalpha() / isdecimal() / isdigit() / isnumeric() / isalnum() per code point.
+inline bool jis_alpha(uint32_t c) { return jin_ranges(kJAlpha, c); }
+inline bool jis_decimal(uint32_t c) { return jin_ranges(kJDecimal, c); }
+inline bool jis_digit(uint32_t c) { return jin_ranges(kJDigit, c); }
+inline bool jis_numeric(uint32_t c) { return jin_ranges(kJNumeric, c); }
+inline bool jis_alnum(uint32_t c) { return jis_alpha(c) || jis_decimal(c) || jis_digit(c) || jis_numeric(c); }
 // Full case mapping (kind 0 upper, 1 lower, 2 title) into out[]; returns the count (1..3).
 inline int jcase_full(uint32_t c, int kind, uint32_t out[3]) {
   size_t lo = 0, hi = sizeof kJCaseSpecial / sizeof kJCaseSpecial[0];

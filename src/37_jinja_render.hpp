@@ -135,7 +135,11 @@ class JRender {
     switch (n->k) {
       case NK::output: return emit(out, n->str);
       case NK::print: {
+        // a wholly constant {{ expression }} is printed as Jinja2 computes it when compiling,
+        // even when its value is not a plain value (see eval_folded)
+        print_root_ = n->a;
         JValue v = eval(n->a, sc);
+        print_root_ = nullptr;
         if (failed_) return false;
         if (v.t == JValue::T::string) return emit(out, *v.s);
         PText t;
@@ -326,8 +330,49 @@ class JRender {
     return JValue::undefined(strf("'%s' is undefined", name.c_str()));
   }
 
+  // Jinja2's optimizer computes constant subexpressions when it compiles the template, through
+  // getitem(), which turns a failing subscript into undefined ("abc"[5] and (none)[1:] are
+  // undefined there, but an error at run time). A folded value is kept only when it is a plain
+  // value (has a "safe repr"); the {{ }} expression itself is always kept.
+  static bool safe_repr(const JValue& v, int depth = 0) {
+    if (depth > 64) return false;
+    switch (v.t) {
+      case JValue::T::none:
+      case JValue::T::boolean:
+      case JValue::T::integer:
+      case JValue::T::real:
+      case JValue::T::string: return true;
+      case JValue::T::list:
+        if (v.l->kind == JSeq::range) return true;
+        if (v.l->kind != JSeq::list && v.l->kind != JSeq::tuple) return false;
+        for (const auto& x : v.l->items)
+          if (!safe_repr(x, depth + 1)) return false;
+        return true;
+      case JValue::T::dict:
+        for (const auto& kv : v.m->items)
+          if (!safe_repr(kv.first, depth + 1) || !safe_repr(kv.second, depth + 1)) return false;
+        return true;
+      default: return false;
+    }
+  }
+  JValue eval_folded(const JNode* n, const SP& sc) {
+    uint32_t pos = pos_;
+    uint64_t steps = steps_;
+    fold_ = true;
+    JValue v = eval_node(n, sc);
+    fold_ = false;
+    if (failed_ || safe_repr(v) || n == print_root_) return v;
+    pos_ = pos;  // not foldable: evaluate as at run time
+    steps_ = steps;
+    return eval_node(n, sc);
+  }
+
   JValue eval(const JNode* n, const SP& sc) {
     if (failed_) return JValue();
+    if (!fold_ && n->constant && n->k != NK::konst) return eval_folded(n, sc);
+    return eval_node(n, sc);
+  }
+  JValue eval_node(const JNode* n, const SP& sc) {
     DepthGuard g(*this);
     if (!g.ok) return JValue();
     pos_ = n->pos;
@@ -461,6 +506,7 @@ class JRender {
       fail_undef(l);
       return JValue();
     }
+    if (op == BinOp::mod && l.is_str()) return percent_format(l, r);  // str.__mod__ takes anything
     if (r.is_undef()) {
       fail_undef(r);
       return JValue();
@@ -641,6 +687,7 @@ class JRender {
       case JValue::T::string: return a.s == b.s || a.s->s == b.s->s;
       case JValue::T::list: {
         if (a.l == b.l) return true;
+        if (a.l->kind == JSeq::generator || b.l->kind == JSeq::generator) return false;  // compared by identity
         if (a.l->kind != b.l->kind || a.l->items.size() != b.l->items.size()) return false;
         for (size_t k = 0; k < a.l->items.size(); k++)
           if (!py_eq(a.l->items[k], b.l->items[k], depth + 1)) return false;
@@ -739,15 +786,35 @@ class JRender {
         result = container.text().find(item.text()) != std::string::npos;
         return true;
       case JValue::T::list:
+        if (container.l->kind == JSeq::generator) {  // consumes the generator up to the match
+          for (;;) {
+            JValue v;
+            bool done = false;
+            if (!gen_pull(*container.l, v, done)) return false;
+            if (done) return true;
+            if (py_eq(v, item)) return (result = true), true;
+          }
+        }
+        if (container.l->kind == JSeq::dict_items &&
+            !(item.is_list() && item.l->kind == JSeq::tuple && item.l->items.size() == 2))
+          return true;  // only (key, value) pairs can be in dict.items()
+        if (container.l->kind == JSeq::dict_keys || container.l->kind == JSeq::dict_items) {
+          const JValue& key = container.l->kind == JSeq::dict_keys ? item : item.l->items[0];
+          if (key.is_dict() || (key.is_list() && key.l->kind != JSeq::tuple))
+            return fail(strf("unhashable type: '%s'", jv_type(key)));
+        }
         if (!charge(container.l->items.size())) return false;
         for (const auto& v : container.l->items)
           if (py_eq(v, item)) {
             result = true;
             break;
           }
-        if (container.l->kind == JSeq::generator) container.l->items.clear();
         return true;
-      case JValue::T::dict: result = dict_find(*container.m, item) != nullptr; return true;
+      case JValue::T::dict:
+        if (item.is_dict() || (item.is_list() && item.l->kind != JSeq::tuple))
+          return fail(strf("unhashable type: '%s'", jv_type(item)));
+        result = dict_find(*container.m, item) != nullptr;
+        return true;
       case JValue::T::undef: return true;
       default: return fail(strf("argument of type '%s' is not iterable", jv_type(container)));
     }
@@ -776,9 +843,19 @@ class JRender {
   bool iterate(const JValue& v, std::vector<JValue>& out) {
     switch (v.t) {
       case JValue::T::list:
+        if (v.l->kind == JSeq::generator) {  // used up once
+          out.clear();
+          for (;;) {
+            JValue x;
+            bool done = false;
+            if (!gen_pull(*v.l, x, done)) return false;
+            if (done) return true;
+            if (!charge_list(out.size() + 1)) return false;
+            out.push_back(std::move(x));
+          }
+        }
         if (!charge_list(v.l->items.size())) return false;
         out = v.l->items;
-        if (v.l->kind == JSeq::generator) v.l->items.clear();  // a generator is used up once
         return true;
       case JValue::T::dict:
         if (!charge_list(v.m->items.size())) return false;
@@ -802,6 +879,58 @@ class JRender {
       case JValue::T::undef: out.clear(); return true;
       default: return fail(strf("'%s' object is not iterable", jv_type(v)));
     }
+  }
+
+  // ---- generators (what map/select/... return: lazy, single use, always true, no len()) ----
+  using Puller = std::function<bool(JValue& out, bool& done)>;
+  JValue make_gen(Puller next) {
+    JValue v = JValue::list({}, JSeq::generator);
+    v.l->next = std::move(next);
+    return v;
+  }
+  bool gen_pull(JList& g, JValue& out, bool& done) {
+    done = false;
+    if (g.next) {
+      if (!charge()) return false;
+      if (!g.next(out, done)) return false;  // (a generator never pulls from itself)
+      if (done) g.next = nullptr;            // releases what it captured
+      return true;
+    }
+    if (g.pos < g.items.size()) {
+      out = g.items[g.pos++];
+      return true;
+    }
+    done = true;
+    return true;
+  }
+  // Pulls the items of any iterable one by one; a non-iterable fails on the first pull (as a
+  // Python generator fails when it first runs, not when it is made).
+  Puller puller(JValue v) {
+    return [this, v, idx = size_t(0), off = std::vector<size_t>()](JValue& out, bool& done) mutable -> bool {
+      done = false;
+      switch (v.t) {
+        case JValue::T::list:
+          if (v.l->kind == JSeq::generator) return gen_pull(*v.l, out, done);
+          if (idx >= v.l->items.size()) return (done = true), true;
+          out = v.l->items[idx++];
+          return true;
+        case JValue::T::dict:
+          if (idx >= v.m->items.size()) return (done = true), true;
+          out = v.m->items[idx++].first;
+          return true;
+        case JValue::T::string: {
+          if (off.empty()) off = jcp_offsets(v.text());
+          if (idx + 1 >= off.size()) return (done = true), true;
+          PText c;
+          c.add_range(*v.s, off[idx], off[idx + 1]);
+          idx++;
+          out = JValue::str(std::move(c));
+          return true;
+        }
+        case JValue::T::undef: done = true; return true;
+        default: return fail(strf("'%s' object is not iterable", jv_type(v)));
+      }
+    };
   }
 
   // ---- attribute and item access (Jinja2 sandbox rules) ----
@@ -965,6 +1094,8 @@ class JRender {
         }
       }
       pos_ = n->pos;
+      if (fold_ && !obj.is_undef() && !obj.is_str() && !(obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple)))
+        return JValue::undefined(strf("'%s' object is not subscriptable", jv_type(obj)));
       return slice(obj, parts[0], parts[1], parts[2]);
     }
     JValue key = eval(n->b, sc);
@@ -980,11 +1111,14 @@ class JRender {
       return JValue();
     }
     int64_t st = 1;
-    if (!step.is_none() && !as_int(step, st)) return JValue::undefined("slice indices must be integers or None");
+    if (!step.is_none() && !as_int(step, st)) return failv("slice indices must be integers or None or have an __index__ method");
     if (st == 0) return failv("slice step cannot be zero");
     bool is_str = obj.is_str();
     bool is_seq = obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple);
-    if (!is_str && !is_seq) return JValue::undefined(strf("'%s' object is not subscriptable", jv_type(obj)));
+    if (!is_str && !is_seq) {
+      if (obj.is_dict()) return failv("unhashable type: 'slice'");
+      return failv(strf("'%s' object is not subscriptable", jv_type(obj)));
+    }
     std::vector<size_t> off;
     int64_t n;
     if (is_str) {
@@ -1009,7 +1143,7 @@ class JRender {
     };
     int64_t b, e;
     if (!adjust(start, st < 0 ? n - 1 : 0, b) || !adjust(stop, st < 0 ? -1 : n, e))
-      return JValue::undefined("slice indices must be integers or None");
+      return failv("slice indices must be integers or None or have an __index__ method");
     if (!charge(static_cast<uint64_t>(n) / 8 + 1)) return JValue();
     if (is_str) {
       const PText& s = *obj.s;
@@ -1432,17 +1566,28 @@ class JRender {
           case JSeq::generator: return fail("unsupported construct: printing a generator (add |list)");
           default: break;
         }
+        if (std::find(repr_stack_.begin(), repr_stack_.end(), v.l.get()) != repr_stack_.end()) {
+          out.add(L.kind == JSeq::tuple ? "(...)" : "[...]");  // Python's marker for a container inside itself
+          return true;
+        }
+        repr_stack_.push_back(v.l.get());
         out.add(open);
         for (size_t k = 0; k < L.items.size(); k++) {
           if (k) out.add(", ");
           if (!repr(L.items[k], out, depth + 1)) return false;
         }
         out.add(close);
+        repr_stack_.pop_back();
         return true;
       }
       case JValue::T::dict:
       case JValue::T::ns: {
         if (v.t == JValue::T::ns) out.add("<Namespace ");
+        if (std::find(repr_stack_.begin(), repr_stack_.end(), v.m.get()) != repr_stack_.end()) {
+          out.add(v.t == JValue::T::ns ? "{...}>" : "{...}");
+          return true;
+        }
+        repr_stack_.push_back(v.m.get());
         out.add("{");
         bool first = true;
         for (const auto& kv : v.m->items) {
@@ -1454,6 +1599,7 @@ class JRender {
         }
         out.add("}");
         if (v.t == JValue::T::ns) out.add(">");
+        repr_stack_.pop_back();
         return true;
       }
       default: return to_str(v, out, depth);
@@ -1581,7 +1727,8 @@ class JRender {
   }
 
   // Stable merge sort of indices by Python ordering of keys (safe with any comparison outcome).
-  bool sort_indices(const std::vector<JValue>& keys, std::vector<size_t>& idx, bool reverse) {
+  // eq_first: keys compare as one-item lists (Jinja2's |sort), so equal keys never reach "<".
+  bool sort_indices(const std::vector<JValue>& keys, std::vector<size_t>& idx, bool reverse, bool eq_first = false) {
     size_t n = idx.size();
     if (!charge(n * 4 + 1)) return false;
     std::vector<size_t> tmp(n);
@@ -1590,9 +1737,11 @@ class JRender {
         size_t mid = std::min(lo + width, n), hi = std::min(lo + 2 * width, n);
         size_t a = lo, b = mid, o = lo;
         while (a < mid && b < hi) {
-          bool less;
+          bool less = false;
           // stable: take from the right run only when it is strictly before the left one
-          if (reverse) {
+          if (eq_first && py_eq(keys[idx[a]], keys[idx[b]])) {
+            less = false;
+          } else if (reverse) {
             if (!py_less(keys[idx[a]], keys[idx[b]], less)) return false;
           } else {
             if (!py_less(keys[idx[b]], keys[idx[a]], less)) return false;
@@ -1624,6 +1773,9 @@ class JRender {
   std::vector<std::weak_ptr<JDict>> namespaces_;
   enum class Flow : uint8_t { normal, brk, cont } flow_ = Flow::normal;
   bool failed_ = false;
+  bool fold_ = false;                   // computing a constant expression (see eval_folded)
+  std::vector<const void*> repr_stack_;  // containers being printed (for "[...]" / "{...}")
+  const JNode* print_root_ = nullptr;   // the expression of the {{ }} being printed
   uint32_t pos_ = 0;
   uint64_t steps_ = 0;
   int depth_ = 0;

@@ -258,11 +258,15 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
   }
   if (name == "items") {
     if (!bind(args, {}, a, what)) return JValue();
-    if (v.is_undef()) return JValue::list({}, JSeq::generator);
-    if (!v.is_dict()) return failv("can only get item pairs from a mapping");
-    std::vector<JValue> items;
-    for (const auto& kv : v.m->items) items.push_back(JValue::list({kv.first, kv.second}, JSeq::tuple));
-    return JValue::list(std::move(items), JSeq::generator);
+    return make_gen([this, v, idx = size_t(0)](JValue& out, bool& done) mutable -> bool {
+      done = false;
+      if (v.is_undef()) return (done = true), true;
+      if (!v.is_dict()) return fail("can only get item pairs from a mapping");
+      if (idx >= v.m->items.size()) return (done = true), true;
+      const auto& kv = v.m->items[idx++];
+      out = JValue::list({kv.first, kv.second}, JSeq::tuple);
+      return true;
+    });
   }
   if (name == "join") {
     if (!bind(args, {"d", "attribute"}, a, what)) return JValue();
@@ -287,9 +291,10 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     if (name == "last" && v.is_list() && v.l->kind == JSeq::generator)
       return failv("'generator' object is not reversible");
     if (v.is_list() && v.l->kind == JSeq::generator) {
-      if (v.l->items.empty()) return JValue::undefined("no first item, sequence was empty");
-      JValue x = v.l->items.front();
-      v.l->items.erase(v.l->items.begin());
+      JValue x;
+      bool done = false;
+      if (!gen_pull(*v.l, x, done)) return JValue();
+      if (done) return JValue::undefined("no first item, sequence was empty");
       return x;
     }
     std::vector<JValue> items;
@@ -300,11 +305,12 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
   if (name == "reverse") {
     if (!bind(args, {}, a, what)) return JValue();
     if (v.is_str()) return slice(v, JValue::none(), JValue::none(), JValue::integer(-1));
+    // reversed(value) (an iterator) for sequences and dicts; list(value) reversed for the rest
     std::vector<JValue> items;
     if (!iterate(v, items)) return JValue();
     std::reverse(items.begin(), items.end());
-    bool gen = v.is_list() && v.l->kind == JSeq::generator;
-    return JValue::list(std::move(items), gen ? JSeq::list : JSeq::generator);
+    bool reversible = v.is_dict() || v.is_undef() || (v.is_list() && v.l->kind != JSeq::generator);
+    return JValue::list(std::move(items), reversible ? JSeq::generator : JSeq::list);
   }
   if (name == "replace") {
     if (!bind(args, {"old", "new", "count"}, a, what)) return JValue();
@@ -325,6 +331,8 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
   }
   if (name == "indent") {
     if (!bind(args, {"width", "first", "blank"}, a, what)) return JValue();
+    if (v.is_undef()) return (fail_undef(v), JValue());
+    if (!v.is_str()) return failv(strf("unsupported operand type(s) for +=: '%s' and 'str'", jv_type(v)));
     PText s;
     bool m;
     if (!soft(v, s, m)) return JValue();
@@ -360,7 +368,8 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     int64_t i;
     if (as_int(v, i)) return JValue::integer(i);
     if (v.t == JValue::T::real) {
-      if (!std::isfinite(v.d)) return failv("cannot convert float infinity or NaN to integer");
+      if (std::isnan(v.d)) return def;  // int(nan) is a ValueError: the default
+      if (std::isinf(v.d)) return def;  // OverflowError: the default
       if (std::fabs(v.d) >= 9.2e18) return failv("integer overflow (integers are limited to 64 bits)");
       return JValue::integer(static_cast<int64_t>(v.d));
     }
@@ -368,7 +377,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
       if (parse_py_int(v.text(), static_cast<int>(base), i)) return JValue::integer(i);
       double d;
       if (parse_py_float(v.text(), d)) {
-        if (!std::isfinite(d)) return failv("cannot convert float infinity or NaN to integer");
+        if (!std::isfinite(d)) return def;
         if (std::fabs(d) >= 9.2e18) return failv("integer overflow (integers are limited to 64 bits)");
         return JValue::integer(static_cast<int64_t>(d));
       }
@@ -480,7 +489,41 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     for (size_t k : idx) out.push_back(pairs[k]);
     return JValue::list(std::move(out));
   }
-  if (name == "sort" || name == "unique" || name == "min" || name == "max") {
+  if (name == "unique") {
+    // a generator: duplicates (by the lower-cased key unless case_sensitive) are skipped lazily
+    if (!bind(args, {"case_sensitive", "attribute"}, a, what)) return JValue();
+    bool cs = a[0] && jv_truthy(*a[0]);
+    JValue attribute = a[1] ? *a[1] : JValue::none();
+    Puller src = puller(v);
+    return make_gen([this, src, cs, attribute, seen = std::vector<JValue>()](JValue& out, bool& done) mutable -> bool {
+      for (;;) {
+        if (!src(out, done) || done) return !failed_;
+        JValue k = out;
+        if (!attribute.is_none()) {
+          k = attr_path(out, attribute, nullptr);
+          if (failed_) return false;
+        }
+        if (!cs && k.is_str()) {
+          PText lo;
+          jcase(*k.s, JCase::lower, lo);
+          k = JValue::str(std::move(lo));
+        }
+        if (k.is_dict() || (k.is_list() && k.l->kind != JSeq::tuple)) return fail(strf("unhashable type: '%s'", jv_type(k)));
+        if (!charge(seen.size() / 8 + 1)) return false;
+        bool dup = false;
+        for (const auto& x : seen)
+          if (py_eq(x, k)) {
+            dup = true;
+            break;
+          }
+        if (!dup) {
+          seen.push_back(std::move(k));
+          return true;
+        }
+      }
+    });
+  }
+  if (name == "sort" || name == "min" || name == "max") {
     bool is_sort = name == "sort";
     if (is_sort) {
       if (!bind(args, {"reverse", "case_sensitive", "attribute"}, a, what)) return JValue();
@@ -505,23 +548,6 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
       }
       keys.push_back(std::move(k));
     }
-    if (name == "unique") {
-      std::vector<JValue> out, seen;
-      if (!charge(keys.size() * keys.size() / 8 + 1)) return JValue();
-      for (size_t k = 0; k < items.size(); k++) {
-        bool dup = false;
-        for (const auto& s : seen)
-          if (py_eq(s, keys[k])) {
-            dup = true;
-            break;
-          }
-        if (!dup) {
-          seen.push_back(keys[k]);
-          out.push_back(items[k]);
-        }
-      }
-      return JValue::list(std::move(out), JSeq::generator);
-    }
     if (name == "min" || name == "max") {
       if (items.empty()) return JValue::undefined("no aggregated item, sequence was empty");
       size_t best = 0;
@@ -534,7 +560,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     }
     std::vector<size_t> idx(items.size());
     for (size_t k = 0; k < idx.size(); k++) idx[k] = k;
-    if (!sort_indices(keys, idx, a[0] && jv_truthy(*a[0]))) return JValue();
+    if (!sort_indices(keys, idx, a[0] && jv_truthy(*a[0]), true)) return JValue();
     std::vector<JValue> out;
     for (size_t k : idx) out.push_back(items[k]);
     return JValue::list(std::move(out));
@@ -544,6 +570,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     std::vector<JValue> items;
     if (!iterate(v, items)) return JValue();
     JValue total = a[1] ? *a[1] : JValue::integer(0);
+    if (total.is_str()) return failv("sum() can't sum strings [use ''.join(seq) instead]");
     for (const auto& it : items) {
       JValue x = it;
       if (a[0] && !a[0]->is_none()) {
@@ -556,10 +583,10 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     return total;
   }
   if (name == "map" || name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
-    std::vector<JValue> items;
-    if (!jv_truthy(v)) return JValue::list({}, JSeq::generator);  // Jinja2: "if value:" first
-    if (!iterate(v, items)) return JValue();
-    std::vector<JValue> out;
+    // Generators, as in Jinja2: nothing runs until the result is consumed, a false input gives
+    // nothing, and an error (a non-iterable input, a failing test) happens when consumed.
+    Puller src = puller(v);
+    bool falsy = !jv_truthy(v);
     if (name == "map") {
       const JValue* attribute = nullptr;
       const JValue* def = nullptr;
@@ -567,28 +594,31 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
         if (kv.first == "attribute") attribute = &kv.second;
         else if (kv.first == "default") def = &kv.second;
       }
-      if (attribute) {
-        if (!args.pos.empty()) return failv("map: attribute= takes no positional arguments");
-        for (const auto& it : items) {
-          JValue x = attr_path(it, *attribute, def);
-          if (failed_) return JValue();
-          out.push_back(std::move(x));
-        }
-        return JValue::list(std::move(out), JSeq::generator);
+      if (attribute && args.pos.empty()) {
+        for (const auto& kv : args.kw)
+          if (kv.first != "attribute" && kv.first != "default")
+            return failv(strf("unexpected keyword argument '%s'", kv.first.c_str()));
+        JValue attr = *attribute, dflt = def ? *def : JValue::none();
+        return make_gen([this, src, falsy, attr, dflt](JValue& out, bool& done) mutable -> bool {
+          if (falsy) return (done = true), true;
+          if (!src(out, done) || done) return !failed_;
+          out = attr_path(out, attr, &dflt);
+          return !failed_;
+        });
       }
-      if (args.pos.empty() || !args.pos[0].is_str()) return failv("map requires a filter argument");
+      if (args.pos.empty()) return failv("map requires a filter argument");
+      if (!args.pos[0].is_str()) return failv("map: the filter name must be a string");
       std::string fname = args.pos[0].text();
-      if (!jinja_known_filter(fname)) return failv(strf("no filter named '%s'", fname.c_str()));
       JArgs rest;
       rest.pos.assign(args.pos.begin() + 1, args.pos.end());
       rest.kw = args.kw;
-      for (const auto& it : items) {
-        if (!charge()) return JValue();
-        JValue x = apply_filter(fname, it, rest, sc);
-        if (failed_) return JValue();
-        out.push_back(std::move(x));
-      }
-      return JValue::list(std::move(out), JSeq::generator);
+      return make_gen([this, src, falsy, fname, rest, sc](JValue& out, bool& done) mutable -> bool {
+        if (falsy) return (done = true), true;
+        if (!src(out, done) || done) return !failed_;
+        if (!jinja_known_filter(fname)) return fail(strf("no filter named '%s'", fname.c_str()));
+        out = apply_filter(fname, out, rest, sc);
+        return !failed_;
+      });
     }
     bool attr = name == "selectattr" || name == "rejectattr";
     bool keep_if = name == "select" || name == "selectattr";
@@ -602,48 +632,58 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     if (at < args.pos.size()) {
       if (!args.pos[at].is_str()) return failv("the test name must be a string");
       test = args.pos[at++].text();
-      if (!jinja_known_test(test)) return failv(strf("no test named '%s'", test.c_str()));
     }
     JArgs targs;
     targs.pos.assign(args.pos.begin() + static_cast<std::ptrdiff_t>(at), args.pos.end());
     targs.kw = args.kw;
-    for (const auto& it : items) {
-      if (!charge()) return JValue();
-      JValue x = it;
-      if (attr) {
-        x = attr_path(it, attrname, nullptr);
-        if (failed_) return JValue();
+    return make_gen([this, src, falsy, attr, attrname, test, targs, keep_if](JValue& out, bool& done) mutable -> bool {
+      if (falsy) return (done = true), true;
+      if (!test.empty() && !jinja_known_test(test)) return fail(strf("no test named '%s'", test.c_str()));
+      for (;;) {
+        if (!src(out, done) || done) return !failed_;
+        if (!charge()) return false;
+        JValue x = out;
+        if (attr) {
+          x = attr_path(out, attrname, nullptr);
+          if (failed_) return false;
+        }
+        bool r;
+        if (test.empty()) {
+          r = jv_truthy(x);
+        } else if (!run_test(test, x, targs, r)) {
+          return false;
+        }
+        if (r == keep_if) return true;
       }
-      bool r;
-      if (test.empty()) {
-        r = jv_truthy(x);
-      } else if (!run_test(test, x, targs, r)) {
-        return JValue();
-      }
-      if (r == keep_if) out.push_back(it);
-    }
-    return JValue::list(std::move(out), JSeq::generator);
+    });
   }
   if (name == "batch") {
     if (!bind(args, {"linecount", "fill_with"}, a, what)) return JValue();
     int64_t n;
     if (!a[0] || !as_int(*a[0], n) || n <= 0) return failv("batch: linecount must be a positive integer");
-    std::vector<JValue> items;
-    if (!iterate(v, items)) return JValue();
-    std::vector<JValue> out, cur;
-    for (auto& it : items) {
-      cur.push_back(std::move(it));
-      if (static_cast<int64_t>(cur.size()) == n) {
-        out.push_back(JValue::list(std::move(cur)));
-        cur.clear();
+    JValue fill = a[1] ? *a[1] : JValue::none();
+    Puller src = puller(v);
+    return make_gen([this, src, n, fill, end = false](JValue& out, bool& done) mutable -> bool {
+      done = false;
+      if (end) return (done = true), true;
+      std::vector<JValue> cur;
+      while (static_cast<int64_t>(cur.size()) < n) {
+        JValue x;
+        bool fin = false;
+        if (!src(x, fin)) return false;
+        if (fin) {
+          end = true;
+          break;
+        }
+        cur.push_back(std::move(x));
       }
-    }
-    if (!cur.empty()) {
-      if (a[1] && !a[1]->is_none())
-        while (static_cast<int64_t>(cur.size()) < n) cur.push_back(*a[1]);
-      out.push_back(JValue::list(std::move(cur)));
-    }
-    return JValue::list(std::move(out), JSeq::generator);
+      if (cur.empty()) return (done = true), true;
+      if (!fill.is_none())
+        while (static_cast<int64_t>(cur.size()) < n) cur.push_back(fill);
+      if (!charge_list(cur.size())) return false;
+      out = JValue::list(std::move(cur));
+      return true;
+    });
   }
   if (name == "attr") {
     if (!bind(args, {"name"}, a, what)) return JValue();
@@ -655,13 +695,13 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     PText t;
     bool m;
     if (!soft(v, t, m)) return JValue();
-    // \w+ runs; words are letters, digits and underscore (ASCII view plus any non-ASCII letter)
+    // runs of Python's \w: str.isalnum() characters and "_"
     int64_t count = 0;
     bool in = false;
     size_t i = 0;
     while (i < t.s.size()) {
       uint32_t c = jcp_next(t.s, i);
-      bool w = (c < 0x80) ? (std::isalnum(static_cast<int>(c)) || c == '_') : !jis_space(c);
+      bool w = c == '_' || jis_alnum(c);
       if (w && !in) count++;
       in = w;
     }
@@ -1183,27 +1223,33 @@ inline JValue JRender::call_method(const JValue& self, const std::string& name, 
       if (!run_test(name == "islower" ? "lower" : "upper", self, none, r)) return JValue();
       return JValue::boolean(r);
     }
-    if (name == "istitle") return failv("unsupported construct: str.istitle()");
+    if (name == "istitle") {
+      bool cased = false, prev = false;
+      size_t i = 0;
+      while (i < s.s.size()) {
+        uint32_t c = jcp_next(s.s, i);
+        if (jcase_is_upper(c) || jcase_is_title(c)) {
+          if (prev) return JValue::boolean(false);
+          prev = cased = true;
+        } else if (jcase_is_lower(c)) {
+          if (!prev) return JValue::boolean(false);
+          prev = cased = true;
+        } else {
+          prev = false;
+        }
+      }
+      return JValue::boolean(cased);
+    }
     bool all = true;
     size_t i = 0;
-    while (i < s.s.size()) {
+    while (i < s.s.size() && all) {
       uint32_t c = jcp_next(s.s, i);
-      bool ok;
-      if (name == "isspace") {
-        ok = jis_space(c);
-      } else if (c >= 0x80) {
-        return failv(strf("unsupported: %s on non-ASCII text", what.c_str()));
-      } else if (name == "isalpha") {
-        ok = std::isalpha(static_cast<int>(c)) != 0;
-      } else if (name == "isalnum") {
-        ok = std::isalnum(static_cast<int>(c)) != 0;
-      } else {
-        ok = c >= '0' && c <= '9';
-      }
-      if (!ok) {
-        all = false;
-        break;
-      }
+      if (name == "isspace") all = jis_space(c);
+      else if (name == "isalpha") all = jis_alpha(c);
+      else if (name == "isalnum") all = jis_alnum(c);
+      else if (name == "isdecimal") all = jis_decimal(c);
+      else if (name == "isdigit") all = jis_digit(c);
+      else all = jis_numeric(c);  // isnumeric
     }
     return JValue::boolean(all);
   }
@@ -1216,6 +1262,9 @@ inline JValue JRender::percent_format(const JValue& fmtv, const JValue& argv) {
   bool mk = fmtv.b;
   std::vector<JValue> args;
   const JDict* mapping = nullptr;
+  // Python: a tuple gives the arguments; anything else is one argument, and a mapping-like one
+  // (a dict, also a list) is never "not all converted"
+  bool mapping_like = argv.is_dict() || argv.is_undef() || (argv.is_list() && argv.l->kind != JSeq::tuple);
   if (argv.is_list() && argv.l->kind == JSeq::tuple) args = argv.l->items;
   else if (argv.is_dict()) mapping = argv.m.get();
   else args.push_back(argv);
@@ -1333,7 +1382,7 @@ inline JValue JRender::percent_format(const JValue& fmtv, const JValue& argv) {
     out.add(piece);
     if (!check_len(out.s.size())) return JValue();
   }
-  if (!mapping && next < args.size()) return failv("not all arguments converted during string formatting");
+  if (!mapping && !mapping_like && next < args.size()) return failv("not all arguments converted during string formatting");
   if (!charge_str(out.s.size())) return JValue();
   (void)used_mapping;
   return mk ? jv_markup(std::move(out)) : JValue::str(std::move(out));

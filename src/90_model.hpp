@@ -2,7 +2,7 @@
 namespace llminfer {
 inline namespace v0_1 {
 
-inline const char* to_string(StopReason reason) noexcept {
+LLMI_API_DEF const char* to_string(StopReason reason) noexcept {
   switch (reason) {
     case StopReason::eos: return "eos";
     case StopReason::stop: return "stop";
@@ -35,7 +35,7 @@ struct SessionImpl {
 
 }  // namespace detail
 
-inline Result<Model> Model::load(std::string_view path, const LoadOptions& options) {
+LLMI_API_DEF Result<Model> Model::load(std::string_view path, const LoadOptions& options) {
   double t0 = detail::now_ms();
 #if !defined(LLMINFER_NO_CPU_CHECK)
   if (auto cpu = detail::check_cpu(); !cpu) return cpu.error();
@@ -83,7 +83,7 @@ class ContextIO final : public GenerationIO {
   std::string flush() override { return std::string(); }
 
  private:
-  const ModelImpl& m_;
+  [[maybe_unused]] const ModelImpl& m_;  // (kept for the tokenizer to come)
   Context& ctx_;
   std::vector<float>& logits_;
   std::vector<int32_t> eog_;
@@ -138,7 +138,7 @@ inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const i
 
 }  // namespace detail
 
-inline Result<GenerateResult> Model::generate(std::string_view prompt, const GenerateOptions& options) const {
+LLMI_API_DEF Result<GenerateResult> Model::generate(std::string_view prompt, const GenerateOptions& options) const {
   double t0 = detail::now_ms();
   if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
   auto ids = tokenize(prompt, true, false);
@@ -148,7 +148,7 @@ inline Result<GenerateResult> Model::generate(std::string_view prompt, const Gen
   return detail::session_generate(s, *ids, options, t0);
 }
 
-inline Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options) const {
+LLMI_API_DEF Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options) const {
   double t0 = detail::now_ms();
   if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
   detail::SessionImpl s;
@@ -156,21 +156,21 @@ inline Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_to
   return detail::session_generate(s, prompt_tokens, options, t0);
 }
 
-inline Session Model::session() const {
+LLMI_API_DEF Session Model::session() const {
   auto s = std::make_unique<detail::SessionImpl>();
   s->model = impl_;
   return Session(std::move(s));
 }
 
-inline Result<std::vector<int32_t>> Model::tokenize(std::string_view, bool, bool) const {
+LLMI_API_DEF Result<std::vector<int32_t>> Model::tokenize(std::string_view, bool, bool) const {
   return detail::make_error(Errc::unsupported, impl_->desc->path + ": the tokenizer is not implemented yet");
 }
 
-inline std::string Model::detokenize(std::span<const int32_t>) const { return std::string(); }
+LLMI_API_DEF std::string Model::detokenize(std::span<const int32_t>) const { return std::string(); }
 
 // The model's own chat template (or the documented ChatML fallback, see chat_template_for).
-inline Result<std::string> Model::apply_chat_template(std::span<const Message> messages,
-                                                      bool add_generation_prompt) const {
+LLMI_API_DEF Result<std::string> Model::apply_chat_template(std::span<const Message> messages,
+                                                            bool add_generation_prompt) const {
   auto src = detail::chat_template_for(*impl_->desc);
   auto tpl = detail::ChatTemplate::parse(src.source);
   if (!tpl) return detail::make_error(tpl.error().code, impl_->desc->path + ": " + tpl.error().message);
@@ -183,27 +183,27 @@ inline Result<std::string> Model::apply_chat_template(std::span<const Message> m
   return std::move(r->text);
 }
 
-inline Session::Session(std::unique_ptr<detail::SessionImpl> impl) : impl_(std::move(impl)) {}
-inline Session::Session(Session&&) noexcept = default;
-inline Session& Session::operator=(Session&&) noexcept = default;
-inline Session::~Session() = default;
+LLMI_API_DEF Session::Session(std::unique_ptr<detail::SessionImpl> impl) : impl_(std::move(impl)) {}
+LLMI_API_DEF Session::Session(Session&&) noexcept = default;
+LLMI_API_DEF Session& Session::operator=(Session&&) noexcept = default;
+LLMI_API_DEF Session::~Session() = default;
 
-inline void Session::add(std::string_view role, std::string_view content) {
+LLMI_API_DEF void Session::add(std::string_view role, std::string_view content) {
   impl_->messages.push_back(Message{std::string(role), std::string(content)});
 }
 
-inline Result<GenerateResult> Session::reply(const GenerateOptions&) {
+LLMI_API_DEF Result<GenerateResult> Session::reply(const GenerateOptions&) {
   return detail::make_error(Errc::unsupported, "sessions are not implemented yet");
 }
 
-inline void Session::reset() {
+LLMI_API_DEF void Session::reset() {
   impl_->messages.clear();
   if (impl_->ctx) impl_->ctx->clear();
 }
 
-inline const std::vector<Message>& Session::messages() const { return impl_->messages; }
-inline int Session::cached_tokens() const { return impl_->ctx ? impl_->ctx->n_past() : 0; }
-inline int Session::context_size() const {
+LLMI_API_DEF const std::vector<Message>& Session::messages() const { return impl_->messages; }
+LLMI_API_DEF int Session::cached_tokens() const { return impl_->ctx ? impl_->ctx->n_past() : 0; }
+LLMI_API_DEF int Session::context_size() const {
   return impl_->ctx ? impl_->ctx->n_ctx() : impl_->model->engine->n_ctx_default();
 }
 

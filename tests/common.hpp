@@ -61,6 +61,23 @@ inline bool write_file(const std::string& path, const std::string& text) {
   return write_file(path, std::vector<uint8_t>(text.begin(), text.end()));
 }
 
+// The repository's root (tests run from it; make test also passes LLMINFER_SOURCE_DIR).
+inline std::string source_dir() {
+  const char* s = std::getenv("LLMINFER_SOURCE_DIR");
+  return s && *s ? s : ".";
+}
+
+inline bool read_file(const std::string& path, std::vector<uint8_t>& out) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  out.clear();
+  uint8_t buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + n);
+  std::fclose(f);
+  return true;
+}
+
 // A temporary directory removed at the end of the test.
 struct TempDir {
   std::string path;
@@ -117,8 +134,33 @@ class GgufWriter {
     for (int32_t x : v) u32(kv_, static_cast<uint32_t>(x));
     return *this;
   }
+  // Any scalar type: GGUF value type id (0 u8, 1 i8, 2 u16, 3 i16, 4 u32, 5 i32, 6 f32, 7 bool,
+  // 10 u64, 11 i64, 12 f64) and its little-endian bytes.
+  GgufWriter& kv_scalar(const std::string& k, uint32_t type, const void* bytes, size_t n) {
+    key(k, type);
+    put(kv_, bytes, n);
+    return *this;
+  }
+  GgufWriter& kv_u64(const std::string& k, uint64_t v) { return kv_scalar(k, 10, &v, 8); }
+  GgufWriter& kv_i64(const std::string& k, int64_t v) { return kv_scalar(k, 11, &v, 8); }
+  GgufWriter& kv_f64(const std::string& k, double v) { return kv_scalar(k, 12, &v, 8); }
+  // An array given as its encoded body: element type, count, then the encoded elements (for
+  // nested arrays each element is again "u32 type, u64 count, elements", see array_body()).
+  GgufWriter& kv_array(const std::string& k, const std::vector<uint8_t>& body) {
+    key(k, 9);
+    kv_.insert(kv_.end(), body.begin(), body.end());
+    return *this;
+  }
+  static std::vector<uint8_t> array_body(uint32_t elem_type, uint64_t count, const std::vector<uint8_t>& elems) {
+    std::vector<uint8_t> b;
+    put(b, &elem_type, 4);
+    put(b, &count, 8);
+    b.insert(b.end(), elems.begin(), elems.end());
+    return b;
+  }
   // Raw bytes appended to the metadata section, counted as `entries` key/values.
   GgufWriter& kv_raw(const std::vector<uint8_t>& bytes, uint64_t entries = 1) {
+    if (n_kv_ > 0 && entries > 0) kv_ends_.push_back(kv_.size());
     kv_.insert(kv_.end(), bytes.begin(), bytes.end());
     n_kv_ += entries;
     return *this;
@@ -129,37 +171,59 @@ class GgufWriter {
     tensors_.push_back({name, std::move(dims), type, std::move(data)});
     return *this;
   }
+  // A tensor info with an explicit data offset (relative to the data section) and no data written:
+  // for files whose table lies.
+  GgufWriter& tensor_info(const std::string& name, std::vector<uint64_t> dims, uint32_t type, uint64_t offset) {
+    tensors_.push_back({name, std::move(dims), type, {}, true, offset});
+    return *this;
+  }
   GgufWriter& tensor_f32(const std::string& name, std::vector<uint64_t> dims, const std::vector<float>& v) {
     std::vector<uint8_t> d(v.size() * 4);
     std::memcpy(d.data(), v.data(), d.size());
     return tensor(name, std::move(dims), 0, std::move(d));
   }
 
+  // Where the sections of a built image start (for truncating files at each boundary).
+  struct Layout {
+    size_t metadata = 0;             // first key/value (the header is 24 bytes)
+    std::vector<size_t> kv_ends;     // end of each key/value
+    size_t tensor_infos = 0;         // first tensor info
+    std::vector<size_t> info_ends;   // end of each tensor info
+    size_t data = 0;                 // data section (after padding)
+  };
+
   // The file image. `alignment` also pads the data (general.alignment is written only if set).
-  std::vector<uint8_t> build(uint32_t version = 3, uint64_t alignment = 32) const {
+  std::vector<uint8_t> build(uint32_t version = 3, uint64_t alignment = 32, Layout* layout = nullptr) const {
     std::vector<uint8_t> b;
     b.insert(b.end(), {'G', 'G', 'U', 'F'});
     auto self = const_cast<GgufWriter*>(this);
     self->u32(b, version);
     self->u64(b, tensors_.size());
     self->u64(b, n_kv_);
+    Layout lay;
+    lay.metadata = b.size();
+    for (size_t e : kv_ends_) lay.kv_ends.push_back(b.size() + e);
     b.insert(b.end(), kv_.begin(), kv_.end());
+    if (!kv_.empty()) lay.kv_ends.push_back(b.size());
+    lay.tensor_infos = b.size();
     uint64_t off = 0;
-    std::vector<uint64_t> offsets;
     for (const auto& t : tensors_) {
       self->str(b, t.name);
       self->u32(b, static_cast<uint32_t>(t.dims.size()));
       for (uint64_t d : t.dims) self->u64(b, d);
       self->u32(b, t.type);
-      self->u64(b, off);
-      offsets.push_back(off);
-      off += (t.data.size() + alignment - 1) / alignment * alignment;
+      self->u64(b, t.explicit_offset ? t.offset : off);
+      lay.info_ends.push_back(b.size());
+      if (!t.explicit_offset) off += (t.data.size() + alignment - 1) / alignment * alignment;
     }
     while (b.size() % alignment) b.push_back(0);
+    lay.data = b.size();
     for (const auto& t : tensors_) {
+      if (t.explicit_offset) continue;
       b.insert(b.end(), t.data.begin(), t.data.end());
       while (b.size() % alignment) b.push_back(0);
     }
+    if (layout) *layout = lay;
     return b;
   }
 
@@ -169,15 +233,85 @@ class GgufWriter {
     std::vector<uint64_t> dims;
     uint32_t type;
     std::vector<uint8_t> data;
+    bool explicit_offset = false;
+    uint64_t offset = 0;
   };
   void key(const std::string& k, uint32_t type) {
+    if (n_kv_ > 0) kv_ends_.push_back(kv_.size());
     str(kv_, k);
     u32(kv_, type);
     n_kv_++;
   }
   std::vector<uint8_t> kv_;
+  std::vector<size_t> kv_ends_;  // end of every key/value but the last (known at build time)
   uint64_t n_kv_ = 0;
   std::vector<T> tensors_;
+};
+
+// ---- safetensors writer (for synthetic and malformed files) ----
+class SafetensorsWriter {
+ public:
+  // A tensor: safetensors dtype ("F32", "BF16", "U32", ...), shape outermost first, raw bytes.
+  SafetensorsWriter& tensor(const std::string& name, const std::string& dtype, std::vector<int64_t> shape,
+                            std::vector<uint8_t> data) {
+    tensors_.push_back({name, dtype, std::move(shape), std::move(data)});
+    return *this;
+  }
+  SafetensorsWriter& tensor_f32(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
+    std::vector<uint8_t> d(v.size() * 4);
+    std::memcpy(d.data(), v.data(), d.size());
+    return tensor(name, "F32", std::move(shape), std::move(d));
+  }
+  SafetensorsWriter& metadata(const std::string& key, const std::string& value) {
+    meta_.emplace_back(key, value);
+    return *this;
+  }
+  // The header JSON (keys in insertion order, data back to back).
+  std::string header() const {
+    std::string h = "{";
+    bool first = true;
+    if (!meta_.empty()) {
+      h += "\"__metadata__\":{";
+      for (size_t k = 0; k < meta_.size(); k++)
+        h += (k ? "," : "") + llminfer::detail::json_quote(meta_[k].first) + ":" + llminfer::detail::json_quote(meta_[k].second);
+      h += "}";
+      first = false;
+    }
+    uint64_t off = 0;
+    for (const auto& t : tensors_) {
+      h += (first ? "" : ",") + llminfer::detail::json_quote(t.name) + ":{\"dtype\":\"" + t.dtype + "\",\"shape\":[";
+      for (size_t k = 0; k < t.shape.size(); k++) h += (k ? "," : "") + std::to_string(t.shape[k]);
+      h += "],\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + t.data.size()) + "]}";
+      off += t.data.size();
+      first = false;
+    }
+    return h + "}";
+  }
+  std::vector<uint8_t> build() const { return image(header(), data()); }
+  std::vector<uint8_t> data() const {
+    std::vector<uint8_t> d;
+    for (const auto& t : tensors_) d.insert(d.end(), t.data.begin(), t.data.end());
+    return d;
+  }
+  // A file from any header text (padded with spaces to 8 bytes, as the format recommends) and data.
+  static std::vector<uint8_t> image(std::string header, const std::vector<uint8_t>& data, bool pad = true) {
+    while (pad && header.size() % 8) header += ' ';
+    std::vector<uint8_t> b(8 + header.size() + data.size());
+    uint64_t n = header.size();
+    std::memcpy(b.data(), &n, 8);
+    std::copy(header.begin(), header.end(), b.begin() + 8);
+    std::copy(data.begin(), data.end(), b.begin() + 8 + static_cast<std::ptrdiff_t>(header.size()));
+    return b;
+  }
+
+ private:
+  struct T {
+    std::string name, dtype;
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> data;
+  };
+  std::vector<T> tensors_;
+  std::vector<std::pair<std::string, std::string>> meta_;
 };
 
 }  // namespace test

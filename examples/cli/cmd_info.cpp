@@ -15,32 +15,39 @@ const char* kUsage =
     "  --json       machine-readable output (stable keys, see README)\n"
     "  --all        also every metadata key and every tensor\n";
 
-constexpr uint64_t kArrayPreview = 8;  // array elements shown by --all
+constexpr uint64_t kArrayPreview = 8;  // arrays longer than this are abbreviated by --all
 
-// A GGUF metadata value as JSON (arrays longer than kArrayPreview abbreviated).
-std::string gguf_value_json(const GgufValue& v, bool abbreviate) {
+// A GGUF metadata value as JSON. Arrays of more than kArrayPreview elements become
+// {"type": element type, "length": N, "first": [the first kArrayPreview elements]}.
+std::string gguf_value_json(const GgufValue& v) {
   switch (v.type) {
     case GgufType::string: return json_quote(v.as_string());
     case GgufType::boolean: return v.as_bool() ? "true" : "false";
     case GgufType::f32: case GgufType::f64: return json_number(v.as_number());
     case GgufType::array: {
-      uint64_t n = abbreviate ? std::min<uint64_t>(v.len, kArrayPreview) : v.len;
+      uint64_t n = std::min<uint64_t>(v.len, kArrayPreview);
       std::string s = "[";
       for (uint64_t k = 0; k < n; k++) {
         if (k) s += ",";
         if (v.elem == GgufType::string) s += json_quote(v.strings[k]);
-        else if (v.elem == GgufType::array) s += gguf_value_json(v.arrays[k], abbreviate);
+        else if (v.elem == GgufType::array) s += gguf_value_json(v.arrays[k]);
         else if (v.elem == GgufType::f32 || v.elem == GgufType::f64) s += json_number(v.number(k));
         else if (v.elem == GgufType::boolean) s += v.integer(k) ? "true" : "false";
+        else if (v.elem == GgufType::u64) s += std::to_string(rd_u64(v.p + 8 * k));  // beyond int64 too
         else s += std::to_string(v.integer(k));
       }
-      if (n < v.len) s += strf(",\"... %llu more\"", static_cast<unsigned long long>(v.len - n));
-      return s + "]";
+      s += "]";
+      if (n == v.len) return s;
+      return strf("{\"type\":\"%s\",\"length\":%llu,\"first\":", gguf_type_name(v.elem),
+                  static_cast<unsigned long long>(v.len)) + s + "}";
     }
+    case GgufType::u64: return std::to_string(rd_u64(v.p));
     default: return std::to_string(v.as_int());
   }
 }
 
+// A JSON value as compact JSON (numbers keep their literal text); long arrays abbreviated as above
+// (without "type").
 std::string json_of(const Json& j) {
   switch (j.type) {
     case Json::Type::null: return "null";
@@ -48,9 +55,12 @@ std::string json_of(const Json& j) {
     case Json::Type::number: return j.str;
     case Json::Type::string: return json_quote(j.str);
     case Json::Type::array: {
+      size_t n = std::min<size_t>(j.items.size(), kArrayPreview);
       std::string s = "[";
-      for (size_t k = 0; k < j.items.size(); k++) s += (k ? "," : "") + json_of(j.items[k]);
-      return s + "]";
+      for (size_t k = 0; k < n; k++) s += (k ? "," : "") + json_of(j.items[k]);
+      s += "]";
+      if (n == j.items.size()) return s;
+      return strf("{\"length\":%zu,\"first\":", j.items.size()) + s + "}";
     }
     case Json::Type::object: {
       std::string s = "{";
@@ -60,6 +70,12 @@ std::string json_of(const Json& j) {
     }
   }
   return "null";
+}
+
+uint64_t tensor_bytes(const ModelDesc& m) {
+  uint64_t n = 0;
+  for (const auto& t : m.tensors) n += t.nbytes + t.aux_bytes();
+  return n;
 }
 
 std::map<std::string, int64_t> tensor_type_counts(const ModelDesc& m) {
@@ -79,6 +95,7 @@ std::string info_json(const ModelDesc& m, bool all) {
   s += ",\"file_bytes\":" + std::to_string(m.file_bytes);
   s += ",\"n_params\":" + std::to_string(m.n_params());
   s += ",\"n_tensors\":" + std::to_string(m.tensors.size());
+  s += ",\"tensor_bytes\":" + std::to_string(tensor_bytes(m));
   s += ",\"tensor_types\":{";
   bool first = true;
   for (const auto& [name, n] : tensor_type_counts(m)) {
@@ -93,15 +110,18 @@ std::string info_json(const ModelDesc& m, bool all) {
             static_cast<long long>(hp.head_dim), json_number(hp.rope_freq_base).c_str());
   s += ",\"tokenizer\":{\"model\":" + json_quote(vd.model) + ",\"pre\":" + json_quote(vd.pre) +
        ",\"n_vocab\":" + std::to_string(vd.tokens.size()) + ",\"bos\":" + std::to_string(vd.bos) +
-       ",\"eos\":" + std::to_string(vd.eos) + "}";
+       ",\"eos\":" + std::to_string(vd.eos) + ",\"eos_ids\":[";
+  for (size_t k = 0; k < vd.eos_ids.size(); k++) s += (k ? "," : "") + std::to_string(vd.eos_ids[k]);
+  s += "]}";
   s += std::string(",\"chat_template\":") + (m.has_chat_template ? "true" : "false");
   if (all) {
     s += ",\"metadata\":{";
     if (m.gguf) {
       for (size_t k = 0; k < m.gguf->kv.size(); k++)
-        s += (k ? "," : "") + json_quote(m.gguf->kv[k].key) + ":" + gguf_value_json(m.gguf->kv[k].value, true);
+        s += (k ? "," : "") + json_quote(m.gguf->kv[k].key) + ":" + gguf_value_json(m.gguf->kv[k].value);
     } else {
       s += "\"config.json\":" + json_of(m.config);
+      if (m.generation_config.is_object()) s += ",\"generation_config.json\":" + json_of(m.generation_config);
       if (!m.st_metadata.empty()) {
         s += ",\"__metadata__\":{";
         for (size_t k = 0; k < m.st_metadata.size(); k++)
@@ -115,7 +135,7 @@ std::string info_json(const ModelDesc& m, bool all) {
       s += (k ? "," : "") + std::string("{\"name\":") + json_quote(t.name) + ",\"type\":" + json_quote(dtype_name(t.type)) +
            ",\"shape\":[";
       for (int d = 0; d < t.n_dims; d++) s += (d ? "," : "") + std::to_string(t.ne[d]);
-      s += "],\"offset\":" + std::to_string(t.file_offset) + ",\"bytes\":" + std::to_string(t.nbytes) + "}";
+      s += "],\"offset\":" + std::to_string(t.file_offset) + ",\"bytes\":" + std::to_string(t.nbytes + t.aux_bytes()) + "}";
     }
     s += "]";
   }
@@ -128,8 +148,8 @@ std::string gguf_value_text(const GgufValue& v) {
     return json_quote(s.size() > 200 ? s.substr(0, 200) : s) + (s.size() > 200 ? strf(" ... (%zu bytes)", s.size()) : "");
   }
   if (v.type == GgufType::array)
-    return strf("%s[%llu] ", gguf_type_name(v.elem), static_cast<unsigned long long>(v.len)) + gguf_value_json(v, true);
-  return gguf_value_json(v, true);
+    return strf("%s[%llu] ", gguf_type_name(v.elem), static_cast<unsigned long long>(v.len)) + gguf_value_json(v);
+  return gguf_value_json(v);
 }
 
 std::string info_text(const ModelDesc& m, bool all) {
@@ -138,7 +158,8 @@ std::string info_text(const ModelDesc& m, bool all) {
   std::string s;
   s += strf("file          %s (%s, %s)\n", m.path.c_str(), m.format.c_str(), human_bytes(m.file_bytes).c_str());
   s += strf("architecture  %s%s%s\n", m.arch.c_str(), m.name.empty() ? "" : "  name: ", m.name.c_str());
-  s += strf("parameters    %.2f M in %zu tensors\n", static_cast<double>(m.n_params()) / 1e6, m.tensors.size());
+  s += strf("parameters    %.2f M in %zu tensors (%s of tensor data)\n", static_cast<double>(m.n_params()) / 1e6,
+            m.tensors.size(), human_bytes(tensor_bytes(m)).c_str());
   s += "tensor types ";
   for (const auto& [name, n] : tensor_type_counts(m)) s += strf(" %s:%lld", name.c_str(), static_cast<long long>(n));
   s += "\n";
@@ -155,11 +176,14 @@ std::string info_text(const ModelDesc& m, bool all) {
       for (const auto& e : m.gguf->kv) s += "  " + printable(e.key, 200) + " = " + gguf_value_text(e.value) + "\n";
     } else {
       for (const auto& [k, v] : m.config.members) s += "  " + printable(k, 200) + " = " + json_of(v) + "\n";
+      for (const auto& [k, v] : m.generation_config.members)
+        s += "  generation_config." + printable(k, 200) + " = " + json_of(v) + "\n";
+      for (const auto& [k, v] : m.st_metadata) s += "  __metadata__." + printable(k, 200) + " = " + json_quote(v) + "\n";
     }
     s += "\ntensors:\n";
     for (const auto& t : m.tensors)
       s += strf("  %-48s %-8s %-24s offset %llu, %s\n", printable(t.name, 200).c_str(), dtype_name(t.type),
-                t.shape_string().c_str(), static_cast<unsigned long long>(t.file_offset), human_bytes(t.nbytes).c_str());
+                t.shape_string().c_str(), static_cast<unsigned long long>(t.file_offset), human_bytes(t.nbytes + t.aux_bytes()).c_str());
   }
   return s;
 }
