@@ -427,6 +427,7 @@ const char* version() noexcept;
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 #include <tuple>
 #include <unordered_map>
@@ -5210,7 +5211,7 @@ struct JNode {
   NK k = NK::konst;
   uint8_t op = 0;
   bool flag = false;  // for: recursive; filter/test: the name is unknown (an error where it runs)
-  bool constant = false;  // an expression Jinja2's optimizer computes when compiling (mark_constant)
+  bool constant = false;  // an expression Jinja2's optimizer may compute when compiling (mark_constant)
   uint32_t pos = 0;   // byte offset in the (newline-normalized) template
   std::string str;    // name, attribute, filter/test name, output text
   JValue val;         // constant
@@ -5222,6 +5223,7 @@ struct JNode {
   JNode* dyn_kwargs = nullptr;  // f(**x)
   std::vector<JNode*> list;             // items, positional arguments, compare operands, defaults
   std::vector<std::string> names;       // keyword names, parameter names
+  std::vector<std::string> undef_names; // for/macro/call/block bodies: names bound to undefined at entry (scan_frame)
   std::vector<JNode*> kw;               // keyword values
   std::vector<uint8_t> ops;             // compare operators
   std::vector<JNode*> body, orelse;
@@ -5231,6 +5233,7 @@ struct JProgram {
   std::string source;  // newline-normalized, trailing newline dropped
   std::vector<std::unique_ptr<JNode>> nodes;
   std::vector<JNode*> root;
+  std::vector<std::string> root_undef;  // the template's own frame (see JParser::scan_frame)
   bool uses_strftime = false;
 
   // "line L, column C" of a byte offset.
@@ -5731,7 +5734,115 @@ class JParser {
     for (const JNode* n : p_.root)
       if (!check_unknown(n, false)) return false;
     for (JNode* n : p_.root) mark_constant(n);
+    scan_frame(p_.root, {}, {}, p_.root_undef);
     return true;
+  }
+
+  // ---- Jinja2's frame analysis (its idtracking), for one rule our dynamic scopes lack ----
+  // A name that a frame (the template, a loop body, a macro, a block) assigns before it reads it
+  // is bound to undefined from the frame's start, so a loop or macro body that runs before the
+  // assignment sees undefined, not the context's variable. Names the frame reads first, assigns
+  // in only some branches of an if, or that an enclosing frame knows, resolve as usual.
+  struct FrameScan {
+    std::set<std::string> refs, stored, undef;
+  };
+  static void scan_load(const std::string& name, FrameScan& f, const std::set<std::string>& outer) {
+    if (!outer.count(name)) f.refs.insert(name);
+  }
+  static void scan_loads(const JNode* e, FrameScan& f, const std::set<std::string>& outer) {
+    if (!e) return;
+    if (e->k == NK::name || e->k == NK::nsref) scan_load(e->str, f, outer);
+    for (const JNode* c : {e->a, e->b, e->c, e->d, e->dyn_args, e->dyn_kwargs}) scan_loads(c, f, outer);
+    for (const auto* v : {&e->list, &e->kw})
+      for (const JNode* c : *v) scan_loads(c, f, outer);
+  }
+  static void scan_store(const JNode* t, FrameScan& f, const std::set<std::string>& outer) {
+    if (!t) return;
+    if (t->k == NK::nsref) return scan_load(t->str, f, outer);
+    if (t->k == NK::tuple) {
+      for (const JNode* c : t->list) scan_store(c, f, outer);
+      return;
+    }
+    if (t->k != NK::name) return;
+    f.stored.insert(t->str);
+    if (f.refs.count(t->str) || outer.count(t->str)) return;
+    f.refs.insert(t->str);
+    f.undef.insert(t->str);
+  }
+  static void scan_stmts(const std::vector<JNode*>& body, FrameScan& f, const std::set<std::string>& outer,
+                         std::vector<JNode*>& children) {
+    for (JNode* n : body) {
+      switch (n->k) {
+        case NK::print: scan_loads(n->a, f, outer); break;
+        case NK::if_: {
+          scan_loads(n->a, f, outer);
+          FrameScan b1 = f, b2 = f;
+          scan_stmts(n->body, b1, outer, children);
+          scan_stmts(n->orelse, b2, outer, children);
+          // Jinja2 merges three branches (if, all the elifs together, else) and binds a name to
+          // undefined only when all three assign it first; an "if / else" never does (its elif
+          // branch is empty): names first seen in a branch are looked up.
+          for (const FrameScan* b : {&b1, &b2}) f.refs.insert(b->refs.begin(), b->refs.end());
+          f.stored.insert(b1.stored.begin(), b1.stored.end());
+          f.stored.insert(b2.stored.begin(), b2.stored.end());
+          break;
+        }
+        case NK::for_: scan_loads(n->b, f, outer); children.push_back(n); break;
+        case NK::set:
+          scan_loads(n->b, f, outer);
+          scan_store(n->a, f, outer);
+          break;
+        case NK::set_block: scan_store(n->a, f, outer); children.push_back(n); break;
+        case NK::macro: {
+          JNode name;
+          name.k = NK::name;
+          name.str = n->str;
+          scan_store(&name, f, outer);
+          children.push_back(n);
+          break;
+        }
+        case NK::call_block:
+        case NK::filter_block: scan_loads(n->a, f, outer); children.push_back(n); break;
+        case NK::scope:
+          for (const JNode* v : n->list) scan_loads(v, f, outer);
+          children.push_back(n);
+          break;
+        default: break;
+      }
+    }
+  }
+  // Scans one frame, then (with everything it knows) the frames nested in it.
+  static void scan_frame(const std::vector<JNode*>& body, const std::set<std::string>& outer,
+                         const std::set<std::string>& params, std::vector<std::string>& undef) {
+    FrameScan f;
+    f.refs = params;
+    std::vector<JNode*> children;
+    scan_stmts(body, f, outer, children);
+    undef.assign(f.undef.begin(), f.undef.end());
+    std::set<std::string> inner = outer;
+    inner.insert(f.refs.begin(), f.refs.end());
+    for (JNode* c : children) {
+      std::set<std::string> ps;
+      FrameScan targets;
+      switch (c->k) {
+        case NK::for_:
+          scan_store(c->a, targets, {});
+          ps = targets.stored;
+          ps.insert("loop");
+          break;
+        case NK::macro:
+        case NK::call_block:
+          ps.insert(c->names.begin(), c->names.end());
+          for (const char* s : {"varargs", "kwargs", "caller"}) ps.insert(s);
+          break;
+        case NK::scope:
+          for (const JNode* t : c->kw) scan_store(t, targets, {});
+          ps = targets.stored;
+          break;
+        default: break;
+      }
+      scan_frame(c->body, inner, ps, c->undef_names);
+    }
   }
 
   std::string error;
@@ -6071,8 +6182,15 @@ class JParser {
     switch (n->k) {
       case NK::konst: n->constant = true; break;
       case NK::list: case NK::tuple: case NK::dict: case NK::compare: case NK::concat: case NK::slice: case NK::item:
-      case NK::not_: case NK::neg: case NK::pos: case NK::binop: case NK::and_: case NK::or_: case NK::cond:
+      case NK::not_: case NK::neg: case NK::pos: case NK::binop:
         n->constant = all;
+        break;
+      // as_const() of these evaluates only the operands it needs: "c if t else d" with a constant
+      // t and a constant chosen branch is constant, so is "a and x" when a is constant and false.
+      // Here "constant" means "may be": the renderer finds out when it evaluates (see eval_folded).
+      case NK::and_: case NK::or_: n->constant = n->a && n->a->constant; break;
+      case NK::cond:
+        n->constant = n->a && n->a->constant && ((n->b && n->b->constant) || (n->c && n->c->constant));
         break;
       case NK::filter:
       case NK::test:
@@ -7777,6 +7895,7 @@ class JRender {
   bool run(const SP& globals, PText& out) {
     auto top = std::make_shared<JScope>();
     top->parent = globals;
+    predeclare(prog_.root_undef, *top);
     exec(prog_.root, top, out);
     return !failed_;
   }
@@ -7795,6 +7914,11 @@ class JRender {
   }
 
  private:
+  // Names a frame assigns before reading them start undefined (JParser::scan_frame).
+  static void predeclare(const std::vector<std::string>& names, JScope& sc) {
+    for (const auto& name : names) sc.set(name, JValue::undefined(strf("'%s' is undefined", name.c_str())));
+  }
+
   // ================================================================ errors and limits
   bool fail(std::string msg) {
     if (!failed_) {
@@ -7907,6 +8031,7 @@ class JRender {
         PText buf;
         auto inner = std::make_shared<JScope>();
         inner->parent = sc;
+        predeclare(n->undef_names, *inner);
         if (!exec(n->body, inner, buf)) return false;
         JValue v = JValue::str(std::move(buf));
         if (n->b) {
@@ -7941,6 +8066,7 @@ class JRender {
         PText buf;
         auto inner = std::make_shared<JScope>();
         inner->parent = sc;
+        predeclare(n->undef_names, *inner);
         if (!exec(n->body, inner, buf)) return false;
         JValue v = JValue::str(std::move(buf));
         JValue r = eval_filter(n->a, sc, &v);
@@ -7959,6 +8085,7 @@ class JRender {
           if (failed_) return false;
           if (!assign(n->kw[k], std::move(v), inner)) return false;
         }
+        predeclare(n->undef_names, *inner);
         return exec(n->body, inner, out);
       }
       default: return fail("internal error: an expression where a statement was expected");
@@ -8005,19 +8132,29 @@ class JRender {
     JValue lv;
     lv.t = JValue::T::loop;
     lv.lp = loop;
+    // Jinja2 clears its "no iteration" flag at the end of the loop body, which `break` and
+    // `continue` skip: the else block also runs when no iteration ran to its end.
+    bool completed = false;
     for (size_t k = 0; k < list->items.size(); k++) {
       if (!charge()) return false;
       loop->index0 = static_cast<int64_t>(k);
       auto ls = std::make_shared<JScope>();
       ls->parent = sc;
       ls->set("loop", lv);
+      predeclare(n->undef_names, *ls);
       if (!assign(n->a, list->items[k], ls)) return false;
       if (!exec(n->body, ls, out)) return false;
       if (flow_ == Flow::brk) {
         flow_ = Flow::normal;
         break;
       }
+      if (flow_ == Flow::normal) completed = true;
       flow_ = Flow::normal;
+    }
+    if (!completed && !n->orelse.empty()) {
+      auto es = std::make_shared<JScope>();
+      es->parent = sc;
+      return exec(n->orelse, es, out);
     }
     return true;
   }
@@ -8107,7 +8244,11 @@ class JRender {
     fold_ = true;
     JValue v = eval_node(n, sc);
     fold_ = false;
-    if (failed_ || safe_repr(v) || n == print_root_) return v;
+    if (impossible_) {  // it reached a non-constant operand: not foldable after all
+      impossible_ = failed_ = false;
+    } else if (failed_ || safe_repr(v) || n == print_root_) {
+      return v;
+    }
     pos_ = pos;  // not foldable: evaluate as at run time
     steps_ = steps;
     return eval_node(n, sc);
@@ -8116,6 +8257,10 @@ class JRender {
   JValue eval(const JNode* n, const SP& sc) {
     if (failed_) return JValue();
     if (!fold_ && n->constant && n->k != NK::konst) return eval_folded(n, sc);
+    if (fold_ && !n->constant) {  // unwinds the constant evaluation without an error (eval_folded)
+      impossible_ = failed_ = true;
+      return JValue();
+    }
     return eval_node(n, sc);
   }
   JValue eval_node(const JNode* n, const SP& sc) {
@@ -8795,7 +8940,7 @@ class JRender {
     switch (obj.t) {
       case JValue::T::undef: fail_undef(obj); return JValue();
       case JValue::T::list:
-        if ((obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple) && as_int(key, idx)) {
+        if ((obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range) && as_int(key, idx)) {
           int64_t n = static_cast<int64_t>(obj.l->items.size());
           if (idx < 0) idx += n;
           if (idx < 0 || idx >= n) return JValue::undefined(strf("'%s object' has no element %lld", jv_type(obj),
@@ -8840,7 +8985,7 @@ class JRender {
         }
       }
       pos_ = n->pos;
-      if (fold_ && !obj.is_undef() && !obj.is_str() && !(obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple)))
+      if (fold_ && !obj.is_undef() && !obj.is_str() && !(obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range)))
         return JValue::undefined(strf("'%s' object is not subscriptable", jv_type(obj)));
       return slice(obj, parts[0], parts[1], parts[2]);
     }
@@ -8860,7 +9005,7 @@ class JRender {
     if (!step.is_none() && !as_int(step, st)) return failv("slice indices must be integers or None or have an __index__ method");
     if (st == 0) return failv("slice step cannot be zero");
     bool is_str = obj.is_str();
-    bool is_seq = obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple);
+    bool is_seq = obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range);
     if (!is_str && !is_seq) {
       if (obj.is_dict()) return failv("unhashable type: 'slice'");
       return failv(strf("'%s' object is not subscriptable", jv_type(obj)));
@@ -8907,7 +9052,28 @@ class JRender {
     }
     std::vector<JValue> items;
     for (int64_t k = b; st > 0 ? k < e : k > e; k += st) items.push_back(obj.l->items[static_cast<size_t>(k)]);
-    return JValue::list(std::move(items), obj.l->kind);
+    JValue r = JValue::list(std::move(items), obj.l->kind);
+    if (obj.l->kind == JSeq::range) {
+      // a sliced range is a range: range(start + b*step, start + e*step, step*st)
+      int64_t rs[3] = {0, 0, 1};
+      std::string_view tag = obj.l->tag;
+      size_t at = tag.find('(');
+      for (int k = 0; k < 3 && at != std::string_view::npos && at + 1 < tag.size(); k++) {
+        size_t from = at + 1;
+        while (from < tag.size() && tag[from] == ' ') from++;
+        std::from_chars(tag.data() + from, tag.data() + tag.size(), rs[k]);
+        at = tag.find(',', from);
+      }
+      long double lo = static_cast<long double>(rs[0]) + static_cast<long double>(b) * rs[2];
+      long double hi = static_cast<long double>(rs[0]) + static_cast<long double>(e) * rs[2];
+      long double stp = static_cast<long double>(rs[2]) * st;
+      if (std::fabs(lo) > 9e18L || std::fabs(hi) > 9e18L || std::fabs(stp) > 9e18L)
+        return failv("integer overflow (integers are limited to 64 bits)");
+      r.l->tag = stp != 1 ? strf("range(%lld, %lld, %lld)", static_cast<long long>(lo), static_cast<long long>(hi),
+                                 static_cast<long long>(stp))
+                          : strf("range(%lld, %lld)", static_cast<long long>(lo), static_cast<long long>(hi));
+    }
+    return r;
   }
 
   // ================================================================ calls
@@ -9093,6 +9259,7 @@ class JRender {
     }
     if (uses_kwargs) sc->set("kwargs", kwargs);
     if (uses_caller && !have_caller && f.kind == FnKind::macro) sc->set("caller", JValue::undefined("no caller defined"));
+    predeclare(m->undef_names, *sc);
     PText out;
     Flow saved = flow_;
     flow_ = Flow::normal;
@@ -9181,6 +9348,8 @@ class JRender {
       return d;
     }
     if (name == "cycler") {
+      if (!args.kw.empty()) return failv(strf("cycler() got an unexpected keyword argument '%s'", args.kw[0].first.c_str()));
+      if (args.pos.empty()) return failv("cycler(): at least one item has to be provided");
       JFunc f;
       f.kind = FnKind::cycler_next;
       f.name = "cycler";
@@ -9520,6 +9689,7 @@ class JRender {
   enum class Flow : uint8_t { normal, brk, cont } flow_ = Flow::normal;
   bool failed_ = false;
   bool fold_ = false;                   // computing a constant expression (see eval_folded)
+  bool impossible_ = false;             // ... which turned out not to be constant
   std::vector<const void*> repr_stack_;  // containers being printed (for "[...]" / "{...}")
   const JNode* print_root_ = nullptr;   // the expression of the {{ }} being printed
   uint32_t pos_ = 0;
@@ -9973,6 +10143,40 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     double r = method == "ceil" ? std::ceil(x * p) / p : std::floor(x * p) / p;
     return JValue::real(r);
   }
+  if (name == "truncate") {
+    // Jinja2's do_truncate: at most length + leeway (5) characters are kept as they are; longer
+    // text is cut to length - len(end) characters, back to the last space unless killwords
+    if (!bind(args, {"length", "killwords", "end", "leeway"}, a, what)) return JValue();
+    if (v.is_undef()) return v;
+    if (!v.is_str()) return failv(strf("object of type '%s' has no len()", jv_type(v)));
+    int64_t length = 255, leeway = 5;
+    if (a[0] && !as_int(*a[0], length)) return failv("truncate: length must be an integer");
+    if (a[3] && !a[3]->is_none() && !as_int(*a[3], leeway)) return failv("truncate: leeway must be an integer");
+    PText end("...");
+    if (a[2]) {
+      if (!a[2]->is_str()) return failv("truncate: end must be a string");
+      end = *a[2]->s;
+    }
+    const PText& s = *v.s;
+    std::vector<size_t> off = jcp_offsets(s.s);
+    int64_t n = static_cast<int64_t>(off.size()) - 1;
+    int64_t end_len = static_cast<int64_t>(jcp_offsets(end.s).size()) - 1;
+    if (length < end_len) return failv(strf("expected length >= %lld, got %lld", static_cast<long long>(end_len),
+                                            static_cast<long long>(length)));
+    if (leeway < 0) return failv("expected leeway >= 0");
+    if (n <= length + leeway) return v;
+    size_t cut = off[static_cast<size_t>(length - end_len)];
+    if (!(a[1] && jv_truthy(*a[1]))) {
+      size_t sp = s.s.rfind(' ', cut ? cut - 1 : 0);
+      if (cut && sp != std::string::npos && sp < cut) cut = sp;
+    }
+    PText out;
+    out.add_range(s, 0, cut);
+    out.add(end);
+    JValue r = JValue::str(std::move(out));
+    r.b = v.b;
+    return r;
+  }
   if (name == "center") {
     if (!bind(args, {"width"}, a, what)) return JValue();
     JArgs m;
@@ -10267,6 +10471,18 @@ inline bool JRender::run_test(const std::string& name, const JValue& v, const JA
     return true;
   };
   r = false;
+  {
+    // Jinja2's tests are plain functions: the value plus at most the one argument they declare
+    static const char* const one_arg[] = {"divisibleby", "sameas", "eq", "equalto", "==", "ne", "!=", "lt", "lessthan",
+                                          "<", "le", "<=", "gt", "greaterthan", ">", "ge", ">=", "in"};
+    size_t max_args = 0;
+    for (const char* t : one_arg)
+      if (name == t) max_args = 1;
+    size_t given = args.pos.size() + args.kw.size();
+    if (given > max_args)
+      return fail(strf("test '%s' takes %zu argument%s but %zu were given", name.c_str(), max_args + 1,
+                       max_args ? "s" : "", given + 1));
+  }
   if (name == "defined") return (r = !v.is_undef()), true;
   if (name == "undefined") return (r = v.is_undef()), true;
   if (name == "none") return (r = v.is_none()), true;

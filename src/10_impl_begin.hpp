@@ -31,6 +31,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 #include <tuple>
 #include <unordered_map>

@@ -255,7 +255,7 @@ struct JNode {
   NK k = NK::konst;
   uint8_t op = 0;
   bool flag = false;  // for: recursive; filter/test: the name is unknown (an error where it runs)
-  bool constant = false;  // an expression Jinja2's optimizer computes when compiling (mark_constant)
+  bool constant = false;  // an expression Jinja2's optimizer may compute when compiling (mark_constant)
   uint32_t pos = 0;   // byte offset in the (newline-normalized) template
   std::string str;    // name, attribute, filter/test name, output text
   JValue val;         // constant
@@ -267,6 +267,7 @@ struct JNode {
   JNode* dyn_kwargs = nullptr;  // f(**x)
   std::vector<JNode*> list;             // items, positional arguments, compare operands, defaults
   std::vector<std::string> names;       // keyword names, parameter names
+  std::vector<std::string> undef_names; // for/macro/call/block bodies: names bound to undefined at entry (scan_frame)
   std::vector<JNode*> kw;               // keyword values
   std::vector<uint8_t> ops;             // compare operators
   std::vector<JNode*> body, orelse;
@@ -276,6 +277,7 @@ struct JProgram {
   std::string source;  // newline-normalized, trailing newline dropped
   std::vector<std::unique_ptr<JNode>> nodes;
   std::vector<JNode*> root;
+  std::vector<std::string> root_undef;  // the template's own frame (see JParser::scan_frame)
   bool uses_strftime = false;
 
   // "line L, column C" of a byte offset.
@@ -776,7 +778,115 @@ class JParser {
     for (const JNode* n : p_.root)
       if (!check_unknown(n, false)) return false;
     for (JNode* n : p_.root) mark_constant(n);
+    scan_frame(p_.root, {}, {}, p_.root_undef);
     return true;
+  }
+
+  // ---- Jinja2's frame analysis (its idtracking), for one rule our dynamic scopes lack ----
+  // A name that a frame (the template, a loop body, a macro, a block) assigns before it reads it
+  // is bound to undefined from the frame's start, so a loop or macro body that runs before the
+  // assignment sees undefined, not the context's variable. Names the frame reads first, assigns
+  // in only some branches of an if, or that an enclosing frame knows, resolve as usual.
+  struct FrameScan {
+    std::set<std::string> refs, stored, undef;
+  };
+  static void scan_load(const std::string& name, FrameScan& f, const std::set<std::string>& outer) {
+    if (!outer.count(name)) f.refs.insert(name);
+  }
+  static void scan_loads(const JNode* e, FrameScan& f, const std::set<std::string>& outer) {
+    if (!e) return;
+    if (e->k == NK::name || e->k == NK::nsref) scan_load(e->str, f, outer);
+    for (const JNode* c : {e->a, e->b, e->c, e->d, e->dyn_args, e->dyn_kwargs}) scan_loads(c, f, outer);
+    for (const auto* v : {&e->list, &e->kw})
+      for (const JNode* c : *v) scan_loads(c, f, outer);
+  }
+  static void scan_store(const JNode* t, FrameScan& f, const std::set<std::string>& outer) {
+    if (!t) return;
+    if (t->k == NK::nsref) return scan_load(t->str, f, outer);
+    if (t->k == NK::tuple) {
+      for (const JNode* c : t->list) scan_store(c, f, outer);
+      return;
+    }
+    if (t->k != NK::name) return;
+    f.stored.insert(t->str);
+    if (f.refs.count(t->str) || outer.count(t->str)) return;
+    f.refs.insert(t->str);
+    f.undef.insert(t->str);
+  }
+  static void scan_stmts(const std::vector<JNode*>& body, FrameScan& f, const std::set<std::string>& outer,
+                         std::vector<JNode*>& children) {
+    for (JNode* n : body) {
+      switch (n->k) {
+        case NK::print: scan_loads(n->a, f, outer); break;
+        case NK::if_: {
+          scan_loads(n->a, f, outer);
+          FrameScan b1 = f, b2 = f;
+          scan_stmts(n->body, b1, outer, children);
+          scan_stmts(n->orelse, b2, outer, children);
+          // Jinja2 merges three branches (if, all the elifs together, else) and binds a name to
+          // undefined only when all three assign it first; an "if / else" never does (its elif
+          // branch is empty): names first seen in a branch are looked up.
+          for (const FrameScan* b : {&b1, &b2}) f.refs.insert(b->refs.begin(), b->refs.end());
+          f.stored.insert(b1.stored.begin(), b1.stored.end());
+          f.stored.insert(b2.stored.begin(), b2.stored.end());
+          break;
+        }
+        case NK::for_: scan_loads(n->b, f, outer); children.push_back(n); break;
+        case NK::set:
+          scan_loads(n->b, f, outer);
+          scan_store(n->a, f, outer);
+          break;
+        case NK::set_block: scan_store(n->a, f, outer); children.push_back(n); break;
+        case NK::macro: {
+          JNode name;
+          name.k = NK::name;
+          name.str = n->str;
+          scan_store(&name, f, outer);
+          children.push_back(n);
+          break;
+        }
+        case NK::call_block:
+        case NK::filter_block: scan_loads(n->a, f, outer); children.push_back(n); break;
+        case NK::scope:
+          for (const JNode* v : n->list) scan_loads(v, f, outer);
+          children.push_back(n);
+          break;
+        default: break;
+      }
+    }
+  }
+  // Scans one frame, then (with everything it knows) the frames nested in it.
+  static void scan_frame(const std::vector<JNode*>& body, const std::set<std::string>& outer,
+                         const std::set<std::string>& params, std::vector<std::string>& undef) {
+    FrameScan f;
+    f.refs = params;
+    std::vector<JNode*> children;
+    scan_stmts(body, f, outer, children);
+    undef.assign(f.undef.begin(), f.undef.end());
+    std::set<std::string> inner = outer;
+    inner.insert(f.refs.begin(), f.refs.end());
+    for (JNode* c : children) {
+      std::set<std::string> ps;
+      FrameScan targets;
+      switch (c->k) {
+        case NK::for_:
+          scan_store(c->a, targets, {});
+          ps = targets.stored;
+          ps.insert("loop");
+          break;
+        case NK::macro:
+        case NK::call_block:
+          ps.insert(c->names.begin(), c->names.end());
+          for (const char* s : {"varargs", "kwargs", "caller"}) ps.insert(s);
+          break;
+        case NK::scope:
+          for (const JNode* t : c->kw) scan_store(t, targets, {});
+          ps = targets.stored;
+          break;
+        default: break;
+      }
+      scan_frame(c->body, inner, ps, c->undef_names);
+    }
   }
 
   std::string error;
@@ -1116,8 +1226,15 @@ class JParser {
     switch (n->k) {
       case NK::konst: n->constant = true; break;
       case NK::list: case NK::tuple: case NK::dict: case NK::compare: case NK::concat: case NK::slice: case NK::item:
-      case NK::not_: case NK::neg: case NK::pos: case NK::binop: case NK::and_: case NK::or_: case NK::cond:
+      case NK::not_: case NK::neg: case NK::pos: case NK::binop:
         n->constant = all;
+        break;
+      // as_const() of these evaluates only the operands it needs: "c if t else d" with a constant
+      // t and a constant chosen branch is constant, so is "a and x" when a is constant and false.
+      // Here "constant" means "may be": the renderer finds out when it evaluates (see eval_folded).
+      case NK::and_: case NK::or_: n->constant = n->a && n->a->constant; break;
+      case NK::cond:
+        n->constant = n->a && n->a->constant && ((n->b && n->b->constant) || (n->c && n->c->constant));
         break;
       case NK::filter:
       case NK::test:

@@ -31,6 +31,7 @@ class JRender {
   bool run(const SP& globals, PText& out) {
     auto top = std::make_shared<JScope>();
     top->parent = globals;
+    predeclare(prog_.root_undef, *top);
     exec(prog_.root, top, out);
     return !failed_;
   }
@@ -49,6 +50,11 @@ class JRender {
   }
 
  private:
+  // Names a frame assigns before reading them start undefined (JParser::scan_frame).
+  static void predeclare(const std::vector<std::string>& names, JScope& sc) {
+    for (const auto& name : names) sc.set(name, JValue::undefined(strf("'%s' is undefined", name.c_str())));
+  }
+
   // ================================================================ errors and limits
   bool fail(std::string msg) {
     if (!failed_) {
@@ -161,6 +167,7 @@ class JRender {
         PText buf;
         auto inner = std::make_shared<JScope>();
         inner->parent = sc;
+        predeclare(n->undef_names, *inner);
         if (!exec(n->body, inner, buf)) return false;
         JValue v = JValue::str(std::move(buf));
         if (n->b) {
@@ -195,6 +202,7 @@ class JRender {
         PText buf;
         auto inner = std::make_shared<JScope>();
         inner->parent = sc;
+        predeclare(n->undef_names, *inner);
         if (!exec(n->body, inner, buf)) return false;
         JValue v = JValue::str(std::move(buf));
         JValue r = eval_filter(n->a, sc, &v);
@@ -213,6 +221,7 @@ class JRender {
           if (failed_) return false;
           if (!assign(n->kw[k], std::move(v), inner)) return false;
         }
+        predeclare(n->undef_names, *inner);
         return exec(n->body, inner, out);
       }
       default: return fail("internal error: an expression where a statement was expected");
@@ -259,19 +268,29 @@ class JRender {
     JValue lv;
     lv.t = JValue::T::loop;
     lv.lp = loop;
+    // Jinja2 clears its "no iteration" flag at the end of the loop body, which `break` and
+    // `continue` skip: the else block also runs when no iteration ran to its end.
+    bool completed = false;
     for (size_t k = 0; k < list->items.size(); k++) {
       if (!charge()) return false;
       loop->index0 = static_cast<int64_t>(k);
       auto ls = std::make_shared<JScope>();
       ls->parent = sc;
       ls->set("loop", lv);
+      predeclare(n->undef_names, *ls);
       if (!assign(n->a, list->items[k], ls)) return false;
       if (!exec(n->body, ls, out)) return false;
       if (flow_ == Flow::brk) {
         flow_ = Flow::normal;
         break;
       }
+      if (flow_ == Flow::normal) completed = true;
       flow_ = Flow::normal;
+    }
+    if (!completed && !n->orelse.empty()) {
+      auto es = std::make_shared<JScope>();
+      es->parent = sc;
+      return exec(n->orelse, es, out);
     }
     return true;
   }
@@ -361,7 +380,11 @@ class JRender {
     fold_ = true;
     JValue v = eval_node(n, sc);
     fold_ = false;
-    if (failed_ || safe_repr(v) || n == print_root_) return v;
+    if (impossible_) {  // it reached a non-constant operand: not foldable after all
+      impossible_ = failed_ = false;
+    } else if (failed_ || safe_repr(v) || n == print_root_) {
+      return v;
+    }
     pos_ = pos;  // not foldable: evaluate as at run time
     steps_ = steps;
     return eval_node(n, sc);
@@ -370,6 +393,10 @@ class JRender {
   JValue eval(const JNode* n, const SP& sc) {
     if (failed_) return JValue();
     if (!fold_ && n->constant && n->k != NK::konst) return eval_folded(n, sc);
+    if (fold_ && !n->constant) {  // unwinds the constant evaluation without an error (eval_folded)
+      impossible_ = failed_ = true;
+      return JValue();
+    }
     return eval_node(n, sc);
   }
   JValue eval_node(const JNode* n, const SP& sc) {
@@ -1049,7 +1076,7 @@ class JRender {
     switch (obj.t) {
       case JValue::T::undef: fail_undef(obj); return JValue();
       case JValue::T::list:
-        if ((obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple) && as_int(key, idx)) {
+        if ((obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range) && as_int(key, idx)) {
           int64_t n = static_cast<int64_t>(obj.l->items.size());
           if (idx < 0) idx += n;
           if (idx < 0 || idx >= n) return JValue::undefined(strf("'%s object' has no element %lld", jv_type(obj),
@@ -1094,7 +1121,7 @@ class JRender {
         }
       }
       pos_ = n->pos;
-      if (fold_ && !obj.is_undef() && !obj.is_str() && !(obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple)))
+      if (fold_ && !obj.is_undef() && !obj.is_str() && !(obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range)))
         return JValue::undefined(strf("'%s' object is not subscriptable", jv_type(obj)));
       return slice(obj, parts[0], parts[1], parts[2]);
     }
@@ -1114,7 +1141,7 @@ class JRender {
     if (!step.is_none() && !as_int(step, st)) return failv("slice indices must be integers or None or have an __index__ method");
     if (st == 0) return failv("slice step cannot be zero");
     bool is_str = obj.is_str();
-    bool is_seq = obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple);
+    bool is_seq = obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range);
     if (!is_str && !is_seq) {
       if (obj.is_dict()) return failv("unhashable type: 'slice'");
       return failv(strf("'%s' object is not subscriptable", jv_type(obj)));
@@ -1161,7 +1188,28 @@ class JRender {
     }
     std::vector<JValue> items;
     for (int64_t k = b; st > 0 ? k < e : k > e; k += st) items.push_back(obj.l->items[static_cast<size_t>(k)]);
-    return JValue::list(std::move(items), obj.l->kind);
+    JValue r = JValue::list(std::move(items), obj.l->kind);
+    if (obj.l->kind == JSeq::range) {
+      // a sliced range is a range: range(start + b*step, start + e*step, step*st)
+      int64_t rs[3] = {0, 0, 1};
+      std::string_view tag = obj.l->tag;
+      size_t at = tag.find('(');
+      for (int k = 0; k < 3 && at != std::string_view::npos && at + 1 < tag.size(); k++) {
+        size_t from = at + 1;
+        while (from < tag.size() && tag[from] == ' ') from++;
+        std::from_chars(tag.data() + from, tag.data() + tag.size(), rs[k]);
+        at = tag.find(',', from);
+      }
+      long double lo = static_cast<long double>(rs[0]) + static_cast<long double>(b) * rs[2];
+      long double hi = static_cast<long double>(rs[0]) + static_cast<long double>(e) * rs[2];
+      long double stp = static_cast<long double>(rs[2]) * st;
+      if (std::fabs(lo) > 9e18L || std::fabs(hi) > 9e18L || std::fabs(stp) > 9e18L)
+        return failv("integer overflow (integers are limited to 64 bits)");
+      r.l->tag = stp != 1 ? strf("range(%lld, %lld, %lld)", static_cast<long long>(lo), static_cast<long long>(hi),
+                                 static_cast<long long>(stp))
+                          : strf("range(%lld, %lld)", static_cast<long long>(lo), static_cast<long long>(hi));
+    }
+    return r;
   }
 
   // ================================================================ calls
@@ -1347,6 +1395,7 @@ class JRender {
     }
     if (uses_kwargs) sc->set("kwargs", kwargs);
     if (uses_caller && !have_caller && f.kind == FnKind::macro) sc->set("caller", JValue::undefined("no caller defined"));
+    predeclare(m->undef_names, *sc);
     PText out;
     Flow saved = flow_;
     flow_ = Flow::normal;
@@ -1435,6 +1484,8 @@ class JRender {
       return d;
     }
     if (name == "cycler") {
+      if (!args.kw.empty()) return failv(strf("cycler() got an unexpected keyword argument '%s'", args.kw[0].first.c_str()));
+      if (args.pos.empty()) return failv("cycler(): at least one item has to be provided");
       JFunc f;
       f.kind = FnKind::cycler_next;
       f.name = "cycler";
@@ -1774,6 +1825,7 @@ class JRender {
   enum class Flow : uint8_t { normal, brk, cont } flow_ = Flow::normal;
   bool failed_ = false;
   bool fold_ = false;                   // computing a constant expression (see eval_folded)
+  bool impossible_ = false;             // ... which turned out not to be constant
   std::vector<const void*> repr_stack_;  // containers being printed (for "[...]" / "{...}")
   const JNode* print_root_ = nullptr;   // the expression of the {{ }} being printed
   uint32_t pos_ = 0;

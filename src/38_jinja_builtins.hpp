@@ -438,6 +438,40 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     double r = method == "ceil" ? std::ceil(x * p) / p : std::floor(x * p) / p;
     return JValue::real(r);
   }
+  if (name == "truncate") {
+    // Jinja2's do_truncate: at most length + leeway (5) characters are kept as they are; longer
+    // text is cut to length - len(end) characters, back to the last space unless killwords
+    if (!bind(args, {"length", "killwords", "end", "leeway"}, a, what)) return JValue();
+    if (v.is_undef()) return v;
+    if (!v.is_str()) return failv(strf("object of type '%s' has no len()", jv_type(v)));
+    int64_t length = 255, leeway = 5;
+    if (a[0] && !as_int(*a[0], length)) return failv("truncate: length must be an integer");
+    if (a[3] && !a[3]->is_none() && !as_int(*a[3], leeway)) return failv("truncate: leeway must be an integer");
+    PText end("...");
+    if (a[2]) {
+      if (!a[2]->is_str()) return failv("truncate: end must be a string");
+      end = *a[2]->s;
+    }
+    const PText& s = *v.s;
+    std::vector<size_t> off = jcp_offsets(s.s);
+    int64_t n = static_cast<int64_t>(off.size()) - 1;
+    int64_t end_len = static_cast<int64_t>(jcp_offsets(end.s).size()) - 1;
+    if (length < end_len) return failv(strf("expected length >= %lld, got %lld", static_cast<long long>(end_len),
+                                            static_cast<long long>(length)));
+    if (leeway < 0) return failv("expected leeway >= 0");
+    if (n <= length + leeway) return v;
+    size_t cut = off[static_cast<size_t>(length - end_len)];
+    if (!(a[1] && jv_truthy(*a[1]))) {
+      size_t sp = s.s.rfind(' ', cut ? cut - 1 : 0);
+      if (cut && sp != std::string::npos && sp < cut) cut = sp;
+    }
+    PText out;
+    out.add_range(s, 0, cut);
+    out.add(end);
+    JValue r = JValue::str(std::move(out));
+    r.b = v.b;
+    return r;
+  }
   if (name == "center") {
     if (!bind(args, {"width"}, a, what)) return JValue();
     JArgs m;
@@ -732,6 +766,18 @@ inline bool JRender::run_test(const std::string& name, const JValue& v, const JA
     return true;
   };
   r = false;
+  {
+    // Jinja2's tests are plain functions: the value plus at most the one argument they declare
+    static const char* const one_arg[] = {"divisibleby", "sameas", "eq", "equalto", "==", "ne", "!=", "lt", "lessthan",
+                                          "<", "le", "<=", "gt", "greaterthan", ">", "ge", ">=", "in"};
+    size_t max_args = 0;
+    for (const char* t : one_arg)
+      if (name == t) max_args = 1;
+    size_t given = args.pos.size() + args.kw.size();
+    if (given > max_args)
+      return fail(strf("test '%s' takes %zu argument%s but %zu were given", name.c_str(), max_args + 1,
+                       max_args ? "s" : "", given + 1));
+  }
   if (name == "defined") return (r = !v.is_undef()), true;
   if (name == "undefined") return (r = v.is_undef()), true;
   if (name == "none") return (r = v.is_none()), true;

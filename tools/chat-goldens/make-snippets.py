@@ -101,7 +101,30 @@ EXPRESSIONS = r"""
 {{ "AbC ẞ" .swapcase() }} {{ "Ǳ" is upper }} {{ "ǲ" is upper }} {{ "ǳ" is lower }} {{ "ǲ" is lower }} {{ "ⓐ" is lower }} {{ "𝐀" is upper }} {{ "ª" is lower }}
 {{ ["a\u00a0b", "\u200b", "é", "\x7f", "\ud7ff", "\U0001F600", "\u0378", "\ue000", "'", "\"", "'\""] }}
 {{ "Straße".upper() }} {{ "ΌΣΟΣ" | lower }} {{ "Σ" | lower }} {{ "aΣ" | lower }} {{ "aΣb" | lower }} {{ "a'Σ" | lower }}
-""".strip().split("\n")
+{% for i in l %}{% continue %}{% else %}E{% endfor %}|{% for i in [1] %}{% break %}{% else %}E{% endfor %}|{% for i in l %}{% if i == 1 %}{% continue %}{% endif %}{% else %}E{% endfor %}
+{{ x is defined(1) }}
+{{ s is lower {} }}
+{{ cycler() }}
+{{ cycler(a=1) }}
+{{ 'x' if (true)[1:] else 'y' }}|{{ (s if (true)[1:] else 'y') }}|{{ false and x }}|{{ (1 if x) if false else 2 }}|{{ (true)[1:] }}
+{{ (s is number)[1:] }}
+{{ range(-2)[::-1] }} {{ range(10)[2:8:2] }} {{ range(10)[-1] }} {{ range(2, 20, 3)[::-2] }} {{ range(3)[5:] }} {{ range(3)[5] }}|{% for i in range(3)[::-1] %}{{ i }}{% endfor %}
+{% for i in l %}{{ x }}{% endfor %}{% set x = 1 %}|{{ x }}
+{% for i in l %}{{ x }}{% endfor %}{% if t %}{% set x = 1 %}{% else %}{% set x = 2 %}{% endif %}
+{{ x }}{% for i in l %}{{ x }}{% endfor %}{% set x = 1 %}
+{% macro m() %}{{ x }}{% endmacro %}{{ m() }}{% set x = 1 %}{{ m() }}
+{% for i in l %}{% for j in l %}{{ x }}{% endfor %}{% set x = i %}{% endfor %}|{% filter upper %}{{ s }}{% endfilter %}{% set s = 'z' %}
+{% with a = 1 %}{% for i in l %}{{ b }}{% endfor %}{% set b = 2 %}{% endwith %}{% macro m(a) %}{% for i in l %}{{ a }}{{ y }}{% endfor %}{% set y = 1 %}{% endmacro %}{{ m(3) }}
+{% set g = l | map('string') %}{{ g | list }}{{ g | list }}|{{ (l | select) is true }}|{{ l | select('odd') | first }}
+{% set g = l | select('even') %}{{ 2 in g }}{{ 2 in g }}|{{ [] | map('upper') | list }}{{ 0 | map('upper') | list }}
+{{ x | map('upper') | list }}
+{{ 'ǅ'.istitle() }} {{ 'Hello World'.istitle() }} {{ 'hello'.istitle() }} {{ 'é1'.isalnum() }} {{ '٣'.isdecimal() }} {{ '²'.isdigit() }} {{ '½'.isnumeric() }} {{ '五'.isnumeric() }} {{ 'ab'.isalpha() }} {{ 'a b' | wordcount }}
+{% set ns = namespace(a=1) %}{% set ns.me = ns %}{{ ns }}
+{{ '%s' % [1, 2] }} {{ '%s' % {'a': 1} }} {{ 'x' % {} }}
+{{ [1, 2] in {'a': 1} }}
+{{ 'hello world foo bar' | truncate(9) }}|{{ 'hello world foo bar' | truncate(9, true) }}|{{ 'héllo wörld' | truncate(3, leeway=0) }}|{{ ('x' * 300) | truncate | length }}|{{ 'abcdefgh ' | truncate(6, end='!', leeway=0) }}|{{ 'a b' | truncate(2, end='') }}
+{{ 'ab' | truncate(1) }}
+{{ ['b', 'B', 'a'] | sort }} {{ [2, 1.0, 1] | sort }} {{ 'nan' | float | int }} {{ 'inf' | int(7) }}""".strip().split("\n")
 
 # whitespace control and lexer details, rendered without variables
 LEXER = [
