@@ -302,7 +302,9 @@ TEST_CASE("forward: the gemma3 definition equals the reference (sliding layers, 
   std::vector<double> want = s.forward(toks);
   double d = max_diff(*got, want);
   MESSAGE("gemma3: max |interpreter - reference| = " << d);
-  CHECK(d < 1e-4);
+  // GELU is evaluated at fp16 (as ggml): the reference rounds a double tanh, the library a float one,
+  // so an output on an fp16 rounding boundary may land one fp16 step apart (~5e-4 in the logits).
+  CHECK(d < 2e-3);
   // the window really matters: without it the reference differs
   Synth full = s;
   full.window = 0;
