@@ -1,7 +1,8 @@
 # llminfer — build the header, the CLI, the examples, the tests and the benchmarks.
 #
 #   make                   regenerate llminfer.hpp from src/ and build everything into build/
-#   make test              build and run the whole test suite
+#   make test              build and run the whole test suite (makes the test fixtures first)
+#   make fixtures          build and verify the synthetic test models (tools/fixtures)
 #   make demo              build and run the main job (a short generation with the default model)
 #   make model             download a small public model to models/default.gguf (the only network use)
 #   make LLMINFER_SIMD=avx2 ...    choose the kernels: native (default), avx512, avx2, neon, scalar
@@ -40,7 +41,7 @@ TEST_SRC := $(sort $(wildcard tests/*.cpp))
 CLI_OBJ := $(CLI_SRC:%.cpp=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.cpp=$(BUILD)/obj/%.o)
 
-.PHONY: all test demo model header check-header doctest corpus fuzz fuzz-run compile-matrix windows clean bench
+.PHONY: all test demo model header check-header doctest fixtures corpus fuzz fuzz-run compile-matrix windows clean bench
 .DELETE_ON_ERROR:
 
 all: llminfer.hpp $(BUILD)/llminfer $(BUILD)/tests $(BUILD)/simple
@@ -93,9 +94,15 @@ $(TEST_OBJ): CXXFLAGS_ALL += -I$(BUILD)/doctest-include
 $(BUILD)/tests: $(TEST_OBJ)
 	$(CXX) $(TEST_OBJ) -o $@ $(LDFLAGS_ALL)
 
+# Synthetic test models (byte-identical on every run, checked against tools/fixtures/fixtures.sha256);
+# shared by every BUILD folder.
+FIXTURES ?= build/fixtures
+fixtures:
+	tools/fixtures/make_fixtures.sh $(FIXTURES) $(SHARED)
+
 TEST_ENV = LLMINFER_SHARED=$(SHARED) LLMINFER_CLI=$(BUILD)/llminfer LLMINFER_SIMPLE=$(BUILD)/simple \
-  LLMINFER_SOURCE_DIR=$(CURDIR)
-test: llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer $(BUILD)/simple
+  LLMINFER_SOURCE_DIR=$(CURDIR) LLMINFER_FIXTURES=$(abspath $(FIXTURES))
+test: llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer $(BUILD)/simple fixtures
 	$(TEST_ENV) $(BUILD)/tests $(TEST_ARGS)
 
 # Rewrites the committed malformed-file corpus (tests/corpus/malformed/) and the file readers' fuzz

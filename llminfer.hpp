@@ -14476,22 +14476,19 @@ inline std::string sha256_hex(std::string_view s) {
 }
 
 // ---- "did you mean" ----
-// Levenshtein distance, capped (names are short).
+// Edit distance with adjacent transpositions ("bsae" -> "base" is 1), capped (names are short).
 inline size_t edit_distance(std::string_view a, std::string_view b) {
   if (a.size() > 64 || b.size() > 64) return 1000;
-  size_t row[65];
-  for (size_t j = 0; j <= b.size(); j++) row[j] = j;
-  for (size_t i = 1; i <= a.size(); i++) {
-    size_t diag = row[0];
-    row[0] = i;
+  size_t d[65][65];
+  for (size_t i = 0; i <= a.size(); i++) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); j++) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); i++)
     for (size_t j = 1; j <= b.size(); j++) {
-      size_t up = row[j];
-      size_t sub = diag + (a[i - 1] == b[j - 1] ? 0 : 1);
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, sub});
-      diag = up;
+      size_t v = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) v = std::min(v, d[i - 2][j - 2] + 1);
+      d[i][j] = v;
     }
-  }
-  return row[b.size()];
+  return d[a.size()][b.size()];
 }
 
 // " — did you mean 'x'?" for the closest candidate when it is close enough, else "".
@@ -15648,6 +15645,10 @@ struct Step {
   int vec_len = 0;
   float f = 0;                               // eps (norms), factor (scale), cap (softcap)
   int idx = -1;                              // RopeSpec / AttnSpec index
+  // matmul: round the input to the weight's float type first (1 f16, 2 bf16). GGUF files are
+  // computed as ggml computes them: F16/BF16 weights multiply f16/bf16 activations. (Idempotent,
+  // so a kernel that converts the input itself gives the same result.)
+  uint8_t round_input = 0;
 };
 
 // Everything Context needs from a compiled definition.
@@ -15663,6 +15664,7 @@ struct Program {
   std::vector<std::vector<float>> owned;  // 1-D weights converted to f32
   int n_vocab = 0;                        // logits width
   int64_t embed_rows = INT64_MAX;         // token ids must be below this
+  int max_round_width = 0;                // widest matmul input that is rounded (Step::round_input)
 };
 
 // Reported to a trace callback after every step (debugging, conformance diffs).
@@ -16032,6 +16034,8 @@ class ArchCompiler {
         if (auto r = check_computable(*t, s.line); !r) return r;
         st.w = t;
         w_out = static_cast<int>(t->ne[1]);
+        if (m_.format == "gguf") st.round_input = t->type == DType::f16 ? 1 : t->type == DType::bf16 ? 2 : 0;
+        if (st.round_input) p_.max_round_width = std::max(p_.max_round_width, w_a);
         break;
       }
       case OpCode::add_bias: {
@@ -16200,9 +16204,15 @@ enum class EvalStatus { ok, cancelled, context_full };
 
 // ---- elementwise kernels (f32 activations) ----
 inline float silu_f32(float x) { return x / (1.0f + std::exp(-x)); }
+// GELU, tanh approximation, at the fp16 precision ggml evaluates it with (ggml looks it up in a
+// table indexed by fp16(x) holding fp16 results; beyond |x| >= 10 it is 0 or x): GGUF models then
+// agree with llama.cpp, and the difference to the exact formula stays below fp16 resolution.
 inline float gelu_tanh_f32(float x) {
   const float k = 0.79788456080286535587989211986876f;  // sqrt(2/pi)
-  return 0.5f * x * (1.0f + std::tanh(k * x * (1.0f + 0.044715f * x * x)));
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  const float f = fp16_to_f32(f32_to_fp16(x));
+  return fp16_to_f32(f32_to_fp16(0.5f * f * (1.0f + std::tanh(k * f * (1.0f + 0.044715f * f * f)))));
 }
 inline float gelu_erf_f32(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
 
@@ -16297,6 +16307,9 @@ class Context {
     auto rb = HeapBuf::alloc(uint64_t(threads) * 3 * uint64_t(max_hd), 4, "attention scratch");
     if (!rb) return rb.error();
     c.rows_ = std::move(*rb);
+    auto rnd = HeapBuf::alloc(uint64_t(c.ubatch_) * uint64_t(p.max_round_width), 4, "activations");
+    if (!rnd) return rnd.error();
+    c.round_buf_ = std::move(*rnd);
     c.rope_cache_.resize(p.ropes.size());
     c.rope_valid_.assign(p.ropes.size(), 0);
     return c;
@@ -16420,9 +16433,22 @@ class Context {
           });
           break;
         }
-        case OpCode::matmul:
-          matmul(*s.w, a, rows, d, wo, e_->pool());
+        case OpCode::matmul: {
+          const float* in = a;
+          if (s.round_input) {
+            float* r = round_buf_.as<float>();
+            const bool bf = s.round_input == 2;
+            for_rows(rows, wi, [&](int t, int) {
+              const float* x = a + size_t(t) * wi;
+              float* y = r + size_t(t) * wi;
+              if (bf) for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
+              else for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
+            });
+            in = r;
+          }
+          matmul(*s.w, in, rows, d, wo, e_->pool());
           break;
+        }
         case OpCode::add_bias:
           for_rows(rows, wi, [&](int t, int) {
             for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] + s.vec[k];
@@ -16614,7 +16640,7 @@ class Context {
   std::vector<int32_t> tokens_;
   std::vector<HeapBuf> regs_;
   std::vector<float*> reg_ptr_;
-  HeapBuf logits_buf_, scores_, rows_;
+  HeapBuf logits_buf_, scores_, rows_, round_buf_;
   size_t scores_stride_ = 0, row_stride_ = 0;
   std::vector<std::vector<float>> rope_cache_;
   std::vector<char> rope_valid_;

@@ -102,22 +102,19 @@ inline std::string sha256_hex(std::string_view s) {
 }
 
 // ---- "did you mean" ----
-// Levenshtein distance, capped (names are short).
+// Edit distance with adjacent transpositions ("bsae" -> "base" is 1), capped (names are short).
 inline size_t edit_distance(std::string_view a, std::string_view b) {
   if (a.size() > 64 || b.size() > 64) return 1000;
-  size_t row[65];
-  for (size_t j = 0; j <= b.size(); j++) row[j] = j;
-  for (size_t i = 1; i <= a.size(); i++) {
-    size_t diag = row[0];
-    row[0] = i;
+  size_t d[65][65];
+  for (size_t i = 0; i <= a.size(); i++) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); j++) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); i++)
     for (size_t j = 1; j <= b.size(); j++) {
-      size_t up = row[j];
-      size_t sub = diag + (a[i - 1] == b[j - 1] ? 0 : 1);
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, sub});
-      diag = up;
+      size_t v = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) v = std::min(v, d[i - 2][j - 2] + 1);
+      d[i][j] = v;
     }
-  }
-  return row[b.size()];
+  return d[a.size()][b.size()];
 }
 
 // " — did you mean 'x'?" for the closest candidate when it is close enough, else "".

@@ -1,0 +1,576 @@
+// The forward pass on tiny models this file writes itself (GgufWriter): the archdef interpreter
+// against a straight-line reference forward (plain loops, double precision, full recomputation
+// without a cache), batch vs token-by-token evaluation, the KV ring of sliding-window layers,
+// the context-full policies, prefix reuse, cancel, concurrency, and bit-identical results for
+// any thread count.
+#define LLMINFER_IMPLEMENTATION
+#include "common.hpp"
+
+#include <cmath>
+#include <thread>
+
+using namespace llminfer;
+using namespace llminfer::detail;
+
+namespace {
+
+// ---- a tiny synthetic model and its reference forward ----
+struct Synth {
+  bool gemma = false;  // gemma3 layout (else llama)
+  int vocab = 61, embd = 32, layers = 3, heads = 4, kv_heads = 2, head_dim = 8, ff = 48;
+  int window = 0, period = 0;  // gemma: sliding window and global-layer period
+  float rope_base = 10000.0f, rope_base_swa = 1000.0f, eps = 1e-5f, final_softcap = 0;
+  bool biases = false;  // llama: q/k/v/o biases (optional tensors of the built-in definition)
+  bool rope_freqs = false;
+  std::map<std::string, std::vector<float>> w;  // name -> values, [rows][cols] row-major
+  std::map<std::string, std::vector<uint64_t>> dims;
+
+  uint64_t rng = 88172645463325252ull;
+  float rnd() {  // xorshift64, uniform in [-1, 1)
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return static_cast<float>((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+  }
+  void mat(const std::string& n, int rows, int cols, float scale) {
+    std::vector<float> v(size_t(rows) * cols);
+    for (auto& x : v) x = rnd() * scale;
+    w[n] = v;
+    dims[n] = {uint64_t(cols), uint64_t(rows)};
+  }
+  void vec(const std::string& n, int len, float center, float spread) {
+    std::vector<float> v(static_cast<size_t>(len));
+    for (auto& x : v) x = center + rnd() * spread;
+    w[n] = v;
+    dims[n] = {uint64_t(len)};
+  }
+
+  void build() {
+    mat("token_embd.weight", vocab, embd, 1.0f);
+    vec("output_norm.weight", embd, 1.0f, 0.2f);
+    if (rope_freqs) vec("rope_freqs.weight", head_dim / 2, 2.0f, 1.0f);
+    for (int l = 0; l < layers; l++) {
+      std::string b = "blk." + std::to_string(l) + ".";
+      vec(b + "attn_norm.weight", embd, 1.0f, 0.2f);
+      mat(b + "attn_q.weight", heads * head_dim, embd, 0.35f);
+      mat(b + "attn_k.weight", kv_heads * head_dim, embd, 0.35f);
+      mat(b + "attn_v.weight", kv_heads * head_dim, embd, 0.35f);
+      mat(b + "attn_output.weight", embd, heads * head_dim, 0.35f);
+      if (biases) {
+        vec(b + "attn_q.bias", heads * head_dim, 0.0f, 0.3f);
+        vec(b + "attn_k.bias", kv_heads * head_dim, 0.0f, 0.3f);
+        vec(b + "attn_v.bias", kv_heads * head_dim, 0.0f, 0.3f);
+        vec(b + "attn_output.bias", embd, 0.0f, 0.3f);
+      }
+      if (gemma) {
+        vec(b + "attn_q_norm.weight", head_dim, 1.0f, 0.2f);
+        vec(b + "attn_k_norm.weight", head_dim, 1.0f, 0.2f);
+        vec(b + "post_attention_norm.weight", embd, 1.0f, 0.2f);
+        vec(b + "post_ffw_norm.weight", embd, 1.0f, 0.2f);
+      }
+      vec(b + "ffn_norm.weight", embd, 1.0f, 0.2f);
+      mat(b + "ffn_gate.weight", ff, embd, 0.35f);
+      mat(b + "ffn_up.weight", ff, embd, 0.35f);
+      mat(b + "ffn_down.weight", embd, ff, 0.3f);
+    }
+  }
+
+  std::string write(const test::TempDir& dir, const std::string& name) const {
+    test::GgufWriter g;
+    std::string a = gemma ? "gemma3" : "llama";
+    g.kv_str("general.architecture", a);
+    g.kv_u32(a + ".block_count", uint32_t(layers));
+    g.kv_u32(a + ".context_length", 4096);
+    g.kv_u32(a + ".embedding_length", uint32_t(embd));
+    g.kv_u32(a + ".feed_forward_length", uint32_t(ff));
+    g.kv_u32(a + ".attention.head_count", uint32_t(heads));
+    g.kv_u32(a + ".attention.head_count_kv", uint32_t(kv_heads));
+    g.kv_u32(a + ".attention.key_length", uint32_t(head_dim));
+    g.kv_u32(a + ".attention.value_length", uint32_t(head_dim));
+    g.kv_f32(a + ".rope.freq_base", rope_base);
+    g.kv_f32(a + ".attention.layer_norm_rms_epsilon", eps);
+    if (gemma) {
+      if (window) g.kv_u32(a + ".attention.sliding_window", uint32_t(window));
+      g.kv_u32(a + ".attention.sliding_window_pattern", uint32_t(period));
+      g.kv_f32(a + ".rope.freq_base_swa", rope_base_swa);
+      if (final_softcap > 0) g.kv_f32(a + ".final_logit_softcapping", final_softcap);
+    }
+    for (const auto& [n, v] : w) g.tensor_f32(n, dims.at(n), v);
+    std::string path = dir.file(name);
+    REQUIRE(test::write_file(path, g.build()));
+    return path;
+  }
+
+  // ---- reference forward: every position from scratch, double precision ----
+  const std::vector<float>& W(const std::string& n) const { return w.at(n); }
+  static std::vector<double> matvec(const std::vector<float>& m, int rows, int cols, const std::vector<double>& x) {
+    std::vector<double> y(static_cast<size_t>(rows), 0.0);
+    for (int r = 0; r < rows; r++)
+      for (int c = 0; c < cols; c++) y[size_t(r)] += double(m[size_t(r) * cols + c]) * x[size_t(c)];
+    return y;
+  }
+  void rmsnorm(std::vector<double>& x, size_t off, int n, const std::vector<float>& g) const {
+    double s = 0;
+    for (int k = 0; k < n; k++) s += x[off + k] * x[off + k];
+    double sc = 1.0 / std::sqrt(s / n + eps);
+    for (int k = 0; k < n; k++) x[off + k] = x[off + k] * sc * g[size_t(k)];
+  }
+  bool sliding(int l) const { return gemma && window > 0 && (period == 0 || (l + 1) % period != 0); }
+  void rope(std::vector<double>& x, int n_heads, int pos, int layer) const {
+    double base = sliding(layer) ? rope_base_swa : rope_base;
+    for (int h = 0; h < n_heads; h++) {
+      double* v = x.data() + size_t(h) * head_dim;
+      for (int i = 0; i < head_dim / 2; i++) {
+        double theta = pos * std::pow(base, -2.0 * i / head_dim);
+        if (rope_freqs) theta /= W("rope_freqs.weight")[size_t(i)];
+        double c = std::cos(theta), s = std::sin(theta);
+        int i0 = gemma ? i : 2 * i, i1 = gemma ? i + head_dim / 2 : 2 * i + 1;  // neox / pairs
+        double a = v[i0], b = v[i1];
+        v[i0] = a * c - b * s;
+        v[i1] = a * s + b * c;
+      }
+    }
+  }
+
+  // logits [n][vocab] of every position of `toks`
+  std::vector<double> forward(const std::vector<int32_t>& toks) const {
+    const int n = static_cast<int>(toks.size());
+    std::vector<std::vector<double>> x(static_cast<size_t>(n));
+    for (int t = 0; t < n; t++) {
+      x[size_t(t)].resize(static_cast<size_t>(embd));
+      for (int k = 0; k < embd; k++) {
+        x[size_t(t)][size_t(k)] = W("token_embd.weight")[size_t(toks[size_t(t)]) * embd + k];
+        if (gemma) x[size_t(t)][size_t(k)] *= std::sqrt(double(embd));
+      }
+    }
+    for (int l = 0; l < layers; l++) {
+      std::string b = "blk." + std::to_string(l) + ".";
+      std::vector<std::vector<double>> q(static_cast<size_t>(n)), k(static_cast<size_t>(n)), v(static_cast<size_t>(n));
+      for (int t = 0; t < n; t++) {
+        std::vector<double> h = x[size_t(t)];
+        rmsnorm(h, 0, embd, W(b + "attn_norm.weight"));
+        q[size_t(t)] = matvec(W(b + "attn_q.weight"), heads * head_dim, embd, h);
+        k[size_t(t)] = matvec(W(b + "attn_k.weight"), kv_heads * head_dim, embd, h);
+        v[size_t(t)] = matvec(W(b + "attn_v.weight"), kv_heads * head_dim, embd, h);
+        if (biases) {
+          for (int e = 0; e < heads * head_dim; e++) q[size_t(t)][size_t(e)] += W(b + "attn_q.bias")[size_t(e)];
+          for (int e = 0; e < kv_heads * head_dim; e++) k[size_t(t)][size_t(e)] += W(b + "attn_k.bias")[size_t(e)];
+          for (int e = 0; e < kv_heads * head_dim; e++) v[size_t(t)][size_t(e)] += W(b + "attn_v.bias")[size_t(e)];
+        }
+        if (gemma) {
+          for (int hh = 0; hh < heads; hh++) rmsnorm(q[size_t(t)], size_t(hh) * head_dim, head_dim, W(b + "attn_q_norm.weight"));
+          for (int hh = 0; hh < kv_heads; hh++) rmsnorm(k[size_t(t)], size_t(hh) * head_dim, head_dim, W(b + "attn_k_norm.weight"));
+        }
+        rope(q[size_t(t)], heads, t, l);
+        rope(k[size_t(t)], kv_heads, t, l);
+      }
+      for (int t = 0; t < n; t++) {
+        std::vector<double> att(size_t(heads) * head_dim, 0.0);
+        for (int hh = 0; hh < heads; hh++) {
+          int g = hh / (heads / kv_heads);
+          int lo = sliding(l) ? std::max(0, t - window + 1) : 0;
+          std::vector<double> sc;
+          double mx = -1e300;
+          for (int j = lo; j <= t; j++) {
+            double d = 0;
+            for (int e = 0; e < head_dim; e++) d += q[size_t(t)][size_t(hh) * head_dim + e] * k[size_t(j)][size_t(g) * head_dim + e];
+            d /= std::sqrt(double(head_dim));
+            sc.push_back(d);
+            mx = std::max(mx, d);
+          }
+          double sum = 0;
+          for (auto& s : sc) sum += (s = std::exp(s - mx));
+          for (int j = lo; j <= t; j++)
+            for (int e = 0; e < head_dim; e++)
+              att[size_t(hh) * head_dim + e] += sc[size_t(j - lo)] / sum * v[size_t(j)][size_t(g) * head_dim + e];
+        }
+        std::vector<double> o = matvec(W(b + "attn_output.weight"), embd, heads * head_dim, att);
+        if (biases)
+          for (int e = 0; e < embd; e++) o[size_t(e)] += W(b + "attn_output.bias")[size_t(e)];
+        if (gemma) rmsnorm(o, 0, embd, W(b + "post_attention_norm.weight"));
+        for (int e = 0; e < embd; e++) x[size_t(t)][size_t(e)] += o[size_t(e)];
+        std::vector<double> h = x[size_t(t)];
+        rmsnorm(h, 0, embd, W(b + "ffn_norm.weight"));
+        std::vector<double> gt = matvec(W(b + "ffn_gate.weight"), ff, embd, h), up = matvec(W(b + "ffn_up.weight"), ff, embd, h);
+        for (int e = 0; e < ff; e++) {
+          double z = gt[size_t(e)];
+          double act;
+          if (gemma) {  // GELU (tanh form) at fp16 precision of input and output, as ggml and the library
+            double f = fp16_to_f32(f32_to_fp16(static_cast<float>(z)));
+            act = std::fabs(z) >= 10 ? (z > 0 ? z : 0.0)
+                                      : fp16_to_f32(f32_to_fp16(static_cast<float>(
+                                            0.5 * f * (1 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (f + 0.044715 * f * f * f))))));
+          } else {
+            act = z / (1 + std::exp(-z));
+          }
+          gt[size_t(e)] = act * up[size_t(e)];
+        }
+        std::vector<double> d = matvec(W(b + "ffn_down.weight"), embd, ff, gt);
+        if (gemma) rmsnorm(d, 0, embd, W(b + "post_ffw_norm.weight"));
+        for (int e = 0; e < embd; e++) x[size_t(t)][size_t(e)] += d[size_t(e)];
+      }
+    }
+    std::vector<double> out;
+    for (int t = 0; t < n; t++) {
+      std::vector<double> h = x[size_t(t)];
+      rmsnorm(h, 0, embd, W("output_norm.weight"));
+      std::vector<double> lg = matvec(W("token_embd.weight"), vocab, embd, h);
+      for (double z : lg) out.push_back(final_softcap > 0 ? final_softcap * std::tanh(z / final_softcap) : z);
+    }
+    return out;
+  }
+};
+
+std::vector<int32_t> some_tokens(int n, int vocab, uint32_t seed) {
+  std::vector<int32_t> t;
+  uint32_t s = seed;
+  for (int k = 0; k < n; k++) {
+    s = s * 1664525u + 1013904223u;
+    t.push_back(static_cast<int32_t>((s >> 8) % uint32_t(vocab)));
+  }
+  return t;
+}
+
+std::shared_ptr<const Engine> engine_for(const std::string& path, int threads = 1, KvType kv = KvType::f32,
+                                         ContextPolicy policy = ContextPolicy::stop, int keep = 4) {
+  LoadOptions o;
+  o.threads = threads;
+  o.kv_type = kv;
+  o.context_policy = policy;
+  o.keep = keep;
+  auto m = Model::load(path, o);
+  REQUIRE_MESSAGE(m, (m ? "" : m.error().message));
+  return m->impl().engine;
+}
+
+double max_diff(const std::vector<float>& a, const std::vector<double>& b) {
+  double worst = a.size() == b.size() ? 0.0 : 1e30;
+  for (size_t k = 0; k < std::min(a.size(), b.size()); k++) worst = std::max(worst, std::fabs(double(a[k]) - b[k]));
+  return worst;
+}
+double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = a.size() == b.size() ? 0.0 : 1e30;
+  for (size_t k = 0; k < std::min(a.size(), b.size()); k++) worst = std::max(worst, std::fabs(double(a[k]) - double(b[k])));
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("forward: the llama definition equals a straight-line reference (pairs rope, biases, llama-3 factors)") {
+  test::TempDir dir;
+  Synth s;
+  s.biases = true;
+  s.rope_freqs = true;
+  s.build();
+  std::string path = s.write(dir, "llama.gguf");
+  auto e = engine_for(path);
+  CHECK(e->arch().name == "llama");
+  CHECK(e->n_vocab() == s.vocab);
+  auto toks = some_tokens(40, s.vocab, 7);
+  auto got = logits_of_ids(e, toks, true);
+  REQUIRE(got);
+  std::vector<double> want = s.forward(toks);
+  double d = max_diff(*got, want);
+  MESSAGE("llama: max |interpreter - reference| = " << d);
+  CHECK(d < 1e-4);
+  // the optional steps were compiled in: removing the biases changes the result
+  Synth s2 = s;
+  s2.biases = false;
+  for (auto it = s2.w.begin(); it != s2.w.end();) it = it->first.find(".bias") != std::string::npos ? s2.w.erase(it) : std::next(it);
+  auto got2 = logits_of_ids(engine_for(s2.write(dir, "nobias.gguf")), toks, true);
+  REQUIRE(got2);
+  CHECK(max_diff(*got2, s2.forward(toks)) < 1e-4);
+  CHECK(max_diff(*got2, want) > 1e-2);
+}
+
+TEST_CASE("forward: the gemma3 definition equals the reference (sliding layers, local rope base, norms, softcap)") {
+  test::TempDir dir;
+  Synth s;
+  s.gemma = true;
+  s.layers = 4;
+  s.window = 5;
+  s.period = 2;  // layers 0 and 2 sliding, 1 and 3 global
+  s.final_softcap = 3.0f;
+  s.build();
+  std::string path = s.write(dir, "gemma.gguf");
+  auto e = engine_for(path);
+  CHECK(e->arch().name == "gemma3");
+  // 300 tokens: more than a sliding layer's ring (5 + 256 - 1 slots), in two batches
+  auto toks = some_tokens(300, s.vocab, 11);
+  auto got = logits_of_ids(e, toks, true);
+  REQUIRE(got);
+  std::vector<double> want = s.forward(toks);
+  double d = max_diff(*got, want);
+  MESSAGE("gemma3: max |interpreter - reference| = " << d);
+  // GELU is evaluated at fp16 (as ggml): the reference rounds a double tanh, the library a float one,
+  // so an output on an fp16 rounding boundary may land one fp16 step apart (~5e-4 in the logits).
+  CHECK(d < 2e-3);
+  // the window really matters: without it the reference differs
+  Synth full = s;
+  full.window = 0;
+  CHECK(max_diff(*got, full.forward(toks)) > 1e-2);
+}
+
+TEST_CASE("forward: batch, token-by-token and multi-batch evaluation give the same logits") {
+  test::TempDir dir;
+  Synth s;
+  s.gemma = true;
+  s.window = 3;
+  s.period = 3;
+  s.build();
+  auto e = engine_for(s.write(dir, "g.gguf"));
+  auto toks = some_tokens(600, s.vocab, 3);
+  auto batch = logits_of_ids(e, toks, true);  // 600 tokens: batches of 256, 256, 88
+  REQUIRE(batch);
+  auto ctx = Context::create(e, 1024);
+  REQUIRE(ctx);
+  std::vector<float> one, all;
+  for (size_t t = 0; t < 40; t++) {
+    auto st = ctx->eval(std::span<const int32_t>(&toks[t], 1), one);
+    REQUIRE(st);
+    CHECK(*st == EvalStatus::ok);
+    all.insert(all.end(), one.begin(), one.end());
+  }
+  std::vector<float> head(batch->begin(), batch->begin() + 40 * s.vocab);
+  CHECK(max_diff(all, head) < 1e-5);
+  // the rest in uneven pieces
+  size_t t = 40;
+  for (size_t piece : {1u, 7u, 300u, 252u}) {
+    std::vector<float> lg;
+    auto st = ctx->eval(std::span<const int32_t>(toks.data() + t, piece), lg, true);
+    REQUIRE(st);
+    std::vector<float> want(batch->begin() + long(t * s.vocab), batch->begin() + long((t + piece) * s.vocab));
+    CHECK(max_diff(lg, want) < 1e-5);
+    t += piece;
+  }
+  CHECK(ctx->n_past() == 600);
+  CHECK(ctx->tokens() == toks);
+}
+
+TEST_CASE("forward: greedy output is bit-identical with 1, 2, 3 and 4 threads") {
+  test::TempDir dir;
+  Synth s;
+  s.embd = 64;
+  s.ff = 256;
+  s.vocab = 300;
+  s.build();
+  std::string path = s.write(dir, "t.gguf");
+  auto prompt = some_tokens(300, s.vocab, 5);  // long enough for the threaded paths of every op
+  std::vector<int32_t> first;
+  std::vector<float> first_logits;
+  for (int threads : {1, 2, 3, 4}) {
+    auto e = engine_for(path, threads, KvType::f16);
+    CHECK(e->pool().size() == threads);
+    auto all = logits_of_ids(e, prompt, true);
+    REQUIRE(all);
+    auto ctx = Context::create(e, 0);
+    REQUIRE(ctx);
+    auto out = greedy_ids(*ctx, prompt, 24);
+    REQUIRE(out);
+    if (threads == 1) {
+      first = *out;
+      first_logits = *all;
+    } else {
+      CHECK(*out == first);
+      CHECK(std::memcmp(all->data(), first_logits.data(), all->size() * 4) == 0);
+    }
+  }
+  // and on a real file (its vocabulary of 151936 makes the output matmul the big one)
+  std::vector<int32_t> ids = {9707, 1879, 11, 419, 374, 264, 1273};
+  std::vector<int32_t> ref;
+  for (int threads : {1, 2, 3, 4}) {
+    auto e = engine_for(test::model_path("synth-qwen3-tiny-q8_0.gguf"), threads, KvType::f16);
+    auto ctx = Context::create(e, 0);
+    REQUIRE(ctx);
+    auto out = greedy_ids(*ctx, ids, 8);
+    REQUIRE(out);
+    if (threads == 1) ref = *out;
+    else CHECK(*out == ref);
+  }
+}
+
+TEST_CASE("forward: separate contexts of one engine run concurrently with the same results") {
+  test::TempDir dir;
+  Synth s;
+  s.build();
+  auto e = engine_for(s.write(dir, "c.gguf"), 2);
+  auto a = some_tokens(50, s.vocab, 1), b = some_tokens(70, s.vocab, 2);
+  auto ra = logits_of_ids(e, a, true), rb = logits_of_ids(e, b, true);
+  REQUIRE(ra);
+  REQUIRE(rb);
+  std::vector<float> ga, gb;
+  bool oka = false, okb = false;
+  std::thread ta([&] {
+    for (int rep = 0; rep < 5; rep++) {
+      auto r = logits_of_ids(e, a, true);
+      oka = r && (rep == 0 || *r == ga);
+      if (r) ga = *r;
+    }
+  });
+  std::thread tb([&] {
+    for (int rep = 0; rep < 5; rep++) {
+      auto r = logits_of_ids(e, b, true);
+      okb = r && (rep == 0 || *r == gb);
+      if (r) gb = *r;
+    }
+  });
+  ta.join();
+  tb.join();
+  CHECK(oka);
+  CHECK(okb);
+  CHECK(ga == *ra);
+  CHECK(gb == *rb);
+}
+
+TEST_CASE("kv cache: context full with the stop policy; bad token ids") {
+  test::TempDir dir;
+  Synth s;
+  s.build();
+  auto e = engine_for(s.write(dir, "k.gguf"));
+  auto ctx = Context::create(e, 16);
+  REQUIRE(ctx);
+  CHECK(ctx->n_ctx() == 16);
+  std::vector<float> lg;
+  auto toks = some_tokens(17, s.vocab, 9);
+  auto st = ctx->eval(std::span<const int32_t>(toks.data(), 10), lg);
+  REQUIRE(st);
+  CHECK(*st == EvalStatus::ok);
+  st = ctx->eval(std::span<const int32_t>(toks.data() + 10, 7), lg);
+  REQUIRE(st);
+  CHECK(*st == EvalStatus::context_full);
+  CHECK(ctx->n_past() == 10);  // nothing of the refused batch was evaluated
+  st = ctx->eval(std::span<const int32_t>(toks.data() + 10, 6), lg);
+  REQUIRE(st);
+  CHECK(*st == EvalStatus::ok);
+  CHECK(ctx->n_past() == 16);
+  std::vector<int32_t> bad = {3, s.vocab};
+  auto r = ctx->eval(bad, lg);
+  CHECK(!r);
+  CHECK(r.error().code == Errc::invalid_argument);
+  std::vector<int32_t> neg = {-1};
+  CHECK(!ctx->eval(neg, lg));
+  CHECK(!ctx->eval(std::span<const int32_t>(), lg));
+  // f16 cells take half the bytes of f32 cells
+  auto e16 = engine_for(dir.file("k.gguf"), 1, KvType::f16);
+  auto c16 = Context::create(e16, 16);
+  REQUIRE(c16);
+  CHECK(c16->kv_bytes() * 2 == ctx->kv_bytes());
+  CHECK(ctx->kv_bytes() == uint64_t(s.layers) * 2 * 16 * s.kv_heads * s.head_dim * 4);
+}
+
+TEST_CASE("kv cache: sliding the context keeps the first tokens at the right positions") {
+  // With one layer, cached keys and values depend only on each token and its position, so after a
+  // slide (drop, move down, re-rotate the keys) the next logits must equal a fresh evaluation of
+  // the tokens the context holds. Deeper models slide the same way (their cached values also
+  // carry what the dropped tokens contributed, as in llama.cpp's context shift).
+  test::TempDir dir;
+  struct Case {
+    bool gemma;
+    int layers, period;
+  };
+  for (Case cs : {Case{false, 1, 0}, Case{true, 1, 1}, Case{true, 1, 2}, Case{true, 3, 2}}) {
+    Synth s;
+    s.gemma = cs.gemma;
+    s.layers = cs.layers;
+    s.window = 4;
+    s.period = cs.period;
+    s.build();
+    std::string path = s.write(dir, "s.gguf");
+    auto e = engine_for(path, 1, KvType::f32, ContextPolicy::slide, 4);
+    auto fresh = engine_for(path, 1, KvType::f32);
+    for (int n_ctx : {32, 600}) {  // 600: sliding layers keep a ring shorter than the context
+      auto ctx = Context::create(e, n_ctx);
+      REQUIRE(ctx);
+      auto toks = some_tokens(n_ctx + 40, s.vocab, 21);
+      std::vector<float> lg;
+      auto st = ctx->eval(std::span<const int32_t>(toks.data(), size_t(n_ctx)), lg);
+      REQUIRE(st);
+      CHECK(ctx->n_past() == n_ctx);
+      int slides = 0;
+      for (int k = 0; k < 40; k++) {
+        int before = ctx->n_past();
+        st = ctx->eval(std::span<const int32_t>(&toks[size_t(n_ctx + k)], 1), lg);
+        REQUIRE(st);
+        CHECK(*st == EvalStatus::ok);
+        if (ctx->n_past() <= before) slides++;
+        std::vector<int32_t> held = ctx->tokens();
+        CHECK(int(held.size()) == ctx->n_past());
+        CHECK(ctx->n_past() <= n_ctx);
+        CHECK(std::equal(held.begin(), held.begin() + 4, toks.begin()));
+        CHECK(held.back() == toks[size_t(n_ctx + k)]);
+        if (cs.layers == 1 && (k == 0 || k == 39)) {
+          auto want = logits_of_ids(fresh, held, false);
+          REQUIRE(want);
+          double d = max_diff(lg, *want);
+          INFO("gemma " << cs.gemma << " period " << cs.period << " n_ctx " << n_ctx << " step " << k << " diff " << d);
+          CHECK(d < 1e-4);
+        }
+      }
+      CHECK(slides >= 1);
+    }
+  }
+}
+
+TEST_CASE("kv cache: prefix reuse with truncate, and what a sliding ring no longer holds") {
+  test::TempDir dir;
+  Synth s;
+  s.gemma = true;
+  s.window = 4;
+  s.period = 2;
+  s.build();
+  auto e = engine_for(s.write(dir, "t.gguf"));
+  auto a = some_tokens(300, s.vocab, 31), c = some_tokens(12, s.vocab, 32);
+  auto ctx = Context::create(e, 1024);
+  REQUIRE(ctx);
+  std::vector<float> lg;
+  REQUIRE(ctx->eval(a, lg));
+  CHECK(!ctx->truncate(301));
+  CHECK(!ctx->truncate(10));  // the ring of 259 cells no longer holds positions 7..9
+  CHECK(ctx->n_past() == 300);
+  REQUIRE(ctx->truncate(290));
+  CHECK(ctx->n_past() == 290);
+  CHECK(ctx->tokens().size() == 290);
+  auto st = ctx->eval(c, lg, true);
+  REQUIRE(st);
+  std::vector<int32_t> joined(a.begin(), a.begin() + 290);
+  joined.insert(joined.end(), c.begin(), c.end());
+  auto want = logits_of_ids(e, joined, true);
+  REQUIRE(want);
+  std::vector<float> tail(want->end() - long(c.size() * s.vocab), want->end());
+  CHECK(max_diff(lg, tail) < 1e-5);
+  ctx->clear();
+  CHECK(ctx->n_past() == 0);
+  REQUIRE(ctx->eval(c, lg));
+  auto want_c = logits_of_ids(e, c, false);
+  REQUIRE(want_c);
+  CHECK(max_diff(lg, *want_c) < 1e-6);
+}
+
+TEST_CASE("kv cache: cancel is polled per layer; finished batches stay") {
+  test::TempDir dir;
+  Synth s;
+  s.build();
+  auto e = engine_for(s.write(dir, "x.gguf"));
+  auto toks = some_tokens(300, s.vocab, 41);
+  auto ctx = Context::create(e, 1024);
+  REQUIRE(ctx);
+  std::vector<float> lg;
+  int polls = 0;
+  auto st = ctx->eval(toks, lg, false, [&] { return ++polls > 3 + s.layers; });  // cancel inside the 2nd batch
+  REQUIRE(st);
+  CHECK(*st == EvalStatus::cancelled);
+  CHECK(polls > s.layers);
+  CHECK(ctx->n_past() == 256);  // the first batch of 256 finished
+  // continuing gives what an uncancelled run gives
+  st = ctx->eval(std::span<const int32_t>(toks.data() + 256, 44), lg);
+  REQUIRE(st);
+  auto want = logits_of_ids(e, toks, false);
+  REQUIRE(want);
+  CHECK(max_diff(lg, *want) < 1e-5);
+  polls = 0;
+  ctx->clear();
+  st = ctx->eval(std::span<const int32_t>(toks.data(), 5), lg, false, [&] { return ++polls >= 2; });
+  REQUIRE(st);
+  CHECK(*st == EvalStatus::cancelled);
+  CHECK(ctx->n_past() == 0);
+}

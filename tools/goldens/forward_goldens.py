@@ -1,0 +1,167 @@
+#!/usr/bin/python3
+"""Regenerates the forward-pass goldens (tests/goldens/forward/*.json) from the llama.cpp oracle.
+
+For every model of MODELS and every prompt of PROMPTS it records what llama.cpp computes on the
+same file:
+  * the prompt ids: `oracle.mjs tokenize MODEL --text PROMPT` (BOS as the model asks);
+  * per prompt position: argmax, logsumexp, the top 10 (id, logit) and the logits of a fixed sample
+    of SAMPLE ids, from `oracle.mjs logits MODEL --ids ... --all --precise --threads 1 --out F.f32` (raw
+    float32 logits, f32 KV cache, no flash attention: the tightest reference);
+  * 64 greedy ids: `oracle.mjs generate MODEL --ids ... --n 64 --ignore-eos --precise --threads 1 --out S.f32`,
+    and for each step the runner-up id and its margin (best logit - second best) from the logits
+    the token was chosen from ("greedy_runner_up"), to tell a real divergence from a tie.
+Usage (from the repository root, with ../shared beside it and the fixtures built by `make fixtures`):
+    /usr/bin/python3 tools/goldens/forward_goldens.py [--only NAME_SUBSTRING] [--fixtures build/fixtures]
+Needs numpy and node (the oracle in ../shared/tools/llamacpp-oracle). Deterministic: a rerun
+writes the same files.
+"""
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared"))
+ORACLE = os.path.join(SHARED, "tools", "llamacpp-oracle")
+OUT = os.path.join(ROOT, "tests", "goldens", "forward")
+SAMPLE = 256     # logits kept per position for the Pearson correlation (see README.md here)
+N_GREEDY = 64
+
+# (name, where, weight type): "shared:" = ../shared/models, "fixtures:" = `make fixtures` output.
+MODELS = [
+    ("stories260K", "shared:stories260K.gguf", "f32"),
+    ("stories260K-q8_0", "shared:stories260K-q8_0.gguf", "q8_0"),
+    ("synth-llama-tiny-f32", "fixtures:synth-llama-tiny-f32.gguf", "f32"),
+    ("synth-llama-tiny-f16", "fixtures:synth-llama-tiny-f16.gguf", "f16"),
+    ("synth-llama-tiny-bf16", "fixtures:synth-llama-tiny-bf16.gguf", "bf16"),
+    ("synth-llama-tiny-q8_0", "shared:synth-llama-tiny-q8_0.gguf", "q8_0"),
+    ("synth-smollm2-tiny-f32", "fixtures:synth-smollm2-tiny-f32.gguf", "f32"),
+    ("synth-smollm2-tiny-f16", "shared:synth-smollm2-tiny-f16.gguf", "f16"),
+    ("synth-smollm2-tiny-bf16", "shared:synth-smollm2-tiny-bf16.gguf", "bf16"),
+    ("synth-smollm2-tiny-q8_0", "shared:synth-smollm2-tiny-q8_0.gguf", "q8_0"),
+    ("synth-smollm2-tiny-q4_k_m", "shared:synth-smollm2-tiny-q4_k_m.gguf", "q4_k_m"),
+    ("synth-qwen2-tiny-f32", "fixtures:synth-qwen2-tiny-f32.gguf", "f32"),
+    ("synth-qwen2-tiny-f16", "fixtures:synth-qwen2-tiny-f16.gguf", "f16"),
+    ("synth-qwen2-tiny-bf16", "fixtures:synth-qwen2-tiny-bf16.gguf", "bf16"),
+    ("synth-qwen2-tiny-q8_0", "shared:synth-qwen2-tiny-q8_0.gguf", "q8_0"),
+    ("synth-qwen3-tiny-f32", "fixtures:synth-qwen3-tiny-f32.gguf", "f32"),
+    ("synth-qwen3-tiny-f16", "fixtures:synth-qwen3-tiny-f16.gguf", "f16"),
+    ("synth-qwen3-tiny-bf16", "fixtures:synth-qwen3-tiny-bf16.gguf", "bf16"),
+    ("synth-qwen3-tiny-q8_0", "shared:synth-qwen3-tiny-q8_0.gguf", "q8_0"),
+    ("synth-qwen3-tiny-q4_k_m", "shared:synth-qwen3-tiny-q4_k_m.gguf", "q4_k_m"),
+    ("synth-gemma3-tiny-f32", "fixtures:synth-gemma3-tiny-f32.gguf", "f32"),
+    ("synth-gemma3-tiny-softcap-f32", "fixtures:synth-gemma3-tiny-softcap-f32.gguf", "f32"),
+    ("synth-gemma3-tiny-f16", "fixtures:synth-gemma3-tiny-f16.gguf", "f16"),
+    ("synth-gemma3-tiny-bf16", "fixtures:synth-gemma3-tiny-bf16.gguf", "bf16"),
+    ("synth-gemma3-tiny-q8_0", "shared:synth-gemma3-tiny-q8_0.gguf", "q8_0"),
+    ("synth-gemma3-tiny-q4_k_m", "shared:synth-gemma3-tiny-q4_k_m.gguf", "q4_k_m"),
+]
+
+# Three prompts: short prose, a factual pattern, and code long enough (> 16 tokens) to cross
+# gemma3-tiny's 16-token sliding window during the prompt itself.
+PROMPTS = [
+    "Once upon a time, there was a little robot who",
+    "The capital of France is Paris. The capital of Germany is",
+    "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n",
+]
+
+
+def oracle(*args):
+    r = subprocess.run(["node", "oracle.mjs", *args], cwd=ORACLE, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("oracle %s failed: %s %s" % (" ".join(args), r.stdout[-2000:], r.stderr[-2000:]))
+    return json.loads(r.stdout)
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def resolve(where, fixtures):
+    kind, rel = where.split(":", 1)
+    return os.path.join(SHARED, "models", rel) if kind == "shared" else os.path.join(fixtures, rel)
+
+
+def top10(row):
+    # ties -> lower id (as llama.cpp's sampler and the tests)
+    order = np.lexsort((np.arange(row.size), -row.astype(np.float64)))[:10]
+    return [[int(i), float(row[i])] for i in order]
+
+
+def logsumexp(row):
+    m = float(row.max())
+    return m + float(np.log(np.exp(row.astype(np.float64) - m).sum()))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only")
+    ap.add_argument("--fixtures", default=os.path.join(ROOT, "build", "fixtures"))
+    a = ap.parse_args()
+    version = oracle("version")["llama_cpp_build"]
+    os.makedirs(OUT, exist_ok=True)
+    for name, where, wtype in MODELS:
+        if a.only and a.only not in name:
+            continue
+        path = resolve(where, a.fixtures)
+        info = oracle("info", path)
+        n_vocab = int(info["n_vocab"])
+        rng = np.random.Generator(np.random.PCG64(20240))
+        sample = sorted(int(x) for x in rng.choice(n_vocab, size=min(SAMPLE, n_vocab), replace=False))
+        prompts = []
+        for text in PROMPTS:
+            ids = oracle("tokenize", path, "--text", text)["ids"]
+            idarg = ",".join(str(i) for i in ids)
+            with tempfile.TemporaryDirectory() as td:
+                out = os.path.join(td, "l.f32")
+                oracle("logits", path, "--ids", idarg, "--all", "--precise", "--threads", "1", "--out", out)
+                lg = np.fromfile(out, "<f4").reshape(-1, n_vocab)
+            assert lg.shape[0] == len(ids)
+            positions = []
+            for p in range(len(ids)):
+                row = lg[p]
+                positions.append({"argmax": int(np.argmax(row)), "logsumexp": round(logsumexp(row), 6),
+                                  "top": [[i, float("%.7g" % v)] for i, v in top10(row)],
+                                  "sample": [float("%.7g" % row[i]) for i in sample]})
+            with tempfile.TemporaryDirectory() as td:
+                out = os.path.join(td, "s.f32")
+                g = oracle("generate", path, "--ids", idarg, "--n", str(N_GREEDY), "--ignore-eos", "--precise",
+                           "--threads", "1", "--out", out)
+                steps = np.fromfile(out, "<f4").reshape(-1, n_vocab)
+            assert steps.shape[0] == len(g["ids"]) == N_GREEDY
+            runner_up = []
+            for k, row in enumerate(steps):
+                t = top10(row)
+                assert t[0][0] == g["ids"][k]
+                runner_up.append([t[1][0], float("%.7g" % (t[0][1] - t[1][1]))])
+            prompts.append({"text": text, "ids": ids, "positions": positions, "greedy": g["ids"],
+                            "greedy_runner_up": runner_up})
+        doc = {
+            "model": where, "name": name, "weights": wtype, "sha256": sha256(path), "n_vocab": n_vocab,
+            "oracle": version,
+            "commands": {
+                "ids": "node oracle.mjs tokenize MODEL --text PROMPT",
+                "positions": "node oracle.mjs logits MODEL --ids IDS --all --precise --threads 1 --out F.f32",
+                "greedy": "node oracle.mjs generate MODEL --ids IDS --n 64 --ignore-eos --precise --threads 1 --out S.f32",
+                "script": "/usr/bin/python3 tools/goldens/forward_goldens.py",
+            },
+            "sample_ids": sample, "prompts": prompts,
+        }
+        dst = os.path.join(OUT, name + ".json")
+        with open(dst, "w") as f:
+            json.dump(doc, f, separators=(",", ":"))
+            f.write("\n")
+        print("wrote %s (%d bytes)" % (dst, os.path.getsize(dst)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
