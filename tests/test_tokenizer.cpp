@@ -263,7 +263,12 @@ TEST_CASE("tokenizer: o200k (gpt-4o) and tekken split regexes vs Hugging Face, f
   for (const char* name : {"tiny-o200k", "tiny-tekken"}) {
     auto json_tok = tokenizer(kDir + "/" + name);
     // the same vocabulary as a GGUF file with llama.cpp's pre-tokenizer name
-    const ModelDesc& jd = *description(kDir + "/" + name);
+    // a tokenizer-only folder's description leaves the vocabulary to the tokenizer: read it here
+    ModelDesc jd;
+    jd.tokenizer_json = description(kDir + "/" + name)->tokenizer_json;
+    jd.tokenizer_config = description(kDir + "/" + name)->tokenizer_config;
+    REQUIRE(vocab_from_tokenizer_json(jd, kDir + "/" + name + "/tokenizer.json"));
+    REQUIRE(!jd.vocab.tokens.empty());
     test::GgufWriter w;
     std::vector<int32_t> types(jd.vocab.types.begin(), jd.vocab.types.end());  // control / user-defined as in the json
     w.kv_str("general.architecture", "llama").kv_str("tokenizer.ggml.model", "gpt2")
