@@ -164,7 +164,7 @@ namespace {
 class ForcingIO final : public llminfer::detail::GenerationIO {
  public:
   ForcingIO(llminfer::detail::GenerationIO& inner, int32_t forced, int after, size_t n_vocab)
-      : inner_(inner), forced_(forced), after_(after), forced_logits_(n_vocab, -INFINITY) {
+      : inner_(inner), after_(after), forced_logits_(n_vocab, -INFINITY) {
     forced_logits_[size_t(forced)] = 0.0f;
   }
   llminfer::Result<llminfer::detail::EvalOutcome> eval(std::span<const int32_t> t,
@@ -187,7 +187,6 @@ class ForcingIO final : public llminfer::detail::GenerationIO {
 
  private:
   llminfer::detail::GenerationIO& inner_;
-  int32_t forced_;
   int after_, pieces_ = 0;
   std::vector<float> forced_logits_;
 };
