@@ -38,10 +38,25 @@ LDFLAGS_ALL := -pthread $(SAN) $(LDFLAGS)
 
 CLI_SRC := $(sort $(wildcard examples/cli/*.cpp))
 TEST_SRC := $(sort $(wildcard tests/*.cpp))
+
+# Unity builds (the default): every file here compiles the whole implementation, so the CLI is built
+# as one translation unit and the tests as TEST_UNITS units (tools/unity writes them into
+# $(BUILD)/unity/; each test file sits in a namespace of its own there). UNITY=0 compiles each
+# file on its own (faster to rebuild after editing one file).
+UNITY ?= 1
+TEST_UNITS ?= 3
+ifeq ($(UNITY),1)
+TEST_FILES := $(filter-out tests/main.cpp,$(TEST_SRC))
+TEST_GROUPS := $(wordlist 1,$(TEST_UNITS),$(shell seq $(words $(TEST_FILES))))
+CLI_OBJ := $(BUILD)/obj/unity/cli.o
+TEST_MAIN := $(filter tests/main.cpp,$(TEST_SRC))
+TEST_OBJ := $(TEST_MAIN:%.cpp=$(BUILD)/obj/%.o) $(TEST_GROUPS:%=$(BUILD)/obj/unity/tests_%.o)
+else
 CLI_OBJ := $(CLI_SRC:%.cpp=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.cpp=$(BUILD)/obj/%.o)
+endif
 
-.PHONY: all test demo model header check-header doctest fixtures corpus fuzz fuzz-run compile-matrix windows clean bench
+.PHONY: FORCE all test demo model header check-header doctest fixtures corpus fuzz fuzz-run compile-matrix windows clean bench
 .DELETE_ON_ERROR:
 
 all: llminfer.hpp $(BUILD)/llminfer $(BUILD)/tests $(BUILD)/simple
@@ -56,6 +71,16 @@ check-header:
 $(BUILD)/obj/%.o: %.cpp llminfer.hpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_ALL) -c $< -o $@
+
+# The unity sources are rewritten only when their content changes (a new file, another grouping).
+$(BUILD)/unity/cli.cpp: FORCE
+	@tools/unity $@ $(CLI_SRC)
+$(TEST_GROUPS:%=$(BUILD)/unity/tests_%.cpp): $(BUILD)/unity/tests_%.cpp: FORCE
+	@tools/unity $@ --wrap --group $*/$(words $(TEST_GROUPS)) $(TEST_FILES)
+$(filter $(BUILD)/obj/unity/%,$(CLI_OBJ) $(TEST_OBJ)): $(BUILD)/obj/unity/%.o: $(BUILD)/unity/%.cpp llminfer.hpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_ALL) -iquote . -c $< -o $@
+FORCE:
 
 # The CLI and the tests define LLMINFER_IMPLEMENTATION in several files: public functions inline.
 $(CLI_OBJ) $(TEST_OBJ): CXXFLAGS_ALL += -DLLMINFER_INLINE_API

@@ -3,7 +3,11 @@
 #pragma once
 #include "../../llminfer.hpp"
 
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -152,6 +156,46 @@ inline int fail(const llminfer::Error& e) {
 
 // Writes all of `s` to stdout (binary-safe).
 inline void out(std::string_view s) { std::fwrite(s.data(), 1, s.size(), stdout); }
+
+// Reads a whole file ("-" is standard input) into `out`; false with `err` set on failure.
+inline bool read_file(const std::string& path, std::string& out, std::string& err) {
+  FILE* f = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
+  if (!f) {
+    err = path + ": cannot open: " + std::strerror(errno);
+    return false;
+  }
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  bool ok = !std::ferror(f);
+  if (f != stdin) std::fclose(f);
+  if (!ok) err = path + ": read error";
+  return ok;
+}
+
+// Token ids separated by commas, spaces or newlines ("1,2,3", "1 2 3"; a JSON array works too).
+// False with `err` naming the first item that is not a token id.
+inline bool parse_ids(const std::string& s, std::vector<int32_t>& ids, std::string& err) {
+  size_t i = 0;
+  while (i < s.size()) {
+    char c = s[i];
+    if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '[' || c == ']') {
+      i++;
+      continue;
+    }
+    int64_t v = 0;
+    auto r = std::from_chars(s.data() + i, s.data() + s.size(), v);
+    size_t end = s.find_first_of(", \t\n\r]", i);
+    if (end == std::string::npos) end = s.size();
+    if (r.ec != std::errc() || r.ptr != s.data() + end || v < 0 || v > INT32_MAX) {
+      err = "'" + s.substr(i, end - i) + "' is not a token id";
+      return false;
+    }
+    ids.push_back(static_cast<int32_t>(v));
+    i = end;
+  }
+  return true;
+}
 
 }  // namespace cli
 

@@ -13,7 +13,7 @@
 
 namespace {
 
-const char* kUsage =
+const char* kBenchUsage =
     "usage: llminfer bench -m MODEL [-t THREADS] [-p 128[,512...]] [-n 64] [-r 3] [-c CTX] [--json]\n"
     "  -m, --model MODEL   a .gguf file, a .safetensors file or a model directory\n"
     "  -p, --prompt N,...  prompt lengths to time (default 128); prefill_tps is the first one\n"
@@ -45,7 +45,7 @@ struct Test {
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  cli::Args args(kUsage);
+  cli::Args args(kBenchUsage);
   args.common().option({"-m", "--model"}, true).option({"-p", "--prompt"}, true).option({"-n", "--gen"}, true);
   args.option({"-r", "--reps"}, true).option({"--kv-type"}, true).option({"--json"}, false);
   if (!args.parse(argc, argv)) return args.exit_code();

@@ -14,7 +14,7 @@
 
 namespace {
 
-std::string usage() {
+std::string chat_usage() {
   return std::string(
              "usage: llminfer chat -m MODEL [--system TEXT] [options]\n"
              "An interactive conversation with the model's own chat template. Type a message and press\n"
@@ -33,11 +33,11 @@ std::string usage() {
          "Exit status: 0 success, 1 usage error, 2 model error.\n";
 }
 
-std::atomic<bool> g_cancel{false};
+std::atomic<bool> g_chat_cancel{false};
 std::atomic<bool> g_replying{false};
 std::atomic<bool> g_interrupted{false};
 extern "C" void chat_on_sigint(int) {
-  if (g_replying.load()) g_cancel.store(true);
+  if (g_replying.load()) g_chat_cancel.store(true);
   else g_interrupted.store(true);
 }
 
@@ -81,7 +81,7 @@ bool read_message(std::string& msg, bool interactive) {
 }  // namespace
 
 int cmd_chat(int argc, char** argv) {
-  cli::Args a(usage());
+  cli::Args a(chat_usage());
   a.option({"-m", "--model"}, true).option({"--system"}, true).option({"--stats"}, false).common();
   cli::add_sampling_options(a);
   if (!a.parse(argc, argv)) return a.exit_code();
@@ -115,7 +115,7 @@ int cmd_chat(int argc, char** argv) {
                  a.get("--model").c_str());
   install_sigint();
 
-  o.cancel = &g_cancel;
+  o.cancel = &g_chat_cancel;
   o.on_token = [](std::string_view piece) {
     cli::out(piece);
     std::fflush(stdout);
@@ -138,7 +138,7 @@ int cmd_chat(int argc, char** argv) {
     }
     session.add("user", msg);
     o.seed = seed++;
-    g_cancel.store(false);
+    g_chat_cancel.store(false);
     g_replying.store(true);
     auto r = session.reply(o);
     g_replying.store(false);

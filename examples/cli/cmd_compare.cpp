@@ -9,7 +9,7 @@
 namespace {
 using namespace llminfer::detail;
 
-const char* kUsage =
+const char* kCompareUsage =
     "usage: llminfer compare -m MODEL --ids 1,2,3 --reference FILE.f32 [--json]\n"
     "  -m, --model MODEL   a .gguf file, a .safetensors file or a model directory\n"
     "  --ids LIST          the token ids the reference was computed for\n"
@@ -21,7 +21,7 @@ const char* kUsage =
 }  // namespace
 
 int cmd_compare(int argc, char** argv) {
-  cli::Args args(kUsage);
+  cli::Args args(kCompareUsage);
   args.common().option({"-m", "--model"}, true).option({"--ids"}, true).option({"--reference"}, true);
   args.option({"--json"}, false).option({"--kv-type"}, true);
   if (!args.parse(argc, argv)) return args.exit_code();

@@ -9,37 +9,17 @@
 namespace {
 using namespace llminfer::detail;
 
-const char* kUsage =
+const char* kDetokenizeUsage =
     "usage: llminfer detokenize -m MODEL --ids 1,2,3 [--skip-special] [--json]\n"
     "  -m, --model MODEL  a .gguf file, a model directory, or a folder with tokenizer.json\n"
     "  --ids LIST         token ids separated by commas or spaces (a JSON array works too)\n"
     "  --skip-special     leave out special (control) tokens\n"
     "  --json             print {\"text\":...} (text as a JSON string)\n";
 
-bool parse_ids(const std::string& s, std::vector<int32_t>& ids, std::string& err) {
-  size_t i = 0;
-  while (i < s.size()) {
-    char c = s[i];
-    if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '[' || c == ']') {
-      i++;
-      continue;
-    }
-    int64_t v = 0;
-    auto r = std::from_chars(s.data() + i, s.data() + s.size(), v);
-    if (r.ec != std::errc() || v < 0 || v > INT32_MAX) {
-      size_t end = s.find_first_of(", \t\n]", i);
-      err = "'" + s.substr(i, end == std::string::npos ? std::string::npos : end - i) + "' is not a token id";
-      return false;
-    }
-    ids.push_back(static_cast<int32_t>(v));
-    i = static_cast<size_t>(r.ptr - s.data());
-  }
-  return true;
-}
 }  // namespace
 
 int cmd_detokenize(int argc, char** argv) {
-  cli::Args args(kUsage);
+  cli::Args args(kDetokenizeUsage);
   args.option({"-m", "--model"}, true).option({"--ids"}, true).option({"--skip-special"}, false).option({"--json"}, false);
   if (!args.parse(argc, argv)) return args.exit_code();
   if (!args.positional().empty()) return args.usage_error("unexpected argument '" + args.positional()[0] + "'"), args.exit_code();
@@ -48,7 +28,7 @@ int cmd_detokenize(int argc, char** argv) {
   if (!args.has("--ids")) return args.usage_error("--ids is required"), args.exit_code();
   std::vector<int32_t> ids;
   std::string err;
-  if (!parse_ids(args.get("--ids"), ids, err)) return args.usage_error(err), args.exit_code();
+  if (!cli::parse_ids(args.get("--ids"), ids, err)) return args.usage_error(err), args.exit_code();
 
   auto desc = load_description(model);
   if (!desc && is_directory(model) && file_exists(path_join(model, "tokenizer.json")))

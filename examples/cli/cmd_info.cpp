@@ -9,7 +9,7 @@
 namespace {
 using namespace llminfer::detail;
 
-const char* kUsage =
+const char* kInfoUsage =
     "usage: llminfer info FILE_OR_DIR [--json] [--all]\n"
     "  FILE_OR_DIR  a .gguf file, a .safetensors file, or a Hugging Face / MLX model directory\n"
     "  --json       machine-readable output (stable keys, see README)\n"
@@ -190,7 +190,7 @@ std::string info_text(const ModelDesc& m, bool all) {
 }  // namespace
 
 int cmd_info(int argc, char** argv) {
-  cli::Args args(kUsage);
+  cli::Args args(kInfoUsage);
   args.option({"--json"}, false).option({"--all"}, false);
   if (!args.parse(argc, argv)) return args.exit_code();
   if (args.positional().size() != 1) {

@@ -10,7 +10,7 @@
 namespace {
 using namespace llminfer::detail;
 
-const char* kUsage =
+const char* kLogitsUsage =
     "usage: llminfer logits -m MODEL --ids 1,2,3 [--all] --out FILE.f32 [--json]\n"
     "  -m, --model MODEL   a .gguf file, a .safetensors file or a model directory\n"
     "  --ids LIST          token ids, comma separated (no tokenizer involved)\n"
@@ -23,7 +23,7 @@ const char* kUsage =
 }  // namespace
 
 int cmd_logits(int argc, char** argv) {
-  cli::Args args(kUsage);
+  cli::Args args(kLogitsUsage);
   args.common().option({"-m", "--model"}, true).option({"--ids"}, true).option({"--all"}, false);
   args.option({"--out"}, true).option({"--json"}, false).option({"--kv-type"}, true);
   if (!args.parse(argc, argv)) return args.exit_code();

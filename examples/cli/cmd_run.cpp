@@ -12,7 +12,7 @@ namespace {
 using llminfer::detail::json_number;
 using llminfer::detail::json_quote;
 
-std::string usage() {
+std::string run_usage() {
   return std::string(
              "usage: llminfer run -m MODEL (-p TEXT | -f FILE | --ids 1,2,3) [options]\n"
              "Generates a continuation of the prompt and streams it to stdout; a summary goes to stderr.\n"
@@ -36,40 +36,13 @@ std::string usage() {
          "stop reason), 1 usage error, 2 model or input error.\n";
 }
 
-std::atomic<bool> g_cancel{false};
+std::atomic<bool> g_run_cancel{false};
 extern "C" void run_on_sigint(int) {
-  g_cancel.store(true);
+  g_run_cancel.store(true);
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the program
 }
 
-// "1,2,3" -> ids; false on anything else.
-bool parse_ids(const std::string& s, std::vector<int32_t>& ids) {
-  size_t i = 0;
-  while (i <= s.size()) {
-    size_t j = s.find(',', i);
-    if (j == std::string::npos) j = s.size();
-    std::string_view item(s.data() + i, j - i);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-    int32_t v = 0;
-    auto r = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (item.empty() || r.ec != std::errc() || r.ptr != item.data() + item.size() || v < 0) return false;
-    ids.push_back(v);
-    i = j + 1;
-  }
-  return !ids.empty();
-}
 
-bool read_file(const std::string& path, std::string& out) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return false;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  bool ok = !std::ferror(f);
-  std::fclose(f);
-  return ok;
-}
 
 std::string result_json(const llminfer::GenerateResult& r) {
   std::string s = "{\"text\":" + json_quote(r.text) + ",\"tokens\":[";
@@ -89,7 +62,7 @@ std::string result_json(const llminfer::GenerateResult& r) {
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
-  cli::Args a(usage());
+  cli::Args a(run_usage());
   a.option({"-m", "--model"}, true)
       .option({"-p", "--prompt"}, true)
       .option({"-f", "--file"}, true)
@@ -117,12 +90,11 @@ int cmd_run(int argc, char** argv) {
   o.system = a.get("--system");
   std::vector<int32_t> ids;
   std::string prompt = a.get("--prompt");
-  if (a.has("--ids") && !parse_ids(a.get("--ids"), ids))
-    return (a.usage_error("--ids expects comma-separated token ids, e.g. --ids 1,2,3"), a.exit_code());
-  if (a.has("--file") && !read_file(a.get("--file"), prompt)) {
-    std::fprintf(stderr, "error: cannot read the prompt file '%s'\n", a.get("--file").c_str());
-    return cli::kFailure;
-  }
+  std::string err;
+  if (a.has("--ids") && (!cli::parse_ids(a.get("--ids"), ids, err) || ids.empty()))
+    return (a.usage_error("--ids expects comma-separated token ids, e.g. --ids 1,2,3" + (err.empty() ? "" : ": " + err)),
+            a.exit_code());
+  if (a.has("--file") && !cli::read_file(a.get("--file"), prompt, err)) return cli::fail({llminfer::Errc::io, err});
   llminfer::LoadOptions lo;
   if (!a.load_options(lo)) return a.exit_code();
 
@@ -140,7 +112,7 @@ int cmd_run(int argc, char** argv) {
       return true;
     };
   }
-  o.cancel = &g_cancel;
+  o.cancel = &g_run_cancel;
   std::signal(SIGINT, run_on_sigint);
   auto r = ids.empty() ? model->generate(prompt, o) : model->generate(std::span<const int32_t>(ids), o);
   std::signal(SIGINT, SIG_DFL);

@@ -8,7 +8,7 @@
 namespace {
 using namespace llminfer::detail;
 
-const char* kUsage =
+const char* kStatusUsage =
     "usage: llminfer status [--archdef DIR] [--json] [--dump ARCH]\n"
     "  --archdef DIR  a directory of <arch>.archdef files that override the built-in definitions\n"
     "  --json         machine-readable output\n"
@@ -16,7 +16,7 @@ const char* kUsage =
 }  // namespace
 
 int cmd_status(int argc, char** argv) {
-  cli::Args args(kUsage);
+  cli::Args args(kStatusUsage);
   args.option({"--archdef"}, true).option({"--json"}, false).option({"--dump"}, true);
   if (!args.parse(argc, argv)) return args.exit_code();
   if (!args.positional().empty()) {

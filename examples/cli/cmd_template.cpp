@@ -6,7 +6,7 @@
 
 namespace {
 
-const char* kUsage =
+const char* kTemplateUsage =
     "usage: llminfer template -m MODEL --messages FILE.json [--add-generation-prompt] [--var KEY=VALUE]...\n"
     "                         [--template FILE.jinja] [--json]\n"
     "\n"
@@ -20,21 +20,12 @@ const char* kUsage =
     "A model without a template uses the built-in ChatML template (reported by --json).\n"
     "Exit status: 0 success, 1 usage error, 2 model/input/template error (raise_exception included).\n";
 
-bool read_file(const std::string& path, std::string& out, std::string& err) {
-  auto f = llminfer::detail::MappedFile::open(path);
-  if (!f) {
-    err = f.error().message;
-    return false;
-  }
-  out = std::string(f->view());
-  return true;
-}
 
 }  // namespace
 
 int cmd_template(int argc, char** argv) {
   using namespace llminfer;
-  cli::Args args(kUsage);
+  cli::Args args(kTemplateUsage);
   args.option({"-m", "--model"}, true)
       .option({"--messages"}, true)
       .option({"--add-generation-prompt"}, false)
@@ -63,7 +54,7 @@ int cmd_template(int argc, char** argv) {
 
   // messages file
   std::string text, err;
-  if (!read_file(messages_path, text, err)) return cli::fail(Error{Errc::io, err});
+  if (!cli::read_file(messages_path, text, err)) return cli::fail(Error{Errc::io, err});
   auto j = detail::json_parse(text, messages_path);
   if (!j) return cli::fail(j.error());
   if (j->is_array()) {
@@ -90,7 +81,7 @@ int cmd_template(int argc, char** argv) {
     detail::chat_special_tokens(**desc, in);
   }
   if (!tpl_path.empty()) {
-    if (!read_file(tpl_path, src.source, err)) return cli::fail(Error{Errc::io, err});
+    if (!cli::read_file(tpl_path, src.source, err)) return cli::fail(Error{Errc::io, err});
     src.fallback = false;
   }
 

@@ -10,7 +10,7 @@
 namespace {
 using namespace llminfer::detail;
 
-const char* kUsage =
+const char* kTokenizeUsage =
     "usage: llminfer tokenize -m MODEL (--text S | --file F) [--special] [--no-bos] [--json]\n"
     "       llminfer tokenize -m MODEL --jsonl FILE [--special] [--no-bos]\n"
     "  -m, --model MODEL  a .gguf file, a model directory, or a folder with tokenizer.json\n"
@@ -49,24 +49,10 @@ std::string ids_json(const std::vector<int32_t>& ids) {
   return s + "]";
 }
 
-bool read_all(const std::string& path, std::string& out, std::string& err) {
-  FILE* f = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
-  if (!f) {
-    err = path + ": cannot open: " + std::strerror(errno);
-    return false;
-  }
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  bool ok = !std::ferror(f);
-  if (f != stdin) std::fclose(f);
-  if (!ok) err = path + ": read error";
-  return ok;
-}
 }  // namespace
 
 int cmd_tokenize(int argc, char** argv) {
-  cli::Args args(kUsage);
+  cli::Args args(kTokenizeUsage);
   args.option({"-m", "--model"}, true)
       .option({"--text"}, true)
       .option({"--file"}, true)
@@ -83,8 +69,8 @@ int cmd_tokenize(int argc, char** argv) {
   bool special = args.has("--special"), add_special = !args.has("--no-bos");
 
   std::string text, err;
-  if (args.has("--file") && !read_all(args.get("--file"), text, err)) return cli::fail({llminfer::Errc::io, err});
-  if (args.has("--jsonl") && !read_all(args.get("--jsonl"), text, err)) return cli::fail({llminfer::Errc::io, err});
+  if (args.has("--file") && !cli::read_file(args.get("--file"), text, err)) return cli::fail({llminfer::Errc::io, err});
+  if (args.has("--jsonl") && !cli::read_file(args.get("--jsonl"), text, err)) return cli::fail({llminfer::Errc::io, err});
   if (args.has("--text")) text = args.get("--text");
 
   auto desc = load_description(model);
