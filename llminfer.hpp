@@ -4307,7 +4307,7 @@ inline float dot_mlx(const TensorView& w, int64_t row, const float* x, const flo
 //
 // Scheduling: a job is published as one atomic word (job number, next task); threads claim tasks
 // with a compare-and-swap that also checks the job number, and the caller waits for the count of
-// *finished tasks*, not for every worker to check in. So a worker that is asleep or descheduled
+// *finished tasks*, not for every worker to check in, then closes the job in the same word. So a worker that is asleep or descheduled
 // (a game or other programs share the cores) never delays a job: the threads that are running do
 // its tasks. Waiting workers spin for a short while (a forward pass issues jobs back to back,
 // microseconds apart), then sleep on a condition variable, so an idle model costs no CPU.
@@ -4373,7 +4373,9 @@ class ThreadPool {
     const uint32_t job = ++job_number_;  // wraps after 2^32 jobs: only equality matters
     fn_.store(fn, std::memory_order_relaxed);
     ctx_.store(ctx, std::memory_order_relaxed);
-    n_tasks_.store(n_tasks, std::memory_order_relaxed);
+    // release: a thread that reads this count also sees the previous job closed (below), so it
+    // cannot claim a task of the previous job's ticket with this job's count
+    n_tasks_.store(n_tasks, std::memory_order_release);
     done_.store(0, std::memory_order_relaxed);
     // publishes the job (task 0 next); seq_cst with the sleepers count so that either this thread
     // sees a worker going to sleep or the worker sees the job
@@ -4388,6 +4390,11 @@ class ThreadPool {
       if (spins < kSpin) cpu_relax();
       else std::this_thread::yield();
     }
+    // Close the job: no task index is below the count any more. Without this, a thread that read
+    // this job's exhausted ticket and then the next job's (larger) task count could claim a task
+    // of the ticket before the next job is published, and run it with the wrong function or count
+    // it as done for the next job.
+    ticket_.store(static_cast<uint64_t>(job) << 32 | kClosed);
   }
 
  private:
@@ -4396,12 +4403,12 @@ class ThreadPool {
     for (;;) {
       uint64_t t = ticket_.load(std::memory_order_acquire);
       if ((t >> 32) != job) return;
-      const int n = n_tasks_.load(std::memory_order_relaxed);
-      const int i = static_cast<int>(t & 0xFFFFFFFFu);
-      if (i >= n) return;
+      const uint32_t n = static_cast<uint32_t>(n_tasks_.load(std::memory_order_acquire));
+      const uint32_t i = static_cast<uint32_t>(t & 0xFFFFFFFFu);
+      if (i >= n) return;  // all claimed, or the job closed (kClosed)
       if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) continue;
       // the job cannot end while this claimed task is unfinished, so fn_/ctx_ are its own
-      fn_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed), i, thread);
+      fn_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed), static_cast<int>(i), thread);
       done_.fetch_add(1, std::memory_order_acq_rel);
     }
   }
@@ -4432,6 +4439,7 @@ class ThreadPool {
 
   // ~10^4 pause instructions: tens to a few hundred microseconds depending on the CPU.
   static constexpr int kSpin = 1 << 14;
+  static constexpr uint64_t kClosed = 0xFFFFFFFFu;  // the task index of a finished job
 
   int n_threads_ = 1;
   std::vector<std::thread> workers_;

@@ -168,7 +168,7 @@ Measured check_golden(const std::string& name, KvType kv, const std::string& pat
     }
   }
   m.top10_mean = m.positions ? overlap_sum / m.positions : 10;
-  MESSAGE(name << (kv == KvType::f16 ? " (f16 cache)" : "") << ": " << m.positions << " positions, top-1 mismatches "
+  MESSAGE(name << std::string(kv == KvType::f16 ? " (f16 cache)" : "") << ": " << m.positions << " positions, top-1 mismatches "
                << m.top1_mismatch << ", pearson min " << m.pearson_min << ", top-10 overlap " << m.top10_mean
                << ", max |logit diff| " << m.value_diff << ", greedy ties resolved otherwise " << m.greedy_ties);
   if (kv == KvType::f32) CHECK(m.top1_mismatch == 0);
