@@ -86,26 +86,29 @@ inline LogitsReport compare_logits(const float* ours, const float* ref, int rows
   return r;
 }
 
-// "1,2,3" -> ids (spaces allowed around the commas).
-inline Result<std::vector<int32_t>> parse_id_list(std::string_view s) {
+// Token ids separated by commas and/or white space: "1,2,3", "1 2 3", or a JSON array "[1, 2]".
+// At least one id unless allow_empty; an item that is not a non-negative 32-bit integer is an error
+// naming it.
+inline Result<std::vector<int32_t>> parse_id_list(std::string_view s, bool allow_empty = false) {
+  auto is_sep = [](char c) { return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '[' || c == ']'; };
   std::vector<int32_t> ids;
   size_t k = 0;
   while (k < s.size()) {
-    while (k < s.size() && (s[k] == ' ' || s[k] == '\t')) k++;
+    if (is_sep(s[k])) {
+      k++;
+      continue;
+    }
     size_t e = k;
-    while (e < s.size() && s[e] != ',') e++;
+    while (e < s.size() && !is_sep(s[e])) e++;
     std::string_view tok = s.substr(k, e - k);
-    while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\t')) tok.remove_suffix(1);
     int32_t v = 0;
     auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
-    if (tok.empty() || ec != std::errc() || p != tok.data() + tok.size() || v < 0)
+    if (ec != std::errc() || p != tok.data() + tok.size() || v < 0)
       return make_error(Errc::invalid_argument, "'" + printable(tok) + "' is not a token id (expected ids like 1,2,3)");
     ids.push_back(v);
-    k = e + 1;
-    if (e == s.size()) break;
-    if (k == s.size()) return make_error(Errc::invalid_argument, "the id list ends with a comma");
+    k = e;
   }
-  if (ids.empty()) return make_error(Errc::invalid_argument, "no token ids given");
+  if (ids.empty() && !allow_empty) return make_error(Errc::invalid_argument, "no token ids given");
   return ids;
 }
 

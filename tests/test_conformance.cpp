@@ -214,9 +214,14 @@ TEST_CASE("conformance: every golden file is checked") {
 
 TEST_CASE("conformance: llama - stories260K (F32) against llama.cpp") { check_all({"stories260K"}); }
 // Known divergence, kept visible (doctest reports it; the run does not fail on it): this file's logits
-// differ from llama.cpp's by up to 0.22 (one top-1 flip in 141 positions) while every other Q8_0 file
-// agrees to 1e-6. Its unusual parts: an f16 ffn_down of width 172 (not a multiple of 32), an untied
-// Q8_0 output, head_dim 8. Under investigation; remove may_fail with the fix.
+// differ from llama.cpp's by up to 0.26 (one top-1 flip in 141 positions) while every other Q8_0 file
+// agrees to 1e-6. The error is not spread: every prompt agrees to ~5e-6 up to one position (19 of
+// prompt 2, 8 of prompt 3), then jumps to ~0.1 and stays (except where attention ignores that
+// position). That is the signature of one activation value that quantizes to the other Q8_0 step
+// (its f32 value within an ulp of a .5 boundary, ours and ggml's f32 arithmetic differing in the
+// last bit); with dim 64 one step moves the logits by ~0.1. The same mechanism gives the rare
+// greedy near-ties resolved otherwise in the F16/BF16 files. Exact agreement needs ggml's f32
+// operation order in every op before a quantization; remove may_fail when that lands.
 TEST_CASE("conformance: llama - stories260K Q8_0 against llama.cpp" * doctest::may_fail()) { check_all({"stories260K-q8_0"}); }
 TEST_CASE("conformance: llama - llama-tiny (llama-3 rope factors) F32/F16/BF16/Q8_0") {
   check_all({"synth-llama-tiny-f32", "synth-llama-tiny-f16", "synth-llama-tiny-bf16", "synth-llama-tiny-q8_0"});
@@ -282,4 +287,27 @@ TEST_CASE("conformance: Hugging Face smollm2-tiny (bf16 safetensors) equals its 
 TEST_CASE("conformance: Hugging Face llama-tiny, qwen2-tiny, qwen3-tiny, gemma3-tiny equal their GGUF twins") {
   for (const char* p : {"llama-tiny", "qwen2-tiny", "qwen3-tiny", "gemma3-tiny"})
     check_hf(p, fixtures_dir() + "/hf/" + p + "/hf-bf16", fixtures_dir() + "/synth-" + p + "-f32.gguf");
+}
+
+TEST_CASE("compare: token id lists (logits, compare, run, detokenize) - commas, spaces or a JSON array") {
+  auto ok = [](std::string_view s) {
+    auto r = parse_id_list(s);
+    REQUIRE_MESSAGE(r, s);
+    return *r;
+  };
+  CHECK(ok("1,2,3") == std::vector<int32_t>{1, 2, 3});
+  CHECK(ok(" 1 , 2 ,3 ") == std::vector<int32_t>{1, 2, 3});
+  CHECK(ok("1 2\t3\n") == std::vector<int32_t>{1, 2, 3});
+  CHECK(ok("[151644, 9707]") == std::vector<int32_t>{151644, 9707});
+  CHECK(ok("2147483647") == std::vector<int32_t>{2147483647});
+  for (const char* bad : {"1,x", "1,-2", "2147483648", "1.5", "0x10", "+3", "7a"}) {
+    auto r = parse_id_list(bad);
+    CHECK_MESSAGE(!r, bad);
+    if (!r) CHECK(r.error().message.find("is not a token id") != std::string::npos);
+  }
+  CHECK(!parse_id_list(""));
+  CHECK(!parse_id_list(" , "));
+  auto empty = parse_id_list("[]", /*allow_empty=*/true);
+  REQUIRE(empty);
+  CHECK(empty->empty());
 }

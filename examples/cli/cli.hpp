@@ -4,8 +4,6 @@
 #include "../../llminfer.hpp"
 
 #include <cerrno>
-#include <charconv>
-#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -173,29 +171,6 @@ inline bool read_file(const std::string& path, std::string& out, std::string& er
   return ok;
 }
 
-// Token ids separated by commas, spaces or newlines ("1,2,3", "1 2 3"; a JSON array works too).
-// False with `err` naming the first item that is not a token id.
-inline bool parse_ids(const std::string& s, std::vector<int32_t>& ids, std::string& err) {
-  size_t i = 0;
-  while (i < s.size()) {
-    char c = s[i];
-    if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '[' || c == ']') {
-      i++;
-      continue;
-    }
-    int64_t v = 0;
-    auto r = std::from_chars(s.data() + i, s.data() + s.size(), v);
-    size_t end = s.find_first_of(", \t\n\r]", i);
-    if (end == std::string::npos) end = s.size();
-    if (r.ec != std::errc() || r.ptr != s.data() + end || v < 0 || v > INT32_MAX) {
-      err = "'" + s.substr(i, end - i) + "' is not a token id";
-      return false;
-    }
-    ids.push_back(static_cast<int32_t>(v));
-    i = end;
-  }
-  return true;
-}
 
 }  // namespace cli
 

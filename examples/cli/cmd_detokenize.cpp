@@ -4,8 +4,6 @@
 #define LLMINFER_IMPLEMENTATION  // uses the tokenizer directly (all functions are inline)
 #include "cli.hpp"
 
-#include <charconv>
-
 namespace {
 using namespace llminfer::detail;
 
@@ -26,9 +24,9 @@ int cmd_detokenize(int argc, char** argv) {
   std::string model = args.get("--model");
   if (model.empty()) return args.usage_error("-m MODEL is required"), args.exit_code();
   if (!args.has("--ids")) return args.usage_error("--ids is required"), args.exit_code();
-  std::vector<int32_t> ids;
-  std::string err;
-  if (!cli::parse_ids(args.get("--ids"), ids, err)) return args.usage_error(err), args.exit_code();
+  auto parsed = parse_id_list(args.get("--ids"), /*allow_empty=*/true);
+  if (!parsed) return args.usage_error(parsed.error().message), args.exit_code();
+  std::vector<int32_t> ids = std::move(*parsed);
 
   auto desc = load_description(model);
   if (!desc && is_directory(model) && file_exists(path_join(model, "tokenizer.json")))

@@ -2,7 +2,6 @@
 // with a one-line summary on stderr; --json prints one JSON object instead.
 #define LLMINFER_IMPLEMENTATION  // json_quote / json_number / file reading (all functions are inline)
 #include <atomic>
-#include <charconv>
 #include <csignal>
 
 #include "cli.hpp"
@@ -90,10 +89,12 @@ int cmd_run(int argc, char** argv) {
   o.system = a.get("--system");
   std::vector<int32_t> ids;
   std::string prompt = a.get("--prompt");
+  if (a.has("--ids")) {
+    auto parsed = llminfer::detail::parse_id_list(a.get("--ids"));
+    if (!parsed) return (a.usage_error("--ids: " + parsed.error().message), a.exit_code());
+    ids = std::move(*parsed);
+  }
   std::string err;
-  if (a.has("--ids") && (!cli::parse_ids(a.get("--ids"), ids, err) || ids.empty()))
-    return (a.usage_error("--ids expects comma-separated token ids, e.g. --ids 1,2,3" + (err.empty() ? "" : ": " + err)),
-            a.exit_code());
   if (a.has("--file") && !cli::read_file(a.get("--file"), prompt, err)) return cli::fail({llminfer::Errc::io, err});
   llminfer::LoadOptions lo;
   if (!a.load_options(lo)) return a.exit_code();
