@@ -156,17 +156,17 @@ fuzz-run: fuzz
 
 # Compile matrix (CI): the header in two translation units, the implementation in one, linked and
 # run; with each compiler of MATRIX_CXX, plain, with -fno-exceptions -fno-rtti, and with the scalar
-# kernels forced. Each combination is its own target (matrix-<compiler>-<variant>), so `make -j2`
-# builds two at a time.
+# kernels forced. Each combination is its own target (matrix-<variant>-<compiler>; the compiler's
+# name may contain dashes), so `make -j2` builds two at a time.
 MATRIX_CXX ?= g++ clang++
 MATRIX_FLAGS_plain :=
 MATRIX_FLAGS_noexc := -fno-exceptions -fno-rtti
 MATRIX_FLAGS_scalar := -DLLMINFER_FORCE_SCALAR
-MATRIX_RUNS := $(foreach c,$(MATRIX_CXX),$(foreach v,plain noexc scalar,matrix-$(c)-$(v)))
+MATRIX_RUNS := $(foreach c,$(MATRIX_CXX),$(foreach v,plain noexc scalar,matrix-$(v)-$(c)))
 .PHONY: $(MATRIX_RUNS)
 compile-matrix: $(MATRIX_RUNS)
 $(MATRIX_RUNS): matrix-%: llminfer.hpp
-	@set -e; cxx=$(word 1,$(subst -, ,$*)); flags="$(MATRIX_FLAGS_$(word 2,$(subst -, ,$*)))"; \
+	@set -e; cxx=$(patsubst $(firstword $(subst -, ,$*))-%,%,$*); flags="$(MATRIX_FLAGS_$(firstword $(subst -, ,$*)))"; \
 	out=$(BUILD)/matrix/$*; mkdir -p $$out; echo "compile matrix: $$cxx $$flags"; \
 	for tu in impl user; do \
 	  $$cxx -std=c++20 -O1 $(SIMD_FLAGS_$(LLMINFER_SIMD)) $(WARN) -pthread $$flags $(CXXFLAGS) \

@@ -264,9 +264,10 @@ TEST_CASE("tokenizer: o200k (gpt-4o) and tekken split regexes vs Hugging Face, f
     auto json_tok = tokenizer(kDir + "/" + name);
     // the same vocabulary as a GGUF file with llama.cpp's pre-tokenizer name
     // a tokenizer-only folder's description leaves the vocabulary to the tokenizer: read it here
+    const ModelDesc& folder = *description(kDir + "/" + name);
     ModelDesc jd;
-    jd.tokenizer_json = description(kDir + "/" + name)->tokenizer_json;
-    jd.tokenizer_config = description(kDir + "/" + name)->tokenizer_config;
+    jd.tokenizer_json = folder.tokenizer_json;
+    jd.tokenizer_config = folder.tokenizer_config;
     REQUIRE(vocab_from_tokenizer_json(jd, kDir + "/" + name + "/tokenizer.json"));
     REQUIRE(!jd.vocab.tokens.empty());
     test::GgufWriter w;

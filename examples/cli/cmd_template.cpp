@@ -20,7 +20,6 @@ const char* kTemplateUsage =
     "A model without a template uses the built-in ChatML template (reported by --json).\n"
     "Exit status: 0 success, 1 usage error, 2 model/input/template error (raise_exception included).\n";
 
-
 }  // namespace
 
 int cmd_template(int argc, char** argv) {
