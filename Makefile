@@ -1,7 +1,8 @@
 # llminfer — build the header, the CLI, the examples, the tests and the benchmarks.
 #
 #   make                   regenerate llminfer.hpp from src/ and build everything into build/
-#   make test              build and run the whole test suite (makes the test fixtures first)
+#   make test              build and run the whole test suite (makes the test fixtures first), as
+#                          TEST_JOBS processes sharing the test cases (default: the cores, at most 4)
 #   make fixtures          build and verify the synthetic test models (tools/fixtures)
 #   make demo              build and run the main job (a short generation with the default model)
 #   make model             download a small public model to models/default.gguf (the only network use)
@@ -127,8 +128,9 @@ fixtures:
 
 TEST_ENV = LLMINFER_SHARED=$(SHARED) LLMINFER_CLI=$(BUILD)/llminfer LLMINFER_SIMPLE=$(BUILD)/simple \
   LLMINFER_SOURCE_DIR=$(CURDIR) LLMINFER_FIXTURES=$(abspath $(FIXTURES))
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 test: llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer $(BUILD)/simple fixtures
-	$(TEST_ENV) $(BUILD)/tests $(TEST_ARGS)
+	$(TEST_ENV) tools/run-tests $(TEST_JOBS) $(BUILD)/tests $(TEST_ARGS)
 
 # Rewrites the committed malformed-file corpus (tests/corpus/malformed/) and the file readers' fuzz
 # seeds from their generator, tests/corpus.hpp (commit the result).
