@@ -20,7 +20,9 @@ CXX ?= g++
 BUILD ?= build
 SHARED ?= $(abspath ../shared)
 LLMINFER_SIMD ?= native
-OPT ?= -O2 -g
+# -g1: line tables (backtraces, perf) without full debug info, which would double the compile time;
+# OPT="-O0 -g" for a debugger.
+OPT ?= -O2 -g1
 SANITIZE ?=
 
 SIMD_FLAGS_native := -march=native
