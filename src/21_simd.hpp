@@ -80,6 +80,14 @@ inline __m512i dot_s8_512(__m512i w, __m512i a) {
   return _mm512_madd_epi16(_mm512_maddubs_epi16(wa, as), _mm512_set1_epi16(1));
 #endif
 }
+// Unsigned int8 (at most 127) times signed int8 products summed in groups of 4 into 16 int32 lanes.
+inline __m512i dot_u8s8_512(__m512i w, __m512i a) {
+#if defined(LLMI_SIMD_VNNI)
+  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, a);
+#else
+  return _mm512_madd_epi16(_mm512_maddubs_epi16(w, a), _mm512_set1_epi16(1));
+#endif
+}
 // acc += sum over pairs of (u8 w * s8 a) * s16 scale (K-quant sub-block scales).
 inline __m512i dot_u8s8_scaled_512(__m512i acc, __m512i w, __m512i a, __m512i scale16) {
   __m512i p = _mm512_maddubs_epi16(w, a);
@@ -344,29 +352,49 @@ inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
   [[maybe_unused]] constexpr int64_t bs = kQ5 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockQ4_0);
   [[maybe_unused]] constexpr int qs_off = kQ5 ? 6 : 2;
   [[maybe_unused]] constexpr int offset = kQ5 ? 16 : 8;
-#if defined(LLMI_SIMD_AVX2)
+#if defined(LLMI_SIMD_AVX512)
+  // Two blocks per step, as unsigned values (0..15, or 0..31 with the fifth bit added through a
+  // byte mask) against the activations: sum (v - offset) * a = sum v * a - offset * sum a.
+  // (Computing several rows at a time, sharing the activation loads, is faster when the weights
+  // are in cache but slower end to end, where they stream from memory.)
+  const __m512i m4 = _mm512_set1_epi8(15);
+  const __m512i off = _mm512_set1_epi8(static_cast<char>(offset));
+  // a block's 16 bytes go to two 128-bit lanes: low nibbles (weights 0..15) from the first, high
+  // nibbles (weights 16..31) from the second
+  const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0);
+  __m512 acc = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const uint8_t* p = w + b * bs;
+    __m512i z = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + qs_off)))),
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + bs + qs_off))), 1);
+    __m512i v = _mm512_and_si512(_mm512_srlv_epi16(z, shifts), m4);
+    if constexpr (kQ5) {
+      const __mmask64 hb = static_cast<__mmask64>(rd_u32(p + 2)) | static_cast<__mmask64>(rd_u32(p + bs + 2)) << 32;
+      v = _mm512_mask_add_epi8(v, hb, v, _mm512_set1_epi8(16));
+    }
+    const __m512i av = _mm512_loadu_si512(a.q + 32 * b);
+    const __m512i isum = _mm512_sub_epi32(dot_u8s8_512(v, av), dot_u8s8_512(off, av));
+    const __m512 s = scale_pair_512(f16_scale(p) * a.d[b], f16_scale(p + bs) * a.d[b + 1]);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), s, acc);
+  }
+  float r = _mm512_reduce_add_ps(acc);
+  for (; b < nb; b++) {  // an odd last block
+    const uint8_t* p = w + b * bs;
+    __m256i v = q4_block_values(p + qs_off);
+    if constexpr (kQ5) v = _mm256_or_si256(v, q5_high_bits(rd_u32(p + 2)));
+    v = _mm256_sub_epi8(v, _mm256_set1_epi8(offset));
+    __m256i dv = dot_s8_256(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
+    r += f16_scale(p) * a.d[b] * static_cast<float>(hsum_epi32_256(dv));
+  }
+  return r;
+#elif defined(LLMI_SIMD_AVX2)
   auto values = [&](const uint8_t* p) {  // 32 signed values of one block
     __m256i v = q4_block_values(p + qs_off);
     if constexpr (kQ5) v = _mm256_or_si256(v, q5_high_bits(rd_u32(p + 2)));
     return _mm256_sub_epi8(v, _mm256_set1_epi8(offset));
   };
-#if defined(LLMI_SIMD_AVX512)
-  __m512 acc = _mm512_setzero_ps();
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    const uint8_t* p = w + b * bs;
-    __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(values(p)), values(p + bs), 1);
-    __m512 s = scale_pair_512(f16_scale(p) * a.d[b], f16_scale(p + bs) * a.d[b + 1]);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_s8_512(wv, _mm512_loadu_si512(a.q + 32 * b))), s, acc);
-  }
-  float r = _mm512_reduce_add_ps(acc);
-  for (; b < nb; b++) {
-    const uint8_t* p = w + b * bs;
-    __m256i dv = dot_s8_256(values(p), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
-    r += f16_scale(p) * a.d[b] * static_cast<float>(hsum_epi32_256(dv));
-  }
-  return r;
-#else
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
@@ -374,7 +402,6 @@ inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(f16_scale(p) * a.d[b]), acc);
   }
   return hsum_ps256(acc);
-#endif
 #elif defined(LLMI_SIMD_NEON)
   float acc = 0;
   for (int64_t b = 0; b < nb; b++) {
