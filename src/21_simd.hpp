@@ -355,8 +355,9 @@ inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
 #if defined(LLMI_SIMD_AVX512)
   // Two blocks per step, as unsigned values (0..15, or 0..31 with the fifth bit added through a
   // byte mask) against the activations: sum (v - offset) * a = sum v * a - offset * sum a.
-  // (Computing several rows at a time, sharing the activation loads, is faster when the weights
-  // are in cache but slower end to end, where they stream from memory.)
+  // (Computing several rows at a time, sharing the activation loads, was faster with the weights
+  // in cache but slower end to end, where they stream from memory; measured with the earlier
+  // split of about 16 chunks per thread, see gemv.)
   const __m512i m4 = _mm512_set1_epi8(15);
   const __m512i off = _mm512_set1_epi8(static_cast<char>(offset));
   // a block's 16 bytes go to two 128-bit lanes: low nibbles (weights 0..15) from the first, high

@@ -8,8 +8,9 @@
 // with a compare-and-swap that also checks the job number, and the caller waits for the count of
 // *finished tasks*, not for every worker to check in, then closes the job in the same word. So a
 // worker that is asleep or descheduled (a game or other programs share the cores) never delays a
-// job: the threads that are running do its tasks. Waiting workers spin for a short while (a forward pass issues jobs back to back,
-// microseconds apart), then sleep on a condition variable, so an idle model costs no CPU.
+// job: the threads that are running do its tasks. Waiting workers spin for a short while (a
+// forward pass issues jobs back to back, microseconds apart), then sleep on a condition variable,
+// so an idle model costs no CPU.
 // Jobs from different threads (several sessions on one model) are serialised by a mutex.
 namespace llminfer {
 inline namespace v0_1 {
