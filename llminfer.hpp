@@ -3644,6 +3644,15 @@ inline __m256i q5_high_bits(uint32_t qh) {
 #endif
 
 #if defined(LLMI_SIMD_AVX512)
+// Sum of 16 lanes as a fixed tree (upper half + lower half, twice, then (0+2) + (1+3)): the
+// order GCC's _mm512_reduce_add_ps has, written out so that it does not depend on the compiler.
+inline float reduce16_ps(__m512 v) {
+  __m256 a = _mm256_add_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)), _mm512_castps512_ps256(v));
+  __m128 b = _mm_add_ps(_mm256_extractf128_ps(a, 1), _mm256_castps256_ps128(a));
+  __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+  return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
+}
+
 // Signed int8 products summed in groups of 4 into 16 int32 lanes.
 inline __m512i dot_s8_512(__m512i w, __m512i a) {
   __mmask64 neg = _mm512_movepi8_mask(w);
@@ -3878,26 +3887,10 @@ inline void dequant_row(const TensorView& w, int64_t row, float* out) {
 inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
   [[maybe_unused]] const int64_t nb = n / 32;
   [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ8_0);
-#if defined(LLMI_SIMD_AVX512)
-  __m512 acc = _mm512_setzero_ps();
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    const uint8_t* p = w + b * bs;
-    __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2))),
-                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + bs + 2)), 1);
-    __m512i av = _mm512_loadu_si512(a.q + 32 * b);
-    __m512 s = scale_pair_512(f16_scale(p) * a.d[b], f16_scale(p + bs) * a.d[b + 1]);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_s8_512(wv, av)), s, acc);
-  }
-  float r = _mm512_reduce_add_ps(acc);
-  for (; b < nb; b++) {
-    const uint8_t* p = w + b * bs;
-    __m256i dv = dot_s8_256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)),
-                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
-    r += f16_scale(p) * a.d[b] * static_cast<float>(hsum_epi32_256(dv));
-  }
-  return r;
-#elif defined(LLMI_SIMD_AVX2)
+  // x86 (AVX2 and AVX-512 builds): 8 lanes of 4 products, one FMA per block with d(w) * d(a), then
+  // the 8-lane tree: the order of llama.cpp's x86 Q8_0 kernels (ggml_vec_dot_q8_0_q8_0 and
+  // llamafile's sgemm), so that the result is its bits.
+#if defined(LLMI_SIMD_AVX2)
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
@@ -4204,14 +4197,47 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
 
 // ---- float weights times f32 activations ----
 
+// sgemm: the product is part of a matmul of several tokens (llama.cpp's order differs then).
 template <DType T>
-inline float dot_float(const uint8_t* w, const float* x, int64_t n) {
+inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unused]] bool sgemm = false) {
 #if defined(LLMI_SIMD_AVX512)
   auto load = [&](int64_t i) {
     if constexpr (T == DType::f32) return _mm512_loadu_ps(reinterpret_cast<const float*>(w) + i);
     else if constexpr (T == DType::f16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i)));
     else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i))), 16));
   };
+  if constexpr (T != DType::bf16) {
+    // llama.cpp's order for f32 / f16 weights (the activations already rounded to f16 for f16),
+    // so that the result is its bits. Several tokens, n a multiple of 16: llamafile's sgemm, 16
+    // lanes in order then the 16-lane tree. Otherwise ggml_vec_dot_f32 / _f16: 4 x 16 lanes
+    // over chunks of 64, folded (0+2) + (1+3), the tree, then the rest one product at a time
+    // (f16: summed in double).
+    if (sgemm && n % 16 == 0) {
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t i = 0; i < n; i += 16) acc = _mm512_fmadd_ps(load(i), _mm512_loadu_ps(x + i), acc);
+      return reduce16_ps(acc);
+    }
+    const int64_t np = n & ~int64_t(63);
+    float red = 0;
+    if (np > 0) {
+      __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+      for (int64_t i = 0; i < np; i += 64)
+        for (int k = 0; k < 4; k++) acc[k] = _mm512_fmadd_ps(load(i + 16 * k), _mm512_loadu_ps(x + i + 16 * k), acc[k]);
+      red = reduce16_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
+    }
+    if constexpr (T == DType::f32) {
+      const float* wf = reinterpret_cast<const float*>(w);
+      for (int64_t i = np; i < n; i++) {
+        const float p = wf[i] * x[i];
+        red += p;
+      }
+      return red;
+    } else {
+      double r = red;
+      for (int64_t i = np; i < n; i++) r += static_cast<double>(fp16_to_f32(rd_u16(w + 2 * i)) * x[i]);
+      return static_cast<float>(r);
+    }
+  }
   __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
   int64_t i = 0;
   for (; i + 64 <= n; i += 64)
@@ -4493,7 +4519,8 @@ class ThreadPool {
 // ==== Attention kernels: one query head against a run of cached keys and values ====
 // The forward pass (43_forward) walks the KV ring and calls these on contiguous runs of cells
 // ([cells][hd], f16 or f32). SIMD bodies follow the scalar ones: dot products summed in lanes,
-// exp by a Cephes-style polynomial (within 2 ulp of expf), softmax sums in double as ggml.
+// exp by a polynomial (within 2 ulp of expf), softmax sums in double as ggml. With an f32 cache
+// the AVX-512 build follows llama.cpp's float order exactly (end of the file).
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
@@ -4506,20 +4533,24 @@ inline __m512 load16_kv(const uint8_t* p, bool f16) {
 inline __m512 maskload16_kv(const uint8_t* p, bool f16, __mmask16 m) {
   return f16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)) : _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(p));
 }
-// e^x for 16 lanes (x <= 88.7; very negative x give 0).
+// e^x for 16 lanes, the same float operations as ggml's AVX-512 expf (llama.cpp's softmax and
+// SiLU), so that our softmax weights and SiLU values are its bits: n = round(x / ln 2) by the
+// 1.5 * 2^23 trick, b = x - n ln 2 in two parts, a degree-5 polynomial in b, times 2^n; |n| > 192
+// gives 0 or infinity. Within about 1.5 ulp of expf.
 inline __m512 exp16(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
+  const __m512 shift = _mm512_set1_ps(0x1.8p23f);
+  const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift);
+  const __m512 n = _mm512_sub_ps(z, shift);
+  const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+  const __m512 u = _mm512_mul_ps(b, b);
+  const __m512 hi = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                                    _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f)));
+  const __m512 j = _mm512_fmadd_ps(hi, u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+  const __m512 r = _mm512_scalef_ps(j, n);
+  const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+  if (!big) return r;
+  const __m512 edge = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ), _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
+  return _mm512_mask_blend_ps(big, r, edge);
 }
 #endif
 
@@ -4527,7 +4558,7 @@ inline __m512 exp16(__m512 x) {
 inline __m256 load8_kv(const uint8_t* p, bool f16) {
   return f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))) : _mm256_loadu_ps(reinterpret_cast<const float*>(p));
 }
-// e^x for 8 lanes (as exp16).
+// e^x for 8 lanes (Cephes-style polynomial, within 2 ulp of expf).
 inline __m256 exp8(__m256 x) {
   x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
   __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -4604,29 +4635,33 @@ inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, 
 #endif
 }
 
-// s[j] = exp(s[j] - max) for j < n; returns the sum (accumulated in double).
-inline double attn_exp(float* s, int n, float max) {
+// s[j] = exp(s[j] - max) for j < n; returns the sum (accumulated in double). `phase` is the
+// position of s[0] modulo 16: the AVX-512 body works in chunks of 16 aligned to positions, as
+// llama.cpp's softmax over cache cells, summing each chunk in float before adding it in double.
+inline double attn_exp(float* s, int n, float max, [[maybe_unused]] int phase = 0) {
   double sum = 0;
   int j = 0;
 #if defined(LLMI_SIMD_AVX512)
-  __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
   const __m512 m = _mm512_set1_ps(max);
-  for (; j + 16 <= n; j += 16) {
-    __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
-    _mm512_storeu_ps(s + j, e);
-    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-    a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+  for (int c = -phase; c < n; c += 16) {
+    if (c >= 0 && c + 16 <= n) {
+      __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + c), m));
+      _mm512_storeu_ps(s + c, e);
+      sum += static_cast<double>(reduce16_ps(e));
+      continue;
+    }
+    // a partial chunk: the lanes outside 0..n-1 count as 0 (masked cells)
+    const int from = std::max(c, 0), to = std::min(c + 16, n);
+    alignas(64) float t[16];
+    for (int i = 0; i < 16; i++) t[i] = max;
+    for (int i = from; i < to; i++) t[i - c] = s[i];
+    const __mmask16 mk = static_cast<__mmask16>(((1u << (to - from)) - 1) << (from - c));
+    __m512 e = _mm512_maskz_mov_ps(mk, exp16(_mm512_sub_ps(_mm512_load_ps(t), m)));
+    _mm512_store_ps(t, e);
+    for (int i = from; i < to; i++) s[i] = t[i - c];
+    sum += static_cast<double>(reduce16_ps(e));
   }
-  if (j < n) {
-    const __mmask16 mk = static_cast<__mmask16>((1u << (n - j)) - 1);
-    __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, s + j), m));
-    e = _mm512_maskz_mov_ps(mk, e);
-    _mm512_mask_storeu_ps(s + j, mk, e);
-    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-    a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
-    j = n;
-  }
-  sum = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+  j = n;
 #elif defined(LLMI_SIMD_AVX2)
   __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
   const __m256 m = _mm256_set1_ps(max);
@@ -4716,6 +4751,46 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
   }
 #endif
 }
+
+#if defined(LLMI_SIMD_AVX512)
+// ---- llama.cpp's order (f32 cache, AVX-512) ----
+// With an f32 cache and no flash attention, llama.cpp computes q.k with ggml_vec_dot_f32 (as
+// dot_float<f32>) and V x softmax with llamafile's sgemm (several tokens) or ggml_vec_dot_f32 (one
+// token). Doing the
+// same float operations in the same order gives its bits, which matters where an activation is
+// next rounded to 8 bits: one value on the other side of a rounding step moves a small model's
+// logits by ~0.1.
+
+// out[e] = sum over positions j = lo..pos of w[j - lo] * vrow(j)[e], in `lanes` partial sums by
+// position: 16 (several tokens: sgemm's 16 lanes, then the 16-lane tree) or 64 (one token:
+// ggml_vec_dot_f32's 4 x 16, folded (0+32) + (16+48) first). acc holds lanes x round_up(hd, 16).
+template <class VRow>
+inline void attn_weighted_sum_ggml(const float* w, VRow&& vrow, int lo, int pos, int hd, int lanes, float* acc, float* out) {
+  const int hs = (hd + 15) & ~15;
+  std::fill(acc, acc + size_t(lanes) * size_t(hs), 0.0f);
+  const __mmask16 tail = static_cast<__mmask16>(hd % 16 ? (1u << (hd % 16)) - 1 : 0xFFFF);
+  for (int j = lo; j <= pos; j++) {
+    float* a = acc + size_t(j % lanes) * size_t(hs);
+    const float* v = vrow(j);
+    const __m512 wj = _mm512_set1_ps(w[j - lo]);
+    for (int e = 0; e < hd; e += 16) {
+      const __mmask16 mk = e + 16 <= hd ? static_cast<__mmask16>(0xFFFF) : tail;
+      _mm512_storeu_ps(a + e, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, v + e), wj, _mm512_loadu_ps(a + e)));
+    }
+  }
+  for (int e = 0; e < hs; e += 16) {
+    auto at = [&](int l) { return _mm512_loadu_ps(acc + size_t(l) * size_t(hs) + e); };
+    __m512 x[16];
+    for (int l = 0; l < 16; l++)
+      x[l] = lanes == 64 ? _mm512_add_ps(_mm512_add_ps(at(l), at(32 + l)), _mm512_add_ps(at(16 + l), at(48 + l))) : at(l);
+    for (int l = 0; l < 8; l++) x[l] = _mm512_add_ps(x[l + 8], x[l]);
+    for (int l = 0; l < 4; l++) x[l] = _mm512_add_ps(x[l + 4], x[l]);
+    __m512 r = _mm512_add_ps(_mm512_add_ps(x[0], x[2]), _mm512_add_ps(x[1], x[3]));
+    const __mmask16 mk = e + 16 <= hd ? static_cast<__mmask16>(0xFFFF) : tail;
+    _mm512_mask_storeu_ps(out + e, mk, r);
+  }
+}
+#endif
 
 }  // namespace detail
 }  // namespace v0_1
@@ -4905,8 +4980,9 @@ inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body
   auto q8 = [&](auto dot, ActForm f) {
     body([&, dot, f](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.row(f, t), n); });
   };
+  const bool sgemm = in.n_tokens() >= 2;
   auto fl = [&](auto dot) {
-    body([&, dot](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.x() + t * n, n); });
+    body([&, dot](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.x() + t * n, n, sgemm); });
   };
   switch (w.type) {
     // (lambdas, not function pointers, so that the dot product inlines into the row loop)
@@ -4915,9 +4991,9 @@ inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body
     case DType::q8_0: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q8_0(p, a, k); }, ActForm::q8_32); break;
     case DType::q4_K: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q4_k(p, a, k); }, ActForm::q8_256); break;
     case DType::q6_K: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q6_k(p, a, k); }, ActForm::q8_256); break;
-    case DType::f32: fl([](const uint8_t* p, const float* x, int64_t k) { return dot_float<DType::f32>(p, x, k); }); break;
-    case DType::f16: fl([](const uint8_t* p, const float* x, int64_t k) { return dot_float<DType::f16>(p, x, k); }); break;
-    case DType::bf16: fl([](const uint8_t* p, const float* x, int64_t k) { return dot_float<DType::bf16>(p, x, k); }); break;
+    case DType::f32: fl([](const uint8_t* p, const float* x, int64_t k, bool sg) { return dot_float<DType::f32>(p, x, k, sg); }); break;
+    case DType::f16: fl([](const uint8_t* p, const float* x, int64_t k, bool sg) { return dot_float<DType::f16>(p, x, k, sg); }); break;
+    case DType::bf16: fl([](const uint8_t* p, const float* x, int64_t k, bool sg) { return dot_float<DType::bf16>(p, x, k, sg); }); break;
     case DType::mlx_q4: case DType::mlx_q8:
       body([&](int64_t r, int64_t t) { return dot_mlx(w, r, in.x() + t * n, in.mlx_sums(t)); });
       break;
@@ -5299,6 +5375,44 @@ inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* star
     for (int t = 0; t < kRN; t++) out[g][t] = accf[g][t];
 }
 
+// Q8_0 micro-kernel in llama.cpp's order: per row and token, 8 float lanes (one per 4 values of a
+// block) each take one FMA per block with d(row) * d(token), then the 8-lane tree, as dot_q8_0.
+// Each 4-value sum is exact: (q + 128) . a starts at -128 * (sum of those 4 activations).
+inline void micro_q8_0(const Panel& P, const MatmulInput& in, const int32_t* starts4, const int64_t (&tj)[kRN], __m512 (&out)[kRG][kRN]) {
+  const int64_t K = P.K, nb = K / 32;
+  const __m512i* wv[kRG];
+  const float* wd[kRG];
+  for (int g = 0; g < kRG; g++) {
+    wv[g] = reinterpret_cast<const __m512i*>(P.v + static_cast<size_t>(g) * 16 * static_cast<size_t>(K));
+    wd[g] = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nb);
+  }
+  for (int t = 0; t < kRN; t++) {
+    ActQ8 a = in.row(ActForm::q8_32, tj[t]);
+    const int32_t* aq = reinterpret_cast<const int32_t*>(a.q);
+    const int32_t* st = starts4 + tj[t] * (K / 4);
+    __m512 acc[kRG][8];
+    for (int g = 0; g < kRG; g++)
+      for (int u = 0; u < 8; u++) acc[g][u] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+      __m512 sc[kRG];
+#pragma GCC unroll 8
+      for (int g = 0; g < kRG; g++) sc[g] = _mm512_mul_ps(_mm512_load_ps(wd[g] + 16 * b), _mm512_set1_ps(a.d[b]));
+#pragma GCC unroll 8
+      for (int u = 0; u < 8; u++) {
+        const __m512i av = _mm512_set1_epi32(aq[8 * b + u]), s0 = _mm512_set1_epi32(st[8 * b + u]);
+#pragma GCC unroll 8
+        for (int g = 0; g < kRG; g++)
+          acc[g][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpbusd(s0, _mm512_load_si512(wv[g] + 8 * b + u), av)), sc[g], acc[g][u]);
+      }
+    }
+    for (int g = 0; g < kRG; g++) {
+      const __m512 t0 = _mm512_add_ps(acc[g][4], acc[g][0]), t1 = _mm512_add_ps(acc[g][5], acc[g][1]);
+      const __m512 t2 = _mm512_add_ps(acc[g][6], acc[g][2]), t3 = _mm512_add_ps(acc[g][7], acc[g][3]);
+      out[g][t] = _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3));
+    }
+  }
+}
+
 // Float micro-kernel (f32 panel of f32/f16/bf16/MLX weights times f32 X): 2 x 4 dot products.
 inline void micro_f32(const Panel& P, const int64_t (&pi)[2], const MatmulInput& in, const int64_t (&tj)[4], float (&out)[2][4]) {
   const int64_t K = P.K;
@@ -5321,7 +5435,7 @@ inline void micro_f32(const Panel& P, const int64_t (&pi)[2], const MatmulInput&
     }
   }
   for (int i = 0; i < 2; i++)
-    for (int j = 0; j < 4; j++) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
+    for (int j = 0; j < 4; j++) out[i][j] = reduce16_ps(acc[i][j]);
 }
 
 inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
@@ -5332,7 +5446,14 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   static thread_local AlignedBuffer starts_buf;
   const int off = quant_offset(w.type), group = w.type == DType::q6_K ? 16 : 32;
   int32_t* starts = nullptr;
-  if (f != ActForm::f32 && off != 0) {
+  if (w.type == DType::q8_0) {  // per 4 values (micro_q8_0)
+    LLMI_ASSERT(starts_buf.reserve(static_cast<size_t>(T * (K / 4)) * 4 + 64));
+    starts = starts_buf.as<int32_t>();
+    for (int64_t t = 0; t < T; t++) {
+      const int8_t* q = in.row(f, t).q;
+      for (int64_t j = 0; j < K / 4; j++) starts[t * (K / 4) + j] = -off * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
+    }
+  } else if (f != ActForm::f32 && off != 0) {
     LLMI_ASSERT(starts_buf.reserve(static_cast<size_t>(T * (K / group)) * 4 + 64));
     starts = starts_buf.as<int32_t>();
     offset_starts(in, f, off, group, starts);
@@ -5360,6 +5481,7 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       __m512 out[kRG][kRN];
       if (w.type == DType::q4_K) micro_kq<true>(P, in, starts, tj, out);
       else if (w.type == DType::q6_K) micro_kq<false>(P, in, starts, tj, out);
+      else if (w.type == DType::q8_0) micro_q8_0(P, in, starts, tj, out);
       else micro_q32(P, in, starts, tj, out);
       for (int j = 0; j < kRN && j0 + j < nt; j++) {
         float* yt = y + (t0 + j0 + j) * ldy + r0;
@@ -5385,7 +5507,10 @@ inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, 
   LLMI_ASSERT(in.prepare(f, pool));
   if (w.type == DType::mlx_q4 || w.type == DType::mlx_q8) LLMI_ASSERT(in.prepare_mlx(w.group_size));
 #if defined(LLMI_SIMD_AVX512)
-  if (in.n_tokens() >= kGemmMinTokens && gemm_supported(w.type)) {
+  // f32 / f16 rows that are not a multiple of 16 long: llama.cpp's order is its vector dot product
+  // (dot_float) there, not the tiled one of the matrix kernel
+  const bool odd_float = (w.type == DType::f32 || w.type == DType::f16) && w.ne[0] % 16 != 0;
+  if (in.n_tokens() >= kGemmMinTokens && gemm_supported(w.type) && !odd_float) {
     gemm(w, in, y, ldy, pool);
     return;
   }
@@ -16244,6 +16369,19 @@ enum class EvalStatus { ok, cancelled, context_full };
 
 // ---- elementwise kernels (f32 activations) ----
 inline float silu_f32(float x) { return x / (1.0f + std::exp(-x)); }
+// y = silu(x) over a row; AVX-512: chunks of 16 with exp16, the rest with expf, as llama.cpp's
+// AVX-512 build (its bits).
+inline void silu_row(const float* x, float* y, int n) {
+  int k = 0;
+#if defined(LLMI_SIMD_AVX512)
+  for (; k + 16 <= n; k += 16) {
+    const __m512 v = _mm512_loadu_ps(x + k);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), v));
+    _mm512_storeu_ps(y + k, _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
+  }
+#endif
+  for (; k < n; k++) y[k] = silu_f32(x[k]);
+}
 // GELU, tanh approximation, at the fp16 precision ggml evaluates it with (ggml looks it up in a
 // table indexed by fp16(x) holding fp16 results; beyond |x| >= 10 it is 0 or x): GGUF models then
 // agree with llama.cpp, and the difference to the exact formula stays below fp16 resolution.
@@ -16271,20 +16409,22 @@ inline void rope_angles(const RopeSpec& r, int64_t pos, float* cache) {
 // Rotates one head (head_dim elements, first n_dims rotated) in place or into `out`.
 inline void rope_head(const RopeSpec& r, const float* cache, const float* in, float* out) {
   const int n = r.n_dims;
+  // x0 c - x1 s and x0 s + x1 c with the first product fused, as llama.cpp's CPU build computes
+  // them (the compiler contracts its expressions): its bits, not one rounding better or worse.
   if (r.neox) {
     const int h = n / 2;
     for (int i = 0; i < h; i++) {
       float c = cache[2 * i], s = cache[2 * i + 1];
       float x0 = in[i], x1 = in[i + h];
-      out[i] = x0 * c - x1 * s;
-      out[i + h] = x0 * s + x1 * c;
+      out[i] = std::fma(x0, c, -(x1 * s));
+      out[i + h] = std::fma(x0, s, x1 * c);
     }
   } else {
     for (int i = 0; i < n; i += 2) {
       float c = cache[i], s = cache[i + 1];
       float x0 = in[i], x1 = in[i + 1];
-      out[i] = x0 * c - x1 * s;
-      out[i + 1] = x0 * s + x1 * c;
+      out[i] = std::fma(x0, c, -(x1 * s));
+      out[i + 1] = std::fma(x0, s, x1 * c);
     }
   }
   if (out != in)
@@ -16340,11 +16480,12 @@ class Context {
     }
     for (const auto& r : p.ropes) max_hd = std::max(max_hd, r.head_dim);
     c.scores_stride_ = max_slots;
-    c.row_stride_ = max_hd;
+    // per thread: 3 rows of partial sums, or 64 lanes of them (llama.cpp's order)
+    c.row_stride_ = size_t(64) * size_t((max_hd + 15) & ~15);
     auto sb = HeapBuf::alloc(uint64_t(threads) * uint64_t(max_slots), 4, "attention scratch");
     if (!sb) return sb.error();
     c.scores_ = std::move(*sb);
-    auto rb = HeapBuf::alloc(uint64_t(threads) * 3 * uint64_t(max_hd), 4, "attention scratch");
+    auto rb = HeapBuf::alloc(uint64_t(threads) * c.row_stride_, 4, "attention scratch");
     if (!rb) return rb.error();
     c.rows_ = std::move(*rb);
     auto rnd = HeapBuf::alloc(uint64_t(c.ubatch_) * uint64_t(p.max_round_width), 4, "activations");
@@ -16522,7 +16663,7 @@ class Context {
             const float* x = a + size_t(t) * wi;
             float* y = d + size_t(t) * wi;
             switch (op) {
-              case OpCode::silu: for (int k = 0; k < wi; k++) y[k] = silu_f32(x[k]); break;
+              case OpCode::silu: silu_row(x, y, wi); break;
               case OpCode::gelu: for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]); break;
               case OpCode::gelu_tanh: for (int k = 0; k < wi; k++) y[k] = gelu_tanh_f32(x[k]); break;
               default: for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f; break;
@@ -16586,6 +16727,12 @@ class Context {
       const float* qh = q + size_t(t) * wq + size_t(h) * at.hd_k;
       float* sc = scores_.as<float>() + size_t(thread) * scores_stride_;
       // the visible keys lo..pos are at most two contiguous runs of ring slots
+#if defined(LLMI_SIMD_AVX512)
+      if (!f16) {
+        for (int j = lo; j <= pos; j++)
+          sc[j - lo] = at.scale * dot_float<DType::f32>(kv_.k_at(L, g, j % L.slots), qh, at.hd_k);
+      } else
+#endif
       for (int j = lo; j <= pos;) {
         const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
         attn_scores(qh, kv_.k_at(L, g, slot), ks, run, at.hd_k, f16, at.scale, sc + (j - lo));
@@ -16597,11 +16744,18 @@ class Context {
         if (at.softcap > 0) sc[j] = at.softcap * std::tanh(sc[j] / at.softcap);
         mx = std::max(mx, sc[j]);
       }
-      const double sum = attn_exp(sc, nk, mx);
+      const double sum = attn_exp(sc, nk, mx, lo % 16);
       const float inv = static_cast<float>(1.0 / sum);
       for (int j = 0; j < nk; j++) sc[j] *= inv;
       float* o = out + size_t(t) * wo + size_t(h) * at.hd_v;
-      float* part = rows_.as<float>() + size_t(thread) * 3 * row_stride_;
+      float* part = rows_.as<float>() + size_t(thread) * row_stride_;
+#if defined(LLMI_SIMD_AVX512)
+      if (!f16) {  // llama.cpp's order (several tokens: 16 lanes; one token: 64)
+        attn_weighted_sum_ggml(sc, [&](int j) { return reinterpret_cast<const float*>(kv_.v_at(L, g, j % L.slots)); }, lo, pos,
+                               at.hd_v, n > 1 ? 16 : 64, part, o);
+        return;
+      }
+#endif
       bool first = true;
       for (int j = lo; j <= pos;) {
         const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);

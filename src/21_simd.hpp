@@ -69,6 +69,15 @@ inline __m256i q5_high_bits(uint32_t qh) {
 #endif
 
 #if defined(LLMI_SIMD_AVX512)
+// Sum of 16 lanes as a fixed tree (upper half + lower half, twice, then (0+2) + (1+3)): the
+// order GCC's _mm512_reduce_add_ps has, written out so that it does not depend on the compiler.
+inline float reduce16_ps(__m512 v) {
+  __m256 a = _mm256_add_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)), _mm512_castps512_ps256(v));
+  __m128 b = _mm_add_ps(_mm256_extractf128_ps(a, 1), _mm256_castps256_ps128(a));
+  __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+  return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
+}
+
 // Signed int8 products summed in groups of 4 into 16 int32 lanes.
 inline __m512i dot_s8_512(__m512i w, __m512i a) {
   __mmask64 neg = _mm512_movepi8_mask(w);
@@ -303,26 +312,10 @@ inline void dequant_row(const TensorView& w, int64_t row, float* out) {
 inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
   [[maybe_unused]] const int64_t nb = n / 32;
   [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ8_0);
-#if defined(LLMI_SIMD_AVX512)
-  __m512 acc = _mm512_setzero_ps();
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    const uint8_t* p = w + b * bs;
-    __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2))),
-                                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + bs + 2)), 1);
-    __m512i av = _mm512_loadu_si512(a.q + 32 * b);
-    __m512 s = scale_pair_512(f16_scale(p) * a.d[b], f16_scale(p + bs) * a.d[b + 1]);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot_s8_512(wv, av)), s, acc);
-  }
-  float r = _mm512_reduce_add_ps(acc);
-  for (; b < nb; b++) {
-    const uint8_t* p = w + b * bs;
-    __m256i dv = dot_s8_256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)),
-                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
-    r += f16_scale(p) * a.d[b] * static_cast<float>(hsum_epi32_256(dv));
-  }
-  return r;
-#elif defined(LLMI_SIMD_AVX2)
+  // x86 (AVX2 and AVX-512 builds): 8 lanes of 4 products, one FMA per block with d(w) * d(a), then
+  // the 8-lane tree: the order of llama.cpp's x86 Q8_0 kernels (ggml_vec_dot_q8_0_q8_0 and
+  // llamafile's sgemm), so that the result is its bits.
+#if defined(LLMI_SIMD_AVX2)
   __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
@@ -629,14 +622,47 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
 
 // ---- float weights times f32 activations ----
 
+// sgemm: the product is part of a matmul of several tokens (llama.cpp's order differs then).
 template <DType T>
-inline float dot_float(const uint8_t* w, const float* x, int64_t n) {
+inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unused]] bool sgemm = false) {
 #if defined(LLMI_SIMD_AVX512)
   auto load = [&](int64_t i) {
     if constexpr (T == DType::f32) return _mm512_loadu_ps(reinterpret_cast<const float*>(w) + i);
     else if constexpr (T == DType::f16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i)));
     else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i))), 16));
   };
+  if constexpr (T != DType::bf16) {
+    // llama.cpp's order for f32 / f16 weights (the activations already rounded to f16 for f16),
+    // so that the result is its bits. Several tokens, n a multiple of 16: llamafile's sgemm, 16
+    // lanes in order then the 16-lane tree. Otherwise ggml_vec_dot_f32 / _f16: 4 x 16 lanes
+    // over chunks of 64, folded (0+2) + (1+3), the tree, then the rest one product at a time
+    // (f16: summed in double).
+    if (sgemm && n % 16 == 0) {
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t i = 0; i < n; i += 16) acc = _mm512_fmadd_ps(load(i), _mm512_loadu_ps(x + i), acc);
+      return reduce16_ps(acc);
+    }
+    const int64_t np = n & ~int64_t(63);
+    float red = 0;
+    if (np > 0) {
+      __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+      for (int64_t i = 0; i < np; i += 64)
+        for (int k = 0; k < 4; k++) acc[k] = _mm512_fmadd_ps(load(i + 16 * k), _mm512_loadu_ps(x + i + 16 * k), acc[k]);
+      red = reduce16_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
+    }
+    if constexpr (T == DType::f32) {
+      const float* wf = reinterpret_cast<const float*>(w);
+      for (int64_t i = np; i < n; i++) {
+        const float p = wf[i] * x[i];
+        red += p;
+      }
+      return red;
+    } else {
+      double r = red;
+      for (int64_t i = np; i < n; i++) r += static_cast<double>(fp16_to_f32(rd_u16(w + 2 * i)) * x[i]);
+      return static_cast<float>(r);
+    }
+  }
   __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
   int64_t i = 0;
   for (; i + 64 <= n; i += 64)

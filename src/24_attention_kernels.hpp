@@ -1,7 +1,8 @@
 // ==== Attention kernels: one query head against a run of cached keys and values ====
 // The forward pass (43_forward) walks the KV ring and calls these on contiguous runs of cells
 // ([cells][hd], f16 or f32). SIMD bodies follow the scalar ones: dot products summed in lanes,
-// exp by a Cephes-style polynomial (within 2 ulp of expf), softmax sums in double as ggml.
+// exp by a polynomial (within 2 ulp of expf), softmax sums in double as ggml. With an f32 cache
+// the AVX-512 build follows llama.cpp's float order exactly (end of the file).
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
@@ -14,20 +15,24 @@ inline __m512 load16_kv(const uint8_t* p, bool f16) {
 inline __m512 maskload16_kv(const uint8_t* p, bool f16, __mmask16 m) {
   return f16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)) : _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(p));
 }
-// e^x for 16 lanes (x <= 88.7; very negative x give 0).
+// e^x for 16 lanes, the same float operations as ggml's AVX-512 expf (llama.cpp's softmax and
+// SiLU), so that our softmax weights and SiLU values are its bits: n = round(x / ln 2) by the
+// 1.5 * 2^23 trick, b = x - n ln 2 in two parts, a degree-5 polynomial in b, times 2^n; |n| > 192
+// gives 0 or infinity. Within about 1.5 ulp of expf.
 inline __m512 exp16(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
+  const __m512 shift = _mm512_set1_ps(0x1.8p23f);
+  const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift);
+  const __m512 n = _mm512_sub_ps(z, shift);
+  const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+  const __m512 u = _mm512_mul_ps(b, b);
+  const __m512 hi = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                                    _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f)));
+  const __m512 j = _mm512_fmadd_ps(hi, u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+  const __m512 r = _mm512_scalef_ps(j, n);
+  const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+  if (!big) return r;
+  const __m512 edge = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ), _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
+  return _mm512_mask_blend_ps(big, r, edge);
 }
 #endif
 
@@ -35,7 +40,7 @@ inline __m512 exp16(__m512 x) {
 inline __m256 load8_kv(const uint8_t* p, bool f16) {
   return f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))) : _mm256_loadu_ps(reinterpret_cast<const float*>(p));
 }
-// e^x for 8 lanes (as exp16).
+// e^x for 8 lanes (Cephes-style polynomial, within 2 ulp of expf).
 inline __m256 exp8(__m256 x) {
   x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
   __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -112,29 +117,33 @@ inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, 
 #endif
 }
 
-// s[j] = exp(s[j] - max) for j < n; returns the sum (accumulated in double).
-inline double attn_exp(float* s, int n, float max) {
+// s[j] = exp(s[j] - max) for j < n; returns the sum (accumulated in double). `phase` is the
+// position of s[0] modulo 16: the AVX-512 body works in chunks of 16 aligned to positions, as
+// llama.cpp's softmax over cache cells, summing each chunk in float before adding it in double.
+inline double attn_exp(float* s, int n, float max, [[maybe_unused]] int phase = 0) {
   double sum = 0;
   int j = 0;
 #if defined(LLMI_SIMD_AVX512)
-  __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
   const __m512 m = _mm512_set1_ps(max);
-  for (; j + 16 <= n; j += 16) {
-    __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), m));
-    _mm512_storeu_ps(s + j, e);
-    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-    a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
+  for (int c = -phase; c < n; c += 16) {
+    if (c >= 0 && c + 16 <= n) {
+      __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + c), m));
+      _mm512_storeu_ps(s + c, e);
+      sum += static_cast<double>(reduce16_ps(e));
+      continue;
+    }
+    // a partial chunk: the lanes outside 0..n-1 count as 0 (masked cells)
+    const int from = std::max(c, 0), to = std::min(c + 16, n);
+    alignas(64) float t[16];
+    for (int i = 0; i < 16; i++) t[i] = max;
+    for (int i = from; i < to; i++) t[i - c] = s[i];
+    const __mmask16 mk = static_cast<__mmask16>(((1u << (to - from)) - 1) << (from - c));
+    __m512 e = _mm512_maskz_mov_ps(mk, exp16(_mm512_sub_ps(_mm512_load_ps(t), m)));
+    _mm512_store_ps(t, e);
+    for (int i = from; i < to; i++) s[i] = t[i - c];
+    sum += static_cast<double>(reduce16_ps(e));
   }
-  if (j < n) {
-    const __mmask16 mk = static_cast<__mmask16>((1u << (n - j)) - 1);
-    __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, s + j), m));
-    e = _mm512_maskz_mov_ps(mk, e);
-    _mm512_mask_storeu_ps(s + j, mk, e);
-    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-    a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1))));
-    j = n;
-  }
-  sum = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+  j = n;
 #elif defined(LLMI_SIMD_AVX2)
   __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
   const __m256 m = _mm256_set1_ps(max);
@@ -224,6 +233,46 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
   }
 #endif
 }
+
+#if defined(LLMI_SIMD_AVX512)
+// ---- llama.cpp's order (f32 cache, AVX-512) ----
+// With an f32 cache and no flash attention, llama.cpp computes q.k with ggml_vec_dot_f32 (as
+// dot_float<f32>) and V x softmax with llamafile's sgemm (several tokens) or ggml_vec_dot_f32 (one
+// token). Doing the
+// same float operations in the same order gives its bits, which matters where an activation is
+// next rounded to 8 bits: one value on the other side of a rounding step moves a small model's
+// logits by ~0.1.
+
+// out[e] = sum over positions j = lo..pos of w[j - lo] * vrow(j)[e], in `lanes` partial sums by
+// position: 16 (several tokens: sgemm's 16 lanes, then the 16-lane tree) or 64 (one token:
+// ggml_vec_dot_f32's 4 x 16, folded (0+32) + (16+48) first). acc holds lanes x round_up(hd, 16).
+template <class VRow>
+inline void attn_weighted_sum_ggml(const float* w, VRow&& vrow, int lo, int pos, int hd, int lanes, float* acc, float* out) {
+  const int hs = (hd + 15) & ~15;
+  std::fill(acc, acc + size_t(lanes) * size_t(hs), 0.0f);
+  const __mmask16 tail = static_cast<__mmask16>(hd % 16 ? (1u << (hd % 16)) - 1 : 0xFFFF);
+  for (int j = lo; j <= pos; j++) {
+    float* a = acc + size_t(j % lanes) * size_t(hs);
+    const float* v = vrow(j);
+    const __m512 wj = _mm512_set1_ps(w[j - lo]);
+    for (int e = 0; e < hd; e += 16) {
+      const __mmask16 mk = e + 16 <= hd ? static_cast<__mmask16>(0xFFFF) : tail;
+      _mm512_storeu_ps(a + e, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, v + e), wj, _mm512_loadu_ps(a + e)));
+    }
+  }
+  for (int e = 0; e < hs; e += 16) {
+    auto at = [&](int l) { return _mm512_loadu_ps(acc + size_t(l) * size_t(hs) + e); };
+    __m512 x[16];
+    for (int l = 0; l < 16; l++)
+      x[l] = lanes == 64 ? _mm512_add_ps(_mm512_add_ps(at(l), at(32 + l)), _mm512_add_ps(at(16 + l), at(48 + l))) : at(l);
+    for (int l = 0; l < 8; l++) x[l] = _mm512_add_ps(x[l + 8], x[l]);
+    for (int l = 0; l < 4; l++) x[l] = _mm512_add_ps(x[l + 4], x[l]);
+    __m512 r = _mm512_add_ps(_mm512_add_ps(x[0], x[2]), _mm512_add_ps(x[1], x[3]));
+    const __mmask16 mk = e + 16 <= hd ? static_cast<__mmask16>(0xFFFF) : tail;
+    _mm512_mask_storeu_ps(out + e, mk, r);
+  }
+}
+#endif
 
 }  // namespace detail
 }  // namespace v0_1

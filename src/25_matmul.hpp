@@ -181,8 +181,9 @@ inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body
   auto q8 = [&](auto dot, ActForm f) {
     body([&, dot, f](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.row(f, t), n); });
   };
+  const bool sgemm = in.n_tokens() >= 2;
   auto fl = [&](auto dot) {
-    body([&, dot](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.x() + t * n, n); });
+    body([&, dot](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.x() + t * n, n, sgemm); });
   };
   switch (w.type) {
     // (lambdas, not function pointers, so that the dot product inlines into the row loop)
@@ -191,9 +192,9 @@ inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body
     case DType::q8_0: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q8_0(p, a, k); }, ActForm::q8_32); break;
     case DType::q4_K: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q4_k(p, a, k); }, ActForm::q8_256); break;
     case DType::q6_K: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q6_k(p, a, k); }, ActForm::q8_256); break;
-    case DType::f32: fl([](const uint8_t* p, const float* x, int64_t k) { return dot_float<DType::f32>(p, x, k); }); break;
-    case DType::f16: fl([](const uint8_t* p, const float* x, int64_t k) { return dot_float<DType::f16>(p, x, k); }); break;
-    case DType::bf16: fl([](const uint8_t* p, const float* x, int64_t k) { return dot_float<DType::bf16>(p, x, k); }); break;
+    case DType::f32: fl([](const uint8_t* p, const float* x, int64_t k, bool sg) { return dot_float<DType::f32>(p, x, k, sg); }); break;
+    case DType::f16: fl([](const uint8_t* p, const float* x, int64_t k, bool sg) { return dot_float<DType::f16>(p, x, k, sg); }); break;
+    case DType::bf16: fl([](const uint8_t* p, const float* x, int64_t k, bool sg) { return dot_float<DType::bf16>(p, x, k, sg); }); break;
     case DType::mlx_q4: case DType::mlx_q8:
       body([&](int64_t r, int64_t t) { return dot_mlx(w, r, in.x() + t * n, in.mlx_sums(t)); });
       break;
@@ -575,6 +576,44 @@ inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* star
     for (int t = 0; t < kRN; t++) out[g][t] = accf[g][t];
 }
 
+// Q8_0 micro-kernel in llama.cpp's order: per row and token, 8 float lanes (one per 4 values of a
+// block) each take one FMA per block with d(row) * d(token), then the 8-lane tree, as dot_q8_0.
+// Each 4-value sum is exact: (q + 128) . a starts at -128 * (sum of those 4 activations).
+inline void micro_q8_0(const Panel& P, const MatmulInput& in, const int32_t* starts4, const int64_t (&tj)[kRN], __m512 (&out)[kRG][kRN]) {
+  const int64_t K = P.K, nb = K / 32;
+  const __m512i* wv[kRG];
+  const float* wd[kRG];
+  for (int g = 0; g < kRG; g++) {
+    wv[g] = reinterpret_cast<const __m512i*>(P.v + static_cast<size_t>(g) * 16 * static_cast<size_t>(K));
+    wd[g] = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nb);
+  }
+  for (int t = 0; t < kRN; t++) {
+    ActQ8 a = in.row(ActForm::q8_32, tj[t]);
+    const int32_t* aq = reinterpret_cast<const int32_t*>(a.q);
+    const int32_t* st = starts4 + tj[t] * (K / 4);
+    __m512 acc[kRG][8];
+    for (int g = 0; g < kRG; g++)
+      for (int u = 0; u < 8; u++) acc[g][u] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+      __m512 sc[kRG];
+#pragma GCC unroll 8
+      for (int g = 0; g < kRG; g++) sc[g] = _mm512_mul_ps(_mm512_load_ps(wd[g] + 16 * b), _mm512_set1_ps(a.d[b]));
+#pragma GCC unroll 8
+      for (int u = 0; u < 8; u++) {
+        const __m512i av = _mm512_set1_epi32(aq[8 * b + u]), s0 = _mm512_set1_epi32(st[8 * b + u]);
+#pragma GCC unroll 8
+        for (int g = 0; g < kRG; g++)
+          acc[g][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpbusd(s0, _mm512_load_si512(wv[g] + 8 * b + u), av)), sc[g], acc[g][u]);
+      }
+    }
+    for (int g = 0; g < kRG; g++) {
+      const __m512 t0 = _mm512_add_ps(acc[g][4], acc[g][0]), t1 = _mm512_add_ps(acc[g][5], acc[g][1]);
+      const __m512 t2 = _mm512_add_ps(acc[g][6], acc[g][2]), t3 = _mm512_add_ps(acc[g][7], acc[g][3]);
+      out[g][t] = _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3));
+    }
+  }
+}
+
 // Float micro-kernel (f32 panel of f32/f16/bf16/MLX weights times f32 X): 2 x 4 dot products.
 inline void micro_f32(const Panel& P, const int64_t (&pi)[2], const MatmulInput& in, const int64_t (&tj)[4], float (&out)[2][4]) {
   const int64_t K = P.K;
@@ -597,7 +636,7 @@ inline void micro_f32(const Panel& P, const int64_t (&pi)[2], const MatmulInput&
     }
   }
   for (int i = 0; i < 2; i++)
-    for (int j = 0; j < 4; j++) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
+    for (int j = 0; j < 4; j++) out[i][j] = reduce16_ps(acc[i][j]);
 }
 
 inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
@@ -608,7 +647,14 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   static thread_local AlignedBuffer starts_buf;
   const int off = quant_offset(w.type), group = w.type == DType::q6_K ? 16 : 32;
   int32_t* starts = nullptr;
-  if (f != ActForm::f32 && off != 0) {
+  if (w.type == DType::q8_0) {  // per 4 values (micro_q8_0)
+    LLMI_ASSERT(starts_buf.reserve(static_cast<size_t>(T * (K / 4)) * 4 + 64));
+    starts = starts_buf.as<int32_t>();
+    for (int64_t t = 0; t < T; t++) {
+      const int8_t* q = in.row(f, t).q;
+      for (int64_t j = 0; j < K / 4; j++) starts[t * (K / 4) + j] = -off * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
+    }
+  } else if (f != ActForm::f32 && off != 0) {
     LLMI_ASSERT(starts_buf.reserve(static_cast<size_t>(T * (K / group)) * 4 + 64));
     starts = starts_buf.as<int32_t>();
     offset_starts(in, f, off, group, starts);
@@ -636,6 +682,7 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       __m512 out[kRG][kRN];
       if (w.type == DType::q4_K) micro_kq<true>(P, in, starts, tj, out);
       else if (w.type == DType::q6_K) micro_kq<false>(P, in, starts, tj, out);
+      else if (w.type == DType::q8_0) micro_q8_0(P, in, starts, tj, out);
       else micro_q32(P, in, starts, tj, out);
       for (int j = 0; j < kRN && j0 + j < nt; j++) {
         float* yt = y + (t0 + j0 + j) * ldy + r0;
@@ -661,7 +708,10 @@ inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, 
   LLMI_ASSERT(in.prepare(f, pool));
   if (w.type == DType::mlx_q4 || w.type == DType::mlx_q8) LLMI_ASSERT(in.prepare_mlx(w.group_size));
 #if defined(LLMI_SIMD_AVX512)
-  if (in.n_tokens() >= kGemmMinTokens && gemm_supported(w.type)) {
+  // f32 / f16 rows that are not a multiple of 16 long: llama.cpp's order is its vector dot product
+  // (dot_float) there, not the tiled one of the matrix kernel
+  const bool odd_float = (w.type == DType::f32 || w.type == DType::f16) && w.ne[0] % 16 != 0;
+  if (in.n_tokens() >= kGemmMinTokens && gemm_supported(w.type) && !odd_float) {
     gemm(w, in, y, ldy, pool);
     return;
   }

@@ -613,6 +613,19 @@ enum class EvalStatus { ok, cancelled, context_full };
 
 // ---- elementwise kernels (f32 activations) ----
 inline float silu_f32(float x) { return x / (1.0f + std::exp(-x)); }
+// y = silu(x) over a row; AVX-512: chunks of 16 with exp16, the rest with expf, as llama.cpp's
+// AVX-512 build (its bits).
+inline void silu_row(const float* x, float* y, int n) {
+  int k = 0;
+#if defined(LLMI_SIMD_AVX512)
+  for (; k + 16 <= n; k += 16) {
+    const __m512 v = _mm512_loadu_ps(x + k);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), v));
+    _mm512_storeu_ps(y + k, _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
+  }
+#endif
+  for (; k < n; k++) y[k] = silu_f32(x[k]);
+}
 // GELU, tanh approximation, at the fp16 precision ggml evaluates it with (ggml looks it up in a
 // table indexed by fp16(x) holding fp16 results; beyond |x| >= 10 it is 0 or x): GGUF models then
 // agree with llama.cpp, and the difference to the exact formula stays below fp16 resolution.
@@ -640,20 +653,22 @@ inline void rope_angles(const RopeSpec& r, int64_t pos, float* cache) {
 // Rotates one head (head_dim elements, first n_dims rotated) in place or into `out`.
 inline void rope_head(const RopeSpec& r, const float* cache, const float* in, float* out) {
   const int n = r.n_dims;
+  // x0 c - x1 s and x0 s + x1 c with the first product fused, as llama.cpp's CPU build computes
+  // them (the compiler contracts its expressions): its bits, not one rounding better or worse.
   if (r.neox) {
     const int h = n / 2;
     for (int i = 0; i < h; i++) {
       float c = cache[2 * i], s = cache[2 * i + 1];
       float x0 = in[i], x1 = in[i + h];
-      out[i] = x0 * c - x1 * s;
-      out[i + h] = x0 * s + x1 * c;
+      out[i] = std::fma(x0, c, -(x1 * s));
+      out[i + h] = std::fma(x0, s, x1 * c);
     }
   } else {
     for (int i = 0; i < n; i += 2) {
       float c = cache[i], s = cache[i + 1];
       float x0 = in[i], x1 = in[i + 1];
-      out[i] = x0 * c - x1 * s;
-      out[i + 1] = x0 * s + x1 * c;
+      out[i] = std::fma(x0, c, -(x1 * s));
+      out[i + 1] = std::fma(x0, s, x1 * c);
     }
   }
   if (out != in)
@@ -709,11 +724,12 @@ class Context {
     }
     for (const auto& r : p.ropes) max_hd = std::max(max_hd, r.head_dim);
     c.scores_stride_ = max_slots;
-    c.row_stride_ = max_hd;
+    // per thread: 3 rows of partial sums, or 64 lanes of them (llama.cpp's order)
+    c.row_stride_ = size_t(64) * size_t((max_hd + 15) & ~15);
     auto sb = HeapBuf::alloc(uint64_t(threads) * uint64_t(max_slots), 4, "attention scratch");
     if (!sb) return sb.error();
     c.scores_ = std::move(*sb);
-    auto rb = HeapBuf::alloc(uint64_t(threads) * 3 * uint64_t(max_hd), 4, "attention scratch");
+    auto rb = HeapBuf::alloc(uint64_t(threads) * c.row_stride_, 4, "attention scratch");
     if (!rb) return rb.error();
     c.rows_ = std::move(*rb);
     auto rnd = HeapBuf::alloc(uint64_t(c.ubatch_) * uint64_t(p.max_round_width), 4, "activations");
@@ -891,7 +907,7 @@ class Context {
             const float* x = a + size_t(t) * wi;
             float* y = d + size_t(t) * wi;
             switch (op) {
-              case OpCode::silu: for (int k = 0; k < wi; k++) y[k] = silu_f32(x[k]); break;
+              case OpCode::silu: silu_row(x, y, wi); break;
               case OpCode::gelu: for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]); break;
               case OpCode::gelu_tanh: for (int k = 0; k < wi; k++) y[k] = gelu_tanh_f32(x[k]); break;
               default: for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f; break;
@@ -955,6 +971,12 @@ class Context {
       const float* qh = q + size_t(t) * wq + size_t(h) * at.hd_k;
       float* sc = scores_.as<float>() + size_t(thread) * scores_stride_;
       // the visible keys lo..pos are at most two contiguous runs of ring slots
+#if defined(LLMI_SIMD_AVX512)
+      if (!f16) {
+        for (int j = lo; j <= pos; j++)
+          sc[j - lo] = at.scale * dot_float<DType::f32>(kv_.k_at(L, g, j % L.slots), qh, at.hd_k);
+      } else
+#endif
       for (int j = lo; j <= pos;) {
         const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
         attn_scores(qh, kv_.k_at(L, g, slot), ks, run, at.hd_k, f16, at.scale, sc + (j - lo));
@@ -966,11 +988,18 @@ class Context {
         if (at.softcap > 0) sc[j] = at.softcap * std::tanh(sc[j] / at.softcap);
         mx = std::max(mx, sc[j]);
       }
-      const double sum = attn_exp(sc, nk, mx);
+      const double sum = attn_exp(sc, nk, mx, lo % 16);
       const float inv = static_cast<float>(1.0 / sum);
       for (int j = 0; j < nk; j++) sc[j] *= inv;
       float* o = out + size_t(t) * wo + size_t(h) * at.hd_v;
-      float* part = rows_.as<float>() + size_t(thread) * 3 * row_stride_;
+      float* part = rows_.as<float>() + size_t(thread) * row_stride_;
+#if defined(LLMI_SIMD_AVX512)
+      if (!f16) {  // llama.cpp's order (several tokens: 16 lanes; one token: 64)
+        attn_weighted_sum_ggml(sc, [&](int j) { return reinterpret_cast<const float*>(kv_.v_at(L, g, j % L.slots)); }, lo, pos,
+                               at.hd_v, n > 1 ? 16 : 64, part, o);
+        return;
+      }
+#endif
       bool first = true;
       for (int j = lo; j <= pos;) {
         const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
