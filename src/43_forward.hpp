@@ -637,6 +637,31 @@ inline float gelu_tanh_f32(float x) {
   return fp16_to_f32(f32_to_fp16(0.5f * f * (1.0f + std::tanh(k * f * (1.0f + 0.044715f * f * f)))));
 }
 inline float gelu_erf_f32(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
+// gelu_tanh_f32 of every fp16 value, indexed by its bits (built once, 256 KiB).
+inline const float* gelu_tanh_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t h = 0; h < 65536; h++) t[h] = gelu_tanh_f32(fp16_to_f32(static_cast<uint16_t>(h)));
+    return t;
+  }();
+  return table.data();
+}
+// y = gelu_tanh(x) over a row, by table (the values of gelu_tanh_f32).
+inline void gelu_tanh_row(const float* x, float* y, int n) {
+  const float* tab = gelu_tanh_table();
+  int k = 0;
+#if defined(LLMI_SIMD_AVX512)
+  for (; k + 16 <= n; k += 16) {
+    const __m512 v = _mm512_loadu_ps(x + k);
+    const __m512i idx = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m512 r = _mm512_i32gather_ps(idx, tab, 4);
+    r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(10.0f), _CMP_GE_OQ), r, v);
+    r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(-10.0f), _CMP_NLE_UQ), r);
+    _mm512_storeu_ps(y + k, r);
+  }
+#endif
+  for (; k < n; k++) y[k] = x[k] <= -10.0f ? 0.0f : x[k] >= 10.0f ? x[k] : tab[f32_to_fp16(x[k])];
+}
 
 // cos/sin of one position for a rope spec: cache[2i] = cos, cache[2i+1] = sin.
 inline void rope_angles(const RopeSpec& r, int64_t pos, float* cache) {
@@ -909,7 +934,7 @@ class Context {
             switch (op) {
               case OpCode::silu: silu_row(x, y, wi); break;
               case OpCode::gelu: for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]); break;
-              case OpCode::gelu_tanh: for (int k = 0; k < wi; k++) y[k] = gelu_tanh_f32(x[k]); break;
+              case OpCode::gelu_tanh: gelu_tanh_row(x, y, wi); break;
               default: for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f; break;
             }
           });

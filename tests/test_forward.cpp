@@ -579,3 +579,25 @@ TEST_CASE("kv cache: cancel is polled per layer; finished batches stay") {
   CHECK(*st == EvalStatus::cancelled);
   CHECK(ctx->n_past() == 0);
 }
+
+TEST_CASE("forward: the row activations equal their scalar definitions") {
+  std::vector<float> x;
+  for (int i = -1300; i <= 1300; i++) x.push_back(static_cast<float>(i) * 0.00937f);  // -12.2 .. 12.2
+  for (float v : {-10.0f, 10.0f, -9.999f, 9.999f, 0.0f, -0.0f, 1e-8f, -1e-8f, 80.0f, -80.0f, 1e5f, -1e5f}) x.push_back(v);
+  const int n = static_cast<int>(x.size());  // not a multiple of 16: the scalar tail runs too
+  std::vector<float> y(x.size());
+  // GELU (tanh form) by table: the same bits as gelu_tanh_f32
+  gelu_tanh_row(x.data(), y.data(), n);
+  int gelu_diff = 0;
+  for (int i = 0; i < n; i++) gelu_diff += y[i] != gelu_tanh_f32(x[i]);
+  CHECK(gelu_diff == 0);
+  // SiLU: the vector exp is within ~2 ulp of expf
+  silu_row(x.data(), y.data(), n);
+  double worst = 0;
+  for (int i = 0; i < n; i++) {
+    const float want = silu_f32(x[i]);
+    worst = std::max(worst, std::fabs(double(y[i]) - want) / std::max(1e-30, std::fabs(double(want))));
+  }
+  MESSAGE("silu_row: largest relative difference to silu_f32 " << worst);
+  CHECK(worst < 1e-6);
+}
