@@ -4198,14 +4198,41 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
 // ---- float weights times f32 activations ----
 
 // sgemm: the product is part of a matmul of several tokens (llama.cpp's order differs then).
+// bf16_exact: every x is a bf16 value (bf16 weights may use vdpbf16ps).
 template <DType T>
-inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unused]] bool sgemm = false) {
+inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unused]] bool sgemm = false,
+                       [[maybe_unused]] bool bf16_exact = false) {
 #if defined(LLMI_SIMD_AVX512)
   auto load = [&](int64_t i) {
     if constexpr (T == DType::f32) return _mm512_loadu_ps(reinterpret_cast<const float*>(w) + i);
     else if constexpr (T == DType::f16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i)));
     else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i))), 16));
   };
+#if defined(__AVX512BF16__)
+  if (T == DType::bf16 && bf16_exact) {
+    // llama.cpp's order with vdpbf16ps (the activations already rounded to bf16): several tokens,
+    // n a multiple of 32: llamafile's sgemm, one 32-pair accumulator then the tree; otherwise
+    // ggml_vec_dot_bf16: two accumulators over chunks of 64, each tree added in double, then the
+    // rest one product at a time in double.
+    auto wv = [&](int64_t i) { return (__m512bh)_mm512_loadu_si512(w + 2 * i); };
+    auto xv = [&](int64_t i) { return _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i)); };
+    if (sgemm && n % 32 == 0) {
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t i = 0; i < n; i += 32) acc = _mm512_dpbf16_ps(acc, wv(i), xv(i));
+      return reduce16_ps(acc);
+    }
+    __m512 c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+      c1 = _mm512_dpbf16_ps(c1, wv(i), xv(i));
+      c2 = _mm512_dpbf16_ps(c2, wv(i + 32), xv(i + 32));
+    }
+    double r = static_cast<double>(reduce16_ps(c1));
+    r += static_cast<double>(reduce16_ps(c2));
+    for (; i < n; i++) r += static_cast<double>(bf16_to_f32(rd_u16(w + 2 * i)) * x[i]);
+    return static_cast<float>(r);
+  }
+#endif
   if constexpr (T != DType::bf16) {
     // llama.cpp's order for f32 / f16 weights (the activations already rounded to f16 for f16),
     // so that the result is its bits. Several tokens, n a multiple of 16: llamafile's sgemm, 16
@@ -4871,14 +4898,18 @@ class MatmulInput {
  public:
   MatmulInput() = default;
   MatmulInput(const float* x, int64_t n_tokens, int64_t n) { reset(x, n_tokens, n); }
-  void reset(const float* x, int64_t n_tokens, int64_t n) {
+  // bf16_exact: every value of X is a bf16 value (rounded for bf16 weights, as ggml does for GGUF
+  // files): bf16 weights may then use vdpbf16ps.
+  void reset(const float* x, int64_t n_tokens, int64_t n, bool bf16_exact = false) {
     x_ = x;
     n_tokens_ = n_tokens;
     n_ = n;
+    bf16_exact_ = bf16_exact;
     ready_[0] = ready_[1] = false;
     mlx_gs_ = 0;
   }
   const float* x() const { return x_; }
+  bool bf16_exact() const { return bf16_exact_; }
   int64_t n_tokens() const { return n_tokens_; }
   int64_t n() const { return n_; }
 
@@ -4963,6 +4994,7 @@ class MatmulInput {
 
   const float* x_ = nullptr;
   int64_t n_tokens_ = 0, n_ = 0;
+  bool bf16_exact_ = false;
   Form forms_[2];
   bool ready_[2] = {false, false};
   AlignedBuffer mlx_;
@@ -4980,9 +5012,9 @@ inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body
   auto q8 = [&](auto dot, ActForm f) {
     body([&, dot, f](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.row(f, t), n); });
   };
-  const bool sgemm = in.n_tokens() >= 2;
+  const bool sgemm = in.n_tokens() >= 2, bfx = in.bf16_exact();
   auto fl = [&](auto dot) {
-    body([&, dot](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.x() + t * n, n, sgemm); });
+    body([&, dot](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.x() + t * n, n, sgemm, bfx); });
   };
   switch (w.type) {
     // (lambdas, not function pointers, so that the dot product inlines into the row loop)
@@ -4991,9 +5023,9 @@ inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body
     case DType::q8_0: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q8_0(p, a, k); }, ActForm::q8_32); break;
     case DType::q4_K: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q4_k(p, a, k); }, ActForm::q8_256); break;
     case DType::q6_K: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q6_k(p, a, k); }, ActForm::q8_256); break;
-    case DType::f32: fl([](const uint8_t* p, const float* x, int64_t k, bool sg) { return dot_float<DType::f32>(p, x, k, sg); }); break;
-    case DType::f16: fl([](const uint8_t* p, const float* x, int64_t k, bool sg) { return dot_float<DType::f16>(p, x, k, sg); }); break;
-    case DType::bf16: fl([](const uint8_t* p, const float* x, int64_t k, bool sg) { return dot_float<DType::bf16>(p, x, k, sg); }); break;
+    case DType::f32: fl([](const uint8_t* p, const float* x, int64_t k, bool sg, bool bx) { return dot_float<DType::f32>(p, x, k, sg, bx); }); break;
+    case DType::f16: fl([](const uint8_t* p, const float* x, int64_t k, bool sg, bool bx) { return dot_float<DType::f16>(p, x, k, sg, bx); }); break;
+    case DType::bf16: fl([](const uint8_t* p, const float* x, int64_t k, bool sg, bool bx) { return dot_float<DType::bf16>(p, x, k, sg, bx); }); break;
     case DType::mlx_q4: case DType::mlx_q8:
       body([&](int64_t r, int64_t t) { return dot_mlx(w, r, in.x() + t * n, in.mlx_sums(t)); });
       break;
@@ -5438,6 +5470,29 @@ inline void micro_f32(const Panel& P, const int64_t (&pi)[2], const MatmulInput&
     for (int j = 0; j < 4; j++) out[i][j] = reduce16_ps(acc[i][j]);
 }
 
+#if defined(__AVX512BF16__)
+// bf16 weights (read in place) times bf16 activations, 2 rows x 4 tokens, in llamafile's order
+// (vdpbf16ps over 32 pairs at a time, then the tree; as dot_float<bf16> for several tokens).
+inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr)[4], int64_t K, float (&out)[2][4]) {
+  __m512 acc[2][4];
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 32) {
+    __m512bh x[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) x[j] = (__m512bh)_mm512_loadu_si512(xr[j] + k);
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) {
+      const __m512bh wv = (__m512bh)_mm512_loadu_si512(wr[i] + 2 * k);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; j++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], wv, x[j]);
+    }
+  }
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 4; j++) out[i][j] = reduce16_ps(acc[i][j]);
+}
+#endif
+
 inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
   const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
   const int64_t n_rb = (rows + kRB - 1) / kRB, n_tb = (T + kTB - 1) / kTB;
@@ -5458,11 +5513,39 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     starts = starts_buf.as<int32_t>();
     offset_starts(in, f, off, group, starts);
   }
+#if defined(__AVX512BF16__)
+  // bf16: the activations (already rounded to bf16) as bf16 once; rows are used in place
+  static thread_local AlignedBuffer xb_buf;
+  uint16_t* xb = nullptr;
+  if (w.type == DType::bf16 && in.bf16_exact()) {
+    LLMI_ASSERT(xb_buf.reserve(static_cast<size_t>(T * K) * 2 + 64));
+    xb = xb_buf.as<uint16_t>();
+    for (int64_t i = 0; i < T * K; i += 32)
+      _mm512_storeu_si512(xb + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(in.x() + i + 16), _mm512_loadu_ps(in.x() + i)));
+  }
+#endif
   pool.parallel_for(static_cast<int>(n_rb * n_tb), [&](int task, int) {
     static thread_local AlignedBuffer buf;
     const int64_t rblk = task % n_rb, tblk = task / n_rb;
     const int64_t r0 = rblk * kRB, nr = std::min<int64_t>(kRB, rows - r0);
     const int64_t t0 = tblk * kTB, nt = std::min<int64_t>(kTB, T - t0);
+#if defined(__AVX512BF16__)
+    if (xb) {
+      const uint64_t rb = weight_row_bytes(w);
+      for (int64_t j0 = 0; j0 < nt; j0 += 4) {
+        const uint16_t* xr[4];
+        for (int j = 0; j < 4; j++) xr[j] = xb + (t0 + std::min<int64_t>(j0 + j, nt - 1)) * K;
+        for (int64_t i0 = 0; i0 < nr; i0 += 2) {
+          const uint8_t* wr[2] = {w.data + static_cast<uint64_t>(r0 + i0) * rb, w.data + static_cast<uint64_t>(r0 + std::min<int64_t>(i0 + 1, nr - 1)) * rb};
+          float out[2][4];
+          micro_bf16(wr, xr, K, out);
+          for (int j = 0; j < 4 && j0 + j < nt; j++)
+            for (int i = 0; i < 2 && i0 + i < nr; i++) y[(t0 + j0 + j) * ldy + r0 + i0 + i] = out[i][j];
+        }
+      }
+      return;
+    }
+#endif
     Panel P;
     LLMI_ASSERT(panel_decode(w, r0, nr, buf, P));
     for (int64_t j0 = 0; j0 < nt; j0 += kRN) {
@@ -5507,9 +5590,12 @@ inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, 
   LLMI_ASSERT(in.prepare(f, pool));
   if (w.type == DType::mlx_q4 || w.type == DType::mlx_q8) LLMI_ASSERT(in.prepare_mlx(w.group_size));
 #if defined(LLMI_SIMD_AVX512)
-  // f32 / f16 rows that are not a multiple of 16 long: llama.cpp's order is its vector dot product
-  // (dot_float) there, not the tiled one of the matrix kernel
-  const bool odd_float = (w.type == DType::f32 || w.type == DType::f16) && w.ne[0] % 16 != 0;
+  // f32 / f16 rows that are not a multiple of 16 long (bf16 with vdpbf16ps: 32): llama.cpp's order
+  // is its vector dot product (dot_float) there, not the tiled one of the matrix kernel
+  bool odd_float = (w.type == DType::f32 || w.type == DType::f16) && w.ne[0] % 16 != 0;
+#if defined(__AVX512BF16__)
+  odd_float = odd_float || (w.type == DType::bf16 && in.bf16_exact() && w.ne[0] % 32 != 0);
+#endif
   if (in.n_tokens() >= kGemmMinTokens && gemm_supported(w.type) && !odd_float) {
     gemm(w, in, y, ldy, pool);
     return;
@@ -5519,9 +5605,10 @@ inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, 
 }
 
 // Y[t][r] = sum_k W[r][k] * X[t][k]; X is [n_tokens][ne0(W)] f32, Y is [n_tokens][ldy] f32.
-inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool) {
+inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                   bool bf16_exact = false) {
   static thread_local MatmulInput in;
-  in.reset(x, n_tokens, w.ne[0]);
+  in.reset(x, n_tokens, w.ne[0], bf16_exact);
   matmul(w, in, y, ldy, pool);
 }
 
@@ -15478,7 +15565,8 @@ block
   norm_heads(k, blk.{i}.attn_k_norm.weight)
   rope(q, neox, base_swa = rope_base_local)
   rope(k, neox, base_swa = rope_base_local)
-  a = attention(q, k, v, scale = rsqrt(query_scalar), window = sliding_window, period = sliding_period)
+  scale(q, rsqrt(query_scalar))   # scaled queries, then unscaled scores: llama.cpp's order
+  a = attention(q, k, v, scale = 1, window = sliding_window, period = sliding_period)
   o = matmul(a, blk.{i}.attn_output.weight)
   rms_norm(o, blk.{i}.post_attention_norm.weight)
   add(x, o)
@@ -16652,7 +16740,7 @@ class Context {
             });
             in = r;
           }
-          matmul(*s.w, in, rows, d, wo, e_->pool());
+          matmul(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2);
           break;
         }
         case OpCode::add_bias:
@@ -16714,7 +16802,9 @@ class Context {
           break;
         case OpCode::softcap:
           for_rows(rows, wi * 8, [&](int t, int) {
-            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = s.f * std::tanh(a[size_t(t) * wi + k] / s.f);
+            // tanh(x * (1/c)) * c, llama.cpp's operations
+            const float inv = 1.0f / s.f;
+            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::tanh(a[size_t(t) * wi + k] * inv) * s.f;
           });
           break;
         case OpCode::copy:
@@ -16766,7 +16856,7 @@ class Context {
       const int nk = pos - lo + 1;
       float mx = -INFINITY;
       for (int j = 0; j < nk; j++) {
-        if (at.softcap > 0) sc[j] = at.softcap * std::tanh(sc[j] / at.softcap);
+        if (at.softcap > 0) sc[j] = std::tanh(sc[j] * (1.0f / at.softcap)) * at.softcap;  // as llama.cpp
         mx = std::max(mx, sc[j]);
       }
       const double sum = attn_exp(sc, nk, mx, lo % 16);

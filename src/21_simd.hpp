@@ -623,14 +623,41 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
 // ---- float weights times f32 activations ----
 
 // sgemm: the product is part of a matmul of several tokens (llama.cpp's order differs then).
+// bf16_exact: every x is a bf16 value (bf16 weights may use vdpbf16ps).
 template <DType T>
-inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unused]] bool sgemm = false) {
+inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unused]] bool sgemm = false,
+                       [[maybe_unused]] bool bf16_exact = false) {
 #if defined(LLMI_SIMD_AVX512)
   auto load = [&](int64_t i) {
     if constexpr (T == DType::f32) return _mm512_loadu_ps(reinterpret_cast<const float*>(w) + i);
     else if constexpr (T == DType::f16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i)));
     else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i))), 16));
   };
+#if defined(__AVX512BF16__)
+  if (T == DType::bf16 && bf16_exact) {
+    // llama.cpp's order with vdpbf16ps (the activations already rounded to bf16): several tokens,
+    // n a multiple of 32: llamafile's sgemm, one 32-pair accumulator then the tree; otherwise
+    // ggml_vec_dot_bf16: two accumulators over chunks of 64, each tree added in double, then the
+    // rest one product at a time in double.
+    auto wv = [&](int64_t i) { return (__m512bh)_mm512_loadu_si512(w + 2 * i); };
+    auto xv = [&](int64_t i) { return _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i)); };
+    if (sgemm && n % 32 == 0) {
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t i = 0; i < n; i += 32) acc = _mm512_dpbf16_ps(acc, wv(i), xv(i));
+      return reduce16_ps(acc);
+    }
+    __m512 c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+      c1 = _mm512_dpbf16_ps(c1, wv(i), xv(i));
+      c2 = _mm512_dpbf16_ps(c2, wv(i + 32), xv(i + 32));
+    }
+    double r = static_cast<double>(reduce16_ps(c1));
+    r += static_cast<double>(reduce16_ps(c2));
+    for (; i < n; i++) r += static_cast<double>(bf16_to_f32(rd_u16(w + 2 * i)) * x[i]);
+    return static_cast<float>(r);
+  }
+#endif
   if constexpr (T != DType::bf16) {
     // llama.cpp's order for f32 / f16 weights (the activations already rounded to f16 for f16),
     // so that the result is its bits. Several tokens, n a multiple of 16: llamafile's sgemm, 16

@@ -72,14 +72,18 @@ class MatmulInput {
  public:
   MatmulInput() = default;
   MatmulInput(const float* x, int64_t n_tokens, int64_t n) { reset(x, n_tokens, n); }
-  void reset(const float* x, int64_t n_tokens, int64_t n) {
+  // bf16_exact: every value of X is a bf16 value (rounded for bf16 weights, as ggml does for GGUF
+  // files): bf16 weights may then use vdpbf16ps.
+  void reset(const float* x, int64_t n_tokens, int64_t n, bool bf16_exact = false) {
     x_ = x;
     n_tokens_ = n_tokens;
     n_ = n;
+    bf16_exact_ = bf16_exact;
     ready_[0] = ready_[1] = false;
     mlx_gs_ = 0;
   }
   const float* x() const { return x_; }
+  bool bf16_exact() const { return bf16_exact_; }
   int64_t n_tokens() const { return n_tokens_; }
   int64_t n() const { return n_; }
 
@@ -164,6 +168,7 @@ class MatmulInput {
 
   const float* x_ = nullptr;
   int64_t n_tokens_ = 0, n_ = 0;
+  bool bf16_exact_ = false;
   Form forms_[2];
   bool ready_[2] = {false, false};
   AlignedBuffer mlx_;
@@ -181,9 +186,9 @@ inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body
   auto q8 = [&](auto dot, ActForm f) {
     body([&, dot, f](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.row(f, t), n); });
   };
-  const bool sgemm = in.n_tokens() >= 2;
+  const bool sgemm = in.n_tokens() >= 2, bfx = in.bf16_exact();
   auto fl = [&](auto dot) {
-    body([&, dot](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.x() + t * n, n, sgemm); });
+    body([&, dot](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.x() + t * n, n, sgemm, bfx); });
   };
   switch (w.type) {
     // (lambdas, not function pointers, so that the dot product inlines into the row loop)
@@ -192,9 +197,9 @@ inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body
     case DType::q8_0: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q8_0(p, a, k); }, ActForm::q8_32); break;
     case DType::q4_K: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q4_k(p, a, k); }, ActForm::q8_256); break;
     case DType::q6_K: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q6_k(p, a, k); }, ActForm::q8_256); break;
-    case DType::f32: fl([](const uint8_t* p, const float* x, int64_t k, bool sg) { return dot_float<DType::f32>(p, x, k, sg); }); break;
-    case DType::f16: fl([](const uint8_t* p, const float* x, int64_t k, bool sg) { return dot_float<DType::f16>(p, x, k, sg); }); break;
-    case DType::bf16: fl([](const uint8_t* p, const float* x, int64_t k, bool sg) { return dot_float<DType::bf16>(p, x, k, sg); }); break;
+    case DType::f32: fl([](const uint8_t* p, const float* x, int64_t k, bool sg, bool bx) { return dot_float<DType::f32>(p, x, k, sg, bx); }); break;
+    case DType::f16: fl([](const uint8_t* p, const float* x, int64_t k, bool sg, bool bx) { return dot_float<DType::f16>(p, x, k, sg, bx); }); break;
+    case DType::bf16: fl([](const uint8_t* p, const float* x, int64_t k, bool sg, bool bx) { return dot_float<DType::bf16>(p, x, k, sg, bx); }); break;
     case DType::mlx_q4: case DType::mlx_q8:
       body([&](int64_t r, int64_t t) { return dot_mlx(w, r, in.x() + t * n, in.mlx_sums(t)); });
       break;
@@ -639,6 +644,29 @@ inline void micro_f32(const Panel& P, const int64_t (&pi)[2], const MatmulInput&
     for (int j = 0; j < 4; j++) out[i][j] = reduce16_ps(acc[i][j]);
 }
 
+#if defined(__AVX512BF16__)
+// bf16 weights (read in place) times bf16 activations, 2 rows x 4 tokens, in llamafile's order
+// (vdpbf16ps over 32 pairs at a time, then the tree; as dot_float<bf16> for several tokens).
+inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr)[4], int64_t K, float (&out)[2][4]) {
+  __m512 acc[2][4];
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 32) {
+    __m512bh x[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) x[j] = (__m512bh)_mm512_loadu_si512(xr[j] + k);
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) {
+      const __m512bh wv = (__m512bh)_mm512_loadu_si512(wr[i] + 2 * k);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; j++) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], wv, x[j]);
+    }
+  }
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 4; j++) out[i][j] = reduce16_ps(acc[i][j]);
+}
+#endif
+
 inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
   const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
   const int64_t n_rb = (rows + kRB - 1) / kRB, n_tb = (T + kTB - 1) / kTB;
@@ -659,11 +687,39 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     starts = starts_buf.as<int32_t>();
     offset_starts(in, f, off, group, starts);
   }
+#if defined(__AVX512BF16__)
+  // bf16: the activations (already rounded to bf16) as bf16 once; rows are used in place
+  static thread_local AlignedBuffer xb_buf;
+  uint16_t* xb = nullptr;
+  if (w.type == DType::bf16 && in.bf16_exact()) {
+    LLMI_ASSERT(xb_buf.reserve(static_cast<size_t>(T * K) * 2 + 64));
+    xb = xb_buf.as<uint16_t>();
+    for (int64_t i = 0; i < T * K; i += 32)
+      _mm512_storeu_si512(xb + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(in.x() + i + 16), _mm512_loadu_ps(in.x() + i)));
+  }
+#endif
   pool.parallel_for(static_cast<int>(n_rb * n_tb), [&](int task, int) {
     static thread_local AlignedBuffer buf;
     const int64_t rblk = task % n_rb, tblk = task / n_rb;
     const int64_t r0 = rblk * kRB, nr = std::min<int64_t>(kRB, rows - r0);
     const int64_t t0 = tblk * kTB, nt = std::min<int64_t>(kTB, T - t0);
+#if defined(__AVX512BF16__)
+    if (xb) {
+      const uint64_t rb = weight_row_bytes(w);
+      for (int64_t j0 = 0; j0 < nt; j0 += 4) {
+        const uint16_t* xr[4];
+        for (int j = 0; j < 4; j++) xr[j] = xb + (t0 + std::min<int64_t>(j0 + j, nt - 1)) * K;
+        for (int64_t i0 = 0; i0 < nr; i0 += 2) {
+          const uint8_t* wr[2] = {w.data + static_cast<uint64_t>(r0 + i0) * rb, w.data + static_cast<uint64_t>(r0 + std::min<int64_t>(i0 + 1, nr - 1)) * rb};
+          float out[2][4];
+          micro_bf16(wr, xr, K, out);
+          for (int j = 0; j < 4 && j0 + j < nt; j++)
+            for (int i = 0; i < 2 && i0 + i < nr; i++) y[(t0 + j0 + j) * ldy + r0 + i0 + i] = out[i][j];
+        }
+      }
+      return;
+    }
+#endif
     Panel P;
     LLMI_ASSERT(panel_decode(w, r0, nr, buf, P));
     for (int64_t j0 = 0; j0 < nt; j0 += kRN) {
@@ -708,9 +764,12 @@ inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, 
   LLMI_ASSERT(in.prepare(f, pool));
   if (w.type == DType::mlx_q4 || w.type == DType::mlx_q8) LLMI_ASSERT(in.prepare_mlx(w.group_size));
 #if defined(LLMI_SIMD_AVX512)
-  // f32 / f16 rows that are not a multiple of 16 long: llama.cpp's order is its vector dot product
-  // (dot_float) there, not the tiled one of the matrix kernel
-  const bool odd_float = (w.type == DType::f32 || w.type == DType::f16) && w.ne[0] % 16 != 0;
+  // f32 / f16 rows that are not a multiple of 16 long (bf16 with vdpbf16ps: 32): llama.cpp's order
+  // is its vector dot product (dot_float) there, not the tiled one of the matrix kernel
+  bool odd_float = (w.type == DType::f32 || w.type == DType::f16) && w.ne[0] % 16 != 0;
+#if defined(__AVX512BF16__)
+  odd_float = odd_float || (w.type == DType::bf16 && in.bf16_exact() && w.ne[0] % 32 != 0);
+#endif
   if (in.n_tokens() >= kGemmMinTokens && gemm_supported(w.type) && !odd_float) {
     gemm(w, in, y, ldy, pool);
     return;
@@ -720,9 +779,10 @@ inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, 
 }
 
 // Y[t][r] = sum_k W[r][k] * X[t][k]; X is [n_tokens][ne0(W)] f32, Y is [n_tokens][ldy] f32.
-inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool) {
+inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                   bool bf16_exact = false) {
   static thread_local MatmulInput in;
-  in.reset(x, n_tokens, w.ne[0]);
+  in.reset(x, n_tokens, w.ne[0], bf16_exact);
   matmul(w, in, y, ldy, pool);
 }
 

@@ -140,7 +140,8 @@ block
   norm_heads(k, blk.{i}.attn_k_norm.weight)
   rope(q, neox, base_swa = rope_base_local)
   rope(k, neox, base_swa = rope_base_local)
-  a = attention(q, k, v, scale = rsqrt(query_scalar), window = sliding_window, period = sliding_period)
+  scale(q, rsqrt(query_scalar))   # scaled queries, then unscaled scores: llama.cpp's order
+  a = attention(q, k, v, scale = 1, window = sliding_window, period = sliding_period)
   o = matmul(a, blk.{i}.attn_output.weight)
   rms_norm(o, blk.{i}.post_attention_norm.weight)
   add(x, o)

@@ -896,7 +896,7 @@ class Context {
             });
             in = r;
           }
-          matmul(*s.w, in, rows, d, wo, e_->pool());
+          matmul(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2);
           break;
         }
         case OpCode::add_bias:
@@ -958,7 +958,9 @@ class Context {
           break;
         case OpCode::softcap:
           for_rows(rows, wi * 8, [&](int t, int) {
-            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = s.f * std::tanh(a[size_t(t) * wi + k] / s.f);
+            // tanh(x * (1/c)) * c, llama.cpp's operations
+            const float inv = 1.0f / s.f;
+            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::tanh(a[size_t(t) * wi + k] * inv) * s.f;
           });
           break;
         case OpCode::copy:
@@ -1010,7 +1012,7 @@ class Context {
       const int nk = pos - lo + 1;
       float mx = -INFINITY;
       for (int j = 0; j < nk; j++) {
-        if (at.softcap > 0) sc[j] = at.softcap * std::tanh(sc[j] / at.softcap);
+        if (at.softcap > 0) sc[j] = std::tanh(sc[j] * (1.0f / at.softcap)) * at.softcap;  // as llama.cpp
         mx = std::max(mx, sc[j]);
       }
       const double sum = attn_exp(sc, nk, mx, lo % 16);
