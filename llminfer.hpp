@@ -3644,6 +3644,14 @@ inline __m256i q5_high_bits(uint32_t qh) {
 #endif
 
 #if defined(LLMI_SIMD_AVX512)
+// v, hidden from the optimizer: a product passed through it is never fused into a following
+// add (llama.cpp's build does not fuse the sums of its dot products' remainders).
+inline float unfused(float v) {
+#if defined(__GNUC__)
+  __asm__("" : "+x"(v));
+#endif
+  return v;
+}
 // Sum of 16 lanes as a fixed tree (upper half + lower half, twice, then (0+2) + (1+3)): the
 // order GCC's _mm512_reduce_add_ps has, written out so that it does not depend on the compiler.
 inline float reduce16_ps(__m512 v) {
@@ -4254,10 +4262,7 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
     }
     if constexpr (T == DType::f32) {
       const float* wf = reinterpret_cast<const float*>(w);
-      for (int64_t i = np; i < n; i++) {
-        const float p = wf[i] * x[i];
-        red += p;
-      }
+      for (int64_t i = np; i < n; i++) red += unfused(wf[i] * x[i]);
       return red;
     } else {
       double r = red;
@@ -16478,7 +16483,8 @@ inline float gelu_tanh_f32(float x) {
   if (x <= -10.0f) return 0.0f;
   if (x >= 10.0f) return x;
   const float f = fp16_to_f32(f32_to_fp16(x));
-  return fp16_to_f32(f32_to_fp16(0.5f * f * (1.0f + std::tanh(k * f * (1.0f + 0.044715f * f * f)))));
+  // 1 + 0.044715 f^2 with one rounding, as g++ compiles ggml's expression (its table's bits)
+  return fp16_to_f32(f32_to_fp16(0.5f * f * (1.0f + std::tanh(k * f * std::fma(0.044715f * f, f, 1.0f)))));
 }
 inline float gelu_erf_f32(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
 // gelu_tanh_f32 of every fp16 value, indexed by its bits (built once, 256 KiB).

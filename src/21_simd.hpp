@@ -69,6 +69,14 @@ inline __m256i q5_high_bits(uint32_t qh) {
 #endif
 
 #if defined(LLMI_SIMD_AVX512)
+// v, hidden from the optimizer: a product passed through it is never fused into a following
+// add (llama.cpp's build does not fuse the sums of its dot products' remainders).
+inline float unfused(float v) {
+#if defined(__GNUC__)
+  __asm__("" : "+x"(v));
+#endif
+  return v;
+}
 // Sum of 16 lanes as a fixed tree (upper half + lower half, twice, then (0+2) + (1+3)): the
 // order GCC's _mm512_reduce_add_ps has, written out so that it does not depend on the compiler.
 inline float reduce16_ps(__m512 v) {
@@ -679,10 +687,7 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
     }
     if constexpr (T == DType::f32) {
       const float* wf = reinterpret_cast<const float*>(w);
-      for (int64_t i = np; i < n; i++) {
-        const float p = wf[i] * x[i];
-        red += p;
-      }
+      for (int64_t i = np; i < n; i++) red += unfused(wf[i] * x[i]);
       return red;
     } else {
       double r = red;

@@ -634,7 +634,8 @@ inline float gelu_tanh_f32(float x) {
   if (x <= -10.0f) return 0.0f;
   if (x >= 10.0f) return x;
   const float f = fp16_to_f32(f32_to_fp16(x));
-  return fp16_to_f32(f32_to_fp16(0.5f * f * (1.0f + std::tanh(k * f * (1.0f + 0.044715f * f * f)))));
+  // 1 + 0.044715 f^2 with one rounding, as g++ compiles ggml's expression (its table's bits)
+  return fp16_to_f32(f32_to_fp16(0.5f * f * (1.0f + std::tanh(k * f * std::fma(0.044715f * f, f, 1.0f)))));
 }
 inline float gelu_erf_f32(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
 // gelu_tanh_f32 of every fp16 value, indexed by its bits (built once, 256 KiB).
