@@ -4787,11 +4787,10 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
 #if defined(LLMI_SIMD_AVX512)
 // ---- llama.cpp's order (f32 cache, AVX-512) ----
 // With an f32 cache and no flash attention, llama.cpp computes q.k with ggml_vec_dot_f32 (as
-// dot_float<f32>) and V x softmax with llamafile's sgemm (several tokens) or ggml_vec_dot_f32 (one
-// token). Doing the
-// same float operations in the same order gives its bits, which matters where an activation is
-// next rounded to 8 bits: one value on the other side of a rounding step moves a small model's
-// logits by ~0.1.
+// dot_float<f32>) and V x softmax with llamafile's sgemm (several tokens) or ggml_vec_dot_f32
+// (one token). Doing the same float operations in the same order gives its bits, which matters
+// where an activation is next rounded to 8 bits: one value on the other side of a rounding step
+// moves a small model's logits by ~0.1.
 
 // out[e] = sum over positions j = lo..pos of w[j - lo] * vrow(j)[e], in `lanes` partial sums by
 // position: 16 (several tokens: sgemm's 16 lanes, then the 16-lane tree) or 64 (one token:
@@ -16599,7 +16598,7 @@ class Context {
     }
     for (const auto& r : p.ropes) max_hd = std::max(max_hd, r.head_dim);
     c.scores_stride_ = max_slots;
-    // per thread: 3 rows of partial sums, or 64 lanes of them (llama.cpp's order)
+    // per thread: a row of partial sums, or 64 lanes of them (llama.cpp's order)
     c.row_stride_ = size_t(64) * size_t((max_hd + 15) & ~15);
     auto sb = HeapBuf::alloc(uint64_t(threads) * uint64_t(max_slots), 4, "attention scratch");
     if (!sb) return sb.error();

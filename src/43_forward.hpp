@@ -750,7 +750,7 @@ class Context {
     }
     for (const auto& r : p.ropes) max_hd = std::max(max_hd, r.head_dim);
     c.scores_stride_ = max_slots;
-    // per thread: 3 rows of partial sums, or 64 lanes of them (llama.cpp's order)
+    // per thread: a row of partial sums, or 64 lanes of them (llama.cpp's order)
     c.row_stride_ = size_t(64) * size_t((max_hd + 15) & ~15);
     auto sb = HeapBuf::alloc(uint64_t(threads) * uint64_t(max_slots), 4, "attention scratch");
     if (!sb) return sb.error();
