@@ -335,27 +335,36 @@ TEST_CASE("kernels: float and MLX dot products equal the reference") {
   };
   const Case cases[] = {
       {DType::f32, DType::f32, 0, 1},      {DType::f32, DType::f32, 0, 77},     {DType::f32, DType::f32, 0, 1024},
-      {DType::f16, DType::f32, 0, 37},     {DType::f16, DType::f32, 0, 1000},   {DType::bf16, DType::f32, 0, 65},
-      {DType::bf16, DType::f32, 0, 512},   {DType::mlx_q4, DType::f16, 64, 512}, {DType::mlx_q4, DType::bf16, 32, 96},
+      {DType::f16, DType::f32, 0, 37},     {DType::f16, DType::f32, 0, 1000},   {DType::f16, DType::f32, 0, 256},
+      {DType::bf16, DType::f32, 0, 65},    {DType::bf16, DType::f32, 0, 512},
+      {DType::mlx_q4, DType::f16, 64, 512}, {DType::mlx_q4, DType::bf16, 32, 96},
       {DType::mlx_q4, DType::f32, 128, 256}, {DType::mlx_q8, DType::bf16, 64, 192}, {DType::mlx_q8, DType::f16, 32, 64},
       {DType::mlx_q4, DType::bf16, 8, 24},
   };
+  // modes of the float dot products: alone (one token), in a matmul of several tokens (another
+  // summation order on AVX-512), and that with bf16-exact activations (vdpbf16ps where present)
   for (const Case& c : cases) {
+    for (int mode = 0; mode < 3; mode++)
     for (bool exact : {true, false}) {
+      if (mode > 0 && (c.t == DType::mlx_q4 || c.t == DType::mlx_q8)) continue;
       CAPTURE(std::string(li::dtype_name(c.t)));
       CAPTURE(c.n);
       CAPTURE(c.gs);
+      CAPTURE(mode);
       CAPTURE(exact);
       Matrix m = make_matrix(c.t, 3, c.n, r, exact, c.aux, c.gs);
       std::vector<float> x = make_input(1, c.n, r, exact);
+      const bool sgemm = mode >= 1, bf16x = mode == 2;
+      if (bf16x)
+        for (float& v : x) v = li::bf16_to_f32(li::f32_to_bf16(v));
       std::vector<float> xs(static_cast<size_t>(c.gs ? c.n / c.gs : 1));
       if (c.gs) li::mlx_group_sums(x.data(), c.n, c.gs, xs.data());
       int mismatches = 0, inexact_cases = 0;
       for (int64_t row = 0; row < 3; row++) {
         const uint8_t* p = m.data.data() + static_cast<size_t>(row) * li::weight_row_bytes(m.view);
-        float y = c.t == DType::f32   ? li::dot_float<DType::f32>(p, x.data(), c.n)
-                  : c.t == DType::f16 ? li::dot_float<DType::f16>(p, x.data(), c.n)
-                  : c.t == DType::bf16 ? li::dot_float<DType::bf16>(p, x.data(), c.n)
+        float y = c.t == DType::f32   ? li::dot_float<DType::f32>(p, x.data(), c.n, sgemm, bf16x)
+                  : c.t == DType::f16 ? li::dot_float<DType::f16>(p, x.data(), c.n, sgemm, bf16x)
+                  : c.t == DType::bf16 ? li::dot_float<DType::bf16>(p, x.data(), c.n, sgemm, bf16x)
                                        : li::dot_mlx(m.view, row, x.data(), xs.data());
         RefResult ref = reference(m.view, row, x.data());
         if (exact) {
@@ -378,11 +387,13 @@ TEST_CASE("matmul: every type, odd shapes, 1..33 tokens, 1-4 threads: equal to t
     int64_t rows, n;
     DType aux = DType::f16;
     int gs = 0;
+    bool bf16x = false;  // activations rounded to bf16 and declared so (vdpbf16ps where present)
   };
   const Case cases[] = {
       {DType::q4_0, 37, 96},   {DType::q5_0, 70, 576},   {DType::q8_0, 33, 1056}, {DType::q8_0, 1, 64},
       {DType::q4_K, 35, 512},  {DType::q4_K, 66, 768},   {DType::q6_K, 41, 256},  {DType::q6_K, 3, 1280},
       {DType::f32, 19, 100},   {DType::f16, 23, 160},    {DType::bf16, 9, 64},
+      {DType::bf16, 9, 64, DType::f16, 0, true},         {DType::bf16, 17, 80, DType::f16, 0, true},
       {DType::mlx_q4, 21, 256, DType::bf16, 64}, {DType::mlx_q8, 5, 128, DType::f16, 32},
   };
   std::vector<li::ThreadPool*> pools;
@@ -396,13 +407,16 @@ TEST_CASE("matmul: every type, odd shapes, 1..33 tokens, 1-4 threads: equal to t
         CAPTURE(c.n);
         CAPTURE(T);
         CAPTURE(exact);
+        CAPTURE(c.bf16x);
         std::vector<float> x = make_input(T, c.n, r, exact);
+        if (c.bf16x)
+          for (float& v : x) v = li::bf16_to_f32(li::f32_to_bf16(v));
         const int64_t ldy = c.rows + 3;
         std::vector<float> y1;
         int thread_diffs = 0;
         for (int th = 1; th <= 4; th++) {
           std::vector<float> y(static_cast<size_t>(T * ldy), -7.0f);
-          li::matmul(m.view, x.data(), T, y.data(), ldy, *pools[static_cast<size_t>(th - 1)]);
+          li::matmul(m.view, x.data(), T, y.data(), ldy, *pools[static_cast<size_t>(th - 1)], c.bf16x);
           if (th == 1) y1 = y;
           else thread_diffs += std::memcmp(y.data(), y1.data(), y.size() * 4) != 0;
         }
