@@ -305,3 +305,23 @@ TEST_CASE("compare: token id lists (logits, compare, run, detokenize) - commas, 
   REQUIRE(empty);
   CHECK(empty->empty());
 }
+
+// The validation commands compute with an f32 cache unless told otherwise: the same bits as
+// --kv-type f32 (llama.cpp's --precise), not those of the library's default f16 cache.
+TEST_CASE("logits: the CLI's default cache is f32") {
+  test::TempDir dir;
+  const std::string model = test::quote(test::model_path("stories260K-q8_0.gguf"));
+  const std::string ids = "1,403,407,261,378,434,267,302,441,284,296,263,370,291,275,266,360,365,266,324";
+  auto run = [&](const std::string& extra, const std::string& name) {
+    auto r = test::run_cli("logits -m " + model + " --ids " + ids + " --all -t 1 --out " + test::quote(dir.file(name)) + extra);
+    CHECK(r.status == 0);
+    std::string bytes;
+    std::ifstream f(dir.file(name), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    return bytes;
+  };
+  const std::string def = run("", "def.f32"), f32 = run(" --kv-type f32", "f32.f32"), f16 = run(" --kv-type f16", "f16.f32");
+  CHECK(def.size() == size_t(20) * 512 * 4);
+  CHECK(def == f32);
+  CHECK(def != f16);
+}

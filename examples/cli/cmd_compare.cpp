@@ -15,7 +15,8 @@ const char* kCompareUsage =
     "  --ids LIST          the token ids the reference was computed for\n"
     "  --reference FILE    float32 little-endian [positions][n_vocab], every position or the last one\n"
     "  --json              machine-readable report\n"
-    "  --kv-type f16|f32   KV cache element type (default f16)\n"
+    "  --kv-type f16|f32   KV cache element type (default f32: the tightest comparison, as the\n"
+    "                      llama.cpp oracle's --precise; f16 is the library's default)\n"
     "  -t, --threads N     threads (default: all)\n"
     "  --archdef DIR       architecture definitions that override the built-ins\n";
 }  // namespace
@@ -27,7 +28,7 @@ int cmd_compare(int argc, char** argv) {
   if (!args.parse(argc, argv)) return args.exit_code();
   llminfer::LoadOptions lo;
   if (!args.load_options(lo)) return args.exit_code();
-  std::string kv = args.get("--kv-type", "f16");
+  std::string kv = args.get("--kv-type", "f32");
   if (kv != "f16" && kv != "f32") {
     args.usage_error("--kv-type must be f16 or f32");
     return args.exit_code();
