@@ -4612,6 +4612,10 @@ inline __m256 exp8(__m256 x) {
 // out[j] = scale * dot(q, cell j) for j < n; cells are `stride` bytes apart, hd values each.
 inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale, float* out) {
 #if defined(LLMI_SIMD_AVX512)
+  if (!f16) {  // llama.cpp's order: ggml_vec_dot_f32 (dot_float), then the scale
+    for (int j = 0; j < n; j++) out[j] = scale * dot_float<DType::f32>(k + size_t(j) * stride, q, hd);
+    return;
+  }
   const int full = hd / 16;
   const __mmask16 tail = static_cast<__mmask16>((1u << (hd % 16)) - 1);
   int j = 0;
@@ -16847,12 +16851,6 @@ class Context {
       const float* qh = q + size_t(t) * wq + size_t(h) * at.hd_k;
       float* sc = scores_.as<float>() + size_t(thread) * scores_stride_;
       // the visible keys lo..pos are at most two contiguous runs of ring slots
-#if defined(LLMI_SIMD_AVX512)
-      if (!f16) {
-        for (int j = lo; j <= pos; j++)
-          sc[j - lo] = at.scale * dot_float<DType::f32>(kv_.k_at(L, g, j % L.slots), qh, at.hd_k);
-      } else
-#endif
       for (int j = lo; j <= pos;) {
         const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
         attn_scores(qh, kv_.k_at(L, g, slot), ks, run, at.hd_k, f16, at.scale, sc + (j - lo));

@@ -62,6 +62,10 @@ inline __m256 exp8(__m256 x) {
 // out[j] = scale * dot(q, cell j) for j < n; cells are `stride` bytes apart, hd values each.
 inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale, float* out) {
 #if defined(LLMI_SIMD_AVX512)
+  if (!f16) {  // llama.cpp's order: ggml_vec_dot_f32 (dot_float), then the scale
+    for (int j = 0; j < n; j++) out[j] = scale * dot_float<DType::f32>(k + size_t(j) * stride, q, hd);
+    return;
+  }
   const int full = hd / 16;
   const __mmask16 tail = static_cast<__mmask16>((1u << (hd % 16)) - 1);
   int j = 0;

@@ -999,12 +999,6 @@ class Context {
       const float* qh = q + size_t(t) * wq + size_t(h) * at.hd_k;
       float* sc = scores_.as<float>() + size_t(thread) * scores_stride_;
       // the visible keys lo..pos are at most two contiguous runs of ring slots
-#if defined(LLMI_SIMD_AVX512)
-      if (!f16) {
-        for (int j = lo; j <= pos; j++)
-          sc[j - lo] = at.scale * dot_float<DType::f32>(kv_.k_at(L, g, j % L.slots), qh, at.hd_k);
-      } else
-#endif
       for (int j = lo; j <= pos;) {
         const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
         attn_scores(qh, kv_.k_at(L, g, slot), ks, run, at.hd_k, f16, at.scale, sc + (j - lo));
