@@ -129,7 +129,7 @@ int check_variant(const std::string& name, const std::string& chats_path, const 
 }  // namespace
 
 TEST_CASE("chat template: the oracle's public samples, byte-exact") {
-  const std::string s = test::shared_dir() + "/tools/tokenizer-oracle/samples/";
+  const std::string s = test::oracle_samples_dir() + "/";
   int total = 0, bad = 0;
   for (const char* v : {"qwen3", "qwen3-nothink", "llama3", "llama3_1", "gemma3", "smollm2"})
     bad += check_variant(v, s + "chats.jsonl", s + "expected-chat-" + v + ".jsonl", total);
