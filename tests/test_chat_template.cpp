@@ -1,6 +1,6 @@
 // Chat templates: byte-exact renders against the tokenizer oracle and Python Jinja2 (goldens in
-// tests/data/chat, made by tools/chat-goldens/make-goldens.sh; the oracle's public samples are read
-// from ../shared), Jinja2 semantics, error positions, limits for hostile templates, provenance of
+// tests/data/chat, made by tools/chat-goldens/make-goldens.sh; the oracle's public samples are in
+// tests/tokenizer/oracle-samples), Jinja2 semantics, error positions, limits for hostile templates, provenance of
 // message content, the fallback template, the CLI and Model::apply_chat_template.
 #define LLMINFER_IMPLEMENTATION
 #include "common.hpp"
