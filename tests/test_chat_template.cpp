@@ -1,6 +1,6 @@
 // Chat templates: byte-exact renders against the tokenizer oracle and Python Jinja2 (goldens in
-// tests/data/chat, made by tools/chat-goldens/make-goldens.sh; the oracle's public samples are read
-// from ../shared), Jinja2 semantics, error positions, limits for hostile templates, provenance of
+// tests/data/chat, made by tools/chat-goldens/make-goldens.sh; the oracle's public samples are in
+// tests/tokenizer/oracle-samples), Jinja2 semantics, error positions, limits for hostile templates, provenance of
 // message content, the fallback template, the CLI and Model::apply_chat_template.
 #define LLMINFER_IMPLEMENTATION
 #include "common.hpp"
@@ -129,7 +129,7 @@ int check_variant(const std::string& name, const std::string& chats_path, const 
 }  // namespace
 
 TEST_CASE("chat template: the oracle's public samples, byte-exact") {
-  const std::string s = test::shared_dir() + "/tools/tokenizer-oracle/samples/";
+  const std::string s = test::oracle_samples_dir() + "/";
   int total = 0, bad = 0;
   for (const char* v : {"qwen3", "qwen3-nothink", "llama3", "llama3_1", "gemma3", "smollm2"})
     bad += check_variant(v, s + "chats.jsonl", s + "expected-chat-" + v + ".jsonl", total);

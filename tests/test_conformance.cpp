@@ -25,13 +25,11 @@ std::string goldens_dir() {
   return (p == std::string::npos ? std::string(".") : f.substr(0, p)) + "/goldens/forward";
 }
 
-std::string fixtures_dir() {
-  const char* s = std::getenv("LLMINFER_FIXTURES");
-  return s && *s ? s : "build/fixtures";
-}
+using test::fixtures_dir;
 
+// "third_party:NAME" (third_party/stories260K/NAME) or "fixtures:NAME" (`make fixtures`).
 std::string resolve(std::string_view where) {
-  if (starts_with(where, "shared:")) return test::model_path(std::string(where.substr(7)));
+  if (starts_with(where, "third_party:")) return test::source_dir() + "/third_party/stories260K/" + std::string(where.substr(12));
   if (starts_with(where, "fixtures:")) return fixtures_dir() + "/" + std::string(where.substr(9));
   return std::string(where);
 }

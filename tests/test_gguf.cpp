@@ -234,7 +234,7 @@ TEST_CASE("gguf: the model description reads hyperparameters and the vocabulary"
   CHECK(m.n_params() == 320);
 }
 
-TEST_CASE("gguf: the real files in ../shared/models parse and their tensors lie inside the file") {
+TEST_CASE("gguf: the real model files (stories260K, fixtures) parse and their tensors lie inside the file") {
   for (const char* name : {"stories260K.gguf", "stories260K-q8_0.gguf", "synth-qwen3-tiny-q4_k_m.gguf",
                            "synth-gemma3-tiny-q4_k_m.gguf", "synth-smollm2-tiny-bf16.gguf"}) {
     auto m = load_description(test::model_path(name));

@@ -1,5 +1,6 @@
-// `llminfer info` on every model in ../shared/models, field by field against goldens made by the
-// llama.cpp oracle, the fixtures' own GGUF reader and the fixture descriptions
+// `llminfer info` on every model the tests use (third_party/stories260K and the fixtures), field by
+// field against goldens made by the llama.cpp oracle, the goldens script's own GGUF reader and the
+// committed sha256 of the files
 // (tests/goldens/info/make_goldens.py says how; the goldens are committed).
 #define LLMINFER_IMPLEMENTATION
 #include "common.hpp"
@@ -65,7 +66,7 @@ void compare(const std::string& model, const Json& got, const Json& g) {
 
 }  // namespace
 
-TEST_CASE("info: every model in ../shared/models matches the oracle's figures") {
+TEST_CASE("info: every model file matches the oracle's figures") {
   Json goldens = load_goldens();
   CHECK(goldens["models"].size() >= 16);
   for (const auto& [rel, g] : goldens["models"].members) {

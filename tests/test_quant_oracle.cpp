@@ -2,7 +2,7 @@
 // Goldens: tests/goldens/quant/oracle.jsonl, written by `tools/quant-oracle goldens` (per position the
 // oracle's top-10 logits and 64 logits spread over the vocabulary, and its 64 greedy ids, --ignore-eos;
 // the script lists the exact oracle commands). `tools/quant-oracle check` is the full-vocabulary
-// version (Pearson over every logit) and also covers the Q4_0 files not kept in ../shared/models.
+// version (Pearson over every logit) and also covers the Q4_0 files `make fixtures` does not make.
 //
 // MLX affine-4 vs its dequantized F32 twin run by llama.cpp (f32 cache, --precise): the bar,
 // top-1 at every position, top-10 >= 9.5, Pearson >= 0.9999, 64 identical greedy tokens.

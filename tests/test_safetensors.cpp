@@ -1,6 +1,6 @@
 // The safetensors reader and Hugging Face / MLX model directories: dtypes, __metadata__, name
 // mapping to GGUF, sharded models, MLX affine checkpoints (per-module overrides), the gemma norm
-// offset, side files (generation_config.json, chat templates), and the real directories in ../shared.
+// offset, side files (generation_config.json, chat templates), and the real directories of the fixtures.
 #define LLMINFER_IMPLEMENTATION
 #include "corpus.hpp"
 
@@ -222,7 +222,7 @@ TEST_CASE("safetensors: gemma3 norms are stored as w - 1 and read as w") {
   CHECK((*r)->hp.head_dim == 16);
 }
 
-TEST_CASE("safetensors: the directories in ../shared/models/hf load") {
+TEST_CASE("safetensors: the fixtures' hf/smollm2-tiny directories load") {
   for (const char* name : {"hf-bf16", "mlx-4bit"}) {
     std::string dir = test::model_path(std::string("hf/smollm2-tiny/") + name);
     auto r = load_description(dir);

@@ -203,7 +203,7 @@ std::string smol_dir() { return test::model_path("hf/smollm2-tiny/hf-bf16"); }
 // ---- Hugging Face goldens ----
 
 TEST_CASE("tokenizer: the oracle's public samples, exact (ids, ids_add_special, decoded)") {
-  std::string dir = test::shared_dir() + "/tools/tokenizer-oracle/samples";
+  std::string dir = test::oracle_samples_dir();
   std::map<std::string, std::string> texts;
   for (const Json& c : read_jsonl(dir + "/corpus.jsonl")) texts[std::string(c["id"].as_string())] = c["text"].str;
   REQUIRE(texts.size() == 20);

@@ -26,40 +26,47 @@ import tempfile
 import numpy as np
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared"))
-ORACLE = os.path.join(SHARED, "tools", "llamacpp-oracle")
+SHARED = os.environ.get("LLMINFER_SHARED") or os.path.normpath(os.path.join(ROOT, "..", "shared"))
+# The llama.cpp oracle (llamacpp-oracle, installed with its install.sh): $LLMINFER_LCPP_ORACLE or
+# ../shared/tools/llamacpp-oracle.
+ORACLE = os.environ.get("LLMINFER_LCPP_ORACLE") or os.path.join(SHARED, "tools", "llamacpp-oracle")
 OUT = os.path.join(ROOT, "tests", "goldens", "forward")
+THIRD_PARTY = os.path.join(ROOT, "third_party", "stories260K")
+# --precise: f32 KV cache, no flash attention. --no-repack: weights stay in ggml's plain CPU buffer
+# (on an AMX CPU ggml would repack F16/Q8_0/K-quant weights into its AMX buffer, which sums in
+# another order for batches of 2 or more): the same plain kernels on every x86 CPU.
+EXACT = ["--precise", "--no-repack"]
 SAMPLE = 256     # logits kept per position for the Pearson correlation (see README.md here)
 N_GREEDY = 64
 
 # (name, where, weight type): "shared:" = ../shared/models, "fixtures:" = `make fixtures` output.
 MODELS = [
-    ("stories260K", "shared:stories260K.gguf", "f32"),
-    ("stories260K-q8_0", "shared:stories260K-q8_0.gguf", "q8_0"),
+    ("stories260K", "third_party:stories260K.gguf", "f32"),
+    ("stories260K-q8_0", "third_party:stories260K-q8_0.gguf", "q8_0"),
     ("synth-llama-tiny-f32", "fixtures:synth-llama-tiny-f32.gguf", "f32"),
     ("synth-llama-tiny-f16", "fixtures:synth-llama-tiny-f16.gguf", "f16"),
     ("synth-llama-tiny-bf16", "fixtures:synth-llama-tiny-bf16.gguf", "bf16"),
-    ("synth-llama-tiny-q8_0", "shared:synth-llama-tiny-q8_0.gguf", "q8_0"),
+    ("synth-llama-tiny-q8_0", "fixtures:synth-llama-tiny-q8_0.gguf", "q8_0"),
     ("synth-smollm2-tiny-f32", "fixtures:synth-smollm2-tiny-f32.gguf", "f32"),
-    ("synth-smollm2-tiny-f16", "shared:synth-smollm2-tiny-f16.gguf", "f16"),
-    ("synth-smollm2-tiny-bf16", "shared:synth-smollm2-tiny-bf16.gguf", "bf16"),
-    ("synth-smollm2-tiny-q8_0", "shared:synth-smollm2-tiny-q8_0.gguf", "q8_0"),
-    ("synth-smollm2-tiny-q4_k_m", "shared:synth-smollm2-tiny-q4_k_m.gguf", "q4_k_m"),
+    ("synth-smollm2-tiny-f16", "fixtures:synth-smollm2-tiny-f16.gguf", "f16"),
+    ("synth-smollm2-tiny-bf16", "fixtures:synth-smollm2-tiny-bf16.gguf", "bf16"),
+    ("synth-smollm2-tiny-q8_0", "fixtures:synth-smollm2-tiny-q8_0.gguf", "q8_0"),
+    ("synth-smollm2-tiny-q4_k_m", "fixtures:synth-smollm2-tiny-q4_k_m.gguf", "q4_k_m"),
     ("synth-qwen2-tiny-f32", "fixtures:synth-qwen2-tiny-f32.gguf", "f32"),
     ("synth-qwen2-tiny-f16", "fixtures:synth-qwen2-tiny-f16.gguf", "f16"),
     ("synth-qwen2-tiny-bf16", "fixtures:synth-qwen2-tiny-bf16.gguf", "bf16"),
-    ("synth-qwen2-tiny-q8_0", "shared:synth-qwen2-tiny-q8_0.gguf", "q8_0"),
+    ("synth-qwen2-tiny-q8_0", "fixtures:synth-qwen2-tiny-q8_0.gguf", "q8_0"),
     ("synth-qwen3-tiny-f32", "fixtures:synth-qwen3-tiny-f32.gguf", "f32"),
     ("synth-qwen3-tiny-f16", "fixtures:synth-qwen3-tiny-f16.gguf", "f16"),
     ("synth-qwen3-tiny-bf16", "fixtures:synth-qwen3-tiny-bf16.gguf", "bf16"),
-    ("synth-qwen3-tiny-q8_0", "shared:synth-qwen3-tiny-q8_0.gguf", "q8_0"),
-    ("synth-qwen3-tiny-q4_k_m", "shared:synth-qwen3-tiny-q4_k_m.gguf", "q4_k_m"),
+    ("synth-qwen3-tiny-q8_0", "fixtures:synth-qwen3-tiny-q8_0.gguf", "q8_0"),
+    ("synth-qwen3-tiny-q4_k_m", "fixtures:synth-qwen3-tiny-q4_k_m.gguf", "q4_k_m"),
     ("synth-gemma3-tiny-f32", "fixtures:synth-gemma3-tiny-f32.gguf", "f32"),
     ("synth-gemma3-tiny-softcap-f32", "fixtures:synth-gemma3-tiny-softcap-f32.gguf", "f32"),
     ("synth-gemma3-tiny-f16", "fixtures:synth-gemma3-tiny-f16.gguf", "f16"),
     ("synth-gemma3-tiny-bf16", "fixtures:synth-gemma3-tiny-bf16.gguf", "bf16"),
-    ("synth-gemma3-tiny-q8_0", "shared:synth-gemma3-tiny-q8_0.gguf", "q8_0"),
-    ("synth-gemma3-tiny-q4_k_m", "shared:synth-gemma3-tiny-q4_k_m.gguf", "q4_k_m"),
+    ("synth-gemma3-tiny-q8_0", "fixtures:synth-gemma3-tiny-q8_0.gguf", "q8_0"),
+    ("synth-gemma3-tiny-q4_k_m", "fixtures:synth-gemma3-tiny-q4_k_m.gguf", "q4_k_m"),
 ]
 
 # Three prompts: short prose, a factual pattern, and code long enough (> 16 tokens) to cross
@@ -88,7 +95,11 @@ def sha256(path):
 
 def resolve(where, fixtures):
     kind, rel = where.split(":", 1)
-    return os.path.join(SHARED, "models", rel) if kind == "shared" else os.path.join(fixtures, rel)
+    if kind == "shared":
+        return os.path.join(SHARED, "models", rel)
+    if kind == "third_party":
+        return os.path.join(THIRD_PARTY, rel)
+    return os.path.join(fixtures, rel)
 
 
 def top10(row):
@@ -106,9 +117,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only")
     ap.add_argument("--fixtures", default=os.path.join(ROOT, "build", "fixtures"))
+    ap.add_argument("--out", default=OUT, help="where the .json files go (default tests/goldens/forward)")
     a = ap.parse_args()
+    out_dir = a.out
     version = oracle("version")["llama_cpp_build"]
-    os.makedirs(OUT, exist_ok=True)
+    os.makedirs(out_dir, exist_ok=True)
     for name, where, wtype in MODELS:
         if a.only and a.only not in name:
             continue
@@ -123,7 +136,7 @@ def main():
             idarg = ",".join(str(i) for i in ids)
             with tempfile.TemporaryDirectory() as td:
                 out = os.path.join(td, "l.f32")
-                oracle("logits", path, "--ids", idarg, "--all", "--precise", "--threads", "1", "--out", out)
+                oracle("logits", path, "--ids", idarg, "--all", *EXACT, "--threads", "1", "--out", out)
                 lg = np.fromfile(out, "<f4").reshape(-1, n_vocab)
             assert lg.shape[0] == len(ids)
             positions = []
@@ -134,7 +147,7 @@ def main():
                                   "sample": [float("%.7g" % row[i]) for i in sample]})
             with tempfile.TemporaryDirectory() as td:
                 out = os.path.join(td, "s.f32")
-                g = oracle("generate", path, "--ids", idarg, "--n", str(N_GREEDY), "--ignore-eos", "--precise",
+                g = oracle("generate", path, "--ids", idarg, "--n", str(N_GREEDY), "--ignore-eos", *EXACT,
                            "--threads", "1", "--out", out)
                 steps = np.fromfile(out, "<f4").reshape(-1, n_vocab)
             assert steps.shape[0] == len(g["ids"]) == N_GREEDY
@@ -150,13 +163,13 @@ def main():
             "oracle": version,
             "commands": {
                 "ids": "node oracle.mjs tokenize MODEL --text PROMPT",
-                "positions": "node oracle.mjs logits MODEL --ids IDS --all --precise --threads 1 --out F.f32",
-                "greedy": "node oracle.mjs generate MODEL --ids IDS --n 64 --ignore-eos --precise --threads 1 --out S.f32",
+                "positions": "node oracle.mjs logits MODEL --ids IDS --all --precise --no-repack --threads 1 --out F.f32",
+                "greedy": "node oracle.mjs generate MODEL --ids IDS --n 64 --ignore-eos --precise --no-repack --threads 1 --out S.f32",
                 "script": "/usr/bin/python3 tools/goldens/forward_goldens.py",
             },
             "sample_ids": sample, "prompts": prompts,
         }
-        dst = os.path.join(OUT, name + ".json")
+        dst = os.path.join(out_dir, name + ".json")
         with open(dst, "w") as f:
             json.dump(doc, f, separators=(",", ":"))
             f.write("\n")

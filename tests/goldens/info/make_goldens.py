@@ -1,19 +1,21 @@
 #!/usr/bin/python3
-"""Goldens for `llminfer info --json [--all]` on every model in ../shared/models.
+"""Goldens for `llminfer info --json [--all]` on every model file the tests use: the committed
+third_party/stories260K/*.gguf and everything `make fixtures` writes (tools/fixtures/gen.py).
 
 Three sources, none of them llminfer:
-  * the llama.cpp oracle:  node ../shared/tools/llamacpp-oracle/oracle.mjs info FILE.gguf
+  * the llama.cpp oracle:  node oracle.mjs info FILE.gguf  (llamacpp-oracle, see --oracle)
     (n_params, n_vocab, bos, eos, n_layer, n_embd, n_head, n_head_kv, n_ctx_train, tensor_count,
     architecture, name, has_chat_template, size_bytes = bytes of tensor data, hparams, eog_ids);
-  * the fixtures' own GGUF reader: ../shared/tools/fixtures/gguf.py (GGUFReader: every tensor's
-    name, type, shape, offset, bytes; metadata key count);
-  * the fixture descriptions: ../shared/tools/fixtures/README.md (bytes and sha256 of every file),
-    and, for Hugging Face / MLX directories, their safetensors headers and config.json read here
-    with the standard library; their hyperparameters and vocabulary come from the oracle run on
-    the F32 GGUF twin that hf.py wrote beside them with exactly the same numbers.
+  * a GGUF reader of this script's own (every tensor's name, type, shape, offset, bytes; metadata
+    key count), written from the GGUF specification, independent of the generator's writer;
+  * the files' sizes and sha256: tools/fixtures/fixtures.sha256 and third_party/stories260K/README.md;
+    for Hugging Face / MLX directories their safetensors headers and config.json read here with
+    the standard library; their hyperparameters and vocabulary come from the oracle run on the F32
+    GGUF twin written beside them with exactly the same numbers.
 
-Regenerate (from the repository root, with the oracle installed):
-    /usr/bin/python3 tests/goldens/info/make_goldens.py --shared ../shared > tests/goldens/info/info.json
+Regenerate (from the repository root, after `make fixtures`, with the oracle installed):
+    /usr/bin/python3 tests/goldens/info/make_goldens.py --oracle ../shared/tools/llamacpp-oracle \
+        --fixtures build/fixtures > tests/goldens/info/info.json
 """
 import argparse
 import hashlib
@@ -24,6 +26,8 @@ import struct
 import subprocess
 import sys
 
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
+
 # Hugging Face / MLX directory -> its F32 GGUF twin (same weights, same tokenizer; see fixtures README).
 HF_TWINS = {
     "hf/smollm2-tiny/hf-bf16": "hf/smollm2-tiny/oracle-f32.gguf",
@@ -31,35 +35,90 @@ HF_TWINS = {
 }
 
 
-def ggml_type_name(t_names, t):
-    n = t_names[t].lower()
-    return n[:-2] + "_K" if n.endswith("_k") else n
+TYPE_NAMES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1", 8: "q8_0", 10: "q2_K", 11: "q3_K",
+              12: "q4_K", 13: "q5_K", 14: "q6_K", 30: "bf16"}
+# bytes per block and values per block
+TYPE_SIZE = {0: (4, 1), 1: (2, 1), 2: (18, 32), 3: (20, 32), 6: (22, 32), 7: (24, 32), 8: (34, 32), 10: (84, 256),
+             11: (110, 256), 12: (144, 256), 13: (176, 256), 14: (210, 256), 30: (2, 1)}
 
 
-def oracle_info(shared, path):
-    out = subprocess.run(["node", "oracle.mjs", "info", path], cwd=os.path.join(shared, "tools/llamacpp-oracle"),
+class GgufFile:
+    """GGUF v3: header, metadata (skipped value by value), tensor infos, aligned data section."""
+
+    def __init__(self, path):
+        self.b = open(path, "rb").read()
+        self.o = 0
+        magic, ver, nt, nkv = struct.unpack_from("<4sIQQ", self.b, 0)
+        assert magic == b"GGUF" and ver == 3, path
+        self.o = 24
+        self.kv = {}
+        for _ in range(nkv):
+            k = self.str()
+            (t,) = self.u("<I")
+            self.kv[k] = self.val(t)
+        align = self.kv.get("general.alignment", 32)
+        self.tensors = []
+        for _ in range(nt):
+            name = self.str()
+            (nd,) = self.u("<I")
+            ne = list(struct.unpack_from("<%dQ" % nd, self.b, self.o))
+            self.o += 8 * nd
+            t, off = self.u("<IQ")
+            n = 1
+            for x in ne:
+                n *= x
+            bs, per = TYPE_SIZE[t]
+            self.tensors.append({"name": name, "type": t, "ne": ne, "offset": off, "nbytes": n // per * bs})
+        self.data_offset = self.o + (-self.o) % align
+
+    def u(self, fmt):
+        v = struct.unpack_from(fmt, self.b, self.o)
+        self.o += struct.calcsize(fmt)
+        return v
+
+    def str(self):
+        (n,) = self.u("<Q")
+        s = self.b[self.o:self.o + n].decode("utf-8")
+        self.o += n
+        return s
+
+    def val(self, t):
+        fmt = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<B", 10: "<Q", 11: "<q", 12: "<d"}
+        if t in fmt:
+            return self.u(fmt[t])[0]
+        if t == 8:
+            return self.str()
+        if t == 9:
+            et, n = self.u("<IQ")
+            return [self.val(et) for _ in range(n)]
+        raise ValueError("GGUF value type %d" % t)
+
+
+def oracle_info(oracle, path):
+    out = subprocess.run(["node", "oracle.mjs", "info", path], cwd=oracle,
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
 
-def readme_table(shared):
+def sha_table(fixtures):
+    """rel path -> sha256: fixtures.sha256 (fixtures) and the third_party README (stories260K)."""
     rows = {}
-    text = open(os.path.join(shared, "tools/fixtures/README.md"), encoding="utf-8").read()
+    for line in open(os.path.join(ROOT, "tools/fixtures/fixtures.sha256"), encoding="utf-8"):
+        if line.strip() and not line.startswith("#"):
+            sha, rel = line.split()
+            rows[os.path.join(fixtures, rel)] = sha
+    text = open(os.path.join(ROOT, "third_party/stories260K/README.md"), encoding="utf-8").read()
     for m in re.finditer(r"^\| `([^`]+)` \| (\d+) \| `([0-9a-f]{64})` \|", text, re.M):
-        rows[m.group(1)] = (int(m.group(2)), m.group(3))
+        rows[os.path.join(ROOT, "third_party/stories260K", m.group(1))] = m.group(3)
     return rows
 
 
-def check_file(shared, rel, table):
-    """Size and sha256 of a model file, cross-checked against the fixture README."""
-    p = os.path.join(shared, "models", rel)
-    data = open(p, "rb").read()
-    size, sha = len(data), hashlib.sha256(data).hexdigest()
-    if rel not in table:
-        sys.exit("make_goldens: %s is not described in the fixtures README" % rel)
-    if table[rel] != (size, sha):
-        sys.exit("make_goldens: %s differs from the fixtures README (%s vs %s)" % (rel, (size, sha), table[rel]))
-    return size
+def check_file(path, table):
+    """Size of a model file whose sha256 is the committed one."""
+    data = open(path, "rb").read()
+    if table.get(path) != hashlib.sha256(data).hexdigest():
+        sys.exit("make_goldens: %s is not the committed file (sha256)" % path)
+    return len(data)
 
 
 def from_oracle(o):
@@ -79,27 +138,26 @@ def from_oracle(o):
     }
 
 
-def gguf_golden(shared, rel, table, gguf):
-    path = os.path.join(shared, "models", rel)
-    o = oracle_info(shared, path)
+def gguf_golden(oracle, path, table):
+    o = oracle_info(oracle, path)
     g = from_oracle(o)
     g["format"] = "gguf"
     g["name"] = o["name"]
-    g["file_bytes"] = check_file(shared, rel, table)
+    g["file_bytes"] = check_file(path, table)
     g["tensor_bytes"] = o["size_bytes"]
     g["tokenizer"]["pre"] = o.get("tokenizer_pre", "")
-    r = gguf.GGUFReader(path)
+    r = GgufFile(path)
     counts = {}
     tensors = []
     for t in r.tensors:
-        name = ggml_type_name(gguf.T_NAMES, t["type"])
+        name = TYPE_NAMES[t["type"]]
         counts[name] = counts.get(name, 0) + 1
         tensors.append([t["name"], name, t["ne"], r.data_offset + t["offset"], t["nbytes"]])
     g["tensor_types"] = counts
     g["n_metadata"] = len(r.kv)
     g["tensors"] = tensors
     if len(tensors) != g["n_tensors"] or sum(t[4] for t in tensors) != g["tensor_bytes"]:
-        sys.exit("make_goldens: gguf.py and llama.cpp disagree on " + rel)
+        sys.exit("make_goldens: our GGUF reader and llama.cpp disagree on " + path)
     return g
 
 
@@ -109,8 +167,7 @@ def safetensors_header(path):
         return json.loads(f.read(n))
 
 
-def hf_golden(shared, rel, table, twin):
-    d = os.path.join(shared, "models", rel)
+def hf_golden(oracle, d, table, twin):
     cfg = json.load(open(os.path.join(d, "config.json"), encoding="utf-8"))
     q = cfg.get("quantization") or {}
     files = sorted(f for f in os.listdir(d) if f.endswith(".safetensors"))
@@ -140,40 +197,50 @@ def hf_golden(shared, rel, table, twin):
                 n *= s
         counts[typ] = counts.get(typ, 0) + 1
         n_params += n
-    o = oracle_info(shared, os.path.join(shared, "models", twin))
+    o = oracle_info(oracle, twin)
     g = from_oracle(o)
-    if g["n_params"] != n_params or g["n_tensors"] != n_tensors:
-        sys.exit("make_goldens: %s and its twin %s disagree" % (rel, twin))
+    # llama 3's rope_freqs.weight is in the GGUF twin only (HF derives it from config.json's rope_scaling)
+    derived = [t for t in GgufFile(twin).tensors if t["name"] == "rope_freqs.weight"]
+    if g["n_params"] - sum(t["ne"][0] for t in derived) != n_params or g["n_tensors"] - len(derived) != n_tensors:
+        sys.exit("make_goldens: %s and its twin %s disagree" % (d, twin))
+    g["n_params"], g["n_tensors"] = n_params, n_tensors
     g["format"] = "safetensors"
-    g["name"] = os.path.basename(rel)  # a directory's name (it has no general.name)
-    g["file_bytes"] = sum(check_file(shared, rel + "/" + f, table) for f in files)
+    g["name"] = os.path.basename(d)  # a directory's name (it has no general.name)
+    g["file_bytes"] = sum(check_file(os.path.join(d, f), table) for f in files)
     g["tensor_bytes"] = tensor_bytes
     g["tensor_types"] = counts
-    g["twin"] = twin
     return g
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--shared", default="../shared")
+    ap.add_argument("--oracle", default=os.environ.get("LLMINFER_LCPP_ORACLE") or
+                    os.path.join(ROOT, "..", "shared", "tools", "llamacpp-oracle"))
+    ap.add_argument("--fixtures", default=os.path.join(ROOT, "build", "fixtures"))
     a = ap.parse_args()
-    shared = os.path.abspath(a.shared)
-    sys.path.insert(0, os.path.join(shared, "tools/fixtures"))
-    import gguf  # the fixtures' reader
-    table = readme_table(shared)
-    models = os.path.join(shared, "models")
+    oracle, fixtures = os.path.abspath(a.oracle), os.path.abspath(a.fixtures)
+    table = sha_table(fixtures)
     out = {}
-    for root, dirs, fs in os.walk(models):
+    tp = os.path.join(ROOT, "third_party", "stories260K")
+    for f in sorted(os.listdir(tp)):
+        if f.endswith(".gguf"):
+            out[f] = gguf_golden(oracle, os.path.join(tp, f), table)
+    for root, dirs, fs in os.walk(fixtures):
         dirs.sort()
         for f in sorted(fs):
             if f.endswith(".gguf"):
-                rel = os.path.relpath(os.path.join(root, f), models)
-                out[rel] = gguf_golden(shared, rel, table, gguf)
-        if "config.json" in fs:
-            rel = os.path.relpath(root, models)
-            out[rel] = hf_golden(shared, rel, table, HF_TWINS[rel])
-    json.dump({"command": "/usr/bin/python3 tests/goldens/info/make_goldens.py --shared ../shared",
-               "llama_cpp_build": oracle_info(shared, os.path.join(models, "stories260K.gguf"))["llama_cpp_build"]["llama_cpp_release"],
+                p = os.path.join(root, f)
+                out[os.path.relpath(p, fixtures)] = gguf_golden(oracle, p, table)
+        rel = os.path.relpath(root, fixtures)
+        if "config.json" in fs and rel in HF_TWINS:
+            # (the other hf/*/hf-bf16 directories are not described here: for them `llminfer info`
+            # reports the tokenizer.json vocabulary (unpadded) and gemma's norms as converted F32)
+            twin = HF_TWINS[rel]
+            g = hf_golden(oracle, root, table, os.path.join(fixtures, twin))
+            g["twin"] = twin
+            out[rel] = g
+    json.dump({"command": "/usr/bin/python3 tests/goldens/info/make_goldens.py --oracle ORACLE_DIR --fixtures build/fixtures",
+               "llama_cpp_build": oracle_info(oracle, os.path.join(tp, "stories260K.gguf"))["llama_cpp_build"]["llama_cpp_release"],
                "models": out}, sys.stdout, indent=1, ensure_ascii=False)
     sys.stdout.write("\n")
 

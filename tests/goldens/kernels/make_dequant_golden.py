@@ -5,9 +5,12 @@ Decodes with the fixtures' gguf.py (numpy; checked bit-exact against ggml's own 
 ../shared/tools/fixtures/README.md) and records an FNV-1a-64 hash of the float32 bits:
   * `blocks TYPE N ROWS HEX HASH`: ROWS rows of N values quantized here by gguf.py (raw bytes
     in HEX), so every type is covered, Q4_0 included;
-  * `tensor FILE NAME TYPE HASH`: the first tensor of each type in the shared model files.
+  * `tensor FILE NAME TYPE HASH`: the first tensor of each type in the model files the tests use
+    (third_party/stories260K and the fixtures `make fixtures` writes; $LLMINFER_FIXTURES, default
+    build/fixtures).
 
-Regenerate (from the repository root, ../shared beside it):
+gguf.py is the decoder of the shared fixture tools (an oracle: not in this repository), so this needs
+../shared beside the repository ($LLMINFER_SHARED). Regenerate (from the repository root):
     /usr/bin/python3 tests/goldens/kernels/make_dequant_golden.py > tests/goldens/kernels/dequant.txt
 """
 import os
@@ -16,7 +19,9 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED = os.path.abspath(os.path.join(HERE, "..", "..", "..", "..", "shared"))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+SHARED = os.environ.get("LLMINFER_SHARED") or os.path.abspath(os.path.join(ROOT, "..", "shared"))
+FIXTURES = os.environ.get("LLMINFER_FIXTURES") or os.path.join(ROOT, "build", "fixtures")
 sys.path.insert(0, os.path.join(SHARED, "tools", "fixtures"))
 import gguf  # noqa: E402
 
@@ -50,7 +55,8 @@ files = ["synth-qwen3-tiny-q4_k_m.gguf", "synth-gemma3-tiny-q8_0.gguf", "synth-s
          "synth-smollm2-tiny-bf16.gguf", "stories260K-q8_0.gguf"]
 seen = set()
 for f in files:
-    r = gguf.GGUFReader(os.path.join(SHARED, "models", f))
+    r = gguf.GGUFReader(os.path.join(ROOT, "third_party", "stories260K", f) if f.startswith("stories260K")
+                        else os.path.join(FIXTURES, f))
     for t in r.tensors:
         if t["type"] in seen or len(t["ne"]) != 2:
             continue
