@@ -44,7 +44,7 @@
 //   LLMINFER_MAX_PROMPT_BYTES   most bytes one tokenizer call accepts (default 16 MiB; more is an
 //                               invalid_argument error naming the limit; the environment variable of
 //                               the same name overrides it at run time; tokenizing needs up to about
-//                               40 bytes of memory per input byte, checked before it starts for inputs
+//                               50 bytes of memory per input byte, checked before it starts for inputs
 //                               over 1 MiB, so a shortage is out_of_memory, not an abort)
 //   Chat templates are untrusted input; everything they can do is bounded (errors name line:column):
 //   LLMINFER_JINJA_MAX_TEMPLATE  bytes of template source (default 4 MiB)
@@ -6250,8 +6250,8 @@ inline std::string nfc(std::string_view s) {
 // input round-trips through encode/decode.
 #ifndef LLMINFER_MAX_PROMPT_BYTES
 // Bytes of text one encode call accepts (a prompt, a rendered conversation); more is refused with
-// a clear error before any work. Tokenizing takes up to about 40 bytes of memory per input byte,
-// so the default bounds that at well under 1 GB; the environment variable of the same name
+// a clear error before any work. Tokenizing takes up to about 50 bytes of memory per input byte,
+// so the default bounds that below 1 GB; the environment variable of the same name
 // overrides it at run time (a number of bytes, read once).
 #define LLMINFER_MAX_PROMPT_BYTES (16ull << 20)
 #endif
@@ -6963,7 +6963,7 @@ class Tokenizer {
                         strf("cannot tokenize %zu bytes: the limit is %llu (LLMINFER_MAX_PROMPT_BYTES)", n,
                              static_cast<unsigned long long>(max_bytes())));
     if (n >= (1u << 20)) {
-      size_t need = n * 48 + (1u << 20);
+      size_t need = n * 56 + (1u << 20);  // measured: up to ~50 bytes per byte (one long word)
       void* p = std::malloc(need);
       if (!p)
         return make_error(Errc::out_of_memory, strf("cannot tokenize %zu bytes: %s of working memory is not available",

@@ -44,7 +44,7 @@
 //   LLMINFER_MAX_PROMPT_BYTES   most bytes one tokenizer call accepts (default 16 MiB; more is an
 //                               invalid_argument error naming the limit; the environment variable of
 //                               the same name overrides it at run time; tokenizing needs up to about
-//                               40 bytes of memory per input byte, checked before it starts for inputs
+//                               50 bytes of memory per input byte, checked before it starts for inputs
 //                               over 1 MiB, so a shortage is out_of_memory, not an abort)
 //   Chat templates are untrusted input; everything they can do is bounded (errors name line:column):
 //   LLMINFER_JINJA_MAX_TEMPLATE  bytes of template source (default 4 MiB)
