@@ -41,6 +41,27 @@
 //   LLMINFER_MAX_TENSORS        largest tensor count a GGUF file may declare (default 1<<20)
 //   LLMINFER_MAX_METADATA       largest metadata key/value count a GGUF file may declare (default 1<<20)
 //   LLMINFER_MAX_JSON_DEPTH     deepest JSON nesting accepted (default 512)
+//   LLMINFER_MAX_PROMPT_BYTES   most bytes one tokenizer call accepts (default 16 MiB; more is an
+//                               invalid_argument error naming the limit; the environment variable of
+//                               the same name overrides it at run time; tokenizing needs up to about
+//                               50 bytes of memory per input byte, checked before it starts for inputs
+//                               over 1 MiB, so a shortage is out_of_memory, not an abort)
+//   Chat templates are untrusted input; everything they can do is bounded (errors name line:column):
+//   LLMINFER_JINJA_MAX_TEMPLATE  bytes of template source (default 4 MiB)
+//   LLMINFER_JINJA_MAX_DEPTH     nesting of blocks, elif branches and expressions (default 200), and of
+//                                values built while rendering (lists, dicts, generator chains)
+//   LLMINFER_JINJA_MAX_EVAL_DEPTH  nested evaluation while rendering (default 1000)
+//   LLMINFER_JINJA_MAX_CALL_DEPTH  macro calls in flight (default 32)
+//   LLMINFER_JINJA_MAX_STACK     stack bytes that parsing, and rendering, may use below their start
+//                                (default 256 KiB, measured: templates render on a 512 KiB thread)
+//   LLMINFER_JINJA_MAX_STEPS     evaluation steps per render (default 10M, plus 10 per (message +
+//                                tool)^2 and 1 per byte of conversation text; tests, filters and
+//                                methods cost 1 step per 8 bytes of string operands, comparisons and
+//                                searches 1 per 64, text written 1 per 64)
+//   LLMINFER_JINJA_MAX_STRING    bytes of any string value and of the output (default 16 MiB)
+//   LLMINFER_JINJA_MAX_LIST      items of a list built while rendering (default 262144)
+//   LLMINFER_JINJA_MAX_RANGE     items of range() (default 100000, as Jinja2's sandbox)
+//   GenerateOptions::cancel also stops a chat template render (polled every few thousand steps).
 //   LLMI_ASSERT(x)              internal invariant check (default: message and abort); never used
 //                               for anything a file or a caller controls
 //
@@ -6120,15 +6141,23 @@ inline void nfc_full_append(std::string_view s, std::string& out) {
     nfc_decompose_append(utf8_next(s, i), buf);
   }
   auto ccc = [](uint32_t c) -> uint8_t { return c >= kInvalidByteUnit ? 0 : combining_class(c); };
-  // canonical ordering: stable sort of each run of non-starters by combining class
-  for (size_t i = 1; i < buf.size(); i++) {
-    uint8_t c = ccc(buf[i]);
-    if (c == 0) continue;
-    size_t j = i;
-    while (j > 0 && ccc(buf[j - 1]) > c) {
-      std::swap(buf[j - 1], buf[j]);
-      j--;
+  // canonical ordering: stable sort of each run of non-starters by combining class (a merge sort:
+  // O(n log n) on a run of 80,000 combining marks, where an insertion sort took seconds)
+  std::vector<std::pair<uint8_t, uint32_t>> run;
+  for (size_t i = 0; i < buf.size();) {
+    if (ccc(buf[i]) == 0) {
+      i++;
+      continue;
     }
+    size_t j = i;
+    while (j < buf.size() && ccc(buf[j]) != 0) j++;
+    if (j - i > 1) {
+      run.clear();
+      for (size_t k = i; k < j; k++) run.emplace_back(ccc(buf[k]), buf[k]);
+      std::stable_sort(run.begin(), run.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (size_t k = i; k < j; k++) buf[k] = run[k - i].second;
+    }
+    i = j;
   }
   // canonical composition
   if (!buf.empty()) {
@@ -6219,9 +6248,30 @@ inline std::string nfc(std::string_view s) {
 // Bytes that are not valid UTF-8 are handled one by one as characters of class "other": byte-level BPE
 // encodes them as their byte tokens and SentencePiece vocabularies with byte fallback as <0xXX>, so any
 // input round-trips through encode/decode.
+#ifndef LLMINFER_MAX_PROMPT_BYTES
+// Bytes of text one encode call accepts (a prompt, a rendered conversation); more is refused with
+// a clear error before any work. Tokenizing takes up to about 50 bytes of memory per input byte,
+// so the default bounds that below 1 GB; the environment variable of the same name
+// overrides it at run time (a number of bytes, read once).
+#define LLMINFER_MAX_PROMPT_BYTES (16ull << 20)
+#endif
+
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
+
+inline uint64_t max_prompt_bytes_default() {
+  static const uint64_t v = [] {
+    uint64_t d = LLMINFER_MAX_PROMPT_BYTES;
+    if (const char* e = std::getenv("LLMINFER_MAX_PROMPT_BYTES")) {
+      char* end = nullptr;
+      unsigned long long x = std::strtoull(e, &end, 10);
+      if (end && end != e && *end == 0 && x > 0) d = x;
+    }
+    return d;
+  }();
+  return v;
+}
 
 // GGUF token types (tokenizer.ggml.token_type).
 enum TokenType : uint8_t {
@@ -6496,6 +6546,9 @@ struct Units {
     fl.clear();
     off.clear();
     const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+    cp.reserve(s.size());  // exact upper bounds: growing by doubling would use up to twice that
+    fl.reserve(s.size());
+    off.reserve(s.size() + 1);
     size_t i = 0;
     while (i < s.size()) {
       off.push_back(static_cast<uint32_t>(i));
@@ -6811,6 +6864,10 @@ class Tokenizer {
   Result<std::vector<int32_t>> encode_prompt(std::string_view text,
                                              std::span<const std::pair<size_t, size_t>> no_special,
                                              bool add_special) const;
+  // The most bytes encode() and encode_prompt() accept (0: LLMINFER_MAX_PROMPT_BYTES or its
+  // environment variable).
+  void set_max_bytes(uint64_t n) { max_bytes_ = n; }
+  uint64_t max_bytes() const { return max_bytes_ ? max_bytes_ : max_prompt_bytes_default(); }
   // Raw bytes (invalid UTF-8 only if the tokens are). Ids out of range contribute nothing.
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
   std::string_view token_bytes(int32_t id) const;  // the bytes this token contributes when decoded
@@ -6896,6 +6953,25 @@ class Tokenizer {
   std::vector<int32_t> prefix_, suffix_;
   std::vector<int32_t> eog_;
   std::string summary_;
+  uint64_t max_bytes_ = 0;
+
+  // The size limit, and a probe that the working memory of a long input can be had (so that an
+  // allocation failure is an error, not an abort, even without exceptions).
+  std::optional<Error> check_input(size_t n) const {
+    if (n > max_bytes())
+      return make_error(Errc::invalid_argument,
+                        strf("cannot tokenize %zu bytes: the limit is %llu (LLMINFER_MAX_PROMPT_BYTES)", n,
+                             static_cast<unsigned long long>(max_bytes())));
+    if (n >= (1u << 20)) {
+      size_t need = n * 56 + (1u << 20);  // measured: up to ~50 bytes per byte (one long word)
+      void* p = std::malloc(need);
+      if (!p)
+        return make_error(Errc::out_of_memory, strf("cannot tokenize %zu bytes: %s of working memory is not available",
+                                                    n, human_bytes(need).c_str()));
+      std::free(p);
+    }
+    return std::nullopt;
+  }
 };
 
 // ---- encode ----
@@ -6904,11 +6980,20 @@ inline Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, boo
                                                      bool parse_special) const {
   if (text.size() >= 0xFFFFFFF0u)
     return make_error(Errc::invalid_argument, strf("cannot tokenize %zu bytes at once (4 GiB at most)", text.size()));
+  if (auto e = check_input(text.size())) return *e;
   std::vector<int32_t> out;
-  out.reserve(text.size() / 3 + 4);
-  if (add_special) out.insert(out.end(), prefix_.begin(), prefix_.end());
-  encode_text(text, parse_special, {}, false, out);
-  if (add_special) out.insert(out.end(), suffix_.begin(), suffix_.end());
+#if defined(__cpp_exceptions)
+  try {
+#endif
+    out.reserve(text.size() / 3 + 4);
+    if (add_special) out.insert(out.end(), prefix_.begin(), prefix_.end());
+    encode_text(text, parse_special, {}, false, out);
+    if (add_special) out.insert(out.end(), suffix_.begin(), suffix_.end());
+#if defined(__cpp_exceptions)
+  } catch (const std::bad_alloc&) {
+    return make_error(Errc::out_of_memory, strf("out of memory tokenizing %zu bytes", text.size()));
+  }
+#endif
   return out;
 }
 
@@ -6921,12 +7006,21 @@ inline Result<std::vector<int32_t>> Tokenizer::encode_prompt(std::string_view te
     if (b > e || e > text.size())
       return make_error(Errc::invalid_argument,
                         strf("encode_prompt: range [%zu, %zu) is not inside the %zu-byte text", b, e, text.size()));
+  if (auto e = check_input(text.size())) return *e;
   std::vector<std::pair<size_t, size_t>> ranges(no_special.begin(), no_special.end());
   std::sort(ranges.begin(), ranges.end());
   std::vector<int32_t> out;
-  out.reserve(text.size() / 3 + 4);
-  if (add_special) out.insert(out.end(), prefix_.begin(), prefix_.end());
-  encode_text(text, true, ranges, true, out);
+#if defined(__cpp_exceptions)
+  try {
+#endif
+    out.reserve(text.size() / 3 + 4);
+    if (add_special) out.insert(out.end(), prefix_.begin(), prefix_.end());
+    encode_text(text, true, ranges, true, out);
+#if defined(__cpp_exceptions)
+  } catch (const std::bad_alloc&) {
+    return make_error(Errc::out_of_memory, strf("out of memory tokenizing %zu bytes", text.size()));
+  }
+#endif
   if (add_special) out.insert(out.end(), suffix_.begin(), suffix_.end());
   return out;
 }
@@ -7170,6 +7264,10 @@ inline void Tokenizer::bpe_merge(std::string_view piece, Scratch& s, std::vector
   using Sym = Scratch::Sym;
   auto& syms = s.syms;
   syms.clear();
+  // at most one symbol per byte and about as many candidates: reserved exactly, since growing a
+  // long piece's vectors by doubling would hold the old and the new arrays at once (1.5-2x peak)
+  syms.reserve(piece.size());
+  s.heap.reserve(piece.size() + 16);
   const auto* p = reinterpret_cast<const unsigned char*>(piece.data());
   if (byte_level_) {
     for (size_t i = 0; i < piece.size(); i++)
@@ -8097,7 +8195,13 @@ class StreamDecoder {
 #define LLMINFER_JINJA_MAX_EVAL_DEPTH 1000  // nested evaluation (incl. macro recursion) while rendering
 #endif
 #ifndef LLMINFER_JINJA_MAX_CALL_DEPTH
-#define LLMINFER_JINJA_MAX_CALL_DEPTH 100  // macro calls in flight
+#define LLMINFER_JINJA_MAX_CALL_DEPTH 32  // macro calls in flight
+#endif
+#ifndef LLMINFER_JINJA_MAX_STACK
+// Bytes of stack that parsing, and rendering, may use below where they start (measured, so the
+// bound holds whatever the compiler's frame sizes): with the default a template renders on a
+// thread with 512 KB of stack (macOS's default for secondary threads) with room to spare.
+#define LLMINFER_JINJA_MAX_STACK (256u << 10)
 #endif
 #ifndef LLMINFER_JINJA_MAX_STEPS
 // Evaluation steps per render (a node evaluated, a loop iteration, an element or 64 bytes of text
@@ -8123,6 +8227,20 @@ class StreamDecoder {
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
+
+// The current stack position (the stack's direction does not matter: distances are compared).
+inline uintptr_t jstack_here() {
+#if defined(__GNUC__) || defined(__clang__)
+  return reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+#else
+  volatile char c = 0;
+  return reinterpret_cast<uintptr_t>(&c);
+#endif
+}
+inline size_t jstack_used(uintptr_t base) {
+  uintptr_t here = jstack_here();
+  return base > here ? base - here : here - base;
+}
 
 // ---- text with provenance ----
 // `spans` are the byte ranges of `s` that came from untrusted content: sorted, disjoint and never
@@ -8240,9 +8358,14 @@ struct JList {
   // empty, hands out items[pos...]; either way each item is produced once (Python generators).
   std::function<bool(JValue& out, bool& done)> next;
   size_t pos = 0;
+  // Levels of lists, dicts and generators inside (1: none). Bounded when a value is assigned, so
+  // that comparing, printing, pulling and destroying a value never recurses without limit.
+  uint32_t depth = 1;
 };
 
 struct JDict;
+struct JValue;
+inline uint32_t jv_items_depth(const std::vector<JValue>& items);
 
 struct JValue {
   enum class T : uint8_t { undef, none, boolean, integer, real, string, list, dict, ns, func, loop };
@@ -8300,6 +8423,7 @@ struct JValue {
     v.l = std::make_shared<JList>();
     v.l->items = std::move(items);
     v.l->kind = kind;
+    v.l->depth = jv_items_depth(v.l->items);
     return v;
   }
   bool is_undef() const { return t == T::undef; }
@@ -8314,12 +8438,25 @@ struct JValue {
 // Dict and namespace storage: insertion-ordered, keys are values (usually strings).
 struct JDict {
   std::vector<std::pair<JValue, JValue>> items;
+  uint32_t depth = 1;  // as JList::depth (a namespace counts as 1: its items are cleared after a render)
   const JValue* find(std::string_view key) const {
     for (const auto& kv : items)
       if (kv.first.t == JValue::T::string && kv.first.s->s == key) return &kv.second;
     return nullptr;
   }
 };
+
+// Nesting of a value: lists, dicts and generators count, namespaces do not (JRender clears them).
+inline uint32_t jv_depth(const JValue& v) {
+  if (v.t == JValue::T::list) return v.l->depth;
+  if (v.t == JValue::T::dict) return v.m->depth;
+  return 0;
+}
+inline uint32_t jv_items_depth(const std::vector<JValue>& items) {
+  uint32_t d = 0;
+  for (const JValue& x : items) d = std::max(d, jv_depth(x));
+  return d + 1;
+}
 
 // ---- syntax tree ----
 enum class NK : uint8_t {
@@ -8850,6 +8987,7 @@ class JParser {
   JParser(JProgram& prog, std::vector<JTok> toks) : p_(prog), t_(std::move(toks)) {}
 
   bool run() {
+    stack_base_ = jstack_here();
     std::vector<JNode*> body;
     if (!subparse(body, {})) return false;
     if (cur().k != TK::eof) {
@@ -8859,7 +8997,8 @@ class JParser {
     for (const JNode* n : p_.root)
       if (!check_unknown(n, false)) return false;
     for (JNode* n : p_.root) mark_constant(n);
-    scan_frame(p_.root, {}, {}, p_.root_undef);
+    std::set<std::string> outer;
+    scan_frame(p_.root, outer, {}, p_.root_undef);
     return true;
   }
 
@@ -8868,8 +9007,13 @@ class JParser {
   // is bound to undefined from the frame's start, so a loop or macro body that runs before the
   // assignment sees undefined, not the context's variable. Names the frame reads first, assigns
   // in only some branches of an if, or that an enclosing frame knows, resolve as usual.
+  // Linear in the template: the names the enclosing frames know are one set, extended while a
+  // nested frame is scanned and restored after it (not copied per frame), and the branches of an
+  // if are scanned in place (a name they assign first is looked up, so only their reads and
+  // stores matter to the frame).
   struct FrameScan {
     std::set<std::string> refs, stored, undef;
+    int branch = 0;  // inside an if's branches: nothing becomes undefined from the frame's start
   };
   static void scan_load(const std::string& name, FrameScan& f, const std::set<std::string>& outer) {
     if (!outer.count(name)) f.refs.insert(name);
@@ -8892,26 +9036,24 @@ class JParser {
     f.stored.insert(t->str);
     if (f.refs.count(t->str) || outer.count(t->str)) return;
     f.refs.insert(t->str);
-    f.undef.insert(t->str);
+    if (!f.branch) f.undef.insert(t->str);
   }
   static void scan_stmts(const std::vector<JNode*>& body, FrameScan& f, const std::set<std::string>& outer,
                          std::vector<JNode*>& children) {
     for (JNode* n : body) {
       switch (n->k) {
         case NK::print: scan_loads(n->a, f, outer); break;
-        case NK::if_: {
-          scan_loads(n->a, f, outer);
-          FrameScan b1 = f, b2 = f;
-          scan_stmts(n->body, b1, outer, children);
-          scan_stmts(n->orelse, b2, outer, children);
+        case NK::if_:
           // Jinja2 merges three branches (if, all the elifs together, else) and binds a name to
           // undefined only when all three assign it first; an "if / else" never does (its elif
-          // branch is empty): names first seen in a branch are looked up.
-          for (const FrameScan* b : {&b1, &b2}) f.refs.insert(b->refs.begin(), b->refs.end());
-          f.stored.insert(b1.stored.begin(), b1.stored.end());
-          f.stored.insert(b2.stored.begin(), b2.stored.end());
+          // branch is empty): names first seen in a branch are looked up. Both branches add
+          // their reads and stores to the frame.
+          scan_loads(n->a, f, outer);
+          f.branch++;
+          scan_stmts(n->body, f, outer, children);
+          scan_stmts(n->orelse, f, outer, children);
+          f.branch--;
           break;
-        }
         case NK::for_: scan_loads(n->b, f, outer); children.push_back(n); break;
         case NK::set:
           scan_loads(n->b, f, outer);
@@ -8936,16 +9078,21 @@ class JParser {
       }
     }
   }
-  // Scans one frame, then (with everything it knows) the frames nested in it.
-  static void scan_frame(const std::vector<JNode*>& body, const std::set<std::string>& outer,
+  // Scans one frame, then (with everything it knows) the frames nested in it. `outer`, the names
+  // the enclosing frames know, is extended for the nested frames and restored before returning.
+  static void scan_frame(const std::vector<JNode*>& body, std::set<std::string>& outer,
                          const std::set<std::string>& params, std::vector<std::string>& undef) {
     FrameScan f;
     f.refs = params;
     std::vector<JNode*> children;
     scan_stmts(body, f, outer, children);
     undef.assign(f.undef.begin(), f.undef.end());
-    std::set<std::string> inner = outer;
-    inner.insert(f.refs.begin(), f.refs.end());
+    if (children.empty()) return;
+    std::vector<std::set<std::string>::iterator> added;
+    for (const std::string& r : f.refs) {
+      auto ins = outer.insert(r);
+      if (ins.second) added.push_back(ins.first);
+    }
     for (JNode* c : children) {
       std::set<std::string> ps;
       FrameScan targets;
@@ -8966,8 +9113,9 @@ class JParser {
           break;
         default: break;
       }
-      scan_frame(c->body, inner, ps, c->undef_names);
+      scan_frame(c->body, outer, ps, c->undef_names);
     }
+    for (auto it : added) outer.erase(it);
   }
 
   std::string error;
@@ -9031,11 +9179,13 @@ class JParser {
   struct ChainGuard {
     JParser& p;
     int n = 0;
-    explicit ChainGuard(JParser& parser) : p(parser) {}
+    const char* what;
+    explicit ChainGuard(JParser& parser, const char* w = "expression") : p(parser), what(w) {}
     bool step() {
       ++n;
       if (++p.depth_ <= LLMINFER_JINJA_MAX_DEPTH) return true;
-      return p.fail(p.cur().pos, strf("expression nested too deeply (more than %d levels)", LLMINFER_JINJA_MAX_DEPTH));
+      return p.fail(p.cur().pos, strf("%s nested too deeply (more than %d levels of blocks, elifs and expressions)",
+                                      what, LLMINFER_JINJA_MAX_DEPTH));
     }
     ~ChainGuard() { p.depth_ -= n; }
   };
@@ -9043,7 +9193,14 @@ class JParser {
     JParser& p;
     bool ok;
     explicit DepthGuard(JParser& parser) : p(parser), ok(++parser.depth_ <= LLMINFER_JINJA_MAX_DEPTH) {
-      if (!ok) p.fail(p.cur().pos, strf("template nested too deeply (more than %d levels)", LLMINFER_JINJA_MAX_DEPTH));
+      if (!ok) {
+        p.fail(p.cur().pos, strf("template nested too deeply (more than %d levels of blocks, elifs and expressions)",
+                                 LLMINFER_JINJA_MAX_DEPTH));
+      } else if (jstack_used(p.stack_base_) > LLMINFER_JINJA_MAX_STACK) {
+        ok = false;
+        p.fail(p.cur().pos, strf("template nested too deeply (more than %u KB of stack)",
+                                 static_cast<unsigned>(LLMINFER_JINJA_MAX_STACK >> 10)));
+      }
     }
     ~DepthGuard() { --p.depth_; }
   };
@@ -9149,11 +9306,15 @@ class JParser {
     JNode* n = make(NK::if_, cur().pos);
     next();
     JNode* node = n;
+    // each elif nests an if node in the previous one's else branch: it counts as a level (the
+    // passes over the tree and the renderer recurse once per level)
+    ChainGuard cg(*this, "template");
     for (;;) {
       node->a = parse_tuple(false, false, {});
       if (!node->a) return false;
       if (!parse_body(node->body, {"elif", "else", "endif"})) return false;
       if (cur().text == "elif") {
+        if (!cg.step()) return false;
         JNode* e = make(NK::if_, cur().pos);
         node->orelse.push_back(e);
         node = e;
@@ -9978,6 +10139,7 @@ class JParser {
   size_t i_ = 0;
   int depth_ = 0;
   int loop_depth_ = 0;
+  uintptr_t stack_base_ = 0;
 };
 
 // Newline normalization and the trailing-newline rule of Jinja2's lexer: "\r\n", "\r", "\n" all
@@ -10730,8 +10892,15 @@ namespace detail {
 struct JScope {
   std::shared_ptr<JScope> parent;
   std::vector<std::pair<std::string, JValue>> vars;
+  // Past a few names, an index (a template defining 20,000 macros or variables in one scope
+  // would otherwise take quadratic time, which the step budget does not see).
+  std::map<std::string, size_t, std::less<>> index;
 
   JValue* find_local(std::string_view name) {
+    if (!index.empty()) {
+      auto it = index.find(name);
+      return it == index.end() ? nullptr : &vars[it->second].second;
+    }
     for (auto& kv : vars)
       if (kv.first == name) return &kv.second;
     return nullptr;
@@ -10739,8 +10908,13 @@ struct JScope {
   void set(std::string_view name, JValue v) {
     if (JValue* x = find_local(name)) {
       *x = std::move(v);
-    } else {
-      vars.emplace_back(std::string(name), std::move(v));
+      return;
+    }
+    vars.emplace_back(std::string(name), std::move(v));
+    if (vars.size() == 16 && index.empty()) {
+      for (size_t k = 0; k < vars.size(); k++) index.emplace(vars[k].first, k);
+    } else if (!index.empty()) {
+      index.emplace(vars.back().first, vars.size() - 1);
     }
   }
 };
@@ -11003,7 +11177,11 @@ struct JArgs {
 struct JRenderOptions {
   uint64_t max_steps = LLMINFER_JINJA_MAX_STEPS;
   size_t max_string = LLMINFER_JINJA_MAX_STRING;
+  size_t max_stack = LLMINFER_JINJA_MAX_STACK;  // stack bytes the render may use (nested evaluation)
   std::function<std::tm()> clock;  // strftime_now(); the local time when empty
+  // Polled while rendering (every few thousand steps): when it becomes true the render stops
+  // with an error ("rendering cancelled"). Not owned.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 class JRender {
@@ -11018,15 +11196,21 @@ class JRender {
   }
 
   bool run(const SP& globals, PText& out) {
+    stack_base_ = jstack_here();
     auto top = std::make_shared<JScope>();
     top->parent = globals;
     predeclare(prog_.root_undef, *top);
     exec(prog_.root, top, out);
+    // namespaces are cleared before the scopes go (a chain of namespaces holding each other
+    // would otherwise be destroyed recursively, one level per link)
+    for (auto& w : namespaces_)
+      if (auto p = w.lock()) p->items.clear();
     return !failed_;
   }
 
   std::string error;
-  bool raised = false;  // the template called raise_exception()
+  bool raised = false;     // the template called raise_exception()
+  bool cancelled = false;  // JRenderOptions::cancel was set
   uint64_t steps_used() const { return steps_; }
 
   // ---- value helpers usable before a render (building the context) ----
@@ -11058,6 +11242,13 @@ class JRender {
   }
   bool charge(uint64_t n = 1) {
     steps_ += n;
+    if (opt_.cancel && steps_ >= next_poll_) {  // about every 2 ms
+      next_poll_ = steps_ + 4096;
+      if (opt_.cancel->load(std::memory_order_relaxed)) {
+        cancelled = true;
+        return fail("rendering cancelled");
+      }
+    }
     if (steps_ > opt_.max_steps)
       return fail(strf("the template ran more than %llu steps (a loop that does not end?)",
                        static_cast<unsigned long long>(opt_.max_steps)));
@@ -11065,6 +11256,27 @@ class JRender {
   }
   // Text built costs steps too (1 per 64 bytes), so memory churn is bounded as well as time.
   bool charge_str(size_t bytes) { return charge(bytes / 64 + 1); }
+  // Text or items an operation may scan cost steps too: tests, filters and methods (which decode
+  // code points, copy, case-map) 1 per 8 bytes of each string operand, so a test on a 16 MB string
+  // is 2 million steps, not 1; comparisons and searches (memcmp speed) 1 per 64 bytes. The budget
+  // thus bounds the time whatever the operands' sizes.
+  bool charge_scan(const JValue& v) {
+    switch (v.t) {
+      case JValue::T::string: return charge(v.s->s.size() / 8);
+      case JValue::T::list: return charge(v.l->items.size() / 8);
+      case JValue::T::dict:
+      case JValue::T::ns: return v.m ? charge(v.m->items.size() / 8) : true;
+      default: return true;
+    }
+  }
+  bool charge_scan(const JValue& v, const JArgs& args) {
+    if (!charge_scan(v)) return false;
+    for (const JValue& x : args.pos)
+      if (!charge_scan(x)) return false;
+    for (const auto& kv : args.kw)
+      if (!charge_scan(kv.second)) return false;
+    return true;
+  }
   // A list of n items is about to be built: each item costs 4 steps (values are ~100 bytes).
   bool charge_list(uint64_t n) {
     if (n > LLMINFER_JINJA_MAX_LIST)
@@ -11081,7 +11293,13 @@ class JRender {
     JRender& r;
     bool ok;
     explicit DepthGuard(JRender& rr) : r(rr), ok(++rr.depth_ <= LLMINFER_JINJA_MAX_EVAL_DEPTH) {
-      if (!ok) r.fail(strf("evaluation nested more than %d levels deep", LLMINFER_JINJA_MAX_EVAL_DEPTH));
+      if (!ok) {
+        r.fail(strf("evaluation nested more than %d levels deep", LLMINFER_JINJA_MAX_EVAL_DEPTH));
+      } else if (jstack_used(r.stack_base_) > r.opt_.max_stack) {
+        ok = false;
+        r.fail(strf("evaluation nested too deeply (more than %zu KB of stack; macro calls in flight: %d)",
+                    r.opt_.max_stack >> 10, r.call_depth_));
+      }
     }
     ~DepthGuard() { --r.depth_; }
   };
@@ -11285,6 +11503,9 @@ class JRender {
   }
 
   bool assign(const JNode* target, JValue v, const SP& sc) {
+    if (jv_depth(v) > LLMINFER_JINJA_MAX_DEPTH)
+      return fail(strf("a value nested more than %d levels deep (lists, dicts or filters such as map of each other)",
+                       LLMINFER_JINJA_MAX_DEPTH));
     switch (target->k) {
       case NK::name: sc->set(target->str, std::move(v)); return true;
       case NK::nsref: {
@@ -11292,6 +11513,7 @@ class JRender {
         if (!ns || ns->t != JValue::T::ns)
           return fail(strf("cannot assign attribute '%s' on '%s': not a namespace", target->names[0].c_str(),
                            target->str.c_str()));
+        if (!charge(ns->m->items.size() / 16)) return false;
         for (auto& kv : ns->m->items)
           if (kv.first.is_str() && kv.first.text() == target->names[0]) {
             kv.second = std::move(v);
@@ -11700,7 +11922,10 @@ class JRender {
     switch (a.t) {
       case JValue::T::undef:
       case JValue::T::none: return true;
-      case JValue::T::string: return a.s == b.s || a.s->s == b.s->s;
+      case JValue::T::string:
+        if (a.s == b.s) return true;
+        if (a.s->s.size() != b.s->s.size()) return false;
+        return charge(a.s->s.size() / 64) && a.s->s == b.s->s;
       case JValue::T::list: {
         if (a.l == b.l) return true;
         if (a.l->kind == JSeq::generator || b.l->kind == JSeq::generator) return false;  // compared by identity
@@ -11739,6 +11964,7 @@ class JRender {
       return true;
     }
     if (a.is_str() && b.is_str()) {
+      if (!charge(std::min(a.text().size(), b.text().size()) / 64)) return false;
       less = a.text() < b.text();
       return true;
     }
@@ -11799,6 +12025,7 @@ class JRender {
       case JValue::T::string:
         if (!item.is_str())
           return fail(strf("'in <string>' requires string as left operand, not %s", jv_type(item)));
+        if (!charge(container.text().size() / 64)) return false;
         result = container.text().find(item.text()) != std::string::npos;
         return true;
       case JValue::T::list:
@@ -11838,6 +12065,7 @@ class JRender {
 
   // ---- dicts ----
   const JValue* dict_find(const JDict& d, const JValue& key) {
+    if (d.items.size() >= 16 && !charge(d.items.size() / 16)) return nullptr;
     for (const auto& kv : d.items)
       if (py_eq(kv.first, key)) return &kv.second;
     return nullptr;
@@ -11846,6 +12074,7 @@ class JRender {
     if (key.t == JValue::T::list && key.l->kind != JSeq::tuple) return fail("unhashable type: 'list'");
     if (key.t == JValue::T::dict) return fail("unhashable type: 'dict'");
     if (!charge(d.items.size() / 16 + 1)) return false;
+    d.depth = std::max(d.depth, std::max(jv_depth(key), jv_depth(val)) + 1);
     for (auto& kv : d.items)
       if (py_eq(kv.first, key)) {
         kv.second = std::move(val);
@@ -11899,9 +12128,11 @@ class JRender {
 
   // ---- generators (what map/select/... return: lazy, single use, always true, no len()) ----
   using Puller = std::function<bool(JValue& out, bool& done)>;
-  JValue make_gen(Puller next) {
+  // `source`: the value it pulls from (a chain of generators pulls recursively: its depth counts)
+  JValue make_gen(Puller next, const JValue& source) {
     JValue v = JValue::list({}, JSeq::generator);
     v.l->next = std::move(next);
+    v.l->depth = jv_depth(source) + 1;
     return v;
   }
   bool gen_pull(JList& g, JValue& out, bool& done) {
@@ -12075,13 +12306,17 @@ class JRender {
         break;
       case JValue::T::string:
         if (as_int(key, idx)) {
+          // walks to the code point (no table of offsets: 8 bytes per byte of a long string)
           const PText& s = *obj.s;
-          std::vector<size_t> off = jcp_offsets(s.s);
-          int64_t n = static_cast<int64_t>(off.size()) - 1;
-          if (idx < 0) idx += n;
-          if (idx < 0 || idx >= n) return JValue::undefined("string index out of range");
+          if (!charge(s.s.size() / 64)) return JValue();
+          if (idx < 0) idx += static_cast<int64_t>(jcp_count(s.s));
+          size_t i = 0;
+          for (int64_t k = 0; k < idx && i < s.s.size(); k++) jcp_next(s.s, i);
+          if (idx < 0 || i >= s.s.size()) return JValue::undefined("string index out of range");
+          size_t b = i;
+          jcp_next(s.s, i);
           PText c;
-          c.add_range(s, off[static_cast<size_t>(idx)], off[static_cast<size_t>(idx) + 1]);
+          c.add_range(s, b, i);
           return JValue::str(std::move(c));
         }
         break;
@@ -12819,6 +13054,8 @@ class JRender {
   const JNode* print_root_ = nullptr;   // the expression of the {{ }} being printed
   uint32_t pos_ = 0;
   uint64_t steps_ = 0;
+  uint64_t next_poll_ = 0;
+  uintptr_t stack_base_ = 0;
   int depth_ = 0;
   int call_depth_ = 0;
 };
@@ -12972,6 +13209,7 @@ inline JValue JRender::eval_filter(const JNode* n, const SP& sc, const JValue* s
 }
 
 inline JValue JRender::apply_filter(const std::string& name, const JValue& v, const JArgs& args, const SP& sc) {
+  if (!charge_scan(v, args)) return JValue();
   std::vector<const JValue*> a;
   auto what = "filter '" + name + "'";
   auto str_of = [&](const JValue& x, PText& t) { return to_str(x, t); };
@@ -13096,7 +13334,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
       const auto& kv = v.m->items[idx++];
       out = JValue::list({kv.first, kv.second}, JSeq::tuple);
       return true;
-    });
+    }, v);
   }
   if (name == "join") {
     if (!bind(args, {"d", "attribute"}, a, what)) return JValue();
@@ -13385,7 +13623,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
           return true;
         }
       }
-    });
+    }, v);
   }
   if (name == "sort" || name == "min" || name == "max") {
     bool is_sort = name == "sort";
@@ -13468,7 +13706,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
           if (!src(out, done) || done) return !failed_;
           out = attr_path(out, attr, &dflt);
           return !failed_;
-        });
+        }, v);
       }
       if (args.pos.empty()) return failv("map requires a filter argument");
       if (!args.pos[0].is_str()) return failv("map: the filter name must be a string");
@@ -13482,7 +13720,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
         if (!jinja_known_filter(fname)) return fail(strf("no filter named '%s'", fname.c_str()));
         out = apply_filter(fname, out, rest, sc);
         return !failed_;
-      });
+      }, v);
     }
     bool attr = name == "selectattr" || name == "rejectattr";
     bool keep_if = name == "select" || name == "selectattr";
@@ -13519,7 +13757,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
         }
         if (r == keep_if) return true;
       }
-    });
+    }, v);
   }
   if (name == "batch") {
     if (!bind(args, {"linecount", "fill_with"}, a, what)) return JValue();
@@ -13547,7 +13785,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
       if (!charge_list(cur.size())) return false;
       out = JValue::list(std::move(cur));
       return true;
-    });
+    }, v);
   }
   if (name == "attr") {
     if (!bind(args, {"name"}, a, what)) return JValue();
@@ -13628,6 +13866,7 @@ inline bool JRender::run_test(const std::string& name, const JValue& v, const JA
   if (name == "escaped") return (r = jv_is_markup(v)), true;
   if (name == "filter") return (r = v.is_str() && jinja_known_filter(v.text())), true;
   if (name == "test") return (r = v.is_str() && jinja_known_test(v.text())), true;
+  if (!charge_scan(v, args)) return false;  // the tests below may scan their operands
   if (name == "odd" || name == "even" || name == "divisibleby") {
     JValue d = name == "divisibleby" ? (need_arg() ? *arg : JValue()) : JValue::integer(2);
     if (failed_) return false;
@@ -13786,6 +14025,7 @@ inline bool JRender::parse_py_float(std::string_view s, double& out) {
 
 // ---- methods of str, dict, list ----
 inline JValue JRender::call_method(const JValue& self, const std::string& name, const JArgs& args) {
+  if (!charge_scan(self, args)) return JValue();
   std::vector<const JValue*> a;
   std::string what = std::string(jv_type(self)) + "." + name + "()";
   if (self.is_dict()) {
@@ -14427,6 +14667,7 @@ struct ChatInput {
   Json extra;  // object: more variables (enable_thinking, documents, ...); untrusted if named "documents"
   std::function<std::tm()> clock;  // strftime_now(); local time when empty (tests fix it)
   uint64_t max_steps = 0;          // evaluation budget; 0: LLMINFER_JINJA_MAX_STEPS scaled by the input size
+  const std::atomic<bool>* cancel = nullptr;  // polled while rendering: set, the render fails ("rendering cancelled")
 
   // messages from role/content pairs
   static Json messages_from(std::span<const Message> msgs) {
@@ -14466,15 +14707,18 @@ inline JValue jinja_from_json(const Json& j, bool content, int depth = 0) {
       JValue d;
       d.t = JValue::T::dict;
       d.m = std::make_shared<JDict>();
+      // a repeated key: the last one wins, in the first one's place (as Python's json module);
+      // found with an index (an object of 100,000 keys would otherwise take quadratic time)
+      std::unordered_map<std::string_view, size_t> at;
       for (const auto& kv : j.members) {
-        // a repeated key: the last one wins, in the first one's place (as Python's json module)
-        bool replaced = false;
-        for (auto& e : d.m->items)
-          if (e.first.text() == kv.first) {
-            e.second = jinja_from_json(kv.second, content, depth + 1);
-            replaced = true;
-          }
-        if (!replaced) d.m->items.emplace_back(JValue::str(kv.first, content), jinja_from_json(kv.second, content, depth + 1));
+        JValue val = jinja_from_json(kv.second, content, depth + 1);
+        d.m->depth = std::max(d.m->depth, jv_depth(val) + 1);
+        auto [it, fresh] = at.emplace(kv.first, d.m->items.size());
+        if (!fresh) {
+          d.m->items[it->second].second = std::move(val);
+          continue;
+        }
+        d.m->items.emplace_back(JValue::str(kv.first, content), std::move(val));
       }
       return d;
     }
@@ -14508,6 +14752,13 @@ class ChatTemplate {
     return t;
   }
 
+  static uint64_t json_text_bytes(const Json& j) {
+    uint64_t n = j.str.size();
+    for (const Json& x : j.items) n += json_text_bytes(x);
+    for (const auto& kv : j.members) n += kv.first.size() + json_text_bytes(kv.second);
+    return n;
+  }
+
   Result<RenderedPrompt> render(const ChatInput& in) const {
     if (!prog_) return make_error(Errc::template_error, "chat template: not parsed");
     if (!in.messages.is_array())
@@ -14524,10 +14775,14 @@ class ChatTemplate {
     if (!in.tools.is_null()) globals->set("tools", jinja_from_json(in.tools, true));
     if (in.extra.is_object())
       for (const auto& kv : in.extra.members) globals->set(kv.first, jinja_from_json(kv.second, kv.first == "documents"));
+    // the budget grows with the conversation: 10 steps per (message + tool)^2 (templates scan it
+    // once per message) and 1 per byte of its text (tests and methods on it cost 1 per 8 bytes)
     uint64_t n = in.messages.size() + in.tools.size();
+    uint64_t text = json_text_bytes(in.messages) + json_text_bytes(in.tools) + json_text_bytes(in.extra);
     uint64_t budget = in.max_steps ? in.max_steps
-                                   : LLMINFER_JINJA_MAX_STEPS + std::min<uint64_t>(10 * n * n, 100000000ull);
-    return run(globals, in.clock, budget);
+                                   : LLMINFER_JINJA_MAX_STEPS + std::min<uint64_t>(10 * n * n, 100000000ull) +
+                                         std::min<uint64_t>(text, 100000000ull);
+    return run(globals, in.clock, budget, in.cancel);
   }
 
   // Renders with arbitrary variables (a JSON object); strings under "messages", "tools" and
@@ -14549,10 +14804,11 @@ class ChatTemplate {
 
  private:
   Result<RenderedPrompt> run(const std::shared_ptr<JScope>& globals, std::function<std::tm()> clock,
-                             uint64_t max_steps) const {
+                             uint64_t max_steps, const std::atomic<bool>* cancel = nullptr) const {
     JRenderOptions opt;
     opt.clock = std::move(clock);
     opt.max_steps = max_steps;
+    opt.cancel = cancel;
     JRender r(*prog_, opt);
     PText out;
     if (!r.run(globals, out)) return make_error(Errc::template_error, r.error);
@@ -17869,7 +18125,8 @@ namespace detail {
 // The conversation rendered by the model's chat template (ending with the assistant's turn) and
 // tokenized so that message content never becomes control tokens. BOS is added when the model
 // asks for it and the template did not write it.
-inline Result<std::vector<int32_t>> chat_prompt_tokens(const ModelImpl& m, std::span<const Message> messages) {
+inline Result<std::vector<int32_t>> chat_prompt_tokens(const ModelImpl& m, std::span<const Message> messages,
+                                                       const std::atomic<bool>* cancel = nullptr) {
   if (!m.tokenizer) return m.tokenizer_error;
   std::call_once(m.chat_once, [&] {
     auto tpl = ChatTemplate::parse(chat_template_for(*m.desc).source);
@@ -17881,6 +18138,7 @@ inline Result<std::vector<int32_t>> chat_prompt_tokens(const ModelImpl& m, std::
   chat_special_tokens(*m.desc, in);
   in.messages = ChatInput::messages_from(messages);
   in.add_generation_prompt = true;
+  in.cancel = cancel;  // GenerateOptions::cancel stops a long render too
   auto r = m.chat_template->render(in);
   if (!r) return make_error(r.error().code, m.desc->path + ": " + r.error().message);
   auto ids = m.tokenizer->encode_prompt(r->text, r->content_spans, false);
@@ -17901,7 +18159,7 @@ LLMI_API_DEF Result<GenerateResult> Model::generate(std::string_view prompt, con
     std::vector<Message> msgs;
     if (!options.system.empty()) msgs.push_back(Message{"system", options.system});
     msgs.push_back(Message{"user", std::string(prompt)});
-    auto ids = detail::chat_prompt_tokens(*impl_, msgs);
+    auto ids = detail::chat_prompt_tokens(*impl_, msgs, options.cancel);
     if (!ids) return ids.error();
     detail::SessionImpl s;
     s.model = impl_;
@@ -17972,7 +18230,7 @@ LLMI_API_DEF Result<GenerateResult> Session::reply(const GenerateOptions& option
   double t0 = detail::now_ms();
   detail::SessionImpl& s = *impl_;
   if (s.messages.empty()) return detail::make_error(Errc::invalid_argument, "reply: the conversation is empty (add a message first)");
-  auto ids = detail::chat_prompt_tokens(*s.model, s.messages);
+  auto ids = detail::chat_prompt_tokens(*s.model, s.messages, options.cancel);
   if (!ids) return ids.error();
   auto r = detail::session_generate(s, *ids, options, t0, true);
   if (!r) return r.error();

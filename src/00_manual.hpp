@@ -41,6 +41,27 @@
 //   LLMINFER_MAX_TENSORS        largest tensor count a GGUF file may declare (default 1<<20)
 //   LLMINFER_MAX_METADATA       largest metadata key/value count a GGUF file may declare (default 1<<20)
 //   LLMINFER_MAX_JSON_DEPTH     deepest JSON nesting accepted (default 512)
+//   LLMINFER_MAX_PROMPT_BYTES   most bytes one tokenizer call accepts (default 16 MiB; more is an
+//                               invalid_argument error naming the limit; the environment variable of
+//                               the same name overrides it at run time; tokenizing needs up to about
+//                               50 bytes of memory per input byte, checked before it starts for inputs
+//                               over 1 MiB, so a shortage is out_of_memory, not an abort)
+//   Chat templates are untrusted input; everything they can do is bounded (errors name line:column):
+//   LLMINFER_JINJA_MAX_TEMPLATE  bytes of template source (default 4 MiB)
+//   LLMINFER_JINJA_MAX_DEPTH     nesting of blocks, elif branches and expressions (default 200), and of
+//                                values built while rendering (lists, dicts, generator chains)
+//   LLMINFER_JINJA_MAX_EVAL_DEPTH  nested evaluation while rendering (default 1000)
+//   LLMINFER_JINJA_MAX_CALL_DEPTH  macro calls in flight (default 32)
+//   LLMINFER_JINJA_MAX_STACK     stack bytes that parsing, and rendering, may use below their start
+//                                (default 256 KiB, measured: templates render on a 512 KiB thread)
+//   LLMINFER_JINJA_MAX_STEPS     evaluation steps per render (default 10M, plus 10 per (message +
+//                                tool)^2 and 1 per byte of conversation text; tests, filters and
+//                                methods cost 1 step per 8 bytes of string operands, comparisons and
+//                                searches 1 per 64, text written 1 per 64)
+//   LLMINFER_JINJA_MAX_STRING    bytes of any string value and of the output (default 16 MiB)
+//   LLMINFER_JINJA_MAX_LIST      items of a list built while rendering (default 262144)
+//   LLMINFER_JINJA_MAX_RANGE     items of range() (default 100000, as Jinja2's sandbox)
+//   GenerateOptions::cancel also stops a chat template render (polled every few thousand steps).
 //   LLMI_ASSERT(x)              internal invariant check (default: message and abort); never used
 //                               for anything a file or a caller controls
 //

@@ -258,15 +258,23 @@ inline void nfc_full_append(std::string_view s, std::string& out) {
     nfc_decompose_append(utf8_next(s, i), buf);
   }
   auto ccc = [](uint32_t c) -> uint8_t { return c >= kInvalidByteUnit ? 0 : combining_class(c); };
-  // canonical ordering: stable sort of each run of non-starters by combining class
-  for (size_t i = 1; i < buf.size(); i++) {
-    uint8_t c = ccc(buf[i]);
-    if (c == 0) continue;
-    size_t j = i;
-    while (j > 0 && ccc(buf[j - 1]) > c) {
-      std::swap(buf[j - 1], buf[j]);
-      j--;
+  // canonical ordering: stable sort of each run of non-starters by combining class (a merge sort:
+  // O(n log n) on a run of 80,000 combining marks, where an insertion sort took seconds)
+  std::vector<std::pair<uint8_t, uint32_t>> run;
+  for (size_t i = 0; i < buf.size();) {
+    if (ccc(buf[i]) == 0) {
+      i++;
+      continue;
     }
+    size_t j = i;
+    while (j < buf.size() && ccc(buf[j]) != 0) j++;
+    if (j - i > 1) {
+      run.clear();
+      for (size_t k = i; k < j; k++) run.emplace_back(ccc(buf[k]), buf[k]);
+      std::stable_sort(run.begin(), run.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (size_t k = i; k < j; k++) buf[k] = run[k - i].second;
+    }
+    i = j;
   }
   // canonical composition
   if (!buf.empty()) {

@@ -10,9 +10,30 @@
 // Bytes that are not valid UTF-8 are handled one by one as characters of class "other": byte-level BPE
 // encodes them as their byte tokens and SentencePiece vocabularies with byte fallback as <0xXX>, so any
 // input round-trips through encode/decode.
+#ifndef LLMINFER_MAX_PROMPT_BYTES
+// Bytes of text one encode call accepts (a prompt, a rendered conversation); more is refused with
+// a clear error before any work. Tokenizing takes up to about 50 bytes of memory per input byte,
+// so the default bounds that below 1 GB; the environment variable of the same name
+// overrides it at run time (a number of bytes, read once).
+#define LLMINFER_MAX_PROMPT_BYTES (16ull << 20)
+#endif
+
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
+
+inline uint64_t max_prompt_bytes_default() {
+  static const uint64_t v = [] {
+    uint64_t d = LLMINFER_MAX_PROMPT_BYTES;
+    if (const char* e = std::getenv("LLMINFER_MAX_PROMPT_BYTES")) {
+      char* end = nullptr;
+      unsigned long long x = std::strtoull(e, &end, 10);
+      if (end && end != e && *end == 0 && x > 0) d = x;
+    }
+    return d;
+  }();
+  return v;
+}
 
 // GGUF token types (tokenizer.ggml.token_type).
 enum TokenType : uint8_t {
@@ -287,6 +308,9 @@ struct Units {
     fl.clear();
     off.clear();
     const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+    cp.reserve(s.size());  // exact upper bounds: growing by doubling would use up to twice that
+    fl.reserve(s.size());
+    off.reserve(s.size() + 1);
     size_t i = 0;
     while (i < s.size()) {
       off.push_back(static_cast<uint32_t>(i));
@@ -602,6 +626,10 @@ class Tokenizer {
   Result<std::vector<int32_t>> encode_prompt(std::string_view text,
                                              std::span<const std::pair<size_t, size_t>> no_special,
                                              bool add_special) const;
+  // The most bytes encode() and encode_prompt() accept (0: LLMINFER_MAX_PROMPT_BYTES or its
+  // environment variable).
+  void set_max_bytes(uint64_t n) { max_bytes_ = n; }
+  uint64_t max_bytes() const { return max_bytes_ ? max_bytes_ : max_prompt_bytes_default(); }
   // Raw bytes (invalid UTF-8 only if the tokens are). Ids out of range contribute nothing.
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
   std::string_view token_bytes(int32_t id) const;  // the bytes this token contributes when decoded
@@ -687,6 +715,25 @@ class Tokenizer {
   std::vector<int32_t> prefix_, suffix_;
   std::vector<int32_t> eog_;
   std::string summary_;
+  uint64_t max_bytes_ = 0;
+
+  // The size limit, and a probe that the working memory of a long input can be had (so that an
+  // allocation failure is an error, not an abort, even without exceptions).
+  std::optional<Error> check_input(size_t n) const {
+    if (n > max_bytes())
+      return make_error(Errc::invalid_argument,
+                        strf("cannot tokenize %zu bytes: the limit is %llu (LLMINFER_MAX_PROMPT_BYTES)", n,
+                             static_cast<unsigned long long>(max_bytes())));
+    if (n >= (1u << 20)) {
+      size_t need = n * 56 + (1u << 20);  // measured: up to ~50 bytes per byte (one long word)
+      void* p = std::malloc(need);
+      if (!p)
+        return make_error(Errc::out_of_memory, strf("cannot tokenize %zu bytes: %s of working memory is not available",
+                                                    n, human_bytes(need).c_str()));
+      std::free(p);
+    }
+    return std::nullopt;
+  }
 };
 
 // ---- encode ----
@@ -695,11 +742,20 @@ inline Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, boo
                                                      bool parse_special) const {
   if (text.size() >= 0xFFFFFFF0u)
     return make_error(Errc::invalid_argument, strf("cannot tokenize %zu bytes at once (4 GiB at most)", text.size()));
+  if (auto e = check_input(text.size())) return *e;
   std::vector<int32_t> out;
-  out.reserve(text.size() / 3 + 4);
-  if (add_special) out.insert(out.end(), prefix_.begin(), prefix_.end());
-  encode_text(text, parse_special, {}, false, out);
-  if (add_special) out.insert(out.end(), suffix_.begin(), suffix_.end());
+#if defined(__cpp_exceptions)
+  try {
+#endif
+    out.reserve(text.size() / 3 + 4);
+    if (add_special) out.insert(out.end(), prefix_.begin(), prefix_.end());
+    encode_text(text, parse_special, {}, false, out);
+    if (add_special) out.insert(out.end(), suffix_.begin(), suffix_.end());
+#if defined(__cpp_exceptions)
+  } catch (const std::bad_alloc&) {
+    return make_error(Errc::out_of_memory, strf("out of memory tokenizing %zu bytes", text.size()));
+  }
+#endif
   return out;
 }
 
@@ -712,12 +768,21 @@ inline Result<std::vector<int32_t>> Tokenizer::encode_prompt(std::string_view te
     if (b > e || e > text.size())
       return make_error(Errc::invalid_argument,
                         strf("encode_prompt: range [%zu, %zu) is not inside the %zu-byte text", b, e, text.size()));
+  if (auto e = check_input(text.size())) return *e;
   std::vector<std::pair<size_t, size_t>> ranges(no_special.begin(), no_special.end());
   std::sort(ranges.begin(), ranges.end());
   std::vector<int32_t> out;
-  out.reserve(text.size() / 3 + 4);
-  if (add_special) out.insert(out.end(), prefix_.begin(), prefix_.end());
-  encode_text(text, true, ranges, true, out);
+#if defined(__cpp_exceptions)
+  try {
+#endif
+    out.reserve(text.size() / 3 + 4);
+    if (add_special) out.insert(out.end(), prefix_.begin(), prefix_.end());
+    encode_text(text, true, ranges, true, out);
+#if defined(__cpp_exceptions)
+  } catch (const std::bad_alloc&) {
+    return make_error(Errc::out_of_memory, strf("out of memory tokenizing %zu bytes", text.size()));
+  }
+#endif
   if (add_special) out.insert(out.end(), suffix_.begin(), suffix_.end());
   return out;
 }
@@ -961,6 +1026,10 @@ inline void Tokenizer::bpe_merge(std::string_view piece, Scratch& s, std::vector
   using Sym = Scratch::Sym;
   auto& syms = s.syms;
   syms.clear();
+  // at most one symbol per byte and about as many candidates: reserved exactly, since growing a
+  // long piece's vectors by doubling would hold the old and the new arrays at once (1.5-2x peak)
+  syms.reserve(piece.size());
+  s.heap.reserve(piece.size() + 16);
   const auto* p = reinterpret_cast<const unsigned char*>(piece.data());
   if (byte_level_) {
     for (size_t i = 0; i < piece.size(); i++)

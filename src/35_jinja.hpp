@@ -16,7 +16,13 @@
 #define LLMINFER_JINJA_MAX_EVAL_DEPTH 1000  // nested evaluation (incl. macro recursion) while rendering
 #endif
 #ifndef LLMINFER_JINJA_MAX_CALL_DEPTH
-#define LLMINFER_JINJA_MAX_CALL_DEPTH 100  // macro calls in flight
+#define LLMINFER_JINJA_MAX_CALL_DEPTH 32  // macro calls in flight
+#endif
+#ifndef LLMINFER_JINJA_MAX_STACK
+// Bytes of stack that parsing, and rendering, may use below where they start (measured, so the
+// bound holds whatever the compiler's frame sizes): with the default a template renders on a
+// thread with 512 KB of stack (macOS's default for secondary threads) with room to spare.
+#define LLMINFER_JINJA_MAX_STACK (256u << 10)
 #endif
 #ifndef LLMINFER_JINJA_MAX_STEPS
 // Evaluation steps per render (a node evaluated, a loop iteration, an element or 64 bytes of text
@@ -42,6 +48,20 @@
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
+
+// The current stack position (the stack's direction does not matter: distances are compared).
+inline uintptr_t jstack_here() {
+#if defined(__GNUC__) || defined(__clang__)
+  return reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+#else
+  volatile char c = 0;
+  return reinterpret_cast<uintptr_t>(&c);
+#endif
+}
+inline size_t jstack_used(uintptr_t base) {
+  uintptr_t here = jstack_here();
+  return base > here ? base - here : here - base;
+}
 
 // ---- text with provenance ----
 // `spans` are the byte ranges of `s` that came from untrusted content: sorted, disjoint and never
@@ -159,9 +179,14 @@ struct JList {
   // empty, hands out items[pos...]; either way each item is produced once (Python generators).
   std::function<bool(JValue& out, bool& done)> next;
   size_t pos = 0;
+  // Levels of lists, dicts and generators inside (1: none). Bounded when a value is assigned, so
+  // that comparing, printing, pulling and destroying a value never recurses without limit.
+  uint32_t depth = 1;
 };
 
 struct JDict;
+struct JValue;
+inline uint32_t jv_items_depth(const std::vector<JValue>& items);
 
 struct JValue {
   enum class T : uint8_t { undef, none, boolean, integer, real, string, list, dict, ns, func, loop };
@@ -219,6 +244,7 @@ struct JValue {
     v.l = std::make_shared<JList>();
     v.l->items = std::move(items);
     v.l->kind = kind;
+    v.l->depth = jv_items_depth(v.l->items);
     return v;
   }
   bool is_undef() const { return t == T::undef; }
@@ -233,12 +259,25 @@ struct JValue {
 // Dict and namespace storage: insertion-ordered, keys are values (usually strings).
 struct JDict {
   std::vector<std::pair<JValue, JValue>> items;
+  uint32_t depth = 1;  // as JList::depth (a namespace counts as 1: its items are cleared after a render)
   const JValue* find(std::string_view key) const {
     for (const auto& kv : items)
       if (kv.first.t == JValue::T::string && kv.first.s->s == key) return &kv.second;
     return nullptr;
   }
 };
+
+// Nesting of a value: lists, dicts and generators count, namespaces do not (JRender clears them).
+inline uint32_t jv_depth(const JValue& v) {
+  if (v.t == JValue::T::list) return v.l->depth;
+  if (v.t == JValue::T::dict) return v.m->depth;
+  return 0;
+}
+inline uint32_t jv_items_depth(const std::vector<JValue>& items) {
+  uint32_t d = 0;
+  for (const JValue& x : items) d = std::max(d, jv_depth(x));
+  return d + 1;
+}
 
 // ---- syntax tree ----
 enum class NK : uint8_t {
@@ -769,6 +808,7 @@ class JParser {
   JParser(JProgram& prog, std::vector<JTok> toks) : p_(prog), t_(std::move(toks)) {}
 
   bool run() {
+    stack_base_ = jstack_here();
     std::vector<JNode*> body;
     if (!subparse(body, {})) return false;
     if (cur().k != TK::eof) {
@@ -778,7 +818,8 @@ class JParser {
     for (const JNode* n : p_.root)
       if (!check_unknown(n, false)) return false;
     for (JNode* n : p_.root) mark_constant(n);
-    scan_frame(p_.root, {}, {}, p_.root_undef);
+    std::set<std::string> outer;
+    scan_frame(p_.root, outer, {}, p_.root_undef);
     return true;
   }
 
@@ -787,8 +828,13 @@ class JParser {
   // is bound to undefined from the frame's start, so a loop or macro body that runs before the
   // assignment sees undefined, not the context's variable. Names the frame reads first, assigns
   // in only some branches of an if, or that an enclosing frame knows, resolve as usual.
+  // Linear in the template: the names the enclosing frames know are one set, extended while a
+  // nested frame is scanned and restored after it (not copied per frame), and the branches of an
+  // if are scanned in place (a name they assign first is looked up, so only their reads and
+  // stores matter to the frame).
   struct FrameScan {
     std::set<std::string> refs, stored, undef;
+    int branch = 0;  // inside an if's branches: nothing becomes undefined from the frame's start
   };
   static void scan_load(const std::string& name, FrameScan& f, const std::set<std::string>& outer) {
     if (!outer.count(name)) f.refs.insert(name);
@@ -811,26 +857,24 @@ class JParser {
     f.stored.insert(t->str);
     if (f.refs.count(t->str) || outer.count(t->str)) return;
     f.refs.insert(t->str);
-    f.undef.insert(t->str);
+    if (!f.branch) f.undef.insert(t->str);
   }
   static void scan_stmts(const std::vector<JNode*>& body, FrameScan& f, const std::set<std::string>& outer,
                          std::vector<JNode*>& children) {
     for (JNode* n : body) {
       switch (n->k) {
         case NK::print: scan_loads(n->a, f, outer); break;
-        case NK::if_: {
-          scan_loads(n->a, f, outer);
-          FrameScan b1 = f, b2 = f;
-          scan_stmts(n->body, b1, outer, children);
-          scan_stmts(n->orelse, b2, outer, children);
+        case NK::if_:
           // Jinja2 merges three branches (if, all the elifs together, else) and binds a name to
           // undefined only when all three assign it first; an "if / else" never does (its elif
-          // branch is empty): names first seen in a branch are looked up.
-          for (const FrameScan* b : {&b1, &b2}) f.refs.insert(b->refs.begin(), b->refs.end());
-          f.stored.insert(b1.stored.begin(), b1.stored.end());
-          f.stored.insert(b2.stored.begin(), b2.stored.end());
+          // branch is empty): names first seen in a branch are looked up. Both branches add
+          // their reads and stores to the frame.
+          scan_loads(n->a, f, outer);
+          f.branch++;
+          scan_stmts(n->body, f, outer, children);
+          scan_stmts(n->orelse, f, outer, children);
+          f.branch--;
           break;
-        }
         case NK::for_: scan_loads(n->b, f, outer); children.push_back(n); break;
         case NK::set:
           scan_loads(n->b, f, outer);
@@ -855,16 +899,21 @@ class JParser {
       }
     }
   }
-  // Scans one frame, then (with everything it knows) the frames nested in it.
-  static void scan_frame(const std::vector<JNode*>& body, const std::set<std::string>& outer,
+  // Scans one frame, then (with everything it knows) the frames nested in it. `outer`, the names
+  // the enclosing frames know, is extended for the nested frames and restored before returning.
+  static void scan_frame(const std::vector<JNode*>& body, std::set<std::string>& outer,
                          const std::set<std::string>& params, std::vector<std::string>& undef) {
     FrameScan f;
     f.refs = params;
     std::vector<JNode*> children;
     scan_stmts(body, f, outer, children);
     undef.assign(f.undef.begin(), f.undef.end());
-    std::set<std::string> inner = outer;
-    inner.insert(f.refs.begin(), f.refs.end());
+    if (children.empty()) return;
+    std::vector<std::set<std::string>::iterator> added;
+    for (const std::string& r : f.refs) {
+      auto ins = outer.insert(r);
+      if (ins.second) added.push_back(ins.first);
+    }
     for (JNode* c : children) {
       std::set<std::string> ps;
       FrameScan targets;
@@ -885,8 +934,9 @@ class JParser {
           break;
         default: break;
       }
-      scan_frame(c->body, inner, ps, c->undef_names);
+      scan_frame(c->body, outer, ps, c->undef_names);
     }
+    for (auto it : added) outer.erase(it);
   }
 
   std::string error;
@@ -950,11 +1000,13 @@ class JParser {
   struct ChainGuard {
     JParser& p;
     int n = 0;
-    explicit ChainGuard(JParser& parser) : p(parser) {}
+    const char* what;
+    explicit ChainGuard(JParser& parser, const char* w = "expression") : p(parser), what(w) {}
     bool step() {
       ++n;
       if (++p.depth_ <= LLMINFER_JINJA_MAX_DEPTH) return true;
-      return p.fail(p.cur().pos, strf("expression nested too deeply (more than %d levels)", LLMINFER_JINJA_MAX_DEPTH));
+      return p.fail(p.cur().pos, strf("%s nested too deeply (more than %d levels of blocks, elifs and expressions)",
+                                      what, LLMINFER_JINJA_MAX_DEPTH));
     }
     ~ChainGuard() { p.depth_ -= n; }
   };
@@ -962,7 +1014,14 @@ class JParser {
     JParser& p;
     bool ok;
     explicit DepthGuard(JParser& parser) : p(parser), ok(++parser.depth_ <= LLMINFER_JINJA_MAX_DEPTH) {
-      if (!ok) p.fail(p.cur().pos, strf("template nested too deeply (more than %d levels)", LLMINFER_JINJA_MAX_DEPTH));
+      if (!ok) {
+        p.fail(p.cur().pos, strf("template nested too deeply (more than %d levels of blocks, elifs and expressions)",
+                                 LLMINFER_JINJA_MAX_DEPTH));
+      } else if (jstack_used(p.stack_base_) > LLMINFER_JINJA_MAX_STACK) {
+        ok = false;
+        p.fail(p.cur().pos, strf("template nested too deeply (more than %u KB of stack)",
+                                 static_cast<unsigned>(LLMINFER_JINJA_MAX_STACK >> 10)));
+      }
     }
     ~DepthGuard() { --p.depth_; }
   };
@@ -1068,11 +1127,15 @@ class JParser {
     JNode* n = make(NK::if_, cur().pos);
     next();
     JNode* node = n;
+    // each elif nests an if node in the previous one's else branch: it counts as a level (the
+    // passes over the tree and the renderer recurse once per level)
+    ChainGuard cg(*this, "template");
     for (;;) {
       node->a = parse_tuple(false, false, {});
       if (!node->a) return false;
       if (!parse_body(node->body, {"elif", "else", "endif"})) return false;
       if (cur().text == "elif") {
+        if (!cg.step()) return false;
         JNode* e = make(NK::if_, cur().pos);
         node->orelse.push_back(e);
         node = e;
@@ -1897,6 +1960,7 @@ class JParser {
   size_t i_ = 0;
   int depth_ = 0;
   int loop_depth_ = 0;
+  uintptr_t stack_base_ = 0;
 };
 
 // Newline normalization and the trailing-newline rule of Jinja2's lexer: "\r\n", "\r", "\n" all

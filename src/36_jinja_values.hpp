@@ -6,8 +6,15 @@ namespace detail {
 struct JScope {
   std::shared_ptr<JScope> parent;
   std::vector<std::pair<std::string, JValue>> vars;
+  // Past a few names, an index (a template defining 20,000 macros or variables in one scope
+  // would otherwise take quadratic time, which the step budget does not see).
+  std::map<std::string, size_t, std::less<>> index;
 
   JValue* find_local(std::string_view name) {
+    if (!index.empty()) {
+      auto it = index.find(name);
+      return it == index.end() ? nullptr : &vars[it->second].second;
+    }
     for (auto& kv : vars)
       if (kv.first == name) return &kv.second;
     return nullptr;
@@ -15,8 +22,13 @@ struct JScope {
   void set(std::string_view name, JValue v) {
     if (JValue* x = find_local(name)) {
       *x = std::move(v);
-    } else {
-      vars.emplace_back(std::string(name), std::move(v));
+      return;
+    }
+    vars.emplace_back(std::string(name), std::move(v));
+    if (vars.size() == 16 && index.empty()) {
+      for (size_t k = 0; k < vars.size(); k++) index.emplace(vars[k].first, k);
+    } else if (!index.empty()) {
+      index.emplace(vars.back().first, vars.size() - 1);
     }
   }
 };

@@ -14,7 +14,11 @@ struct JArgs {
 struct JRenderOptions {
   uint64_t max_steps = LLMINFER_JINJA_MAX_STEPS;
   size_t max_string = LLMINFER_JINJA_MAX_STRING;
+  size_t max_stack = LLMINFER_JINJA_MAX_STACK;  // stack bytes the render may use (nested evaluation)
   std::function<std::tm()> clock;  // strftime_now(); the local time when empty
+  // Polled while rendering (every few thousand steps): when it becomes true the render stops
+  // with an error ("rendering cancelled"). Not owned.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 class JRender {
@@ -29,15 +33,21 @@ class JRender {
   }
 
   bool run(const SP& globals, PText& out) {
+    stack_base_ = jstack_here();
     auto top = std::make_shared<JScope>();
     top->parent = globals;
     predeclare(prog_.root_undef, *top);
     exec(prog_.root, top, out);
+    // namespaces are cleared before the scopes go (a chain of namespaces holding each other
+    // would otherwise be destroyed recursively, one level per link)
+    for (auto& w : namespaces_)
+      if (auto p = w.lock()) p->items.clear();
     return !failed_;
   }
 
   std::string error;
-  bool raised = false;  // the template called raise_exception()
+  bool raised = false;     // the template called raise_exception()
+  bool cancelled = false;  // JRenderOptions::cancel was set
   uint64_t steps_used() const { return steps_; }
 
   // ---- value helpers usable before a render (building the context) ----
@@ -69,6 +79,13 @@ class JRender {
   }
   bool charge(uint64_t n = 1) {
     steps_ += n;
+    if (opt_.cancel && steps_ >= next_poll_) {  // about every 2 ms
+      next_poll_ = steps_ + 4096;
+      if (opt_.cancel->load(std::memory_order_relaxed)) {
+        cancelled = true;
+        return fail("rendering cancelled");
+      }
+    }
     if (steps_ > opt_.max_steps)
       return fail(strf("the template ran more than %llu steps (a loop that does not end?)",
                        static_cast<unsigned long long>(opt_.max_steps)));
@@ -76,6 +93,27 @@ class JRender {
   }
   // Text built costs steps too (1 per 64 bytes), so memory churn is bounded as well as time.
   bool charge_str(size_t bytes) { return charge(bytes / 64 + 1); }
+  // Text or items an operation may scan cost steps too: tests, filters and methods (which decode
+  // code points, copy, case-map) 1 per 8 bytes of each string operand, so a test on a 16 MB string
+  // is 2 million steps, not 1; comparisons and searches (memcmp speed) 1 per 64 bytes. The budget
+  // thus bounds the time whatever the operands' sizes.
+  bool charge_scan(const JValue& v) {
+    switch (v.t) {
+      case JValue::T::string: return charge(v.s->s.size() / 8);
+      case JValue::T::list: return charge(v.l->items.size() / 8);
+      case JValue::T::dict:
+      case JValue::T::ns: return v.m ? charge(v.m->items.size() / 8) : true;
+      default: return true;
+    }
+  }
+  bool charge_scan(const JValue& v, const JArgs& args) {
+    if (!charge_scan(v)) return false;
+    for (const JValue& x : args.pos)
+      if (!charge_scan(x)) return false;
+    for (const auto& kv : args.kw)
+      if (!charge_scan(kv.second)) return false;
+    return true;
+  }
   // A list of n items is about to be built: each item costs 4 steps (values are ~100 bytes).
   bool charge_list(uint64_t n) {
     if (n > LLMINFER_JINJA_MAX_LIST)
@@ -92,7 +130,13 @@ class JRender {
     JRender& r;
     bool ok;
     explicit DepthGuard(JRender& rr) : r(rr), ok(++rr.depth_ <= LLMINFER_JINJA_MAX_EVAL_DEPTH) {
-      if (!ok) r.fail(strf("evaluation nested more than %d levels deep", LLMINFER_JINJA_MAX_EVAL_DEPTH));
+      if (!ok) {
+        r.fail(strf("evaluation nested more than %d levels deep", LLMINFER_JINJA_MAX_EVAL_DEPTH));
+      } else if (jstack_used(r.stack_base_) > r.opt_.max_stack) {
+        ok = false;
+        r.fail(strf("evaluation nested too deeply (more than %zu KB of stack; macro calls in flight: %d)",
+                    r.opt_.max_stack >> 10, r.call_depth_));
+      }
     }
     ~DepthGuard() { --r.depth_; }
   };
@@ -296,6 +340,9 @@ class JRender {
   }
 
   bool assign(const JNode* target, JValue v, const SP& sc) {
+    if (jv_depth(v) > LLMINFER_JINJA_MAX_DEPTH)
+      return fail(strf("a value nested more than %d levels deep (lists, dicts or filters such as map of each other)",
+                       LLMINFER_JINJA_MAX_DEPTH));
     switch (target->k) {
       case NK::name: sc->set(target->str, std::move(v)); return true;
       case NK::nsref: {
@@ -303,6 +350,7 @@ class JRender {
         if (!ns || ns->t != JValue::T::ns)
           return fail(strf("cannot assign attribute '%s' on '%s': not a namespace", target->names[0].c_str(),
                            target->str.c_str()));
+        if (!charge(ns->m->items.size() / 16)) return false;
         for (auto& kv : ns->m->items)
           if (kv.first.is_str() && kv.first.text() == target->names[0]) {
             kv.second = std::move(v);
@@ -711,7 +759,10 @@ class JRender {
     switch (a.t) {
       case JValue::T::undef:
       case JValue::T::none: return true;
-      case JValue::T::string: return a.s == b.s || a.s->s == b.s->s;
+      case JValue::T::string:
+        if (a.s == b.s) return true;
+        if (a.s->s.size() != b.s->s.size()) return false;
+        return charge(a.s->s.size() / 64) && a.s->s == b.s->s;
       case JValue::T::list: {
         if (a.l == b.l) return true;
         if (a.l->kind == JSeq::generator || b.l->kind == JSeq::generator) return false;  // compared by identity
@@ -750,6 +801,7 @@ class JRender {
       return true;
     }
     if (a.is_str() && b.is_str()) {
+      if (!charge(std::min(a.text().size(), b.text().size()) / 64)) return false;
       less = a.text() < b.text();
       return true;
     }
@@ -810,6 +862,7 @@ class JRender {
       case JValue::T::string:
         if (!item.is_str())
           return fail(strf("'in <string>' requires string as left operand, not %s", jv_type(item)));
+        if (!charge(container.text().size() / 64)) return false;
         result = container.text().find(item.text()) != std::string::npos;
         return true;
       case JValue::T::list:
@@ -849,6 +902,7 @@ class JRender {
 
   // ---- dicts ----
   const JValue* dict_find(const JDict& d, const JValue& key) {
+    if (d.items.size() >= 16 && !charge(d.items.size() / 16)) return nullptr;
     for (const auto& kv : d.items)
       if (py_eq(kv.first, key)) return &kv.second;
     return nullptr;
@@ -857,6 +911,7 @@ class JRender {
     if (key.t == JValue::T::list && key.l->kind != JSeq::tuple) return fail("unhashable type: 'list'");
     if (key.t == JValue::T::dict) return fail("unhashable type: 'dict'");
     if (!charge(d.items.size() / 16 + 1)) return false;
+    d.depth = std::max(d.depth, std::max(jv_depth(key), jv_depth(val)) + 1);
     for (auto& kv : d.items)
       if (py_eq(kv.first, key)) {
         kv.second = std::move(val);
@@ -910,9 +965,11 @@ class JRender {
 
   // ---- generators (what map/select/... return: lazy, single use, always true, no len()) ----
   using Puller = std::function<bool(JValue& out, bool& done)>;
-  JValue make_gen(Puller next) {
+  // `source`: the value it pulls from (a chain of generators pulls recursively: its depth counts)
+  JValue make_gen(Puller next, const JValue& source) {
     JValue v = JValue::list({}, JSeq::generator);
     v.l->next = std::move(next);
+    v.l->depth = jv_depth(source) + 1;
     return v;
   }
   bool gen_pull(JList& g, JValue& out, bool& done) {
@@ -1086,13 +1143,17 @@ class JRender {
         break;
       case JValue::T::string:
         if (as_int(key, idx)) {
+          // walks to the code point (no table of offsets: 8 bytes per byte of a long string)
           const PText& s = *obj.s;
-          std::vector<size_t> off = jcp_offsets(s.s);
-          int64_t n = static_cast<int64_t>(off.size()) - 1;
-          if (idx < 0) idx += n;
-          if (idx < 0 || idx >= n) return JValue::undefined("string index out of range");
+          if (!charge(s.s.size() / 64)) return JValue();
+          if (idx < 0) idx += static_cast<int64_t>(jcp_count(s.s));
+          size_t i = 0;
+          for (int64_t k = 0; k < idx && i < s.s.size(); k++) jcp_next(s.s, i);
+          if (idx < 0 || i >= s.s.size()) return JValue::undefined("string index out of range");
+          size_t b = i;
+          jcp_next(s.s, i);
           PText c;
-          c.add_range(s, off[static_cast<size_t>(idx)], off[static_cast<size_t>(idx) + 1]);
+          c.add_range(s, b, i);
           return JValue::str(std::move(c));
         }
         break;
@@ -1830,6 +1891,8 @@ class JRender {
   const JNode* print_root_ = nullptr;   // the expression of the {{ }} being printed
   uint32_t pos_ = 0;
   uint64_t steps_ = 0;
+  uint64_t next_poll_ = 0;
+  uintptr_t stack_base_ = 0;
   int depth_ = 0;
   int call_depth_ = 0;
 };

@@ -142,6 +142,7 @@ inline JValue JRender::eval_filter(const JNode* n, const SP& sc, const JValue* s
 }
 
 inline JValue JRender::apply_filter(const std::string& name, const JValue& v, const JArgs& args, const SP& sc) {
+  if (!charge_scan(v, args)) return JValue();
   std::vector<const JValue*> a;
   auto what = "filter '" + name + "'";
   auto str_of = [&](const JValue& x, PText& t) { return to_str(x, t); };
@@ -266,7 +267,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
       const auto& kv = v.m->items[idx++];
       out = JValue::list({kv.first, kv.second}, JSeq::tuple);
       return true;
-    });
+    }, v);
   }
   if (name == "join") {
     if (!bind(args, {"d", "attribute"}, a, what)) return JValue();
@@ -555,7 +556,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
           return true;
         }
       }
-    });
+    }, v);
   }
   if (name == "sort" || name == "min" || name == "max") {
     bool is_sort = name == "sort";
@@ -638,7 +639,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
           if (!src(out, done) || done) return !failed_;
           out = attr_path(out, attr, &dflt);
           return !failed_;
-        });
+        }, v);
       }
       if (args.pos.empty()) return failv("map requires a filter argument");
       if (!args.pos[0].is_str()) return failv("map: the filter name must be a string");
@@ -652,7 +653,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
         if (!jinja_known_filter(fname)) return fail(strf("no filter named '%s'", fname.c_str()));
         out = apply_filter(fname, out, rest, sc);
         return !failed_;
-      });
+      }, v);
     }
     bool attr = name == "selectattr" || name == "rejectattr";
     bool keep_if = name == "select" || name == "selectattr";
@@ -689,7 +690,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
         }
         if (r == keep_if) return true;
       }
-    });
+    }, v);
   }
   if (name == "batch") {
     if (!bind(args, {"linecount", "fill_with"}, a, what)) return JValue();
@@ -717,7 +718,7 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
       if (!charge_list(cur.size())) return false;
       out = JValue::list(std::move(cur));
       return true;
-    });
+    }, v);
   }
   if (name == "attr") {
     if (!bind(args, {"name"}, a, what)) return JValue();
@@ -798,6 +799,7 @@ inline bool JRender::run_test(const std::string& name, const JValue& v, const JA
   if (name == "escaped") return (r = jv_is_markup(v)), true;
   if (name == "filter") return (r = v.is_str() && jinja_known_filter(v.text())), true;
   if (name == "test") return (r = v.is_str() && jinja_known_test(v.text())), true;
+  if (!charge_scan(v, args)) return false;  // the tests below may scan their operands
   if (name == "odd" || name == "even" || name == "divisibleby") {
     JValue d = name == "divisibleby" ? (need_arg() ? *arg : JValue()) : JValue::integer(2);
     if (failed_) return false;
@@ -956,6 +958,7 @@ inline bool JRender::parse_py_float(std::string_view s, double& out) {
 
 // ---- methods of str, dict, list ----
 inline JValue JRender::call_method(const JValue& self, const std::string& name, const JArgs& args) {
+  if (!charge_scan(self, args)) return JValue();
   std::vector<const JValue*> a;
   std::string what = std::string(jv_type(self)) + "." + name + "()";
   if (self.is_dict()) {

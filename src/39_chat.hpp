@@ -26,6 +26,7 @@ struct ChatInput {
   Json extra;  // object: more variables (enable_thinking, documents, ...); untrusted if named "documents"
   std::function<std::tm()> clock;  // strftime_now(); local time when empty (tests fix it)
   uint64_t max_steps = 0;          // evaluation budget; 0: LLMINFER_JINJA_MAX_STEPS scaled by the input size
+  const std::atomic<bool>* cancel = nullptr;  // polled while rendering: set, the render fails ("rendering cancelled")
 
   // messages from role/content pairs
   static Json messages_from(std::span<const Message> msgs) {
@@ -65,15 +66,18 @@ inline JValue jinja_from_json(const Json& j, bool content, int depth = 0) {
       JValue d;
       d.t = JValue::T::dict;
       d.m = std::make_shared<JDict>();
+      // a repeated key: the last one wins, in the first one's place (as Python's json module);
+      // found with an index (an object of 100,000 keys would otherwise take quadratic time)
+      std::unordered_map<std::string_view, size_t> at;
       for (const auto& kv : j.members) {
-        // a repeated key: the last one wins, in the first one's place (as Python's json module)
-        bool replaced = false;
-        for (auto& e : d.m->items)
-          if (e.first.text() == kv.first) {
-            e.second = jinja_from_json(kv.second, content, depth + 1);
-            replaced = true;
-          }
-        if (!replaced) d.m->items.emplace_back(JValue::str(kv.first, content), jinja_from_json(kv.second, content, depth + 1));
+        JValue val = jinja_from_json(kv.second, content, depth + 1);
+        d.m->depth = std::max(d.m->depth, jv_depth(val) + 1);
+        auto [it, fresh] = at.emplace(kv.first, d.m->items.size());
+        if (!fresh) {
+          d.m->items[it->second].second = std::move(val);
+          continue;
+        }
+        d.m->items.emplace_back(JValue::str(kv.first, content), std::move(val));
       }
       return d;
     }
@@ -107,6 +111,13 @@ class ChatTemplate {
     return t;
   }
 
+  static uint64_t json_text_bytes(const Json& j) {
+    uint64_t n = j.str.size();
+    for (const Json& x : j.items) n += json_text_bytes(x);
+    for (const auto& kv : j.members) n += kv.first.size() + json_text_bytes(kv.second);
+    return n;
+  }
+
   Result<RenderedPrompt> render(const ChatInput& in) const {
     if (!prog_) return make_error(Errc::template_error, "chat template: not parsed");
     if (!in.messages.is_array())
@@ -123,10 +134,14 @@ class ChatTemplate {
     if (!in.tools.is_null()) globals->set("tools", jinja_from_json(in.tools, true));
     if (in.extra.is_object())
       for (const auto& kv : in.extra.members) globals->set(kv.first, jinja_from_json(kv.second, kv.first == "documents"));
+    // the budget grows with the conversation: 10 steps per (message + tool)^2 (templates scan it
+    // once per message) and 1 per byte of its text (tests and methods on it cost 1 per 8 bytes)
     uint64_t n = in.messages.size() + in.tools.size();
+    uint64_t text = json_text_bytes(in.messages) + json_text_bytes(in.tools) + json_text_bytes(in.extra);
     uint64_t budget = in.max_steps ? in.max_steps
-                                   : LLMINFER_JINJA_MAX_STEPS + std::min<uint64_t>(10 * n * n, 100000000ull);
-    return run(globals, in.clock, budget);
+                                   : LLMINFER_JINJA_MAX_STEPS + std::min<uint64_t>(10 * n * n, 100000000ull) +
+                                         std::min<uint64_t>(text, 100000000ull);
+    return run(globals, in.clock, budget, in.cancel);
   }
 
   // Renders with arbitrary variables (a JSON object); strings under "messages", "tools" and
@@ -148,10 +163,11 @@ class ChatTemplate {
 
  private:
   Result<RenderedPrompt> run(const std::shared_ptr<JScope>& globals, std::function<std::tm()> clock,
-                             uint64_t max_steps) const {
+                             uint64_t max_steps, const std::atomic<bool>* cancel = nullptr) const {
     JRenderOptions opt;
     opt.clock = std::move(clock);
     opt.max_steps = max_steps;
+    opt.cancel = cancel;
     JRender r(*prog_, opt);
     PText out;
     if (!r.run(globals, out)) return make_error(Errc::template_error, r.error);

@@ -171,7 +171,8 @@ namespace detail {
 // The conversation rendered by the model's chat template (ending with the assistant's turn) and
 // tokenized so that message content never becomes control tokens. BOS is added when the model
 // asks for it and the template did not write it.
-inline Result<std::vector<int32_t>> chat_prompt_tokens(const ModelImpl& m, std::span<const Message> messages) {
+inline Result<std::vector<int32_t>> chat_prompt_tokens(const ModelImpl& m, std::span<const Message> messages,
+                                                       const std::atomic<bool>* cancel = nullptr) {
   if (!m.tokenizer) return m.tokenizer_error;
   std::call_once(m.chat_once, [&] {
     auto tpl = ChatTemplate::parse(chat_template_for(*m.desc).source);
@@ -183,6 +184,7 @@ inline Result<std::vector<int32_t>> chat_prompt_tokens(const ModelImpl& m, std::
   chat_special_tokens(*m.desc, in);
   in.messages = ChatInput::messages_from(messages);
   in.add_generation_prompt = true;
+  in.cancel = cancel;  // GenerateOptions::cancel stops a long render too
   auto r = m.chat_template->render(in);
   if (!r) return make_error(r.error().code, m.desc->path + ": " + r.error().message);
   auto ids = m.tokenizer->encode_prompt(r->text, r->content_spans, false);
@@ -203,7 +205,7 @@ LLMI_API_DEF Result<GenerateResult> Model::generate(std::string_view prompt, con
     std::vector<Message> msgs;
     if (!options.system.empty()) msgs.push_back(Message{"system", options.system});
     msgs.push_back(Message{"user", std::string(prompt)});
-    auto ids = detail::chat_prompt_tokens(*impl_, msgs);
+    auto ids = detail::chat_prompt_tokens(*impl_, msgs, options.cancel);
     if (!ids) return ids.error();
     detail::SessionImpl s;
     s.model = impl_;
@@ -274,7 +276,7 @@ LLMI_API_DEF Result<GenerateResult> Session::reply(const GenerateOptions& option
   double t0 = detail::now_ms();
   detail::SessionImpl& s = *impl_;
   if (s.messages.empty()) return detail::make_error(Errc::invalid_argument, "reply: the conversation is empty (add a message first)");
-  auto ids = detail::chat_prompt_tokens(*s.model, s.messages);
+  auto ids = detail::chat_prompt_tokens(*s.model, s.messages, options.cancel);
   if (!ids) return ids.error();
   auto r = detail::session_generate(s, *ids, options, t0, true);
   if (!r) return r.error();

@@ -816,3 +816,49 @@ TEST_CASE("tokenizer: CLI tokenize / detokenize") {
   REQUIRE(test::write_file(tmp.file("bad.jsonl"), std::string("{\"id\": 1}\n")));
   CHECK(test::run_cli("tokenize -m " + q + " --jsonl " + test::quote(tmp.file("bad.jsonl"))).status == 2);
 }
+
+// ---- issue 16: input sizes are bounded ----
+
+TEST_CASE("tokenizer: inputs over the size limit are a clear error (LLMINFER_MAX_PROMPT_BYTES)") {
+  auto t = std::make_shared<Tokenizer>(*tokenizer(test::model_path(kQwen3)));
+  CHECK(t->max_bytes() == LLMINFER_MAX_PROMPT_BYTES);
+  t->set_max_bytes(1000);
+  std::string ok(1000, 'a'), over(1001, 'a');
+  CHECK(t->encode(ok, false, false));
+  auto r = t->encode(over, false, false);
+  REQUIRE(!r);
+  CHECK(r.error().code == llminfer::Errc::invalid_argument);
+  CHECK(r.error().message == "cannot tokenize 1001 bytes: the limit is 1000 (LLMINFER_MAX_PROMPT_BYTES)");
+  auto p = t->encode_prompt(over, {}, false);
+  REQUIRE(!p);
+  CHECK(p.error().message.find("LLMINFER_MAX_PROMPT_BYTES") != std::string::npos);
+}
+
+TEST_CASE("tokenizer: CLI inputs are bounded (/dev/zero, FIFOs: exit 2 naming the input and the limit)") {
+  std::string q = test::quote(test::model_path(kQwen3));
+  ::setenv("LLMINFER_MAX_INPUT_BYTES", "100000", 1);
+  struct Restore {
+    ~Restore() { ::unsetenv("LLMINFER_MAX_INPUT_BYTES"); }
+  } restore;
+  const std::string limit = ": longer than the limit of 100000 bytes for an input (LLMINFER_MAX_INPUT_BYTES)";
+  test::TempDir tmp;
+  const std::string msgs = tmp.file("m.json");
+  REQUIRE(test::write_file(msgs, std::string(R"([{"role": "user", "content": "hi"}])")));
+  for (const std::string& cmd : {"tokenize -m " + q + " --file /dev/zero", "tokenize -m " + q + " --jsonl /dev/zero",
+                                 "template --template /dev/zero --messages " + test::quote(msgs),
+                                 "template -m " + q + " --messages /dev/zero", "run -m " + q + " -f /dev/zero -n 1"}) {
+    auto r = test::run_cli(cmd, true);
+    CHECK_MESSAGE(r.status == 2, cmd);
+    CHECK_MESSAGE(r.out.find("error: /dev/zero" + limit) != std::string::npos, cmd << " -> " << r.out);
+  }
+  auto r = test::run_cli("tokenize -m " + q + " --file - < /dev/zero", true);
+  CHECK(r.status == 2);
+  CHECK(r.out.find("error: standard input" + limit) != std::string::npos);
+  // chat reads messages from stdin: an endless line ends at the limit too
+  r = test::run_cli("chat -m " + q + " < /dev/zero", true);
+  CHECK(r.status == 2);
+  CHECK(r.out.find("error: standard input" + limit) != std::string::npos);
+  // a file at the limit is read
+  REQUIRE(test::write_file(tmp.file("in.txt"), std::string(100000, 'a')));
+  CHECK(test::run_cli("tokenize -m " + q + " --file " + test::quote(tmp.file("in.txt"))).status == 0);
+}

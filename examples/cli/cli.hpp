@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -155,22 +156,56 @@ inline int fail(const llminfer::Error& e) {
 // Writes all of `s` to stdout (binary-safe).
 inline void out(std::string_view s) { std::fwrite(s.data(), 1, s.size(), stdout); }
 
-// Reads a whole file ("-" is standard input) into `out`; false with `err` set on failure.
+// The most bytes the CLI reads from one input (-f/--file, --messages, --template, --jsonl, stdin,
+// a chat message): 64 MiB, or the environment variable LLMINFER_MAX_INPUT_BYTES. A longer input
+// (or an endless one: /dev/zero, a FIFO that never closes its data) is an error naming it.
+inline uint64_t max_input_bytes() {
+  static const uint64_t v = [] {
+    uint64_t d = 64ull << 20;
+    if (const char* e = std::getenv("LLMINFER_MAX_INPUT_BYTES")) {
+      char* end = nullptr;
+      unsigned long long x = std::strtoull(e, &end, 10);
+      if (end && end != e && *end == 0 && x > 0) d = x;
+    }
+    return d;
+  }();
+  return v;
+}
+inline std::string input_too_long(const std::string& path) {
+  return (path == "-" ? std::string("standard input") : path) + ": longer than the limit of " +
+         std::to_string(max_input_bytes()) + " bytes for an input (LLMINFER_MAX_INPUT_BYTES)";
+}
+
+// Reads a whole file ("-" is standard input) into `out`, at most max_input_bytes() of it; false
+// with `err` set on failure. Works on pipes, FIFOs and devices (reads until end of file or the limit).
 inline bool read_file(const std::string& path, std::string& out, std::string& err) {
   FILE* f = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
   if (!f) {
     err = path + ": cannot open: " + std::strerror(errno);
     return false;
   }
+  const uint64_t limit = max_input_bytes();
   char buf[65536];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  bool ok = !std::ferror(f);
+  bool too_long = false;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    if (out.size() + n > limit) {
+      too_long = true;
+      break;
+    }
+    out.append(buf, n);
+  }
+  bool ok = !too_long && !std::ferror(f);
   if (f != stdin) std::fclose(f);
-  if (!ok) err = path + ": read error";
+  if (too_long) {
+    err = input_too_long(path);
+    out.clear();
+    out.shrink_to_fit();
+  } else if (!ok) {
+    err = path + ": read error";
+  }
   return ok;
 }
-
 
 }  // namespace cli
 

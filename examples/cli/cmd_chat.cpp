@@ -36,6 +36,7 @@ std::string chat_usage() {
 std::atomic<bool> g_chat_cancel{false};
 std::atomic<bool> g_replying{false};
 std::atomic<bool> g_interrupted{false};
+std::atomic<bool> g_too_long{false};  // a message longer than cli::max_input_bytes()
 extern "C" void chat_on_sigint(int) {
   if (g_replying.load()) g_chat_cancel.store(true);
   else g_interrupted.store(true);
@@ -63,7 +64,14 @@ bool read_message(std::string& msg, bool interactive) {
     }
     std::string line;
     int c;
-    while ((c = std::fgetc(stdin)) != EOF && c != '\n') line += static_cast<char>(c);
+    while ((c = std::fgetc(stdin)) != EOF && c != '\n') {
+      if (msg.size() + line.size() >= cli::max_input_bytes()) {  // an endless line (/dev/zero) ends here
+        std::fprintf(stderr, "error: %s\n", cli::input_too_long("-").c_str());
+        g_too_long.store(true);
+        return false;
+      }
+      line += static_cast<char>(c);
+    }
     if (g_interrupted.load()) return false;
     if (c == EOF && line.empty()) return !msg.empty();
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -155,6 +163,7 @@ int cmd_chat(int argc, char** argv) {
     if (r->stop == llminfer::StopReason::error) std::fprintf(stderr, "error: %s\n", r->error.message.c_str());
     if (stats) std::fprintf(stderr, "%s\n", cli::summary_line(*r).c_str());
   }
+  if (g_too_long.load()) status = cli::kFailure;
   if (interactive && status == cli::kOk) std::fputs("\n", stdout);
   return status;
 }

@@ -82,7 +82,11 @@ int cmd_tokenize(int argc, char** argv) {
 
   if (!args.has("--jsonl")) {
     auto ids = (*tok)->encode(text, add_special, special);
-    if (!ids) return cli::fail(ids.error());
+    if (!ids) {
+      llminfer::Error e = ids.error();
+      if (args.has("--file")) e.message = args.get("--file") + ": " + e.message;  // which input
+      return cli::fail(e);
+    }
     if (args.has("--json")) {
       cli::out("{\"ids\":" + ids_json(*ids) + "}\n");
     } else {
@@ -110,7 +114,7 @@ int cmd_tokenize(int argc, char** argv) {
       return cli::fail({llminfer::Errc::invalid_argument,
                         strf("%s line %zu: expected an object with a string \"text\"", path.c_str(), line_no)});
     auto ids = (*tok)->encode(t->str, add_special, special);
-    if (!ids) return cli::fail(ids.error());
+    if (!ids) return cli::fail({ids.error().code, strf("%s line %zu: %s", path.c_str(), line_no, ids.error().message.c_str())});
     out += "{\"id\":" + dump((*j)["id"]) + ",\"ids\":" + ids_json(*ids) + "}\n";
   }
   cli::out(out);
