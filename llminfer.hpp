@@ -16968,6 +16968,13 @@ class Context {
                                                        tokens[k], k, static_cast<long long>(p.embed_rows - 1)));
     if (!slide_ && n_past_ + n > n_ctx_) return EvalStatus::context_full;
     uint64_t out_n = uint64_t(all_logits ? n : 1) * uint64_t(p.n_vocab);
+    if (all_logits) {  // [n][n_vocab] floats: refused, not an abort, when the machine cannot hold them
+      const LoadOptions& o = e_->options();
+      uint64_t limit = o.max_session_bytes ? o.max_session_bytes : physical_memory_bytes();
+      if (limit && out_n > limit / 4)
+        return make_error(Errc::out_of_memory, strf("eval: the logits of %d tokens x %d would need %s, more than %s", n,
+                                                    p.n_vocab, human_bytes(out_n * 4).c_str(), human_bytes(limit).c_str()));
+    }
     logits.resize(static_cast<size_t>(out_n));
     int done = 0;
     while (done < n) {
