@@ -595,10 +595,9 @@ inline std::vector<File> fuzz_seeds() {
     w.tensor_f32("token_embd.weight", {8, 4}, ramp(32));
     add("gguf/block-count-65536.gguf", w.build());
     test::GgufWriter v = gguf_meta();
-    v.kv_f32("llama.rope.freq_base", INFINITY);
     gguf_tensors(v);
     v.tensor_f32("blk.1.attn_norm.weight", {32}, ramp(32));
-    add("gguf/rope-base-inf-extra-layer.gguf", v.build());
+    add("gguf/extra-layer.gguf", v.build());
   }
   add("safetensors/base.safetensors", st_base());
   add("safetensors/mlx-4bit.safetensors", mlx_safetensors(4, 1));
