@@ -28,8 +28,36 @@
 //   generation_config.json, chat_template.jinja or chat_template.json. MLX affine 4- and 8-bit
 //   checkpoints (packed U32 weights with .scales and .biases, "quantization" in config.json, with
 //   per-module overrides) load as one quantized tensor each. Weights are used in place in the
-//   mapping, never read into memory. Every ggml tensor type is known by name; a type without
-//   kernels loads (`llminfer info` lists it) and is refused only when a model computes with it.
+//   mapping, never read into memory (unless LoadOptions::read_into_memory, below). Every ggml tensor
+//   type is known by name; a type without kernels loads (`llminfer info` lists it) and is refused
+//   only when a model computes with it. Only regular files are opened: a FIFO or a device is
+//   refused (opened without waiting for a writer), as is an `<arch>.archdef` that is not one.
+//
+//   Files changing under the mapping: a mapped file must not be truncated or rewritten in place
+//   while a model loaded from it is alive. Truncation kills every process that maps it (SIGBUS,
+//   no message); rewriting it silently changes their weights. Replacing it by rename (write a new
+//   file, then rename it over the old path) is safe: the old mapping keeps the old file. A program
+//   that must survive such changes sets LoadOptions::read_into_memory (`--no-mmap` on the CLI): the
+//   weights are read into memory the library owns (checked allocation: out_of_memory when it
+//   fails; io when the file ends early), with the same results, at the cost of the file's size in
+//   resident memory and the read time.
+//
+//   Load-time consistency: what the metadata says is checked against what the tensors hold,
+//   generically from what the architecture definition binds: {arch}.embedding_length against the
+//   width of the residual `x`, attention.head_count / head_count_kv against the heads the attention's
+//   q and k widths give, the output's rows against the vocabulary (GGUF: tokenizer.ggml.tokens; any
+//   format: {arch}.vocab_size, and never more than the embedding's rows), {arch}.block_count against
+//   every blk.N tensor (a file holding more layers than it declares is refused), and the numbers
+//   used as floats (rms epsilon, rope bases and scaling factors, rope factor tensors, definition
+//   values) must be finite. Each error names the key and the tensor (shape_mismatch / bad_format).
+//
+//   Limits computed before allocating (LoadOptions; 0 means the default):
+//     max_program_steps   compiled steps: prologue + block x block_count + epilogue (1,000,000);
+//                         over it the load fails with out_of_memory, naming block_count and the
+//                         steps per layer
+//     max_session_bytes   a session's KV cache plus activation scratch (the machine's physical
+//                         memory); over it the first generate/reply (Context creation) fails with
+//                         out_of_memory naming both sizes: use a smaller LoadOptions::context
 //
 // ==== Build options (define before including, in the implementation TU) ====
 //
@@ -153,7 +181,14 @@
 //   Every fallible call returns Result<T>: `if (!r)` then r.error().code (Errc: invalid_argument,
 //   io, bad_format, unsupported, tensor_missing, shape_mismatch, archdef, tokenizer,
 //   template_error, cpu_unsupported, out_of_memory, internal; describe(code) gives its text) and
-//   r.error().message, which names the file or input and what is wrong.
+//   r.error().message, which names the file or input and what is wrong. Reading the value of a
+//   Result that holds an error (`*r`, `r->`, `r.value()`) is a caller bug: the library prints the
+//   error's message to stderr and aborts, in every build (never undefined behaviour). A
+//   default-constructed Model and a moved-from Session are safe: their calls return invalid_argument
+//   (detokenize: empty text; Session::add / reset: nothing). A prompt longer than the context
+//   (ContextPolicy::stop) ends with StopReason::context_full, no tokens, and GenerateResult::error
+//   naming both lengths; `llminfer run` then exits 2. Allocations the engine sizes from the model
+//   (KV cache, scratch, loader buffers) are checked and fail with out_of_memory.
 //
 // ==== Version ====
 //
@@ -175,6 +210,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -223,7 +260,19 @@ struct Error {
   std::string message;  // names the file / input and what is wrong
 };
 
-// A value or an Error. Never throws; check with `if (r)` before using the value.
+namespace detail {
+// Reading the value of a Result that holds an error is a bug in the caller: it stops the program
+// with the error's message (in every build; never undefined behaviour).
+[[noreturn]] inline void result_has_no_value(const Error& e) noexcept {
+  std::fprintf(stderr, "llminfer: the value of a Result that holds an error was used (check `if (result)` first): %s\n",
+               e.message.empty() ? "(no message)" : e.message.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+}  // namespace detail
+
+// A value or an Error. Never throws; check with `if (r)` before using the value: value(), `*` and
+// `->` on a Result that holds an error print its message to stderr and abort the program.
 template <class T>
 class [[nodiscard]] Result {
  public:
@@ -233,16 +282,24 @@ class [[nodiscard]] Result {
   }
   explicit operator bool() const noexcept { return value_.has_value(); }
   bool ok() const noexcept { return value_.has_value(); }
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
-  T& operator*() & { return *value_; }
-  const T& operator*() const& { return *value_; }
+  T& value() & { return checked(); }
+  const T& value() const& { return checked(); }
+  T&& value() && { return std::move(checked()); }
+  T* operator->() { return &checked(); }
+  const T* operator->() const { return &checked(); }
+  T& operator*() & { return checked(); }
+  const T& operator*() const& { return checked(); }
   const Error& error() const noexcept { return error_; }
 
  private:
+  T& checked() {
+    if (!value_) detail::result_has_no_value(error_);
+    return *value_;
+  }
+  const T& checked() const {
+    if (!value_) detail::result_has_no_value(error_);
+    return *value_;
+  }
   std::optional<T> value_;
   Error error_;
 };
@@ -280,6 +337,14 @@ struct LoadOptions {
   ContextPolicy context_policy = ContextPolicy::stop;
   int keep = 4;                    // ContextPolicy::slide keeps this many first tokens
   std::function<void(std::string_view)> log = {};  // diagnostics; silent when empty
+  // Read the weights into memory the library owns instead of mapping the file: the model then
+  // survives its file being truncated or rewritten while it runs (a mapped file must not be:
+  // truncation kills the process with SIGBUS, rewriting changes the weights). Costs the file's
+  // size in memory and the time to read it.
+  bool read_into_memory = false;
+  // Limits checked before anything is allocated (0: the default, see the manual):
+  uint64_t max_program_steps = 0;  // compiled steps (prologue + block x layers + epilogue); 1,000,000
+  uint64_t max_session_bytes = 0;  // one session's KV cache and scratch; the machine's physical memory
 };
 
 enum class StopReason : uint8_t {
@@ -287,7 +352,8 @@ enum class StopReason : uint8_t {
   stop,          // a stop string appeared (it and what follows are not part of the result)
   max_tokens,    // GenerateOptions::max_tokens tokens were generated
   cancelled,     // on_token returned false or the cancel flag was set
-  context_full,  // the context is full (ContextPolicy::stop), or the prompt does not fit
+  context_full,  // the context is full (ContextPolicy::stop), or the prompt does not fit (then
+                 // nothing is generated and GenerateResult::error says how long each is)
   error,         // an error after some text was produced: GenerateResult::error says which
 };
 // "eos", "stop", "max_tokens", "cancelled", "context_full", "error"
@@ -333,7 +399,8 @@ struct GenerateResult {
   std::string text;                  // the generated text (without the prompt or a stop string)
   std::vector<int32_t> tokens;       // generated ids (without the end-of-generation token)
   StopReason stop = StopReason::max_tokens;
-  Error error;                       // with StopReason::error: what went wrong
+  Error error;                       // with StopReason::error: what went wrong; with context_full
+                                     // and no token: that the prompt does not fit
   int prompt_tokens = 0;             // tokens of the prompt (this turn's whole conversation)
   int prompt_tokens_evaluated = 0;   // of those, evaluated by this call
   int prompt_tokens_reused = 0;      // of those, already in the session's KV cache
@@ -355,6 +422,9 @@ struct SessionImpl;
 
 class Session;
 
+// A default-constructed Model holds no model: every call returns an error (invalid_argument), or
+// empty text from detokenize. A moved-from Session is the same: reply() returns an error, add()
+// and reset() do nothing.
 class Model {
  public:
   // A GGUF file, a safetensors file, or a Hugging Face / MLX model directory.
@@ -378,7 +448,8 @@ class Model {
   Result<std::string> apply_chat_template(std::span<const Message> messages,
                                           bool add_generation_prompt = true) const;
 
-  const detail::ModelImpl& impl() const { return *impl_; }  // for tools and tests
+  bool loaded() const noexcept { return impl_ != nullptr; }
+  const detail::ModelImpl& impl() const;  // for tools and tests (aborts with a message when not loaded)
 
  private:
   friend class Session;
@@ -402,7 +473,7 @@ class Session {
   int cached_tokens() const;  // tokens in the KV cache
   int context_size() const;   // tokens the KV cache holds at most
 
-  detail::SessionImpl& impl() { return *impl_; }  // for tools and tests
+  detail::SessionImpl& impl();  // for tools and tests (aborts with a message when moved from)
 
  private:
   friend class Model;
@@ -731,6 +802,9 @@ class MappedFile {
   ~MappedFile() { close(); }
 
   static Result<MappedFile> open(const std::string& path);
+  // The whole file read into memory this object owns (no mapping: the file may change afterwards).
+  static Result<MappedFile> read(const std::string& path);
+  bool owned() const { return owned_ != nullptr; }
 
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
@@ -745,13 +819,24 @@ class MappedFile {
     std::swap(data_, o.data_);
     std::swap(size_, o.size_);
     std::swap(path_, o.path_);
+    std::swap(owned_, o.owned_);
 #if defined(_WIN32)
     std::swap(mapping_, o.mapping_);
 #endif
   }
+  // Frees owned memory (read()); true when there was some (then there is no mapping to close).
+  bool free_owned() {
+    if (!owned_) return false;
+    std::free(owned_);
+    owned_ = nullptr;
+    data_ = nullptr;
+    size_ = 0;
+    return true;
+  }
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   std::string path_;
+  void* owned_ = nullptr;
 #if defined(_WIN32)
   HANDLE mapping_ = nullptr;
 #endif
@@ -794,6 +879,7 @@ inline Result<MappedFile> MappedFile::open(const std::string& path) {
 }
 
 inline void MappedFile::close() {
+  if (free_owned()) return;
   if (data_) UnmapViewOfFile(data_);
   if (mapping_) CloseHandle(mapping_);
   data_ = nullptr;
@@ -803,6 +889,35 @@ inline void MappedFile::close() {
 
 inline void MappedFile::release(uint64_t, uint64_t) const {}
 
+inline Result<MappedFile> MappedFile::read(const std::string& path) {
+  FILE* f = _wfopen(utf8_to_wide(path).c_str(), L"rb");
+  if (!f) return make_error(Errc::io, path + ": cannot open");
+  MappedFile m;
+  m.path_ = path;
+  if (_fseeki64(f, 0, SEEK_END) != 0) {
+    std::fclose(f);
+    return make_error(Errc::io, path + ": cannot get the file size");
+  }
+  long long size = _ftelli64(f);
+  _fseeki64(f, 0, SEEK_SET);
+  if (size < 0 || static_cast<unsigned long long>(size) > static_cast<unsigned long long>(SIZE_MAX)) {
+    std::fclose(f);
+    return make_error(Errc::io, path + ": cannot get the file size");
+  }
+  m.owned_ = std::malloc(static_cast<size_t>(std::max<long long>(size, 1)));
+  if (!m.owned_) {
+    std::fclose(f);
+    return make_error(Errc::out_of_memory, path + ": cannot allocate " + human_bytes(static_cast<uint64_t>(size)) +
+                                               " to read the file into memory");
+  }
+  m.data_ = static_cast<const uint8_t*>(m.owned_);
+  m.size_ = static_cast<uint64_t>(size);
+  size_t got = std::fread(m.owned_, 1, static_cast<size_t>(size), f);
+  std::fclose(f);
+  if (got != static_cast<size_t>(size)) return make_error(Errc::io, path + ": cannot read the whole file");
+  return m;
+}
+
 inline bool is_directory(const std::string& path) {
   DWORD a = GetFileAttributesW(utf8_to_wide(path).c_str());
   return a != INVALID_FILE_ATTRIBUTES && (a & FILE_ATTRIBUTE_DIRECTORY);
@@ -811,7 +926,7 @@ inline bool file_exists(const std::string& path) {
   DWORD a = GetFileAttributesW(utf8_to_wide(path).c_str());
   return a != INVALID_FILE_ATTRIBUTES && !(a & FILE_ATTRIBUTE_DIRECTORY);
 }
-inline std::vector<std::string> list_directory(const std::string& path) {
+inline std::vector<std::string> list_directory(const std::string& path, bool = true) {
   std::vector<std::string> out;
   WIN32_FIND_DATAW fd;
   HANDLE h = FindFirstFileW(utf8_to_wide(path_join(path, "*")).c_str(), &fd);
@@ -828,6 +943,11 @@ inline std::vector<std::string> list_directory(const std::string& path) {
   std::sort(out.begin(), out.end());
   return out;
 }
+inline uint64_t physical_memory_bytes() {
+  MEMORYSTATUSEX ms;
+  ms.dwLength = sizeof ms;
+  return GlobalMemoryStatusEx(&ms) ? static_cast<uint64_t>(ms.ullTotalPhys) : 0;
+}
 inline double peak_rss_mb() {
   PROCESS_MEMORY_COUNTERS pmc;
   if (GetProcessMemoryInfo(GetCurrentProcess(), &pmc, sizeof pmc))
@@ -835,8 +955,10 @@ inline double peak_rss_mb() {
   return 0;
 }
 #else
-inline Result<MappedFile> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+// Opens a regular file for reading. O_NONBLOCK: opening a FIFO (or a device) must not wait for a
+// writer; such files are refused once open (fstat says what they are).
+inline Result<int> open_regular_file(const std::string& path, uint64_t& size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return make_error(Errc::io, strf("%s: cannot open: %s", path.c_str(), std::strerror(errno)));
   struct stat st;
   if (fstat(fd, &st) != 0) {
@@ -846,11 +968,59 @@ inline Result<MappedFile> MappedFile::open(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return make_error(Errc::io, path + ": not a regular file");
+    return make_error(Errc::io, path + (S_ISFIFO(st.st_mode) ? ": is a pipe (FIFO), not a regular file"
+                                        : S_ISDIR(st.st_mode) ? ": is a directory, not a regular file"
+                                                              : ": not a regular file"));
   }
+  size = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
+inline Result<MappedFile> MappedFile::read(const std::string& path) {
+  uint64_t size = 0;
+  auto fd = open_regular_file(path, size);
+  if (!fd) return fd.error();
   MappedFile m;
   m.path_ = path;
-  m.size_ = static_cast<uint64_t>(st.st_size);
+  if (size > (uint64_t(1) << 46) || size > static_cast<uint64_t>(SIZE_MAX)) {
+    ::close(*fd);
+    return make_error(Errc::out_of_memory, path + ": the file is too large to read into memory");
+  }
+  m.owned_ = std::malloc(static_cast<size_t>(std::max<uint64_t>(size, 1)));
+  if (!m.owned_) {
+    ::close(*fd);
+    return make_error(Errc::out_of_memory, strf("%s: cannot allocate %s to read the file into memory", path.c_str(),
+                                                human_bytes(size).c_str()));
+  }
+  m.data_ = static_cast<const uint8_t*>(m.owned_);
+  m.size_ = size;
+  uint64_t got = 0;
+  auto* dst = static_cast<uint8_t*>(m.owned_);
+  while (got < size) {
+    ssize_t n = ::read(*fd, dst + got, static_cast<size_t>(std::min<uint64_t>(size - got, uint64_t(1) << 30)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int e = n < 0 ? errno : 0;
+      ::close(*fd);
+      return make_error(Errc::io, e ? strf("%s: cannot read: %s", path.c_str(), std::strerror(e))
+                                    : strf("%s: the file ended after %llu of %llu bytes (it changed while it was read)",
+                                           path.c_str(), static_cast<unsigned long long>(got),
+                                           static_cast<unsigned long long>(size)));
+    }
+    got += static_cast<uint64_t>(n);
+  }
+  ::close(*fd);
+  return m;
+}
+
+inline Result<MappedFile> MappedFile::open(const std::string& path) {
+  uint64_t size = 0;
+  auto ofd = open_regular_file(path, size);
+  if (!ofd) return ofd.error();
+  int fd = *ofd;
+  MappedFile m;
+  m.path_ = path;
+  m.size_ = size;
   if (m.size_ == 0) {
     ::close(fd);
     return m;
@@ -864,6 +1034,7 @@ inline Result<MappedFile> MappedFile::open(const std::string& path) {
 }
 
 inline void MappedFile::close() {
+  if (free_owned()) return;
   if (data_) munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
   data_ = nullptr;
   size_ = 0;
@@ -871,7 +1042,7 @@ inline void MappedFile::close() {
 
 inline void MappedFile::release(uint64_t offset, uint64_t bytes) const {
   long page = sysconf(_SC_PAGESIZE);
-  if (page <= 0 || !data_ || offset >= size_) return;
+  if (page <= 0 || !data_ || owned_ || offset >= size_) return;
   uint64_t p = static_cast<uint64_t>(page);
   uint64_t begin = (offset + p - 1) / p * p;
   uint64_t end = std::min(offset + bytes, size_) / p * p;
@@ -887,21 +1058,27 @@ inline bool file_exists(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
-// Names of the regular files in a directory, sorted.
-inline std::vector<std::string> list_directory(const std::string& path) {
+// Names of the regular files in a directory (every entry but . and .. when !regular_only), sorted.
+inline std::vector<std::string> list_directory(const std::string& path, bool regular_only = true) {
   std::vector<std::string> out;
   DIR* d = opendir(path.c_str());
   if (!d) return out;
   while (dirent* e = readdir(d)) {
     std::string name = e->d_name;
     if (name == "." || name == "..") continue;
-    if (file_exists(path_join(path, name))) out.push_back(name);
+    if (!regular_only || file_exists(path_join(path, name))) out.push_back(name);
   }
   closedir(d);
   std::sort(out.begin(), out.end());
   return out;
 }
 // Peak resident memory of this process (MiB).
+// Installed memory (0 when unknown).
+inline uint64_t physical_memory_bytes() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
 inline double peak_rss_mb() {
 #if defined(__linux__)
   if (FILE* f = std::fopen("/proc/self/status", "r")) {
@@ -1537,6 +1714,9 @@ inline std::string json_quote(std::string_view s) {
     if (l == 0) {
       out += "\xEF\xBF\xBD";
       i++;
+    } else if (l == 2 && c == 0xC2 && p[i + 1] < 0xA0) {  // C1 controls (U+0080..U+009F, e.g. CSI)
+      out += strf("\\u%04x", p[i + 1]);
+      i += 2;
     } else {
       out.append(s.data() + i, static_cast<size_t>(l));
       i += static_cast<size_t>(l);
@@ -2599,8 +2779,26 @@ inline Result<void> desc_hparams(ModelDesc& m) {
   hp.n_ctx_train = num("context_length", 0);
   hp.head_dim = num("attention.key_length", hp.n_head > 0 ? hp.n_embd / hp.n_head : 0);
   hp.head_dim_v = num("attention.value_length", hp.head_dim);
-  if (auto v = m.arch_number("attention.layer_norm_rms_epsilon")) hp.rms_eps = static_cast<float>(*v);
-  if (auto v = m.arch_number("rope.freq_base")) hp.rope_freq_base = static_cast<float>(*v);
+  // Numbers the forward pass uses as floats must be finite floats (and in range), named when not.
+  auto real = [&](const char* suffix, bool positive) -> Result<std::optional<float>> {
+    auto v = m.arch_number(suffix);
+    if (!v) return std::optional<float>();
+    float f = static_cast<float>(*v);
+    if (!std::isfinite(f) || f < 0 || (positive && !(f > 0)))
+      return make_error(Errc::bad_format, strf("%s: metadata '%s.%s' is %g; it must be a finite %s number", m.path.c_str(),
+                                               m.arch.c_str(), suffix, *v, positive ? "positive" : "non-negative"));
+    return std::optional<float>(f);
+  };
+  auto eps = real("attention.layer_norm_rms_epsilon", false);
+  if (!eps) return eps.error();
+  if (*eps) hp.rms_eps = **eps;
+  auto base = real("rope.freq_base", true);
+  if (!base) return base.error();
+  if (*base) hp.rope_freq_base = **base;
+  if (auto r = real("rope.freq_base_swa", true); !r) return r.error();
+  for (const char* k : {"rope.scaling.factor", "rope.scaling.low_freq_factor", "rope.scaling.high_freq_factor",
+                        "rope.scaling.original_context_length", "attention.layer_norm_epsilon"})
+    if (auto r = real(k, false); !r) return r.error();
   const TensorView* emb = m.find("token_embd.weight");
   hp.n_vocab = num("vocab_size", 0);
   if (hp.n_vocab == 0 && !m.vocab.tokens.empty()) hp.n_vocab = static_cast<int64_t>(m.vocab.tokens.size());
@@ -3078,8 +3276,9 @@ inline Result<std::shared_ptr<ModelDesc>> gguf_description(const uint8_t* data, 
 
 // ---- the file system side ----
 
-inline Result<std::shared_ptr<MappedFile>> map_file(const std::string& path) {
-  auto f = MappedFile::open(path);
+// Maps the file, or with `read` reads it into owned memory (LoadOptions::read_into_memory).
+inline Result<std::shared_ptr<MappedFile>> map_file(const std::string& path, bool read = false) {
+  auto f = read ? MappedFile::read(path) : MappedFile::open(path);
   if (!f) return f.error();
   return std::make_shared<MappedFile>(std::move(*f));
 }
@@ -3095,7 +3294,8 @@ inline Result<std::optional<std::string>> read_optional_file(const std::string& 
 // A safetensors model: `dir` holds config.json (and tokenizer files); `weights` are the files
 // (nullopt: find them in `dir`: the index's shards, model.safetensors, or every *.safetensors).
 inline Result<std::shared_ptr<ModelDesc>> load_safetensors_model(const std::string& path, const std::string& dir,
-                                                                 std::optional<std::string> single_file) {
+                                                                 std::optional<std::string> single_file,
+                                                                 bool read_into_memory = false) {
   HfSources src;
   src.dir = dir;
   std::string cfg_path = path_join(dir, "config.json");
@@ -3144,7 +3344,7 @@ inline Result<std::shared_ptr<ModelDesc>> load_safetensors_model(const std::stri
   std::vector<std::shared_ptr<MappedFile>> mapped;
   std::vector<StImage> images;
   for (const auto& w : weights) {
-    auto f = map_file(w);
+    auto f = map_file(w, read_into_memory);
     if (!f) return f.error();
     images.push_back(StImage{w, (*f)->data(), (*f)->size()});
     mapped.push_back(std::move(*f));
@@ -3156,15 +3356,25 @@ inline Result<std::shared_ptr<ModelDesc>> load_safetensors_model(const std::stri
 }
 
 // Opens a model description from a GGUF file, a safetensors file, or a model directory.
-inline Result<std::shared_ptr<ModelDesc>> load_description(const std::string& path) {
+// `read_into_memory`: weights are read into owned memory instead of mapped (LoadOptions).
+inline Result<std::shared_ptr<ModelDesc>> load_description(const std::string& path, bool read_into_memory = false) {
   if (path.empty()) return make_error(Errc::invalid_argument, "no model path given");
-  if (is_directory(path)) return load_safetensors_model(path, strip_trailing_separators(path), std::nullopt);
-  auto f = map_file(path);
+  if (is_directory(path))
+    return load_safetensors_model(path, strip_trailing_separators(path), std::nullopt, read_into_memory);
+  auto f = map_file(path);  // mapped to look at it (read below when asked)
   if (!f) return f.error();
+  bool gguf = (*f)->size() >= 4 && std::memcmp((*f)->data(), "GGUF", 4) == 0;
+  bool st = !gguf && (ends_with(path, ".safetensors") || ((*f)->size() >= 9 && (*f)->data()[8] == '{'));
+  if (st) {
+    f->reset();
+    return load_safetensors_model(path, parent_dir(path), path, read_into_memory);
+  }
+  if (read_into_memory) {
+    f->reset();
+    f = map_file(path, true);
+    if (!f) return f.error();
+  }
   const MappedFile& mf = **f;
-  bool gguf = mf.size() >= 4 && std::memcmp(mf.data(), "GGUF", 4) == 0;
-  bool st = !gguf && (ends_with(path, ".safetensors") || (mf.size() >= 9 && mf.data()[8] == '{'));
-  if (st) return load_safetensors_model(path, parent_dir(path), path);
   auto m = gguf_description(mf.data(), mf.size(), path);
   if (!m) return m.error();
   (*m)->files.push_back(std::move(*f));
@@ -15889,7 +16099,9 @@ inline Result<ArchRegistry> load_arch_registry(const std::string& user_dir) {
   if (!user_dir.empty()) {
     if (!is_directory(user_dir))
       return make_error(Errc::io, "architecture definitions: '" + user_dir + "' is not a directory");
-    for (const auto& file : list_directory(user_dir)) {
+    // Every entry: a NAME.archdef that is not a regular file (a directory, a FIFO, a dangling
+    // link) is a definition that did not load, not one to skip.
+    for (const auto& file : list_directory(user_dir, false)) {
       if (!ends_with(file, ".archdef")) continue;
       std::string name = file.substr(0, file.size() - 8);
       std::string path = path_join(user_dir, file);
@@ -16014,6 +16226,22 @@ struct KvLayer {
 
 class KvCache {
  public:
+  // Bytes init() would allocate (UINT64_MAX when that does not fit 64 bits), computed first so that
+  // a cache the machine cannot hold is refused before any of it is allocated.
+  static uint64_t planned_bytes(const std::vector<KvLayerSpec>& specs, int n_ctx, int ubatch, KvType type) {
+    const uint64_t elem = type == KvType::f16 ? 2 : 4;
+    uint64_t total = 0;
+    for (const auto& s : specs) {
+      uint64_t slots = uint64_t(n_ctx);
+      if (s.window > 0) slots = std::min<uint64_t>(slots, uint64_t(s.window) + uint64_t(ubatch) - 1);
+      uint64_t per = 0, b = 0;
+      if (add_overflows(uint64_t(s.hd_k), uint64_t(s.hd_v), &per) || mul_overflows(per, uint64_t(s.n_kv), &b) ||
+          mul_overflows(b, slots, &b) || mul_overflows(b, elem, &b) || add_overflows(total, b, &total))
+        return UINT64_MAX;
+    }
+    return total;
+  }
+
   Result<void> init(const std::vector<KvLayerSpec>& specs, int n_ctx, int ubatch, KvType type) {
     type_ = type;
     elem_ = type == KvType::f16 ? 2 : 4;
@@ -16197,14 +16425,41 @@ struct TraceEvent {
 };
 
 // ---- compiling a definition against a model ----
+// LoadOptions::max_program_steps when 0.
+constexpr uint64_t kDefaultMaxProgramSteps = 1000000;
+
 class ArchCompiler {
  public:
-  ArchCompiler(const ArchDef& d, const ModelDesc& m, Program& p) : d_(d), m_(m), p_(p) {}
+  ArchCompiler(const ArchDef& d, const ModelDesc& m, Program& p, uint64_t max_steps = 0)
+      : d_(d), m_(m), p_(p), max_steps_(max_steps ? max_steps : kDefaultMaxProgramSteps) {}
 
   Result<void> run() {
     const HParams& hp = m_.hp;
     if (hp.n_layer <= 0 || hp.n_layer > 65536)
       return fail(Errc::bad_format, 0, strf("block_count %lld is not a usable layer count", static_cast<long long>(hp.n_layer)));
+    // The compiled size is known before anything is compiled: refuse it before allocating.
+    const uint64_t n_steps = uint64_t(d_.prologue.size()) + uint64_t(hp.n_layer) * uint64_t(d_.block.size()) +
+                             uint64_t(d_.epilogue.size());
+    if (n_steps > max_steps_)
+      return fail(Errc::out_of_memory, 0,
+                  strf("%s.block_count %lld x %zu steps per layer (+ %zu) makes %llu compiled steps, more than the "
+                       "limit of %llu (LoadOptions::max_program_steps)",
+                       m_.arch.c_str(), static_cast<long long>(hp.n_layer), d_.block.size(),
+                       d_.prologue.size() + d_.epilogue.size(), static_cast<unsigned long long>(n_steps),
+                       static_cast<unsigned long long>(max_steps_)));
+    // Tensors of layers the file does not declare would be silently ignored.
+    for (const auto& t : m_.tensors) {
+      if (t.name.compare(0, 4, "blk.") != 0) continue;
+      size_t e = t.name.find('.', 4);
+      std::string_view num = std::string_view(t.name).substr(4, e == std::string::npos ? std::string::npos : e - 4);
+      if (num.empty() || num.size() > 9 || num.find_first_not_of("0123456789") != std::string_view::npos) continue;
+      if (std::stoll(std::string(num)) >= hp.n_layer)
+        return fail(Errc::shape_mismatch, 0,
+                    strf("%s.block_count is %lld but the file holds tensor '%s' (layer %s): the count contradicts the tensors",
+                         m_.arch.c_str(), static_cast<long long>(hp.n_layer), printable(t.name).c_str(),
+                         std::string(num).c_str()));
+    }
+    p_.steps.reserve(static_cast<size_t>(n_steps));
     if (auto r = eval_params(); !r) return r;
     // which layers are sliding-window layers (from the block's attention arguments)
     for (const auto& s : d_.block) {
@@ -16227,6 +16482,15 @@ class ArchCompiler {
     }
     for (const auto& s : d_.prologue)
       if (auto r = stmt(s, -1); !r) return r;
+    // the residual stream is n_embd wide
+    if (const MetaValue* mv = m_.find_meta(m_.arch + ".embedding_length"); mv && hp.n_embd > 0) {
+      int wx = width_[static_cast<size_t>(reg_id("x"))];
+      if (wx != hp.n_embd)
+        return fail(Errc::shape_mismatch, 0,
+                    strf("%s.embedding_length is %lld but the residual 'x' is %d wide (from tensor '%s'): the "
+                         "metadata contradicts the tensors",
+                         m_.arch.c_str(), static_cast<long long>(hp.n_embd), wx, x_tensor_.c_str()));
+    }
     for (int i = 0; i < hp.n_layer; i++)
       for (const auto& s : d_.block)
         if (auto r = stmt(s, i); !r) return r;
@@ -16235,11 +16499,35 @@ class ArchCompiler {
     p_.reg_logits = reg_id("logits");
     p_.n_vocab = width_[static_cast<size_t>(p_.reg_logits)];
     if (p_.n_vocab <= 0) return fail(Errc::shape_mismatch, 0, "'logits' has no width");
+    if (auto r = check_vocabulary(); !r) return r;
     p_.reg_width = max_width_;
     return {};
   }
 
  private:
+  // Every id the output can produce must be one the embedding can read back; a GGUF vocabulary has
+  // exactly one token per output row (as llama.cpp requires). Hugging Face tokenizers may differ from
+  // the rows either way (padded embeddings; gemma3's tokenizer.json has one token more than its
+  // 262144 rows), so only {arch}.vocab_size (config.json's) is checked against them.
+  Result<void> check_vocabulary() const {
+    const std::string out = logits_tensor_.empty() ? std::string("'logits'") : "'" + logits_tensor_ + "'";
+    const long long nv = p_.n_vocab;
+    if (p_.embed_rows != INT64_MAX && p_.n_vocab > p_.embed_rows)
+      return fail(Errc::shape_mismatch, 0,
+                  strf("the output %s gives %lld logits but the embedding '%s' has %lld rows: ids it produces could "
+                       "not be read back", out.c_str(), nv, x_tensor_.c_str(), static_cast<long long>(p_.embed_rows)));
+    const size_t n_tokens = m_.vocab.tokens.size();
+    if (m_.format == "gguf" && n_tokens > 0 && n_tokens != static_cast<size_t>(p_.n_vocab))
+      return fail(Errc::shape_mismatch, 0,
+                  strf("the vocabulary (tokenizer.ggml.tokens) has %zu tokens but the output %s gives %lld logits",
+                       n_tokens, out.c_str(), nv));
+    if (auto v = m_.arch_number("vocab_size"); v && *v != static_cast<double>(p_.n_vocab))
+      return fail(Errc::shape_mismatch, 0,
+                  strf("%s.vocab_size is %g but the output %s gives %lld logits", m_.arch.c_str(), *v, out.c_str(), nv));
+    return {};
+  }
+
+
   Error fail(Errc code, int line, const std::string& msg) const {
     std::string where = line > 0 ? strf("%s:%d", d_.where.c_str(), line) : d_.where;
     return make_error(code, m_.path + ": " + where + ": " + msg);
@@ -16404,10 +16692,16 @@ class ArchCompiler {
 
   Result<float> fvalue(const StmtDef& s, const char* kw, double dflt) const {
     const ArgDef* a = s.kwarg(kw);
-    if (!a) return static_cast<float>(dflt);
+    if (!a) {
+      if (!std::isfinite(static_cast<float>(dflt)))
+        return fail(Errc::bad_format, s.line, strf("the model's default %s (%g) is not a finite float", kw, dflt));
+      return static_cast<float>(dflt);
+    }
     auto v = value(a->value, s.line);
     if (!v) return v.error();
-    return static_cast<float>(*v);
+    float f = static_cast<float>(*v);
+    if (!std::isfinite(f)) return fail(Errc::bad_format, s.line, strf("%s = %g does not fit a float", kw, *v));
+    return f;
   }
 
   Result<int> rope_spec(const StmtDef& s, int layer, int width) {
@@ -16439,7 +16733,8 @@ class ArchCompiler {
       if (!b) return b.error();
       r.base = *b;
     }
-    if (!(r.base > 0)) return fail(Errc::bad_format, s.line, strf("rope base %g is not positive", double(r.base)));
+    if (!(r.base > 0) || !std::isfinite(r.base))
+      return fail(Errc::bad_format, s.line, strf("rope base %g is not a positive finite number", double(r.base)));
     r.theta_scale = std::pow(r.base, -2.0f / static_cast<float>(r.n_dims));
     // frequency scaling: a factors tensor (llama-3 GGUF), else what the metadata says
     const TensorView* ft = nullptr;
@@ -16457,12 +16752,15 @@ class ArchCompiler {
         return fail(Errc::shape_mismatch, s.line, strf("rope factors '%s' has %lld entries, rope needs %d", ft->name.c_str(),
                                                        static_cast<long long>(ft->ne[0]), r.n_dims / 2));
       r.factors.assign(*v, *v + r.n_dims / 2);
+      for (float f : r.factors)
+        if (!(f > 0)) return fail(Errc::bad_format, s.line, strf("rope factors '%s' holds %g: the factors divide the angle, they must be positive", ft->name.c_str(), double(f)));
     } else if (type == "llama3") {
       // Hugging Face llama-3 configs: the same factors convert_hf_to_gguf bakes into rope_freqs.
       double lo = m_.arch_number("rope.scaling.low_freq_factor").value_or(1.0);
       double hi = m_.arch_number("rope.scaling.high_freq_factor").value_or(4.0);
       double orig = m_.arch_number("rope.scaling.original_context_length").value_or(8192.0);
-      if (!(factor > 0) || !(hi > lo) || !(orig > 0))
+      if (!(factor > 0) || !(hi > lo) || !(orig > 0) || !std::isfinite(factor) || !std::isfinite(hi) ||
+          !std::isfinite(lo) || !std::isfinite(orig))
         return fail(Errc::bad_format, s.line, "rope scaling 'llama3' has unusable factor / low_freq_factor / high_freq_factor");
       double lo_wl = orig / lo, hi_wl = orig / hi;
       for (int i = 0; i < r.n_dims / 2; i++) {
@@ -16478,7 +16776,8 @@ class ArchCompiler {
         r.factors.push_back(static_cast<float>(f));
       }
     } else if (type == "linear") {
-      if (!(factor > 0)) return fail(Errc::bad_format, s.line, "rope scaling 'linear' has no usable factor");
+      if (!(factor > 0) || !std::isfinite(factor))
+        return fail(Errc::bad_format, s.line, strf("rope scaling 'linear': %s.rope.scaling.factor %g is not usable", m_.arch.c_str(), factor));
       r.freq_scale = static_cast<float>(1.0 / factor);
     } else if (!type.empty() && type != "none") {
       return fail(Errc::unsupported, s.line, "rope scaling '" + printable(type) + "' is not supported (none, linear, llama3)");
@@ -16523,6 +16822,7 @@ class ArchCompiler {
         st.w = t;
         w_out = static_cast<int>(t->ne[0]);
         p_.embed_rows = std::min<int64_t>(p_.embed_rows, t->ne[1]);
+        if (x_tensor_.empty()) x_tensor_ = t->name;
         break;
       }
       case OpCode::rms_norm:
@@ -16551,6 +16851,7 @@ class ArchCompiler {
         if (auto r = check_computable(*t, s.line); !r) return r;
         st.w = t;
         w_out = static_cast<int>(t->ne[1]);
+        if (tgt == "logits") logits_tensor_ = t->name;
         if (m_.format == "gguf") st.round_input = t->type == DType::f16 ? 1 : t->type == DType::bf16 ? 2 : 0;
         if (st.round_input) p_.max_round_width = std::max(p_.max_round_width, w_a);
         break;
@@ -16581,6 +16882,16 @@ class ArchCompiler {
         if (at.n_kv <= 0 || at.n_head % at.n_kv != 0 || wv / at.hd_v != at.n_kv)
           return fail(Errc::shape_mismatch, s.line, strf("attention: %d query heads, %d key heads and %d value heads do not group",
                                                          at.n_head, at.n_kv, wv / at.hd_v));
+        for (auto [key, have, declared] : {std::tuple<const char*, int, int64_t>{"attention.head_count", at.n_head, hp.n_head},
+                                           {"attention.head_count_kv", at.n_kv, hp.n_head_kv}}) {
+          const MetaValue* mv = m_.find_meta(m_.arch + "." + key);
+          if (!mv || mv->kind == MetaValue::Kind::string || declared <= 0 || have == declared) continue;
+          return fail(Errc::shape_mismatch, s.line,
+                      strf("%s.%s is %lld but attention gets %d heads of %d from '%s' (%d wide) and '%s' (%d wide) in "
+                           "layer %d: the metadata contradicts the tensors",
+                           m_.arch.c_str(), key, static_cast<long long>(declared), have, at.hd_k, s.args[0].word.c_str(),
+                           w_a, s.args[1].word.c_str(), wk, layer));
+        }
         at.window = sliding(layer) ? window_ : 0;
         auto sc = fvalue(s, "scale", 1.0 / std::sqrt(static_cast<float>(at.hd_k)));
         if (!sc) return sc.error();
@@ -16625,6 +16936,7 @@ class ArchCompiler {
         auto v = value(s.args[1].value, s.line);
         if (!v) return v.error();
         st.f = static_cast<float>(*v);
+        if (!std::isfinite(st.f)) return fail(Errc::bad_format, s.line, strf("%s: %g does not fit a float", op.name, *v));
         if (op.code == OpCode::softcap) {
           if (st.f < 0) return fail(Errc::bad_format, s.line, "softcap is negative");
           if (st.f == 0) return {};  // no soft-capping for this model
@@ -16653,6 +16965,8 @@ class ArchCompiler {
   std::vector<int> width_, max_width_;
   std::unordered_map<const TensorView*, size_t> vec_index_;
   int window_ = 0, period_ = 0;
+  uint64_t max_steps_;
+  std::string x_tensor_, logits_tensor_;  // the embedding and the output weight (messages)
 };
 
 // ---- the engine: one per loaded model, immutable, shared by every session ----
@@ -16686,7 +17000,7 @@ class Engine {
                                                          [&](const auto& d) { return d.get() == def; }) -
                                             reg->defs.begin())];
     e->arch_ = ArchInfo{def->name, def->origin, def->sha256, def->steps_per_layer()};
-    ArchCompiler comp(*def, *e->desc_, e->prog_);
+    ArchCompiler comp(*def, *e->desc_, e->prog_, opts.max_program_steps);
     if (auto r = comp.run(); !r) return r.error();
     e->pool_ = std::make_unique<ThreadPool>(opts.threads);
     return std::shared_ptr<const Engine>(std::move(e));
@@ -16825,6 +17139,25 @@ class Context {
     c.n_ctx_ = n_ctx > 0 ? n_ctx : c.e_->n_ctx_default();
     if (c.n_ctx_ > (1 << 24)) return make_error(Errc::invalid_argument, strf("context of %d tokens is too large", c.n_ctx_));
     c.ubatch_ = std::min(kUbatch, c.n_ctx_);
+    // What the session will allocate, against the limit, before allocating any of it.
+    {
+      uint64_t kv = KvCache::planned_bytes(p.kv, c.n_ctx_, c.ubatch_, o.kv_type);
+      uint64_t scratch = 0;
+      for (size_t r = 0; r < p.reg_names.size(); r++)
+        scratch += uint64_t(c.ubatch_) * uint64_t(std::max(1, p.reg_width[r])) * 4;
+      scratch += uint64_t(c.ubatch_) * uint64_t(p.max_round_width) * 4;
+      uint64_t total = kv == UINT64_MAX ? UINT64_MAX : kv + scratch;
+      uint64_t limit = o.max_session_bytes ? o.max_session_bytes : physical_memory_bytes();
+      if (limit && total > limit)
+        return make_error(Errc::out_of_memory,
+                          strf("%s: a session of %d tokens needs %s (KV cache %s for %d attention layers, scratch %s), more "
+                               "than the limit of %s (%s); use a smaller context",
+                               c.e_->desc().path.c_str(), c.n_ctx_, kv == UINT64_MAX ? "more than 2^64 bytes" : human_bytes(total).c_str(),
+                               kv == UINT64_MAX ? "overflow" : human_bytes(kv).c_str(), static_cast<int>(p.kv.size()),
+                               human_bytes(scratch).c_str(), human_bytes(limit).c_str(),
+                               o.max_session_bytes ? "LoadOptions::max_session_bytes" : "the machine's physical memory; "
+                                                                                       "LoadOptions::max_session_bytes"));
+    }
     if (auto r = c.kv_.init(p.kv, c.n_ctx_, c.ubatch_, o.kv_type); !r) return r.error();
     c.slide_ = o.context_policy == ContextPolicy::slide;
     c.keep_ = std::max(0, o.keep);
@@ -16890,6 +17223,13 @@ class Context {
                                                        tokens[k], k, static_cast<long long>(p.embed_rows - 1)));
     if (!slide_ && n_past_ + n > n_ctx_) return EvalStatus::context_full;
     uint64_t out_n = uint64_t(all_logits ? n : 1) * uint64_t(p.n_vocab);
+    if (all_logits) {  // [n][n_vocab] floats: refused, not an abort, when the machine cannot hold them
+      const LoadOptions& o = e_->options();
+      uint64_t limit = o.max_session_bytes ? o.max_session_bytes : physical_memory_bytes();
+      if (limit && out_n > limit / 4)
+        return make_error(Errc::out_of_memory, strf("eval: the logits of %d tokens x %d would need %s, more than %s", n,
+                                                    p.n_vocab, human_bytes(out_n * 4).c_str(), human_bytes(limit).c_str()));
+    }
     logits.resize(static_cast<size_t>(out_n));
     int done = 0;
     while (done < n) {
@@ -17264,6 +17604,9 @@ struct LogitsReport {
   double pearson_min = 1;
   double top10_overlap_mean = 0;
   int first_divergence = -1;  // first position whose top-1 differs
+  // NaN or infinite logits: such a position never matches (top-1 differs, Pearson 0)
+  uint64_t nonfinite_ours = 0, nonfinite_ref = 0;
+  int first_nonfinite_pos = -1, first_nonfinite_id = -1;
 };
 
 // Pearson correlation in double (1 when both are constant and equal, 0 when only one is).
@@ -17319,11 +17662,24 @@ inline LogitsReport compare_logits(const float* ours, const float* ref, int rows
   for (int p = 0; p < rows; p++) {
     const float* a = ours + size_t(p) * n_vocab;
     const float* b = ref + size_t(p) * n_vocab;
+    bool finite = true;
+    for (int i = 0; i < n_vocab; i++) {
+      bool fa = std::isfinite(a[i]), fb = std::isfinite(b[i]);
+      r.nonfinite_ours += !fa;
+      r.nonfinite_ref += !fb;
+      if ((!fa || !fb) && finite) {
+        finite = false;
+        if (r.first_nonfinite_pos < 0) {
+          r.first_nonfinite_pos = p;
+          r.first_nonfinite_id = i;
+        }
+      }
+    }
     std::vector<int> ta = top_k_ids(a, n_vocab, 10), tb = top_k_ids(b, n_vocab, 10);
-    bool same = !ta.empty() && !tb.empty() && ta[0] == tb[0];
+    bool same = finite && !ta.empty() && !tb.empty() && ta[0] == tb[0];
     r.top1_matches += same;
     if (!same && r.first_divergence < 0) r.first_divergence = p;
-    double pc = pearson(a, b, static_cast<size_t>(n_vocab));
+    double pc = finite ? pearson(a, b, static_cast<size_t>(n_vocab)) : 0.0;
     psum += pc;
     r.pearson_min = std::min(r.pearson_min, pc);
     int overlap = 0;
@@ -18002,7 +18358,7 @@ LLMI_API_DEF Result<Model> Model::load(std::string_view path, const LoadOptions&
 #if !defined(LLMINFER_NO_CPU_CHECK)
   if (auto cpu = detail::check_cpu(); !cpu) return cpu.error();
 #endif
-  auto desc = detail::load_description(std::string(path));
+  auto desc = detail::load_description(std::string(path), options.read_into_memory);
   if (!desc) return desc.error();
   auto impl = std::make_shared<detail::ModelImpl>();
   impl->desc = std::move(*desc);
@@ -18086,6 +18442,7 @@ inline uint64_t fresh_seed() {
 // Generates after `prompt` on the session's context, reusing the longest cached prefix.
 inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const int32_t> prompt,
                                                const GenerateOptions& o, double t_start, bool strip_leading) {
+  if (!s.model) return make_error(Errc::invalid_argument, "generate: the model is not loaded");
   const ModelImpl& m = *s.model;
   if (auto v = validate_generate_options(o); !v) return v.error();
   if (prompt.empty()) return make_error(Errc::invalid_argument, "the prompt is empty (no tokens to start from)");
@@ -18112,6 +18469,11 @@ inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const i
   std::vector<int32_t> history(prompt.begin(), prompt.end());
   auto run = run_generation(io, prompt.subspan(reuse), std::move(history), o, s.sampler, s.rng, t_start, r);
   if (!run) return run.error();
+  if (r.stop == StopReason::context_full && r.tokens.empty() && prompt.size() > static_cast<size_t>(ctx.n_ctx()))
+    r.error = make_error(Errc::invalid_argument,
+                         strf("%s: the prompt is %zu tokens but the context holds %d (LoadOptions::context, --context): "
+                              "nothing was generated",
+                              m.desc->path.c_str(), prompt.size(), ctx.n_ctx()));
   r.timings.load_ms = m.load_ms;
   r.peak_rss_mb = peak_rss_mb();
   r.kv_bytes = ctx.kv_bytes();
@@ -18191,20 +18553,30 @@ LLMI_API_DEF Session Model::session() const {
   return Session(std::move(s));
 }
 
+LLMI_API_DEF const detail::ModelImpl& Model::impl() const {
+  if (!impl_) {
+    std::fputs("llminfer: Model::impl() on a Model that holds no model (default-constructed or moved from)\n", stderr);
+    std::abort();
+  }
+  return *impl_;
+}
+
 LLMI_API_DEF Result<std::vector<int32_t>> Model::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+  if (!impl_) return detail::make_error(Errc::invalid_argument, "tokenize: the model is not loaded");
   if (!impl_->tokenizer) return impl_->tokenizer_error;
   return impl_->tokenizer->encode(text, add_special, parse_special);
 }
 
 // Valid UTF-8 always: bytes that do not form valid UTF-8 become U+FFFD (as Hugging Face decodes).
 LLMI_API_DEF std::string Model::detokenize(std::span<const int32_t> ids) const {
-  if (!impl_->tokenizer) return std::string();
+  if (!impl_ || !impl_->tokenizer) return std::string();
   return detail::utf8_lossy(impl_->tokenizer->decode(ids));
 }
 
 // The model's own chat template (or the documented ChatML fallback, see chat_template_for).
 LLMI_API_DEF Result<std::string> Model::apply_chat_template(std::span<const Message> messages,
                                                             bool add_generation_prompt) const {
+  if (!impl_) return detail::make_error(Errc::invalid_argument, "apply_chat_template: the model is not loaded");
   auto src = detail::chat_template_for(*impl_->desc);
   auto tpl = detail::ChatTemplate::parse(src.source);
   if (!tpl) return detail::make_error(tpl.error().code, impl_->desc->path + ": " + tpl.error().message);
@@ -18222,13 +18594,24 @@ LLMI_API_DEF Session::Session(Session&&) noexcept = default;
 LLMI_API_DEF Session& Session::operator=(Session&&) noexcept = default;
 LLMI_API_DEF Session::~Session() = default;
 
+LLMI_API_DEF detail::SessionImpl& Session::impl() {
+  if (!impl_) {
+    std::fputs("llminfer: Session::impl() on a moved-from Session\n", stderr);
+    std::abort();
+  }
+  return *impl_;
+}
+
 LLMI_API_DEF void Session::add(std::string_view role, std::string_view content) {
+  if (!impl_) return;  // moved from: reply() reports it
   impl_->messages.push_back(Message{std::string(role), std::string(content)});
 }
 
 LLMI_API_DEF Result<GenerateResult> Session::reply(const GenerateOptions& options) {
   double t0 = detail::now_ms();
+  if (!impl_) return detail::make_error(Errc::invalid_argument, "reply: the session was moved from (use the Session it was moved to)");
   detail::SessionImpl& s = *impl_;
+  if (!s.model) return detail::make_error(Errc::invalid_argument, "reply: the model is not loaded");
   if (s.messages.empty()) return detail::make_error(Errc::invalid_argument, "reply: the conversation is empty (add a message first)");
   auto ids = detail::chat_prompt_tokens(*s.model, s.messages, options.cancel);
   if (!ids) return ids.error();
@@ -18241,13 +18624,18 @@ LLMI_API_DEF Result<GenerateResult> Session::reply(const GenerateOptions& option
 }
 
 LLMI_API_DEF void Session::reset() {
+  if (!impl_) return;
   impl_->messages.clear();
   if (impl_->ctx) impl_->ctx->clear();
 }
 
-LLMI_API_DEF const std::vector<Message>& Session::messages() const { return impl_->messages; }
-LLMI_API_DEF int Session::cached_tokens() const { return impl_->ctx ? impl_->ctx->n_past() : 0; }
+LLMI_API_DEF const std::vector<Message>& Session::messages() const {
+  static const std::vector<Message> none;
+  return impl_ ? impl_->messages : none;
+}
+LLMI_API_DEF int Session::cached_tokens() const { return impl_ && impl_->ctx ? impl_->ctx->n_past() : 0; }
 LLMI_API_DEF int Session::context_size() const {
+  if (!impl_ || !impl_->model) return 0;
   return impl_->ctx ? impl_->ctx->n_ctx() : impl_->model->engine->n_ctx_default();
 }
 

@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   };
   auto result = model->generate(argc > 2 ? argv[2] : "Once upon a time", options);
   if (!result) return std::fprintf(stderr, "error: %s\n", result.error().message.c_str()), 2;
+  if (result->error.code != llminfer::Errc::ok)  // an error mid-way, or a prompt longer than the context
+    return std::fprintf(stderr, "\nerror: %s\n", result->error.message.c_str()), 2;
   std::printf("\n[%zu tokens, stop: %s, %.1f tokens/s]\n", result->tokens.size(),
               llminfer::to_string(result->stop), result->timings.decode_tps);
   return 0;

@@ -28,8 +28,36 @@
 //   generation_config.json, chat_template.jinja or chat_template.json. MLX affine 4- and 8-bit
 //   checkpoints (packed U32 weights with .scales and .biases, "quantization" in config.json, with
 //   per-module overrides) load as one quantized tensor each. Weights are used in place in the
-//   mapping, never read into memory. Every ggml tensor type is known by name; a type without
-//   kernels loads (`llminfer info` lists it) and is refused only when a model computes with it.
+//   mapping, never read into memory (unless LoadOptions::read_into_memory, below). Every ggml tensor
+//   type is known by name; a type without kernels loads (`llminfer info` lists it) and is refused
+//   only when a model computes with it. Only regular files are opened: a FIFO or a device is
+//   refused (opened without waiting for a writer), as is an `<arch>.archdef` that is not one.
+//
+//   Files changing under the mapping: a mapped file must not be truncated or rewritten in place
+//   while a model loaded from it is alive. Truncation kills every process that maps it (SIGBUS,
+//   no message); rewriting it silently changes their weights. Replacing it by rename (write a new
+//   file, then rename it over the old path) is safe: the old mapping keeps the old file. A program
+//   that must survive such changes sets LoadOptions::read_into_memory (`--no-mmap` on the CLI): the
+//   weights are read into memory the library owns (checked allocation: out_of_memory when it
+//   fails; io when the file ends early), with the same results, at the cost of the file's size in
+//   resident memory and the read time.
+//
+//   Load-time consistency: what the metadata says is checked against what the tensors hold,
+//   generically from what the architecture definition binds: {arch}.embedding_length against the
+//   width of the residual `x`, attention.head_count / head_count_kv against the heads the attention's
+//   q and k widths give, the output's rows against the vocabulary (GGUF: tokenizer.ggml.tokens; any
+//   format: {arch}.vocab_size, and never more than the embedding's rows), {arch}.block_count against
+//   every blk.N tensor (a file holding more layers than it declares is refused), and the numbers
+//   used as floats (rms epsilon, rope bases and scaling factors, rope factor tensors, definition
+//   values) must be finite. Each error names the key and the tensor (shape_mismatch / bad_format).
+//
+//   Limits computed before allocating (LoadOptions; 0 means the default):
+//     max_program_steps   compiled steps: prologue + block x block_count + epilogue (1,000,000);
+//                         over it the load fails with out_of_memory, naming block_count and the
+//                         steps per layer
+//     max_session_bytes   a session's KV cache plus activation scratch (the machine's physical
+//                         memory); over it the first generate/reply (Context creation) fails with
+//                         out_of_memory naming both sizes: use a smaller LoadOptions::context
 //
 // ==== Build options (define before including, in the implementation TU) ====
 //
@@ -153,7 +181,14 @@
 //   Every fallible call returns Result<T>: `if (!r)` then r.error().code (Errc: invalid_argument,
 //   io, bad_format, unsupported, tensor_missing, shape_mismatch, archdef, tokenizer,
 //   template_error, cpu_unsupported, out_of_memory, internal; describe(code) gives its text) and
-//   r.error().message, which names the file or input and what is wrong.
+//   r.error().message, which names the file or input and what is wrong. Reading the value of a
+//   Result that holds an error (`*r`, `r->`, `r.value()`) is a caller bug: the library prints the
+//   error's message to stderr and aborts, in every build (never undefined behaviour). A
+//   default-constructed Model and a moved-from Session are safe: their calls return invalid_argument
+//   (detokenize: empty text; Session::add / reset: nothing). A prompt longer than the context
+//   (ContextPolicy::stop) ends with StopReason::context_full, no tokens, and GenerateResult::error
+//   naming both lengths; `llminfer run` then exits 2. Allocations the engine sizes from the model
+//   (KV cache, scratch, loader buffers) are checked and fail with out_of_memory.
 //
 // ==== Version ====
 //

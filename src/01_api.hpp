@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -53,7 +55,19 @@ struct Error {
   std::string message;  // names the file / input and what is wrong
 };
 
-// A value or an Error. Never throws; check with `if (r)` before using the value.
+namespace detail {
+// Reading the value of a Result that holds an error is a bug in the caller: it stops the program
+// with the error's message (in every build; never undefined behaviour).
+[[noreturn]] inline void result_has_no_value(const Error& e) noexcept {
+  std::fprintf(stderr, "llminfer: the value of a Result that holds an error was used (check `if (result)` first): %s\n",
+               e.message.empty() ? "(no message)" : e.message.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+}  // namespace detail
+
+// A value or an Error. Never throws; check with `if (r)` before using the value: value(), `*` and
+// `->` on a Result that holds an error print its message to stderr and abort the program.
 template <class T>
 class [[nodiscard]] Result {
  public:
@@ -63,16 +77,24 @@ class [[nodiscard]] Result {
   }
   explicit operator bool() const noexcept { return value_.has_value(); }
   bool ok() const noexcept { return value_.has_value(); }
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
-  T& operator*() & { return *value_; }
-  const T& operator*() const& { return *value_; }
+  T& value() & { return checked(); }
+  const T& value() const& { return checked(); }
+  T&& value() && { return std::move(checked()); }
+  T* operator->() { return &checked(); }
+  const T* operator->() const { return &checked(); }
+  T& operator*() & { return checked(); }
+  const T& operator*() const& { return checked(); }
   const Error& error() const noexcept { return error_; }
 
  private:
+  T& checked() {
+    if (!value_) detail::result_has_no_value(error_);
+    return *value_;
+  }
+  const T& checked() const {
+    if (!value_) detail::result_has_no_value(error_);
+    return *value_;
+  }
   std::optional<T> value_;
   Error error_;
 };
@@ -110,6 +132,14 @@ struct LoadOptions {
   ContextPolicy context_policy = ContextPolicy::stop;
   int keep = 4;                    // ContextPolicy::slide keeps this many first tokens
   std::function<void(std::string_view)> log = {};  // diagnostics; silent when empty
+  // Read the weights into memory the library owns instead of mapping the file: the model then
+  // survives its file being truncated or rewritten while it runs (a mapped file must not be:
+  // truncation kills the process with SIGBUS, rewriting changes the weights). Costs the file's
+  // size in memory and the time to read it.
+  bool read_into_memory = false;
+  // Limits checked before anything is allocated (0: the default, see the manual):
+  uint64_t max_program_steps = 0;  // compiled steps (prologue + block x layers + epilogue); 1,000,000
+  uint64_t max_session_bytes = 0;  // one session's KV cache and scratch; the machine's physical memory
 };
 
 enum class StopReason : uint8_t {
@@ -117,7 +147,8 @@ enum class StopReason : uint8_t {
   stop,          // a stop string appeared (it and what follows are not part of the result)
   max_tokens,    // GenerateOptions::max_tokens tokens were generated
   cancelled,     // on_token returned false or the cancel flag was set
-  context_full,  // the context is full (ContextPolicy::stop), or the prompt does not fit
+  context_full,  // the context is full (ContextPolicy::stop), or the prompt does not fit (then
+                 // nothing is generated and GenerateResult::error says how long each is)
   error,         // an error after some text was produced: GenerateResult::error says which
 };
 // "eos", "stop", "max_tokens", "cancelled", "context_full", "error"
@@ -163,7 +194,8 @@ struct GenerateResult {
   std::string text;                  // the generated text (without the prompt or a stop string)
   std::vector<int32_t> tokens;       // generated ids (without the end-of-generation token)
   StopReason stop = StopReason::max_tokens;
-  Error error;                       // with StopReason::error: what went wrong
+  Error error;                       // with StopReason::error: what went wrong; with context_full
+                                     // and no token: that the prompt does not fit
   int prompt_tokens = 0;             // tokens of the prompt (this turn's whole conversation)
   int prompt_tokens_evaluated = 0;   // of those, evaluated by this call
   int prompt_tokens_reused = 0;      // of those, already in the session's KV cache
@@ -185,6 +217,9 @@ struct SessionImpl;
 
 class Session;
 
+// A default-constructed Model holds no model: every call returns an error (invalid_argument), or
+// empty text from detokenize. A moved-from Session is the same: reply() returns an error, add()
+// and reset() do nothing.
 class Model {
  public:
   // A GGUF file, a safetensors file, or a Hugging Face / MLX model directory.
@@ -208,7 +243,8 @@ class Model {
   Result<std::string> apply_chat_template(std::span<const Message> messages,
                                           bool add_generation_prompt = true) const;
 
-  const detail::ModelImpl& impl() const { return *impl_; }  // for tools and tests
+  bool loaded() const noexcept { return impl_ != nullptr; }
+  const detail::ModelImpl& impl() const;  // for tools and tests (aborts with a message when not loaded)
 
  private:
   friend class Session;
@@ -232,7 +268,7 @@ class Session {
   int cached_tokens() const;  // tokens in the KV cache
   int context_size() const;   // tokens the KV cache holds at most
 
-  detail::SessionImpl& impl() { return *impl_; }  // for tools and tests
+  detail::SessionImpl& impl();  // for tools and tests (aborts with a message when moved from)
 
  private:
   friend class Model;

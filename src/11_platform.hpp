@@ -190,6 +190,9 @@ class MappedFile {
   ~MappedFile() { close(); }
 
   static Result<MappedFile> open(const std::string& path);
+  // The whole file read into memory this object owns (no mapping: the file may change afterwards).
+  static Result<MappedFile> read(const std::string& path);
+  bool owned() const { return owned_ != nullptr; }
 
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
@@ -204,13 +207,24 @@ class MappedFile {
     std::swap(data_, o.data_);
     std::swap(size_, o.size_);
     std::swap(path_, o.path_);
+    std::swap(owned_, o.owned_);
 #if defined(_WIN32)
     std::swap(mapping_, o.mapping_);
 #endif
   }
+  // Frees owned memory (read()); true when there was some (then there is no mapping to close).
+  bool free_owned() {
+    if (!owned_) return false;
+    std::free(owned_);
+    owned_ = nullptr;
+    data_ = nullptr;
+    size_ = 0;
+    return true;
+  }
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   std::string path_;
+  void* owned_ = nullptr;
 #if defined(_WIN32)
   HANDLE mapping_ = nullptr;
 #endif
@@ -253,6 +267,7 @@ inline Result<MappedFile> MappedFile::open(const std::string& path) {
 }
 
 inline void MappedFile::close() {
+  if (free_owned()) return;
   if (data_) UnmapViewOfFile(data_);
   if (mapping_) CloseHandle(mapping_);
   data_ = nullptr;
@@ -262,6 +277,35 @@ inline void MappedFile::close() {
 
 inline void MappedFile::release(uint64_t, uint64_t) const {}
 
+inline Result<MappedFile> MappedFile::read(const std::string& path) {
+  FILE* f = _wfopen(utf8_to_wide(path).c_str(), L"rb");
+  if (!f) return make_error(Errc::io, path + ": cannot open");
+  MappedFile m;
+  m.path_ = path;
+  if (_fseeki64(f, 0, SEEK_END) != 0) {
+    std::fclose(f);
+    return make_error(Errc::io, path + ": cannot get the file size");
+  }
+  long long size = _ftelli64(f);
+  _fseeki64(f, 0, SEEK_SET);
+  if (size < 0 || static_cast<unsigned long long>(size) > static_cast<unsigned long long>(SIZE_MAX)) {
+    std::fclose(f);
+    return make_error(Errc::io, path + ": cannot get the file size");
+  }
+  m.owned_ = std::malloc(static_cast<size_t>(std::max<long long>(size, 1)));
+  if (!m.owned_) {
+    std::fclose(f);
+    return make_error(Errc::out_of_memory, path + ": cannot allocate " + human_bytes(static_cast<uint64_t>(size)) +
+                                               " to read the file into memory");
+  }
+  m.data_ = static_cast<const uint8_t*>(m.owned_);
+  m.size_ = static_cast<uint64_t>(size);
+  size_t got = std::fread(m.owned_, 1, static_cast<size_t>(size), f);
+  std::fclose(f);
+  if (got != static_cast<size_t>(size)) return make_error(Errc::io, path + ": cannot read the whole file");
+  return m;
+}
+
 inline bool is_directory(const std::string& path) {
   DWORD a = GetFileAttributesW(utf8_to_wide(path).c_str());
   return a != INVALID_FILE_ATTRIBUTES && (a & FILE_ATTRIBUTE_DIRECTORY);
@@ -270,7 +314,7 @@ inline bool file_exists(const std::string& path) {
   DWORD a = GetFileAttributesW(utf8_to_wide(path).c_str());
   return a != INVALID_FILE_ATTRIBUTES && !(a & FILE_ATTRIBUTE_DIRECTORY);
 }
-inline std::vector<std::string> list_directory(const std::string& path) {
+inline std::vector<std::string> list_directory(const std::string& path, bool = true) {
   std::vector<std::string> out;
   WIN32_FIND_DATAW fd;
   HANDLE h = FindFirstFileW(utf8_to_wide(path_join(path, "*")).c_str(), &fd);
@@ -287,6 +331,11 @@ inline std::vector<std::string> list_directory(const std::string& path) {
   std::sort(out.begin(), out.end());
   return out;
 }
+inline uint64_t physical_memory_bytes() {
+  MEMORYSTATUSEX ms;
+  ms.dwLength = sizeof ms;
+  return GlobalMemoryStatusEx(&ms) ? static_cast<uint64_t>(ms.ullTotalPhys) : 0;
+}
 inline double peak_rss_mb() {
   PROCESS_MEMORY_COUNTERS pmc;
   if (GetProcessMemoryInfo(GetCurrentProcess(), &pmc, sizeof pmc))
@@ -294,8 +343,10 @@ inline double peak_rss_mb() {
   return 0;
 }
 #else
-inline Result<MappedFile> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+// Opens a regular file for reading. O_NONBLOCK: opening a FIFO (or a device) must not wait for a
+// writer; such files are refused once open (fstat says what they are).
+inline Result<int> open_regular_file(const std::string& path, uint64_t& size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return make_error(Errc::io, strf("%s: cannot open: %s", path.c_str(), std::strerror(errno)));
   struct stat st;
   if (fstat(fd, &st) != 0) {
@@ -305,11 +356,59 @@ inline Result<MappedFile> MappedFile::open(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return make_error(Errc::io, path + ": not a regular file");
+    return make_error(Errc::io, path + (S_ISFIFO(st.st_mode) ? ": is a pipe (FIFO), not a regular file"
+                                        : S_ISDIR(st.st_mode) ? ": is a directory, not a regular file"
+                                                              : ": not a regular file"));
   }
+  size = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
+inline Result<MappedFile> MappedFile::read(const std::string& path) {
+  uint64_t size = 0;
+  auto fd = open_regular_file(path, size);
+  if (!fd) return fd.error();
   MappedFile m;
   m.path_ = path;
-  m.size_ = static_cast<uint64_t>(st.st_size);
+  if (size > (uint64_t(1) << 46) || size > static_cast<uint64_t>(SIZE_MAX)) {
+    ::close(*fd);
+    return make_error(Errc::out_of_memory, path + ": the file is too large to read into memory");
+  }
+  m.owned_ = std::malloc(static_cast<size_t>(std::max<uint64_t>(size, 1)));
+  if (!m.owned_) {
+    ::close(*fd);
+    return make_error(Errc::out_of_memory, strf("%s: cannot allocate %s to read the file into memory", path.c_str(),
+                                                human_bytes(size).c_str()));
+  }
+  m.data_ = static_cast<const uint8_t*>(m.owned_);
+  m.size_ = size;
+  uint64_t got = 0;
+  auto* dst = static_cast<uint8_t*>(m.owned_);
+  while (got < size) {
+    ssize_t n = ::read(*fd, dst + got, static_cast<size_t>(std::min<uint64_t>(size - got, uint64_t(1) << 30)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int e = n < 0 ? errno : 0;
+      ::close(*fd);
+      return make_error(Errc::io, e ? strf("%s: cannot read: %s", path.c_str(), std::strerror(e))
+                                    : strf("%s: the file ended after %llu of %llu bytes (it changed while it was read)",
+                                           path.c_str(), static_cast<unsigned long long>(got),
+                                           static_cast<unsigned long long>(size)));
+    }
+    got += static_cast<uint64_t>(n);
+  }
+  ::close(*fd);
+  return m;
+}
+
+inline Result<MappedFile> MappedFile::open(const std::string& path) {
+  uint64_t size = 0;
+  auto ofd = open_regular_file(path, size);
+  if (!ofd) return ofd.error();
+  int fd = *ofd;
+  MappedFile m;
+  m.path_ = path;
+  m.size_ = size;
   if (m.size_ == 0) {
     ::close(fd);
     return m;
@@ -323,6 +422,7 @@ inline Result<MappedFile> MappedFile::open(const std::string& path) {
 }
 
 inline void MappedFile::close() {
+  if (free_owned()) return;
   if (data_) munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
   data_ = nullptr;
   size_ = 0;
@@ -330,7 +430,7 @@ inline void MappedFile::close() {
 
 inline void MappedFile::release(uint64_t offset, uint64_t bytes) const {
   long page = sysconf(_SC_PAGESIZE);
-  if (page <= 0 || !data_ || offset >= size_) return;
+  if (page <= 0 || !data_ || owned_ || offset >= size_) return;
   uint64_t p = static_cast<uint64_t>(page);
   uint64_t begin = (offset + p - 1) / p * p;
   uint64_t end = std::min(offset + bytes, size_) / p * p;
@@ -346,21 +446,27 @@ inline bool file_exists(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
-// Names of the regular files in a directory, sorted.
-inline std::vector<std::string> list_directory(const std::string& path) {
+// Names of the regular files in a directory (every entry but . and .. when !regular_only), sorted.
+inline std::vector<std::string> list_directory(const std::string& path, bool regular_only = true) {
   std::vector<std::string> out;
   DIR* d = opendir(path.c_str());
   if (!d) return out;
   while (dirent* e = readdir(d)) {
     std::string name = e->d_name;
     if (name == "." || name == "..") continue;
-    if (file_exists(path_join(path, name))) out.push_back(name);
+    if (!regular_only || file_exists(path_join(path, name))) out.push_back(name);
   }
   closedir(d);
   std::sort(out.begin(), out.end());
   return out;
 }
 // Peak resident memory of this process (MiB).
+// Installed memory (0 when unknown).
+inline uint64_t physical_memory_bytes() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
 inline double peak_rss_mb() {
 #if defined(__linux__)
   if (FILE* f = std::fopen("/proc/self/status", "r")) {

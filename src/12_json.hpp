@@ -388,6 +388,9 @@ inline std::string json_quote(std::string_view s) {
     if (l == 0) {
       out += "\xEF\xBF\xBD";
       i++;
+    } else if (l == 2 && c == 0xC2 && p[i + 1] < 0xA0) {  // C1 controls (U+0080..U+009F, e.g. CSI)
+      out += strf("\\u%04x", p[i + 1]);
+      i += 2;
     } else {
       out.append(s.data() + i, static_cast<size_t>(l));
       i += static_cast<size_t>(l);

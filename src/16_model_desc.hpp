@@ -371,8 +371,26 @@ inline Result<void> desc_hparams(ModelDesc& m) {
   hp.n_ctx_train = num("context_length", 0);
   hp.head_dim = num("attention.key_length", hp.n_head > 0 ? hp.n_embd / hp.n_head : 0);
   hp.head_dim_v = num("attention.value_length", hp.head_dim);
-  if (auto v = m.arch_number("attention.layer_norm_rms_epsilon")) hp.rms_eps = static_cast<float>(*v);
-  if (auto v = m.arch_number("rope.freq_base")) hp.rope_freq_base = static_cast<float>(*v);
+  // Numbers the forward pass uses as floats must be finite floats (and in range), named when not.
+  auto real = [&](const char* suffix, bool positive) -> Result<std::optional<float>> {
+    auto v = m.arch_number(suffix);
+    if (!v) return std::optional<float>();
+    float f = static_cast<float>(*v);
+    if (!std::isfinite(f) || f < 0 || (positive && !(f > 0)))
+      return make_error(Errc::bad_format, strf("%s: metadata '%s.%s' is %g; it must be a finite %s number", m.path.c_str(),
+                                               m.arch.c_str(), suffix, *v, positive ? "positive" : "non-negative"));
+    return std::optional<float>(f);
+  };
+  auto eps = real("attention.layer_norm_rms_epsilon", false);
+  if (!eps) return eps.error();
+  if (*eps) hp.rms_eps = **eps;
+  auto base = real("rope.freq_base", true);
+  if (!base) return base.error();
+  if (*base) hp.rope_freq_base = **base;
+  if (auto r = real("rope.freq_base_swa", true); !r) return r.error();
+  for (const char* k : {"rope.scaling.factor", "rope.scaling.low_freq_factor", "rope.scaling.high_freq_factor",
+                        "rope.scaling.original_context_length", "attention.layer_norm_epsilon"})
+    if (auto r = real(k, false); !r) return r.error();
   const TensorView* emb = m.find("token_embd.weight");
   hp.n_vocab = num("vocab_size", 0);
   if (hp.n_vocab == 0 && !m.vocab.tokens.empty()) hp.n_vocab = static_cast<int64_t>(m.vocab.tokens.size());

@@ -457,8 +457,9 @@ inline Result<std::shared_ptr<ModelDesc>> gguf_description(const uint8_t* data, 
 
 // ---- the file system side ----
 
-inline Result<std::shared_ptr<MappedFile>> map_file(const std::string& path) {
-  auto f = MappedFile::open(path);
+// Maps the file, or with `read` reads it into owned memory (LoadOptions::read_into_memory).
+inline Result<std::shared_ptr<MappedFile>> map_file(const std::string& path, bool read = false) {
+  auto f = read ? MappedFile::read(path) : MappedFile::open(path);
   if (!f) return f.error();
   return std::make_shared<MappedFile>(std::move(*f));
 }
@@ -474,7 +475,8 @@ inline Result<std::optional<std::string>> read_optional_file(const std::string& 
 // A safetensors model: `dir` holds config.json (and tokenizer files); `weights` are the files
 // (nullopt: find them in `dir`: the index's shards, model.safetensors, or every *.safetensors).
 inline Result<std::shared_ptr<ModelDesc>> load_safetensors_model(const std::string& path, const std::string& dir,
-                                                                 std::optional<std::string> single_file) {
+                                                                 std::optional<std::string> single_file,
+                                                                 bool read_into_memory = false) {
   HfSources src;
   src.dir = dir;
   std::string cfg_path = path_join(dir, "config.json");
@@ -523,7 +525,7 @@ inline Result<std::shared_ptr<ModelDesc>> load_safetensors_model(const std::stri
   std::vector<std::shared_ptr<MappedFile>> mapped;
   std::vector<StImage> images;
   for (const auto& w : weights) {
-    auto f = map_file(w);
+    auto f = map_file(w, read_into_memory);
     if (!f) return f.error();
     images.push_back(StImage{w, (*f)->data(), (*f)->size()});
     mapped.push_back(std::move(*f));
@@ -535,15 +537,25 @@ inline Result<std::shared_ptr<ModelDesc>> load_safetensors_model(const std::stri
 }
 
 // Opens a model description from a GGUF file, a safetensors file, or a model directory.
-inline Result<std::shared_ptr<ModelDesc>> load_description(const std::string& path) {
+// `read_into_memory`: weights are read into owned memory instead of mapped (LoadOptions).
+inline Result<std::shared_ptr<ModelDesc>> load_description(const std::string& path, bool read_into_memory = false) {
   if (path.empty()) return make_error(Errc::invalid_argument, "no model path given");
-  if (is_directory(path)) return load_safetensors_model(path, strip_trailing_separators(path), std::nullopt);
-  auto f = map_file(path);
+  if (is_directory(path))
+    return load_safetensors_model(path, strip_trailing_separators(path), std::nullopt, read_into_memory);
+  auto f = map_file(path);  // mapped to look at it (read below when asked)
   if (!f) return f.error();
+  bool gguf = (*f)->size() >= 4 && std::memcmp((*f)->data(), "GGUF", 4) == 0;
+  bool st = !gguf && (ends_with(path, ".safetensors") || ((*f)->size() >= 9 && (*f)->data()[8] == '{'));
+  if (st) {
+    f->reset();
+    return load_safetensors_model(path, parent_dir(path), path, read_into_memory);
+  }
+  if (read_into_memory) {
+    f->reset();
+    f = map_file(path, true);
+    if (!f) return f.error();
+  }
   const MappedFile& mf = **f;
-  bool gguf = mf.size() >= 4 && std::memcmp(mf.data(), "GGUF", 4) == 0;
-  bool st = !gguf && (ends_with(path, ".safetensors") || (mf.size() >= 9 && mf.data()[8] == '{'));
-  if (st) return load_safetensors_model(path, parent_dir(path), path);
   auto m = gguf_description(mf.data(), mf.size(), path);
   if (!m) return m.error();
   (*m)->files.push_back(std::move(*f));

@@ -200,7 +200,9 @@ inline Result<ArchRegistry> load_arch_registry(const std::string& user_dir) {
   if (!user_dir.empty()) {
     if (!is_directory(user_dir))
       return make_error(Errc::io, "architecture definitions: '" + user_dir + "' is not a directory");
-    for (const auto& file : list_directory(user_dir)) {
+    // Every entry: a NAME.archdef that is not a regular file (a directory, a FIFO, a dangling
+    // link) is a definition that did not load, not one to skip.
+    for (const auto& file : list_directory(user_dir, false)) {
       if (!ends_with(file, ".archdef")) continue;
       std::string name = file.substr(0, file.size() - 8);
       std::string path = path_join(user_dir, file);

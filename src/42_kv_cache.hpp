@@ -94,6 +94,22 @@ struct KvLayer {
 
 class KvCache {
  public:
+  // Bytes init() would allocate (UINT64_MAX when that does not fit 64 bits), computed first so that
+  // a cache the machine cannot hold is refused before any of it is allocated.
+  static uint64_t planned_bytes(const std::vector<KvLayerSpec>& specs, int n_ctx, int ubatch, KvType type) {
+    const uint64_t elem = type == KvType::f16 ? 2 : 4;
+    uint64_t total = 0;
+    for (const auto& s : specs) {
+      uint64_t slots = uint64_t(n_ctx);
+      if (s.window > 0) slots = std::min<uint64_t>(slots, uint64_t(s.window) + uint64_t(ubatch) - 1);
+      uint64_t per = 0, b = 0;
+      if (add_overflows(uint64_t(s.hd_k), uint64_t(s.hd_v), &per) || mul_overflows(per, uint64_t(s.n_kv), &b) ||
+          mul_overflows(b, slots, &b) || mul_overflows(b, elem, &b) || add_overflows(total, b, &total))
+        return UINT64_MAX;
+    }
+    return total;
+  }
+
   Result<void> init(const std::vector<KvLayerSpec>& specs, int n_ctx, int ubatch, KvType type) {
     type_ = type;
     elem_ = type == KvType::f16 ? 2 : 4;

@@ -89,14 +89,41 @@ struct TraceEvent {
 };
 
 // ---- compiling a definition against a model ----
+// LoadOptions::max_program_steps when 0.
+constexpr uint64_t kDefaultMaxProgramSteps = 1000000;
+
 class ArchCompiler {
  public:
-  ArchCompiler(const ArchDef& d, const ModelDesc& m, Program& p) : d_(d), m_(m), p_(p) {}
+  ArchCompiler(const ArchDef& d, const ModelDesc& m, Program& p, uint64_t max_steps = 0)
+      : d_(d), m_(m), p_(p), max_steps_(max_steps ? max_steps : kDefaultMaxProgramSteps) {}
 
   Result<void> run() {
     const HParams& hp = m_.hp;
     if (hp.n_layer <= 0 || hp.n_layer > 65536)
       return fail(Errc::bad_format, 0, strf("block_count %lld is not a usable layer count", static_cast<long long>(hp.n_layer)));
+    // The compiled size is known before anything is compiled: refuse it before allocating.
+    const uint64_t n_steps = uint64_t(d_.prologue.size()) + uint64_t(hp.n_layer) * uint64_t(d_.block.size()) +
+                             uint64_t(d_.epilogue.size());
+    if (n_steps > max_steps_)
+      return fail(Errc::out_of_memory, 0,
+                  strf("%s.block_count %lld x %zu steps per layer (+ %zu) makes %llu compiled steps, more than the "
+                       "limit of %llu (LoadOptions::max_program_steps)",
+                       m_.arch.c_str(), static_cast<long long>(hp.n_layer), d_.block.size(),
+                       d_.prologue.size() + d_.epilogue.size(), static_cast<unsigned long long>(n_steps),
+                       static_cast<unsigned long long>(max_steps_)));
+    // Tensors of layers the file does not declare would be silently ignored.
+    for (const auto& t : m_.tensors) {
+      if (t.name.compare(0, 4, "blk.") != 0) continue;
+      size_t e = t.name.find('.', 4);
+      std::string_view num = std::string_view(t.name).substr(4, e == std::string::npos ? std::string::npos : e - 4);
+      if (num.empty() || num.size() > 9 || num.find_first_not_of("0123456789") != std::string_view::npos) continue;
+      if (std::stoll(std::string(num)) >= hp.n_layer)
+        return fail(Errc::shape_mismatch, 0,
+                    strf("%s.block_count is %lld but the file holds tensor '%s' (layer %s): the count contradicts the tensors",
+                         m_.arch.c_str(), static_cast<long long>(hp.n_layer), printable(t.name).c_str(),
+                         std::string(num).c_str()));
+    }
+    p_.steps.reserve(static_cast<size_t>(n_steps));
     if (auto r = eval_params(); !r) return r;
     // which layers are sliding-window layers (from the block's attention arguments)
     for (const auto& s : d_.block) {
@@ -119,6 +146,15 @@ class ArchCompiler {
     }
     for (const auto& s : d_.prologue)
       if (auto r = stmt(s, -1); !r) return r;
+    // the residual stream is n_embd wide
+    if (const MetaValue* mv = m_.find_meta(m_.arch + ".embedding_length"); mv && hp.n_embd > 0) {
+      int wx = width_[static_cast<size_t>(reg_id("x"))];
+      if (wx != hp.n_embd)
+        return fail(Errc::shape_mismatch, 0,
+                    strf("%s.embedding_length is %lld but the residual 'x' is %d wide (from tensor '%s'): the "
+                         "metadata contradicts the tensors",
+                         m_.arch.c_str(), static_cast<long long>(hp.n_embd), wx, x_tensor_.c_str()));
+    }
     for (int i = 0; i < hp.n_layer; i++)
       for (const auto& s : d_.block)
         if (auto r = stmt(s, i); !r) return r;
@@ -127,11 +163,35 @@ class ArchCompiler {
     p_.reg_logits = reg_id("logits");
     p_.n_vocab = width_[static_cast<size_t>(p_.reg_logits)];
     if (p_.n_vocab <= 0) return fail(Errc::shape_mismatch, 0, "'logits' has no width");
+    if (auto r = check_vocabulary(); !r) return r;
     p_.reg_width = max_width_;
     return {};
   }
 
  private:
+  // Every id the output can produce must be one the embedding can read back; a GGUF vocabulary has
+  // exactly one token per output row (as llama.cpp requires). Hugging Face tokenizers may differ from
+  // the rows either way (padded embeddings; gemma3's tokenizer.json has one token more than its
+  // 262144 rows), so only {arch}.vocab_size (config.json's) is checked against them.
+  Result<void> check_vocabulary() const {
+    const std::string out = logits_tensor_.empty() ? std::string("'logits'") : "'" + logits_tensor_ + "'";
+    const long long nv = p_.n_vocab;
+    if (p_.embed_rows != INT64_MAX && p_.n_vocab > p_.embed_rows)
+      return fail(Errc::shape_mismatch, 0,
+                  strf("the output %s gives %lld logits but the embedding '%s' has %lld rows: ids it produces could "
+                       "not be read back", out.c_str(), nv, x_tensor_.c_str(), static_cast<long long>(p_.embed_rows)));
+    const size_t n_tokens = m_.vocab.tokens.size();
+    if (m_.format == "gguf" && n_tokens > 0 && n_tokens != static_cast<size_t>(p_.n_vocab))
+      return fail(Errc::shape_mismatch, 0,
+                  strf("the vocabulary (tokenizer.ggml.tokens) has %zu tokens but the output %s gives %lld logits",
+                       n_tokens, out.c_str(), nv));
+    if (auto v = m_.arch_number("vocab_size"); v && *v != static_cast<double>(p_.n_vocab))
+      return fail(Errc::shape_mismatch, 0,
+                  strf("%s.vocab_size is %g but the output %s gives %lld logits", m_.arch.c_str(), *v, out.c_str(), nv));
+    return {};
+  }
+
+
   Error fail(Errc code, int line, const std::string& msg) const {
     std::string where = line > 0 ? strf("%s:%d", d_.where.c_str(), line) : d_.where;
     return make_error(code, m_.path + ": " + where + ": " + msg);
@@ -296,10 +356,16 @@ class ArchCompiler {
 
   Result<float> fvalue(const StmtDef& s, const char* kw, double dflt) const {
     const ArgDef* a = s.kwarg(kw);
-    if (!a) return static_cast<float>(dflt);
+    if (!a) {
+      if (!std::isfinite(static_cast<float>(dflt)))
+        return fail(Errc::bad_format, s.line, strf("the model's default %s (%g) is not a finite float", kw, dflt));
+      return static_cast<float>(dflt);
+    }
     auto v = value(a->value, s.line);
     if (!v) return v.error();
-    return static_cast<float>(*v);
+    float f = static_cast<float>(*v);
+    if (!std::isfinite(f)) return fail(Errc::bad_format, s.line, strf("%s = %g does not fit a float", kw, *v));
+    return f;
   }
 
   Result<int> rope_spec(const StmtDef& s, int layer, int width) {
@@ -331,7 +397,8 @@ class ArchCompiler {
       if (!b) return b.error();
       r.base = *b;
     }
-    if (!(r.base > 0)) return fail(Errc::bad_format, s.line, strf("rope base %g is not positive", double(r.base)));
+    if (!(r.base > 0) || !std::isfinite(r.base))
+      return fail(Errc::bad_format, s.line, strf("rope base %g is not a positive finite number", double(r.base)));
     r.theta_scale = std::pow(r.base, -2.0f / static_cast<float>(r.n_dims));
     // frequency scaling: a factors tensor (llama-3 GGUF), else what the metadata says
     const TensorView* ft = nullptr;
@@ -349,12 +416,15 @@ class ArchCompiler {
         return fail(Errc::shape_mismatch, s.line, strf("rope factors '%s' has %lld entries, rope needs %d", ft->name.c_str(),
                                                        static_cast<long long>(ft->ne[0]), r.n_dims / 2));
       r.factors.assign(*v, *v + r.n_dims / 2);
+      for (float f : r.factors)
+        if (!(f > 0)) return fail(Errc::bad_format, s.line, strf("rope factors '%s' holds %g: the factors divide the angle, they must be positive", ft->name.c_str(), double(f)));
     } else if (type == "llama3") {
       // Hugging Face llama-3 configs: the same factors convert_hf_to_gguf bakes into rope_freqs.
       double lo = m_.arch_number("rope.scaling.low_freq_factor").value_or(1.0);
       double hi = m_.arch_number("rope.scaling.high_freq_factor").value_or(4.0);
       double orig = m_.arch_number("rope.scaling.original_context_length").value_or(8192.0);
-      if (!(factor > 0) || !(hi > lo) || !(orig > 0))
+      if (!(factor > 0) || !(hi > lo) || !(orig > 0) || !std::isfinite(factor) || !std::isfinite(hi) ||
+          !std::isfinite(lo) || !std::isfinite(orig))
         return fail(Errc::bad_format, s.line, "rope scaling 'llama3' has unusable factor / low_freq_factor / high_freq_factor");
       double lo_wl = orig / lo, hi_wl = orig / hi;
       for (int i = 0; i < r.n_dims / 2; i++) {
@@ -370,7 +440,8 @@ class ArchCompiler {
         r.factors.push_back(static_cast<float>(f));
       }
     } else if (type == "linear") {
-      if (!(factor > 0)) return fail(Errc::bad_format, s.line, "rope scaling 'linear' has no usable factor");
+      if (!(factor > 0) || !std::isfinite(factor))
+        return fail(Errc::bad_format, s.line, strf("rope scaling 'linear': %s.rope.scaling.factor %g is not usable", m_.arch.c_str(), factor));
       r.freq_scale = static_cast<float>(1.0 / factor);
     } else if (!type.empty() && type != "none") {
       return fail(Errc::unsupported, s.line, "rope scaling '" + printable(type) + "' is not supported (none, linear, llama3)");
@@ -415,6 +486,7 @@ class ArchCompiler {
         st.w = t;
         w_out = static_cast<int>(t->ne[0]);
         p_.embed_rows = std::min<int64_t>(p_.embed_rows, t->ne[1]);
+        if (x_tensor_.empty()) x_tensor_ = t->name;
         break;
       }
       case OpCode::rms_norm:
@@ -443,6 +515,7 @@ class ArchCompiler {
         if (auto r = check_computable(*t, s.line); !r) return r;
         st.w = t;
         w_out = static_cast<int>(t->ne[1]);
+        if (tgt == "logits") logits_tensor_ = t->name;
         if (m_.format == "gguf") st.round_input = t->type == DType::f16 ? 1 : t->type == DType::bf16 ? 2 : 0;
         if (st.round_input) p_.max_round_width = std::max(p_.max_round_width, w_a);
         break;
@@ -473,6 +546,16 @@ class ArchCompiler {
         if (at.n_kv <= 0 || at.n_head % at.n_kv != 0 || wv / at.hd_v != at.n_kv)
           return fail(Errc::shape_mismatch, s.line, strf("attention: %d query heads, %d key heads and %d value heads do not group",
                                                          at.n_head, at.n_kv, wv / at.hd_v));
+        for (auto [key, have, declared] : {std::tuple<const char*, int, int64_t>{"attention.head_count", at.n_head, hp.n_head},
+                                           {"attention.head_count_kv", at.n_kv, hp.n_head_kv}}) {
+          const MetaValue* mv = m_.find_meta(m_.arch + "." + key);
+          if (!mv || mv->kind == MetaValue::Kind::string || declared <= 0 || have == declared) continue;
+          return fail(Errc::shape_mismatch, s.line,
+                      strf("%s.%s is %lld but attention gets %d heads of %d from '%s' (%d wide) and '%s' (%d wide) in "
+                           "layer %d: the metadata contradicts the tensors",
+                           m_.arch.c_str(), key, static_cast<long long>(declared), have, at.hd_k, s.args[0].word.c_str(),
+                           w_a, s.args[1].word.c_str(), wk, layer));
+        }
         at.window = sliding(layer) ? window_ : 0;
         auto sc = fvalue(s, "scale", 1.0 / std::sqrt(static_cast<float>(at.hd_k)));
         if (!sc) return sc.error();
@@ -517,6 +600,7 @@ class ArchCompiler {
         auto v = value(s.args[1].value, s.line);
         if (!v) return v.error();
         st.f = static_cast<float>(*v);
+        if (!std::isfinite(st.f)) return fail(Errc::bad_format, s.line, strf("%s: %g does not fit a float", op.name, *v));
         if (op.code == OpCode::softcap) {
           if (st.f < 0) return fail(Errc::bad_format, s.line, "softcap is negative");
           if (st.f == 0) return {};  // no soft-capping for this model
@@ -545,6 +629,8 @@ class ArchCompiler {
   std::vector<int> width_, max_width_;
   std::unordered_map<const TensorView*, size_t> vec_index_;
   int window_ = 0, period_ = 0;
+  uint64_t max_steps_;
+  std::string x_tensor_, logits_tensor_;  // the embedding and the output weight (messages)
 };
 
 // ---- the engine: one per loaded model, immutable, shared by every session ----
@@ -578,7 +664,7 @@ class Engine {
                                                          [&](const auto& d) { return d.get() == def; }) -
                                             reg->defs.begin())];
     e->arch_ = ArchInfo{def->name, def->origin, def->sha256, def->steps_per_layer()};
-    ArchCompiler comp(*def, *e->desc_, e->prog_);
+    ArchCompiler comp(*def, *e->desc_, e->prog_, opts.max_program_steps);
     if (auto r = comp.run(); !r) return r.error();
     e->pool_ = std::make_unique<ThreadPool>(opts.threads);
     return std::shared_ptr<const Engine>(std::move(e));
@@ -717,6 +803,25 @@ class Context {
     c.n_ctx_ = n_ctx > 0 ? n_ctx : c.e_->n_ctx_default();
     if (c.n_ctx_ > (1 << 24)) return make_error(Errc::invalid_argument, strf("context of %d tokens is too large", c.n_ctx_));
     c.ubatch_ = std::min(kUbatch, c.n_ctx_);
+    // What the session will allocate, against the limit, before allocating any of it.
+    {
+      uint64_t kv = KvCache::planned_bytes(p.kv, c.n_ctx_, c.ubatch_, o.kv_type);
+      uint64_t scratch = 0;
+      for (size_t r = 0; r < p.reg_names.size(); r++)
+        scratch += uint64_t(c.ubatch_) * uint64_t(std::max(1, p.reg_width[r])) * 4;
+      scratch += uint64_t(c.ubatch_) * uint64_t(p.max_round_width) * 4;
+      uint64_t total = kv == UINT64_MAX ? UINT64_MAX : kv + scratch;
+      uint64_t limit = o.max_session_bytes ? o.max_session_bytes : physical_memory_bytes();
+      if (limit && total > limit)
+        return make_error(Errc::out_of_memory,
+                          strf("%s: a session of %d tokens needs %s (KV cache %s for %d attention layers, scratch %s), more "
+                               "than the limit of %s (%s); use a smaller context",
+                               c.e_->desc().path.c_str(), c.n_ctx_, kv == UINT64_MAX ? "more than 2^64 bytes" : human_bytes(total).c_str(),
+                               kv == UINT64_MAX ? "overflow" : human_bytes(kv).c_str(), static_cast<int>(p.kv.size()),
+                               human_bytes(scratch).c_str(), human_bytes(limit).c_str(),
+                               o.max_session_bytes ? "LoadOptions::max_session_bytes" : "the machine's physical memory; "
+                                                                                       "LoadOptions::max_session_bytes"));
+    }
     if (auto r = c.kv_.init(p.kv, c.n_ctx_, c.ubatch_, o.kv_type); !r) return r.error();
     c.slide_ = o.context_policy == ContextPolicy::slide;
     c.keep_ = std::max(0, o.keep);
@@ -782,6 +887,13 @@ class Context {
                                                        tokens[k], k, static_cast<long long>(p.embed_rows - 1)));
     if (!slide_ && n_past_ + n > n_ctx_) return EvalStatus::context_full;
     uint64_t out_n = uint64_t(all_logits ? n : 1) * uint64_t(p.n_vocab);
+    if (all_logits) {  // [n][n_vocab] floats: refused, not an abort, when the machine cannot hold them
+      const LoadOptions& o = e_->options();
+      uint64_t limit = o.max_session_bytes ? o.max_session_bytes : physical_memory_bytes();
+      if (limit && out_n > limit / 4)
+        return make_error(Errc::out_of_memory, strf("eval: the logits of %d tokens x %d would need %s, more than %s", n,
+                                                    p.n_vocab, human_bytes(out_n * 4).c_str(), human_bytes(limit).c_str()));
+    }
     logits.resize(static_cast<size_t>(out_n));
     int done = 0;
     while (done < n) {

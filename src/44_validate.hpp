@@ -13,6 +13,9 @@ struct LogitsReport {
   double pearson_min = 1;
   double top10_overlap_mean = 0;
   int first_divergence = -1;  // first position whose top-1 differs
+  // NaN or infinite logits: such a position never matches (top-1 differs, Pearson 0)
+  uint64_t nonfinite_ours = 0, nonfinite_ref = 0;
+  int first_nonfinite_pos = -1, first_nonfinite_id = -1;
 };
 
 // Pearson correlation in double (1 when both are constant and equal, 0 when only one is).
@@ -68,11 +71,24 @@ inline LogitsReport compare_logits(const float* ours, const float* ref, int rows
   for (int p = 0; p < rows; p++) {
     const float* a = ours + size_t(p) * n_vocab;
     const float* b = ref + size_t(p) * n_vocab;
+    bool finite = true;
+    for (int i = 0; i < n_vocab; i++) {
+      bool fa = std::isfinite(a[i]), fb = std::isfinite(b[i]);
+      r.nonfinite_ours += !fa;
+      r.nonfinite_ref += !fb;
+      if ((!fa || !fb) && finite) {
+        finite = false;
+        if (r.first_nonfinite_pos < 0) {
+          r.first_nonfinite_pos = p;
+          r.first_nonfinite_id = i;
+        }
+      }
+    }
     std::vector<int> ta = top_k_ids(a, n_vocab, 10), tb = top_k_ids(b, n_vocab, 10);
-    bool same = !ta.empty() && !tb.empty() && ta[0] == tb[0];
+    bool same = finite && !ta.empty() && !tb.empty() && ta[0] == tb[0];
     r.top1_matches += same;
     if (!same && r.first_divergence < 0) r.first_divergence = p;
-    double pc = pearson(a, b, static_cast<size_t>(n_vocab));
+    double pc = finite ? pearson(a, b, static_cast<size_t>(n_vocab)) : 0.0;
     psum += pc;
     r.pearson_min = std::min(r.pearson_min, pc);
     int overlap = 0;

@@ -48,7 +48,7 @@ LLMI_API_DEF Result<Model> Model::load(std::string_view path, const LoadOptions&
 #if !defined(LLMINFER_NO_CPU_CHECK)
   if (auto cpu = detail::check_cpu(); !cpu) return cpu.error();
 #endif
-  auto desc = detail::load_description(std::string(path));
+  auto desc = detail::load_description(std::string(path), options.read_into_memory);
   if (!desc) return desc.error();
   auto impl = std::make_shared<detail::ModelImpl>();
   impl->desc = std::move(*desc);
@@ -132,6 +132,7 @@ inline uint64_t fresh_seed() {
 // Generates after `prompt` on the session's context, reusing the longest cached prefix.
 inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const int32_t> prompt,
                                                const GenerateOptions& o, double t_start, bool strip_leading) {
+  if (!s.model) return make_error(Errc::invalid_argument, "generate: the model is not loaded");
   const ModelImpl& m = *s.model;
   if (auto v = validate_generate_options(o); !v) return v.error();
   if (prompt.empty()) return make_error(Errc::invalid_argument, "the prompt is empty (no tokens to start from)");
@@ -158,6 +159,11 @@ inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const i
   std::vector<int32_t> history(prompt.begin(), prompt.end());
   auto run = run_generation(io, prompt.subspan(reuse), std::move(history), o, s.sampler, s.rng, t_start, r);
   if (!run) return run.error();
+  if (r.stop == StopReason::context_full && r.tokens.empty() && prompt.size() > static_cast<size_t>(ctx.n_ctx()))
+    r.error = make_error(Errc::invalid_argument,
+                         strf("%s: the prompt is %zu tokens but the context holds %d (LoadOptions::context, --context): "
+                              "nothing was generated",
+                              m.desc->path.c_str(), prompt.size(), ctx.n_ctx()));
   r.timings.load_ms = m.load_ms;
   r.peak_rss_mb = peak_rss_mb();
   r.kv_bytes = ctx.kv_bytes();
@@ -237,20 +243,30 @@ LLMI_API_DEF Session Model::session() const {
   return Session(std::move(s));
 }
 
+LLMI_API_DEF const detail::ModelImpl& Model::impl() const {
+  if (!impl_) {
+    std::fputs("llminfer: Model::impl() on a Model that holds no model (default-constructed or moved from)\n", stderr);
+    std::abort();
+  }
+  return *impl_;
+}
+
 LLMI_API_DEF Result<std::vector<int32_t>> Model::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+  if (!impl_) return detail::make_error(Errc::invalid_argument, "tokenize: the model is not loaded");
   if (!impl_->tokenizer) return impl_->tokenizer_error;
   return impl_->tokenizer->encode(text, add_special, parse_special);
 }
 
 // Valid UTF-8 always: bytes that do not form valid UTF-8 become U+FFFD (as Hugging Face decodes).
 LLMI_API_DEF std::string Model::detokenize(std::span<const int32_t> ids) const {
-  if (!impl_->tokenizer) return std::string();
+  if (!impl_ || !impl_->tokenizer) return std::string();
   return detail::utf8_lossy(impl_->tokenizer->decode(ids));
 }
 
 // The model's own chat template (or the documented ChatML fallback, see chat_template_for).
 LLMI_API_DEF Result<std::string> Model::apply_chat_template(std::span<const Message> messages,
                                                             bool add_generation_prompt) const {
+  if (!impl_) return detail::make_error(Errc::invalid_argument, "apply_chat_template: the model is not loaded");
   auto src = detail::chat_template_for(*impl_->desc);
   auto tpl = detail::ChatTemplate::parse(src.source);
   if (!tpl) return detail::make_error(tpl.error().code, impl_->desc->path + ": " + tpl.error().message);
@@ -268,13 +284,24 @@ LLMI_API_DEF Session::Session(Session&&) noexcept = default;
 LLMI_API_DEF Session& Session::operator=(Session&&) noexcept = default;
 LLMI_API_DEF Session::~Session() = default;
 
+LLMI_API_DEF detail::SessionImpl& Session::impl() {
+  if (!impl_) {
+    std::fputs("llminfer: Session::impl() on a moved-from Session\n", stderr);
+    std::abort();
+  }
+  return *impl_;
+}
+
 LLMI_API_DEF void Session::add(std::string_view role, std::string_view content) {
+  if (!impl_) return;  // moved from: reply() reports it
   impl_->messages.push_back(Message{std::string(role), std::string(content)});
 }
 
 LLMI_API_DEF Result<GenerateResult> Session::reply(const GenerateOptions& options) {
   double t0 = detail::now_ms();
+  if (!impl_) return detail::make_error(Errc::invalid_argument, "reply: the session was moved from (use the Session it was moved to)");
   detail::SessionImpl& s = *impl_;
+  if (!s.model) return detail::make_error(Errc::invalid_argument, "reply: the model is not loaded");
   if (s.messages.empty()) return detail::make_error(Errc::invalid_argument, "reply: the conversation is empty (add a message first)");
   auto ids = detail::chat_prompt_tokens(*s.model, s.messages, options.cancel);
   if (!ids) return ids.error();
@@ -287,13 +314,18 @@ LLMI_API_DEF Result<GenerateResult> Session::reply(const GenerateOptions& option
 }
 
 LLMI_API_DEF void Session::reset() {
+  if (!impl_) return;
   impl_->messages.clear();
   if (impl_->ctx) impl_->ctx->clear();
 }
 
-LLMI_API_DEF const std::vector<Message>& Session::messages() const { return impl_->messages; }
-LLMI_API_DEF int Session::cached_tokens() const { return impl_->ctx ? impl_->ctx->n_past() : 0; }
+LLMI_API_DEF const std::vector<Message>& Session::messages() const {
+  static const std::vector<Message> none;
+  return impl_ ? impl_->messages : none;
+}
+LLMI_API_DEF int Session::cached_tokens() const { return impl_ && impl_->ctx ? impl_->ctx->n_past() : 0; }
 LLMI_API_DEF int Session::context_size() const {
+  if (!impl_ || !impl_->model) return 0;
   return impl_->ctx ? impl_->ctx->n_ctx() : impl_->model->engine->n_ctx_default();
 }
 

@@ -2,6 +2,7 @@
 // readers (tests/fuzz/corpus/{gguf,safetensors,json}/). The committed files must equal what this
 // produces (test_corpus.cpp checks it; `make corpus` rewrites them).
 #pragma once
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -71,12 +72,12 @@ inline std::vector<float> ramp(size_t n) {
 // ---- GGUF ----
 
 // Valid metadata of a tiny llama (4-token SentencePiece-style vocabulary).
-inline test::GgufWriter gguf_meta() {
+inline test::GgufWriter gguf_meta(float rms_eps = 1e-5f) {
   test::GgufWriter w;
   w.kv_str("general.architecture", "llama").kv_str("general.name", "corpus");
   w.kv_u32("llama.block_count", 1).kv_u32("llama.embedding_length", 32).kv_u32("llama.attention.head_count", 4);
   w.kv_u32("llama.attention.head_count_kv", 2).kv_u32("llama.context_length", 256);
-  w.kv_u32("llama.feed_forward_length", 64).kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.kv_u32("llama.feed_forward_length", 64).kv_f32("llama.attention.layer_norm_rms_epsilon", rms_eps);
   w.kv_str("tokenizer.ggml.model", "llama").kv_strs("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "a"});
   w.kv_f32s("tokenizer.ggml.scores", {0, 0, 0, -1}).kv_i32s("tokenizer.ggml.token_type", {2, 3, 3, 1});
   w.kv_u32("tokenizer.ggml.bos_token_id", 1).kv_u32("tokenizer.ggml.eos_token_id", 2);
@@ -277,6 +278,21 @@ inline void gguf_cases(Set& s) {
   s.add("gguf-tensor-name-invalid-utf8.gguf",
         gguf_with_tensors([](test::GgufWriter& w) { w.tensor_info("blk.\xED\xA0\x80.w", {8}, 0, 0); }),
         "tensor info 1 of 1: name is not valid UTF-8 ('blk.\\xED\\xA0\\x80.w')");
+  // -- hyper-parameters the forward pass uses as floats must be finite (issue 16)
+  {
+    test::GgufWriter w = gguf_meta(INFINITY);
+    gguf_tensors(w);
+    s.add("gguf-rms-eps-infinite.gguf", w.build(),
+          "metadata 'llama.attention.layer_norm_rms_epsilon' is inf; it must be a finite non-negative number");
+  }
+  s.add("gguf-rope-base-infinite.gguf",
+        gguf_with_meta([](test::GgufWriter& w) { w.kv_f32("llama.rope.freq_base", INFINITY); }),
+        "metadata 'llama.rope.freq_base' is inf; it must be a finite positive number");
+  s.add("gguf-rope-base-nan.gguf", gguf_with_meta([](test::GgufWriter& w) { w.kv_f32("llama.rope.freq_base", NAN); }),
+        "metadata 'llama.rope.freq_base' is nan; it must be a finite positive number");
+  s.add("gguf-rope-factor-too-big.gguf",
+        gguf_with_meta([](test::GgufWriter& w) { w.kv_f64("llama.rope.scaling.factor", 1e300); }),
+        "metadata 'llama.rope.scaling.factor' is 1e+300; it must be a finite non-negative number");
   // -- well-formed GGUF, inconsistent vocabulary
   auto vocab = [](auto&& edit) {
     test::GgufWriter w;
@@ -571,6 +587,17 @@ inline std::vector<File> fuzz_seeds() {
     w.kv_array("a.nested", nested_array(3)).kv_strs("a.strs", {"x", "yz"});
     w.tensor_f32("s", {}, {2.0f}).tensor("h", {4, 1, 1, 2}, 1, Bytes(16, 0x3C)).tensor("b", {4}, 30, Bytes(8, 0x3F));
     add("gguf/all-types.gguf", w.build(3, 16));
+  }
+  {  // the shapes of issue 16: a layer count that would compile 517 million steps with a long
+     // tensor-free definition, and a file holding more layers than it declares
+    test::GgufWriter w;
+    w.kv_str("general.architecture", "hostile").kv_u32("hostile.block_count", 65536).kv_u32("hostile.embedding_length", 8);
+    w.tensor_f32("token_embd.weight", {8, 4}, ramp(32));
+    add("gguf/block-count-65536.gguf", w.build());
+    test::GgufWriter v = gguf_meta();
+    gguf_tensors(v);
+    v.tensor_f32("blk.1.attn_norm.weight", {32}, ramp(32));
+    add("gguf/extra-layer.gguf", v.build());
   }
   add("safetensors/base.safetensors", st_base());
   add("safetensors/mlx-4bit.safetensors", mlx_safetensors(4, 1));

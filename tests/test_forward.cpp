@@ -6,7 +6,12 @@
 #define LLMINFER_IMPLEMENTATION
 #include "common.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
+#include <functional>
 #include <thread>
 
 using namespace llminfer;
@@ -24,6 +29,11 @@ struct Synth {
   bool rope_freqs = false;
   std::map<std::string, std::vector<float>> w;  // name -> values, [rows][cols] row-major
   std::map<std::string, std::vector<uint64_t>> dims;
+  // Hostile variants: metadata values that replace what the shapes say ({arch}.KEY suffix ->
+  // value), and extra entries.
+  std::map<std::string, uint32_t> key_u32;
+  std::map<std::string, float> key_f32;
+  std::function<void(test::GgufWriter&)> extra;
 
   uint64_t rng = 88172645463325252ull;
   float rnd() {  // xorshift64, uniform in [-1, 1)
@@ -79,16 +89,21 @@ struct Synth {
     test::GgufWriter g;
     std::string a = gemma ? "gemma3" : "llama";
     g.kv_str("general.architecture", a);
-    g.kv_u32(a + ".block_count", uint32_t(layers));
-    g.kv_u32(a + ".context_length", 4096);
-    g.kv_u32(a + ".embedding_length", uint32_t(embd));
-    g.kv_u32(a + ".feed_forward_length", uint32_t(ff));
-    g.kv_u32(a + ".attention.head_count", uint32_t(heads));
-    g.kv_u32(a + ".attention.head_count_kv", uint32_t(kv_heads));
-    g.kv_u32(a + ".attention.key_length", uint32_t(head_dim));
-    g.kv_u32(a + ".attention.value_length", uint32_t(head_dim));
-    g.kv_f32(a + ".rope.freq_base", rope_base);
-    g.kv_f32(a + ".attention.layer_norm_rms_epsilon", eps);
+    auto u32 = [&](const std::string& k, uint32_t v) {
+      g.kv_u32(a + "." + k, key_u32.count(k) ? key_u32.at(k) : v);
+    };
+    auto f32 = [&](const std::string& k, float v) { g.kv_f32(a + "." + k, key_f32.count(k) ? key_f32.at(k) : v); };
+    u32("block_count", uint32_t(layers));
+    u32("context_length", 4096);
+    u32("embedding_length", uint32_t(embd));
+    u32("feed_forward_length", uint32_t(ff));
+    u32("attention.head_count", uint32_t(heads));
+    u32("attention.head_count_kv", uint32_t(kv_heads));
+    u32("attention.key_length", uint32_t(head_dim));
+    u32("attention.value_length", uint32_t(head_dim));
+    f32("rope.freq_base", rope_base);
+    f32("attention.layer_norm_rms_epsilon", eps);
+    if (extra) extra(g);  // further entries
     if (gemma) {
       if (window) g.kv_u32(a + ".attention.sliding_window", uint32_t(window));
       g.kv_u32(a + ".attention.sliding_window_pattern", uint32_t(period));
@@ -600,4 +615,233 @@ TEST_CASE("forward: the row activations equal their scalar definitions") {
   }
   MESSAGE("silu_row: largest relative difference to silu_f32 " << worst);
   CHECK(worst < 1e-6);
+}
+
+// ---- hostile files: what the metadata says against what the tensors hold (issue 16) ----
+namespace {
+
+Result<Model> load_variant(const test::TempDir& dir, Synth s, const std::string& name, LoadOptions o = {}) {
+  s.build();
+  o.threads = 1;
+  return Model::load(s.write(dir, name), o);
+}
+
+// The load fails with `code` and a message holding every one of `parts`.
+void check_refused(const Result<Model>& m, Errc code, std::initializer_list<std::string> parts) {
+  REQUIRE_MESSAGE(!m, "accepted");
+  CHECK_MESSAGE(m.error().code == code, m.error().message);
+  for (const auto& p : parts) CHECK_MESSAGE(m.error().message.find(p) != std::string::npos, "expected \"" << p << "\" in: " << m.error().message);
+}
+
+void add_vocab(test::GgufWriter& g, int n) {
+  std::vector<std::string> toks;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  for (int k = 0; k < n; k++) {
+    toks.push_back(k == 0 ? "<unk>" : "t" + std::to_string(k));
+    scores.push_back(-float(k));
+    types.push_back(k == 0 ? 2 : 1);
+  }
+  g.kv_str("tokenizer.ggml.model", "llama").kv_strs("tokenizer.ggml.tokens", toks);
+  g.kv_f32s("tokenizer.ggml.scores", scores).kv_i32s("tokenizer.ggml.token_type", types);
+}
+
+}  // namespace
+
+TEST_CASE("robust: hyper-parameters that contradict the tensors fail the load, naming the key and the tensor") {
+  test::TempDir dir;
+  Synth base;
+  {  // the unmodified file loads (so each refusal below is the contradiction's)
+    auto m = load_variant(dir, base, "ok.gguf");
+    REQUIRE_MESSAGE(m, (m ? "" : m.error().message));
+  }
+  {  // n_embd twice the tensors' width (ran with half the heads before)
+    Synth s = base;
+    s.key_u32["embedding_length"] = 64;
+    check_refused(load_variant(dir, s, "embd.gguf"), Errc::shape_mismatch,
+                  {"embd.gguf", "llama.embedding_length is 64 but the residual 'x' is 32 wide (from tensor 'token_embd.weight')"});
+  }
+  {  // head counts the q / k widths do not give
+    Synth s = base;
+    s.key_u32["attention.head_count"] = 8;
+    check_refused(load_variant(dir, s, "heads.gguf"), Errc::shape_mismatch,
+                  {"llama.attention.head_count is 8 but attention gets 4 heads of 8", "layer 0"});
+    Synth t = base;
+    t.key_u32["attention.head_count_kv"] = 1;
+    check_refused(load_variant(dir, t, "kvheads.gguf"), Errc::shape_mismatch,
+                  {"llama.attention.head_count_kv is 1 but attention gets 2 heads"});
+  }
+  {  // fewer layers declared than the file holds (the rest were silently ignored)
+    Synth s = base;
+    s.key_u32["block_count"] = 2;
+    check_refused(load_variant(dir, s, "layers.gguf"), Errc::shape_mismatch,
+                  {"llama.block_count is 2 but the file holds tensor 'blk.2."});
+  }
+  {  // a 1-token vocabulary over a 61-row embedding (printed nothing)
+    Synth s = base;
+    s.extra = [](test::GgufWriter& g) { add_vocab(g, 1); };
+    check_refused(load_variant(dir, s, "vocab1.gguf"), Errc::shape_mismatch,
+                  {"the vocabulary (tokenizer.ggml.tokens) has 1 tokens but the output 'token_embd.weight' gives 61 logits"});
+    Synth t = base;  // the same vocabulary size loads
+    t.extra = [](test::GgufWriter& g) { add_vocab(g, 61); };
+    auto m = load_variant(dir, t, "vocab61.gguf");
+    CHECK_MESSAGE(m, (m ? "" : m.error().message));
+  }
+  {  // an output wider than the embedding (failed at the first decode without naming the file)
+    Synth s = base;
+    s.build();
+    s.mat("output.weight", s.vocab + 10, s.embd, 0.3f);
+    auto m = Model::load(s.write(dir, "wide.gguf"), {.threads = 1});
+    check_refused(m, Errc::shape_mismatch,
+                  {"wide.gguf", "the output 'output.weight' gives 71 logits but the embedding 'token_embd.weight' has 61 rows"});
+  }
+  {  // vocab_size that the output contradicts
+    Synth s = base;
+    s.extra = [](test::GgufWriter& g) { g.kv_u32("llama.vocab_size", 60); };
+    check_refused(load_variant(dir, s, "vsize.gguf"), Errc::shape_mismatch, {"llama.vocab_size is 60 but the output"});
+  }
+  {  // numbers used as floats must be finite (and fit a float)
+    for (auto [key, value] : {std::pair<const char*, float>{"attention.layer_norm_rms_epsilon", INFINITY},
+                              {"attention.layer_norm_rms_epsilon", -1.0f},
+                              {"rope.freq_base", INFINITY},
+                              {"rope.freq_base", NAN},
+                              {"rope.freq_base", 0.0f}}) {
+      Synth s = base;
+      s.key_f32[key] = value;
+      check_refused(load_variant(dir, s, "f.gguf"), Errc::bad_format, {"f.gguf: metadata 'llama." + std::string(key) + "'"});
+    }
+    Synth s = base;  // a double beyond float range
+    s.extra = [](test::GgufWriter& g) { g.kv_f64("llama.rope.scaling.factor", 1e300); };
+    check_refused(load_variant(dir, s, "big.gguf"), Errc::bad_format, {"metadata 'llama.rope.scaling.factor' is 1e+300"});
+  }
+  {  // rope factors divide the angle: zero or infinity is refused (named)
+    for (float bad : {0.0f, INFINITY}) {
+      Synth s = base;
+      s.rope_freqs = true;
+      s.build();
+      s.w["rope_freqs.weight"][1] = bad;
+      auto m = Model::load(s.write(dir, "factors.gguf"), {.threads = 1});
+      REQUIRE(!m);
+      CHECK(m.error().code == Errc::bad_format);
+      CHECK_MESSAGE(m.error().message.find("rope_freqs.weight") != std::string::npos, m.error().message);
+    }
+  }
+}
+
+TEST_CASE("robust: the compiled size and a session's memory are refused before anything is allocated") {
+  test::TempDir dir;
+  Synth base;
+  {  // the limit is settable; the default lets a normal model through
+    auto ok = load_variant(dir, base, "ok.gguf");
+    REQUIRE(ok);
+    check_refused(load_variant(dir, base, "ok.gguf", {.max_program_steps = 20}), Errc::out_of_memory,
+                  {"llama.block_count 3 x 20 steps per layer (+ 4) makes 64 compiled steps, more than the limit of 20 "
+                   "(LoadOptions::max_program_steps)"});
+  }
+  {  // block_count 65536 x a definition of 7,900 tensor-free steps: 517 million steps (aborted after 16 s at 4.2 GB)
+    test::GgufWriter g;
+    g.kv_str("general.architecture", "hostile").kv_u32("hostile.block_count", 65536).kv_u32("hostile.embedding_length", 8);
+    g.tensor_f32("token_embd.weight", {8, 4}, std::vector<float>(32, 0.5f));
+    REQUIRE(test::write_file(dir.file("steps.gguf"), g.build()));
+    std::string def = "arch hostile\nkind decoder\nprologue\n  x = embed(token_embd.weight)\nblock\n";
+    for (int k = 0; k < 7900; k++) def += "silu(x)\n";
+    def += "epilogue\n  logits = matmul(x, token_embd.weight)\n";
+    REQUIRE(def.size() <= kArchdefMaxBytes);
+    test::TempDir defs;
+    REQUIRE(test::write_file(defs.file("hostile.archdef"), def));
+    auto t0 = std::chrono::steady_clock::now();
+    auto m = Model::load(dir.file("steps.gguf"), {.threads = 1, .archdef_dir = defs.path});
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    check_refused(m, Errc::out_of_memory, {"steps.gguf", "hostile.block_count 65536 x 7900 steps per layer", "517734402 compiled steps"});
+    CHECK(s < 5.0);
+  }
+  {  // a tensor-free attention per layer: 4096 layers x 4096 positions = 32 GiB of KV cache
+    test::GgufWriter g;
+    g.kv_str("general.architecture", "kvhog").kv_u32("kvhog.block_count", 4096).kv_u32("kvhog.embedding_length", 512);
+    g.kv_u32("kvhog.context_length", 4096).kv_u32("kvhog.attention.head_count", 8).kv_u32("kvhog.attention.head_count_kv", 8);
+    g.tensor_f32("token_embd.weight", {512, 4}, std::vector<float>(2048, 0.01f));
+    REQUIRE(test::write_file(dir.file("kv.gguf"), g.build()));
+    test::TempDir defs;
+    REQUIRE(test::write_file(defs.file("kvhog.archdef"),
+                             "arch kvhog\nkind decoder\nprologue\n  x = embed(token_embd.weight)\nblock\n  a = attention(x, x, x)\n"
+                             "  add(x, a)\n  scale(x, 0.5)\nepilogue\n  last(x)\n  logits = matmul(x, token_embd.weight)\n"));
+    auto m = Model::load(dir.file("kv.gguf"), {.threads = 1, .archdef_dir = defs.path, .max_session_bytes = uint64_t(1) << 30});
+    REQUIRE_MESSAGE(m, (m ? "" : m.error().message));  // the load itself allocates no cache
+    std::vector<int32_t> ids = {1, 2};
+    auto r = m->generate(std::span<const int32_t>(ids), {.max_tokens = 1});
+    REQUIRE(!r);
+    CHECK(r.error().code == Errc::out_of_memory);
+    CHECK_MESSAGE(r.error().message.find("kv.gguf: a session of 4096 tokens needs 32.0 GiB (KV cache 32 GiB for 4096 attention "
+                                         "layers") != std::string::npos,
+                  r.error().message);
+    CHECK(r.error().message.find("LoadOptions::max_session_bytes") != std::string::npos);
+    // a smaller context fits the same limit
+    auto small = Model::load(dir.file("kv.gguf"), {.threads = 1, .context = 16, .archdef_dir = defs.path,
+                                                   .max_session_bytes = uint64_t(1) << 30});
+    REQUIRE(small);
+    auto r2 = small->generate(std::span<const int32_t>(ids), {.max_tokens = 1});
+    CHECK_MESSAGE(r2, (r2 ? "" : r2.error().message));
+  }
+}
+
+TEST_CASE("robust: read_into_memory gives the same logits as the mapping and survives the file being truncated") {
+  test::TempDir dir;
+  Synth s;
+  s.build();
+  std::string path = s.write(dir, "m.gguf");
+  auto mapped = Model::load(path, {.threads = 1, .kv_type = KvType::f32});
+  auto owned = Model::load(path, {.threads = 1, .kv_type = KvType::f32, .read_into_memory = true});
+  REQUIRE(mapped);
+  REQUIRE(owned);
+  CHECK(!mapped->impl().desc->files[0]->owned());
+  CHECK(owned->impl().desc->files[0]->owned());
+  auto toks = some_tokens(20, s.vocab, 3);
+  auto a = logits_of_ids(mapped->impl().engine, toks, true);
+  auto b = logits_of_ids(owned->impl().engine, toks, true);
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(*a == *b);  // bit for bit
+  // Truncated (and rewritten) after the load: the owned copy does not notice. (The mapped model
+  // must not run now: its pages are gone, a read would be SIGBUS.)
+  mapped = Result<Model>(Model());
+  REQUIRE(truncate(path.c_str(), 0) == 0);
+  auto c = logits_of_ids(owned->impl().engine, toks, true);
+  REQUIRE(c);
+  CHECK(*c == *b);
+  REQUIRE(test::write_file(path, std::string(4096, 'x')));
+  auto d = logits_of_ids(owned->impl().engine, toks, true);
+  REQUIRE(d);
+  CHECK(*d == *b);
+  // a missing file is an io error in this mode too
+  auto gone = Model::load(dir.file("missing.gguf"), {.read_into_memory = true});
+  REQUIRE(!gone);
+  CHECK(gone.error().code == Errc::io);
+}
+
+TEST_CASE("robust: a FIFO or a directory as the model or as a definition is refused at once, never waited on") {
+  test::TempDir dir;
+  std::string fifo = dir.file("model.gguf");
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  for (bool read : {false, true}) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto m = Model::load(fifo, {.read_into_memory = read});
+    REQUIRE(!m);
+    CHECK(m.error().code == Errc::io);
+    CHECK_MESSAGE(m.error().message.find("model.gguf: is a pipe (FIFO), not a regular file") != std::string::npos, m.error().message);
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5.0);
+  }
+  Synth s;
+  s.build();
+  std::string path = s.write(dir, "m.gguf");
+  for (bool as_fifo : {true, false}) {  // <arch>.archdef that is not a regular file: no silent fallback
+    test::TempDir defs;
+    std::string def = defs.file("llama.archdef");
+    REQUIRE((as_fifo ? mkfifo(def.c_str(), 0600) : mkdir(def.c_str(), 0700)) == 0);
+    auto m = Model::load(path, {.threads = 1, .archdef_dir = defs.path});
+    REQUIRE(!m);
+    CHECK(m.error().code == Errc::archdef);
+    CHECK_MESSAGE(m.error().message.find("architecture 'llama' is unavailable") != std::string::npos, m.error().message);
+    CHECK_MESSAGE(m.error().message.find(def + (as_fifo ? ": is a pipe (FIFO)" : ": is a directory")) != std::string::npos,
+                  m.error().message);
+  }
 }

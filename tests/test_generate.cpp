@@ -5,8 +5,13 @@
 #define LLMINFER_IMPLEMENTATION
 #include "common.hpp"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <charconv>
+#include <cmath>
+#include <csignal>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -215,6 +220,10 @@ TEST_CASE("generate: max_tokens and a full context") {
   REQUIRE(g);
   CHECK(g->stop == StopReason::context_full);
   CHECK(g->tokens.empty());
+  CHECK(g->error.code == llminfer::Errc::invalid_argument);  // said, not silent (issue 16)
+  CHECK_MESSAGE(g->error.message.find("script.gguf: the prompt is 9 tokens but the context holds 5") != std::string::npos,
+                g->error.message);
+  CHECK(f->error.code == llminfer::Errc::ok);  // a context filled by generating is no error
   // ContextPolicy::slide keeps going past the context size
   Model slide = load(script_model_path(), {.threads = 1, .context = 8, .context_policy = llminfer::ContextPolicy::slide, .keep = 1});
   std::vector<int32_t> x = {15};
@@ -441,4 +450,136 @@ TEST_CASE("cli: run reports usage and input errors with the contract's exit code
   auto help = test::run_cli("run --help");
   CHECK(help.status == 0);
   CHECK(help.out.find("--temp") != std::string::npos);
+}
+
+TEST_CASE("cli: a prompt longer than the context exits 2 naming both lengths") {
+  std::string model = test::quote(script_model_path());
+  auto r = test::run_cli("run -m " + model + " -c 5 --ids 15,15,15,15,15,15,15,15,15 -t 1", true);
+  CHECK(r.status == 2);
+  CHECK_MESSAGE(r.out.find("the prompt is 9 tokens but the context holds 5") != std::string::npos, r.out);
+  auto j = test::run_cli("run -m " + model + " -c 5 --ids 15,15,15,15,15,15,15,15,15 -t 1 --json");
+  CHECK(j.status == 2);
+  CHECK(j.out.find("\"stop\":\"context_full\"") != std::string::npos);
+  CHECK(j.out.find("\"error\":") != std::string::npos);
+  CHECK(test::run_cli("run -m " + model + " -c 12 --ids 15,15,15,15,15,15,15,15,15 -t 1").status == 0);
+}
+
+TEST_CASE("cli: output that cannot be written is an error; --no-mmap gives the same text") {
+  std::string model = test::quote(script_model_path());
+  CHECK(test::run_cli("run -m " + model + " --ids 1 -n 8 -t 1").status == 0);
+  auto full = test::run_cli("run -m " + model + " --ids 1 -n 8 -t 1 >/dev/full", true);
+  CHECK(full.status == 2);
+  auto info = test::run_cli("info " + model + " 2>&1 >/dev/full; echo status=$?");  // stderr captured, stdout full
+  CHECK_MESSAGE(info.out.find("status=2") != std::string::npos, info.out);
+  CHECK_MESSAGE(info.out.find("cannot write the output (standard output): No space left on device") != std::string::npos, info.out);
+  auto a = test::run_cli("run -m " + model + " --ids 1 -n 8 -t 1");
+  auto b = test::run_cli("run -m " + model + " --ids 1 -n 8 -t 1 --no-mmap");
+  CHECK(b.status == 0);
+  CHECK(a.out == b.out);
+  CHECK(a.out == kScriptText.substr(0, a.out.size() - 1) + "\n");
+}
+
+TEST_CASE("api: a default-constructed Model and a moved-from Session give errors, never a crash") {
+  Model none;
+  CHECK(!none.loaded());
+  std::vector<int32_t> ids = {1};
+  auto g = none.generate("hello");
+  REQUIRE(!g);
+  CHECK(g.error().code == llminfer::Errc::invalid_argument);
+  CHECK(!none.generate(std::span<const int32_t>(ids)));
+  auto t = none.tokenize("hello");
+  REQUIRE(!t);
+  CHECK(t.error().message.find("not loaded") != std::string::npos);
+  CHECK(none.detokenize(ids).empty());
+  std::vector<llminfer::Message> msgs = {{"user", "hi"}};
+  CHECK(!none.apply_chat_template(msgs));
+  auto s = none.session();
+  s.add("user", "hi");
+  auto r = s.reply();
+  REQUIRE(!r);
+  CHECK(r.error().message.find("not loaded") != std::string::npos);
+  CHECK(s.context_size() == 0);
+  CHECK(s.cached_tokens() == 0);
+  s.reset();
+
+  Model m = load(script_model_path());
+  CHECK(m.loaded());
+  auto a = m.session();
+  a.add("user", "x");
+  llminfer::Session b = std::move(a);
+  CHECK(b.messages().size() == 1);
+  a.add("user", "y");  // NOLINT: use after move is what this tests
+  auto ra = a.reply();
+  REQUIRE(!ra);
+  CHECK(ra.error().code == llminfer::Errc::invalid_argument);
+  CHECK(ra.error().message.find("moved from") != std::string::npos);
+  CHECK(a.messages().empty());
+  CHECK(a.cached_tokens() == 0);
+  CHECK(a.context_size() == 0);
+  a.reset();
+  a = m.session();  // assigned again, it works
+  a.add("user", "x");
+  CHECK(a.messages().size() == 1);
+}
+
+TEST_CASE("api: the value of a Result that holds an error is never undefined behaviour: it aborts with the message") {
+  // The README's snippet with a wrong path, without its check: a child process reads the value.
+  for (int how = 0; how < 3; how++) {
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      std::signal(SIGABRT, SIG_DFL);  // not the test framework's crash report
+      dup2(fds[1], 2);
+      auto model = Model::load("/nonexistent/model.gguf");
+      if (how == 0) (void)model->generate("Once upon a time");
+      if (how == 1) (void)(*model).session();
+      if (how == 2) (void)model.value().loaded();
+      _exit(0);
+    }
+    close(fds[1]);
+    std::string err;
+    char buf[512];
+    ssize_t n;
+    while ((n = read(fds[0], buf, sizeof buf)) > 0) err.append(buf, size_t(n));
+    close(fds[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFSIGNALED(st));
+    CHECK(WTERMSIG(st) == SIGABRT);
+    CHECK_MESSAGE(err.find("the value of a Result that holds an error was used") != std::string::npos, err);
+    CHECK_MESSAGE(err.find("/nonexistent/model.gguf") != std::string::npos, err);
+  }
+}
+
+TEST_CASE("cli: compare reports NaN or infinite logits as an error, not a match") {
+  std::string model = script_model_path();
+  test::TempDir dir;
+  // our own logits as the reference: a match
+  auto w = test::run_cli("logits -m " + test::quote(model) + " --ids 1,3 --out " + test::quote(dir.file("ref.f32")) + " -t 1");
+  REQUIRE(w.status == 0);
+  std::vector<uint8_t> ref;
+  REQUIRE(test::read_file(dir.file("ref.f32"), ref));
+  REQUIRE(ref.size() == size_t(kVocab) * 4);
+  auto same = test::run_cli("compare -m " + test::quote(model) + " --ids 1,3 --reference " + test::quote(dir.file("ref.f32")) + " --json -t 1");
+  CHECK(same.status == 0);
+  CHECK(same.out.find("\"top1_match_all\":true") != std::string::npos);
+  for (float bad : {NAN, INFINITY}) {
+    std::vector<uint8_t> b = ref;
+    for (int k = 0; k < kVocab; k++) std::memcpy(b.data() + 4 * k, &bad, 4);  // every logit
+    REQUIRE(test::write_file(dir.file("bad.f32"), b));
+    auto r = test::run_cli("compare -m " + test::quote(model) + " --ids 1,3 --reference " + test::quote(dir.file("bad.f32")) + " --json -t 1", true);
+    CHECK(r.status == 2);
+    CHECK_MESSAGE(r.out.find("bad.f32 holds values that are not finite (NaN or infinite): 0 in ours, 16 in the reference") != std::string::npos, r.out);
+    CHECK(r.out.find("\"top1_match_all\":false") != std::string::npos);
+    CHECK(r.out.find("\"pearson_min\":0") != std::string::npos);
+  }
+  // the report itself: NaN on both sides is no match (it was Pearson 1 and a match)
+  std::vector<float> nan(size_t(kVocab), NAN);
+  auto rep = llminfer::detail::compare_logits(nan.data(), nan.data(), 1, kVocab);
+  CHECK(!rep.top1_match_all);
+  CHECK(rep.pearson_min == 0);
+  CHECK(rep.nonfinite_ours == uint64_t(kVocab));
+  CHECK(rep.nonfinite_ref == uint64_t(kVocab));
 }

@@ -248,3 +248,23 @@ TEST_CASE("gguf: the real model files (stories260K, fixtures) parse and their te
     }
   }
 }
+
+TEST_CASE("cli: info escapes the terminal control characters a file's strings hold (text output and JSON)") {
+  test::TempDir dir;
+  test::GgufWriter w;
+  // ESC sequences (colour, window title), BEL, and a C1 CSI (U+009B) in the name and a key
+  w.kv_str("general.architecture", "llama").kv_str("general.name", "\x1b[31mRED\x1b]0;pwned\x07\x1b[0m \xC2\x9B" "2J");
+  w.kv_u32("x.\x1b[1mkey", 1);
+  std::string path = dir.file("escape.gguf");
+  REQUIRE(test::write_file(path, w.build()));
+  for (const char* mode : {"", " --all", " --json", " --json --all"}) {
+    auto r = test::run_cli("info " + test::quote(path) + mode);
+    CHECK(r.status == 0);
+    CHECK_MESSAGE(r.out.find('\x1b') == std::string::npos, mode);
+    CHECK_MESSAGE(r.out.find('\x07') == std::string::npos, mode);
+    CHECK_MESSAGE(r.out.find("\xC2\x9B") == std::string::npos, mode);
+    CHECK_MESSAGE(r.out.find("RED") != std::string::npos, mode);
+  }
+  auto text = test::run_cli("info " + test::quote(path));
+  CHECK_MESSAGE(text.out.find("name: \\x1B[31mRED\\x1B]0;pwned\\x07\\x1B[0m \\u009b2J") != std::string::npos, text.out);
+}

@@ -30,11 +30,12 @@ class Args {
     opts_.push_back(std::move(o));
     return *this;
   }
-  // Adds -t/--threads, -c/--context and --archdef (common to every model command).
+  // Adds -t/--threads, -c/--context, --archdef and --no-mmap (common to every model command).
   Args& common() {
     option({"-t", "--threads"}, true);
     option({"-c", "--context"}, true);
     option({"--archdef"}, true);
+    option({"--no-mmap"}, false);
     return *this;
   }
 
@@ -123,6 +124,7 @@ class Args {
     lo.threads = static_cast<int>(t);
     lo.context = static_cast<int>(c);
     lo.archdef_dir = get("--archdef");
+    lo.read_into_memory = has("--no-mmap");
     return true;
   }
 
@@ -153,8 +155,48 @@ inline int fail(const llminfer::Error& e) {
   return kFailure;
 }
 
-// Writes all of `s` to stdout (binary-safe).
-inline void out(std::string_view s) { std::fwrite(s.data(), 1, s.size(), stdout); }
+// The reason the first write to stdout failed (0: none yet).
+inline int& out_errno() {
+  static int e = 0;
+  return e;
+}
+
+// Writes all of `s` to stdout (binary-safe). A failed write is reported by finish_output().
+inline void out(std::string_view s) {
+  errno = 0;
+  if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size() && !out_errno()) out_errno() = errno ? errno : EIO;
+}
+
+// After a command: output that could not be written (a full disk, a closed pipe) is an error, not
+// a success. Returns the exit status to use.
+inline int finish_output(int code) {
+  errno = 0;
+  bool bad = std::fflush(stdout) != 0 || std::ferror(stdout);
+  int e = out_errno() ? out_errno() : errno;
+  if (bad) {
+    std::fprintf(stderr, "error: cannot write the output (standard output): %s\n",
+                 e ? std::strerror(e) : "write error");
+    return code == kOk ? kFailure : code;
+  }
+  return code;
+}
+
+// Writes `bytes` bytes to the file `path`; false with `err` naming the file and the reason.
+inline bool write_file(const std::string& path, const void* data, size_t bytes, std::string& err) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) {
+    err = path + ": cannot open for writing: " + std::strerror(errno);
+    return false;
+  }
+  errno = 0;
+  bool ok = std::fwrite(data, 1, bytes, f) == bytes;
+  ok = std::fflush(f) == 0 && ok;
+  int e = errno;
+  ok = std::fclose(f) == 0 && ok;
+  if (!e) e = errno;
+  if (!ok) err = path + ": cannot write: " + (e ? std::strerror(e) : "write error");
+  return ok;
+}
 
 // The most bytes the CLI reads from one input (-f/--file, --messages, --template, --jsonl, stdin,
 // a chat message): 64 MiB, or the environment variable LLMINFER_MAX_INPUT_BYTES. A longer input

@@ -18,7 +18,8 @@ const char* kCompareUsage =
     "  --kv-type f16|f32   KV cache element type (default f32: the tightest comparison, as the\n"
     "                      llama.cpp oracle's --precise; f16 is the library's default)\n"
     "  -t, --threads N     threads (default: all)\n"
-    "  --archdef DIR       architecture definitions that override the built-ins\n";
+    "  --archdef DIR       architecture definitions that override the built-ins\n"
+    "  --no-mmap           read the weights into memory instead of mapping the file\n";
 }  // namespace
 
 int cmd_compare(int argc, char** argv) {
@@ -64,11 +65,21 @@ int cmd_compare(int argc, char** argv) {
   std::vector<float> refv(static_cast<size_t>(rows) * nv);
   std::memcpy(refv.data(), ref->data(), refv.size() * 4);
   LogitsReport r = compare_logits(logits->data(), refv.data(), rows, nv);
+  int status = cli::kOk;
+  if (r.nonfinite_ours || r.nonfinite_ref) {  // never a match, and an error: such logits mean nothing
+    std::fprintf(stderr, "error: %s%s%s holds values that are not finite (NaN or infinite): %llu in ours, %llu in the "
+                 "reference; first at position %d, id %d\n",
+                 r.nonfinite_ours ? args.get("--model").c_str() : "", r.nonfinite_ours && r.nonfinite_ref ? " and " : "",
+                 r.nonfinite_ref ? ref_path.c_str() : "", static_cast<unsigned long long>(r.nonfinite_ours),
+                 static_cast<unsigned long long>(r.nonfinite_ref), r.first_nonfinite_pos, r.first_nonfinite_id);
+    status = cli::kFailure;
+  }
   if (args.has("--json")) {
     cli::out(strf("{\"positions\":%d,\"top1_match_all\":%s,\"top1_matches\":%d,\"pearson_mean\":%s,\"pearson_min\":%s,"
-                  "\"top10_overlap_mean\":%s,\"first_divergence\":%d}\n",
+                  "\"top10_overlap_mean\":%s,\"first_divergence\":%d,\"nonfinite_ours\":%llu,\"nonfinite_reference\":%llu}\n",
                   r.positions, r.top1_match_all ? "true" : "false", r.top1_matches, json_number(r.pearson_mean).c_str(),
-                  json_number(r.pearson_min).c_str(), json_number(r.top10_overlap_mean).c_str(), r.first_divergence));
+                  json_number(r.pearson_min).c_str(), json_number(r.top10_overlap_mean).c_str(), r.first_divergence,
+                  static_cast<unsigned long long>(r.nonfinite_ours), static_cast<unsigned long long>(r.nonfinite_ref)));
   } else {
     std::printf("model       %s (%s, %s)\n", args.get("--model").c_str(), engine->arch().name.c_str(), kv.c_str());
     std::printf("reference   %s (%d position%s x %d)\n", ref_path.c_str(), rows, rows == 1 ? "" : "s", nv);
@@ -78,5 +89,5 @@ int cmd_compare(int argc, char** argv) {
     if (r.first_divergence >= 0) std::printf("first divergence at position %d\n", r.first_divergence);
     else std::printf("no divergence\n");
   }
-  return cli::kOk;
+  return status;
 }

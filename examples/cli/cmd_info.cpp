@@ -152,12 +152,29 @@ std::string gguf_value_text(const GgufValue& v) {
   return gguf_value_json(v);
 }
 
+// Text from the file for a terminal: control characters (C0, DEL and C1 such as ESC and CSI, which
+// would drive the terminal) and invalid UTF-8 escaped as \xNN / \u00NN.
+std::string term_safe(std::string_view s) {
+  std::string p = printable(s, 4096), out;
+  for (size_t i = 0; i < p.size(); i++) {
+    auto c = static_cast<unsigned char>(p[i]);
+    if (c == 0xC2 && i + 1 < p.size() && static_cast<unsigned char>(p[i + 1]) >= 0x80 &&
+        static_cast<unsigned char>(p[i + 1]) < 0xA0) {
+      out += strf("\\u%04x", static_cast<unsigned char>(p[i + 1]));
+      i++;
+    } else {
+      out += p[i];
+    }
+  }
+  return out;
+}
+
 std::string info_text(const ModelDesc& m, bool all) {
   const HParams& hp = m.hp;
   const VocabData& vd = m.vocab;
   std::string s;
-  s += strf("file          %s (%s, %s)\n", m.path.c_str(), m.format.c_str(), human_bytes(m.file_bytes).c_str());
-  s += strf("architecture  %s%s%s\n", m.arch.c_str(), m.name.empty() ? "" : "  name: ", m.name.c_str());
+  s += strf("file          %s (%s, %s)\n", term_safe(m.path).c_str(), m.format.c_str(), human_bytes(m.file_bytes).c_str());
+  s += strf("architecture  %s%s%s\n", term_safe(m.arch).c_str(), m.name.empty() ? "" : "  name: ", term_safe(m.name).c_str());
   s += strf("parameters    %.2f M in %zu tensors (%s of tensor data)\n", static_cast<double>(m.n_params()) / 1e6,
             m.tensors.size(), human_bytes(tensor_bytes(m)).c_str());
   s += "tensor types ";
@@ -167,22 +184,22 @@ std::string info_text(const ModelDesc& m, bool all) {
             static_cast<long long>(hp.n_layer), static_cast<long long>(hp.n_embd), static_cast<long long>(hp.n_head),
             static_cast<long long>(hp.n_head_kv), static_cast<long long>(hp.head_dim), static_cast<long long>(hp.n_ff),
             static_cast<long long>(hp.n_ctx_train), static_cast<double>(hp.rope_freq_base));
-  s += strf("tokenizer     %s%s%s, %zu tokens, bos %d, eos %d\n", vd.model.empty() ? "(none)" : vd.model.c_str(),
-            vd.pre.empty() ? "" : " / ", vd.pre.c_str(), vd.tokens.size(), vd.bos, vd.eos);
+  s += strf("tokenizer     %s%s%s, %zu tokens, bos %d, eos %d\n", vd.model.empty() ? "(none)" : term_safe(vd.model).c_str(),
+            vd.pre.empty() ? "" : " / ", term_safe(vd.pre).c_str(), vd.tokens.size(), vd.bos, vd.eos);
   s += strf("chat template %s\n", m.has_chat_template ? "yes" : "no");
   if (all) {
     s += "\nmetadata:\n";
     if (m.gguf) {
-      for (const auto& e : m.gguf->kv) s += "  " + printable(e.key, 200) + " = " + gguf_value_text(e.value) + "\n";
+      for (const auto& e : m.gguf->kv) s += "  " + term_safe(e.key) + " = " + gguf_value_text(e.value) + "\n";
     } else {
-      for (const auto& [k, v] : m.config.members) s += "  " + printable(k, 200) + " = " + json_of(v) + "\n";
+      for (const auto& [k, v] : m.config.members) s += "  " + term_safe(k) + " = " + json_of(v) + "\n";
       for (const auto& [k, v] : m.generation_config.members)
-        s += "  generation_config." + printable(k, 200) + " = " + json_of(v) + "\n";
-      for (const auto& [k, v] : m.st_metadata) s += "  __metadata__." + printable(k, 200) + " = " + json_quote(v) + "\n";
+        s += "  generation_config." + term_safe(k) + " = " + json_of(v) + "\n";
+      for (const auto& [k, v] : m.st_metadata) s += "  __metadata__." + term_safe(k) + " = " + json_quote(v) + "\n";
     }
     s += "\ntensors:\n";
     for (const auto& t : m.tensors)
-      s += strf("  %-48s %-8s %-24s offset %llu, %s\n", printable(t.name, 200).c_str(), dtype_name(t.type),
+      s += strf("  %-48s %-8s %-24s offset %llu, %s\n", term_safe(t.name).c_str(), dtype_name(t.type),
                 t.shape_string().c_str(), static_cast<unsigned long long>(t.file_offset), human_bytes(t.nbytes + t.aux_bytes()).c_str());
   }
   return s;

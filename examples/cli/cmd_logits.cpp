@@ -20,7 +20,8 @@ const char* kLogitsUsage =
     "  --kv-type f16|f32   KV cache element type (default f32: the tightest comparison, as the\n"
     "                      llama.cpp oracle's --precise; f16 is the library's default)\n"
     "  -t, --threads N     threads (default: all)\n"
-    "  --archdef DIR       architecture definitions that override the built-ins\n";
+    "  --archdef DIR       architecture definitions that override the built-ins\n"
+    "  --no-mmap           read the weights into memory instead of mapping the file\n";
 }  // namespace
 
 int cmd_logits(int argc, char** argv) {
@@ -52,10 +53,9 @@ int cmd_logits(int argc, char** argv) {
   auto logits = logits_of_ids(engine, *ids, all);
   if (!logits) return cli::fail(logits.error());
   std::string out = args.get("--out");
-  FILE* f = std::fopen(out.c_str(), "wb");
-  if (!f) return cli::fail(llminfer::Error{llminfer::Errc::io, out + ": cannot open for writing"});
-  bool ok = std::fwrite(logits->data(), 4, logits->size(), f) == logits->size();
-  if (std::fclose(f) != 0 || !ok) return cli::fail(llminfer::Error{llminfer::Errc::io, out + ": write failed"});
+  std::string werr;
+  if (!cli::write_file(out, logits->data(), logits->size() * 4, werr))
+    return cli::fail(llminfer::Error{llminfer::Errc::io, werr});
   const int nv = engine->n_vocab();
   const int rows = static_cast<int>(logits->size() / static_cast<size_t>(nv));
   const int n = static_cast<int>(ids->size());

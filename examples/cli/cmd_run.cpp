@@ -31,6 +31,7 @@ std::string run_usage() {
          "  -t, --threads N         threads (default: all hardware threads)\n"
          "  -c, --context N         context size in tokens (default: min(trained context, 4096))\n"
          "  --archdef DIR           directory of <arch>.archdef files overriding the built-ins\n"
+         "  --no-mmap               read the weights into memory instead of mapping the file\n"
          "Ctrl-C stops the generation (the summary is still printed). Exit status: 0 success (whatever the\n"
          "stop reason), 1 usage error, 2 model or input error.\n";
 }
@@ -55,7 +56,8 @@ std::string result_json(const llminfer::GenerateResult& r) {
        ",\"ttft_ms\":" + json_number(r.timings.ttft_ms) + "}";
   s += ",\"peak_rss_mb\":" + json_number(r.peak_rss_mb);
   s += ",\"seed\":" + std::to_string(r.seed);
-  if (r.stop == llminfer::StopReason::error) s += ",\"error\":" + json_quote(r.error.message);
+  if (r.stop == llminfer::StopReason::error || r.error.code != llminfer::Errc::ok)
+    s += ",\"error\":" + json_quote(r.error.message);
   return s + "}";
 }
 }  // namespace
@@ -125,8 +127,9 @@ int cmd_run(int argc, char** argv) {
     std::fflush(stdout);
     std::fprintf(stderr, "%s\n", cli::summary_line(*r).c_str());
   }
-  if (r->stop == llminfer::StopReason::error) {
-    std::fprintf(stderr, "error: %s\n", r->error.message.c_str());
+  if (r->stop == llminfer::StopReason::error ||
+      (r->stop == llminfer::StopReason::context_full && r->error.code != llminfer::Errc::ok)) {
+    std::fprintf(stderr, "error: %s\n", r->error.message.c_str());  // the prompt does not fit the context
     return cli::kFailure;
   }
   return cli::kOk;

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     return cli::kOk;
   }
   for (const auto& c : kCommands)
-    if (!std::strcmp(argv[1], c.name)) return c.run(argc - 2, argv + 2);
+    if (!std::strcmp(argv[1], c.name)) return cli::finish_output(c.run(argc - 2, argv + 2));
   std::fprintf(stderr, "error: unknown command '%s'\n\n", argv[1]);
   usage(stderr);
   return cli::kUsage;

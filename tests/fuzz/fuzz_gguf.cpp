@@ -1,5 +1,6 @@
-// libFuzzer target: the GGUF reader and the model description built from it, from memory.
-// Every accepted file's tensors must lie inside the input; every refusal must name the file.
+// libFuzzer target: the GGUF reader, the model description built from it, and its compilation
+// against the built-in architecture definitions, from memory. Every accepted file's tensors must
+// lie inside the input; every refusal must name the file.
 #define LLMINFER_IMPLEMENTATION
 #include "../../llminfer.hpp"
 
@@ -20,5 +21,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   (void)d.n_params();
   (void)sink;
+  // Compiled against the built-in definitions: metadata that contradicts the tensors, absurd layer
+  // counts and non-finite numbers are refused naming the file (never a crash or a huge allocation).
+  llminfer::LoadOptions o;
+  o.threads = 1;
+  o.max_program_steps = 100000;
+  auto e = Engine::create(*m, o);
+  if (!e && e.error().message.rfind("fuzz.gguf: ", 0) != 0) __builtin_trap();
   return 0;
 }
