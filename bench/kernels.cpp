@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
         std::normal_distribution<float> nd;
         for (auto& f : x) f = nd(rng);
         li::MatmulInput in(x.data(), T, s.k);
-        in.prepare(li::act_form(t), pool);
+        in.prepare(li::act_form(t), pool, li::act_form(t) == li::ActForm::q8_256 ? &li::quantize_q8_256 : &li::quantize_q8_32);
         if (t == li::DType::mlx_q4 || t == li::DType::mlx_q8) in.prepare_mlx(v.group_size);
         double res[2] = {0, 0};
         for (int path = 0; path < 2; path++) {
