@@ -981,7 +981,9 @@ struct CpuInfo {
   uint64_t xcr0 = 0;                           // OS-enabled register state (xgetbv)
 };
 
-#if (defined(__x86_64__) || defined(_M_X64) || defined(__i386__)) && !defined(LLMINFER_NO_CPU_CHECK)
+// (A dispatch build asks the CPU which kernel level it runs even with LLMINFER_NO_CPU_CHECK.)
+#if (defined(__x86_64__) || defined(_M_X64) || defined(__i386__)) && \
+    (!defined(LLMINFER_NO_CPU_CHECK) || defined(LLMINFER_DISPATCH))
 #if defined(_MSC_VER)
 inline void llmi_cpuid(int leaf, int sub, unsigned r[4]) {
   int regs[4];
@@ -1054,6 +1056,9 @@ inline bool cpu_has_kernel_level(int level) {
 // Every instruction-set macro the compiler defines is checked, since -march lets it use them
 // anywhere (not only in our kernels).
 inline std::string cpu_missing_features() {
+#if defined(LLMINFER_NO_CPU_CHECK)
+  return std::string();
+#endif
   const CpuInfo c = cpu_query ? cpu_query() : cpu_query_hw();
   const bool ymm = (c.xcr0 & 0x6) == 0x6, zmm = (c.xcr0 & 0xE6) == 0xE6;
   std::string missing;
@@ -3742,6 +3747,7 @@ inline namespace v0_1 {
 namespace detail {
 class ThreadPool;
 class MatmulInput;
+struct MatmulScratch;
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
@@ -4901,6 +4907,19 @@ class MatmulInput {
   int mlx_gs_ = 0;
 };
 
+// Scratch of the matrix products, owned by an evaluation context (created with it: one panel
+// buffer per pool thread) and grown on first use of each size; a kernel that cannot grow it
+// returns false and the context reports out_of_memory.
+struct MatmulScratch {
+  explicit MatmulScratch(int threads)
+      : panels(std::make_unique<AlignedBuffer[]>(static_cast<size_t>(std::max(1, threads)))), n_panels(std::max(1, threads)) {}
+  MatmulInput in;                           // the quantized input (matmul_x)
+  AlignedBuffer starts;                     // gemm: integer start values of the blocks (offsets)
+  AlignedBuffer xb;                         // gemm: the activations as bf16 (vdpbf16ps)
+  std::unique_ptr<AlignedBuffer[]> panels;  // gemm: the decoded panel of each pool thread
+  int n_panels;
+};
+
 // ---- elementwise activations (scalar; the row kernels are in 24_attention_kernels) ----
 inline float silu_f32(float x) { return x / (1.0f + std::exp(-x)); }
 // GELU, tanh approximation, at the fp16 precision ggml evaluates it with (ggml looks it up in a
@@ -5791,39 +5810,42 @@ inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr
 }
 #endif
 
-inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+// False when out of memory (the scratch could not grow).
+inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
   const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
   const int64_t n_rb = (rows + kRB - 1) / kRB, n_tb = (T + kTB - 1) / kTB;
   const ActForm f = act_form(w.type);
   // integer start values of the blocks (offsets), shared by every task
-  static thread_local AlignedBuffer starts_buf;
+  AlignedBuffer& starts_buf = scratch.starts;
   const int off = quant_offset(w.type), group = w.type == DType::q6_K ? 16 : 32;
   int32_t* starts = nullptr;
   if (w.type == DType::q8_0) {  // per 4 values (micro_q8_0)
-    LLMI_ASSERT(starts_buf.reserve(static_cast<size_t>(T * (K / 4)) * 4 + 64));
+    if (!starts_buf.reserve(static_cast<size_t>(T * (K / 4)) * 4 + 64)) return false;
     starts = starts_buf.as<int32_t>();
     for (int64_t t = 0; t < T; t++) {
       const int8_t* q = in.row(f, t).q;
       for (int64_t j = 0; j < K / 4; j++) starts[t * (K / 4) + j] = -off * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
     }
   } else if (f != ActForm::f32 && off != 0) {
-    LLMI_ASSERT(starts_buf.reserve(static_cast<size_t>(T * (K / group)) * 4 + 64));
+    if (!starts_buf.reserve(static_cast<size_t>(T * (K / group)) * 4 + 64)) return false;
     starts = starts_buf.as<int32_t>();
     offset_starts(in, f, off, group, starts);
   }
 #if defined(LLMI_SIMD_BF16)
   // bf16: the activations (already rounded to bf16) as bf16 once; rows are used in place
-  static thread_local AlignedBuffer xb_buf;
+  AlignedBuffer& xb_buf = scratch.xb;
   uint16_t* xb = nullptr;
   if (w.type == DType::bf16 && in.bf16_exact()) {
-    LLMI_ASSERT(xb_buf.reserve(static_cast<size_t>(T * K) * 2 + 64));
+    if (!xb_buf.reserve(static_cast<size_t>(T * K) * 2 + 64)) return false;
     xb = xb_buf.as<uint16_t>();
     for (int64_t i = 0; i < T * K; i += 32)
       _mm512_storeu_si512(xb + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(in.x() + i + 16), _mm512_loadu_ps(in.x() + i)));
   }
 #endif
-  pool.parallel_for(static_cast<int>(n_rb * n_tb), [&](int task, int) {
-    static thread_local AlignedBuffer buf;
+  LLMI_ASSERT(scratch.n_panels >= pool.size());
+  std::atomic<bool> failed{false};
+  pool.parallel_for(static_cast<int>(n_rb * n_tb), [&](int task, int thread) {
+    AlignedBuffer& buf = scratch.panels[static_cast<size_t>(thread)];
     const int64_t rblk = task % n_rb, tblk = task / n_rb;
     const int64_t r0 = rblk * kRB, nr = std::min<int64_t>(kRB, rows - r0);
     const int64_t t0 = tblk * kTB, nt = std::min<int64_t>(kTB, T - t0);
@@ -5845,7 +5867,10 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     }
 #endif
     Panel P;
-    LLMI_ASSERT(panel_decode(w, r0, nr, buf, P));
+    if (!panel_decode(w, r0, nr, buf, P)) {
+      failed.store(true, std::memory_order_relaxed);
+      return;
+    }
     for (int64_t j0 = 0; j0 < nt; j0 += kRN) {
       int64_t tj[kRN];
       for (int j = 0; j < kRN; j++) tj[j] = t0 + std::min<int64_t>(j0 + j, nt - 1);
@@ -5874,19 +5899,21 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       }
     }
   });
+  return !failed.load();
 }
 #endif  // LLMI_SIMD_AVX512
 
 // Smallest token count that takes the matrix-matrix path (fixed: it must not depend on threads).
 constexpr int64_t kGemmMinTokens = 6;
 
-// Y = X W^T for an input shared by several matmuls.
-inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+// Y = X W^T for an input shared by several matmuls. False when out of memory.
+inline bool matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
+                   [[maybe_unused]] MatmulScratch& scratch) {
   LLMI_ASSERT(in.n() == w.ne[0]);
-  if (in.n_tokens() <= 0 || w.rows() <= 0) return;
+  if (in.n_tokens() <= 0 || w.rows() <= 0) return true;
   ActForm f = act_form(w.type);
-  LLMI_ASSERT(in.prepare(f, pool, f == ActForm::q8_256 ? &quantize_q8_256 : &quantize_q8_32));
-  if (w.type == DType::mlx_q4 || w.type == DType::mlx_q8) LLMI_ASSERT(in.prepare_mlx(w.group_size));
+  if (!in.prepare(f, pool, f == ActForm::q8_256 ? &quantize_q8_256 : &quantize_q8_32)) return false;
+  if ((w.type == DType::mlx_q4 || w.type == DType::mlx_q8) && !in.prepare_mlx(w.group_size)) return false;
 #if defined(LLMI_SIMD_AVX512)
   // f32 / f16 rows that are not a multiple of 16 long (bf16 with vdpbf16ps: 32): llama.cpp's order
   // is its vector dot product (dot_float) there, not the tiled one of the matrix kernel
@@ -5895,28 +5922,28 @@ inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, 
   odd_float = odd_float || (w.type == DType::bf16 && in.bf16_exact() && w.ne[0] % 32 != 0);
 #endif
   if (in.n_tokens() >= kGemmMinTokens && gemm_supported(w.type) && !odd_float) {
-    gemm(w, in, y, ldy, pool);
-    return;
+    return gemm(w, in, y, ldy, pool, scratch);
   }
 #endif
   gemv(w, in, y, ldy, pool);
+  return true;
 }
 
 // Y[t][r] = sum_k W[r][k] * X[t][k]; X is [n_tokens][ne0(W)] f32, Y is [n_tokens][ldy] f32.
-inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
-                   bool bf16_exact = false) {
-  static thread_local MatmulInput in;
-  in.reset(x, n_tokens, w.ne[0], bf16_exact);
-  matmul(w, in, y, ldy, pool);
+// False when out of memory.
+inline bool matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                   bool bf16_exact, MatmulScratch& scratch) {
+  scratch.in.reset(x, n_tokens, w.ne[0], bf16_exact);
+  return matmul(w, scratch.in, y, ldy, pool, scratch);
 }
 
 // The two matmuls as table entries (26_kernels_end).
-inline void matmul_in(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
-  matmul(w, in, y, ldy, pool);
+inline bool matmul_in(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
+  return matmul(w, in, y, ldy, pool, scratch);
 }
-inline void matmul_x(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
-                     bool bf16_exact) {
-  matmul(w, x, n_tokens, y, ldy, pool, bf16_exact);
+inline bool matmul_x(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                     bool bf16_exact, MatmulScratch& scratch) {
+  return matmul(w, x, n_tokens, y, ldy, pool, bf16_exact, scratch);
 }
 
 LLMI_KNS_END
@@ -5944,9 +5971,10 @@ LLMI_KNS_END
   X(float, dot_bf16, (const uint8_t* w, const float* x, int64_t n, bool sgemm, bool bf16_exact), (w, x, n, sgemm, bf16_exact))  \
   X(float, dot_mlx, (const TensorView& w, int64_t row, const float* x, const float* xs), (w, row, x, xs))            \
   X(void, dequant_row, (const TensorView& w, int64_t row, float* out), (w, row, out))                                \
-  X(void, matmul_in, (const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool), (w, in, y, ldy, pool)) \
-  X(void, matmul_x, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, bool bf16_exact), \
-    (w, x, n_tokens, y, ldy, pool, bf16_exact))                                                                      \
+  X(bool, matmul_in, (const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& s), \
+    (w, in, y, ldy, pool, s))                                                                                        \
+  X(bool, matmul_x, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, \
+    bool bf16_exact, MatmulScratch& s), (w, x, n_tokens, y, ldy, pool, bf16_exact, s))                               \
   X(void, attn_scores, (const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale, float* out), \
     (q, k, stride, n, hd, f16, scale, out))                                                                          \
   X(double, attn_exp, (float* s, int n, float max, int phase), (s, n, max, phase))                                   \
@@ -6099,16 +6127,21 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, bool sgemm =
   else if constexpr (T == DType::f16) return kernels().dot_f16(w, x, n, sgemm, bf16_exact);
   else return kernels().dot_bf16(w, x, n, sgemm, bf16_exact);
 }
-inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
-  kernels().matmul_in(w, in, y, ldy, pool);
-}
-inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
-                   bool bf16_exact = false) {
-  kernels().matmul_x(w, x, n_tokens, y, ldy, pool, bf16_exact);
-}
 #else
 inline const KernelTable& kernels() { return native_kernels; }
 #endif
+
+// For tests and tools: a matmul with scratch of its own, through the default kernels (aborts when
+// out of memory; the engine passes its context's scratch and reports out_of_memory instead).
+inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  MatmulScratch scratch(pool.size());
+  LLMI_ASSERT(kernels().matmul_in(w, in, y, ldy, pool, scratch));
+}
+inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                   bool bf16_exact = false) {
+  MatmulScratch scratch(pool.size());
+  LLMI_ASSERT(kernels().matmul_x(w, x, n_tokens, y, ldy, pool, bf16_exact, scratch));
+}
 
 }  // namespace detail
 }  // namespace v0_1
@@ -17070,6 +17103,7 @@ class Context {
     if (!lb) return lb.error();
     c.logits_buf_ = std::move(*lb);
     int threads = c.e_->pool().size();
+    c.mm_ = std::make_unique<MatmulScratch>(threads);
     int max_slots = 1, max_hd = 1;
     for (int l = 0; l < c.kv_.n_layers(); l++) {
       max_slots = std::max(max_slots, c.kv_.layer(l).slots);
@@ -17116,8 +17150,9 @@ class Context {
       if (n_past_ + chunk > n_ctx_) slide(n_past_ + chunk - n_ctx_);
       bool final_chunk = done + chunk == n;
       float* out = all_logits ? logits.data() + size_t(done) * p.n_vocab : (final_chunk ? logits.data() : nullptr);
-      EvalStatus st = run_chunk(tokens.data() + done, chunk, out, all_logits, cancel);
-      if (st != EvalStatus::ok) return st;
+      auto st = run_chunk(tokens.data() + done, chunk, out, all_logits, cancel);
+      if (!st) return st.error();
+      if (*st != EvalStatus::ok) return *st;
       tokens_.insert(tokens_.end(), tokens.begin() + done, tokens.begin() + done + chunk);
       n_past_ += chunk;
       done += chunk;
@@ -17172,7 +17207,7 @@ class Context {
     });
   }
 
-  EvalStatus run_chunk(const int32_t* toks, int n, float* out_logits, bool all_logits, const std::function<bool()>& cancel) {
+  Result<EvalStatus> run_chunk(const int32_t* toks, int n, float* out_logits, bool all_logits, const std::function<bool()>& cancel) {
     const Program& p = e_->program();
     for (size_t r = 0; r < regs_.size(); r++) reg_ptr_[r] = regs_[r].as<float>();
     float* lg = all_logits ? out_logits : logits_buf_.as<float>();
@@ -17224,7 +17259,9 @@ class Context {
             });
             in = r;
           }
-          kern_->matmul_x(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2);
+          if (!kern_->matmul_x(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2, *mm_))
+            return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
+                                                        s.w->name.c_str(), rows));
           break;
         }
         case OpCode::add_bias:
@@ -17415,6 +17452,7 @@ class Context {
   HeapBuf logits_buf_, scores_, rows_, round_buf_;
   size_t scores_stride_ = 0, row_stride_ = 0;
   const KernelTable* kern_ = nullptr;  // the engine's kernels
+  std::unique_ptr<MatmulScratch> mm_;  // the matrix products' scratch
   std::vector<std::vector<float>> rope_cache_;
   std::vector<char> rope_valid_;
   std::function<void(const TraceEvent&)> trace_;

@@ -419,7 +419,9 @@ struct CpuInfo {
   uint64_t xcr0 = 0;                           // OS-enabled register state (xgetbv)
 };
 
-#if (defined(__x86_64__) || defined(_M_X64) || defined(__i386__)) && !defined(LLMINFER_NO_CPU_CHECK)
+// (A dispatch build asks the CPU which kernel level it runs even with LLMINFER_NO_CPU_CHECK.)
+#if (defined(__x86_64__) || defined(_M_X64) || defined(__i386__)) && \
+    (!defined(LLMINFER_NO_CPU_CHECK) || defined(LLMINFER_DISPATCH))
 #if defined(_MSC_VER)
 inline void llmi_cpuid(int leaf, int sub, unsigned r[4]) {
   int regs[4];
@@ -492,6 +494,9 @@ inline bool cpu_has_kernel_level(int level) {
 // Every instruction-set macro the compiler defines is checked, since -march lets it use them
 // anywhere (not only in our kernels).
 inline std::string cpu_missing_features() {
+#if defined(LLMINFER_NO_CPU_CHECK)
+  return std::string();
+#endif
   const CpuInfo c = cpu_query ? cpu_query() : cpu_query_hw();
   const bool ymm = (c.xcr0 & 0x6) == 0x6, zmm = (c.xcr0 & 0xE6) == 0xE6;
   std::string missing;

@@ -83,6 +83,7 @@ inline namespace v0_1 {
 namespace detail {
 class ThreadPool;
 class MatmulInput;
+struct MatmulScratch;
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer

@@ -169,6 +169,19 @@ class MatmulInput {
   int mlx_gs_ = 0;
 };
 
+// Scratch of the matrix products, owned by an evaluation context (created with it: one panel
+// buffer per pool thread) and grown on first use of each size; a kernel that cannot grow it
+// returns false and the context reports out_of_memory.
+struct MatmulScratch {
+  explicit MatmulScratch(int threads)
+      : panels(std::make_unique<AlignedBuffer[]>(static_cast<size_t>(std::max(1, threads)))), n_panels(std::max(1, threads)) {}
+  MatmulInput in;                           // the quantized input (matmul_x)
+  AlignedBuffer starts;                     // gemm: integer start values of the blocks (offsets)
+  AlignedBuffer xb;                         // gemm: the activations as bf16 (vdpbf16ps)
+  std::unique_ptr<AlignedBuffer[]> panels;  // gemm: the decoded panel of each pool thread
+  int n_panels;
+};
+
 // ---- elementwise activations (scalar; the row kernels are in 24_attention_kernels) ----
 inline float silu_f32(float x) { return x / (1.0f + std::exp(-x)); }
 // GELU, tanh approximation, at the fp16 precision ggml evaluates it with (ggml looks it up in a

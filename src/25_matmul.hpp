@@ -515,39 +515,42 @@ inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr
 }
 #endif
 
-inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+// False when out of memory (the scratch could not grow).
+inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
   const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
   const int64_t n_rb = (rows + kRB - 1) / kRB, n_tb = (T + kTB - 1) / kTB;
   const ActForm f = act_form(w.type);
   // integer start values of the blocks (offsets), shared by every task
-  static thread_local AlignedBuffer starts_buf;
+  AlignedBuffer& starts_buf = scratch.starts;
   const int off = quant_offset(w.type), group = w.type == DType::q6_K ? 16 : 32;
   int32_t* starts = nullptr;
   if (w.type == DType::q8_0) {  // per 4 values (micro_q8_0)
-    LLMI_ASSERT(starts_buf.reserve(static_cast<size_t>(T * (K / 4)) * 4 + 64));
+    if (!starts_buf.reserve(static_cast<size_t>(T * (K / 4)) * 4 + 64)) return false;
     starts = starts_buf.as<int32_t>();
     for (int64_t t = 0; t < T; t++) {
       const int8_t* q = in.row(f, t).q;
       for (int64_t j = 0; j < K / 4; j++) starts[t * (K / 4) + j] = -off * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
     }
   } else if (f != ActForm::f32 && off != 0) {
-    LLMI_ASSERT(starts_buf.reserve(static_cast<size_t>(T * (K / group)) * 4 + 64));
+    if (!starts_buf.reserve(static_cast<size_t>(T * (K / group)) * 4 + 64)) return false;
     starts = starts_buf.as<int32_t>();
     offset_starts(in, f, off, group, starts);
   }
 #if defined(LLMI_SIMD_BF16)
   // bf16: the activations (already rounded to bf16) as bf16 once; rows are used in place
-  static thread_local AlignedBuffer xb_buf;
+  AlignedBuffer& xb_buf = scratch.xb;
   uint16_t* xb = nullptr;
   if (w.type == DType::bf16 && in.bf16_exact()) {
-    LLMI_ASSERT(xb_buf.reserve(static_cast<size_t>(T * K) * 2 + 64));
+    if (!xb_buf.reserve(static_cast<size_t>(T * K) * 2 + 64)) return false;
     xb = xb_buf.as<uint16_t>();
     for (int64_t i = 0; i < T * K; i += 32)
       _mm512_storeu_si512(xb + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(in.x() + i + 16), _mm512_loadu_ps(in.x() + i)));
   }
 #endif
-  pool.parallel_for(static_cast<int>(n_rb * n_tb), [&](int task, int) {
-    static thread_local AlignedBuffer buf;
+  LLMI_ASSERT(scratch.n_panels >= pool.size());
+  std::atomic<bool> failed{false};
+  pool.parallel_for(static_cast<int>(n_rb * n_tb), [&](int task, int thread) {
+    AlignedBuffer& buf = scratch.panels[static_cast<size_t>(thread)];
     const int64_t rblk = task % n_rb, tblk = task / n_rb;
     const int64_t r0 = rblk * kRB, nr = std::min<int64_t>(kRB, rows - r0);
     const int64_t t0 = tblk * kTB, nt = std::min<int64_t>(kTB, T - t0);
@@ -569,7 +572,10 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     }
 #endif
     Panel P;
-    LLMI_ASSERT(panel_decode(w, r0, nr, buf, P));
+    if (!panel_decode(w, r0, nr, buf, P)) {
+      failed.store(true, std::memory_order_relaxed);
+      return;
+    }
     for (int64_t j0 = 0; j0 < nt; j0 += kRN) {
       int64_t tj[kRN];
       for (int j = 0; j < kRN; j++) tj[j] = t0 + std::min<int64_t>(j0 + j, nt - 1);
@@ -598,19 +604,21 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       }
     }
   });
+  return !failed.load();
 }
 #endif  // LLMI_SIMD_AVX512
 
 // Smallest token count that takes the matrix-matrix path (fixed: it must not depend on threads).
 constexpr int64_t kGemmMinTokens = 6;
 
-// Y = X W^T for an input shared by several matmuls.
-inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+// Y = X W^T for an input shared by several matmuls. False when out of memory.
+inline bool matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
+                   [[maybe_unused]] MatmulScratch& scratch) {
   LLMI_ASSERT(in.n() == w.ne[0]);
-  if (in.n_tokens() <= 0 || w.rows() <= 0) return;
+  if (in.n_tokens() <= 0 || w.rows() <= 0) return true;
   ActForm f = act_form(w.type);
-  LLMI_ASSERT(in.prepare(f, pool, f == ActForm::q8_256 ? &quantize_q8_256 : &quantize_q8_32));
-  if (w.type == DType::mlx_q4 || w.type == DType::mlx_q8) LLMI_ASSERT(in.prepare_mlx(w.group_size));
+  if (!in.prepare(f, pool, f == ActForm::q8_256 ? &quantize_q8_256 : &quantize_q8_32)) return false;
+  if ((w.type == DType::mlx_q4 || w.type == DType::mlx_q8) && !in.prepare_mlx(w.group_size)) return false;
 #if defined(LLMI_SIMD_AVX512)
   // f32 / f16 rows that are not a multiple of 16 long (bf16 with vdpbf16ps: 32): llama.cpp's order
   // is its vector dot product (dot_float) there, not the tiled one of the matrix kernel
@@ -619,28 +627,28 @@ inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, 
   odd_float = odd_float || (w.type == DType::bf16 && in.bf16_exact() && w.ne[0] % 32 != 0);
 #endif
   if (in.n_tokens() >= kGemmMinTokens && gemm_supported(w.type) && !odd_float) {
-    gemm(w, in, y, ldy, pool);
-    return;
+    return gemm(w, in, y, ldy, pool, scratch);
   }
 #endif
   gemv(w, in, y, ldy, pool);
+  return true;
 }
 
 // Y[t][r] = sum_k W[r][k] * X[t][k]; X is [n_tokens][ne0(W)] f32, Y is [n_tokens][ldy] f32.
-inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
-                   bool bf16_exact = false) {
-  static thread_local MatmulInput in;
-  in.reset(x, n_tokens, w.ne[0], bf16_exact);
-  matmul(w, in, y, ldy, pool);
+// False when out of memory.
+inline bool matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                   bool bf16_exact, MatmulScratch& scratch) {
+  scratch.in.reset(x, n_tokens, w.ne[0], bf16_exact);
+  return matmul(w, scratch.in, y, ldy, pool, scratch);
 }
 
 // The two matmuls as table entries (26_kernels_end).
-inline void matmul_in(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
-  matmul(w, in, y, ldy, pool);
+inline bool matmul_in(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
+  return matmul(w, in, y, ldy, pool, scratch);
 }
-inline void matmul_x(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
-                     bool bf16_exact) {
-  matmul(w, x, n_tokens, y, ldy, pool, bf16_exact);
+inline bool matmul_x(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                     bool bf16_exact, MatmulScratch& scratch) {
+  return matmul(w, x, n_tokens, y, ldy, pool, bf16_exact, scratch);
 }
 
 LLMI_KNS_END

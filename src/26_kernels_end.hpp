@@ -17,9 +17,10 @@
   X(float, dot_bf16, (const uint8_t* w, const float* x, int64_t n, bool sgemm, bool bf16_exact), (w, x, n, sgemm, bf16_exact))  \
   X(float, dot_mlx, (const TensorView& w, int64_t row, const float* x, const float* xs), (w, row, x, xs))            \
   X(void, dequant_row, (const TensorView& w, int64_t row, float* out), (w, row, out))                                \
-  X(void, matmul_in, (const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool), (w, in, y, ldy, pool)) \
-  X(void, matmul_x, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, bool bf16_exact), \
-    (w, x, n_tokens, y, ldy, pool, bf16_exact))                                                                      \
+  X(bool, matmul_in, (const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& s), \
+    (w, in, y, ldy, pool, s))                                                                                        \
+  X(bool, matmul_x, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, \
+    bool bf16_exact, MatmulScratch& s), (w, x, n_tokens, y, ldy, pool, bf16_exact, s))                               \
   X(void, attn_scores, (const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale, float* out), \
     (q, k, stride, n, hd, f16, scale, out))                                                                          \
   X(double, attn_exp, (float* s, int n, float max, int phase), (s, n, max, phase))                                   \
@@ -172,16 +173,21 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, bool sgemm =
   else if constexpr (T == DType::f16) return kernels().dot_f16(w, x, n, sgemm, bf16_exact);
   else return kernels().dot_bf16(w, x, n, sgemm, bf16_exact);
 }
-inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
-  kernels().matmul_in(w, in, y, ldy, pool);
-}
-inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
-                   bool bf16_exact = false) {
-  kernels().matmul_x(w, x, n_tokens, y, ldy, pool, bf16_exact);
-}
 #else
 inline const KernelTable& kernels() { return native_kernels; }
 #endif
+
+// For tests and tools: a matmul with scratch of its own, through the default kernels (aborts when
+// out of memory; the engine passes its context's scratch and reports out_of_memory instead).
+inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  MatmulScratch scratch(pool.size());
+  LLMI_ASSERT(kernels().matmul_in(w, in, y, ldy, pool, scratch));
+}
+inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                   bool bf16_exact = false) {
+  MatmulScratch scratch(pool.size());
+  LLMI_ASSERT(kernels().matmul_x(w, x, n_tokens, y, ldy, pool, bf16_exact, scratch));
+}
 
 }  // namespace detail
 }  // namespace v0_1

@@ -698,6 +698,7 @@ class Context {
     if (!lb) return lb.error();
     c.logits_buf_ = std::move(*lb);
     int threads = c.e_->pool().size();
+    c.mm_ = std::make_unique<MatmulScratch>(threads);
     int max_slots = 1, max_hd = 1;
     for (int l = 0; l < c.kv_.n_layers(); l++) {
       max_slots = std::max(max_slots, c.kv_.layer(l).slots);
@@ -744,8 +745,9 @@ class Context {
       if (n_past_ + chunk > n_ctx_) slide(n_past_ + chunk - n_ctx_);
       bool final_chunk = done + chunk == n;
       float* out = all_logits ? logits.data() + size_t(done) * p.n_vocab : (final_chunk ? logits.data() : nullptr);
-      EvalStatus st = run_chunk(tokens.data() + done, chunk, out, all_logits, cancel);
-      if (st != EvalStatus::ok) return st;
+      auto st = run_chunk(tokens.data() + done, chunk, out, all_logits, cancel);
+      if (!st) return st.error();
+      if (*st != EvalStatus::ok) return *st;
       tokens_.insert(tokens_.end(), tokens.begin() + done, tokens.begin() + done + chunk);
       n_past_ += chunk;
       done += chunk;
@@ -800,7 +802,7 @@ class Context {
     });
   }
 
-  EvalStatus run_chunk(const int32_t* toks, int n, float* out_logits, bool all_logits, const std::function<bool()>& cancel) {
+  Result<EvalStatus> run_chunk(const int32_t* toks, int n, float* out_logits, bool all_logits, const std::function<bool()>& cancel) {
     const Program& p = e_->program();
     for (size_t r = 0; r < regs_.size(); r++) reg_ptr_[r] = regs_[r].as<float>();
     float* lg = all_logits ? out_logits : logits_buf_.as<float>();
@@ -852,7 +854,9 @@ class Context {
             });
             in = r;
           }
-          kern_->matmul_x(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2);
+          if (!kern_->matmul_x(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2, *mm_))
+            return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
+                                                        s.w->name.c_str(), rows));
           break;
         }
         case OpCode::add_bias:
@@ -1043,6 +1047,7 @@ class Context {
   HeapBuf logits_buf_, scores_, rows_, round_buf_;
   size_t scores_stride_ = 0, row_stride_ = 0;
   const KernelTable* kern_ = nullptr;  // the engine's kernels
+  std::unique_ptr<MatmulScratch> mm_;  // the matrix products' scratch
   std::vector<std::vector<float>> rope_cache_;
   std::vector<char> rope_valid_;
   std::function<void(const TraceEvent&)> trace_;
