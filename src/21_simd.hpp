@@ -316,6 +316,26 @@ inline void dequant_row(const TensorView& w, int64_t row, float* out) {
   }
 }
 
+// f16 <-> f32 rows (the cache's element type). F16C on AVX2 and up, else the portable code
+// (the same bits).
+inline void f16_row_to_f32(const uint16_t* src, float* dst, int64_t n) {
+  int64_t k = 0;
+#if defined(LLMI_SIMD_AVX2)
+  for (; k + 8 <= n; k += 8)
+    _mm256_storeu_ps(dst + k, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k))));
+#endif
+  for (; k < n; k++) dst[k] = fp16_to_f32(src[k]);
+}
+inline void f32_row_to_f16(const float* src, uint16_t* dst, int64_t n) {
+  int64_t k = 0;
+#if defined(LLMI_SIMD_AVX2)
+  for (; k + 8 <= n; k += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + k), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+  for (; k < n; k++) dst[k] = f32_to_fp16(src[k]);
+}
+
 // ---- dot products of one weight row with one quantized activation row ----
 
 inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {

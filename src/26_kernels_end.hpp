@@ -17,6 +17,8 @@
   X(float, dot_bf16, (const uint8_t* w, const float* x, int64_t n, bool sgemm, bool bf16_exact), (w, x, n, sgemm, bf16_exact))  \
   X(float, dot_mlx, (const TensorView& w, int64_t row, const float* x, const float* xs), (w, row, x, xs))            \
   X(void, dequant_row, (const TensorView& w, int64_t row, float* out), (w, row, out))                                \
+  X(void, f16_row_to_f32, (const uint16_t* src, float* dst, int64_t n), (src, dst, n))                              \
+  X(void, f32_row_to_f16, (const float* src, uint16_t* dst, int64_t n), (src, dst, n))                              \
   X(bool, matmul_in, (const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& s), \
     (w, in, y, ldy, pool, s))                                                                                        \
   X(bool, matmul_x, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, \

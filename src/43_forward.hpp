@@ -672,7 +672,7 @@ class Context {
     c.n_ctx_ = n_ctx > 0 ? n_ctx : c.e_->n_ctx_default();
     if (c.n_ctx_ > (1 << 24)) return make_error(Errc::invalid_argument, strf("context of %d tokens is too large", c.n_ctx_));
     c.ubatch_ = std::min(kUbatch, c.n_ctx_);
-    if (auto r = c.kv_.init(p.kv, c.n_ctx_, c.ubatch_, o.kv_type); !r) return r.error();
+    if (auto r = c.kv_.init(p.kv, c.n_ctx_, c.ubatch_, o.kv_type, c.kern_); !r) return r.error();
     c.slide_ = o.context_policy == ContextPolicy::slide;
     c.keep_ = std::max(0, o.keep);
     if (c.slide_) {
