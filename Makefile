@@ -7,7 +7,8 @@
 #   make deps              install the Debian packages make test needs (as root; else prints the line)
 #   make demo              build and run the main job (a short generation with the default model)
 #   make model             download a small public model to models/default.gguf (the only network use)
-#   make LLMINFER_SIMD=avx2 ...    choose the kernels: native (default), avx512, avx2, neon, scalar
+#   make LLMINFER_SIMD=avx2 ...    choose the kernels: native (default), avx512, avx2, neon, scalar, or
+#                          dispatch (x86-64 baseline with every x86 level inside, chosen at load)
 #   make BUILD=build/asan SANITIZE=address,undefined test    a sanitizer build in its own folder
 #   make WERROR=1          warnings are errors (CI)
 #   make corpus            regenerate the committed malformed-file corpus and fuzz seeds
@@ -31,8 +32,10 @@ SIMD_FLAGS_avx512 := -march=x86-64-v4 -mavx512vnni
 SIMD_FLAGS_avx2 := -march=x86-64-v3
 SIMD_FLAGS_neon :=
 SIMD_FLAGS_scalar := -DLLMINFER_SIMD_SCALAR
+# one binary for every x86-64 CPU: the kernels of each level compiled in, the best chosen at load
+SIMD_FLAGS_dispatch := -march=x86-64 -DLLMINFER_DISPATCH
 ifeq ($(origin SIMD_FLAGS_$(LLMINFER_SIMD)),undefined)
-$(error LLMINFER_SIMD must be one of native, avx512, avx2, neon, scalar)
+$(error LLMINFER_SIMD must be one of native, avx512, avx2, neon, scalar, dispatch)
 endif
 
 WARN := -Wall -Wextra $(if $(WERROR),-Werror)

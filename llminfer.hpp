@@ -65,6 +65,10 @@
 //   LLMINFER_INLINE_API         define the public functions `inline` (only for programs that define
 //                               LLMINFER_IMPLEMENTATION in every unit that uses the library)
 //   LLMINFER_SIMD_SCALAR        force the portable scalar kernels (also LLMINFER_FORCE_SCALAR)
+//   LLMINFER_DISPATCH           x86-64: one binary for every CPU. Build with the baseline target
+//                               (e.g. -march=x86-64, g++ or clang++); the kernels are compiled in
+//                               for the levels scalar, avx2, avx512, avx512bf16 and the best the
+//                               CPU (and OS) runs is chosen when a model loads (see below)
 //   LLMINFER_NO_CPU_CHECK       do not verify at load that the CPU has the instructions compiled in
 //   LLMINFER_MAX_TENSORS        largest tensor count a GGUF file may declare (default 1<<20)
 //   LLMINFER_MAX_METADATA       largest metadata key/value count a GGUF file may declare (default 1<<20)
@@ -94,7 +98,18 @@
 //                               for anything a file or a caller controls
 //
 //   The kernels are chosen at compile time from the target's instruction set (-march): AVX-512
-//   (F, BW, VL, with VNNI when present), AVX2+FMA+F16C, NEON (with dotprod when present), else scalar.
+//   (F, BW, VL, with VNNI and BF16 when present), AVX2+FMA+F16C, NEON (with dotprod when present),
+//   else scalar. MSVC: /arch:AVX2 and /arch:AVX512 select the AVX2 and AVX-512 kernels (not tested).
+//   With LLMINFER_DISPATCH the levels are: scalar; avx2 (x86-64-v3: AVX2, FMA, F16C, BMI1/2, LZCNT,
+//   MOVBE); avx512 (x86-64-v4: AVX512F/BW/CD/DQ/VL, and AVX512VNNI); avx512bf16 (avx512 and
+//   AVX512_BF16, for vdpbf16ps). AVX and AVX-512 count only when the OS saves their registers.
+//   LoadOptions::kernels, or else the environment variable LLMINFER_KERNELS, names a level to run
+//   instead of the best one (for tests and comparisons); a level the CPU lacks is cpu_unsupported,
+//   an unknown name invalid_argument. At each level the dispatch build computes what the native
+//   build of that level does for the kernels (`tools/dispatch-check`); code outside the kernels
+//   (norms, rope, sampling) is compiled for the baseline. A native build runs only its own level
+//   (LoadOptions::kernels may name it) and ignores LLMINFER_KERNELS. `llminfer status` says which
+//   kernels run ("simd", "kernels", "kernel_levels").
 //
 // ==== Threads and ownership ====
 //
@@ -336,6 +351,10 @@ struct LoadOptions {
   KvType kv_type = KvType::f16;    // element type of the KV cache
   ContextPolicy context_policy = ContextPolicy::stop;
   int keep = 4;                    // ContextPolicy::slide keeps this many first tokens
+  // Kernel level (a build with LLMINFER_DISPATCH): "" the best this CPU has (or the environment
+  // variable LLMINFER_KERNELS), else "scalar", "avx2", "avx512" or "avx512bf16" (at most what the
+  // CPU has). A native build runs the one level it was compiled for and accepts only its name.
+  std::string kernels = {};
   std::function<void(std::string_view)> log = {};  // diagnostics; silent when empty
   // Read the weights into memory the library owns instead of mapping the file: the model then
   // survives its file being truncated or rewritten while it runs (a mapped file must not be:
@@ -497,7 +516,10 @@ const char* version() noexcept;
 // LLMINFER_IMPLEMENTATION, so that every other unit links against them with the declarations alone.
 // A program that defines LLMINFER_IMPLEMENTATION in several units (our tests and CLI) also defines
 // LLMINFER_INLINE_API everywhere: then the public functions are `inline` too.
-#if defined(LLMINFER_IMPLEMENTATION) && !defined(LLMINFER_IMPLEMENTATION_INCLUDED)
+// LLMINFER_DISPATCH: the header includes itself again once per x86 kernel level (LLMI_KERNEL_PASS
+// set, see 21_kernels_begin): such a pass compiles the kernel parts only.
+#if defined(LLMINFER_IMPLEMENTATION) && (!defined(LLMINFER_IMPLEMENTATION_INCLUDED) || defined(LLMI_KERNEL_PASS))
+#if !defined(LLMI_KERNEL_PASS)
 #define LLMINFER_IMPLEMENTATION_INCLUDED
 
 #if defined(LLMINFER_INLINE_API)
@@ -555,13 +577,28 @@ const char* version() noexcept;
 // ---- SIMD selection (compile time) ----
 // Exactly one of LLMI_SIMD_AVX512 / LLMI_SIMD_AVX2 / LLMI_SIMD_NEON / LLMI_SIMD_SCALAR is set.
 // The scalar reference kernels (detail::ref) are always compiled: they are the test oracle.
-#if defined(LLMINFER_FORCE_SCALAR) || defined(LLMINFER_SIMD_SCALAR)
+// MSVC never defines __FMA__ / __F16C__: its /arch:AVX2 (which defines __AVX2__) implies them,
+// and /arch:AVX512 defines __AVX512F__, __AVX512BW__, __AVX512VL__, __AVX512DQ__, __AVX512CD__.
+// LLMINFER_DISPATCH (x86-64, g++ / clang++): the code outside the kernels is compiled for the
+// baseline the compiler targets; the kernels are compiled for several levels (21_kernels_begin)
+// and the best one the CPU has is chosen at load. Here (the baseline) LLMI_SIMD_SCALAR is set.
+#if defined(_MSC_VER) && !defined(__clang__) && defined(__AVX2__)
+#define LLMI_HAS_FMA_F16C 1
+#elif defined(__FMA__) && defined(__F16C__)
+#define LLMI_HAS_FMA_F16C 1
+#endif
+#if defined(LLMINFER_DISPATCH) && !(defined(__x86_64__) || defined(_M_X64))
+#error "LLMINFER_DISPATCH is for x86-64 (elsewhere build for the target CPU: LLMINFER_SIMD_* / -march)"
+#endif
+#if defined(LLMINFER_DISPATCH)
+#define LLMI_DISPATCH 1
 #define LLMI_SIMD_SCALAR 1
-#elif defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__) && \
-    defined(__F16C__)
+#elif defined(LLMINFER_FORCE_SCALAR) || defined(LLMINFER_SIMD_SCALAR)
+#define LLMI_SIMD_SCALAR 1
+#elif defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(LLMI_HAS_FMA_F16C)
 #define LLMI_SIMD_AVX512 1
 #define LLMI_SIMD_AVX2 1  // AVX-512 machines also run the 256-bit kernels where they fit better
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#elif defined(__AVX2__) && defined(LLMI_HAS_FMA_F16C)
 #define LLMI_SIMD_AVX2 1
 #elif defined(__ARM_NEON) || defined(_M_ARM64)
 #define LLMI_SIMD_NEON 1
@@ -571,7 +608,10 @@ const char* version() noexcept;
 #if defined(LLMI_SIMD_AVX512) && defined(__AVX512VNNI__)
 #define LLMI_SIMD_VNNI 1
 #endif
-#if defined(LLMI_SIMD_AVX2) || defined(LLMI_SIMD_AVX512)
+#if defined(LLMI_SIMD_AVX512) && defined(__AVX512BF16__)
+#define LLMI_SIMD_BF16 1  // vdpbf16ps (bf16 weights times bf16-exact activations)
+#endif
+#if defined(LLMI_SIMD_AVX2) || defined(LLMI_SIMD_AVX512) || defined(LLMI_DISPATCH)
 // GCC 12 reports its own _mm512_undefined_*() (self-initialised on purpose) as uninitialised
 // when inlined; the warnings point into the header, so silencing them for its lines is enough.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -608,8 +648,10 @@ const char* version() noexcept;
     }                                                                                       \
   } while (0)
 #endif
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/11_platform.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Platform: errors, checked arithmetic, UTF-8, mmap, files, clocks, CPU check ====
 namespace llminfer {
 inline namespace v0_1 {
@@ -1113,8 +1155,11 @@ inline double now_ms() {
 
 // ---- CPU check: refuse, with a message, a CPU that lacks what was compiled in ----
 // The name of the SIMD path compiled into this translation unit.
-inline const char* simd_compiled() {
-#if defined(LLMI_SIMD_AVX512)
+// "dispatch": the kernels of several levels, chosen at load (select_kernels, 26_kernels_end).
+constexpr const char* simd_compiled() {
+#if defined(LLMI_DISPATCH)
+  return "dispatch";
+#elif defined(LLMI_SIMD_AVX512)
   return "avx512";
 #elif defined(LLMI_SIMD_AVX2)
   return "avx2";
@@ -1134,7 +1179,9 @@ struct CpuInfo {
   uint64_t xcr0 = 0;                           // OS-enabled register state (xgetbv)
 };
 
-#if (defined(__x86_64__) || defined(_M_X64) || defined(__i386__)) && !defined(LLMINFER_NO_CPU_CHECK)
+// (A dispatch build asks the CPU which kernel level it runs even with LLMINFER_NO_CPU_CHECK.)
+#if (defined(__x86_64__) || defined(_M_X64) || defined(__i386__)) && \
+    (!defined(LLMINFER_NO_CPU_CHECK) || defined(LLMINFER_DISPATCH))
 #if defined(_MSC_VER)
 inline void llmi_cpuid(int leaf, int sub, unsigned r[4]) {
   int regs[4];
@@ -1181,10 +1228,35 @@ inline CpuInfo cpu_query_hw() {
 // Replaceable for tests (fake a CPU that lacks something); nullptr = ask the hardware.
 inline CpuInfo (*cpu_query)() = nullptr;
 
+// Whether this CPU (and OS) can run kernel level `level` of a dispatch build: 0 scalar, 1 avx2
+// (AVX2, FMA, F16C and the rest of x86-64-v3), 2 avx512 (x86-64-v4: AVX512F/BW/CD/DQ/VL, with
+// AVX512VNNI), 3 avx512bf16 (2 and AVX512_BF16). AVX and AVX-512 need the OS to save their
+// registers (XCR0).
+inline bool cpu_has_kernel_level(int level) {
+  const CpuInfo c = cpu_query ? cpu_query() : cpu_query_hw();
+  auto bit = [](uint32_t w, int b) { return ((w >> b) & 1) != 0; };
+  const bool ymm = (c.xcr0 & 0x6) == 0x6, zmm = (c.xcr0 & 0xE6) == 0xE6;
+  const bool v3 = ymm && bit(c.l1_ecx, 0) && bit(c.l1_ecx, 9) && bit(c.l1_ecx, 19) && bit(c.l1_ecx, 20) &&
+                  bit(c.l1_ecx, 23) && bit(c.l1_ecx, 22) && bit(c.l1_ecx, 28) && bit(c.l1_ecx, 12) &&
+                  bit(c.l1_ecx, 29) && bit(c.l7_ebx, 5) && bit(c.l7_ebx, 3) && bit(c.l7_ebx, 8) && bit(c.e1_ecx, 5);
+  const bool v4 = v3 && zmm && bit(c.l7_ebx, 16) && bit(c.l7_ebx, 17) && bit(c.l7_ebx, 28) && bit(c.l7_ebx, 30) &&
+                  bit(c.l7_ebx, 31) && bit(c.l7_ecx, 11);
+  switch (level) {
+    case 0: return true;
+    case 1: return v3;
+    case 2: return v4;
+    case 3: return v4 && bit(c.l7s1_eax, 5);
+    default: return false;
+  }
+}
+
 // Empty when this CPU (and OS) can run what was compiled in; otherwise the missing features.
 // Every instruction-set macro the compiler defines is checked, since -march lets it use them
 // anywhere (not only in our kernels).
 inline std::string cpu_missing_features() {
+#if defined(LLMINFER_NO_CPU_CHECK)
+  return std::string();
+#endif
   const CpuInfo c = cpu_query ? cpu_query() : cpu_query_hw();
   const bool ymm = (c.xcr0 & 0x6) == 0x6, zmm = (c.xcr0 & 0xE6) == 0xE6;
   std::string missing;
@@ -1293,6 +1365,7 @@ inline std::string cpu_missing_features() {
 }
 #elif defined(__aarch64__) && defined(__linux__) && !defined(LLMINFER_NO_CPU_CHECK)
 inline CpuInfo (*cpu_query)() = nullptr;
+inline bool cpu_has_kernel_level(int level) { return level == 0; }
 inline std::string cpu_missing_features() {
   std::string missing;
 #if defined(__ARM_FEATURE_DOTPROD)
@@ -1302,6 +1375,7 @@ inline std::string cpu_missing_features() {
 }
 #else
 inline CpuInfo (*cpu_query)() = nullptr;
+inline bool cpu_has_kernel_level(int level) { return level == 0; }
 inline std::string cpu_missing_features() { return std::string(); }
 #endif
 
@@ -1322,8 +1396,10 @@ inline Result<void> check_cpu() {
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/12_json.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== JSON: reader for config.json / tokenizer.json / safetensors headers, and string quoting ====
 // Strict RFC 8259: UTF-8 checked, escapes and surrogate pairs decoded, nesting limited by
 // LLMINFER_MAX_JSON_DEPTH, objects keep their member order (chat templates print them in order).
@@ -1738,8 +1814,10 @@ inline std::string json_number(double v) {
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/13_dtype.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Element types: every ggml type id by name, plus safetensors and MLX types ====
 namespace llminfer {
 inline namespace v0_1 {
@@ -1887,8 +1965,10 @@ inline uint64_t rd_u64(const uint8_t* p) {
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/14_gguf.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== GGUF v2/v3 reader ====
 // Layout (little-endian): "GGUF" u32 version, u64 n_tensors, u64 n_kv, then n_kv key/values
 // (string key, u32 type, value), then n_tensors infos (string name, u32 n_dims, u64 ne[n_dims],
@@ -2277,8 +2357,10 @@ inline Result<GgufFile> gguf_parse(const uint8_t* data, uint64_t size, const std
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/15_safetensors.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== safetensors reader ====
 // Layout: u64 N (little-endian), N bytes of JSON header, then the data. The header maps each
 // tensor name to {"dtype", "shape" (outermost first), "data_offsets": [begin, end)} relative to
@@ -2404,8 +2486,10 @@ inline Result<StFile> safetensors_parse(const uint8_t* d, uint64_t size, const s
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/16_model_desc.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Model description: one in-memory shape for GGUF files and safetensors directories ====
 // Whatever the source, tensors carry GGUF names (blk.{i}.attn_q.weight) and ggml dimension order
 // (ne[0] = row length), metadata is readable under GGUF keys ({arch}.block_count, ...), and
@@ -2815,8 +2899,10 @@ inline void desc_index(ModelDesc& m) {
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/17_loader.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Loader: a path (GGUF file, safetensors file, Hugging Face / MLX directory) -> ModelDesc ====
 // Two layers: the *_description() functions build a ModelDesc from bytes already in memory (they
 // never touch the file system: tests and fuzz targets call them directly), and load_description()
@@ -3384,8 +3470,10 @@ inline Result<std::shared_ptr<ModelDesc>> load_description(const std::string& pa
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/20_quant.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Quantized block formats: layouts and the scalar reference (the definition of truth) ====
 // Every weight format the kernels read, bit-exact to GGUF (ggml-common.h) and to MLX affine
 // quantization, with a readable scalar dequantizer and dot product. The SIMD kernels (21_simd,
@@ -3802,6 +3890,99 @@ inline uint64_t weight_row_bytes(const TensorView& w) {
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
+
+// ---- src/21_kernels_begin.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== The kernel region (21_kernels_begin .. 26_kernels_end): one table of kernels per level ====
+// The kernels (21_simd, 24_attention_kernels, 25_matmul) are what depends on the instruction set.
+// The rest of the engine calls them through one table (KernelTable, 26_kernels_end): an evaluation
+// context holds a `const KernelTable*` and writes `kern->matmul_x(...)`.
+//  * A native build (the default: -march=native, or LLMINFER_SIMD_* / -march=...) compiles the
+//    kernels once, in namespace detail, for the level the compiler targets (10_impl_begin). Its
+//    KernelTable has static member functions that call them: no indirection at all.
+//  * LLMINFER_DISPATCH (x86-64): the code outside the kernels is compiled for the compiler's
+//    baseline (e.g. -march=x86-64); the kernel region is compiled once per level, each in a
+//    namespace of its own (detail::k_scalar, k_avx2, k_avx512, k_avx512bf16) and with the target
+//    of that level (#pragma GCC target / #pragma clang attribute): the header includes itself
+//    again (`#include __FILE__`) with LLMI_KERNEL_PASS set, and a pass compiles only the kernel
+//    parts (tools/amalgamate wraps every other part in `#if !defined(LLMI_KERNEL_PASS)`). Each
+//    pass fills a KernelTable of function pointers; the best level the CPU (and OS) can run is
+//    chosen when a model is loaded (LoadOptions::kernels / LLMINFER_KERNELS force a lower one).
+//    Everything compiled for a higher level is defined inside its pass's namespace, so the linker
+//    never picks a higher-level copy for baseline code; templates defined outside the region (std::
+//    ones) keep the target of their definition, the baseline, when a pass instantiates them.
+//    The kernels test only our own LLMI_SIMD_* macros (clang does not define __AVX2__ etc. under
+//    a target pragma).
+#if defined(LLMI_KERNEL_PASS)
+#undef LLMI_SIMD_SCALAR
+#undef LLMI_SIMD_AVX2
+#undef LLMI_SIMD_AVX512
+#undef LLMI_SIMD_VNNI
+#undef LLMI_SIMD_BF16
+#if LLMI_KERNEL_PASS == 2
+#define LLMI_SIMD_AVX2 1
+#define LLMI_KNS_BEGIN namespace k_avx2 {
+#define LLMI_KERNEL_NAME "avx2"
+#elif LLMI_KERNEL_PASS == 3 || LLMI_KERNEL_PASS == 4
+#define LLMI_SIMD_AVX2 1
+#define LLMI_SIMD_AVX512 1
+#define LLMI_SIMD_VNNI 1
+#if LLMI_KERNEL_PASS == 4
+#define LLMI_SIMD_BF16 1
+#define LLMI_KNS_BEGIN namespace k_avx512bf16 {
+#define LLMI_KERNEL_NAME "avx512bf16"
+#else
+#define LLMI_KNS_BEGIN namespace k_avx512 {
+#define LLMI_KERNEL_NAME "avx512"
+#endif
+#endif
+#define LLMI_KNS_END }
+// The target of the pass (the strings are spelled out: the pragmas do not expand macros).
+// clang-format off
+#if defined(__clang__)
+#if LLMI_KERNEL_PASS == 2
+#pragma clang attribute push(__attribute__((target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,sse3,ssse3,sse4.1,sse4.2"))), apply_to = function)
+#elif LLMI_KERNEL_PASS == 3
+#pragma clang attribute push(__attribute__((target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,sse3,ssse3,sse4.1,sse4.2,avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx512vnni"))), apply_to = function)
+#elif LLMI_KERNEL_PASS == 4
+#pragma clang attribute push(__attribute__((target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,sse3,ssse3,sse4.1,sse4.2,avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx512vnni,avx512bf16"))), apply_to = function)
+#endif
+#elif defined(__GNUC__)
+#pragma GCC push_options
+#if LLMI_KERNEL_PASS == 2
+#pragma GCC target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,sse3,ssse3,sse4.1,sse4.2")
+#elif LLMI_KERNEL_PASS == 3
+#pragma GCC target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,sse3,ssse3,sse4.1,sse4.2,avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx512vnni")
+#elif LLMI_KERNEL_PASS == 4
+#pragma GCC target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,sse3,ssse3,sse4.1,sse4.2,avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx512vnni,avx512bf16")
+#endif
+// (see 10_impl_begin: GCC's own _mm512_undefined_*() inlined into our kernels)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+// clang-format on
+#elif defined(LLMI_DISPATCH)
+#define LLMI_KNS_BEGIN namespace k_scalar {
+#define LLMI_KERNEL_NAME "scalar"
+#define LLMI_KNS_END }
+#else
+#define LLMI_KNS_BEGIN
+#define LLMI_KNS_END
+#endif
+
+#if !defined(LLMI_KERNEL_PASS)
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+class ThreadPool;
+class MatmulInput;
+struct MatmulScratch;
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+#endif
 
 // ---- src/21_simd.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== SIMD kernels: activation quantizers and row dot products (ref -> AVX2 -> AVX-512 -> NEON) ====
@@ -3816,6 +3997,7 @@ inline uint64_t weight_row_bytes(const TensorView& w) {
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
+LLMI_KNS_BEGIN
 
 // fp16 -> f32 for one scale (hardware conversion where there is one).
 inline float f16_scale(const uint8_t* p) {
@@ -4119,6 +4301,26 @@ inline void dequant_row(const TensorView& w, int64_t row, float* out) {
     case DType::mlx_q4: case DType::mlx_q8: ref::dequant_row_mlx(w, row, out); break;
     default: LLMI_ASSERT(!"dequant_row: type not computable"); break;
   }
+}
+
+// f16 <-> f32 rows (the cache's element type). F16C on AVX2 and up, else the portable code
+// (the same bits).
+inline void f16_row_to_f32(const uint16_t* src, float* dst, int64_t n) {
+  int64_t k = 0;
+#if defined(LLMI_SIMD_AVX2)
+  for (; k + 8 <= n; k += 8)
+    _mm256_storeu_ps(dst + k, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k))));
+#endif
+  for (; k < n; k++) dst[k] = fp16_to_f32(src[k]);
+}
+inline void f32_row_to_f16(const float* src, uint16_t* dst, int64_t n) {
+  int64_t k = 0;
+#if defined(LLMI_SIMD_AVX2)
+  for (; k + 8 <= n; k += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + k), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+  for (; k < n; k++) dst[k] = f32_to_fp16(src[k]);
 }
 
 // ---- dot products of one weight row with one quantized activation row ----
@@ -4447,7 +4649,7 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
     else if constexpr (T == DType::f16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i)));
     else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i))), 16));
   };
-#if defined(__AVX512BF16__)
+#if defined(LLMI_SIMD_BF16)
   if (T == DType::bf16 && bf16_exact) {
     // llama.cpp's order with vdpbf16ps (the activations already rounded to bf16): several tokens,
     // n a multiple of 32: llamafile's sgemm, one 32-pair accumulator then the tree; otherwise
@@ -4544,15 +4746,6 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
   return r;
 }
 
-// Sums of x over MLX groups (shared by every row of a matmul): out[g] = sum of x[g*gs .. g*gs+gs-1].
-inline void mlx_group_sums(const float* x, int64_t n, int gs, float* out) {
-  for (int64_t g = 0; g < n / gs; g++) {
-    float s = 0;
-    for (int64_t i = g * gs; i < (g + 1) * gs; i++) s += x[i];
-    out[g] = s;
-  }
-}
-
 // MLX affine row `row` times f32 x: per group, scale * sum(q * x) + bias * sum(x) (xs: group sums).
 inline float dot_mlx(const TensorView& w, int64_t row, const float* x, const float* xs) {
   const int bits = w.type == DType::mlx_q4 ? 4 : 8;
@@ -4611,11 +4804,24 @@ inline float dot_mlx(const TensorView& w, int64_t row, const float* x, const flo
   return acc;
 }
 
+// The float dot products as table entries (26_kernels_end).
+inline float dot_f32(const uint8_t* w, const float* x, int64_t n, bool sgemm, bool bf16_exact) {
+  return dot_float<DType::f32>(w, x, n, sgemm, bf16_exact);
+}
+inline float dot_f16(const uint8_t* w, const float* x, int64_t n, bool sgemm, bool bf16_exact) {
+  return dot_float<DType::f16>(w, x, n, sgemm, bf16_exact);
+}
+inline float dot_bf16(const uint8_t* w, const float* x, int64_t n, bool sgemm, bool bf16_exact) {
+  return dot_float<DType::bf16>(w, x, n, sgemm, bf16_exact);
+}
+
+LLMI_KNS_END
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
 
 // ---- src/22_threadpool.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Thread pool ====
 // One persistent pool per model: std::thread workers plus the calling thread. parallel_for(n, fn)
 // runs fn(task, thread) for every task in [0, n) and returns when all are done. Results must not
@@ -4777,6 +4983,221 @@ class ThreadPool {
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
+
+// ---- src/23_kernel_shared.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
+// ==== Shared by every kernel level: scratch buffers, the matmul input, scalar activations ====
+// Compiled once, for the baseline (outside the kernel region's passes, see 21_kernels_begin):
+// types the engine and every kernel level share, and scalar helpers the kernels call.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// Sums of x over MLX groups (shared by every row of a matmul): out[g] = sum of x[g*gs .. g*gs+gs-1].
+inline void mlx_group_sums(const float* x, int64_t n, int gs, float* out) {
+  for (int64_t g = 0; g < n / gs; g++) {
+    float s = 0;
+    for (int64_t i = g * gs; i < (g + 1) * gs; i++) s += x[i];
+    out[g] = s;
+  }
+}
+
+// 64-byte aligned growable scratch (malloc based: no exceptions; false when out of memory).
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer() { std::free(raw_); }
+  bool reserve(size_t bytes) {
+    if (bytes <= cap_) return true;
+    std::free(raw_);
+    raw_ = std::malloc(bytes + 64);
+    if (!raw_) {
+      ptr_ = nullptr;
+      cap_ = 0;
+      return false;
+    }
+    ptr_ = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(raw_) + 63) & ~static_cast<uintptr_t>(63));
+    cap_ = bytes;
+    return true;
+  }
+  template <class T>
+  T* as(size_t byte_offset = 0) const {
+    return reinterpret_cast<T*>(static_cast<uint8_t*>(ptr_) + byte_offset);
+  }
+
+ private:
+  void* raw_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t cap_ = 0;
+};
+
+inline size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
+// Which form of the input a weight type multiplies with.
+enum class ActForm : uint8_t { f32, q8_32, q8_256 };
+inline ActForm act_form(DType t) {
+  switch (t) {
+    case DType::q4_0: case DType::q5_0: case DType::q8_0: return ActForm::q8_32;
+    case DType::q4_K: case DType::q6_K: return ActForm::q8_256;
+    default: return ActForm::f32;
+  }
+}
+
+// The input X [n_tokens][n] of one or more matmuls. Each quantized form is made on first use
+// and kept until reset(), so matrices that read the same input (attention q/k/v, FFN gate/up)
+// share one quantization. Keep one per context and reset() it: its buffers are reused.
+class MatmulInput {
+ public:
+  MatmulInput() = default;
+  MatmulInput(const float* x, int64_t n_tokens, int64_t n) { reset(x, n_tokens, n); }
+  // bf16_exact: every value of X is a bf16 value (rounded for bf16 weights, as ggml does for GGUF
+  // files): bf16 weights may then use vdpbf16ps.
+  void reset(const float* x, int64_t n_tokens, int64_t n, bool bf16_exact = false) {
+    x_ = x;
+    n_tokens_ = n_tokens;
+    n_ = n;
+    bf16_exact_ = bf16_exact;
+    ready_[0] = ready_[1] = false;
+    mlx_gs_ = 0;
+  }
+  const float* x() const { return x_; }
+  bool bf16_exact() const { return bf16_exact_; }
+  int64_t n_tokens() const { return n_tokens_; }
+  int64_t n() const { return n_; }
+
+  // The activation quantizer of one form (a kernel: the level's quantize_q8_32 / _256).
+  using Quantizer = void (*)(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums);
+  // Quantizes X into `f` (q8_32 or q8_256) with `quantize` unless done already; false when out
+  // of memory.
+  bool prepare(ActForm f, ThreadPool& pool, Quantizer quantize) {
+    if (f == ActForm::f32) return true;
+    Form& F = form(f);
+    if (ready_[f == ActForm::q8_256]) return true;
+    const int64_t blk = f == ActForm::q8_32 ? 32 : 256, sum_len = f == ActForm::q8_32 ? 32 : 16;
+    F.q_stride = round_up(static_cast<size_t>(n_), 64);
+    F.nd = static_cast<size_t>(n_ / blk);
+    F.ns = static_cast<size_t>(n_ / sum_len);
+    F.nc = static_cast<size_t>(n_ / 32);
+    const size_t T = static_cast<size_t>(n_tokens_);
+    // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16 |
+    // corr16 [ns] f32 | corr32 [nc] f32
+    F.off_d = F.q_stride;
+    F.off_s = F.off_d + round_up(4 * F.nd, 64);
+    F.off_c16 = F.off_s + round_up(2 * F.ns, 64);
+    F.off_c32 = F.off_c16 + round_up(4 * F.ns, 64);
+    F.row_bytes = F.off_c32 + round_up(4 * F.nc, 64);
+    if (!F.buf.reserve(F.row_bytes * T)) return false;
+    auto one = [&](int64_t t) {
+      const float* xt = x_ + t * n_;
+      ActQ8 a = row(f, t);
+      int8_t* q = const_cast<int8_t*>(a.q);
+      float* d = const_cast<float*>(a.d);
+      int16_t* s = const_cast<int16_t*>(a.sums);
+      quantize(xt, n_, q, d, s);
+      // activation factors of the offset corrections: d * (sum of q) per 16 (q8_256) and per 32
+      float* c16 = corr(f, t, 16);
+      float* c32 = corr(f, t, 32);
+      if (f == ActForm::q8_256) {
+        for (size_t g = 0; g < F.ns; g++) c16[g] = d[g / 16] * static_cast<float>(s[g]);
+        for (size_t g = 0; g < F.nc; g++) c32[g] = d[g / 8] * static_cast<float>(s[2 * g] + s[2 * g + 1]);
+      } else {
+        for (size_t g = 0; g < F.nc; g++) c32[g] = d[g] * static_cast<float>(s[g]);
+      }
+    };
+    if (n_tokens_ * n_ >= 16384 && n_tokens_ > 1) pool.parallel_for(static_cast<int>(n_tokens_), [&](int t, int) { one(t); });
+    else for (int64_t t = 0; t < n_tokens_; t++) one(t);
+    ready_[f == ActForm::q8_256] = true;
+    return true;
+  }
+
+  // Row t of a prepared form.
+  ActQ8 row(ActForm f, int64_t t) const {
+    const Form& F = form(f);
+    const uint8_t* base = F.buf.as<uint8_t>(F.row_bytes * static_cast<size_t>(t));
+    ActQ8 a;
+    a.q = reinterpret_cast<const int8_t*>(base);
+    a.d = reinterpret_cast<const float*>(base + F.off_d);
+    a.sums = reinterpret_cast<const int16_t*>(base + F.off_s);
+    return a;
+  }
+  // Per-token activation factors d * (sum of q) over groups of 16 or 32 (offset corrections).
+  float* corr(ActForm f, int64_t t, int group) const {
+    const Form& F = form(f);
+    return F.buf.as<float>(F.row_bytes * static_cast<size_t>(t) + (group == 16 ? F.off_c16 : F.off_c32));
+  }
+
+  // Sums of X over groups of `gs` (MLX biases), made once per group size.
+  bool prepare_mlx(int gs) {
+    if (mlx_gs_ == gs) return true;
+    size_t groups = static_cast<size_t>(n_ / gs);
+    if (!mlx_.reserve(4 * groups * static_cast<size_t>(n_tokens_) + 64)) return false;
+    mlx_gs_ = gs;
+    for (int64_t t = 0; t < n_tokens_; t++) mlx_group_sums(x_ + t * n_, n_, gs, mlx_sums(t));
+    return true;
+  }
+  float* mlx_sums(int64_t t) const { return mlx_.as<float>(4 * static_cast<size_t>(t) * static_cast<size_t>(n_ / std::max(1, mlx_gs_))); }
+
+ private:
+  struct Form {
+    AlignedBuffer buf;
+    size_t q_stride = 0, nd = 0, ns = 0, nc = 0, row_bytes = 0;
+    size_t off_d = 0, off_s = 0, off_c16 = 0, off_c32 = 0;
+  };
+  Form& form(ActForm f) { return forms_[f == ActForm::q8_256]; }
+  const Form& form(ActForm f) const { return forms_[f == ActForm::q8_256]; }
+
+  const float* x_ = nullptr;
+  int64_t n_tokens_ = 0, n_ = 0;
+  bool bf16_exact_ = false;
+  Form forms_[2];
+  bool ready_[2] = {false, false};
+  AlignedBuffer mlx_;
+  int mlx_gs_ = 0;
+};
+
+// Scratch of the matrix products, owned by an evaluation context (created with it: one panel
+// buffer per pool thread) and grown on first use of each size; a kernel that cannot grow it
+// returns false and the context reports out_of_memory.
+struct MatmulScratch {
+  explicit MatmulScratch(int threads)
+      : panels(std::make_unique<AlignedBuffer[]>(static_cast<size_t>(std::max(1, threads)))), n_panels(std::max(1, threads)) {}
+  MatmulInput in;                           // the quantized input (matmul_x)
+  AlignedBuffer starts;                     // gemm: integer start values of the blocks (offsets)
+  AlignedBuffer xb;                         // gemm: the activations as bf16 (vdpbf16ps)
+  std::unique_ptr<AlignedBuffer[]> panels;  // gemm: the decoded panel of each pool thread
+  int n_panels;
+};
+
+// ---- elementwise activations (scalar; the row kernels are in 24_attention_kernels) ----
+inline float silu_f32(float x) { return x / (1.0f + std::exp(-x)); }
+// GELU, tanh approximation, at the fp16 precision ggml evaluates it with (ggml looks it up in a
+// table indexed by fp16(x) holding fp16 results; beyond |x| >= 10 it is 0 or x): GGUF models then
+// agree with llama.cpp, and the difference to the exact formula stays below fp16 resolution.
+inline float gelu_tanh_f32(float x) {
+  const float k = 0.79788456080286535587989211986876f;  // sqrt(2/pi)
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  const float f = fp16_to_f32(f32_to_fp16(x));
+  // 1 + 0.044715 f^2 with one rounding, as g++ compiles ggml's expression (its table's bits)
+  return fp16_to_f32(f32_to_fp16(0.5f * f * (1.0f + std::tanh(k * f * std::fma(0.044715f * f, f, 1.0f)))));
+}
+inline float gelu_erf_f32(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
+// gelu_tanh_f32 of every fp16 value, indexed by its bits (built once, 256 KiB).
+inline const float* gelu_tanh_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t h = 0; h < 65536; h++) t[h] = gelu_tanh_f32(fp16_to_f32(static_cast<uint16_t>(h)));
+    return t;
+  }();
+  return table.data();
+}
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/24_attention_kernels.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== Attention kernels: one query head against a run of cached keys and values ====
@@ -4787,6 +5208,7 @@ class ThreadPool {
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
+LLMI_KNS_BEGIN
 
 #if defined(LLMI_SIMD_AVX512)
 // 16 cache values (f16 or f32) as f32.
@@ -5030,8 +5452,10 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
 // out[e] = sum over positions j = lo..pos of w[j - lo] * vrow(j)[e], in `lanes` partial sums by
 // position: 16 (several tokens: sgemm's 16 lanes, then the 16-lane tree) or 64 (one token:
 // ggml_vec_dot_f32's 4 x 16, folded (0+32) + (16+48) first). acc holds lanes x round_up(hd, 16).
-template <class VRow>
-inline void attn_weighted_sum_ggml(const float* w, VRow&& vrow, int lo, int pos, int hd, int lanes, float* acc, float* out) {
+// vrow(j) = the value row of position j: v0 + (j % slots) * stride (the KV ring).
+inline void attn_weighted_sum_ggml(const float* w, const uint8_t* v0, size_t stride, int slots, int lo, int pos, int hd,
+                                   int lanes, float* acc, float* out) {
+  auto vrow = [&](int j) { return reinterpret_cast<const float*>(v0 + size_t(j % slots) * stride); };
   const int hs = (hd + 15) & ~15;
   std::fill(acc, acc + size_t(lanes) * size_t(hs), 0.0f);
   const __mmask16 tail = static_cast<__mmask16>(hd % 16 ? (1u << (hd % 16)) - 1 : 0xFFFF);
@@ -5058,6 +5482,63 @@ inline void attn_weighted_sum_ggml(const float* w, VRow&& vrow, int lo, int pos,
 }
 #endif
 
+
+// The values step of one (token, head): out[e] = sum over positions j = lo..pos of w[j - lo] *
+// V(j)[e], where V(j) is the row at v0 + (j % slots) * stride (the KV ring: at most two runs of
+// contiguous slots). part: scratch of hd floats (AVX-512 with an f32 cache: 64 * round_up(hd, 16)).
+// several: the token is one of several evaluated together (llama.cpp's order differs then).
+inline void attn_values(const float* w, const uint8_t* v0, size_t stride, int slots, int lo, int pos, int hd, bool f16,
+                        [[maybe_unused]] bool several, float* part, float* out) {
+#if defined(LLMI_SIMD_AVX512)
+  if (!f16) {  // llama.cpp's order (several tokens: 16 lanes; one token: 64)
+    attn_weighted_sum_ggml(w, v0, stride, slots, lo, pos, hd, several ? 16 : 64, part, out);
+    return;
+  }
+#endif
+  bool first = true;
+  for (int j = lo; j <= pos;) {
+    const int slot = j % slots, run = std::min(pos - j + 1, slots - slot);
+    attn_weighted_sum(w + (j - lo), v0 + size_t(slot) * stride, stride, run, hd, f16, first ? out : part);
+    if (!first)
+      for (int e = 0; e < hd; e++) out[e] += part[e];
+    first = false;
+    j += run;
+  }
+}
+
+// ==== Activation kernels (rows of f32) ====
+// y = silu(x) over a row; AVX-512: chunks of 16 with exp16, the rest with expf, as llama.cpp's
+// AVX-512 build (its bits).
+inline void silu_row(const float* x, float* y, int n) {
+  int k = 0;
+#if defined(LLMI_SIMD_AVX512)
+  for (; k + 16 <= n; k += 16) {
+    const __m512 v = _mm512_loadu_ps(x + k);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), v));
+    _mm512_storeu_ps(y + k, _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
+  }
+#endif
+  for (; k < n; k++) y[k] = silu_f32(x[k]);
+}
+// y = gelu_tanh(x) over a row, by table (the values of gelu_tanh_f32).
+inline void gelu_tanh_row(const float* x, float* y, int n) {
+  const float* tab = gelu_tanh_table();
+  int k = 0;
+#if defined(LLMI_SIMD_AVX512)
+  for (; k + 16 <= n; k += 16) {
+    const __m512 v = _mm512_loadu_ps(x + k);
+    const __m512i idx = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m512 r = _mm512_i32gather_ps(idx, tab, 4);
+    r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(10.0f), _CMP_GE_OQ), r, v);
+    r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(-10.0f), _CMP_NLE_UQ), r);
+    _mm512_storeu_ps(y + k, r);
+  }
+#endif
+  for (; k < n; k++) y[k] = x[k] <= -10.0f ? 0.0f : x[k] >= 10.0f ? x[k] : tab[f32_to_fp16(x[k])];
+}
+
+
+LLMI_KNS_END
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
@@ -5086,159 +5567,7 @@ inline void attn_weighted_sum_ggml(const float* w, VRow&& vrow, int lo, int pos,
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
-
-// 64-byte aligned growable scratch (malloc based: no exceptions; false when out of memory).
-class AlignedBuffer {
- public:
-  AlignedBuffer() = default;
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  ~AlignedBuffer() { std::free(raw_); }
-  bool reserve(size_t bytes) {
-    if (bytes <= cap_) return true;
-    std::free(raw_);
-    raw_ = std::malloc(bytes + 64);
-    if (!raw_) {
-      ptr_ = nullptr;
-      cap_ = 0;
-      return false;
-    }
-    ptr_ = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(raw_) + 63) & ~static_cast<uintptr_t>(63));
-    cap_ = bytes;
-    return true;
-  }
-  template <class T>
-  T* as(size_t byte_offset = 0) const {
-    return reinterpret_cast<T*>(static_cast<uint8_t*>(ptr_) + byte_offset);
-  }
-
- private:
-  void* raw_ = nullptr;
-  void* ptr_ = nullptr;
-  size_t cap_ = 0;
-};
-
-inline size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
-
-// Which form of the input a weight type multiplies with.
-enum class ActForm : uint8_t { f32, q8_32, q8_256 };
-inline ActForm act_form(DType t) {
-  switch (t) {
-    case DType::q4_0: case DType::q5_0: case DType::q8_0: return ActForm::q8_32;
-    case DType::q4_K: case DType::q6_K: return ActForm::q8_256;
-    default: return ActForm::f32;
-  }
-}
-
-// The input X [n_tokens][n] of one or more matmuls. Each quantized form is made on first use
-// and kept until reset(), so matrices that read the same input (attention q/k/v, FFN gate/up)
-// share one quantization. Keep one per context and reset() it: its buffers are reused.
-class MatmulInput {
- public:
-  MatmulInput() = default;
-  MatmulInput(const float* x, int64_t n_tokens, int64_t n) { reset(x, n_tokens, n); }
-  // bf16_exact: every value of X is a bf16 value (rounded for bf16 weights, as ggml does for GGUF
-  // files): bf16 weights may then use vdpbf16ps.
-  void reset(const float* x, int64_t n_tokens, int64_t n, bool bf16_exact = false) {
-    x_ = x;
-    n_tokens_ = n_tokens;
-    n_ = n;
-    bf16_exact_ = bf16_exact;
-    ready_[0] = ready_[1] = false;
-    mlx_gs_ = 0;
-  }
-  const float* x() const { return x_; }
-  bool bf16_exact() const { return bf16_exact_; }
-  int64_t n_tokens() const { return n_tokens_; }
-  int64_t n() const { return n_; }
-
-  // Quantizes X into `f` (q8_32 or q8_256) unless done already; false when out of memory.
-  bool prepare(ActForm f, ThreadPool& pool) {
-    if (f == ActForm::f32) return true;
-    Form& F = form(f);
-    if (ready_[f == ActForm::q8_256]) return true;
-    const int64_t blk = f == ActForm::q8_32 ? 32 : 256, sum_len = f == ActForm::q8_32 ? 32 : 16;
-    F.q_stride = round_up(static_cast<size_t>(n_), 64);
-    F.nd = static_cast<size_t>(n_ / blk);
-    F.ns = static_cast<size_t>(n_ / sum_len);
-    F.nc = static_cast<size_t>(n_ / 32);
-    const size_t T = static_cast<size_t>(n_tokens_);
-    // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16 |
-    // corr16 [ns] f32 | corr32 [nc] f32
-    F.off_d = F.q_stride;
-    F.off_s = F.off_d + round_up(4 * F.nd, 64);
-    F.off_c16 = F.off_s + round_up(2 * F.ns, 64);
-    F.off_c32 = F.off_c16 + round_up(4 * F.ns, 64);
-    F.row_bytes = F.off_c32 + round_up(4 * F.nc, 64);
-    if (!F.buf.reserve(F.row_bytes * T)) return false;
-    auto one = [&](int64_t t) {
-      const float* xt = x_ + t * n_;
-      ActQ8 a = row(f, t);
-      int8_t* q = const_cast<int8_t*>(a.q);
-      float* d = const_cast<float*>(a.d);
-      int16_t* s = const_cast<int16_t*>(a.sums);
-      if (f == ActForm::q8_32) quantize_q8_32(xt, n_, q, d, s);
-      else quantize_q8_256(xt, n_, q, d, s);
-      // activation factors of the offset corrections: d * (sum of q) per 16 (q8_256) and per 32
-      float* c16 = corr(f, t, 16);
-      float* c32 = corr(f, t, 32);
-      if (f == ActForm::q8_256) {
-        for (size_t g = 0; g < F.ns; g++) c16[g] = d[g / 16] * static_cast<float>(s[g]);
-        for (size_t g = 0; g < F.nc; g++) c32[g] = d[g / 8] * static_cast<float>(s[2 * g] + s[2 * g + 1]);
-      } else {
-        for (size_t g = 0; g < F.nc; g++) c32[g] = d[g] * static_cast<float>(s[g]);
-      }
-    };
-    if (n_tokens_ * n_ >= 16384 && n_tokens_ > 1) pool.parallel_for(static_cast<int>(n_tokens_), [&](int t, int) { one(t); });
-    else for (int64_t t = 0; t < n_tokens_; t++) one(t);
-    ready_[f == ActForm::q8_256] = true;
-    return true;
-  }
-
-  // Row t of a prepared form.
-  ActQ8 row(ActForm f, int64_t t) const {
-    const Form& F = form(f);
-    const uint8_t* base = F.buf.as<uint8_t>(F.row_bytes * static_cast<size_t>(t));
-    ActQ8 a;
-    a.q = reinterpret_cast<const int8_t*>(base);
-    a.d = reinterpret_cast<const float*>(base + F.off_d);
-    a.sums = reinterpret_cast<const int16_t*>(base + F.off_s);
-    return a;
-  }
-  // Per-token activation factors d * (sum of q) over groups of 16 or 32 (offset corrections).
-  float* corr(ActForm f, int64_t t, int group) const {
-    const Form& F = form(f);
-    return F.buf.as<float>(F.row_bytes * static_cast<size_t>(t) + (group == 16 ? F.off_c16 : F.off_c32));
-  }
-
-  // Sums of X over groups of `gs` (MLX biases), made once per group size.
-  bool prepare_mlx(int gs) {
-    if (mlx_gs_ == gs) return true;
-    size_t groups = static_cast<size_t>(n_ / gs);
-    if (!mlx_.reserve(4 * groups * static_cast<size_t>(n_tokens_) + 64)) return false;
-    mlx_gs_ = gs;
-    for (int64_t t = 0; t < n_tokens_; t++) mlx_group_sums(x_ + t * n_, n_, gs, mlx_sums(t));
-    return true;
-  }
-  float* mlx_sums(int64_t t) const { return mlx_.as<float>(4 * static_cast<size_t>(t) * static_cast<size_t>(n_ / std::max(1, mlx_gs_))); }
-
- private:
-  struct Form {
-    AlignedBuffer buf;
-    size_t q_stride = 0, nd = 0, ns = 0, nc = 0, row_bytes = 0;
-    size_t off_d = 0, off_s = 0, off_c16 = 0, off_c32 = 0;
-  };
-  Form& form(ActForm f) { return forms_[f == ActForm::q8_256]; }
-  const Form& form(ActForm f) const { return forms_[f == ActForm::q8_256]; }
-
-  const float* x_ = nullptr;
-  int64_t n_tokens_ = 0, n_ = 0;
-  bool bf16_exact_ = false;
-  Form forms_[2];
-  bool ready_[2] = {false, false};
-  AlignedBuffer mlx_;
-  int mlx_gs_ = 0;
-};
+LLMI_KNS_BEGIN
 
 // ---- matrix-vector products (few tokens) ----
 
@@ -5709,7 +6038,7 @@ inline void micro_f32(const Panel& P, const int64_t (&pi)[2], const MatmulInput&
     for (int j = 0; j < 4; j++) out[i][j] = reduce16_ps(acc[i][j]);
 }
 
-#if defined(__AVX512BF16__)
+#if defined(LLMI_SIMD_BF16)
 // bf16 weights (read in place) times bf16 activations, 2 rows x 4 tokens, in llamafile's order
 // (vdpbf16ps over 32 pairs at a time, then the tree; as dot_float<bf16> for several tokens).
 inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr)[4], int64_t K, float (&out)[2][4]) {
@@ -5732,43 +6061,46 @@ inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr
 }
 #endif
 
-inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+// False when out of memory (the scratch could not grow).
+inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
   const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
   const int64_t n_rb = (rows + kRB - 1) / kRB, n_tb = (T + kTB - 1) / kTB;
   const ActForm f = act_form(w.type);
   // integer start values of the blocks (offsets), shared by every task
-  static thread_local AlignedBuffer starts_buf;
+  AlignedBuffer& starts_buf = scratch.starts;
   const int off = quant_offset(w.type), group = w.type == DType::q6_K ? 16 : 32;
   int32_t* starts = nullptr;
   if (w.type == DType::q8_0) {  // per 4 values (micro_q8_0)
-    LLMI_ASSERT(starts_buf.reserve(static_cast<size_t>(T * (K / 4)) * 4 + 64));
+    if (!starts_buf.reserve(static_cast<size_t>(T * (K / 4)) * 4 + 64)) return false;
     starts = starts_buf.as<int32_t>();
     for (int64_t t = 0; t < T; t++) {
       const int8_t* q = in.row(f, t).q;
       for (int64_t j = 0; j < K / 4; j++) starts[t * (K / 4) + j] = -off * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
     }
   } else if (f != ActForm::f32 && off != 0) {
-    LLMI_ASSERT(starts_buf.reserve(static_cast<size_t>(T * (K / group)) * 4 + 64));
+    if (!starts_buf.reserve(static_cast<size_t>(T * (K / group)) * 4 + 64)) return false;
     starts = starts_buf.as<int32_t>();
     offset_starts(in, f, off, group, starts);
   }
-#if defined(__AVX512BF16__)
+#if defined(LLMI_SIMD_BF16)
   // bf16: the activations (already rounded to bf16) as bf16 once; rows are used in place
-  static thread_local AlignedBuffer xb_buf;
+  AlignedBuffer& xb_buf = scratch.xb;
   uint16_t* xb = nullptr;
   if (w.type == DType::bf16 && in.bf16_exact()) {
-    LLMI_ASSERT(xb_buf.reserve(static_cast<size_t>(T * K) * 2 + 64));
+    if (!xb_buf.reserve(static_cast<size_t>(T * K) * 2 + 64)) return false;
     xb = xb_buf.as<uint16_t>();
     for (int64_t i = 0; i < T * K; i += 32)
       _mm512_storeu_si512(xb + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(in.x() + i + 16), _mm512_loadu_ps(in.x() + i)));
   }
 #endif
-  pool.parallel_for(static_cast<int>(n_rb * n_tb), [&](int task, int) {
-    static thread_local AlignedBuffer buf;
+  LLMI_ASSERT(scratch.n_panels >= pool.size());
+  std::atomic<bool> failed{false};
+  pool.parallel_for(static_cast<int>(n_rb * n_tb), [&](int task, int thread) {
+    AlignedBuffer& buf = scratch.panels[static_cast<size_t>(thread)];
     const int64_t rblk = task % n_rb, tblk = task / n_rb;
     const int64_t r0 = rblk * kRB, nr = std::min<int64_t>(kRB, rows - r0);
     const int64_t t0 = tblk * kTB, nt = std::min<int64_t>(kTB, T - t0);
-#if defined(__AVX512BF16__)
+#if defined(LLMI_SIMD_BF16)
     if (xb) {
       const uint64_t rb = weight_row_bytes(w);
       for (int64_t j0 = 0; j0 < nt; j0 += 4) {
@@ -5786,7 +6118,10 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     }
 #endif
     Panel P;
-    LLMI_ASSERT(panel_decode(w, r0, nr, buf, P));
+    if (!panel_decode(w, r0, nr, buf, P)) {
+      failed.store(true, std::memory_order_relaxed);
+      return;
+    }
     for (int64_t j0 = 0; j0 < nt; j0 += kRN) {
       int64_t tj[kRN];
       for (int j = 0; j < kRN; j++) tj[j] = t0 + std::min<int64_t>(j0 + j, nt - 1);
@@ -5815,47 +6150,259 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       }
     }
   });
+  return !failed.load();
 }
 #endif  // LLMI_SIMD_AVX512
 
 // Smallest token count that takes the matrix-matrix path (fixed: it must not depend on threads).
 constexpr int64_t kGemmMinTokens = 6;
 
-// Y = X W^T for an input shared by several matmuls.
-inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+// Y = X W^T for an input shared by several matmuls. False when out of memory.
+inline bool matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
+                   [[maybe_unused]] MatmulScratch& scratch) {
   LLMI_ASSERT(in.n() == w.ne[0]);
-  if (in.n_tokens() <= 0 || w.rows() <= 0) return;
+  if (in.n_tokens() <= 0 || w.rows() <= 0) return true;
   ActForm f = act_form(w.type);
-  LLMI_ASSERT(in.prepare(f, pool));
-  if (w.type == DType::mlx_q4 || w.type == DType::mlx_q8) LLMI_ASSERT(in.prepare_mlx(w.group_size));
+  if (!in.prepare(f, pool, f == ActForm::q8_256 ? &quantize_q8_256 : &quantize_q8_32)) return false;
+  if ((w.type == DType::mlx_q4 || w.type == DType::mlx_q8) && !in.prepare_mlx(w.group_size)) return false;
 #if defined(LLMI_SIMD_AVX512)
   // f32 / f16 rows that are not a multiple of 16 long (bf16 with vdpbf16ps: 32): llama.cpp's order
   // is its vector dot product (dot_float) there, not the tiled one of the matrix kernel
   bool odd_float = (w.type == DType::f32 || w.type == DType::f16) && w.ne[0] % 16 != 0;
-#if defined(__AVX512BF16__)
+#if defined(LLMI_SIMD_BF16)
   odd_float = odd_float || (w.type == DType::bf16 && in.bf16_exact() && w.ne[0] % 32 != 0);
 #endif
   if (in.n_tokens() >= kGemmMinTokens && gemm_supported(w.type) && !odd_float) {
-    gemm(w, in, y, ldy, pool);
-    return;
+    return gemm(w, in, y, ldy, pool, scratch);
   }
 #endif
   gemv(w, in, y, ldy, pool);
+  return true;
 }
 
 // Y[t][r] = sum_k W[r][k] * X[t][k]; X is [n_tokens][ne0(W)] f32, Y is [n_tokens][ldy] f32.
+// False when out of memory.
+inline bool matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                   bool bf16_exact, MatmulScratch& scratch) {
+  scratch.in.reset(x, n_tokens, w.ne[0], bf16_exact);
+  return matmul(w, scratch.in, y, ldy, pool, scratch);
+}
+
+// The two matmuls as table entries (26_kernels_end).
+inline bool matmul_in(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
+  return matmul(w, in, y, ldy, pool, scratch);
+}
+inline bool matmul_x(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                     bool bf16_exact, MatmulScratch& scratch) {
+  return matmul(w, x, n_tokens, y, ldy, pool, bf16_exact, scratch);
+}
+
+LLMI_KNS_END
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// ---- src/26_kernels_end.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== The kernel table: what the engine calls, filled per level (end of the kernel region) ====
+// One row per entry point: return type, name, parameters, arguments. A native build's KernelTable
+// calls the kernels directly (static members); a dispatch build's holds one pointer per entry,
+// one table per level (k_scalar::kernel_table, ...), chosen at load (select_kernels).
+#if !defined(LLMI_KERNEL_ENTRIES)
+// clang-format off
+#define LLMI_KERNEL_ENTRIES(X)                                                                                      \
+  X(void, quantize_q8_32, (const float* x, int64_t n, int8_t* q, float* d, int16_t* sums), (x, n, q, d, sums))       \
+  X(void, quantize_q8_256, (const float* x, int64_t n, int8_t* q, float* d, int16_t* sums), (x, n, q, d, sums))      \
+  X(float, dot_q4_0, (const uint8_t* w, const ActQ8& a, int64_t n), (w, a, n))                                       \
+  X(float, dot_q5_0, (const uint8_t* w, const ActQ8& a, int64_t n), (w, a, n))                                       \
+  X(float, dot_q8_0, (const uint8_t* w, const ActQ8& a, int64_t n), (w, a, n))                                       \
+  X(float, dot_q4_k, (const uint8_t* w, const ActQ8& a, int64_t n), (w, a, n))                                       \
+  X(float, dot_q6_k, (const uint8_t* w, const ActQ8& a, int64_t n), (w, a, n))                                       \
+  X(float, dot_f32, (const uint8_t* w, const float* x, int64_t n, bool sgemm, bool bf16_exact), (w, x, n, sgemm, bf16_exact))   \
+  X(float, dot_f16, (const uint8_t* w, const float* x, int64_t n, bool sgemm, bool bf16_exact), (w, x, n, sgemm, bf16_exact))   \
+  X(float, dot_bf16, (const uint8_t* w, const float* x, int64_t n, bool sgemm, bool bf16_exact), (w, x, n, sgemm, bf16_exact))  \
+  X(float, dot_mlx, (const TensorView& w, int64_t row, const float* x, const float* xs), (w, row, x, xs))            \
+  X(void, dequant_row, (const TensorView& w, int64_t row, float* out), (w, row, out))                                \
+  X(void, f16_row_to_f32, (const uint16_t* src, float* dst, int64_t n), (src, dst, n))                              \
+  X(void, f32_row_to_f16, (const float* src, uint16_t* dst, int64_t n), (src, dst, n))                              \
+  X(bool, matmul_in, (const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& s), \
+    (w, in, y, ldy, pool, s))                                                                                        \
+  X(bool, matmul_x, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, \
+    bool bf16_exact, MatmulScratch& s), (w, x, n_tokens, y, ldy, pool, bf16_exact, s))                               \
+  X(void, attn_scores, (const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale, float* out), \
+    (q, k, stride, n, hd, f16, scale, out))                                                                          \
+  X(double, attn_exp, (float* s, int n, float max, int phase), (s, n, max, phase))                                   \
+  X(void, attn_values, (const float* w, const uint8_t* v0, size_t stride, int slots, int lo, int pos, int hd, bool f16, \
+    bool several, float* part, float* out), (w, v0, stride, slots, lo, pos, hd, f16, several, part, out))           \
+  X(void, silu_row, (const float* x, float* y, int n), (x, y, n))                                                    \
+  X(void, gelu_tanh_row, (const float* x, float* y, int n), (x, y, n))
+// clang-format on
+#endif
+
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+#if defined(LLMI_DISPATCH)
+#if !defined(LLMI_KERNEL_PASS)
+struct KernelTable {
+  const char* name;  // "scalar", "avx2", "avx512", "avx512bf16"
+#define LLMI_X(r, n, p, a) r(*n) p;
+  LLMI_KERNEL_ENTRIES(LLMI_X)
+#undef LLMI_X
+};
+#endif
+LLMI_KNS_BEGIN
+#define LLMI_X(r, n, p, a) &n,
+inline constexpr KernelTable kernel_table = {LLMI_KERNEL_NAME, LLMI_KERNEL_ENTRIES(LLMI_X)};
+#undef LLMI_X
+LLMI_KNS_END
+#else
+struct KernelTable {
+  static constexpr const char* name = simd_compiled();
+#define LLMI_X(r, n, p, a) \
+  static r n p { return detail::n a; }
+  LLMI_KERNEL_ENTRIES(LLMI_X)
+#undef LLMI_X
+};
+inline constexpr KernelTable native_kernels{};
+#endif
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+#if defined(LLMI_KERNEL_PASS)
+#if defined(__clang__)
+#pragma clang attribute pop
+#elif defined(__GNUC__)
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
+#endif
+#undef LLMI_KNS_BEGIN
+#undef LLMI_KNS_END
+#undef LLMI_KERNEL_NAME
+
+// The dispatch build: the kernel region again for each x86 level (the header includes itself).
+#if defined(LLMI_DISPATCH) && !defined(LLMI_KERNEL_PASS)
+#define LLMI_KERNEL_PASS 2
+#include __FILE__
+#undef LLMI_KERNEL_PASS
+#define LLMI_KERNEL_PASS 3
+#include __FILE__
+#undef LLMI_KERNEL_PASS
+#define LLMI_KERNEL_PASS 4
+#include __FILE__
+#undef LLMI_KERNEL_PASS
+// back to the baseline for the rest of the implementation
+#undef LLMI_SIMD_AVX2
+#undef LLMI_SIMD_AVX512
+#undef LLMI_SIMD_VNNI
+#undef LLMI_SIMD_BF16
+#define LLMI_SIMD_SCALAR 1
+#endif
+
+#if !defined(LLMI_KERNEL_PASS)
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+#if defined(LLMI_DISPATCH)
+// Every level compiled in, lowest first (indices as cpu_has_kernel_level's).
+inline constexpr const KernelTable* kernel_levels[] = {&k_scalar::kernel_table, &k_avx2::kernel_table,
+                                                       &k_avx512::kernel_table, &k_avx512bf16::kernel_table};
+inline constexpr int kNumKernelLevels = 4;
+#endif
+
+// The names of the levels compiled in, lowest first, comma-separated ("avx512" in a native build).
+inline std::string kernel_levels_compiled() {
+#if defined(LLMI_DISPATCH)
+  std::string s;
+  for (const KernelTable* k : kernel_levels) s += (s.empty() ? "" : ",") + std::string(k->name);
+  return s;
+#else
+  return simd_compiled();
+#endif
+}
+
+// The kernels for a request: "" the best this CPU can run (a dispatch build reads the environment
+// variable LLMINFER_KERNELS then), else a level by name, which the CPU must have.
+inline Result<const KernelTable*> select_kernels(std::string_view request) {
+#if defined(LLMI_DISPATCH)
+  std::string req(request);
+  const char* from = "LoadOptions::kernels";
+  if (req.empty()) {
+    if (const char* env = std::getenv("LLMINFER_KERNELS"); env && *env) {
+      req = env;
+      from = "LLMINFER_KERNELS";
+    }
+  }
+  int best = 0;
+  for (int i = 1; i < kNumKernelLevels; i++)
+    if (cpu_has_kernel_level(i)) best = i;
+  if (req.empty()) return kernel_levels[best];
+  for (int i = 0; i < kNumKernelLevels; i++) {
+    if (req != kernel_levels[i]->name) continue;
+    if (i > best)
+      return make_error(Errc::cpu_unsupported,
+                        strf("%s=%s: this CPU (or OS) cannot run the %s kernels (the best it has here: %s)", from,
+                             req.c_str(), req.c_str(), kernel_levels[best]->name));
+    return kernel_levels[i];
+  }
+  return make_error(Errc::invalid_argument, strf("%s=%s: no such kernel level (this build has %s)", from,
+                                                 printable(req).c_str(), kernel_levels_compiled().c_str()));
+#else
+  if (request.empty() || request == native_kernels.name) return &native_kernels;
+  return make_error(Errc::invalid_argument,
+                    strf("LoadOptions::kernels=%s: this build runs only the %s kernels (build with "
+                         "LLMINFER_DISPATCH for a choice)",
+                         printable(request).c_str(), native_kernels.name));
+#endif
+}
+
+#if defined(LLMI_DISPATCH)
+// The process's default kernels (select_kernels("")), for code outside an engine (tests, tools,
+// the loader's dequantization); an invalid LLMINFER_KERNELS falls back to the best level here
+// (loading a model reports it).
+inline const KernelTable& kernels() {
+  static const KernelTable* k = [] {
+    auto r = select_kernels("");
+    return r ? *r : kernel_levels[0];
+  }();
+  return *k;
+}
+// The kernels by their names, through the default table.
+#define LLMI_X(r, n, p, a) \
+  inline r n p { return kernels().n a; }
+LLMI_KERNEL_ENTRIES(LLMI_X)
+#undef LLMI_X
+template <DType T>
+inline float dot_float(const uint8_t* w, const float* x, int64_t n, bool sgemm = false, bool bf16_exact = false) {
+  if constexpr (T == DType::f32) return kernels().dot_f32(w, x, n, sgemm, bf16_exact);
+  else if constexpr (T == DType::f16) return kernels().dot_f16(w, x, n, sgemm, bf16_exact);
+  else return kernels().dot_bf16(w, x, n, sgemm, bf16_exact);
+}
+#else
+inline const KernelTable& kernels() { return native_kernels; }
+#endif
+
+// For tests and tools: a matmul with scratch of its own, through the default kernels (aborts when
+// out of memory; the engine passes its context's scratch and reports out_of_memory instead).
+inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  MatmulScratch scratch(pool.size());
+  LLMI_ASSERT(kernels().matmul_in(w, in, y, ldy, pool, scratch));
+}
 inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
                    bool bf16_exact = false) {
-  static thread_local MatmulInput in;
-  in.reset(x, n_tokens, w.ne[0], bf16_exact);
-  matmul(w, in, y, ldy, pool);
+  MatmulScratch scratch(pool.size());
+  LLMI_ASSERT(kernels().matmul_x(w, x, n_tokens, y, ldy, pool, bf16_exact, scratch));
 }
 
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/30_unicode_data.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Unicode data (generated by tools/gen_unicode from Debian's unicode-data; do not edit) ====
 // Unicode 15.0.0. Run-length tables as base64-alphabet varints (5 bits per digit, value 32 = more digits
 // follow, low group first); decoded once by src/31_unicode.hpp. Regenerate: tools/gen_unicode
@@ -6089,8 +6636,10 @@ inline constexpr const char kDecompositions[] =
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/31_unicode.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Unicode: character classes, White_Space, simple case folding, NFC ====
 // Decodes the tables of 30_unicode_data.hpp once (thread-safe function-local static) into two-stage
 // lookup tables: one byte of flags per code point (major general category, White_Space, cased-letter kind,
@@ -6444,8 +6993,10 @@ inline std::string nfc(std::string_view s) {
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/32_tokenizer.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Tokenizer: byte-level BPE and SentencePiece-style BPE, as Hugging Face `tokenizers` runs them ====
 // encode: added/special tokens are split out of the raw text first (leftmost, longest; a trie), then each
 // remaining segment is normalized (NFC, space -> U+2581, prefix), pre-tokenized by hand-written scanners
@@ -7578,8 +8129,10 @@ inline std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_spe
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/33_tokenizer_build.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Tokenizer construction: from a GGUF vocabulary or from a Hugging Face tokenizer.json ====
 // GGUF (tokenizer.ggml.*): "gpt2" = byte-level BPE with merges, the pre-tokenizer named by
 // tokenizer.ggml.pre; "llama" = SentencePiece BPE (scores, byte fallback, U+2581 for spaces, dummy prefix
@@ -8277,8 +8830,10 @@ inline Result<std::shared_ptr<const Tokenizer>> Tokenizer::build(const ModelDesc
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/34_tokenizer_stream.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Streaming detokenization: only complete, valid UTF-8 leaves ====
 // A token may end inside a UTF-8 sequence (byte tokens, byte-level BPE pieces of emoji and CJK): those
 // bytes are held until the sequence completes. Bytes that can never become valid are replaced by U+FFFD,
@@ -8385,8 +8940,10 @@ class StreamDecoder {
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/35_jinja.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Chat templates, part 1: Jinja values, lexer and parser ====
 // A small Jinja interpreter for the `chat_template` of model files, configured as Hugging Face
 // transformers configures Jinja2 (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, one
@@ -10392,8 +10949,10 @@ inline Result<std::shared_ptr<const JProgram>> jinja_parse(std::string_view sour
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/35_jinja_unicode.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Chat templates: Unicode tables for Python's str methods (generated) ====
 // Generated by tools/gen-jinja-unicode from Unicode 15.0.0 (Debian unicode-data): do not edit.
 // Case mappings as runs {start, end, stride, delta}; unconditional SpecialCasing entries; the
@@ -11092,8 +11651,10 @@ inline constexpr JRange kJNumeric[] = {
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/36_jinja_values.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Chat templates, part 2: Python value semantics (printing, repr, JSON, comparison) ====
 namespace llminfer {
 inline namespace v0_1 {
@@ -11369,8 +11930,10 @@ inline void html_escape(PText& out, const PText& s) {
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/37_jinja_render.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Chat templates, part 3: the renderer ====
 // Walks the syntax tree with Jinja2's semantics (scopes: a for loop or macro call gets its own
 // scope, `if` does not; `set` writes to the innermost scope; namespaces are shared objects).
@@ -13273,8 +13836,10 @@ class JRender {
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/38_jinja_builtins.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Chat templates, part 4: filters, tests, string/dict/list methods, % and .format ====
 // Jinja2 3.1's builtin filters and tests with transformers' tojson, and the Python str methods
 // templates call. Anything Jinja2 has but this interpreter does not do gives an error that
@@ -14847,8 +15412,10 @@ inline JValue JRender::str_format(const JValue& self, const JArgs& args) {
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/39_chat.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Chat templates, part 5: the chat API (ChatInput -> RenderedPrompt) ====
 // What a model's template sees, as transformers' apply_chat_template passes it: `messages` (any
 // keys pass through), `add_generation_prompt`, the special-token strings, `tools` only when given,
@@ -15096,8 +15663,10 @@ inline void chat_special_tokens(const ModelDesc& m, ChatInput& in) {
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/40_archdef.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Architecture definitions: sha256, the text format, parser and validator ====
 // An architecture is data: a short text (grammar in the manual at the top of this header) that
 // lists fused operations in `prologue` / `block` / `epilogue` sections. This part parses and
@@ -15895,8 +16464,10 @@ inline Result<ArchDef> archdef_parse(std::string_view text, const std::string& w
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/41_archdefs_builtin.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Built-in architecture definitions and the registry (built-ins + a user directory) ====
 // The texts below are the whole description of each architecture: the forward pass has no
 // `if (arch == ...)` anywhere. A directory of <arch>.archdef files (LoadOptions::archdef_dir,
@@ -16128,8 +16699,10 @@ inline Result<ArchRegistry> load_arch_registry(const std::string& user_dir) {
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/42_kv_cache.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== KV cache: per-session, per-layer ring buffers of keys and values (f16 or f32) ====
 // A cell is addressed by the token's absolute position: slot = pos % slots. A layer that attends
 // to the whole context has slots = n_ctx (it never wraps); a sliding-window layer keeps only
@@ -16187,25 +16760,6 @@ class HeapBuf {
   uint64_t n_ = 0;
 };
 
-// f16 <-> f32 rows (the cache's element type). F16C when compiled in, else the portable code.
-inline void f16_row_to_f32(const uint16_t* src, float* dst, int64_t n) {
-  int64_t k = 0;
-#if defined(LLMI_SIMD_AVX2)
-  for (; k + 8 <= n; k += 8)
-    _mm256_storeu_ps(dst + k, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k))));
-#endif
-  for (; k < n; k++) dst[k] = fp16_to_f32(src[k]);
-}
-inline void f32_row_to_f16(const float* src, uint16_t* dst, int64_t n) {
-  int64_t k = 0;
-#if defined(LLMI_SIMD_AVX2)
-  for (; k + 8 <= n; k += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(src + k), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#endif
-  for (; k < n; k++) dst[k] = f32_to_fp16(src[k]);
-}
-
 // What one layer's cache holds.
 struct KvLayerSpec {
   int n_kv = 0;      // key/value heads
@@ -16242,7 +16796,9 @@ class KvCache {
     return total;
   }
 
-  Result<void> init(const std::vector<KvLayerSpec>& specs, int n_ctx, int ubatch, KvType type) {
+  // kern: the kernels that convert rows to and from f16 (the evaluation context's).
+  Result<void> init(const std::vector<KvLayerSpec>& specs, int n_ctx, int ubatch, KvType type, const KernelTable* kern) {
+    kern_ = kern;
     type_ = type;
     elem_ = type == KvType::f16 ? 2 : 4;
     n_ctx_ = n_ctx;
@@ -16284,11 +16840,11 @@ class KvCache {
   }
 
   void store(uint8_t* dst, const float* src, int n) const {
-    if (type_ == KvType::f16) f32_row_to_f16(src, reinterpret_cast<uint16_t*>(dst), n);
+    if (type_ == KvType::f16) kern_->f32_row_to_f16(src, reinterpret_cast<uint16_t*>(dst), n);
     else std::memcpy(dst, src, size_t(n) * 4);
   }
   void load(const uint8_t* src, float* dst, int n) const {
-    if (type_ == KvType::f16) f16_row_to_f32(reinterpret_cast<const uint16_t*>(src), dst, n);
+    if (type_ == KvType::f16) kern_->f16_row_to_f32(reinterpret_cast<const uint16_t*>(src), dst, n);
     else std::memcpy(dst, src, size_t(n) * 4);
   }
 
@@ -16322,6 +16878,7 @@ class KvCache {
 
  private:
   KvType type_ = KvType::f16;
+  const KernelTable* kern_ = nullptr;
   size_t elem_ = 2;
   int n_ctx_ = 0;
   std::vector<KvLayer> layers_;
@@ -16332,8 +16889,10 @@ class KvCache {
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/43_forward.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Forward pass: compile a definition against a model, then run it (Engine / Context) ====
 // Engine::create binds a parsed definition to a model once: params are read from the metadata,
 // `{i}` is expanded for every layer, tensors are found and their shapes and types checked, and
@@ -17002,6 +17561,9 @@ class Engine {
     e->arch_ = ArchInfo{def->name, def->origin, def->sha256, def->steps_per_layer()};
     ArchCompiler comp(*def, *e->desc_, e->prog_, opts.max_program_steps);
     if (auto r = comp.run(); !r) return r.error();
+    auto kern = select_kernels(opts.kernels);
+    if (!kern) return kern.error();
+    e->kern_ = *kern;
     e->pool_ = std::make_unique<ThreadPool>(opts.threads);
     return std::shared_ptr<const Engine>(std::move(e));
   }
@@ -17018,6 +17580,8 @@ class Engine {
   const ArchInfo& arch() const { return arch_; }
   const ArchDef& archdef() const { return *def_; }
   ThreadPool& pool() const { return *pool_; }
+  // The kernels this engine runs (the level chosen at load, see 26_kernels_end).
+  const KernelTable& kernels() const { return *kern_; }
   const LoadOptions& options() const { return opts_; }
   const Program& program() const { return prog_; }
 
@@ -17029,63 +17593,12 @@ class Engine {
   ArchInfo arch_;
   Program prog_;
   std::unique_ptr<ThreadPool> pool_;
+  const KernelTable* kern_ = nullptr;
 };
 
 enum class EvalStatus { ok, cancelled, context_full };
 
 // ---- elementwise kernels (f32 activations) ----
-inline float silu_f32(float x) { return x / (1.0f + std::exp(-x)); }
-// y = silu(x) over a row; AVX-512: chunks of 16 with exp16, the rest with expf, as llama.cpp's
-// AVX-512 build (its bits).
-inline void silu_row(const float* x, float* y, int n) {
-  int k = 0;
-#if defined(LLMI_SIMD_AVX512)
-  for (; k + 16 <= n; k += 16) {
-    const __m512 v = _mm512_loadu_ps(x + k);
-    const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), v));
-    _mm512_storeu_ps(y + k, _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
-  }
-#endif
-  for (; k < n; k++) y[k] = silu_f32(x[k]);
-}
-// GELU, tanh approximation, at the fp16 precision ggml evaluates it with (ggml looks it up in a
-// table indexed by fp16(x) holding fp16 results; beyond |x| >= 10 it is 0 or x): GGUF models then
-// agree with llama.cpp, and the difference to the exact formula stays below fp16 resolution.
-inline float gelu_tanh_f32(float x) {
-  const float k = 0.79788456080286535587989211986876f;  // sqrt(2/pi)
-  if (x <= -10.0f) return 0.0f;
-  if (x >= 10.0f) return x;
-  const float f = fp16_to_f32(f32_to_fp16(x));
-  // 1 + 0.044715 f^2 with one rounding, as g++ compiles ggml's expression (its table's bits)
-  return fp16_to_f32(f32_to_fp16(0.5f * f * (1.0f + std::tanh(k * f * std::fma(0.044715f * f, f, 1.0f)))));
-}
-inline float gelu_erf_f32(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
-// gelu_tanh_f32 of every fp16 value, indexed by its bits (built once, 256 KiB).
-inline const float* gelu_tanh_table() {
-  static const std::vector<float> table = [] {
-    std::vector<float> t(65536);
-    for (uint32_t h = 0; h < 65536; h++) t[h] = gelu_tanh_f32(fp16_to_f32(static_cast<uint16_t>(h)));
-    return t;
-  }();
-  return table.data();
-}
-// y = gelu_tanh(x) over a row, by table (the values of gelu_tanh_f32).
-inline void gelu_tanh_row(const float* x, float* y, int n) {
-  const float* tab = gelu_tanh_table();
-  int k = 0;
-#if defined(LLMI_SIMD_AVX512)
-  for (; k + 16 <= n; k += 16) {
-    const __m512 v = _mm512_loadu_ps(x + k);
-    const __m512i idx = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    __m512 r = _mm512_i32gather_ps(idx, tab, 4);
-    r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(10.0f), _CMP_GE_OQ), r, v);
-    r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(-10.0f), _CMP_NLE_UQ), r);
-    _mm512_storeu_ps(y + k, r);
-  }
-#endif
-  for (; k < n; k++) y[k] = x[k] <= -10.0f ? 0.0f : x[k] >= 10.0f ? x[k] : tab[f32_to_fp16(x[k])];
-}
-
 // cos/sin of one position for a rope spec: cache[2i] = cos, cache[2i+1] = sin.
 inline void rope_angles(const RopeSpec& r, int64_t pos, float* cache) {
   float theta = static_cast<float>(pos);
@@ -17134,6 +17647,7 @@ class Context {
     if (!engine) return make_error(Errc::invalid_argument, "Context::create: no engine");
     Context c;
     c.e_ = std::move(engine);
+    c.kern_ = &c.e_->kernels();
     const Program& p = c.e_->program();
     const LoadOptions& o = c.e_->options();
     c.n_ctx_ = n_ctx > 0 ? n_ctx : c.e_->n_ctx_default();
@@ -17158,7 +17672,7 @@ class Context {
                                o.max_session_bytes ? "LoadOptions::max_session_bytes" : "the machine's physical memory; "
                                                                                        "LoadOptions::max_session_bytes"));
     }
-    if (auto r = c.kv_.init(p.kv, c.n_ctx_, c.ubatch_, o.kv_type); !r) return r.error();
+    if (auto r = c.kv_.init(p.kv, c.n_ctx_, c.ubatch_, o.kv_type, c.kern_); !r) return r.error();
     c.slide_ = o.context_policy == ContextPolicy::slide;
     c.keep_ = std::max(0, o.keep);
     if (c.slide_) {
@@ -17184,6 +17698,7 @@ class Context {
     if (!lb) return lb.error();
     c.logits_buf_ = std::move(*lb);
     int threads = c.e_->pool().size();
+    c.mm_ = std::make_unique<MatmulScratch>(threads);
     int max_slots = 1, max_hd = 1;
     for (int l = 0; l < c.kv_.n_layers(); l++) {
       max_slots = std::max(max_slots, c.kv_.layer(l).slots);
@@ -17237,8 +17752,9 @@ class Context {
       if (n_past_ + chunk > n_ctx_) slide(n_past_ + chunk - n_ctx_);
       bool final_chunk = done + chunk == n;
       float* out = all_logits ? logits.data() + size_t(done) * p.n_vocab : (final_chunk ? logits.data() : nullptr);
-      EvalStatus st = run_chunk(tokens.data() + done, chunk, out, all_logits, cancel);
-      if (st != EvalStatus::ok) return st;
+      auto st = run_chunk(tokens.data() + done, chunk, out, all_logits, cancel);
+      if (!st) return st.error();
+      if (*st != EvalStatus::ok) return *st;
       tokens_.insert(tokens_.end(), tokens.begin() + done, tokens.begin() + done + chunk);
       n_past_ += chunk;
       done += chunk;
@@ -17293,7 +17809,7 @@ class Context {
     });
   }
 
-  EvalStatus run_chunk(const int32_t* toks, int n, float* out_logits, bool all_logits, const std::function<bool()>& cancel) {
+  Result<EvalStatus> run_chunk(const int32_t* toks, int n, float* out_logits, bool all_logits, const std::function<bool()>& cancel) {
     const Program& p = e_->program();
     for (size_t r = 0; r < regs_.size(); r++) reg_ptr_[r] = regs_[r].as<float>();
     float* lg = all_logits ? out_logits : logits_buf_.as<float>();
@@ -17314,7 +17830,7 @@ class Context {
       const int wi = s.w_in, wo = s.w_out;
       switch (s.op) {
         case OpCode::embed:
-          for_rows(rows, wo, [&](int t, int) { dequant_row(*s.w, toks[t], d + size_t(t) * wo); });
+          for_rows(rows, wo, [&](int t, int) { kern_->dequant_row(*s.w, toks[t], d + size_t(t) * wo); });
           break;
         case OpCode::rms_norm:
         case OpCode::norm_heads: {
@@ -17345,7 +17861,9 @@ class Context {
             });
             in = r;
           }
-          matmul(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2);
+          if (!kern_->matmul_x(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2, *mm_))
+            return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
+                                                        s.w->name.c_str(), rows));
           break;
         }
         case OpCode::add_bias:
@@ -17381,9 +17899,9 @@ class Context {
             const float* x = a + size_t(t) * wi;
             float* y = d + size_t(t) * wi;
             switch (op) {
-              case OpCode::silu: silu_row(x, y, wi); break;
+              case OpCode::silu: kern_->silu_row(x, y, wi); break;
               case OpCode::gelu: for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]); break;
-              case OpCode::gelu_tanh: gelu_tanh_row(x, y, wi); break;
+              case OpCode::gelu_tanh: kern_->gelu_tanh_row(x, y, wi); break;
               default: for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f; break;
             }
           });
@@ -17449,7 +17967,7 @@ class Context {
       // the visible keys lo..pos are at most two contiguous runs of ring slots
       for (int j = lo; j <= pos;) {
         const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
-        attn_scores(qh, kv_.k_at(L, g, slot), ks, run, at.hd_k, f16, at.scale, sc + (j - lo));
+        kern_->attn_scores(qh, kv_.k_at(L, g, slot), ks, run, at.hd_k, f16, at.scale, sc + (j - lo));
         j += run;
       }
       const int nk = pos - lo + 1;
@@ -17458,27 +17976,12 @@ class Context {
         if (at.softcap > 0) sc[j] = std::tanh(sc[j] * (1.0f / at.softcap)) * at.softcap;  // as llama.cpp
         mx = std::max(mx, sc[j]);
       }
-      const double sum = attn_exp(sc, nk, mx, lo % 16);
+      const double sum = kern_->attn_exp(sc, nk, mx, lo % 16);
       const float inv = static_cast<float>(1.0 / sum);
       for (int j = 0; j < nk; j++) sc[j] *= inv;
       float* o = out + size_t(t) * wo + size_t(h) * at.hd_v;
       float* part = rows_.as<float>() + size_t(thread) * row_stride_;
-#if defined(LLMI_SIMD_AVX512)
-      if (!f16) {  // llama.cpp's order (several tokens: 16 lanes; one token: 64)
-        attn_weighted_sum_ggml(sc, [&](int j) { return reinterpret_cast<const float*>(kv_.v_at(L, g, j % L.slots)); }, lo, pos,
-                               at.hd_v, n > 1 ? 16 : 64, part, o);
-        return;
-      }
-#endif
-      bool first = true;
-      for (int j = lo; j <= pos;) {
-        const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
-        attn_weighted_sum(sc + (j - lo), kv_.v_at(L, g, slot), vs, run, at.hd_v, f16, first ? o : part);
-        if (!first)
-          for (int e = 0; e < at.hd_v; e++) o[e] += part[e];
-        first = false;
-        j += run;
-      }
+      kern_->attn_values(sc, kv_.v_at(L, g, 0), vs, L.slots, lo, pos, at.hd_v, f16, n > 1, part, o);
     };
     const int tasks = n * at.n_head;
     ThreadPool& pool = e_->pool();
@@ -17550,6 +18053,8 @@ class Context {
   std::vector<float*> reg_ptr_;
   HeapBuf logits_buf_, scores_, rows_, round_buf_;
   size_t scores_stride_ = 0, row_stride_ = 0;
+  const KernelTable* kern_ = nullptr;  // the engine's kernels
+  std::unique_ptr<MatmulScratch> mm_;  // the matrix products' scratch
   std::vector<std::vector<float>> rope_cache_;
   std::vector<char> rope_valid_;
   std::function<void(const TraceEvent&)> trace_;
@@ -17587,8 +18092,10 @@ inline Result<std::vector<int32_t>> greedy_ids(Context& ctx, std::span<const int
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/44_validate.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Validation report: how close two sets of logits are (compare CLI, conformance tests) ====
 // Per position: top-1 equal, Pearson correlation over the whole vocabulary, overlap of the two
 // top-10 sets. The same measures a user runs with `llminfer compare` against a reference file.
@@ -17736,8 +18243,10 @@ inline Result<std::vector<float>> logits_of_ids(const std::shared_ptr<const Engi
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/50_sampler.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Sampling: RNG and the sampler chain ====
 // The chain, in the conventional order (llama.cpp's default order, without its extras):
 //   penalties -> top-k -> top-p -> min-p -> temperature -> draw
@@ -18011,8 +18520,10 @@ class Sampler {
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/51_generate.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Generation: stop strings, streaming text, the decode loop ====
 // The loop is written against GenerationIO (evaluate tokens, logits, end-of-generation test,
 // streaming detokenizer), so that it runs the same on a real model and on the scripted fakes of
@@ -18306,8 +18817,10 @@ inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> pr
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/90_model.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 // ==== Model and Session ====
 namespace llminfer {
 inline namespace v0_1 {
@@ -18641,9 +19154,12 @@ LLMI_API_DEF int Session::context_size() const {
 
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/99_impl_end.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
 #undef LLMI_API_DEF
+#endif
 #endif  // LLMINFER_IMPLEMENTATION
 
 // ---------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   struct Shape { int64_t rows, k; const char* what; };
   const Shape shapes[] = {{2048, 1024, "q_proj 0.6b"}, {3072, 1024, "gate 0.6b"}, {1024, 3072, "down 0.6b"}};
   li::ThreadPool pool(1);
+  li::MatmulScratch scratch(pool.size());
   std::mt19937 rng(1);
   std::printf("simd %s; single thread, CPU time; GMAC/s = rows*K*tokens / time\n", li::simd_compiled());
   std::printf("%-6s %-12s %6s %6s %10s %10s %10s\n", "type", "shape", "rows", "K", "tokens", "gemv", "gemm");
@@ -58,12 +59,12 @@ int main(int argc, char** argv) {
         std::normal_distribution<float> nd;
         for (auto& f : x) f = nd(rng);
         li::MatmulInput in(x.data(), T, s.k);
-        in.prepare(li::act_form(t), pool);
+        in.prepare(li::act_form(t), pool, li::act_form(t) == li::ActForm::q8_256 ? &li::quantize_q8_256 : &li::quantize_q8_32);
         if (t == li::DType::mlx_q4 || t == li::DType::mlx_q8) in.prepare_mlx(v.group_size);
         double res[2] = {0, 0};
         for (int path = 0; path < 2; path++) {
 #if defined(LLMI_SIMD_AVX512)
-          auto run = [&] { path ? li::gemm(v, in, y.data(), s.rows, pool) : li::gemv(v, in, y.data(), s.rows, pool); };
+          auto run = [&] { path ? (void)li::gemm(v, in, y.data(), s.rows, pool, scratch) : li::gemv(v, in, y.data(), s.rows, pool); };
 #else
           auto run = [&] { li::gemv(v, in, y.data(), s.rows, pool); };
 #endif

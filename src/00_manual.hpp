@@ -65,6 +65,10 @@
 //   LLMINFER_INLINE_API         define the public functions `inline` (only for programs that define
 //                               LLMINFER_IMPLEMENTATION in every unit that uses the library)
 //   LLMINFER_SIMD_SCALAR        force the portable scalar kernels (also LLMINFER_FORCE_SCALAR)
+//   LLMINFER_DISPATCH           x86-64: one binary for every CPU. Build with the baseline target
+//                               (e.g. -march=x86-64, g++ or clang++); the kernels are compiled in
+//                               for the levels scalar, avx2, avx512, avx512bf16 and the best the
+//                               CPU (and OS) runs is chosen when a model loads (see below)
 //   LLMINFER_NO_CPU_CHECK       do not verify at load that the CPU has the instructions compiled in
 //   LLMINFER_MAX_TENSORS        largest tensor count a GGUF file may declare (default 1<<20)
 //   LLMINFER_MAX_METADATA       largest metadata key/value count a GGUF file may declare (default 1<<20)
@@ -94,7 +98,18 @@
 //                               for anything a file or a caller controls
 //
 //   The kernels are chosen at compile time from the target's instruction set (-march): AVX-512
-//   (F, BW, VL, with VNNI when present), AVX2+FMA+F16C, NEON (with dotprod when present), else scalar.
+//   (F, BW, VL, with VNNI and BF16 when present), AVX2+FMA+F16C, NEON (with dotprod when present),
+//   else scalar. MSVC: /arch:AVX2 and /arch:AVX512 select the AVX2 and AVX-512 kernels (not tested).
+//   With LLMINFER_DISPATCH the levels are: scalar; avx2 (x86-64-v3: AVX2, FMA, F16C, BMI1/2, LZCNT,
+//   MOVBE); avx512 (x86-64-v4: AVX512F/BW/CD/DQ/VL, and AVX512VNNI); avx512bf16 (avx512 and
+//   AVX512_BF16, for vdpbf16ps). AVX and AVX-512 count only when the OS saves their registers.
+//   LoadOptions::kernels, or else the environment variable LLMINFER_KERNELS, names a level to run
+//   instead of the best one (for tests and comparisons); a level the CPU lacks is cpu_unsupported,
+//   an unknown name invalid_argument. At each level the dispatch build computes what the native
+//   build of that level does for the kernels (`tools/dispatch-check`); code outside the kernels
+//   (norms, rope, sampling) is compiled for the baseline. A native build runs only its own level
+//   (LoadOptions::kernels may name it) and ignores LLMINFER_KERNELS. `llminfer status` says which
+//   kernels run ("simd", "kernels", "kernel_levels").
 //
 // ==== Threads and ownership ====
 //

@@ -131,6 +131,10 @@ struct LoadOptions {
   KvType kv_type = KvType::f16;    // element type of the KV cache
   ContextPolicy context_policy = ContextPolicy::stop;
   int keep = 4;                    // ContextPolicy::slide keeps this many first tokens
+  // Kernel level (a build with LLMINFER_DISPATCH): "" the best this CPU has (or the environment
+  // variable LLMINFER_KERNELS), else "scalar", "avx2", "avx512" or "avx512bf16" (at most what the
+  // CPU has). A native build runs the one level it was compiled for and accepts only its name.
+  std::string kernels = {};
   std::function<void(std::string_view)> log = {};  // diagnostics; silent when empty
   // Read the weights into memory the library owns instead of mapping the file: the model then
   // survives its file being truncated or rewritten while it runs (a mapped file must not be:

@@ -6,7 +6,10 @@
 // LLMINFER_IMPLEMENTATION, so that every other unit links against them with the declarations alone.
 // A program that defines LLMINFER_IMPLEMENTATION in several units (our tests and CLI) also defines
 // LLMINFER_INLINE_API everywhere: then the public functions are `inline` too.
-#if defined(LLMINFER_IMPLEMENTATION) && !defined(LLMINFER_IMPLEMENTATION_INCLUDED)
+// LLMINFER_DISPATCH: the header includes itself again once per x86 kernel level (LLMI_KERNEL_PASS
+// set, see 21_kernels_begin): such a pass compiles the kernel parts only.
+#if defined(LLMINFER_IMPLEMENTATION) && (!defined(LLMINFER_IMPLEMENTATION_INCLUDED) || defined(LLMI_KERNEL_PASS))
+#if !defined(LLMI_KERNEL_PASS)
 #define LLMINFER_IMPLEMENTATION_INCLUDED
 
 #if defined(LLMINFER_INLINE_API)
@@ -64,13 +67,28 @@
 // ---- SIMD selection (compile time) ----
 // Exactly one of LLMI_SIMD_AVX512 / LLMI_SIMD_AVX2 / LLMI_SIMD_NEON / LLMI_SIMD_SCALAR is set.
 // The scalar reference kernels (detail::ref) are always compiled: they are the test oracle.
-#if defined(LLMINFER_FORCE_SCALAR) || defined(LLMINFER_SIMD_SCALAR)
+// MSVC never defines __FMA__ / __F16C__: its /arch:AVX2 (which defines __AVX2__) implies them,
+// and /arch:AVX512 defines __AVX512F__, __AVX512BW__, __AVX512VL__, __AVX512DQ__, __AVX512CD__.
+// LLMINFER_DISPATCH (x86-64, g++ / clang++): the code outside the kernels is compiled for the
+// baseline the compiler targets; the kernels are compiled for several levels (21_kernels_begin)
+// and the best one the CPU has is chosen at load. Here (the baseline) LLMI_SIMD_SCALAR is set.
+#if defined(_MSC_VER) && !defined(__clang__) && defined(__AVX2__)
+#define LLMI_HAS_FMA_F16C 1
+#elif defined(__FMA__) && defined(__F16C__)
+#define LLMI_HAS_FMA_F16C 1
+#endif
+#if defined(LLMINFER_DISPATCH) && !(defined(__x86_64__) || defined(_M_X64))
+#error "LLMINFER_DISPATCH is for x86-64 (elsewhere build for the target CPU: LLMINFER_SIMD_* / -march)"
+#endif
+#if defined(LLMINFER_DISPATCH)
+#define LLMI_DISPATCH 1
 #define LLMI_SIMD_SCALAR 1
-#elif defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__) && \
-    defined(__F16C__)
+#elif defined(LLMINFER_FORCE_SCALAR) || defined(LLMINFER_SIMD_SCALAR)
+#define LLMI_SIMD_SCALAR 1
+#elif defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(LLMI_HAS_FMA_F16C)
 #define LLMI_SIMD_AVX512 1
 #define LLMI_SIMD_AVX2 1  // AVX-512 machines also run the 256-bit kernels where they fit better
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#elif defined(__AVX2__) && defined(LLMI_HAS_FMA_F16C)
 #define LLMI_SIMD_AVX2 1
 #elif defined(__ARM_NEON) || defined(_M_ARM64)
 #define LLMI_SIMD_NEON 1
@@ -80,7 +98,10 @@
 #if defined(LLMI_SIMD_AVX512) && defined(__AVX512VNNI__)
 #define LLMI_SIMD_VNNI 1
 #endif
-#if defined(LLMI_SIMD_AVX2) || defined(LLMI_SIMD_AVX512)
+#if defined(LLMI_SIMD_AVX512) && defined(__AVX512BF16__)
+#define LLMI_SIMD_BF16 1  // vdpbf16ps (bf16 weights times bf16-exact activations)
+#endif
+#if defined(LLMI_SIMD_AVX2) || defined(LLMI_SIMD_AVX512) || defined(LLMI_DISPATCH)
 // GCC 12 reports its own _mm512_undefined_*() (self-initialised on purpose) as uninitialised
 // when inlined; the warnings point into the header, so silencing them for its lines is enough.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -117,3 +138,4 @@
     }                                                                                       \
   } while (0)
 #endif
+#endif  // !LLMI_KERNEL_PASS

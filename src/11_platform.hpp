@@ -501,8 +501,11 @@ inline double now_ms() {
 
 // ---- CPU check: refuse, with a message, a CPU that lacks what was compiled in ----
 // The name of the SIMD path compiled into this translation unit.
-inline const char* simd_compiled() {
-#if defined(LLMI_SIMD_AVX512)
+// "dispatch": the kernels of several levels, chosen at load (select_kernels, 26_kernels_end).
+constexpr const char* simd_compiled() {
+#if defined(LLMI_DISPATCH)
+  return "dispatch";
+#elif defined(LLMI_SIMD_AVX512)
   return "avx512";
 #elif defined(LLMI_SIMD_AVX2)
   return "avx2";
@@ -522,7 +525,9 @@ struct CpuInfo {
   uint64_t xcr0 = 0;                           // OS-enabled register state (xgetbv)
 };
 
-#if (defined(__x86_64__) || defined(_M_X64) || defined(__i386__)) && !defined(LLMINFER_NO_CPU_CHECK)
+// (A dispatch build asks the CPU which kernel level it runs even with LLMINFER_NO_CPU_CHECK.)
+#if (defined(__x86_64__) || defined(_M_X64) || defined(__i386__)) && \
+    (!defined(LLMINFER_NO_CPU_CHECK) || defined(LLMINFER_DISPATCH))
 #if defined(_MSC_VER)
 inline void llmi_cpuid(int leaf, int sub, unsigned r[4]) {
   int regs[4];
@@ -569,10 +574,35 @@ inline CpuInfo cpu_query_hw() {
 // Replaceable for tests (fake a CPU that lacks something); nullptr = ask the hardware.
 inline CpuInfo (*cpu_query)() = nullptr;
 
+// Whether this CPU (and OS) can run kernel level `level` of a dispatch build: 0 scalar, 1 avx2
+// (AVX2, FMA, F16C and the rest of x86-64-v3), 2 avx512 (x86-64-v4: AVX512F/BW/CD/DQ/VL, with
+// AVX512VNNI), 3 avx512bf16 (2 and AVX512_BF16). AVX and AVX-512 need the OS to save their
+// registers (XCR0).
+inline bool cpu_has_kernel_level(int level) {
+  const CpuInfo c = cpu_query ? cpu_query() : cpu_query_hw();
+  auto bit = [](uint32_t w, int b) { return ((w >> b) & 1) != 0; };
+  const bool ymm = (c.xcr0 & 0x6) == 0x6, zmm = (c.xcr0 & 0xE6) == 0xE6;
+  const bool v3 = ymm && bit(c.l1_ecx, 0) && bit(c.l1_ecx, 9) && bit(c.l1_ecx, 19) && bit(c.l1_ecx, 20) &&
+                  bit(c.l1_ecx, 23) && bit(c.l1_ecx, 22) && bit(c.l1_ecx, 28) && bit(c.l1_ecx, 12) &&
+                  bit(c.l1_ecx, 29) && bit(c.l7_ebx, 5) && bit(c.l7_ebx, 3) && bit(c.l7_ebx, 8) && bit(c.e1_ecx, 5);
+  const bool v4 = v3 && zmm && bit(c.l7_ebx, 16) && bit(c.l7_ebx, 17) && bit(c.l7_ebx, 28) && bit(c.l7_ebx, 30) &&
+                  bit(c.l7_ebx, 31) && bit(c.l7_ecx, 11);
+  switch (level) {
+    case 0: return true;
+    case 1: return v3;
+    case 2: return v4;
+    case 3: return v4 && bit(c.l7s1_eax, 5);
+    default: return false;
+  }
+}
+
 // Empty when this CPU (and OS) can run what was compiled in; otherwise the missing features.
 // Every instruction-set macro the compiler defines is checked, since -march lets it use them
 // anywhere (not only in our kernels).
 inline std::string cpu_missing_features() {
+#if defined(LLMINFER_NO_CPU_CHECK)
+  return std::string();
+#endif
   const CpuInfo c = cpu_query ? cpu_query() : cpu_query_hw();
   const bool ymm = (c.xcr0 & 0x6) == 0x6, zmm = (c.xcr0 & 0xE6) == 0xE6;
   std::string missing;
@@ -681,6 +711,7 @@ inline std::string cpu_missing_features() {
 }
 #elif defined(__aarch64__) && defined(__linux__) && !defined(LLMINFER_NO_CPU_CHECK)
 inline CpuInfo (*cpu_query)() = nullptr;
+inline bool cpu_has_kernel_level(int level) { return level == 0; }
 inline std::string cpu_missing_features() {
   std::string missing;
 #if defined(__ARM_FEATURE_DOTPROD)
@@ -690,6 +721,7 @@ inline std::string cpu_missing_features() {
 }
 #else
 inline CpuInfo (*cpu_query)() = nullptr;
+inline bool cpu_has_kernel_level(int level) { return level == 0; }
 inline std::string cpu_missing_features() { return std::string(); }
 #endif
 

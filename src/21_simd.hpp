@@ -10,6 +10,7 @@
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
+LLMI_KNS_BEGIN
 
 // fp16 -> f32 for one scale (hardware conversion where there is one).
 inline float f16_scale(const uint8_t* p) {
@@ -313,6 +314,26 @@ inline void dequant_row(const TensorView& w, int64_t row, float* out) {
     case DType::mlx_q4: case DType::mlx_q8: ref::dequant_row_mlx(w, row, out); break;
     default: LLMI_ASSERT(!"dequant_row: type not computable"); break;
   }
+}
+
+// f16 <-> f32 rows (the cache's element type). F16C on AVX2 and up, else the portable code
+// (the same bits).
+inline void f16_row_to_f32(const uint16_t* src, float* dst, int64_t n) {
+  int64_t k = 0;
+#if defined(LLMI_SIMD_AVX2)
+  for (; k + 8 <= n; k += 8)
+    _mm256_storeu_ps(dst + k, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k))));
+#endif
+  for (; k < n; k++) dst[k] = fp16_to_f32(src[k]);
+}
+inline void f32_row_to_f16(const float* src, uint16_t* dst, int64_t n) {
+  int64_t k = 0;
+#if defined(LLMI_SIMD_AVX2)
+  for (; k + 8 <= n; k += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + k), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+  for (; k < n; k++) dst[k] = f32_to_fp16(src[k]);
 }
 
 // ---- dot products of one weight row with one quantized activation row ----
@@ -641,7 +662,7 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
     else if constexpr (T == DType::f16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i)));
     else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i))), 16));
   };
-#if defined(__AVX512BF16__)
+#if defined(LLMI_SIMD_BF16)
   if (T == DType::bf16 && bf16_exact) {
     // llama.cpp's order with vdpbf16ps (the activations already rounded to bf16): several tokens,
     // n a multiple of 32: llamafile's sgemm, one 32-pair accumulator then the tree; otherwise
@@ -738,15 +759,6 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
   return r;
 }
 
-// Sums of x over MLX groups (shared by every row of a matmul): out[g] = sum of x[g*gs .. g*gs+gs-1].
-inline void mlx_group_sums(const float* x, int64_t n, int gs, float* out) {
-  for (int64_t g = 0; g < n / gs; g++) {
-    float s = 0;
-    for (int64_t i = g * gs; i < (g + 1) * gs; i++) s += x[i];
-    out[g] = s;
-  }
-}
-
 // MLX affine row `row` times f32 x: per group, scale * sum(q * x) + bias * sum(x) (xs: group sums).
 inline float dot_mlx(const TensorView& w, int64_t row, const float* x, const float* xs) {
   const int bits = w.type == DType::mlx_q4 ? 4 : 8;
@@ -805,6 +817,18 @@ inline float dot_mlx(const TensorView& w, int64_t row, const float* x, const flo
   return acc;
 }
 
+// The float dot products as table entries (26_kernels_end).
+inline float dot_f32(const uint8_t* w, const float* x, int64_t n, bool sgemm, bool bf16_exact) {
+  return dot_float<DType::f32>(w, x, n, sgemm, bf16_exact);
+}
+inline float dot_f16(const uint8_t* w, const float* x, int64_t n, bool sgemm, bool bf16_exact) {
+  return dot_float<DType::f16>(w, x, n, sgemm, bf16_exact);
+}
+inline float dot_bf16(const uint8_t* w, const float* x, int64_t n, bool sgemm, bool bf16_exact) {
+  return dot_float<DType::bf16>(w, x, n, sgemm, bf16_exact);
+}
+
+LLMI_KNS_END
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer

@@ -6,6 +6,7 @@
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
+LLMI_KNS_BEGIN
 
 #if defined(LLMI_SIMD_AVX512)
 // 16 cache values (f16 or f32) as f32.
@@ -249,8 +250,10 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
 // out[e] = sum over positions j = lo..pos of w[j - lo] * vrow(j)[e], in `lanes` partial sums by
 // position: 16 (several tokens: sgemm's 16 lanes, then the 16-lane tree) or 64 (one token:
 // ggml_vec_dot_f32's 4 x 16, folded (0+32) + (16+48) first). acc holds lanes x round_up(hd, 16).
-template <class VRow>
-inline void attn_weighted_sum_ggml(const float* w, VRow&& vrow, int lo, int pos, int hd, int lanes, float* acc, float* out) {
+// vrow(j) = the value row of position j: v0 + (j % slots) * stride (the KV ring).
+inline void attn_weighted_sum_ggml(const float* w, const uint8_t* v0, size_t stride, int slots, int lo, int pos, int hd,
+                                   int lanes, float* acc, float* out) {
+  auto vrow = [&](int j) { return reinterpret_cast<const float*>(v0 + size_t(j % slots) * stride); };
   const int hs = (hd + 15) & ~15;
   std::fill(acc, acc + size_t(lanes) * size_t(hs), 0.0f);
   const __mmask16 tail = static_cast<__mmask16>(hd % 16 ? (1u << (hd % 16)) - 1 : 0xFFFF);
@@ -277,6 +280,63 @@ inline void attn_weighted_sum_ggml(const float* w, VRow&& vrow, int lo, int pos,
 }
 #endif
 
+
+// The values step of one (token, head): out[e] = sum over positions j = lo..pos of w[j - lo] *
+// V(j)[e], where V(j) is the row at v0 + (j % slots) * stride (the KV ring: at most two runs of
+// contiguous slots). part: scratch of hd floats (AVX-512 with an f32 cache: 64 * round_up(hd, 16)).
+// several: the token is one of several evaluated together (llama.cpp's order differs then).
+inline void attn_values(const float* w, const uint8_t* v0, size_t stride, int slots, int lo, int pos, int hd, bool f16,
+                        [[maybe_unused]] bool several, float* part, float* out) {
+#if defined(LLMI_SIMD_AVX512)
+  if (!f16) {  // llama.cpp's order (several tokens: 16 lanes; one token: 64)
+    attn_weighted_sum_ggml(w, v0, stride, slots, lo, pos, hd, several ? 16 : 64, part, out);
+    return;
+  }
+#endif
+  bool first = true;
+  for (int j = lo; j <= pos;) {
+    const int slot = j % slots, run = std::min(pos - j + 1, slots - slot);
+    attn_weighted_sum(w + (j - lo), v0 + size_t(slot) * stride, stride, run, hd, f16, first ? out : part);
+    if (!first)
+      for (int e = 0; e < hd; e++) out[e] += part[e];
+    first = false;
+    j += run;
+  }
+}
+
+// ==== Activation kernels (rows of f32) ====
+// y = silu(x) over a row; AVX-512: chunks of 16 with exp16, the rest with expf, as llama.cpp's
+// AVX-512 build (its bits).
+inline void silu_row(const float* x, float* y, int n) {
+  int k = 0;
+#if defined(LLMI_SIMD_AVX512)
+  for (; k + 16 <= n; k += 16) {
+    const __m512 v = _mm512_loadu_ps(x + k);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), v));
+    _mm512_storeu_ps(y + k, _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
+  }
+#endif
+  for (; k < n; k++) y[k] = silu_f32(x[k]);
+}
+// y = gelu_tanh(x) over a row, by table (the values of gelu_tanh_f32).
+inline void gelu_tanh_row(const float* x, float* y, int n) {
+  const float* tab = gelu_tanh_table();
+  int k = 0;
+#if defined(LLMI_SIMD_AVX512)
+  for (; k + 16 <= n; k += 16) {
+    const __m512 v = _mm512_loadu_ps(x + k);
+    const __m512i idx = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m512 r = _mm512_i32gather_ps(idx, tab, 4);
+    r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(10.0f), _CMP_GE_OQ), r, v);
+    r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(-10.0f), _CMP_NLE_UQ), r);
+    _mm512_storeu_ps(y + k, r);
+  }
+#endif
+  for (; k < n; k++) y[k] = x[k] <= -10.0f ? 0.0f : x[k] >= 10.0f ? x[k] : tab[f32_to_fp16(x[k])];
+}
+
+
+LLMI_KNS_END
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer

@@ -21,159 +21,7 @@
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
-
-// 64-byte aligned growable scratch (malloc based: no exceptions; false when out of memory).
-class AlignedBuffer {
- public:
-  AlignedBuffer() = default;
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  ~AlignedBuffer() { std::free(raw_); }
-  bool reserve(size_t bytes) {
-    if (bytes <= cap_) return true;
-    std::free(raw_);
-    raw_ = std::malloc(bytes + 64);
-    if (!raw_) {
-      ptr_ = nullptr;
-      cap_ = 0;
-      return false;
-    }
-    ptr_ = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(raw_) + 63) & ~static_cast<uintptr_t>(63));
-    cap_ = bytes;
-    return true;
-  }
-  template <class T>
-  T* as(size_t byte_offset = 0) const {
-    return reinterpret_cast<T*>(static_cast<uint8_t*>(ptr_) + byte_offset);
-  }
-
- private:
-  void* raw_ = nullptr;
-  void* ptr_ = nullptr;
-  size_t cap_ = 0;
-};
-
-inline size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
-
-// Which form of the input a weight type multiplies with.
-enum class ActForm : uint8_t { f32, q8_32, q8_256 };
-inline ActForm act_form(DType t) {
-  switch (t) {
-    case DType::q4_0: case DType::q5_0: case DType::q8_0: return ActForm::q8_32;
-    case DType::q4_K: case DType::q6_K: return ActForm::q8_256;
-    default: return ActForm::f32;
-  }
-}
-
-// The input X [n_tokens][n] of one or more matmuls. Each quantized form is made on first use
-// and kept until reset(), so matrices that read the same input (attention q/k/v, FFN gate/up)
-// share one quantization. Keep one per context and reset() it: its buffers are reused.
-class MatmulInput {
- public:
-  MatmulInput() = default;
-  MatmulInput(const float* x, int64_t n_tokens, int64_t n) { reset(x, n_tokens, n); }
-  // bf16_exact: every value of X is a bf16 value (rounded for bf16 weights, as ggml does for GGUF
-  // files): bf16 weights may then use vdpbf16ps.
-  void reset(const float* x, int64_t n_tokens, int64_t n, bool bf16_exact = false) {
-    x_ = x;
-    n_tokens_ = n_tokens;
-    n_ = n;
-    bf16_exact_ = bf16_exact;
-    ready_[0] = ready_[1] = false;
-    mlx_gs_ = 0;
-  }
-  const float* x() const { return x_; }
-  bool bf16_exact() const { return bf16_exact_; }
-  int64_t n_tokens() const { return n_tokens_; }
-  int64_t n() const { return n_; }
-
-  // Quantizes X into `f` (q8_32 or q8_256) unless done already; false when out of memory.
-  bool prepare(ActForm f, ThreadPool& pool) {
-    if (f == ActForm::f32) return true;
-    Form& F = form(f);
-    if (ready_[f == ActForm::q8_256]) return true;
-    const int64_t blk = f == ActForm::q8_32 ? 32 : 256, sum_len = f == ActForm::q8_32 ? 32 : 16;
-    F.q_stride = round_up(static_cast<size_t>(n_), 64);
-    F.nd = static_cast<size_t>(n_ / blk);
-    F.ns = static_cast<size_t>(n_ / sum_len);
-    F.nc = static_cast<size_t>(n_ / 32);
-    const size_t T = static_cast<size_t>(n_tokens_);
-    // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16 |
-    // corr16 [ns] f32 | corr32 [nc] f32
-    F.off_d = F.q_stride;
-    F.off_s = F.off_d + round_up(4 * F.nd, 64);
-    F.off_c16 = F.off_s + round_up(2 * F.ns, 64);
-    F.off_c32 = F.off_c16 + round_up(4 * F.ns, 64);
-    F.row_bytes = F.off_c32 + round_up(4 * F.nc, 64);
-    if (!F.buf.reserve(F.row_bytes * T)) return false;
-    auto one = [&](int64_t t) {
-      const float* xt = x_ + t * n_;
-      ActQ8 a = row(f, t);
-      int8_t* q = const_cast<int8_t*>(a.q);
-      float* d = const_cast<float*>(a.d);
-      int16_t* s = const_cast<int16_t*>(a.sums);
-      if (f == ActForm::q8_32) quantize_q8_32(xt, n_, q, d, s);
-      else quantize_q8_256(xt, n_, q, d, s);
-      // activation factors of the offset corrections: d * (sum of q) per 16 (q8_256) and per 32
-      float* c16 = corr(f, t, 16);
-      float* c32 = corr(f, t, 32);
-      if (f == ActForm::q8_256) {
-        for (size_t g = 0; g < F.ns; g++) c16[g] = d[g / 16] * static_cast<float>(s[g]);
-        for (size_t g = 0; g < F.nc; g++) c32[g] = d[g / 8] * static_cast<float>(s[2 * g] + s[2 * g + 1]);
-      } else {
-        for (size_t g = 0; g < F.nc; g++) c32[g] = d[g] * static_cast<float>(s[g]);
-      }
-    };
-    if (n_tokens_ * n_ >= 16384 && n_tokens_ > 1) pool.parallel_for(static_cast<int>(n_tokens_), [&](int t, int) { one(t); });
-    else for (int64_t t = 0; t < n_tokens_; t++) one(t);
-    ready_[f == ActForm::q8_256] = true;
-    return true;
-  }
-
-  // Row t of a prepared form.
-  ActQ8 row(ActForm f, int64_t t) const {
-    const Form& F = form(f);
-    const uint8_t* base = F.buf.as<uint8_t>(F.row_bytes * static_cast<size_t>(t));
-    ActQ8 a;
-    a.q = reinterpret_cast<const int8_t*>(base);
-    a.d = reinterpret_cast<const float*>(base + F.off_d);
-    a.sums = reinterpret_cast<const int16_t*>(base + F.off_s);
-    return a;
-  }
-  // Per-token activation factors d * (sum of q) over groups of 16 or 32 (offset corrections).
-  float* corr(ActForm f, int64_t t, int group) const {
-    const Form& F = form(f);
-    return F.buf.as<float>(F.row_bytes * static_cast<size_t>(t) + (group == 16 ? F.off_c16 : F.off_c32));
-  }
-
-  // Sums of X over groups of `gs` (MLX biases), made once per group size.
-  bool prepare_mlx(int gs) {
-    if (mlx_gs_ == gs) return true;
-    size_t groups = static_cast<size_t>(n_ / gs);
-    if (!mlx_.reserve(4 * groups * static_cast<size_t>(n_tokens_) + 64)) return false;
-    mlx_gs_ = gs;
-    for (int64_t t = 0; t < n_tokens_; t++) mlx_group_sums(x_ + t * n_, n_, gs, mlx_sums(t));
-    return true;
-  }
-  float* mlx_sums(int64_t t) const { return mlx_.as<float>(4 * static_cast<size_t>(t) * static_cast<size_t>(n_ / std::max(1, mlx_gs_))); }
-
- private:
-  struct Form {
-    AlignedBuffer buf;
-    size_t q_stride = 0, nd = 0, ns = 0, nc = 0, row_bytes = 0;
-    size_t off_d = 0, off_s = 0, off_c16 = 0, off_c32 = 0;
-  };
-  Form& form(ActForm f) { return forms_[f == ActForm::q8_256]; }
-  const Form& form(ActForm f) const { return forms_[f == ActForm::q8_256]; }
-
-  const float* x_ = nullptr;
-  int64_t n_tokens_ = 0, n_ = 0;
-  bool bf16_exact_ = false;
-  Form forms_[2];
-  bool ready_[2] = {false, false};
-  AlignedBuffer mlx_;
-  int mlx_gs_ = 0;
-};
+LLMI_KNS_BEGIN
 
 // ---- matrix-vector products (few tokens) ----
 
@@ -644,7 +492,7 @@ inline void micro_f32(const Panel& P, const int64_t (&pi)[2], const MatmulInput&
     for (int j = 0; j < 4; j++) out[i][j] = reduce16_ps(acc[i][j]);
 }
 
-#if defined(__AVX512BF16__)
+#if defined(LLMI_SIMD_BF16)
 // bf16 weights (read in place) times bf16 activations, 2 rows x 4 tokens, in llamafile's order
 // (vdpbf16ps over 32 pairs at a time, then the tree; as dot_float<bf16> for several tokens).
 inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr)[4], int64_t K, float (&out)[2][4]) {
@@ -667,43 +515,46 @@ inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr
 }
 #endif
 
-inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+// False when out of memory (the scratch could not grow).
+inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
   const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
   const int64_t n_rb = (rows + kRB - 1) / kRB, n_tb = (T + kTB - 1) / kTB;
   const ActForm f = act_form(w.type);
   // integer start values of the blocks (offsets), shared by every task
-  static thread_local AlignedBuffer starts_buf;
+  AlignedBuffer& starts_buf = scratch.starts;
   const int off = quant_offset(w.type), group = w.type == DType::q6_K ? 16 : 32;
   int32_t* starts = nullptr;
   if (w.type == DType::q8_0) {  // per 4 values (micro_q8_0)
-    LLMI_ASSERT(starts_buf.reserve(static_cast<size_t>(T * (K / 4)) * 4 + 64));
+    if (!starts_buf.reserve(static_cast<size_t>(T * (K / 4)) * 4 + 64)) return false;
     starts = starts_buf.as<int32_t>();
     for (int64_t t = 0; t < T; t++) {
       const int8_t* q = in.row(f, t).q;
       for (int64_t j = 0; j < K / 4; j++) starts[t * (K / 4) + j] = -off * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
     }
   } else if (f != ActForm::f32 && off != 0) {
-    LLMI_ASSERT(starts_buf.reserve(static_cast<size_t>(T * (K / group)) * 4 + 64));
+    if (!starts_buf.reserve(static_cast<size_t>(T * (K / group)) * 4 + 64)) return false;
     starts = starts_buf.as<int32_t>();
     offset_starts(in, f, off, group, starts);
   }
-#if defined(__AVX512BF16__)
+#if defined(LLMI_SIMD_BF16)
   // bf16: the activations (already rounded to bf16) as bf16 once; rows are used in place
-  static thread_local AlignedBuffer xb_buf;
+  AlignedBuffer& xb_buf = scratch.xb;
   uint16_t* xb = nullptr;
   if (w.type == DType::bf16 && in.bf16_exact()) {
-    LLMI_ASSERT(xb_buf.reserve(static_cast<size_t>(T * K) * 2 + 64));
+    if (!xb_buf.reserve(static_cast<size_t>(T * K) * 2 + 64)) return false;
     xb = xb_buf.as<uint16_t>();
     for (int64_t i = 0; i < T * K; i += 32)
       _mm512_storeu_si512(xb + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(in.x() + i + 16), _mm512_loadu_ps(in.x() + i)));
   }
 #endif
-  pool.parallel_for(static_cast<int>(n_rb * n_tb), [&](int task, int) {
-    static thread_local AlignedBuffer buf;
+  LLMI_ASSERT(scratch.n_panels >= pool.size());
+  std::atomic<bool> failed{false};
+  pool.parallel_for(static_cast<int>(n_rb * n_tb), [&](int task, int thread) {
+    AlignedBuffer& buf = scratch.panels[static_cast<size_t>(thread)];
     const int64_t rblk = task % n_rb, tblk = task / n_rb;
     const int64_t r0 = rblk * kRB, nr = std::min<int64_t>(kRB, rows - r0);
     const int64_t t0 = tblk * kTB, nt = std::min<int64_t>(kTB, T - t0);
-#if defined(__AVX512BF16__)
+#if defined(LLMI_SIMD_BF16)
     if (xb) {
       const uint64_t rb = weight_row_bytes(w);
       for (int64_t j0 = 0; j0 < nt; j0 += 4) {
@@ -721,7 +572,10 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     }
 #endif
     Panel P;
-    LLMI_ASSERT(panel_decode(w, r0, nr, buf, P));
+    if (!panel_decode(w, r0, nr, buf, P)) {
+      failed.store(true, std::memory_order_relaxed);
+      return;
+    }
     for (int64_t j0 = 0; j0 < nt; j0 += kRN) {
       int64_t tj[kRN];
       for (int j = 0; j < kRN; j++) tj[j] = t0 + std::min<int64_t>(j0 + j, nt - 1);
@@ -750,42 +604,54 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       }
     }
   });
+  return !failed.load();
 }
 #endif  // LLMI_SIMD_AVX512
 
 // Smallest token count that takes the matrix-matrix path (fixed: it must not depend on threads).
 constexpr int64_t kGemmMinTokens = 6;
 
-// Y = X W^T for an input shared by several matmuls.
-inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+// Y = X W^T for an input shared by several matmuls. False when out of memory.
+inline bool matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
+                   [[maybe_unused]] MatmulScratch& scratch) {
   LLMI_ASSERT(in.n() == w.ne[0]);
-  if (in.n_tokens() <= 0 || w.rows() <= 0) return;
+  if (in.n_tokens() <= 0 || w.rows() <= 0) return true;
   ActForm f = act_form(w.type);
-  LLMI_ASSERT(in.prepare(f, pool));
-  if (w.type == DType::mlx_q4 || w.type == DType::mlx_q8) LLMI_ASSERT(in.prepare_mlx(w.group_size));
+  if (!in.prepare(f, pool, f == ActForm::q8_256 ? &quantize_q8_256 : &quantize_q8_32)) return false;
+  if ((w.type == DType::mlx_q4 || w.type == DType::mlx_q8) && !in.prepare_mlx(w.group_size)) return false;
 #if defined(LLMI_SIMD_AVX512)
   // f32 / f16 rows that are not a multiple of 16 long (bf16 with vdpbf16ps: 32): llama.cpp's order
   // is its vector dot product (dot_float) there, not the tiled one of the matrix kernel
   bool odd_float = (w.type == DType::f32 || w.type == DType::f16) && w.ne[0] % 16 != 0;
-#if defined(__AVX512BF16__)
+#if defined(LLMI_SIMD_BF16)
   odd_float = odd_float || (w.type == DType::bf16 && in.bf16_exact() && w.ne[0] % 32 != 0);
 #endif
   if (in.n_tokens() >= kGemmMinTokens && gemm_supported(w.type) && !odd_float) {
-    gemm(w, in, y, ldy, pool);
-    return;
+    return gemm(w, in, y, ldy, pool, scratch);
   }
 #endif
   gemv(w, in, y, ldy, pool);
+  return true;
 }
 
 // Y[t][r] = sum_k W[r][k] * X[t][k]; X is [n_tokens][ne0(W)] f32, Y is [n_tokens][ldy] f32.
-inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
-                   bool bf16_exact = false) {
-  static thread_local MatmulInput in;
-  in.reset(x, n_tokens, w.ne[0], bf16_exact);
-  matmul(w, in, y, ldy, pool);
+// False when out of memory.
+inline bool matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                   bool bf16_exact, MatmulScratch& scratch) {
+  scratch.in.reset(x, n_tokens, w.ne[0], bf16_exact);
+  return matmul(w, scratch.in, y, ldy, pool, scratch);
 }
 
+// The two matmuls as table entries (26_kernels_end).
+inline bool matmul_in(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
+  return matmul(w, in, y, ldy, pool, scratch);
+}
+inline bool matmul_x(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                     bool bf16_exact, MatmulScratch& scratch) {
+  return matmul(w, x, n_tokens, y, ldy, pool, bf16_exact, scratch);
+}
+
+LLMI_KNS_END
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer

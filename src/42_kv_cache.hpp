@@ -55,25 +55,6 @@ class HeapBuf {
   uint64_t n_ = 0;
 };
 
-// f16 <-> f32 rows (the cache's element type). F16C when compiled in, else the portable code.
-inline void f16_row_to_f32(const uint16_t* src, float* dst, int64_t n) {
-  int64_t k = 0;
-#if defined(LLMI_SIMD_AVX2)
-  for (; k + 8 <= n; k += 8)
-    _mm256_storeu_ps(dst + k, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k))));
-#endif
-  for (; k < n; k++) dst[k] = fp16_to_f32(src[k]);
-}
-inline void f32_row_to_f16(const float* src, uint16_t* dst, int64_t n) {
-  int64_t k = 0;
-#if defined(LLMI_SIMD_AVX2)
-  for (; k + 8 <= n; k += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(src + k), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#endif
-  for (; k < n; k++) dst[k] = f32_to_fp16(src[k]);
-}
-
 // What one layer's cache holds.
 struct KvLayerSpec {
   int n_kv = 0;      // key/value heads
@@ -110,7 +91,9 @@ class KvCache {
     return total;
   }
 
-  Result<void> init(const std::vector<KvLayerSpec>& specs, int n_ctx, int ubatch, KvType type) {
+  // kern: the kernels that convert rows to and from f16 (the evaluation context's).
+  Result<void> init(const std::vector<KvLayerSpec>& specs, int n_ctx, int ubatch, KvType type, const KernelTable* kern) {
+    kern_ = kern;
     type_ = type;
     elem_ = type == KvType::f16 ? 2 : 4;
     n_ctx_ = n_ctx;
@@ -152,11 +135,11 @@ class KvCache {
   }
 
   void store(uint8_t* dst, const float* src, int n) const {
-    if (type_ == KvType::f16) f32_row_to_f16(src, reinterpret_cast<uint16_t*>(dst), n);
+    if (type_ == KvType::f16) kern_->f32_row_to_f16(src, reinterpret_cast<uint16_t*>(dst), n);
     else std::memcpy(dst, src, size_t(n) * 4);
   }
   void load(const uint8_t* src, float* dst, int n) const {
-    if (type_ == KvType::f16) f16_row_to_f32(reinterpret_cast<const uint16_t*>(src), dst, n);
+    if (type_ == KvType::f16) kern_->f16_row_to_f32(reinterpret_cast<const uint16_t*>(src), dst, n);
     else std::memcpy(dst, src, size_t(n) * 4);
   }
 
@@ -190,6 +173,7 @@ class KvCache {
 
  private:
   KvType type_ = KvType::f16;
+  const KernelTable* kern_ = nullptr;
   size_t elem_ = 2;
   int n_ctx_ = 0;
   std::vector<KvLayer> layers_;

@@ -666,6 +666,9 @@ class Engine {
     e->arch_ = ArchInfo{def->name, def->origin, def->sha256, def->steps_per_layer()};
     ArchCompiler comp(*def, *e->desc_, e->prog_, opts.max_program_steps);
     if (auto r = comp.run(); !r) return r.error();
+    auto kern = select_kernels(opts.kernels);
+    if (!kern) return kern.error();
+    e->kern_ = *kern;
     e->pool_ = std::make_unique<ThreadPool>(opts.threads);
     return std::shared_ptr<const Engine>(std::move(e));
   }
@@ -682,6 +685,8 @@ class Engine {
   const ArchInfo& arch() const { return arch_; }
   const ArchDef& archdef() const { return *def_; }
   ThreadPool& pool() const { return *pool_; }
+  // The kernels this engine runs (the level chosen at load, see 26_kernels_end).
+  const KernelTable& kernels() const { return *kern_; }
   const LoadOptions& options() const { return opts_; }
   const Program& program() const { return prog_; }
 
@@ -693,63 +698,12 @@ class Engine {
   ArchInfo arch_;
   Program prog_;
   std::unique_ptr<ThreadPool> pool_;
+  const KernelTable* kern_ = nullptr;
 };
 
 enum class EvalStatus { ok, cancelled, context_full };
 
 // ---- elementwise kernels (f32 activations) ----
-inline float silu_f32(float x) { return x / (1.0f + std::exp(-x)); }
-// y = silu(x) over a row; AVX-512: chunks of 16 with exp16, the rest with expf, as llama.cpp's
-// AVX-512 build (its bits).
-inline void silu_row(const float* x, float* y, int n) {
-  int k = 0;
-#if defined(LLMI_SIMD_AVX512)
-  for (; k + 16 <= n; k += 16) {
-    const __m512 v = _mm512_loadu_ps(x + k);
-    const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), v));
-    _mm512_storeu_ps(y + k, _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
-  }
-#endif
-  for (; k < n; k++) y[k] = silu_f32(x[k]);
-}
-// GELU, tanh approximation, at the fp16 precision ggml evaluates it with (ggml looks it up in a
-// table indexed by fp16(x) holding fp16 results; beyond |x| >= 10 it is 0 or x): GGUF models then
-// agree with llama.cpp, and the difference to the exact formula stays below fp16 resolution.
-inline float gelu_tanh_f32(float x) {
-  const float k = 0.79788456080286535587989211986876f;  // sqrt(2/pi)
-  if (x <= -10.0f) return 0.0f;
-  if (x >= 10.0f) return x;
-  const float f = fp16_to_f32(f32_to_fp16(x));
-  // 1 + 0.044715 f^2 with one rounding, as g++ compiles ggml's expression (its table's bits)
-  return fp16_to_f32(f32_to_fp16(0.5f * f * (1.0f + std::tanh(k * f * std::fma(0.044715f * f, f, 1.0f)))));
-}
-inline float gelu_erf_f32(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
-// gelu_tanh_f32 of every fp16 value, indexed by its bits (built once, 256 KiB).
-inline const float* gelu_tanh_table() {
-  static const std::vector<float> table = [] {
-    std::vector<float> t(65536);
-    for (uint32_t h = 0; h < 65536; h++) t[h] = gelu_tanh_f32(fp16_to_f32(static_cast<uint16_t>(h)));
-    return t;
-  }();
-  return table.data();
-}
-// y = gelu_tanh(x) over a row, by table (the values of gelu_tanh_f32).
-inline void gelu_tanh_row(const float* x, float* y, int n) {
-  const float* tab = gelu_tanh_table();
-  int k = 0;
-#if defined(LLMI_SIMD_AVX512)
-  for (; k + 16 <= n; k += 16) {
-    const __m512 v = _mm512_loadu_ps(x + k);
-    const __m512i idx = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    __m512 r = _mm512_i32gather_ps(idx, tab, 4);
-    r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(10.0f), _CMP_GE_OQ), r, v);
-    r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(-10.0f), _CMP_NLE_UQ), r);
-    _mm512_storeu_ps(y + k, r);
-  }
-#endif
-  for (; k < n; k++) y[k] = x[k] <= -10.0f ? 0.0f : x[k] >= 10.0f ? x[k] : tab[f32_to_fp16(x[k])];
-}
-
 // cos/sin of one position for a rope spec: cache[2i] = cos, cache[2i+1] = sin.
 inline void rope_angles(const RopeSpec& r, int64_t pos, float* cache) {
   float theta = static_cast<float>(pos);
@@ -798,6 +752,7 @@ class Context {
     if (!engine) return make_error(Errc::invalid_argument, "Context::create: no engine");
     Context c;
     c.e_ = std::move(engine);
+    c.kern_ = &c.e_->kernels();
     const Program& p = c.e_->program();
     const LoadOptions& o = c.e_->options();
     c.n_ctx_ = n_ctx > 0 ? n_ctx : c.e_->n_ctx_default();
@@ -822,7 +777,7 @@ class Context {
                                o.max_session_bytes ? "LoadOptions::max_session_bytes" : "the machine's physical memory; "
                                                                                        "LoadOptions::max_session_bytes"));
     }
-    if (auto r = c.kv_.init(p.kv, c.n_ctx_, c.ubatch_, o.kv_type); !r) return r.error();
+    if (auto r = c.kv_.init(p.kv, c.n_ctx_, c.ubatch_, o.kv_type, c.kern_); !r) return r.error();
     c.slide_ = o.context_policy == ContextPolicy::slide;
     c.keep_ = std::max(0, o.keep);
     if (c.slide_) {
@@ -848,6 +803,7 @@ class Context {
     if (!lb) return lb.error();
     c.logits_buf_ = std::move(*lb);
     int threads = c.e_->pool().size();
+    c.mm_ = std::make_unique<MatmulScratch>(threads);
     int max_slots = 1, max_hd = 1;
     for (int l = 0; l < c.kv_.n_layers(); l++) {
       max_slots = std::max(max_slots, c.kv_.layer(l).slots);
@@ -901,8 +857,9 @@ class Context {
       if (n_past_ + chunk > n_ctx_) slide(n_past_ + chunk - n_ctx_);
       bool final_chunk = done + chunk == n;
       float* out = all_logits ? logits.data() + size_t(done) * p.n_vocab : (final_chunk ? logits.data() : nullptr);
-      EvalStatus st = run_chunk(tokens.data() + done, chunk, out, all_logits, cancel);
-      if (st != EvalStatus::ok) return st;
+      auto st = run_chunk(tokens.data() + done, chunk, out, all_logits, cancel);
+      if (!st) return st.error();
+      if (*st != EvalStatus::ok) return *st;
       tokens_.insert(tokens_.end(), tokens.begin() + done, tokens.begin() + done + chunk);
       n_past_ += chunk;
       done += chunk;
@@ -957,7 +914,7 @@ class Context {
     });
   }
 
-  EvalStatus run_chunk(const int32_t* toks, int n, float* out_logits, bool all_logits, const std::function<bool()>& cancel) {
+  Result<EvalStatus> run_chunk(const int32_t* toks, int n, float* out_logits, bool all_logits, const std::function<bool()>& cancel) {
     const Program& p = e_->program();
     for (size_t r = 0; r < regs_.size(); r++) reg_ptr_[r] = regs_[r].as<float>();
     float* lg = all_logits ? out_logits : logits_buf_.as<float>();
@@ -978,7 +935,7 @@ class Context {
       const int wi = s.w_in, wo = s.w_out;
       switch (s.op) {
         case OpCode::embed:
-          for_rows(rows, wo, [&](int t, int) { dequant_row(*s.w, toks[t], d + size_t(t) * wo); });
+          for_rows(rows, wo, [&](int t, int) { kern_->dequant_row(*s.w, toks[t], d + size_t(t) * wo); });
           break;
         case OpCode::rms_norm:
         case OpCode::norm_heads: {
@@ -1009,7 +966,9 @@ class Context {
             });
             in = r;
           }
-          matmul(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2);
+          if (!kern_->matmul_x(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2, *mm_))
+            return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
+                                                        s.w->name.c_str(), rows));
           break;
         }
         case OpCode::add_bias:
@@ -1045,9 +1004,9 @@ class Context {
             const float* x = a + size_t(t) * wi;
             float* y = d + size_t(t) * wi;
             switch (op) {
-              case OpCode::silu: silu_row(x, y, wi); break;
+              case OpCode::silu: kern_->silu_row(x, y, wi); break;
               case OpCode::gelu: for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]); break;
-              case OpCode::gelu_tanh: gelu_tanh_row(x, y, wi); break;
+              case OpCode::gelu_tanh: kern_->gelu_tanh_row(x, y, wi); break;
               default: for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f; break;
             }
           });
@@ -1113,7 +1072,7 @@ class Context {
       // the visible keys lo..pos are at most two contiguous runs of ring slots
       for (int j = lo; j <= pos;) {
         const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
-        attn_scores(qh, kv_.k_at(L, g, slot), ks, run, at.hd_k, f16, at.scale, sc + (j - lo));
+        kern_->attn_scores(qh, kv_.k_at(L, g, slot), ks, run, at.hd_k, f16, at.scale, sc + (j - lo));
         j += run;
       }
       const int nk = pos - lo + 1;
@@ -1122,27 +1081,12 @@ class Context {
         if (at.softcap > 0) sc[j] = std::tanh(sc[j] * (1.0f / at.softcap)) * at.softcap;  // as llama.cpp
         mx = std::max(mx, sc[j]);
       }
-      const double sum = attn_exp(sc, nk, mx, lo % 16);
+      const double sum = kern_->attn_exp(sc, nk, mx, lo % 16);
       const float inv = static_cast<float>(1.0 / sum);
       for (int j = 0; j < nk; j++) sc[j] *= inv;
       float* o = out + size_t(t) * wo + size_t(h) * at.hd_v;
       float* part = rows_.as<float>() + size_t(thread) * row_stride_;
-#if defined(LLMI_SIMD_AVX512)
-      if (!f16) {  // llama.cpp's order (several tokens: 16 lanes; one token: 64)
-        attn_weighted_sum_ggml(sc, [&](int j) { return reinterpret_cast<const float*>(kv_.v_at(L, g, j % L.slots)); }, lo, pos,
-                               at.hd_v, n > 1 ? 16 : 64, part, o);
-        return;
-      }
-#endif
-      bool first = true;
-      for (int j = lo; j <= pos;) {
-        const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
-        attn_weighted_sum(sc + (j - lo), kv_.v_at(L, g, slot), vs, run, at.hd_v, f16, first ? o : part);
-        if (!first)
-          for (int e = 0; e < at.hd_v; e++) o[e] += part[e];
-        first = false;
-        j += run;
-      }
+      kern_->attn_values(sc, kv_.v_at(L, g, 0), vs, L.slots, lo, pos, at.hd_v, f16, n > 1, part, o);
     };
     const int tasks = n * at.n_head;
     ThreadPool& pool = e_->pool();
@@ -1214,6 +1158,8 @@ class Context {
   std::vector<float*> reg_ptr_;
   HeapBuf logits_buf_, scores_, rows_, round_buf_;
   size_t scores_stride_ = 0, row_stride_ = 0;
+  const KernelTable* kern_ = nullptr;  // the engine's kernels
+  std::unique_ptr<MatmulScratch> mm_;  // the matrix products' scratch
   std::vector<std::vector<float>> rope_cache_;
   std::vector<char> rope_valid_;
   std::function<void(const TraceEvent&)> trace_;

@@ -1,4 +1,6 @@
+#if !defined(LLMI_KERNEL_PASS)
 #undef LLMI_API_DEF
+#endif
 #endif  // LLMINFER_IMPLEMENTATION
 
 // ---------------------------------------------------------------------------------------------

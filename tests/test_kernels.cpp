@@ -240,8 +240,59 @@ const DType kQuantTypes[] = {DType::q4_0, DType::q5_0, DType::q8_0, DType::q4_K,
 
 TEST_CASE("kernels: the compiled SIMD path is reported") {
   std::string s = li::simd_compiled();
-  CHECK((s == "avx512" || s == "avx2" || s == "neon" || s == "scalar"));
-  MESSAGE("SIMD path under test: " << s);
+  CHECK((s == "avx512" || s == "avx2" || s == "neon" || s == "scalar" || s == "dispatch"));
+  MESSAGE("SIMD path under test: " << s << ", kernels " << std::string(li::kernels().name));
+}
+
+TEST_CASE("kernels: a level is chosen by name, never above what the CPU has") {
+  auto best = li::select_kernels("");
+  REQUIRE(best);
+  CHECK(std::string((*best)->name) != "");
+  auto bad = li::select_kernels("avx9000");
+  REQUIRE(!bad);
+  CHECK(bad.error().code == llminfer::Errc::invalid_argument);
+  CHECK(bad.error().message.find("avx9000") != std::string::npos);
+#if defined(LLMI_DISPATCH)
+  // every level the CPU has can be chosen; with a CPU that reports nothing, only scalar
+  const char* names[] = {"scalar", "avx2", "avx512", "avx512bf16"};
+  for (int i = 0; i < 4; i++) {
+    CAPTURE(names[i]);
+    auto k = li::select_kernels(names[i]);
+    CHECK(static_cast<bool>(k) == li::cpu_has_kernel_level(i));
+    if (k) CHECK(std::string((*k)->name) == names[i]);
+    else CHECK(k.error().code == llminfer::Errc::cpu_unsupported);
+  }
+  CHECK(li::kernel_levels_compiled() == "scalar,avx2,avx512,avx512bf16");
+  auto saved = li::cpu_query;
+  li::cpu_query = [] { return li::CpuInfo{}; };
+  auto none = li::select_kernels("");
+  auto avx2 = li::select_kernels("avx2");
+  llminfer::LoadOptions lo;
+  lo.kernels = "avx2";
+  auto model = llminfer::Model::load(test::model_path("stories260K.gguf"), lo);
+  li::cpu_query = saved;
+  // (LLMINFER_KERNELS, when set, is what "" asks for: only "scalar" runs on that CPU)
+  const char* env = std::getenv("LLMINFER_KERNELS");
+  if (!env || !*env) {
+    REQUIRE(none);
+    CHECK(std::string((*none)->name) == "scalar");
+  } else {
+    CHECK(static_cast<bool>(none) == (std::string(env) == "scalar"));
+  }
+  REQUIRE(!avx2);
+  CHECK(avx2.error().code == llminfer::Errc::cpu_unsupported);
+  MESSAGE(avx2.error().message);
+  REQUIRE(!model);
+  CHECK(model.error().code == llminfer::Errc::cpu_unsupported);
+#else
+  CHECK(li::kernel_levels_compiled() == li::simd_compiled());
+  CHECK(li::select_kernels(li::simd_compiled()));
+  llminfer::LoadOptions lo;
+  lo.kernels = "avx9000";
+  auto model = llminfer::Model::load(test::model_path("stories260K.gguf"), lo);
+  REQUIRE(!model);
+  CHECK(model.error().code == llminfer::Errc::invalid_argument);
+#endif
 }
 
 TEST_CASE("kernels: activation quantizers are bit-identical to their references") {
@@ -608,4 +659,69 @@ TEST_CASE("dequant: MLX affine 4-bit equals its dequantized F32 GGUF twin exactl
   }
   CHECK(quantized >= 10);
   CHECK(mismatched_tensors == 0);
+}
+
+// End to end, for comparisons across builds: the logits of a fixed prompt and of 8 greedy tokens
+// after it, on a few models (Q8_0, F16, BF16 with and without an f32 cache, the ring and softcap),
+// hashed (FNV-1a of their bits). With LLMINFER_E2E_OUT set, one line per run is appended there:
+// tools/dispatch-check compares the lines of a dispatch build at each forced level
+// (LLMINFER_KERNELS) with those of the native build of that level, which must be equal.
+TEST_CASE("kernels: end to end, logits of a prompt and greedy tokens (compared across builds)") {
+  const char* fx = std::getenv("LLMINFER_FIXTURES");
+  const std::string fixtures = fx && *fx ? fx : "build/fixtures";
+  struct Case {
+    std::string path;
+    llminfer::KvType kv;
+  };
+  const Case cases[] = {
+      {test::model_path("stories260K.gguf"), llminfer::KvType::f16},
+      {test::model_path("stories260K-q8_0.gguf"), llminfer::KvType::f32},
+      {fixtures + "/synth-qwen3-tiny-bf16.gguf", llminfer::KvType::f32},
+      {fixtures + "/synth-llama-tiny-f16.gguf", llminfer::KvType::f16},
+      {fixtures + "/synth-gemma3-tiny-softcap-f32.gguf", llminfer::KvType::f32},
+  };
+  std::string lines;
+  for (const Case& c : cases) {
+    CAPTURE(c.path);
+    if (!li::file_exists(c.path)) {
+      MESSAGE("missing (skipped): " << c.path);
+      continue;
+    }
+    llminfer::LoadOptions o;
+    o.threads = 2;
+    o.kv_type = c.kv;
+    auto model = llminfer::Model::load(c.path, o);
+    REQUIRE_MESSAGE(model, (model ? "" : model.error().message));
+    const auto& e = model->impl().engine;
+    const int nv = e->n_vocab();
+    auto ctx = li::Context::create(e, 64);
+    REQUIRE(ctx);
+    std::vector<int32_t> ids;
+    for (int i = 0; i < 12; i++) ids.push_back(static_cast<int32_t>((1 + 37 * i) % nv));
+    std::vector<float> logits;
+    auto st = ctx->eval(ids, logits, true);
+    REQUIRE(st);
+    uint64_t h = fnv64(logits.data(), logits.size() * 4);
+    std::string toks;
+    for (int k = 0; k < 8; k++) {
+      const float* last = logits.data() + logits.size() - static_cast<size_t>(nv);
+      const int32_t next = static_cast<int32_t>(std::max_element(last, last + nv) - last);
+      toks += (toks.empty() ? "" : ",") + std::to_string(next);
+      std::vector<int32_t> one{next};
+      st = ctx->eval(one, logits, false);
+      REQUIRE(st);
+      h ^= fnv64(logits.data(), logits.size() * 4) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+    }
+    for (float v : logits) REQUIRE(std::isfinite(v));
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    std::string name = c.path.substr(c.path.find_last_of('/') + 1);
+    lines += name + " kv=" + (c.kv == llminfer::KvType::f16 ? "f16" : "f32") + " logits=" + hex + " tokens=" + toks + "\n";
+  }
+  MESSAGE("kernels " << std::string(li::kernels().name) << "\n" << lines);
+  if (const char* out = std::getenv("LLMINFER_E2E_OUT"); out && *out) {
+    std::ofstream f(out, std::ios::app);
+    f << lines;
+    CHECK(f.good());
+  }
 }

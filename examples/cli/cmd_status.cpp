@@ -34,6 +34,8 @@ int cmd_status(int argc, char** argv) {
     cli::out(d->text);
     return cli::kOk;
   }
+  // the kernels a model loaded now would run (LLMINFER_KERNELS, else the best level this CPU has)
+  auto kern = select_kernels("");
   std::string s;
   if (args.has("--json")) {
     s = "{\"architectures\":[";
@@ -46,7 +48,17 @@ int cmd_status(int argc, char** argv) {
     for (size_t k = 0; k < reg->failed.size(); k++)
       s += (k ? "," : "") + strf("{\"name\":%s,\"path\":%s,\"error\":%s}", json_quote(reg->failed[k].name).c_str(),
                                  json_quote(reg->failed[k].path).c_str(), json_quote(reg->failed[k].error).c_str());
-    s += strf("],\"simd\":%s}\n", json_quote(simd_compiled()).c_str());
+    s += strf("],\"simd\":%s,\"kernels\":%s,\"kernel_levels\":[", json_quote(simd_compiled()).c_str(),
+              kern ? json_quote((*kern)->name).c_str() : "null");
+    std::string levels = kernel_levels_compiled();
+    for (size_t i = 0, k = 0; i <= levels.size(); i++)
+      if (i == levels.size() || levels[i] == ',') {
+        s += (k ? "," : "") + json_quote(levels.substr(k, i - k));
+        k = i + 1;
+      }
+    s += "]";
+    if (!kern) s += strf(",\"kernels_error\":%s", json_quote(kern.error().message).c_str());
+    s += "}\n";
   } else {
     s += strf("architectures (%zu):\n", reg->defs.size());
     for (const auto& d : reg->defs)
@@ -57,6 +69,8 @@ int cmd_status(int argc, char** argv) {
       for (const auto& f : reg->failed) s += "  " + f.error + "\n";
     }
     s += strf("simd: %s\n", simd_compiled());
+    if (kern) s += strf("kernels: %s (compiled in: %s)\n", (*kern)->name, kernel_levels_compiled().c_str());
+    else s += strf("kernels: none (%s)\n", kern.error().message.c_str());
   }
   cli::out(s);
   return cli::kOk;

@@ -1,0 +1,210 @@
+// ==== Shared by every kernel level: scratch buffers, the matmul input, scalar activations ====
+// Compiled once, for the baseline (outside the kernel region's passes, see 21_kernels_begin):
+// types the engine and every kernel level share, and scalar helpers the kernels call.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// Sums of x over MLX groups (shared by every row of a matmul): out[g] = sum of x[g*gs .. g*gs+gs-1].
+inline void mlx_group_sums(const float* x, int64_t n, int gs, float* out) {
+  for (int64_t g = 0; g < n / gs; g++) {
+    float s = 0;
+    for (int64_t i = g * gs; i < (g + 1) * gs; i++) s += x[i];
+    out[g] = s;
+  }
+}
+
+// 64-byte aligned growable scratch (malloc based: no exceptions; false when out of memory).
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer() { std::free(raw_); }
+  bool reserve(size_t bytes) {
+    if (bytes <= cap_) return true;
+    std::free(raw_);
+    raw_ = std::malloc(bytes + 64);
+    if (!raw_) {
+      ptr_ = nullptr;
+      cap_ = 0;
+      return false;
+    }
+    ptr_ = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(raw_) + 63) & ~static_cast<uintptr_t>(63));
+    cap_ = bytes;
+    return true;
+  }
+  template <class T>
+  T* as(size_t byte_offset = 0) const {
+    return reinterpret_cast<T*>(static_cast<uint8_t*>(ptr_) + byte_offset);
+  }
+
+ private:
+  void* raw_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t cap_ = 0;
+};
+
+inline size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
+// Which form of the input a weight type multiplies with.
+enum class ActForm : uint8_t { f32, q8_32, q8_256 };
+inline ActForm act_form(DType t) {
+  switch (t) {
+    case DType::q4_0: case DType::q5_0: case DType::q8_0: return ActForm::q8_32;
+    case DType::q4_K: case DType::q6_K: return ActForm::q8_256;
+    default: return ActForm::f32;
+  }
+}
+
+// The input X [n_tokens][n] of one or more matmuls. Each quantized form is made on first use
+// and kept until reset(), so matrices that read the same input (attention q/k/v, FFN gate/up)
+// share one quantization. Keep one per context and reset() it: its buffers are reused.
+class MatmulInput {
+ public:
+  MatmulInput() = default;
+  MatmulInput(const float* x, int64_t n_tokens, int64_t n) { reset(x, n_tokens, n); }
+  // bf16_exact: every value of X is a bf16 value (rounded for bf16 weights, as ggml does for GGUF
+  // files): bf16 weights may then use vdpbf16ps.
+  void reset(const float* x, int64_t n_tokens, int64_t n, bool bf16_exact = false) {
+    x_ = x;
+    n_tokens_ = n_tokens;
+    n_ = n;
+    bf16_exact_ = bf16_exact;
+    ready_[0] = ready_[1] = false;
+    mlx_gs_ = 0;
+  }
+  const float* x() const { return x_; }
+  bool bf16_exact() const { return bf16_exact_; }
+  int64_t n_tokens() const { return n_tokens_; }
+  int64_t n() const { return n_; }
+
+  // The activation quantizer of one form (a kernel: the level's quantize_q8_32 / _256).
+  using Quantizer = void (*)(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums);
+  // Quantizes X into `f` (q8_32 or q8_256) with `quantize` unless done already; false when out
+  // of memory.
+  bool prepare(ActForm f, ThreadPool& pool, Quantizer quantize) {
+    if (f == ActForm::f32) return true;
+    Form& F = form(f);
+    if (ready_[f == ActForm::q8_256]) return true;
+    const int64_t blk = f == ActForm::q8_32 ? 32 : 256, sum_len = f == ActForm::q8_32 ? 32 : 16;
+    F.q_stride = round_up(static_cast<size_t>(n_), 64);
+    F.nd = static_cast<size_t>(n_ / blk);
+    F.ns = static_cast<size_t>(n_ / sum_len);
+    F.nc = static_cast<size_t>(n_ / 32);
+    const size_t T = static_cast<size_t>(n_tokens_);
+    // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16 |
+    // corr16 [ns] f32 | corr32 [nc] f32
+    F.off_d = F.q_stride;
+    F.off_s = F.off_d + round_up(4 * F.nd, 64);
+    F.off_c16 = F.off_s + round_up(2 * F.ns, 64);
+    F.off_c32 = F.off_c16 + round_up(4 * F.ns, 64);
+    F.row_bytes = F.off_c32 + round_up(4 * F.nc, 64);
+    if (!F.buf.reserve(F.row_bytes * T)) return false;
+    auto one = [&](int64_t t) {
+      const float* xt = x_ + t * n_;
+      ActQ8 a = row(f, t);
+      int8_t* q = const_cast<int8_t*>(a.q);
+      float* d = const_cast<float*>(a.d);
+      int16_t* s = const_cast<int16_t*>(a.sums);
+      quantize(xt, n_, q, d, s);
+      // activation factors of the offset corrections: d * (sum of q) per 16 (q8_256) and per 32
+      float* c16 = corr(f, t, 16);
+      float* c32 = corr(f, t, 32);
+      if (f == ActForm::q8_256) {
+        for (size_t g = 0; g < F.ns; g++) c16[g] = d[g / 16] * static_cast<float>(s[g]);
+        for (size_t g = 0; g < F.nc; g++) c32[g] = d[g / 8] * static_cast<float>(s[2 * g] + s[2 * g + 1]);
+      } else {
+        for (size_t g = 0; g < F.nc; g++) c32[g] = d[g] * static_cast<float>(s[g]);
+      }
+    };
+    if (n_tokens_ * n_ >= 16384 && n_tokens_ > 1) pool.parallel_for(static_cast<int>(n_tokens_), [&](int t, int) { one(t); });
+    else for (int64_t t = 0; t < n_tokens_; t++) one(t);
+    ready_[f == ActForm::q8_256] = true;
+    return true;
+  }
+
+  // Row t of a prepared form.
+  ActQ8 row(ActForm f, int64_t t) const {
+    const Form& F = form(f);
+    const uint8_t* base = F.buf.as<uint8_t>(F.row_bytes * static_cast<size_t>(t));
+    ActQ8 a;
+    a.q = reinterpret_cast<const int8_t*>(base);
+    a.d = reinterpret_cast<const float*>(base + F.off_d);
+    a.sums = reinterpret_cast<const int16_t*>(base + F.off_s);
+    return a;
+  }
+  // Per-token activation factors d * (sum of q) over groups of 16 or 32 (offset corrections).
+  float* corr(ActForm f, int64_t t, int group) const {
+    const Form& F = form(f);
+    return F.buf.as<float>(F.row_bytes * static_cast<size_t>(t) + (group == 16 ? F.off_c16 : F.off_c32));
+  }
+
+  // Sums of X over groups of `gs` (MLX biases), made once per group size.
+  bool prepare_mlx(int gs) {
+    if (mlx_gs_ == gs) return true;
+    size_t groups = static_cast<size_t>(n_ / gs);
+    if (!mlx_.reserve(4 * groups * static_cast<size_t>(n_tokens_) + 64)) return false;
+    mlx_gs_ = gs;
+    for (int64_t t = 0; t < n_tokens_; t++) mlx_group_sums(x_ + t * n_, n_, gs, mlx_sums(t));
+    return true;
+  }
+  float* mlx_sums(int64_t t) const { return mlx_.as<float>(4 * static_cast<size_t>(t) * static_cast<size_t>(n_ / std::max(1, mlx_gs_))); }
+
+ private:
+  struct Form {
+    AlignedBuffer buf;
+    size_t q_stride = 0, nd = 0, ns = 0, nc = 0, row_bytes = 0;
+    size_t off_d = 0, off_s = 0, off_c16 = 0, off_c32 = 0;
+  };
+  Form& form(ActForm f) { return forms_[f == ActForm::q8_256]; }
+  const Form& form(ActForm f) const { return forms_[f == ActForm::q8_256]; }
+
+  const float* x_ = nullptr;
+  int64_t n_tokens_ = 0, n_ = 0;
+  bool bf16_exact_ = false;
+  Form forms_[2];
+  bool ready_[2] = {false, false};
+  AlignedBuffer mlx_;
+  int mlx_gs_ = 0;
+};
+
+// Scratch of the matrix products, owned by an evaluation context (created with it: one panel
+// buffer per pool thread) and grown on first use of each size; a kernel that cannot grow it
+// returns false and the context reports out_of_memory.
+struct MatmulScratch {
+  explicit MatmulScratch(int threads)
+      : panels(std::make_unique<AlignedBuffer[]>(static_cast<size_t>(std::max(1, threads)))), n_panels(std::max(1, threads)) {}
+  MatmulInput in;                           // the quantized input (matmul_x)
+  AlignedBuffer starts;                     // gemm: integer start values of the blocks (offsets)
+  AlignedBuffer xb;                         // gemm: the activations as bf16 (vdpbf16ps)
+  std::unique_ptr<AlignedBuffer[]> panels;  // gemm: the decoded panel of each pool thread
+  int n_panels;
+};
+
+// ---- elementwise activations (scalar; the row kernels are in 24_attention_kernels) ----
+inline float silu_f32(float x) { return x / (1.0f + std::exp(-x)); }
+// GELU, tanh approximation, at the fp16 precision ggml evaluates it with (ggml looks it up in a
+// table indexed by fp16(x) holding fp16 results; beyond |x| >= 10 it is 0 or x): GGUF models then
+// agree with llama.cpp, and the difference to the exact formula stays below fp16 resolution.
+inline float gelu_tanh_f32(float x) {
+  const float k = 0.79788456080286535587989211986876f;  // sqrt(2/pi)
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  const float f = fp16_to_f32(f32_to_fp16(x));
+  // 1 + 0.044715 f^2 with one rounding, as g++ compiles ggml's expression (its table's bits)
+  return fp16_to_f32(f32_to_fp16(0.5f * f * (1.0f + std::tanh(k * f * std::fma(0.044715f * f, f, 1.0f)))));
+}
+inline float gelu_erf_f32(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
+// gelu_tanh_f32 of every fp16 value, indexed by its bits (built once, 256 KiB).
+inline const float* gelu_tanh_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t h = 0; h < 65536; h++) t[h] = gelu_tanh_f32(fp16_to_f32(static_cast<uint16_t>(h)));
+    return t;
+  }();
+  return table.data();
+}
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
