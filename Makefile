@@ -12,7 +12,8 @@
 #   make corpus            regenerate the committed malformed-file corpus and fuzz seeds
 #   make fuzz              build every tests/fuzz/fuzz_*.cpp with clang++ -fsanitize=fuzzer,address,undefined
 #   make fuzz-run FUZZ_SECONDS=60   run each fuzz target that long, FUZZ_JOBS (2) at once (tools/fuzz)
-#   make compile-matrix    the header in 2 TUs, -fno-exceptions -fno-rtti, forced scalar; g++ and clang++
+#   make compile-matrix    the header in 2 TUs, -Wpedantic: -fno-exceptions -fno-rtti, scalar, avx2; g++
+#                          and clang++; C++17 and older stop with the one #error
 #   make windows           cross-build the examples for Windows with MinGW-w64 (build/windows/)
 #   make bench             the kernel micro-benchmark (build/bench-kernels); bench/compare.py vs llama.cpp
 
@@ -159,24 +160,41 @@ fuzz-run: fuzz
 	tools/fuzz --build $(BUILD)/fuzz -j $(FUZZ_JOBS) $(FUZZ_SECONDS)
 
 # Compile matrix (CI): the header in two translation units, the implementation in one, linked and
-# run; with each compiler of MATRIX_CXX, plain, with -fno-exceptions -fno-rtti, and with the scalar
-# kernels forced. Each combination is its own target (matrix-<variant>-<compiler>; the compiler's
-# name may contain dashes), so `make -j2` builds two at a time.
+# run, with -Wpedantic; with each compiler of MATRIX_CXX, plain (the host's SIMD path), with
+# -fno-exceptions -fno-rtti, with the scalar kernels forced, and with the AVX2 kernels
+# (-march=x86-64-v3). Each combination is its own target (matrix-<variant>-<compiler>; the
+# compiler's name may contain dashes), so `make -j2` builds two at a time. matrix-std-<compiler>:
+# the header compiled as C++17, C++14 and C++11 must fail with exactly one error, the #error that
+# says C++20 is required, and no warning.
 MATRIX_CXX ?= g++ clang++
+MATRIX_VARIANTS := plain noexc scalar avx2
 MATRIX_FLAGS_plain :=
 MATRIX_FLAGS_noexc := -fno-exceptions -fno-rtti
 MATRIX_FLAGS_scalar := -DLLMINFER_FORCE_SCALAR
-MATRIX_RUNS := $(foreach c,$(MATRIX_CXX),$(foreach v,plain noexc scalar,matrix-$(v)-$(c)))
-.PHONY: $(MATRIX_RUNS)
-compile-matrix: $(MATRIX_RUNS)
+MATRIX_FLAGS_avx2 := -march=x86-64-v3
+MATRIX_RUNS := $(foreach c,$(MATRIX_CXX),$(foreach v,$(MATRIX_VARIANTS),matrix-$(v)-$(c)))
+MATRIX_STD_RUNS := $(foreach c,$(MATRIX_CXX),matrix-std-$(c))
+.PHONY: $(MATRIX_RUNS) $(MATRIX_STD_RUNS)
+compile-matrix: $(MATRIX_RUNS) $(MATRIX_STD_RUNS)
 $(MATRIX_RUNS): matrix-%: llminfer.hpp
 	@set -e; cxx=$(patsubst $(firstword $(subst -, ,$*))-%,%,$*); flags="$(MATRIX_FLAGS_$(firstword $(subst -, ,$*)))"; \
-	out=$(BUILD)/matrix/$*; mkdir -p $$out; echo "compile matrix: $$cxx $$flags"; \
+	out=$(BUILD)/matrix/$*; mkdir -p $$out; echo "compile matrix: $$cxx -Wpedantic $$flags"; \
 	for tu in impl user; do \
-	  $$cxx -std=c++20 -O1 $(SIMD_FLAGS_$(LLMINFER_SIMD)) $(WARN) -pthread $$flags $(CXXFLAGS) \
+	  $$cxx -std=c++20 -O1 $(SIMD_FLAGS_$(LLMINFER_SIMD)) $(WARN) -Wpedantic -pthread $$flags $(CXXFLAGS) \
 	    -c tests/compile/$$tu.cpp -o $$out/$$tu.o; \
 	done; \
 	$$cxx -pthread $$out/impl.o $$out/user.o -o $$out/matrix $(LDFLAGS); $$out/matrix
+$(MATRIX_STD_RUNS): matrix-std-%: llminfer.hpp
+	@set -e; mkdir -p $(BUILD)/matrix; for std in c++17 c++14 c++11; do \
+	  log=$(BUILD)/matrix/std-$*-$$std.log; \
+	  if $* -std=$$std -Wall -Wextra -Wpedantic -fsyntax-only tests/compile/old_std.cpp >$$log 2>&1; then \
+	    echo "$* -std=$$std: the header compiled (it must stop with an #error)"; exit 1; fi; \
+	  n_err=$$(grep -cE ': (fatal )?error:' $$log || true); n_warn=$$(grep -c ': warning:' $$log || true); \
+	  if [ "$$n_err" != 1 ] || [ "$$n_warn" != 0 ] || ! grep -qE ': error: .*requires C\+\+20' $$log; then \
+	    echo "$* -std=$$std: expected exactly one error, the C++20 #error; got $$n_err error(s), $$n_warn warning(s):"; \
+	    cat $$log; exit 1; fi; \
+	  echo "compile matrix: $* -std=$$std stops with one error: $$(grep -E ': error:' $$log | sed 's/.*error: //')"; \
+	done
 
 # Windows (CI): the header and the example programs cross-built with MinGW-w64 (Debian's
 # g++-mingw-w64-x86-64; the posix flavour has std::thread), static, into build/windows/*.exe.

@@ -151,6 +151,15 @@
 // Everything a program that embeds llminfer uses. Aggregates whose zero/empty value means "the
 // model's own value", errors returned as values (no exceptions needed anywhere).
 
+// C++20 or later, or one error that says so (MSVC keeps __cplusplus at 199711L unless
+// /Zc:__cplusplus: _MSVC_LANG is its real value). Everything else in the header is skipped then,
+// the implementation too, so that this is the only message.
+#if defined(__cplusplus) && ((defined(_MSVC_LANG) && _MSVC_LANG < 202002L) || \
+                             (!defined(_MSVC_LANG) && __cplusplus < 202002L))
+#error "llminfer.hpp requires C++20 or later: compile with -std=c++20 (MSVC: /std:c++20)"
+#define LLMINFER_IMPLEMENTATION_INCLUDED
+#else
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -394,6 +403,7 @@ const char* version() noexcept;
 }  // namespace v0_1
 }  // namespace llminfer
 
+#endif  // C++20
 #endif  // LLMINFER_HPP
 
 // ---- src/10_impl_begin.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
@@ -434,6 +444,7 @@ const char* version() noexcept;
 #include <set>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 
 #if defined(_WIN32)
@@ -585,6 +596,63 @@ inline bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) {
   *out = a * b;
   return false;
 }
+
+// Integer overflow checks for any integer type T (int64_t in the template language): true when
+// a op b does not fit in T (*out is then unspecified). GCC and clang have builtins for them; the
+// portable versions (MSVC, and the tests' reference) only compare before computing.
+template <class T>
+inline bool portable_add_overflow(T a, T b, T* out) {
+  constexpr T hi = std::numeric_limits<T>::max(), lo = std::numeric_limits<T>::min();
+  if constexpr (std::is_signed_v<T>) {
+    if ((b > 0 && a > hi - b) || (b < 0 && a < lo - b)) return true;
+  } else {
+    if (a > hi - b) return true;
+  }
+  *out = static_cast<T>(a + b);
+  return false;
+}
+template <class T>
+inline bool portable_sub_overflow(T a, T b, T* out) {
+  constexpr T hi = std::numeric_limits<T>::max(), lo = std::numeric_limits<T>::min();
+  if constexpr (std::is_signed_v<T>) {
+    if ((b < 0 && a > hi + b) || (b > 0 && a < lo + b)) return true;
+  } else {
+    if (a < b) return true;
+  }
+  *out = static_cast<T>(a - b);
+  return false;
+}
+template <class T>
+inline bool portable_mul_overflow(T a, T b, T* out) {
+  constexpr T hi = std::numeric_limits<T>::max(), lo = std::numeric_limits<T>::min();
+  if (a == 0 || b == 0) {
+    *out = 0;
+    return false;
+  }
+  if constexpr (std::is_signed_v<T>) {
+    // (integer division truncates towards zero, which is the rounding each bound needs)
+    if (a > 0 ? (b > 0 ? a > hi / b : b < lo / a) : (b > 0 ? a < lo / b : a < hi / b)) return true;
+  } else {
+    if (b > hi / a) return true;
+  }
+  *out = static_cast<T>(a * b);
+  return false;
+}
+#if defined(__GNUC__) || defined(__clang__)
+template <class T>
+inline bool add_overflow(T a, T b, T* out) { return __builtin_add_overflow(a, b, out); }
+template <class T>
+inline bool sub_overflow(T a, T b, T* out) { return __builtin_sub_overflow(a, b, out); }
+template <class T>
+inline bool mul_overflow(T a, T b, T* out) { return __builtin_mul_overflow(a, b, out); }
+#else
+template <class T>
+inline bool add_overflow(T a, T b, T* out) { return portable_add_overflow(a, b, out); }
+template <class T>
+inline bool sub_overflow(T a, T b, T* out) { return portable_sub_overflow(a, b, out); }
+template <class T>
+inline bool mul_overflow(T a, T b, T* out) { return portable_mul_overflow(a, b, out); }
+#endif
 
 // ---- UTF-8 ----
 // Length of the valid UTF-8 sequence starting at s[0] (1..4), or 0 if it is not valid
@@ -3719,7 +3787,9 @@ inline uint8x16_t neon_bits16(uint32_t bits) {
 // f32 -> fp16 -> f32 (round to nearest even).
 inline float fp16_round(float v) {
 #if defined(LLMI_SIMD_AVX2)
-  return _cvtsh_ss(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT));
+  // (the vector intrinsics: clang's scalar _cvtss_sh is a macro with a C99 compound literal,
+  // which -Wpedantic rejects in C++)
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(v), _MM_FROUND_TO_NEAREST_INT)));
 #elif defined(LLMI_SIMD_NEON)
   return static_cast<float>(static_cast<__fp16>(v));
 #else
@@ -11538,7 +11608,7 @@ class JRender {
       case BinOp::add:
         if (ints) {
           int64_t x;
-          if (__builtin_add_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
+          if (add_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
           return JValue::integer(x);
         }
         if (nums) return JValue::real(as_double(l) + as_double(r));
@@ -11565,7 +11635,7 @@ class JRender {
       case BinOp::sub:
         if (ints) {
           int64_t x;
-          if (__builtin_sub_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
+          if (sub_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
           return JValue::integer(x);
         }
         if (nums) return JValue::real(as_double(l) - as_double(r));
@@ -11573,7 +11643,7 @@ class JRender {
       case BinOp::mul: {
         if (ints) {
           int64_t x;
-          if (__builtin_mul_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
+          if (mul_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
           return JValue::integer(x);
         }
         if (nums) return JValue::real(as_double(l) * as_double(r));
@@ -11652,10 +11722,10 @@ class JRender {
           int64_t x = 1, base = a, e = b;
           while (e > 0) {
             if (e & 1) {
-              if (__builtin_mul_overflow(x, base, &x)) return failv("integer overflow (integers are limited to 64 bits)");
+              if (mul_overflow(x, base, &x)) return failv("integer overflow (integers are limited to 64 bits)");
             }
             e >>= 1;
-            if (e > 0 && __builtin_mul_overflow(base, base, &base))
+            if (e > 0 && mul_overflow(base, base, &base))
               return failv("integer overflow (integers are limited to 64 bits)");
           }
           return JValue::integer(x);
@@ -18001,12 +18071,26 @@ LLMI_API_DEF int Session::context_size() const {
 #endif  // LLMINFER_IMPLEMENTATION
 
 // ---------------------------------------------------------------------------------------------
-// License: MIT. Copyright (c) 2026 the llminfer developers.
+// llminfer is released under the MIT License (also in the file LICENSE of the repository):
 //
-// Permission is hereby granted, free of charge, to any person obtaining a copy of this software
-// and associated documentation files (the "Software"), to deal in the Software without
-// restriction, including without limitation the rights to use, copy, modify, merge, publish,
-// distribute, sublicense, and/or sell copies of the Software, and to permit persons to whom the
-// Software is furnished to do so, subject to the following conditions: The above copyright notice
-// and this permission notice shall be included in all copies or substantial portions of the
-// Software. THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED.
+// MIT License
+//
+// Copyright (c) 2026 the llminfer authors
+//
+// Permission is hereby granted, free of charge, to any person obtaining a copy
+// of this software and associated documentation files (the "Software"), to deal
+// in the Software without restriction, including without limitation the rights
+// to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
+// copies of the Software, and to permit persons to whom the Software is
+// furnished to do so, subject to the following conditions:
+//
+// The above copyright notice and this permission notice shall be included in all
+// copies or substantial portions of the Software.
+//
+// THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+// IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+// FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+// AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+// LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+// OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+// SOFTWARE.

@@ -35,6 +35,7 @@
 #include <set>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 
 #if defined(_WIN32)

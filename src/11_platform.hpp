@@ -66,6 +66,63 @@ inline bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) {
   return false;
 }
 
+// Integer overflow checks for any integer type T (int64_t in the template language): true when
+// a op b does not fit in T (*out is then unspecified). GCC and clang have builtins for them; the
+// portable versions (MSVC, and the tests' reference) only compare before computing.
+template <class T>
+inline bool portable_add_overflow(T a, T b, T* out) {
+  constexpr T hi = std::numeric_limits<T>::max(), lo = std::numeric_limits<T>::min();
+  if constexpr (std::is_signed_v<T>) {
+    if ((b > 0 && a > hi - b) || (b < 0 && a < lo - b)) return true;
+  } else {
+    if (a > hi - b) return true;
+  }
+  *out = static_cast<T>(a + b);
+  return false;
+}
+template <class T>
+inline bool portable_sub_overflow(T a, T b, T* out) {
+  constexpr T hi = std::numeric_limits<T>::max(), lo = std::numeric_limits<T>::min();
+  if constexpr (std::is_signed_v<T>) {
+    if ((b < 0 && a > hi + b) || (b > 0 && a < lo + b)) return true;
+  } else {
+    if (a < b) return true;
+  }
+  *out = static_cast<T>(a - b);
+  return false;
+}
+template <class T>
+inline bool portable_mul_overflow(T a, T b, T* out) {
+  constexpr T hi = std::numeric_limits<T>::max(), lo = std::numeric_limits<T>::min();
+  if (a == 0 || b == 0) {
+    *out = 0;
+    return false;
+  }
+  if constexpr (std::is_signed_v<T>) {
+    // (integer division truncates towards zero, which is the rounding each bound needs)
+    if (a > 0 ? (b > 0 ? a > hi / b : b < lo / a) : (b > 0 ? a < lo / b : a < hi / b)) return true;
+  } else {
+    if (b > hi / a) return true;
+  }
+  *out = static_cast<T>(a * b);
+  return false;
+}
+#if defined(__GNUC__) || defined(__clang__)
+template <class T>
+inline bool add_overflow(T a, T b, T* out) { return __builtin_add_overflow(a, b, out); }
+template <class T>
+inline bool sub_overflow(T a, T b, T* out) { return __builtin_sub_overflow(a, b, out); }
+template <class T>
+inline bool mul_overflow(T a, T b, T* out) { return __builtin_mul_overflow(a, b, out); }
+#else
+template <class T>
+inline bool add_overflow(T a, T b, T* out) { return portable_add_overflow(a, b, out); }
+template <class T>
+inline bool sub_overflow(T a, T b, T* out) { return portable_sub_overflow(a, b, out); }
+template <class T>
+inline bool mul_overflow(T a, T b, T* out) { return portable_mul_overflow(a, b, out); }
+#endif
+
 // ---- UTF-8 ----
 // Length of the valid UTF-8 sequence starting at s[0] (1..4), or 0 if it is not valid
 // (overlong forms, surrogates, code points above U+10FFFF and truncated sequences are invalid).
