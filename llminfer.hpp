@@ -15,10 +15,14 @@
 //   if (result) std::puts(result->text.c_str());
 //
 // Build the implementation TU with optimisation and the CPU's instruction set, for example
-// `g++ -std=c++20 -O2 -march=native -pthread` (clang++ works too; link with -pthread). Nothing needs
-// exceptions or RTTI: the header builds with -fno-exceptions -fno-rtti. Linux, macOS and other
-// POSIX systems map files with mmap; Windows (MSVC or MinGW-w64) with CreateFileMapping /
-// MapViewOfFile. Only the implementation TU needs the SIMD flags (see STYLE: the ODR hazard).
+// `g++ -std=c++20 -O2 -march=native -pthread` (clang++ works too; link with -pthread). C++20 is
+// required: as C++17 or older the header stops with one #error. Nothing needs exceptions or RTTI:
+// the header builds with -fno-exceptions -fno-rtti. Linux, macOS and other POSIX systems map files
+// with mmap; Windows with CreateFileMapping / MapViewOfFile (UTF-8 paths through the wide-character
+// API; tested with MinGW-w64 under Wine, MSVC is not tested). Only the implementation TU needs the
+// SIMD flags (see STYLE: the ODR hazard). CMake: the targets llminfer::llminfer (this header) and,
+// with -DLLMINFER_BUILD_LIBRARY=ON, llminfer::impl (the implementation compiled); pkg-config:
+// llminfer, llminfer-impl (README: "Building with CMake / pkg-config").
 //
 // ==== Model files ====
 //
@@ -173,7 +177,11 @@
 #include <vector>
 
 #if defined(LLMINFER_API_VERSION_SEEN) && LLMINFER_API_VERSION_SEEN != 1
+#if defined(_MSC_VER)
+#pragma message("warning: two different versions of llminfer.hpp are included in one program")
+#else
 #warning "two different versions of llminfer.hpp are included in one program"
+#endif
 #endif
 #define LLMINFER_API_VERSION_SEEN 1
 
@@ -427,6 +435,7 @@ const char* version() noexcept;
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -814,16 +823,47 @@ inline std::wstring utf8_to_wide(const std::string& s) {
   return w;
 }
 
+// "the system cannot find the file specified (error 2)": the system's text for a Win32 error code.
+inline std::string win_error_text(DWORD code) {
+  wchar_t* buf = nullptr;
+  DWORD n = FormatMessageW(FORMAT_MESSAGE_ALLOCATE_BUFFER | FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS,
+                           nullptr, code, 0, reinterpret_cast<wchar_t*>(&buf), 0, nullptr);
+  std::string text;
+  if (n > 0 && buf) {
+    int len = WideCharToMultiByte(CP_UTF8, 0, buf, static_cast<int>(n), nullptr, 0, nullptr, nullptr);
+    if (len > 0) {
+      text.resize(static_cast<size_t>(len));
+      WideCharToMultiByte(CP_UTF8, 0, buf, static_cast<int>(n), text.data(), len, nullptr, nullptr);
+    }
+  }
+  if (buf) LocalFree(buf);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '.'))
+    text.pop_back();
+  if (!text.empty()) text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
+  return text.empty() ? strf("error %lu", code) : strf("%s (error %lu)", text.c_str(), code);
+}
+
+// Paths are UTF-8 and opened with the wide-character API (any file name, not the ANSI code page);
+// sizes and the view are 64-bit (a whole file of any size on a 64-bit system).
 inline Result<MappedFile> MappedFile::open(const std::string& path) {
   std::wstring wpath = utf8_to_wide(path);
-  HANDLE f = CreateFileW(wpath.c_str(), GENERIC_READ, FILE_SHARE_READ, nullptr, OPEN_EXISTING,
+  if (wpath.empty()) return make_error(Errc::io, path + ": cannot open: not a valid UTF-8 path");
+  DWORD attrs = GetFileAttributesW(wpath.c_str());
+  if (attrs != INVALID_FILE_ATTRIBUTES && (attrs & FILE_ATTRIBUTE_DIRECTORY))
+    return make_error(Errc::io, path + ": not a regular file");
+  HANDLE f = CreateFileW(wpath.c_str(), GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_DELETE, nullptr, OPEN_EXISTING,
                          FILE_ATTRIBUTE_NORMAL, nullptr);
   if (f == INVALID_HANDLE_VALUE)
-    return make_error(Errc::io, strf("%s: cannot open (error %lu)", path.c_str(), GetLastError()));
+    return make_error(Errc::io, strf("%s: cannot open: %s", path.c_str(), win_error_text(GetLastError()).c_str()));
+  if (GetFileType(f) != FILE_TYPE_DISK) {  // NUL, CON, pipes
+    CloseHandle(f);
+    return make_error(Errc::io, path + ": not a regular file");
+  }
   LARGE_INTEGER sz;
   if (!GetFileSizeEx(f, &sz)) {
+    std::string e = win_error_text(GetLastError());
     CloseHandle(f);
-    return make_error(Errc::io, path + ": cannot get the file size");
+    return make_error(Errc::io, strf("%s: cannot get the file size: %s", path.c_str(), e.c_str()));
   }
   MappedFile m;
   m.path_ = path;
@@ -832,11 +872,17 @@ inline Result<MappedFile> MappedFile::open(const std::string& path) {
     CloseHandle(f);
     return m;
   }
+  if (m.size_ > static_cast<uint64_t>(SIZE_MAX)) {
+    CloseHandle(f);
+    return make_error(Errc::io, path + ": the file is larger than this process can map");
+  }
   m.mapping_ = CreateFileMappingW(f, nullptr, PAGE_READONLY, 0, 0, nullptr);
-  CloseHandle(f);
-  if (!m.mapping_) return make_error(Errc::io, path + ": cannot map the file");
+  DWORD e = GetLastError();
+  CloseHandle(f);  // the mapping keeps the file open
+  if (!m.mapping_) return make_error(Errc::io, strf("%s: cannot map: %s", path.c_str(), win_error_text(e).c_str()));
   m.data_ = static_cast<const uint8_t*>(MapViewOfFile(m.mapping_, FILE_MAP_READ, 0, 0, 0));
-  if (!m.data_) return make_error(Errc::io, path + ": cannot map the file");
+  if (!m.data_)
+    return make_error(Errc::io, strf("%s: cannot map: %s", path.c_str(), win_error_text(GetLastError()).c_str()));
   return m;
 }
 
@@ -974,6 +1020,34 @@ inline double peak_rss_mb() {
   }
   return 0;
 }
+#endif
+
+// ---- per-thread scratch objects ----
+// LLMI_THREAD_SCRATCH(T, name) declares `T& name`, one T per thread, as `static thread_local T name;`
+// does. MinGW-w64's GCC (emulated TLS with winpthreads) runs thread_local destructors after it has
+// freed the thread's TLS block, so a destructor reads freed memory at every thread exit (a crash
+// once the block is large enough to be unmapped; seen under Wine when a user thread that had
+// generated text ended). There the object lives on the heap, found through a trivially destructible
+// thread_local pointer, and a fiber-local-storage callback deletes it when the thread ends. (The
+// lambda gives every use its own type, so each declaration is its own object.)
+#if defined(__MINGW32__) && !defined(__clang__)
+template <class T>
+inline void WINAPI thread_scratch_delete(void* p) {
+  delete static_cast<T*>(p);
+}
+template <class T, class Site>
+inline T& thread_scratch(Site) {
+  static thread_local T* p = nullptr;
+  if (!p) {
+    static const DWORD slot = FlsAlloc(thread_scratch_delete<T>);
+    p = new T();
+    if (slot == FLS_OUT_OF_INDEXES || !FlsSetValue(slot, p)) LLMI_ASSERT(!"no fiber-local storage slot left");
+  }
+  return *p;
+}
+#define LLMI_THREAD_SCRATCH(T, name) T& name = ::llminfer::detail::thread_scratch<T>([] {})
+#else
+#define LLMI_THREAD_SCRATCH(T, name) static thread_local T name
 #endif
 
 inline double now_ms() {
@@ -5576,7 +5650,7 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   const int64_t n_rb = (rows + kRB - 1) / kRB, n_tb = (T + kTB - 1) / kTB;
   const ActForm f = act_form(w.type);
   // integer start values of the blocks (offsets), shared by every task
-  static thread_local AlignedBuffer starts_buf;
+  LLMI_THREAD_SCRATCH(AlignedBuffer, starts_buf);
   const int off = quant_offset(w.type), group = w.type == DType::q6_K ? 16 : 32;
   int32_t* starts = nullptr;
   if (w.type == DType::q8_0) {  // per 4 values (micro_q8_0)
@@ -5593,7 +5667,7 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   }
 #if defined(__AVX512BF16__)
   // bf16: the activations (already rounded to bf16) as bf16 once; rows are used in place
-  static thread_local AlignedBuffer xb_buf;
+  LLMI_THREAD_SCRATCH(AlignedBuffer, xb_buf);
   uint16_t* xb = nullptr;
   if (w.type == DType::bf16 && in.bf16_exact()) {
     LLMI_ASSERT(xb_buf.reserve(static_cast<size_t>(T * K) * 2 + 64));
@@ -5603,7 +5677,7 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   }
 #endif
   pool.parallel_for(static_cast<int>(n_rb * n_tb), [&](int task, int) {
-    static thread_local AlignedBuffer buf;
+    LLMI_THREAD_SCRATCH(AlignedBuffer, buf);
     const int64_t rblk = task % n_rb, tblk = task / n_rb;
     const int64_t r0 = rblk * kRB, nr = std::min<int64_t>(kRB, rows - r0);
     const int64_t t0 = tblk * kTB, nt = std::min<int64_t>(kTB, T - t0);
@@ -5685,7 +5759,7 @@ inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, 
 // Y[t][r] = sum_k W[r][k] * X[t][k]; X is [n_tokens][ne0(W)] f32, Y is [n_tokens][ldy] f32.
 inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
                    bool bf16_exact = false) {
-  static thread_local MatmulInput in;
+  LLMI_THREAD_SCRATCH(MatmulInput, in);
   in.reset(x, n_tokens, w.ne[0], bf16_exact);
   matmul(w, in, y, ldy, pool);
 }

@@ -24,7 +24,11 @@
 #include <vector>
 
 #if defined(LLMINFER_API_VERSION_SEEN) && LLMINFER_API_VERSION_SEEN != 1
+#if defined(_MSC_VER)
+#pragma message("warning: two different versions of llminfer.hpp are included in one program")
+#else
 #warning "two different versions of llminfer.hpp are included in one program"
+#endif
 #endif
 #define LLMINFER_API_VERSION_SEEN 1
 

@@ -283,16 +283,47 @@ inline std::wstring utf8_to_wide(const std::string& s) {
   return w;
 }
 
+// "the system cannot find the file specified (error 2)": the system's text for a Win32 error code.
+inline std::string win_error_text(DWORD code) {
+  wchar_t* buf = nullptr;
+  DWORD n = FormatMessageW(FORMAT_MESSAGE_ALLOCATE_BUFFER | FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS,
+                           nullptr, code, 0, reinterpret_cast<wchar_t*>(&buf), 0, nullptr);
+  std::string text;
+  if (n > 0 && buf) {
+    int len = WideCharToMultiByte(CP_UTF8, 0, buf, static_cast<int>(n), nullptr, 0, nullptr, nullptr);
+    if (len > 0) {
+      text.resize(static_cast<size_t>(len));
+      WideCharToMultiByte(CP_UTF8, 0, buf, static_cast<int>(n), text.data(), len, nullptr, nullptr);
+    }
+  }
+  if (buf) LocalFree(buf);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '.'))
+    text.pop_back();
+  if (!text.empty()) text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
+  return text.empty() ? strf("error %lu", code) : strf("%s (error %lu)", text.c_str(), code);
+}
+
+// Paths are UTF-8 and opened with the wide-character API (any file name, not the ANSI code page);
+// sizes and the view are 64-bit (a whole file of any size on a 64-bit system).
 inline Result<MappedFile> MappedFile::open(const std::string& path) {
   std::wstring wpath = utf8_to_wide(path);
-  HANDLE f = CreateFileW(wpath.c_str(), GENERIC_READ, FILE_SHARE_READ, nullptr, OPEN_EXISTING,
+  if (wpath.empty()) return make_error(Errc::io, path + ": cannot open: not a valid UTF-8 path");
+  DWORD attrs = GetFileAttributesW(wpath.c_str());
+  if (attrs != INVALID_FILE_ATTRIBUTES && (attrs & FILE_ATTRIBUTE_DIRECTORY))
+    return make_error(Errc::io, path + ": not a regular file");
+  HANDLE f = CreateFileW(wpath.c_str(), GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_DELETE, nullptr, OPEN_EXISTING,
                          FILE_ATTRIBUTE_NORMAL, nullptr);
   if (f == INVALID_HANDLE_VALUE)
-    return make_error(Errc::io, strf("%s: cannot open (error %lu)", path.c_str(), GetLastError()));
+    return make_error(Errc::io, strf("%s: cannot open: %s", path.c_str(), win_error_text(GetLastError()).c_str()));
+  if (GetFileType(f) != FILE_TYPE_DISK) {  // NUL, CON, pipes
+    CloseHandle(f);
+    return make_error(Errc::io, path + ": not a regular file");
+  }
   LARGE_INTEGER sz;
   if (!GetFileSizeEx(f, &sz)) {
+    std::string e = win_error_text(GetLastError());
     CloseHandle(f);
-    return make_error(Errc::io, path + ": cannot get the file size");
+    return make_error(Errc::io, strf("%s: cannot get the file size: %s", path.c_str(), e.c_str()));
   }
   MappedFile m;
   m.path_ = path;
@@ -301,11 +332,17 @@ inline Result<MappedFile> MappedFile::open(const std::string& path) {
     CloseHandle(f);
     return m;
   }
+  if (m.size_ > static_cast<uint64_t>(SIZE_MAX)) {
+    CloseHandle(f);
+    return make_error(Errc::io, path + ": the file is larger than this process can map");
+  }
   m.mapping_ = CreateFileMappingW(f, nullptr, PAGE_READONLY, 0, 0, nullptr);
-  CloseHandle(f);
-  if (!m.mapping_) return make_error(Errc::io, path + ": cannot map the file");
+  DWORD e = GetLastError();
+  CloseHandle(f);  // the mapping keeps the file open
+  if (!m.mapping_) return make_error(Errc::io, strf("%s: cannot map: %s", path.c_str(), win_error_text(e).c_str()));
   m.data_ = static_cast<const uint8_t*>(MapViewOfFile(m.mapping_, FILE_MAP_READ, 0, 0, 0));
-  if (!m.data_) return make_error(Errc::io, path + ": cannot map the file");
+  if (!m.data_)
+    return make_error(Errc::io, strf("%s: cannot map: %s", path.c_str(), win_error_text(GetLastError()).c_str()));
   return m;
 }
 
@@ -443,6 +480,34 @@ inline double peak_rss_mb() {
   }
   return 0;
 }
+#endif
+
+// ---- per-thread scratch objects ----
+// LLMI_THREAD_SCRATCH(T, name) declares `T& name`, one T per thread, as `static thread_local T name;`
+// does. MinGW-w64's GCC (emulated TLS with winpthreads) runs thread_local destructors after it has
+// freed the thread's TLS block, so a destructor reads freed memory at every thread exit (a crash
+// once the block is large enough to be unmapped; seen under Wine when a user thread that had
+// generated text ended). There the object lives on the heap, found through a trivially destructible
+// thread_local pointer, and a fiber-local-storage callback deletes it when the thread ends. (The
+// lambda gives every use its own type, so each declaration is its own object.)
+#if defined(__MINGW32__) && !defined(__clang__)
+template <class T>
+inline void WINAPI thread_scratch_delete(void* p) {
+  delete static_cast<T*>(p);
+}
+template <class T, class Site>
+inline T& thread_scratch(Site) {
+  static thread_local T* p = nullptr;
+  if (!p) {
+    static const DWORD slot = FlsAlloc(thread_scratch_delete<T>);
+    p = new T();
+    if (slot == FLS_OUT_OF_INDEXES || !FlsSetValue(slot, p)) LLMI_ASSERT(!"no fiber-local storage slot left");
+  }
+  return *p;
+}
+#define LLMI_THREAD_SCRATCH(T, name) T& name = ::llminfer::detail::thread_scratch<T>([] {})
+#else
+#define LLMI_THREAD_SCRATCH(T, name) static thread_local T name
 #endif
 
 inline double now_ms() {

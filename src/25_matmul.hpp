@@ -672,7 +672,7 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   const int64_t n_rb = (rows + kRB - 1) / kRB, n_tb = (T + kTB - 1) / kTB;
   const ActForm f = act_form(w.type);
   // integer start values of the blocks (offsets), shared by every task
-  static thread_local AlignedBuffer starts_buf;
+  LLMI_THREAD_SCRATCH(AlignedBuffer, starts_buf);
   const int off = quant_offset(w.type), group = w.type == DType::q6_K ? 16 : 32;
   int32_t* starts = nullptr;
   if (w.type == DType::q8_0) {  // per 4 values (micro_q8_0)
@@ -689,7 +689,7 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   }
 #if defined(__AVX512BF16__)
   // bf16: the activations (already rounded to bf16) as bf16 once; rows are used in place
-  static thread_local AlignedBuffer xb_buf;
+  LLMI_THREAD_SCRATCH(AlignedBuffer, xb_buf);
   uint16_t* xb = nullptr;
   if (w.type == DType::bf16 && in.bf16_exact()) {
     LLMI_ASSERT(xb_buf.reserve(static_cast<size_t>(T * K) * 2 + 64));
@@ -699,7 +699,7 @@ inline void gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   }
 #endif
   pool.parallel_for(static_cast<int>(n_rb * n_tb), [&](int task, int) {
-    static thread_local AlignedBuffer buf;
+    LLMI_THREAD_SCRATCH(AlignedBuffer, buf);
     const int64_t rblk = task % n_rb, tblk = task / n_rb;
     const int64_t r0 = rblk * kRB, nr = std::min<int64_t>(kRB, rows - r0);
     const int64_t t0 = tblk * kTB, nt = std::min<int64_t>(kTB, T - t0);
@@ -781,7 +781,7 @@ inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, 
 // Y[t][r] = sum_k W[r][k] * X[t][k]; X is [n_tokens][ne0(W)] f32, Y is [n_tokens][ldy] f32.
 inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
                    bool bf16_exact = false) {
-  static thread_local MatmulInput in;
+  LLMI_THREAD_SCRATCH(MatmulInput, in);
   in.reset(x, n_tokens, w.ne[0], bf16_exact);
   matmul(w, in, y, ldy, pool);
 }
