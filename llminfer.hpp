@@ -15,10 +15,14 @@
 //   if (result) std::puts(result->text.c_str());
 //
 // Build the implementation TU with optimisation and the CPU's instruction set, for example
-// `g++ -std=c++20 -O2 -march=native -pthread` (clang++ works too; link with -pthread). Nothing needs
-// exceptions or RTTI: the header builds with -fno-exceptions -fno-rtti. Linux, macOS and other
-// POSIX systems map files with mmap; Windows (MSVC or MinGW-w64) with CreateFileMapping /
-// MapViewOfFile. Only the implementation TU needs the SIMD flags (see STYLE: the ODR hazard).
+// `g++ -std=c++20 -O2 -march=native -pthread` (clang++ works too; link with -pthread). C++20 is
+// required: as C++17 or older the header stops with one #error. Nothing needs exceptions or RTTI:
+// the header builds with -fno-exceptions -fno-rtti. Linux, macOS and other POSIX systems map files
+// with mmap; Windows with CreateFileMapping / MapViewOfFile (UTF-8 paths through the wide-character
+// API; tested with MinGW-w64 under Wine, MSVC is not tested). Only the implementation TU needs the
+// SIMD flags (see STYLE: the ODR hazard). CMake: the targets llminfer::llminfer (this header) and,
+// with -DLLMINFER_BUILD_LIBRARY=ON, llminfer::impl (the implementation compiled); pkg-config:
+// llminfer, llminfer-impl (README: "Building with CMake / pkg-config").
 //
 // ==== Model files ====
 //
@@ -222,6 +226,15 @@
 // Everything a program that embeds llminfer uses. Aggregates whose zero/empty value means "the
 // model's own value", errors returned as values (no exceptions needed anywhere).
 
+// C++20 or later, or one error that says so (MSVC keeps __cplusplus at 199711L unless
+// /Zc:__cplusplus: _MSVC_LANG is its real value). Everything else in the header is skipped then,
+// the implementation too, so that this is the only message.
+#if defined(__cplusplus) && ((defined(_MSVC_LANG) && _MSVC_LANG < 202002L) || \
+                             (!defined(_MSVC_LANG) && __cplusplus < 202002L))
+#error "llminfer.hpp requires C++20 or later: compile with -std=c++20 (MSVC: /std:c++20)"
+#define LLMINFER_IMPLEMENTATION_INCLUDED
+#else
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -237,7 +250,11 @@
 #include <vector>
 
 #if defined(LLMINFER_API_VERSION_SEEN) && LLMINFER_API_VERSION_SEEN != 1
+#if defined(_MSC_VER)
+#pragma message("warning: two different versions of llminfer.hpp are included in one program")
+#else
 #warning "two different versions of llminfer.hpp are included in one program"
+#endif
 #endif
 #define LLMINFER_API_VERSION_SEEN 1
 
@@ -505,6 +522,7 @@ const char* version() noexcept;
 }  // namespace v0_1
 }  // namespace llminfer
 
+#endif  // C++20
 #endif  // LLMINFER_HPP
 
 // ---- src/10_impl_begin.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
@@ -531,6 +549,7 @@ const char* version() noexcept;
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -548,6 +567,7 @@ const char* version() noexcept;
 #include <set>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 
 #if defined(_WIN32)
@@ -719,6 +739,63 @@ inline bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) {
   *out = a * b;
   return false;
 }
+
+// Integer overflow checks for any integer type T (int64_t in the template language): true when
+// a op b does not fit in T (*out is then unspecified). GCC and clang have builtins for them; the
+// portable versions (MSVC, and the tests' reference) only compare before computing.
+template <class T>
+inline bool portable_add_overflow(T a, T b, T* out) {
+  constexpr T hi = std::numeric_limits<T>::max(), lo = std::numeric_limits<T>::min();
+  if constexpr (std::is_signed_v<T>) {
+    if ((b > 0 && a > hi - b) || (b < 0 && a < lo - b)) return true;
+  } else {
+    if (a > hi - b) return true;
+  }
+  *out = static_cast<T>(a + b);
+  return false;
+}
+template <class T>
+inline bool portable_sub_overflow(T a, T b, T* out) {
+  constexpr T hi = std::numeric_limits<T>::max(), lo = std::numeric_limits<T>::min();
+  if constexpr (std::is_signed_v<T>) {
+    if ((b < 0 && a > hi + b) || (b > 0 && a < lo + b)) return true;
+  } else {
+    if (a < b) return true;
+  }
+  *out = static_cast<T>(a - b);
+  return false;
+}
+template <class T>
+inline bool portable_mul_overflow(T a, T b, T* out) {
+  constexpr T hi = std::numeric_limits<T>::max(), lo = std::numeric_limits<T>::min();
+  if (a == 0 || b == 0) {
+    *out = 0;
+    return false;
+  }
+  if constexpr (std::is_signed_v<T>) {
+    // (integer division truncates towards zero, which is the rounding each bound needs)
+    if (a > 0 ? (b > 0 ? a > hi / b : b < lo / a) : (b > 0 ? a < lo / b : a < hi / b)) return true;
+  } else {
+    if (b > hi / a) return true;
+  }
+  *out = static_cast<T>(a * b);
+  return false;
+}
+#if defined(__GNUC__) || defined(__clang__)
+template <class T>
+inline bool add_overflow(T a, T b, T* out) { return __builtin_add_overflow(a, b, out); }
+template <class T>
+inline bool sub_overflow(T a, T b, T* out) { return __builtin_sub_overflow(a, b, out); }
+template <class T>
+inline bool mul_overflow(T a, T b, T* out) { return __builtin_mul_overflow(a, b, out); }
+#else
+template <class T>
+inline bool add_overflow(T a, T b, T* out) { return portable_add_overflow(a, b, out); }
+template <class T>
+inline bool sub_overflow(T a, T b, T* out) { return portable_sub_overflow(a, b, out); }
+template <class T>
+inline bool mul_overflow(T a, T b, T* out) { return portable_mul_overflow(a, b, out); }
+#endif
 
 // ---- UTF-8 ----
 // Length of the valid UTF-8 sequence starting at s[0] (1..4), or 0 if it is not valid
@@ -894,16 +971,47 @@ inline std::wstring utf8_to_wide(const std::string& s) {
   return w;
 }
 
+// "the system cannot find the file specified (error 2)": the system's text for a Win32 error code.
+inline std::string win_error_text(DWORD code) {
+  wchar_t* buf = nullptr;
+  DWORD n = FormatMessageW(FORMAT_MESSAGE_ALLOCATE_BUFFER | FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS,
+                           nullptr, code, 0, reinterpret_cast<wchar_t*>(&buf), 0, nullptr);
+  std::string text;
+  if (n > 0 && buf) {
+    int len = WideCharToMultiByte(CP_UTF8, 0, buf, static_cast<int>(n), nullptr, 0, nullptr, nullptr);
+    if (len > 0) {
+      text.resize(static_cast<size_t>(len));
+      WideCharToMultiByte(CP_UTF8, 0, buf, static_cast<int>(n), text.data(), len, nullptr, nullptr);
+    }
+  }
+  if (buf) LocalFree(buf);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '.'))
+    text.pop_back();
+  if (!text.empty()) text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
+  return text.empty() ? strf("error %lu", code) : strf("%s (error %lu)", text.c_str(), code);
+}
+
+// Paths are UTF-8 and opened with the wide-character API (any file name, not the ANSI code page);
+// sizes and the view are 64-bit (a whole file of any size on a 64-bit system).
 inline Result<MappedFile> MappedFile::open(const std::string& path) {
   std::wstring wpath = utf8_to_wide(path);
-  HANDLE f = CreateFileW(wpath.c_str(), GENERIC_READ, FILE_SHARE_READ, nullptr, OPEN_EXISTING,
+  if (wpath.empty()) return make_error(Errc::io, path + ": cannot open: not a valid UTF-8 path");
+  DWORD attrs = GetFileAttributesW(wpath.c_str());
+  if (attrs != INVALID_FILE_ATTRIBUTES && (attrs & FILE_ATTRIBUTE_DIRECTORY))
+    return make_error(Errc::io, path + ": not a regular file");
+  HANDLE f = CreateFileW(wpath.c_str(), GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_DELETE, nullptr, OPEN_EXISTING,
                          FILE_ATTRIBUTE_NORMAL, nullptr);
   if (f == INVALID_HANDLE_VALUE)
-    return make_error(Errc::io, strf("%s: cannot open (error %lu)", path.c_str(), GetLastError()));
+    return make_error(Errc::io, strf("%s: cannot open: %s", path.c_str(), win_error_text(GetLastError()).c_str()));
+  if (GetFileType(f) != FILE_TYPE_DISK) {  // NUL, CON, pipes
+    CloseHandle(f);
+    return make_error(Errc::io, path + ": not a regular file");
+  }
   LARGE_INTEGER sz;
   if (!GetFileSizeEx(f, &sz)) {
+    std::string e = win_error_text(GetLastError());
     CloseHandle(f);
-    return make_error(Errc::io, path + ": cannot get the file size");
+    return make_error(Errc::io, strf("%s: cannot get the file size: %s", path.c_str(), e.c_str()));
   }
   MappedFile m;
   m.path_ = path;
@@ -912,11 +1020,17 @@ inline Result<MappedFile> MappedFile::open(const std::string& path) {
     CloseHandle(f);
     return m;
   }
+  if (m.size_ > static_cast<uint64_t>(SIZE_MAX)) {
+    CloseHandle(f);
+    return make_error(Errc::io, path + ": the file is larger than this process can map");
+  }
   m.mapping_ = CreateFileMappingW(f, nullptr, PAGE_READONLY, 0, 0, nullptr);
-  CloseHandle(f);
-  if (!m.mapping_) return make_error(Errc::io, path + ": cannot map the file");
+  DWORD e = GetLastError();
+  CloseHandle(f);  // the mapping keeps the file open
+  if (!m.mapping_) return make_error(Errc::io, strf("%s: cannot map: %s", path.c_str(), win_error_text(e).c_str()));
   m.data_ = static_cast<const uint8_t*>(MapViewOfFile(m.mapping_, FILE_MAP_READ, 0, 0, 0));
-  if (!m.data_) return make_error(Errc::io, path + ": cannot map the file");
+  if (!m.data_)
+    return make_error(Errc::io, strf("%s: cannot map: %s", path.c_str(), win_error_text(GetLastError()).c_str()));
   return m;
 }
 
@@ -4132,7 +4246,9 @@ inline uint8x16_t neon_bits16(uint32_t bits) {
 // f32 -> fp16 -> f32 (round to nearest even).
 inline float fp16_round(float v) {
 #if defined(LLMI_SIMD_AVX2)
-  return _cvtsh_ss(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT));
+  // (the vector intrinsics: clang's scalar _cvtss_sh is a macro with a C99 compound literal,
+  // which -Wpedantic rejects in C++)
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(v), _MM_FROUND_TO_NEAREST_INT)));
 #elif defined(LLMI_SIMD_NEON)
   return static_cast<float>(static_cast<__fp16>(v));
 #else
@@ -12533,7 +12649,7 @@ class JRender {
       case BinOp::add:
         if (ints) {
           int64_t x;
-          if (__builtin_add_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
+          if (add_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
           return JValue::integer(x);
         }
         if (nums) return JValue::real(as_double(l) + as_double(r));
@@ -12560,7 +12676,7 @@ class JRender {
       case BinOp::sub:
         if (ints) {
           int64_t x;
-          if (__builtin_sub_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
+          if (sub_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
           return JValue::integer(x);
         }
         if (nums) return JValue::real(as_double(l) - as_double(r));
@@ -12568,7 +12684,7 @@ class JRender {
       case BinOp::mul: {
         if (ints) {
           int64_t x;
-          if (__builtin_mul_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
+          if (mul_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
           return JValue::integer(x);
         }
         if (nums) return JValue::real(as_double(l) * as_double(r));
@@ -12647,10 +12763,10 @@ class JRender {
           int64_t x = 1, base = a, e = b;
           while (e > 0) {
             if (e & 1) {
-              if (__builtin_mul_overflow(x, base, &x)) return failv("integer overflow (integers are limited to 64 bits)");
+              if (mul_overflow(x, base, &x)) return failv("integer overflow (integers are limited to 64 bits)");
             }
             e >>= 1;
-            if (e > 0 && __builtin_mul_overflow(base, base, &base))
+            if (e > 0 && mul_overflow(base, base, &base))
               return failv("integer overflow (integers are limited to 64 bits)");
           }
           return JValue::integer(x);
@@ -19163,12 +19279,26 @@ LLMI_API_DEF int Session::context_size() const {
 #endif  // LLMINFER_IMPLEMENTATION
 
 // ---------------------------------------------------------------------------------------------
-// License: MIT. Copyright (c) 2026 the llminfer developers.
+// llminfer is released under the MIT License (also in the file LICENSE of the repository):
 //
-// Permission is hereby granted, free of charge, to any person obtaining a copy of this software
-// and associated documentation files (the "Software"), to deal in the Software without
-// restriction, including without limitation the rights to use, copy, modify, merge, publish,
-// distribute, sublicense, and/or sell copies of the Software, and to permit persons to whom the
-// Software is furnished to do so, subject to the following conditions: The above copyright notice
-// and this permission notice shall be included in all copies or substantial portions of the
-// Software. THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED.
+// MIT License
+//
+// Copyright (c) 2026 the llminfer authors
+//
+// Permission is hereby granted, free of charge, to any person obtaining a copy
+// of this software and associated documentation files (the "Software"), to deal
+// in the Software without restriction, including without limitation the rights
+// to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
+// copies of the Software, and to permit persons to whom the Software is
+// furnished to do so, subject to the following conditions:
+//
+// The above copyright notice and this permission notice shall be included in all
+// copies or substantial portions of the Software.
+//
+// THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+// IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+// FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+// AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+// LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+// OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+// SOFTWARE.

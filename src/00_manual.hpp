@@ -15,10 +15,14 @@
 //   if (result) std::puts(result->text.c_str());
 //
 // Build the implementation TU with optimisation and the CPU's instruction set, for example
-// `g++ -std=c++20 -O2 -march=native -pthread` (clang++ works too; link with -pthread). Nothing needs
-// exceptions or RTTI: the header builds with -fno-exceptions -fno-rtti. Linux, macOS and other
-// POSIX systems map files with mmap; Windows (MSVC or MinGW-w64) with CreateFileMapping /
-// MapViewOfFile. Only the implementation TU needs the SIMD flags (see STYLE: the ODR hazard).
+// `g++ -std=c++20 -O2 -march=native -pthread` (clang++ works too; link with -pthread). C++20 is
+// required: as C++17 or older the header stops with one #error. Nothing needs exceptions or RTTI:
+// the header builds with -fno-exceptions -fno-rtti. Linux, macOS and other POSIX systems map files
+// with mmap; Windows with CreateFileMapping / MapViewOfFile (UTF-8 paths through the wide-character
+// API; tested with MinGW-w64 under Wine, MSVC is not tested). Only the implementation TU needs the
+// SIMD flags (see STYLE: the ODR hazard). CMake: the targets llminfer::llminfer (this header) and,
+// with -DLLMINFER_BUILD_LIBRARY=ON, llminfer::impl (the implementation compiled); pkg-config:
+// llminfer, llminfer-impl (README: "Building with CMake / pkg-config").
 //
 // ==== Model files ====
 //

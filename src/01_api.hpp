@@ -2,6 +2,15 @@
 // Everything a program that embeds llminfer uses. Aggregates whose zero/empty value means "the
 // model's own value", errors returned as values (no exceptions needed anywhere).
 
+// C++20 or later, or one error that says so (MSVC keeps __cplusplus at 199711L unless
+// /Zc:__cplusplus: _MSVC_LANG is its real value). Everything else in the header is skipped then,
+// the implementation too, so that this is the only message.
+#if defined(__cplusplus) && ((defined(_MSVC_LANG) && _MSVC_LANG < 202002L) || \
+                             (!defined(_MSVC_LANG) && __cplusplus < 202002L))
+#error "llminfer.hpp requires C++20 or later: compile with -std=c++20 (MSVC: /std:c++20)"
+#define LLMINFER_IMPLEMENTATION_INCLUDED
+#else
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -17,7 +26,11 @@
 #include <vector>
 
 #if defined(LLMINFER_API_VERSION_SEEN) && LLMINFER_API_VERSION_SEEN != 1
+#if defined(_MSC_VER)
+#pragma message("warning: two different versions of llminfer.hpp are included in one program")
+#else
 #warning "two different versions of llminfer.hpp are included in one program"
+#endif
 #endif
 #define LLMINFER_API_VERSION_SEEN 1
 
@@ -285,4 +298,5 @@ const char* version() noexcept;
 }  // namespace v0_1
 }  // namespace llminfer
 
+#endif  // C++20
 #endif  // LLMINFER_HPP

@@ -66,6 +66,63 @@ inline bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) {
   return false;
 }
 
+// Integer overflow checks for any integer type T (int64_t in the template language): true when
+// a op b does not fit in T (*out is then unspecified). GCC and clang have builtins for them; the
+// portable versions (MSVC, and the tests' reference) only compare before computing.
+template <class T>
+inline bool portable_add_overflow(T a, T b, T* out) {
+  constexpr T hi = std::numeric_limits<T>::max(), lo = std::numeric_limits<T>::min();
+  if constexpr (std::is_signed_v<T>) {
+    if ((b > 0 && a > hi - b) || (b < 0 && a < lo - b)) return true;
+  } else {
+    if (a > hi - b) return true;
+  }
+  *out = static_cast<T>(a + b);
+  return false;
+}
+template <class T>
+inline bool portable_sub_overflow(T a, T b, T* out) {
+  constexpr T hi = std::numeric_limits<T>::max(), lo = std::numeric_limits<T>::min();
+  if constexpr (std::is_signed_v<T>) {
+    if ((b < 0 && a > hi + b) || (b > 0 && a < lo + b)) return true;
+  } else {
+    if (a < b) return true;
+  }
+  *out = static_cast<T>(a - b);
+  return false;
+}
+template <class T>
+inline bool portable_mul_overflow(T a, T b, T* out) {
+  constexpr T hi = std::numeric_limits<T>::max(), lo = std::numeric_limits<T>::min();
+  if (a == 0 || b == 0) {
+    *out = 0;
+    return false;
+  }
+  if constexpr (std::is_signed_v<T>) {
+    // (integer division truncates towards zero, which is the rounding each bound needs)
+    if (a > 0 ? (b > 0 ? a > hi / b : b < lo / a) : (b > 0 ? a < lo / b : a < hi / b)) return true;
+  } else {
+    if (b > hi / a) return true;
+  }
+  *out = static_cast<T>(a * b);
+  return false;
+}
+#if defined(__GNUC__) || defined(__clang__)
+template <class T>
+inline bool add_overflow(T a, T b, T* out) { return __builtin_add_overflow(a, b, out); }
+template <class T>
+inline bool sub_overflow(T a, T b, T* out) { return __builtin_sub_overflow(a, b, out); }
+template <class T>
+inline bool mul_overflow(T a, T b, T* out) { return __builtin_mul_overflow(a, b, out); }
+#else
+template <class T>
+inline bool add_overflow(T a, T b, T* out) { return portable_add_overflow(a, b, out); }
+template <class T>
+inline bool sub_overflow(T a, T b, T* out) { return portable_sub_overflow(a, b, out); }
+template <class T>
+inline bool mul_overflow(T a, T b, T* out) { return portable_mul_overflow(a, b, out); }
+#endif
+
 // ---- UTF-8 ----
 // Length of the valid UTF-8 sequence starting at s[0] (1..4), or 0 if it is not valid
 // (overlong forms, surrogates, code points above U+10FFFF and truncated sequences are invalid).
@@ -240,16 +297,47 @@ inline std::wstring utf8_to_wide(const std::string& s) {
   return w;
 }
 
+// "the system cannot find the file specified (error 2)": the system's text for a Win32 error code.
+inline std::string win_error_text(DWORD code) {
+  wchar_t* buf = nullptr;
+  DWORD n = FormatMessageW(FORMAT_MESSAGE_ALLOCATE_BUFFER | FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS,
+                           nullptr, code, 0, reinterpret_cast<wchar_t*>(&buf), 0, nullptr);
+  std::string text;
+  if (n > 0 && buf) {
+    int len = WideCharToMultiByte(CP_UTF8, 0, buf, static_cast<int>(n), nullptr, 0, nullptr, nullptr);
+    if (len > 0) {
+      text.resize(static_cast<size_t>(len));
+      WideCharToMultiByte(CP_UTF8, 0, buf, static_cast<int>(n), text.data(), len, nullptr, nullptr);
+    }
+  }
+  if (buf) LocalFree(buf);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '.'))
+    text.pop_back();
+  if (!text.empty()) text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
+  return text.empty() ? strf("error %lu", code) : strf("%s (error %lu)", text.c_str(), code);
+}
+
+// Paths are UTF-8 and opened with the wide-character API (any file name, not the ANSI code page);
+// sizes and the view are 64-bit (a whole file of any size on a 64-bit system).
 inline Result<MappedFile> MappedFile::open(const std::string& path) {
   std::wstring wpath = utf8_to_wide(path);
-  HANDLE f = CreateFileW(wpath.c_str(), GENERIC_READ, FILE_SHARE_READ, nullptr, OPEN_EXISTING,
+  if (wpath.empty()) return make_error(Errc::io, path + ": cannot open: not a valid UTF-8 path");
+  DWORD attrs = GetFileAttributesW(wpath.c_str());
+  if (attrs != INVALID_FILE_ATTRIBUTES && (attrs & FILE_ATTRIBUTE_DIRECTORY))
+    return make_error(Errc::io, path + ": not a regular file");
+  HANDLE f = CreateFileW(wpath.c_str(), GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_DELETE, nullptr, OPEN_EXISTING,
                          FILE_ATTRIBUTE_NORMAL, nullptr);
   if (f == INVALID_HANDLE_VALUE)
-    return make_error(Errc::io, strf("%s: cannot open (error %lu)", path.c_str(), GetLastError()));
+    return make_error(Errc::io, strf("%s: cannot open: %s", path.c_str(), win_error_text(GetLastError()).c_str()));
+  if (GetFileType(f) != FILE_TYPE_DISK) {  // NUL, CON, pipes
+    CloseHandle(f);
+    return make_error(Errc::io, path + ": not a regular file");
+  }
   LARGE_INTEGER sz;
   if (!GetFileSizeEx(f, &sz)) {
+    std::string e = win_error_text(GetLastError());
     CloseHandle(f);
-    return make_error(Errc::io, path + ": cannot get the file size");
+    return make_error(Errc::io, strf("%s: cannot get the file size: %s", path.c_str(), e.c_str()));
   }
   MappedFile m;
   m.path_ = path;
@@ -258,11 +346,17 @@ inline Result<MappedFile> MappedFile::open(const std::string& path) {
     CloseHandle(f);
     return m;
   }
+  if (m.size_ > static_cast<uint64_t>(SIZE_MAX)) {
+    CloseHandle(f);
+    return make_error(Errc::io, path + ": the file is larger than this process can map");
+  }
   m.mapping_ = CreateFileMappingW(f, nullptr, PAGE_READONLY, 0, 0, nullptr);
-  CloseHandle(f);
-  if (!m.mapping_) return make_error(Errc::io, path + ": cannot map the file");
+  DWORD e = GetLastError();
+  CloseHandle(f);  // the mapping keeps the file open
+  if (!m.mapping_) return make_error(Errc::io, strf("%s: cannot map: %s", path.c_str(), win_error_text(e).c_str()));
   m.data_ = static_cast<const uint8_t*>(MapViewOfFile(m.mapping_, FILE_MAP_READ, 0, 0, 0));
-  if (!m.data_) return make_error(Errc::io, path + ": cannot map the file");
+  if (!m.data_)
+    return make_error(Errc::io, strf("%s: cannot map: %s", path.c_str(), win_error_text(GetLastError()).c_str()));
   return m;
 }
 

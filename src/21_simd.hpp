@@ -145,7 +145,9 @@ inline uint8x16_t neon_bits16(uint32_t bits) {
 // f32 -> fp16 -> f32 (round to nearest even).
 inline float fp16_round(float v) {
 #if defined(LLMI_SIMD_AVX2)
-  return _cvtsh_ss(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT));
+  // (the vector intrinsics: clang's scalar _cvtss_sh is a macro with a C99 compound literal,
+  // which -Wpedantic rejects in C++)
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(v), _MM_FROUND_TO_NEAREST_INT)));
 #elif defined(LLMI_SIMD_NEON)
   return static_cast<float>(static_cast<__fp16>(v));
 #else

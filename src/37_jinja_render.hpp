@@ -597,7 +597,7 @@ class JRender {
       case BinOp::add:
         if (ints) {
           int64_t x;
-          if (__builtin_add_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
+          if (add_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
           return JValue::integer(x);
         }
         if (nums) return JValue::real(as_double(l) + as_double(r));
@@ -624,7 +624,7 @@ class JRender {
       case BinOp::sub:
         if (ints) {
           int64_t x;
-          if (__builtin_sub_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
+          if (sub_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
           return JValue::integer(x);
         }
         if (nums) return JValue::real(as_double(l) - as_double(r));
@@ -632,7 +632,7 @@ class JRender {
       case BinOp::mul: {
         if (ints) {
           int64_t x;
-          if (__builtin_mul_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
+          if (mul_overflow(a, b, &x)) return failv("integer overflow (integers are limited to 64 bits)");
           return JValue::integer(x);
         }
         if (nums) return JValue::real(as_double(l) * as_double(r));
@@ -711,10 +711,10 @@ class JRender {
           int64_t x = 1, base = a, e = b;
           while (e > 0) {
             if (e & 1) {
-              if (__builtin_mul_overflow(x, base, &x)) return failv("integer overflow (integers are limited to 64 bits)");
+              if (mul_overflow(x, base, &x)) return failv("integer overflow (integers are limited to 64 bits)");
             }
             e >>= 1;
-            if (e > 0 && __builtin_mul_overflow(base, base, &base))
+            if (e > 0 && mul_overflow(base, base, &base))
               return failv("integer overflow (integers are limited to 64 bits)");
           }
           return JValue::integer(x);

@@ -11,6 +11,18 @@
 
 #include "../llminfer.hpp"
 
+#if defined(_WIN32)
+// The Windows build of the tests (MinGW-w64; `make windows-test` runs it under Wine): the few
+// POSIX names the tests use. popen runs cmd.exe there and pclose returns the exit status itself.
+#include <direct.h>
+#include <filesystem>
+#ifndef WIFEXITED
+#define WIFEXITED(status) ((status) != -1)
+#define WEXITSTATUS(status) (status)
+#endif
+inline int mkdir(const char* path, int /*mode*/) { return _mkdir(path); }
+#endif
+
 namespace test {
 
 // The repository's root (tests run from it; make test also passes LLMINFER_SOURCE_DIR).
@@ -97,6 +109,21 @@ inline bool read_file(const std::string& path, std::vector<uint8_t>& out) {
 // A temporary directory removed at the end of the test.
 struct TempDir {
   std::string path;
+#if defined(_WIN32)
+  TempDir() {
+    std::error_code ec;
+    std::string base = std::filesystem::temp_directory_path(ec).string();
+    static int counter = 0;
+    for (int i = 0; i < 100 && path.empty(); i++) {
+      std::string p = base + "llminfer-test-" + std::to_string(GetCurrentProcessId()) + "-" + std::to_string(counter++);
+      if (std::filesystem::create_directory(p, ec)) path = p;
+    }
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+#else
   TempDir() {
     char tmpl[] = "/tmp/llminfer-test-XXXXXX";
     if (char* p = mkdtemp(tmpl)) path = p;
@@ -104,6 +131,7 @@ struct TempDir {
   ~TempDir() {
     if (!path.empty()) std::system(("rm -rf " + quote(path)).c_str());
   }
+#endif
   std::string file(const std::string& name) const { return path + "/" + name; }
 };
 
