@@ -16,6 +16,7 @@ namespace d = llminfer::detail;
 
 // a op b computed exactly (128 bits: GCC and clang on 64-bit targets), and whether it fits in T.
 __extension__ typedef __int128 i128;
+__extension__ typedef unsigned __int128 u128;
 template <class T>
 bool fits(i128 v) {
   return v >= static_cast<i128>(std::numeric_limits<T>::min()) &&
@@ -50,18 +51,30 @@ void check_overflow_helpers() {
   for (T a : edge_values<T>()) {
     for (T b : edge_values<T>()) {
       const i128 A = a, B = b;
+      // (a product of two 64-bit unsigned values may exceed the signed 128-bit range)
+      bool mul_over;
+      i128 mul_exact = 0;
+      if constexpr (std::is_unsigned_v<T>) {
+        const u128 p = static_cast<u128>(a) * static_cast<u128>(b);
+        mul_over = p > static_cast<u128>(std::numeric_limits<T>::max());
+        if (!mul_over) mul_exact = static_cast<i128>(p);
+      } else {
+        mul_exact = A * B;
+        mul_over = !fits<T>(mul_exact);
+      }
       struct Case {
         const char* op;
+        bool over;
         i128 exact;
         bool (*portable)(T, T, T*);
         bool (*chosen)(T, T, T*);
-      } cases[] = {{"+", A + B, d::portable_add_overflow<T>, d::add_overflow<T>},
-                   {"-", A - B, d::portable_sub_overflow<T>, d::sub_overflow<T>},
-                   {"*", A * B, d::portable_mul_overflow<T>, d::mul_overflow<T>}};
+      } cases[] = {{"+", !fits<T>(A + B), A + B, d::portable_add_overflow<T>, d::add_overflow<T>},
+                   {"-", !fits<T>(A - B), A - B, d::portable_sub_overflow<T>, d::sub_overflow<T>},
+                   {"*", mul_over, mul_exact, d::portable_mul_overflow<T>, d::mul_overflow<T>}};
       for (const Case& c : cases) {
         T p = 0, q = 0;
         bool over_p = c.portable(a, b, &p), over_q = c.chosen(a, b, &q);
-        bool over = !fits<T>(c.exact);
+        const bool over = c.over;
         INFO(static_cast<long long>(a), " ", c.op, " ", static_cast<long long>(b));
         CHECK(over_p == over);
         CHECK(over_q == over);
