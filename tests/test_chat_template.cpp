@@ -559,8 +559,8 @@ TEST_CASE("chat template: values nested more than the limit are refused (was SIG
   const char* srcs[] = {
       "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}ok",
       "{% set ns = namespace(x={}) %}{% for i in range(100000) %}{% set ns.x = {'a': ns.x} %}{% endfor %}ok",
-      "{% set ns = namespace(g=[1]) %}{% for i in range(100000) %}{% set ns.g = ns.g|map('string') %}{% endfor %}"
-      "{{ ns.g|list }}",
+      ("{% set ns = namespace(g=[1]) %}{% for i in range(100000) %}{% set ns.g = ns.g|map('string') %}{% endfor %}"
+       "{{ ns.g|list }}"),
   };
   for (const char* src : srcs) {
     auto r = render_src(src);
