@@ -89,7 +89,8 @@
 //   LLMINFER_JINJA_MAX_EVAL_DEPTH  nested evaluation while rendering (default 1000)
 //   LLMINFER_JINJA_MAX_CALL_DEPTH  macro calls in flight (default 32)
 //   LLMINFER_JINJA_MAX_STACK     stack bytes that parsing, and rendering, may use below their start
-//                                (default 256 KiB, measured: templates render on a 512 KiB thread)
+//                                (default 256 KiB, measured: templates render on a 512 KiB thread;
+//                                1 MiB in an AddressSanitizer build, whose frames are larger)
 //   LLMINFER_JINJA_MAX_STEPS     evaluation steps per render (default 10M, plus 10 per (message +
 //                                tool)^2 and 1 per byte of conversation text; tests, filters and
 //                                methods cost 1 step per 8 bytes of string operands, comparisons and
@@ -9084,7 +9085,17 @@ class StreamDecoder {
 // Bytes of stack that parsing, and rendering, may use below where they start (measured, so the
 // bound holds whatever the compiler's frame sizes): with the default a template renders on a
 // thread with 512 KB of stack (macOS's default for secondary threads) with room to spare.
+// AddressSanitizer's redzones make every frame several times larger: such a build allows 1 MiB.
+#if defined(__SANITIZE_ADDRESS__)
+#define LLMINFER_JINJA_MAX_STACK (1024u << 10)
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LLMINFER_JINJA_MAX_STACK (1024u << 10)
+#endif
+#endif
+#ifndef LLMINFER_JINJA_MAX_STACK
 #define LLMINFER_JINJA_MAX_STACK (256u << 10)
+#endif
 #endif
 #ifndef LLMINFER_JINJA_MAX_STEPS
 // Evaluation steps per render (a node evaluated, a loop iteration, an element or 64 bytes of text

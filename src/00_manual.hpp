@@ -89,7 +89,8 @@
 //   LLMINFER_JINJA_MAX_EVAL_DEPTH  nested evaluation while rendering (default 1000)
 //   LLMINFER_JINJA_MAX_CALL_DEPTH  macro calls in flight (default 32)
 //   LLMINFER_JINJA_MAX_STACK     stack bytes that parsing, and rendering, may use below their start
-//                                (default 256 KiB, measured: templates render on a 512 KiB thread)
+//                                (default 256 KiB, measured: templates render on a 512 KiB thread;
+//                                1 MiB in an AddressSanitizer build, whose frames are larger)
 //   LLMINFER_JINJA_MAX_STEPS     evaluation steps per render (default 10M, plus 10 per (message +
 //                                tool)^2 and 1 per byte of conversation text; tests, filters and
 //                                methods cost 1 step per 8 bytes of string operands, comparisons and

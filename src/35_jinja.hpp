@@ -22,7 +22,17 @@
 // Bytes of stack that parsing, and rendering, may use below where they start (measured, so the
 // bound holds whatever the compiler's frame sizes): with the default a template renders on a
 // thread with 512 KB of stack (macOS's default for secondary threads) with room to spare.
+// AddressSanitizer's redzones make every frame several times larger: such a build allows 1 MiB.
+#if defined(__SANITIZE_ADDRESS__)
+#define LLMINFER_JINJA_MAX_STACK (1024u << 10)
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LLMINFER_JINJA_MAX_STACK (1024u << 10)
+#endif
+#endif
+#ifndef LLMINFER_JINJA_MAX_STACK
 #define LLMINFER_JINJA_MAX_STACK (256u << 10)
+#endif
 #endif
 #ifndef LLMINFER_JINJA_MAX_STEPS
 // Evaluation steps per render (a node evaluated, a loop iteration, an element or 64 bytes of text
