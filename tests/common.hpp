@@ -21,6 +21,8 @@
 #define WEXITSTATUS(status) (status)
 #endif
 inline int mkdir(const char* path, int /*mode*/) { return _mkdir(path); }
+#else
+#include <sys/wait.h>  // waitpid, WIFEXITED
 #endif
 
 namespace test {

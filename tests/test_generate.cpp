@@ -5,7 +5,6 @@
 #define LLMINFER_IMPLEMENTATION
 #include "common.hpp"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -522,6 +521,7 @@ TEST_CASE("api: a default-constructed Model and a moved-from Session give errors
   CHECK(a.messages().size() == 1);
 }
 
+#if !defined(_WIN32)  // (fork, pipe, waitpid)
 TEST_CASE("api: the value of a Result that holds an error is never undefined behaviour: it aborts with the message") {
   // The README's snippet with a wrong path, without its check: a child process reads the value.
   for (int how = 0; how < 3; how++) {
@@ -552,6 +552,7 @@ TEST_CASE("api: the value of a Result that holds an error is never undefined beh
     CHECK_MESSAGE(err.find("/nonexistent/model.gguf") != std::string::npos, err);
   }
 }
+#endif
 
 TEST_CASE("cli: compare reports NaN or infinite logits as an error, not a match") {
   std::string model = script_model_path();
