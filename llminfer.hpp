@@ -14616,11 +14616,16 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
       JArgs rest;
       rest.pos.assign(args.pos.begin() + 1, args.pos.end());
       rest.kw = args.kw;
-      return make_gen([this, src, falsy, fname, rest, sc](JValue& out, bool& done) mutable -> bool {
+      // (the scope weakly: a generator stored in that scope must not keep it alive, a reference cycle;
+      // pulled after the scope ended, the filter runs in an empty one)
+      std::weak_ptr<JScope> wsc = sc;
+      return make_gen([this, src, falsy, fname, rest, wsc](JValue& out, bool& done) mutable -> bool {
         if (falsy) return (done = true), true;
         if (!src(out, done) || done) return !failed_;
         if (!jinja_known_filter(fname)) return fail(strf("no filter named '%s'", fname.c_str()));
-        out = apply_filter(fname, out, rest, sc);
+        auto scope = wsc.lock();
+        if (!scope) scope = std::make_shared<JScope>();
+        out = apply_filter(fname, out, rest, scope);
         return !failed_;
       }, v);
     }
