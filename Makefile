@@ -242,6 +242,7 @@ windows: llminfer.hpp
 # (fork, poll) and the test cases that start the CLI (cli:*, *CLI*: popen with POSIX shell quoting),
 # and the files not listed in WIN_TEST_SRC (tokenizers, templates, corpus: no platform code).
 WINE ?= wine
+WINESERVER ?= wineserver
 WIN_TEST_SRC := tests/main.cpp tests/test_platform.cpp tests/test_gguf.cpp tests/test_safetensors.cpp \
   tests/test_forward.cpp tests/test_conformance.cpp tests/test_stories.cpp tests/test_generate.cpp \
   tests/test_threadpool.cpp tests/test_kernels.cpp
@@ -260,6 +261,9 @@ windows-test: llminfer.hpp
 	  "tests/test_session.cpp (fork, poll) and the cases that start the CLI ($(WIN_TEST_SKIP))"
 	$(WINE_ENV) LLMINFER_SHARED=$(SHARED) LLMINFER_SOURCE_DIR=$(CURDIR) LLMINFER_FIXTURES=$(abspath $(FIXTURES)) \
 	  $(WINE) build/windows/tests.exe -tce='$(WIN_TEST_SKIP)' $(TEST_ARGS)
+	@# (each wine command waits for the previous one's wineserver to exit: a client that reaches a
+	@# server while it shuts down fails with "recvmsg: Connection reset by peer")
+	$(WINESERVER) -w
 	@# The CLI itself: greedy stories260K from llama2.c's prompt ids gives llama2.c's tokens (the
 	@# reference file's TOKENS line); examples/simple generates and exits 0.
 	@set -e; ref=$$(sed -n 's/^# TOKENS //p' $(STORIES_REF) | cut -d' ' -f6-); [ -n "$$ref" ]; \
@@ -268,7 +272,7 @@ windows-test: llminfer.hpp
 	if [ "$$got" != "$$ref" ]; then echo "windows-test: llminfer.exe run differs from llama2.c:"; \
 	  echo "  got      $$got"; echo "  expected $$ref"; exit 1; fi; \
 	echo "windows-test: llminfer.exe run --ids (stories260K, 2 threads): the 196 tokens of llama2.c"; \
-	out=$$($(WINE_ENV) $(WINE) build/windows/simple.exe $(STORIES) 2>&1); echo "$$out" | tail -2; \
+	$(WINESERVER) -w; out=$$($(WINE_ENV) $(WINE) build/windows/simple.exe $(STORIES) 2>&1); echo "$$out" | tail -2; \
 	echo "$$out" | grep -q 'tokens, stop: ' || { echo "windows-test: simple.exe failed"; exit 1; }
 
 # CMake and pkg-config (CI): llminfer installed and used by a small project four ways
