@@ -34,7 +34,9 @@ inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body
   auto q8 = [&](auto dot, ActForm f) {
     body([&, dot, f](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.row(f, t), n); });
   };
-  const bool sgemm = in.n_tokens() >= 2, bfx = in.bf16_exact();
+  // llama.cpp's float order differs where its sgemm takes the product: several tokens and a row
+  // count that is a multiple of 4 (dot_float checks the row length)
+  const bool sgemm = in.n_tokens() >= 2 && w.rows() % 4 == 0, bfx = in.bf16_exact();
   auto fl = [&](auto dot) {
     body([&, dot](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.x() + t * n, n, sgemm, bfx); });
   };
@@ -622,9 +624,10 @@ inline bool matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, 
 #if defined(LLMI_SIMD_AVX512)
   // f32 / f16 rows that are not a multiple of 16 long (bf16 with vdpbf16ps: 32): llama.cpp's order
   // is its vector dot product (dot_float) there, not the tiled one of the matrix kernel
-  bool odd_float = (w.type == DType::f32 || w.type == DType::f16) && w.ne[0] % 16 != 0;
+  // (and rows that are not a multiple of 4, which its sgemm refuses)
+  bool odd_float = (w.type == DType::f32 || w.type == DType::f16) && (w.ne[0] % 16 != 0 || w.rows() % 4 != 0);
 #if defined(LLMI_SIMD_BF16)
-  odd_float = odd_float || (w.type == DType::bf16 && in.bf16_exact() && w.ne[0] % 32 != 0);
+  odd_float = odd_float || (w.type == DType::bf16 && in.bf16_exact() && (w.ne[0] % 32 != 0 || w.rows() % 4 != 0));
 #endif
   if (in.n_tokens() >= kGemmMinTokens && gemm_supported(w.type) && !odd_float) {
     return gemm(w, in, y, ldy, pool, scratch);
