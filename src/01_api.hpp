@@ -149,6 +149,11 @@ struct LoadOptions {
   // CPU has). A native build runs the one level it was compiled for and accepts only its name.
   std::string kernels = {};
   std::function<void(std::string_view)> log = {};  // diagnostics; silent when empty
+  // Continuous batching: sessions of this model that evaluate at the same time (from different
+  // threads) share each step, reading the weights once for all of them; at most this many
+  // sequences per step. 0: 32; 1: off (each evaluation runs on its own). Results are the same
+  // either way (see the manual).
+  int batch = 0;
   // Read the weights into memory the library owns instead of mapping the file: the model then
   // survives its file being truncated or rewritten while it runs (a mapped file must not be:
   // truncation kills the process with SIGBUS, rewriting changes the weights). Costs the file's

@@ -26,15 +26,17 @@ LLMI_KNS_BEGIN
 // ---- matrix-vector products (few tokens) ----
 
 // The dot product of row r with token t, for one weight type (the switch is outside the loops).
+// each: every token is a product of its own (matmul_each): float dot products take the order of a
+// single token.
 template <class F>
-inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body) {
+inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body, bool each = false) {
   const uint64_t rb = weight_row_bytes(w);
   const int64_t n = w.ne[0];
   const uint8_t* base = w.data;
   auto q8 = [&](auto dot, ActForm f) {
     body([&, dot, f](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.row(f, t), n); });
   };
-  const bool sgemm = in.n_tokens() >= 2, bfx = in.bf16_exact();
+  const bool sgemm = !each && in.n_tokens() >= 2, bfx = in.bf16_exact();
   auto fl = [&](auto dot) {
     body([&, dot](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.x() + t * n, n, sgemm, bfx); });
   };
@@ -74,6 +76,29 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       }
     });
   });
+}
+
+// Tokens that are each a product of their own (one token of each of several sequences, batched
+// decoding): y[t][r] has the bits a matmul of token t alone gives (the dot product of a single
+// token, never the tiled or float-sgemm order), but a task takes each weight row once for all the
+// tokens (row outer, tokens inner), so the weights stream from memory once per step instead of
+// once per sequence.
+inline void gemv_each(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  const int64_t rows = w.rows(), T = in.n_tokens();
+  const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
+  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
+  chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
+  const int n_tasks = static_cast<int>((rows + chunk - 1) / chunk);
+  for_weight_type(
+      w, in,
+      [&](auto dot) {
+        pool.parallel_for(n_tasks, [&](int task, int) {
+          const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
+          for (int64_t r = r0; r < r1; r++)
+            for (int64_t t = 0; t < T; t++) y[t * ldy + r] = dot(r, t);
+        });
+      },
+      true);
 }
 
 // ---- blocked matrix-matrix product (AVX-512) ----
@@ -642,7 +667,22 @@ inline bool matmul(const TensorView& w, const float* x, int64_t n_tokens, float*
   return matmul(w, scratch.in, y, ldy, pool, scratch);
 }
 
-// The two matmuls as table entries (26_kernels_end).
+// Y[t][r] = sum_k W[r][k] * X[t][k] with every token t computed as matmul(w, X[t], 1 token) would
+// (gemv_each). False when out of memory.
+inline bool matmul_each(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                        bool bf16_exact, MatmulScratch& scratch) {
+  MatmulInput& in = scratch.in;
+  in.reset(x, n_tokens, w.ne[0], bf16_exact);
+  LLMI_ASSERT(in.n() == w.ne[0]);
+  if (n_tokens <= 0 || w.rows() <= 0) return true;
+  ActForm f = act_form(w.type);
+  if (!in.prepare(f, pool, f == ActForm::q8_256 ? &quantize_q8_256 : &quantize_q8_32)) return false;
+  if ((w.type == DType::mlx_q4 || w.type == DType::mlx_q8) && !in.prepare_mlx(w.group_size)) return false;
+  gemv_each(w, in, y, ldy, pool);
+  return true;
+}
+
+// The matmuls as table entries (26_kernels_end).
 inline bool matmul_in(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
   return matmul(w, in, y, ldy, pool, scratch);
 }
