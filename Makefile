@@ -104,6 +104,28 @@ $(BUILD)/simple: examples/simple.cpp llminfer.hpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_ALL) -fno-exceptions -fno-rtti $< -o $@ $(LDFLAGS_ALL)
 
+# The C API as a shared library: `make libllminfer.so` builds $(BUILD)/libllminfer.so from the header
+# (examples/c/libllminfer.cpp), exporting the llminfer_* functions of its C section alone
+# (-fvisibility=hidden and a version script: not even the standard library's instantiations). `make capi-test` (CI) compiles
+# tests/capi/test_capi.c and examples/c/example.c as strict C99 against it, runs the C test, then
+# tests/capi/test_capi.py (ctypes, the standard library alone) on the same library.
+C99_CC ?= gcc
+C99_FLAGS := -std=c99 -Wall -Wextra -Werror -pedantic $(SAN)
+.PHONY: libllminfer.so capi-test
+libllminfer.so: $(BUILD)/libllminfer.so
+$(BUILD)/libllminfer.so: examples/c/libllminfer.cpp examples/c/libllminfer.map llminfer.hpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_ALL) -fPIC -shared -fvisibility=hidden -fvisibility-inlines-hidden $< -o $@ \
+	  -Wl,--version-script=examples/c/libllminfer.map $(LDFLAGS_ALL)
+capi-test: $(BUILD)/libllminfer.so
+	$(C99_CC) $(C99_FLAGS) tests/capi/test_capi.c -o $(BUILD)/test_capi -L$(BUILD) -lllminfer -Wl,-rpath,$(abspath $(BUILD))
+	$(C99_CC) $(C99_FLAGS) examples/c/example.c -o $(BUILD)/example-c -L$(BUILD) -lllminfer -Wl,-rpath,$(abspath $(BUILD))
+	@exported=$$(nm -D --defined-only $(BUILD)/libllminfer.so | awk 'NF == 3 {print $$3}' | grep -v '^llminfer_' || true); \
+	if [ -n "$$exported" ]; then echo "libllminfer.so exports more than the C API:"; echo "$$exported" | head; exit 1; fi
+	$(BUILD)/test_capi $(STORIES) $(STORIES_REF)
+	python3 tests/capi/test_capi.py $(BUILD)/libllminfer.so $(STORIES) $(STORIES_REF)
+	$(BUILD)/example-c $(STORIES) "Once upon a time" | tail -1
+
 # The Debian packages the tests need: doctest (header-only), numpy for the fixture generator, node
 # + npm for the tokenizer packages of the fixtures. Installed when we can (root with apt-get), else
 # the one apt-get line is printed. Each is probed where it is used: doctest where Debian puts it or
@@ -308,4 +330,4 @@ model:
 clean:
 	rm -rf $(BUILD)
 
--include $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/simple.d $(FUZZ_BIN:=.d)
+-include $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/simple.d $(BUILD)/libllminfer.d $(FUZZ_BIN:=.d)
