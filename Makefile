@@ -126,6 +126,32 @@ capi-test: $(BUILD)/libllminfer.so
 	python3 tests/capi/test_capi.py $(BUILD)/libllminfer.so $(STORIES) $(STORIES_REF)
 	$(BUILD)/example-c $(STORIES) "Once upon a time" | tail -1
 
+# The OpenAI-compatible server (examples/server/): `make serve` builds $(BUILD)/llminfer-serve, which
+# `llminfer serve` runs. It uses Debian's cpp-httplib and nlohmann-json (installed here
+# when we can, as root with apt-get, else the one apt-get line is printed); the header and the CLI
+# need neither. `make serve-test` (CI): tests/server/run.sh (curl, the openai npm package, a load
+# test, two servers behind nginx).
+SERVE_PKGS := libcpp-httplib-dev nlohmann-json3-dev pkg-config
+.PHONY: serve serve-deps serve-test
+serve: $(BUILD)/llminfer-serve $(BUILD)/llminfer
+serve-deps:
+	@if [ ! -f /usr/include/httplib.h ] || [ ! -f /usr/include/nlohmann/json.hpp ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make serve needs $(SERVE_PKGS): installing them"; export DEBIAN_FRONTEND=noninteractive; \
+	    apt-get install -y -qq $(SERVE_PKGS) >/dev/null 2>&1 || \
+	      { apt-get update -qq >/dev/null 2>&1; apt-get install -y -qq $(SERVE_PKGS) >/dev/null; } || \
+	      { echo "could not install them: run   apt-get install -y $(SERVE_PKGS)"; exit 1; }; \
+	  else echo "make serve needs Debian packages: sudo apt-get install -y $(SERVE_PKGS)"; exit 1; fi; \
+	fi
+# (Debian builds cpp-httplib as a shared library, libcpp-httplib0.11, with OpenSSL, zlib and brotli
+# support: its pkg-config file gives the matching flags.)
+HTTPLIB_FLAGS = $(shell pkg-config --cflags --libs cpp-httplib 2>/dev/null || echo -lcpp-httplib)
+$(BUILD)/llminfer-serve: examples/server/server.cpp examples/cli/cli.hpp llminfer.hpp | serve-deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_ALL) $< -o $@ $(HTTPLIB_FLAGS) $(LDFLAGS_ALL)
+serve-test: serve
+	tests/server/run.sh $(BUILD)
+
 # The Debian packages the tests need: doctest (header-only), numpy for the fixture generator, node
 # + npm for the tokenizer packages of the fixtures. Installed when we can (root with apt-get), else
 # the one apt-get line is printed. Each is probed where it is used: doctest where Debian puts it or
@@ -330,4 +356,4 @@ model:
 clean:
 	rm -rf $(BUILD)
 
--include $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/simple.d $(BUILD)/libllminfer.d $(FUZZ_BIN:=.d)
+-include $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/simple.d $(BUILD)/libllminfer.d $(BUILD)/llminfer-serve.d $(FUZZ_BIN:=.d)
