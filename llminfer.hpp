@@ -122,6 +122,46 @@
 //   independent: one session must be used by one thread at a time, separate sessions may run at
 //   once on one model. Callbacks run on the thread that called generate()/reply().
 //
+//   Batched decoding: sessions (and generate() calls) of one model that run at the same time from
+//   different threads share each evaluation step (continuous batching): the step evaluates one
+//   token of every decoding sequence (and the next prompt chunk of any sequence still reading its
+//   prompt) in one pass over the weights, so 4 conversations cost little more memory traffic than
+//   one. Each sequence keeps its own KV cache, positions, sampler and stop state; sequences join and
+//   leave at any step; a prompt is evaluated in chunks of at most 256 tokens, one per step, so a
+//   long prompt delays the others' next token by one chunk at most. Results do not change: every
+//   sequence gets the logits it would get alone, bit for bit (single tokens use a matrix product
+//   that reads each weight row once for all of them but computes every token as alone; a prompt
+//   chunk is multiplied on its own rows), hence the same tokens for the same seed. A step waits for
+//   the sequences of the previous step to hand in their next token (they sample in between), at
+//   most half a step's time (0.5..20 ms), so a session busy elsewhere delays the others little.
+//   LoadOptions::batch caps the sequences per step (0: 32; 1 turns batching off). Cancelling one
+//   sequence does not stop a step the others share (it ends after that step).
+//
+// ==== C API ====
+//
+//   The section after the C++ declarations is C99: a C compiler including llminfer.hpp sees it
+//   alone (the implementation stays C++20: compile it in one C++ file, or build the shared library
+//   with `make libllminfer.so`, which exports the llminfer_* functions and nothing else). Opaque
+//   handles (llminfer_model, llminfer_session); fallible calls return an llminfer_errc (0 = OK)
+//   and, when given an llminfer_error** , an error with the code and a message naming the input
+//   (llminfer_error_free); strings are UTF-8 with explicit lengths; results, token arrays and
+//   strings the library allocates are freed by their matching _free (each accepts NULL).
+//
+//     llminfer_model* m = NULL; llminfer_error* err = NULL;
+//     if (llminfer_model_load(path, strlen(path), NULL, &m, &err) != LLMINFER_OK) {
+//       fprintf(stderr, "%s\n", llminfer_error_message(err, NULL)); llminfer_error_free(err); }
+//     llminfer_generate_options go; llminfer_generate_options_init(&go);
+//     go.max_tokens = 64; go.on_piece = print_piece;   /* int (*)(const char*, size_t, void*) */
+//     llminfer_result* r = NULL;
+//     if (llminfer_generate(m, "Once upon a time", 16, &go, &r, &err) == LLMINFER_OK)
+//       printf("%zu tokens, %s\n", r->n_tokens, llminfer_stop_string(r->stop));
+//     llminfer_result_free(r); llminfer_model_free(m);
+//
+//   Also: llminfer_generate_tokens (from ids), sessions (llminfer_session_new / _add / _reply /
+//   _reset / _free; a session keeps the model alive), llminfer_tokenize / llminfer_detokenize.
+//   A model may be used from several threads at once (their generations are batched as above); a
+//   session by one thread at a time. examples/c/example.c; tests/capi/ (C99 and Python ctypes).
+//
 // ==== Architecture definitions (archdef) ====
 //
 //   An architecture is a short text, not code: `llama`, `qwen2`, `qwen3` and `gemma3` are built in
@@ -4946,6 +4986,100 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
 #endif
 }
 
+// ---- several tokens against one weight row (batched decoding: gemv_each) ----
+// out[t] = dot_q4_k(w, a[t], n) / dot_q6_k(w, a[t], n) for t < NT, with the bits of those
+// functions: each token goes through exactly their operations in their order; only the work that
+// depends on the weights alone (unpacking the 4- or 6-bit values and the scales) is done once per
+// block for all NT tokens. AVX2 has such a body; other levels call the one-token dot NT times.
+template <int NT>
+inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  const int64_t nb = n / ref::kQK_K;
+  constexpr int64_t bs = sizeof(ref::BlockQ4_K);
+  const __m256i m4 = _mm256_set1_epi8(15);
+  __m256 acc[NT], accm[NT];
+  for (int t = 0; t < NT; t++) acc[t] = accm[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    uint64_t sc8, m8;
+    q4k_unpack_scales(p + 4, &sc8, &m8);
+    __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8)));
+    __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    __m256i isum[NT];
+    for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+      __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * c));
+      __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      __m256i s_lo = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c)) & 0xFF));
+      __m256i s_hi = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c + 8)) & 0xFF));
+      for (int t = 0; t < NT; t++) {
+        const int8_t* q8 = a[t].q + ref::kQK_K * b;
+        __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c)));
+        __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c + 32)));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
+      }
+    }
+    const float d = f16_scale(p), dmin = f16_scale(p + 2);
+    for (int t = 0; t < NT; t++) {
+      __m256i mins = _mm256_madd_epi16(mdup, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
+      float dx = a[t].d[b];
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * dx), acc[t]);
+      accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(dmin * dx), accm[t]);
+    }
+  }
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]) - hsum_ps256(accm[t]);
+#else
+  for (int t = 0; t < NT; t++) out[t] = dot_q4_k(w, a[t], n);
+#endif
+}
+
+template <int NT>
+inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  const int64_t nb = n / ref::kQK_K;
+  constexpr int64_t bs = sizeof(ref::BlockQ6_K);
+  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    const int8_t* scs = reinterpret_cast<const int8_t*>(p + 192);
+    __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scs)));
+    __m256i isum[NT];
+    for (int t = 0; t < NT; t++) {
+      __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
+      isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+    }
+    for (int h = 0; h < 2; h++) {
+      __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h));
+      __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32));
+      __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
+      __m256i v[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+      };
+      for (int k = 0; k < 4; k++) {
+        int j = 8 * h + 2 * k;  // sub-blocks j, j + 1
+        __m256i s = _mm256_set_m128i(_mm_set1_epi16(scs[j + 1]), _mm_set1_epi16(scs[j]));
+        for (int t = 0; t < NT; t++) {
+          const int8_t* q8 = a[t].q + ref::kQK_K * b;
+          __m256i pr = _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 128 * h + 32 * k)));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, s));
+        }
+      }
+    }
+    const float d = f16_scale(p + 208);
+    for (int t = 0; t < NT; t++)
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
+  }
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
+#else
+  for (int t = 0; t < NT; t++) out[t] = dot_q6_k(w, a[t], n);
+#endif
+}
+
 // ---- float weights times f32 activations ----
 
 // sgemm: the product is part of a matmul of several tokens (llama.cpp's order differs then).
@@ -5945,6 +6079,35 @@ inline void gemv_each(const TensorView& w, const MatmulInput& in, float* y, int6
   int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
   chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
   const int n_tasks = static_cast<int>((rows + chunk - 1) / chunk);
+  if ((w.type == DType::q4_K || w.type == DType::q6_K) && T > 1) {
+    // K-quants (what Q4_K_M files hold): each block is unpacked once for up to 4 tokens (dotn_*)
+    std::vector<ActQ8> acts;
+    acts.reserve(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; t++) acts.push_back(in.row(ActForm::q8_256, t));
+    const bool q4 = w.type == DType::q4_K;
+    const int64_t n = w.ne[0];
+    pool.parallel_for(n_tasks, [&](int task, int) {
+      const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
+      float out[4];
+      auto group = [&]<int NT>(const uint8_t* wr, int64_t t0, int64_t r) {
+        if (q4) dotn_q4_k<NT>(wr, acts.data() + t0, n, out);
+        else dotn_q6_k<NT>(wr, acts.data() + t0, n, out);
+        for (int i = 0; i < NT; i++) y[(t0 + i) * ldy + r] = out[i];
+      };
+      for (int64_t r = r0; r < r1; r++) {
+        const uint8_t* wr = w.data + static_cast<uint64_t>(r) * rb;
+        int64_t t = 0;
+        for (; t + 4 <= T; t += 4) group.template operator()<4>(wr, t, r);
+        switch (T - t) {
+          case 3: group.template operator()<3>(wr, t, r); break;
+          case 2: group.template operator()<2>(wr, t, r); break;
+          case 1: group.template operator()<1>(wr, t, r); break;
+          default: break;
+        }
+      }
+    });
+    return;
+  }
   for_weight_type(
       w, in,
       [&](auto dot) {

@@ -651,6 +651,100 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
 #endif
 }
 
+// ---- several tokens against one weight row (batched decoding: gemv_each) ----
+// out[t] = dot_q4_k(w, a[t], n) / dot_q6_k(w, a[t], n) for t < NT, with the bits of those
+// functions: each token goes through exactly their operations in their order; only the work that
+// depends on the weights alone (unpacking the 4- or 6-bit values and the scales) is done once per
+// block for all NT tokens. AVX2 has such a body; other levels call the one-token dot NT times.
+template <int NT>
+inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  const int64_t nb = n / ref::kQK_K;
+  constexpr int64_t bs = sizeof(ref::BlockQ4_K);
+  const __m256i m4 = _mm256_set1_epi8(15);
+  __m256 acc[NT], accm[NT];
+  for (int t = 0; t < NT; t++) acc[t] = accm[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    uint64_t sc8, m8;
+    q4k_unpack_scales(p + 4, &sc8, &m8);
+    __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8)));
+    __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    __m256i isum[NT];
+    for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+      __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * c));
+      __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      __m256i s_lo = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c)) & 0xFF));
+      __m256i s_hi = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c + 8)) & 0xFF));
+      for (int t = 0; t < NT; t++) {
+        const int8_t* q8 = a[t].q + ref::kQK_K * b;
+        __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c)));
+        __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c + 32)));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
+      }
+    }
+    const float d = f16_scale(p), dmin = f16_scale(p + 2);
+    for (int t = 0; t < NT; t++) {
+      __m256i mins = _mm256_madd_epi16(mdup, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
+      float dx = a[t].d[b];
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * dx), acc[t]);
+      accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(dmin * dx), accm[t]);
+    }
+  }
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]) - hsum_ps256(accm[t]);
+#else
+  for (int t = 0; t < NT; t++) out[t] = dot_q4_k(w, a[t], n);
+#endif
+}
+
+template <int NT>
+inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  const int64_t nb = n / ref::kQK_K;
+  constexpr int64_t bs = sizeof(ref::BlockQ6_K);
+  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    const int8_t* scs = reinterpret_cast<const int8_t*>(p + 192);
+    __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scs)));
+    __m256i isum[NT];
+    for (int t = 0; t < NT; t++) {
+      __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
+      isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+    }
+    for (int h = 0; h < 2; h++) {
+      __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h));
+      __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32));
+      __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
+      __m256i v[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+      };
+      for (int k = 0; k < 4; k++) {
+        int j = 8 * h + 2 * k;  // sub-blocks j, j + 1
+        __m256i s = _mm256_set_m128i(_mm_set1_epi16(scs[j + 1]), _mm_set1_epi16(scs[j]));
+        for (int t = 0; t < NT; t++) {
+          const int8_t* q8 = a[t].q + ref::kQK_K * b;
+          __m256i pr = _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 128 * h + 32 * k)));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, s));
+        }
+      }
+    }
+    const float d = f16_scale(p + 208);
+    for (int t = 0; t < NT; t++)
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
+  }
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
+#else
+  for (int t = 0; t < NT; t++) out[t] = dot_q6_k(w, a[t], n);
+#endif
+}
+
 // ---- float weights times f32 activations ----
 
 // sgemm: the product is part of a matmul of several tokens (llama.cpp's order differs then).
