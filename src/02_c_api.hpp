@@ -19,8 +19,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(_WIN32) && defined(LLMINFER_C_API_EXPORT)
+#if defined(_WIN32)
+#if defined(LLMINFER_C_API_EXPORT)
 #define LLMINFER_C_API __declspec(dllexport)
+#else
+#define LLMINFER_C_API
+#endif
 #elif defined(__GNUC__) || defined(__clang__)
 #define LLMINFER_C_API __attribute__((visibility("default")))
 #else
