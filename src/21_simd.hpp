@@ -657,7 +657,7 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
 // depends on the weights alone (unpacking the 4- or 6-bit values and the scales) is done once per
 // block for all NT tokens. AVX2 has such a body; other levels call the one-token dot NT times.
 template <int NT>
-inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
+inline void dotn_each_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
   const int64_t nb = n / ref::kQK_K;
   constexpr int64_t bs = sizeof(ref::BlockQ4_K);
@@ -699,7 +699,7 @@ inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
 }
 
 template <int NT>
-inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
+inline void dotn_each_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
   const int64_t nb = n / ref::kQK_K;
   constexpr int64_t bs = sizeof(ref::BlockQ6_K);

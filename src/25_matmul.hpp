@@ -89,8 +89,9 @@ inline void gemv_each(const TensorView& w, const MatmulInput& in, float* y, int6
   int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
   chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
   const int n_tasks = static_cast<int>((rows + chunk - 1) / chunk);
+  constexpr int kEachGroup = 4;  // tokens per dotn_each_* call (the rest: 3, 2 or 1)
   if ((w.type == DType::q4_K || w.type == DType::q6_K) && T > 1) {
-    // K-quants (what Q4_K_M files hold): each block is unpacked once for up to 4 tokens (dotn_*)
+    // K-quants (what Q4_K_M files hold): each block is unpacked once for up to 4 tokens (dotn_each_*)
     std::vector<ActQ8> acts;
     acts.reserve(static_cast<size_t>(T));
     for (int64_t t = 0; t < T; t++) acts.push_back(in.row(ActForm::q8_256, t));
@@ -100,14 +101,14 @@ inline void gemv_each(const TensorView& w, const MatmulInput& in, float* y, int6
       const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
       float out[4];
       auto group = [&]<int NT>(const uint8_t* wr, int64_t t0, int64_t r) {
-        if (q4) dotn_q4_k<NT>(wr, acts.data() + t0, n, out);
-        else dotn_q6_k<NT>(wr, acts.data() + t0, n, out);
+        if (q4) dotn_each_q4_k<NT>(wr, acts.data() + t0, n, out);
+        else dotn_each_q6_k<NT>(wr, acts.data() + t0, n, out);
         for (int i = 0; i < NT; i++) y[(t0 + i) * ldy + r] = out[i];
       };
       for (int64_t r = r0; r < r1; r++) {
         const uint8_t* wr = w.data + static_cast<uint64_t>(r) * rb;
         int64_t t = 0;
-        for (; t + 4 <= T; t += 4) group.template operator()<4>(wr, t, r);
+        for (; t + kEachGroup <= T; t += kEachGroup) group.template operator()<kEachGroup>(wr, t, r);
         switch (T - t) {
           case 3: group.template operator()<3>(wr, t, r); break;
           case 2: group.template operator()<2>(wr, t, r); break;

@@ -496,7 +496,7 @@ TEST_CASE("matmul: every type, odd shapes, 1..33 tokens, 1-4 threads: equal to t
 }
 
 TEST_CASE("matmul: matmul_each gives every token the bits of a one-token matmul (batched decoding)") {
-  // gemv_each (and the K-quant multi-token dot products dotn_*) must compute token t of a step
+  // gemv_each (and the K-quant multi-token dot products dotn_each_*) must compute token t of a step
   // exactly as a matmul of token t alone does: every type, 1..9 tokens (groups of 4 and the rest),
   // 1 and 3 threads, the level this build runs.
   Rng r(6);

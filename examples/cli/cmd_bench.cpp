@@ -136,6 +136,7 @@ int cmd_bench(int argc, char** argv) {
   };
 
   std::vector<Test> tests;
+  double seqs_per_step = 0;  // --parallel: sequences per shared step, on average (1 without batching)
   for (int p : prompts) {
     Test t{"pp" + std::to_string(p), p, {}};
     std::vector<int32_t> toks(static_cast<size_t>(p));
@@ -186,6 +187,8 @@ int cmd_bench(int argc, char** argv) {
       t.ms.push_back(llminfer::detail::now_ms() - s);
     }
     if (failed) return cli::fail(llminfer::Error{llminfer::Errc::internal, "a parallel decode failed"});
+    auto st = llminfer::detail::Batcher::of(*engine).stats();
+    seqs_per_step = st.steps ? static_cast<double>(st.chunks) / static_cast<double>(st.steps) : 0;
     tests.push_back(std::move(t));
   } else if (n_gen > 0) {
     Test t{"tg" + std::to_string(n_gen), static_cast<int>(n_gen), {}};
@@ -213,10 +216,10 @@ int cmd_bench(int argc, char** argv) {
     using llminfer::detail::json_quote;
     std::string o = llminfer::detail::strf(
         "{\"model\":%s,\"threads\":%d,\"parallel\":%d,\"prefill_tps\":%.2f,\"decode_tps\":%.2f,\"load_ms\":%.1f,\"peak_rss_mb\":%.1f,"
-        "\"file_mb\":%.1f,\"kv_mb\":%.1f,\"kv_type\":%s,\"context\":%d,\"simd\":%s,\"tests\":[",
+        "\"file_mb\":%.1f,\"kv_mb\":%.1f,\"kv_type\":%s,\"context\":%d,\"simd\":%s,\"seqs_per_step\":%.2f,\"tests\":[",
         json_quote(args.get("--model")).c_str(), threads, static_cast<int>(parallel), prefill, decode, load_ms, rss, file_mb,
         static_cast<double>(ctx->kv_bytes()) / (1024.0 * 1024.0), json_quote(kv).c_str(), lo.context,
-        json_quote(llminfer::detail::simd_compiled()).c_str());
+        json_quote(llminfer::detail::simd_compiled()).c_str(), seqs_per_step);
     for (size_t i = 0; i < tests.size(); i++) {
       o += llminfer::detail::strf("%s{\"name\":\"%s\",\"tokens\":%d,\"median_tps\":%.2f,\"samples_ms\":[", i ? "," : "",
                                   tests[i].name.c_str(), tests[i].tokens, tests[i].median_tps());
@@ -229,6 +232,7 @@ int cmd_bench(int argc, char** argv) {
     std::printf("model     %s\nthreads   %d (%s kernels)\nload      %.1f ms\n", args.get("--model").c_str(), threads,
                 llminfer::detail::simd_compiled(), load_ms);
     for (const Test& t : tests) std::printf("%-9s %.2f tokens/s (median of %zu)\n", t.name.c_str(), t.median_tps(), t.ms.size());
+    if (parallel > 1) std::printf("batching  %.2f sequences per step on average\n", seqs_per_step);
     std::printf("peak RSS  %.1f MiB (file %.1f MiB, KV cache %.1f MiB)\n", rss, file_mb,
                 static_cast<double>(ctx->kv_bytes()) / (1024.0 * 1024.0));
   }
