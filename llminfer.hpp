@@ -122,6 +122,46 @@
 //   independent: one session must be used by one thread at a time, separate sessions may run at
 //   once on one model. Callbacks run on the thread that called generate()/reply().
 //
+//   Batched decoding: sessions (and generate() calls) of one model that run at the same time from
+//   different threads share each evaluation step (continuous batching): the step evaluates one
+//   token of every decoding sequence (and the next prompt chunk of any sequence still reading its
+//   prompt) in one pass over the weights, so 4 conversations cost little more memory traffic than
+//   one. Each sequence keeps its own KV cache, positions, sampler and stop state; sequences join and
+//   leave at any step; a prompt is evaluated in chunks of at most 256 tokens, one per step, so a
+//   long prompt delays the others' next token by one chunk at most. Results do not change: every
+//   sequence gets the logits it would get alone, bit for bit (single tokens use a matrix product
+//   that reads each weight row once for all of them but computes every token as alone; a prompt
+//   chunk is multiplied on its own rows), hence the same tokens for the same seed. A step waits for
+//   the sequences of the previous step to hand in their next token (they sample in between), at
+//   most half a step's time (0.5..20 ms), so a session busy elsewhere delays the others little.
+//   LoadOptions::batch caps the sequences per step (0: 32; 1 turns batching off). Cancelling one
+//   sequence does not stop a step the others share (it ends after that step).
+//
+// ==== C API ====
+//
+//   The section after the C++ declarations is C99: a C compiler including llminfer.hpp sees it
+//   alone (the implementation stays C++20: compile it in one C++ file, or build the shared library
+//   with `make libllminfer.so`, which exports the llminfer_* functions and nothing else). Opaque
+//   handles (llminfer_model, llminfer_session); fallible calls return an llminfer_errc (0 = OK)
+//   and, when given an llminfer_error** , an error with the code and a message naming the input
+//   (llminfer_error_free); strings are UTF-8 with explicit lengths; results, token arrays and
+//   strings the library allocates are freed by their matching _free (each accepts NULL).
+//
+//     llminfer_model* m = NULL; llminfer_error* err = NULL;
+//     if (llminfer_model_load(path, strlen(path), NULL, &m, &err) != LLMINFER_OK) {
+//       fprintf(stderr, "%s\n", llminfer_error_message(err, NULL)); llminfer_error_free(err); }
+//     llminfer_generate_options go; llminfer_generate_options_init(&go);
+//     go.max_tokens = 64; go.on_piece = print_piece;   /* int (*)(const char*, size_t, void*) */
+//     llminfer_result* r = NULL;
+//     if (llminfer_generate(m, "Once upon a time", 16, &go, &r, &err) == LLMINFER_OK)
+//       printf("%zu tokens, %s\n", r->n_tokens, llminfer_stop_string(r->stop));
+//     llminfer_result_free(r); llminfer_model_free(m);
+//
+//   Also: llminfer_generate_tokens (from ids), sessions (llminfer_session_new / _add / _reply /
+//   _reset / _free; a session keeps the model alive), llminfer_tokenize / llminfer_detokenize.
+//   A model may be used from several threads at once (their generations are batched as above); a
+//   session by one thread at a time. examples/c/example.c; tests/capi/ (C99 and Python ctypes).
+//
 // ==== Architecture definitions (archdef) ====
 //
 //   An architecture is a short text, not code: `llama`, `qwen2`, `qwen3` and `gemma3` are built in
@@ -229,9 +269,21 @@
 
 // C++20 or later, or one error that says so (MSVC keeps __cplusplus at 199711L unless
 // /Zc:__cplusplus: _MSVC_LANG is its real value). Everything else in the header is skipped then,
-// the implementation too, so that this is the only message.
-#if defined(__cplusplus) && ((defined(_MSVC_LANG) && _MSVC_LANG < 202002L) || \
-                             (!defined(_MSVC_LANG) && __cplusplus < 202002L))
+// the implementation too, so that this is the only message. A C compiler sees the C API alone
+// (the section after this one); the implementation is C++20.
+#if !defined(__cplusplus)
+// The C++ text below is skipped, but a C preprocessor still reads it, and C++ raw strings look
+// like unterminated C strings to it (a warning GCC cannot turn off by name): as a system header
+// the file gives no such warnings. (The C API section is checked with -Wall -Wextra -Werror
+// -pedantic in tests/capi all the same: its declarations are compiled as C there.)
+#if defined(__GNUC__)
+#pragma GCC system_header
+#endif
+#if defined(LLMINFER_IMPLEMENTATION)
+#error "the llminfer implementation is C++20: define LLMINFER_IMPLEMENTATION in a C++ file (C programs include llminfer.hpp for its C API and link with the library built from it, e.g. make libllminfer.so)"
+#endif
+#define LLMINFER_IMPLEMENTATION_INCLUDED
+#elif (defined(_MSVC_LANG) && _MSVC_LANG < 202002L) || (!defined(_MSVC_LANG) && __cplusplus < 202002L)
 #error "llminfer.hpp requires C++20 or later: compile with -std=c++20 (MSVC: /std:c++20)"
 #define LLMINFER_IMPLEMENTATION_INCLUDED
 #else
@@ -374,6 +426,11 @@ struct LoadOptions {
   // CPU has). A native build runs the one level it was compiled for and accepts only its name.
   std::string kernels = {};
   std::function<void(std::string_view)> log = {};  // diagnostics; silent when empty
+  // Continuous batching: sessions of this model that evaluate at the same time (from different
+  // threads) share each step, reading the weights once for all of them; at most this many
+  // sequences per step. 0: 32; 1: off (each evaluation runs on its own). Results are the same
+  // either way (see the manual).
+  int batch = 0;
   // Read the weights into memory the library owns instead of mapping the file: the model then
   // survives its file being truncated or rewritten while it runs (a mapped file must not be:
   // truncation kills the process with SIGBUS, rewriting changes the weights). Costs the file's
@@ -525,6 +582,186 @@ const char* version() noexcept;
 
 #endif  // C++20
 #endif  // LLMINFER_HPP
+
+// ---- src/02_c_api.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
+// ==== C API ====
+// For C and every language that binds C (C#/Unity, Godot, Rust, Python ctypes, Node ffi). C99; a C
+// compiler including llminfer.hpp sees this section alone. Implemented in the implementation
+// translation unit (src/95_c_api.hpp); `make libllminfer.so` builds a shared library that exports
+// exactly these functions (examples/c/, tests/capi/).
+//   * Opaque handles: llminfer_model, llminfer_session. Every object the library allocates is
+//     released by its matching _free function (NULL is accepted and ignored by every _free).
+//   * Errors: fallible functions return an llminfer_errc (LLMINFER_OK = 0). When `err` is not
+//     NULL and the call fails, *err receives an llminfer_error (code + message naming the input),
+//     freed with llminfer_error_free; on success *err is set to NULL.
+//   * Strings are UTF-8 with explicit lengths (not NUL-terminated on input; a NULL pointer with
+//     length 0 is the empty string). Strings the library returns are NUL-terminated as well.
+//   * Threads: a model may be used from many threads at once (generations on one model decode in
+//     shared steps, see LoadOptions::batch); a session by one thread at a time. A session keeps the
+//     model's weights alive: the model handle may be freed before its sessions.
+#ifndef LLMINFER_C_API_H
+#define LLMINFER_C_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#if defined(LLMINFER_C_API_EXPORT)
+#define LLMINFER_C_API __declspec(dllexport)
+#else
+#define LLMINFER_C_API
+#endif
+#elif defined(__GNUC__) || defined(__clang__)
+#define LLMINFER_C_API __attribute__((visibility("default")))
+#else
+#define LLMINFER_C_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct llminfer_model llminfer_model;
+typedef struct llminfer_session llminfer_session;
+typedef struct llminfer_error llminfer_error;
+
+/* The codes of llminfer::Errc, in the same order. */
+typedef enum llminfer_errc {
+  LLMINFER_OK = 0,
+  LLMINFER_E_INVALID_ARGUMENT = 1,
+  LLMINFER_E_IO = 2,
+  LLMINFER_E_BAD_FORMAT = 3,
+  LLMINFER_E_UNSUPPORTED = 4,
+  LLMINFER_E_TENSOR_MISSING = 5,
+  LLMINFER_E_SHAPE_MISMATCH = 6,
+  LLMINFER_E_ARCHDEF = 7,
+  LLMINFER_E_TOKENIZER = 8,
+  LLMINFER_E_TEMPLATE = 9,
+  LLMINFER_E_CPU_UNSUPPORTED = 10,
+  LLMINFER_E_OUT_OF_MEMORY = 11,
+  LLMINFER_E_INTERNAL = 12
+} llminfer_errc;
+
+/* Why a generation ended (llminfer::StopReason). */
+typedef enum llminfer_stop {
+  LLMINFER_STOP_EOS = 0,          /* end-of-generation token */
+  LLMINFER_STOP_STRING = 1,       /* a stop string appeared */
+  LLMINFER_STOP_MAX_TOKENS = 2,
+  LLMINFER_STOP_CANCELLED = 3,    /* the callback returned 0 */
+  LLMINFER_STOP_CONTEXT_FULL = 4,
+  LLMINFER_STOP_ERROR = 5         /* see llminfer_result.error_code / error_message */
+} llminfer_stop;
+
+/* llminfer_generate_options.seed: a fresh random seed (reported in the result). */
+#define LLMINFER_RANDOM_SEED UINT64_MAX
+
+typedef struct llminfer_load_options {
+  int threads;              /* 0: the hardware threads */
+  int context;              /* tokens per session; 0: min(trained context, 4096) */
+  int kv_f32;               /* nonzero: f32 KV cache (default f16) */
+  int batch;                /* sequences per shared decoding step; 0: 32, 1: no batching */
+  const char* archdef_dir;  /* a directory of <arch>.archdef files, or NULL */
+  size_t archdef_dir_len;
+} llminfer_load_options;
+
+/* Streaming: receives the text as it is decided, in complete UTF-8 pieces, on the calling thread.
+   Return nonzero to continue, 0 to cancel (the generation ends with LLMINFER_STOP_CANCELLED). */
+typedef int (*llminfer_piece_fn)(const char* piece, size_t len, void* user_data);
+
+typedef struct llminfer_generate_options {
+  int max_tokens;           /* < 0: until end of generation, a stop string or a full context */
+  float temperature;        /* 0: greedy */
+  int top_k;                /* 0: off */
+  float top_p;              /* 1: off */
+  float min_p;              /* 0: off */
+  float repeat_penalty;     /* 1: off */
+  int repeat_last_n;
+  uint64_t seed;            /* same seed, same text; LLMINFER_RANDOM_SEED: fresh */
+  const char* const* stop;  /* n_stop stop strings, stop_lens[i] bytes each */
+  const size_t* stop_lens;
+  size_t n_stop;
+  int parse_special;        /* llminfer_generate: special-token text becomes control tokens */
+  int chat;                 /* llminfer_generate: the prompt is a user message in the chat template */
+  const char* system;       /* with chat: a system message, or NULL */
+  size_t system_len;
+  llminfer_piece_fn on_piece;  /* or NULL */
+  void* user_data;             /* passed to on_piece */
+} llminfer_generate_options;
+
+/* A generation's result (allocated by the library; llminfer_result_free). */
+typedef struct llminfer_result {
+  char* text;               /* the generated text, UTF-8, NUL-terminated */
+  size_t text_len;
+  int32_t* tokens;          /* generated ids */
+  size_t n_tokens;
+  int stop;                 /* llminfer_stop */
+  int prompt_tokens;        /* tokens of the prompt */
+  int prompt_tokens_evaluated;
+  int prompt_tokens_reused; /* already in the session's cache */
+  uint64_t seed;            /* the seed used */
+  double prefill_ms, prefill_tps, decode_ms, decode_tps, ttft_ms;
+  int error_code;           /* with LLMINFER_STOP_ERROR (or a prompt that does not fit): why */
+  char* error_message;      /* NUL-terminated; empty when error_code is LLMINFER_OK */
+  size_t error_message_len;
+} llminfer_result;
+
+LLMINFER_C_API const char* llminfer_version(void);
+/* Stable text of a code / stop reason ("invalid argument"; "eos", "stop", "max_tokens", ...). */
+LLMINFER_C_API const char* llminfer_errc_string(int code);
+LLMINFER_C_API const char* llminfer_stop_string(int stop);
+
+LLMINFER_C_API int llminfer_error_code(const llminfer_error* err);
+/* The message (NUL-terminated; its length in *len when len is not NULL). */
+LLMINFER_C_API const char* llminfer_error_message(const llminfer_error* err, size_t* len);
+LLMINFER_C_API void llminfer_error_free(llminfer_error* err);
+
+/* The defaults (every field "the model's value"). */
+LLMINFER_C_API void llminfer_load_options_init(llminfer_load_options* opts);
+LLMINFER_C_API void llminfer_generate_options_init(llminfer_generate_options* opts);
+
+/* A GGUF file, a safetensors file or a Hugging Face / MLX directory. opts may be NULL. */
+LLMINFER_C_API int llminfer_model_load(const char* path, size_t path_len, const llminfer_load_options* opts,
+                                       llminfer_model** out, llminfer_error** err);
+LLMINFER_C_API void llminfer_model_free(llminfer_model* model);
+
+/* One-shot generation from text (BOS added as the model asks; with opts->chat, a user message in
+   the model's chat template) or from token ids (used as given). opts may be NULL (defaults). */
+LLMINFER_C_API int llminfer_generate(const llminfer_model* model, const char* prompt, size_t prompt_len,
+                                     const llminfer_generate_options* opts, llminfer_result** out,
+                                     llminfer_error** err);
+LLMINFER_C_API int llminfer_generate_tokens(const llminfer_model* model, const int32_t* ids, size_t n_ids,
+                                            const llminfer_generate_options* opts, llminfer_result** out,
+                                            llminfer_error** err);
+LLMINFER_C_API void llminfer_result_free(llminfer_result* result);
+
+/* A conversation that keeps its KV cache between turns. */
+LLMINFER_C_API int llminfer_session_new(const llminfer_model* model, llminfer_session** out, llminfer_error** err);
+LLMINFER_C_API int llminfer_session_add(llminfer_session* session, const char* role, size_t role_len,
+                                        const char* content, size_t content_len, llminfer_error** err);
+/* Generates the assistant's reply to the conversation (and appends it to the conversation). */
+LLMINFER_C_API int llminfer_session_reply(llminfer_session* session, const llminfer_generate_options* opts,
+                                          llminfer_result** out, llminfer_error** err);
+LLMINFER_C_API void llminfer_session_reset(llminfer_session* session); /* forget messages and cache */
+LLMINFER_C_API size_t llminfer_session_message_count(const llminfer_session* session);
+LLMINFER_C_API int llminfer_session_cached_tokens(const llminfer_session* session);
+LLMINFER_C_API void llminfer_session_free(llminfer_session* session);
+
+/* Token ids of a text (free *ids with llminfer_tokens_free) and the text of ids (free *text with
+   llminfer_string_free; always valid UTF-8, special tokens rendered as text). */
+LLMINFER_C_API int llminfer_tokenize(const llminfer_model* model, const char* text, size_t text_len, int add_special,
+                                     int parse_special, int32_t** ids, size_t* n_ids, llminfer_error** err);
+LLMINFER_C_API void llminfer_tokens_free(int32_t* ids);
+LLMINFER_C_API int llminfer_detokenize(const llminfer_model* model, const int32_t* ids, size_t n_ids, char** text,
+                                       size_t* text_len, llminfer_error** err);
+LLMINFER_C_API void llminfer_string_free(char* text);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LLMINFER_C_API_H */
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/10_impl_begin.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== Implementation ====
@@ -5802,8 +6039,10 @@ LLMI_KNS_BEGIN
 // ---- matrix-vector products (few tokens) ----
 
 // The dot product of row r with token t, for one weight type (the switch is outside the loops).
+// each: every token is a product of its own (matmul_each): float dot products take the order of a
+// single token.
 template <class F>
-inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body) {
+inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body, bool each = false) {
   const uint64_t rb = weight_row_bytes(w);
   const int64_t n = w.ne[0];
   const uint8_t* base = w.data;
@@ -5812,7 +6051,7 @@ inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body
   };
   // llama.cpp's float order differs where its sgemm takes the product: several tokens and a row
   // count that is a multiple of 4 (dot_float checks the row length)
-  const bool sgemm = in.n_tokens() >= 2 && w.rows() % 4 == 0, bfx = in.bf16_exact();
+  const bool sgemm = !each && in.n_tokens() >= 2 && w.rows() % 4 == 0, bfx = in.bf16_exact();
   auto fl = [&](auto dot) {
     body([&, dot](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.x() + t * n, n, sgemm, bfx); });
   };
@@ -5852,6 +6091,220 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       }
     });
   });
+}
+
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+// ---- several tokens per weight row (AVX2) ----
+// Without AVX-512 the matrix-matrix product is a row-major sweep: a task takes a chunk of rows and
+// a block of tokens; each weight row, decoded once per group of kTG tokens, is multiplied with
+// every token of the group while it sits in L1, and the block's activations stay in L2. Every
+// (row, token) sum takes exactly the float operations of the row's dot product (dot_q8_0,
+// dot_q4_q5_0, dot_q4_k, dot_q6_k: llama.cpp's AVX2 order), so the result is the bits of gemv
+// and of llama.cpp's AVX2 build; only the integer work and the loads are shared.
+constexpr int kTG = 4;     // tokens per weight-row decode
+constexpr int64_t kTBlock = 64;  // tokens per task (their activations stay in L2)
+
+// out[t] = dot_q8_0(w, a[t], n), t < NT.
+template <int NT>
+inline void dotn_q8_0(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
+  constexpr int64_t bs = sizeof(ref::BlockQ8_0);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 32; b++) {
+    const uint8_t* p = w + b * bs;
+    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+    const __m256i aw = _mm256_sign_epi8(wq, wq);
+    const float d = f16_scale(p);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+      const __m256i av = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].q + 32 * b)), wq);
+      const __m256i dv = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, av), _mm256_set1_epi16(1));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
+}
+
+// out[t] = dot_q4_0 / dot_q5_0(w, a[t], n), t < NT.
+template <int NT, bool kQ5>
+inline void dotn_q4_q5_0(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
+  constexpr int64_t bs = kQ5 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockQ4_0);
+  constexpr int qs_off = kQ5 ? 6 : 2, offset = kQ5 ? 16 : 8;
+  __m256 acc[NT];
+  for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 32; b++) {
+    const uint8_t* p = w + b * bs;
+    __m256i v = q4_block_values(p + qs_off);
+    if constexpr (kQ5) v = _mm256_or_si256(v, q5_high_bits(rd_u32(p + 2)));
+    v = _mm256_sub_epi8(v, _mm256_set1_epi8(offset));
+    const __m256i av = _mm256_sign_epi8(v, v);
+    const float d = f16_scale(p);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+      const __m256i x = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].q + 32 * b)), v);
+      const __m256i dv = _mm256_madd_epi16(_mm256_maddubs_epi16(av, x), _mm256_set1_epi16(1));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
+}
+
+// out[t] = dot_q4_k(w, a[t], n), t < NT.
+template <int NT>
+inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
+  constexpr int64_t bs = sizeof(ref::BlockQ4_K);
+  const __m256i m4 = _mm256_set1_epi8(15);
+  __m256 acc[NT], accm[NT];
+  for (int t = 0; t < NT; t++) acc[t] = accm[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / ref::kQK_K; b++) {
+    const uint8_t* p = w + b * bs;
+    uint64_t sc8, m8;
+    q4k_unpack_scales(p + 4, &sc8, &m8);
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8)));
+    const __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    __m256i isum[NT];
+    for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * c));
+      const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      const __m256i s_lo = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c)) & 0xFF));
+      const __m256i s_hi = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c + 8)) & 0xFF));
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; t++) {
+        const int8_t* q8 = a[t].q + ref::kQK_K * b + 64 * c;
+        const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8)));
+        const __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32)));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
+      }
+    }
+    const float d = f16_scale(p), dmin = f16_scale(p + 2);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+      const __m256i mins = _mm256_madd_epi16(mdup, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
+      const float dx = a[t].d[b];
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * dx), acc[t]);
+      accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(dmin * dx), accm[t]);
+    }
+  }
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]) - hsum_ps256(accm[t]);
+}
+
+// out[t] = dot_q6_k(w, a[t], n), t < NT.
+template <int NT>
+inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
+  constexpr int64_t bs = sizeof(ref::BlockQ6_K);
+  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / ref::kQK_K; b++) {
+    const uint8_t* p = w + b * bs;
+    const int8_t* scs = reinterpret_cast<const int8_t*>(p + 192);
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scs)));
+    __m256i isum[NT];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+      const __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
+      isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+    }
+    for (int h = 0; h < 2; h++) {
+      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h));
+      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
+      const __m256i v[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+      };
+      for (int k = 0; k < 4; k++) {
+        const int j = 8 * h + 2 * k;  // sub-blocks j, j + 1
+        const __m256i s = _mm256_set_m128i(_mm_set1_epi16(scs[j + 1]), _mm_set1_epi16(scs[j]));
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+          const __m256i pr = _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].q + ref::kQK_K * b + 128 * h + 32 * k)));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, s));
+        }
+      }
+    }
+    const float d = f16_scale(p + 208);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
+  }
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
+}
+
+inline bool gemm_supported(DType t) {
+  switch (t) {
+    case DType::q4_0: case DType::q5_0: case DType::q8_0: case DType::q4_K: case DType::q6_K: return true;
+    default: return false;
+  }
+}
+
+// Y = X W^T for T >= 2 tokens and a quantized W, row by row over token groups (see above).
+inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
+  const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
+  const ActForm f = act_form(w.type);
+  // tasks: chunks of rows (as gemv: long runs stream faster) times blocks of tokens
+  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
+  chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
+  const int64_t n_rt = (rows + chunk - 1) / chunk, n_tb = (T + kTBlock - 1) / kTBlock;
+  auto run = [&](auto dotn, auto dot1) {
+    pool.parallel_for(static_cast<int>(n_rt * n_tb), [&](int task, int) {
+      const int64_t r0 = (task / n_tb) * chunk, r1 = std::min(rows, r0 + chunk);
+      const int64_t t0 = (task % n_tb) * kTBlock, t1 = std::min(T, t0 + kTBlock);
+      for (int64_t r = r0; r < r1; r++) {
+        const uint8_t* wr = w.data + static_cast<uint64_t>(r) * rb;
+        int64_t t = t0;
+        for (; t + kTG <= t1; t += kTG) {
+          ActQ8 a[kTG];
+          float out[kTG];
+          for (int u = 0; u < kTG; u++) a[u] = in.row(f, t + u);
+          dotn(wr, a, K, out);
+          for (int u = 0; u < kTG; u++) y[(t + u) * ldy + r] = out[u];
+        }
+        for (; t < t1; t++) y[t * ldy + r] = dot1(wr, in.row(f, t), K);
+      }
+    });
+  };
+  switch (w.type) {
+    case DType::q8_0: run(dotn_q8_0<kTG>, dot_q8_0); break;
+    case DType::q4_0: run(dotn_q4_q5_0<kTG, false>, dot_q4_0); break;
+    case DType::q5_0: run(dotn_q4_q5_0<kTG, true>, dot_q5_0); break;
+    case DType::q4_K: run(dotn_q4_k<kTG>, dot_q4_k); break;
+    case DType::q6_K: run(dotn_q6_k<kTG>, dot_q6_k); break;
+    default: LLMI_ASSERT(!"gemm_rows: weight type without a multi-token kernel"); break;
+  }
+}
+#endif  // LLMI_SIMD_AVX2 && !LLMI_SIMD_AVX512
+
+// Tokens that are each a product of their own (one token of each of several sequences, batched
+// decoding): y[t][r] has the bits a matmul of token t alone gives (the dot product of a single
+// token, never the tiled or float-sgemm order), but a task takes each weight row once for all the
+// tokens (row outer, tokens inner), so the weights stream from memory once per step instead of
+// once per sequence.
+inline void gemv_each(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  const int64_t rows = w.rows(), T = in.n_tokens();
+  const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
+  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
+  chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
+  const int n_tasks = static_cast<int>((rows + chunk - 1) / chunk);
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  if (T > 1 && gemm_supported(w.type)) {  // (its (row, token) sums are the one-token dot products)
+    gemm_rows(w, in, y, ldy, pool);
+    return;
+  }
+#endif
+  for_weight_type(
+      w, in,
+      [&](auto dot) {
+        pool.parallel_for(n_tasks, [&](int task, int) {
+          const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
+          for (int64_t r = r0; r < r1; r++)
+            for (int64_t t = 0; t < T; t++) y[t * ldy + r] = dot(r, t);
+        });
+      },
+      true);
 }
 
 // ---- blocked matrix-matrix product (AVX-512) ----
@@ -6386,191 +6839,6 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
 }
 #endif  // LLMI_SIMD_AVX512
 
-#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
-// ---- several tokens per weight row (AVX2) ----
-// Without AVX-512 the matrix-matrix product is a row-major sweep: a task takes a chunk of rows and
-// a block of tokens; each weight row, decoded once per group of kTG tokens, is multiplied with
-// every token of the group while it sits in L1, and the block's activations stay in L2. Every
-// (row, token) sum takes exactly the float operations of the row's dot product (dot_q8_0,
-// dot_q4_q5_0, dot_q4_k, dot_q6_k: llama.cpp's AVX2 order), so the result is the bits of gemv
-// and of llama.cpp's AVX2 build; only the integer work and the loads are shared.
-constexpr int kTG = 4;     // tokens per weight-row decode
-constexpr int64_t kTBlock = 64;  // tokens per task (their activations stay in L2)
-
-// out[t] = dot_q8_0(w, a[t], n), t < NT.
-template <int NT>
-inline void dotn_q8_0(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
-  constexpr int64_t bs = sizeof(ref::BlockQ8_0);
-  __m256 acc[NT];
-  for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / 32; b++) {
-    const uint8_t* p = w + b * bs;
-    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
-    const __m256i aw = _mm256_sign_epi8(wq, wq);
-    const float d = f16_scale(p);
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; t++) {
-      const __m256i av = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].q + 32 * b)), wq);
-      const __m256i dv = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, av), _mm256_set1_epi16(1));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
-    }
-  }
-  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
-}
-
-// out[t] = dot_q4_0 / dot_q5_0(w, a[t], n), t < NT.
-template <int NT, bool kQ5>
-inline void dotn_q4_q5_0(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
-  constexpr int64_t bs = kQ5 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockQ4_0);
-  constexpr int qs_off = kQ5 ? 6 : 2, offset = kQ5 ? 16 : 8;
-  __m256 acc[NT];
-  for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / 32; b++) {
-    const uint8_t* p = w + b * bs;
-    __m256i v = q4_block_values(p + qs_off);
-    if constexpr (kQ5) v = _mm256_or_si256(v, q5_high_bits(rd_u32(p + 2)));
-    v = _mm256_sub_epi8(v, _mm256_set1_epi8(offset));
-    const __m256i av = _mm256_sign_epi8(v, v);
-    const float d = f16_scale(p);
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; t++) {
-      const __m256i x = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].q + 32 * b)), v);
-      const __m256i dv = _mm256_madd_epi16(_mm256_maddubs_epi16(av, x), _mm256_set1_epi16(1));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
-    }
-  }
-  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
-}
-
-// out[t] = dot_q4_k(w, a[t], n), t < NT.
-template <int NT>
-inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
-  constexpr int64_t bs = sizeof(ref::BlockQ4_K);
-  const __m256i m4 = _mm256_set1_epi8(15);
-  __m256 acc[NT], accm[NT];
-  for (int t = 0; t < NT; t++) acc[t] = accm[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / ref::kQK_K; b++) {
-    const uint8_t* p = w + b * bs;
-    uint64_t sc8, m8;
-    q4k_unpack_scales(p + 4, &sc8, &m8);
-    const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8)));
-    const __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-    __m256i isum[NT];
-    for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
-    for (int c = 0; c < 4; c++) {
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * c));
-      const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-      const __m256i s_lo = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c)) & 0xFF));
-      const __m256i s_hi = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c + 8)) & 0xFF));
-#pragma GCC unroll 4
-      for (int t = 0; t < NT; t++) {
-        const int8_t* q8 = a[t].q + ref::kQK_K * b + 64 * c;
-        const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8)));
-        const __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32)));
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
-      }
-    }
-    const float d = f16_scale(p), dmin = f16_scale(p + 2);
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; t++) {
-      const __m256i mins = _mm256_madd_epi16(mdup, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
-      const float dx = a[t].d[b];
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * dx), acc[t]);
-      accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(dmin * dx), accm[t]);
-    }
-  }
-  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]) - hsum_ps256(accm[t]);
-}
-
-// out[t] = dot_q6_k(w, a[t], n), t < NT.
-template <int NT>
-inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
-  constexpr int64_t bs = sizeof(ref::BlockQ6_K);
-  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
-  __m256 acc[NT];
-  for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / ref::kQK_K; b++) {
-    const uint8_t* p = w + b * bs;
-    const int8_t* scs = reinterpret_cast<const int8_t*>(p + 192);
-    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scs)));
-    __m256i isum[NT];
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; t++) {
-      const __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
-      isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
-    }
-    for (int h = 0; h < 2; h++) {
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h));
-      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
-      const __m256i v[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
-      };
-      for (int k = 0; k < 4; k++) {
-        const int j = 8 * h + 2 * k;  // sub-blocks j, j + 1
-        const __m256i s = _mm256_set_m128i(_mm_set1_epi16(scs[j + 1]), _mm_set1_epi16(scs[j]));
-#pragma GCC unroll 4
-        for (int t = 0; t < NT; t++) {
-          const __m256i pr = _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].q + ref::kQK_K * b + 128 * h + 32 * k)));
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, s));
-        }
-      }
-    }
-    const float d = f16_scale(p + 208);
-#pragma GCC unroll 4
-    for (int t = 0; t < NT; t++) acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
-  }
-  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
-}
-
-inline bool gemm_supported(DType t) {
-  switch (t) {
-    case DType::q4_0: case DType::q5_0: case DType::q8_0: case DType::q4_K: case DType::q6_K: return true;
-    default: return false;
-  }
-}
-
-// Y = X W^T for T >= 2 tokens and a quantized W, row by row over token groups (see above).
-inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
-  const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
-  const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
-  const ActForm f = act_form(w.type);
-  // tasks: chunks of rows (as gemv: long runs stream faster) times blocks of tokens
-  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
-  chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
-  const int64_t n_rt = (rows + chunk - 1) / chunk, n_tb = (T + kTBlock - 1) / kTBlock;
-  auto run = [&](auto dotn, auto dot1) {
-    pool.parallel_for(static_cast<int>(n_rt * n_tb), [&](int task, int) {
-      const int64_t r0 = (task / n_tb) * chunk, r1 = std::min(rows, r0 + chunk);
-      const int64_t t0 = (task % n_tb) * kTBlock, t1 = std::min(T, t0 + kTBlock);
-      for (int64_t r = r0; r < r1; r++) {
-        const uint8_t* wr = w.data + static_cast<uint64_t>(r) * rb;
-        int64_t t = t0;
-        for (; t + kTG <= t1; t += kTG) {
-          ActQ8 a[kTG];
-          float out[kTG];
-          for (int u = 0; u < kTG; u++) a[u] = in.row(f, t + u);
-          dotn(wr, a, K, out);
-          for (int u = 0; u < kTG; u++) y[(t + u) * ldy + r] = out[u];
-        }
-        for (; t < t1; t++) y[t * ldy + r] = dot1(wr, in.row(f, t), K);
-      }
-    });
-  };
-  switch (w.type) {
-    case DType::q8_0: run(dotn_q8_0<kTG>, dot_q8_0); break;
-    case DType::q4_0: run(dotn_q4_q5_0<kTG, false>, dot_q4_0); break;
-    case DType::q5_0: run(dotn_q4_q5_0<kTG, true>, dot_q5_0); break;
-    case DType::q4_K: run(dotn_q4_k<kTG>, dot_q4_k); break;
-    case DType::q6_K: run(dotn_q6_k<kTG>, dot_q6_k); break;
-    default: LLMI_ASSERT(!"gemm_rows: weight type without a multi-token kernel"); break;
-  }
-}
-#endif  // LLMI_SIMD_AVX2 && !LLMI_SIMD_AVX512
-
 // Smallest token count that takes the matrix-matrix path (fixed: it must not depend on threads).
 constexpr int64_t kGemmMinTokens = 6;
 
@@ -6611,7 +6879,22 @@ inline bool matmul(const TensorView& w, const float* x, int64_t n_tokens, float*
   return matmul(w, scratch.in, y, ldy, pool, scratch);
 }
 
-// The two matmuls as table entries (26_kernels_end).
+// Y[t][r] = sum_k W[r][k] * X[t][k] with every token t computed as matmul(w, X[t], 1 token) would
+// (gemv_each). False when out of memory.
+inline bool matmul_each(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                        bool bf16_exact, MatmulScratch& scratch) {
+  MatmulInput& in = scratch.in;
+  in.reset(x, n_tokens, w.ne[0], bf16_exact);
+  LLMI_ASSERT(in.n() == w.ne[0]);
+  if (n_tokens <= 0 || w.rows() <= 0) return true;
+  ActForm f = act_form(w.type);
+  if (!in.prepare(f, pool, f == ActForm::q8_256 ? &quantize_q8_256 : &quantize_q8_32)) return false;
+  if ((w.type == DType::mlx_q4 || w.type == DType::mlx_q8) && !in.prepare_mlx(w.group_size)) return false;
+  gemv_each(w, in, y, ldy, pool);
+  return true;
+}
+
+// The matmuls as table entries (26_kernels_end).
 inline bool matmul_in(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
   return matmul(w, in, y, ldy, pool, scratch);
 }
@@ -6650,6 +6933,8 @@ LLMI_KNS_END
   X(bool, matmul_in, (const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& s), \
     (w, in, y, ldy, pool, s))                                                                                        \
   X(bool, matmul_x, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, \
+    bool bf16_exact, MatmulScratch& s), (w, x, n_tokens, y, ldy, pool, bf16_exact, s))                               \
+  X(bool, matmul_each, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, \
     bool bf16_exact, MatmulScratch& s), (w, x, n_tokens, y, ldy, pool, bf16_exact, s))                               \
   X(void, attn_scores, (const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale, float* out), \
     (q, k, stride, n, hd, f16, scale, out))                                                                          \
@@ -17966,6 +18251,8 @@ class ArchCompiler {
   std::string x_tensor_, logits_tensor_;  // the embedding and the output weight (messages)
 };
 
+class Batcher;  // 45_batch
+
 // ---- the engine: one per loaded model, immutable, shared by every session ----
 class Engine {
  public:
@@ -18032,6 +18319,10 @@ class Engine {
   Program prog_;
   std::unique_ptr<ThreadPool> pool_;
   const KernelTable* kern_ = nullptr;
+  // Evaluations of this engine's contexts from different threads share steps (45_batch).
+  friend class Batcher;
+  mutable std::once_flag batch_once_;
+  mutable std::shared_ptr<Batcher> batcher_;
 };
 
 enum class EvalStatus { ok, cancelled, context_full };
@@ -18190,7 +18481,7 @@ class Context {
       if (n_past_ + chunk > n_ctx_) slide(n_past_ + chunk - n_ctx_);
       bool final_chunk = done + chunk == n;
       float* out = all_logits ? logits.data() + size_t(done) * p.n_vocab : (final_chunk ? logits.data() : nullptr);
-      auto st = run_chunk(tokens.data() + done, chunk, out, all_logits, cancel);
+      auto st = run_chunk_shared(tokens.data() + done, chunk, out, all_logits, cancel);
       if (!st) return st.error();
       if (*st != EvalStatus::ok) return *st;
       tokens_.insert(tokens_.end(), tokens.begin() + done, tokens.begin() + done + chunk);
@@ -18227,6 +18518,12 @@ class Context {
   static constexpr int kUbatch = 256;  // tokens per prefill batch (bounds the scratch)
 
   Context() = default;
+
+  // run_chunk, in a step shared with the other contexts of the engine that evaluate at the same
+  // time (continuous batching; 45_batch).
+  Result<EvalStatus> run_chunk_shared(const int32_t* toks, int n, float* out_logits, bool all_logits,
+                                      const std::function<bool()>& cancel);
+  friend class Batcher;
 
   float* reg(int r) const { return reg_ptr_[static_cast<size_t>(r)]; }
 
@@ -18676,6 +18973,454 @@ inline Result<std::vector<float>> logits_of_ids(const std::shared_ptr<const Engi
   if (!st) return st.error();
   if (*st != EvalStatus::ok) return make_error(Errc::internal, "evaluation did not complete");
   return logits;
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
+
+// ---- src/45_batch.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
+// ==== Continuous batching: the contexts of one model that evaluate at the same time share steps ====
+// Every Context::eval chunk goes through the engine's Batcher (Context::run_chunk_shared). Threads
+// that evaluate at the same time (several sessions decoding on one model: a server's slots, a game's
+// characters) hand their chunks to one of them, the leader, which runs them as one step: each
+// weight matrix is read from memory once for all of them (gemv_each: row outer, tokens inner)
+// instead of once per session. Sequences join and leave at any step. Each keeps its own KV cache,
+// positions, sampler and stop state (the sampling happens on its own thread, between steps).
+//
+// Same results as alone: every row of a step is computed with the arithmetic it would get in a step
+// of its own. Single tokens (decode) go through matmul_each, whose every result has the bits of a
+// one-token product; a prompt chunk of several tokens goes through the ordinary matmul on its own
+// rows (so it is tiled exactly as alone); norms, activations and the like are per row; rope and
+// attention are per sequence, on its own cache. So a session gives the same logits, bit for bit,
+// and the same tokens for a seed, whether it runs alone or with others (tests/test_batch.cpp).
+//
+// Scheduling. A step is run by whichever waiting thread finds the batch ready: ready when every
+// context of the previous step has handed in its next chunk (the usual case: they sample and come
+// back within microseconds), or when the oldest waiting chunk has waited half the previous step's
+// time (at least 0.5 ms, at most 20 ms: a session busy elsewhere, e.g. its callback, or finished,
+// does not hold up the others longer than that). Prompts are evaluated in chunks of at most 256
+// tokens, one chunk per step, so a long prompt delays the others' next token by one chunk at most.
+// A step takes at most kMaxRows rows and kMaxSeqs sequences (oldest first); a chunk that wants
+// every position's logits (all_logits), and any chunk of a definition without `last`, runs in a
+// step of its own. LoadOptions::batch = 1 turns batching off (every chunk a step of its own).
+//
+// Cancel: a request's cancel function is polled before each layer as alone; a step stops early
+// only when every sequence in it has cancelled (the others' chunks complete; a cancelled sequence
+// whose chunk completed reports `cancelled` all the same, its chunk stays in its cache).
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+class Batcher {
+ public:
+  static constexpr int kMaxRows = 256 + 64;  // one prompt chunk and 64 single tokens
+  static constexpr int kDefaultMaxSeqs = 32;
+
+  explicit Batcher(const Engine& e) : e_(e) {
+    const int b = e.options().batch;
+    max_seqs_ = b <= 0 ? kDefaultMaxSeqs : std::min(b, 256);
+  }
+
+  static Batcher& of(const Engine& e) {
+    std::call_once(e.batch_once_, [&] { e.batcher_ = std::make_shared<Batcher>(e); });
+    return *e.batcher_;
+  }
+
+  struct Request {
+    Context* ctx = nullptr;
+    const int32_t* toks = nullptr;
+    int n = 0;
+    float* out = nullptr;  // [n_vocab] logits of the last token; nullptr: not wanted (middle chunk)
+    bool all = false;      // out is [n][n_vocab] (runs alone)
+    const std::function<bool()>* cancel = nullptr;
+    double t_submit = 0;
+    bool done = false;
+    std::optional<Result<EvalStatus>> result;
+  };
+
+  Result<EvalStatus> submit(Request& req) {
+    if (max_seqs_ == 1) return run_alone(req);
+    std::unique_lock<std::mutex> lk(mu_);
+    req.t_submit = now_ms();
+    pending_.push_back(&req);
+    cv_.notify_all();
+    while (!req.done) {
+      if (running_ || pending_.empty()) {
+        cv_.wait(lk);
+        continue;
+      }
+      const double now = now_ms();
+      const double deadline = pending_.front()->t_submit + wait_budget_ms();
+      if (!ready() && now < deadline) {
+        cv_.wait_for(lk, std::chrono::microseconds(static_cast<int64_t>((deadline - now) * 1000.0) + 1));
+        continue;
+      }
+      // this thread leads the step
+      std::vector<Request*> batch = take();
+      running_ = true;
+      lk.unlock();
+      const double t0 = now_ms();
+      run(batch);
+      const double dt = now_ms() - t0;
+      lk.lock();
+      running_ = false;
+      last_step_ms_ = dt;
+      members_.clear();
+      for (Request* r : batch) {
+        members_.push_back(r->ctx);
+        r->done = true;
+      }
+      steps_++;
+      if (batch.size() > 1) shared_steps_++;
+      rows_ += batch.size();
+      if (on_step_) {
+        std::vector<std::pair<const Context*, int>> v;
+        for (Request* r : batch) v.emplace_back(r->ctx, r->n);
+        on_step_(v);
+      }
+      cv_.notify_all();
+    }
+    return std::move(*req.result);
+  }
+
+  // For tests and benchmarks: steps run, steps shared by several sequences, sequence-chunks run.
+  struct Stats {
+    uint64_t steps = 0, shared_steps = 0, chunks = 0;
+  };
+  Stats stats() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return Stats{steps_, shared_steps_, rows_};
+  }
+  // For tests: called after every step (under the batcher's lock) with (context, tokens) of each
+  // sequence in it.
+  void set_on_step(std::function<void(const std::vector<std::pair<const Context*, int>>&)> fn) {
+    std::lock_guard<std::mutex> lk(mu_);
+    on_step_ = std::move(fn);
+  }
+
+ private:
+  double wait_budget_ms() const { return std::clamp(last_step_ms_ * 0.5, 0.5, 20.0); }
+
+  // Every context of the previous step is waiting again (new arrivals do not hold a step back).
+  bool ready() const {
+    for (const Context* m : members_) {
+      bool found = false;
+      for (const Request* r : pending_)
+        if (r->ctx == m) found = true;
+      if (!found) return false;
+    }
+    return true;
+  }
+
+  bool alone_only(const Request& r) const { return r.all || !e_.program().has_last; }
+
+  // The oldest requests that fit one step; single tokens first in the result (their rows form one
+  // block for matmul_each), then the chunks of several tokens.
+  std::vector<Request*> take() {
+    std::vector<Request*> sel;
+    if (alone_only(*pending_.front())) {
+      sel.push_back(pending_.front());
+      pending_.erase(pending_.begin());
+      return sel;
+    }
+    int rows = 0;
+    for (size_t i = 0; i < pending_.size() && static_cast<int>(sel.size()) < max_seqs_;) {
+      Request* r = pending_[i];
+      bool dup = false;  // one context cannot be in a step twice (never happens: it waits for its chunk)
+      for (Request* q : sel) dup = dup || q->ctx == r->ctx;
+      if (alone_only(*r) || dup || rows + r->n > kMaxRows) {
+        i++;
+        continue;
+      }
+      rows += r->n;
+      sel.push_back(r);
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    std::stable_partition(sel.begin(), sel.end(), [](const Request* r) { return r->n == 1; });
+    return sel;
+  }
+
+  static Result<EvalStatus> run_alone(Request& r) {
+    return r.ctx->run_chunk(r.toks, r.n, r.out, r.all, r.cancel ? *r.cancel : std::function<bool()>());
+  }
+
+  void run(std::vector<Request*>& batch) {
+    if (batch.size() == 1) {
+      batch[0]->result.emplace(run_alone(*batch[0]));
+      return;
+    }
+    auto st = run_batch(batch);
+    for (Request* r : batch) {
+      if (!st) {
+        r->result.emplace(st.error());
+      } else if (*st == EvalStatus::ok && r->cancel && *r->cancel && (*r->cancel)()) {
+        r->result.emplace(EvalStatus::cancelled);
+      } else {
+        r->result.emplace(*st);
+      }
+    }
+  }
+
+  // ---- one step over the rows of several sequences ----
+  struct Seg {
+    Request* req;
+    int off;  // first row
+    int n;    // rows (tokens)
+    int pos0;
+  };
+
+  Result<void> ensure_scratch(const Program& p) {
+    if (ready_scratch_) return {};
+    regs_.resize(p.reg_names.size());
+    reg_ptr_.assign(p.reg_names.size(), nullptr);
+    for (size_t r = 0; r < p.reg_names.size(); r++) {
+      if (static_cast<int>(r) == p.reg_logits) continue;
+      auto b = HeapBuf::alloc(uint64_t(kMaxRows) * uint64_t(std::max(1, p.reg_width[r])), 4, "batch activations");
+      if (!b) return b.error();
+      regs_[r] = std::move(*b);
+    }
+    // after `last` a step has one row per sequence at most
+    auto lb = HeapBuf::alloc(uint64_t(max_seqs_) * uint64_t(p.n_vocab), 4, "batch logits");
+    if (!lb) return lb.error();
+    logits_ = std::move(*lb);
+    auto rb = HeapBuf::alloc(uint64_t(kMaxRows) * uint64_t(std::max(1, p.max_round_width)), 4, "batch activations");
+    if (!rb) return rb.error();
+    round_ = std::move(*rb);
+    mm_ = std::make_unique<MatmulScratch>(e_.pool().size());
+    rope_cache_.resize(p.ropes.size());
+    ready_scratch_ = true;
+    return {};
+  }
+
+  template <class F>
+  void for_rows(int rows, int64_t work_per_row, F&& fn) {
+    ThreadPool& pool = e_.pool();
+    int nt = pool.size();
+    if (nt == 1 || rows == 1 || int64_t(rows) * work_per_row < 32768) {
+      for (int r = 0; r < rows; r++) fn(r, 0);
+      return;
+    }
+    int tasks = std::min(rows, nt * 4);
+    pool.parallel_for(tasks, [&](int task, int thread) {
+      int r0 = static_cast<int>(int64_t(rows) * task / tasks), r1 = static_cast<int>(int64_t(rows) * (task + 1) / tasks);
+      for (int r = r0; r < r1; r++) fn(r, thread);
+    });
+  }
+
+  // The same operations as Context::run_chunk (keep the two in step: a new operation goes in both;
+  // the switch has no default, so the compiler names a missing one), over segments of rows.
+  Result<EvalStatus> run_batch(std::vector<Request*>& batch) {
+    const Program& p = e_.program();
+    const KernelTable& kern = e_.kernels();
+    if (auto r = ensure_scratch(p); !r) return r.error();
+    std::vector<Seg> segs;
+    toks_.clear();
+    int rows = 0, singles = 0;
+    bool any_out = false;
+    for (Request* r : batch) {
+      segs.push_back(Seg{r, rows, r->n, r->ctx->n_past_});
+      toks_.insert(toks_.end(), r->toks, r->toks + r->n);
+      rows += r->n;
+      if (r->n == 1) singles++;
+      any_out = any_out || r->out != nullptr;
+    }
+    for (size_t r = 0; r < regs_.size(); r++) reg_ptr_[r] = regs_[r].as<float>();
+    reg_ptr_[static_cast<size_t>(p.reg_logits)] = logits_.as<float>();
+    auto reg = [&](int r) { return reg_ptr_[static_cast<size_t>(r)]; };
+    std::vector<char> rope_done(p.ropes.size(), 0);
+    int cur_layer = -2;
+    bool after_last = false;
+    for (size_t si = 0; si < p.steps.size(); si++) {
+      const Step& s = p.steps[si];
+      if (s.section == Section::epilogue && !any_out) break;
+      if (s.layer != cur_layer) {
+        cur_layer = s.layer;
+        bool all_cancelled = true;
+        for (const Seg& g : segs) all_cancelled = all_cancelled && g.req->cancel && *g.req->cancel && (*g.req->cancel)();
+        if (all_cancelled) return EvalStatus::cancelled;
+      }
+      float* a = s.a >= 0 ? reg(s.a) : nullptr;
+      float* d = reg(s.dst);
+      const int wi = s.w_in, wo = s.w_out;
+      switch (s.op) {
+        case OpCode::embed:
+          for_rows(rows, wo, [&](int t, int) { kern.dequant_row(*s.w, toks_[static_cast<size_t>(t)], d + size_t(t) * wo); });
+          break;
+        case OpCode::rms_norm:
+        case OpCode::norm_heads: {
+          const int seg = s.op == OpCode::rms_norm ? wi : s.vec_len;
+          for_rows(rows, wi, [&](int t, int) {
+            for (int h = 0; h < wi / seg; h++) {
+              const float* x = a + size_t(t) * wi + size_t(h) * seg;
+              float* y = d + size_t(t) * wo + size_t(h) * seg;
+              double sum = 0;  // as ggml: squares in float, summed in double
+              for (int k = 0; k < seg; k++) sum += double(x[k] * x[k]);
+              const float mean = static_cast<float>(sum / seg);
+              const float sc = 1.0f / std::sqrt(mean + s.f);
+              for (int k = 0; k < seg; k++) y[k] = (x[k] * sc) * s.vec[k];
+            }
+          });
+          break;
+        }
+        case OpCode::matmul: {
+          const float* in = a;
+          if (s.round_input) {
+            float* r = round_.as<float>();
+            const bool bf = s.round_input == 2;
+            for_rows(rows, wi, [&](int t, int) {
+              const float* x = a + size_t(t) * wi;
+              float* y = r + size_t(t) * wi;
+              if (bf) for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
+              else for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
+            });
+            in = r;
+          }
+          const bool bf = s.round_input == 2;
+          // single tokens (all rows after `last`): each its own product, weights read once
+          const int n_each = after_last ? rows : singles;
+          bool ok = n_each == 0 || kern.matmul_each(*s.w, in, n_each, d, wo, e_.pool(), bf, *mm_);
+          if (!after_last)
+            for (const Seg& g : segs)
+              if (ok && g.n > 1)
+                ok = kern.matmul_x(*s.w, in + size_t(g.off) * wi, g.n, d + size_t(g.off) * wo, wo, e_.pool(), bf, *mm_);
+          if (!ok)
+            return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
+                                                        s.w->name.c_str(), rows));
+          break;
+        }
+        case OpCode::add_bias:
+          for_rows(rows, wi, [&](int t, int) {
+            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] + s.vec[k];
+          });
+          break;
+        case OpCode::rope: {
+          const RopeSpec& rs = p.ropes[static_cast<size_t>(s.idx)];
+          std::vector<float>& cache = rope_cache_[static_cast<size_t>(s.idx)];
+          if (!rope_done[static_cast<size_t>(s.idx)]) {
+            cache.resize(size_t(rows) * rs.n_dims);
+            for (const Seg& g : segs)
+              for (int t = 0; t < g.n; t++) rope_angles(rs, g.pos0 + t, cache.data() + size_t(g.off + t) * rs.n_dims);
+            rope_done[static_cast<size_t>(s.idx)] = 1;
+          }
+          for_rows(rows, wi, [&](int t, int) {
+            for (int h = 0; h < wi / rs.head_dim; h++) {
+              size_t off = size_t(t) * wi + size_t(h) * rs.head_dim;
+              rope_head(rs, cache.data() + size_t(t) * rs.n_dims, a + off, d + off);
+            }
+          });
+          break;
+        }
+        case OpCode::attention: {
+          const AttnSpec& at = p.attns[static_cast<size_t>(s.idx)];
+          const size_t wq = size_t(at.n_head) * at.hd_k, wk = size_t(at.n_kv) * at.hd_k, wv = size_t(at.n_kv) * at.hd_v,
+                       wa = size_t(at.n_head) * at.hd_v;
+          const float* k = reg(s.b);
+          const float* v = reg(s.c);
+          for (const Seg& g : segs)
+            g.req->ctx->attention(s, g.n, g.pos0, a + g.off * wq, k + g.off * wk, v + g.off * wv, d + g.off * wa);
+          break;
+        }
+        case OpCode::silu:
+        case OpCode::gelu:
+        case OpCode::gelu_tanh:
+        case OpCode::relu: {
+          OpCode op = s.op;
+          for_rows(rows, wi * 8, [&](int t, int) {
+            const float* x = a + size_t(t) * wi;
+            float* y = d + size_t(t) * wi;
+            switch (op) {
+              case OpCode::silu: kern.silu_row(x, y, wi); break;
+              case OpCode::gelu: for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]); break;
+              case OpCode::gelu_tanh: kern.gelu_tanh_row(x, y, wi); break;
+              default: for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f; break;
+            }
+          });
+          break;
+        }
+        case OpCode::mul:
+        case OpCode::add: {
+          const float* b = reg(s.b);
+          bool mul_op = s.op == OpCode::mul;
+          for_rows(rows, wi, [&](int t, int) {
+            size_t o = size_t(t) * wi;
+            if (mul_op) for (int k = 0; k < wi; k++) d[o + k] = a[o + k] * b[o + k];
+            else for (int k = 0; k < wi; k++) d[o + k] = a[o + k] + b[o + k];
+          });
+          break;
+        }
+        case OpCode::scale:
+          for_rows(rows, wi, [&](int t, int) {
+            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] * s.f;
+          });
+          break;
+        case OpCode::softcap:
+          for_rows(rows, wi * 8, [&](int t, int) {
+            const float inv = 1.0f / s.f;
+            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::tanh(a[size_t(t) * wi + k] * inv) * s.f;
+          });
+          break;
+        case OpCode::copy:
+          std::memcpy(d, a, size_t(rows) * wi * 4);
+          break;
+        case OpCode::last: {
+          // each sequence that wants logits keeps its last row, in segment order
+          int kept = 0;
+          for (Seg& g : segs) {
+            if (!g.req->out) {
+              g.off = -1;
+              continue;
+            }
+            const int src = g.off + g.n - 1;
+            if (src != kept) std::memmove(a + size_t(kept) * wi, a + size_t(src) * wi, size_t(wi) * 4);
+            g.off = kept++;
+          }
+          rows = kept;
+          after_last = true;
+          break;
+        }
+      }
+    }
+    if (any_out) {
+      const float* lg = logits_.as<float>();
+      for (const Seg& g : segs)
+        if (g.req->out) std::memcpy(g.req->out, lg + size_t(g.off) * p.n_vocab, size_t(p.n_vocab) * 4);
+    }
+    return EvalStatus::ok;
+  }
+
+  const Engine& e_;
+  int max_seqs_ = kDefaultMaxSeqs;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Request*> pending_;            // waiting chunks, oldest first
+  std::vector<const Context*> members_;      // the contexts of the previous step
+  bool running_ = false;
+  double last_step_ms_ = 0;
+  uint64_t steps_ = 0, shared_steps_ = 0, rows_ = 0;
+  std::function<void(const std::vector<std::pair<const Context*, int>>&)> on_step_;
+  // the leader's scratch (one step at a time): registers [kMaxRows][widest], logits, rounding
+  bool ready_scratch_ = false;
+  std::vector<HeapBuf> regs_;
+  std::vector<float*> reg_ptr_;
+  HeapBuf logits_, round_;
+  std::unique_ptr<MatmulScratch> mm_;
+  std::vector<std::vector<float>> rope_cache_;
+  std::vector<int32_t> toks_;
+};
+
+inline Result<EvalStatus> Context::run_chunk_shared(const int32_t* toks, int n, float* out_logits, bool all_logits,
+                                                    const std::function<bool()>& cancel) {
+  Batcher::Request r;
+  r.ctx = this;
+  r.toks = toks;
+  r.n = n;
+  r.out = out_logits;
+  r.all = all_logits;
+  r.cancel = cancel ? &cancel : nullptr;
+  return Batcher::of(*e_).submit(r);
 }
 
 }  // namespace detail
@@ -19592,6 +20337,356 @@ LLMI_API_DEF int Session::context_size() const {
 
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
+
+// ---- src/95_c_api.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
+// ==== C API: the implementation (declarations in 02_c_api) ====
+// Thin wrappers over Model and Session. Every entry point checks its pointers (a NULL handle or a
+// NULL string with a nonzero length is LLMINFER_E_INVALID_ARGUMENT naming the parameter), never
+// lets an allocation failure escape as an abort it could avoid, and copies results into memory the
+// caller frees with the matching _free.
+#include <new>
+
+struct llminfer_model {
+  llminfer::Model model;
+};
+struct llminfer_session {
+  llminfer::Session session;
+};
+struct llminfer_error {
+  int code;
+  std::string message;
+};
+
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+inline int c_code(Errc c) {
+  switch (c) {
+    case Errc::ok: return LLMINFER_OK;
+    case Errc::invalid_argument: return LLMINFER_E_INVALID_ARGUMENT;
+    case Errc::io: return LLMINFER_E_IO;
+    case Errc::bad_format: return LLMINFER_E_BAD_FORMAT;
+    case Errc::unsupported: return LLMINFER_E_UNSUPPORTED;
+    case Errc::tensor_missing: return LLMINFER_E_TENSOR_MISSING;
+    case Errc::shape_mismatch: return LLMINFER_E_SHAPE_MISMATCH;
+    case Errc::archdef: return LLMINFER_E_ARCHDEF;
+    case Errc::tokenizer: return LLMINFER_E_TOKENIZER;
+    case Errc::template_error: return LLMINFER_E_TEMPLATE;
+    case Errc::cpu_unsupported: return LLMINFER_E_CPU_UNSUPPORTED;
+    case Errc::out_of_memory: return LLMINFER_E_OUT_OF_MEMORY;
+    default: return LLMINFER_E_INTERNAL;  // a code added later than the C enum
+  }
+}
+
+inline int c_fail(llminfer_error** err, int code, std::string message) {
+  if (err) *err = new (std::nothrow) llminfer_error{code, std::move(message)};
+  return code;
+}
+inline int c_fail(llminfer_error** err, const Error& e) { return c_fail(err, c_code(e.code), e.message); }
+inline int c_ok(llminfer_error** err) {
+  if (err) *err = nullptr;
+  return LLMINFER_OK;
+}
+inline int c_null(llminfer_error** err, const char* fn, const char* param) {
+  return c_fail(err, LLMINFER_E_INVALID_ARGUMENT, strf("%s: %s is NULL", fn, param));
+}
+
+// A (pointer, length) string; false when the pointer is NULL but the length is not 0.
+inline bool c_str(const char* p, size_t n, std::string_view& out) {
+  if (!p && n) return false;
+  out = p ? std::string_view(p, n) : std::string_view();
+  return true;
+}
+
+// Copies into malloc'ed memory (NUL-terminated); nullptr when out of memory.
+inline char* c_dup(std::string_view s) {
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (!p) return nullptr;
+  if (!s.empty()) std::memcpy(p, s.data(), s.size());
+  p[s.size()] = '\0';
+  return p;
+}
+
+inline Result<GenerateOptions> c_generate_options(const llminfer_generate_options* c, const char* fn) {
+  GenerateOptions o;
+  if (!c) return o;
+  o.max_tokens = c->max_tokens;
+  o.temperature = c->temperature;
+  o.top_k = c->top_k;
+  o.top_p = c->top_p;
+  o.min_p = c->min_p;
+  o.repeat_penalty = c->repeat_penalty;
+  o.repeat_last_n = c->repeat_last_n;
+  o.seed = c->seed;
+  if (c->n_stop > 0 && (!c->stop || !c->stop_lens))
+    return make_error(Errc::invalid_argument, strf("%s: n_stop is %zu but stop or stop_lens is NULL", fn, c->n_stop));
+  for (size_t i = 0; i < c->n_stop; i++) {
+    std::string_view s;
+    if (!c_str(c->stop[i], c->stop_lens[i], s))
+      return make_error(Errc::invalid_argument, strf("%s: stop[%zu] is NULL", fn, i));
+    o.stop.emplace_back(s);
+  }
+  o.parse_special = c->parse_special != 0;
+  o.chat = c->chat != 0;
+  std::string_view sys;
+  if (!c_str(c->system, c->system_len, sys))
+    return make_error(Errc::invalid_argument, strf("%s: system is NULL but system_len is %zu", fn, c->system_len));
+  o.system = std::string(sys);
+  if (c->on_piece) {
+    llminfer_piece_fn fnp = c->on_piece;
+    void* ud = c->user_data;
+    o.on_token = [fnp, ud](std::string_view piece) { return fnp(piece.data(), piece.size(), ud) != 0; };
+  }
+  return o;
+}
+
+inline int c_result(const Result<GenerateResult>& r, llminfer_result** out, llminfer_error** err) {
+  if (!r) return c_fail(err, r.error());
+  auto* res = static_cast<llminfer_result*>(std::calloc(1, sizeof(llminfer_result)));
+  if (!res) return c_fail(err, LLMINFER_E_OUT_OF_MEMORY, "llminfer_result: out of memory");
+  res->text = c_dup(r->text);
+  res->text_len = r->text.size();
+  res->error_message = c_dup(r->error.message);
+  res->error_message_len = r->error.message.size();
+  res->tokens = static_cast<int32_t*>(std::malloc(std::max<size_t>(1, r->tokens.size()) * sizeof(int32_t)));
+  if (!res->text || !res->error_message || !res->tokens) {
+    llminfer_result_free(res);
+    return c_fail(err, LLMINFER_E_OUT_OF_MEMORY, "llminfer_result: out of memory");
+  }
+  if (!r->tokens.empty()) std::memcpy(res->tokens, r->tokens.data(), r->tokens.size() * sizeof(int32_t));
+  res->n_tokens = r->tokens.size();
+  res->stop = static_cast<int>(r->stop);
+  res->prompt_tokens = r->prompt_tokens;
+  res->prompt_tokens_evaluated = r->prompt_tokens_evaluated;
+  res->prompt_tokens_reused = r->prompt_tokens_reused;
+  res->seed = r->seed;
+  res->prefill_ms = r->timings.prefill_ms;
+  res->prefill_tps = r->timings.prefill_tps;
+  res->decode_ms = r->timings.decode_ms;
+  res->decode_tps = r->timings.decode_tps;
+  res->ttft_ms = r->timings.ttft_ms;
+  res->error_code = r->error.code == Errc::ok ? LLMINFER_OK : c_code(r->error.code);
+  *out = res;
+  return c_ok(err);
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// the C enums follow the C++ ones
+static_assert(static_cast<int>(llminfer::StopReason::eos) == LLMINFER_STOP_EOS &&
+                  static_cast<int>(llminfer::StopReason::stop) == LLMINFER_STOP_STRING &&
+                  static_cast<int>(llminfer::StopReason::max_tokens) == LLMINFER_STOP_MAX_TOKENS &&
+                  static_cast<int>(llminfer::StopReason::cancelled) == LLMINFER_STOP_CANCELLED &&
+                  static_cast<int>(llminfer::StopReason::context_full) == LLMINFER_STOP_CONTEXT_FULL &&
+                  static_cast<int>(llminfer::StopReason::error) == LLMINFER_STOP_ERROR,
+              "llminfer_stop must follow StopReason");
+
+extern "C" {
+
+LLMI_API_DEF LLMINFER_C_API const char* llminfer_version(void) { return LLMINFER_VERSION_STRING; }
+
+LLMI_API_DEF LLMINFER_C_API const char* llminfer_errc_string(int code) {
+  if (code < 0 || code > LLMINFER_E_INTERNAL) return "unknown error code";
+  return llminfer::describe(static_cast<llminfer::Errc>(code));
+}
+
+LLMI_API_DEF LLMINFER_C_API const char* llminfer_stop_string(int stop) {
+  if (stop < 0 || stop > LLMINFER_STOP_ERROR) return "unknown";
+  return llminfer::to_string(static_cast<llminfer::StopReason>(stop));
+}
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_error_code(const llminfer_error* err) {
+  return err ? err->code : LLMINFER_OK;
+}
+LLMI_API_DEF LLMINFER_C_API const char* llminfer_error_message(const llminfer_error* err, size_t* len) {
+  if (len) *len = err ? err->message.size() : 0;
+  return err ? err->message.c_str() : "";
+}
+LLMI_API_DEF LLMINFER_C_API void llminfer_error_free(llminfer_error* err) { delete err; }
+
+LLMI_API_DEF LLMINFER_C_API void llminfer_load_options_init(llminfer_load_options* o) {
+  if (!o) return;
+  *o = llminfer_load_options{};
+}
+
+LLMI_API_DEF LLMINFER_C_API void llminfer_generate_options_init(llminfer_generate_options* o) {
+  if (!o) return;
+  const llminfer::GenerateOptions d;
+  *o = llminfer_generate_options{};
+  o->max_tokens = d.max_tokens;
+  o->temperature = d.temperature;
+  o->top_k = d.top_k;
+  o->top_p = d.top_p;
+  o->min_p = d.min_p;
+  o->repeat_penalty = d.repeat_penalty;
+  o->repeat_last_n = d.repeat_last_n;
+  o->seed = d.seed;
+}
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_model_load(const char* path, size_t path_len, const llminfer_load_options* opts,
+                                                    llminfer_model** out, llminfer_error** err) {
+  using namespace llminfer::detail;
+  if (!out) return c_null(err, "llminfer_model_load", "out");
+  *out = nullptr;
+  std::string_view p;
+  if (!c_str(path, path_len, p) || p.empty()) return c_null(err, "llminfer_model_load", "path");
+  llminfer::LoadOptions lo;
+  if (opts) {
+    lo.threads = opts->threads;
+    lo.context = opts->context;
+    lo.kv_type = opts->kv_f32 ? llminfer::KvType::f32 : llminfer::KvType::f16;
+    lo.batch = opts->batch;
+    std::string_view dir;
+    if (!c_str(opts->archdef_dir, opts->archdef_dir_len, dir))
+      return c_fail(err, LLMINFER_E_INVALID_ARGUMENT, "llminfer_model_load: archdef_dir is NULL but archdef_dir_len is not 0");
+    lo.archdef_dir = std::string(dir);
+    if (lo.threads < 0 || lo.context < 0 || lo.batch < 0)
+      return c_fail(err, LLMINFER_E_INVALID_ARGUMENT, "llminfer_model_load: threads, context and batch must be >= 0");
+  }
+  auto m = llminfer::Model::load(p, lo);
+  if (!m) return c_fail(err, m.error());
+  auto* h = new (std::nothrow) llminfer_model{std::move(*m)};
+  if (!h) return c_fail(err, LLMINFER_E_OUT_OF_MEMORY, "llminfer_model_load: out of memory");
+  *out = h;
+  return c_ok(err);
+}
+
+LLMI_API_DEF LLMINFER_C_API void llminfer_model_free(llminfer_model* model) { delete model; }
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_generate(const llminfer_model* model, const char* prompt, size_t prompt_len,
+                                                  const llminfer_generate_options* opts, llminfer_result** out,
+                                                  llminfer_error** err) {
+  using namespace llminfer::detail;
+  if (!out) return c_null(err, "llminfer_generate", "out");
+  *out = nullptr;
+  if (!model) return c_null(err, "llminfer_generate", "model");
+  std::string_view p;
+  if (!c_str(prompt, prompt_len, p)) return c_null(err, "llminfer_generate", "prompt");
+  auto o = c_generate_options(opts, "llminfer_generate");
+  if (!o) return c_fail(err, o.error());
+  return c_result(model->model.generate(p, *o), out, err);
+}
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_generate_tokens(const llminfer_model* model, const int32_t* ids, size_t n_ids,
+                                                         const llminfer_generate_options* opts, llminfer_result** out,
+                                                         llminfer_error** err) {
+  using namespace llminfer::detail;
+  if (!out) return c_null(err, "llminfer_generate_tokens", "out");
+  *out = nullptr;
+  if (!model) return c_null(err, "llminfer_generate_tokens", "model");
+  if (!ids && n_ids) return c_null(err, "llminfer_generate_tokens", "ids");
+  auto o = c_generate_options(opts, "llminfer_generate_tokens");
+  if (!o) return c_fail(err, o.error());
+  return c_result(model->model.generate(std::span<const int32_t>(ids, n_ids), *o), out, err);
+}
+
+LLMI_API_DEF LLMINFER_C_API void llminfer_result_free(llminfer_result* r) {
+  if (!r) return;
+  std::free(r->text);
+  std::free(r->tokens);
+  std::free(r->error_message);
+  std::free(r);
+}
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_session_new(const llminfer_model* model, llminfer_session** out,
+                                                     llminfer_error** err) {
+  using namespace llminfer::detail;
+  if (!out) return c_null(err, "llminfer_session_new", "out");
+  *out = nullptr;
+  if (!model) return c_null(err, "llminfer_session_new", "model");
+  auto* s = new (std::nothrow) llminfer_session{model->model.session()};
+  if (!s) return c_fail(err, LLMINFER_E_OUT_OF_MEMORY, "llminfer_session_new: out of memory");
+  *out = s;
+  return c_ok(err);
+}
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_session_add(llminfer_session* session, const char* role, size_t role_len,
+                                                     const char* content, size_t content_len, llminfer_error** err) {
+  using namespace llminfer::detail;
+  if (!session) return c_null(err, "llminfer_session_add", "session");
+  std::string_view r, c;
+  if (!c_str(role, role_len, r) || r.empty()) return c_null(err, "llminfer_session_add", "role");
+  if (!c_str(content, content_len, c)) return c_null(err, "llminfer_session_add", "content");
+  session->session.add(r, c);
+  return c_ok(err);
+}
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_session_reply(llminfer_session* session, const llminfer_generate_options* opts,
+                                                       llminfer_result** out, llminfer_error** err) {
+  using namespace llminfer::detail;
+  if (!out) return c_null(err, "llminfer_session_reply", "out");
+  *out = nullptr;
+  if (!session) return c_null(err, "llminfer_session_reply", "session");
+  auto o = c_generate_options(opts, "llminfer_session_reply");
+  if (!o) return c_fail(err, o.error());
+  return c_result(session->session.reply(*o), out, err);
+}
+
+LLMI_API_DEF LLMINFER_C_API void llminfer_session_reset(llminfer_session* session) {
+  if (session) session->session.reset();
+}
+LLMI_API_DEF LLMINFER_C_API size_t llminfer_session_message_count(const llminfer_session* session) {
+  return session ? session->session.messages().size() : 0;
+}
+LLMI_API_DEF LLMINFER_C_API int llminfer_session_cached_tokens(const llminfer_session* session) {
+  return session ? session->session.cached_tokens() : 0;
+}
+LLMI_API_DEF LLMINFER_C_API void llminfer_session_free(llminfer_session* session) { delete session; }
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_tokenize(const llminfer_model* model, const char* text, size_t text_len,
+                                                  int add_special, int parse_special, int32_t** ids, size_t* n_ids,
+                                                  llminfer_error** err) {
+  using namespace llminfer::detail;
+  if (!ids) return c_null(err, "llminfer_tokenize", "ids");
+  if (!n_ids) return c_null(err, "llminfer_tokenize", "n_ids");
+  *ids = nullptr;
+  *n_ids = 0;
+  if (!model) return c_null(err, "llminfer_tokenize", "model");
+  std::string_view t;
+  if (!c_str(text, text_len, t)) return c_null(err, "llminfer_tokenize", "text");
+  auto r = model->model.tokenize(t, add_special != 0, parse_special != 0);
+  if (!r) return c_fail(err, r.error());
+  auto* p = static_cast<int32_t*>(std::malloc(std::max<size_t>(1, r->size()) * sizeof(int32_t)));
+  if (!p) return c_fail(err, LLMINFER_E_OUT_OF_MEMORY, "llminfer_tokenize: out of memory");
+  if (!r->empty()) std::memcpy(p, r->data(), r->size() * sizeof(int32_t));
+  *ids = p;
+  *n_ids = r->size();
+  return c_ok(err);
+}
+
+LLMI_API_DEF LLMINFER_C_API void llminfer_tokens_free(int32_t* ids) { std::free(ids); }
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_detokenize(const llminfer_model* model, const int32_t* ids, size_t n_ids,
+                                                    char** text, size_t* text_len, llminfer_error** err) {
+  using namespace llminfer::detail;
+  if (!text) return c_null(err, "llminfer_detokenize", "text");
+  *text = nullptr;
+  if (text_len) *text_len = 0;
+  if (!model) return c_null(err, "llminfer_detokenize", "model");
+  if (!ids && n_ids) return c_null(err, "llminfer_detokenize", "ids");
+  if (!model->model.impl().tokenizer) return c_fail(err, model->model.impl().tokenizer_error);
+  const int64_t n_vocab = static_cast<int64_t>(model->model.impl().tokenizer->n_vocab());
+  for (size_t i = 0; i < n_ids; i++)
+    if (ids[i] < 0 || ids[i] >= n_vocab)
+      return c_fail(err, LLMINFER_E_INVALID_ARGUMENT,
+                    strf("llminfer_detokenize: id %d (at %zu) is outside the vocabulary (0..%lld)", ids[i], i,
+                         static_cast<long long>(n_vocab - 1)));
+  std::string s = model->model.detokenize(std::span<const int32_t>(ids, n_ids));
+  char* p = c_dup(s);
+  if (!p) return c_fail(err, LLMINFER_E_OUT_OF_MEMORY, "llminfer_detokenize: out of memory");
+  *text = p;
+  if (text_len) *text_len = s.size();
+  return c_ok(err);
+}
+
+LLMI_API_DEF LLMINFER_C_API void llminfer_string_free(char* text) { std::free(text); }
+
+}  // extern "C"
 #endif  // !LLMI_KERNEL_PASS
 
 // ---- src/99_impl_end.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----

@@ -122,6 +122,46 @@
 //   independent: one session must be used by one thread at a time, separate sessions may run at
 //   once on one model. Callbacks run on the thread that called generate()/reply().
 //
+//   Batched decoding: sessions (and generate() calls) of one model that run at the same time from
+//   different threads share each evaluation step (continuous batching): the step evaluates one
+//   token of every decoding sequence (and the next prompt chunk of any sequence still reading its
+//   prompt) in one pass over the weights, so 4 conversations cost little more memory traffic than
+//   one. Each sequence keeps its own KV cache, positions, sampler and stop state; sequences join and
+//   leave at any step; a prompt is evaluated in chunks of at most 256 tokens, one per step, so a
+//   long prompt delays the others' next token by one chunk at most. Results do not change: every
+//   sequence gets the logits it would get alone, bit for bit (single tokens use a matrix product
+//   that reads each weight row once for all of them but computes every token as alone; a prompt
+//   chunk is multiplied on its own rows), hence the same tokens for the same seed. A step waits for
+//   the sequences of the previous step to hand in their next token (they sample in between), at
+//   most half a step's time (0.5..20 ms), so a session busy elsewhere delays the others little.
+//   LoadOptions::batch caps the sequences per step (0: 32; 1 turns batching off). Cancelling one
+//   sequence does not stop a step the others share (it ends after that step).
+//
+// ==== C API ====
+//
+//   The section after the C++ declarations is C99: a C compiler including llminfer.hpp sees it
+//   alone (the implementation stays C++20: compile it in one C++ file, or build the shared library
+//   with `make libllminfer.so`, which exports the llminfer_* functions and nothing else). Opaque
+//   handles (llminfer_model, llminfer_session); fallible calls return an llminfer_errc (0 = OK)
+//   and, when given an llminfer_error** , an error with the code and a message naming the input
+//   (llminfer_error_free); strings are UTF-8 with explicit lengths; results, token arrays and
+//   strings the library allocates are freed by their matching _free (each accepts NULL).
+//
+//     llminfer_model* m = NULL; llminfer_error* err = NULL;
+//     if (llminfer_model_load(path, strlen(path), NULL, &m, &err) != LLMINFER_OK) {
+//       fprintf(stderr, "%s\n", llminfer_error_message(err, NULL)); llminfer_error_free(err); }
+//     llminfer_generate_options go; llminfer_generate_options_init(&go);
+//     go.max_tokens = 64; go.on_piece = print_piece;   /* int (*)(const char*, size_t, void*) */
+//     llminfer_result* r = NULL;
+//     if (llminfer_generate(m, "Once upon a time", 16, &go, &r, &err) == LLMINFER_OK)
+//       printf("%zu tokens, %s\n", r->n_tokens, llminfer_stop_string(r->stop));
+//     llminfer_result_free(r); llminfer_model_free(m);
+//
+//   Also: llminfer_generate_tokens (from ids), sessions (llminfer_session_new / _add / _reply /
+//   _reset / _free; a session keeps the model alive), llminfer_tokenize / llminfer_detokenize.
+//   A model may be used from several threads at once (their generations are batched as above); a
+//   session by one thread at a time. examples/c/example.c; tests/capi/ (C99 and Python ctypes).
+//
 // ==== Architecture definitions (archdef) ====
 //
 //   An architecture is a short text, not code: `llama`, `qwen2`, `qwen3` and `gemma3` are built in

@@ -4,9 +4,21 @@
 
 // C++20 or later, or one error that says so (MSVC keeps __cplusplus at 199711L unless
 // /Zc:__cplusplus: _MSVC_LANG is its real value). Everything else in the header is skipped then,
-// the implementation too, so that this is the only message.
-#if defined(__cplusplus) && ((defined(_MSVC_LANG) && _MSVC_LANG < 202002L) || \
-                             (!defined(_MSVC_LANG) && __cplusplus < 202002L))
+// the implementation too, so that this is the only message. A C compiler sees the C API alone
+// (the section after this one); the implementation is C++20.
+#if !defined(__cplusplus)
+// The C++ text below is skipped, but a C preprocessor still reads it, and C++ raw strings look
+// like unterminated C strings to it (a warning GCC cannot turn off by name): as a system header
+// the file gives no such warnings. (The C API section is checked with -Wall -Wextra -Werror
+// -pedantic in tests/capi all the same: its declarations are compiled as C there.)
+#if defined(__GNUC__)
+#pragma GCC system_header
+#endif
+#if defined(LLMINFER_IMPLEMENTATION)
+#error "the llminfer implementation is C++20: define LLMINFER_IMPLEMENTATION in a C++ file (C programs include llminfer.hpp for its C API and link with the library built from it, e.g. make libllminfer.so)"
+#endif
+#define LLMINFER_IMPLEMENTATION_INCLUDED
+#elif (defined(_MSVC_LANG) && _MSVC_LANG < 202002L) || (!defined(_MSVC_LANG) && __cplusplus < 202002L)
 #error "llminfer.hpp requires C++20 or later: compile with -std=c++20 (MSVC: /std:c++20)"
 #define LLMINFER_IMPLEMENTATION_INCLUDED
 #else
@@ -149,6 +161,11 @@ struct LoadOptions {
   // CPU has). A native build runs the one level it was compiled for and accepts only its name.
   std::string kernels = {};
   std::function<void(std::string_view)> log = {};  // diagnostics; silent when empty
+  // Continuous batching: sessions of this model that evaluate at the same time (from different
+  // threads) share each step, reading the weights once for all of them; at most this many
+  // sequences per step. 0: 32; 1: off (each evaluation runs on its own). Results are the same
+  // either way (see the manual).
+  int batch = 0;
   // Read the weights into memory the library owns instead of mapping the file: the model then
   // survives its file being truncated or rewritten while it runs (a mapped file must not be:
   // truncation kills the process with SIGBUS, rewriting changes the weights). Costs the file's

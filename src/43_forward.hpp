@@ -633,6 +633,8 @@ class ArchCompiler {
   std::string x_tensor_, logits_tensor_;  // the embedding and the output weight (messages)
 };
 
+class Batcher;  // 45_batch
+
 // ---- the engine: one per loaded model, immutable, shared by every session ----
 class Engine {
  public:
@@ -699,6 +701,10 @@ class Engine {
   Program prog_;
   std::unique_ptr<ThreadPool> pool_;
   const KernelTable* kern_ = nullptr;
+  // Evaluations of this engine's contexts from different threads share steps (45_batch).
+  friend class Batcher;
+  mutable std::once_flag batch_once_;
+  mutable std::shared_ptr<Batcher> batcher_;
 };
 
 enum class EvalStatus { ok, cancelled, context_full };
@@ -857,7 +863,7 @@ class Context {
       if (n_past_ + chunk > n_ctx_) slide(n_past_ + chunk - n_ctx_);
       bool final_chunk = done + chunk == n;
       float* out = all_logits ? logits.data() + size_t(done) * p.n_vocab : (final_chunk ? logits.data() : nullptr);
-      auto st = run_chunk(tokens.data() + done, chunk, out, all_logits, cancel);
+      auto st = run_chunk_shared(tokens.data() + done, chunk, out, all_logits, cancel);
       if (!st) return st.error();
       if (*st != EvalStatus::ok) return *st;
       tokens_.insert(tokens_.end(), tokens.begin() + done, tokens.begin() + done + chunk);
@@ -894,6 +900,12 @@ class Context {
   static constexpr int kUbatch = 256;  // tokens per prefill batch (bounds the scratch)
 
   Context() = default;
+
+  // run_chunk, in a step shared with the other contexts of the engine that evaluate at the same
+  // time (continuous batching; 45_batch).
+  Result<EvalStatus> run_chunk_shared(const int32_t* toks, int n, float* out_logits, bool all_logits,
+                                      const std::function<bool()>& cancel);
+  friend class Batcher;
 
   float* reg(int r) const { return reg_ptr_[static_cast<size_t>(r)]; }
 

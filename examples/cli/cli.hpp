@@ -262,3 +262,4 @@ int cmd_compare(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_chat(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
