@@ -161,7 +161,9 @@ class Args {
 };
 
 // printf into a std::string.
-#if defined(__GNUC__)
+#if defined(__MINGW32__)
+inline std::string strf(const char* fmt, ...) __attribute__((format(gnu_printf, 1, 2)));  // MinGW's C99 printf
+#elif defined(__GNUC__)
 inline std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 #endif
 inline std::string strf(const char* fmt, ...) {
