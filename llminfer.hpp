@@ -37,6 +37,13 @@
 //   only when a model computes with it. Only regular files are opened: a FIFO or a device is
 //   refused (opened without waiting for a writer), as is an `<arch>.archdef` that is not one.
 //
+//   Model::load_from_memory(bytes, name) takes a GGUF image the caller holds (an asset pack, a
+//   file inside an APK, mapped by the caller), checked exactly as a file is (messages name `name`)
+//   and used in place: the memory must stay valid and unchanged while the Model, its copies or
+//   sessions live, and start at a multiple of 16 bytes (a mapping starts on a page); with
+//   LoadOptions::read_into_memory it is copied and may go after the call. Safetensors models need
+//   their directory (config.json, tokenizer files) and load only from files.
+//
 //   Files changing under the mapping: a mapped file must not be truncated or rewritten in place
 //   while a model loaded from it is alive. Truncation kills every process that maps it (SIGBUS,
 //   no message); rewriting it silently changes their weights. Replacing it by rename (write a new
@@ -161,6 +168,67 @@
 //   _reset / _free; a session keeps the model alive), llminfer_tokenize / llminfer_detokenize.
 //   A model may be used from several threads at once (their generations are batched as above); a
 //   session by one thread at a time. examples/c/example.c; tests/capi/ (C99 and Python ctypes).
+//
+// ==== Sessions: conversations that live long ====
+//
+//   A Session holds a conversation (messages()), the tokens of its KV cache (tokens()), the
+//   logits of the last evaluated token and an RNG. One thread at a time.
+//
+//   reply(): renders the conversation with the model's chat template, reuses the longest cached
+//   prefix, evaluates the rest, generates and appends the assistant's message. A render that
+//   fails (a template that raises, a cancelled render) returns the error and changes nothing: the
+//   caller fixes the messages and replies again. A reply that cannot generate a single token for
+//   a full context (ContextPolicy::stop) returns StopReason::context_full, GenerateResult::error
+//   saying so, and adds no assistant message.
+//
+//   History editing: erase(i), replace(i, message), truncate(n), set_messages(list). The next
+//   reply reuses the cache up to the first token that differs and evaluates from there (what
+//   followed the change is evaluated again: its cells saw the old text).
+//
+//   Context shifting (ContextPolicy::slide). Before a reply, when the conversation plus room for
+//   the reply (max_tokens, at most half the context; a quarter when max_tokens < 0) does not fit,
+//   the oldest turns after the leading system message(s) leave the conversation (a turn is a
+//   message and the non-user messages after it; the turn being answered always stays;
+//   GenerateResult::messages_dropped counts them). The cache then keeps what the new rendering
+//   shares with it: the common prefix, then runs of at least 8 cached tokens equal to what the
+//   prompt continues with, moved down into place (KvCache::shift: values copied, keys rotated by
+//   the distance moved, as llama.cpp's context shift does; sliding-window rings included) instead
+//   of evaluated again (GenerateResult::tokens_shifted). A turn therefore evaluates its own tokens
+//   plus a constant, however long the conversation. During a reply that fills the context the
+//   cache slides at token level: it keeps the system message's tokens (at least LoadOptions::keep)
+//   and drops half of the rest. A shifted cache is not a fresh evaluation: the kept cells were
+//   computed while the dropped tokens were in the context, and re-rotating an f16 key rounds it
+//   once more. (README "Generating text" gives the measured difference.) After history edits only
+//   the exact common prefix is reused (shifting would keep what the removed text left in later
+//   cells).
+//
+//   Step by step: begin_reply(options) prepares a reply; each step() does bounded work (a batch of
+//   up to 256 prompt tokens, or one generated token) and returns ReplyStep{text, done, stop}: the
+//   text that became final (complete UTF-8, possibly empty), or done with the stop reason, after
+//   which the reply is in the conversation and result() holds the GenerateResult. reply() is
+//   begin_reply() + step() until done; Model::generate() runs the same steps. add(), the edits,
+//   reset(), eval() and load() end a reply in progress as cancelled. Timings of a stepped reply
+//   include the caller's time between steps.
+//
+//   Tokens: eval(ids, all_logits, cancel) evaluates ids after the cached ones (no BOS added);
+//   logits() is [n_vocab] (the last token) or [n][n_vocab]; sample(options) draws one id with the
+//   sampling chain (the penalty looks at tokens()) and the session's RNG (set_seed); is_eog(id);
+//   truncate_tokens(n). eval, sample, eval ... gives generate()'s tokens for the same seed.
+//   Model::info() gives the architecture, sizes, vocabulary, special tokens, end-of-generation
+//   ids, context, KV cache size, kernel level and the model's identity (a sha256 of the weights'
+//   metadata: every tensor's name, type, shape and first 64 bytes, and the definition's sha256).
+//
+//   Save and restore: save() (bytes) / save(path) and load(bytes) / load(path). The file holds
+//   the conversation, the cached tokens and their KV cells (a sliding-window layer only its
+//   window), the logits and the RNG state; restored into a session of the same model (same
+//   identity and KV type; a context that holds the tokens) it continues token for token as the
+//   saved session would have. Format (version 1, little-endian): "LLMISESS", u32 version, u32
+//   flags, u64 length, the content, and a sha256 of everything before it. A file that is too
+//   short, has another magic or version, bytes missing or extra, a checksum that does not match
+//   (altered), another model's identity, another KV type, more tokens than the context, or any
+//   length that runs past the end is refused with bad_format and a message naming the file and
+//   the reason; the session is unchanged then. save(path) writes PATH.tmp and renames it over
+//   PATH (a failed write leaves the old file). Saving during a reply is an error.
 //
 // ==== Architecture definitions (archdef) ====
 //
@@ -499,6 +567,10 @@ struct GenerateResult {
   int prompt_tokens_evaluated = 0;   // of those, evaluated by this call
   int prompt_tokens_reused = 0;      // of those, already in the session's KV cache
   uint64_t seed = 0;                 // the seed used (the drawn one for random_seed)
+  int messages_dropped = 0;          // Session::reply with ContextPolicy::slide: oldest messages
+                                     // dropped from the conversation to make room (see the manual)
+  int tokens_shifted = 0;            // of prompt_tokens_reused, cached tokens moved to new positions
+                                     // (their keys re-rotated) instead of evaluated again
   Timings timings;
   double peak_rss_mb = 0;            // peak resident memory of the process so far
   uint64_t kv_bytes = 0;             // KV cache of the session
@@ -509,12 +581,52 @@ struct Message {
   std::string content;
 };
 
+// One step of a reply (Session::step): the next piece of text, or the end.
+struct ReplyStep {
+  std::string text;  // the next piece (complete UTF-8); empty when the step only evaluated prompt
+                     // tokens or a token whose text is not final yet (held back for a stop string)
+  bool done = false; // the reply has ended: `stop` says why, Session::result() holds all of it
+  StopReason stop = StopReason::max_tokens;
+};
+
+// Facts about a loaded model (Model::info).
+struct ModelInfo {
+  std::string path;          // as given to load ("" for load_from_memory: its name)
+  std::string format;        // "gguf" or "safetensors"
+  std::string architecture;  // "llama", "qwen3", ...
+  std::string name;          // general.name, or the directory's name
+  uint64_t file_bytes = 0;
+  uint64_t n_params = 0;
+  int n_vocab = 0;           // logits per position
+  int n_ctx_train = 0;       // the context the model was trained with
+  int context = 0;           // tokens a session holds (LoadOptions::context or the default)
+  int n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0;
+  KvType kv_type = KvType::f16;
+  ContextPolicy context_policy = ContextPolicy::stop;
+  uint64_t kv_bytes = 0;     // one session's KV cache
+  std::string kernels;       // the kernel level in use ("avx512", "avx2", "neon", "scalar", ...)
+  int threads = 0;           // threads of the model's pool
+  // Tokenizer: "" when the model has none usable (it runs from ids; tokenizer_error says why).
+  std::string tokenizer;     // "gpt2" (byte-level BPE), "llama" (SentencePiece), ...
+  std::string tokenizer_error;
+  int32_t bos = -1, eos = -1, eot = -1, pad = -1, unk = -1;  // -1: none
+  std::vector<int32_t> eog;  // every id that ends a generation
+  bool add_bos = false;      // tokenize(add_special) starts with bos
+  bool chat_template = false;  // the model has its own (otherwise the documented fallback is used)
+  std::string identity;      // sha256 of the weights' metadata (checked by Session::load)
+};
+
+class Model;
+class Session;
+
 namespace detail {
 struct ModelImpl;
 struct SessionImpl;
+// The implementation behind the public types, for tools and tests (not a stable interface; aborts
+// with a message when `m` holds no model or `s` was moved from).
+const ModelImpl& model_impl(const Model& m);
+SessionImpl& session_impl(Session& s);
 }  // namespace detail
-
-class Session;
 
 // A default-constructed Model holds no model: every call returns an error (invalid_argument), or
 // empty text from detokenize. A moved-from Session is the same: reply() returns an error, add()
@@ -523,6 +635,12 @@ class Model {
  public:
   // A GGUF file, a safetensors file, or a Hugging Face / MLX model directory.
   static Result<Model> load(std::string_view path, const LoadOptions& options = {});
+  // A GGUF file the caller holds in memory (an asset pack, a file inside an APK, mapped by the
+  // caller): validated as a file is, used in place (never copied), so `data` must stay valid and
+  // unchanged while the Model or any Session or copy of it lives. `name` names it in messages.
+  // (options.read_into_memory copies it instead; then the buffer may go after load returns.)
+  static Result<Model> load_from_memory(std::span<const uint8_t> data, std::string_view name = "memory",
+                                        const LoadOptions& options = {});
 
   // One-shot generation (a fresh session each call; safe from many threads at once). The prompt
   // is plain text (BOS added as the model asks) or, with options.chat, a user message.
@@ -542,11 +660,14 @@ class Model {
   Result<std::string> apply_chat_template(std::span<const Message> messages,
                                           bool add_generation_prompt = true) const;
 
+  // Architecture, sizes, vocabulary, special tokens, context (an empty ModelInfo when not loaded).
+  ModelInfo info() const;
+
   bool loaded() const noexcept { return impl_ != nullptr; }
-  const detail::ModelImpl& impl() const;  // for tools and tests (aborts with a message when not loaded)
 
  private:
   friend class Session;
+  friend const detail::ModelImpl& detail::model_impl(const Model& m);
   std::shared_ptr<const detail::ModelImpl> impl_;
 };
 
@@ -556,26 +677,81 @@ class Session {
   Session& operator=(Session&&) noexcept;
   ~Session();
 
+  // ---- the conversation ----
   // Appends a message ("system", "user", "assistant", ...) to the conversation.
   void add(std::string_view role, std::string_view content);
   // Renders the conversation with the model's chat template, evaluates only the tokens that are
   // not already in the session's KV cache, generates the assistant's reply and appends it to the
   // conversation. (options.chat and options.system are not used: add a "system" message.)
+  // An error (a template that refuses the conversation, a cancelled render) changes nothing: fix
+  // the messages (erase, replace) and reply again. A full context (ContextPolicy::stop) that
+  // leaves no room for a single token ends with StopReason::context_full, no assistant message
+  // and GenerateResult::error saying so. With ContextPolicy::slide the oldest turns after the
+  // system message are dropped and the cache shifted instead (see the manual).
   Result<GenerateResult> reply(const GenerateOptions& options = {});
   void reset();  // forget the conversation and the cache
   const std::vector<Message>& messages() const;
+
+  // History editing. The next reply() reuses the cached tokens up to the first change and
+  // evaluates the rest. Out-of-range indices are invalid_argument errors (nothing changes).
+  Result<void> erase(size_t index);                  // removes messages()[index]
+  Result<void> replace(size_t index, Message message);
+  Result<void> truncate(size_t count);               // keeps the first `count` messages
+  void set_messages(std::vector<Message> messages);  // the whole conversation
+
+  // ---- a reply one step at a time (for a frame loop on one thread) ----
+  // begin_reply() renders the conversation and prepares the reply (as reply() does, without
+  // evaluating anything); each step() then does a bounded amount of work (a batch of up to 256
+  // prompt tokens, or one generated token) and returns the text that became final, or the end
+  // (done, with the stop reason; the reply then joins the conversation and result() holds it).
+  // on_token, cancel and every other option work as in reply(), which is begin_reply() + step()
+  // until done. add(), the edits, reset(), eval() and load() end a reply in progress as cancelled.
+  Result<void> begin_reply(const GenerateOptions& options = {});
+  Result<ReplyStep> step();      // an error ends the reply (nothing joins the conversation)
+  bool replying() const;         // between begin_reply() and the step that returned done
+  const GenerateResult& result() const;  // the last reply that ended (begin_reply clears it)
+
+  // ---- tokens ----
+  // Evaluates token ids after the cached ones (the prompt exactly as given: no BOS is added);
+  // logits() then holds the logits of the last one ([n_vocab]), or with all_logits of each
+  // ([n][n_vocab]). A full context is an error with ContextPolicy::stop (nothing is evaluated)
+  // and slides with ContextPolicy::slide. `cancel` is polled once per layer.
+  Result<void> eval(std::span<const int32_t> tokens, bool all_logits = false,
+                    const std::atomic<bool>* cancel = nullptr);
+  std::span<const float> logits() const;
+  // One token from logits() by the sampling chain of `options` (temperature, top_k, top_p,
+  // min_p, repeat_penalty over the cached tokens), drawn with the session's RNG (set_seed).
+  Result<int32_t> sample(const GenerateOptions& options = {});
+  void set_seed(uint64_t seed);  // as GenerateOptions::seed (reply() and generate() set it too)
+  const std::vector<int32_t>& tokens() const;  // the tokens in the KV cache, in order
+  Result<void> truncate_tokens(int count);     // keeps the first `count` cached tokens
+  bool is_eog(int32_t id) const;               // whether the id ends a generation
+
   int cached_tokens() const;  // tokens in the KV cache
   int context_size() const;   // tokens the KV cache holds at most
 
-  detail::SessionImpl& impl();  // for tools and tests (aborts with a message when moved from)
+  // ---- save and restore ----
+  // The whole session (messages, cached tokens, KV cache, logits, RNG) as bytes or a file, and
+  // back into a session of the same model (LoadOptions may differ in threads and in a context
+  // that still holds the tokens, not in the KV type). After load() the session continues exactly
+  // as the saved one would have. A file that is truncated, altered, of another version or made
+  // with another model is refused with a message naming what is wrong; nothing changes then.
+  // Not during a reply (invalid_argument).
+  Result<std::vector<uint8_t>> save() const;
+  Result<void> save(std::string_view path) const;
+  Result<void> load(std::span<const uint8_t> bytes);
+  Result<void> load(std::string_view path);
 
  private:
   friend class Model;
+  friend detail::SessionImpl& detail::session_impl(Session& s);
   explicit Session(std::unique_ptr<detail::SessionImpl> impl);
   std::unique_ptr<detail::SessionImpl> impl_;
 };
 
 const char* version() noexcept;
+// Peak resident memory of the process so far, in MiB (0 where the system does not say).
+double peak_memory_mb() noexcept;
 
 }  // namespace v0_1
 }  // namespace llminfer
@@ -1161,7 +1337,34 @@ class MappedFile {
   static Result<MappedFile> open(const std::string& path);
   // The whole file read into memory this object owns (no mapping: the file may change afterwards).
   static Result<MappedFile> read(const std::string& path);
+  // Memory the caller owns and keeps valid (Model::load_from_memory): used in place, never
+  // released or unmapped here. `name` stands for the path in messages.
+  static MappedFile borrow(const uint8_t* data, uint64_t size, std::string name) {
+    MappedFile m;
+    m.data_ = data;
+    m.size_ = size;
+    m.path_ = std::move(name);
+    m.borrowed_ = true;
+    return m;
+  }
+  // A copy of `size` bytes at `data` in memory this object owns (out_of_memory when it fails).
+  static Result<MappedFile> copy(const uint8_t* data, uint64_t size, std::string name) {
+    MappedFile m;
+    m.path_ = std::move(name);
+    if (size == 0) return m;
+    if (size > static_cast<uint64_t>(SIZE_MAX))
+      return make_error(Errc::out_of_memory, m.path_ + ": too large to copy into this process");
+    m.owned_ = std::malloc(static_cast<size_t>(size));
+    if (!m.owned_)
+      return make_error(Errc::out_of_memory, strf("%s: cannot allocate %s to copy it", m.path_.c_str(),
+                                                 human_bytes(size).c_str()));
+    std::memcpy(m.owned_, data, static_cast<size_t>(size));
+    m.data_ = static_cast<const uint8_t*>(m.owned_);
+    m.size_ = size;
+    return m;
+  }
   bool owned() const { return owned_ != nullptr; }
+  bool borrowed() const { return borrowed_; }
 
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
@@ -1177,6 +1380,7 @@ class MappedFile {
     std::swap(size_, o.size_);
     std::swap(path_, o.path_);
     std::swap(owned_, o.owned_);
+    std::swap(borrowed_, o.borrowed_);
 #if defined(_WIN32)
     std::swap(mapping_, o.mapping_);
 #endif
@@ -1194,6 +1398,7 @@ class MappedFile {
   uint64_t size_ = 0;
   std::string path_;
   void* owned_ = nullptr;
+  bool borrowed_ = false;
 #if defined(_WIN32)
   HANDLE mapping_ = nullptr;
 #endif
@@ -1274,6 +1479,12 @@ inline Result<MappedFile> MappedFile::open(const std::string& path) {
 
 inline void MappedFile::close() {
   if (free_owned()) return;
+  if (borrowed_) {  // the caller's memory
+    data_ = nullptr;
+    size_ = 0;
+    borrowed_ = false;
+    return;
+  }
   if (data_) UnmapViewOfFile(data_);
   if (mapping_) CloseHandle(mapping_);
   data_ = nullptr;
@@ -1429,6 +1640,12 @@ inline Result<MappedFile> MappedFile::open(const std::string& path) {
 
 inline void MappedFile::close() {
   if (free_owned()) return;
+  if (borrowed_) {  // the caller's memory
+    data_ = nullptr;
+    size_ = 0;
+    borrowed_ = false;
+    return;
+  }
   if (data_) munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
   data_ = nullptr;
   size_ = 0;
@@ -1436,7 +1653,7 @@ inline void MappedFile::close() {
 
 inline void MappedFile::release(uint64_t offset, uint64_t bytes) const {
   long page = sysconf(_SC_PAGESIZE);
-  if (page <= 0 || !data_ || owned_ || offset >= size_) return;
+  if (page <= 0 || !data_ || owned_ || borrowed_ || offset >= size_) return;  // only our own mapping
   uint64_t p = static_cast<uint64_t>(page);
   uint64_t begin = (offset + p - 1) / p * p;
   uint64_t end = std::min(offset + bytes, size_) / p * p;
@@ -3816,6 +4033,36 @@ inline Result<std::shared_ptr<ModelDesc>> load_description(const std::string& pa
   auto m = gguf_description(mf.data(), mf.size(), path);
   if (!m) return m.error();
   (*m)->files.push_back(std::move(*f));
+  return m;
+}
+
+// A GGUF image in the caller's memory (Model::load_from_memory): the same checks as a file; used
+// in place (borrowed), or copied into owned memory with `copy`.
+inline Result<std::shared_ptr<ModelDesc>> load_description_from_memory(std::span<const uint8_t> data,
+                                                                       const std::string& name, bool copy = false) {
+  if (!data.data() && !data.empty()) return make_error(Errc::invalid_argument, name + ": no memory given");
+  if (data.size() < 4 || std::memcmp(data.data(), "GGUF", 4) != 0)
+    return make_error(Errc::bad_format,
+                      name + ": not a GGUF image (a model in memory must be one GGUF file; safetensors need their "
+                             "directory: load them from files)");
+  // Tensors sit at multiples of the file's alignment (32 by default) from its start: a mapping
+  // starts on a page, and the kernels need at least the 16 bytes malloc gives (read_into_memory).
+  if (!copy && reinterpret_cast<uintptr_t>(data.data()) % 16 != 0)
+    return make_error(Errc::invalid_argument,
+                      strf("%s: the image starts at an address that is not a multiple of 16 (a mapping starts on a "
+                           "page): align it, or set LoadOptions::read_into_memory to copy it",
+                           name.c_str()));
+  std::shared_ptr<MappedFile> f;
+  if (copy) {
+    auto c = MappedFile::copy(data.data(), data.size(), name);
+    if (!c) return c.error();
+    f = std::make_shared<MappedFile>(std::move(*c));
+  } else {
+    f = std::make_shared<MappedFile>(MappedFile::borrow(data.data(), data.size(), name));
+  }
+  auto m = gguf_description(f->data(), f->size(), name);
+  if (!m) return m.error();
+  (*m)->files.push_back(std::move(f));
   return m;
 }
 
@@ -17492,6 +17739,11 @@ struct KvLayerSpec {
   int k_rope = -1;   // rope applied to the keys (to re-rotate them when the context slides); -1: none
 };
 
+// One range of cached positions that moves down: [src, src + len) -> [dst, dst + len).
+struct KvMove {
+  int src = 0, dst = 0, len = 0;
+};
+
 struct KvLayer {
   KvLayerSpec spec;
   int slots = 0;        // cells; slot of position p = p % slots
@@ -17599,7 +17851,139 @@ class KvCache {
     for (auto& l : layers_) l.oldest = 0;
   }
 
+  // ---- shifting: positions move down, keys re-rotated (a context shift, or cache reuse) ----
+  // The new layout of `n_new` positions: positions below moves[0].dst stay where they are; each
+  // move takes [src, src + len) to [dst, dst + len) (dst < src), the moves in order and contiguous
+  // (moves[i + 1].dst == moves[i].dst + moves[i].len), the last ending at n_new. What the cache
+  // held past the sources is dropped. A key is rotated by its move's delta (dst - src) through
+  // `rerotate(k_rope, delta, heads, n_heads, hd_k)` (rope is linear in the position, so this equals
+  // rotating the unrotated key to its new position, up to rounding; values are copied).
+  using Rerotate = std::function<void(int k_rope, int delta, float* heads, int n_heads, int hd)>;
+
+  // New position q's source position (q itself below the first move).
+  static int shift_source(std::span<const KvMove> moves, int q) {
+    for (const auto& m : moves)
+      if (q >= m.dst && q < m.dst + m.len) return m.src + (q - m.dst);
+    return q;
+  }
+
+  // Whether every layer still holds the sources of what it must keep: all of [0, n_new) on a
+  // full layer; on a sliding-window ring only the window before n_new (older cells are gone).
+  bool can_shift(std::span<const KvMove> moves, int n_past, int n_new) const {
+    if (!valid_moves(moves, n_past, n_new)) return false;
+    for (const auto& l : layers_) {
+      for (int q = keep_from(l, n_new); q < n_new; q++) {
+        int src = shift_source(moves, q);
+        if (src < l.oldest || src >= n_past || src < n_past - l.slots) return false;
+      }
+    }
+    return true;
+  }
+
+  // Carries out a shift that can_shift() accepted (false, and nothing changed, otherwise).
+  bool shift(std::span<const KvMove> moves, int n_past, int n_new, const Rerotate& rerotate) {
+    if (!can_shift(moves, n_past, n_new)) return false;
+    std::vector<float> tmp;
+    for (auto& l : layers_) {
+      const KvLayerSpec& sp = l.spec;
+      const int lo = keep_from(l, n_new);
+      const size_t row_k = size_t(sp.n_kv) * sp.hd_k, row_v = size_t(sp.n_kv) * sp.hd_v;
+      // Gather every moved position's key and value (f32), then scatter: on a ring a destination
+      // slot may be the source slot of another position. Full layers (slot = position, moves
+      // downwards) go one move at a time to bound the scratch.
+      auto run = [&](int q0, int q1) {
+        // positions [q0, q1) of the new layout that move, as consecutive runs of one delta
+        std::vector<std::pair<int, int>> todo;  // (new position, source)
+        for (int q = q0; q < q1; q++) {
+          int src = shift_source(moves, q);
+          if (src != q) todo.emplace_back(q, src);
+        }
+        tmp.resize(todo.size() * (row_k + row_v));
+        for (size_t i = 0; i < todo.size(); i++) {
+          float* tk = tmp.data() + i * (row_k + row_v);
+          int slot = todo[i].second % l.slots;
+          for (int g = 0; g < sp.n_kv; g++) {
+            load(k_at(l, g, slot), tk + size_t(g) * sp.hd_k, sp.hd_k);
+            load(v_at(l, g, slot), tk + row_k + size_t(g) * sp.hd_v, sp.hd_v);
+          }
+          if (sp.k_rope >= 0 && rerotate) rerotate(sp.k_rope, todo[i].first - todo[i].second, tk, sp.n_kv, sp.hd_k);
+        }
+        for (size_t i = 0; i < todo.size(); i++) {
+          const float* tk = tmp.data() + i * (row_k + row_v);
+          int slot = todo[i].first % l.slots;
+          for (int g = 0; g < sp.n_kv; g++) {
+            store(k_at(l, g, slot), tk + size_t(g) * sp.hd_k, sp.hd_k);
+            store(v_at(l, g, slot), tk + row_k + size_t(g) * sp.hd_v, sp.hd_v);
+          }
+        }
+      };
+      if (l.slots >= n_ctx_) {
+        for (const auto& m : moves) {
+          for (int q = std::max(lo, m.dst); q < m.dst + m.len; q += 64) run(q, std::min(q + 64, m.dst + m.len));
+        }
+      } else {
+        run(lo, n_new);
+      }
+      l.oldest = l.slots >= n_ctx_ ? 0 : std::max(0, n_new - l.slots);
+      l.oldest = std::max(l.oldest, lo);
+    }
+    return true;
+  }
+
+  // ---- saving and restoring the cells of positions (Session::save / load) ----
+  // The positions of [0, n_past) layer `li` still holds (a ring holds only its last slots).
+  int held_from(int li, int n_past) const {
+    const KvLayer& l = layer(li);
+    return std::max({0, l.oldest, n_past - l.slots});
+  }
+  // Bytes of one position's keys and values in layer li.
+  uint64_t cell_bytes(int li) const {
+    const KvLayerSpec& sp = layer(li).spec;
+    return (uint64_t(sp.n_kv) * sp.hd_k + uint64_t(sp.n_kv) * sp.hd_v) * elem_;
+  }
+  // Appends position pos's keys then values (raw elements) to out.
+  void read_cell(int li, int pos, std::string& out) const {
+    const KvLayer& l = layer(li);
+    const int slot = pos % l.slots;
+    for (int g = 0; g < l.spec.n_kv; g++)
+      out.append(reinterpret_cast<const char*>(k_at(l, g, slot)), size_t(l.spec.hd_k) * elem_);
+    for (int g = 0; g < l.spec.n_kv; g++)
+      out.append(reinterpret_cast<const char*>(v_at(l, g, slot)), size_t(l.spec.hd_v) * elem_);
+  }
+  // The inverse of read_cell (src holds cell_bytes(li) bytes).
+  void write_cell(int li, int pos, const uint8_t* src) {
+    KvLayer& l = layer(li);
+    const int slot = pos % l.slots;
+    for (int g = 0; g < l.spec.n_kv; g++) {
+      std::memcpy(k_at(l, g, slot), src, size_t(l.spec.hd_k) * elem_);
+      src += size_t(l.spec.hd_k) * elem_;
+    }
+    for (int g = 0; g < l.spec.n_kv; g++) {
+      std::memcpy(v_at(l, g, slot), src, size_t(l.spec.hd_v) * elem_);
+      src += size_t(l.spec.hd_v) * elem_;
+    }
+  }
+  void set_oldest(int li, int oldest) { layer(li).oldest = oldest; }
+  int n_ctx() const { return n_ctx_; }
+
  private:
+  // First new position a layer must keep after a shift to n_new positions.
+  int keep_from(const KvLayer& l, int n_new) const {
+    if (l.slots >= n_ctx_) return 0;
+    return std::max(0, n_new - l.spec.window + 1);
+  }
+  static bool valid_moves(std::span<const KvMove> moves, int n_past, int n_new) {
+    if (n_new < 0 || n_new > n_past) return false;
+    if (moves.empty()) return true;
+    int next = moves[0].dst;
+    if (next < 0) return false;
+    for (const auto& m : moves) {
+      if (m.dst != next || m.len <= 0 || m.src <= m.dst || m.src > n_past - m.len) return false;
+      next = m.dst + m.len;
+    }
+    return next == n_new;
+  }
+
   KvType type_ = KvType::f16;
   const KernelTable* kern_ = nullptr;
   size_t elem_ = 2;
@@ -18404,12 +18788,11 @@ class Context {
     if (auto r = c.kv_.init(p.kv, c.n_ctx_, c.ubatch_, o.kv_type, c.kern_); !r) return r.error();
     c.slide_ = o.context_policy == ContextPolicy::slide;
     c.keep_ = std::max(0, o.keep);
+    c.wmax_ = 1;  // sliding keeps `keep` tokens, and ring layers must still hold their window afterwards
+    for (int l = 0; l < c.kv_.n_layers(); l++)
+      if (c.kv_.layer(l).wraps(c.n_ctx_)) c.wmax_ = std::max(c.wmax_, c.kv_.layer(l).spec.window);
     if (c.slide_) {
-      // Sliding keeps `keep` tokens, and ring layers must still hold their window afterwards.
-      int wmax = 1;
-      for (int l = 0; l < c.kv_.n_layers(); l++)
-        if (c.kv_.layer(l).wraps(c.n_ctx_)) wmax = std::max(wmax, c.kv_.layer(l).spec.window);
-      c.slide_chunk_ = std::min(c.ubatch_, c.n_ctx_ - c.keep_ - wmax + 1);
+      c.slide_chunk_ = std::min(c.ubatch_, c.n_ctx_ - c.keep_ - c.wmax_ + 1);
       if (c.slide_chunk_ < 1)
         return make_error(Errc::invalid_argument, strf("a context of %d tokens is too small to slide while keeping %d tokens",
                                                        c.n_ctx_, c.keep_));
@@ -18728,61 +19111,82 @@ class Context {
     }
   }
 
-  // ContextPolicy::slide: drops `need` or more tokens after the first keep_, moves the rest down
-  // and re-rotates their keys, so positions stay 0..n_past-1 (as llama.cpp's context shift).
+  // ContextPolicy::slide: drops `need` or more tokens after the first keep_ and shifts the rest
+  // down (KvCache::shift re-rotates their keys), so positions stay 0..n_past-1 (as llama.cpp's
+  // context shift). Half of what follows the kept tokens goes, so that sliding is rare.
   void slide(int need) {
     const int keep = std::min(keep_, n_past_);
-    int wmax = 1;
-    for (int l = 0; l < kv_.n_layers(); l++)
-      if (kv_.layer(l).wraps(n_ctx_)) wmax = std::max(wmax, kv_.layer(l).spec.window);
+    const int wmax = wmax_;
     int d = std::max(need, (n_past_ - keep) / 2);
     d = std::min(d, n_past_ - keep - wmax + 1);  // ring layers keep their window of the kept part
     d = std::max(d, need);
     d = std::min(d, n_past_ - keep);
     if (d <= 0) return;
-    const int n_new = n_past_ - d;
-    const Program& p = e_->program();
-    std::vector<float> cs, tmp;
-    for (int li = 0; li < kv_.n_layers(); li++) {
-      KvLayer& L = kv_.layer(li);
-      const KvLayerSpec& sp = L.spec;
-      const RopeSpec* rs = sp.k_rope >= 0 ? &p.ropes[static_cast<size_t>(sp.k_rope)] : nullptr;
-      if (rs) {
-        cs.resize(size_t(rs->n_dims));
-        rope_angles(*rs, -int64_t(d), cs.data());
-      }
-      int lo = keep;
-      if (L.wraps(n_ctx_)) lo = std::max(keep, n_new - sp.window + 1);
-      const int cnt = std::max(0, n_new - lo);
-      // gather (old positions q + d), then scatter to the new slots: ring slots may overlap
-      const size_t rk = size_t(sp.hd_k), rv = size_t(sp.hd_v);
-      tmp.resize(size_t(cnt) * sp.n_kv * (rk + rv));
-      for (int qi = 0; qi < cnt; qi++)
-        for (int g = 0; g < sp.n_kv; g++) {
-          float* tk = tmp.data() + (size_t(qi) * sp.n_kv + g) * (rk + rv);
-          int old_slot = (lo + qi + d) % L.slots;
-          kv_.load(kv_.k_at(L, g, old_slot), tk, sp.hd_k);
-          kv_.load(kv_.v_at(L, g, old_slot), tk + rk, sp.hd_v);
-          if (rs) rope_head(*rs, cs.data(), tk, tk);
-        }
-      for (int qi = 0; qi < cnt; qi++)
-        for (int g = 0; g < sp.n_kv; g++) {
-          const float* tk = tmp.data() + (size_t(qi) * sp.n_kv + g) * (rk + rv);
-          int slot = (lo + qi) % L.slots;
-          kv_.store(kv_.k_at(L, g, slot), tk, sp.hd_k);
-          kv_.store(kv_.v_at(L, g, slot), tk + rk, sp.hd_v);
-        }
-      if (L.wraps(n_ctx_)) L.oldest = lo;
+    if (!erase(keep, d)) {  // a ring no longer holds what it must keep: start over from the tokens
+      LLMI_ASSERT(false && "slide: the cache cannot shift");
     }
-    tokens_.erase(tokens_.begin() + keep, tokens_.begin() + keep + d);
-    n_past_ = n_new;
   }
 
+ public:
+  // Drops the cached tokens [from, from + count) and shifts the later ones down (keys re-rotated).
+  // False (nothing changed) when a sliding-window ring no longer holds what it must keep.
+  bool erase(int from, int count) {
+    if (from < 0 || count < 0 || from > n_past_ || count > n_past_ - from) return false;
+    if (count == 0) return true;
+    if (from + count == n_past_) return truncate(from);
+    KvMove m{from + count, from, n_past_ - from - count};
+    return shift(std::span<const KvMove>(&m, 1), n_past_ - count);
+  }
+
+  // Keeps [0, moves[0].dst) and moves each [src, src + len) to [dst, dst + len) (KvCache::shift:
+  // contiguous, downwards), leaving n_new tokens; the tokens follow their cells. False (nothing
+  // changed) when the moves are not of that shape or a ring no longer holds what it must keep.
+  bool shift(std::span<const KvMove> moves, int n_new) {
+    if (moves.empty()) return truncate(n_new);
+    const Program& p = e_->program();
+    int cached_rope = -1, cached_delta = 0;
+    std::vector<float> cs;
+    auto rerotate = [&](int k_rope, int delta, float* heads, int n_heads, int hd) {
+      const RopeSpec& rs = p.ropes[static_cast<size_t>(k_rope)];
+      if (k_rope != cached_rope || delta != cached_delta) {
+        cs.resize(size_t(rs.n_dims));
+        rope_angles(rs, int64_t(delta), cs.data());
+        cached_rope = k_rope;
+        cached_delta = delta;
+      }
+      for (int h = 0; h < n_heads; h++) rope_head(rs, cs.data(), heads + size_t(h) * hd, heads + size_t(h) * hd);
+    };
+    if (!kv_.shift(moves, n_past_, n_new, rerotate)) return false;
+    std::vector<int32_t> t(tokens_.begin(), tokens_.begin() + moves[0].dst);
+    for (const auto& m : moves) t.insert(t.end(), tokens_.begin() + m.src, tokens_.begin() + m.src + m.len);
+    tokens_ = std::move(t);
+    n_past_ = n_new;
+    return true;
+  }
+
+  // Tokens ContextPolicy::slide keeps at the start (LoadOptions::keep; a session raises it to its
+  // system prompt's length).
+  // Never so many that a slide could not make room for one token.
+  void set_keep(int keep) {
+    keep_ = std::max(0, std::min(keep, n_ctx_ - wmax_));
+    slide_chunk_ = std::max(1, std::min(ubatch_, n_ctx_ - keep_ - wmax_ + 1));
+  }
+  int keep() const { return keep_; }
+  KvCache& kv() { return kv_; }
+  const KvCache& kv() const { return kv_; }
+  // Restores what a saved session held (Session::load): the tokens whose cells were written.
+  void set_tokens(std::vector<int32_t> t) {
+    tokens_ = std::move(t);
+    n_past_ = static_cast<int>(tokens_.size());
+  }
+  bool slides() const { return slide_; }
+
+ private:
   std::shared_ptr<const Engine> e_;
   KvCache kv_;
   int n_ctx_ = 0, n_past_ = 0, ubatch_ = 0;
   bool slide_ = false;
-  int keep_ = 0, slide_chunk_ = 0;
+  int keep_ = 0, slide_chunk_ = 0, wmax_ = 1;
   std::vector<int32_t> tokens_;
   std::vector<HeapBuf> regs_;
   std::vector<float*> reg_ptr_;
@@ -19477,6 +19881,14 @@ class Rng {
     return result;
   }
 
+  // The whole state (saved sessions).
+  void get_state(uint64_t out[4]) const {
+    for (int i = 0; i < 4; i++) out[i] = s_[i];
+  }
+  void set_state(const uint64_t in[4]) {
+    for (int i = 0; i < 4; i++) s_[i] = in[i];
+  }
+
   // Uniform in [0, 1), 53 random bits.
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
@@ -19878,122 +20290,208 @@ class GenerationIO {
   virtual std::string flush() = 0;
 };
 
-// Evaluates `prefill` (the prompt tokens not in the context yet; must not be empty), then samples
-// until a stop condition. `history`: the prompt (for the repetition penalty). Fills text, tokens,
-// stop, the timings and prompt_tokens_evaluated of `r`; returns an error only when nothing was
-// generated (afterwards an error ends the result with StopReason::error and r.error).
-inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> prefill, std::vector<int32_t> history,
-                                   const GenerateOptions& o, Sampler& sampler, Rng& rng, double t_start,
-                                   GenerateResult& r) {
-  const std::atomic<bool>* flag = o.cancel;
-  const std::function<bool()> cancel = [flag] { return flag != nullptr && flag->load(std::memory_order_relaxed); };
-  const SamplerParams sp{o.temperature, o.top_k, o.top_p, o.min_p, o.repeat_penalty, o.repeat_last_n};
-  r.text.clear();
-  r.tokens.clear();
+// One generation as a sequence of bounded steps (Session::step; run_generation() runs it to the
+// end): first the prompt tokens not in the context yet (`prefill`, not empty; in batches of
+// `prefill_batch` tokens per step, 0: all in one step), then one sampled token per step until a
+// stop condition. `history`: the prompt (for the repetition penalty). Fills text, tokens, stop,
+// the timings and prompt_tokens_evaluated of result().
+class Generation {
+ public:
+  Generation(GenerationIO& io, std::vector<int32_t> prefill, std::vector<int32_t> history, GenerateOptions o,
+             Sampler& sampler, Rng& rng, double t_start, int prefill_batch = 0)
+      : io_(io), prefill_(std::move(prefill)), history_(std::move(history)), o_(std::move(o)), sampler_(sampler),
+        rng_(rng), t_start_(t_start), prefill_batch_(prefill_batch), ts_(o_.stop) {
+    const std::atomic<bool>* flag = o_.cancel;
+    cancel_ = [flag] { return flag != nullptr && flag->load(std::memory_order_relaxed); };
+    sp_ = SamplerParams{o_.temperature, o_.top_k, o_.top_p, o_.min_p, o_.repeat_penalty, o_.repeat_last_n};
+    callback_open_ = static_cast<bool>(o_.on_token);
+  }
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  bool done() const { return phase_ == Phase::done; }
+  GenerateResult& result() { return r_; }
+  const GenerateOptions& options() const { return o_; }
+
+  // One step: a batch of the prompt, or one token (and, when the generation ends, what the
+  // detokenizer and the stop matcher still held). Returns the text that became final in it
+  // (complete UTF-8, often empty; on_token has received it). An error means that nothing was
+  // generated (afterwards an error ends the result with StopReason::error and r.error).
+  Result<std::string> step() {
+    if (phase_ == Phase::prefill) return step_prefill();
+    if (phase_ == Phase::decode) return step_decode();
+    return std::string();
+  }
+
+ private:
+  enum class Phase : uint8_t { prefill, decode, done };
 
   // eval with the context policy applied
-  auto eval = [&](std::span<const int32_t> toks) -> Result<EvalOutcome> {
+  Result<EvalOutcome> eval(std::span<const int32_t> toks) {
     for (int attempt = 0;; attempt++) {
-      auto e = io.eval(toks, cancel);
+      auto e = io_.eval(toks, cancel_);
       if (!e || *e != EvalOutcome::context_full || attempt > 0) return e;
-      auto room = io.on_context_full(cancel);
+      auto room = io_.on_context_full(cancel_);
       if (!room || *room != EvalOutcome::ok) return room;
     }
-  };
-
-  if (cancel()) {
-    r.stop = StopReason::cancelled;
-    return {};
   }
-  double t0 = now_ms();
-  auto pre = eval(prefill);
-  if (!pre) return pre.error();
-  r.timings.prefill_ms = now_ms() - t0;
-  if (*pre != EvalOutcome::ok) {
-    r.stop = *pre == EvalOutcome::cancelled ? StopReason::cancelled : StopReason::context_full;
-    return {};
-  }
-  r.prompt_tokens_evaluated = static_cast<int>(prefill.size());
-  if (r.timings.prefill_ms > 0)
-    r.timings.prefill_tps = static_cast<double>(prefill.size()) * 1000.0 / r.timings.prefill_ms;
 
-  TextStream ts(o.stop);
-  bool callback_open = static_cast<bool>(o.on_token);
-  auto emit = [&](const std::string& text) {
+  Result<std::string> step_prefill() {
+    GenerateResult& r = r_;
+    if (prefill_done_ == 0 && cancel_()) {
+      r.stop = StopReason::cancelled;
+      phase_ = Phase::done;
+      return std::string();
+    }
+    size_t n = prefill_.size() - prefill_done_;
+    if (prefill_batch_ > 0) n = std::min(n, static_cast<size_t>(prefill_batch_));
+    double t0 = now_ms();
+    auto pre = eval(std::span<const int32_t>(prefill_).subspan(prefill_done_, n));
+    r.timings.prefill_ms += now_ms() - t0;
+    if (!pre) {
+      phase_ = Phase::done;
+      return pre.error();
+    }
+    if (*pre != EvalOutcome::ok) {
+      r.stop = *pre == EvalOutcome::cancelled ? StopReason::cancelled : StopReason::context_full;
+      phase_ = Phase::done;
+      return std::string();
+    }
+    prefill_done_ += n;
+    if (prefill_done_ < prefill_.size()) return std::string();
+    r.prompt_tokens_evaluated = static_cast<int>(prefill_.size());
+    if (r.timings.prefill_ms > 0)
+      r.timings.prefill_tps = static_cast<double>(prefill_.size()) * 1000.0 / r.timings.prefill_ms;
+    r.stop = StopReason::max_tokens;
+    phase_ = Phase::decode;
+    return std::string();
+  }
+
+  void emit(std::string& out, const std::string& text) {
     if (text.empty()) return;
-    r.text += text;
-    if (callback_open && !o.on_token(text)) {
-      callback_open = false;
-      r.stop = StopReason::cancelled;
+    r_.text += text;
+    out += text;
+    if (callback_open_ && !o_.on_token(text)) {
+      callback_open_ = false;
+      r_.stop = StopReason::cancelled;
     }
-  };
+  }
 
-  double t_first = 0, t_last = 0;
-  r.stop = StopReason::max_tokens;
-  bool done = false;
-  for (int n = 0; !done;) {
-    if (o.max_tokens >= 0 && n >= o.max_tokens) {
+  // One turn of the decode loop; `break` in the loop this was is finish().
+  Result<std::string> step_decode() {
+    GenerateResult& r = r_;
+    const GenerateOptions& o = o_;
+    std::string out;
+    if (o.max_tokens >= 0 && n_ >= o.max_tokens) {
       r.stop = StopReason::max_tokens;
-      break;
+      return finish(out);
     }
-    if (cancel()) {
+    if (cancel_()) {
       r.stop = StopReason::cancelled;
-      break;
+      return finish(out);
     }
-    int32_t id = sampler.sample(io.logits(), history, sp, rng);
+    int32_t id = sampler_.sample(io_.logits(), history_, sp_, rng_);
     if (id < 0) {
       r.stop = StopReason::error;
       r.error = make_error(Errc::internal, "the model produced no usable logits (NaN or -inf everywhere)");
-      break;
+      return finish(out);
     }
-    t_last = now_ms();
-    if (n == 0) {
-      t_first = t_last;
-      r.timings.ttft_ms = t_first - t_start;
+    t_last_ = now_ms();
+    if (n_ == 0) {
+      t_first_ = t_last_;
+      r.timings.ttft_ms = t_first_ - t_start_;
     }
-    if (io.is_eog(id)) {
+    if (io_.is_eog(id)) {
       r.stop = StopReason::eos;
-      break;
+      return finish(out);
     }
-    n++;
+    n_++;
     r.tokens.push_back(id);
-    history.push_back(id);
-    emit(ts.push(io.piece(id)));
-    if (ts.stopped()) {
+    history_.push_back(id);
+    emit(out, ts_.push(io_.piece(id)));
+    if (ts_.stopped()) {
       r.stop = StopReason::stop;
-      break;
+      return finish(out);
     }
-    if (!callback_open && o.on_token) break;  // the callback cancelled (stop already set)
-    if (o.max_tokens >= 0 && n >= o.max_tokens) {
+    if (!callback_open_ && o.on_token) return finish(out);  // the callback cancelled (stop already set)
+    if (o.max_tokens >= 0 && n_ >= o.max_tokens) {
       r.stop = StopReason::max_tokens;
-      break;
+      return finish(out);
     }
     auto e = eval(std::span<const int32_t>(&r.tokens.back(), 1));
     if (!e) {
       r.stop = StopReason::error;
       r.error = e.error();
-      break;
+      return finish(out);
     }
     if (*e == EvalOutcome::cancelled) {
       r.stop = StopReason::cancelled;
-      done = true;
+      return finish(out);
     } else if (*e == EvalOutcome::context_full) {
       r.stop = StopReason::context_full;
-      done = true;
+      return finish(out);
     }
+    return out;
   }
+
   // The end: what the detokenizer and the stop matcher still hold (a stop string may complete).
   // After the callback cancelled, the tail still goes to r.text (emit() no longer calls it).
-  if (!ts.stopped()) {
-    std::string tail = ts.push(io.flush());
-    tail += ts.finish();
-    if (ts.stopped() && r.stop != StopReason::cancelled) r.stop = StopReason::stop;
-    emit(tail);
+  std::string finish(std::string& out) {
+    GenerateResult& r = r_;
+    if (!ts_.stopped()) {
+      std::string tail = ts_.push(io_.flush());
+      tail += ts_.finish();
+      if (ts_.stopped() && r.stop != StopReason::cancelled) r.stop = StopReason::stop;
+      emit(out, tail);
+    }
+    if (r.tokens.size() > 1 && t_last_ > t_first_) {
+      r.timings.decode_ms = t_last_ - t_first_;
+      r.timings.decode_tps = static_cast<double>(r.tokens.size() - 1) * 1000.0 / r.timings.decode_ms;
+    }
+    phase_ = Phase::done;
+    return std::move(out);
   }
-  if (r.tokens.size() > 1 && t_last > t_first) {
-    r.timings.decode_ms = t_last - t_first;
-    r.timings.decode_tps = static_cast<double>(r.tokens.size() - 1) * 1000.0 / r.timings.decode_ms;
+
+  GenerationIO& io_;
+  std::vector<int32_t> prefill_;
+  std::vector<int32_t> history_;
+  GenerateOptions o_;
+  Sampler& sampler_;
+  Rng& rng_;
+  double t_start_ = 0;
+  int prefill_batch_ = 0;
+  TextStream ts_;
+  std::function<bool()> cancel_;
+  SamplerParams sp_;
+  bool callback_open_ = false;
+  Phase phase_ = Phase::prefill;
+  size_t prefill_done_ = 0;
+  int n_ = 0;  // tokens generated
+  double t_first_ = 0, t_last_ = 0;
+  GenerateResult r_;
+};
+
+// Runs a Generation to its end and moves its result into `r` (text, tokens, stop, timings,
+// prompt_tokens_evaluated); returns an error only when nothing was generated.
+inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> prefill, std::vector<int32_t> history,
+                                   const GenerateOptions& o, Sampler& sampler, Rng& rng, double t_start,
+                                   GenerateResult& r) {
+  Generation g(io, std::vector<int32_t>(prefill.begin(), prefill.end()), std::move(history), o, sampler, rng, t_start);
+  while (!g.done()) {
+    auto st = g.step();
+    if (!st) return st.error();
   }
+  GenerateResult& gr = g.result();
+  r.text = std::move(gr.text);
+  r.tokens = std::move(gr.tokens);
+  r.stop = gr.stop;
+  r.error = std::move(gr.error);
+  r.prompt_tokens_evaluated = gr.prompt_tokens_evaluated;
+  r.timings.prefill_ms = gr.timings.prefill_ms;
+  r.timings.prefill_tps = gr.timings.prefill_tps;
+  r.timings.ttft_ms = gr.timings.ttft_ms;
+  r.timings.decode_ms = gr.timings.decode_ms;
+  r.timings.decode_tps = gr.timings.decode_tps;
   return {};
 }
 
@@ -20035,6 +20533,51 @@ struct ModelImpl {
   mutable std::once_flag chat_once;
   mutable std::optional<ChatTemplate> chat_template;
   mutable Error chat_error;
+  // sha256 of the weights' metadata (Session::save / load), computed at first use.
+  mutable std::once_flag identity_once;
+  mutable std::string identity;  // 64 hex digits
+};
+
+// The model's identity for saved sessions: what the KV cache depends on. sha256 over the
+// architecture and the compiled definition's hash, the vocabulary size, and every tensor's name,
+// type, shape and first 64 bytes (two fine-tunes of one shape differ there; one page per tensor
+// is read).
+inline const std::string& model_identity(const ModelImpl& m) {
+  std::call_once(m.identity_once, [&] {
+    Sha256 h;
+    auto str = [&](std::string_view v) {
+      uint64_t n = v.size();
+      h.update(&n, 8);
+      h.update(v.data(), v.size());
+    };
+    str("llminfer model identity 1");
+    str(m.desc->arch);
+    str(m.engine->arch().sha256);
+    int64_t nv = m.engine->n_vocab();
+    h.update(&nv, 8);
+    for (const auto& t : m.desc->tensors) {
+      str(t.name);
+      int32_t ty = static_cast<int32_t>(t.type);
+      h.update(&ty, 4);
+      h.update(t.ne, sizeof t.ne);
+      h.update(&t.nbytes, 8);
+      if (t.data) h.update(t.data, static_cast<size_t>(std::min<uint64_t>(t.nbytes, 64)));
+    }
+    m.identity = h.hex();
+  });
+  return m.identity;
+}
+
+class ContextIO;
+
+// A reply (or a generation) in progress: the decode loop's view of the context and its steps.
+struct ActiveGeneration {
+  std::unique_ptr<ContextIO> io;
+  std::unique_ptr<Generation> gen;
+  GenerateResult base;        // prompt_tokens, reused, shifted, seed, messages_dropped
+  size_t prompt_size = 0;
+  bool chat_reply = false;    // Session::reply: the reply joins the conversation
+  bool done = false;          // the generation ended (the next step reports it)
 };
 
 // A conversation: messages, the KV cache (created at the first reply), sampler and RNG.
@@ -20042,11 +20585,43 @@ struct SessionImpl {
   std::shared_ptr<const ModelImpl> model;
   std::vector<Message> messages;
   std::optional<Context> ctx;
-  std::vector<float> logits;  // [n_vocab] of the last evaluated token
+  std::vector<float> logits;  // [n_vocab] of the last evaluated token (or [n][n_vocab], eval all_logits)
   Sampler sampler;
   Rng rng;
+  std::unique_ptr<ActiveGeneration> active;
+  GenerateResult last;        // the last reply that ended
+  // The conversation was edited since the last reply: only the exact common prefix is reused
+  // (shifting later cells would keep what the removed text left in them).
+  bool edited = false;
 };
 
+}  // namespace detail
+
+namespace detail {
+// A model from its description: tokenizer, compiled definition (shared by load and load_from_memory).
+inline Result<Model> finish_load(std::shared_ptr<ModelDesc> desc, const LoadOptions& options, double t0,
+                                 std::shared_ptr<const ModelImpl>& out) {
+  auto impl = std::make_shared<ModelImpl>();
+  impl->desc = std::move(desc);
+  impl->options = options;
+  // A malformed vocabulary is a broken file (the load fails); a missing or unsupported one is reported
+  // by tokenize() (the model still runs from token ids).
+  if (auto tok = Tokenizer::build(*impl->desc)) {
+    impl->tokenizer = std::move(*tok);
+  } else {
+    if (tok.error().code == Errc::bad_format) return tok.error();
+    impl->tokenizer_error = tok.error();
+    if (options.log) options.log("tokenizer unavailable: " + tok.error().message);
+  }
+  // The architecture definition is compiled now: a broken definition, a missing tensor or a weight
+  // type the kernels cannot compute fails the load, not the first forward pass.
+  auto engine = Engine::create(impl->desc, options);
+  if (!engine) return engine.error();
+  impl->engine = std::move(*engine);
+  impl->load_ms = now_ms() - t0;
+  out = std::move(impl);
+  return Model();
+}
 }  // namespace detail
 
 LLMI_API_DEF Result<Model> Model::load(std::string_view path, const LoadOptions& options) {
@@ -20056,26 +20631,26 @@ LLMI_API_DEF Result<Model> Model::load(std::string_view path, const LoadOptions&
 #endif
   auto desc = detail::load_description(std::string(path), options.read_into_memory);
   if (!desc) return desc.error();
-  auto impl = std::make_shared<detail::ModelImpl>();
-  impl->desc = std::move(*desc);
-  impl->options = options;
-  // A malformed vocabulary is a broken file (the load fails); a missing or unsupported one is reported
-  // by tokenize() (the model still runs from token ids).
-  if (auto tok = detail::Tokenizer::build(*impl->desc)) {
-    impl->tokenizer = std::move(*tok);
-  } else {
-    if (tok.error().code == Errc::bad_format) return tok.error();
-    impl->tokenizer_error = tok.error();
-    if (options.log) options.log("tokenizer unavailable: " + tok.error().message);
-  }
-  // The architecture definition is compiled now: a broken definition, a missing tensor or a weight
-  // type the kernels cannot compute fails the load, not the first forward pass.
-  auto engine = detail::Engine::create(impl->desc, options);
-  if (!engine) return engine.error();
-  impl->engine = std::move(*engine);
-  impl->load_ms = detail::now_ms() - t0;
-  Model m;
-  m.impl_ = std::move(impl);
+  std::shared_ptr<const detail::ModelImpl> impl;
+  auto m = detail::finish_load(std::move(*desc), options, t0, impl);
+  if (!m) return m.error();
+  m->impl_ = std::move(impl);
+  return m;
+}
+
+LLMI_API_DEF Result<Model> Model::load_from_memory(std::span<const uint8_t> data, std::string_view name,
+                                                   const LoadOptions& options) {
+  double t0 = detail::now_ms();
+#if !defined(LLMINFER_NO_CPU_CHECK)
+  if (auto cpu = detail::check_cpu(); !cpu) return cpu.error();
+#endif
+  auto desc = detail::load_description_from_memory(data, std::string(name.empty() ? "memory" : name),
+                                                   options.read_into_memory);
+  if (!desc) return desc.error();
+  std::shared_ptr<const detail::ModelImpl> impl;
+  auto m = detail::finish_load(std::move(*desc), options, t0, impl);
+  if (!m) return m.error();
+  m->impl_ = std::move(impl);
   return m;
 }
 
@@ -20135,56 +20710,187 @@ inline uint64_t fresh_seed() {
   return s == random_seed ? 0 : s;
 }
 
-// Generates after `prompt` on the session's context, reusing the longest cached prefix.
-inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const int32_t> prompt,
-                                               const GenerateOptions& o, double t_start, bool strip_leading) {
+inline bool model_is_eog(const ModelImpl& m, int32_t id) {
+  if (m.tokenizer) return m.tokenizer->is_eog(id);
+  const VocabData& vd = m.desc->vocab;
+  return id >= 0 && (id == vd.eos || id == vd.eot || id == vd.eom);
+}
+
+inline Result<void> ensure_context(SessionImpl& s) {
+  if (s.ctx) return {};
+  auto c = Context::create(s.model->engine, 0);
+  if (!c) return c.error();
+  s.ctx.emplace(std::move(*c));
+  return {};
+}
+
+// Makes the cache hold the longest part of `prompt` it can without evaluating: the common prefix,
+// then, with `shift`, runs of cached tokens that equal what the prompt continues with, moved
+// down into place with their keys re-rotated (the cells skipped over are dropped: a context
+// shift). The last prompt token is always left to evaluate (its logits start the reply).
+// Returns the number of prompt tokens held and, in `shifted`, how many of them moved.
+inline size_t reuse_cache(Context& ctx, std::span<const int32_t> prompt, bool shift, int& shifted) {
+  shifted = 0;
+  const std::vector<int32_t>& c = ctx.tokens();
+  const size_t limit = prompt.size() - 1;
+  const size_t p = std::min(common_prefix(c, prompt), limit);
+  if (shift && p < c.size() && p < limit) {
+    // Greedy, left to right: a run of at least kMinRun equal tokens (or one that reaches the end
+    // of what may be reused) is kept; a cached token that starts none is dropped. Only cached
+    // tokens equal to the prompt's are ever kept, so the cache holds exactly the prompt's prefix.
+    constexpr size_t kMinRun = 8;
+    std::vector<KvMove> moves;
+    size_t hc = p, hp = p;
+    while (hc < c.size() && hp < limit) {
+      size_t n = 0;
+      while (hc + n < c.size() && hp + n < limit && c[hc + n] == prompt[hp + n]) n++;
+      if (n > 0 && n >= std::min(kMinRun, limit - hp)) {
+        moves.push_back(KvMove{static_cast<int>(hc), static_cast<int>(hp), static_cast<int>(n)});
+        hc += n;
+        hp += n;
+      } else {
+        hc++;
+      }
+    }
+    if (!moves.empty() && ctx.shift(moves, static_cast<int>(hp))) {
+      shifted = static_cast<int>(hp - p);
+      return hp;
+    }
+  }
+  if (ctx.truncate(static_cast<int>(p))) return p;
+  ctx.clear();
+  return 0;
+}
+
+// Prepares a generation after `prompt` on the session's context (reusing what the cache holds);
+// the steps run it. `chat_reply`: a Session::reply (the reply joins the conversation at the end).
+inline Result<void> begin_generation(SessionImpl& s, std::span<const int32_t> prompt, const GenerateOptions& o,
+                                     double t_start, bool strip_leading, bool chat_reply, bool allow_shift,
+                                     int messages_dropped = 0) {
   if (!s.model) return make_error(Errc::invalid_argument, "generate: the model is not loaded");
   const ModelImpl& m = *s.model;
   if (auto v = validate_generate_options(o); !v) return v.error();
   if (prompt.empty()) return make_error(Errc::invalid_argument, "the prompt is empty (no tokens to start from)");
-  if (!s.ctx) {
-    auto c = Context::create(m.engine, 0);
-    if (!c) return c.error();
-    s.ctx.emplace(std::move(*c));
-  }
+  if (auto c = ensure_context(s); !c) return c.error();
   Context& ctx = *s.ctx;
-  // Reuse the cached prefix; the last prompt token is always evaluated (its logits start the reply).
-  size_t reuse = std::min(common_prefix(ctx.tokens(), prompt), prompt.size() - 1);
-  if (!ctx.truncate(static_cast<int>(reuse))) {
-    ctx.clear();
-    reuse = 0;
-  }
-  GenerateResult r;
+  int shifted = 0;
+  size_t reuse = reuse_cache(ctx, prompt, allow_shift && ctx.slides(), shifted);
+  auto a = std::make_unique<ActiveGeneration>();
+  GenerateResult& r = a->base;
   r.prompt_tokens = static_cast<int>(prompt.size());
   r.prompt_tokens_reused = static_cast<int>(reuse);
+  r.tokens_shifted = shifted;
+  r.messages_dropped = messages_dropped;
   r.seed = o.seed == random_seed ? fresh_seed() : o.seed;
   s.rng.reseed(r.seed);
   if (m.options.log)
-    m.options.log(strf("prefill: %zu tokens (%zu reused from the cache)", prompt.size() - reuse, reuse));
-  ContextIO io(m, ctx, s.logits, strip_leading);
+    m.options.log(strf("prefill: %zu tokens (%zu reused from the cache, %d of them shifted)", prompt.size() - reuse, reuse,
+                       shifted));
+  a->io = std::make_unique<ContextIO>(m, ctx, s.logits, strip_leading);
+  a->prompt_size = prompt.size();
+  a->chat_reply = chat_reply;
   std::vector<int32_t> history(prompt.begin(), prompt.end());
-  auto run = run_generation(io, prompt.subspan(reuse), std::move(history), o, s.sampler, s.rng, t_start, r);
-  if (!run) return run.error();
-  if (r.stop == StopReason::context_full && r.tokens.empty() && prompt.size() > static_cast<size_t>(ctx.n_ctx()))
-    r.error = make_error(Errc::invalid_argument,
-                         strf("%s: the prompt is %zu tokens but the context holds %d (LoadOptions::context, --context): "
-                              "nothing was generated",
-                              m.desc->path.c_str(), prompt.size(), ctx.n_ctx()));
-  r.timings.load_ms = m.load_ms;
+  std::vector<int32_t> prefill(prompt.begin() + static_cast<std::ptrdiff_t>(reuse), prompt.end());
+  a->gen = std::make_unique<Generation>(*a->io, std::move(prefill), std::move(history), o, s.sampler, s.rng, t_start,
+                                        256);
+  s.last = GenerateResult();
+  s.active = std::move(a);
+  s.edited = false;
+  return {};
+}
+
+// The result of the generation that ended: its fields over the prepared ones; a reply joins the
+// conversation (unless nothing could be generated for a full context).
+inline GenerateResult end_generation(SessionImpl& s) {
+  ActiveGeneration& a = *s.active;
+  const ModelImpl& m = *s.model;
+  Context& ctx = *s.ctx;
+  GenerateResult r = std::move(a.base);
+  GenerateResult& g = a.gen->result();
+  r.text = std::move(g.text);
+  r.tokens = std::move(g.tokens);
+  r.stop = g.stop;
+  r.error = std::move(g.error);
+  r.prompt_tokens_evaluated = g.prompt_tokens_evaluated;
+  Timings t = g.timings;
+  t.load_ms = m.load_ms;
+  r.timings = t;
+  if (r.stop == StopReason::context_full && r.tokens.empty()) {
+    if (a.prompt_size > static_cast<size_t>(ctx.n_ctx()))
+      r.error = make_error(Errc::invalid_argument,
+                           strf("%s: the prompt is %zu tokens but the context holds %d (LoadOptions::context, --context): "
+                                "nothing was generated",
+                                m.desc->path.c_str(), a.prompt_size, ctx.n_ctx()));
+    else
+      r.error = make_error(Errc::invalid_argument,
+                           strf("%s: the context is full (%d of %d tokens hold the prompt): nothing was generated and "
+                                "no reply was added; erase or truncate messages, reset(), or use "
+                                "ContextPolicy::slide or a larger LoadOptions::context",
+                                m.desc->path.c_str(), ctx.n_past(), ctx.n_ctx()));
+  } else if (a.chat_reply) {
+    // The reply joins the conversation even when it was cut short (what the user saw), so roles
+    // keep alternating for templates that insist on it.
+    s.messages.push_back(Message{"assistant", r.text});
+  }
   r.peak_rss_mb = peak_rss_mb();
   r.kv_bytes = ctx.kv_bytes();
+  s.active.reset();
+  s.last = r;
   return r;
+}
+
+// One step of the active generation; done (with the result in s.last) after the end.
+inline Result<ReplyStep> step_generation(SessionImpl& s) {
+  ReplyStep out;
+  if (!s.active) return make_error(Errc::invalid_argument, "step: no reply in progress (call begin_reply first)");
+  ActiveGeneration& a = *s.active;
+  if (!a.done) {
+    auto t = a.gen->step();
+    if (!t) {
+      s.active.reset();
+      return t.error();
+    }
+    out.text = std::move(*t);
+    if (a.gen->done()) a.done = true;
+    if (!out.text.empty() || !a.done) return out;
+  }
+  GenerateResult r = end_generation(s);
+  out.done = true;
+  out.stop = r.stop;
+  return out;
+}
+
+// Ends a reply in progress as cancelled (before the conversation or the cache changes).
+inline void cancel_generation(SessionImpl& s) {
+  if (!s.active) return;
+  ActiveGeneration& a = *s.active;
+  if (!a.done) {
+    GenerateResult& g = a.gen->result();
+    if (g.stop != StopReason::context_full && g.stop != StopReason::error) g.stop = StopReason::cancelled;
+  }
+  (void)end_generation(s);
+}
+
+// Generates after `prompt` on the session's context, reusing the longest cached prefix.
+inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const int32_t> prompt,
+                                               const GenerateOptions& o, double t_start, bool strip_leading,
+                                               bool chat_reply = false, bool allow_shift = false,
+                                               int messages_dropped = 0) {
+  cancel_generation(s);
+  if (auto b = begin_generation(s, prompt, o, t_start, strip_leading, chat_reply, allow_shift, messages_dropped); !b)
+    return b.error();
+  for (;;) {
+    auto st = step_generation(s);
+    if (!st) return st.error();
+    if (st->done) return s.last;
+  }
 }
 
 }  // namespace detail
 
 namespace detail {
 
-// The conversation rendered by the model's chat template (ending with the assistant's turn) and
-// tokenized so that message content never becomes control tokens. BOS is added when the model
-// asks for it and the template did not write it.
-inline Result<std::vector<int32_t>> chat_prompt_tokens(const ModelImpl& m, std::span<const Message> messages,
-                                                       const std::atomic<bool>* cancel = nullptr) {
+inline Result<const ChatTemplate*> chat_template_of(const ModelImpl& m) {
   if (!m.tokenizer) return m.tokenizer_error;
   std::call_once(m.chat_once, [&] {
     auto tpl = ChatTemplate::parse(chat_template_for(*m.desc).source);
@@ -20192,18 +20898,74 @@ inline Result<std::vector<int32_t>> chat_prompt_tokens(const ModelImpl& m, std::
     else m.chat_error = make_error(tpl.error().code, m.desc->path + ": " + tpl.error().message);
   });
   if (!m.chat_template) return m.chat_error;
+  return &*m.chat_template;
+}
+
+// The conversation rendered by the model's chat template (ending with the assistant's turn) and
+// tokenized so that message content never becomes control tokens. BOS is added when the model
+// asks for it and the template did not write it.
+inline Result<std::vector<int32_t>> chat_prompt_tokens(const ModelImpl& m, std::span<const Message> messages,
+                                                       const std::atomic<bool>* cancel = nullptr,
+                                                       bool add_generation_prompt = true) {
+  auto tpl = chat_template_of(m);
+  if (!tpl) return tpl.error();
   ChatInput in;
   chat_special_tokens(*m.desc, in);
   in.messages = ChatInput::messages_from(messages);
-  in.add_generation_prompt = true;
+  in.add_generation_prompt = add_generation_prompt;
   in.cancel = cancel;  // GenerateOptions::cancel stops a long render too
-  auto r = m.chat_template->render(in);
+  auto r = (*tpl)->render(in);
   if (!r) return make_error(r.error().code, m.desc->path + ": " + r.error().message);
   auto ids = m.tokenizer->encode_prompt(r->text, r->content_spans, false);
   if (!ids) return ids.error();
   const auto& prefix = m.tokenizer->prefix_ids();
   if (!prefix.empty() && !(ids->size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), ids->begin())))
     ids->insert(ids->begin(), prefix.begin(), prefix.end());
+  return ids;
+}
+
+// Index of the first message after the leading system message(s).
+inline size_t first_turn(const std::vector<Message>& msgs) {
+  size_t f = 0;
+  while (f < msgs.size() && msgs[f].role == "system") f++;
+  return f;
+}
+
+// Session::reply's prompt. With ContextPolicy::slide, when the conversation and room for the
+// reply do not fit the context, the oldest turns after the system message(s) leave the
+// conversation (a turn: a message and the non-"user" messages after it, so the conversation
+// still starts with a user message) until they fit; the last user turn always stays.
+inline Result<std::vector<int32_t>> reply_prompt(SessionImpl& s, const GenerateOptions& o, int& dropped) {
+  const ModelImpl& m = *s.model;
+  dropped = 0;
+  auto ids = chat_prompt_tokens(m, s.messages, o.cancel);
+  if (!ids) return ids.error();
+  if (m.options.context_policy != ContextPolicy::slide) return ids;
+  if (auto c = ensure_context(s); !c) return c.error();
+  Context& ctx = *s.ctx;
+  const int n_ctx = ctx.n_ctx();
+  const size_t reserve = static_cast<size_t>(o.max_tokens >= 0 ? std::min(o.max_tokens, n_ctx / 2) : n_ctx / 4) + 1;
+  std::vector<Message> kept = s.messages;
+  while (ids->size() + reserve > static_cast<size_t>(n_ctx)) {
+    size_t f = first_turn(kept), e = f + 1;
+    while (e < kept.size() && kept[e].role != "user") e++;
+    if (e >= kept.size()) break;  // that would drop the turn being replied to
+    kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(f), kept.begin() + static_cast<std::ptrdiff_t>(e));
+    auto next = chat_prompt_tokens(m, kept, o.cancel);
+    if (!next) return next.error();
+    dropped += static_cast<int>(e - f);
+    ids = std::move(next);
+  }
+  if (dropped > 0) s.messages = std::move(kept);
+  // A slide during the reply keeps the system message(s): the tokens the conversation's
+  // rendering shares with theirs alone (at least LoadOptions::keep).
+  size_t f = first_turn(s.messages);
+  int keep = std::max(0, m.options.keep);
+  if (f > 0) {
+    auto sys = chat_prompt_tokens(m, std::span<const Message>(s.messages.data(), f), o.cancel, false);
+    if (sys) keep = std::max(keep, static_cast<int>(common_prefix(*sys, *ids)));
+  }
+  ctx.set_keep(keep);
   return ids;
 }
 
@@ -20249,13 +21011,71 @@ LLMI_API_DEF Session Model::session() const {
   return Session(std::move(s));
 }
 
-LLMI_API_DEF const detail::ModelImpl& Model::impl() const {
-  if (!impl_) {
-    std::fputs("llminfer: Model::impl() on a Model that holds no model (default-constructed or moved from)\n", stderr);
+namespace detail {
+LLMI_API_DEF const ModelImpl& model_impl(const Model& m) {
+  if (!m.impl_) {
+    std::fputs("llminfer: detail::model_impl() on a Model that holds no model (default-constructed or moved from)\n",
+               stderr);
     std::abort();
   }
-  return *impl_;
+  return *m.impl_;
 }
+LLMI_API_DEF SessionImpl& session_impl(Session& s) {
+  if (!s.impl_) {
+    std::fputs("llminfer: detail::session_impl() on a moved-from Session\n", stderr);
+    std::abort();
+  }
+  return *s.impl_;
+}
+}  // namespace detail
+
+LLMI_API_DEF ModelInfo Model::info() const {
+  ModelInfo i;
+  if (!impl_) return i;
+  const detail::ModelDesc& d = *impl_->desc;
+  const detail::Engine& e = *impl_->engine;
+  const LoadOptions& o = impl_->options;
+  i.path = d.path;
+  i.format = d.format;
+  i.architecture = d.arch;
+  i.name = d.name;
+  i.file_bytes = d.file_bytes;
+  i.n_params = d.n_params();
+  i.n_vocab = e.n_vocab();
+  i.n_ctx_train = static_cast<int>(d.hp.n_ctx_train);
+  i.context = e.n_ctx_default();
+  i.n_layer = static_cast<int>(d.hp.n_layer);
+  i.n_embd = static_cast<int>(d.hp.n_embd);
+  i.n_head = static_cast<int>(d.hp.n_head);
+  i.n_head_kv = static_cast<int>(d.hp.n_head_kv);
+  i.head_dim = static_cast<int>(d.hp.head_dim);
+  i.n_ff = static_cast<int>(d.hp.n_ff);
+  i.kv_type = o.kv_type;
+  i.context_policy = o.context_policy;
+  i.kv_bytes = detail::KvCache::planned_bytes(e.program().kv, i.context, std::min(256, i.context), o.kv_type);
+  i.kernels = e.kernels().name;
+  i.threads = e.pool().size();
+  const detail::VocabData& v = d.vocab;
+  if (impl_->tokenizer) {
+    i.tokenizer = v.model.empty() ? "unknown" : v.model;
+    i.add_bos = !impl_->tokenizer->prefix_ids().empty();
+    i.eog = impl_->tokenizer->eog_ids();
+  } else {
+    i.tokenizer_error = impl_->tokenizer_error.message;
+    for (int32_t id : {v.eos, v.eot, v.eom})
+      if (id >= 0) i.eog.push_back(id);
+  }
+  i.bos = v.bos;
+  i.eos = v.eos;
+  i.eot = v.eot;
+  i.pad = v.pad;
+  i.unk = v.unk;
+  i.chat_template = d.has_chat_template;
+  i.identity = detail::model_identity(*impl_);
+  return i;
+}
+
+LLMI_API_DEF double peak_memory_mb() noexcept { return detail::peak_rss_mb(); }
 
 LLMI_API_DEF Result<std::vector<int32_t>> Model::tokenize(std::string_view text, bool add_special, bool parse_special) const {
   if (!impl_) return detail::make_error(Errc::invalid_argument, "tokenize: the model is not loaded");
@@ -20290,49 +21110,562 @@ LLMI_API_DEF Session::Session(Session&&) noexcept = default;
 LLMI_API_DEF Session& Session::operator=(Session&&) noexcept = default;
 LLMI_API_DEF Session::~Session() = default;
 
-LLMI_API_DEF detail::SessionImpl& Session::impl() {
-  if (!impl_) {
-    std::fputs("llminfer: Session::impl() on a moved-from Session\n", stderr);
-    std::abort();
-  }
-  return *impl_;
+namespace detail {
+inline Error moved_from(const char* what) {
+  return make_error(Errc::invalid_argument, strf("%s: the session was moved from (use the Session it was moved to)", what));
 }
+}  // namespace detail
 
 LLMI_API_DEF void Session::add(std::string_view role, std::string_view content) {
   if (!impl_) return;  // moved from: reply() reports it
+  detail::cancel_generation(*impl_);
   impl_->messages.push_back(Message{std::string(role), std::string(content)});
 }
 
-LLMI_API_DEF Result<GenerateResult> Session::reply(const GenerateOptions& options) {
+LLMI_API_DEF Result<void> Session::begin_reply(const GenerateOptions& options) {
   double t0 = detail::now_ms();
-  if (!impl_) return detail::make_error(Errc::invalid_argument, "reply: the session was moved from (use the Session it was moved to)");
+  if (!impl_) return detail::moved_from("reply");
   detail::SessionImpl& s = *impl_;
+  detail::cancel_generation(s);
   if (!s.model) return detail::make_error(Errc::invalid_argument, "reply: the model is not loaded");
   if (s.messages.empty()) return detail::make_error(Errc::invalid_argument, "reply: the conversation is empty (add a message first)");
-  auto ids = detail::chat_prompt_tokens(*s.model, s.messages, options.cancel);
-  if (!ids) return ids.error();
-  auto r = detail::session_generate(s, *ids, options, t0, true);
-  if (!r) return r.error();
-  // The reply joins the conversation even when it was cut short (what the user saw), so roles
-  // keep alternating for templates that insist on it.
-  s.messages.push_back(Message{"assistant", r->text});
-  return r;
+  if (auto v = detail::validate_generate_options(options); !v) return v.error();
+  // Nothing changes before the prompt is known (a template error leaves the session as it was).
+  std::vector<Message> before = s.messages;
+  int dropped = 0;
+  auto ids = detail::reply_prompt(s, options, dropped);
+  if (!ids) {
+    s.messages = std::move(before);
+    return ids.error();
+  }
+  auto b = detail::begin_generation(s, *ids, options, t0, true, true, !s.edited, dropped);
+  if (!b) {
+    s.messages = std::move(before);
+    return b.error();
+  }
+  return {};
+}
+
+LLMI_API_DEF Result<ReplyStep> Session::step() {
+  if (!impl_) return detail::moved_from("step");
+  return detail::step_generation(*impl_);
+}
+
+LLMI_API_DEF bool Session::replying() const { return impl_ && impl_->active; }
+
+LLMI_API_DEF const GenerateResult& Session::result() const {
+  static const GenerateResult none;
+  return impl_ ? impl_->last : none;
+}
+
+LLMI_API_DEF Result<GenerateResult> Session::reply(const GenerateOptions& options) {
+  if (auto b = begin_reply(options); !b) return b.error();
+  for (;;) {
+    auto st = step();
+    if (!st) return st.error();
+    if (st->done) return impl_->last;
+  }
 }
 
 LLMI_API_DEF void Session::reset() {
   if (!impl_) return;
+  detail::cancel_generation(*impl_);
   impl_->messages.clear();
+  impl_->edited = false;
   if (impl_->ctx) impl_->ctx->clear();
+  impl_->logits.clear();
 }
 
 LLMI_API_DEF const std::vector<Message>& Session::messages() const {
   static const std::vector<Message> none;
   return impl_ ? impl_->messages : none;
 }
+
+LLMI_API_DEF Result<void> Session::erase(size_t index) {
+  if (!impl_) return detail::moved_from("erase");
+  detail::cancel_generation(*impl_);
+  if (index >= impl_->messages.size())
+    return detail::make_error(Errc::invalid_argument, detail::strf("erase: no message %zu (the conversation has %zu)",
+                                                                   index, impl_->messages.size()));
+  impl_->messages.erase(impl_->messages.begin() + static_cast<std::ptrdiff_t>(index));
+  impl_->edited = true;
+  return {};
+}
+
+LLMI_API_DEF Result<void> Session::replace(size_t index, Message message) {
+  if (!impl_) return detail::moved_from("replace");
+  detail::cancel_generation(*impl_);
+  if (index >= impl_->messages.size())
+    return detail::make_error(Errc::invalid_argument, detail::strf("replace: no message %zu (the conversation has %zu)",
+                                                                   index, impl_->messages.size()));
+  impl_->messages[index] = std::move(message);
+  impl_->edited = true;
+  return {};
+}
+
+LLMI_API_DEF Result<void> Session::truncate(size_t count) {
+  if (!impl_) return detail::moved_from("truncate");
+  detail::cancel_generation(*impl_);
+  if (count > impl_->messages.size())
+    return detail::make_error(Errc::invalid_argument, detail::strf("truncate: %zu messages asked, the conversation has %zu",
+                                                                   count, impl_->messages.size()));
+  impl_->messages.resize(count);
+  impl_->edited = true;
+  return {};
+}
+
+LLMI_API_DEF void Session::set_messages(std::vector<Message> messages) {
+  if (!impl_) return;
+  detail::cancel_generation(*impl_);
+  impl_->messages = std::move(messages);
+  impl_->edited = true;
+}
+
+LLMI_API_DEF Result<void> Session::eval(std::span<const int32_t> tokens, bool all_logits, const std::atomic<bool>* cancel) {
+  if (!impl_) return detail::moved_from("eval");
+  detail::SessionImpl& s = *impl_;
+  detail::cancel_generation(s);
+  if (!s.model) return detail::make_error(Errc::invalid_argument, "eval: the model is not loaded");
+  if (tokens.empty()) return detail::make_error(Errc::invalid_argument, "eval: no tokens");
+  if (auto c = detail::ensure_context(s); !c) return c.error();
+  std::function<bool()> poll;
+  if (cancel) poll = [cancel] { return cancel->load(std::memory_order_relaxed); };
+  auto st = s.ctx->eval(tokens, s.logits, all_logits, poll);
+  if (!st) return st.error();
+  if (*st == detail::EvalStatus::context_full)
+    return detail::make_error(Errc::invalid_argument,
+                              detail::strf("eval: %zu tokens do not fit: the context holds %d and %d are cached "
+                                           "(truncate_tokens, or ContextPolicy::slide)",
+                                           tokens.size(), s.ctx->n_ctx(), s.ctx->n_past()));
+  if (*st == detail::EvalStatus::cancelled) {
+    s.logits.clear();
+    return detail::make_error(Errc::invalid_argument, "eval: cancelled (the tokens evaluated before stay cached)");
+  }
+  return {};
+}
+
+LLMI_API_DEF std::span<const float> Session::logits() const {
+  if (!impl_) return {};
+  return impl_->logits;
+}
+
+LLMI_API_DEF Result<int32_t> Session::sample(const GenerateOptions& o) {
+  if (!impl_) return detail::moved_from("sample");
+  detail::SessionImpl& s = *impl_;
+  if (!s.model) return detail::make_error(Errc::invalid_argument, "sample: the model is not loaded");
+  if (auto v = detail::validate_generate_options(o); !v) return v.error();
+  const size_t nv = static_cast<size_t>(s.model->engine->n_vocab());
+  if (s.logits.size() < nv) return detail::make_error(Errc::invalid_argument, "sample: no logits (evaluate tokens first)");
+  std::span<const float> last(s.logits.data() + (s.logits.size() - nv), nv);
+  const detail::SamplerParams sp{o.temperature, o.top_k, o.top_p, o.min_p, o.repeat_penalty, o.repeat_last_n};
+  static const std::vector<int32_t> none;
+  int32_t id = s.sampler.sample(last, s.ctx ? s.ctx->tokens() : none, sp, s.rng);
+  if (id < 0) return detail::make_error(Errc::internal, "sample: the logits hold no usable value (NaN or -inf everywhere)");
+  return id;
+}
+
+LLMI_API_DEF void Session::set_seed(uint64_t seed) {
+  if (impl_) impl_->rng.reseed(seed == random_seed ? detail::fresh_seed() : seed);
+}
+
+LLMI_API_DEF const std::vector<int32_t>& Session::tokens() const {
+  static const std::vector<int32_t> none;
+  return impl_ && impl_->ctx ? impl_->ctx->tokens() : none;
+}
+
+LLMI_API_DEF Result<void> Session::truncate_tokens(int count) {
+  if (!impl_) return detail::moved_from("truncate_tokens");
+  detail::SessionImpl& s = *impl_;
+  detail::cancel_generation(s);
+  const int n = s.ctx ? s.ctx->n_past() : 0;
+  if (count < 0 || count > n)
+    return detail::make_error(Errc::invalid_argument, detail::strf("truncate_tokens: %d asked, %d are cached", count, n));
+  if (count == n) return {};
+  if (!s.ctx->truncate(count)) {  // a sliding-window ring no longer holds what is kept: evaluate again
+    std::vector<int32_t> keep(s.ctx->tokens().begin(), s.ctx->tokens().begin() + count);
+    s.ctx->clear();
+    if (!keep.empty()) {
+      auto st = s.ctx->eval(keep, s.logits);
+      if (!st) return st.error();
+    }
+  }
+  s.logits.clear();  // the logits of the new last token are not known without evaluating it
+  return {};
+}
+
+LLMI_API_DEF bool Session::is_eog(int32_t id) const {
+  return impl_ && impl_->model && detail::model_is_eog(*impl_->model, id);
+}
+
 LLMI_API_DEF int Session::cached_tokens() const { return impl_ && impl_->ctx ? impl_->ctx->n_past() : 0; }
 LLMI_API_DEF int Session::context_size() const {
   if (!impl_ || !impl_->model) return 0;
   return impl_->ctx ? impl_->ctx->n_ctx() : impl_->model->engine->n_ctx_default();
+}
+
+}  // namespace v0_1
+}  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
+
+// ---- src/91_session_io.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
+// ==== Saved sessions: Session::save / load ====
+// A session as bytes: the conversation, the cached tokens and their KV cells, the last logits and
+// the RNG, so that a restored session continues exactly as the saved one would have. Like every
+// file the library reads, a saved session is untrusted: every size is checked against what
+// remains, and the whole is covered by a sha256 so that a truncated or altered file is refused
+// before anything is believed. Little-endian throughout:
+//
+//   "LLMISESS"            magic (8 bytes)
+//   u32 version           1
+//   u32 flags             0
+//   u64 body_bytes        the bytes between this header and the checksum
+//   body:
+//     str identity        Model::info().identity of the model that made it (u32 length + bytes)
+//     str library         the library version that wrote it (information only)
+//     u32 kv_type         0 f16, 1 f32
+//     u32 n_ctx           the saving session's context (information only)
+//     i32 keep            the tokens a slide keeps
+//     u64 rng[4]          the RNG state
+//     u32 edited          1 when the conversation was edited since the last reply
+//     u32 n_messages, then per message: str role, u64 length + content
+//     u32 n_tokens, then i32 ids                      the cached tokens (positions 0..n_tokens-1)
+//     u64 n_logits, then f32 values                   Session::logits()
+//     u32 n_layers, then per KV layer: u32 n_kv, hd_k, hd_v, window; u32 first; u32 count;
+//         count cells of positions first..first+count-1, each the keys of every head then their
+//         values, in the cache's element type (a sliding-window layer holds only its last cells)
+//   u8[32] sha256         of everything before it
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+inline constexpr char kSessionMagic[8] = {'L', 'L', 'M', 'I', 'S', 'E', 'S', 'S'};
+inline constexpr uint32_t kSessionVersion = 1;
+inline constexpr size_t kSessionHeader = 8 + 4 + 4 + 8;
+
+// The 32 bytes of a sha256 given as 64 hex digits (Sha256::hex).
+inline std::array<uint8_t, 32> sha256_bytes(const std::string& hex) {
+  auto nib = [](char c) { return static_cast<uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); };
+  std::array<uint8_t, 32> b{};
+  for (size_t i = 0; i < 32 && 2 * i + 1 < hex.size(); i++) b[i] = static_cast<uint8_t>(nib(hex[2 * i]) << 4 | nib(hex[2 * i + 1]));
+  return b;
+}
+
+class ByteWriter {
+ public:
+  void bytes(const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
+  void u32(uint32_t v) { le(v, 4); }
+  void u64(uint64_t v) { le(v, 8); }
+  void str(std::string_view s) {
+    u32(static_cast<uint32_t>(s.size()));
+    bytes(s.data(), s.size());
+  }
+  void str64(std::string_view s) {
+    u64(s.size());
+    bytes(s.data(), s.size());
+  }
+  std::string out;
+
+ private:
+  void le(uint64_t v, int n) {
+    for (int i = 0; i < n; i++) out += static_cast<char>((v >> (8 * i)) & 0xff);
+  }
+};
+
+// Reads with every length checked against what remains; the first failure sticks.
+class ByteReader {
+ public:
+  ByteReader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  bool ok() const { return ok_; }
+  size_t left() const { return n_ - at_; }
+  const uint8_t* take(uint64_t n) {
+    if (!ok_ || n > left()) {
+      ok_ = false;
+      return nullptr;
+    }
+    const uint8_t* r = p_ + at_;
+    at_ += static_cast<size_t>(n);
+    return r;
+  }
+  uint64_t le(int n) {
+    const uint8_t* b = take(static_cast<uint64_t>(n));
+    uint64_t v = 0;
+    if (b)
+      for (int i = 0; i < n; i++) v |= uint64_t(b[i]) << (8 * i);
+    return v;
+  }
+  uint32_t u32() { return static_cast<uint32_t>(le(4)); }
+  uint64_t u64() { return le(8); }
+  std::string str(uint64_t len) {
+    const uint8_t* b = take(len);
+    return b ? std::string(reinterpret_cast<const char*>(b), static_cast<size_t>(len)) : std::string();
+  }
+
+ private:
+  const uint8_t* p_;
+  size_t n_, at_ = 0;
+  bool ok_ = true;
+};
+
+inline Result<std::string> save_session_bytes(const SessionImpl& s) {
+  if (!s.model) return make_error(Errc::invalid_argument, "save: the model is not loaded");
+  if (s.active) return make_error(Errc::invalid_argument, "save: a reply is in progress (step it to the end first)");
+  const ModelImpl& m = *s.model;
+  const Program& prog = m.engine->program();
+  ByteWriter w;
+  w.str(model_identity(m));
+  w.str(LLMINFER_VERSION_STRING);
+  w.u32(m.options.kv_type == KvType::f32 ? 1 : 0);
+  w.u32(static_cast<uint32_t>(s.ctx ? s.ctx->n_ctx() : m.engine->n_ctx_default()));
+  w.u32(static_cast<uint32_t>(s.ctx ? s.ctx->keep() : std::max(0, m.options.keep)));
+  uint64_t rng[4];
+  s.rng.get_state(rng);
+  for (uint64_t v : rng) w.u64(v);
+  w.u32(s.edited ? 1 : 0);
+  w.u32(static_cast<uint32_t>(s.messages.size()));
+  for (const auto& msg : s.messages) {
+    w.str(msg.role);
+    w.str64(msg.content);
+  }
+  static const std::vector<int32_t> none;
+  const std::vector<int32_t>& toks = s.ctx ? s.ctx->tokens() : none;
+  w.u32(static_cast<uint32_t>(toks.size()));
+  for (int32_t t : toks) w.u32(static_cast<uint32_t>(t));
+  w.u64(s.logits.size());
+  for (float f : s.logits) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    w.u32(b);
+  }
+  const int n_past = static_cast<int>(toks.size());
+  w.u32(static_cast<uint32_t>(prog.kv.size()));
+  for (size_t li = 0; li < prog.kv.size(); li++) {
+    const KvLayerSpec& sp = prog.kv[li];
+    w.u32(static_cast<uint32_t>(sp.n_kv));
+    w.u32(static_cast<uint32_t>(sp.hd_k));
+    w.u32(static_cast<uint32_t>(sp.hd_v));
+    w.u32(static_cast<uint32_t>(sp.window));
+    int first = s.ctx ? s.ctx->kv().held_from(static_cast<int>(li), n_past) : 0;
+    w.u32(static_cast<uint32_t>(first));
+    w.u32(static_cast<uint32_t>(n_past - first));
+    for (int pos = first; pos < n_past; pos++) s.ctx->kv().read_cell(static_cast<int>(li), pos, w.out);
+  }
+  std::string body = std::move(w.out);
+  ByteWriter h;
+  h.bytes(kSessionMagic, 8);
+  h.u32(kSessionVersion);
+  h.u32(0);
+  h.u64(body.size());
+  std::string out = std::move(h.out);
+  out += body;
+  Sha256 sha;
+  sha.update(out.data(), out.size());
+  auto sum = sha256_bytes(sha.hex());
+  out.append(reinterpret_cast<const char*>(sum.data()), sum.size());
+  return out;
+}
+
+// `verify_checksum` false only for the fuzz target (to reach the checks behind the checksum).
+inline Result<void> load_session_bytes(SessionImpl& s, std::span<const uint8_t> data, const std::string& name,
+                                       bool verify_checksum = true) {
+  auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, name + ": " + what); };
+  if (!s.model) return make_error(Errc::invalid_argument, "load: the model is not loaded");
+  const ModelImpl& m = *s.model;
+  if (data.size() < 8 || std::memcmp(data.data(), kSessionMagic, 8) != 0)
+    return bad("not a saved llminfer session (no LLMISESS header)");
+  if (data.size() < kSessionHeader + 32)
+    return bad(strf("truncated: %zu bytes, a saved session has at least %zu", data.size(), kSessionHeader + 32));
+  ByteReader hr(data.data() + 8, kSessionHeader - 8);
+  uint32_t version = hr.u32();
+  uint32_t flags = hr.u32();
+  uint64_t body_bytes = hr.u64();
+  if (version != kSessionVersion)
+    return bad(strf("saved session format version %u; this library (%s) reads version %u", version,
+                    LLMINFER_VERSION_STRING, kSessionVersion));
+  if (flags != 0) return bad(strf("unknown flags 0x%x", flags));
+  const uint64_t have = data.size() - kSessionHeader - 32;
+  if (body_bytes > have)
+    return bad(strf("truncated: the header announces %llu bytes of content, %llu are there",
+                    static_cast<unsigned long long>(body_bytes), static_cast<unsigned long long>(have)));
+  if (body_bytes < have)
+    return bad(strf("%llu bytes follow the end of the saved session", static_cast<unsigned long long>(have - body_bytes)));
+  if (verify_checksum) {
+    Sha256 sha;
+    sha.update(data.data(), data.size() - 32);
+    auto sum = sha256_bytes(sha.hex());
+    if (std::memcmp(sum.data(), data.data() + data.size() - 32, 32) != 0)
+      return bad("the checksum does not match: the file was altered or damaged");
+  }
+  // The checksum says the bytes are as written; they are still checked as untrusted input below.
+  ByteReader r(data.data() + kSessionHeader, static_cast<size_t>(body_bytes));
+  auto cut = [&] { return bad("malformed content (a length runs past the end)"); };
+  uint32_t id_len = r.u32();
+  std::string identity = r.str(id_len);
+  uint32_t lib_len = r.u32();
+  std::string library = r.str(lib_len);
+  if (!r.ok()) return cut();
+  if (identity != model_identity(m))
+    return bad(strf("saved with another model (identity %s, this model's is %s; library %s)",
+                    printable(identity.substr(0, 16)).c_str(), model_identity(m).substr(0, 16).c_str(),
+                    printable(library).c_str()));
+  uint32_t kv_type = r.u32();
+  (void)r.u32();  // n_ctx of the saving session
+  uint32_t keep = r.u32();
+  uint64_t rng[4];
+  for (auto& v : rng) v = r.u64();
+  uint32_t edited = r.u32();
+  if (!r.ok()) return cut();
+  const uint32_t want_type = m.options.kv_type == KvType::f32 ? 1 : 0;
+  if (kv_type > 1) return bad(strf("unknown KV cache type %u", kv_type));
+  if (kv_type != want_type)
+    return bad(strf("its KV cache is %s, this session's is %s (LoadOptions::kv_type must match)", kv_type ? "f32" : "f16",
+                    want_type ? "f32" : "f16"));
+  uint32_t n_msg = r.u32();
+  if (!r.ok() || n_msg > r.left() / 12) return cut();
+  std::vector<Message> messages;
+  messages.reserve(n_msg);
+  for (uint32_t i = 0; i < n_msg; i++) {
+    Message msg;
+    uint32_t rl = r.u32();
+    msg.role = r.str(rl);
+    uint64_t cl = r.u64();
+    msg.content = r.str(cl);
+    if (!r.ok()) return cut();
+    messages.push_back(std::move(msg));
+  }
+  uint32_t n_tok = r.u32();
+  if (!r.ok() || n_tok > r.left() / 4) return cut();
+  const int n_ctx = s.ctx ? s.ctx->n_ctx() : m.engine->n_ctx_default();
+  if (n_tok > static_cast<uint32_t>(n_ctx))
+    return bad(strf("it holds %u tokens, this session's context holds %d (LoadOptions::context)", n_tok, n_ctx));
+  std::vector<int32_t> tokens(n_tok);
+  const int64_t n_rows = m.engine->program().embed_rows;
+  for (auto& t : tokens) {
+    t = static_cast<int32_t>(r.u32());
+    if (t < 0 || t >= n_rows) return bad(strf("token id %d is outside the vocabulary", t));
+  }
+  uint64_t n_logits = r.u64();
+  if (!r.ok() || n_logits > r.left() / 4) return cut();
+  const uint64_t nv = static_cast<uint64_t>(m.engine->n_vocab());
+  if (n_logits % (nv ? nv : 1) != 0 || (n_logits > 0 && n_tok == 0))
+    return bad(strf("%llu logits, not a multiple of the vocabulary (%llu)", static_cast<unsigned long long>(n_logits),
+                    static_cast<unsigned long long>(nv)));
+  std::vector<float> logits(static_cast<size_t>(n_logits));
+  for (auto& f : logits) {
+    uint32_t b = r.u32();
+    std::memcpy(&f, &b, 4);
+  }
+  const Program& prog = m.engine->program();
+  uint32_t n_layers = r.u32();
+  if (!r.ok()) return cut();
+  if (n_layers != prog.kv.size())
+    return bad(strf("%u KV layers, this model has %zu", n_layers, prog.kv.size()));
+  // Check every layer before anything changes; then create the cache and write the cells.
+  struct LayerCells {
+    int first = 0, count = 0;
+    const uint8_t* cells = nullptr;
+  };
+  std::vector<LayerCells> cells(n_layers);
+  const uint64_t elem = kv_type ? 4 : 2;
+  for (uint32_t li = 0; li < n_layers; li++) {
+    const KvLayerSpec& sp = prog.kv[li];
+    uint32_t nk = r.u32(), hk = r.u32(), hv = r.u32(), win = r.u32(), first = r.u32(), count = r.u32();
+    if (!r.ok()) return cut();
+    if (nk != uint32_t(sp.n_kv) || hk != uint32_t(sp.hd_k) || hv != uint32_t(sp.hd_v) || win != uint32_t(sp.window))
+      return bad(strf("KV layer %u has another shape than this model's", li));
+    if (first > n_tok || count != n_tok - first) return bad(strf("KV layer %u: cells do not match the tokens", li));
+    // what a continuation needs: every position, or on a sliding-window layer its window
+    uint32_t need = sp.window > 0 ? static_cast<uint32_t>(std::max<int64_t>(0, int64_t(n_tok) - sp.window + 1)) : 0;
+    if (first > need) return bad(strf("KV layer %u lacks cells a continuation needs", li));
+    const uint64_t cb = (uint64_t(nk) * hk + uint64_t(nk) * hv) * elem;
+    if (count > 0 && cb > r.left() / count) return cut();
+    cells[li] = LayerCells{static_cast<int>(first), static_cast<int>(count), r.take(cb * count)};
+  }
+  if (!r.ok()) return cut();
+  if (r.left() != 0) return bad(strf("%zu unexpected bytes after the KV cache", r.left()));
+  // Everything checks: the session takes it.
+  cancel_generation(s);
+  if (auto c = ensure_context(s); !c) return c.error();
+  Context& ctx = *s.ctx;
+  ctx.clear();
+  KvCache& kv = ctx.kv();
+  for (uint32_t li = 0; li < n_layers; li++) {
+    const LayerCells& lc = cells[li];
+    const int li_ = static_cast<int>(li);
+    const uint64_t cb = kv.cell_bytes(li_);
+    const int slots = kv.layer(li_).slots;
+    const int from = std::max(lc.first, static_cast<int>(n_tok) - slots);  // a smaller ring keeps the last ones
+    for (int pos = from; pos < static_cast<int>(n_tok); pos++)
+      kv.write_cell(li_, pos, lc.cells + uint64_t(pos - lc.first) * cb);
+    kv.set_oldest(li_, from);
+  }
+  ctx.set_tokens(std::move(tokens));
+  ctx.set_keep(static_cast<int>(std::min<uint32_t>(keep, 1u << 24)));
+  s.logits = std::move(logits);
+  s.rng.set_state(rng);
+  s.messages = std::move(messages);
+  s.edited = edited != 0;
+  s.last = GenerateResult();
+  return {};
+}
+
+// Writes `bytes` to `path` through a temporary file renamed over it, so that a failure (a full
+// disk) leaves the previous file as it was.
+inline Result<void> write_file_replacing(const std::string& path, std::string_view bytes) {
+  std::string tmp = path + ".tmp";
+#if defined(_WIN32)
+  FILE* f = _wfopen(utf8_to_wide(tmp).c_str(), L"wb");
+#else
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+#endif
+  if (!f) return make_error(Errc::io, strf("%s: cannot create: %s", tmp.c_str(), std::strerror(errno)));
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  ok = std::fflush(f) == 0 && ok;
+  int err = errno;
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    return make_error(Errc::io, strf("%s: cannot write: %s", tmp.c_str(), std::strerror(err ? err : EIO)));
+  }
+#if defined(_WIN32)
+  bool moved = MoveFileExW(utf8_to_wide(tmp).c_str(), utf8_to_wide(path).c_str(), MOVEFILE_REPLACE_EXISTING) != 0;
+#else
+  bool moved = std::rename(tmp.c_str(), path.c_str()) == 0;
+#endif
+  if (!moved) {
+    std::remove(tmp.c_str());
+    return make_error(Errc::io, strf("%s: cannot replace it with the new file", path.c_str()));
+  }
+  return {};
+}
+
+}  // namespace detail
+
+LLMI_API_DEF Result<std::vector<uint8_t>> Session::save() const {
+  if (!impl_) return detail::moved_from("save");
+  auto b = detail::save_session_bytes(*impl_);
+  if (!b) return b.error();
+  return std::vector<uint8_t>(b->begin(), b->end());
+}
+
+LLMI_API_DEF Result<void> Session::save(std::string_view path) const {
+  if (!impl_) return detail::moved_from("save");
+  auto b = detail::save_session_bytes(*impl_);
+  if (!b) return b.error();
+  return detail::write_file_replacing(std::string(path), *b);
+}
+
+LLMI_API_DEF Result<void> Session::load(std::span<const uint8_t> bytes) {
+  if (!impl_) return detail::moved_from("load");
+  return detail::load_session_bytes(*impl_, bytes, "saved session");
+}
+
+LLMI_API_DEF Result<void> Session::load(std::string_view path) {
+  if (!impl_) return detail::moved_from("load");
+  auto f = detail::MappedFile::read(std::string(path));
+  if (!f) return f.error();
+  return detail::load_session_bytes(*impl_, std::span<const uint8_t>(f->data(), static_cast<size_t>(f->size())),
+                                    std::string(path));
 }
 
 }  // namespace v0_1
@@ -20669,8 +22002,8 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_detokenize(const llminfer_model* model,
   if (text_len) *text_len = 0;
   if (!model) return c_null(err, "llminfer_detokenize", "model");
   if (!ids && n_ids) return c_null(err, "llminfer_detokenize", "ids");
-  if (!model->model.impl().tokenizer) return c_fail(err, model->model.impl().tokenizer_error);
-  const int64_t n_vocab = static_cast<int64_t>(model->model.impl().tokenizer->n_vocab());
+  if (!llminfer::detail::model_impl(model->model).tokenizer) return c_fail(err, llminfer::detail::model_impl(model->model).tokenizer_error);
+  const int64_t n_vocab = static_cast<int64_t>(llminfer::detail::model_impl(model->model).tokenizer->n_vocab());
   for (size_t i = 0; i < n_ids; i++)
     if (ids[i] < 0 || ids[i] >= n_vocab)
       return c_fail(err, LLMINFER_E_INVALID_ARGUMENT,

@@ -326,8 +326,8 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_detokenize(const llminfer_model* model,
   if (text_len) *text_len = 0;
   if (!model) return c_null(err, "llminfer_detokenize", "model");
   if (!ids && n_ids) return c_null(err, "llminfer_detokenize", "ids");
-  if (!model->model.impl().tokenizer) return c_fail(err, model->model.impl().tokenizer_error);
-  const int64_t n_vocab = static_cast<int64_t>(model->model.impl().tokenizer->n_vocab());
+  if (!llminfer::detail::model_impl(model->model).tokenizer) return c_fail(err, llminfer::detail::model_impl(model->model).tokenizer_error);
+  const int64_t n_vocab = static_cast<int64_t>(llminfer::detail::model_impl(model->model).tokenizer->n_vocab());
   for (size_t i = 0; i < n_ids; i++)
     if (ids[i] < 0 || ids[i] >= n_vocab)
       return c_fail(err, LLMINFER_E_INVALID_ARGUMENT,

@@ -86,7 +86,7 @@ TEST_CASE("batch: concurrency: sessions decoding at once share steps and get the
                            "synth-gemma3-tiny-q8_0.gguf"}) {
     CAPTURE(name);
     Model m = load_model(test::model_path(name), {.threads = 2});
-    auto e = m.impl().engine;
+    auto e = llminfer::detail::model_impl(m).engine;
     const int nv = e->n_vocab();
     // prompts of 5, 40, 300 (two chunks: 256 + 44) and 3 tokens; they decode different lengths,
     // so sequences join and leave the batch at different steps
@@ -115,7 +115,7 @@ TEST_CASE("batch: concurrency: sessions decoding at once share steps and get the
 
 TEST_CASE("batch: concurrency: sampled generations from 8 threads equal the same one after another") {
   Model m = load_model(test::model_path("synth-qwen3-tiny-q4_k_m.gguf"), {.threads = 2});
-  const int nv = m.impl().engine->n_vocab();
+  const int nv = llminfer::detail::model_impl(m).engine->n_vocab();
   auto options = [](int i) {
     return GenerateOptions{.max_tokens = 24 + 3 * i, .temperature = 0.8f, .top_k = 40, .top_p = 0.95f,
                            .seed = uint64_t(7 + i)};
@@ -128,7 +128,7 @@ TEST_CASE("batch: concurrency: sampled generations from 8 threads equal the same
     REQUIRE(r);
     serial[size_t(i)] = r->tokens;
   }
-  auto before = Batcher::of(*m.impl().engine).stats();
+  auto before = Batcher::of(*llminfer::detail::model_impl(m).engine).stats();
   std::atomic<int> failures{0};
   std::vector<std::thread> th;
   for (int i = 0; i < 8; i++)
@@ -139,7 +139,7 @@ TEST_CASE("batch: concurrency: sampled generations from 8 threads equal the same
     });
   for (auto& t : th) t.join();
   CHECK(failures.load() == 0);
-  CHECK(Batcher::of(*m.impl().engine).stats().shared_steps > before.shared_steps);
+  CHECK(Batcher::of(*llminfer::detail::model_impl(m).engine).stats().shared_steps > before.shared_steps);
   for (int i = 0; i < 8; i++) {
     CAPTURE(i);
     CHECK(serial[size_t(i)].size() > 0);
@@ -150,7 +150,7 @@ TEST_CASE("batch: concurrency: sampled generations from 8 threads equal the same
 
 TEST_CASE("batch: concurrency: a long prompt delays the other sequences by one chunk at most") {
   Model m = load_model(test::model_path("synth-qwen3-tiny-q4_k_m.gguf"), {.threads = 2});
-  auto e = m.impl().engine;
+  auto e = llminfer::detail::model_impl(m).engine;
   const int nv = e->n_vocab();
   std::mutex mu;
   std::vector<std::vector<std::pair<const Context*, int>>> log;
@@ -212,7 +212,7 @@ TEST_CASE("batch: concurrency: a long prompt delays the other sequences by one c
 
 TEST_CASE("batch: concurrency: one sequence cancelling does not disturb the others") {
   Model m = load_model(test::model_path("synth-qwen3-tiny-q4_k_m.gguf"), {.threads = 2});
-  const int nv = m.impl().engine->n_vocab();
+  const int nv = llminfer::detail::model_impl(m).engine->n_vocab();
   auto prompt = [&](int i) { return some_ids(6 + i, nv, 50 + uint32_t(i)); };
   auto opts = [](int i) { return GenerateOptions{.max_tokens = 40, .temperature = 0.7f, .seed = uint64_t(i)}; };
   std::vector<std::vector<int32_t>> serial(3), parallel(3);
@@ -261,7 +261,7 @@ TEST_CASE("batch: concurrency: one sequence cancelling does not disturb the othe
 
 TEST_CASE("batch: concurrency: LoadOptions::batch = 1 runs every evaluation on its own") {
   Model m = load_model(test::model_path("synth-qwen3-tiny-q4_k_m.gguf"), {.threads = 2, .batch = 1});
-  auto e = m.impl().engine;
+  auto e = llminfer::detail::model_impl(m).engine;
   const int nv = e->n_vocab();
   std::vector<Trace> got(3);
   std::vector<std::thread> th;

@@ -102,7 +102,7 @@ Measured check_golden(const std::string& name, KvType kv, const std::string& pat
   o.kv_type = kv;
   auto model = Model::load(path, o);
   REQUIRE_MESSAGE(model, (model ? "" : model.error().message));
-  const auto& e = model->impl().engine;
+  const auto& e = llminfer::detail::model_impl(*model).engine;
   const int nv = e->n_vocab();
   CHECK(nv == j["n_vocab"].as_int());
   std::vector<int32_t> sample = ids_of(j["sample_ids"]);
@@ -267,14 +267,14 @@ void check_hf(const std::string& preset, const std::string& dir, const std::stri
   REQUIRE_MESSAGE(hf, (hf ? "" : hf.error().message));
   auto gg = Model::load(gguf, o);
   REQUIRE_MESSAGE(gg, (gg ? "" : gg.error().message));
-  CHECK(hf->impl().desc->format == "safetensors");
-  CHECK(hf->impl().desc->hf_qk_order);
-  CHECK(hf->impl().engine->arch().name == gg->impl().engine->arch().name);
+  CHECK(llminfer::detail::model_impl(*hf).desc->format == "safetensors");
+  CHECK(llminfer::detail::model_impl(*hf).desc->hf_qk_order);
+  CHECK(llminfer::detail::model_impl(*hf).engine->arch().name == llminfer::detail::model_impl(*gg).engine->arch().name);
   auto g = read_json(goldens_dir() + "/synth-" + preset + "-f32.json");
   REQUIRE(g);
   for (const auto& pr : (*g)["prompts"].items) {
     std::vector<int32_t> ids = ids_of(pr["ids"]);
-    auto a = logits_of_ids(hf->impl().engine, ids, true), b = logits_of_ids(gg->impl().engine, ids, true);
+    auto a = logits_of_ids(llminfer::detail::model_impl(*hf).engine, ids, true), b = logits_of_ids(llminfer::detail::model_impl(*gg).engine, ids, true);
     REQUIRE(a);
     REQUIRE(b);
     REQUIRE(a->size() == b->size());

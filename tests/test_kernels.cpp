@@ -771,7 +771,7 @@ TEST_CASE("kernels: end to end, logits of a prompt and greedy tokens (compared a
     o.kv_type = c.kv;
     auto model = llminfer::Model::load(c.path, o);
     REQUIRE_MESSAGE(model, (model ? "" : model.error().message));
-    const auto& e = model->impl().engine;
+    const auto& e = llminfer::detail::model_impl(*model).engine;
     const int nv = e->n_vocab();
     auto ctx = li::Context::create(e, 64);
     REQUIRE(ctx);

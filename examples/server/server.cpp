@@ -166,7 +166,7 @@ class Slots {
 
  private:
   static size_t cached_prefix(Slot& s, std::span<const int32_t> prompt) {
-    auto& impl = s.session.impl();
+    auto& impl = llminfer::detail::session_impl(s.session);
     if (!impl.ctx) return 0;
     const auto& t = impl.ctx->tokens();
     size_t n = std::min(t.size(), prompt.size()), i = 0;
@@ -413,11 +413,11 @@ struct Server {
   // Token ids of the request's prompt, or a 400.
   std::optional<BadRequest> prompt_tokens(const Request& r, std::vector<int32_t>& ids) {
     if (r.chat) {
-      auto t = llminfer::detail::chat_prompt_tokens(model.impl(), r.messages);
+      auto t = llminfer::detail::chat_prompt_tokens(llminfer::detail::model_impl(model), r.messages);
       if (!t) return BadRequest{400, t.error().message, "messages"};
       ids = std::move(*t);
     } else if (r.prompt_is_ids) {
-      const int64_t nv = model.impl().engine->program().embed_rows;
+      const int64_t nv = llminfer::detail::model_impl(model).engine->program().embed_rows;
       for (int32_t id : r.prompt_ids)
         if (id >= nv) return BadRequest{400, llminfer::detail::strf("prompt: token id %d is outside the vocabulary", id), "prompt"};
       ids = r.prompt_ids;
@@ -453,7 +453,7 @@ struct Server {
     const std::string id = new_id(chat ? "chatcmpl" : "cmpl");
     const long long created = static_cast<long long>(std::time(nullptr));
     if (!r.stream) {
-      auto g = llminfer::detail::session_generate(slot->session.impl(), ids, r.options, llminfer::detail::now_ms(), chat);
+      auto g = llminfer::detail::session_generate(llminfer::detail::session_impl(slot->session), ids, r.options, llminfer::detail::now_ms(), chat);
       lease->release();
       if (!g) return send_error(res, 500, g.error().message);
       if (g->stop == llminfer::StopReason::error) return send_error(res, 500, g->error.message);
@@ -492,7 +492,7 @@ struct Server {
             return open;  // a failed write (client gone) cancels: the slot is freed at once
           };
           Slot* slot = lease->slot;
-          auto g = open ? llminfer::detail::session_generate(slot->session.impl(), *prompt, o, llminfer::detail::now_ms(), chat)
+          auto g = open ? llminfer::detail::session_generate(llminfer::detail::session_impl(slot->session), *prompt, o, llminfer::detail::now_ms(), chat)
                         : llminfer::Result<llminfer::GenerateResult>(llminfer::Error{llminfer::Errc::internal, "client gone"});
           lease->release();  // the slot is free before the last events are written
           if (!open) return false;
