@@ -173,9 +173,10 @@ class GenerationIO {
 // until a stop condition. `history`: the prompt (for the repetition penalty). Fills text, tokens,
 // stop, the timings and prompt_tokens_evaluated of `r`; returns an error only when nothing was
 // generated (afterwards an error ends the result with StopReason::error and r.error).
+// `constraint` (may be null): grammar / bias / bans, applied to the logits before the chain.
 inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> prefill, std::vector<int32_t> history,
                                    const GenerateOptions& o, Sampler& sampler, Rng& rng, double t_start,
-                                   GenerateResult& r) {
+                                   GenerateResult& r, TokenConstraint* constraint = nullptr) {
   const std::atomic<bool>* flag = o.cancel;
   const std::function<bool()> cancel = [flag] { return flag != nullptr && flag->load(std::memory_order_relaxed); };
   const SamplerParams sp{o.temperature, o.top_k, o.top_p, o.min_p, o.repeat_penalty, o.repeat_last_n};
@@ -231,7 +232,17 @@ inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> pr
       r.stop = StopReason::cancelled;
       break;
     }
-    int32_t id = sampler.sample(io.logits(), history, sp, rng);
+    std::span<const float> logits = io.logits();
+    if (constraint) {  // structured output: mask, bias and bans before the chain
+      auto masked = constraint->apply(logits);
+      if (!masked) {
+        r.stop = StopReason::error;
+        r.error = masked.error();
+        break;
+      }
+      logits = *masked;
+    }
+    int32_t id = sampler.sample(logits, history, sp, rng);
     if (id < 0) {
       r.stop = StopReason::error;
       r.error = make_error(Errc::internal, "the model produced no usable logits (NaN or -inf everywhere)");
@@ -245,6 +256,13 @@ inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> pr
     if (io.is_eog(id)) {
       r.stop = StopReason::eos;
       break;
+    }
+    if (constraint) {  // structured output: the chosen token advances the grammar
+      if (auto acc = constraint->accept(id); !acc) {
+        r.stop = StopReason::error;
+        r.error = acc.error();
+        break;
+      }
     }
     n++;
     r.tokens.push_back(id);

@@ -29,6 +29,9 @@ struct ModelImpl {
   mutable std::once_flag chat_once;
   mutable std::optional<ChatTemplate> chat_template;
   mutable Error chat_error;
+  // The vocabulary's prefix tree for grammar masks, built at the first constrained generation.
+  mutable std::once_flag vocab_trie_once;
+  mutable std::shared_ptr<const VocabTrie> vocab_trie;
 };
 
 // A conversation: messages, the KV cache (created at the first reply), sampler and RNG.
@@ -136,6 +139,16 @@ inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const i
   const ModelImpl& m = *s.model;
   if (auto v = validate_generate_options(o); !v) return v.error();
   if (prompt.empty()) return make_error(Errc::invalid_argument, "the prompt is empty (no tokens to start from)");
+  // Structured output: a malformed or impossible constraint fails here, before the prompt runs.
+  auto constraint = TokenConstraint::create(
+      m.tokenizer.get(),
+      [&m] {
+        std::call_once(m.vocab_trie_once, [&m] { m.vocab_trie = VocabTrie::build(*m.tokenizer); });
+        return m.vocab_trie;
+      },
+      o, strip_leading && m.tokenizer ? m.tokenizer->strip_leading_spaces() : 0,
+      static_cast<size_t>(m.engine->n_vocab()));
+  if (!constraint) return constraint.error();
   if (!s.ctx) {
     auto c = Context::create(m.engine, 0);
     if (!c) return c.error();
@@ -157,7 +170,8 @@ inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const i
     m.options.log(strf("prefill: %zu tokens (%zu reused from the cache)", prompt.size() - reuse, reuse));
   ContextIO io(m, ctx, s.logits, strip_leading);
   std::vector<int32_t> history(prompt.begin(), prompt.end());
-  auto run = run_generation(io, prompt.subspan(reuse), std::move(history), o, s.sampler, s.rng, t_start, r);
+  auto run = run_generation(io, prompt.subspan(reuse), std::move(history), o, s.sampler, s.rng, t_start, r,
+                            constraint->get());
   if (!run) return run.error();
   if (r.stop == StopReason::context_full && r.tokens.empty() && prompt.size() > static_cast<size_t>(ctx.n_ctx()))
     r.error = make_error(Errc::invalid_argument,
