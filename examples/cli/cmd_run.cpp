@@ -86,6 +86,7 @@ int cmd_run(int argc, char** argv) {
 
   llminfer::GenerateOptions o;
   if (!cli::read_sampling(a, o, json)) return a.exit_code();
+  if (int st = cli::read_structured(a, o); st != cli::kOk) return st;
   o.chat = a.has("--chat");
   o.parse_special = a.has("--special");
   o.system = a.get("--system");
