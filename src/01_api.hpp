@@ -213,6 +213,7 @@ struct Timings {
   double decode_ms = 0;     // from the first generated token to the last
   double decode_tps = 0;    // generated tokens per second after the first
   double ttft_ms = 0;       // from the call to the first generated token
+  double constraint_ms = 0; // of the above, structured output: masking logits, feeding the grammar
 };
 
 struct GenerateResult {

@@ -117,17 +117,19 @@ class GbnfParser {
   char peek(size_t k = 0) const { return pos_ + k < s_.size() ? s_[pos_ + k] : '\0'; }
   bool at_end() const { return pos_ >= s_.size(); }
 
-  void line_col(size_t at, uint32_t& line, uint32_t& col) const {
-    line = 1;
-    col = 1;
-    for (size_t i = 0; i < at && i < s_.size(); i++) {
-      if (s_[i] == '\n') {
-        line++;
-        col = 1;
-      } else if ((static_cast<unsigned char>(s_[i]) & 0xC0) != 0x80) {
-        col++;
+  // Line and column (in characters) of byte `at`; incremental, as parsing moves forward.
+  void line_col(size_t at, uint32_t& line, uint32_t& col) {
+    if (at < lc_pos_) lc_pos_ = 0, lc_line_ = 1, lc_col_ = 1;
+    for (; lc_pos_ < at && lc_pos_ < s_.size(); lc_pos_++) {
+      if (s_[lc_pos_] == '\n') {
+        lc_line_++;
+        lc_col_ = 1;
+      } else if ((static_cast<unsigned char>(s_[lc_pos_]) & 0xC0) != 0x80) {
+        lc_col_++;
       }
     }
+    line = lc_line_;
+    col = lc_col_;
   }
   bool fail(std::string msg) {
     if (err_.empty()) {
@@ -367,6 +369,11 @@ class GbnfParser {
         out.push_back(std::move(e));
       } else if (c == '*' || c == '+' || c == '?' || c == '{') {
         if (out.empty()) return fail(strf("'%c' follows nothing it could repeat", c));
+        int chain = depth + 1;  // repetitions of repetitions nest too (x***...): bounded with ( )
+        for (const GbnfExpr* x = &out.back(); x->kind == GbnfExpr::Kind::repeat; x = &x->alts[0][0]) chain++;
+        if (chain > LLMINFER_GRAMMAR_MAX_DEPTH)
+          return fail(strf("repetitions and parentheses nested deeper than %d (LLMINFER_GRAMMAR_MAX_DEPTH)",
+                           LLMINFER_GRAMMAR_MAX_DEPTH));
         uint32_t mn = 0, mx = GbnfExpr::kUnbounded;
         pos_++;
         if (c == '+') {
@@ -412,6 +419,8 @@ class GbnfParser {
 
   std::string_view s_;
   size_t pos_ = 0;
+  size_t lc_pos_ = 0;
+  uint32_t lc_line_ = 1, lc_col_ = 1;
   std::string err_;
   GbnfGrammar g_;
   std::unordered_map<std::string, int32_t> ids_;
@@ -520,10 +529,10 @@ class GrammarCompiler {
   }
 
   int32_t set_index(const ByteSet& s) {
-    for (size_t i = 0; i < c_.sets.size(); i++)
-      if (c_.sets[i] == s) return static_cast<int32_t>(i);
-    c_.sets.push_back(s);
-    return static_cast<int32_t>(c_.sets.size() - 1);
+    std::string key(reinterpret_cast<const char*>(s.w), sizeof s.w);
+    auto [it, fresh] = set_ids_.emplace(key, static_cast<int32_t>(c_.sets.size()));
+    if (fresh) c_.sets.push_back(s);
+    return it->second;
   }
   int32_t byte_elem(unsigned lo, unsigned hi) {
     auto key = (lo << 8) | hi;
@@ -701,44 +710,50 @@ class GrammarCompiler {
   Result<void> analyse() {
     const size_t n = c_.rule_alts.size();
     auto elem_at = [&](int32_t p) { return c_.elems[static_cast<size_t>(p)]; };
-    // productive: some alternative whose elements all are
+    // productive (some alternative whose references all are) and nullable (some alternative of
+    // references to nullable rules only): worklists over "rule t is used by alternative a", linear
     std::vector<uint8_t> productive(n, 0), nullable(n, 0);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t r = 0; r < n; r++) {
-        if (productive[r]) continue;
-        for (int32_t a : c_.rule_alts[r]) {
-          bool ok = true;
-          for (int32_t p = a; elem_at(p).kind != GrammarCore::kEnd; p++) {
-            Elem e = elem_at(p);
-            if (e.kind == GrammarCore::kRef && !productive[static_cast<size_t>(e.arg)]) ok = false;
+    std::vector<int32_t> alt_rule, need_p, need_n;
+    std::vector<std::vector<int32_t>> users(n);  // rule -> alternatives referring to it (per use)
+    for (size_t r = 0; r < n; r++) {
+      for (int32_t a : c_.rule_alts[r]) {
+        int32_t id = static_cast<int32_t>(alt_rule.size());
+        int32_t refs = 0, bytes = 0;
+        for (int32_t p = a; elem_at(p).kind != GrammarCore::kEnd; p++) {
+          if (elem_at(p).kind == GrammarCore::kRef) {
+            refs++;
+            users[static_cast<size_t>(elem_at(p).arg)].push_back(id);
+          } else {
+            bytes++;
           }
-          if (ok) {
-            productive[r] = 1;
-            changed = true;
-            break;
+        }
+        alt_rule.push_back(static_cast<int32_t>(r));
+        need_p.push_back(refs);
+        need_n.push_back(bytes > 0 ? -1 : refs);  // -1: never nullable
+      }
+    }
+    auto propagate = [&](std::vector<uint8_t>& done, std::vector<int32_t>& need) {
+      std::vector<int32_t> work;
+      for (size_t a = 0; a < need.size(); a++)
+        if (need[a] == 0 && !done[static_cast<size_t>(alt_rule[a])]) {
+          done[static_cast<size_t>(alt_rule[a])] = 1;
+          work.push_back(alt_rule[a]);
+        }
+      while (!work.empty()) {
+        int32_t t = work.back();
+        work.pop_back();
+        for (int32_t a : users[static_cast<size_t>(t)]) {
+          if (need[static_cast<size_t>(a)] <= 0 || --need[static_cast<size_t>(a)] != 0) continue;
+          int32_t r = alt_rule[static_cast<size_t>(a)];
+          if (!done[static_cast<size_t>(r)]) {
+            done[static_cast<size_t>(r)] = 1;
+            work.push_back(r);
           }
         }
       }
-    }
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t r = 0; r < n; r++) {
-        if (nullable[r]) continue;
-        for (int32_t a : c_.rule_alts[r]) {
-          bool ok = true;
-          for (int32_t p = a; ok && elem_at(p).kind != GrammarCore::kEnd; p++) {
-            Elem e = elem_at(p);
-            ok = e.kind == GrammarCore::kRef && nullable[static_cast<size_t>(e.arg)];
-          }
-          if (ok) {
-            nullable[r] = 1;
-            changed = true;
-            break;
-          }
-        }
-      }
-    }
+    };
+    propagate(productive, need_p);
+    propagate(nullable, need_n);
     // left recursion: a cycle of "may start with" edges (refs reached through nullable prefixes)
     std::vector<std::vector<int32_t>> starts(n);
     for (size_t r = 0; r < n; r++) {
@@ -804,6 +819,7 @@ class GrammarCompiler {
   std::string err_;
   size_t pending_ = 0;  // elements of alternatives built but not emitted yet
   std::unordered_map<unsigned, int32_t> range_sets_;
+  std::unordered_map<std::string, int32_t> set_ids_;
   std::unordered_map<std::string, int32_t> class_rules_;
 };
 
@@ -855,6 +871,14 @@ class GrammarMatcher {
     int32_t t = states_[static_cast<size_t>(state)].trans;
     return t < 0 ? kUnknown : trans_pool_[static_cast<size_t>(t) + byte];
   }
+
+  // The 256 transitions of `state` (kUnknown where not computed yet), for walks over many tokens.
+  // Valid until the transition pool moves (pool() changes): next() and transitions() may move it.
+  const int32_t* transitions(int32_t state) {
+    trans_slot(state, 0);
+    return trans_pool_.data() + states_[static_cast<size_t>(state)].trans;
+  }
+  const int32_t* pool() const { return trans_pool_.data(); }
 
   // Feeds bytes; kDead as soon as one does not fit.
   Result<int32_t> feed(int32_t state, std::string_view bytes) {
@@ -924,8 +948,8 @@ class GrammarMatcher {
 
   Error too_complex() const {
     return make_error(Errc::invalid_argument,
-                      strf("grammar: more than %u parse stacks at once (LLMINFER_GRAMMAR_MAX_STACKS): the grammar is "
-                           "too ambiguous",
+                      strf("grammar: more than %u parse stacks at once, or 64 times as many expansion steps for one "
+                           "byte (LLMINFER_GRAMMAR_MAX_STACKS): the grammar is too ambiguous",
                            static_cast<unsigned>(LLMINFER_GRAMMAR_MAX_STACKS)));
   }
 
@@ -933,6 +957,7 @@ class GrammarMatcher {
     State& st = states_[static_cast<size_t>(state)];
     if (st.trans < 0) {
       st.trans = static_cast<int32_t>(trans_pool_.size());
+      if (trans_pool_.capacity() < trans_pool_.size() + 256) trans_pool_.reserve(std::max<size_t>(trans_pool_.size() * 2, 256 * 1024));
       trans_pool_.resize(trans_pool_.size() + 256, kUnknown);
     }
     return trans_pool_[static_cast<size_t>(st.trans) + byte];
@@ -948,6 +973,7 @@ class GrammarMatcher {
   void begin_step() {
     ready_.clear();
     accept_ = false;
+    steps_ = 0;
     if (++epoch_ == 0) {
       std::fill(visited_.begin(), visited_.end(), 0u);
       epoch_ = 1;
@@ -959,6 +985,7 @@ class GrammarMatcher {
     work_.clear();
     work_.emplace_back(pos0, parent0);
     while (!work_.empty()) {
+      if (++steps_ > 64 * static_cast<size_t>(LLMINFER_GRAMMAR_MAX_STACKS)) return false;
       auto [pos, parent] = work_.back();
       work_.pop_back();
       GrammarCore::Elem e = g_->elems[static_cast<size_t>(pos)];
@@ -1026,6 +1053,7 @@ class GrammarMatcher {
   std::vector<std::pair<int32_t, int32_t>> work_;
   std::vector<int32_t> ready_;
   bool accept_ = false;
+  size_t steps_ = 0;  // expansion steps of this transition (bounded: a hostile grammar cannot hang)
 };
 
 // How a whole text fares: rejected, a prefix of some match, or a complete match.

@@ -102,7 +102,9 @@ class JsonSchemaConverter {
     for (char c : hint) base += ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) ? c : '-';
     if (base.empty()) base = "r";
     std::string name = base;
-    for (int k = 2; reserved(name) || names_.count(name); k++) name = base + "-" + std::to_string(k);
+    int& k = next_suffix_[base];  // (a counter per base: many equal hints stay linear)
+    if (k < 2) k = 2;
+    while (reserved(name) || names_.count(name)) name = base + "-" + std::to_string(k++);
     names_.insert(name);
     return name;
   }
@@ -432,6 +434,7 @@ class JsonSchemaConverter {
   int depth_ = 0;
   std::vector<std::pair<std::string, std::string>> rules_;
   std::set<std::string> names_;
+  std::map<std::string, int> next_suffix_;
   std::map<std::string, std::string> refs_;
 };
 

@@ -156,7 +156,13 @@ class TokenConstraint {
       const uint64_t* bits = *m;
       std::fill(out_.begin(), out_.end(), kNegInf);
       for (size_t w = 0; w < words_; w++) {
-        for (uint64_t x = bits[w]; x != 0; x &= x - 1) {
+        const uint64_t x0 = bits[w];
+        if (x0 == ~uint64_t{0} && w * 64 + 64 <= n) {  // dense words (inside a string): one copy
+          std::copy(logits.begin() + static_cast<std::ptrdiff_t>(w * 64),
+                    logits.begin() + static_cast<std::ptrdiff_t>(w * 64 + 64), out_.begin() + static_cast<std::ptrdiff_t>(w * 64));
+          continue;
+        }
+        for (uint64_t x = x0; x != 0; x &= x - 1) {
           size_t i = w * 64 + static_cast<size_t>(std::countr_zero(x));
           if (i < n) out_[i] = logits[i];
         }
@@ -194,6 +200,9 @@ class TokenConstraint {
   }
 
   bool complete() const { return matcher_ && matcher_->accepting(state_); }
+  // For benchmarks: masks computed by walking the vocabulary (not found in the cache), and the time.
+  size_t masks_computed() const { return masks_computed_; }
+  double mask_ms() const { return mask_ms_; }
 
  private:
   TokenConstraint() = default;
@@ -243,8 +252,11 @@ class TokenConstraint {
     mask_count_.push_back(0);
     uint64_t* bits = mask_pool_.data() + slot * words_;
     size_t count = 0;
+    const double t0 = now_ms();
     auto walk = walk_trie(state_, bits, count);
     if (!walk) return walk.error();
+    mask_ms_ += now_ms() - t0;
+    masks_computed_++;
     if (matcher_->cache_bytes() + mask_pool_.size() * 8 > 2 * static_cast<uint64_t>(LLMINFER_GRAMMAR_MAX_CACHE))
       return make_error(Errc::out_of_memory,
                         strf("grammar: one state needs more than %llu MiB of matcher cache (LLMINFER_GRAMMAR_MAX_CACHE)",
@@ -269,28 +281,50 @@ class TokenConstraint {
 
   Result<void> walk_trie(int32_t state, uint64_t* bits, size_t& count) {
     const VocabTrie& t = *trie_;
-    st_.assign(t.max_depth + 1, GrammarMatcher::kDead);
-    st_[0] = state;
-    const size_t nodes = t.byte.size();
     GrammarMatcher& m = *matcher_;
+    st_.assign(t.max_depth + 1, GrammarMatcher::kDead);
+    tr_.assign(t.max_depth + 1, nullptr);
+    st_[0] = state;
+    tr_[0] = m.transitions(state);
+    const int32_t* pool = m.pool();
+    auto refresh = [&](size_t upto) {  // the pool moved: the rows of the open depths again
+      for (size_t d = 0; d <= upto; d++) tr_[d] = m.transitions(st_[d]);
+      pool = m.pool();
+    };
+    const size_t nodes = t.byte.size();
+    const uint8_t* byte = t.byte.data();
+    const uint16_t* depth = t.depth.data();
+    const uint32_t* end = t.end.data();
+    const uint32_t* tb = t.tok_begin.data();
+    const int32_t* ids = t.ids.data();
     for (size_t i = 0; i < nodes;) {
-      const int32_t from = st_[t.depth[i] - 1];
-      int32_t to = m.cached(from, t.byte[i]);
+      const size_t d = depth[i];
+      int32_t to = tr_[d - 1][byte[i]];
       if (to == GrammarMatcher::kUnknown) {
-        auto r = m.next(from, t.byte[i]);
+        auto r = m.next(st_[d - 1], byte[i]);
         if (!r) return r.error();
         to = *r;
+        if (m.pool() != pool) refresh(d - 1);
       }
       if (to == GrammarMatcher::kDead) {
-        i = t.end[i];
+        i = end[i];
         continue;
       }
-      st_[t.depth[i]] = to;
-      for (uint32_t k = t.tok_begin[i]; k < t.tok_begin[i + 1]; k++) allow(bits, t.ids[k], count);
+      st_[d] = to;
+      for (uint32_t k = tb[i]; k < tb[i + 1]; k++) {
+        const auto id = static_cast<size_t>(ids[k]);
+        if (id < n_) bits[id >> 6] |= uint64_t{1} << (id & 63);
+      }
+      if (end[i] > i + 1) {  // children follow: this state's row
+        tr_[d] = m.transitions(to);
+        if (m.pool() != pool) refresh(d);
+      }
       i++;
     }
     if (m.accepting(state))
       for (int32_t id : t.eog) allow(bits, id, count);
+    count = 0;
+    for (size_t w = 0; w < words_; w++) count += static_cast<size_t>(std::popcount(bits[w]));
     return {};
   }
 
@@ -328,6 +362,9 @@ class TokenConstraint {
   const uint64_t* last_mask_ = nullptr;
   size_t last_mask_count_ = 0;
   std::vector<int32_t> st_;
+  std::vector<const int32_t*> tr_;  // per depth: the transitions of st_[depth]
+  size_t masks_computed_ = 0;
+  double mask_ms_ = 0;
 };
 
 }  // namespace detail

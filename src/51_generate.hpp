@@ -234,7 +234,9 @@ inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> pr
     }
     std::span<const float> logits = io.logits();
     if (constraint) {  // structured output: mask, bias and bans before the chain
+      const double tc = now_ms();
       auto masked = constraint->apply(logits);
+      r.timings.constraint_ms += now_ms() - tc;
       if (!masked) {
         r.stop = StopReason::error;
         r.error = masked.error();
@@ -258,7 +260,10 @@ inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> pr
       break;
     }
     if (constraint) {  // structured output: the chosen token advances the grammar
-      if (auto acc = constraint->accept(id); !acc) {
+      const double tc = now_ms();
+      auto acc = constraint->accept(id);
+      r.timings.constraint_ms += now_ms() - tc;
+      if (!acc) {
         r.stop = StopReason::error;
         r.error = acc.error();
         break;

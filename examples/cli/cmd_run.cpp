@@ -53,7 +53,7 @@ std::string result_json(const llminfer::GenerateResult& r) {
   s += ",\"timings\":{\"load_ms\":" + json_number(r.timings.load_ms) +
        ",\"prefill_ms\":" + json_number(r.timings.prefill_ms) + ",\"prefill_tps\":" + json_number(r.timings.prefill_tps) +
        ",\"decode_ms\":" + json_number(r.timings.decode_ms) + ",\"decode_tps\":" + json_number(r.timings.decode_tps) +
-       ",\"ttft_ms\":" + json_number(r.timings.ttft_ms) + "}";
+       ",\"ttft_ms\":" + json_number(r.timings.ttft_ms) + ",\"constraint_ms\":" + json_number(r.timings.constraint_ms) + "}";
   s += ",\"peak_rss_mb\":" + json_number(r.peak_rss_mb);
   s += ",\"seed\":" + std::to_string(r.seed);
   if (r.stop == llminfer::StopReason::error || r.error.code != llminfer::Errc::ok)
