@@ -254,7 +254,7 @@
 //
 //   Cost: the grammar is compiled to a pushdown matcher whose states and transitions are cached;
 //   a state's allowed tokens come from one walk over a prefix tree of the vocabulary's bytes
-//   (built once per model, ~0.1-0.3 s for 150k tokens) that skips every subtree the state
+//   (built once per model, 0.05-0.2 s for 150k tokens) that skips every subtree the state
 //   refuses, and are cached per state, so a state seen again (the inside of a string) costs a
 //   lookup and one pass over the logits. GenerateResult::timings.constraint_ms is the time a
 //   generation spent on it (`run --json`: "constraint_ms"); bench/RESULTS.md ("Structured
