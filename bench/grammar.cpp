@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", model.error().message.c_str());
     return 1;
   }
-  const li::ModelImpl& mi = model->impl();
+  const li::ModelImpl& mi = llminfer::detail::model_impl(*model);
   const std::string prompt = "Describe a user of the system as a JSON object:";
 
   double t0 = li::now_ms();

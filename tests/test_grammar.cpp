@@ -7,10 +7,12 @@
 #include "common.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 using llminfer::GenerateOptions;
 using llminfer::GenerateResult;
@@ -488,7 +490,7 @@ TEST_CASE("grammar masks: exactly the tokens whose bytes keep a valid prefix; en
   if (!have_fixture(model_name)) return;
   auto model = Model::load(test::model_path(model_name));
   REQUIRE(model);
-  const auto& mi = model->impl();
+  const auto& mi = llminfer::detail::model_impl(*model);
   const auto& tok = *mi.tokenizer;
   auto trie = llminfer::detail::VocabTrie::build(tok);
   for (const char* rel : {"llama.cpp/json.gbnf", "unicode.gbnf", "schemas/npc_action.json"}) {
@@ -671,15 +673,15 @@ TEST_CASE("structured output: end of generation only where the grammar is comple
   }
   // every token the grammar allows is banned: an error before generation
   o.grammar = "root ::= \"a\"";
+  const auto& tok = *llminfer::detail::model_impl(*model).tokenizer;
   for (int32_t id = 0; id < 512; id++)
-    if (!model->impl().tokenizer->is_eog(id) && model->impl().tokenizer->token_bytes(id).substr(0, 1) == "a")
-      o.banned_tokens.push_back(id);
+    if (!tok.is_eog(id) && tok.token_bytes(id).substr(0, 1) == "a") o.banned_tokens.push_back(id);
   auto r = model->generate("Hi", o);
   CHECK(!r);
   if (!r) CHECK(r.error().message.find("every token the grammar allows here is banned") != std::string::npos);
   // banning the end of generation where the grammar must end
   o.grammar = "root ::= \"\"";
-  o.banned_tokens = {model->impl().tokenizer->eos()};
+  o.banned_tokens = {tok.eos()};
   r = model->generate("Hi", o);
   CHECK(!r);
   if (!r) CHECK(r.error().message.find("every end-of-generation token is banned") != std::string::npos);
@@ -746,6 +748,165 @@ TEST_CASE("logit bias and banned tokens") {
   r = model->generate("Once upon a time", o);
   CHECK(!r);
   if (!r) CHECK(r.error().message.find("ban every token") != std::string::npos);
+}
+
+TEST_CASE("structured output: begin_reply/step follow the schema as reply() does; constraint_ms counts it") {
+  auto model = Model::load(test::model_path("stories260K.gguf"));
+  REQUIRE(model);
+  const std::string schema = R"({"type":"object","properties":{"say":{"enum":["yes","no"]},"ok":{"type":"boolean"}},"required":["say","ok"]})";
+  auto s = llminfer::detail::json_parse(schema, "schema");
+  REQUIRE(s);
+  int complete = 0;
+  for (uint64_t seed : {1, 2, 3, 4}) {
+    CAPTURE(seed);
+    GenerateOptions o;
+    o.json_schema = schema;
+    o.temperature = 1.0f;
+    o.seed = seed;
+    o.max_tokens = 120;
+    auto whole = model->session();
+    whole.add("user", "Reply in JSON.");
+    auto r = whole.reply(o);
+    REQUIRE_MESSAGE(r, (r ? "" : r.error().message));
+    auto stepped = model->session();
+    stepped.add("user", "Reply in JSON.");
+    REQUIRE(stepped.begin_reply(o));
+    std::string pieces;
+    for (int i = 0; i < 1000; i++) {
+      auto st = stepped.step();
+      REQUIRE(st);
+      pieces += st->text;
+      if (st->done) break;
+    }
+    REQUIRE(!stepped.replying());
+    const GenerateResult& g = stepped.result();
+    CHECK(pieces == g.text);
+    CHECK(g.text == r->text);
+    CHECK(g.tokens == r->tokens);
+    CHECK(g.stop == r->stop);
+    CHECK(g.timings.constraint_ms > 0);
+    CHECK(r->timings.constraint_ms > 0);
+    if (g.stop != StopReason::eos) continue;
+    complete++;
+    auto v = llminfer::detail::json_parse(g.text, "reply");
+    REQUIRE(v);
+    std::string why;
+    CHECK_MESSAGE(validate(*v, *s, *s, why), why);
+  }
+  CHECK(complete >= 2);
+}
+
+TEST_CASE("structured output: Session::sample applies logit_bias and banned_tokens; a grammar there is an error") {
+  auto model = Model::load(test::model_path("stories260K.gguf"));
+  REQUIRE(model);
+  auto ids = model->tokenize("Once upon a time");
+  REQUIRE(ids);
+  auto s = model->session();
+  REQUIRE(s.eval(*ids));
+  auto greedy = s.sample();
+  REQUIRE(greedy);
+  auto banned = s.sample({.banned_tokens = {*greedy}});
+  REQUIRE(banned);
+  CHECK(*banned != *greedy);
+  auto biased = s.sample({.logit_bias = {{300, 1000.0f}}});
+  REQUIRE(biased);
+  CHECK(*biased == 300);
+  // with temperature: a third of the vocabulary banned is never drawn
+  for (uint64_t seed = 0; seed < 20; seed++) {
+    s.set_seed(seed);
+    GenerateOptions o{.temperature = 1.5f};
+    for (int id = 0; id < 512; id += 3) o.banned_tokens.push_back(id);
+    auto id = s.sample(o);
+    REQUIRE(id);
+    CHECK(*id % 3 != 0);
+  }
+  auto bad = s.sample({.logit_bias = {{512, 1.0f}}});
+  CHECK(!bad);
+  if (!bad) CHECK(bad.error().message.find("token id 512 is outside the vocabulary") != std::string::npos);
+  GenerateOptions g;
+  g.grammar = "root ::= \"a\"";
+  auto refused = s.sample(g);
+  CHECK(!refused);
+  if (!refused) CHECK(refused.error().message.find("use begin_reply/step") != std::string::npos);
+  g.grammar.clear();
+  g.json_schema = "{}";
+  CHECK(!s.sample(g));
+}
+
+TEST_CASE("structured output: concurrency: constrained generations from 4 threads equal the same one after another") {
+  if (!have_fixture("synth-qwen3-tiny-q4_k_m.gguf")) return;
+  auto model = Model::load(test::model_path("synth-qwen3-tiny-q4_k_m.gguf"), {.threads = 2});
+  REQUIRE(model);
+  const std::string schema = R"({"type":"object","properties":{"name":{"type":"string","maxLength":12},"hp":{"type":"integer"}},"required":["name","hp"]})";
+  auto options = [&](int i) {
+    GenerateOptions o{.max_tokens = 80, .temperature = 1.0f, .seed = uint64_t(11 + i)};
+    if (i % 2 == 0) o.json_schema = schema;
+    else o.grammar = "root ::= [a-z]+ (\" \" [a-z]+)* \".\"";
+    if (i == 3) o.logit_bias = {{1000, 5.0f}};
+    return o;
+  };
+  std::vector<std::string> prompts = {"Character:", "Name a monster", "JSON please", "Once"};
+  std::vector<GenerateResult> serial(4), parallel(4);
+  for (int i = 0; i < 4; i++) {
+    auto r = model->generate(prompts[size_t(i)], options(i));
+    REQUIRE_MESSAGE(r, (r ? "" : r.error().message));
+    serial[size_t(i)] = *r;
+  }
+  auto& batcher = llminfer::detail::Batcher::of(*llminfer::detail::model_impl(*model).engine);
+  auto before = batcher.stats();
+  std::atomic<int> failures{0};
+  std::vector<std::thread> th;
+  for (int i = 0; i < 4; i++)
+    th.emplace_back([&, i] {  // (no doctest assertions on other threads)
+      auto r = model->generate(prompts[size_t(i)], options(i));
+      if (!r) failures++;
+      else parallel[size_t(i)] = *r;
+    });
+  for (auto& t : th) t.join();
+  CHECK(failures.load() == 0);
+  CHECK(batcher.stats().shared_steps > before.shared_steps);
+  for (int i = 0; i < 4; i++) {
+    CAPTURE(i);
+    CAPTURE(serial[size_t(i)].text);
+    CHECK(!serial[size_t(i)].tokens.empty());
+    CHECK(parallel[size_t(i)].tokens == serial[size_t(i)].tokens);
+    CHECK(parallel[size_t(i)].text == serial[size_t(i)].text);
+    CHECK(parallel[size_t(i)].timings.constraint_ms > 0);
+  }
+}
+
+TEST_CASE("structured output: a session restored from save() replies under a schema as the saved one would") {
+  auto model = Model::load(test::model_path("stories260K.gguf"));
+  REQUIRE(model);
+  auto a = model->session();
+  a.add("user", "Hello.");
+  REQUIRE(a.reply({.max_tokens = 8, .seed = 3}));
+  auto bytes = a.save();
+  REQUIRE(bytes);
+  auto b = model->session();
+  REQUIRE(b.load(*bytes));
+  GenerateOptions o{.max_tokens = 100, .temperature = 1.0f, .seed = 9};
+  o.json_schema = R"({"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]})";
+  a.add("user", "JSON now.");
+  b.add("user", "JSON now.");
+  // the grammar's state lives for one reply: saving during one is refused
+  REQUIRE(a.begin_reply(o));
+  auto mid = a.save();
+  CHECK(!mid);
+  GenerateResult ra;
+  for (;;) {
+    auto st = a.step();
+    REQUIRE(st);
+    if (st->done) break;
+  }
+  ra = a.result();
+  auto rb = b.reply(o);
+  REQUIRE(rb);
+  CHECK(rb->text == ra.text);
+  CHECK(rb->tokens == ra.tokens);
+  CHECK(rb->prompt_tokens_reused == ra.prompt_tokens_reused);
+  CHECK(rb->prompt_tokens_reused > 0);
+  if (ra.stop == StopReason::eos) CHECK(llminfer::detail::json_parse(ra.text, "reply"));
 }
 
 #if !defined(_WIN32)
