@@ -19,7 +19,8 @@
 #   make windows           cross-build the examples for Windows with MinGW-w64 (build/windows/)
 #   make windows-test      cross-build the tests' portable part with MinGW-w64 and run it under Wine
 #   make cmake-check       the CMake package and pkg-config files, used four ways (tests/cmake/run.sh)
-#   make bench             the kernel micro-benchmark (build/bench-kernels); bench/compare.py vs llama.cpp
+#   make bench             the kernel micro-benchmark (build/bench-kernels), the structured-output
+#                          benchmark (build/bench-grammar); bench/compare.py vs llama.cpp
 
 CXX ?= g++
 BUILD ?= build
@@ -345,7 +346,11 @@ demo: $(BUILD)/llminfer
 $(BUILD)/bench-kernels: bench/kernels.cpp llminfer.hpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_ALL) $< -o $@ $(LDFLAGS_ALL)
-bench: $(BUILD)/llminfer $(BUILD)/bench-kernels
+# The cost of structured output next to unconstrained decoding (bench/RESULTS.md, "Structured output").
+$(BUILD)/bench-grammar: bench/grammar.cpp llminfer.hpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_ALL) $< -o $@ $(LDFLAGS_ALL)
+bench: $(BUILD)/llminfer $(BUILD)/bench-kernels $(BUILD)/bench-grammar
 
 # The only target that uses the network: a small public model for `make demo` (see README).
 model:

@@ -106,6 +106,15 @@
 //   LLMINFER_JINJA_MAX_LIST      items of a list built while rendering (default 262144)
 //   LLMINFER_JINJA_MAX_RANGE     items of range() (default 100000, as Jinja2's sandbox)
 //   GenerateOptions::cancel also stops a chat template render (polled every few thousand steps).
+//   Grammars and JSON Schemas (structured output) are untrusted input too; bounded by:
+//   LLMINFER_GRAMMAR_MAX_BYTES    bytes of grammar text, a schema's grammar included (default 1 MiB)
+//   LLMINFER_GRAMMAR_MAX_ELEMENTS compiled elements after repetitions expand (default 1M)
+//   LLMINFER_GRAMMAR_MAX_REPEAT   largest m, n of {m,n}, minItems, maxLength, ... (default 10000)
+//   LLMINFER_GRAMMAR_MAX_DEPTH    nesting of ( ) and repetitions in a rule (default 100)
+//   LLMINFER_GRAMMAR_MAX_STACKS   parse stacks alive at once, and 64x as many expansion steps per
+//                                 byte (default 10000): an error ("too ambiguous"), never a hang
+//   LLMINFER_GRAMMAR_MAX_CACHE    bytes of matcher caches and token masks per generation (default
+//                                 256 MiB); past it they are dropped and rebuilt from the current state
 //   LLMI_ASSERT(x)              internal invariant check (default: message and abort); never used
 //                               for anything a file or a caller controls
 //
@@ -166,6 +175,9 @@
 //
 //   Also: llminfer_generate_tokens (from ids), sessions (llminfer_session_new / _add / _reply /
 //   _reset / _free; a session keeps the model alive), llminfer_tokenize / llminfer_detokenize.
+//   Structured output: llminfer_generate_options.grammar / json_schema (text and length),
+//   logit_bias_ids + logit_bias_values (n_logit_bias), banned_tokens (n_banned_tokens), as in
+//   GenerateOptions; llminfer_result.constraint_ms; llminfer_json_schema_to_grammar.
 //   A model may be used from several threads at once (their generations are batched as above); a
 //   session by one thread at a time. examples/c/example.c; tests/capi/ (C99 and Python ctypes).
 //
@@ -295,6 +307,77 @@
 //   model at load: every tensor is found and its shape and type checked, params are read from the
 //   metadata, and the result is a flat list of steps with resolved pointers. Errors name the file
 //   and line: "llama.archdef:28: no operation 'siluu' — did you mean 'silu'?".
+//
+// ==== Structured output ====
+//
+//   GenerateOptions::grammar (GBNF text), json_schema (JSON Schema text, not with grammar),
+//   logit_bias ((id, bias) pairs; biases of one id add up; -inf bans) and banned_tokens constrain
+//   Model::generate, Session::reply and begin_reply/step (CLI: run and chat --grammar FILE,
+//   --json-schema FILE, --logit-bias ID=BIAS, --ban IDS; llminfer serve: response_format and
+//   logit_bias; C API: the same fields of llminfer_generate_options). Sessions decoding together
+//   in shared steps (LoadOptions::batch) each apply their own constraint: batching changes nothing
+//   in what is sampled. Session::sample(options) applies logit_bias and banned_tokens to its one
+//   draw; a grammar or json_schema there is an error (invalid_argument): a grammar constrains a
+//   whole reply, and a draw from logits() has no reply to match. The grammar's state lives for one
+//   reply: saving is refused during a reply, so a saved session holds none, and after load() the
+//   next reply with a grammar starts matching from its first token, as in the saved session.
+//   Before the sampling chain every token the grammar forbids
+//   gets the logit -inf, then the biases are added; the chain (penalties, top-k, top-p, min-p,
+//   temperature) runs on the rest. Checked before the prompt is evaluated, each an invalid_argument
+//   naming what is wrong: a malformed grammar (line and column) or schema (the keyword and its JSON
+//   path), an id outside the vocabulary, a NaN or +inf bias, a grammar no string matches, a
+//   constraint that leaves no token to start with. json_schema_to_grammar() shows the grammar a
+//   schema becomes; check_grammar() checks a grammar without a model.
+//
+//   What it guarantees: each sampled token keeps the text a prefix of a string of the grammar
+//   (tokens are matched by their bytes, which may end inside a character: the grammar is compiled
+//   to bytes), and an end-of-generation token is allowed only where the text is a complete match.
+//   With StopReason::eos the text is a whole match (for a schema: JSON valid under it); after
+//   max_tokens, a stop string or a cancel it is a prefix. Control tokens other than the
+//   end-of-generation ones are never allowed; a chat reply is matched as the text the caller gets
+//   (SentencePiece vocabularies drop its leading space). Should the vocabulary be unable to spell
+//   what the grammar needs next (a vocabulary without byte tokens), generation ends with
+//   StopReason::error saying so. The model needs a vocabulary and an end-of-generation token.
+//
+//   GBNF (llama.cpp's syntax, so its grammars work): rules `name ::= alternatives` (names of
+//   letters, digits and '-'; the start is `root`), "literals", [classes] with ranges, [^negated
+//   classes], `.` (any character), ( groups ), * + ? {m} {m,} {m,n}, escapes \xXX \uXXXX
+//   \UXXXXXXXX \t \r \n \\ \" \[ \] \-, # comments; a rule ends at the end of its line except
+//   inside parentheses and after '|'. Characters are Unicode scalar values in UTF-8: a class never
+//   matches a surrogate. Left recursion (a rule that can reach itself without consuming input, also
+//   through a repetition of something that may be empty) is refused naming the rules of the cycle.
+//   Refused where llama.cpp differs: token references <...> / !<...>; a rule defined twice
+//   (llama.cpp keeps the last); an empty class [] or a reversed range [z-a] (llama.cpp: matches
+//   nothing); a count above LLMINFER_GRAMMAR_MAX_REPEAT (llama.cpp turns {0,5000} into *);
+//   escapes of surrogates or above U+10FFFF. tests/goldens/grammar holds llama.cpp's own verdicts
+//   on 3,700 inputs of its grammars, ours and converted schemas; llminfer agrees on every one.
+//
+//   JSON Schema subset: type (a name or a list), properties, required, additionalProperties,
+//   items (one schema), minItems, maxItems, minLength, maxLength, enum, const, anyOf, $ref to this
+//   document ("#", "#/$defs/Name", "#/definitions/Name", any local JSON pointer), $defs and
+//   definitions; title, description, default, examples, $schema, $id, $comment, deprecated,
+//   readOnly and writeOnly are ignored (they do not constrain). Every other keyword is refused
+//   with its name and path, never ignored: pattern, format, minimum, maximum, exclusiveMinimum,
+//   exclusiveMaximum, multipleOf, oneOf, allOf, not, if/then/else, prefixItems, items as a list,
+//   uniqueItems, contains, minProperties, maxProperties, patternProperties, propertyNames,
+//   dependentRequired, dependentSchemas, unevaluatedProperties, $anchor, remote $ref ... . Also
+//   refused: additionalProperties true or a schema next to properties, a required name missing
+//   from properties, enum and const together, $ref or anyOf beside other constraining keywords.
+//   What is generated: objects hold their declared properties in the order of `properties`, each
+//   required one always, each optional one or not, and no other key (as llama.cpp and OpenAI's
+//   structured outputs; an object schema without properties is any object, or a map when
+//   additionalProperties is a schema); between tokens nothing, one space, or a line break and up
+//   to 20 blanks or tabs; strings: no raw control characters, escapes \" \\ \/ \b \f \n \r \t
+//   and \uXXXX (no surrogates), minLength/maxLength counting characters (an escape is one);
+//   integers of at most 16 digits; numbers with up to 16 fraction digits and a 5-digit exponent.
+//
+//   Cost: the grammar is compiled to a pushdown matcher whose states and transitions are cached;
+//   a state's allowed tokens come from one walk over a prefix tree of the vocabulary's bytes
+//   (built once per model, 0.05-0.2 s for 150k tokens) that skips every subtree the state
+//   refuses, and are cached per state, so a state seen again (the inside of a string) costs a
+//   lookup and one pass over the logits. GenerateResult::timings.constraint_ms is the time a
+//   generation spent on it (`run --json`: "constraint_ms"); bench/RESULTS.md ("Structured
+//   output") has the figures.
 //
 // ==== Security ====
 //
@@ -540,6 +623,14 @@ struct GenerateOptions {
                                    // "<|im_start|>" becomes control tokens; off: it is plain text
   bool chat = false;               // Model::generate: wrap the prompt in the model's chat template
   std::string system = {};         // Model::generate with chat: a system message
+  // Structured output (manual: "Structured output"); checked before the prompt is evaluated, an
+  // impossible or malformed constraint is an error (invalid_argument naming line and column).
+  std::string grammar = {};        // GBNF text (llama.cpp's syntax, rule `root`): the output is a
+                                   // prefix of a string of the grammar, a whole one when stop is eos
+  std::string json_schema = {};    // a JSON Schema (text): the output is JSON valid under it (when
+                                   // stop is eos); not together with grammar
+  std::vector<std::pair<int32_t, float>> logit_bias = {};  // (token id, added to its logit); -inf bans
+  std::vector<int32_t> banned_tokens = {};                 // token ids never sampled
   // Streaming: receives the text as it is decided, in complete UTF-8 pieces, on the calling
   // thread; return false to cancel (StopReason::cancelled).
   std::function<bool(std::string_view piece)> on_token = {};
@@ -555,6 +646,7 @@ struct Timings {
   double decode_ms = 0;     // from the first generated token to the last
   double decode_tps = 0;    // generated tokens per second after the first
   double ttft_ms = 0;       // from the call to the first generated token
+  double constraint_ms = 0; // of the above, structured output: masking logits, feeding the grammar
 };
 
 struct GenerateResult {
@@ -721,6 +813,8 @@ class Session {
   std::span<const float> logits() const;
   // One token from logits() by the sampling chain of `options` (temperature, top_k, top_p,
   // min_p, repeat_penalty over the cached tokens), drawn with the session's RNG (set_seed).
+  // logit_bias and banned_tokens apply; a grammar or json_schema is an error (invalid_argument:
+  // they constrain a whole reply, see begin_reply).
   Result<int32_t> sample(const GenerateOptions& options = {});
   void set_seed(uint64_t seed);  // as GenerateOptions::seed (reply() and generate() set it too)
   const std::vector<int32_t>& tokens() const;  // the tokens in the KV cache, in order
@@ -752,6 +846,13 @@ class Session {
 const char* version() noexcept;
 // Peak resident memory of the process so far, in MiB (0 where the system does not say).
 double peak_memory_mb() noexcept;
+
+// The GBNF grammar that GenerateOptions::json_schema compiles to (to inspect or edit it), or an
+// error naming the unsupported keyword and where it is.
+Result<std::string> json_schema_to_grammar(std::string_view schema);
+// Checks a GBNF grammar as GenerateOptions::grammar would (syntax, undefined rules, left recursion,
+// an empty language, limits), without a model: the error names line and column.
+Result<void> check_grammar(std::string_view gbnf);
 
 }  // namespace v0_1
 }  // namespace llminfer
@@ -863,6 +964,17 @@ typedef struct llminfer_generate_options {
   size_t system_len;
   llminfer_piece_fn on_piece;  /* or NULL */
   void* user_data;             /* passed to on_piece */
+  /* Structured output (the manual's "Structured output"); NULL / 0: none. A malformed or
+     impossible constraint is LLMINFER_E_INVALID_ARGUMENT naming line and column. */
+  const char* grammar;      /* GBNF text (llama.cpp's syntax, rule root) */
+  size_t grammar_len;
+  const char* json_schema;  /* a JSON Schema (text): the output is JSON valid under it; not with grammar */
+  size_t json_schema_len;
+  const int32_t* logit_bias_ids;  /* n_logit_bias token ids, and the bias added to each one's logit */
+  const float* logit_bias_values; /* (-INFINITY bans) */
+  size_t n_logit_bias;
+  const int32_t* banned_tokens;   /* token ids never sampled */
+  size_t n_banned_tokens;
 } llminfer_generate_options;
 
 /* A generation's result (allocated by the library; llminfer_result_free). */
@@ -880,6 +992,7 @@ typedef struct llminfer_result {
   int error_code;           /* with LLMINFER_STOP_ERROR (or a prompt that does not fit): why */
   char* error_message;      /* NUL-terminated; empty when error_code is LLMINFER_OK */
   size_t error_message_len;
+  double constraint_ms;     /* of the decoding time, structured output (masks, the grammar) */
 } llminfer_result;
 
 LLMINFER_C_API const char* llminfer_version(void);
@@ -931,6 +1044,12 @@ LLMINFER_C_API void llminfer_tokens_free(int32_t* ids);
 LLMINFER_C_API int llminfer_detokenize(const llminfer_model* model, const int32_t* ids, size_t n_ids, char** text,
                                        size_t* text_len, llminfer_error** err);
 LLMINFER_C_API void llminfer_string_free(char* text);
+
+/* The GBNF grammar a JSON Schema compiles to (json_schema in llminfer_generate_options uses it), to
+   inspect or edit it; free *gbnf with llminfer_string_free. An unsupported keyword is
+   LLMINFER_E_INVALID_ARGUMENT naming it. */
+LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* schema, size_t schema_len, char** gbnf,
+                                                   size_t* gbnf_len, llminfer_error** err);
 
 #ifdef __cplusplus
 }
@@ -19832,6 +19951,1923 @@ inline Result<EvalStatus> Context::run_chunk_shared(const int32_t* toks, int n, 
 }  // namespace llminfer
 #endif  // !LLMI_KERNEL_PASS
 
+// ---- src/45_grammar.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
+// ==== Grammars: the GBNF parser, compilation to bytes, the matcher ====
+// A grammar in llama.cpp's GBNF syntax (rules `name ::= alternatives`, "literals", [classes],
+// [^negated], `.`, ( groups ), * + ? {m} {m,} {m,n}, # comments) is parsed into a syntax tree
+// (GbnfGrammar: kept for messages and tests), then compiled into a grammar over BYTES:
+// GrammarCore. A character class over code points becomes the alternatives of its UTF-8 byte
+// sequences ([^"] = [\x00-!#-\x7F] | [\xC2-\xDF][\x80-\xBF] | ...), so that tokens, which are
+// byte strings that may end inside a character, are matched byte by byte and only valid UTF-8 can
+// ever match (surrogates are never matched: UTF-8 cannot hold them). Repetitions become rules:
+// S{2,4} = S S S'2, S'2 ::= S S'1 | (empty), S'1 ::= S | (empty); S* = S', S' ::= S S' | (empty).
+//
+// Checked when compiling, so that matching always terminates and every prefix it allows can be
+// completed: every rule referenced is defined (once) and `root` exists; no rule can reach itself
+// without consuming input (left recursion: refused, naming the rules of the cycle); alternatives
+// that can never finish (a rule with no way to end) are dropped, and when `root` itself cannot
+// finish the grammar is refused ("no string matches"). Sizes are bounded (LLMINFER_GRAMMAR_*).
+//
+// The matcher is a set of parse stacks (an Earley-like pushdown simulation): a stack is a chain
+// of positions "what comes next" in each open rule, kept as interned nodes (position, parent) so
+// that equal stacks are equal numbers and tails are shared. A state (the set of stacks whose top
+// is a byte set, plus whether the input so far is a complete match) is interned too, and each
+// state's transitions are cached per byte: after warm-up, matching a byte is one table lookup.
+// A rule reference at the end of an alternative does not keep its caller's frame (tail call), so
+// right recursion (S' ::= S S') runs in constant stack depth. The caches are bounded: past
+// LLMINFER_GRAMMAR_MAX_CACHE bytes they are dropped and rebuilt from the current state.
+#ifndef LLMINFER_GRAMMAR_MAX_BYTES
+#define LLMINFER_GRAMMAR_MAX_BYTES (1u << 20)  // grammar text (a JSON schema's grammar included)
+#endif
+#ifndef LLMINFER_GRAMMAR_MAX_ELEMENTS
+#define LLMINFER_GRAMMAR_MAX_ELEMENTS (1u << 20)  // compiled elements, after repetitions expand
+#endif
+#ifndef LLMINFER_GRAMMAR_MAX_REPEAT
+#define LLMINFER_GRAMMAR_MAX_REPEAT 10000u  // largest m and n of {m,n}
+#endif
+#ifndef LLMINFER_GRAMMAR_MAX_DEPTH
+#define LLMINFER_GRAMMAR_MAX_DEPTH 100  // nesting of ( ) in a rule
+#endif
+#ifndef LLMINFER_GRAMMAR_MAX_STACKS
+#define LLMINFER_GRAMMAR_MAX_STACKS 10000u  // parse stacks alive at once (ambiguity)
+#endif
+#ifndef LLMINFER_GRAMMAR_MAX_CACHE
+#define LLMINFER_GRAMMAR_MAX_CACHE (256ull << 20)  // bytes of matcher caches and token masks
+#endif
+
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// ---- syntax tree ----
+struct GbnfExpr;
+using GbnfSeq = std::vector<GbnfExpr>;
+
+struct GbnfExpr {
+  enum class Kind : uint8_t { literal, char_class, any, rule, group, repeat };
+  static constexpr uint32_t kUnbounded = ~0u;
+  Kind kind = Kind::literal;
+  bool negated = false;                               // char_class: [^...]
+  int32_t rule = -1;                                  // rule: index into GbnfGrammar::rules
+  uint32_t min = 0, max = 0;                          // repeat: {min,max}; max = kUnbounded
+  uint32_t line = 0, col = 0;                         // where it starts in the text (1-based)
+  std::vector<uint32_t> chars;                        // literal: code points
+  std::vector<std::pair<uint32_t, uint32_t>> ranges;  // char_class: inclusive code point ranges
+  std::vector<GbnfSeq> alts;                          // group: alternatives; repeat: {{child}}
+};
+
+struct GbnfRule {
+  std::string name;
+  std::vector<GbnfSeq> alts;
+  uint32_t line = 0;                   // definition (0: not defined)
+  uint32_t ref_line = 0, ref_col = 0;  // first reference
+};
+
+struct GbnfGrammar {
+  std::vector<GbnfRule> rules;
+  int32_t root = -1;
+};
+
+// ---- parser ----
+class GbnfParser {
+ public:
+  explicit GbnfParser(std::string_view text) : s_(text) {}
+
+  Result<GbnfGrammar> parse() {
+    if (s_.size() > LLMINFER_GRAMMAR_MAX_BYTES)
+      return make_error(Errc::invalid_argument, strf("grammar: the text is %zu bytes, more than the limit of %u "
+                                                     "(LLMINFER_GRAMMAR_MAX_BYTES)",
+                                                     s_.size(), static_cast<unsigned>(LLMINFER_GRAMMAR_MAX_BYTES)));
+    const auto* p = reinterpret_cast<const unsigned char*>(s_.data());
+    for (size_t i = 0; i < s_.size();) {
+      int l = utf8_valid_len(p + i, s_.size() - i);
+      if (l == 0) {
+        pos_ = i;
+        return error("the text is not valid UTF-8");
+      }
+      i += static_cast<size_t>(l);
+    }
+    space(true);
+    while (pos_ < s_.size()) {
+      if (!rule()) return error_result();
+    }
+    for (const auto& r : g_.rules) {
+      if (r.line == 0) {
+        err_ = strf("grammar line %u, column %u: rule '%s' is used but never defined", r.ref_line, r.ref_col,
+                    r.name.c_str());
+        return make_error(Errc::invalid_argument, err_);
+      }
+    }
+    auto it = ids_.find("root");
+    if (it == ids_.end()) return make_error(Errc::invalid_argument, "grammar: there is no rule 'root' (the start)");
+    g_.root = it->second;
+    return std::move(g_);
+  }
+
+ private:
+  static bool word_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+  }
+  char peek(size_t k = 0) const { return pos_ + k < s_.size() ? s_[pos_ + k] : '\0'; }
+  bool at_end() const { return pos_ >= s_.size(); }
+
+  // Line and column (in characters) of byte `at`; incremental, as parsing moves forward.
+  void line_col(size_t at, uint32_t& line, uint32_t& col) {
+    if (at < lc_pos_) lc_pos_ = 0, lc_line_ = 1, lc_col_ = 1;
+    for (; lc_pos_ < at && lc_pos_ < s_.size(); lc_pos_++) {
+      if (s_[lc_pos_] == '\n') {
+        lc_line_++;
+        lc_col_ = 1;
+      } else if ((static_cast<unsigned char>(s_[lc_pos_]) & 0xC0) != 0x80) {
+        lc_col_++;
+      }
+    }
+    line = lc_line_;
+    col = lc_col_;
+  }
+  bool fail(std::string msg) {
+    if (err_.empty()) {
+      uint32_t line, col;
+      line_col(pos_, line, col);
+      err_ = strf("grammar line %u, column %u: %s", line, col, msg.c_str());
+    }
+    return false;
+  }
+  Error error(std::string msg) {
+    fail(std::move(msg));
+    return error_result();
+  }
+  Error error_result() const { return make_error(Errc::invalid_argument, err_); }
+
+  // Blanks, tabs and # comments; line breaks too when newline_ok.
+  void space(bool newline_ok) {
+    while (!at_end()) {
+      char c = peek();
+      if (c == ' ' || c == '\t' || (newline_ok && (c == '\r' || c == '\n'))) {
+        pos_++;
+      } else if (c == '#') {
+        while (!at_end() && peek() != '\r' && peek() != '\n') pos_++;
+      } else {
+        break;
+      }
+    }
+  }
+
+  int32_t rule_id(const std::string& name, size_t at) {
+    auto it = ids_.find(name);
+    if (it != ids_.end()) return it->second;
+    int32_t id = static_cast<int32_t>(g_.rules.size());
+    GbnfRule r;
+    r.name = name;
+    line_col(at, r.ref_line, r.ref_col);
+    g_.rules.push_back(std::move(r));
+    ids_.emplace(name, id);
+    return id;
+  }
+
+  bool rule() {
+    size_t start = pos_;
+    while (!at_end() && word_char(peek())) pos_++;
+    if (pos_ == start) return fail(strf("expected a rule name, found '%s'", shown(pos_).c_str()));
+    std::string name(s_.substr(start, pos_ - start));
+    space(false);
+    if (!(peek() == ':' && peek(1) == ':' && peek(2) == '=')) return fail("expected '::=' after the rule name '" + name + "'");
+    pos_ += 3;
+    space(true);
+    int32_t id = rule_id(name, start);
+    GbnfRule& r = g_.rules[static_cast<size_t>(id)];
+    if (r.line != 0) {
+      size_t keep = pos_;
+      pos_ = start;
+      fail(strf("rule '%s' is defined twice (first on line %u)", name.c_str(), r.line));
+      pos_ = keep;
+      return false;
+    }
+    uint32_t line, col;
+    line_col(start, line, col);
+    std::vector<GbnfSeq> alts;
+    if (!alternates(alts, false, 0)) return false;
+    GbnfRule& r2 = g_.rules[static_cast<size_t>(id)];  // alternates() may have added rules
+    r2.line = line;
+    r2.alts = std::move(alts);
+    if (peek() == '\r') {
+      pos_ += peek(1) == '\n' ? 2 : 1;
+    } else if (peek() == '\n') {
+      pos_++;
+    } else if (!at_end()) {
+      return fail(strf("expected the end of the line after rule '%s', found '%s'", name.c_str(), shown(pos_).c_str()));
+    }
+    space(true);
+    return true;
+  }
+
+  bool alternates(std::vector<GbnfSeq>& out, bool nested, int depth) {
+    if (depth > LLMINFER_GRAMMAR_MAX_DEPTH)
+      return fail(strf("parentheses nested deeper than %d (LLMINFER_GRAMMAR_MAX_DEPTH)", LLMINFER_GRAMMAR_MAX_DEPTH));
+    out.emplace_back();
+    if (!sequence(out.back(), nested, depth)) return false;
+    while (peek() == '|') {
+      pos_++;
+      space(true);
+      out.emplace_back();
+      if (!sequence(out.back(), nested, depth)) return false;
+    }
+    return true;
+  }
+
+  // The text at `at`, for messages: one character, or "end of input".
+  std::string shown(size_t at) const {
+    if (at >= s_.size()) return "end of input";
+    size_t i = at;
+    utf8_next(s_, i);
+    std::string c(s_.substr(at, i - at));
+    if (c == "\n") return "\\n";
+    if (c == "\r") return "\\r";
+    return c;
+  }
+
+  bool hex(int digits, uint32_t& v) {
+    v = 0;
+    for (int k = 0; k < digits; k++) {
+      char c = peek();
+      uint32_t d;
+      if (c >= '0' && c <= '9') d = static_cast<uint32_t>(c - '0');
+      else if (c >= 'a' && c <= 'f') d = static_cast<uint32_t>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F') d = static_cast<uint32_t>(c - 'A' + 10);
+      else return fail(strf("expected %d hexadecimal digits", digits));
+      v = (v << 4) | d;
+      pos_++;
+    }
+    return true;
+  }
+
+  // One character of a literal or a class: raw UTF-8 or an escape (\x.. \u.... \U........ \t \r \n
+  // \\ \" \[ \] \-, as llama.cpp).
+  bool character(uint32_t& cp) {
+    if (at_end()) return fail("unexpected end of input");
+    size_t start = pos_;
+    if (peek() == '\\') {
+      pos_++;
+      char e = peek();
+      pos_++;
+      switch (e) {
+        case 'x': if (!hex(2, cp)) return false; break;
+        case 'u': if (!hex(4, cp)) return false; break;
+        case 'U': if (!hex(8, cp)) return false; break;
+        case 't': cp = '\t'; break;
+        case 'r': cp = '\r'; break;
+        case 'n': cp = '\n'; break;
+        case '\\': case '"': case '[': case ']': case '-': cp = static_cast<unsigned char>(e); break;
+        default:
+          pos_ = start;
+          return fail(strf("unknown escape '\\%s'", shown(start + 1).c_str()));
+      }
+      if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+        pos_ = start;
+        return fail(strf("escape U+%X is not a Unicode scalar value (surrogates and values above U+10FFFF never "
+                         "appear in UTF-8 text)",
+                         cp));
+      }
+      return true;
+    }
+    cp = utf8_next(s_, pos_);  // the text was checked to be valid UTF-8
+    return true;
+  }
+
+  bool number(uint32_t& v) {
+    size_t start = pos_;
+    uint64_t x = 0;
+    while (peek() >= '0' && peek() <= '9') {
+      x = x * 10 + static_cast<uint64_t>(peek() - '0');
+      if (x > LLMINFER_GRAMMAR_MAX_REPEAT) {
+        pos_ = start;
+        return fail(strf("repetition count above the limit of %u (LLMINFER_GRAMMAR_MAX_REPEAT)",
+                         static_cast<unsigned>(LLMINFER_GRAMMAR_MAX_REPEAT)));
+      }
+      pos_++;
+    }
+    if (pos_ == start) return fail(strf("expected a number, found '%s'", shown(pos_).c_str()));
+    v = static_cast<uint32_t>(x);
+    return true;
+  }
+
+  bool sequence(GbnfSeq& out, bool nested, int depth) {
+    while (!at_end()) {
+      GbnfExpr e;
+      line_col(pos_, e.line, e.col);
+      char c = peek();
+      if (c == '"') {
+        size_t start = pos_;
+        pos_++;
+        e.kind = GbnfExpr::Kind::literal;
+        while (peek() != '"') {
+          if (at_end()) {
+            pos_ = start;
+            return fail("unterminated string (no closing \")");
+          }
+          uint32_t cp;
+          if (!character(cp)) return false;
+          e.chars.push_back(cp);
+        }
+        pos_++;
+        out.push_back(std::move(e));
+      } else if (c == '[') {
+        size_t start = pos_;
+        pos_++;
+        e.kind = GbnfExpr::Kind::char_class;
+        if (peek() == '^') {
+          e.negated = true;
+          pos_++;
+        }
+        while (peek() != ']') {
+          if (at_end()) {
+            pos_ = start;
+            return fail("unterminated character class (no closing ])");
+          }
+          uint32_t lo, hi;
+          size_t item = pos_;
+          if (!character(lo)) return false;
+          hi = lo;
+          if (peek() == '-' && peek(1) != ']' && pos_ + 1 < s_.size()) {
+            pos_++;
+            if (!character(hi)) return false;
+            if (hi < lo) {
+              pos_ = item;
+              return fail(strf("empty range in a character class (U+%X after U+%X)", lo, hi));
+            }
+          }
+          e.ranges.emplace_back(lo, hi);
+        }
+        if (e.ranges.empty()) return fail("empty character class []");
+        pos_++;
+        out.push_back(std::move(e));
+      } else if (c == '<' || c == '!') {
+        return fail("token references (<...>, !<...>) are not supported; write the text as a \"literal\"");
+      } else if (word_char(c)) {
+        size_t start = pos_;
+        while (!at_end() && word_char(peek())) pos_++;
+        e.kind = GbnfExpr::Kind::rule;
+        e.rule = rule_id(std::string(s_.substr(start, pos_ - start)), start);
+        out.push_back(std::move(e));
+      } else if (c == '(') {
+        pos_++;
+        space(true);
+        e.kind = GbnfExpr::Kind::group;
+        if (!alternates(e.alts, true, depth + 1)) return false;
+        if (peek() != ')') return fail(strf("expected ')', found '%s'", shown(pos_).c_str()));
+        pos_++;
+        out.push_back(std::move(e));
+      } else if (c == '.') {
+        pos_++;
+        e.kind = GbnfExpr::Kind::any;
+        out.push_back(std::move(e));
+      } else if (c == '*' || c == '+' || c == '?' || c == '{') {
+        if (out.empty()) return fail(strf("'%c' follows nothing it could repeat", c));
+        int chain = depth + 1;  // repetitions of repetitions nest too (x***...): bounded with ( )
+        for (const GbnfExpr* x = &out.back(); x->kind == GbnfExpr::Kind::repeat; x = &x->alts[0][0]) chain++;
+        if (chain > LLMINFER_GRAMMAR_MAX_DEPTH)
+          return fail(strf("repetitions and parentheses nested deeper than %d (LLMINFER_GRAMMAR_MAX_DEPTH)",
+                           LLMINFER_GRAMMAR_MAX_DEPTH));
+        uint32_t mn = 0, mx = GbnfExpr::kUnbounded;
+        pos_++;
+        if (c == '+') {
+          mn = 1;
+        } else if (c == '?') {
+          mx = 1;
+        } else if (c == '{') {
+          space(nested);
+          if (!number(mn)) return false;
+          space(nested);
+          if (peek() == '}') {
+            mx = mn;
+          } else if (peek() == ',') {
+            pos_++;
+            space(nested);
+            if (peek() >= '0' && peek() <= '9') {
+              if (!number(mx)) return false;
+              space(nested);
+              if (mx < mn) return fail(strf("repetition {%u,%u}: the maximum is below the minimum", mn, mx));
+            }
+            if (peek() != '}') return fail(strf("expected '}', found '%s'", shown(pos_).c_str()));
+          } else {
+            return fail(strf("expected ',' or '}' in a repetition, found '%s'", shown(pos_).c_str()));
+          }
+          pos_++;
+        }
+        GbnfExpr rep;
+        rep.kind = GbnfExpr::Kind::repeat;
+        rep.min = mn;
+        rep.max = mx;
+        rep.line = out.back().line;
+        rep.col = out.back().col;
+        rep.alts.emplace_back();
+        rep.alts.back().push_back(std::move(out.back()));
+        out.back() = std::move(rep);
+      } else {
+        break;
+      }
+      space(nested);
+    }
+    return true;
+  }
+
+  std::string_view s_;
+  size_t pos_ = 0;
+  size_t lc_pos_ = 0;
+  uint32_t lc_line_ = 1, lc_col_ = 1;
+  std::string err_;
+  GbnfGrammar g_;
+  std::unordered_map<std::string, int32_t> ids_;
+};
+
+inline Result<GbnfGrammar> gbnf_parse(std::string_view text) { return GbnfParser(text).parse(); }
+
+// ---- the compiled grammar over bytes ----
+struct ByteSet {
+  uint64_t w[4] = {0, 0, 0, 0};
+  void set(unsigned b) { w[b >> 6] |= uint64_t{1} << (b & 63); }
+  void set_range(unsigned lo, unsigned hi) {
+    for (unsigned b = lo; b <= hi; b++) set(b);
+  }
+  bool has(unsigned b) const { return (w[b >> 6] >> (b & 63)) & 1; }
+  bool operator==(const ByteSet& o) const { return w[0] == o.w[0] && w[1] == o.w[1] && w[2] == o.w[2] && w[3] == o.w[3]; }
+};
+
+struct GrammarCore {
+  enum Kind : uint8_t { kEnd, kBytes, kRef };
+  struct Elem {
+    Kind kind;
+    int32_t arg;  // kBytes: index into sets; kRef: rule
+  };
+  std::vector<Elem> elems;                      // alternatives, each ended by kEnd
+  std::vector<std::vector<int32_t>> rule_alts;  // rule -> start of each alternative in elems
+  std::vector<std::string> rule_names;          // for messages ("x", or "x: group at 3:5")
+  std::vector<ByteSet> sets;
+  int32_t root = -1;
+};
+
+// Splits the code points [lo, hi] (one UTF-8 length, no surrogates) into byte-range sequences.
+inline void utf8_range_sequences(uint32_t lo, uint32_t hi, std::vector<std::vector<std::pair<uint8_t, uint8_t>>>& out) {
+  static const uint32_t kMax[4] = {0x7F, 0x7FF, 0xFFFF, 0x10FFFF};
+  for (int n = 0; n < 3; n++) {  // different lengths: split at the boundaries
+    if (lo <= kMax[n] && hi > kMax[n]) {
+      utf8_range_sequences(lo, kMax[n], out);
+      utf8_range_sequences(kMax[n] + 1, hi, out);
+      return;
+    }
+  }
+  if (hi < 0x80) {
+    out.push_back({{static_cast<uint8_t>(lo), static_cast<uint8_t>(hi)}});
+    return;
+  }
+  const int len = hi <= 0x7FF ? 2 : hi <= 0xFFFF ? 3 : 4;
+  for (int i = 1; i < len; i++) {  // make every trailing-byte group span its full range
+    uint32_t m = (1u << (6 * i)) - 1;
+    if ((lo & ~m) != (hi & ~m)) {
+      if ((lo & m) != 0) {
+        utf8_range_sequences(lo, lo | m, out);
+        utf8_range_sequences((lo | m) + 1, hi, out);
+        return;
+      }
+      if ((hi & m) != m) {
+        utf8_range_sequences(lo, (hi & ~m) - 1, out);
+        utf8_range_sequences(hi & ~m, hi, out);
+        return;
+      }
+    }
+  }
+  std::string a, b;
+  utf8_append(a, lo);
+  utf8_append(b, hi);
+  std::vector<std::pair<uint8_t, uint8_t>> seq;
+  for (size_t k = 0; k < a.size(); k++) seq.emplace_back(static_cast<uint8_t>(a[k]), static_cast<uint8_t>(b[k]));
+  out.push_back(std::move(seq));
+}
+
+class GrammarCompiler {
+ public:
+  explicit GrammarCompiler(const GbnfGrammar& g) : g_(g) {}
+
+  Result<GrammarCore> compile() {
+    const size_t n = g_.rules.size();
+    c_.rule_alts.resize(n);
+    for (const auto& r : g_.rules) c_.rule_names.push_back(r.name);
+    for (size_t r = 0; r < n; r++) {
+      std::vector<std::vector<GrammarCore::Elem>> alts;
+      for (const auto& seq : g_.rules[r].alts) {
+        alts.emplace_back();
+        if (!lower_seq(seq, alts.back(), g_.rules[r].name)) return make_error(Errc::invalid_argument, err_);
+      }
+      emit_rule(static_cast<int32_t>(r), alts);
+    }
+    if (!err_.empty()) return make_error(Errc::invalid_argument, err_);
+    c_.root = g_.root;
+    if (auto a = analyse(); !a) return a.error();
+    return std::move(c_);
+  }
+
+ private:
+  using Elem = GrammarCore::Elem;
+  using Alts = std::vector<std::vector<Elem>>;
+
+  bool budget(size_t more, const GbnfExpr& at) {
+    if (c_.elems.size() + pending_ + more > LLMINFER_GRAMMAR_MAX_ELEMENTS) {
+      if (err_.empty())
+        err_ = strf("grammar line %u, column %u: the grammar grows past %u elements when its repetitions are "
+                    "expanded (LLMINFER_GRAMMAR_MAX_ELEMENTS)",
+                    at.line, at.col, static_cast<unsigned>(LLMINFER_GRAMMAR_MAX_ELEMENTS));
+      return false;
+    }
+    pending_ += more;
+    return true;
+  }
+
+  int32_t set_index(const ByteSet& s) {
+    std::string key(reinterpret_cast<const char*>(s.w), sizeof s.w);
+    auto [it, fresh] = set_ids_.emplace(key, static_cast<int32_t>(c_.sets.size()));
+    if (fresh) c_.sets.push_back(s);
+    return it->second;
+  }
+  int32_t byte_elem(unsigned lo, unsigned hi) {
+    auto key = (lo << 8) | hi;
+    auto it = range_sets_.find(key);
+    if (it != range_sets_.end()) return it->second;
+    ByteSet s;
+    s.set_range(lo, hi);
+    int32_t id = set_index(s);
+    range_sets_.emplace(key, id);
+    return id;
+  }
+
+  int32_t new_rule(std::string name) {
+    c_.rule_alts.emplace_back();
+    c_.rule_names.push_back(std::move(name));
+    return static_cast<int32_t>(c_.rule_alts.size() - 1);
+  }
+  void emit_rule(int32_t r, const Alts& alts) {
+    for (const auto& a : alts) {
+      c_.rule_alts[static_cast<size_t>(r)].push_back(static_cast<int32_t>(c_.elems.size()));
+      c_.elems.insert(c_.elems.end(), a.begin(), a.end());
+      c_.elems.push_back({GrammarCore::kEnd, 0});
+      pending_ -= std::min(pending_, a.size() + 1);
+    }
+  }
+
+  bool lower_seq(const GbnfSeq& seq, std::vector<Elem>& out, const std::string& ctx) {
+    for (const auto& e : seq)
+      if (!lower(e, out, ctx)) return false;
+    return true;
+  }
+
+  // A code point class -> one byte set (ASCII only) or a rule of UTF-8 sequences.
+  bool lower_class(std::vector<std::pair<uint32_t, uint32_t>> ranges, bool negated, std::vector<Elem>& out,
+                   const std::string& ctx, const GbnfExpr& at) {
+    // normalise: sorted, merged, surrogates removed, complemented when negated
+    std::sort(ranges.begin(), ranges.end());
+    std::vector<std::pair<uint32_t, uint32_t>> m;
+    for (auto r : ranges) {
+      if (!m.empty() && r.first <= m.back().second + 1) m.back().second = std::max(m.back().second, r.second);
+      else m.push_back(r);
+    }
+    if (negated) {
+      std::vector<std::pair<uint32_t, uint32_t>> inv;
+      uint32_t next = 0;
+      for (auto r : m) {
+        if (r.first > next) inv.emplace_back(next, r.first - 1);
+        next = r.second + 1;
+      }
+      if (next <= 0x10FFFF) inv.emplace_back(next, 0x10FFFF);
+      m = std::move(inv);
+    }
+    std::vector<std::pair<uint32_t, uint32_t>> valid;
+    for (auto r : m) {
+      if (r.first < 0xD800 && r.second >= 0xD800) {
+        valid.emplace_back(r.first, 0xD7FF);
+        if (r.second > 0xDFFF) valid.emplace_back(0xE000, r.second);
+      } else if (r.first >= 0xD800 && r.first <= 0xDFFF) {
+        if (r.second > 0xDFFF) valid.emplace_back(0xE000, r.second);
+      } else {
+        valid.push_back(r);
+      }
+    }
+    std::vector<std::vector<std::pair<uint8_t, uint8_t>>> seqs;
+    for (auto r : valid) utf8_range_sequences(r.first, r.second, seqs);
+    // the one-byte sequences become one set, the others one alternative each
+    ByteSet ascii;
+    bool any_ascii = false;
+    Alts alts;
+    for (const auto& s : seqs) {
+      if (s.size() == 1) {
+        ascii.set_range(s[0].first, s[0].second);
+        any_ascii = true;
+        continue;
+      }
+      alts.emplace_back();
+      for (auto br : s) alts.back().push_back({GrammarCore::kBytes, byte_elem(br.first, br.second)});
+    }
+    if (alts.empty()) {
+      if (!budget(1, at)) return false;
+      if (!any_ascii) {  // nothing at all: a rule without alternatives (never finishes; pruned)
+        out.push_back({GrammarCore::kRef, new_rule(ctx + strf(": empty class at %u:%u", at.line, at.col))});
+        return true;
+      }
+      out.push_back({GrammarCore::kBytes, set_index(ascii)});
+      return true;
+    }
+    if (any_ascii) alts.insert(alts.begin(), std::vector<Elem>{{GrammarCore::kBytes, set_index(ascii)}});
+    // the same class again (e.g. a string's character) reuses its rule
+    std::string key;
+    for (const auto& a : alts) {
+      for (auto el : a) key += strf("%d,", el.arg);
+      key += ';';
+    }
+    auto it = class_rules_.find(key);
+    if (it == class_rules_.end()) {
+      size_t size = 0;
+      for (const auto& a : alts) size += a.size() + 1;
+      if (!budget(size + 1, at)) return false;
+      int32_t r = new_rule(ctx + strf(": class at %u:%u", at.line, at.col));
+      emit_rule(r, alts);
+      it = class_rules_.emplace(key, r).first;
+    } else if (!budget(1, at)) {
+      return false;
+    }
+    out.push_back({GrammarCore::kRef, it->second});
+    return true;
+  }
+
+  bool lower(const GbnfExpr& e, std::vector<Elem>& out, const std::string& ctx) {
+    using K = GbnfExpr::Kind;
+    switch (e.kind) {
+      case K::literal: {
+        std::string bytes;
+        for (uint32_t cp : e.chars) utf8_append(bytes, cp);
+        if (!budget(bytes.size(), e)) return false;
+        for (unsigned char b : bytes) out.push_back({GrammarCore::kBytes, byte_elem(b, b)});
+        return true;
+      }
+      case K::char_class: return lower_class(e.ranges, e.negated, out, ctx, e);
+      case K::any: return lower_class({{0, 0x10FFFF}}, false, out, ctx, e);
+      case K::rule:
+        if (!budget(1, e)) return false;
+        out.push_back({GrammarCore::kRef, e.rule});
+        return true;
+      case K::group: {
+        if (e.alts.size() == 1) return lower_seq(e.alts[0], out, ctx);
+        Alts alts;
+        for (const auto& seq : e.alts) {
+          alts.emplace_back();
+          if (!lower_seq(seq, alts.back(), ctx)) return false;
+        }
+        if (!budget(1, e)) return false;
+        int32_t r = new_rule(ctx + strf(": group at %u:%u", e.line, e.col));
+        emit_rule(r, alts);
+        out.push_back({GrammarCore::kRef, r});
+        return true;
+      }
+      case K::repeat: {
+        std::vector<Elem> s;
+        if (!lower_seq(e.alts[0], s, ctx)) return false;
+        const std::string name = ctx + strf(": repetition at %u:%u", e.line, e.col);
+        if (s.size() != 1) {  // the repeated part as one rule, referenced once per copy
+          int32_t r = new_rule(name + " (item)");
+          emit_rule(r, Alts{s});
+          s.assign(1, {GrammarCore::kRef, r});
+        }
+        if (!budget(static_cast<size_t>(e.min) + 1, e)) return false;
+        for (uint32_t k = 0; k < e.min; k++) out.push_back(s[0]);
+        if (e.max == GbnfExpr::kUnbounded) {  // S' ::= S S' | (empty)
+          if (!budget(4, e)) return false;
+          int32_t r = new_rule(name);
+          emit_rule(r, Alts{{s[0], {GrammarCore::kRef, r}}, {}});
+          out.push_back({GrammarCore::kRef, r});
+        } else if (e.max > e.min) {  // S'1 ::= S | ; S'k ::= S S'(k-1) |
+          const uint32_t opt = e.max - e.min;
+          if (!budget(static_cast<size_t>(opt) * 4, e)) return false;
+          int32_t prev = -1;
+          for (uint32_t k = 1; k <= opt; k++) {
+            int32_t r = new_rule(name);
+            std::vector<Elem> a{s[0]};
+            if (prev >= 0) a.push_back({GrammarCore::kRef, prev});
+            emit_rule(r, Alts{a, {}});
+            prev = r;
+          }
+          out.push_back({GrammarCore::kRef, prev});
+        }
+        return true;
+      }
+    }
+    return true;
+  }
+
+  // Nullable and productive rules; refuses left recursion; drops alternatives that never finish.
+  Result<void> analyse() {
+    const size_t n = c_.rule_alts.size();
+    auto elem_at = [&](int32_t p) { return c_.elems[static_cast<size_t>(p)]; };
+    // productive (some alternative whose references all are) and nullable (some alternative of
+    // references to nullable rules only): worklists over "rule t is used by alternative a", linear
+    std::vector<uint8_t> productive(n, 0), nullable(n, 0);
+    std::vector<int32_t> alt_rule, need_p, need_n;
+    std::vector<std::vector<int32_t>> users(n);  // rule -> alternatives referring to it (per use)
+    for (size_t r = 0; r < n; r++) {
+      for (int32_t a : c_.rule_alts[r]) {
+        int32_t id = static_cast<int32_t>(alt_rule.size());
+        int32_t refs = 0, bytes = 0;
+        for (int32_t p = a; elem_at(p).kind != GrammarCore::kEnd; p++) {
+          if (elem_at(p).kind == GrammarCore::kRef) {
+            refs++;
+            users[static_cast<size_t>(elem_at(p).arg)].push_back(id);
+          } else {
+            bytes++;
+          }
+        }
+        alt_rule.push_back(static_cast<int32_t>(r));
+        need_p.push_back(refs);
+        need_n.push_back(bytes > 0 ? -1 : refs);  // -1: never nullable
+      }
+    }
+    auto propagate = [&](std::vector<uint8_t>& done, std::vector<int32_t>& need) {
+      std::vector<int32_t> work;
+      for (size_t a = 0; a < need.size(); a++)
+        if (need[a] == 0 && !done[static_cast<size_t>(alt_rule[a])]) {
+          done[static_cast<size_t>(alt_rule[a])] = 1;
+          work.push_back(alt_rule[a]);
+        }
+      while (!work.empty()) {
+        int32_t t = work.back();
+        work.pop_back();
+        for (int32_t a : users[static_cast<size_t>(t)]) {
+          if (need[static_cast<size_t>(a)] <= 0 || --need[static_cast<size_t>(a)] != 0) continue;
+          int32_t r = alt_rule[static_cast<size_t>(a)];
+          if (!done[static_cast<size_t>(r)]) {
+            done[static_cast<size_t>(r)] = 1;
+            work.push_back(r);
+          }
+        }
+      }
+    };
+    propagate(productive, need_p);
+    propagate(nullable, need_n);
+    // left recursion: a cycle of "may start with" edges (refs reached through nullable prefixes)
+    std::vector<std::vector<int32_t>> starts(n);
+    for (size_t r = 0; r < n; r++) {
+      for (int32_t a : c_.rule_alts[r]) {
+        for (int32_t p = a; elem_at(p).kind == GrammarCore::kRef; p++) {
+          int32_t t = elem_at(p).arg;
+          starts[r].push_back(t);
+          if (!nullable[static_cast<size_t>(t)]) break;
+        }
+      }
+    }
+    std::vector<uint8_t> color(n, 0);  // 0 new, 1 on the path, 2 done
+    std::vector<std::pair<int32_t, size_t>> path;
+    for (size_t r0 = 0; r0 < n; r0++) {
+      if (color[r0]) continue;
+      path.emplace_back(static_cast<int32_t>(r0), 0);
+      color[r0] = 1;
+      while (!path.empty()) {
+        auto& [r, k] = path.back();
+        if (k < starts[static_cast<size_t>(r)].size()) {
+          int32_t t = starts[static_cast<size_t>(r)][k++];
+          if (color[static_cast<size_t>(t)] == 1) {
+            std::string cycle;
+            size_t from = 0;
+            while (path[from].first != t) from++;
+            for (size_t i = from; i < path.size(); i++) cycle += "'" + c_.rule_names[static_cast<size_t>(path[i].first)] + "' -> ";
+            cycle += "'" + c_.rule_names[static_cast<size_t>(t)] + "'";
+            return make_error(Errc::invalid_argument,
+                              "grammar: left recursion: " + cycle +
+                                  " can recurse without consuming input (rewrite it with repetition, e.g. x ::= y (\"+\" y)*)");
+          }
+          if (color[static_cast<size_t>(t)] == 0) {
+            color[static_cast<size_t>(t)] = 1;
+            path.emplace_back(t, 0);
+          }
+        } else {
+          color[static_cast<size_t>(r)] = 2;
+          path.pop_back();
+        }
+      }
+    }
+    if (!productive[static_cast<size_t>(c_.root)])
+      return make_error(Errc::invalid_argument,
+                        "grammar: no string matches the grammar ('root' can never finish: every alternative needs a "
+                        "rule that never ends, or an empty character class)");
+    // drop the alternatives that cannot finish (they match nothing: the language is unchanged)
+    for (size_t r = 0; r < n; r++) {
+      auto& alts = c_.rule_alts[r];
+      alts.erase(std::remove_if(alts.begin(), alts.end(),
+                                [&](int32_t a) {
+                                  for (int32_t p = a; elem_at(p).kind != GrammarCore::kEnd; p++)
+                                    if (elem_at(p).kind == GrammarCore::kRef && !productive[static_cast<size_t>(elem_at(p).arg)])
+                                      return true;
+                                  return false;
+                                }),
+                 alts.end());
+    }
+    return {};
+  }
+
+  const GbnfGrammar& g_;
+  GrammarCore c_;
+  std::string err_;
+  size_t pending_ = 0;  // elements of alternatives built but not emitted yet
+  std::unordered_map<unsigned, int32_t> range_sets_;
+  std::unordered_map<std::string, int32_t> set_ids_;
+  std::unordered_map<std::string, int32_t> class_rules_;
+};
+
+inline Result<std::shared_ptr<const GrammarCore>> compile_grammar(std::string_view gbnf) {
+  auto g = gbnf_parse(gbnf);
+  if (!g) return g.error();
+  auto c = GrammarCompiler(*g).compile();
+  if (!c) return c.error();
+  return std::make_shared<const GrammarCore>(std::move(*c));
+}
+
+// ---- the matcher ----
+// States are numbers (>= 0); kDead (-1) is "no continuation". Not thread-safe: one per generation.
+class GrammarMatcher {
+ public:
+  static constexpr int32_t kDead = -1;
+  static constexpr int32_t kUnknown = -2;
+
+  explicit GrammarMatcher(std::shared_ptr<const GrammarCore> g) : g_(std::move(g)) {}
+
+  // The state before any input.
+  Result<int32_t> start() {
+    begin_step();
+    for (int32_t a : g_->rule_alts[static_cast<size_t>(g_->root)])
+      if (!expand(a, -1)) return too_complex();
+    return finish_step();
+  }
+
+  // The state after `byte`, or kDead.
+  Result<int32_t> next(int32_t state, uint8_t byte) {
+    int32_t& slot = trans_slot(state, byte);
+    if (slot != kUnknown) return slot;
+    begin_step();
+    const State st = states_[static_cast<size_t>(state)];
+    for (uint32_t k = 0; k < st.len; k++) {
+      const Node nd = nodes_[static_cast<size_t>(stack_pool_[st.off + k])];
+      const GrammarCore::Elem e = g_->elems[static_cast<size_t>(nd.pos)];
+      if (!g_->sets[static_cast<size_t>(e.arg)].has(byte)) continue;
+      if (!expand(nd.pos + 1, nd.parent)) return too_complex();
+    }
+    auto r = finish_step();
+    if (!r) return r;
+    trans_slot(state, byte) = *r;  // (the pool may have grown: look the slot up again)
+    return r;
+  }
+
+  // The transition if it is known, else kUnknown (the fast path of a walk over many tokens).
+  int32_t cached(int32_t state, uint8_t byte) const {
+    int32_t t = states_[static_cast<size_t>(state)].trans;
+    return t < 0 ? kUnknown : trans_pool_[static_cast<size_t>(t) + byte];
+  }
+
+  // The 256 transitions of `state` (kUnknown where not computed yet), for walks over many tokens.
+  // Valid until the transition pool moves (pool() changes): next() and transitions() may move it.
+  const int32_t* transitions(int32_t state) {
+    trans_slot(state, 0);
+    return trans_pool_.data() + states_[static_cast<size_t>(state)].trans;
+  }
+  const int32_t* pool() const { return trans_pool_.data(); }
+
+  // Feeds bytes; kDead as soon as one does not fit.
+  Result<int32_t> feed(int32_t state, std::string_view bytes) {
+    for (unsigned char b : bytes) {
+      if (state == kDead) return state;
+      auto n = next(state, b);
+      if (!n) return n;
+      state = *n;
+    }
+    return state;
+  }
+
+  bool accepting(int32_t state) const { return state >= 0 && states_[static_cast<size_t>(state)].accept; }
+  // True when some byte may follow (the state has stacks waiting for input).
+  bool can_continue(int32_t state) const { return state >= 0 && states_[static_cast<size_t>(state)].len > 0; }
+
+  size_t cache_bytes() const {
+    return nodes_.size() * sizeof(Node) + node_ids_.size() * 32 + states_.size() * (sizeof(State) + 32) +
+           stack_pool_.size() * 4 + trans_pool_.size() * 4;
+  }
+  // Bumped by compact(): state numbers from before are meaningless afterwards.
+  uint32_t generation() const { return generation_; }
+
+  // Drops every cache, keeping only `state` (renumbered: the new number is returned).
+  Result<int32_t> compact(int32_t state) {
+    if (state < 0) return state;
+    const State st = states_[static_cast<size_t>(state)];
+    std::vector<Node> old_nodes = std::move(nodes_);
+    std::vector<int32_t> tops(stack_pool_.begin() + st.off, stack_pool_.begin() + st.off + st.len);
+    nodes_.clear();
+    node_ids_.clear();
+    states_.clear();
+    state_ids_.clear();
+    stack_pool_.clear();
+    trans_pool_.clear();
+    visited_.clear();
+    generation_++;
+    std::unordered_map<int32_t, int32_t> remap;
+    // re-intern each stack from the bottom up (parents first)
+    std::vector<int32_t> chain;
+    auto copy = [&](int32_t id) {
+      chain.clear();
+      for (int32_t c = id; c >= 0 && !remap.count(c); c = old_nodes[static_cast<size_t>(c)].parent) chain.push_back(c);
+      for (size_t k = chain.size(); k-- > 0;) {
+        const Node& o = old_nodes[static_cast<size_t>(chain[k])];
+        int32_t parent = o.parent < 0 ? -1 : remap[o.parent];
+        remap[chain[k]] = intern(o.pos, parent);
+      }
+      return remap[id];
+    };
+    ready_.clear();
+    for (int32_t t : tops) ready_.push_back(copy(t));
+    accept_ = st.accept;
+    return intern_state();
+  }
+
+ private:
+  struct Node {
+    int32_t pos;     // next element of this frame's alternative
+    int32_t parent;  // the frame below (-1: none)
+  };
+  struct State {
+    uint32_t off, len;  // ready stacks in stack_pool_
+    bool accept;
+    int32_t trans;  // offset of 256 transitions in trans_pool_, or -1
+  };
+
+  Error too_complex() const {
+    return make_error(Errc::invalid_argument,
+                      strf("grammar: more than %u parse stacks at once, or 64 times as many expansion steps for one "
+                           "byte (LLMINFER_GRAMMAR_MAX_STACKS): the grammar is too ambiguous",
+                           static_cast<unsigned>(LLMINFER_GRAMMAR_MAX_STACKS)));
+  }
+
+  int32_t& trans_slot(int32_t state, uint8_t byte) {
+    State& st = states_[static_cast<size_t>(state)];
+    if (st.trans < 0) {
+      st.trans = static_cast<int32_t>(trans_pool_.size());
+      if (trans_pool_.capacity() < trans_pool_.size() + 256) trans_pool_.reserve(std::max<size_t>(trans_pool_.size() * 2, 256 * 1024));
+      trans_pool_.resize(trans_pool_.size() + 256, kUnknown);
+    }
+    return trans_pool_[static_cast<size_t>(st.trans) + byte];
+  }
+
+  int32_t intern(int32_t pos, int32_t parent) {
+    uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(pos)) << 32) | static_cast<uint32_t>(parent);
+    auto [it, fresh] = node_ids_.emplace(key, static_cast<int32_t>(nodes_.size()));
+    if (fresh) nodes_.push_back({pos, parent});
+    return it->second;
+  }
+
+  void begin_step() {
+    ready_.clear();
+    accept_ = false;
+    steps_ = 0;
+    if (++epoch_ == 0) {
+      std::fill(visited_.begin(), visited_.end(), 0u);
+      epoch_ = 1;
+    }
+  }
+
+  // Adds the stacks that (pos, parent) leads to without consuming input. False when too many.
+  bool expand(int32_t pos0, int32_t parent0) {
+    work_.clear();
+    work_.emplace_back(pos0, parent0);
+    while (!work_.empty()) {
+      if (++steps_ > 64 * static_cast<size_t>(LLMINFER_GRAMMAR_MAX_STACKS)) return false;
+      auto [pos, parent] = work_.back();
+      work_.pop_back();
+      GrammarCore::Elem e = g_->elems[static_cast<size_t>(pos)];
+      while (e.kind == GrammarCore::kEnd) {  // the alternative is complete: return to the caller
+        if (parent < 0) break;
+        pos = nodes_[static_cast<size_t>(parent)].pos;
+        parent = nodes_[static_cast<size_t>(parent)].parent;
+        e = g_->elems[static_cast<size_t>(pos)];
+      }
+      if (e.kind == GrammarCore::kEnd) {
+        accept_ = true;
+        continue;
+      }
+      int32_t id = intern(pos, parent);
+      if (visited_.size() < nodes_.size()) visited_.resize(nodes_.size() * 2, 0u);
+      if (visited_[static_cast<size_t>(id)] == epoch_) continue;
+      visited_[static_cast<size_t>(id)] = epoch_;
+      if (e.kind == GrammarCore::kBytes) {
+        ready_.push_back(id);
+        if (ready_.size() > LLMINFER_GRAMMAR_MAX_STACKS) return false;
+        continue;
+      }
+      // a rule: its alternatives, returning to pos + 1 (not kept when that ends the caller: tail call)
+      int32_t cont = g_->elems[static_cast<size_t>(pos) + 1].kind == GrammarCore::kEnd ? parent : intern(pos + 1, parent);
+      for (int32_t a : g_->rule_alts[static_cast<size_t>(e.arg)]) work_.emplace_back(a, cont);
+      if (work_.size() > 16 * static_cast<size_t>(LLMINFER_GRAMMAR_MAX_STACKS)) return false;
+    }
+    return true;
+  }
+
+  Result<int32_t> finish_step() {
+    if (ready_.empty() && !accept_) return kDead;
+    std::sort(ready_.begin(), ready_.end());
+    ready_.erase(std::unique(ready_.begin(), ready_.end()), ready_.end());
+    return intern_state();
+  }
+
+  int32_t intern_state() {
+    uint64_t h = accept_ ? 0x9e3779b97f4a7c15ull : 0;
+    for (int32_t id : ready_) h = (h ^ static_cast<uint32_t>(id)) * 0x100000001b3ull;
+    auto range = state_ids_.equal_range(h);
+    for (auto it = range.first; it != range.second; it++) {
+      const State& s = states_[static_cast<size_t>(it->second)];
+      if (s.accept == accept_ && s.len == ready_.size() &&
+          std::equal(ready_.begin(), ready_.end(), stack_pool_.begin() + s.off))
+        return it->second;
+    }
+    int32_t id = static_cast<int32_t>(states_.size());
+    states_.push_back({static_cast<uint32_t>(stack_pool_.size()), static_cast<uint32_t>(ready_.size()), accept_, -1});
+    stack_pool_.insert(stack_pool_.end(), ready_.begin(), ready_.end());
+    state_ids_.emplace(h, id);
+    return id;
+  }
+
+  std::shared_ptr<const GrammarCore> g_;
+  std::vector<Node> nodes_;
+  std::unordered_map<uint64_t, int32_t> node_ids_;
+  std::vector<State> states_;
+  std::unordered_multimap<uint64_t, int32_t> state_ids_;
+  std::vector<int32_t> stack_pool_;
+  std::vector<int32_t> trans_pool_;
+  std::vector<uint32_t> visited_;
+  uint32_t epoch_ = 0;
+  uint32_t generation_ = 0;
+  std::vector<std::pair<int32_t, int32_t>> work_;
+  std::vector<int32_t> ready_;
+  bool accept_ = false;
+  size_t steps_ = 0;  // expansion steps of this transition (bounded: a hostile grammar cannot hang)
+};
+
+// How a whole text fares: rejected, a prefix of some match, or a complete match.
+enum class GrammarVerdict : uint8_t { reject, prefix, complete };
+
+inline Result<GrammarVerdict> grammar_match(GrammarMatcher& m, std::string_view text) {
+  auto s = m.start();
+  if (!s) return s.error();
+  auto e = m.feed(*s, text);
+  if (!e) return e.error();
+  if (*e == GrammarMatcher::kDead) return GrammarVerdict::reject;
+  return m.accepting(*e) ? GrammarVerdict::complete : GrammarVerdict::prefix;
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
+
+// ---- src/46_json_schema.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
+// ==== JSON Schema -> GBNF ====
+// The subset of JSON Schema that structured output uses, turned into a GBNF grammar (then compiled
+// like any other). Supported: type (one name or a list), properties, required, additionalProperties
+// (false; or absent; a schema or true only on an object without properties: a map), items (one
+// schema), minItems, maxItems, minLength, maxLength, enum, const, anyOf, $ref to a local JSON pointer
+// ("#/$defs/Name", "#/definitions/Name", "#"), $defs/definitions; the annotations title,
+// description, default, examples, $schema, $id, $comment, deprecated, readOnly, writeOnly are
+// ignored. Any other keyword is refused with an error naming it and where it is (never ignored:
+// pattern, format, minimum, oneOf, allOf, not, prefixItems, uniqueItems, ...).
+//
+// What is generated (every output validates against the schema):
+// * objects list their declared properties in the order of `properties`, each required one always,
+//   each optional one or not; no other key (as llama.cpp and OpenAI's structured outputs do). An
+//   object schema without properties is any object (or a map when additionalProperties is a schema).
+// * whitespace between tokens: nothing, one space, or a line break and up to 20 blanks/tabs.
+// * strings: any character except controls and DEL raw, escapes \" \\ \/ \b \f \n \r \t and
+//   \uXXXX without surrogates; minLength/maxLength count characters (an escape is one).
+// * integers: at most 16 digits; numbers: also up to 16 fraction digits and an exponent of up to
+//   5 digits.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// A GBNF literal for the bytes of `s` (valid UTF-8).
+inline std::string gbnf_literal(std::string_view s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c == '"') out += "\\\"";
+    else if (c == '\\') out += "\\\\";
+    else if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (c < 0x20 || c == 0x7F) out += strf("\\x%02X", c);
+    else out += ch;
+  }
+  return out + "\"";
+}
+
+// Compact JSON text of a value (numbers as written in the schema).
+inline void json_compact(const Json& v, std::string& out) {
+  switch (v.type) {
+    case Json::Type::null: out += "null"; break;
+    case Json::Type::boolean: out += v.boolean ? "true" : "false"; break;
+    case Json::Type::number: out += v.str.empty() ? json_number(v.num) : v.str; break;
+    case Json::Type::string: out += json_quote(v.str); break;
+    case Json::Type::array:
+      out += '[';
+      for (size_t i = 0; i < v.items.size(); i++) {
+        if (i) out += ',';
+        json_compact(v.items[i], out);
+      }
+      out += ']';
+      break;
+    case Json::Type::object:
+      out += '{';
+      for (size_t i = 0; i < v.members.size(); i++) {
+        if (i) out += ',';
+        out += json_quote(v.members[i].first);
+        out += ':';
+        json_compact(v.members[i].second, out);
+      }
+      out += '}';
+      break;
+  }
+}
+
+class JsonSchemaConverter {
+ public:
+  explicit JsonSchemaConverter(const Json& root) : root_(root) {}
+
+  Result<std::string> convert() {
+    std::string expr;
+    if (!visit(root_, "", "root", expr)) return make_error(Errc::invalid_argument, err_);
+    std::string out = "root ::= " + expr + "\n";
+    for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
+    out += kPrimitives;
+    return out;
+  }
+
+ private:
+  static constexpr const char* kPrimitives =
+      "space ::= | \" \" | \"\\n\" [ \\t]{0,20}\n"
+      "char ::= [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-CefEF] [0-9a-fA-F]{3} | "
+      "[dD] [0-7] [0-9a-fA-F]{2}))\n"
+      "string ::= \"\\\"\" char* \"\\\"\" space\n"
+      "integer ::= \"-\"? ([0-9] | [1-9] [0-9]{1,15}) space\n"
+      "number ::= \"-\"? ([0-9] | [1-9] [0-9]{1,15}) (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,5})? space\n"
+      "boolean ::= (\"true\" | \"false\") space\n"
+      "null ::= \"null\" space\n"
+      "value ::= object | array | string | number | boolean | null\n"
+      "object ::= \"{\" space (string \":\" space value (\",\" space string \":\" space value)*)? \"}\" space\n"
+      "array ::= \"[\" space (value (\",\" space value)*)? \"]\" space\n";
+
+  bool fail(const std::string& path, const std::string& msg) {
+    if (err_.empty()) err_ = "json_schema at " + (path.empty() ? std::string("the root") : path) + ": " + msg;
+    return false;
+  }
+
+  std::string rule_name(std::string_view hint) {
+    std::string base;
+    for (char c : hint) base += ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) ? c : '-';
+    if (base.empty()) base = "r";
+    std::string name = base;
+    int& k = next_suffix_[base];  // (a counter per base: many equal hints stay linear)
+    if (k < 2) k = 2;
+    while (reserved(name) || names_.count(name)) name = base + "-" + std::to_string(k++);
+    names_.insert(name);
+    return name;
+  }
+  static bool reserved(const std::string& n) {
+    static const char* const kNames[] = {"root", "space", "char", "string", "integer", "number",
+                                         "boolean", "null", "value", "object", "array"};
+    for (const char* k : kNames)
+      if (n == k) return true;
+    return false;
+  }
+  std::string add_rule(std::string_view hint, std::string body) {
+    std::string name = rule_name(hint);
+    rules_.emplace_back(name, std::move(body));
+    return name;
+  }
+
+  bool count(const Json& s, const char* key, const std::string& path, uint32_t& out, bool& present) {
+    const Json* v = s.find(key);
+    present = v != nullptr;
+    if (!v) return true;
+    if (!v->is_number() || v->as_int(-1) < 0 || static_cast<double>(v->as_int(-1)) != v->num)
+      return fail(path + "/" + key, "must be a non-negative integer");
+    if (v->as_int() > static_cast<int64_t>(LLMINFER_GRAMMAR_MAX_REPEAT))
+      return fail(path + "/" + key, strf("%lld is above the limit of %u (LLMINFER_GRAMMAR_MAX_REPEAT)",
+                                         static_cast<long long>(v->as_int()), static_cast<unsigned>(LLMINFER_GRAMMAR_MAX_REPEAT)));
+    out = static_cast<uint32_t>(v->as_int());
+    return true;
+  }
+
+  static bool has_type(const Json& v, std::string_view t) {
+    if (t == "null") return v.is_null();
+    if (t == "boolean") return v.is_bool();
+    if (t == "string") return v.is_string();
+    if (t == "array") return v.is_array();
+    if (t == "object") return v.is_object();
+    if (t == "number") return v.is_number();
+    if (t == "integer") return v.is_number() && std::isfinite(v.num) && v.num == std::floor(v.num);
+    return false;
+  }
+
+  // Resolves a local reference ("#", "#/a/b" with ~0 ~1 escapes).
+  const Json* resolve(std::string_view ref) const {
+    if (ref.empty() || ref[0] != '#') return nullptr;
+    ref.remove_prefix(1);
+    const Json* cur = &root_;
+    while (!ref.empty()) {
+      if (ref[0] != '/') return nullptr;
+      ref.remove_prefix(1);
+      size_t end = ref.find('/');
+      std::string tok(ref.substr(0, end));
+      ref = end == std::string_view::npos ? std::string_view() : ref.substr(end);
+      std::string key;
+      for (size_t i = 0; i < tok.size(); i++) {
+        if (tok[i] == '~' && i + 1 < tok.size() && (tok[i + 1] == '0' || tok[i + 1] == '1')) {
+          key += tok[i + 1] == '0' ? '~' : '/';
+          i++;
+        } else {
+          key += tok[i];
+        }
+      }
+      if (cur->is_object()) {
+        cur = cur->find(key);
+      } else if (cur->is_array()) {
+        size_t idx = 0;
+        auto r = std::from_chars(key.data(), key.data() + key.size(), idx);
+        if (r.ec != std::errc() || r.ptr != key.data() + key.size() || idx >= cur->items.size()) return nullptr;
+        cur = &cur->items[idx];
+      } else {
+        return nullptr;
+      }
+      if (!cur) return nullptr;
+    }
+    return cur;
+  }
+
+  bool visit(const Json& s, const std::string& path, const std::string& hint, std::string& expr) {
+    if (++depth_ > 256) return fail(path, "nested deeper than 256 schemas");
+    bool ok = visit_inner(s, path, hint, expr);
+    depth_--;
+    return ok;
+  }
+
+  bool visit_inner(const Json& s, const std::string& path, const std::string& hint, std::string& expr) {
+    if (s.is_bool()) {
+      if (!s.boolean) return fail(path, "the schema false matches nothing");
+      expr = "value";
+      return true;
+    }
+    if (!s.is_object()) return fail(path, "a schema must be an object or a boolean");
+    static const char* const kIgnored[] = {"title", "description", "default", "examples", "$schema", "$id",
+                                           "$comment", "deprecated", "readOnly", "writeOnly", "$defs", "definitions"};
+    static const char* const kKnown[] = {"type", "properties", "required", "additionalProperties", "items", "minItems",
+                                         "maxItems", "minLength", "maxLength", "enum", "const", "anyOf", "$ref"};
+    for (const auto& m : s.members) {
+      bool known = false;
+      for (const char* k : kIgnored) known = known || m.first == k;
+      for (const char* k : kKnown) known = known || m.first == k;
+      if (!known)
+        return fail(path, "unsupported keyword '" + m.first +
+                              "' (supported: type, properties, required, additionalProperties, items, minItems, maxItems, "
+                              "minLength, maxLength, enum, const, anyOf, $ref, $defs; see the manual)");
+    }
+    auto constraining_besides = [&](std::initializer_list<const char*> allowed) -> const char* {
+      for (const auto& m : s.members) {
+        bool ok = false;
+        for (const char* k : kIgnored) ok = ok || m.first == k;
+        for (const char* k : allowed) ok = ok || m.first == k;
+        if (!ok) return m.first.c_str();
+      }
+      return nullptr;
+    };
+
+    if (const Json* ref = s.find("$ref")) {
+      if (const char* other = constraining_besides({"$ref"}))
+        return fail(path, std::string("'$ref' together with '") + other + "' is not supported");
+      if (!ref->is_string()) return fail(path + "/$ref", "must be a string");
+      auto it = refs_.find(ref->str);
+      if (it != refs_.end()) {
+        expr = it->second;
+        return true;
+      }
+      const Json* target = resolve(ref->str);
+      if (!target)
+        return fail(path + "/$ref", "'" + ref->str + "' does not lead to a schema in this document (only local "
+                                                      "references such as #/$defs/Name are supported)");
+      std::string name = rule_name("ref-" + ref->str.substr(ref->str.rfind('/') + 1));
+      refs_.emplace(ref->str, name);  // before visiting: recursive schemas refer to the rule
+      size_t slot = rules_.size();
+      rules_.emplace_back(name, "");
+      std::string body;
+      if (!visit(*target, ref->str.substr(1), name, body)) return false;
+      rules_[slot].second = body;
+      expr = name;
+      return true;
+    }
+
+    if (const Json* any = s.find("anyOf")) {
+      if (const char* other = constraining_besides({"anyOf"}))
+        return fail(path, std::string("'anyOf' together with '") + other + "' is not supported (put it in each branch)");
+      if (!any->is_array() || any->items.empty()) return fail(path + "/anyOf", "must be a non-empty array of schemas");
+      std::string body;
+      for (size_t i = 0; i < any->items.size(); i++) {
+        std::string e;
+        if (!visit(any->items[i], path + "/anyOf/" + std::to_string(i), hint + "-" + std::to_string(i), e)) return false;
+        body += (i ? " | " : "") + e;
+      }
+      expr = add_rule(hint, body);
+      return true;
+    }
+
+    // the types asked for (none: inferred from the keywords, or any value)
+    std::vector<std::string> types;
+    if (const Json* t = s.find("type")) {
+      if (t->is_string()) {
+        types.push_back(t->str);
+      } else if (t->is_array() && !t->items.empty()) {
+        for (const auto& x : t->items) {
+          if (!x.is_string()) return fail(path + "/type", "must be a type name or a list of them");
+          types.push_back(x.str);
+        }
+      } else {
+        return fail(path + "/type", "must be a type name or a non-empty list of them");
+      }
+      for (const auto& x : types)
+        if (x != "object" && x != "array" && x != "string" && x != "number" && x != "integer" && x != "boolean" &&
+            x != "null")
+          return fail(path + "/type", "unknown type '" + x + "'");
+    }
+
+    const Json* en = s.find("enum");
+    const Json* cn = s.find("const");
+    if (en || cn) {
+      if (en && cn) return fail(path, "'enum' together with 'const' is not supported");
+      std::vector<const Json*> values;
+      if (cn) {
+        values.push_back(cn);
+      } else {
+        if (!en->is_array() || en->items.empty()) return fail(path + "/enum", "must be a non-empty array");
+        for (const auto& v : en->items) values.push_back(&v);
+      }
+      std::string body;
+      size_t n = 0;
+      for (const Json* v : values) {
+        bool typed = types.empty();
+        for (const auto& t : types) typed = typed || has_type(*v, t);
+        if (!typed) continue;
+        std::string text;
+        json_compact(*v, text);
+        body += (n++ ? " | " : "") + gbnf_literal(text);
+      }
+      if (n == 0) return fail(path, std::string("no value of '") + (cn ? "const" : "enum") + "' has the type asked for");
+      expr = "(" + body + ") space";
+      return true;
+    }
+
+    if (types.empty()) {
+      bool obj = s.find("properties") || s.find("required") || s.find("additionalProperties");
+      bool arr = s.find("items") || s.find("minItems") || s.find("maxItems");
+      bool str = s.find("minLength") || s.find("maxLength");
+      if (obj) types.push_back("object");
+      if (arr) types.push_back("array");
+      if (str) types.push_back("string");
+      if (types.empty()) {
+        expr = "value";
+        return true;
+      }
+    }
+    std::string body;
+    for (size_t i = 0; i < types.size(); i++) {
+      std::string e;
+      if (!typed(s, types[i], path, types.size() > 1 ? hint + "-" + types[i] : hint, e)) return false;
+      body += (i ? " | " : "") + e;
+    }
+    expr = types.size() == 1 ? body : "(" + body + ")";
+    return true;
+  }
+
+  bool typed(const Json& s, const std::string& t, const std::string& path, const std::string& hint, std::string& expr) {
+    if (t == "null" || t == "boolean" || t == "number" || t == "integer") {
+      expr = t;
+      return true;
+    }
+    if (t == "string") {
+      uint32_t mn = 0, mx = 0;
+      bool has_min, has_max;
+      if (!count(s, "minLength", path, mn, has_min) || !count(s, "maxLength", path, mx, has_max)) return false;
+      if (!has_min && !has_max) {
+        expr = "string";
+        return true;
+      }
+      if (has_max && mx < mn) return fail(path, "maxLength is below minLength");
+      std::string rep = has_max ? strf("{%u,%u}", mn, mx) : strf("{%u,}", mn);
+      expr = add_rule(hint, "\"\\\"\" char" + rep + " \"\\\"\" space");
+      return true;
+    }
+    if (t == "array") {
+      std::string item = "value";
+      if (const Json* it = s.find("items")) {
+        if (it->is_array()) return fail(path + "/items", "a list of item schemas (tuple) is not supported: give one schema");
+        if (!visit(*it, path + "/items", hint + "-item", item)) return false;
+      }
+      uint32_t mn = 0, mx = 0;
+      bool has_min, has_max;
+      if (!count(s, "minItems", path, mn, has_min) || !count(s, "maxItems", path, mx, has_max)) return false;
+      if (has_max && mx < mn) return fail(path, "maxItems is below minItems");
+      std::string more = "\",\" space " + item;
+      std::string body;
+      if (has_max && mx == 0) {
+        body = "\"[\" space \"]\" space";
+      } else if (mn == 0) {
+        body = "\"[\" space (" + item + " (" + more + ")" + (has_max ? strf("{0,%u}", mx - 1) : std::string("*")) +
+               ")? \"]\" space";
+      } else {
+        body = "\"[\" space " + item + " (" + more + ")" +
+               (has_max ? strf("{%u,%u}", mn - 1, mx - 1) : strf("{%u,}", mn - 1)) + " \"]\" space";
+      }
+      expr = add_rule(hint, body);
+      return true;
+    }
+    // object
+    const Json* props = s.find("properties");
+    const Json* req = s.find("required");
+    const Json* add = s.find("additionalProperties");
+    if (props && !props->is_object()) return fail(path + "/properties", "must be an object");
+    if (add && !add->is_bool() && !add->is_object()) return fail(path + "/additionalProperties", "must be a boolean or a schema");
+    std::vector<std::string> required;
+    if (req) {
+      if (!req->is_array()) return fail(path + "/required", "must be an array of property names");
+      for (const auto& r : req->items) {
+        if (!r.is_string()) return fail(path + "/required", "must be an array of property names");
+        if (!props || !props->find(r.str))
+          return fail(path + "/required",
+                      "required property '" + r.str + "' is not in 'properties' (only declared properties are generated)");
+        required.push_back(r.str);
+      }
+    }
+    if (!props || props->members.empty()) {
+      if (add && add->is_object()) {  // a map: any keys, values of one schema
+        std::string v;
+        if (!visit(*add, path + "/additionalProperties", hint + "-value", v)) return false;
+        std::string kv = "string \":\" space " + v;
+        expr = add_rule(hint, "\"{\" space (" + kv + " (\",\" space " + kv + ")*)? \"}\" space");
+      } else if (add && add->is_bool() && !add->boolean) {
+        expr = add_rule(hint, "\"{\" space \"}\" space");
+      } else {
+        expr = "object";
+      }
+      return true;
+    }
+    if (add && !(add->is_bool() && !add->boolean))
+      return fail(path + "/additionalProperties",
+                  "only false is supported next to 'properties' (objects get their declared properties only)");
+    // rest(i, comma): the properties from i on, a comma first when one was written before
+    const size_t n = props->members.size();
+    std::vector<std::string> kv(n);
+    std::vector<bool> is_req(n);
+    for (size_t i = 0; i < n; i++) {
+      const auto& m = props->members[i];
+      for (size_t j = 0; j < i; j++)
+        if (props->members[j].first == m.first) return fail(path + "/properties", "property '" + m.first + "' is listed twice");
+      std::string v;
+      if (!visit(m.second, path + "/properties/" + m.first, hint + "-" + m.first, v)) return false;
+      kv[i] = gbnf_literal(json_quote(m.first)) + " space \":\" space " + v;
+      is_req[i] = std::find(required.begin(), required.end(), m.first) != required.end();
+    }
+    std::string next_c, next_n;  // rest(i+1, true), rest(i+1, false): "" when empty
+    for (size_t i = n; i-- > 0;) {
+      auto build = [&](bool comma) {
+        std::string with = (comma ? "\",\" space " : "") + kv[i] + (next_c.empty() ? "" : " " + next_c);
+        if (is_req[i]) return with;
+        std::string without = comma ? next_c : next_n;
+        // (an empty alternative is written as `?`: a line ending in '|' would continue on the next)
+        return without.empty() ? "(" + with + ")?" : "(" + with + ") | " + without;
+      };
+      std::string c = build(true), nc = build(false);
+      std::string rc = add_rule(hint + "-rest", c);
+      std::string rn = add_rule(hint + "-first", nc);
+      next_c = rc;
+      next_n = rn;
+    }
+    expr = add_rule(hint, "\"{\" space " + next_n + " \"}\" space");
+    return true;
+  }
+
+  const Json& root_;
+  std::string err_;
+  int depth_ = 0;
+  std::vector<std::pair<std::string, std::string>> rules_;
+  std::set<std::string> names_;
+  std::map<std::string, int> next_suffix_;
+  std::map<std::string, std::string> refs_;
+};
+
+inline Result<std::string> json_schema_to_gbnf(std::string_view schema) {
+  auto j = json_parse(schema, "json_schema");
+  if (!j) return make_error(Errc::invalid_argument, j.error().message);
+  return JsonSchemaConverter(*j).convert();
+}
+
+}  // namespace detail
+
+LLMI_API_DEF Result<std::string> json_schema_to_grammar(std::string_view schema) {
+  return detail::json_schema_to_gbnf(schema);
+}
+
+LLMI_API_DEF Result<void> check_grammar(std::string_view gbnf) {
+  auto g = detail::compile_grammar(gbnf);
+  if (!g) return g.error();
+  return {};
+}
+
+}  // namespace v0_1
+}  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
+
+// ---- src/47_constraint.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
+// ==== Constrained sampling: grammar masks, logit bias, banned tokens ====
+// Before the sampling chain, the logits of every token the constraint forbids become -inf, and the
+// logit biases are added; after the draw, the chosen token's bytes advance the grammar. A token is
+// allowed when its bytes (as the output text will hold them) keep the text a prefix of some string
+// of the grammar; an end-of-generation token only where the text is a complete match. Control
+// tokens and tokens without bytes are never allowed under a grammar.
+//
+// Cost: the allowed set of a grammar state is found by walking a prefix tree of the vocabulary's
+// bytes (VocabTrie, built once per model) in step with the matcher, skipping every subtree whose
+// first byte the state refuses; the matcher's transitions are cached per state and byte, and each
+// state's mask (a bitset over the vocabulary) is cached too, so a state seen before (the inside of
+// a string, the same field again) costs a lookup plus one pass over the logits.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// The vocabulary's usable tokens as a prefix tree over their bytes, nodes in depth-first order.
+struct VocabTrie {
+  std::vector<uint8_t> byte;        // [nodes] the byte leading to the node
+  std::vector<uint16_t> depth;      // [nodes] 1 for children of the root
+  std::vector<uint32_t> end;        // [nodes] first node after the node's subtree
+  std::vector<uint32_t> tok_begin;  // [nodes + 1] the node's tokens: ids[tok_begin[i], tok_begin[i + 1])
+  std::vector<int32_t> ids;         // token ids sorted by their bytes
+  std::vector<int32_t> eog;         // end-of-generation ids
+  size_t max_depth = 0;
+
+  static std::shared_ptr<const VocabTrie> build(const Tokenizer& tok) {
+    auto t = std::make_shared<VocabTrie>();
+    std::vector<std::pair<std::string_view, int32_t>> order;
+    for (int32_t id = 0; id < tok.n_vocab(); id++) {
+      if (tok.is_eog(id)) {
+        t->eog.push_back(id);
+        continue;
+      }
+      std::string_view b = tok.token_bytes(id);
+      if (tok.is_control(id) || b.empty() || b.size() > 0xFFFF) continue;
+      order.emplace_back(b, id);
+    }
+    std::sort(order.begin(), order.end());
+    t->byte.reserve(order.size() * 3);
+    t->depth.reserve(order.size() * 3);
+    t->end.reserve(order.size() * 3);
+    t->tok_begin.reserve(order.size() * 3);
+    t->ids.reserve(order.size());
+    std::vector<uint32_t> path;  // open nodes, one per depth
+    std::string_view prev;
+    for (const auto& [b, id] : order) {
+      size_t l = 0;
+      while (l < prev.size() && l < b.size() && prev[l] == b[l]) l++;
+      while (path.size() > l) {
+        t->end[path.back()] = static_cast<uint32_t>(t->byte.size());
+        path.pop_back();
+      }
+      for (size_t k = l; k < b.size(); k++) {
+        path.push_back(static_cast<uint32_t>(t->byte.size()));
+        t->byte.push_back(static_cast<uint8_t>(b[k]));
+        t->depth.push_back(static_cast<uint16_t>(k + 1));
+        t->end.push_back(0);
+        t->tok_begin.push_back(static_cast<uint32_t>(t->ids.size()));
+      }
+      t->ids.push_back(id);
+      t->max_depth = std::max(t->max_depth, b.size());
+      prev = b;
+    }
+    while (!path.empty()) {
+      t->end[path.back()] = static_cast<uint32_t>(t->byte.size());
+      path.pop_back();
+    }
+    t->tok_begin.push_back(static_cast<uint32_t>(t->ids.size()));
+    return t;
+  }
+};
+
+// What GenerateOptions asks of the sampler beyond the chain: bias, bans, a grammar.
+class TokenConstraint {
+ public:
+  // nullptr when the options ask for nothing. `trie` is called only when there is a grammar.
+  // strip_spaces: leading spaces the streamed text drops (a SentencePiece reply), so that the grammar
+  // sees exactly the text the caller gets.
+  static Result<std::unique_ptr<TokenConstraint>> create(const Tokenizer* tok,
+                                                         const std::function<std::shared_ptr<const VocabTrie>()>& trie,
+                                                         const GenerateOptions& o, int strip_spaces, size_t n_logits) {
+    if (o.grammar.empty() && o.json_schema.empty() && o.logit_bias.empty() && o.banned_tokens.empty())
+      return std::unique_ptr<TokenConstraint>();
+    auto c = std::unique_ptr<TokenConstraint>(new TokenConstraint());
+    c->n_ = n_logits;
+    // bias and bans, merged per id (biases of one id add up; -inf bans)
+    std::unordered_map<int32_t, float> bias;
+    for (const auto& [id, b] : o.logit_bias) {
+      if (id < 0 || static_cast<size_t>(id) >= n_logits)
+        return make_error(Errc::invalid_argument,
+                          strf("logit_bias: token id %d is outside the vocabulary (0..%zu)", id, n_logits - 1));
+      if (std::isnan(b) || b == std::numeric_limits<float>::infinity())
+        return make_error(Errc::invalid_argument,
+                          strf("logit_bias: the bias of token %d must be a number or -infinity (a ban)", id));
+      bias[id] += b;
+    }
+    for (int32_t id : o.banned_tokens) {
+      if (id < 0 || static_cast<size_t>(id) >= n_logits)
+        return make_error(Errc::invalid_argument,
+                          strf("banned_tokens: token id %d is outside the vocabulary (0..%zu)", id, n_logits - 1));
+      bias[id] = -std::numeric_limits<float>::infinity();
+    }
+    c->bias_.assign(bias.begin(), bias.end());
+    std::sort(c->bias_.begin(), c->bias_.end());
+    size_t banned = 0;
+    for (const auto& [id, b] : c->bias_) banned += std::isinf(b) ? 1 : 0;
+    if (banned == n_logits) return make_error(Errc::invalid_argument, "banned_tokens / logit_bias ban every token");
+
+    if (!o.grammar.empty() || !o.json_schema.empty()) {
+      if (!o.grammar.empty() && !o.json_schema.empty())
+        return make_error(Errc::invalid_argument, "give a grammar or a json_schema, not both");
+      if (!tok) return make_error(Errc::invalid_argument, "a grammar needs the model's vocabulary, and this model has none");
+      std::string gbnf;
+      if (!o.json_schema.empty()) {
+        auto g = json_schema_to_gbnf(o.json_schema);
+        if (!g) return g.error();
+        gbnf = std::move(*g);
+      }
+      auto core = compile_grammar(o.grammar.empty() ? std::string_view(gbnf) : std::string_view(o.grammar));
+      if (!core) {
+        if (!o.json_schema.empty())  // a converter bug, or a limit: say which grammar it was
+          return make_error(Errc::invalid_argument, "json_schema: the grammar made from it was refused: " + core.error().message);
+        return core.error();
+      }
+      c->tok_ = tok;
+      c->trie_ = trie();
+      c->matcher_.emplace(std::move(*core));
+      c->strip_ = strip_spaces;
+      auto s = c->matcher_->start();
+      if (!s) return s.error();
+      c->state_ = *s;
+      c->words_ = (n_logits + 63) / 64;
+      if (c->trie_->eog.empty())
+        return make_error(Errc::invalid_argument,
+                          "a grammar needs an end-of-generation token to end on, and this model's vocabulary has none");
+    }
+    // An impossible constraint is an error now, not a hang or a surprise after the prompt.
+    std::vector<float> zeros(n_logits, 0.0f);
+    auto first = c->apply(zeros);
+    if (!first) return first.error();
+    return c;
+  }
+
+  // The logits with the constraint applied (a view of an internal buffer, valid until the next call),
+  // or an error when no token is allowed.
+  Result<std::span<const float>> apply(std::span<const float> logits) {
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    const size_t n = std::min(n_, logits.size());
+    out_.resize(logits.size());
+    if (!matcher_) {
+      std::copy(logits.begin(), logits.end(), out_.begin());
+    } else {
+      auto m = mask();
+      if (!m) return m.error();
+      const uint64_t* bits = *m;
+      std::fill(out_.begin(), out_.end(), kNegInf);
+      for (size_t w = 0; w < words_; w++) {
+        const uint64_t x0 = bits[w];
+        if (x0 == ~uint64_t{0} && w * 64 + 64 <= n) {  // dense words (inside a string): one copy
+          std::copy(logits.begin() + static_cast<std::ptrdiff_t>(w * 64),
+                    logits.begin() + static_cast<std::ptrdiff_t>(w * 64 + 64), out_.begin() + static_cast<std::ptrdiff_t>(w * 64));
+          continue;
+        }
+        for (uint64_t x = x0; x != 0; x &= x - 1) {
+          size_t i = w * 64 + static_cast<size_t>(std::countr_zero(x));
+          if (i < n) out_[i] = logits[i];
+        }
+      }
+    }
+    for (const auto& [id, b] : bias_)
+      if (static_cast<size_t>(id) < n) out_[static_cast<size_t>(id)] += b;
+    if (matcher_) {  // something must remain (the unconstrained case was checked at creation)
+      if (last_mask_count_ == 0)
+        return make_error(Errc::invalid_argument,
+                          "no token of the vocabulary can continue the text under the grammar (it needs characters "
+                          "that no token spells)");
+      size_t banned = 0;
+      for (const auto& [id, b] : bias_)
+        if (b == kNegInf && (last_mask_[static_cast<size_t>(id) >> 6] >> (static_cast<size_t>(id) & 63) & 1)) banned++;
+      if (banned == last_mask_count_)
+        return make_error(Errc::invalid_argument,
+                          matcher_->can_continue(state_)
+                              ? "every token the grammar allows here is banned (banned_tokens / logit_bias)"
+                              : "the grammar is complete here but every end-of-generation token is banned");
+    }
+    return std::span<const float>(out_);
+  }
+
+  // Advances the grammar by the chosen token (end-of-generation tokens end the text: not fed).
+  Result<void> accept(int32_t id) {
+    if (!matcher_ || tok_->is_eog(id)) return {};
+    std::string_view b = strip(tok_->token_bytes(id), true);
+    auto s = matcher_->feed(state_, b);
+    if (!s) return s.error();
+    if (*s == GrammarMatcher::kDead)
+      return make_error(Errc::internal, strf("token %d was chosen but the grammar does not allow it", id));
+    state_ = *s;
+    return {};
+  }
+
+  bool complete() const { return matcher_ && matcher_->accepting(state_); }
+  // For benchmarks: masks computed by walking the vocabulary (not found in the cache), and the time.
+  size_t masks_computed() const { return masks_computed_; }
+  double mask_ms() const { return mask_ms_; }
+
+ private:
+  TokenConstraint() = default;
+
+  // SentencePiece replies: leading spaces of the first pieces are dropped from the text (as the
+  // stream decoder does), up to strip_ of them; `consume` updates the count.
+  std::string_view strip(std::string_view b, bool consume) {
+    int s = strip_;
+    while (s > 0 && !b.empty()) {
+      if (b.front() != ' ') {
+        s = 0;
+        break;
+      }
+      b.remove_prefix(1);
+      s--;
+    }
+    if (consume) strip_ = s;
+    return b;
+  }
+
+  // The allowed tokens of the current state as a bitset ([words_]), cached per state.
+  Result<const uint64_t*> mask() {
+    if (strip_ > 0) return mask_stripping();
+    if (matcher_->generation() != mask_generation_) {
+      mask_slot_.clear();
+      mask_pool_.clear();
+      mask_generation_ = matcher_->generation();
+    }
+    auto it = mask_slot_.find(state_);
+    if (it != mask_slot_.end()) {
+      last_mask_ = mask_pool_.data() + it->second * words_;
+      last_mask_count_ = mask_count_[it->second];
+      return last_mask_;
+    }
+    // keep the caches bounded: drop them all (they rebuild from the current state)
+    if (matcher_->cache_bytes() + mask_pool_.size() * 8 > LLMINFER_GRAMMAR_MAX_CACHE) {
+      auto s = matcher_->compact(state_);
+      if (!s) return s.error();
+      state_ = *s;
+      mask_slot_.clear();
+      mask_pool_.clear();
+      mask_count_.clear();
+      mask_generation_ = matcher_->generation();
+    }
+    size_t slot = mask_count_.size();
+    mask_pool_.resize((slot + 1) * words_, 0);
+    mask_count_.push_back(0);
+    uint64_t* bits = mask_pool_.data() + slot * words_;
+    size_t count = 0;
+    const double t0 = now_ms();
+    auto walk = walk_trie(state_, bits, count);
+    if (!walk) return walk.error();
+    mask_ms_ += now_ms() - t0;
+    masks_computed_++;
+    if (matcher_->cache_bytes() + mask_pool_.size() * 8 > 2 * static_cast<uint64_t>(LLMINFER_GRAMMAR_MAX_CACHE))
+      return make_error(Errc::out_of_memory,
+                        strf("grammar: one state needs more than %llu MiB of matcher cache (LLMINFER_GRAMMAR_MAX_CACHE)",
+                             static_cast<unsigned long long>(LLMINFER_GRAMMAR_MAX_CACHE >> 20)));
+    if (matcher_->generation() != mask_generation_) {  // (cannot happen: the walk does not compact)
+      return make_error(Errc::internal, "grammar: the matcher was reset during a mask computation");
+    }
+    mask_count_[slot] = count;
+    mask_slot_.emplace(state_, slot);
+    last_mask_ = mask_pool_.data() + slot * words_;
+    last_mask_count_ = count;
+    return last_mask_;
+  }
+
+  void allow(uint64_t* bits, int32_t id, size_t& count) {
+    if (static_cast<size_t>(id) >= n_) return;
+    uint64_t& w = bits[static_cast<size_t>(id) >> 6];
+    uint64_t bit = uint64_t{1} << (static_cast<size_t>(id) & 63);
+    count += (w & bit) ? 0 : 1;
+    w |= bit;
+  }
+
+  Result<void> walk_trie(int32_t state, uint64_t* bits, size_t& count) {
+    const VocabTrie& t = *trie_;
+    GrammarMatcher& m = *matcher_;
+    st_.assign(t.max_depth + 1, GrammarMatcher::kDead);
+    tr_.assign(t.max_depth + 1, nullptr);
+    st_[0] = state;
+    tr_[0] = m.transitions(state);
+    const int32_t* pool = m.pool();
+    auto refresh = [&](size_t upto) {  // the pool moved: the rows of the open depths again
+      for (size_t d = 0; d <= upto; d++) tr_[d] = m.transitions(st_[d]);
+      pool = m.pool();
+    };
+    const size_t nodes = t.byte.size();
+    const uint8_t* byte = t.byte.data();
+    const uint16_t* depth = t.depth.data();
+    const uint32_t* end = t.end.data();
+    const uint32_t* tb = t.tok_begin.data();
+    const int32_t* ids = t.ids.data();
+    for (size_t i = 0; i < nodes;) {
+      const size_t d = depth[i];
+      int32_t to = tr_[d - 1][byte[i]];
+      if (to == GrammarMatcher::kUnknown) {
+        auto r = m.next(st_[d - 1], byte[i]);
+        if (!r) return r.error();
+        to = *r;
+        if (m.pool() != pool) refresh(d - 1);
+      }
+      if (to == GrammarMatcher::kDead) {
+        i = end[i];
+        continue;
+      }
+      st_[d] = to;
+      for (uint32_t k = tb[i]; k < tb[i + 1]; k++) {
+        const auto id = static_cast<size_t>(ids[k]);
+        if (id < n_) bits[id >> 6] |= uint64_t{1} << (id & 63);
+      }
+      if (end[i] > i + 1) {  // children follow: this state's row
+        tr_[d] = m.transitions(to);
+        if (m.pool() != pool) refresh(d);
+      }
+      i++;
+    }
+    if (m.accepting(state))
+      for (int32_t id : t.eog) allow(bits, id, count);
+    count = 0;
+    for (size_t w = 0; w < words_; w++) count += static_cast<size_t>(std::popcount(bits[w]));
+    return {};
+  }
+
+  // While leading spaces are still dropped: token by token (only the first step or two of a reply).
+  Result<const uint64_t*> mask_stripping() {
+    strip_pool_.assign(words_, 0);
+    size_t count = 0;
+    for (int32_t id : trie_->ids) {
+      std::string_view b = strip(tok_->token_bytes(id), false);
+      auto s = matcher_->feed(state_, b);
+      if (!s) return s.error();
+      if (*s != GrammarMatcher::kDead) allow(strip_pool_.data(), id, count);
+    }
+    if (matcher_->accepting(state_))
+      for (int32_t id : trie_->eog) allow(strip_pool_.data(), id, count);
+    last_mask_ = strip_pool_.data();
+    last_mask_count_ = count;
+    return last_mask_;
+  }
+
+  size_t n_ = 0;      // logits width
+  size_t words_ = 0;  // mask words
+  std::vector<std::pair<int32_t, float>> bias_;
+  const Tokenizer* tok_ = nullptr;
+  std::shared_ptr<const VocabTrie> trie_;
+  std::optional<GrammarMatcher> matcher_;
+  int32_t state_ = GrammarMatcher::kDead;
+  int strip_ = 0;
+  std::vector<float> out_;
+  std::unordered_map<int32_t, size_t> mask_slot_;  // state -> slot in mask_pool_
+  std::vector<uint64_t> mask_pool_;
+  std::vector<size_t> mask_count_;
+  uint32_t mask_generation_ = 0;
+  std::vector<uint64_t> strip_pool_;
+  const uint64_t* last_mask_ = nullptr;
+  size_t last_mask_count_ = 0;
+  std::vector<int32_t> st_;
+  std::vector<const int32_t*> tr_;  // per depth: the transitions of st_[depth]
+  size_t masks_computed_ = 0;
+  double mask_ms_ = 0;
+};
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
+
 // ---- src/50_sampler.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 #if !defined(LLMI_KERNEL_PASS)
 // ==== Sampling: RNG and the sampler chain ====
@@ -20295,12 +22331,15 @@ class GenerationIO {
 // `prefill_batch` tokens per step, 0: all in one step), then one sampled token per step until a
 // stop condition. `history`: the prompt (for the repetition penalty). Fills text, tokens, stop,
 // the timings and prompt_tokens_evaluated of result().
+// `constraint` (may be null): structured output (grammar / bias / bans), applied to the logits
+// before the chain and advanced by each sampled token; its time is Timings::constraint_ms.
 class Generation {
  public:
   Generation(GenerationIO& io, std::vector<int32_t> prefill, std::vector<int32_t> history, GenerateOptions o,
-             Sampler& sampler, Rng& rng, double t_start, int prefill_batch = 0)
+             Sampler& sampler, Rng& rng, double t_start, int prefill_batch = 0,
+             std::unique_ptr<TokenConstraint> constraint = nullptr)
       : io_(io), prefill_(std::move(prefill)), history_(std::move(history)), o_(std::move(o)), sampler_(sampler),
-        rng_(rng), t_start_(t_start), prefill_batch_(prefill_batch), ts_(o_.stop) {
+        rng_(rng), t_start_(t_start), prefill_batch_(prefill_batch), ts_(o_.stop), constraint_(std::move(constraint)) {
     const std::atomic<bool>* flag = o_.cancel;
     cancel_ = [flag] { return flag != nullptr && flag->load(std::memory_order_relaxed); };
     sp_ = SamplerParams{o_.temperature, o_.top_k, o_.top_p, o_.min_p, o_.repeat_penalty, o_.repeat_last_n};
@@ -20390,7 +22429,19 @@ class Generation {
       r.stop = StopReason::cancelled;
       return finish(out);
     }
-    int32_t id = sampler_.sample(io_.logits(), history_, sp_, rng_);
+    std::span<const float> logits = io_.logits();
+    if (constraint_) {  // structured output: mask, bias and bans before the chain
+      const double tc = now_ms();
+      auto masked = constraint_->apply(logits);
+      r.timings.constraint_ms += now_ms() - tc;
+      if (!masked) {
+        r.stop = StopReason::error;
+        r.error = masked.error();
+        return finish(out);
+      }
+      logits = *masked;
+    }
+    int32_t id = sampler_.sample(logits, history_, sp_, rng_);
     if (id < 0) {
       r.stop = StopReason::error;
       r.error = make_error(Errc::internal, "the model produced no usable logits (NaN or -inf everywhere)");
@@ -20404,6 +22455,16 @@ class Generation {
     if (io_.is_eog(id)) {
       r.stop = StopReason::eos;
       return finish(out);
+    }
+    if (constraint_) {  // structured output: the chosen token advances the grammar
+      const double tc = now_ms();
+      auto acc = constraint_->accept(id);
+      r.timings.constraint_ms += now_ms() - tc;
+      if (!acc) {
+        r.stop = StopReason::error;
+        r.error = acc.error();
+        return finish(out);
+      }
     }
     n_++;
     r.tokens.push_back(id);
@@ -20461,6 +22522,7 @@ class Generation {
   double t_start_ = 0;
   int prefill_batch_ = 0;
   TextStream ts_;
+  std::unique_ptr<TokenConstraint> constraint_;
   std::function<bool()> cancel_;
   SamplerParams sp_;
   bool callback_open_ = false;
@@ -20475,8 +22537,9 @@ class Generation {
 // prompt_tokens_evaluated); returns an error only when nothing was generated.
 inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> prefill, std::vector<int32_t> history,
                                    const GenerateOptions& o, Sampler& sampler, Rng& rng, double t_start,
-                                   GenerateResult& r) {
-  Generation g(io, std::vector<int32_t>(prefill.begin(), prefill.end()), std::move(history), o, sampler, rng, t_start);
+                                   GenerateResult& r, std::unique_ptr<TokenConstraint> constraint = nullptr) {
+  Generation g(io, std::vector<int32_t>(prefill.begin(), prefill.end()), std::move(history), o, sampler, rng, t_start,
+               0, std::move(constraint));
   while (!g.done()) {
     auto st = g.step();
     if (!st) return st.error();
@@ -20492,6 +22555,7 @@ inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> pr
   r.timings.ttft_ms = gr.timings.ttft_ms;
   r.timings.decode_ms = gr.timings.decode_ms;
   r.timings.decode_tps = gr.timings.decode_tps;
+  r.timings.constraint_ms = gr.timings.constraint_ms;
   return {};
 }
 
@@ -20536,6 +22600,9 @@ struct ModelImpl {
   // sha256 of the weights' metadata (Session::save / load), computed at first use.
   mutable std::once_flag identity_once;
   mutable std::string identity;  // 64 hex digits
+  // The vocabulary's prefix tree for grammar masks, built at the first constrained generation.
+  mutable std::once_flag vocab_trie_once;
+  mutable std::shared_ptr<const VocabTrie> vocab_trie;
 };
 
 // The model's identity for saved sessions: what the KV cache depends on. sha256 over the
@@ -20716,6 +22783,21 @@ inline bool model_is_eog(const ModelImpl& m, int32_t id) {
   return id >= 0 && (id == vd.eos || id == vd.eot || id == vd.eom);
 }
 
+// The structured-output constraint of `o` (grammar / json_schema, logit_bias, banned_tokens), or
+// null when it asks for none; a malformed or impossible constraint is an error (before anything
+// is evaluated). strip_leading: the reply's text drops the leading space of its first piece.
+inline Result<std::unique_ptr<TokenConstraint>> make_constraint(const ModelImpl& m, const GenerateOptions& o,
+                                                                bool strip_leading) {
+  return TokenConstraint::create(
+      m.tokenizer.get(),
+      [&m] {
+        std::call_once(m.vocab_trie_once, [&m] { m.vocab_trie = VocabTrie::build(*m.tokenizer); });
+        return m.vocab_trie;
+      },
+      o, strip_leading && m.tokenizer ? m.tokenizer->strip_leading_spaces() : 0,
+      static_cast<size_t>(m.engine->n_vocab()));
+}
+
 inline Result<void> ensure_context(SessionImpl& s) {
   if (s.ctx) return {};
   auto c = Context::create(s.model->engine, 0);
@@ -20771,6 +22853,9 @@ inline Result<void> begin_generation(SessionImpl& s, std::span<const int32_t> pr
   const ModelImpl& m = *s.model;
   if (auto v = validate_generate_options(o); !v) return v.error();
   if (prompt.empty()) return make_error(Errc::invalid_argument, "the prompt is empty (no tokens to start from)");
+  // Structured output: a malformed or impossible constraint fails here, before the cache changes.
+  auto constraint = make_constraint(m, o, strip_leading);
+  if (!constraint) return constraint.error();
   if (auto c = ensure_context(s); !c) return c.error();
   Context& ctx = *s.ctx;
   int shifted = 0;
@@ -20792,7 +22877,7 @@ inline Result<void> begin_generation(SessionImpl& s, std::span<const int32_t> pr
   std::vector<int32_t> history(prompt.begin(), prompt.end());
   std::vector<int32_t> prefill(prompt.begin() + static_cast<std::ptrdiff_t>(reuse), prompt.end());
   a->gen = std::make_unique<Generation>(*a->io, std::move(prefill), std::move(history), o, s.sampler, s.rng, t_start,
-                                        256);
+                                        256, std::move(*constraint));
   s.last = GenerateResult();
   s.active = std::move(a);
   s.edited = false;
@@ -21256,7 +23341,20 @@ LLMI_API_DEF Result<int32_t> Session::sample(const GenerateOptions& o) {
   if (auto v = detail::validate_generate_options(o); !v) return v.error();
   const size_t nv = static_cast<size_t>(s.model->engine->n_vocab());
   if (s.logits.size() < nv) return detail::make_error(Errc::invalid_argument, "sample: no logits (evaluate tokens first)");
+  // A grammar constrains a whole output, and one token drawn from logits has no "output so far":
+  // refused rather than ignored. logit_bias and banned_tokens apply (they need no state).
+  if (!o.grammar.empty() || !o.json_schema.empty())
+    return detail::make_error(Errc::invalid_argument,
+                              "sample: grammar and json_schema constrain a whole reply: use begin_reply/step, reply() "
+                              "or Model::generate (sample() applies logit_bias and banned_tokens)");
   std::span<const float> last(s.logits.data() + (s.logits.size() - nv), nv);
+  auto constraint = detail::make_constraint(*s.model, o, false);
+  if (!constraint) return constraint.error();
+  if (*constraint) {
+    auto masked = (*constraint)->apply(last);
+    if (!masked) return masked.error();
+    last = *masked;
+  }
   const detail::SamplerParams sp{o.temperature, o.top_k, o.top_p, o.min_p, o.repeat_penalty, o.repeat_last_n};
   static const std::vector<int32_t> none;
   int32_t id = s.sampler.sample(last, s.ctx ? s.ctx->tokens() : none, sp, s.rng);
@@ -21773,6 +23871,21 @@ inline Result<GenerateOptions> c_generate_options(const llminfer_generate_option
     void* ud = c->user_data;
     o.on_token = [fnp, ud](std::string_view piece) { return fnp(piece.data(), piece.size(), ud) != 0; };
   }
+  std::string_view text;
+  if (!c_str(c->grammar, c->grammar_len, text))
+    return make_error(Errc::invalid_argument, strf("%s: grammar is NULL but grammar_len is %zu", fn, c->grammar_len));
+  o.grammar = std::string(text);
+  if (!c_str(c->json_schema, c->json_schema_len, text))
+    return make_error(Errc::invalid_argument,
+                      strf("%s: json_schema is NULL but json_schema_len is %zu", fn, c->json_schema_len));
+  o.json_schema = std::string(text);
+  if (c->n_logit_bias > 0 && (!c->logit_bias_ids || !c->logit_bias_values))
+    return make_error(Errc::invalid_argument,
+                      strf("%s: n_logit_bias is %zu but logit_bias_ids or logit_bias_values is NULL", fn, c->n_logit_bias));
+  for (size_t i = 0; i < c->n_logit_bias; i++) o.logit_bias.emplace_back(c->logit_bias_ids[i], c->logit_bias_values[i]);
+  if (c->n_banned_tokens > 0 && !c->banned_tokens)
+    return make_error(Errc::invalid_argument, strf("%s: n_banned_tokens is %zu but banned_tokens is NULL", fn, c->n_banned_tokens));
+  o.banned_tokens.assign(c->banned_tokens, c->banned_tokens + c->n_banned_tokens);
   return o;
 }
 
@@ -21801,6 +23914,7 @@ inline int c_result(const Result<GenerateResult>& r, llminfer_result** out, llmi
   res->decode_ms = r->timings.decode_ms;
   res->decode_tps = r->timings.decode_tps;
   res->ttft_ms = r->timings.ttft_ms;
+  res->constraint_ms = r->timings.constraint_ms;
   res->error_code = r->error.code == Errc::ok ? LLMINFER_OK : c_code(r->error.code);
   *out = res;
   return c_ok(err);
@@ -22018,6 +24132,23 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_detokenize(const llminfer_model* model,
 }
 
 LLMI_API_DEF LLMINFER_C_API void llminfer_string_free(char* text) { std::free(text); }
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* schema, size_t schema_len, char** gbnf,
+                                                                size_t* gbnf_len, llminfer_error** err) {
+  using namespace llminfer::detail;
+  if (!gbnf) return c_null(err, "llminfer_json_schema_to_grammar", "gbnf");
+  *gbnf = nullptr;
+  if (gbnf_len) *gbnf_len = 0;
+  std::string_view in;
+  if (!c_str(schema, schema_len, in)) return c_null(err, "llminfer_json_schema_to_grammar", "schema");
+  auto g = llminfer::json_schema_to_grammar(in);
+  if (!g) return c_fail(err, g.error());
+  char* p = c_dup(*g);
+  if (!p) return c_fail(err, LLMINFER_E_OUT_OF_MEMORY, "llminfer_json_schema_to_grammar: out of memory");
+  *gbnf = p;
+  if (gbnf_len) *gbnf_len = g->size();
+  return c_ok(err);
+}
 
 }  // extern "C"
 #endif  // !LLMI_KERNEL_PASS

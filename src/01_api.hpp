@@ -207,6 +207,14 @@ struct GenerateOptions {
                                    // "<|im_start|>" becomes control tokens; off: it is plain text
   bool chat = false;               // Model::generate: wrap the prompt in the model's chat template
   std::string system = {};         // Model::generate with chat: a system message
+  // Structured output (manual: "Structured output"); checked before the prompt is evaluated, an
+  // impossible or malformed constraint is an error (invalid_argument naming line and column).
+  std::string grammar = {};        // GBNF text (llama.cpp's syntax, rule `root`): the output is a
+                                   // prefix of a string of the grammar, a whole one when stop is eos
+  std::string json_schema = {};    // a JSON Schema (text): the output is JSON valid under it (when
+                                   // stop is eos); not together with grammar
+  std::vector<std::pair<int32_t, float>> logit_bias = {};  // (token id, added to its logit); -inf bans
+  std::vector<int32_t> banned_tokens = {};                 // token ids never sampled
   // Streaming: receives the text as it is decided, in complete UTF-8 pieces, on the calling
   // thread; return false to cancel (StopReason::cancelled).
   std::function<bool(std::string_view piece)> on_token = {};
@@ -222,6 +230,7 @@ struct Timings {
   double decode_ms = 0;     // from the first generated token to the last
   double decode_tps = 0;    // generated tokens per second after the first
   double ttft_ms = 0;       // from the call to the first generated token
+  double constraint_ms = 0; // of the above, structured output: masking logits, feeding the grammar
 };
 
 struct GenerateResult {
@@ -388,6 +397,8 @@ class Session {
   std::span<const float> logits() const;
   // One token from logits() by the sampling chain of `options` (temperature, top_k, top_p,
   // min_p, repeat_penalty over the cached tokens), drawn with the session's RNG (set_seed).
+  // logit_bias and banned_tokens apply; a grammar or json_schema is an error (invalid_argument:
+  // they constrain a whole reply, see begin_reply).
   Result<int32_t> sample(const GenerateOptions& options = {});
   void set_seed(uint64_t seed);  // as GenerateOptions::seed (reply() and generate() set it too)
   const std::vector<int32_t>& tokens() const;  // the tokens in the KV cache, in order
@@ -419,6 +430,13 @@ class Session {
 const char* version() noexcept;
 // Peak resident memory of the process so far, in MiB (0 where the system does not say).
 double peak_memory_mb() noexcept;
+
+// The GBNF grammar that GenerateOptions::json_schema compiles to (to inspect or edit it), or an
+// error naming the unsupported keyword and where it is.
+Result<std::string> json_schema_to_grammar(std::string_view schema);
+// Checks a GBNF grammar as GenerateOptions::grammar would (syntax, undefined rules, left recursion,
+// an empty language, limits), without a model: the error names line and column.
+Result<void> check_grammar(std::string_view gbnf);
 
 }  // namespace v0_1
 }  // namespace llminfer

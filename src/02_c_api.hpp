@@ -100,6 +100,17 @@ typedef struct llminfer_generate_options {
   size_t system_len;
   llminfer_piece_fn on_piece;  /* or NULL */
   void* user_data;             /* passed to on_piece */
+  /* Structured output (the manual's "Structured output"); NULL / 0: none. A malformed or
+     impossible constraint is LLMINFER_E_INVALID_ARGUMENT naming line and column. */
+  const char* grammar;      /* GBNF text (llama.cpp's syntax, rule root) */
+  size_t grammar_len;
+  const char* json_schema;  /* a JSON Schema (text): the output is JSON valid under it; not with grammar */
+  size_t json_schema_len;
+  const int32_t* logit_bias_ids;  /* n_logit_bias token ids, and the bias added to each one's logit */
+  const float* logit_bias_values; /* (-INFINITY bans) */
+  size_t n_logit_bias;
+  const int32_t* banned_tokens;   /* token ids never sampled */
+  size_t n_banned_tokens;
 } llminfer_generate_options;
 
 /* A generation's result (allocated by the library; llminfer_result_free). */
@@ -117,6 +128,7 @@ typedef struct llminfer_result {
   int error_code;           /* with LLMINFER_STOP_ERROR (or a prompt that does not fit): why */
   char* error_message;      /* NUL-terminated; empty when error_code is LLMINFER_OK */
   size_t error_message_len;
+  double constraint_ms;     /* of the decoding time, structured output (masks, the grammar) */
 } llminfer_result;
 
 LLMINFER_C_API const char* llminfer_version(void);
@@ -168,6 +180,12 @@ LLMINFER_C_API void llminfer_tokens_free(int32_t* ids);
 LLMINFER_C_API int llminfer_detokenize(const llminfer_model* model, const int32_t* ids, size_t n_ids, char** text,
                                        size_t* text_len, llminfer_error** err);
 LLMINFER_C_API void llminfer_string_free(char* text);
+
+/* The GBNF grammar a JSON Schema compiles to (json_schema in llminfer_generate_options uses it), to
+   inspect or edit it; free *gbnf with llminfer_string_free. An unsupported keyword is
+   LLMINFER_E_INVALID_ARGUMENT naming it. */
+LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* schema, size_t schema_len, char** gbnf,
+                                                   size_t* gbnf_len, llminfer_error** err);
 
 #ifdef __cplusplus
 }

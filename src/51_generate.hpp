@@ -174,12 +174,15 @@ class GenerationIO {
 // `prefill_batch` tokens per step, 0: all in one step), then one sampled token per step until a
 // stop condition. `history`: the prompt (for the repetition penalty). Fills text, tokens, stop,
 // the timings and prompt_tokens_evaluated of result().
+// `constraint` (may be null): structured output (grammar / bias / bans), applied to the logits
+// before the chain and advanced by each sampled token; its time is Timings::constraint_ms.
 class Generation {
  public:
   Generation(GenerationIO& io, std::vector<int32_t> prefill, std::vector<int32_t> history, GenerateOptions o,
-             Sampler& sampler, Rng& rng, double t_start, int prefill_batch = 0)
+             Sampler& sampler, Rng& rng, double t_start, int prefill_batch = 0,
+             std::unique_ptr<TokenConstraint> constraint = nullptr)
       : io_(io), prefill_(std::move(prefill)), history_(std::move(history)), o_(std::move(o)), sampler_(sampler),
-        rng_(rng), t_start_(t_start), prefill_batch_(prefill_batch), ts_(o_.stop) {
+        rng_(rng), t_start_(t_start), prefill_batch_(prefill_batch), ts_(o_.stop), constraint_(std::move(constraint)) {
     const std::atomic<bool>* flag = o_.cancel;
     cancel_ = [flag] { return flag != nullptr && flag->load(std::memory_order_relaxed); };
     sp_ = SamplerParams{o_.temperature, o_.top_k, o_.top_p, o_.min_p, o_.repeat_penalty, o_.repeat_last_n};
@@ -269,7 +272,19 @@ class Generation {
       r.stop = StopReason::cancelled;
       return finish(out);
     }
-    int32_t id = sampler_.sample(io_.logits(), history_, sp_, rng_);
+    std::span<const float> logits = io_.logits();
+    if (constraint_) {  // structured output: mask, bias and bans before the chain
+      const double tc = now_ms();
+      auto masked = constraint_->apply(logits);
+      r.timings.constraint_ms += now_ms() - tc;
+      if (!masked) {
+        r.stop = StopReason::error;
+        r.error = masked.error();
+        return finish(out);
+      }
+      logits = *masked;
+    }
+    int32_t id = sampler_.sample(logits, history_, sp_, rng_);
     if (id < 0) {
       r.stop = StopReason::error;
       r.error = make_error(Errc::internal, "the model produced no usable logits (NaN or -inf everywhere)");
@@ -283,6 +298,16 @@ class Generation {
     if (io_.is_eog(id)) {
       r.stop = StopReason::eos;
       return finish(out);
+    }
+    if (constraint_) {  // structured output: the chosen token advances the grammar
+      const double tc = now_ms();
+      auto acc = constraint_->accept(id);
+      r.timings.constraint_ms += now_ms() - tc;
+      if (!acc) {
+        r.stop = StopReason::error;
+        r.error = acc.error();
+        return finish(out);
+      }
     }
     n_++;
     r.tokens.push_back(id);
@@ -340,6 +365,7 @@ class Generation {
   double t_start_ = 0;
   int prefill_batch_ = 0;
   TextStream ts_;
+  std::unique_ptr<TokenConstraint> constraint_;
   std::function<bool()> cancel_;
   SamplerParams sp_;
   bool callback_open_ = false;
@@ -354,8 +380,9 @@ class Generation {
 // prompt_tokens_evaluated); returns an error only when nothing was generated.
 inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> prefill, std::vector<int32_t> history,
                                    const GenerateOptions& o, Sampler& sampler, Rng& rng, double t_start,
-                                   GenerateResult& r) {
-  Generation g(io, std::vector<int32_t>(prefill.begin(), prefill.end()), std::move(history), o, sampler, rng, t_start);
+                                   GenerateResult& r, std::unique_ptr<TokenConstraint> constraint = nullptr) {
+  Generation g(io, std::vector<int32_t>(prefill.begin(), prefill.end()), std::move(history), o, sampler, rng, t_start,
+               0, std::move(constraint));
   while (!g.done()) {
     auto st = g.step();
     if (!st) return st.error();
@@ -371,6 +398,7 @@ inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> pr
   r.timings.ttft_ms = gr.timings.ttft_ms;
   r.timings.decode_ms = gr.timings.decode_ms;
   r.timings.decode_tps = gr.timings.decode_tps;
+  r.timings.constraint_ms = gr.timings.constraint_ms;
   return {};
 }
 

@@ -32,6 +32,9 @@ struct ModelImpl {
   // sha256 of the weights' metadata (Session::save / load), computed at first use.
   mutable std::once_flag identity_once;
   mutable std::string identity;  // 64 hex digits
+  // The vocabulary's prefix tree for grammar masks, built at the first constrained generation.
+  mutable std::once_flag vocab_trie_once;
+  mutable std::shared_ptr<const VocabTrie> vocab_trie;
 };
 
 // The model's identity for saved sessions: what the KV cache depends on. sha256 over the
@@ -212,6 +215,21 @@ inline bool model_is_eog(const ModelImpl& m, int32_t id) {
   return id >= 0 && (id == vd.eos || id == vd.eot || id == vd.eom);
 }
 
+// The structured-output constraint of `o` (grammar / json_schema, logit_bias, banned_tokens), or
+// null when it asks for none; a malformed or impossible constraint is an error (before anything
+// is evaluated). strip_leading: the reply's text drops the leading space of its first piece.
+inline Result<std::unique_ptr<TokenConstraint>> make_constraint(const ModelImpl& m, const GenerateOptions& o,
+                                                                bool strip_leading) {
+  return TokenConstraint::create(
+      m.tokenizer.get(),
+      [&m] {
+        std::call_once(m.vocab_trie_once, [&m] { m.vocab_trie = VocabTrie::build(*m.tokenizer); });
+        return m.vocab_trie;
+      },
+      o, strip_leading && m.tokenizer ? m.tokenizer->strip_leading_spaces() : 0,
+      static_cast<size_t>(m.engine->n_vocab()));
+}
+
 inline Result<void> ensure_context(SessionImpl& s) {
   if (s.ctx) return {};
   auto c = Context::create(s.model->engine, 0);
@@ -267,6 +285,9 @@ inline Result<void> begin_generation(SessionImpl& s, std::span<const int32_t> pr
   const ModelImpl& m = *s.model;
   if (auto v = validate_generate_options(o); !v) return v.error();
   if (prompt.empty()) return make_error(Errc::invalid_argument, "the prompt is empty (no tokens to start from)");
+  // Structured output: a malformed or impossible constraint fails here, before the cache changes.
+  auto constraint = make_constraint(m, o, strip_leading);
+  if (!constraint) return constraint.error();
   if (auto c = ensure_context(s); !c) return c.error();
   Context& ctx = *s.ctx;
   int shifted = 0;
@@ -288,7 +309,7 @@ inline Result<void> begin_generation(SessionImpl& s, std::span<const int32_t> pr
   std::vector<int32_t> history(prompt.begin(), prompt.end());
   std::vector<int32_t> prefill(prompt.begin() + static_cast<std::ptrdiff_t>(reuse), prompt.end());
   a->gen = std::make_unique<Generation>(*a->io, std::move(prefill), std::move(history), o, s.sampler, s.rng, t_start,
-                                        256);
+                                        256, std::move(*constraint));
   s.last = GenerateResult();
   s.active = std::move(a);
   s.edited = false;
@@ -752,7 +773,20 @@ LLMI_API_DEF Result<int32_t> Session::sample(const GenerateOptions& o) {
   if (auto v = detail::validate_generate_options(o); !v) return v.error();
   const size_t nv = static_cast<size_t>(s.model->engine->n_vocab());
   if (s.logits.size() < nv) return detail::make_error(Errc::invalid_argument, "sample: no logits (evaluate tokens first)");
+  // A grammar constrains a whole output, and one token drawn from logits has no "output so far":
+  // refused rather than ignored. logit_bias and banned_tokens apply (they need no state).
+  if (!o.grammar.empty() || !o.json_schema.empty())
+    return detail::make_error(Errc::invalid_argument,
+                              "sample: grammar and json_schema constrain a whole reply: use begin_reply/step, reply() "
+                              "or Model::generate (sample() applies logit_bias and banned_tokens)");
   std::span<const float> last(s.logits.data() + (s.logits.size() - nv), nv);
+  auto constraint = detail::make_constraint(*s.model, o, false);
+  if (!constraint) return constraint.error();
+  if (*constraint) {
+    auto masked = (*constraint)->apply(last);
+    if (!masked) return masked.error();
+    last = *masked;
+  }
   const detail::SamplerParams sp{o.temperature, o.top_k, o.top_p, o.min_p, o.repeat_penalty, o.repeat_last_n};
   static const std::vector<int32_t> none;
   int32_t id = s.sampler.sample(last, s.ctx ? s.ctx->tokens() : none, sp, s.rng);

@@ -97,6 +97,21 @@ inline Result<GenerateOptions> c_generate_options(const llminfer_generate_option
     void* ud = c->user_data;
     o.on_token = [fnp, ud](std::string_view piece) { return fnp(piece.data(), piece.size(), ud) != 0; };
   }
+  std::string_view text;
+  if (!c_str(c->grammar, c->grammar_len, text))
+    return make_error(Errc::invalid_argument, strf("%s: grammar is NULL but grammar_len is %zu", fn, c->grammar_len));
+  o.grammar = std::string(text);
+  if (!c_str(c->json_schema, c->json_schema_len, text))
+    return make_error(Errc::invalid_argument,
+                      strf("%s: json_schema is NULL but json_schema_len is %zu", fn, c->json_schema_len));
+  o.json_schema = std::string(text);
+  if (c->n_logit_bias > 0 && (!c->logit_bias_ids || !c->logit_bias_values))
+    return make_error(Errc::invalid_argument,
+                      strf("%s: n_logit_bias is %zu but logit_bias_ids or logit_bias_values is NULL", fn, c->n_logit_bias));
+  for (size_t i = 0; i < c->n_logit_bias; i++) o.logit_bias.emplace_back(c->logit_bias_ids[i], c->logit_bias_values[i]);
+  if (c->n_banned_tokens > 0 && !c->banned_tokens)
+    return make_error(Errc::invalid_argument, strf("%s: n_banned_tokens is %zu but banned_tokens is NULL", fn, c->n_banned_tokens));
+  o.banned_tokens.assign(c->banned_tokens, c->banned_tokens + c->n_banned_tokens);
   return o;
 }
 
@@ -125,6 +140,7 @@ inline int c_result(const Result<GenerateResult>& r, llminfer_result** out, llmi
   res->decode_ms = r->timings.decode_ms;
   res->decode_tps = r->timings.decode_tps;
   res->ttft_ms = r->timings.ttft_ms;
+  res->constraint_ms = r->timings.constraint_ms;
   res->error_code = r->error.code == Errc::ok ? LLMINFER_OK : c_code(r->error.code);
   *out = res;
   return c_ok(err);
@@ -342,5 +358,22 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_detokenize(const llminfer_model* model,
 }
 
 LLMI_API_DEF LLMINFER_C_API void llminfer_string_free(char* text) { std::free(text); }
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* schema, size_t schema_len, char** gbnf,
+                                                                size_t* gbnf_len, llminfer_error** err) {
+  using namespace llminfer::detail;
+  if (!gbnf) return c_null(err, "llminfer_json_schema_to_grammar", "gbnf");
+  *gbnf = nullptr;
+  if (gbnf_len) *gbnf_len = 0;
+  std::string_view in;
+  if (!c_str(schema, schema_len, in)) return c_null(err, "llminfer_json_schema_to_grammar", "schema");
+  auto g = llminfer::json_schema_to_grammar(in);
+  if (!g) return c_fail(err, g.error());
+  char* p = c_dup(*g);
+  if (!p) return c_fail(err, LLMINFER_E_OUT_OF_MEMORY, "llminfer_json_schema_to_grammar: out of memory");
+  *gbnf = p;
+  if (gbnf_len) *gbnf_len = g->size();
+  return c_ok(err);
+}
 
 }  // extern "C"

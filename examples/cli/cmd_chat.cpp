@@ -106,6 +106,7 @@ int cmd_chat(int argc, char** argv) {
   if (!a.has("--model")) return (a.usage_error("-m MODEL is required"), a.exit_code());
   llminfer::GenerateOptions o;
   if (!cli::read_sampling(a, o, false)) return a.exit_code();
+  if (int st = cli::read_structured(a, o); st != cli::kOk) return st;
   llminfer::LoadOptions lo;
   if (!a.load_options(lo) || !a.kv_type(lo)) return a.exit_code();
   const std::string system = a.get("--system");

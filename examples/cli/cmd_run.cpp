@@ -54,7 +54,8 @@ std::string result_json(const llminfer::GenerateResult& r) {
   s += ",\"timings\":{\"load_ms\":" + cli::json_number(r.timings.load_ms) +
        ",\"prefill_ms\":" + cli::json_number(r.timings.prefill_ms) + ",\"prefill_tps\":" + cli::json_number(r.timings.prefill_tps) +
        ",\"decode_ms\":" + cli::json_number(r.timings.decode_ms) + ",\"decode_tps\":" + cli::json_number(r.timings.decode_tps) +
-       ",\"ttft_ms\":" + cli::json_number(r.timings.ttft_ms) + "}";
+       ",\"ttft_ms\":" + cli::json_number(r.timings.ttft_ms) +
+       ",\"constraint_ms\":" + cli::json_number(r.timings.constraint_ms) + "}";
   s += ",\"peak_rss_mb\":" + cli::json_number(r.peak_rss_mb);
   s += ",\"kv_bytes\":" + std::to_string(r.kv_bytes);
   // the seed also as a string: JSON readers keep integers only up to 2^53 exactly
@@ -90,6 +91,7 @@ int cmd_run(int argc, char** argv) {
 
   llminfer::GenerateOptions o;
   if (!cli::read_sampling(a, o, json)) return a.exit_code();
+  if (int st = cli::read_structured(a, o); st != cli::kOk) return st;
   o.chat = a.has("--chat");
   o.parse_special = a.has("--special");
   o.system = a.get("--system");

@@ -24,7 +24,13 @@ inline const char* kSamplingHelp =
     "  --repeat-penalty R      penalise tokens seen in the last --repeat-last-n tokens (default 1 = off)\n"
     "  --repeat-last-n N       window of the penalty (default 64; -1 = everything)\n"
     "  --seed S                random seed: the same seed gives the same text (default: a random one)\n"
-    "  --stop S                stop when the text S appears (repeatable; S is not printed)\n";
+    "  --stop S                stop when the text S appears (repeatable; S is not printed)\n"
+    "structured output:\n"
+    "  --grammar FILE          the output follows the GBNF grammar in FILE (llama.cpp's syntax, rule root)\n"
+    "  --json-schema FILE      the output is JSON valid under the JSON Schema in FILE (the subset in the\n"
+    "                          README; an unsupported keyword is an error)\n"
+    "  --logit-bias ID=BIAS    add BIAS to token ID's logit (repeatable; BIAS -inf bans it)\n"
+    "  --ban 1,2,3             never sample these token ids (repeatable)\n";
 
 inline void add_sampling_options(Args& a) {
   a.option({"-n", "--max-tokens"}, true);
@@ -36,6 +42,10 @@ inline void add_sampling_options(Args& a) {
   a.option({"--repeat-last-n"}, true);
   a.option({"--seed"}, true);
   a.option({"--stop"}, true);
+  a.option({"--grammar"}, true);
+  a.option({"--json-schema"}, true);
+  a.option({"--logit-bias"}, true);
+  a.option({"--ban"}, true);
 }
 
 // Fills the sampling fields of `o`; false after a usage error.
@@ -73,7 +83,48 @@ inline bool read_sampling(Args& a, llminfer::GenerateOptions& o, bool greedy_def
     if (s.empty()) return a.usage_error("--stop needs a non-empty text");
     o.stop.push_back(s);
   }
+  for (const auto& s : a.all("--logit-bias")) {
+    size_t eq = s.find('=');
+    int32_t id = -1;
+    double bias = 0;
+    auto r = std::from_chars(s.data(), s.data() + (eq == std::string::npos ? s.size() : eq), id);
+    bool ok = eq != std::string::npos && r.ec == std::errc() && r.ptr == s.data() + eq && id >= 0;
+    std::string b = ok ? s.substr(eq + 1) : std::string();
+    if (ok && (b == "-inf" || b == "-infinity")) {
+      bias = -INFINITY;
+    } else if (ok) {
+      auto rb = std::from_chars(b.data(), b.data() + b.size(), bias);
+      ok = !b.empty() && rb.ec == std::errc() && rb.ptr == b.data() + b.size() && std::isfinite(bias);
+    }
+    if (!ok) return a.usage_error("--logit-bias expects ID=BIAS (a token id and a number, or -inf), got '" + s + "'");
+    o.logit_bias.emplace_back(id, static_cast<float>(bias));
+  }
+  for (const auto& s : a.all("--ban")) {
+    auto ids = llminfer::detail::parse_id_list(s);
+    if (!ids) return a.usage_error("--ban: " + ids.error().message);
+    o.banned_tokens.insert(o.banned_tokens.end(), ids->begin(), ids->end());
+  }
+  if (a.has("--grammar") && a.has("--json-schema")) return a.usage_error("give --grammar or --json-schema, not both");
   return true;
+}
+
+// Reads --grammar / --json-schema into `o` and checks them before the model loads: kOk, or the
+// exit status after printing the error (prefixed with the file name).
+inline int read_structured(Args& a, llminfer::GenerateOptions& o) {
+  for (const char* flag : {"--grammar", "--json-schema"}) {
+    if (!a.has(flag)) continue;
+    const std::string path = a.get(flag);
+    std::string text, err;
+    if (!read_file(path, text, err)) return fail({llminfer::Errc::io, err});
+    if (std::string(flag) == "--grammar") {
+      if (auto c = llminfer::check_grammar(text); !c) return fail({c.error().code, path + ": " + c.error().message});
+      o.grammar = std::move(text);
+    } else {
+      if (auto g = llminfer::json_schema_to_grammar(text); !g) return fail({g.error().code, path + ": " + g.error().message});
+      o.json_schema = std::move(text);
+    }
+  }
+  return kOk;
 }
 
 // One line for stderr: "[42 tokens, stop: eos | prompt 12 tokens at 340.2 tok/s | ...]".

@@ -297,9 +297,50 @@ std::optional<BadRequest> parse_common(const json& body, Request& r) {
     return BadRequest{400, "logprobs are not supported", "logprobs"};
   if (auto it = body.find("tools"); it != body.end() && !it->is_null() && !(it->is_array() && it->empty()))
     return BadRequest{400, "tools are not supported", "tools"};
+  // Structured output: response_format json_schema / json_object, logit_bias (OpenAI's), grammar
+  // (GBNF, llminfer's own as in llama.cpp's server). A malformed schema or grammar is a 400 naming
+  // what is wrong, before a slot is taken.
   if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
-    if (!it->is_object() || !it->contains("type") || (*it)["type"] != "text")
-      return BadRequest{400, "response_format: only {\"type\": \"text\"} is supported", "response_format"};
+    const char* kTypes = "response_format must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+                         "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": {...}}}";
+    if (!it->is_object()) return BadRequest{400, kTypes, "response_format"};
+    auto type = it->find("type");
+    if (type == it->end() || !type->is_string()) return BadRequest{400, kTypes, "response_format"};
+    const std::string& t = type->get_ref<const std::string&>();
+    if (t == "json_object") {
+      o.json_schema = R"({"type": "object"})";
+    } else if (t == "json_schema") {
+      auto js = it->find("json_schema");
+      if (js == it->end() || !js->is_object()) return BadRequest{400, kTypes, "response_format"};
+      auto schema = js->find("schema");
+      if (schema == js->end() || !(schema->is_object() || schema->is_boolean()))
+        return BadRequest{400, "response_format.json_schema.schema must be a JSON Schema (an object)", "response_format"};
+      o.json_schema = schema->dump();
+      if (auto g = llminfer::json_schema_to_grammar(o.json_schema); !g)
+        return BadRequest{400, "response_format.json_schema.schema: " + g.error().message, "response_format"};
+    } else if (t != "text") {
+      return BadRequest{400, kTypes, "response_format"};
+    }
+  }
+  if (auto it = body.find("grammar"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) return BadRequest{400, "grammar must be a string (GBNF)", "grammar"};
+    if (!o.json_schema.empty()) return BadRequest{400, "give grammar or a JSON response_format, not both", "grammar"};
+    o.grammar = it->get<std::string>();
+    if (auto c = llminfer::check_grammar(o.grammar); !c) return BadRequest{400, c.error().message, "grammar"};
+  }
+  if (auto it = body.find("logit_bias"); it != body.end() && !it->is_null()) {
+    if (!it->is_object())
+      return BadRequest{400, "logit_bias must be an object mapping token ids to biases (-100..100)", "logit_bias"};
+    for (const auto& [key, value] : it->items()) {
+      int32_t id = -1;
+      auto r = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (r.ec != std::errc() || r.ptr != key.data() + key.size() || id < 0)
+        return BadRequest{400, "logit_bias: '" + key + "' is not a token id", "logit_bias"};
+      if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100))
+        return BadRequest{400, "logit_bias: the bias of token " + key + " must be a number between -100 and 100",
+                          "logit_bias"};
+      o.logit_bias.emplace_back(id, static_cast<float>(value.get<double>()));
+    }
   }
   return std::nullopt;
 }
@@ -428,6 +469,12 @@ struct Server {
       ids = std::move(*t);
     }
     if (ids.empty()) return BadRequest{400, "the prompt is empty", r.chat ? "messages" : "prompt"};
+    const int64_t n_vocab = llminfer::detail::model_impl(model).engine->n_vocab();
+    for (const auto& [id, bias] : r.options.logit_bias)
+      if (id >= n_vocab)
+        return BadRequest{400, llminfer::detail::strf("logit_bias: token id %d is outside the vocabulary (0..%lld)", id,
+                                                      static_cast<long long>(n_vocab - 1)),
+                          "logit_bias"};
     if (ids.size() >= static_cast<size_t>(n_ctx))
       return BadRequest{400, llminfer::detail::strf("the prompt is %zu tokens but the context holds %d", ids.size(), n_ctx),
                         r.chat ? "messages" : "prompt"};

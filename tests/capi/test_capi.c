@@ -223,6 +223,93 @@ int main(int argc, char** argv) {
     llminfer_error_free(err);
   }
 
+  /* structured output: a grammar, a JSON Schema, logit bias and bans; a bad grammar names where */
+  if (res) {
+    llminfer_result* r6 = NULL;
+    const char* grammar = "root ::= (\"yes\" | \"no\") \".\"";
+    const char* schema = "{\"type\": \"object\", \"properties\": {\"ok\": {\"type\": \"boolean\"}},"
+                         " \"required\": [\"ok\"], \"additionalProperties\": false}";
+    const char* bad = "root ::= [z-a]";
+    const char* unsupported = "{\"type\": \"object\", \"patternProperties\": {}}";
+    char* gbnf = NULL;
+    size_t gbnf_len = 0;
+    int32_t ban[1];
+    int32_t bias_ids[1];
+    float bias_values[1];
+    go.max_tokens = 40;
+    go.temperature = 1.0f;
+    go.seed = 5;
+    go.grammar = grammar;
+    go.grammar_len = strlen(grammar);
+    rc = llminfer_generate(model, "Once upon a time", 16, &go, &r6, &err);
+    CHECK(rc == LLMINFER_OK && r6 != NULL);
+    if (r6) {
+      CHECK(r6->stop == LLMINFER_STOP_EOS);
+      CHECK(strcmp(r6->text, "yes.") == 0 || strcmp(r6->text, "no.") == 0);
+      CHECK(r6->constraint_ms > 0.0);
+      printf("grammar: %s (%.3f ms of constraint)\n", r6->text, r6->constraint_ms);
+    }
+    llminfer_result_free(r6);
+    r6 = NULL;
+    go.grammar = bad;
+    go.grammar_len = strlen(bad);
+    rc = llminfer_generate(model, "x", 1, &go, &r6, &err);
+    CHECK(rc == LLMINFER_E_INVALID_ARGUMENT && r6 == NULL);
+    CHECK(err && strstr(llminfer_error_message(err, NULL), "line 1"));
+    if (err) printf("bad grammar: %s\n", llminfer_error_message(err, NULL));
+    llminfer_error_free(err);
+    go.grammar = NULL;
+    go.grammar_len = 0;
+    go.json_schema = schema;
+    go.json_schema_len = strlen(schema);
+    rc = llminfer_generate(model, "Once upon a time", 16, &go, &r6, &err);
+    CHECK(rc == LLMINFER_OK && r6 != NULL);
+    if (r6) {
+      size_t end = r6->text_len;
+      while (end > 0 && (r6->text[end - 1] == ' ' || r6->text[end - 1] == '\n' || r6->text[end - 1] == '\t')) end--;
+      CHECK(r6->stop == LLMINFER_STOP_EOS);
+      CHECK(end > 0 && r6->text[0] == '{' && r6->text[end - 1] == '}' && strstr(r6->text, "\"ok\""));
+      printf("json_schema: %s\n", r6->text);
+    }
+    llminfer_result_free(r6);
+    r6 = NULL;
+    rc = llminfer_json_schema_to_grammar(schema, strlen(schema), &gbnf, &gbnf_len, &err);
+    CHECK(rc == LLMINFER_OK && gbnf && gbnf_len == strlen(gbnf) && strstr(gbnf, "root ::="));
+    llminfer_string_free(gbnf);
+    rc = llminfer_json_schema_to_grammar(unsupported, strlen(unsupported), &gbnf, &gbnf_len, &err);
+    CHECK(rc == LLMINFER_E_INVALID_ARGUMENT && gbnf == NULL && err && strstr(llminfer_error_message(err, NULL), "patternProperties"));
+    llminfer_error_free(err);
+    go.json_schema = NULL;
+    go.json_schema_len = 0;
+    /* greedy: banning llama2.c's first token changes the first token; a large bias picks one */
+    go.temperature = 0.0f;
+    go.max_tokens = 3;
+    ban[0] = ref[5];
+    go.banned_tokens = ban;
+    go.n_banned_tokens = 1;
+    rc = llminfer_generate_tokens(model, ref, 5, &go, &r6, &err);
+    CHECK(rc == LLMINFER_OK && r6 && r6->n_tokens == 3 && r6->tokens[0] != ref[5]);
+    llminfer_result_free(r6);
+    r6 = NULL;
+    go.banned_tokens = NULL;
+    go.n_banned_tokens = 0;
+    bias_ids[0] = ref[20];
+    bias_values[0] = 100.0f;
+    go.logit_bias_ids = bias_ids;
+    go.logit_bias_values = bias_values;
+    go.n_logit_bias = 1;
+    rc = llminfer_generate_tokens(model, ref, 5, &go, &r6, &err);
+    CHECK(rc == LLMINFER_OK && r6 && r6->n_tokens == 3 && r6->tokens[0] == ref[20]);
+    llminfer_result_free(r6);
+    r6 = NULL;
+    go.logit_bias_values = NULL; /* with n_logit_bias 1 */
+    rc = llminfer_generate_tokens(model, ref, 5, &go, &r6, &err);
+    CHECK(rc == LLMINFER_E_INVALID_ARGUMENT && err && strstr(llminfer_error_message(err, NULL), "logit_bias"));
+    llminfer_error_free(err);
+    go.logit_bias_ids = NULL;
+    go.n_logit_bias = 0;
+  }
+
   /* a session: two turns, the second reuses the cache */
   {
     llminfer_session* s = NULL;

@@ -11,6 +11,7 @@ Python threads at once (ctypes releases the GIL during the calls) equal to the s
 another. Exit status 0 when every check passes.
 """
 import ctypes as C
+import json
 import sys
 import threading
 
@@ -42,7 +43,11 @@ class GenerateOptions(C.Structure):
                 ("min_p", C.c_float), ("repeat_penalty", C.c_float), ("repeat_last_n", C.c_int),
                 ("seed", C.c_uint64), ("stop", C.POINTER(C.c_char_p)), ("stop_lens", C.POINTER(C.c_size_t)),
                 ("n_stop", C.c_size_t), ("parse_special", C.c_int), ("chat", C.c_int), ("system", C.c_char_p),
-                ("system_len", C.c_size_t), ("on_piece", PIECE_FN), ("user_data", C.c_void_p)]
+                ("system_len", C.c_size_t), ("on_piece", PIECE_FN), ("user_data", C.c_void_p),
+                ("grammar", C.c_char_p), ("grammar_len", C.c_size_t), ("json_schema", C.c_char_p),
+                ("json_schema_len", C.c_size_t), ("logit_bias_ids", C.POINTER(C.c_int32)),
+                ("logit_bias_values", C.POINTER(C.c_float)), ("n_logit_bias", C.c_size_t),
+                ("banned_tokens", C.POINTER(C.c_int32)), ("n_banned_tokens", C.c_size_t)]
 
 
 class Result(C.Structure):
@@ -51,7 +56,8 @@ class Result(C.Structure):
                 ("prompt_tokens_evaluated", C.c_int), ("prompt_tokens_reused", C.c_int), ("seed", C.c_uint64),
                 ("prefill_ms", C.c_double), ("prefill_tps", C.c_double), ("decode_ms", C.c_double),
                 ("decode_tps", C.c_double), ("ttft_ms", C.c_double), ("error_code", C.c_int),
-                ("error_message", C.POINTER(C.c_char)), ("error_message_len", C.c_size_t)]
+                ("error_message", C.POINTER(C.c_char)), ("error_message_len", C.c_size_t),
+                ("constraint_ms", C.c_double)]
 
 
 P = C.c_void_p
@@ -215,6 +221,22 @@ try:
     check(False, "top_p 0 is refused")
 except LlmError as e:
     check(e.code == 1 and "top_p" in e.message, "top_p refused, named")
+
+# structured output: a JSON Schema (the text parses and follows it), bans
+schema = b'{"type": "object", "properties": {"n": {"enum": [1, 2, 3]}}, "required": ["n"]}'
+for seed in (1, 2, 3):
+    j = generate_text(m, text, options(max_tokens=60, temperature=1.0, seed=seed, json_schema=schema,
+                                       json_schema_len=len(schema)))
+    check(j["stop"] == "eos" and json.loads(j["text"]).get("n") in (1, 2, 3), f"json_schema: {j['text']!r}")
+ban = (C.c_int32 * 1)(ref[5])
+b = generate_ids(m, ref[:5], options(max_tokens=2, banned_tokens=ban, n_banned_tokens=1))
+check(b["tokens"][0] != ref[5], "a banned token is never sampled")
+try:
+    bad = b"root ::= x"
+    generate_text(m, "x", options(grammar=bad, grammar_len=len(bad)))
+    check(False, "a grammar with an undefined rule is refused")
+except LlmError as e:
+    check(e.code == 1 and "x" in e.message, f"undefined rule refused, named: {e.message}")
 
 # a session: the second turn reuses the cache
 sess = P()

@@ -5,6 +5,7 @@
 # the fixture synth-qwen3-tiny-q4_k_m.gguf, which has a chat template), then checks:
 #   curl      health, models, errors in the OpenAI shape (400 malformed JSON / wrong types /
 #             unsupported parameters, 401 without or with a wrong key, 404, 413 over --max-body),
+#             structured output (grammar, JSON mode, the 400s of bad schemas, grammars, logit_bias),
 #             streaming ends with `data: [DONE]`, 503 when every slot and the queue are full, and
 #             a client that disconnects mid-stream frees its slot at once
 #   openai    the official npm client (tests/server/openai, pinned by package-lock.json)
@@ -95,6 +96,31 @@ expect 400 "messages missing" POST "$A/v1/chat/completions" '{"max_tokens":3}'
 expect 400 "not an object" POST "$A/v1/chat/completions" '[1,2,3]'
 expect 400 "unsupported parameter" POST "$A/v1/chat/completions" '{"messages":[{"role":"user","content":"x"}],"frequency_penalty":1}'
 expect 400 "seed of the wrong type" POST "$A/v1/completions" '{"prompt":"x","seed":"abc"}'
+# structured output: a grammar (the reply is one of its strings), JSON mode, errors naming the parameter
+expect 200 "grammar" POST "$A/v1/chat/completions" \
+  '{"messages":[{"role":"user","content":"Yes or no?"}],"grammar":"root ::= (\"yes\" | \"no\") \".\"","temperature":1,"seed":4,"max_tokens":20}'
+case "$(json 'd["choices"][0]["message"]["content"]')" in yes.|no.) ;; *) fail "grammar: $(cat "$TMP/body")" ;; esac
+[ "$(json 'd["choices"][0]["finish_reason"]')" = stop ] || fail "grammar: finish_reason stop"
+expect 200 "json_object" POST "$A/v1/completions" '{"prompt":"JSON:","response_format":{"type":"json_object"},"temperature":0,"max_tokens":300}'
+# (a random-weight model rarely closes its strings: the text starts as an object; complete, it parses as one)
+json 'd["choices"][0]["text"].lstrip().startswith("{") or sys.exit(1)' >/dev/null || fail "json_object: $(head -c 300 "$TMP/body")"
+json 'd["choices"][0]["finish_reason"] != "stop" or isinstance(json.loads(d["choices"][0]["text"]), dict) or sys.exit(1)' \
+  >/dev/null || fail "json_object: not a JSON object: $(head -c 300 "$TMP/body")"
+expect_param() {  # expect_param PARAM NEEDLE WHAT BODY: a 400 naming PARAM whose message holds NEEDLE
+  expect 400 "$3" POST "$A/v1/chat/completions" "$4"
+  [ "$(json 'd["error"]["param"]')" = "$1" ] || fail "$3: param is not $1"
+  json 'd["error"]["message"]' | grep -qF -- "$2" || fail "$3: the message does not say $2"
+}
+M='"messages":[{"role":"user","content":"x"}]'
+expect_param response_format "minimum" "an unsupported schema keyword" \
+  "{$M,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":{\"type\":\"integer\",\"minimum\":1}}}}"
+expect_param response_format "json_schema" "response_format of an unknown type" "{$M,\"response_format\":{\"type\":\"yaml\"}}"
+expect_param grammar "line 1, column" "a malformed grammar" "{$M,\"grammar\":\"root ::= [b-a]\"}"
+expect_param grammar "not both" "grammar with a JSON response_format" \
+  "{$M,\"grammar\":\"root ::= [a]\",\"response_format\":{\"type\":\"json_object\"}}"
+expect_param logit_bias "outside the vocabulary" "logit_bias outside the vocabulary" "{$M,\"logit_bias\":{\"99999999\":1}}"
+expect_param logit_bias "not a token id" "logit_bias with a key that is not an id" "{$M,\"logit_bias\":{\"abc\":1}}"
+expect_param logit_bias "between -100 and 100" "logit_bias out of range" "{$M,\"logit_bias\":{\"5\":1000}}"
 expect 404 "unknown path" GET "$A/v1/nothing"
 python3 -c 'import json; print(json.dumps({"prompt": "x" * 100000}))' > "$TMP/big.json"
 expect 413 "body over --max-body" POST "$A/v1/completions" "@$TMP/big.json"

@@ -1,6 +1,7 @@
 // The official openai npm client (version pinned by package-lock.json) against llminfer serve:
 // models, chat (plain and streaming, the same text for the same seed), completions, a stop string,
-// usage counts, and errors as the client's typed exceptions (400, 401).
+// usage counts, structured output (response_format json_schema / json_object, logit_bias), and
+// errors as the client's typed exceptions (400, 401).
 //   node test.mjs BASE_URL [KEYED_BASE_URL KEY]      (e.g. http://127.0.0.1:8080/v1)
 import OpenAI from "openai";
 
@@ -57,6 +58,42 @@ const comp = await client.completions.create({ model: modelId, prompt: "Once upo
 check(comp.object === "text_completion" && typeof comp.choices[0].text === "string" &&
       comp.usage.completion_tokens === 6, "completions: text and usage");
 
+// structured output: response_format json_schema (every reply parses and follows the schema),
+// json_object, and logit_bias (a bias of 100 makes greedy decoding repeat that token)
+const schema = { type: "object", properties: { mood: { enum: ["happy", "sad"] }, ok: { type: "boolean" } },
+                 required: ["mood", "ok"], additionalProperties: false };
+let schemaDone = 0;
+for (const seed of [1, 2, 3]) {
+  const r = await client.chat.completions.create({
+    model: modelId, messages: [{ role: "user", content: "How are you? Answer in JSON." }], max_tokens: 200,
+    temperature: 1, seed, response_format: { type: "json_schema", json_schema: { name: "mood", schema, strict: true } } });
+  const c = r.choices[0].message.content;
+  if (r.choices[0].finish_reason !== "stop") continue;
+  schemaDone++;
+  let v = null;
+  try { v = JSON.parse(c); } catch { v = null; }
+  check(v && ["happy", "sad"].includes(v.mood) && typeof v.ok === "boolean" && Object.keys(v).length === 2,
+        `json_schema: the reply follows the schema (${JSON.stringify(c)})`);
+}
+check(schemaDone >= 2, "json_schema: the replies end (finish_reason stop)");
+const jo = await client.chat.completions.create({ ...req, max_tokens: 300, temperature: 0,
+                                                  response_format: { type: "json_object" } });
+check(jo.choices[0].message.content.trimStart().startsWith("{"), `json_object: starts an object (${jo.choices[0].message.content})`);
+if (jo.choices[0].finish_reason === "stop") {
+  let v = null;
+  try { v = JSON.parse(jo.choices[0].message.content); } catch { v = null; }
+  check(v !== null && typeof v === "object" && !Array.isArray(v), `json_object: an object (${jo.choices[0].message.content})`);
+}
+const biased = [];
+for (const id of ["1000", "2000"]) {
+  const b = await client.completions.create({ model: modelId, prompt: "Once upon a time", max_tokens: 4, temperature: 0,
+                                              logit_bias: { [id]: 100 } });
+  const t = b.choices[0].text;
+  biased.push(t);
+  check(t.length > 0 && t === t.slice(0, t.length / 4).repeat(4), `logit_bias ${id}: the token four times (${JSON.stringify(t)})`);
+}
+check(biased[0] !== biased[1], "logit_bias: another token, another text");
+
 async function expectError(fn, status, cls, needle, what) {
   try {
     await fn();
@@ -72,6 +109,10 @@ await expectError(() => client.chat.completions.create({ ...req, messages: "hi" 
                   "messages", "messages of the wrong type");
 await expectError(() => client.chat.completions.create({ ...req, presence_penalty: 0.5 }), 400, OpenAI.BadRequestError,
                   "presence_penalty", "an unsupported penalty is refused by name");
+
+await expectError(() => client.chat.completions.create({ ...req, response_format: { type: "json_schema",
+                    json_schema: { name: "s", schema: { type: "string", pattern: "a+" } } } }), 400, OpenAI.BadRequestError,
+                  "pattern", "an unsupported schema keyword is refused by name");
 
 if (keyedBase) {
   const wrong = new OpenAI({ baseURL: keyedBase, apiKey: "wrong-key", maxRetries: 0 });
