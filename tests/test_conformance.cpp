@@ -188,6 +188,8 @@ const std::vector<std::string>& covered() {
       "synth-qwen3-tiny-q4_k_m",
       "synth-gemma3-tiny-f32", "synth-gemma3-tiny-softcap-f32", "synth-gemma3-tiny-f16", "synth-gemma3-tiny-bf16", "synth-gemma3-tiny-q8_0",
       "synth-gemma3-tiny-q4_k_m",
+      "synth-phi3-tiny-f32", "synth-starcoder2-tiny-f32", "synth-stablelm-tiny-f32", "synth-smollm3-tiny-f32",
+      "synth-gemma2-tiny-f32", "synth-olmo2-tiny-f32", "synth-olmo2-swa-tiny-f32",
   };
   return names;
 }
@@ -234,6 +236,15 @@ TEST_CASE("conformance: qwen3 - qwen3-tiny F32/F16/BF16/Q8_0/Q4_K_M") {
 TEST_CASE("conformance: gemma3 - gemma3-tiny F32/F32+softcap/F16/BF16/Q8_0/Q4_K_M") {
   check_all({"synth-gemma3-tiny-f32", "synth-gemma3-tiny-softcap-f32", "synth-gemma3-tiny-f16", "synth-gemma3-tiny-bf16", "synth-gemma3-tiny-q8_0",
              "synth-gemma3-tiny-q4_k_m"});
+}
+// The architectures of issue 13 (F32, 4 layers, 8-token sliding windows crossed by the prompts):
+// fused QKV and gate|up (phi3), LayerNorm with biases and a GELU MLP (starcoder2), partial rotary and
+// per-head LayerNorm (stablelm), NoPE layers (smollm3), soft-capped scores and alternating windows
+// (gemma2), q/k RMSNorm and post-norms with and without sliding layers (olmo2). The issue's tighter
+// bar (relative difference, 32 greedy tokens) is in test_archdef_ext.cpp.
+TEST_CASE("conformance: phi3, starcoder2, stablelm, smollm3, gemma2, olmo2 (+ sliding window) F32") {
+  check_all({"synth-phi3-tiny-f32", "synth-starcoder2-tiny-f32", "synth-stablelm-tiny-f32", "synth-smollm3-tiny-f32",
+             "synth-gemma2-tiny-f32", "synth-olmo2-tiny-f32", "synth-olmo2-swa-tiny-f32"});
 }
 
 // Hugging Face directories (bf16 safetensors, rotate-half q/k order, gemma norms stored as w - 1,
