@@ -3,7 +3,8 @@
 // goldens with the bar; for every new operation and value form a definition without it (or
 // with it changed) gives other logits on a fixture that exercises it, and an equivalent spelling
 // gives the same bits; per-layer values from metadata arrays; the format conventions; the built-in
-// texts as they were before this change still load and give identical logits.
+// texts as they were before this change still load and give identical logits; compare's
+// max_abs_diff / max_rel_diff.
 #define LLMINFER_IMPLEMENTATION
 #include "common.hpp"
 
@@ -447,4 +448,40 @@ TEST_CASE("archdef13: the format conventions are what the definition says") {
     CHECK(max_diff(a, b) < 1e-2);
     CHECK(same_bits(logits(fixture("qwen3-tiny"), ids), logits(fixture("qwen3-tiny"), ids, f32)));
   }
+}
+
+// compare --json: max_abs_diff and max_rel_diff see a scale that top-1, Pearson and top-10 do not.
+TEST_CASE("compare: max_abs_diff and max_rel_diff") {
+  test::TempDir dir;
+  const std::string model = test::quote(fixture("olmo2-tiny"));
+  const std::string ids = "1,300,7,2048,99";
+  auto r = test::run_cli("logits -m " + model + " --ids " + ids + " --all -t 1 --out " + test::quote(dir.file("a.f32")));
+  REQUIRE(r.status == 0);
+  std::string bytes = read_text(dir.file("a.f32"));
+  REQUIRE(bytes.size() % 4 == 0);
+  std::vector<float> v(bytes.size() / 4);
+  std::memcpy(v.data(), bytes.data(), bytes.size());
+  double mx = 0;
+  for (float& x : v) {
+    mx = std::max(mx, std::fabs(double(x)));
+    x *= 8;  // every logit times 8: the same ranking, the same correlation
+  }
+  REQUIRE(test::write_file(dir.file("b.f32"), std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)));
+  auto same = test::run_cli("compare -m " + model + " --ids " + ids + " -t 1 --json --reference " + test::quote(dir.file("a.f32")));
+  REQUIRE(same.status == 0);
+  auto j = json_parse(same.out, "compare");
+  REQUIRE(j);
+  CHECK((*j)["max_abs_diff"].as_number() == 0);
+  CHECK((*j)["max_rel_diff"].as_number() == 0);
+  auto scaled = test::run_cli("compare -m " + model + " --ids " + ids + " -t 1 --json --reference " + test::quote(dir.file("b.f32")));
+  REQUIRE(scaled.status == 0);
+  auto k = json_parse(scaled.out, "compare");
+  REQUIRE(k);
+  CHECK((*k)["top1_match_all"].as_bool());
+  CHECK((*k)["pearson_min"].as_number() > 0.999999);
+  CHECK((*k)["top10_overlap_mean"].as_number() == 10);
+  CHECK((*k)["max_abs_diff"].as_number() == doctest::Approx(7 * mx).epsilon(1e-6));
+  CHECK((*k)["max_rel_diff"].as_number() == doctest::Approx(7.0 / 8.0).epsilon(1e-6));
+  auto text = test::run_cli("compare -m " + model + " --ids " + ids + " -t 1 --reference " + test::quote(dir.file("b.f32")));
+  CHECK(text.out.find("max diff") != std::string::npos);
 }
