@@ -114,10 +114,12 @@ const char* const kNew[] = {"phi3-tiny", "starcoder2-tiny", "stablelm-tiny", "sm
 // 256 sampled ids and its top 10 at every position) at most 1e-5 of llama.cpp's largest |logit|,
 // 32 greedy tokens identical; the third prompt is longer than every sliding window (8 tokens).
 // GELU (tanh) through ggml's fp16 table (starcoder2, gemma2): an input one rounding away from
-// llama.cpp's can land on the neighbouring fp16 entry, ~1e-3 of the value; with kernels that do not
-// yet sum in llama.cpp's order (anything but its AVX-512 order, see README "Conformance") that
-// happens a few times per prompt, so those two get 1e-3 there (gemma3, built in before, measures
-// the same on this AVX2 machine: 1.8e-4).
+// llama.cpp's can land on the neighbouring fp16 entry, ~1e-3 of the value. These goldens come from
+// llama.cpp's AVX2 (haswell) CPU variant, whose summation order our kernels do not yet follow (and
+// an AVX-512 build follows llama.cpp's AVX-512 order, not this one): that happens a few times per
+// prompt, so those two are held to 1e-3 (measured up to 1.2e-4 on AVX2; gemma3, built in before,
+// measures 1.8e-4 the same way). Their fixtures spread the logits so that no llama.cpp top-1 or
+// greedy choice is closer than 1.7e-3 (more than three times the largest difference measured).
 TEST_CASE("archdef13: the new built-ins agree with llama.cpp (top-1, relative logit difference, 32 greedy tokens)") {
   for (const char* name : kNew) {
     const std::string gname = std::string("synth-") + name + "-f32";
@@ -131,8 +133,7 @@ TEST_CASE("archdef13: the new built-ins agree with llama.cpp (top-1, relative lo
     const std::string arch = e->arch().name;
     CHECK(e->arch().origin == "builtin");
     const bool gelu_table = arch == "starcoder2" || arch == "gemma2";
-    const bool exact_order = std::string(e->kernels().name).rfind("avx512", 0) == 0;
-    const double rel_max = gelu_table && !exact_order ? 1e-3 : 1e-5;
+    const double rel_max = gelu_table ? 1e-3 : 1e-5;
     std::vector<int32_t> sample = ids_of(g["sample_ids"]);
     size_t longest = 0;
     for (const auto& pr : g["prompts"].items) {
