@@ -37,6 +37,13 @@
 //   only when a model computes with it. Only regular files are opened: a FIFO or a device is
 //   refused (opened without waiting for a writer), as is an `<arch>.archdef` that is not one.
 //
+//   Model::load_from_memory(bytes, name) takes a GGUF image the caller holds (an asset pack, a
+//   file inside an APK, mapped by the caller), checked exactly as a file is (messages name `name`)
+//   and used in place: the memory must stay valid and unchanged while the Model, its copies or
+//   sessions live, and start at a multiple of 16 bytes (a mapping starts on a page); with
+//   LoadOptions::read_into_memory it is copied and may go after the call. Safetensors models need
+//   their directory (config.json, tokenizer files) and load only from files.
+//
 //   Files changing under the mapping: a mapped file must not be truncated or rewritten in place
 //   while a model loaded from it is alive. Truncation kills every process that maps it (SIGBUS,
 //   no message); rewriting it silently changes their weights. Replacing it by rename (write a new
@@ -122,6 +129,107 @@
 //   independent: one session must be used by one thread at a time, separate sessions may run at
 //   once on one model. Callbacks run on the thread that called generate()/reply().
 //
+//   Batched decoding: sessions (and generate() calls) of one model that run at the same time from
+//   different threads share each evaluation step (continuous batching): the step evaluates one
+//   token of every decoding sequence (and the next prompt chunk of any sequence still reading its
+//   prompt) in one pass over the weights, so 4 conversations cost little more memory traffic than
+//   one. Each sequence keeps its own KV cache, positions, sampler and stop state; sequences join and
+//   leave at any step; a prompt is evaluated in chunks of at most 256 tokens, one per step, so a
+//   long prompt delays the others' next token by one chunk at most. Results do not change: every
+//   sequence gets the logits it would get alone, bit for bit (single tokens use a matrix product
+//   that reads each weight row once for all of them but computes every token as alone; a prompt
+//   chunk is multiplied on its own rows), hence the same tokens for the same seed. A step waits for
+//   the sequences of the previous step to hand in their next token (they sample in between), at
+//   most half a step's time (0.5..20 ms), so a session busy elsewhere delays the others little.
+//   LoadOptions::batch caps the sequences per step (0: 32; 1 turns batching off). Cancelling one
+//   sequence does not stop a step the others share (it ends after that step).
+//
+// ==== C API ====
+//
+//   The section after the C++ declarations is C99: a C compiler including llminfer.hpp sees it
+//   alone (the implementation stays C++20: compile it in one C++ file, or build the shared library
+//   with `make libllminfer.so`, which exports the llminfer_* functions and nothing else). Opaque
+//   handles (llminfer_model, llminfer_session); fallible calls return an llminfer_errc (0 = OK)
+//   and, when given an llminfer_error** , an error with the code and a message naming the input
+//   (llminfer_error_free); strings are UTF-8 with explicit lengths; results, token arrays and
+//   strings the library allocates are freed by their matching _free (each accepts NULL).
+//
+//     llminfer_model* m = NULL; llminfer_error* err = NULL;
+//     if (llminfer_model_load(path, strlen(path), NULL, &m, &err) != LLMINFER_OK) {
+//       fprintf(stderr, "%s\n", llminfer_error_message(err, NULL)); llminfer_error_free(err); }
+//     llminfer_generate_options go; llminfer_generate_options_init(&go);
+//     go.max_tokens = 64; go.on_piece = print_piece;   /* int (*)(const char*, size_t, void*) */
+//     llminfer_result* r = NULL;
+//     if (llminfer_generate(m, "Once upon a time", 16, &go, &r, &err) == LLMINFER_OK)
+//       printf("%zu tokens, %s\n", r->n_tokens, llminfer_stop_string(r->stop));
+//     llminfer_result_free(r); llminfer_model_free(m);
+//
+//   Also: llminfer_generate_tokens (from ids), sessions (llminfer_session_new / _add / _reply /
+//   _reset / _free; a session keeps the model alive), llminfer_tokenize / llminfer_detokenize.
+//   A model may be used from several threads at once (their generations are batched as above); a
+//   session by one thread at a time. examples/c/example.c; tests/capi/ (C99 and Python ctypes).
+//
+// ==== Sessions: conversations that live long ====
+//
+//   A Session holds a conversation (messages()), the tokens of its KV cache (tokens()), the
+//   logits of the last evaluated token and an RNG. One thread at a time.
+//
+//   reply(): renders the conversation with the model's chat template, reuses the longest cached
+//   prefix, evaluates the rest, generates and appends the assistant's message. A render that
+//   fails (a template that raises, a cancelled render) returns the error and changes nothing: the
+//   caller fixes the messages and replies again. A reply that cannot generate a single token for
+//   a full context (ContextPolicy::stop) returns StopReason::context_full, GenerateResult::error
+//   saying so, and adds no assistant message.
+//
+//   History editing: erase(i), replace(i, message), truncate(n), set_messages(list). The next
+//   reply reuses the cache up to the first token that differs and evaluates from there (what
+//   followed the change is evaluated again: its cells saw the old text).
+//
+//   Context shifting (ContextPolicy::slide). Before a reply, when the conversation plus room for
+//   the reply (max_tokens, at most half the context; a quarter when max_tokens < 0) does not fit,
+//   the oldest turns after the leading system message(s) leave the conversation (a turn is a
+//   message and the non-user messages after it; the turn being answered always stays;
+//   GenerateResult::messages_dropped counts them). The cache then keeps what the new rendering
+//   shares with it: the common prefix, then runs of at least 8 cached tokens equal to what the
+//   prompt continues with, moved down into place (KvCache::shift: values copied, keys rotated by
+//   the distance moved, as llama.cpp's context shift does; sliding-window rings included) instead
+//   of evaluated again (GenerateResult::tokens_shifted). A turn therefore evaluates its own tokens
+//   plus a constant, however long the conversation. During a reply that fills the context the
+//   cache slides at token level: it keeps the system message's tokens (at least LoadOptions::keep)
+//   and drops half of the rest. A shifted cache is not a fresh evaluation: the kept cells were
+//   computed while the dropped tokens were in the context, and re-rotating an f16 key rounds it
+//   once more. (README "Generating text" gives the measured difference.) After history edits only
+//   the exact common prefix is reused (shifting would keep what the removed text left in later
+//   cells).
+//
+//   Step by step: begin_reply(options) prepares a reply; each step() does bounded work (a batch of
+//   up to 256 prompt tokens, or one generated token) and returns ReplyStep{text, done, stop}: the
+//   text that became final (complete UTF-8, possibly empty), or done with the stop reason, after
+//   which the reply is in the conversation and result() holds the GenerateResult. reply() is
+//   begin_reply() + step() until done; Model::generate() runs the same steps. add(), the edits,
+//   reset(), eval() and load() end a reply in progress as cancelled. Timings of a stepped reply
+//   include the caller's time between steps.
+//
+//   Tokens: eval(ids, all_logits, cancel) evaluates ids after the cached ones (no BOS added);
+//   logits() is [n_vocab] (the last token) or [n][n_vocab]; sample(options) draws one id with the
+//   sampling chain (the penalty looks at tokens()) and the session's RNG (set_seed); is_eog(id);
+//   truncate_tokens(n). eval, sample, eval ... gives generate()'s tokens for the same seed.
+//   Model::info() gives the architecture, sizes, vocabulary, special tokens, end-of-generation
+//   ids, context, KV cache size, kernel level and the model's identity (a sha256 of the weights'
+//   metadata: every tensor's name, type, shape and first 64 bytes, and the definition's sha256).
+//
+//   Save and restore: save() (bytes) / save(path) and load(bytes) / load(path). The file holds
+//   the conversation, the cached tokens and their KV cells (a sliding-window layer only its
+//   window), the logits and the RNG state; restored into a session of the same model (same
+//   identity and KV type; a context that holds the tokens) it continues token for token as the
+//   saved session would have. Format (version 1, little-endian): "LLMISESS", u32 version, u32
+//   flags, u64 length, the content, and a sha256 of everything before it. A file that is too
+//   short, has another magic or version, bytes missing or extra, a checksum that does not match
+//   (altered), another model's identity, another KV type, more tokens than the context, or any
+//   length that runs past the end is refused with bad_format and a message naming the file and
+//   the reason; the session is unchanged then. save(path) writes PATH.tmp and renames it over
+//   PATH (a failed write leaves the old file). Saving during a reply is an error.
+//
 // ==== Architecture definitions (archdef) ====
 //
 //   An architecture is a short text, not code: `llama`, `qwen2`, `qwen3`, `gemma3`, `phi3`,
@@ -195,7 +303,11 @@
 //                                      dims < head_dim: partial rotary (the first dims of each head;
 //                                      stablelm: rope(q, neox, dims = rope_dims)). Hugging Face
 //                                      checkpoints keep q/k in rotate-half order: `pairs` runs as
-//                                      `neox` for them (convention hf_rope).
+//                                      `neox` for them (convention hf_rope). Context shifting
+//                                      re-rotates a layer's cached keys by the rope last applied to
+//                                      the key register before its attention (that rope's dims,
+//                                      base and factors); where the layer has none (skip =, NoPE)
+//                                      its keys move unchanged.
 //   a = attention(q, k, v, window=0, period=0, offset=P-1, sliding=V, scale=rsqrt(head_dim),
 //                 softcap=0)
 //                                      causal grouped-query attention over the layer's KV cache
@@ -281,9 +393,21 @@
 
 // C++20 or later, or one error that says so (MSVC keeps __cplusplus at 199711L unless
 // /Zc:__cplusplus: _MSVC_LANG is its real value). Everything else in the header is skipped then,
-// the implementation too, so that this is the only message.
-#if defined(__cplusplus) && ((defined(_MSVC_LANG) && _MSVC_LANG < 202002L) || \
-                             (!defined(_MSVC_LANG) && __cplusplus < 202002L))
+// the implementation too, so that this is the only message. A C compiler sees the C API alone
+// (the section after this one); the implementation is C++20.
+#if !defined(__cplusplus)
+// The C++ text below is skipped, but a C preprocessor still reads it, and C++ raw strings look
+// like unterminated C strings to it (a warning GCC cannot turn off by name): as a system header
+// the file gives no such warnings. (The C API section is checked with -Wall -Wextra -Werror
+// -pedantic in tests/capi all the same: its declarations are compiled as C there.)
+#if defined(__GNUC__)
+#pragma GCC system_header
+#endif
+#if defined(LLMINFER_IMPLEMENTATION)
+#error "the llminfer implementation is C++20: define LLMINFER_IMPLEMENTATION in a C++ file (C programs include llminfer.hpp for its C API and link with the library built from it, e.g. make libllminfer.so)"
+#endif
+#define LLMINFER_IMPLEMENTATION_INCLUDED
+#elif (defined(_MSVC_LANG) && _MSVC_LANG < 202002L) || (!defined(_MSVC_LANG) && __cplusplus < 202002L)
 #error "llminfer.hpp requires C++20 or later: compile with -std=c++20 (MSVC: /std:c++20)"
 #define LLMINFER_IMPLEMENTATION_INCLUDED
 #else
@@ -426,6 +550,11 @@ struct LoadOptions {
   // CPU has). A native build runs the one level it was compiled for and accepts only its name.
   std::string kernels = {};
   std::function<void(std::string_view)> log = {};  // diagnostics; silent when empty
+  // Continuous batching: sessions of this model that evaluate at the same time (from different
+  // threads) share each step, reading the weights once for all of them; at most this many
+  // sequences per step. 0: 32; 1: off (each evaluation runs on its own). Results are the same
+  // either way (see the manual).
+  int batch = 0;
   // Read the weights into memory the library owns instead of mapping the file: the model then
   // survives its file being truncated or rewritten while it runs (a mapped file must not be:
   // truncation kills the process with SIGBUS, rewriting changes the weights). Costs the file's
@@ -494,6 +623,10 @@ struct GenerateResult {
   int prompt_tokens_evaluated = 0;   // of those, evaluated by this call
   int prompt_tokens_reused = 0;      // of those, already in the session's KV cache
   uint64_t seed = 0;                 // the seed used (the drawn one for random_seed)
+  int messages_dropped = 0;          // Session::reply with ContextPolicy::slide: oldest messages
+                                     // dropped from the conversation to make room (see the manual)
+  int tokens_shifted = 0;            // of prompt_tokens_reused, cached tokens moved to new positions
+                                     // (their keys re-rotated) instead of evaluated again
   Timings timings;
   double peak_rss_mb = 0;            // peak resident memory of the process so far
   uint64_t kv_bytes = 0;             // KV cache of the session
@@ -504,12 +637,52 @@ struct Message {
   std::string content;
 };
 
+// One step of a reply (Session::step): the next piece of text, or the end.
+struct ReplyStep {
+  std::string text;  // the next piece (complete UTF-8); empty when the step only evaluated prompt
+                     // tokens or a token whose text is not final yet (held back for a stop string)
+  bool done = false; // the reply has ended: `stop` says why, Session::result() holds all of it
+  StopReason stop = StopReason::max_tokens;
+};
+
+// Facts about a loaded model (Model::info).
+struct ModelInfo {
+  std::string path;          // as given to load ("" for load_from_memory: its name)
+  std::string format;        // "gguf" or "safetensors"
+  std::string architecture;  // "llama", "qwen3", ...
+  std::string name;          // general.name, or the directory's name
+  uint64_t file_bytes = 0;
+  uint64_t n_params = 0;
+  int n_vocab = 0;           // logits per position
+  int n_ctx_train = 0;       // the context the model was trained with
+  int context = 0;           // tokens a session holds (LoadOptions::context or the default)
+  int n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0;
+  KvType kv_type = KvType::f16;
+  ContextPolicy context_policy = ContextPolicy::stop;
+  uint64_t kv_bytes = 0;     // one session's KV cache
+  std::string kernels;       // the kernel level in use ("avx512", "avx2", "neon", "scalar", ...)
+  int threads = 0;           // threads of the model's pool
+  // Tokenizer: "" when the model has none usable (it runs from ids; tokenizer_error says why).
+  std::string tokenizer;     // "gpt2" (byte-level BPE), "llama" (SentencePiece), ...
+  std::string tokenizer_error;
+  int32_t bos = -1, eos = -1, eot = -1, pad = -1, unk = -1;  // -1: none
+  std::vector<int32_t> eog;  // every id that ends a generation
+  bool add_bos = false;      // tokenize(add_special) starts with bos
+  bool chat_template = false;  // the model has its own (otherwise the documented fallback is used)
+  std::string identity;      // sha256 of the weights' metadata (checked by Session::load)
+};
+
+class Model;
+class Session;
+
 namespace detail {
 struct ModelImpl;
 struct SessionImpl;
+// The implementation behind the public types, for tools and tests (not a stable interface; aborts
+// with a message when `m` holds no model or `s` was moved from).
+const ModelImpl& model_impl(const Model& m);
+SessionImpl& session_impl(Session& s);
 }  // namespace detail
-
-class Session;
 
 // A default-constructed Model holds no model: every call returns an error (invalid_argument), or
 // empty text from detokenize. A moved-from Session is the same: reply() returns an error, add()
@@ -518,6 +691,12 @@ class Model {
  public:
   // A GGUF file, a safetensors file, or a Hugging Face / MLX model directory.
   static Result<Model> load(std::string_view path, const LoadOptions& options = {});
+  // A GGUF file the caller holds in memory (an asset pack, a file inside an APK, mapped by the
+  // caller): validated as a file is, used in place (never copied), so `data` must stay valid and
+  // unchanged while the Model or any Session or copy of it lives. `name` names it in messages.
+  // (options.read_into_memory copies it instead; then the buffer may go after load returns.)
+  static Result<Model> load_from_memory(std::span<const uint8_t> data, std::string_view name = "memory",
+                                        const LoadOptions& options = {});
 
   // One-shot generation (a fresh session each call; safe from many threads at once). The prompt
   // is plain text (BOS added as the model asks) or, with options.chat, a user message.
@@ -537,11 +716,14 @@ class Model {
   Result<std::string> apply_chat_template(std::span<const Message> messages,
                                           bool add_generation_prompt = true) const;
 
+  // Architecture, sizes, vocabulary, special tokens, context (an empty ModelInfo when not loaded).
+  ModelInfo info() const;
+
   bool loaded() const noexcept { return impl_ != nullptr; }
-  const detail::ModelImpl& impl() const;  // for tools and tests (aborts with a message when not loaded)
 
  private:
   friend class Session;
+  friend const detail::ModelImpl& detail::model_impl(const Model& m);
   std::shared_ptr<const detail::ModelImpl> impl_;
 };
 
@@ -551,32 +733,267 @@ class Session {
   Session& operator=(Session&&) noexcept;
   ~Session();
 
+  // ---- the conversation ----
   // Appends a message ("system", "user", "assistant", ...) to the conversation.
   void add(std::string_view role, std::string_view content);
   // Renders the conversation with the model's chat template, evaluates only the tokens that are
   // not already in the session's KV cache, generates the assistant's reply and appends it to the
   // conversation. (options.chat and options.system are not used: add a "system" message.)
+  // An error (a template that refuses the conversation, a cancelled render) changes nothing: fix
+  // the messages (erase, replace) and reply again. A full context (ContextPolicy::stop) that
+  // leaves no room for a single token ends with StopReason::context_full, no assistant message
+  // and GenerateResult::error saying so. With ContextPolicy::slide the oldest turns after the
+  // system message are dropped and the cache shifted instead (see the manual).
   Result<GenerateResult> reply(const GenerateOptions& options = {});
   void reset();  // forget the conversation and the cache
   const std::vector<Message>& messages() const;
+
+  // History editing. The next reply() reuses the cached tokens up to the first change and
+  // evaluates the rest. Out-of-range indices are invalid_argument errors (nothing changes).
+  Result<void> erase(size_t index);                  // removes messages()[index]
+  Result<void> replace(size_t index, Message message);
+  Result<void> truncate(size_t count);               // keeps the first `count` messages
+  void set_messages(std::vector<Message> messages);  // the whole conversation
+
+  // ---- a reply one step at a time (for a frame loop on one thread) ----
+  // begin_reply() renders the conversation and prepares the reply (as reply() does, without
+  // evaluating anything); each step() then does a bounded amount of work (a batch of up to 256
+  // prompt tokens, or one generated token) and returns the text that became final, or the end
+  // (done, with the stop reason; the reply then joins the conversation and result() holds it).
+  // on_token, cancel and every other option work as in reply(), which is begin_reply() + step()
+  // until done. add(), the edits, reset(), eval() and load() end a reply in progress as cancelled.
+  Result<void> begin_reply(const GenerateOptions& options = {});
+  Result<ReplyStep> step();      // an error ends the reply (nothing joins the conversation)
+  bool replying() const;         // between begin_reply() and the step that returned done
+  const GenerateResult& result() const;  // the last reply that ended (begin_reply clears it)
+
+  // ---- tokens ----
+  // Evaluates token ids after the cached ones (the prompt exactly as given: no BOS is added);
+  // logits() then holds the logits of the last one ([n_vocab]), or with all_logits of each
+  // ([n][n_vocab]). A full context is an error with ContextPolicy::stop (nothing is evaluated)
+  // and slides with ContextPolicy::slide. `cancel` is polled once per layer.
+  Result<void> eval(std::span<const int32_t> tokens, bool all_logits = false,
+                    const std::atomic<bool>* cancel = nullptr);
+  std::span<const float> logits() const;
+  // One token from logits() by the sampling chain of `options` (temperature, top_k, top_p,
+  // min_p, repeat_penalty over the cached tokens), drawn with the session's RNG (set_seed).
+  Result<int32_t> sample(const GenerateOptions& options = {});
+  void set_seed(uint64_t seed);  // as GenerateOptions::seed (reply() and generate() set it too)
+  const std::vector<int32_t>& tokens() const;  // the tokens in the KV cache, in order
+  Result<void> truncate_tokens(int count);     // keeps the first `count` cached tokens
+  bool is_eog(int32_t id) const;               // whether the id ends a generation
+
   int cached_tokens() const;  // tokens in the KV cache
   int context_size() const;   // tokens the KV cache holds at most
 
-  detail::SessionImpl& impl();  // for tools and tests (aborts with a message when moved from)
+  // ---- save and restore ----
+  // The whole session (messages, cached tokens, KV cache, logits, RNG) as bytes or a file, and
+  // back into a session of the same model (LoadOptions may differ in threads and in a context
+  // that still holds the tokens, not in the KV type). After load() the session continues exactly
+  // as the saved one would have. A file that is truncated, altered, of another version or made
+  // with another model is refused with a message naming what is wrong; nothing changes then.
+  // Not during a reply (invalid_argument).
+  Result<std::vector<uint8_t>> save() const;
+  Result<void> save(std::string_view path) const;
+  Result<void> load(std::span<const uint8_t> bytes);
+  Result<void> load(std::string_view path);
 
  private:
   friend class Model;
+  friend detail::SessionImpl& detail::session_impl(Session& s);
   explicit Session(std::unique_ptr<detail::SessionImpl> impl);
   std::unique_ptr<detail::SessionImpl> impl_;
 };
 
 const char* version() noexcept;
+// Peak resident memory of the process so far, in MiB (0 where the system does not say).
+double peak_memory_mb() noexcept;
 
 }  // namespace v0_1
 }  // namespace llminfer
 
 #endif  // C++20
 #endif  // LLMINFER_HPP
+
+// ---- src/02_c_api.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
+// ==== C API ====
+// For C and every language that binds C (C#/Unity, Godot, Rust, Python ctypes, Node ffi). C99; a C
+// compiler including llminfer.hpp sees this section alone. Implemented in the implementation
+// translation unit (src/95_c_api.hpp); `make libllminfer.so` builds a shared library that exports
+// exactly these functions (examples/c/, tests/capi/).
+//   * Opaque handles: llminfer_model, llminfer_session. Every object the library allocates is
+//     released by its matching _free function (NULL is accepted and ignored by every _free).
+//   * Errors: fallible functions return an llminfer_errc (LLMINFER_OK = 0). When `err` is not
+//     NULL and the call fails, *err receives an llminfer_error (code + message naming the input),
+//     freed with llminfer_error_free; on success *err is set to NULL.
+//   * Strings are UTF-8 with explicit lengths (not NUL-terminated on input; a NULL pointer with
+//     length 0 is the empty string). Strings the library returns are NUL-terminated as well.
+//   * Threads: a model may be used from many threads at once (generations on one model decode in
+//     shared steps, see LoadOptions::batch); a session by one thread at a time. A session keeps the
+//     model's weights alive: the model handle may be freed before its sessions.
+#ifndef LLMINFER_C_API_H
+#define LLMINFER_C_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#if defined(LLMINFER_C_API_EXPORT)
+#define LLMINFER_C_API __declspec(dllexport)
+#else
+#define LLMINFER_C_API
+#endif
+#elif defined(__GNUC__) || defined(__clang__)
+#define LLMINFER_C_API __attribute__((visibility("default")))
+#else
+#define LLMINFER_C_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct llminfer_model llminfer_model;
+typedef struct llminfer_session llminfer_session;
+typedef struct llminfer_error llminfer_error;
+
+/* The codes of llminfer::Errc, in the same order. */
+typedef enum llminfer_errc {
+  LLMINFER_OK = 0,
+  LLMINFER_E_INVALID_ARGUMENT = 1,
+  LLMINFER_E_IO = 2,
+  LLMINFER_E_BAD_FORMAT = 3,
+  LLMINFER_E_UNSUPPORTED = 4,
+  LLMINFER_E_TENSOR_MISSING = 5,
+  LLMINFER_E_SHAPE_MISMATCH = 6,
+  LLMINFER_E_ARCHDEF = 7,
+  LLMINFER_E_TOKENIZER = 8,
+  LLMINFER_E_TEMPLATE = 9,
+  LLMINFER_E_CPU_UNSUPPORTED = 10,
+  LLMINFER_E_OUT_OF_MEMORY = 11,
+  LLMINFER_E_INTERNAL = 12
+} llminfer_errc;
+
+/* Why a generation ended (llminfer::StopReason). */
+typedef enum llminfer_stop {
+  LLMINFER_STOP_EOS = 0,          /* end-of-generation token */
+  LLMINFER_STOP_STRING = 1,       /* a stop string appeared */
+  LLMINFER_STOP_MAX_TOKENS = 2,
+  LLMINFER_STOP_CANCELLED = 3,    /* the callback returned 0 */
+  LLMINFER_STOP_CONTEXT_FULL = 4,
+  LLMINFER_STOP_ERROR = 5         /* see llminfer_result.error_code / error_message */
+} llminfer_stop;
+
+/* llminfer_generate_options.seed: a fresh random seed (reported in the result). */
+#define LLMINFER_RANDOM_SEED UINT64_MAX
+
+typedef struct llminfer_load_options {
+  int threads;              /* 0: the hardware threads */
+  int context;              /* tokens per session; 0: min(trained context, 4096) */
+  int kv_f32;               /* nonzero: f32 KV cache (default f16) */
+  int batch;                /* sequences per shared decoding step; 0: 32, 1: no batching */
+  const char* archdef_dir;  /* a directory of <arch>.archdef files, or NULL */
+  size_t archdef_dir_len;
+} llminfer_load_options;
+
+/* Streaming: receives the text as it is decided, in complete UTF-8 pieces, on the calling thread.
+   Return nonzero to continue, 0 to cancel (the generation ends with LLMINFER_STOP_CANCELLED). */
+typedef int (*llminfer_piece_fn)(const char* piece, size_t len, void* user_data);
+
+typedef struct llminfer_generate_options {
+  int max_tokens;           /* < 0: until end of generation, a stop string or a full context */
+  float temperature;        /* 0: greedy */
+  int top_k;                /* 0: off */
+  float top_p;              /* 1: off */
+  float min_p;              /* 0: off */
+  float repeat_penalty;     /* 1: off */
+  int repeat_last_n;
+  uint64_t seed;            /* same seed, same text; LLMINFER_RANDOM_SEED: fresh */
+  const char* const* stop;  /* n_stop stop strings, stop_lens[i] bytes each */
+  const size_t* stop_lens;
+  size_t n_stop;
+  int parse_special;        /* llminfer_generate: special-token text becomes control tokens */
+  int chat;                 /* llminfer_generate: the prompt is a user message in the chat template */
+  const char* system;       /* with chat: a system message, or NULL */
+  size_t system_len;
+  llminfer_piece_fn on_piece;  /* or NULL */
+  void* user_data;             /* passed to on_piece */
+} llminfer_generate_options;
+
+/* A generation's result (allocated by the library; llminfer_result_free). */
+typedef struct llminfer_result {
+  char* text;               /* the generated text, UTF-8, NUL-terminated */
+  size_t text_len;
+  int32_t* tokens;          /* generated ids */
+  size_t n_tokens;
+  int stop;                 /* llminfer_stop */
+  int prompt_tokens;        /* tokens of the prompt */
+  int prompt_tokens_evaluated;
+  int prompt_tokens_reused; /* already in the session's cache */
+  uint64_t seed;            /* the seed used */
+  double prefill_ms, prefill_tps, decode_ms, decode_tps, ttft_ms;
+  int error_code;           /* with LLMINFER_STOP_ERROR (or a prompt that does not fit): why */
+  char* error_message;      /* NUL-terminated; empty when error_code is LLMINFER_OK */
+  size_t error_message_len;
+} llminfer_result;
+
+LLMINFER_C_API const char* llminfer_version(void);
+/* Stable text of a code / stop reason ("invalid argument"; "eos", "stop", "max_tokens", ...). */
+LLMINFER_C_API const char* llminfer_errc_string(int code);
+LLMINFER_C_API const char* llminfer_stop_string(int stop);
+
+LLMINFER_C_API int llminfer_error_code(const llminfer_error* err);
+/* The message (NUL-terminated; its length in *len when len is not NULL). */
+LLMINFER_C_API const char* llminfer_error_message(const llminfer_error* err, size_t* len);
+LLMINFER_C_API void llminfer_error_free(llminfer_error* err);
+
+/* The defaults (every field "the model's value"). */
+LLMINFER_C_API void llminfer_load_options_init(llminfer_load_options* opts);
+LLMINFER_C_API void llminfer_generate_options_init(llminfer_generate_options* opts);
+
+/* A GGUF file, a safetensors file or a Hugging Face / MLX directory. opts may be NULL. */
+LLMINFER_C_API int llminfer_model_load(const char* path, size_t path_len, const llminfer_load_options* opts,
+                                       llminfer_model** out, llminfer_error** err);
+LLMINFER_C_API void llminfer_model_free(llminfer_model* model);
+
+/* One-shot generation from text (BOS added as the model asks; with opts->chat, a user message in
+   the model's chat template) or from token ids (used as given). opts may be NULL (defaults). */
+LLMINFER_C_API int llminfer_generate(const llminfer_model* model, const char* prompt, size_t prompt_len,
+                                     const llminfer_generate_options* opts, llminfer_result** out,
+                                     llminfer_error** err);
+LLMINFER_C_API int llminfer_generate_tokens(const llminfer_model* model, const int32_t* ids, size_t n_ids,
+                                            const llminfer_generate_options* opts, llminfer_result** out,
+                                            llminfer_error** err);
+LLMINFER_C_API void llminfer_result_free(llminfer_result* result);
+
+/* A conversation that keeps its KV cache between turns. */
+LLMINFER_C_API int llminfer_session_new(const llminfer_model* model, llminfer_session** out, llminfer_error** err);
+LLMINFER_C_API int llminfer_session_add(llminfer_session* session, const char* role, size_t role_len,
+                                        const char* content, size_t content_len, llminfer_error** err);
+/* Generates the assistant's reply to the conversation (and appends it to the conversation). */
+LLMINFER_C_API int llminfer_session_reply(llminfer_session* session, const llminfer_generate_options* opts,
+                                          llminfer_result** out, llminfer_error** err);
+LLMINFER_C_API void llminfer_session_reset(llminfer_session* session); /* forget messages and cache */
+LLMINFER_C_API size_t llminfer_session_message_count(const llminfer_session* session);
+LLMINFER_C_API int llminfer_session_cached_tokens(const llminfer_session* session);
+LLMINFER_C_API void llminfer_session_free(llminfer_session* session);
+
+/* Token ids of a text (free *ids with llminfer_tokens_free) and the text of ids (free *text with
+   llminfer_string_free; always valid UTF-8, special tokens rendered as text). */
+LLMINFER_C_API int llminfer_tokenize(const llminfer_model* model, const char* text, size_t text_len, int add_special,
+                                     int parse_special, int32_t** ids, size_t* n_ids, llminfer_error** err);
+LLMINFER_C_API void llminfer_tokens_free(int32_t* ids);
+LLMINFER_C_API int llminfer_detokenize(const llminfer_model* model, const int32_t* ids, size_t n_ids, char** text,
+                                       size_t* text_len, llminfer_error** err);
+LLMINFER_C_API void llminfer_string_free(char* text);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LLMINFER_C_API_H */
+#endif  // !LLMI_KERNEL_PASS
 
 // ---- src/10_impl_begin.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== Implementation ====
@@ -976,7 +1393,34 @@ class MappedFile {
   static Result<MappedFile> open(const std::string& path);
   // The whole file read into memory this object owns (no mapping: the file may change afterwards).
   static Result<MappedFile> read(const std::string& path);
+  // Memory the caller owns and keeps valid (Model::load_from_memory): used in place, never
+  // released or unmapped here. `name` stands for the path in messages.
+  static MappedFile borrow(const uint8_t* data, uint64_t size, std::string name) {
+    MappedFile m;
+    m.data_ = data;
+    m.size_ = size;
+    m.path_ = std::move(name);
+    m.borrowed_ = true;
+    return m;
+  }
+  // A copy of `size` bytes at `data` in memory this object owns (out_of_memory when it fails).
+  static Result<MappedFile> copy(const uint8_t* data, uint64_t size, std::string name) {
+    MappedFile m;
+    m.path_ = std::move(name);
+    if (size == 0) return m;
+    if (size > static_cast<uint64_t>(SIZE_MAX))
+      return make_error(Errc::out_of_memory, m.path_ + ": too large to copy into this process");
+    m.owned_ = std::malloc(static_cast<size_t>(size));
+    if (!m.owned_)
+      return make_error(Errc::out_of_memory, strf("%s: cannot allocate %s to copy it", m.path_.c_str(),
+                                                 human_bytes(size).c_str()));
+    std::memcpy(m.owned_, data, static_cast<size_t>(size));
+    m.data_ = static_cast<const uint8_t*>(m.owned_);
+    m.size_ = size;
+    return m;
+  }
   bool owned() const { return owned_ != nullptr; }
+  bool borrowed() const { return borrowed_; }
 
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
@@ -992,6 +1436,7 @@ class MappedFile {
     std::swap(size_, o.size_);
     std::swap(path_, o.path_);
     std::swap(owned_, o.owned_);
+    std::swap(borrowed_, o.borrowed_);
 #if defined(_WIN32)
     std::swap(mapping_, o.mapping_);
 #endif
@@ -1009,6 +1454,7 @@ class MappedFile {
   uint64_t size_ = 0;
   std::string path_;
   void* owned_ = nullptr;
+  bool borrowed_ = false;
 #if defined(_WIN32)
   HANDLE mapping_ = nullptr;
 #endif
@@ -1089,6 +1535,12 @@ inline Result<MappedFile> MappedFile::open(const std::string& path) {
 
 inline void MappedFile::close() {
   if (free_owned()) return;
+  if (borrowed_) {  // the caller's memory
+    data_ = nullptr;
+    size_ = 0;
+    borrowed_ = false;
+    return;
+  }
   if (data_) UnmapViewOfFile(data_);
   if (mapping_) CloseHandle(mapping_);
   data_ = nullptr;
@@ -1244,6 +1696,12 @@ inline Result<MappedFile> MappedFile::open(const std::string& path) {
 
 inline void MappedFile::close() {
   if (free_owned()) return;
+  if (borrowed_) {  // the caller's memory
+    data_ = nullptr;
+    size_ = 0;
+    borrowed_ = false;
+    return;
+  }
   if (data_) munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
   data_ = nullptr;
   size_ = 0;
@@ -1251,7 +1709,7 @@ inline void MappedFile::close() {
 
 inline void MappedFile::release(uint64_t offset, uint64_t bytes) const {
   long page = sysconf(_SC_PAGESIZE);
-  if (page <= 0 || !data_ || owned_ || offset >= size_) return;
+  if (page <= 0 || !data_ || owned_ || borrowed_ || offset >= size_) return;  // only our own mapping
   uint64_t p = static_cast<uint64_t>(page);
   uint64_t begin = (offset + p - 1) / p * p;
   uint64_t end = std::min(offset + bytes, size_) / p * p;
@@ -3641,6 +4099,36 @@ inline Result<std::shared_ptr<ModelDesc>> load_description(const std::string& pa
   return m;
 }
 
+// A GGUF image in the caller's memory (Model::load_from_memory): the same checks as a file; used
+// in place (borrowed), or copied into owned memory with `copy`.
+inline Result<std::shared_ptr<ModelDesc>> load_description_from_memory(std::span<const uint8_t> data,
+                                                                       const std::string& name, bool copy = false) {
+  if (!data.data() && !data.empty()) return make_error(Errc::invalid_argument, name + ": no memory given");
+  if (data.size() < 4 || std::memcmp(data.data(), "GGUF", 4) != 0)
+    return make_error(Errc::bad_format,
+                      name + ": not a GGUF image (a model in memory must be one GGUF file; safetensors need their "
+                             "directory: load them from files)");
+  // Tensors sit at multiples of the file's alignment (32 by default) from its start: a mapping
+  // starts on a page, and the kernels need at least the 16 bytes malloc gives (read_into_memory).
+  if (!copy && reinterpret_cast<uintptr_t>(data.data()) % 16 != 0)
+    return make_error(Errc::invalid_argument,
+                      strf("%s: the image starts at an address that is not a multiple of 16 (a mapping starts on a "
+                           "page): align it, or set LoadOptions::read_into_memory to copy it",
+                           name.c_str()));
+  std::shared_ptr<MappedFile> f;
+  if (copy) {
+    auto c = MappedFile::copy(data.data(), data.size(), name);
+    if (!c) return c.error();
+    f = std::make_shared<MappedFile>(std::move(*c));
+  } else {
+    f = std::make_shared<MappedFile>(MappedFile::borrow(data.data(), data.size(), name));
+  }
+  auto m = gguf_description(f->data(), f->size(), name);
+  if (!m) return m.error();
+  (*m)->files.push_back(std::move(f));
+  return m;
+}
+
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer
@@ -4188,11 +4676,27 @@ inline float f16_scale(const uint8_t* p) {
 
 // ---- x86 helpers ----
 #if defined(LLMI_SIMD_AVX2)
+// v, hidden from the optimizer: a product passed through it is never fused into a following
+// add (llama.cpp's build does not fuse the sums of its dot products' remainders).
+inline float unfused(float v) {
+#if defined(__GNUC__)
+  __asm__("" : "+x"(v));
+#endif
+  return v;
+}
 inline float hsum_ps256(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+// GGML_F32x8_REDUCE's last step (llama.cpp's AVX2 ggml_vec_dot_f32/_f16): the two halves added,
+// then (t0 + t1) + (t2 + t3) by two horizontal adds (hsum_ps256 adds (t0 + t2) + (t1 + t3), the
+// order of its sgemm, Q8_0 and softmax sums).
+inline float reduce8_hadd(__m256 v) {
+  __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  t = _mm_hadd_ps(t, t);
+  return _mm_cvtss_f32(_mm_hadd_ps(t, t));
 }
 inline float hmax_ps256(__m256 v) {
   __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -4231,14 +4735,6 @@ inline __m256i q5_high_bits(uint32_t qh) {
 #endif
 
 #if defined(LLMI_SIMD_AVX512)
-// v, hidden from the optimizer: a product passed through it is never fused into a following
-// add (llama.cpp's build does not fuse the sums of its dot products' remainders).
-inline float unfused(float v) {
-#if defined(__GNUC__)
-  __asm__("" : "+x"(v));
-#endif
-  return v;
-}
 // Sum of 16 lanes as a fixed tree (upper half + lower half, twice, then (0+2) + (1+3)): the
 // order GCC's _mm512_reduce_add_ps has, written out so that it does not depend on the compiler.
 inline float reduce16_ps(__m512 v) {
@@ -4886,17 +5382,43 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
   for (; i + 16 <= n; i += 16) acc[0] = _mm512_fmadd_ps(load(i), _mm512_loadu_ps(x + i), acc[0]);
   float r = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
 #elif defined(LLMI_SIMD_AVX2)
+  // llama.cpp's order in its AVX2 build (the activations already rounded to f16 / bf16 for those
+  // weights), so that the result is its bits. Several tokens, n a multiple of 8: llamafile's sgemm,
+  // one chain of 8 lanes then hsum_ps256. Otherwise ggml_vec_dot_f32 / _f16 / _bf16: 4 x 8 lanes
+  // over chunks of 32, folded (0+2) + (1+3) (bf16: the same fold, then hsum_ps256 instead of
+  // reduce8_hadd), then the rest one product at a time (f16 and bf16: summed in double). A bf16
+  // product of bf16 activations is exact, so ggml's multiply-then-add is our FMA.
   auto load = [&](int64_t i) {
     if constexpr (T == DType::f32) return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i);
     else if constexpr (T == DType::f16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
     else return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i))), 16));
   };
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    for (int k = 0; k < 4; k++) acc[k] = _mm256_fmadd_ps(load(i + 8 * k), _mm256_loadu_ps(x + i + 8 * k), acc[k]);
-  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load(i), _mm256_loadu_ps(x + i), acc[0]);
-  float r = hsum_ps256(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  if (sgemm && n % 8 == 0) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(load(i), _mm256_loadu_ps(x + i), acc);
+    return hsum_ps256(acc);
+  }
+  const int64_t np = n & ~int64_t(31);
+  float red = 0;
+  if (np > 0) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < np; i += 32)
+      for (int k = 0; k < 4; k++) acc[k] = _mm256_fmadd_ps(load(i + 8 * k), _mm256_loadu_ps(x + i + 8 * k), acc[k]);
+    const __m256 folded = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
+    red = T == DType::bf16 ? hsum_ps256(folded) : reduce8_hadd(folded);
+  }
+  if constexpr (T == DType::f32) {
+    const float* wf = reinterpret_cast<const float*>(w);
+    for (int64_t i = np; i < n; i++) red += unfused(wf[i] * x[i]);
+    return red;
+  } else {
+    double r = red;
+    for (int64_t i = np; i < n; i++) {
+      const float wv = T == DType::f16 ? fp16_to_f32(rd_u16(w + 2 * i)) : bf16_to_f32(rd_u16(w + 2 * i));
+      r += static_cast<double>(wv * x[i]);
+    }
+    return static_cast<float>(r);
+  }
 #elif defined(LLMI_SIMD_NEON)
   auto load = [&](int64_t i) {
     if constexpr (T == DType::f32) return vld1q_f32(reinterpret_cast<const float*>(w) + i);
@@ -4913,6 +5435,7 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
   float r = 0;
   int64_t i = 0;
 #endif
+#if !defined(LLMI_SIMD_AVX2) || defined(LLMI_SIMD_AVX512)  // (the AVX2 body has returned)
   // remaining elements (and the whole row on the scalar path), as the reference does
   if (i < n) {
     if constexpr (T == DType::f32) r += ref::vec_dot_f32(w + 4 * i, x + i, n - i);
@@ -4920,6 +5443,7 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
     else r += ref::vec_dot_bf16(w + 2 * i, x + i, n - i);
   }
   return r;
+#endif
 }
 
 // MLX affine row `row` times f32 x: per group, scale * sum(q * x) + bias * sum(x) (xs: group sums).
@@ -5380,7 +5904,8 @@ inline const float* gelu_tanh_table() {
 // The forward pass (43_forward) walks the KV ring and calls these on contiguous runs of cells
 // ([cells][hd], f16 or f32). SIMD bodies follow the scalar ones: dot products summed in lanes,
 // exp by a polynomial (within 2 ulp of expf), softmax sums in double as ggml. With an f32 cache
-// the AVX-512 build follows llama.cpp's float order exactly (end of the file).
+// the AVX-512 and the AVX2 builds follow the float order of llama.cpp's build for the same
+// instruction set exactly (its ggml_vec_dot_f32, llamafile sgemm, expf and softmax).
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
@@ -5419,22 +5944,33 @@ inline __m512 exp16(__m512 x) {
 inline __m256 load8_kv(const uint8_t* p, bool f16) {
   return f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))) : _mm256_loadu_ps(reinterpret_cast<const float*>(p));
 }
-// e^x for 8 lanes (Cephes-style polynomial, within 2 ulp of expf).
+// e^x for 8 lanes, the same float operations as ggml's AVX2 expf (llama.cpp's AVX2 softmax and
+// SiLU): n = round(x / ln 2) by the 1.5 * 2^23 trick, b = x - n ln 2 in two parts, j = a
+// degree-5 polynomial in b without its constant term, e^x = k + k j with k = 2^n built from the
+// exponent bits; |n| > 126 scales in two steps, |n| > 192 gives 0 or infinity. Within about
+// 1.5 ulp of expf.
 inline __m256 exp8(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  // 2^n through the exponent bits (n >= -126 after the clamp)
-  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+  const __m256 shift = _mm256_set1_ps(0x1.8p23f);
+  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift);
+  const __m256 n = _mm256_sub_ps(z, shift);
+  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+  const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+  const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1.0f))));
+  const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+  const __m256 big = _mm256_cmp_ps(an, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
+  const __m256 u = _mm256_mul_ps(b, b);
+  const __m256 j = _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                                                   _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+                                   u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+  if (!_mm256_movemask_ps(big)) return _mm256_fmadd_ps(j, k, k);
+  // 2^n = s1 * s2 with both factors representable; beyond 192 the square of s1 is 0 or infinity
+  const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+                                     _mm256_set1_epi32(static_cast<int>(0x82000000u)));
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+  const __m256 huge = _mm256_cmp_ps(an, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+  const __m256 scaled = _mm256_blendv_ps(_mm256_fmadd_ps(k, j, k), _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1), big);
+  return _mm256_blendv_ps(scaled, _mm256_mul_ps(s1, s1), huge);
 }
 #endif
 
@@ -5467,7 +6003,11 @@ inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, 
     out[j] = scale * _mm512_reduce_add_ps(acc);
   }
 #elif defined(LLMI_SIMD_AVX2)
-  const size_t es = f16 ? 2 : 4;
+  if (!f16) {  // llama.cpp's order: ggml_vec_dot_f32 (dot_float), then the scale
+    for (int j = 0; j < n; j++) out[j] = scale * dot_float<DType::f32>(k + size_t(j) * stride, q, hd);
+    return;
+  }
+  const size_t es = 2;
   for (int j = 0; j < n; j++) {
     const uint8_t* c = k + size_t(j) * stride;
     __m256 acc = _mm256_setzero_ps();
@@ -5501,8 +6041,9 @@ inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, 
 }
 
 // s[j] = exp(s[j] - max) for j < n; returns the sum (accumulated in double). `phase` is the
-// position of s[0] modulo 16: the AVX-512 body works in chunks of 16 aligned to positions, as
-// llama.cpp's softmax over cache cells, summing each chunk in float before adding it in double.
+// position of s[0] modulo 16: the AVX-512 (AVX2) body works in chunks of 16 (8) aligned to
+// positions, as llama.cpp's softmax over cache cells, summing each chunk in float before adding it
+// in double.
 inline double attn_exp(float* s, int n, float max, [[maybe_unused]] int phase = 0) {
   double sum = 0;
   int j = 0;
@@ -5528,17 +6069,29 @@ inline double attn_exp(float* s, int n, float max, [[maybe_unused]] int phase = 
   }
   j = n;
 #elif defined(LLMI_SIMD_AVX2)
-  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  // llama.cpp's AVX2 softmax: chunks of 8 aligned to positions, each summed in float (hsum_ps256)
+  // before it is added in double
   const __m256 m = _mm256_set1_ps(max);
-  for (; j + 8 <= n; j += 8) {
-    __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
-    _mm256_storeu_ps(s + j, e);
-    a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-    a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  for (int c = -(phase & 7); c < n; c += 8) {
+    if (c >= 0 && c + 8 <= n) {
+      __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + c), m));
+      _mm256_storeu_ps(s + c, e);
+      sum += static_cast<double>(hsum_ps256(e));
+      continue;
+    }
+    // a partial chunk: the lanes outside 0..n-1 count as 0 (masked cells)
+    const int from = std::max(c, 0), to = std::min(c + 8, n);
+    alignas(32) float t[8];
+    for (int i = 0; i < 8; i++) t[i] = max;
+    for (int i = from; i < to; i++) t[i - c] = s[i];
+    __m256 e = exp8(_mm256_sub_ps(_mm256_load_ps(t), m));
+    _mm256_store_ps(t, e);
+    for (int i = 0; i < 8; i++)
+      if (i + c < from || i + c >= to) t[i] = 0.0f;
+    for (int i = from; i < to; i++) s[i] = t[i - c];
+    sum += static_cast<double>(hsum_ps256(_mm256_load_ps(t)));
   }
-  __m256d t = _mm256_add_pd(a0, a1);
-  __m128d t2 = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
-  sum = _mm_cvtsd_f64(_mm_add_sd(t2, _mm_unpackhi_pd(t2, t2)));
+  j = n;
 #endif
   for (; j < n; j++) {
     float e = std::exp(s[j] - max);
@@ -5658,6 +6211,42 @@ inline void attn_weighted_sum_ggml(const float* w, const uint8_t* v0, size_t str
 }
 #endif
 
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+// ---- llama.cpp's order (f32 cache, AVX2) ----
+// As attn_weighted_sum_ggml with llama.cpp's AVX2 build: `lanes` partial sums by position, 8
+// (several tokens: sgemm's 8 lanes, then hsum_ps256's tree) or 32 (one token: ggml_vec_dot_f32's
+// 4 x 8, folded (0+16) + (8+24), then reduce8_hadd's tree). acc holds lanes x round_up(hd, 8).
+inline void attn_weighted_sum_ggml8(const float* w, const uint8_t* v0, size_t stride, int slots, int lo, int pos, int hd,
+                                    int lanes, float* acc, float* out) {
+  auto vrow = [&](int j) { return reinterpret_cast<const float*>(v0 + size_t(j % slots) * stride); };
+  const int hs = (hd + 7) & ~7;
+  std::fill(acc, acc + size_t(lanes) * size_t(hs), 0.0f);
+  auto mask_for = [&](int e) {  // the lanes e..e+7 that are < hd
+    alignas(32) int32_t m[8];
+    for (int i = 0; i < 8; i++) m[i] = e + i < hd ? -1 : 0;
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
+  };
+  const __m256i tail = mask_for(hd & ~7);
+  for (int j = lo; j <= pos; j++) {
+    float* a = acc + size_t(j % lanes) * size_t(hs);
+    const float* v = vrow(j);
+    const __m256 wj = _mm256_set1_ps(w[j - lo]);
+    int e = 0;
+    for (; e + 8 <= hd; e += 8) _mm256_storeu_ps(a + e, _mm256_fmadd_ps(_mm256_loadu_ps(v + e), wj, _mm256_loadu_ps(a + e)));
+    if (e < hd) _mm256_storeu_ps(a + e, _mm256_fmadd_ps(_mm256_maskload_ps(v + e, tail), wj, _mm256_loadu_ps(a + e)));
+  }
+  for (int e = 0; e < hs; e += 8) {
+    auto at = [&](int l) { return _mm256_loadu_ps(acc + size_t(l) * size_t(hs) + e); };
+    __m256 x[8];
+    for (int l = 0; l < 8; l++) x[l] = lanes == 32 ? _mm256_add_ps(_mm256_add_ps(at(l), at(16 + l)), _mm256_add_ps(at(8 + l), at(24 + l))) : at(l);
+    for (int l = 0; l < 4; l++) x[l] = _mm256_add_ps(x[l], x[l + 4]);
+    const __m256 r = lanes == 32 ? _mm256_add_ps(_mm256_add_ps(x[0], x[1]), _mm256_add_ps(x[2], x[3]))
+                                 : _mm256_add_ps(_mm256_add_ps(x[0], x[2]), _mm256_add_ps(x[1], x[3]));
+    if (e + 8 <= hd) _mm256_storeu_ps(out + e, r);
+    else _mm256_maskstore_ps(out + e, tail, r);
+  }
+}
+#endif
 
 // The values step of one (token, head): out[e] = sum over positions j = lo..pos of w[j - lo] *
 // V(j)[e], where V(j) is the row at v0 + (j % slots) * stride (the KV ring: at most two runs of
@@ -5665,9 +6254,15 @@ inline void attn_weighted_sum_ggml(const float* w, const uint8_t* v0, size_t str
 // several: the token is one of several evaluated together (llama.cpp's order differs then).
 inline void attn_values(const float* w, const uint8_t* v0, size_t stride, int slots, int lo, int pos, int hd, bool f16,
                         [[maybe_unused]] bool several, float* part, float* out) {
+// (llama.cpp's sgemm takes the several tokens only when hd, its row count, is a multiple of 4.)
 #if defined(LLMI_SIMD_AVX512)
   if (!f16) {  // llama.cpp's order (several tokens: 16 lanes; one token: 64)
-    attn_weighted_sum_ggml(w, v0, stride, slots, lo, pos, hd, several ? 16 : 64, part, out);
+    attn_weighted_sum_ggml(w, v0, stride, slots, lo, pos, hd, several && hd % 4 == 0 ? 16 : 64, part, out);
+    return;
+  }
+#elif defined(LLMI_SIMD_AVX2)
+  if (!f16) {  // llama.cpp's order (several tokens: 8 lanes; one token: 32)
+    attn_weighted_sum_ggml8(w, v0, stride, slots, lo, pos, hd, several && hd % 4 == 0 ? 8 : 32, part, out);
     return;
   }
 #endif
@@ -5683,8 +6278,8 @@ inline void attn_values(const float* w, const uint8_t* v0, size_t stride, int sl
 }
 
 // ==== Activation kernels (rows of f32) ====
-// y = silu(x) over a row; AVX-512: chunks of 16 with exp16, the rest with expf, as llama.cpp's
-// AVX-512 build (its bits).
+// y = silu(x) over a row; AVX-512 (AVX2): chunks of 16 (8) with exp16 (exp8), the rest with expf,
+// as llama.cpp's build for that instruction set (its bits).
 inline void silu_row(const float* x, float* y, int n) {
   int k = 0;
 #if defined(LLMI_SIMD_AVX512)
@@ -5692,6 +6287,12 @@ inline void silu_row(const float* x, float* y, int n) {
     const __m512 v = _mm512_loadu_ps(x + k);
     const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), v));
     _mm512_storeu_ps(y + k, _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
+  }
+#elif defined(LLMI_SIMD_AVX2)
+  for (; k + 8 <= n; k += 8) {
+    const __m256 v = _mm256_loadu_ps(x + k);
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
+    _mm256_storeu_ps(y + k, _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
   }
 #endif
   for (; k < n; k++) y[k] = silu_f32(x[k]);
@@ -5748,15 +6349,19 @@ LLMI_KNS_BEGIN
 // ---- matrix-vector products (few tokens) ----
 
 // The dot product of row r with token t, for one weight type (the switch is outside the loops).
+// each: every token is a product of its own (matmul_each): float dot products take the order of a
+// single token.
 template <class F>
-inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body) {
+inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body, bool each = false) {
   const uint64_t rb = weight_row_bytes(w);
   const int64_t n = w.ne[0];
   const uint8_t* base = w.data;
   auto q8 = [&](auto dot, ActForm f) {
     body([&, dot, f](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.row(f, t), n); });
   };
-  const bool sgemm = in.n_tokens() >= 2, bfx = in.bf16_exact();
+  // llama.cpp's float order differs where its sgemm takes the product: several tokens and a row
+  // count that is a multiple of 4 (dot_float checks the row length)
+  const bool sgemm = !each && in.n_tokens() >= 2 && w.rows() % 4 == 0, bfx = in.bf16_exact();
   auto fl = [&](auto dot) {
     body([&, dot](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.x() + t * n, n, sgemm, bfx); });
   };
@@ -5796,6 +6401,220 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       }
     });
   });
+}
+
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+// ---- several tokens per weight row (AVX2) ----
+// Without AVX-512 the matrix-matrix product is a row-major sweep: a task takes a chunk of rows and
+// a block of tokens; each weight row, decoded once per group of kTG tokens, is multiplied with
+// every token of the group while it sits in L1, and the block's activations stay in L2. Every
+// (row, token) sum takes exactly the float operations of the row's dot product (dot_q8_0,
+// dot_q4_q5_0, dot_q4_k, dot_q6_k: llama.cpp's AVX2 order), so the result is the bits of gemv
+// and of llama.cpp's AVX2 build; only the integer work and the loads are shared.
+constexpr int kTG = 4;     // tokens per weight-row decode
+constexpr int64_t kTBlock = 64;  // tokens per task (their activations stay in L2)
+
+// out[t] = dot_q8_0(w, a[t], n), t < NT.
+template <int NT>
+inline void dotn_q8_0(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
+  constexpr int64_t bs = sizeof(ref::BlockQ8_0);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 32; b++) {
+    const uint8_t* p = w + b * bs;
+    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+    const __m256i aw = _mm256_sign_epi8(wq, wq);
+    const float d = f16_scale(p);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+      const __m256i av = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].q + 32 * b)), wq);
+      const __m256i dv = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, av), _mm256_set1_epi16(1));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
+}
+
+// out[t] = dot_q4_0 / dot_q5_0(w, a[t], n), t < NT.
+template <int NT, bool kQ5>
+inline void dotn_q4_q5_0(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
+  constexpr int64_t bs = kQ5 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockQ4_0);
+  constexpr int qs_off = kQ5 ? 6 : 2, offset = kQ5 ? 16 : 8;
+  __m256 acc[NT];
+  for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 32; b++) {
+    const uint8_t* p = w + b * bs;
+    __m256i v = q4_block_values(p + qs_off);
+    if constexpr (kQ5) v = _mm256_or_si256(v, q5_high_bits(rd_u32(p + 2)));
+    v = _mm256_sub_epi8(v, _mm256_set1_epi8(offset));
+    const __m256i av = _mm256_sign_epi8(v, v);
+    const float d = f16_scale(p);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+      const __m256i x = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].q + 32 * b)), v);
+      const __m256i dv = _mm256_madd_epi16(_mm256_maddubs_epi16(av, x), _mm256_set1_epi16(1));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
+}
+
+// out[t] = dot_q4_k(w, a[t], n), t < NT.
+template <int NT>
+inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
+  constexpr int64_t bs = sizeof(ref::BlockQ4_K);
+  const __m256i m4 = _mm256_set1_epi8(15);
+  __m256 acc[NT], accm[NT];
+  for (int t = 0; t < NT; t++) acc[t] = accm[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / ref::kQK_K; b++) {
+    const uint8_t* p = w + b * bs;
+    uint64_t sc8, m8;
+    q4k_unpack_scales(p + 4, &sc8, &m8);
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8)));
+    const __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    __m256i isum[NT];
+    for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * c));
+      const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      const __m256i s_lo = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c)) & 0xFF));
+      const __m256i s_hi = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c + 8)) & 0xFF));
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; t++) {
+        const int8_t* q8 = a[t].q + ref::kQK_K * b + 64 * c;
+        const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8)));
+        const __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32)));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
+      }
+    }
+    const float d = f16_scale(p), dmin = f16_scale(p + 2);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+      const __m256i mins = _mm256_madd_epi16(mdup, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
+      const float dx = a[t].d[b];
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * dx), acc[t]);
+      accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(dmin * dx), accm[t]);
+    }
+  }
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]) - hsum_ps256(accm[t]);
+}
+
+// out[t] = dot_q6_k(w, a[t], n), t < NT.
+template <int NT>
+inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
+  constexpr int64_t bs = sizeof(ref::BlockQ6_K);
+  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / ref::kQK_K; b++) {
+    const uint8_t* p = w + b * bs;
+    const int8_t* scs = reinterpret_cast<const int8_t*>(p + 192);
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scs)));
+    __m256i isum[NT];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+      const __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
+      isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+    }
+    for (int h = 0; h < 2; h++) {
+      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h));
+      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
+      const __m256i v[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+      };
+      for (int k = 0; k < 4; k++) {
+        const int j = 8 * h + 2 * k;  // sub-blocks j, j + 1
+        const __m256i s = _mm256_set_m128i(_mm_set1_epi16(scs[j + 1]), _mm_set1_epi16(scs[j]));
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+          const __m256i pr = _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].q + ref::kQK_K * b + 128 * h + 32 * k)));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, s));
+        }
+      }
+    }
+    const float d = f16_scale(p + 208);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
+  }
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
+}
+
+inline bool gemm_supported(DType t) {
+  switch (t) {
+    case DType::q4_0: case DType::q5_0: case DType::q8_0: case DType::q4_K: case DType::q6_K: return true;
+    default: return false;
+  }
+}
+
+// Y = X W^T for T >= 2 tokens and a quantized W, row by row over token groups (see above).
+inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
+  const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
+  const ActForm f = act_form(w.type);
+  // tasks: chunks of rows (as gemv: long runs stream faster) times blocks of tokens
+  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
+  chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
+  const int64_t n_rt = (rows + chunk - 1) / chunk, n_tb = (T + kTBlock - 1) / kTBlock;
+  auto run = [&](auto dotn, auto dot1) {
+    pool.parallel_for(static_cast<int>(n_rt * n_tb), [&](int task, int) {
+      const int64_t r0 = (task / n_tb) * chunk, r1 = std::min(rows, r0 + chunk);
+      const int64_t t0 = (task % n_tb) * kTBlock, t1 = std::min(T, t0 + kTBlock);
+      for (int64_t r = r0; r < r1; r++) {
+        const uint8_t* wr = w.data + static_cast<uint64_t>(r) * rb;
+        int64_t t = t0;
+        for (; t + kTG <= t1; t += kTG) {
+          ActQ8 a[kTG];
+          float out[kTG];
+          for (int u = 0; u < kTG; u++) a[u] = in.row(f, t + u);
+          dotn(wr, a, K, out);
+          for (int u = 0; u < kTG; u++) y[(t + u) * ldy + r] = out[u];
+        }
+        for (; t < t1; t++) y[t * ldy + r] = dot1(wr, in.row(f, t), K);
+      }
+    });
+  };
+  switch (w.type) {
+    case DType::q8_0: run(dotn_q8_0<kTG>, dot_q8_0); break;
+    case DType::q4_0: run(dotn_q4_q5_0<kTG, false>, dot_q4_0); break;
+    case DType::q5_0: run(dotn_q4_q5_0<kTG, true>, dot_q5_0); break;
+    case DType::q4_K: run(dotn_q4_k<kTG>, dot_q4_k); break;
+    case DType::q6_K: run(dotn_q6_k<kTG>, dot_q6_k); break;
+    default: LLMI_ASSERT(!"gemm_rows: weight type without a multi-token kernel"); break;
+  }
+}
+#endif  // LLMI_SIMD_AVX2 && !LLMI_SIMD_AVX512
+
+// Tokens that are each a product of their own (one token of each of several sequences, batched
+// decoding): y[t][r] has the bits a matmul of token t alone gives (the dot product of a single
+// token, never the tiled or float-sgemm order), but a task takes each weight row once for all the
+// tokens (row outer, tokens inner), so the weights stream from memory once per step instead of
+// once per sequence.
+inline void gemv_each(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  const int64_t rows = w.rows(), T = in.n_tokens();
+  const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
+  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
+  chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
+  const int n_tasks = static_cast<int>((rows + chunk - 1) / chunk);
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  if (T > 1 && gemm_supported(w.type)) {  // (its (row, token) sums are the one-token dot products)
+    gemm_rows(w, in, y, ldy, pool);
+    return;
+  }
+#endif
+  for_weight_type(
+      w, in,
+      [&](auto dot) {
+        pool.parallel_for(n_tasks, [&](int task, int) {
+          const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
+          for (int64_t r = r0; r < r1; r++)
+            for (int64_t t = 0; t < T; t++) y[t * ldy + r] = dot(r, t);
+        });
+      },
+      true);
 }
 
 // ---- blocked matrix-matrix product (AVX-512) ----
@@ -6344,12 +7163,18 @@ inline bool matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, 
 #if defined(LLMI_SIMD_AVX512)
   // f32 / f16 rows that are not a multiple of 16 long (bf16 with vdpbf16ps: 32): llama.cpp's order
   // is its vector dot product (dot_float) there, not the tiled one of the matrix kernel
-  bool odd_float = (w.type == DType::f32 || w.type == DType::f16) && w.ne[0] % 16 != 0;
+  // (and rows that are not a multiple of 4, which its sgemm refuses)
+  bool odd_float = (w.type == DType::f32 || w.type == DType::f16) && (w.ne[0] % 16 != 0 || w.rows() % 4 != 0);
 #if defined(LLMI_SIMD_BF16)
-  odd_float = odd_float || (w.type == DType::bf16 && in.bf16_exact() && w.ne[0] % 32 != 0);
+  odd_float = odd_float || (w.type == DType::bf16 && in.bf16_exact() && (w.ne[0] % 32 != 0 || w.rows() % 4 != 0));
 #endif
   if (in.n_tokens() >= kGemmMinTokens && gemm_supported(w.type) && !odd_float) {
     return gemm(w, in, y, ldy, pool, scratch);
+  }
+#elif defined(LLMI_SIMD_AVX2)
+  if (in.n_tokens() >= 2 && gemm_supported(w.type)) {
+    gemm_rows(w, in, y, ldy, pool);
+    return true;
   }
 #endif
   gemv(w, in, y, ldy, pool);
@@ -6364,7 +7189,22 @@ inline bool matmul(const TensorView& w, const float* x, int64_t n_tokens, float*
   return matmul(w, scratch.in, y, ldy, pool, scratch);
 }
 
-// The two matmuls as table entries (26_kernels_end).
+// Y[t][r] = sum_k W[r][k] * X[t][k] with every token t computed as matmul(w, X[t], 1 token) would
+// (gemv_each). False when out of memory.
+inline bool matmul_each(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                        bool bf16_exact, MatmulScratch& scratch) {
+  MatmulInput& in = scratch.in;
+  in.reset(x, n_tokens, w.ne[0], bf16_exact);
+  LLMI_ASSERT(in.n() == w.ne[0]);
+  if (n_tokens <= 0 || w.rows() <= 0) return true;
+  ActForm f = act_form(w.type);
+  if (!in.prepare(f, pool, f == ActForm::q8_256 ? &quantize_q8_256 : &quantize_q8_32)) return false;
+  if ((w.type == DType::mlx_q4 || w.type == DType::mlx_q8) && !in.prepare_mlx(w.group_size)) return false;
+  gemv_each(w, in, y, ldy, pool);
+  return true;
+}
+
+// The matmuls as table entries (26_kernels_end).
 inline bool matmul_in(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
   return matmul(w, in, y, ldy, pool, scratch);
 }
@@ -6403,6 +7243,8 @@ LLMI_KNS_END
   X(bool, matmul_in, (const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& s), \
     (w, in, y, ldy, pool, s))                                                                                        \
   X(bool, matmul_x, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, \
+    bool bf16_exact, MatmulScratch& s), (w, x, n_tokens, y, ldy, pool, bf16_exact, s))                               \
+  X(bool, matmul_each, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, \
     bool bf16_exact, MatmulScratch& s), (w, x, n_tokens, y, ldy, pool, bf16_exact, s))                               \
   X(void, attn_scores, (const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale, float* out), \
     (q, k, stride, n, hd, f16, scale, out))                                                                          \
@@ -17462,6 +18304,11 @@ struct KvLayerSpec {
   int k_rope = -1;   // rope applied to the keys (to re-rotate them when the context slides); -1: none
 };
 
+// One range of cached positions that moves down: [src, src + len) -> [dst, dst + len).
+struct KvMove {
+  int src = 0, dst = 0, len = 0;
+};
+
 struct KvLayer {
   KvLayerSpec spec;
   int slots = 0;        // cells; slot of position p = p % slots
@@ -17569,7 +18416,139 @@ class KvCache {
     for (auto& l : layers_) l.oldest = 0;
   }
 
+  // ---- shifting: positions move down, keys re-rotated (a context shift, or cache reuse) ----
+  // The new layout of `n_new` positions: positions below moves[0].dst stay where they are; each
+  // move takes [src, src + len) to [dst, dst + len) (dst < src), the moves in order and contiguous
+  // (moves[i + 1].dst == moves[i].dst + moves[i].len), the last ending at n_new. What the cache
+  // held past the sources is dropped. A key is rotated by its move's delta (dst - src) through
+  // `rerotate(k_rope, delta, heads, n_heads, hd_k)` (rope is linear in the position, so this equals
+  // rotating the unrotated key to its new position, up to rounding; values are copied).
+  using Rerotate = std::function<void(int k_rope, int delta, float* heads, int n_heads, int hd)>;
+
+  // New position q's source position (q itself below the first move).
+  static int shift_source(std::span<const KvMove> moves, int q) {
+    for (const auto& m : moves)
+      if (q >= m.dst && q < m.dst + m.len) return m.src + (q - m.dst);
+    return q;
+  }
+
+  // Whether every layer still holds the sources of what it must keep: all of [0, n_new) on a
+  // full layer; on a sliding-window ring only the window before n_new (older cells are gone).
+  bool can_shift(std::span<const KvMove> moves, int n_past, int n_new) const {
+    if (!valid_moves(moves, n_past, n_new)) return false;
+    for (const auto& l : layers_) {
+      for (int q = keep_from(l, n_new); q < n_new; q++) {
+        int src = shift_source(moves, q);
+        if (src < l.oldest || src >= n_past || src < n_past - l.slots) return false;
+      }
+    }
+    return true;
+  }
+
+  // Carries out a shift that can_shift() accepted (false, and nothing changed, otherwise).
+  bool shift(std::span<const KvMove> moves, int n_past, int n_new, const Rerotate& rerotate) {
+    if (!can_shift(moves, n_past, n_new)) return false;
+    std::vector<float> tmp;
+    for (auto& l : layers_) {
+      const KvLayerSpec& sp = l.spec;
+      const int lo = keep_from(l, n_new);
+      const size_t row_k = size_t(sp.n_kv) * sp.hd_k, row_v = size_t(sp.n_kv) * sp.hd_v;
+      // Gather every moved position's key and value (f32), then scatter: on a ring a destination
+      // slot may be the source slot of another position. Full layers (slot = position, moves
+      // downwards) go one move at a time to bound the scratch.
+      auto run = [&](int q0, int q1) {
+        // positions [q0, q1) of the new layout that move, as consecutive runs of one delta
+        std::vector<std::pair<int, int>> todo;  // (new position, source)
+        for (int q = q0; q < q1; q++) {
+          int src = shift_source(moves, q);
+          if (src != q) todo.emplace_back(q, src);
+        }
+        tmp.resize(todo.size() * (row_k + row_v));
+        for (size_t i = 0; i < todo.size(); i++) {
+          float* tk = tmp.data() + i * (row_k + row_v);
+          int slot = todo[i].second % l.slots;
+          for (int g = 0; g < sp.n_kv; g++) {
+            load(k_at(l, g, slot), tk + size_t(g) * sp.hd_k, sp.hd_k);
+            load(v_at(l, g, slot), tk + row_k + size_t(g) * sp.hd_v, sp.hd_v);
+          }
+          if (sp.k_rope >= 0 && rerotate) rerotate(sp.k_rope, todo[i].first - todo[i].second, tk, sp.n_kv, sp.hd_k);
+        }
+        for (size_t i = 0; i < todo.size(); i++) {
+          const float* tk = tmp.data() + i * (row_k + row_v);
+          int slot = todo[i].first % l.slots;
+          for (int g = 0; g < sp.n_kv; g++) {
+            store(k_at(l, g, slot), tk + size_t(g) * sp.hd_k, sp.hd_k);
+            store(v_at(l, g, slot), tk + row_k + size_t(g) * sp.hd_v, sp.hd_v);
+          }
+        }
+      };
+      if (l.slots >= n_ctx_) {
+        for (const auto& m : moves) {
+          for (int q = std::max(lo, m.dst); q < m.dst + m.len; q += 64) run(q, std::min(q + 64, m.dst + m.len));
+        }
+      } else {
+        run(lo, n_new);
+      }
+      l.oldest = l.slots >= n_ctx_ ? 0 : std::max(0, n_new - l.slots);
+      l.oldest = std::max(l.oldest, lo);
+    }
+    return true;
+  }
+
+  // ---- saving and restoring the cells of positions (Session::save / load) ----
+  // The positions of [0, n_past) layer `li` still holds (a ring holds only its last slots).
+  int held_from(int li, int n_past) const {
+    const KvLayer& l = layer(li);
+    return std::max({0, l.oldest, n_past - l.slots});
+  }
+  // Bytes of one position's keys and values in layer li.
+  uint64_t cell_bytes(int li) const {
+    const KvLayerSpec& sp = layer(li).spec;
+    return (uint64_t(sp.n_kv) * sp.hd_k + uint64_t(sp.n_kv) * sp.hd_v) * elem_;
+  }
+  // Appends position pos's keys then values (raw elements) to out.
+  void read_cell(int li, int pos, std::string& out) const {
+    const KvLayer& l = layer(li);
+    const int slot = pos % l.slots;
+    for (int g = 0; g < l.spec.n_kv; g++)
+      out.append(reinterpret_cast<const char*>(k_at(l, g, slot)), size_t(l.spec.hd_k) * elem_);
+    for (int g = 0; g < l.spec.n_kv; g++)
+      out.append(reinterpret_cast<const char*>(v_at(l, g, slot)), size_t(l.spec.hd_v) * elem_);
+  }
+  // The inverse of read_cell (src holds cell_bytes(li) bytes).
+  void write_cell(int li, int pos, const uint8_t* src) {
+    KvLayer& l = layer(li);
+    const int slot = pos % l.slots;
+    for (int g = 0; g < l.spec.n_kv; g++) {
+      std::memcpy(k_at(l, g, slot), src, size_t(l.spec.hd_k) * elem_);
+      src += size_t(l.spec.hd_k) * elem_;
+    }
+    for (int g = 0; g < l.spec.n_kv; g++) {
+      std::memcpy(v_at(l, g, slot), src, size_t(l.spec.hd_v) * elem_);
+      src += size_t(l.spec.hd_v) * elem_;
+    }
+  }
+  void set_oldest(int li, int oldest) { layer(li).oldest = oldest; }
+  int n_ctx() const { return n_ctx_; }
+
  private:
+  // First new position a layer must keep after a shift to n_new positions.
+  int keep_from(const KvLayer& l, int n_new) const {
+    if (l.slots >= n_ctx_) return 0;
+    return std::max(0, n_new - l.spec.window + 1);
+  }
+  static bool valid_moves(std::span<const KvMove> moves, int n_past, int n_new) {
+    if (n_new < 0 || n_new > n_past) return false;
+    if (moves.empty()) return true;
+    int next = moves[0].dst;
+    if (next < 0) return false;
+    for (const auto& m : moves) {
+      if (m.dst != next || m.len <= 0 || m.src <= m.dst || m.src > n_past - m.len) return false;
+      next = m.dst + m.len;
+    }
+    return next == n_new;
+  }
+
   KvType type_ = KvType::f16;
   const KernelTable* kern_ = nullptr;
   size_t elem_ = 2;
@@ -18423,6 +19402,8 @@ class ArchCompiler {
   std::string x_tensor_, logits_tensor_;  // the embedding and the output weight (messages)
 };
 
+class Batcher;  // 45_batch
+
 // ---- the engine: one per loaded model, immutable, shared by every session ----
 class Engine {
  public:
@@ -18489,6 +19470,10 @@ class Engine {
   Program prog_;
   std::unique_ptr<ThreadPool> pool_;
   const KernelTable* kern_ = nullptr;
+  // Evaluations of this engine's contexts from different threads share steps (45_batch).
+  friend class Batcher;
+  mutable std::once_flag batch_once_;
+  mutable std::shared_ptr<Batcher> batcher_;
 };
 
 enum class EvalStatus { ok, cancelled, context_full };
@@ -18531,6 +19516,58 @@ inline void rope_head(const RopeSpec& r, const float* cache, const float* in, fl
     for (int i = n; i < r.head_dim; i++) out[i] = in[i];
 }
 
+// layer_norm / layer_norm_heads of one row (s.off: the length normalised at a time, the row or a
+// head; one weight and bias for all heads, or one per head). As ggml's CPU build computes it: the
+// sum in double, the mean in float; the squares of the float differences added in float by groups
+// of the lanes of llama.cpp's variant for the same instruction set (16 with AVX-512, in the tree of
+// GCC's _mm512_reduce_add_ps; 8 otherwise, as its AVX2 variant), the groups and the rest in double.
+inline void layer_norm_row(const Step& s, const KernelTable& kern, const float* xrow, float* yrow) {
+  const int seg = s.off, wi = s.w_in;
+  const bool per_head = s.vec_len != seg;
+  const bool lanes16 = std::string_view(kern.name).substr(0, 6) == "avx512";
+  for (int h = 0; h < wi / seg; h++) {
+    const float* x = xrow + size_t(h) * seg;
+    float* y = yrow + size_t(h) * seg;
+    const float* w = s.vec + (per_head ? size_t(h) * seg : 0);
+    const float* b = s.vec2 ? s.vec2 + (per_head ? size_t(h) * seg : 0) : nullptr;
+    double sum = 0;
+    for (int k = 0; k < seg; k++) sum += double(x[k]);
+    const float mean = static_cast<float>(sum) / static_cast<float>(seg);
+    double var = 0;
+    int k0 = 0;
+    float q[16];
+    if (lanes16) {
+      for (; k0 + 15 < seg; k0 += 16) {
+        for (int j = 0; j < 16; j++) {
+          const float dv = x[k0 + j] - mean;
+          q[j] = dv * dv;
+        }
+        float t3[8], t6[4];
+        for (int j = 0; j < 8; j++) t3[j] = q[8 + j] + q[j];
+        for (int j = 0; j < 4; j++) t6[j] = t3[4 + j] + t3[j];
+        var += double((t6[0] + t6[2]) + (t6[1] + t6[3]));
+      }
+    } else {
+      for (; k0 + 7 < seg; k0 += 8) {
+        for (int j = 0; j < 8; j++) {
+          const float dv = x[k0 + j] - mean;
+          q[j] = dv * dv;
+        }
+        var += double(((q[0] + q[4]) + (q[2] + q[6])) + ((q[1] + q[5]) + (q[3] + q[7])));
+      }
+    }
+    for (; k0 < seg; k0++) {
+      const float dv = x[k0] - mean;
+      var += double(dv * dv);
+    }
+    const float sc = 1.0f / std::sqrt(static_cast<float>(var / seg) + s.f);
+    for (int k = 0; k < seg; k++) {
+      const float v = ((x[k] - mean) * sc) * w[k];
+      y[k] = b ? v + b[k] : v;
+    }
+  }
+}
+
 // ---- a context: one session's KV cache and scratch ----
 class Context {
  public:
@@ -18570,12 +19607,11 @@ class Context {
     if (auto r = c.kv_.init(p.kv, c.n_ctx_, c.ubatch_, o.kv_type, c.kern_); !r) return r.error();
     c.slide_ = o.context_policy == ContextPolicy::slide;
     c.keep_ = std::max(0, o.keep);
+    c.wmax_ = 1;  // sliding keeps `keep` tokens, and ring layers must still hold their window afterwards
+    for (int l = 0; l < c.kv_.n_layers(); l++)
+      if (c.kv_.layer(l).wraps(c.n_ctx_)) c.wmax_ = std::max(c.wmax_, c.kv_.layer(l).spec.window);
     if (c.slide_) {
-      // Sliding keeps `keep` tokens, and ring layers must still hold their window afterwards.
-      int wmax = 1;
-      for (int l = 0; l < c.kv_.n_layers(); l++)
-        if (c.kv_.layer(l).wraps(c.n_ctx_)) wmax = std::max(wmax, c.kv_.layer(l).spec.window);
-      c.slide_chunk_ = std::min(c.ubatch_, c.n_ctx_ - c.keep_ - wmax + 1);
+      c.slide_chunk_ = std::min(c.ubatch_, c.n_ctx_ - c.keep_ - c.wmax_ + 1);
       if (c.slide_chunk_ < 1)
         return make_error(Errc::invalid_argument, strf("a context of %d tokens is too small to slide while keeping %d tokens",
                                                        c.n_ctx_, c.keep_));
@@ -18647,7 +19683,7 @@ class Context {
       if (n_past_ + chunk > n_ctx_) slide(n_past_ + chunk - n_ctx_);
       bool final_chunk = done + chunk == n;
       float* out = all_logits ? logits.data() + size_t(done) * p.n_vocab : (final_chunk ? logits.data() : nullptr);
-      auto st = run_chunk(tokens.data() + done, chunk, out, all_logits, cancel);
+      auto st = run_chunk_shared(tokens.data() + done, chunk, out, all_logits, cancel);
       if (!st) return st.error();
       if (*st != EvalStatus::ok) return *st;
       tokens_.insert(tokens_.end(), tokens.begin() + done, tokens.begin() + done + chunk);
@@ -18684,6 +19720,12 @@ class Context {
   static constexpr int kUbatch = 256;  // tokens per prefill batch (bounds the scratch)
 
   Context() = default;
+
+  // run_chunk, in a step shared with the other contexts of the engine that evaluate at the same
+  // time (continuous batching; 45_batch).
+  Result<EvalStatus> run_chunk_shared(const int32_t* toks, int n, float* out_logits, bool all_logits,
+                                      const std::function<bool()>& cancel);
+  friend class Batcher;
 
   float* reg(int r) const { return reg_ptr_[static_cast<size_t>(r)]; }
 
@@ -18832,43 +19874,9 @@ class Context {
           for (int t = 0; t < rows; t++) std::memcpy(d + size_t(t) * wo, a + size_t(t) * wi + s.off, size_t(wo) * 4);
           break;
         case OpCode::layer_norm:
-        case OpCode::layer_norm_heads: {
-          const int seg = s.off;
-          const bool per_head = s.vec_len != seg;  // one weight (and bias) per head
-          for_rows(rows, wi, [&](int t, int) {
-            for (int h = 0; h < wi / seg; h++) {
-              const float* x = a + size_t(t) * wi + size_t(h) * seg;
-              float* y = d + size_t(t) * wo + size_t(h) * seg;
-              const float* w = s.vec + (per_head ? size_t(h) * seg : 0);
-              const float* b = s.vec2 ? s.vec2 + (per_head ? size_t(h) * seg : 0) : nullptr;
-              // as ggml's CPU build (AVX2): the sum in double, the mean in float; the squares of the
-              // float differences added in float by groups of 8 (its lane order), the groups in double
-              double sum = 0;
-              for (int k = 0; k < seg; k++) sum += double(x[k]);
-              const float mean = static_cast<float>(sum) / static_cast<float>(seg);
-              double var = 0;
-              int k0 = 0;
-              for (; k0 + 7 < seg; k0 += 8) {
-                float q[8];
-                for (int j = 0; j < 8; j++) {
-                  const float dv = x[k0 + j] - mean;
-                  q[j] = dv * dv;
-                }
-                var += double(((q[0] + q[4]) + (q[2] + q[6])) + ((q[1] + q[5]) + (q[3] + q[7])));
-              }
-              for (; k0 < seg; k0++) {
-                const float dv = x[k0] - mean;
-                var += double(dv * dv);
-              }
-              const float sc = 1.0f / std::sqrt(static_cast<float>(var / seg) + s.f);
-              for (int k = 0; k < seg; k++) {
-                const float v = ((x[k] - mean) * sc) * w[k];
-                y[k] = b ? v + b[k] : v;
-              }
-            }
-          });
+        case OpCode::layer_norm_heads:
+          for_rows(rows, wi, [&](int t, int) { layer_norm_row(s, *kern_, a + size_t(t) * wi, d + size_t(t) * wo); });
           break;
-        }
         case OpCode::last:
           if (!all_logits && rows > 1) {
             std::memmove(a, a + size_t(rows - 1) * wi, size_t(wi) * 4);
@@ -18929,61 +19937,82 @@ class Context {
     }
   }
 
-  // ContextPolicy::slide: drops `need` or more tokens after the first keep_, moves the rest down
-  // and re-rotates their keys, so positions stay 0..n_past-1 (as llama.cpp's context shift).
+  // ContextPolicy::slide: drops `need` or more tokens after the first keep_ and shifts the rest
+  // down (KvCache::shift re-rotates their keys), so positions stay 0..n_past-1 (as llama.cpp's
+  // context shift). Half of what follows the kept tokens goes, so that sliding is rare.
   void slide(int need) {
     const int keep = std::min(keep_, n_past_);
-    int wmax = 1;
-    for (int l = 0; l < kv_.n_layers(); l++)
-      if (kv_.layer(l).wraps(n_ctx_)) wmax = std::max(wmax, kv_.layer(l).spec.window);
+    const int wmax = wmax_;
     int d = std::max(need, (n_past_ - keep) / 2);
     d = std::min(d, n_past_ - keep - wmax + 1);  // ring layers keep their window of the kept part
     d = std::max(d, need);
     d = std::min(d, n_past_ - keep);
     if (d <= 0) return;
-    const int n_new = n_past_ - d;
-    const Program& p = e_->program();
-    std::vector<float> cs, tmp;
-    for (int li = 0; li < kv_.n_layers(); li++) {
-      KvLayer& L = kv_.layer(li);
-      const KvLayerSpec& sp = L.spec;
-      const RopeSpec* rs = sp.k_rope >= 0 ? &p.ropes[static_cast<size_t>(sp.k_rope)] : nullptr;
-      if (rs) {
-        cs.resize(size_t(rs->n_dims));
-        rope_angles(*rs, -int64_t(d), cs.data());
-      }
-      int lo = keep;
-      if (L.wraps(n_ctx_)) lo = std::max(keep, n_new - sp.window + 1);
-      const int cnt = std::max(0, n_new - lo);
-      // gather (old positions q + d), then scatter to the new slots: ring slots may overlap
-      const size_t rk = size_t(sp.hd_k), rv = size_t(sp.hd_v);
-      tmp.resize(size_t(cnt) * sp.n_kv * (rk + rv));
-      for (int qi = 0; qi < cnt; qi++)
-        for (int g = 0; g < sp.n_kv; g++) {
-          float* tk = tmp.data() + (size_t(qi) * sp.n_kv + g) * (rk + rv);
-          int old_slot = (lo + qi + d) % L.slots;
-          kv_.load(kv_.k_at(L, g, old_slot), tk, sp.hd_k);
-          kv_.load(kv_.v_at(L, g, old_slot), tk + rk, sp.hd_v);
-          if (rs) rope_head(*rs, cs.data(), tk, tk);
-        }
-      for (int qi = 0; qi < cnt; qi++)
-        for (int g = 0; g < sp.n_kv; g++) {
-          const float* tk = tmp.data() + (size_t(qi) * sp.n_kv + g) * (rk + rv);
-          int slot = (lo + qi) % L.slots;
-          kv_.store(kv_.k_at(L, g, slot), tk, sp.hd_k);
-          kv_.store(kv_.v_at(L, g, slot), tk + rk, sp.hd_v);
-        }
-      if (L.wraps(n_ctx_)) L.oldest = lo;
+    if (!erase(keep, d)) {  // a ring no longer holds what it must keep: start over from the tokens
+      LLMI_ASSERT(false && "slide: the cache cannot shift");
     }
-    tokens_.erase(tokens_.begin() + keep, tokens_.begin() + keep + d);
-    n_past_ = n_new;
   }
 
+ public:
+  // Drops the cached tokens [from, from + count) and shifts the later ones down (keys re-rotated).
+  // False (nothing changed) when a sliding-window ring no longer holds what it must keep.
+  bool erase(int from, int count) {
+    if (from < 0 || count < 0 || from > n_past_ || count > n_past_ - from) return false;
+    if (count == 0) return true;
+    if (from + count == n_past_) return truncate(from);
+    KvMove m{from + count, from, n_past_ - from - count};
+    return shift(std::span<const KvMove>(&m, 1), n_past_ - count);
+  }
+
+  // Keeps [0, moves[0].dst) and moves each [src, src + len) to [dst, dst + len) (KvCache::shift:
+  // contiguous, downwards), leaving n_new tokens; the tokens follow their cells. False (nothing
+  // changed) when the moves are not of that shape or a ring no longer holds what it must keep.
+  bool shift(std::span<const KvMove> moves, int n_new) {
+    if (moves.empty()) return truncate(n_new);
+    const Program& p = e_->program();
+    int cached_rope = -1, cached_delta = 0;
+    std::vector<float> cs;
+    auto rerotate = [&](int k_rope, int delta, float* heads, int n_heads, int hd) {
+      const RopeSpec& rs = p.ropes[static_cast<size_t>(k_rope)];
+      if (k_rope != cached_rope || delta != cached_delta) {
+        cs.resize(size_t(rs.n_dims));
+        rope_angles(rs, int64_t(delta), cs.data());
+        cached_rope = k_rope;
+        cached_delta = delta;
+      }
+      for (int h = 0; h < n_heads; h++) rope_head(rs, cs.data(), heads + size_t(h) * hd, heads + size_t(h) * hd);
+    };
+    if (!kv_.shift(moves, n_past_, n_new, rerotate)) return false;
+    std::vector<int32_t> t(tokens_.begin(), tokens_.begin() + moves[0].dst);
+    for (const auto& m : moves) t.insert(t.end(), tokens_.begin() + m.src, tokens_.begin() + m.src + m.len);
+    tokens_ = std::move(t);
+    n_past_ = n_new;
+    return true;
+  }
+
+  // Tokens ContextPolicy::slide keeps at the start (LoadOptions::keep; a session raises it to its
+  // system prompt's length).
+  // Never so many that a slide could not make room for one token.
+  void set_keep(int keep) {
+    keep_ = std::max(0, std::min(keep, n_ctx_ - wmax_));
+    slide_chunk_ = std::max(1, std::min(ubatch_, n_ctx_ - keep_ - wmax_ + 1));
+  }
+  int keep() const { return keep_; }
+  KvCache& kv() { return kv_; }
+  const KvCache& kv() const { return kv_; }
+  // Restores what a saved session held (Session::load): the tokens whose cells were written.
+  void set_tokens(std::vector<int32_t> t) {
+    tokens_ = std::move(t);
+    n_past_ = static_cast<int>(tokens_.size());
+  }
+  bool slides() const { return slide_; }
+
+ private:
   std::shared_ptr<const Engine> e_;
   KvCache kv_;
   int n_ctx_ = 0, n_past_ = 0, ubatch_ = 0;
   bool slide_ = false;
-  int keep_ = 0, slide_chunk_ = 0;
+  int keep_ = 0, slide_chunk_ = 0, wmax_ = 1;
   std::vector<int32_t> tokens_;
   std::vector<HeapBuf> regs_;
   std::vector<float*> reg_ptr_;
@@ -19190,6 +20219,461 @@ inline Result<std::vector<float>> logits_of_ids(const std::shared_ptr<const Engi
 }  // namespace llminfer
 #endif  // !LLMI_KERNEL_PASS
 
+// ---- src/45_batch.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
+// ==== Continuous batching: the contexts of one model that evaluate at the same time share steps ====
+// Every Context::eval chunk goes through the engine's Batcher (Context::run_chunk_shared). Threads
+// that evaluate at the same time (several sessions decoding on one model: a server's slots, a game's
+// characters) hand their chunks to one of them, the leader, which runs them as one step: each
+// weight matrix is read from memory once for all of them (gemv_each: row outer, tokens inner)
+// instead of once per session. Sequences join and leave at any step. Each keeps its own KV cache,
+// positions, sampler and stop state (the sampling happens on its own thread, between steps).
+//
+// Same results as alone: every row of a step is computed with the arithmetic it would get in a step
+// of its own. Single tokens (decode) go through matmul_each, whose every result has the bits of a
+// one-token product; a prompt chunk of several tokens goes through the ordinary matmul on its own
+// rows (so it is tiled exactly as alone); norms, activations and the like are per row; rope and
+// attention are per sequence, on its own cache. So a session gives the same logits, bit for bit,
+// and the same tokens for a seed, whether it runs alone or with others (tests/test_batch.cpp).
+//
+// Scheduling. A step is run by whichever waiting thread finds the batch ready: ready when every
+// context of the previous step has handed in its next chunk (the usual case: they sample and come
+// back within microseconds), or when the oldest waiting chunk has waited half the previous step's
+// time (at least 0.5 ms, at most 20 ms: a session busy elsewhere, e.g. its callback, or finished,
+// does not hold up the others longer than that). Prompts are evaluated in chunks of at most 256
+// tokens, one chunk per step, so a long prompt delays the others' next token by one chunk at most.
+// A step takes at most kMaxRows rows and kMaxSeqs sequences (oldest first); a chunk that wants
+// every position's logits (all_logits), and any chunk of a definition without `last`, runs in a
+// step of its own. LoadOptions::batch = 1 turns batching off (every chunk a step of its own).
+//
+// Cancel: a request's cancel function is polled before each layer as alone; a step stops early
+// only when every sequence in it has cancelled (the others' chunks complete; a cancelled sequence
+// whose chunk completed reports `cancelled` all the same, its chunk stays in its cache).
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+class Batcher {
+ public:
+  static constexpr int kMaxRows = 256 + 64;  // one prompt chunk and 64 single tokens
+  static constexpr int kDefaultMaxSeqs = 32;
+
+  explicit Batcher(const Engine& e) : e_(e) {
+    const int b = e.options().batch;
+    max_seqs_ = b <= 0 ? kDefaultMaxSeqs : std::min(b, 256);
+  }
+
+  static Batcher& of(const Engine& e) {
+    std::call_once(e.batch_once_, [&] { e.batcher_ = std::make_shared<Batcher>(e); });
+    return *e.batcher_;
+  }
+
+  struct Request {
+    Context* ctx = nullptr;
+    const int32_t* toks = nullptr;
+    int n = 0;
+    float* out = nullptr;  // [n_vocab] logits of the last token; nullptr: not wanted (middle chunk)
+    bool all = false;      // out is [n][n_vocab] (runs alone)
+    const std::function<bool()>* cancel = nullptr;
+    double t_submit = 0;
+    bool done = false;
+    std::optional<Result<EvalStatus>> result;
+  };
+
+  Result<EvalStatus> submit(Request& req) {
+    if (max_seqs_ == 1) return run_alone(req);
+    std::unique_lock<std::mutex> lk(mu_);
+    req.t_submit = now_ms();
+    pending_.push_back(&req);
+    cv_.notify_all();
+    while (!req.done) {
+      if (running_ || pending_.empty()) {
+        cv_.wait(lk);
+        continue;
+      }
+      const double now = now_ms();
+      const double deadline = pending_.front()->t_submit + wait_budget_ms();
+      if (!ready() && now < deadline) {
+        cv_.wait_for(lk, std::chrono::microseconds(static_cast<int64_t>((deadline - now) * 1000.0) + 1));
+        continue;
+      }
+      // this thread leads the step
+      std::vector<Request*> batch = take();
+      running_ = true;
+      lk.unlock();
+      const double t0 = now_ms();
+      run(batch);
+      const double dt = now_ms() - t0;
+      lk.lock();
+      running_ = false;
+      last_step_ms_ = dt;
+      members_.clear();
+      for (Request* r : batch) {
+        members_.push_back(r->ctx);
+        r->done = true;
+      }
+      steps_++;
+      if (batch.size() > 1) shared_steps_++;
+      rows_ += batch.size();
+      if (on_step_) {
+        std::vector<std::pair<const Context*, int>> v;
+        for (Request* r : batch) v.emplace_back(r->ctx, r->n);
+        on_step_(v);
+      }
+      cv_.notify_all();
+    }
+    return std::move(*req.result);
+  }
+
+  // For tests and benchmarks: steps run, steps shared by several sequences, sequence-chunks run.
+  struct Stats {
+    uint64_t steps = 0, shared_steps = 0, chunks = 0;
+  };
+  Stats stats() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return Stats{steps_, shared_steps_, rows_};
+  }
+  // For tests: called after every step (under the batcher's lock) with (context, tokens) of each
+  // sequence in it.
+  void set_on_step(std::function<void(const std::vector<std::pair<const Context*, int>>&)> fn) {
+    std::lock_guard<std::mutex> lk(mu_);
+    on_step_ = std::move(fn);
+  }
+
+ private:
+  double wait_budget_ms() const { return std::clamp(last_step_ms_ * 0.5, 0.5, 20.0); }
+
+  // Every context of the previous step is waiting again (new arrivals do not hold a step back).
+  bool ready() const {
+    for (const Context* m : members_) {
+      bool found = false;
+      for (const Request* r : pending_)
+        if (r->ctx == m) found = true;
+      if (!found) return false;
+    }
+    return true;
+  }
+
+  bool alone_only(const Request& r) const { return r.all || !e_.program().has_last; }
+
+  // The oldest requests that fit one step; single tokens first in the result (their rows form one
+  // block for matmul_each), then the chunks of several tokens.
+  std::vector<Request*> take() {
+    std::vector<Request*> sel;
+    if (alone_only(*pending_.front())) {
+      sel.push_back(pending_.front());
+      pending_.erase(pending_.begin());
+      return sel;
+    }
+    int rows = 0;
+    for (size_t i = 0; i < pending_.size() && static_cast<int>(sel.size()) < max_seqs_;) {
+      Request* r = pending_[i];
+      bool dup = false;  // one context cannot be in a step twice (never happens: it waits for its chunk)
+      for (Request* q : sel) dup = dup || q->ctx == r->ctx;
+      if (alone_only(*r) || dup || rows + r->n > kMaxRows) {
+        i++;
+        continue;
+      }
+      rows += r->n;
+      sel.push_back(r);
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    std::stable_partition(sel.begin(), sel.end(), [](const Request* r) { return r->n == 1; });
+    return sel;
+  }
+
+  static Result<EvalStatus> run_alone(Request& r) {
+    return r.ctx->run_chunk(r.toks, r.n, r.out, r.all, r.cancel ? *r.cancel : std::function<bool()>());
+  }
+
+  void run(std::vector<Request*>& batch) {
+    if (batch.size() == 1) {
+      batch[0]->result.emplace(run_alone(*batch[0]));
+      return;
+    }
+    auto st = run_batch(batch);
+    for (Request* r : batch) {
+      if (!st) {
+        r->result.emplace(st.error());
+      } else if (*st == EvalStatus::ok && r->cancel && *r->cancel && (*r->cancel)()) {
+        r->result.emplace(EvalStatus::cancelled);
+      } else {
+        r->result.emplace(*st);
+      }
+    }
+  }
+
+  // ---- one step over the rows of several sequences ----
+  struct Seg {
+    Request* req;
+    int off;  // first row
+    int n;    // rows (tokens)
+    int pos0;
+  };
+
+  Result<void> ensure_scratch(const Program& p) {
+    if (ready_scratch_) return {};
+    regs_.resize(p.reg_names.size());
+    reg_ptr_.assign(p.reg_names.size(), nullptr);
+    for (size_t r = 0; r < p.reg_names.size(); r++) {
+      if (static_cast<int>(r) == p.reg_logits) continue;
+      auto b = HeapBuf::alloc(uint64_t(kMaxRows) * uint64_t(std::max(1, p.reg_width[r])), 4, "batch activations");
+      if (!b) return b.error();
+      regs_[r] = std::move(*b);
+    }
+    // after `last` a step has one row per sequence at most
+    auto lb = HeapBuf::alloc(uint64_t(max_seqs_) * uint64_t(p.n_vocab), 4, "batch logits");
+    if (!lb) return lb.error();
+    logits_ = std::move(*lb);
+    auto rb = HeapBuf::alloc(uint64_t(kMaxRows) * uint64_t(std::max(1, p.max_round_width)), 4, "batch activations");
+    if (!rb) return rb.error();
+    round_ = std::move(*rb);
+    mm_ = std::make_unique<MatmulScratch>(e_.pool().size());
+    rope_cache_.resize(p.ropes.size());
+    ready_scratch_ = true;
+    return {};
+  }
+
+  template <class F>
+  void for_rows(int rows, int64_t work_per_row, F&& fn) {
+    ThreadPool& pool = e_.pool();
+    int nt = pool.size();
+    if (nt == 1 || rows == 1 || int64_t(rows) * work_per_row < 32768) {
+      for (int r = 0; r < rows; r++) fn(r, 0);
+      return;
+    }
+    int tasks = std::min(rows, nt * 4);
+    pool.parallel_for(tasks, [&](int task, int thread) {
+      int r0 = static_cast<int>(int64_t(rows) * task / tasks), r1 = static_cast<int>(int64_t(rows) * (task + 1) / tasks);
+      for (int r = r0; r < r1; r++) fn(r, thread);
+    });
+  }
+
+  // The same operations as Context::run_chunk (keep the two in step: a new operation goes in both;
+  // the switch has no default, so the compiler names a missing one), over segments of rows.
+  Result<EvalStatus> run_batch(std::vector<Request*>& batch) {
+    const Program& p = e_.program();
+    const KernelTable& kern = e_.kernels();
+    if (auto r = ensure_scratch(p); !r) return r.error();
+    std::vector<Seg> segs;
+    toks_.clear();
+    int rows = 0, singles = 0;
+    bool any_out = false;
+    for (Request* r : batch) {
+      segs.push_back(Seg{r, rows, r->n, r->ctx->n_past_});
+      toks_.insert(toks_.end(), r->toks, r->toks + r->n);
+      rows += r->n;
+      if (r->n == 1) singles++;
+      any_out = any_out || r->out != nullptr;
+    }
+    for (size_t r = 0; r < regs_.size(); r++) reg_ptr_[r] = regs_[r].as<float>();
+    reg_ptr_[static_cast<size_t>(p.reg_logits)] = logits_.as<float>();
+    auto reg = [&](int r) { return reg_ptr_[static_cast<size_t>(r)]; };
+    std::vector<char> rope_done(p.ropes.size(), 0);
+    int cur_layer = -2;
+    bool after_last = false;
+    for (size_t si = 0; si < p.steps.size(); si++) {
+      const Step& s = p.steps[si];
+      if (s.section == Section::epilogue && !any_out) break;
+      if (s.layer != cur_layer) {
+        cur_layer = s.layer;
+        bool all_cancelled = true;
+        for (const Seg& g : segs) all_cancelled = all_cancelled && g.req->cancel && *g.req->cancel && (*g.req->cancel)();
+        if (all_cancelled) return EvalStatus::cancelled;
+      }
+      float* a = s.a >= 0 ? reg(s.a) : nullptr;
+      float* d = reg(s.dst);
+      const int wi = s.w_in, wo = s.w_out;
+      switch (s.op) {
+        case OpCode::embed:
+          for_rows(rows, wo, [&](int t, int) { kern.dequant_row(*s.w, toks_[static_cast<size_t>(t)], d + size_t(t) * wo); });
+          break;
+        case OpCode::rms_norm:
+        case OpCode::norm_heads: {
+          const int seg = s.op == OpCode::rms_norm ? wi : s.vec_len;
+          for_rows(rows, wi, [&](int t, int) {
+            for (int h = 0; h < wi / seg; h++) {
+              const float* x = a + size_t(t) * wi + size_t(h) * seg;
+              float* y = d + size_t(t) * wo + size_t(h) * seg;
+              double sum = 0;  // as ggml: squares in float, summed in double
+              for (int k = 0; k < seg; k++) sum += double(x[k] * x[k]);
+              const float mean = static_cast<float>(sum / seg);
+              const float sc = 1.0f / std::sqrt(mean + s.f);
+              for (int k = 0; k < seg; k++) y[k] = (x[k] * sc) * s.vec[k];
+            }
+          });
+          break;
+        }
+        case OpCode::matmul: {
+          const float* in = a;
+          if (s.round_input) {
+            float* r = round_.as<float>();
+            const bool bf = s.round_input == 2;
+            for_rows(rows, wi, [&](int t, int) {
+              const float* x = a + size_t(t) * wi;
+              float* y = r + size_t(t) * wi;
+              if (bf) for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
+              else for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
+            });
+            in = r;
+          }
+          const bool bf = s.round_input == 2;
+          // single tokens (all rows after `last`): each its own product, weights read once
+          const int n_each = after_last ? rows : singles;
+          bool ok = n_each == 0 || kern.matmul_each(*s.w, in, n_each, d, wo, e_.pool(), bf, *mm_);
+          if (!after_last)
+            for (const Seg& g : segs)
+              if (ok && g.n > 1)
+                ok = kern.matmul_x(*s.w, in + size_t(g.off) * wi, g.n, d + size_t(g.off) * wo, wo, e_.pool(), bf, *mm_);
+          if (!ok)
+            return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
+                                                        s.w->name.c_str(), rows));
+          break;
+        }
+        case OpCode::add_bias:
+          for_rows(rows, wi, [&](int t, int) {
+            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] + s.vec[k];
+          });
+          break;
+        case OpCode::rope: {
+          const RopeSpec& rs = p.ropes[static_cast<size_t>(s.idx)];
+          std::vector<float>& cache = rope_cache_[static_cast<size_t>(s.idx)];
+          if (!rope_done[static_cast<size_t>(s.idx)]) {
+            cache.resize(size_t(rows) * rs.n_dims);
+            for (const Seg& g : segs)
+              for (int t = 0; t < g.n; t++) rope_angles(rs, g.pos0 + t, cache.data() + size_t(g.off + t) * rs.n_dims);
+            rope_done[static_cast<size_t>(s.idx)] = 1;
+          }
+          for_rows(rows, wi, [&](int t, int) {
+            for (int h = 0; h < wi / rs.head_dim; h++) {
+              size_t off = size_t(t) * wi + size_t(h) * rs.head_dim;
+              rope_head(rs, cache.data() + size_t(t) * rs.n_dims, a + off, d + off);
+            }
+          });
+          break;
+        }
+        case OpCode::attention: {
+          const AttnSpec& at = p.attns[static_cast<size_t>(s.idx)];
+          const size_t wq = size_t(at.n_head) * at.hd_k, wk = size_t(at.n_kv) * at.hd_k, wv = size_t(at.n_kv) * at.hd_v,
+                       wa = size_t(at.n_head) * at.hd_v;
+          const float* k = reg(s.b);
+          const float* v = reg(s.c);
+          for (const Seg& g : segs)
+            g.req->ctx->attention(s, g.n, g.pos0, a + g.off * wq, k + g.off * wk, v + g.off * wv, d + g.off * wa);
+          break;
+        }
+        case OpCode::silu:
+        case OpCode::gelu:
+        case OpCode::gelu_tanh:
+        case OpCode::relu: {
+          OpCode op = s.op;
+          for_rows(rows, wi * 8, [&](int t, int) {
+            const float* x = a + size_t(t) * wi;
+            float* y = d + size_t(t) * wi;
+            switch (op) {
+              case OpCode::silu: kern.silu_row(x, y, wi); break;
+              case OpCode::gelu: for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]); break;
+              case OpCode::gelu_tanh: kern.gelu_tanh_row(x, y, wi); break;
+              default: for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f; break;
+            }
+          });
+          break;
+        }
+        case OpCode::mul:
+        case OpCode::add: {
+          const float* b = reg(s.b);
+          bool mul_op = s.op == OpCode::mul;
+          for_rows(rows, wi, [&](int t, int) {
+            size_t o = size_t(t) * wi;
+            if (mul_op) for (int k = 0; k < wi; k++) d[o + k] = a[o + k] * b[o + k];
+            else for (int k = 0; k < wi; k++) d[o + k] = a[o + k] + b[o + k];
+          });
+          break;
+        }
+        case OpCode::scale:
+          for_rows(rows, wi, [&](int t, int) {
+            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] * s.f;
+          });
+          break;
+        case OpCode::softcap:
+          for_rows(rows, wi * 8, [&](int t, int) {
+            const float inv = 1.0f / s.f;
+            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::tanh(a[size_t(t) * wi + k] * inv) * s.f;
+          });
+          break;
+        case OpCode::copy:
+          std::memcpy(d, a, size_t(rows) * wi * 4);
+          break;
+        case OpCode::slice:
+          for (int t = 0; t < rows; t++) std::memcpy(d + size_t(t) * wo, a + size_t(t) * wi + s.off, size_t(wo) * 4);
+          break;
+        case OpCode::layer_norm:
+        case OpCode::layer_norm_heads:
+          for_rows(rows, wi, [&](int t, int) { layer_norm_row(s, kern, a + size_t(t) * wi, d + size_t(t) * wo); });
+          break;
+        case OpCode::last: {
+          // each sequence that wants logits keeps its last row, in segment order
+          int kept = 0;
+          for (Seg& g : segs) {
+            if (!g.req->out) {
+              g.off = -1;
+              continue;
+            }
+            const int src = g.off + g.n - 1;
+            if (src != kept) std::memmove(a + size_t(kept) * wi, a + size_t(src) * wi, size_t(wi) * 4);
+            g.off = kept++;
+          }
+          rows = kept;
+          after_last = true;
+          break;
+        }
+      }
+    }
+    if (any_out) {
+      const float* lg = logits_.as<float>();
+      for (const Seg& g : segs)
+        if (g.req->out) std::memcpy(g.req->out, lg + size_t(g.off) * p.n_vocab, size_t(p.n_vocab) * 4);
+    }
+    return EvalStatus::ok;
+  }
+
+  const Engine& e_;
+  int max_seqs_ = kDefaultMaxSeqs;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Request*> pending_;            // waiting chunks, oldest first
+  std::vector<const Context*> members_;      // the contexts of the previous step
+  bool running_ = false;
+  double last_step_ms_ = 0;
+  uint64_t steps_ = 0, shared_steps_ = 0, rows_ = 0;
+  std::function<void(const std::vector<std::pair<const Context*, int>>&)> on_step_;
+  // the leader's scratch (one step at a time): registers [kMaxRows][widest], logits, rounding
+  bool ready_scratch_ = false;
+  std::vector<HeapBuf> regs_;
+  std::vector<float*> reg_ptr_;
+  HeapBuf logits_, round_;
+  std::unique_ptr<MatmulScratch> mm_;
+  std::vector<std::vector<float>> rope_cache_;
+  std::vector<int32_t> toks_;
+};
+
+inline Result<EvalStatus> Context::run_chunk_shared(const int32_t* toks, int n, float* out_logits, bool all_logits,
+                                                    const std::function<bool()>& cancel) {
+  Batcher::Request r;
+  r.ctx = this;
+  r.toks = toks;
+  r.n = n;
+  r.out = out_logits;
+  r.all = all_logits;
+  r.cancel = cancel ? &cancel : nullptr;
+  return Batcher::of(*e_).submit(r);
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
+
 // ---- src/50_sampler.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 #if !defined(LLMI_KERNEL_PASS)
 // ==== Sampling: RNG and the sampler chain ====
@@ -19237,6 +20721,14 @@ class Rng {
     s_[2] ^= t;
     s_[3] = rotl(s_[3], 45);
     return result;
+  }
+
+  // The whole state (saved sessions).
+  void get_state(uint64_t out[4]) const {
+    for (int i = 0; i < 4; i++) out[i] = s_[i];
+  }
+  void set_state(const uint64_t in[4]) {
+    for (int i = 0; i < 4; i++) s_[i] = in[i];
   }
 
   // Uniform in [0, 1), 53 random bits.
@@ -19640,122 +21132,208 @@ class GenerationIO {
   virtual std::string flush() = 0;
 };
 
-// Evaluates `prefill` (the prompt tokens not in the context yet; must not be empty), then samples
-// until a stop condition. `history`: the prompt (for the repetition penalty). Fills text, tokens,
-// stop, the timings and prompt_tokens_evaluated of `r`; returns an error only when nothing was
-// generated (afterwards an error ends the result with StopReason::error and r.error).
-inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> prefill, std::vector<int32_t> history,
-                                   const GenerateOptions& o, Sampler& sampler, Rng& rng, double t_start,
-                                   GenerateResult& r) {
-  const std::atomic<bool>* flag = o.cancel;
-  const std::function<bool()> cancel = [flag] { return flag != nullptr && flag->load(std::memory_order_relaxed); };
-  const SamplerParams sp{o.temperature, o.top_k, o.top_p, o.min_p, o.repeat_penalty, o.repeat_last_n};
-  r.text.clear();
-  r.tokens.clear();
+// One generation as a sequence of bounded steps (Session::step; run_generation() runs it to the
+// end): first the prompt tokens not in the context yet (`prefill`, not empty; in batches of
+// `prefill_batch` tokens per step, 0: all in one step), then one sampled token per step until a
+// stop condition. `history`: the prompt (for the repetition penalty). Fills text, tokens, stop,
+// the timings and prompt_tokens_evaluated of result().
+class Generation {
+ public:
+  Generation(GenerationIO& io, std::vector<int32_t> prefill, std::vector<int32_t> history, GenerateOptions o,
+             Sampler& sampler, Rng& rng, double t_start, int prefill_batch = 0)
+      : io_(io), prefill_(std::move(prefill)), history_(std::move(history)), o_(std::move(o)), sampler_(sampler),
+        rng_(rng), t_start_(t_start), prefill_batch_(prefill_batch), ts_(o_.stop) {
+    const std::atomic<bool>* flag = o_.cancel;
+    cancel_ = [flag] { return flag != nullptr && flag->load(std::memory_order_relaxed); };
+    sp_ = SamplerParams{o_.temperature, o_.top_k, o_.top_p, o_.min_p, o_.repeat_penalty, o_.repeat_last_n};
+    callback_open_ = static_cast<bool>(o_.on_token);
+  }
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  bool done() const { return phase_ == Phase::done; }
+  GenerateResult& result() { return r_; }
+  const GenerateOptions& options() const { return o_; }
+
+  // One step: a batch of the prompt, or one token (and, when the generation ends, what the
+  // detokenizer and the stop matcher still held). Returns the text that became final in it
+  // (complete UTF-8, often empty; on_token has received it). An error means that nothing was
+  // generated (afterwards an error ends the result with StopReason::error and r.error).
+  Result<std::string> step() {
+    if (phase_ == Phase::prefill) return step_prefill();
+    if (phase_ == Phase::decode) return step_decode();
+    return std::string();
+  }
+
+ private:
+  enum class Phase : uint8_t { prefill, decode, done };
 
   // eval with the context policy applied
-  auto eval = [&](std::span<const int32_t> toks) -> Result<EvalOutcome> {
+  Result<EvalOutcome> eval(std::span<const int32_t> toks) {
     for (int attempt = 0;; attempt++) {
-      auto e = io.eval(toks, cancel);
+      auto e = io_.eval(toks, cancel_);
       if (!e || *e != EvalOutcome::context_full || attempt > 0) return e;
-      auto room = io.on_context_full(cancel);
+      auto room = io_.on_context_full(cancel_);
       if (!room || *room != EvalOutcome::ok) return room;
     }
-  };
-
-  if (cancel()) {
-    r.stop = StopReason::cancelled;
-    return {};
   }
-  double t0 = now_ms();
-  auto pre = eval(prefill);
-  if (!pre) return pre.error();
-  r.timings.prefill_ms = now_ms() - t0;
-  if (*pre != EvalOutcome::ok) {
-    r.stop = *pre == EvalOutcome::cancelled ? StopReason::cancelled : StopReason::context_full;
-    return {};
-  }
-  r.prompt_tokens_evaluated = static_cast<int>(prefill.size());
-  if (r.timings.prefill_ms > 0)
-    r.timings.prefill_tps = static_cast<double>(prefill.size()) * 1000.0 / r.timings.prefill_ms;
 
-  TextStream ts(o.stop);
-  bool callback_open = static_cast<bool>(o.on_token);
-  auto emit = [&](const std::string& text) {
+  Result<std::string> step_prefill() {
+    GenerateResult& r = r_;
+    if (prefill_done_ == 0 && cancel_()) {
+      r.stop = StopReason::cancelled;
+      phase_ = Phase::done;
+      return std::string();
+    }
+    size_t n = prefill_.size() - prefill_done_;
+    if (prefill_batch_ > 0) n = std::min(n, static_cast<size_t>(prefill_batch_));
+    double t0 = now_ms();
+    auto pre = eval(std::span<const int32_t>(prefill_).subspan(prefill_done_, n));
+    r.timings.prefill_ms += now_ms() - t0;
+    if (!pre) {
+      phase_ = Phase::done;
+      return pre.error();
+    }
+    if (*pre != EvalOutcome::ok) {
+      r.stop = *pre == EvalOutcome::cancelled ? StopReason::cancelled : StopReason::context_full;
+      phase_ = Phase::done;
+      return std::string();
+    }
+    prefill_done_ += n;
+    if (prefill_done_ < prefill_.size()) return std::string();
+    r.prompt_tokens_evaluated = static_cast<int>(prefill_.size());
+    if (r.timings.prefill_ms > 0)
+      r.timings.prefill_tps = static_cast<double>(prefill_.size()) * 1000.0 / r.timings.prefill_ms;
+    r.stop = StopReason::max_tokens;
+    phase_ = Phase::decode;
+    return std::string();
+  }
+
+  void emit(std::string& out, const std::string& text) {
     if (text.empty()) return;
-    r.text += text;
-    if (callback_open && !o.on_token(text)) {
-      callback_open = false;
-      r.stop = StopReason::cancelled;
+    r_.text += text;
+    out += text;
+    if (callback_open_ && !o_.on_token(text)) {
+      callback_open_ = false;
+      r_.stop = StopReason::cancelled;
     }
-  };
+  }
 
-  double t_first = 0, t_last = 0;
-  r.stop = StopReason::max_tokens;
-  bool done = false;
-  for (int n = 0; !done;) {
-    if (o.max_tokens >= 0 && n >= o.max_tokens) {
+  // One turn of the decode loop; `break` in the loop this was is finish().
+  Result<std::string> step_decode() {
+    GenerateResult& r = r_;
+    const GenerateOptions& o = o_;
+    std::string out;
+    if (o.max_tokens >= 0 && n_ >= o.max_tokens) {
       r.stop = StopReason::max_tokens;
-      break;
+      return finish(out);
     }
-    if (cancel()) {
+    if (cancel_()) {
       r.stop = StopReason::cancelled;
-      break;
+      return finish(out);
     }
-    int32_t id = sampler.sample(io.logits(), history, sp, rng);
+    int32_t id = sampler_.sample(io_.logits(), history_, sp_, rng_);
     if (id < 0) {
       r.stop = StopReason::error;
       r.error = make_error(Errc::internal, "the model produced no usable logits (NaN or -inf everywhere)");
-      break;
+      return finish(out);
     }
-    t_last = now_ms();
-    if (n == 0) {
-      t_first = t_last;
-      r.timings.ttft_ms = t_first - t_start;
+    t_last_ = now_ms();
+    if (n_ == 0) {
+      t_first_ = t_last_;
+      r.timings.ttft_ms = t_first_ - t_start_;
     }
-    if (io.is_eog(id)) {
+    if (io_.is_eog(id)) {
       r.stop = StopReason::eos;
-      break;
+      return finish(out);
     }
-    n++;
+    n_++;
     r.tokens.push_back(id);
-    history.push_back(id);
-    emit(ts.push(io.piece(id)));
-    if (ts.stopped()) {
+    history_.push_back(id);
+    emit(out, ts_.push(io_.piece(id)));
+    if (ts_.stopped()) {
       r.stop = StopReason::stop;
-      break;
+      return finish(out);
     }
-    if (!callback_open && o.on_token) break;  // the callback cancelled (stop already set)
-    if (o.max_tokens >= 0 && n >= o.max_tokens) {
+    if (!callback_open_ && o.on_token) return finish(out);  // the callback cancelled (stop already set)
+    if (o.max_tokens >= 0 && n_ >= o.max_tokens) {
       r.stop = StopReason::max_tokens;
-      break;
+      return finish(out);
     }
     auto e = eval(std::span<const int32_t>(&r.tokens.back(), 1));
     if (!e) {
       r.stop = StopReason::error;
       r.error = e.error();
-      break;
+      return finish(out);
     }
     if (*e == EvalOutcome::cancelled) {
       r.stop = StopReason::cancelled;
-      done = true;
+      return finish(out);
     } else if (*e == EvalOutcome::context_full) {
       r.stop = StopReason::context_full;
-      done = true;
+      return finish(out);
     }
+    return out;
   }
+
   // The end: what the detokenizer and the stop matcher still hold (a stop string may complete).
   // After the callback cancelled, the tail still goes to r.text (emit() no longer calls it).
-  if (!ts.stopped()) {
-    std::string tail = ts.push(io.flush());
-    tail += ts.finish();
-    if (ts.stopped() && r.stop != StopReason::cancelled) r.stop = StopReason::stop;
-    emit(tail);
+  std::string finish(std::string& out) {
+    GenerateResult& r = r_;
+    if (!ts_.stopped()) {
+      std::string tail = ts_.push(io_.flush());
+      tail += ts_.finish();
+      if (ts_.stopped() && r.stop != StopReason::cancelled) r.stop = StopReason::stop;
+      emit(out, tail);
+    }
+    if (r.tokens.size() > 1 && t_last_ > t_first_) {
+      r.timings.decode_ms = t_last_ - t_first_;
+      r.timings.decode_tps = static_cast<double>(r.tokens.size() - 1) * 1000.0 / r.timings.decode_ms;
+    }
+    phase_ = Phase::done;
+    return std::move(out);
   }
-  if (r.tokens.size() > 1 && t_last > t_first) {
-    r.timings.decode_ms = t_last - t_first;
-    r.timings.decode_tps = static_cast<double>(r.tokens.size() - 1) * 1000.0 / r.timings.decode_ms;
+
+  GenerationIO& io_;
+  std::vector<int32_t> prefill_;
+  std::vector<int32_t> history_;
+  GenerateOptions o_;
+  Sampler& sampler_;
+  Rng& rng_;
+  double t_start_ = 0;
+  int prefill_batch_ = 0;
+  TextStream ts_;
+  std::function<bool()> cancel_;
+  SamplerParams sp_;
+  bool callback_open_ = false;
+  Phase phase_ = Phase::prefill;
+  size_t prefill_done_ = 0;
+  int n_ = 0;  // tokens generated
+  double t_first_ = 0, t_last_ = 0;
+  GenerateResult r_;
+};
+
+// Runs a Generation to its end and moves its result into `r` (text, tokens, stop, timings,
+// prompt_tokens_evaluated); returns an error only when nothing was generated.
+inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> prefill, std::vector<int32_t> history,
+                                   const GenerateOptions& o, Sampler& sampler, Rng& rng, double t_start,
+                                   GenerateResult& r) {
+  Generation g(io, std::vector<int32_t>(prefill.begin(), prefill.end()), std::move(history), o, sampler, rng, t_start);
+  while (!g.done()) {
+    auto st = g.step();
+    if (!st) return st.error();
   }
+  GenerateResult& gr = g.result();
+  r.text = std::move(gr.text);
+  r.tokens = std::move(gr.tokens);
+  r.stop = gr.stop;
+  r.error = std::move(gr.error);
+  r.prompt_tokens_evaluated = gr.prompt_tokens_evaluated;
+  r.timings.prefill_ms = gr.timings.prefill_ms;
+  r.timings.prefill_tps = gr.timings.prefill_tps;
+  r.timings.ttft_ms = gr.timings.ttft_ms;
+  r.timings.decode_ms = gr.timings.decode_ms;
+  r.timings.decode_tps = gr.timings.decode_tps;
   return {};
 }
 
@@ -19797,6 +21375,51 @@ struct ModelImpl {
   mutable std::once_flag chat_once;
   mutable std::optional<ChatTemplate> chat_template;
   mutable Error chat_error;
+  // sha256 of the weights' metadata (Session::save / load), computed at first use.
+  mutable std::once_flag identity_once;
+  mutable std::string identity;  // 64 hex digits
+};
+
+// The model's identity for saved sessions: what the KV cache depends on. sha256 over the
+// architecture and the compiled definition's hash, the vocabulary size, and every tensor's name,
+// type, shape and first 64 bytes (two fine-tunes of one shape differ there; one page per tensor
+// is read).
+inline const std::string& model_identity(const ModelImpl& m) {
+  std::call_once(m.identity_once, [&] {
+    Sha256 h;
+    auto str = [&](std::string_view v) {
+      uint64_t n = v.size();
+      h.update(&n, 8);
+      h.update(v.data(), v.size());
+    };
+    str("llminfer model identity 1");
+    str(m.desc->arch);
+    str(m.engine->arch().sha256);
+    int64_t nv = m.engine->n_vocab();
+    h.update(&nv, 8);
+    for (const auto& t : m.desc->tensors) {
+      str(t.name);
+      int32_t ty = static_cast<int32_t>(t.type);
+      h.update(&ty, 4);
+      h.update(t.ne, sizeof t.ne);
+      h.update(&t.nbytes, 8);
+      if (t.data) h.update(t.data, static_cast<size_t>(std::min<uint64_t>(t.nbytes, 64)));
+    }
+    m.identity = h.hex();
+  });
+  return m.identity;
+}
+
+class ContextIO;
+
+// A reply (or a generation) in progress: the decode loop's view of the context and its steps.
+struct ActiveGeneration {
+  std::unique_ptr<ContextIO> io;
+  std::unique_ptr<Generation> gen;
+  GenerateResult base;        // prompt_tokens, reused, shifted, seed, messages_dropped
+  size_t prompt_size = 0;
+  bool chat_reply = false;    // Session::reply: the reply joins the conversation
+  bool done = false;          // the generation ended (the next step reports it)
 };
 
 // A conversation: messages, the KV cache (created at the first reply), sampler and RNG.
@@ -19804,11 +21427,43 @@ struct SessionImpl {
   std::shared_ptr<const ModelImpl> model;
   std::vector<Message> messages;
   std::optional<Context> ctx;
-  std::vector<float> logits;  // [n_vocab] of the last evaluated token
+  std::vector<float> logits;  // [n_vocab] of the last evaluated token (or [n][n_vocab], eval all_logits)
   Sampler sampler;
   Rng rng;
+  std::unique_ptr<ActiveGeneration> active;
+  GenerateResult last;        // the last reply that ended
+  // The conversation was edited since the last reply: only the exact common prefix is reused
+  // (shifting later cells would keep what the removed text left in them).
+  bool edited = false;
 };
 
+}  // namespace detail
+
+namespace detail {
+// A model from its description: tokenizer, compiled definition (shared by load and load_from_memory).
+inline Result<Model> finish_load(std::shared_ptr<ModelDesc> desc, const LoadOptions& options, double t0,
+                                 std::shared_ptr<const ModelImpl>& out) {
+  auto impl = std::make_shared<ModelImpl>();
+  impl->desc = std::move(desc);
+  impl->options = options;
+  // A malformed vocabulary is a broken file (the load fails); a missing or unsupported one is reported
+  // by tokenize() (the model still runs from token ids).
+  if (auto tok = Tokenizer::build(*impl->desc)) {
+    impl->tokenizer = std::move(*tok);
+  } else {
+    if (tok.error().code == Errc::bad_format) return tok.error();
+    impl->tokenizer_error = tok.error();
+    if (options.log) options.log("tokenizer unavailable: " + tok.error().message);
+  }
+  // The architecture definition is compiled now: a broken definition, a missing tensor or a weight
+  // type the kernels cannot compute fails the load, not the first forward pass.
+  auto engine = Engine::create(impl->desc, options);
+  if (!engine) return engine.error();
+  impl->engine = std::move(*engine);
+  impl->load_ms = now_ms() - t0;
+  out = std::move(impl);
+  return Model();
+}
 }  // namespace detail
 
 LLMI_API_DEF Result<Model> Model::load(std::string_view path, const LoadOptions& options) {
@@ -19818,26 +21473,26 @@ LLMI_API_DEF Result<Model> Model::load(std::string_view path, const LoadOptions&
 #endif
   auto desc = detail::load_description(std::string(path), options.read_into_memory);
   if (!desc) return desc.error();
-  auto impl = std::make_shared<detail::ModelImpl>();
-  impl->desc = std::move(*desc);
-  impl->options = options;
-  // A malformed vocabulary is a broken file (the load fails); a missing or unsupported one is reported
-  // by tokenize() (the model still runs from token ids).
-  if (auto tok = detail::Tokenizer::build(*impl->desc)) {
-    impl->tokenizer = std::move(*tok);
-  } else {
-    if (tok.error().code == Errc::bad_format) return tok.error();
-    impl->tokenizer_error = tok.error();
-    if (options.log) options.log("tokenizer unavailable: " + tok.error().message);
-  }
-  // The architecture definition is compiled now: a broken definition, a missing tensor or a weight
-  // type the kernels cannot compute fails the load, not the first forward pass.
-  auto engine = detail::Engine::create(impl->desc, options);
-  if (!engine) return engine.error();
-  impl->engine = std::move(*engine);
-  impl->load_ms = detail::now_ms() - t0;
-  Model m;
-  m.impl_ = std::move(impl);
+  std::shared_ptr<const detail::ModelImpl> impl;
+  auto m = detail::finish_load(std::move(*desc), options, t0, impl);
+  if (!m) return m.error();
+  m->impl_ = std::move(impl);
+  return m;
+}
+
+LLMI_API_DEF Result<Model> Model::load_from_memory(std::span<const uint8_t> data, std::string_view name,
+                                                   const LoadOptions& options) {
+  double t0 = detail::now_ms();
+#if !defined(LLMINFER_NO_CPU_CHECK)
+  if (auto cpu = detail::check_cpu(); !cpu) return cpu.error();
+#endif
+  auto desc = detail::load_description_from_memory(data, std::string(name.empty() ? "memory" : name),
+                                                   options.read_into_memory);
+  if (!desc) return desc.error();
+  std::shared_ptr<const detail::ModelImpl> impl;
+  auto m = detail::finish_load(std::move(*desc), options, t0, impl);
+  if (!m) return m.error();
+  m->impl_ = std::move(impl);
   return m;
 }
 
@@ -19897,56 +21552,187 @@ inline uint64_t fresh_seed() {
   return s == random_seed ? 0 : s;
 }
 
-// Generates after `prompt` on the session's context, reusing the longest cached prefix.
-inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const int32_t> prompt,
-                                               const GenerateOptions& o, double t_start, bool strip_leading) {
+inline bool model_is_eog(const ModelImpl& m, int32_t id) {
+  if (m.tokenizer) return m.tokenizer->is_eog(id);
+  const VocabData& vd = m.desc->vocab;
+  return id >= 0 && (id == vd.eos || id == vd.eot || id == vd.eom);
+}
+
+inline Result<void> ensure_context(SessionImpl& s) {
+  if (s.ctx) return {};
+  auto c = Context::create(s.model->engine, 0);
+  if (!c) return c.error();
+  s.ctx.emplace(std::move(*c));
+  return {};
+}
+
+// Makes the cache hold the longest part of `prompt` it can without evaluating: the common prefix,
+// then, with `shift`, runs of cached tokens that equal what the prompt continues with, moved
+// down into place with their keys re-rotated (the cells skipped over are dropped: a context
+// shift). The last prompt token is always left to evaluate (its logits start the reply).
+// Returns the number of prompt tokens held and, in `shifted`, how many of them moved.
+inline size_t reuse_cache(Context& ctx, std::span<const int32_t> prompt, bool shift, int& shifted) {
+  shifted = 0;
+  const std::vector<int32_t>& c = ctx.tokens();
+  const size_t limit = prompt.size() - 1;
+  const size_t p = std::min(common_prefix(c, prompt), limit);
+  if (shift && p < c.size() && p < limit) {
+    // Greedy, left to right: a run of at least kMinRun equal tokens (or one that reaches the end
+    // of what may be reused) is kept; a cached token that starts none is dropped. Only cached
+    // tokens equal to the prompt's are ever kept, so the cache holds exactly the prompt's prefix.
+    constexpr size_t kMinRun = 8;
+    std::vector<KvMove> moves;
+    size_t hc = p, hp = p;
+    while (hc < c.size() && hp < limit) {
+      size_t n = 0;
+      while (hc + n < c.size() && hp + n < limit && c[hc + n] == prompt[hp + n]) n++;
+      if (n > 0 && n >= std::min(kMinRun, limit - hp)) {
+        moves.push_back(KvMove{static_cast<int>(hc), static_cast<int>(hp), static_cast<int>(n)});
+        hc += n;
+        hp += n;
+      } else {
+        hc++;
+      }
+    }
+    if (!moves.empty() && ctx.shift(moves, static_cast<int>(hp))) {
+      shifted = static_cast<int>(hp - p);
+      return hp;
+    }
+  }
+  if (ctx.truncate(static_cast<int>(p))) return p;
+  ctx.clear();
+  return 0;
+}
+
+// Prepares a generation after `prompt` on the session's context (reusing what the cache holds);
+// the steps run it. `chat_reply`: a Session::reply (the reply joins the conversation at the end).
+inline Result<void> begin_generation(SessionImpl& s, std::span<const int32_t> prompt, const GenerateOptions& o,
+                                     double t_start, bool strip_leading, bool chat_reply, bool allow_shift,
+                                     int messages_dropped = 0) {
   if (!s.model) return make_error(Errc::invalid_argument, "generate: the model is not loaded");
   const ModelImpl& m = *s.model;
   if (auto v = validate_generate_options(o); !v) return v.error();
   if (prompt.empty()) return make_error(Errc::invalid_argument, "the prompt is empty (no tokens to start from)");
-  if (!s.ctx) {
-    auto c = Context::create(m.engine, 0);
-    if (!c) return c.error();
-    s.ctx.emplace(std::move(*c));
-  }
+  if (auto c = ensure_context(s); !c) return c.error();
   Context& ctx = *s.ctx;
-  // Reuse the cached prefix; the last prompt token is always evaluated (its logits start the reply).
-  size_t reuse = std::min(common_prefix(ctx.tokens(), prompt), prompt.size() - 1);
-  if (!ctx.truncate(static_cast<int>(reuse))) {
-    ctx.clear();
-    reuse = 0;
-  }
-  GenerateResult r;
+  int shifted = 0;
+  size_t reuse = reuse_cache(ctx, prompt, allow_shift && ctx.slides(), shifted);
+  auto a = std::make_unique<ActiveGeneration>();
+  GenerateResult& r = a->base;
   r.prompt_tokens = static_cast<int>(prompt.size());
   r.prompt_tokens_reused = static_cast<int>(reuse);
+  r.tokens_shifted = shifted;
+  r.messages_dropped = messages_dropped;
   r.seed = o.seed == random_seed ? fresh_seed() : o.seed;
   s.rng.reseed(r.seed);
   if (m.options.log)
-    m.options.log(strf("prefill: %zu tokens (%zu reused from the cache)", prompt.size() - reuse, reuse));
-  ContextIO io(m, ctx, s.logits, strip_leading);
+    m.options.log(strf("prefill: %zu tokens (%zu reused from the cache, %d of them shifted)", prompt.size() - reuse, reuse,
+                       shifted));
+  a->io = std::make_unique<ContextIO>(m, ctx, s.logits, strip_leading);
+  a->prompt_size = prompt.size();
+  a->chat_reply = chat_reply;
   std::vector<int32_t> history(prompt.begin(), prompt.end());
-  auto run = run_generation(io, prompt.subspan(reuse), std::move(history), o, s.sampler, s.rng, t_start, r);
-  if (!run) return run.error();
-  if (r.stop == StopReason::context_full && r.tokens.empty() && prompt.size() > static_cast<size_t>(ctx.n_ctx()))
-    r.error = make_error(Errc::invalid_argument,
-                         strf("%s: the prompt is %zu tokens but the context holds %d (LoadOptions::context, --context): "
-                              "nothing was generated",
-                              m.desc->path.c_str(), prompt.size(), ctx.n_ctx()));
-  r.timings.load_ms = m.load_ms;
+  std::vector<int32_t> prefill(prompt.begin() + static_cast<std::ptrdiff_t>(reuse), prompt.end());
+  a->gen = std::make_unique<Generation>(*a->io, std::move(prefill), std::move(history), o, s.sampler, s.rng, t_start,
+                                        256);
+  s.last = GenerateResult();
+  s.active = std::move(a);
+  s.edited = false;
+  return {};
+}
+
+// The result of the generation that ended: its fields over the prepared ones; a reply joins the
+// conversation (unless nothing could be generated for a full context).
+inline GenerateResult end_generation(SessionImpl& s) {
+  ActiveGeneration& a = *s.active;
+  const ModelImpl& m = *s.model;
+  Context& ctx = *s.ctx;
+  GenerateResult r = std::move(a.base);
+  GenerateResult& g = a.gen->result();
+  r.text = std::move(g.text);
+  r.tokens = std::move(g.tokens);
+  r.stop = g.stop;
+  r.error = std::move(g.error);
+  r.prompt_tokens_evaluated = g.prompt_tokens_evaluated;
+  Timings t = g.timings;
+  t.load_ms = m.load_ms;
+  r.timings = t;
+  if (r.stop == StopReason::context_full && r.tokens.empty()) {
+    if (a.prompt_size > static_cast<size_t>(ctx.n_ctx()))
+      r.error = make_error(Errc::invalid_argument,
+                           strf("%s: the prompt is %zu tokens but the context holds %d (LoadOptions::context, --context): "
+                                "nothing was generated",
+                                m.desc->path.c_str(), a.prompt_size, ctx.n_ctx()));
+    else
+      r.error = make_error(Errc::invalid_argument,
+                           strf("%s: the context is full (%d of %d tokens hold the prompt): nothing was generated and "
+                                "no reply was added; erase or truncate messages, reset(), or use "
+                                "ContextPolicy::slide or a larger LoadOptions::context",
+                                m.desc->path.c_str(), ctx.n_past(), ctx.n_ctx()));
+  } else if (a.chat_reply) {
+    // The reply joins the conversation even when it was cut short (what the user saw), so roles
+    // keep alternating for templates that insist on it.
+    s.messages.push_back(Message{"assistant", r.text});
+  }
   r.peak_rss_mb = peak_rss_mb();
   r.kv_bytes = ctx.kv_bytes();
+  s.active.reset();
+  s.last = r;
   return r;
+}
+
+// One step of the active generation; done (with the result in s.last) after the end.
+inline Result<ReplyStep> step_generation(SessionImpl& s) {
+  ReplyStep out;
+  if (!s.active) return make_error(Errc::invalid_argument, "step: no reply in progress (call begin_reply first)");
+  ActiveGeneration& a = *s.active;
+  if (!a.done) {
+    auto t = a.gen->step();
+    if (!t) {
+      s.active.reset();
+      return t.error();
+    }
+    out.text = std::move(*t);
+    if (a.gen->done()) a.done = true;
+    if (!out.text.empty() || !a.done) return out;
+  }
+  GenerateResult r = end_generation(s);
+  out.done = true;
+  out.stop = r.stop;
+  return out;
+}
+
+// Ends a reply in progress as cancelled (before the conversation or the cache changes).
+inline void cancel_generation(SessionImpl& s) {
+  if (!s.active) return;
+  ActiveGeneration& a = *s.active;
+  if (!a.done) {
+    GenerateResult& g = a.gen->result();
+    if (g.stop != StopReason::context_full && g.stop != StopReason::error) g.stop = StopReason::cancelled;
+  }
+  (void)end_generation(s);
+}
+
+// Generates after `prompt` on the session's context, reusing the longest cached prefix.
+inline Result<GenerateResult> session_generate(SessionImpl& s, std::span<const int32_t> prompt,
+                                               const GenerateOptions& o, double t_start, bool strip_leading,
+                                               bool chat_reply = false, bool allow_shift = false,
+                                               int messages_dropped = 0) {
+  cancel_generation(s);
+  if (auto b = begin_generation(s, prompt, o, t_start, strip_leading, chat_reply, allow_shift, messages_dropped); !b)
+    return b.error();
+  for (;;) {
+    auto st = step_generation(s);
+    if (!st) return st.error();
+    if (st->done) return s.last;
+  }
 }
 
 }  // namespace detail
 
 namespace detail {
 
-// The conversation rendered by the model's chat template (ending with the assistant's turn) and
-// tokenized so that message content never becomes control tokens. BOS is added when the model
-// asks for it and the template did not write it.
-inline Result<std::vector<int32_t>> chat_prompt_tokens(const ModelImpl& m, std::span<const Message> messages,
-                                                       const std::atomic<bool>* cancel = nullptr) {
+inline Result<const ChatTemplate*> chat_template_of(const ModelImpl& m) {
   if (!m.tokenizer) return m.tokenizer_error;
   std::call_once(m.chat_once, [&] {
     auto tpl = ChatTemplate::parse(chat_template_for(*m.desc).source);
@@ -19954,18 +21740,74 @@ inline Result<std::vector<int32_t>> chat_prompt_tokens(const ModelImpl& m, std::
     else m.chat_error = make_error(tpl.error().code, m.desc->path + ": " + tpl.error().message);
   });
   if (!m.chat_template) return m.chat_error;
+  return &*m.chat_template;
+}
+
+// The conversation rendered by the model's chat template (ending with the assistant's turn) and
+// tokenized so that message content never becomes control tokens. BOS is added when the model
+// asks for it and the template did not write it.
+inline Result<std::vector<int32_t>> chat_prompt_tokens(const ModelImpl& m, std::span<const Message> messages,
+                                                       const std::atomic<bool>* cancel = nullptr,
+                                                       bool add_generation_prompt = true) {
+  auto tpl = chat_template_of(m);
+  if (!tpl) return tpl.error();
   ChatInput in;
   chat_special_tokens(*m.desc, in);
   in.messages = ChatInput::messages_from(messages);
-  in.add_generation_prompt = true;
+  in.add_generation_prompt = add_generation_prompt;
   in.cancel = cancel;  // GenerateOptions::cancel stops a long render too
-  auto r = m.chat_template->render(in);
+  auto r = (*tpl)->render(in);
   if (!r) return make_error(r.error().code, m.desc->path + ": " + r.error().message);
   auto ids = m.tokenizer->encode_prompt(r->text, r->content_spans, false);
   if (!ids) return ids.error();
   const auto& prefix = m.tokenizer->prefix_ids();
   if (!prefix.empty() && !(ids->size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), ids->begin())))
     ids->insert(ids->begin(), prefix.begin(), prefix.end());
+  return ids;
+}
+
+// Index of the first message after the leading system message(s).
+inline size_t first_turn(const std::vector<Message>& msgs) {
+  size_t f = 0;
+  while (f < msgs.size() && msgs[f].role == "system") f++;
+  return f;
+}
+
+// Session::reply's prompt. With ContextPolicy::slide, when the conversation and room for the
+// reply do not fit the context, the oldest turns after the system message(s) leave the
+// conversation (a turn: a message and the non-"user" messages after it, so the conversation
+// still starts with a user message) until they fit; the last user turn always stays.
+inline Result<std::vector<int32_t>> reply_prompt(SessionImpl& s, const GenerateOptions& o, int& dropped) {
+  const ModelImpl& m = *s.model;
+  dropped = 0;
+  auto ids = chat_prompt_tokens(m, s.messages, o.cancel);
+  if (!ids) return ids.error();
+  if (m.options.context_policy != ContextPolicy::slide) return ids;
+  if (auto c = ensure_context(s); !c) return c.error();
+  Context& ctx = *s.ctx;
+  const int n_ctx = ctx.n_ctx();
+  const size_t reserve = static_cast<size_t>(o.max_tokens >= 0 ? std::min(o.max_tokens, n_ctx / 2) : n_ctx / 4) + 1;
+  std::vector<Message> kept = s.messages;
+  while (ids->size() + reserve > static_cast<size_t>(n_ctx)) {
+    size_t f = first_turn(kept), e = f + 1;
+    while (e < kept.size() && kept[e].role != "user") e++;
+    if (e >= kept.size()) break;  // that would drop the turn being replied to
+    kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(f), kept.begin() + static_cast<std::ptrdiff_t>(e));
+    auto next = chat_prompt_tokens(m, kept, o.cancel);
+    if (!next) return next.error();
+    dropped += static_cast<int>(e - f);
+    ids = std::move(next);
+  }
+  if (dropped > 0) s.messages = std::move(kept);
+  // A slide during the reply keeps the system message(s): the tokens the conversation's
+  // rendering shares with theirs alone (at least LoadOptions::keep).
+  size_t f = first_turn(s.messages);
+  int keep = std::max(0, m.options.keep);
+  if (f > 0) {
+    auto sys = chat_prompt_tokens(m, std::span<const Message>(s.messages.data(), f), o.cancel, false);
+    if (sys) keep = std::max(keep, static_cast<int>(common_prefix(*sys, *ids)));
+  }
+  ctx.set_keep(keep);
   return ids;
 }
 
@@ -20011,13 +21853,71 @@ LLMI_API_DEF Session Model::session() const {
   return Session(std::move(s));
 }
 
-LLMI_API_DEF const detail::ModelImpl& Model::impl() const {
-  if (!impl_) {
-    std::fputs("llminfer: Model::impl() on a Model that holds no model (default-constructed or moved from)\n", stderr);
+namespace detail {
+LLMI_API_DEF const ModelImpl& model_impl(const Model& m) {
+  if (!m.impl_) {
+    std::fputs("llminfer: detail::model_impl() on a Model that holds no model (default-constructed or moved from)\n",
+               stderr);
     std::abort();
   }
-  return *impl_;
+  return *m.impl_;
 }
+LLMI_API_DEF SessionImpl& session_impl(Session& s) {
+  if (!s.impl_) {
+    std::fputs("llminfer: detail::session_impl() on a moved-from Session\n", stderr);
+    std::abort();
+  }
+  return *s.impl_;
+}
+}  // namespace detail
+
+LLMI_API_DEF ModelInfo Model::info() const {
+  ModelInfo i;
+  if (!impl_) return i;
+  const detail::ModelDesc& d = *impl_->desc;
+  const detail::Engine& e = *impl_->engine;
+  const LoadOptions& o = impl_->options;
+  i.path = d.path;
+  i.format = d.format;
+  i.architecture = d.arch;
+  i.name = d.name;
+  i.file_bytes = d.file_bytes;
+  i.n_params = d.n_params();
+  i.n_vocab = e.n_vocab();
+  i.n_ctx_train = static_cast<int>(d.hp.n_ctx_train);
+  i.context = e.n_ctx_default();
+  i.n_layer = static_cast<int>(d.hp.n_layer);
+  i.n_embd = static_cast<int>(d.hp.n_embd);
+  i.n_head = static_cast<int>(d.hp.n_head);
+  i.n_head_kv = static_cast<int>(d.hp.n_head_kv);
+  i.head_dim = static_cast<int>(d.hp.head_dim);
+  i.n_ff = static_cast<int>(d.hp.n_ff);
+  i.kv_type = o.kv_type;
+  i.context_policy = o.context_policy;
+  i.kv_bytes = detail::KvCache::planned_bytes(e.program().kv, i.context, std::min(256, i.context), o.kv_type);
+  i.kernels = e.kernels().name;
+  i.threads = e.pool().size();
+  const detail::VocabData& v = d.vocab;
+  if (impl_->tokenizer) {
+    i.tokenizer = v.model.empty() ? "unknown" : v.model;
+    i.add_bos = !impl_->tokenizer->prefix_ids().empty();
+    i.eog = impl_->tokenizer->eog_ids();
+  } else {
+    i.tokenizer_error = impl_->tokenizer_error.message;
+    for (int32_t id : {v.eos, v.eot, v.eom})
+      if (id >= 0) i.eog.push_back(id);
+  }
+  i.bos = v.bos;
+  i.eos = v.eos;
+  i.eot = v.eot;
+  i.pad = v.pad;
+  i.unk = v.unk;
+  i.chat_template = d.has_chat_template;
+  i.identity = detail::model_identity(*impl_);
+  return i;
+}
+
+LLMI_API_DEF double peak_memory_mb() noexcept { return detail::peak_rss_mb(); }
 
 LLMI_API_DEF Result<std::vector<int32_t>> Model::tokenize(std::string_view text, bool add_special, bool parse_special) const {
   if (!impl_) return detail::make_error(Errc::invalid_argument, "tokenize: the model is not loaded");
@@ -20052,45 +21952,193 @@ LLMI_API_DEF Session::Session(Session&&) noexcept = default;
 LLMI_API_DEF Session& Session::operator=(Session&&) noexcept = default;
 LLMI_API_DEF Session::~Session() = default;
 
-LLMI_API_DEF detail::SessionImpl& Session::impl() {
-  if (!impl_) {
-    std::fputs("llminfer: Session::impl() on a moved-from Session\n", stderr);
-    std::abort();
-  }
-  return *impl_;
+namespace detail {
+inline Error moved_from(const char* what) {
+  return make_error(Errc::invalid_argument, strf("%s: the session was moved from (use the Session it was moved to)", what));
 }
+}  // namespace detail
 
 LLMI_API_DEF void Session::add(std::string_view role, std::string_view content) {
   if (!impl_) return;  // moved from: reply() reports it
+  detail::cancel_generation(*impl_);
   impl_->messages.push_back(Message{std::string(role), std::string(content)});
 }
 
-LLMI_API_DEF Result<GenerateResult> Session::reply(const GenerateOptions& options) {
+LLMI_API_DEF Result<void> Session::begin_reply(const GenerateOptions& options) {
   double t0 = detail::now_ms();
-  if (!impl_) return detail::make_error(Errc::invalid_argument, "reply: the session was moved from (use the Session it was moved to)");
+  if (!impl_) return detail::moved_from("reply");
   detail::SessionImpl& s = *impl_;
+  detail::cancel_generation(s);
   if (!s.model) return detail::make_error(Errc::invalid_argument, "reply: the model is not loaded");
   if (s.messages.empty()) return detail::make_error(Errc::invalid_argument, "reply: the conversation is empty (add a message first)");
-  auto ids = detail::chat_prompt_tokens(*s.model, s.messages, options.cancel);
-  if (!ids) return ids.error();
-  auto r = detail::session_generate(s, *ids, options, t0, true);
-  if (!r) return r.error();
-  // The reply joins the conversation even when it was cut short (what the user saw), so roles
-  // keep alternating for templates that insist on it.
-  s.messages.push_back(Message{"assistant", r->text});
-  return r;
+  if (auto v = detail::validate_generate_options(options); !v) return v.error();
+  // Nothing changes before the prompt is known (a template error leaves the session as it was).
+  std::vector<Message> before = s.messages;
+  int dropped = 0;
+  auto ids = detail::reply_prompt(s, options, dropped);
+  if (!ids) {
+    s.messages = std::move(before);
+    return ids.error();
+  }
+  auto b = detail::begin_generation(s, *ids, options, t0, true, true, !s.edited, dropped);
+  if (!b) {
+    s.messages = std::move(before);
+    return b.error();
+  }
+  return {};
+}
+
+LLMI_API_DEF Result<ReplyStep> Session::step() {
+  if (!impl_) return detail::moved_from("step");
+  return detail::step_generation(*impl_);
+}
+
+LLMI_API_DEF bool Session::replying() const { return impl_ && impl_->active; }
+
+LLMI_API_DEF const GenerateResult& Session::result() const {
+  static const GenerateResult none;
+  return impl_ ? impl_->last : none;
+}
+
+LLMI_API_DEF Result<GenerateResult> Session::reply(const GenerateOptions& options) {
+  if (auto b = begin_reply(options); !b) return b.error();
+  for (;;) {
+    auto st = step();
+    if (!st) return st.error();
+    if (st->done) return impl_->last;
+  }
 }
 
 LLMI_API_DEF void Session::reset() {
   if (!impl_) return;
+  detail::cancel_generation(*impl_);
   impl_->messages.clear();
+  impl_->edited = false;
   if (impl_->ctx) impl_->ctx->clear();
+  impl_->logits.clear();
 }
 
 LLMI_API_DEF const std::vector<Message>& Session::messages() const {
   static const std::vector<Message> none;
   return impl_ ? impl_->messages : none;
 }
+
+LLMI_API_DEF Result<void> Session::erase(size_t index) {
+  if (!impl_) return detail::moved_from("erase");
+  detail::cancel_generation(*impl_);
+  if (index >= impl_->messages.size())
+    return detail::make_error(Errc::invalid_argument, detail::strf("erase: no message %zu (the conversation has %zu)",
+                                                                   index, impl_->messages.size()));
+  impl_->messages.erase(impl_->messages.begin() + static_cast<std::ptrdiff_t>(index));
+  impl_->edited = true;
+  return {};
+}
+
+LLMI_API_DEF Result<void> Session::replace(size_t index, Message message) {
+  if (!impl_) return detail::moved_from("replace");
+  detail::cancel_generation(*impl_);
+  if (index >= impl_->messages.size())
+    return detail::make_error(Errc::invalid_argument, detail::strf("replace: no message %zu (the conversation has %zu)",
+                                                                   index, impl_->messages.size()));
+  impl_->messages[index] = std::move(message);
+  impl_->edited = true;
+  return {};
+}
+
+LLMI_API_DEF Result<void> Session::truncate(size_t count) {
+  if (!impl_) return detail::moved_from("truncate");
+  detail::cancel_generation(*impl_);
+  if (count > impl_->messages.size())
+    return detail::make_error(Errc::invalid_argument, detail::strf("truncate: %zu messages asked, the conversation has %zu",
+                                                                   count, impl_->messages.size()));
+  impl_->messages.resize(count);
+  impl_->edited = true;
+  return {};
+}
+
+LLMI_API_DEF void Session::set_messages(std::vector<Message> messages) {
+  if (!impl_) return;
+  detail::cancel_generation(*impl_);
+  impl_->messages = std::move(messages);
+  impl_->edited = true;
+}
+
+LLMI_API_DEF Result<void> Session::eval(std::span<const int32_t> tokens, bool all_logits, const std::atomic<bool>* cancel) {
+  if (!impl_) return detail::moved_from("eval");
+  detail::SessionImpl& s = *impl_;
+  detail::cancel_generation(s);
+  if (!s.model) return detail::make_error(Errc::invalid_argument, "eval: the model is not loaded");
+  if (tokens.empty()) return detail::make_error(Errc::invalid_argument, "eval: no tokens");
+  if (auto c = detail::ensure_context(s); !c) return c.error();
+  std::function<bool()> poll;
+  if (cancel) poll = [cancel] { return cancel->load(std::memory_order_relaxed); };
+  auto st = s.ctx->eval(tokens, s.logits, all_logits, poll);
+  if (!st) return st.error();
+  if (*st == detail::EvalStatus::context_full)
+    return detail::make_error(Errc::invalid_argument,
+                              detail::strf("eval: %zu tokens do not fit: the context holds %d and %d are cached "
+                                           "(truncate_tokens, or ContextPolicy::slide)",
+                                           tokens.size(), s.ctx->n_ctx(), s.ctx->n_past()));
+  if (*st == detail::EvalStatus::cancelled) {
+    s.logits.clear();
+    return detail::make_error(Errc::invalid_argument, "eval: cancelled (the tokens evaluated before stay cached)");
+  }
+  return {};
+}
+
+LLMI_API_DEF std::span<const float> Session::logits() const {
+  if (!impl_) return {};
+  return impl_->logits;
+}
+
+LLMI_API_DEF Result<int32_t> Session::sample(const GenerateOptions& o) {
+  if (!impl_) return detail::moved_from("sample");
+  detail::SessionImpl& s = *impl_;
+  if (!s.model) return detail::make_error(Errc::invalid_argument, "sample: the model is not loaded");
+  if (auto v = detail::validate_generate_options(o); !v) return v.error();
+  const size_t nv = static_cast<size_t>(s.model->engine->n_vocab());
+  if (s.logits.size() < nv) return detail::make_error(Errc::invalid_argument, "sample: no logits (evaluate tokens first)");
+  std::span<const float> last(s.logits.data() + (s.logits.size() - nv), nv);
+  const detail::SamplerParams sp{o.temperature, o.top_k, o.top_p, o.min_p, o.repeat_penalty, o.repeat_last_n};
+  static const std::vector<int32_t> none;
+  int32_t id = s.sampler.sample(last, s.ctx ? s.ctx->tokens() : none, sp, s.rng);
+  if (id < 0) return detail::make_error(Errc::internal, "sample: the logits hold no usable value (NaN or -inf everywhere)");
+  return id;
+}
+
+LLMI_API_DEF void Session::set_seed(uint64_t seed) {
+  if (impl_) impl_->rng.reseed(seed == random_seed ? detail::fresh_seed() : seed);
+}
+
+LLMI_API_DEF const std::vector<int32_t>& Session::tokens() const {
+  static const std::vector<int32_t> none;
+  return impl_ && impl_->ctx ? impl_->ctx->tokens() : none;
+}
+
+LLMI_API_DEF Result<void> Session::truncate_tokens(int count) {
+  if (!impl_) return detail::moved_from("truncate_tokens");
+  detail::SessionImpl& s = *impl_;
+  detail::cancel_generation(s);
+  const int n = s.ctx ? s.ctx->n_past() : 0;
+  if (count < 0 || count > n)
+    return detail::make_error(Errc::invalid_argument, detail::strf("truncate_tokens: %d asked, %d are cached", count, n));
+  if (count == n) return {};
+  if (!s.ctx->truncate(count)) {  // a sliding-window ring no longer holds what is kept: evaluate again
+    std::vector<int32_t> keep(s.ctx->tokens().begin(), s.ctx->tokens().begin() + count);
+    s.ctx->clear();
+    if (!keep.empty()) {
+      auto st = s.ctx->eval(keep, s.logits);
+      if (!st) return st.error();
+    }
+  }
+  s.logits.clear();  // the logits of the new last token are not known without evaluating it
+  return {};
+}
+
+LLMI_API_DEF bool Session::is_eog(int32_t id) const {
+  return impl_ && impl_->model && detail::model_is_eog(*impl_->model, id);
+}
+
 LLMI_API_DEF int Session::cached_tokens() const { return impl_ && impl_->ctx ? impl_->ctx->n_past() : 0; }
 LLMI_API_DEF int Session::context_size() const {
   if (!impl_ || !impl_->model) return 0;
@@ -20099,6 +22147,721 @@ LLMI_API_DEF int Session::context_size() const {
 
 }  // namespace v0_1
 }  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
+
+// ---- src/91_session_io.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
+// ==== Saved sessions: Session::save / load ====
+// A session as bytes: the conversation, the cached tokens and their KV cells, the last logits and
+// the RNG, so that a restored session continues exactly as the saved one would have. Like every
+// file the library reads, a saved session is untrusted: every size is checked against what
+// remains, and the whole is covered by a sha256 so that a truncated or altered file is refused
+// before anything is believed. Little-endian throughout:
+//
+//   "LLMISESS"            magic (8 bytes)
+//   u32 version           1
+//   u32 flags             0
+//   u64 body_bytes        the bytes between this header and the checksum
+//   body:
+//     str identity        Model::info().identity of the model that made it (u32 length + bytes)
+//     str library         the library version that wrote it (information only)
+//     u32 kv_type         0 f16, 1 f32
+//     u32 n_ctx           the saving session's context (information only)
+//     i32 keep            the tokens a slide keeps
+//     u64 rng[4]          the RNG state
+//     u32 edited          1 when the conversation was edited since the last reply
+//     u32 n_messages, then per message: str role, u64 length + content
+//     u32 n_tokens, then i32 ids                      the cached tokens (positions 0..n_tokens-1)
+//     u64 n_logits, then f32 values                   Session::logits()
+//     u32 n_layers, then per KV layer: u32 n_kv, hd_k, hd_v, window; u32 first; u32 count;
+//         count cells of positions first..first+count-1, each the keys of every head then their
+//         values, in the cache's element type (a sliding-window layer holds only its last cells)
+//   u8[32] sha256         of everything before it
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+inline constexpr char kSessionMagic[8] = {'L', 'L', 'M', 'I', 'S', 'E', 'S', 'S'};
+inline constexpr uint32_t kSessionVersion = 1;
+inline constexpr size_t kSessionHeader = 8 + 4 + 4 + 8;
+
+// The 32 bytes of a sha256 given as 64 hex digits (Sha256::hex).
+inline std::array<uint8_t, 32> sha256_bytes(const std::string& hex) {
+  auto nib = [](char c) { return static_cast<uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); };
+  std::array<uint8_t, 32> b{};
+  for (size_t i = 0; i < 32 && 2 * i + 1 < hex.size(); i++) b[i] = static_cast<uint8_t>(nib(hex[2 * i]) << 4 | nib(hex[2 * i + 1]));
+  return b;
+}
+
+class ByteWriter {
+ public:
+  void bytes(const void* p, size_t n) { out.append(static_cast<const char*>(p), n); }
+  void u32(uint32_t v) { le(v, 4); }
+  void u64(uint64_t v) { le(v, 8); }
+  void str(std::string_view s) {
+    u32(static_cast<uint32_t>(s.size()));
+    bytes(s.data(), s.size());
+  }
+  void str64(std::string_view s) {
+    u64(s.size());
+    bytes(s.data(), s.size());
+  }
+  std::string out;
+
+ private:
+  void le(uint64_t v, int n) {
+    for (int i = 0; i < n; i++) out += static_cast<char>((v >> (8 * i)) & 0xff);
+  }
+};
+
+// Reads with every length checked against what remains; the first failure sticks.
+class ByteReader {
+ public:
+  ByteReader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  bool ok() const { return ok_; }
+  size_t left() const { return n_ - at_; }
+  const uint8_t* take(uint64_t n) {
+    if (!ok_ || n > left()) {
+      ok_ = false;
+      return nullptr;
+    }
+    const uint8_t* r = p_ + at_;
+    at_ += static_cast<size_t>(n);
+    return r;
+  }
+  uint64_t le(int n) {
+    const uint8_t* b = take(static_cast<uint64_t>(n));
+    uint64_t v = 0;
+    if (b)
+      for (int i = 0; i < n; i++) v |= uint64_t(b[i]) << (8 * i);
+    return v;
+  }
+  uint32_t u32() { return static_cast<uint32_t>(le(4)); }
+  uint64_t u64() { return le(8); }
+  std::string str(uint64_t len) {
+    const uint8_t* b = take(len);
+    return b ? std::string(reinterpret_cast<const char*>(b), static_cast<size_t>(len)) : std::string();
+  }
+
+ private:
+  const uint8_t* p_;
+  size_t n_, at_ = 0;
+  bool ok_ = true;
+};
+
+inline Result<std::string> save_session_bytes(const SessionImpl& s) {
+  if (!s.model) return make_error(Errc::invalid_argument, "save: the model is not loaded");
+  if (s.active) return make_error(Errc::invalid_argument, "save: a reply is in progress (step it to the end first)");
+  const ModelImpl& m = *s.model;
+  const Program& prog = m.engine->program();
+  ByteWriter w;
+  w.str(model_identity(m));
+  w.str(LLMINFER_VERSION_STRING);
+  w.u32(m.options.kv_type == KvType::f32 ? 1 : 0);
+  w.u32(static_cast<uint32_t>(s.ctx ? s.ctx->n_ctx() : m.engine->n_ctx_default()));
+  w.u32(static_cast<uint32_t>(s.ctx ? s.ctx->keep() : std::max(0, m.options.keep)));
+  uint64_t rng[4];
+  s.rng.get_state(rng);
+  for (uint64_t v : rng) w.u64(v);
+  w.u32(s.edited ? 1 : 0);
+  w.u32(static_cast<uint32_t>(s.messages.size()));
+  for (const auto& msg : s.messages) {
+    w.str(msg.role);
+    w.str64(msg.content);
+  }
+  static const std::vector<int32_t> none;
+  const std::vector<int32_t>& toks = s.ctx ? s.ctx->tokens() : none;
+  w.u32(static_cast<uint32_t>(toks.size()));
+  for (int32_t t : toks) w.u32(static_cast<uint32_t>(t));
+  w.u64(s.logits.size());
+  for (float f : s.logits) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    w.u32(b);
+  }
+  const int n_past = static_cast<int>(toks.size());
+  w.u32(static_cast<uint32_t>(prog.kv.size()));
+  for (size_t li = 0; li < prog.kv.size(); li++) {
+    const KvLayerSpec& sp = prog.kv[li];
+    w.u32(static_cast<uint32_t>(sp.n_kv));
+    w.u32(static_cast<uint32_t>(sp.hd_k));
+    w.u32(static_cast<uint32_t>(sp.hd_v));
+    w.u32(static_cast<uint32_t>(sp.window));
+    int first = s.ctx ? s.ctx->kv().held_from(static_cast<int>(li), n_past) : 0;
+    w.u32(static_cast<uint32_t>(first));
+    w.u32(static_cast<uint32_t>(n_past - first));
+    for (int pos = first; pos < n_past; pos++) s.ctx->kv().read_cell(static_cast<int>(li), pos, w.out);
+  }
+  std::string body = std::move(w.out);
+  ByteWriter h;
+  h.bytes(kSessionMagic, 8);
+  h.u32(kSessionVersion);
+  h.u32(0);
+  h.u64(body.size());
+  std::string out = std::move(h.out);
+  out += body;
+  Sha256 sha;
+  sha.update(out.data(), out.size());
+  auto sum = sha256_bytes(sha.hex());
+  out.append(reinterpret_cast<const char*>(sum.data()), sum.size());
+  return out;
+}
+
+// `verify_checksum` false only for the fuzz target (to reach the checks behind the checksum).
+inline Result<void> load_session_bytes(SessionImpl& s, std::span<const uint8_t> data, const std::string& name,
+                                       bool verify_checksum = true) {
+  auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, name + ": " + what); };
+  if (!s.model) return make_error(Errc::invalid_argument, "load: the model is not loaded");
+  const ModelImpl& m = *s.model;
+  if (data.size() < 8 || std::memcmp(data.data(), kSessionMagic, 8) != 0)
+    return bad("not a saved llminfer session (no LLMISESS header)");
+  if (data.size() < kSessionHeader + 32)
+    return bad(strf("truncated: %zu bytes, a saved session has at least %zu", data.size(), kSessionHeader + 32));
+  ByteReader hr(data.data() + 8, kSessionHeader - 8);
+  uint32_t version = hr.u32();
+  uint32_t flags = hr.u32();
+  uint64_t body_bytes = hr.u64();
+  if (version != kSessionVersion)
+    return bad(strf("saved session format version %u; this library (%s) reads version %u", version,
+                    LLMINFER_VERSION_STRING, kSessionVersion));
+  if (flags != 0) return bad(strf("unknown flags 0x%x", flags));
+  const uint64_t have = data.size() - kSessionHeader - 32;
+  if (body_bytes > have)
+    return bad(strf("truncated: the header announces %llu bytes of content, %llu are there",
+                    static_cast<unsigned long long>(body_bytes), static_cast<unsigned long long>(have)));
+  if (body_bytes < have)
+    return bad(strf("%llu bytes follow the end of the saved session", static_cast<unsigned long long>(have - body_bytes)));
+  if (verify_checksum) {
+    Sha256 sha;
+    sha.update(data.data(), data.size() - 32);
+    auto sum = sha256_bytes(sha.hex());
+    if (std::memcmp(sum.data(), data.data() + data.size() - 32, 32) != 0)
+      return bad("the checksum does not match: the file was altered or damaged");
+  }
+  // The checksum says the bytes are as written; they are still checked as untrusted input below.
+  ByteReader r(data.data() + kSessionHeader, static_cast<size_t>(body_bytes));
+  auto cut = [&] { return bad("malformed content (a length runs past the end)"); };
+  uint32_t id_len = r.u32();
+  std::string identity = r.str(id_len);
+  uint32_t lib_len = r.u32();
+  std::string library = r.str(lib_len);
+  if (!r.ok()) return cut();
+  if (identity != model_identity(m))
+    return bad(strf("saved with another model (identity %s, this model's is %s; library %s)",
+                    printable(identity.substr(0, 16)).c_str(), model_identity(m).substr(0, 16).c_str(),
+                    printable(library).c_str()));
+  uint32_t kv_type = r.u32();
+  (void)r.u32();  // n_ctx of the saving session
+  uint32_t keep = r.u32();
+  uint64_t rng[4];
+  for (auto& v : rng) v = r.u64();
+  uint32_t edited = r.u32();
+  if (!r.ok()) return cut();
+  const uint32_t want_type = m.options.kv_type == KvType::f32 ? 1 : 0;
+  if (kv_type > 1) return bad(strf("unknown KV cache type %u", kv_type));
+  if (kv_type != want_type)
+    return bad(strf("its KV cache is %s, this session's is %s (LoadOptions::kv_type must match)", kv_type ? "f32" : "f16",
+                    want_type ? "f32" : "f16"));
+  uint32_t n_msg = r.u32();
+  if (!r.ok() || n_msg > r.left() / 12) return cut();
+  std::vector<Message> messages;
+  messages.reserve(n_msg);
+  for (uint32_t i = 0; i < n_msg; i++) {
+    Message msg;
+    uint32_t rl = r.u32();
+    msg.role = r.str(rl);
+    uint64_t cl = r.u64();
+    msg.content = r.str(cl);
+    if (!r.ok()) return cut();
+    messages.push_back(std::move(msg));
+  }
+  uint32_t n_tok = r.u32();
+  if (!r.ok() || n_tok > r.left() / 4) return cut();
+  const int n_ctx = s.ctx ? s.ctx->n_ctx() : m.engine->n_ctx_default();
+  if (n_tok > static_cast<uint32_t>(n_ctx))
+    return bad(strf("it holds %u tokens, this session's context holds %d (LoadOptions::context)", n_tok, n_ctx));
+  std::vector<int32_t> tokens(n_tok);
+  const int64_t n_rows = m.engine->program().embed_rows;
+  for (auto& t : tokens) {
+    t = static_cast<int32_t>(r.u32());
+    if (t < 0 || t >= n_rows) return bad(strf("token id %d is outside the vocabulary", t));
+  }
+  uint64_t n_logits = r.u64();
+  if (!r.ok() || n_logits > r.left() / 4) return cut();
+  const uint64_t nv = static_cast<uint64_t>(m.engine->n_vocab());
+  if (n_logits % (nv ? nv : 1) != 0 || (n_logits > 0 && n_tok == 0))
+    return bad(strf("%llu logits, not a multiple of the vocabulary (%llu)", static_cast<unsigned long long>(n_logits),
+                    static_cast<unsigned long long>(nv)));
+  std::vector<float> logits(static_cast<size_t>(n_logits));
+  for (auto& f : logits) {
+    uint32_t b = r.u32();
+    std::memcpy(&f, &b, 4);
+  }
+  const Program& prog = m.engine->program();
+  uint32_t n_layers = r.u32();
+  if (!r.ok()) return cut();
+  if (n_layers != prog.kv.size())
+    return bad(strf("%u KV layers, this model has %zu", n_layers, prog.kv.size()));
+  // Check every layer before anything changes; then create the cache and write the cells.
+  struct LayerCells {
+    int first = 0, count = 0;
+    const uint8_t* cells = nullptr;
+  };
+  std::vector<LayerCells> cells(n_layers);
+  const uint64_t elem = kv_type ? 4 : 2;
+  for (uint32_t li = 0; li < n_layers; li++) {
+    const KvLayerSpec& sp = prog.kv[li];
+    uint32_t nk = r.u32(), hk = r.u32(), hv = r.u32(), win = r.u32(), first = r.u32(), count = r.u32();
+    if (!r.ok()) return cut();
+    if (nk != uint32_t(sp.n_kv) || hk != uint32_t(sp.hd_k) || hv != uint32_t(sp.hd_v) || win != uint32_t(sp.window))
+      return bad(strf("KV layer %u has another shape than this model's", li));
+    if (first > n_tok || count != n_tok - first) return bad(strf("KV layer %u: cells do not match the tokens", li));
+    // what a continuation needs: every position, or on a sliding-window layer its window
+    uint32_t need = sp.window > 0 ? static_cast<uint32_t>(std::max<int64_t>(0, int64_t(n_tok) - sp.window + 1)) : 0;
+    if (first > need) return bad(strf("KV layer %u lacks cells a continuation needs", li));
+    const uint64_t cb = (uint64_t(nk) * hk + uint64_t(nk) * hv) * elem;
+    if (count > 0 && cb > r.left() / count) return cut();
+    cells[li] = LayerCells{static_cast<int>(first), static_cast<int>(count), r.take(cb * count)};
+  }
+  if (!r.ok()) return cut();
+  if (r.left() != 0) return bad(strf("%zu unexpected bytes after the KV cache", r.left()));
+  // Everything checks: the session takes it.
+  cancel_generation(s);
+  if (auto c = ensure_context(s); !c) return c.error();
+  Context& ctx = *s.ctx;
+  ctx.clear();
+  KvCache& kv = ctx.kv();
+  for (uint32_t li = 0; li < n_layers; li++) {
+    const LayerCells& lc = cells[li];
+    const int li_ = static_cast<int>(li);
+    const uint64_t cb = kv.cell_bytes(li_);
+    const int slots = kv.layer(li_).slots;
+    const int from = std::max(lc.first, static_cast<int>(n_tok) - slots);  // a smaller ring keeps the last ones
+    for (int pos = from; pos < static_cast<int>(n_tok); pos++)
+      kv.write_cell(li_, pos, lc.cells + uint64_t(pos - lc.first) * cb);
+    kv.set_oldest(li_, from);
+  }
+  ctx.set_tokens(std::move(tokens));
+  ctx.set_keep(static_cast<int>(std::min<uint32_t>(keep, 1u << 24)));
+  s.logits = std::move(logits);
+  s.rng.set_state(rng);
+  s.messages = std::move(messages);
+  s.edited = edited != 0;
+  s.last = GenerateResult();
+  return {};
+}
+
+// Writes `bytes` to `path` through a temporary file renamed over it, so that a failure (a full
+// disk) leaves the previous file as it was.
+inline Result<void> write_file_replacing(const std::string& path, std::string_view bytes) {
+  std::string tmp = path + ".tmp";
+#if defined(_WIN32)
+  FILE* f = _wfopen(utf8_to_wide(tmp).c_str(), L"wb");
+#else
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+#endif
+  if (!f) return make_error(Errc::io, strf("%s: cannot create: %s", tmp.c_str(), std::strerror(errno)));
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  ok = std::fflush(f) == 0 && ok;
+  int err = errno;
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    return make_error(Errc::io, strf("%s: cannot write: %s", tmp.c_str(), std::strerror(err ? err : EIO)));
+  }
+#if defined(_WIN32)
+  bool moved = MoveFileExW(utf8_to_wide(tmp).c_str(), utf8_to_wide(path).c_str(), MOVEFILE_REPLACE_EXISTING) != 0;
+#else
+  bool moved = std::rename(tmp.c_str(), path.c_str()) == 0;
+#endif
+  if (!moved) {
+    std::remove(tmp.c_str());
+    return make_error(Errc::io, strf("%s: cannot replace it with the new file", path.c_str()));
+  }
+  return {};
+}
+
+}  // namespace detail
+
+LLMI_API_DEF Result<std::vector<uint8_t>> Session::save() const {
+  if (!impl_) return detail::moved_from("save");
+  auto b = detail::save_session_bytes(*impl_);
+  if (!b) return b.error();
+  return std::vector<uint8_t>(b->begin(), b->end());
+}
+
+LLMI_API_DEF Result<void> Session::save(std::string_view path) const {
+  if (!impl_) return detail::moved_from("save");
+  auto b = detail::save_session_bytes(*impl_);
+  if (!b) return b.error();
+  return detail::write_file_replacing(std::string(path), *b);
+}
+
+LLMI_API_DEF Result<void> Session::load(std::span<const uint8_t> bytes) {
+  if (!impl_) return detail::moved_from("load");
+  return detail::load_session_bytes(*impl_, bytes, "saved session");
+}
+
+LLMI_API_DEF Result<void> Session::load(std::string_view path) {
+  if (!impl_) return detail::moved_from("load");
+  auto f = detail::MappedFile::read(std::string(path));
+  if (!f) return f.error();
+  return detail::load_session_bytes(*impl_, std::span<const uint8_t>(f->data(), static_cast<size_t>(f->size())),
+                                    std::string(path));
+}
+
+}  // namespace v0_1
+}  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
+
+// ---- src/95_c_api.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
+// ==== C API: the implementation (declarations in 02_c_api) ====
+// Thin wrappers over Model and Session. Every entry point checks its pointers (a NULL handle or a
+// NULL string with a nonzero length is LLMINFER_E_INVALID_ARGUMENT naming the parameter), never
+// lets an allocation failure escape as an abort it could avoid, and copies results into memory the
+// caller frees with the matching _free.
+#include <new>
+
+struct llminfer_model {
+  llminfer::Model model;
+};
+struct llminfer_session {
+  llminfer::Session session;
+};
+struct llminfer_error {
+  int code;
+  std::string message;
+};
+
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+inline int c_code(Errc c) {
+  switch (c) {
+    case Errc::ok: return LLMINFER_OK;
+    case Errc::invalid_argument: return LLMINFER_E_INVALID_ARGUMENT;
+    case Errc::io: return LLMINFER_E_IO;
+    case Errc::bad_format: return LLMINFER_E_BAD_FORMAT;
+    case Errc::unsupported: return LLMINFER_E_UNSUPPORTED;
+    case Errc::tensor_missing: return LLMINFER_E_TENSOR_MISSING;
+    case Errc::shape_mismatch: return LLMINFER_E_SHAPE_MISMATCH;
+    case Errc::archdef: return LLMINFER_E_ARCHDEF;
+    case Errc::tokenizer: return LLMINFER_E_TOKENIZER;
+    case Errc::template_error: return LLMINFER_E_TEMPLATE;
+    case Errc::cpu_unsupported: return LLMINFER_E_CPU_UNSUPPORTED;
+    case Errc::out_of_memory: return LLMINFER_E_OUT_OF_MEMORY;
+    default: return LLMINFER_E_INTERNAL;  // a code added later than the C enum
+  }
+}
+
+inline int c_fail(llminfer_error** err, int code, std::string message) {
+  if (err) *err = new (std::nothrow) llminfer_error{code, std::move(message)};
+  return code;
+}
+inline int c_fail(llminfer_error** err, const Error& e) { return c_fail(err, c_code(e.code), e.message); }
+inline int c_ok(llminfer_error** err) {
+  if (err) *err = nullptr;
+  return LLMINFER_OK;
+}
+inline int c_null(llminfer_error** err, const char* fn, const char* param) {
+  return c_fail(err, LLMINFER_E_INVALID_ARGUMENT, strf("%s: %s is NULL", fn, param));
+}
+
+// A (pointer, length) string; false when the pointer is NULL but the length is not 0.
+inline bool c_str(const char* p, size_t n, std::string_view& out) {
+  if (!p && n) return false;
+  out = p ? std::string_view(p, n) : std::string_view();
+  return true;
+}
+
+// Copies into malloc'ed memory (NUL-terminated); nullptr when out of memory.
+inline char* c_dup(std::string_view s) {
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (!p) return nullptr;
+  if (!s.empty()) std::memcpy(p, s.data(), s.size());
+  p[s.size()] = '\0';
+  return p;
+}
+
+inline Result<GenerateOptions> c_generate_options(const llminfer_generate_options* c, const char* fn) {
+  GenerateOptions o;
+  if (!c) return o;
+  o.max_tokens = c->max_tokens;
+  o.temperature = c->temperature;
+  o.top_k = c->top_k;
+  o.top_p = c->top_p;
+  o.min_p = c->min_p;
+  o.repeat_penalty = c->repeat_penalty;
+  o.repeat_last_n = c->repeat_last_n;
+  o.seed = c->seed;
+  if (c->n_stop > 0 && (!c->stop || !c->stop_lens))
+    return make_error(Errc::invalid_argument, strf("%s: n_stop is %zu but stop or stop_lens is NULL", fn, c->n_stop));
+  for (size_t i = 0; i < c->n_stop; i++) {
+    std::string_view s;
+    if (!c_str(c->stop[i], c->stop_lens[i], s))
+      return make_error(Errc::invalid_argument, strf("%s: stop[%zu] is NULL", fn, i));
+    o.stop.emplace_back(s);
+  }
+  o.parse_special = c->parse_special != 0;
+  o.chat = c->chat != 0;
+  std::string_view sys;
+  if (!c_str(c->system, c->system_len, sys))
+    return make_error(Errc::invalid_argument, strf("%s: system is NULL but system_len is %zu", fn, c->system_len));
+  o.system = std::string(sys);
+  if (c->on_piece) {
+    llminfer_piece_fn fnp = c->on_piece;
+    void* ud = c->user_data;
+    o.on_token = [fnp, ud](std::string_view piece) { return fnp(piece.data(), piece.size(), ud) != 0; };
+  }
+  return o;
+}
+
+inline int c_result(const Result<GenerateResult>& r, llminfer_result** out, llminfer_error** err) {
+  if (!r) return c_fail(err, r.error());
+  auto* res = static_cast<llminfer_result*>(std::calloc(1, sizeof(llminfer_result)));
+  if (!res) return c_fail(err, LLMINFER_E_OUT_OF_MEMORY, "llminfer_result: out of memory");
+  res->text = c_dup(r->text);
+  res->text_len = r->text.size();
+  res->error_message = c_dup(r->error.message);
+  res->error_message_len = r->error.message.size();
+  res->tokens = static_cast<int32_t*>(std::malloc(std::max<size_t>(1, r->tokens.size()) * sizeof(int32_t)));
+  if (!res->text || !res->error_message || !res->tokens) {
+    llminfer_result_free(res);
+    return c_fail(err, LLMINFER_E_OUT_OF_MEMORY, "llminfer_result: out of memory");
+  }
+  if (!r->tokens.empty()) std::memcpy(res->tokens, r->tokens.data(), r->tokens.size() * sizeof(int32_t));
+  res->n_tokens = r->tokens.size();
+  res->stop = static_cast<int>(r->stop);
+  res->prompt_tokens = r->prompt_tokens;
+  res->prompt_tokens_evaluated = r->prompt_tokens_evaluated;
+  res->prompt_tokens_reused = r->prompt_tokens_reused;
+  res->seed = r->seed;
+  res->prefill_ms = r->timings.prefill_ms;
+  res->prefill_tps = r->timings.prefill_tps;
+  res->decode_ms = r->timings.decode_ms;
+  res->decode_tps = r->timings.decode_tps;
+  res->ttft_ms = r->timings.ttft_ms;
+  res->error_code = r->error.code == Errc::ok ? LLMINFER_OK : c_code(r->error.code);
+  *out = res;
+  return c_ok(err);
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// the C enums follow the C++ ones
+static_assert(static_cast<int>(llminfer::StopReason::eos) == LLMINFER_STOP_EOS &&
+                  static_cast<int>(llminfer::StopReason::stop) == LLMINFER_STOP_STRING &&
+                  static_cast<int>(llminfer::StopReason::max_tokens) == LLMINFER_STOP_MAX_TOKENS &&
+                  static_cast<int>(llminfer::StopReason::cancelled) == LLMINFER_STOP_CANCELLED &&
+                  static_cast<int>(llminfer::StopReason::context_full) == LLMINFER_STOP_CONTEXT_FULL &&
+                  static_cast<int>(llminfer::StopReason::error) == LLMINFER_STOP_ERROR,
+              "llminfer_stop must follow StopReason");
+
+extern "C" {
+
+LLMI_API_DEF LLMINFER_C_API const char* llminfer_version(void) { return LLMINFER_VERSION_STRING; }
+
+LLMI_API_DEF LLMINFER_C_API const char* llminfer_errc_string(int code) {
+  if (code < 0 || code > LLMINFER_E_INTERNAL) return "unknown error code";
+  return llminfer::describe(static_cast<llminfer::Errc>(code));
+}
+
+LLMI_API_DEF LLMINFER_C_API const char* llminfer_stop_string(int stop) {
+  if (stop < 0 || stop > LLMINFER_STOP_ERROR) return "unknown";
+  return llminfer::to_string(static_cast<llminfer::StopReason>(stop));
+}
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_error_code(const llminfer_error* err) {
+  return err ? err->code : LLMINFER_OK;
+}
+LLMI_API_DEF LLMINFER_C_API const char* llminfer_error_message(const llminfer_error* err, size_t* len) {
+  if (len) *len = err ? err->message.size() : 0;
+  return err ? err->message.c_str() : "";
+}
+LLMI_API_DEF LLMINFER_C_API void llminfer_error_free(llminfer_error* err) { delete err; }
+
+LLMI_API_DEF LLMINFER_C_API void llminfer_load_options_init(llminfer_load_options* o) {
+  if (!o) return;
+  *o = llminfer_load_options{};
+}
+
+LLMI_API_DEF LLMINFER_C_API void llminfer_generate_options_init(llminfer_generate_options* o) {
+  if (!o) return;
+  const llminfer::GenerateOptions d;
+  *o = llminfer_generate_options{};
+  o->max_tokens = d.max_tokens;
+  o->temperature = d.temperature;
+  o->top_k = d.top_k;
+  o->top_p = d.top_p;
+  o->min_p = d.min_p;
+  o->repeat_penalty = d.repeat_penalty;
+  o->repeat_last_n = d.repeat_last_n;
+  o->seed = d.seed;
+}
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_model_load(const char* path, size_t path_len, const llminfer_load_options* opts,
+                                                    llminfer_model** out, llminfer_error** err) {
+  using namespace llminfer::detail;
+  if (!out) return c_null(err, "llminfer_model_load", "out");
+  *out = nullptr;
+  std::string_view p;
+  if (!c_str(path, path_len, p) || p.empty()) return c_null(err, "llminfer_model_load", "path");
+  llminfer::LoadOptions lo;
+  if (opts) {
+    lo.threads = opts->threads;
+    lo.context = opts->context;
+    lo.kv_type = opts->kv_f32 ? llminfer::KvType::f32 : llminfer::KvType::f16;
+    lo.batch = opts->batch;
+    std::string_view dir;
+    if (!c_str(opts->archdef_dir, opts->archdef_dir_len, dir))
+      return c_fail(err, LLMINFER_E_INVALID_ARGUMENT, "llminfer_model_load: archdef_dir is NULL but archdef_dir_len is not 0");
+    lo.archdef_dir = std::string(dir);
+    if (lo.threads < 0 || lo.context < 0 || lo.batch < 0)
+      return c_fail(err, LLMINFER_E_INVALID_ARGUMENT, "llminfer_model_load: threads, context and batch must be >= 0");
+  }
+  auto m = llminfer::Model::load(p, lo);
+  if (!m) return c_fail(err, m.error());
+  auto* h = new (std::nothrow) llminfer_model{std::move(*m)};
+  if (!h) return c_fail(err, LLMINFER_E_OUT_OF_MEMORY, "llminfer_model_load: out of memory");
+  *out = h;
+  return c_ok(err);
+}
+
+LLMI_API_DEF LLMINFER_C_API void llminfer_model_free(llminfer_model* model) { delete model; }
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_generate(const llminfer_model* model, const char* prompt, size_t prompt_len,
+                                                  const llminfer_generate_options* opts, llminfer_result** out,
+                                                  llminfer_error** err) {
+  using namespace llminfer::detail;
+  if (!out) return c_null(err, "llminfer_generate", "out");
+  *out = nullptr;
+  if (!model) return c_null(err, "llminfer_generate", "model");
+  std::string_view p;
+  if (!c_str(prompt, prompt_len, p)) return c_null(err, "llminfer_generate", "prompt");
+  auto o = c_generate_options(opts, "llminfer_generate");
+  if (!o) return c_fail(err, o.error());
+  return c_result(model->model.generate(p, *o), out, err);
+}
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_generate_tokens(const llminfer_model* model, const int32_t* ids, size_t n_ids,
+                                                         const llminfer_generate_options* opts, llminfer_result** out,
+                                                         llminfer_error** err) {
+  using namespace llminfer::detail;
+  if (!out) return c_null(err, "llminfer_generate_tokens", "out");
+  *out = nullptr;
+  if (!model) return c_null(err, "llminfer_generate_tokens", "model");
+  if (!ids && n_ids) return c_null(err, "llminfer_generate_tokens", "ids");
+  auto o = c_generate_options(opts, "llminfer_generate_tokens");
+  if (!o) return c_fail(err, o.error());
+  return c_result(model->model.generate(std::span<const int32_t>(ids, n_ids), *o), out, err);
+}
+
+LLMI_API_DEF LLMINFER_C_API void llminfer_result_free(llminfer_result* r) {
+  if (!r) return;
+  std::free(r->text);
+  std::free(r->tokens);
+  std::free(r->error_message);
+  std::free(r);
+}
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_session_new(const llminfer_model* model, llminfer_session** out,
+                                                     llminfer_error** err) {
+  using namespace llminfer::detail;
+  if (!out) return c_null(err, "llminfer_session_new", "out");
+  *out = nullptr;
+  if (!model) return c_null(err, "llminfer_session_new", "model");
+  auto* s = new (std::nothrow) llminfer_session{model->model.session()};
+  if (!s) return c_fail(err, LLMINFER_E_OUT_OF_MEMORY, "llminfer_session_new: out of memory");
+  *out = s;
+  return c_ok(err);
+}
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_session_add(llminfer_session* session, const char* role, size_t role_len,
+                                                     const char* content, size_t content_len, llminfer_error** err) {
+  using namespace llminfer::detail;
+  if (!session) return c_null(err, "llminfer_session_add", "session");
+  std::string_view r, c;
+  if (!c_str(role, role_len, r) || r.empty()) return c_null(err, "llminfer_session_add", "role");
+  if (!c_str(content, content_len, c)) return c_null(err, "llminfer_session_add", "content");
+  session->session.add(r, c);
+  return c_ok(err);
+}
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_session_reply(llminfer_session* session, const llminfer_generate_options* opts,
+                                                       llminfer_result** out, llminfer_error** err) {
+  using namespace llminfer::detail;
+  if (!out) return c_null(err, "llminfer_session_reply", "out");
+  *out = nullptr;
+  if (!session) return c_null(err, "llminfer_session_reply", "session");
+  auto o = c_generate_options(opts, "llminfer_session_reply");
+  if (!o) return c_fail(err, o.error());
+  return c_result(session->session.reply(*o), out, err);
+}
+
+LLMI_API_DEF LLMINFER_C_API void llminfer_session_reset(llminfer_session* session) {
+  if (session) session->session.reset();
+}
+LLMI_API_DEF LLMINFER_C_API size_t llminfer_session_message_count(const llminfer_session* session) {
+  return session ? session->session.messages().size() : 0;
+}
+LLMI_API_DEF LLMINFER_C_API int llminfer_session_cached_tokens(const llminfer_session* session) {
+  return session ? session->session.cached_tokens() : 0;
+}
+LLMI_API_DEF LLMINFER_C_API void llminfer_session_free(llminfer_session* session) { delete session; }
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_tokenize(const llminfer_model* model, const char* text, size_t text_len,
+                                                  int add_special, int parse_special, int32_t** ids, size_t* n_ids,
+                                                  llminfer_error** err) {
+  using namespace llminfer::detail;
+  if (!ids) return c_null(err, "llminfer_tokenize", "ids");
+  if (!n_ids) return c_null(err, "llminfer_tokenize", "n_ids");
+  *ids = nullptr;
+  *n_ids = 0;
+  if (!model) return c_null(err, "llminfer_tokenize", "model");
+  std::string_view t;
+  if (!c_str(text, text_len, t)) return c_null(err, "llminfer_tokenize", "text");
+  auto r = model->model.tokenize(t, add_special != 0, parse_special != 0);
+  if (!r) return c_fail(err, r.error());
+  auto* p = static_cast<int32_t*>(std::malloc(std::max<size_t>(1, r->size()) * sizeof(int32_t)));
+  if (!p) return c_fail(err, LLMINFER_E_OUT_OF_MEMORY, "llminfer_tokenize: out of memory");
+  if (!r->empty()) std::memcpy(p, r->data(), r->size() * sizeof(int32_t));
+  *ids = p;
+  *n_ids = r->size();
+  return c_ok(err);
+}
+
+LLMI_API_DEF LLMINFER_C_API void llminfer_tokens_free(int32_t* ids) { std::free(ids); }
+
+LLMI_API_DEF LLMINFER_C_API int llminfer_detokenize(const llminfer_model* model, const int32_t* ids, size_t n_ids,
+                                                    char** text, size_t* text_len, llminfer_error** err) {
+  using namespace llminfer::detail;
+  if (!text) return c_null(err, "llminfer_detokenize", "text");
+  *text = nullptr;
+  if (text_len) *text_len = 0;
+  if (!model) return c_null(err, "llminfer_detokenize", "model");
+  if (!ids && n_ids) return c_null(err, "llminfer_detokenize", "ids");
+  if (!llminfer::detail::model_impl(model->model).tokenizer) return c_fail(err, llminfer::detail::model_impl(model->model).tokenizer_error);
+  const int64_t n_vocab = static_cast<int64_t>(llminfer::detail::model_impl(model->model).tokenizer->n_vocab());
+  for (size_t i = 0; i < n_ids; i++)
+    if (ids[i] < 0 || ids[i] >= n_vocab)
+      return c_fail(err, LLMINFER_E_INVALID_ARGUMENT,
+                    strf("llminfer_detokenize: id %d (at %zu) is outside the vocabulary (0..%lld)", ids[i], i,
+                         static_cast<long long>(n_vocab - 1)));
+  std::string s = model->model.detokenize(std::span<const int32_t>(ids, n_ids));
+  char* p = c_dup(s);
+  if (!p) return c_fail(err, LLMINFER_E_OUT_OF_MEMORY, "llminfer_detokenize: out of memory");
+  *text = p;
+  if (text_len) *text_len = s.size();
+  return c_ok(err);
+}
+
+LLMI_API_DEF LLMINFER_C_API void llminfer_string_free(char* text) { std::free(text); }
+
+}  // extern "C"
 #endif  // !LLMI_KERNEL_PASS
 
 // ---- src/99_impl_end.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----

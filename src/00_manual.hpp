@@ -37,6 +37,13 @@
 //   only when a model computes with it. Only regular files are opened: a FIFO or a device is
 //   refused (opened without waiting for a writer), as is an `<arch>.archdef` that is not one.
 //
+//   Model::load_from_memory(bytes, name) takes a GGUF image the caller holds (an asset pack, a
+//   file inside an APK, mapped by the caller), checked exactly as a file is (messages name `name`)
+//   and used in place: the memory must stay valid and unchanged while the Model, its copies or
+//   sessions live, and start at a multiple of 16 bytes (a mapping starts on a page); with
+//   LoadOptions::read_into_memory it is copied and may go after the call. Safetensors models need
+//   their directory (config.json, tokenizer files) and load only from files.
+//
 //   Files changing under the mapping: a mapped file must not be truncated or rewritten in place
 //   while a model loaded from it is alive. Truncation kills every process that maps it (SIGBUS,
 //   no message); rewriting it silently changes their weights. Replacing it by rename (write a new
@@ -122,6 +129,107 @@
 //   independent: one session must be used by one thread at a time, separate sessions may run at
 //   once on one model. Callbacks run on the thread that called generate()/reply().
 //
+//   Batched decoding: sessions (and generate() calls) of one model that run at the same time from
+//   different threads share each evaluation step (continuous batching): the step evaluates one
+//   token of every decoding sequence (and the next prompt chunk of any sequence still reading its
+//   prompt) in one pass over the weights, so 4 conversations cost little more memory traffic than
+//   one. Each sequence keeps its own KV cache, positions, sampler and stop state; sequences join and
+//   leave at any step; a prompt is evaluated in chunks of at most 256 tokens, one per step, so a
+//   long prompt delays the others' next token by one chunk at most. Results do not change: every
+//   sequence gets the logits it would get alone, bit for bit (single tokens use a matrix product
+//   that reads each weight row once for all of them but computes every token as alone; a prompt
+//   chunk is multiplied on its own rows), hence the same tokens for the same seed. A step waits for
+//   the sequences of the previous step to hand in their next token (they sample in between), at
+//   most half a step's time (0.5..20 ms), so a session busy elsewhere delays the others little.
+//   LoadOptions::batch caps the sequences per step (0: 32; 1 turns batching off). Cancelling one
+//   sequence does not stop a step the others share (it ends after that step).
+//
+// ==== C API ====
+//
+//   The section after the C++ declarations is C99: a C compiler including llminfer.hpp sees it
+//   alone (the implementation stays C++20: compile it in one C++ file, or build the shared library
+//   with `make libllminfer.so`, which exports the llminfer_* functions and nothing else). Opaque
+//   handles (llminfer_model, llminfer_session); fallible calls return an llminfer_errc (0 = OK)
+//   and, when given an llminfer_error** , an error with the code and a message naming the input
+//   (llminfer_error_free); strings are UTF-8 with explicit lengths; results, token arrays and
+//   strings the library allocates are freed by their matching _free (each accepts NULL).
+//
+//     llminfer_model* m = NULL; llminfer_error* err = NULL;
+//     if (llminfer_model_load(path, strlen(path), NULL, &m, &err) != LLMINFER_OK) {
+//       fprintf(stderr, "%s\n", llminfer_error_message(err, NULL)); llminfer_error_free(err); }
+//     llminfer_generate_options go; llminfer_generate_options_init(&go);
+//     go.max_tokens = 64; go.on_piece = print_piece;   /* int (*)(const char*, size_t, void*) */
+//     llminfer_result* r = NULL;
+//     if (llminfer_generate(m, "Once upon a time", 16, &go, &r, &err) == LLMINFER_OK)
+//       printf("%zu tokens, %s\n", r->n_tokens, llminfer_stop_string(r->stop));
+//     llminfer_result_free(r); llminfer_model_free(m);
+//
+//   Also: llminfer_generate_tokens (from ids), sessions (llminfer_session_new / _add / _reply /
+//   _reset / _free; a session keeps the model alive), llminfer_tokenize / llminfer_detokenize.
+//   A model may be used from several threads at once (their generations are batched as above); a
+//   session by one thread at a time. examples/c/example.c; tests/capi/ (C99 and Python ctypes).
+//
+// ==== Sessions: conversations that live long ====
+//
+//   A Session holds a conversation (messages()), the tokens of its KV cache (tokens()), the
+//   logits of the last evaluated token and an RNG. One thread at a time.
+//
+//   reply(): renders the conversation with the model's chat template, reuses the longest cached
+//   prefix, evaluates the rest, generates and appends the assistant's message. A render that
+//   fails (a template that raises, a cancelled render) returns the error and changes nothing: the
+//   caller fixes the messages and replies again. A reply that cannot generate a single token for
+//   a full context (ContextPolicy::stop) returns StopReason::context_full, GenerateResult::error
+//   saying so, and adds no assistant message.
+//
+//   History editing: erase(i), replace(i, message), truncate(n), set_messages(list). The next
+//   reply reuses the cache up to the first token that differs and evaluates from there (what
+//   followed the change is evaluated again: its cells saw the old text).
+//
+//   Context shifting (ContextPolicy::slide). Before a reply, when the conversation plus room for
+//   the reply (max_tokens, at most half the context; a quarter when max_tokens < 0) does not fit,
+//   the oldest turns after the leading system message(s) leave the conversation (a turn is a
+//   message and the non-user messages after it; the turn being answered always stays;
+//   GenerateResult::messages_dropped counts them). The cache then keeps what the new rendering
+//   shares with it: the common prefix, then runs of at least 8 cached tokens equal to what the
+//   prompt continues with, moved down into place (KvCache::shift: values copied, keys rotated by
+//   the distance moved, as llama.cpp's context shift does; sliding-window rings included) instead
+//   of evaluated again (GenerateResult::tokens_shifted). A turn therefore evaluates its own tokens
+//   plus a constant, however long the conversation. During a reply that fills the context the
+//   cache slides at token level: it keeps the system message's tokens (at least LoadOptions::keep)
+//   and drops half of the rest. A shifted cache is not a fresh evaluation: the kept cells were
+//   computed while the dropped tokens were in the context, and re-rotating an f16 key rounds it
+//   once more. (README "Generating text" gives the measured difference.) After history edits only
+//   the exact common prefix is reused (shifting would keep what the removed text left in later
+//   cells).
+//
+//   Step by step: begin_reply(options) prepares a reply; each step() does bounded work (a batch of
+//   up to 256 prompt tokens, or one generated token) and returns ReplyStep{text, done, stop}: the
+//   text that became final (complete UTF-8, possibly empty), or done with the stop reason, after
+//   which the reply is in the conversation and result() holds the GenerateResult. reply() is
+//   begin_reply() + step() until done; Model::generate() runs the same steps. add(), the edits,
+//   reset(), eval() and load() end a reply in progress as cancelled. Timings of a stepped reply
+//   include the caller's time between steps.
+//
+//   Tokens: eval(ids, all_logits, cancel) evaluates ids after the cached ones (no BOS added);
+//   logits() is [n_vocab] (the last token) or [n][n_vocab]; sample(options) draws one id with the
+//   sampling chain (the penalty looks at tokens()) and the session's RNG (set_seed); is_eog(id);
+//   truncate_tokens(n). eval, sample, eval ... gives generate()'s tokens for the same seed.
+//   Model::info() gives the architecture, sizes, vocabulary, special tokens, end-of-generation
+//   ids, context, KV cache size, kernel level and the model's identity (a sha256 of the weights'
+//   metadata: every tensor's name, type, shape and first 64 bytes, and the definition's sha256).
+//
+//   Save and restore: save() (bytes) / save(path) and load(bytes) / load(path). The file holds
+//   the conversation, the cached tokens and their KV cells (a sliding-window layer only its
+//   window), the logits and the RNG state; restored into a session of the same model (same
+//   identity and KV type; a context that holds the tokens) it continues token for token as the
+//   saved session would have. Format (version 1, little-endian): "LLMISESS", u32 version, u32
+//   flags, u64 length, the content, and a sha256 of everything before it. A file that is too
+//   short, has another magic or version, bytes missing or extra, a checksum that does not match
+//   (altered), another model's identity, another KV type, more tokens than the context, or any
+//   length that runs past the end is refused with bad_format and a message naming the file and
+//   the reason; the session is unchanged then. save(path) writes PATH.tmp and renames it over
+//   PATH (a failed write leaves the old file). Saving during a reply is an error.
+//
 // ==== Architecture definitions (archdef) ====
 //
 //   An architecture is a short text, not code: `llama`, `qwen2`, `qwen3`, `gemma3`, `phi3`,
@@ -195,7 +303,11 @@
 //                                      dims < head_dim: partial rotary (the first dims of each head;
 //                                      stablelm: rope(q, neox, dims = rope_dims)). Hugging Face
 //                                      checkpoints keep q/k in rotate-half order: `pairs` runs as
-//                                      `neox` for them (convention hf_rope).
+//                                      `neox` for them (convention hf_rope). Context shifting
+//                                      re-rotates a layer's cached keys by the rope last applied to
+//                                      the key register before its attention (that rope's dims,
+//                                      base and factors); where the layer has none (skip =, NoPE)
+//                                      its keys move unchanged.
 //   a = attention(q, k, v, window=0, period=0, offset=P-1, sliding=V, scale=rsqrt(head_dim),
 //                 softcap=0)
 //                                      causal grouped-query attention over the layer's KV cache

@@ -4,9 +4,21 @@
 
 // C++20 or later, or one error that says so (MSVC keeps __cplusplus at 199711L unless
 // /Zc:__cplusplus: _MSVC_LANG is its real value). Everything else in the header is skipped then,
-// the implementation too, so that this is the only message.
-#if defined(__cplusplus) && ((defined(_MSVC_LANG) && _MSVC_LANG < 202002L) || \
-                             (!defined(_MSVC_LANG) && __cplusplus < 202002L))
+// the implementation too, so that this is the only message. A C compiler sees the C API alone
+// (the section after this one); the implementation is C++20.
+#if !defined(__cplusplus)
+// The C++ text below is skipped, but a C preprocessor still reads it, and C++ raw strings look
+// like unterminated C strings to it (a warning GCC cannot turn off by name): as a system header
+// the file gives no such warnings. (The C API section is checked with -Wall -Wextra -Werror
+// -pedantic in tests/capi all the same: its declarations are compiled as C there.)
+#if defined(__GNUC__)
+#pragma GCC system_header
+#endif
+#if defined(LLMINFER_IMPLEMENTATION)
+#error "the llminfer implementation is C++20: define LLMINFER_IMPLEMENTATION in a C++ file (C programs include llminfer.hpp for its C API and link with the library built from it, e.g. make libllminfer.so)"
+#endif
+#define LLMINFER_IMPLEMENTATION_INCLUDED
+#elif (defined(_MSVC_LANG) && _MSVC_LANG < 202002L) || (!defined(_MSVC_LANG) && __cplusplus < 202002L)
 #error "llminfer.hpp requires C++20 or later: compile with -std=c++20 (MSVC: /std:c++20)"
 #define LLMINFER_IMPLEMENTATION_INCLUDED
 #else
@@ -149,6 +161,11 @@ struct LoadOptions {
   // CPU has). A native build runs the one level it was compiled for and accepts only its name.
   std::string kernels = {};
   std::function<void(std::string_view)> log = {};  // diagnostics; silent when empty
+  // Continuous batching: sessions of this model that evaluate at the same time (from different
+  // threads) share each step, reading the weights once for all of them; at most this many
+  // sequences per step. 0: 32; 1: off (each evaluation runs on its own). Results are the same
+  // either way (see the manual).
+  int batch = 0;
   // Read the weights into memory the library owns instead of mapping the file: the model then
   // survives its file being truncated or rewritten while it runs (a mapped file must not be:
   // truncation kills the process with SIGBUS, rewriting changes the weights). Costs the file's
@@ -217,6 +234,10 @@ struct GenerateResult {
   int prompt_tokens_evaluated = 0;   // of those, evaluated by this call
   int prompt_tokens_reused = 0;      // of those, already in the session's KV cache
   uint64_t seed = 0;                 // the seed used (the drawn one for random_seed)
+  int messages_dropped = 0;          // Session::reply with ContextPolicy::slide: oldest messages
+                                     // dropped from the conversation to make room (see the manual)
+  int tokens_shifted = 0;            // of prompt_tokens_reused, cached tokens moved to new positions
+                                     // (their keys re-rotated) instead of evaluated again
   Timings timings;
   double peak_rss_mb = 0;            // peak resident memory of the process so far
   uint64_t kv_bytes = 0;             // KV cache of the session
@@ -227,12 +248,52 @@ struct Message {
   std::string content;
 };
 
+// One step of a reply (Session::step): the next piece of text, or the end.
+struct ReplyStep {
+  std::string text;  // the next piece (complete UTF-8); empty when the step only evaluated prompt
+                     // tokens or a token whose text is not final yet (held back for a stop string)
+  bool done = false; // the reply has ended: `stop` says why, Session::result() holds all of it
+  StopReason stop = StopReason::max_tokens;
+};
+
+// Facts about a loaded model (Model::info).
+struct ModelInfo {
+  std::string path;          // as given to load ("" for load_from_memory: its name)
+  std::string format;        // "gguf" or "safetensors"
+  std::string architecture;  // "llama", "qwen3", ...
+  std::string name;          // general.name, or the directory's name
+  uint64_t file_bytes = 0;
+  uint64_t n_params = 0;
+  int n_vocab = 0;           // logits per position
+  int n_ctx_train = 0;       // the context the model was trained with
+  int context = 0;           // tokens a session holds (LoadOptions::context or the default)
+  int n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0;
+  KvType kv_type = KvType::f16;
+  ContextPolicy context_policy = ContextPolicy::stop;
+  uint64_t kv_bytes = 0;     // one session's KV cache
+  std::string kernels;       // the kernel level in use ("avx512", "avx2", "neon", "scalar", ...)
+  int threads = 0;           // threads of the model's pool
+  // Tokenizer: "" when the model has none usable (it runs from ids; tokenizer_error says why).
+  std::string tokenizer;     // "gpt2" (byte-level BPE), "llama" (SentencePiece), ...
+  std::string tokenizer_error;
+  int32_t bos = -1, eos = -1, eot = -1, pad = -1, unk = -1;  // -1: none
+  std::vector<int32_t> eog;  // every id that ends a generation
+  bool add_bos = false;      // tokenize(add_special) starts with bos
+  bool chat_template = false;  // the model has its own (otherwise the documented fallback is used)
+  std::string identity;      // sha256 of the weights' metadata (checked by Session::load)
+};
+
+class Model;
+class Session;
+
 namespace detail {
 struct ModelImpl;
 struct SessionImpl;
+// The implementation behind the public types, for tools and tests (not a stable interface; aborts
+// with a message when `m` holds no model or `s` was moved from).
+const ModelImpl& model_impl(const Model& m);
+SessionImpl& session_impl(Session& s);
 }  // namespace detail
-
-class Session;
 
 // A default-constructed Model holds no model: every call returns an error (invalid_argument), or
 // empty text from detokenize. A moved-from Session is the same: reply() returns an error, add()
@@ -241,6 +302,12 @@ class Model {
  public:
   // A GGUF file, a safetensors file, or a Hugging Face / MLX model directory.
   static Result<Model> load(std::string_view path, const LoadOptions& options = {});
+  // A GGUF file the caller holds in memory (an asset pack, a file inside an APK, mapped by the
+  // caller): validated as a file is, used in place (never copied), so `data` must stay valid and
+  // unchanged while the Model or any Session or copy of it lives. `name` names it in messages.
+  // (options.read_into_memory copies it instead; then the buffer may go after load returns.)
+  static Result<Model> load_from_memory(std::span<const uint8_t> data, std::string_view name = "memory",
+                                        const LoadOptions& options = {});
 
   // One-shot generation (a fresh session each call; safe from many threads at once). The prompt
   // is plain text (BOS added as the model asks) or, with options.chat, a user message.
@@ -260,11 +327,14 @@ class Model {
   Result<std::string> apply_chat_template(std::span<const Message> messages,
                                           bool add_generation_prompt = true) const;
 
+  // Architecture, sizes, vocabulary, special tokens, context (an empty ModelInfo when not loaded).
+  ModelInfo info() const;
+
   bool loaded() const noexcept { return impl_ != nullptr; }
-  const detail::ModelImpl& impl() const;  // for tools and tests (aborts with a message when not loaded)
 
  private:
   friend class Session;
+  friend const detail::ModelImpl& detail::model_impl(const Model& m);
   std::shared_ptr<const detail::ModelImpl> impl_;
 };
 
@@ -274,26 +344,81 @@ class Session {
   Session& operator=(Session&&) noexcept;
   ~Session();
 
+  // ---- the conversation ----
   // Appends a message ("system", "user", "assistant", ...) to the conversation.
   void add(std::string_view role, std::string_view content);
   // Renders the conversation with the model's chat template, evaluates only the tokens that are
   // not already in the session's KV cache, generates the assistant's reply and appends it to the
   // conversation. (options.chat and options.system are not used: add a "system" message.)
+  // An error (a template that refuses the conversation, a cancelled render) changes nothing: fix
+  // the messages (erase, replace) and reply again. A full context (ContextPolicy::stop) that
+  // leaves no room for a single token ends with StopReason::context_full, no assistant message
+  // and GenerateResult::error saying so. With ContextPolicy::slide the oldest turns after the
+  // system message are dropped and the cache shifted instead (see the manual).
   Result<GenerateResult> reply(const GenerateOptions& options = {});
   void reset();  // forget the conversation and the cache
   const std::vector<Message>& messages() const;
+
+  // History editing. The next reply() reuses the cached tokens up to the first change and
+  // evaluates the rest. Out-of-range indices are invalid_argument errors (nothing changes).
+  Result<void> erase(size_t index);                  // removes messages()[index]
+  Result<void> replace(size_t index, Message message);
+  Result<void> truncate(size_t count);               // keeps the first `count` messages
+  void set_messages(std::vector<Message> messages);  // the whole conversation
+
+  // ---- a reply one step at a time (for a frame loop on one thread) ----
+  // begin_reply() renders the conversation and prepares the reply (as reply() does, without
+  // evaluating anything); each step() then does a bounded amount of work (a batch of up to 256
+  // prompt tokens, or one generated token) and returns the text that became final, or the end
+  // (done, with the stop reason; the reply then joins the conversation and result() holds it).
+  // on_token, cancel and every other option work as in reply(), which is begin_reply() + step()
+  // until done. add(), the edits, reset(), eval() and load() end a reply in progress as cancelled.
+  Result<void> begin_reply(const GenerateOptions& options = {});
+  Result<ReplyStep> step();      // an error ends the reply (nothing joins the conversation)
+  bool replying() const;         // between begin_reply() and the step that returned done
+  const GenerateResult& result() const;  // the last reply that ended (begin_reply clears it)
+
+  // ---- tokens ----
+  // Evaluates token ids after the cached ones (the prompt exactly as given: no BOS is added);
+  // logits() then holds the logits of the last one ([n_vocab]), or with all_logits of each
+  // ([n][n_vocab]). A full context is an error with ContextPolicy::stop (nothing is evaluated)
+  // and slides with ContextPolicy::slide. `cancel` is polled once per layer.
+  Result<void> eval(std::span<const int32_t> tokens, bool all_logits = false,
+                    const std::atomic<bool>* cancel = nullptr);
+  std::span<const float> logits() const;
+  // One token from logits() by the sampling chain of `options` (temperature, top_k, top_p,
+  // min_p, repeat_penalty over the cached tokens), drawn with the session's RNG (set_seed).
+  Result<int32_t> sample(const GenerateOptions& options = {});
+  void set_seed(uint64_t seed);  // as GenerateOptions::seed (reply() and generate() set it too)
+  const std::vector<int32_t>& tokens() const;  // the tokens in the KV cache, in order
+  Result<void> truncate_tokens(int count);     // keeps the first `count` cached tokens
+  bool is_eog(int32_t id) const;               // whether the id ends a generation
+
   int cached_tokens() const;  // tokens in the KV cache
   int context_size() const;   // tokens the KV cache holds at most
 
-  detail::SessionImpl& impl();  // for tools and tests (aborts with a message when moved from)
+  // ---- save and restore ----
+  // The whole session (messages, cached tokens, KV cache, logits, RNG) as bytes or a file, and
+  // back into a session of the same model (LoadOptions may differ in threads and in a context
+  // that still holds the tokens, not in the KV type). After load() the session continues exactly
+  // as the saved one would have. A file that is truncated, altered, of another version or made
+  // with another model is refused with a message naming what is wrong; nothing changes then.
+  // Not during a reply (invalid_argument).
+  Result<std::vector<uint8_t>> save() const;
+  Result<void> save(std::string_view path) const;
+  Result<void> load(std::span<const uint8_t> bytes);
+  Result<void> load(std::string_view path);
 
  private:
   friend class Model;
+  friend detail::SessionImpl& detail::session_impl(Session& s);
   explicit Session(std::unique_ptr<detail::SessionImpl> impl);
   std::unique_ptr<detail::SessionImpl> impl_;
 };
 
 const char* version() noexcept;
+// Peak resident memory of the process so far, in MiB (0 where the system does not say).
+double peak_memory_mb() noexcept;
 
 }  // namespace v0_1
 }  // namespace llminfer

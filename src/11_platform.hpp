@@ -249,7 +249,34 @@ class MappedFile {
   static Result<MappedFile> open(const std::string& path);
   // The whole file read into memory this object owns (no mapping: the file may change afterwards).
   static Result<MappedFile> read(const std::string& path);
+  // Memory the caller owns and keeps valid (Model::load_from_memory): used in place, never
+  // released or unmapped here. `name` stands for the path in messages.
+  static MappedFile borrow(const uint8_t* data, uint64_t size, std::string name) {
+    MappedFile m;
+    m.data_ = data;
+    m.size_ = size;
+    m.path_ = std::move(name);
+    m.borrowed_ = true;
+    return m;
+  }
+  // A copy of `size` bytes at `data` in memory this object owns (out_of_memory when it fails).
+  static Result<MappedFile> copy(const uint8_t* data, uint64_t size, std::string name) {
+    MappedFile m;
+    m.path_ = std::move(name);
+    if (size == 0) return m;
+    if (size > static_cast<uint64_t>(SIZE_MAX))
+      return make_error(Errc::out_of_memory, m.path_ + ": too large to copy into this process");
+    m.owned_ = std::malloc(static_cast<size_t>(size));
+    if (!m.owned_)
+      return make_error(Errc::out_of_memory, strf("%s: cannot allocate %s to copy it", m.path_.c_str(),
+                                                 human_bytes(size).c_str()));
+    std::memcpy(m.owned_, data, static_cast<size_t>(size));
+    m.data_ = static_cast<const uint8_t*>(m.owned_);
+    m.size_ = size;
+    return m;
+  }
   bool owned() const { return owned_ != nullptr; }
+  bool borrowed() const { return borrowed_; }
 
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
@@ -265,6 +292,7 @@ class MappedFile {
     std::swap(size_, o.size_);
     std::swap(path_, o.path_);
     std::swap(owned_, o.owned_);
+    std::swap(borrowed_, o.borrowed_);
 #if defined(_WIN32)
     std::swap(mapping_, o.mapping_);
 #endif
@@ -282,6 +310,7 @@ class MappedFile {
   uint64_t size_ = 0;
   std::string path_;
   void* owned_ = nullptr;
+  bool borrowed_ = false;
 #if defined(_WIN32)
   HANDLE mapping_ = nullptr;
 #endif
@@ -362,6 +391,12 @@ inline Result<MappedFile> MappedFile::open(const std::string& path) {
 
 inline void MappedFile::close() {
   if (free_owned()) return;
+  if (borrowed_) {  // the caller's memory
+    data_ = nullptr;
+    size_ = 0;
+    borrowed_ = false;
+    return;
+  }
   if (data_) UnmapViewOfFile(data_);
   if (mapping_) CloseHandle(mapping_);
   data_ = nullptr;
@@ -517,6 +552,12 @@ inline Result<MappedFile> MappedFile::open(const std::string& path) {
 
 inline void MappedFile::close() {
   if (free_owned()) return;
+  if (borrowed_) {  // the caller's memory
+    data_ = nullptr;
+    size_ = 0;
+    borrowed_ = false;
+    return;
+  }
   if (data_) munmap(const_cast<uint8_t*>(data_), static_cast<size_t>(size_));
   data_ = nullptr;
   size_ = 0;
@@ -524,7 +565,7 @@ inline void MappedFile::close() {
 
 inline void MappedFile::release(uint64_t offset, uint64_t bytes) const {
   long page = sysconf(_SC_PAGESIZE);
-  if (page <= 0 || !data_ || owned_ || offset >= size_) return;
+  if (page <= 0 || !data_ || owned_ || borrowed_ || offset >= size_) return;  // only our own mapping
   uint64_t p = static_cast<uint64_t>(page);
   uint64_t begin = (offset + p - 1) / p * p;
   uint64_t end = std::min(offset + bytes, size_) / p * p;

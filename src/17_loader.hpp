@@ -547,6 +547,36 @@ inline Result<std::shared_ptr<ModelDesc>> load_description(const std::string& pa
   return m;
 }
 
+// A GGUF image in the caller's memory (Model::load_from_memory): the same checks as a file; used
+// in place (borrowed), or copied into owned memory with `copy`.
+inline Result<std::shared_ptr<ModelDesc>> load_description_from_memory(std::span<const uint8_t> data,
+                                                                       const std::string& name, bool copy = false) {
+  if (!data.data() && !data.empty()) return make_error(Errc::invalid_argument, name + ": no memory given");
+  if (data.size() < 4 || std::memcmp(data.data(), "GGUF", 4) != 0)
+    return make_error(Errc::bad_format,
+                      name + ": not a GGUF image (a model in memory must be one GGUF file; safetensors need their "
+                             "directory: load them from files)");
+  // Tensors sit at multiples of the file's alignment (32 by default) from its start: a mapping
+  // starts on a page, and the kernels need at least the 16 bytes malloc gives (read_into_memory).
+  if (!copy && reinterpret_cast<uintptr_t>(data.data()) % 16 != 0)
+    return make_error(Errc::invalid_argument,
+                      strf("%s: the image starts at an address that is not a multiple of 16 (a mapping starts on a "
+                           "page): align it, or set LoadOptions::read_into_memory to copy it",
+                           name.c_str()));
+  std::shared_ptr<MappedFile> f;
+  if (copy) {
+    auto c = MappedFile::copy(data.data(), data.size(), name);
+    if (!c) return c.error();
+    f = std::make_shared<MappedFile>(std::move(*c));
+  } else {
+    f = std::make_shared<MappedFile>(MappedFile::borrow(data.data(), data.size(), name));
+  }
+  auto m = gguf_description(f->data(), f->size(), name);
+  if (!m) return m.error();
+  (*m)->files.push_back(std::move(f));
+  return m;
+}
+
 }  // namespace detail
 }  // namespace v0_1
 }  // namespace llminfer

@@ -27,11 +27,27 @@ inline float f16_scale(const uint8_t* p) {
 
 // ---- x86 helpers ----
 #if defined(LLMI_SIMD_AVX2)
+// v, hidden from the optimizer: a product passed through it is never fused into a following
+// add (llama.cpp's build does not fuse the sums of its dot products' remainders).
+inline float unfused(float v) {
+#if defined(__GNUC__)
+  __asm__("" : "+x"(v));
+#endif
+  return v;
+}
 inline float hsum_ps256(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+// GGML_F32x8_REDUCE's last step (llama.cpp's AVX2 ggml_vec_dot_f32/_f16): the two halves added,
+// then (t0 + t1) + (t2 + t3) by two horizontal adds (hsum_ps256 adds (t0 + t2) + (t1 + t3), the
+// order of its sgemm, Q8_0 and softmax sums).
+inline float reduce8_hadd(__m256 v) {
+  __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  t = _mm_hadd_ps(t, t);
+  return _mm_cvtss_f32(_mm_hadd_ps(t, t));
 }
 inline float hmax_ps256(__m256 v) {
   __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -70,14 +86,6 @@ inline __m256i q5_high_bits(uint32_t qh) {
 #endif
 
 #if defined(LLMI_SIMD_AVX512)
-// v, hidden from the optimizer: a product passed through it is never fused into a following
-// add (llama.cpp's build does not fuse the sums of its dot products' remainders).
-inline float unfused(float v) {
-#if defined(__GNUC__)
-  __asm__("" : "+x"(v));
-#endif
-  return v;
-}
 // Sum of 16 lanes as a fixed tree (upper half + lower half, twice, then (0+2) + (1+3)): the
 // order GCC's _mm512_reduce_add_ps has, written out so that it does not depend on the compiler.
 inline float reduce16_ps(__m512 v) {
@@ -725,17 +733,43 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
   for (; i + 16 <= n; i += 16) acc[0] = _mm512_fmadd_ps(load(i), _mm512_loadu_ps(x + i), acc[0]);
   float r = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
 #elif defined(LLMI_SIMD_AVX2)
+  // llama.cpp's order in its AVX2 build (the activations already rounded to f16 / bf16 for those
+  // weights), so that the result is its bits. Several tokens, n a multiple of 8: llamafile's sgemm,
+  // one chain of 8 lanes then hsum_ps256. Otherwise ggml_vec_dot_f32 / _f16 / _bf16: 4 x 8 lanes
+  // over chunks of 32, folded (0+2) + (1+3) (bf16: the same fold, then hsum_ps256 instead of
+  // reduce8_hadd), then the rest one product at a time (f16 and bf16: summed in double). A bf16
+  // product of bf16 activations is exact, so ggml's multiply-then-add is our FMA.
   auto load = [&](int64_t i) {
     if constexpr (T == DType::f32) return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i);
     else if constexpr (T == DType::f16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
     else return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i))), 16));
   };
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    for (int k = 0; k < 4; k++) acc[k] = _mm256_fmadd_ps(load(i + 8 * k), _mm256_loadu_ps(x + i + 8 * k), acc[k]);
-  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load(i), _mm256_loadu_ps(x + i), acc[0]);
-  float r = hsum_ps256(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  if (sgemm && n % 8 == 0) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(load(i), _mm256_loadu_ps(x + i), acc);
+    return hsum_ps256(acc);
+  }
+  const int64_t np = n & ~int64_t(31);
+  float red = 0;
+  if (np > 0) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < np; i += 32)
+      for (int k = 0; k < 4; k++) acc[k] = _mm256_fmadd_ps(load(i + 8 * k), _mm256_loadu_ps(x + i + 8 * k), acc[k]);
+    const __m256 folded = _mm256_add_ps(_mm256_add_ps(acc[0], acc[2]), _mm256_add_ps(acc[1], acc[3]));
+    red = T == DType::bf16 ? hsum_ps256(folded) : reduce8_hadd(folded);
+  }
+  if constexpr (T == DType::f32) {
+    const float* wf = reinterpret_cast<const float*>(w);
+    for (int64_t i = np; i < n; i++) red += unfused(wf[i] * x[i]);
+    return red;
+  } else {
+    double r = red;
+    for (int64_t i = np; i < n; i++) {
+      const float wv = T == DType::f16 ? fp16_to_f32(rd_u16(w + 2 * i)) : bf16_to_f32(rd_u16(w + 2 * i));
+      r += static_cast<double>(wv * x[i]);
+    }
+    return static_cast<float>(r);
+  }
 #elif defined(LLMI_SIMD_NEON)
   auto load = [&](int64_t i) {
     if constexpr (T == DType::f32) return vld1q_f32(reinterpret_cast<const float*>(w) + i);
@@ -752,6 +786,7 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
   float r = 0;
   int64_t i = 0;
 #endif
+#if !defined(LLMI_SIMD_AVX2) || defined(LLMI_SIMD_AVX512)  // (the AVX2 body has returned)
   // remaining elements (and the whole row on the scalar path), as the reference does
   if (i < n) {
     if constexpr (T == DType::f32) r += ref::vec_dot_f32(w + 4 * i, x + i, n - i);
@@ -759,6 +794,7 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
     else r += ref::vec_dot_bf16(w + 2 * i, x + i, n - i);
   }
   return r;
+#endif
 }
 
 // MLX affine row `row` times f32 x: per group, scale * sum(q * x) + bias * sum(x) (xs: group sums).

@@ -2,7 +2,8 @@
 // The forward pass (43_forward) walks the KV ring and calls these on contiguous runs of cells
 // ([cells][hd], f16 or f32). SIMD bodies follow the scalar ones: dot products summed in lanes,
 // exp by a polynomial (within 2 ulp of expf), softmax sums in double as ggml. With an f32 cache
-// the AVX-512 build follows llama.cpp's float order exactly (end of the file).
+// the AVX-512 and the AVX2 builds follow the float order of llama.cpp's build for the same
+// instruction set exactly (its ggml_vec_dot_f32, llamafile sgemm, expf and softmax).
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
@@ -41,22 +42,33 @@ inline __m512 exp16(__m512 x) {
 inline __m256 load8_kv(const uint8_t* p, bool f16) {
   return f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))) : _mm256_loadu_ps(reinterpret_cast<const float*>(p));
 }
-// e^x for 8 lanes (Cephes-style polynomial, within 2 ulp of expf).
+// e^x for 8 lanes, the same float operations as ggml's AVX2 expf (llama.cpp's AVX2 softmax and
+// SiLU): n = round(x / ln 2) by the 1.5 * 2^23 trick, b = x - n ln 2 in two parts, j = a
+// degree-5 polynomial in b without its constant term, e^x = k + k j with k = 2^n built from the
+// exponent bits; |n| > 126 scales in two steps, |n| > 192 gives 0 or infinity. Within about
+// 1.5 ulp of expf.
 inline __m256 exp8(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-  __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  // 2^n through the exponent bits (n >= -126 after the clamp)
-  __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+  const __m256 shift = _mm256_set1_ps(0x1.8p23f);
+  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift);
+  const __m256 n = _mm256_sub_ps(z, shift);
+  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+  const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+  const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1.0f))));
+  const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+  const __m256 big = _mm256_cmp_ps(an, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
+  const __m256 u = _mm256_mul_ps(b, b);
+  const __m256 j = _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                                                   _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+                                   u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+  if (!_mm256_movemask_ps(big)) return _mm256_fmadd_ps(j, k, k);
+  // 2^n = s1 * s2 with both factors representable; beyond 192 the square of s1 is 0 or infinity
+  const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+                                     _mm256_set1_epi32(static_cast<int>(0x82000000u)));
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+  const __m256 huge = _mm256_cmp_ps(an, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+  const __m256 scaled = _mm256_blendv_ps(_mm256_fmadd_ps(k, j, k), _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1), big);
+  return _mm256_blendv_ps(scaled, _mm256_mul_ps(s1, s1), huge);
 }
 #endif
 
@@ -89,7 +101,11 @@ inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, 
     out[j] = scale * _mm512_reduce_add_ps(acc);
   }
 #elif defined(LLMI_SIMD_AVX2)
-  const size_t es = f16 ? 2 : 4;
+  if (!f16) {  // llama.cpp's order: ggml_vec_dot_f32 (dot_float), then the scale
+    for (int j = 0; j < n; j++) out[j] = scale * dot_float<DType::f32>(k + size_t(j) * stride, q, hd);
+    return;
+  }
+  const size_t es = 2;
   for (int j = 0; j < n; j++) {
     const uint8_t* c = k + size_t(j) * stride;
     __m256 acc = _mm256_setzero_ps();
@@ -123,8 +139,9 @@ inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, 
 }
 
 // s[j] = exp(s[j] - max) for j < n; returns the sum (accumulated in double). `phase` is the
-// position of s[0] modulo 16: the AVX-512 body works in chunks of 16 aligned to positions, as
-// llama.cpp's softmax over cache cells, summing each chunk in float before adding it in double.
+// position of s[0] modulo 16: the AVX-512 (AVX2) body works in chunks of 16 (8) aligned to
+// positions, as llama.cpp's softmax over cache cells, summing each chunk in float before adding it
+// in double.
 inline double attn_exp(float* s, int n, float max, [[maybe_unused]] int phase = 0) {
   double sum = 0;
   int j = 0;
@@ -150,17 +167,29 @@ inline double attn_exp(float* s, int n, float max, [[maybe_unused]] int phase = 
   }
   j = n;
 #elif defined(LLMI_SIMD_AVX2)
-  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  // llama.cpp's AVX2 softmax: chunks of 8 aligned to positions, each summed in float (hsum_ps256)
+  // before it is added in double
   const __m256 m = _mm256_set1_ps(max);
-  for (; j + 8 <= n; j += 8) {
-    __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), m));
-    _mm256_storeu_ps(s + j, e);
-    a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-    a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  for (int c = -(phase & 7); c < n; c += 8) {
+    if (c >= 0 && c + 8 <= n) {
+      __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + c), m));
+      _mm256_storeu_ps(s + c, e);
+      sum += static_cast<double>(hsum_ps256(e));
+      continue;
+    }
+    // a partial chunk: the lanes outside 0..n-1 count as 0 (masked cells)
+    const int from = std::max(c, 0), to = std::min(c + 8, n);
+    alignas(32) float t[8];
+    for (int i = 0; i < 8; i++) t[i] = max;
+    for (int i = from; i < to; i++) t[i - c] = s[i];
+    __m256 e = exp8(_mm256_sub_ps(_mm256_load_ps(t), m));
+    _mm256_store_ps(t, e);
+    for (int i = 0; i < 8; i++)
+      if (i + c < from || i + c >= to) t[i] = 0.0f;
+    for (int i = from; i < to; i++) s[i] = t[i - c];
+    sum += static_cast<double>(hsum_ps256(_mm256_load_ps(t)));
   }
-  __m256d t = _mm256_add_pd(a0, a1);
-  __m128d t2 = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
-  sum = _mm_cvtsd_f64(_mm_add_sd(t2, _mm_unpackhi_pd(t2, t2)));
+  j = n;
 #endif
   for (; j < n; j++) {
     float e = std::exp(s[j] - max);
@@ -280,6 +309,42 @@ inline void attn_weighted_sum_ggml(const float* w, const uint8_t* v0, size_t str
 }
 #endif
 
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+// ---- llama.cpp's order (f32 cache, AVX2) ----
+// As attn_weighted_sum_ggml with llama.cpp's AVX2 build: `lanes` partial sums by position, 8
+// (several tokens: sgemm's 8 lanes, then hsum_ps256's tree) or 32 (one token: ggml_vec_dot_f32's
+// 4 x 8, folded (0+16) + (8+24), then reduce8_hadd's tree). acc holds lanes x round_up(hd, 8).
+inline void attn_weighted_sum_ggml8(const float* w, const uint8_t* v0, size_t stride, int slots, int lo, int pos, int hd,
+                                    int lanes, float* acc, float* out) {
+  auto vrow = [&](int j) { return reinterpret_cast<const float*>(v0 + size_t(j % slots) * stride); };
+  const int hs = (hd + 7) & ~7;
+  std::fill(acc, acc + size_t(lanes) * size_t(hs), 0.0f);
+  auto mask_for = [&](int e) {  // the lanes e..e+7 that are < hd
+    alignas(32) int32_t m[8];
+    for (int i = 0; i < 8; i++) m[i] = e + i < hd ? -1 : 0;
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
+  };
+  const __m256i tail = mask_for(hd & ~7);
+  for (int j = lo; j <= pos; j++) {
+    float* a = acc + size_t(j % lanes) * size_t(hs);
+    const float* v = vrow(j);
+    const __m256 wj = _mm256_set1_ps(w[j - lo]);
+    int e = 0;
+    for (; e + 8 <= hd; e += 8) _mm256_storeu_ps(a + e, _mm256_fmadd_ps(_mm256_loadu_ps(v + e), wj, _mm256_loadu_ps(a + e)));
+    if (e < hd) _mm256_storeu_ps(a + e, _mm256_fmadd_ps(_mm256_maskload_ps(v + e, tail), wj, _mm256_loadu_ps(a + e)));
+  }
+  for (int e = 0; e < hs; e += 8) {
+    auto at = [&](int l) { return _mm256_loadu_ps(acc + size_t(l) * size_t(hs) + e); };
+    __m256 x[8];
+    for (int l = 0; l < 8; l++) x[l] = lanes == 32 ? _mm256_add_ps(_mm256_add_ps(at(l), at(16 + l)), _mm256_add_ps(at(8 + l), at(24 + l))) : at(l);
+    for (int l = 0; l < 4; l++) x[l] = _mm256_add_ps(x[l], x[l + 4]);
+    const __m256 r = lanes == 32 ? _mm256_add_ps(_mm256_add_ps(x[0], x[1]), _mm256_add_ps(x[2], x[3]))
+                                 : _mm256_add_ps(_mm256_add_ps(x[0], x[2]), _mm256_add_ps(x[1], x[3]));
+    if (e + 8 <= hd) _mm256_storeu_ps(out + e, r);
+    else _mm256_maskstore_ps(out + e, tail, r);
+  }
+}
+#endif
 
 // The values step of one (token, head): out[e] = sum over positions j = lo..pos of w[j - lo] *
 // V(j)[e], where V(j) is the row at v0 + (j % slots) * stride (the KV ring: at most two runs of
@@ -287,9 +352,15 @@ inline void attn_weighted_sum_ggml(const float* w, const uint8_t* v0, size_t str
 // several: the token is one of several evaluated together (llama.cpp's order differs then).
 inline void attn_values(const float* w, const uint8_t* v0, size_t stride, int slots, int lo, int pos, int hd, bool f16,
                         [[maybe_unused]] bool several, float* part, float* out) {
+// (llama.cpp's sgemm takes the several tokens only when hd, its row count, is a multiple of 4.)
 #if defined(LLMI_SIMD_AVX512)
   if (!f16) {  // llama.cpp's order (several tokens: 16 lanes; one token: 64)
-    attn_weighted_sum_ggml(w, v0, stride, slots, lo, pos, hd, several ? 16 : 64, part, out);
+    attn_weighted_sum_ggml(w, v0, stride, slots, lo, pos, hd, several && hd % 4 == 0 ? 16 : 64, part, out);
+    return;
+  }
+#elif defined(LLMI_SIMD_AVX2)
+  if (!f16) {  // llama.cpp's order (several tokens: 8 lanes; one token: 32)
+    attn_weighted_sum_ggml8(w, v0, stride, slots, lo, pos, hd, several && hd % 4 == 0 ? 8 : 32, part, out);
     return;
   }
 #endif
@@ -305,8 +376,8 @@ inline void attn_values(const float* w, const uint8_t* v0, size_t stride, int sl
 }
 
 // ==== Activation kernels (rows of f32) ====
-// y = silu(x) over a row; AVX-512: chunks of 16 with exp16, the rest with expf, as llama.cpp's
-// AVX-512 build (its bits).
+// y = silu(x) over a row; AVX-512 (AVX2): chunks of 16 (8) with exp16 (exp8), the rest with expf,
+// as llama.cpp's build for that instruction set (its bits).
 inline void silu_row(const float* x, float* y, int n) {
   int k = 0;
 #if defined(LLMI_SIMD_AVX512)
@@ -314,6 +385,12 @@ inline void silu_row(const float* x, float* y, int n) {
     const __m512 v = _mm512_loadu_ps(x + k);
     const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), v));
     _mm512_storeu_ps(y + k, _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
+  }
+#elif defined(LLMI_SIMD_AVX2)
+  for (; k + 8 <= n; k += 8) {
+    const __m256 v = _mm256_loadu_ps(x + k);
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
+    _mm256_storeu_ps(y + k, _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));
   }
 #endif
   for (; k < n; k++) y[k] = silu_f32(x[k]);

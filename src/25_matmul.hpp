@@ -26,15 +26,19 @@ LLMI_KNS_BEGIN
 // ---- matrix-vector products (few tokens) ----
 
 // The dot product of row r with token t, for one weight type (the switch is outside the loops).
+// each: every token is a product of its own (matmul_each): float dot products take the order of a
+// single token.
 template <class F>
-inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body) {
+inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body, bool each = false) {
   const uint64_t rb = weight_row_bytes(w);
   const int64_t n = w.ne[0];
   const uint8_t* base = w.data;
   auto q8 = [&](auto dot, ActForm f) {
     body([&, dot, f](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.row(f, t), n); });
   };
-  const bool sgemm = in.n_tokens() >= 2, bfx = in.bf16_exact();
+  // llama.cpp's float order differs where its sgemm takes the product: several tokens and a row
+  // count that is a multiple of 4 (dot_float checks the row length)
+  const bool sgemm = !each && in.n_tokens() >= 2 && w.rows() % 4 == 0, bfx = in.bf16_exact();
   auto fl = [&](auto dot) {
     body([&, dot](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.x() + t * n, n, sgemm, bfx); });
   };
@@ -74,6 +78,220 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       }
     });
   });
+}
+
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+// ---- several tokens per weight row (AVX2) ----
+// Without AVX-512 the matrix-matrix product is a row-major sweep: a task takes a chunk of rows and
+// a block of tokens; each weight row, decoded once per group of kTG tokens, is multiplied with
+// every token of the group while it sits in L1, and the block's activations stay in L2. Every
+// (row, token) sum takes exactly the float operations of the row's dot product (dot_q8_0,
+// dot_q4_q5_0, dot_q4_k, dot_q6_k: llama.cpp's AVX2 order), so the result is the bits of gemv
+// and of llama.cpp's AVX2 build; only the integer work and the loads are shared.
+constexpr int kTG = 4;     // tokens per weight-row decode
+constexpr int64_t kTBlock = 64;  // tokens per task (their activations stay in L2)
+
+// out[t] = dot_q8_0(w, a[t], n), t < NT.
+template <int NT>
+inline void dotn_q8_0(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
+  constexpr int64_t bs = sizeof(ref::BlockQ8_0);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 32; b++) {
+    const uint8_t* p = w + b * bs;
+    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+    const __m256i aw = _mm256_sign_epi8(wq, wq);
+    const float d = f16_scale(p);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+      const __m256i av = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].q + 32 * b)), wq);
+      const __m256i dv = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, av), _mm256_set1_epi16(1));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
+}
+
+// out[t] = dot_q4_0 / dot_q5_0(w, a[t], n), t < NT.
+template <int NT, bool kQ5>
+inline void dotn_q4_q5_0(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
+  constexpr int64_t bs = kQ5 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockQ4_0);
+  constexpr int qs_off = kQ5 ? 6 : 2, offset = kQ5 ? 16 : 8;
+  __m256 acc[NT];
+  for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / 32; b++) {
+    const uint8_t* p = w + b * bs;
+    __m256i v = q4_block_values(p + qs_off);
+    if constexpr (kQ5) v = _mm256_or_si256(v, q5_high_bits(rd_u32(p + 2)));
+    v = _mm256_sub_epi8(v, _mm256_set1_epi8(offset));
+    const __m256i av = _mm256_sign_epi8(v, v);
+    const float d = f16_scale(p);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+      const __m256i x = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].q + 32 * b)), v);
+      const __m256i dv = _mm256_madd_epi16(_mm256_maddubs_epi16(av, x), _mm256_set1_epi16(1));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
+}
+
+// out[t] = dot_q4_k(w, a[t], n), t < NT.
+template <int NT>
+inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
+  constexpr int64_t bs = sizeof(ref::BlockQ4_K);
+  const __m256i m4 = _mm256_set1_epi8(15);
+  __m256 acc[NT], accm[NT];
+  for (int t = 0; t < NT; t++) acc[t] = accm[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / ref::kQK_K; b++) {
+    const uint8_t* p = w + b * bs;
+    uint64_t sc8, m8;
+    q4k_unpack_scales(p + 4, &sc8, &m8);
+    const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8)));
+    const __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+    __m256i isum[NT];
+    for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * c));
+      const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      const __m256i s_lo = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c)) & 0xFF));
+      const __m256i s_hi = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c + 8)) & 0xFF));
+#pragma GCC unroll 4
+      for (int t = 0; t < NT; t++) {
+        const int8_t* q8 = a[t].q + ref::kQK_K * b + 64 * c;
+        const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8)));
+        const __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32)));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
+      }
+    }
+    const float d = f16_scale(p), dmin = f16_scale(p + 2);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+      const __m256i mins = _mm256_madd_epi16(mdup, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
+      const float dx = a[t].d[b];
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * dx), acc[t]);
+      accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(dmin * dx), accm[t]);
+    }
+  }
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]) - hsum_ps256(accm[t]);
+}
+
+// out[t] = dot_q6_k(w, a[t], n), t < NT.
+template <int NT>
+inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
+  constexpr int64_t bs = sizeof(ref::BlockQ6_K);
+  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[NT];
+  for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n / ref::kQK_K; b++) {
+    const uint8_t* p = w + b * bs;
+    const int8_t* scs = reinterpret_cast<const int8_t*>(p + 192);
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scs)));
+    __m256i isum[NT];
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) {
+      const __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
+      isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+    }
+    for (int h = 0; h < 2; h++) {
+      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h));
+      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
+      const __m256i v[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+      };
+      for (int k = 0; k < 4; k++) {
+        const int j = 8 * h + 2 * k;  // sub-blocks j, j + 1
+        const __m256i s = _mm256_set_m128i(_mm_set1_epi16(scs[j + 1]), _mm_set1_epi16(scs[j]));
+#pragma GCC unroll 4
+        for (int t = 0; t < NT; t++) {
+          const __m256i pr = _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].q + ref::kQK_K * b + 128 * h + 32 * k)));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, s));
+        }
+      }
+    }
+    const float d = f16_scale(p + 208);
+#pragma GCC unroll 4
+    for (int t = 0; t < NT; t++) acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
+  }
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
+}
+
+inline bool gemm_supported(DType t) {
+  switch (t) {
+    case DType::q4_0: case DType::q5_0: case DType::q8_0: case DType::q4_K: case DType::q6_K: return true;
+    default: return false;
+  }
+}
+
+// Y = X W^T for T >= 2 tokens and a quantized W, row by row over token groups (see above).
+inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
+  const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
+  const ActForm f = act_form(w.type);
+  // tasks: chunks of rows (as gemv: long runs stream faster) times blocks of tokens
+  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
+  chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
+  const int64_t n_rt = (rows + chunk - 1) / chunk, n_tb = (T + kTBlock - 1) / kTBlock;
+  auto run = [&](auto dotn, auto dot1) {
+    pool.parallel_for(static_cast<int>(n_rt * n_tb), [&](int task, int) {
+      const int64_t r0 = (task / n_tb) * chunk, r1 = std::min(rows, r0 + chunk);
+      const int64_t t0 = (task % n_tb) * kTBlock, t1 = std::min(T, t0 + kTBlock);
+      for (int64_t r = r0; r < r1; r++) {
+        const uint8_t* wr = w.data + static_cast<uint64_t>(r) * rb;
+        int64_t t = t0;
+        for (; t + kTG <= t1; t += kTG) {
+          ActQ8 a[kTG];
+          float out[kTG];
+          for (int u = 0; u < kTG; u++) a[u] = in.row(f, t + u);
+          dotn(wr, a, K, out);
+          for (int u = 0; u < kTG; u++) y[(t + u) * ldy + r] = out[u];
+        }
+        for (; t < t1; t++) y[t * ldy + r] = dot1(wr, in.row(f, t), K);
+      }
+    });
+  };
+  switch (w.type) {
+    case DType::q8_0: run(dotn_q8_0<kTG>, dot_q8_0); break;
+    case DType::q4_0: run(dotn_q4_q5_0<kTG, false>, dot_q4_0); break;
+    case DType::q5_0: run(dotn_q4_q5_0<kTG, true>, dot_q5_0); break;
+    case DType::q4_K: run(dotn_q4_k<kTG>, dot_q4_k); break;
+    case DType::q6_K: run(dotn_q6_k<kTG>, dot_q6_k); break;
+    default: LLMI_ASSERT(!"gemm_rows: weight type without a multi-token kernel"); break;
+  }
+}
+#endif  // LLMI_SIMD_AVX2 && !LLMI_SIMD_AVX512
+
+// Tokens that are each a product of their own (one token of each of several sequences, batched
+// decoding): y[t][r] has the bits a matmul of token t alone gives (the dot product of a single
+// token, never the tiled or float-sgemm order), but a task takes each weight row once for all the
+// tokens (row outer, tokens inner), so the weights stream from memory once per step instead of
+// once per sequence.
+inline void gemv_each(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  const int64_t rows = w.rows(), T = in.n_tokens();
+  const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
+  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
+  chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
+  const int n_tasks = static_cast<int>((rows + chunk - 1) / chunk);
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  if (T > 1 && gemm_supported(w.type)) {  // (its (row, token) sums are the one-token dot products)
+    gemm_rows(w, in, y, ldy, pool);
+    return;
+  }
+#endif
+  for_weight_type(
+      w, in,
+      [&](auto dot) {
+        pool.parallel_for(n_tasks, [&](int task, int) {
+          const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
+          for (int64_t r = r0; r < r1; r++)
+            for (int64_t t = 0; t < T; t++) y[t * ldy + r] = dot(r, t);
+        });
+      },
+      true);
 }
 
 // ---- blocked matrix-matrix product (AVX-512) ----
@@ -622,12 +840,18 @@ inline bool matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, 
 #if defined(LLMI_SIMD_AVX512)
   // f32 / f16 rows that are not a multiple of 16 long (bf16 with vdpbf16ps: 32): llama.cpp's order
   // is its vector dot product (dot_float) there, not the tiled one of the matrix kernel
-  bool odd_float = (w.type == DType::f32 || w.type == DType::f16) && w.ne[0] % 16 != 0;
+  // (and rows that are not a multiple of 4, which its sgemm refuses)
+  bool odd_float = (w.type == DType::f32 || w.type == DType::f16) && (w.ne[0] % 16 != 0 || w.rows() % 4 != 0);
 #if defined(LLMI_SIMD_BF16)
-  odd_float = odd_float || (w.type == DType::bf16 && in.bf16_exact() && w.ne[0] % 32 != 0);
+  odd_float = odd_float || (w.type == DType::bf16 && in.bf16_exact() && (w.ne[0] % 32 != 0 || w.rows() % 4 != 0));
 #endif
   if (in.n_tokens() >= kGemmMinTokens && gemm_supported(w.type) && !odd_float) {
     return gemm(w, in, y, ldy, pool, scratch);
+  }
+#elif defined(LLMI_SIMD_AVX2)
+  if (in.n_tokens() >= 2 && gemm_supported(w.type)) {
+    gemm_rows(w, in, y, ldy, pool);
+    return true;
   }
 #endif
   gemv(w, in, y, ldy, pool);
@@ -642,7 +866,22 @@ inline bool matmul(const TensorView& w, const float* x, int64_t n_tokens, float*
   return matmul(w, scratch.in, y, ldy, pool, scratch);
 }
 
-// The two matmuls as table entries (26_kernels_end).
+// Y[t][r] = sum_k W[r][k] * X[t][k] with every token t computed as matmul(w, X[t], 1 token) would
+// (gemv_each). False when out of memory.
+inline bool matmul_each(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                        bool bf16_exact, MatmulScratch& scratch) {
+  MatmulInput& in = scratch.in;
+  in.reset(x, n_tokens, w.ne[0], bf16_exact);
+  LLMI_ASSERT(in.n() == w.ne[0]);
+  if (n_tokens <= 0 || w.rows() <= 0) return true;
+  ActForm f = act_form(w.type);
+  if (!in.prepare(f, pool, f == ActForm::q8_256 ? &quantize_q8_256 : &quantize_q8_32)) return false;
+  if ((w.type == DType::mlx_q4 || w.type == DType::mlx_q8) && !in.prepare_mlx(w.group_size)) return false;
+  gemv_each(w, in, y, ldy, pool);
+  return true;
+}
+
+// The matmuls as table entries (26_kernels_end).
 inline bool matmul_in(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
   return matmul(w, in, y, ldy, pool, scratch);
 }

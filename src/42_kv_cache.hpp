@@ -64,6 +64,11 @@ struct KvLayerSpec {
   int k_rope = -1;   // rope applied to the keys (to re-rotate them when the context slides); -1: none
 };
 
+// One range of cached positions that moves down: [src, src + len) -> [dst, dst + len).
+struct KvMove {
+  int src = 0, dst = 0, len = 0;
+};
+
 struct KvLayer {
   KvLayerSpec spec;
   int slots = 0;        // cells; slot of position p = p % slots
@@ -171,7 +176,139 @@ class KvCache {
     for (auto& l : layers_) l.oldest = 0;
   }
 
+  // ---- shifting: positions move down, keys re-rotated (a context shift, or cache reuse) ----
+  // The new layout of `n_new` positions: positions below moves[0].dst stay where they are; each
+  // move takes [src, src + len) to [dst, dst + len) (dst < src), the moves in order and contiguous
+  // (moves[i + 1].dst == moves[i].dst + moves[i].len), the last ending at n_new. What the cache
+  // held past the sources is dropped. A key is rotated by its move's delta (dst - src) through
+  // `rerotate(k_rope, delta, heads, n_heads, hd_k)` (rope is linear in the position, so this equals
+  // rotating the unrotated key to its new position, up to rounding; values are copied).
+  using Rerotate = std::function<void(int k_rope, int delta, float* heads, int n_heads, int hd)>;
+
+  // New position q's source position (q itself below the first move).
+  static int shift_source(std::span<const KvMove> moves, int q) {
+    for (const auto& m : moves)
+      if (q >= m.dst && q < m.dst + m.len) return m.src + (q - m.dst);
+    return q;
+  }
+
+  // Whether every layer still holds the sources of what it must keep: all of [0, n_new) on a
+  // full layer; on a sliding-window ring only the window before n_new (older cells are gone).
+  bool can_shift(std::span<const KvMove> moves, int n_past, int n_new) const {
+    if (!valid_moves(moves, n_past, n_new)) return false;
+    for (const auto& l : layers_) {
+      for (int q = keep_from(l, n_new); q < n_new; q++) {
+        int src = shift_source(moves, q);
+        if (src < l.oldest || src >= n_past || src < n_past - l.slots) return false;
+      }
+    }
+    return true;
+  }
+
+  // Carries out a shift that can_shift() accepted (false, and nothing changed, otherwise).
+  bool shift(std::span<const KvMove> moves, int n_past, int n_new, const Rerotate& rerotate) {
+    if (!can_shift(moves, n_past, n_new)) return false;
+    std::vector<float> tmp;
+    for (auto& l : layers_) {
+      const KvLayerSpec& sp = l.spec;
+      const int lo = keep_from(l, n_new);
+      const size_t row_k = size_t(sp.n_kv) * sp.hd_k, row_v = size_t(sp.n_kv) * sp.hd_v;
+      // Gather every moved position's key and value (f32), then scatter: on a ring a destination
+      // slot may be the source slot of another position. Full layers (slot = position, moves
+      // downwards) go one move at a time to bound the scratch.
+      auto run = [&](int q0, int q1) {
+        // positions [q0, q1) of the new layout that move, as consecutive runs of one delta
+        std::vector<std::pair<int, int>> todo;  // (new position, source)
+        for (int q = q0; q < q1; q++) {
+          int src = shift_source(moves, q);
+          if (src != q) todo.emplace_back(q, src);
+        }
+        tmp.resize(todo.size() * (row_k + row_v));
+        for (size_t i = 0; i < todo.size(); i++) {
+          float* tk = tmp.data() + i * (row_k + row_v);
+          int slot = todo[i].second % l.slots;
+          for (int g = 0; g < sp.n_kv; g++) {
+            load(k_at(l, g, slot), tk + size_t(g) * sp.hd_k, sp.hd_k);
+            load(v_at(l, g, slot), tk + row_k + size_t(g) * sp.hd_v, sp.hd_v);
+          }
+          if (sp.k_rope >= 0 && rerotate) rerotate(sp.k_rope, todo[i].first - todo[i].second, tk, sp.n_kv, sp.hd_k);
+        }
+        for (size_t i = 0; i < todo.size(); i++) {
+          const float* tk = tmp.data() + i * (row_k + row_v);
+          int slot = todo[i].first % l.slots;
+          for (int g = 0; g < sp.n_kv; g++) {
+            store(k_at(l, g, slot), tk + size_t(g) * sp.hd_k, sp.hd_k);
+            store(v_at(l, g, slot), tk + row_k + size_t(g) * sp.hd_v, sp.hd_v);
+          }
+        }
+      };
+      if (l.slots >= n_ctx_) {
+        for (const auto& m : moves) {
+          for (int q = std::max(lo, m.dst); q < m.dst + m.len; q += 64) run(q, std::min(q + 64, m.dst + m.len));
+        }
+      } else {
+        run(lo, n_new);
+      }
+      l.oldest = l.slots >= n_ctx_ ? 0 : std::max(0, n_new - l.slots);
+      l.oldest = std::max(l.oldest, lo);
+    }
+    return true;
+  }
+
+  // ---- saving and restoring the cells of positions (Session::save / load) ----
+  // The positions of [0, n_past) layer `li` still holds (a ring holds only its last slots).
+  int held_from(int li, int n_past) const {
+    const KvLayer& l = layer(li);
+    return std::max({0, l.oldest, n_past - l.slots});
+  }
+  // Bytes of one position's keys and values in layer li.
+  uint64_t cell_bytes(int li) const {
+    const KvLayerSpec& sp = layer(li).spec;
+    return (uint64_t(sp.n_kv) * sp.hd_k + uint64_t(sp.n_kv) * sp.hd_v) * elem_;
+  }
+  // Appends position pos's keys then values (raw elements) to out.
+  void read_cell(int li, int pos, std::string& out) const {
+    const KvLayer& l = layer(li);
+    const int slot = pos % l.slots;
+    for (int g = 0; g < l.spec.n_kv; g++)
+      out.append(reinterpret_cast<const char*>(k_at(l, g, slot)), size_t(l.spec.hd_k) * elem_);
+    for (int g = 0; g < l.spec.n_kv; g++)
+      out.append(reinterpret_cast<const char*>(v_at(l, g, slot)), size_t(l.spec.hd_v) * elem_);
+  }
+  // The inverse of read_cell (src holds cell_bytes(li) bytes).
+  void write_cell(int li, int pos, const uint8_t* src) {
+    KvLayer& l = layer(li);
+    const int slot = pos % l.slots;
+    for (int g = 0; g < l.spec.n_kv; g++) {
+      std::memcpy(k_at(l, g, slot), src, size_t(l.spec.hd_k) * elem_);
+      src += size_t(l.spec.hd_k) * elem_;
+    }
+    for (int g = 0; g < l.spec.n_kv; g++) {
+      std::memcpy(v_at(l, g, slot), src, size_t(l.spec.hd_v) * elem_);
+      src += size_t(l.spec.hd_v) * elem_;
+    }
+  }
+  void set_oldest(int li, int oldest) { layer(li).oldest = oldest; }
+  int n_ctx() const { return n_ctx_; }
+
  private:
+  // First new position a layer must keep after a shift to n_new positions.
+  int keep_from(const KvLayer& l, int n_new) const {
+    if (l.slots >= n_ctx_) return 0;
+    return std::max(0, n_new - l.spec.window + 1);
+  }
+  static bool valid_moves(std::span<const KvMove> moves, int n_past, int n_new) {
+    if (n_new < 0 || n_new > n_past) return false;
+    if (moves.empty()) return true;
+    int next = moves[0].dst;
+    if (next < 0) return false;
+    for (const auto& m : moves) {
+      if (m.dst != next || m.len <= 0 || m.src <= m.dst || m.src > n_past - m.len) return false;
+      next = m.dst + m.len;
+    }
+    return next == n_new;
+  }
+
   KvType type_ = KvType::f16;
   const KernelTable* kern_ = nullptr;
   size_t elem_ = 2;

@@ -835,6 +835,8 @@ class ArchCompiler {
   std::string x_tensor_, logits_tensor_;  // the embedding and the output weight (messages)
 };
 
+class Batcher;  // 45_batch
+
 // ---- the engine: one per loaded model, immutable, shared by every session ----
 class Engine {
  public:
@@ -901,6 +903,10 @@ class Engine {
   Program prog_;
   std::unique_ptr<ThreadPool> pool_;
   const KernelTable* kern_ = nullptr;
+  // Evaluations of this engine's contexts from different threads share steps (45_batch).
+  friend class Batcher;
+  mutable std::once_flag batch_once_;
+  mutable std::shared_ptr<Batcher> batcher_;
 };
 
 enum class EvalStatus { ok, cancelled, context_full };
@@ -943,6 +949,58 @@ inline void rope_head(const RopeSpec& r, const float* cache, const float* in, fl
     for (int i = n; i < r.head_dim; i++) out[i] = in[i];
 }
 
+// layer_norm / layer_norm_heads of one row (s.off: the length normalised at a time, the row or a
+// head; one weight and bias for all heads, or one per head). As ggml's CPU build computes it: the
+// sum in double, the mean in float; the squares of the float differences added in float by groups
+// of the lanes of llama.cpp's variant for the same instruction set (16 with AVX-512, in the tree of
+// GCC's _mm512_reduce_add_ps; 8 otherwise, as its AVX2 variant), the groups and the rest in double.
+inline void layer_norm_row(const Step& s, const KernelTable& kern, const float* xrow, float* yrow) {
+  const int seg = s.off, wi = s.w_in;
+  const bool per_head = s.vec_len != seg;
+  const bool lanes16 = std::string_view(kern.name).substr(0, 6) == "avx512";
+  for (int h = 0; h < wi / seg; h++) {
+    const float* x = xrow + size_t(h) * seg;
+    float* y = yrow + size_t(h) * seg;
+    const float* w = s.vec + (per_head ? size_t(h) * seg : 0);
+    const float* b = s.vec2 ? s.vec2 + (per_head ? size_t(h) * seg : 0) : nullptr;
+    double sum = 0;
+    for (int k = 0; k < seg; k++) sum += double(x[k]);
+    const float mean = static_cast<float>(sum) / static_cast<float>(seg);
+    double var = 0;
+    int k0 = 0;
+    float q[16];
+    if (lanes16) {
+      for (; k0 + 15 < seg; k0 += 16) {
+        for (int j = 0; j < 16; j++) {
+          const float dv = x[k0 + j] - mean;
+          q[j] = dv * dv;
+        }
+        float t3[8], t6[4];
+        for (int j = 0; j < 8; j++) t3[j] = q[8 + j] + q[j];
+        for (int j = 0; j < 4; j++) t6[j] = t3[4 + j] + t3[j];
+        var += double((t6[0] + t6[2]) + (t6[1] + t6[3]));
+      }
+    } else {
+      for (; k0 + 7 < seg; k0 += 8) {
+        for (int j = 0; j < 8; j++) {
+          const float dv = x[k0 + j] - mean;
+          q[j] = dv * dv;
+        }
+        var += double(((q[0] + q[4]) + (q[2] + q[6])) + ((q[1] + q[5]) + (q[3] + q[7])));
+      }
+    }
+    for (; k0 < seg; k0++) {
+      const float dv = x[k0] - mean;
+      var += double(dv * dv);
+    }
+    const float sc = 1.0f / std::sqrt(static_cast<float>(var / seg) + s.f);
+    for (int k = 0; k < seg; k++) {
+      const float v = ((x[k] - mean) * sc) * w[k];
+      y[k] = b ? v + b[k] : v;
+    }
+  }
+}
+
 // ---- a context: one session's KV cache and scratch ----
 class Context {
  public:
@@ -982,12 +1040,11 @@ class Context {
     if (auto r = c.kv_.init(p.kv, c.n_ctx_, c.ubatch_, o.kv_type, c.kern_); !r) return r.error();
     c.slide_ = o.context_policy == ContextPolicy::slide;
     c.keep_ = std::max(0, o.keep);
+    c.wmax_ = 1;  // sliding keeps `keep` tokens, and ring layers must still hold their window afterwards
+    for (int l = 0; l < c.kv_.n_layers(); l++)
+      if (c.kv_.layer(l).wraps(c.n_ctx_)) c.wmax_ = std::max(c.wmax_, c.kv_.layer(l).spec.window);
     if (c.slide_) {
-      // Sliding keeps `keep` tokens, and ring layers must still hold their window afterwards.
-      int wmax = 1;
-      for (int l = 0; l < c.kv_.n_layers(); l++)
-        if (c.kv_.layer(l).wraps(c.n_ctx_)) wmax = std::max(wmax, c.kv_.layer(l).spec.window);
-      c.slide_chunk_ = std::min(c.ubatch_, c.n_ctx_ - c.keep_ - wmax + 1);
+      c.slide_chunk_ = std::min(c.ubatch_, c.n_ctx_ - c.keep_ - c.wmax_ + 1);
       if (c.slide_chunk_ < 1)
         return make_error(Errc::invalid_argument, strf("a context of %d tokens is too small to slide while keeping %d tokens",
                                                        c.n_ctx_, c.keep_));
@@ -1059,7 +1116,7 @@ class Context {
       if (n_past_ + chunk > n_ctx_) slide(n_past_ + chunk - n_ctx_);
       bool final_chunk = done + chunk == n;
       float* out = all_logits ? logits.data() + size_t(done) * p.n_vocab : (final_chunk ? logits.data() : nullptr);
-      auto st = run_chunk(tokens.data() + done, chunk, out, all_logits, cancel);
+      auto st = run_chunk_shared(tokens.data() + done, chunk, out, all_logits, cancel);
       if (!st) return st.error();
       if (*st != EvalStatus::ok) return *st;
       tokens_.insert(tokens_.end(), tokens.begin() + done, tokens.begin() + done + chunk);
@@ -1096,6 +1153,12 @@ class Context {
   static constexpr int kUbatch = 256;  // tokens per prefill batch (bounds the scratch)
 
   Context() = default;
+
+  // run_chunk, in a step shared with the other contexts of the engine that evaluate at the same
+  // time (continuous batching; 45_batch).
+  Result<EvalStatus> run_chunk_shared(const int32_t* toks, int n, float* out_logits, bool all_logits,
+                                      const std::function<bool()>& cancel);
+  friend class Batcher;
 
   float* reg(int r) const { return reg_ptr_[static_cast<size_t>(r)]; }
 
@@ -1244,43 +1307,9 @@ class Context {
           for (int t = 0; t < rows; t++) std::memcpy(d + size_t(t) * wo, a + size_t(t) * wi + s.off, size_t(wo) * 4);
           break;
         case OpCode::layer_norm:
-        case OpCode::layer_norm_heads: {
-          const int seg = s.off;
-          const bool per_head = s.vec_len != seg;  // one weight (and bias) per head
-          for_rows(rows, wi, [&](int t, int) {
-            for (int h = 0; h < wi / seg; h++) {
-              const float* x = a + size_t(t) * wi + size_t(h) * seg;
-              float* y = d + size_t(t) * wo + size_t(h) * seg;
-              const float* w = s.vec + (per_head ? size_t(h) * seg : 0);
-              const float* b = s.vec2 ? s.vec2 + (per_head ? size_t(h) * seg : 0) : nullptr;
-              // as ggml's CPU build (AVX2): the sum in double, the mean in float; the squares of the
-              // float differences added in float by groups of 8 (its lane order), the groups in double
-              double sum = 0;
-              for (int k = 0; k < seg; k++) sum += double(x[k]);
-              const float mean = static_cast<float>(sum) / static_cast<float>(seg);
-              double var = 0;
-              int k0 = 0;
-              for (; k0 + 7 < seg; k0 += 8) {
-                float q[8];
-                for (int j = 0; j < 8; j++) {
-                  const float dv = x[k0 + j] - mean;
-                  q[j] = dv * dv;
-                }
-                var += double(((q[0] + q[4]) + (q[2] + q[6])) + ((q[1] + q[5]) + (q[3] + q[7])));
-              }
-              for (; k0 < seg; k0++) {
-                const float dv = x[k0] - mean;
-                var += double(dv * dv);
-              }
-              const float sc = 1.0f / std::sqrt(static_cast<float>(var / seg) + s.f);
-              for (int k = 0; k < seg; k++) {
-                const float v = ((x[k] - mean) * sc) * w[k];
-                y[k] = b ? v + b[k] : v;
-              }
-            }
-          });
+        case OpCode::layer_norm_heads:
+          for_rows(rows, wi, [&](int t, int) { layer_norm_row(s, *kern_, a + size_t(t) * wi, d + size_t(t) * wo); });
           break;
-        }
         case OpCode::last:
           if (!all_logits && rows > 1) {
             std::memmove(a, a + size_t(rows - 1) * wi, size_t(wi) * 4);
@@ -1341,61 +1370,82 @@ class Context {
     }
   }
 
-  // ContextPolicy::slide: drops `need` or more tokens after the first keep_, moves the rest down
-  // and re-rotates their keys, so positions stay 0..n_past-1 (as llama.cpp's context shift).
+  // ContextPolicy::slide: drops `need` or more tokens after the first keep_ and shifts the rest
+  // down (KvCache::shift re-rotates their keys), so positions stay 0..n_past-1 (as llama.cpp's
+  // context shift). Half of what follows the kept tokens goes, so that sliding is rare.
   void slide(int need) {
     const int keep = std::min(keep_, n_past_);
-    int wmax = 1;
-    for (int l = 0; l < kv_.n_layers(); l++)
-      if (kv_.layer(l).wraps(n_ctx_)) wmax = std::max(wmax, kv_.layer(l).spec.window);
+    const int wmax = wmax_;
     int d = std::max(need, (n_past_ - keep) / 2);
     d = std::min(d, n_past_ - keep - wmax + 1);  // ring layers keep their window of the kept part
     d = std::max(d, need);
     d = std::min(d, n_past_ - keep);
     if (d <= 0) return;
-    const int n_new = n_past_ - d;
-    const Program& p = e_->program();
-    std::vector<float> cs, tmp;
-    for (int li = 0; li < kv_.n_layers(); li++) {
-      KvLayer& L = kv_.layer(li);
-      const KvLayerSpec& sp = L.spec;
-      const RopeSpec* rs = sp.k_rope >= 0 ? &p.ropes[static_cast<size_t>(sp.k_rope)] : nullptr;
-      if (rs) {
-        cs.resize(size_t(rs->n_dims));
-        rope_angles(*rs, -int64_t(d), cs.data());
-      }
-      int lo = keep;
-      if (L.wraps(n_ctx_)) lo = std::max(keep, n_new - sp.window + 1);
-      const int cnt = std::max(0, n_new - lo);
-      // gather (old positions q + d), then scatter to the new slots: ring slots may overlap
-      const size_t rk = size_t(sp.hd_k), rv = size_t(sp.hd_v);
-      tmp.resize(size_t(cnt) * sp.n_kv * (rk + rv));
-      for (int qi = 0; qi < cnt; qi++)
-        for (int g = 0; g < sp.n_kv; g++) {
-          float* tk = tmp.data() + (size_t(qi) * sp.n_kv + g) * (rk + rv);
-          int old_slot = (lo + qi + d) % L.slots;
-          kv_.load(kv_.k_at(L, g, old_slot), tk, sp.hd_k);
-          kv_.load(kv_.v_at(L, g, old_slot), tk + rk, sp.hd_v);
-          if (rs) rope_head(*rs, cs.data(), tk, tk);
-        }
-      for (int qi = 0; qi < cnt; qi++)
-        for (int g = 0; g < sp.n_kv; g++) {
-          const float* tk = tmp.data() + (size_t(qi) * sp.n_kv + g) * (rk + rv);
-          int slot = (lo + qi) % L.slots;
-          kv_.store(kv_.k_at(L, g, slot), tk, sp.hd_k);
-          kv_.store(kv_.v_at(L, g, slot), tk + rk, sp.hd_v);
-        }
-      if (L.wraps(n_ctx_)) L.oldest = lo;
+    if (!erase(keep, d)) {  // a ring no longer holds what it must keep: start over from the tokens
+      LLMI_ASSERT(false && "slide: the cache cannot shift");
     }
-    tokens_.erase(tokens_.begin() + keep, tokens_.begin() + keep + d);
-    n_past_ = n_new;
   }
 
+ public:
+  // Drops the cached tokens [from, from + count) and shifts the later ones down (keys re-rotated).
+  // False (nothing changed) when a sliding-window ring no longer holds what it must keep.
+  bool erase(int from, int count) {
+    if (from < 0 || count < 0 || from > n_past_ || count > n_past_ - from) return false;
+    if (count == 0) return true;
+    if (from + count == n_past_) return truncate(from);
+    KvMove m{from + count, from, n_past_ - from - count};
+    return shift(std::span<const KvMove>(&m, 1), n_past_ - count);
+  }
+
+  // Keeps [0, moves[0].dst) and moves each [src, src + len) to [dst, dst + len) (KvCache::shift:
+  // contiguous, downwards), leaving n_new tokens; the tokens follow their cells. False (nothing
+  // changed) when the moves are not of that shape or a ring no longer holds what it must keep.
+  bool shift(std::span<const KvMove> moves, int n_new) {
+    if (moves.empty()) return truncate(n_new);
+    const Program& p = e_->program();
+    int cached_rope = -1, cached_delta = 0;
+    std::vector<float> cs;
+    auto rerotate = [&](int k_rope, int delta, float* heads, int n_heads, int hd) {
+      const RopeSpec& rs = p.ropes[static_cast<size_t>(k_rope)];
+      if (k_rope != cached_rope || delta != cached_delta) {
+        cs.resize(size_t(rs.n_dims));
+        rope_angles(rs, int64_t(delta), cs.data());
+        cached_rope = k_rope;
+        cached_delta = delta;
+      }
+      for (int h = 0; h < n_heads; h++) rope_head(rs, cs.data(), heads + size_t(h) * hd, heads + size_t(h) * hd);
+    };
+    if (!kv_.shift(moves, n_past_, n_new, rerotate)) return false;
+    std::vector<int32_t> t(tokens_.begin(), tokens_.begin() + moves[0].dst);
+    for (const auto& m : moves) t.insert(t.end(), tokens_.begin() + m.src, tokens_.begin() + m.src + m.len);
+    tokens_ = std::move(t);
+    n_past_ = n_new;
+    return true;
+  }
+
+  // Tokens ContextPolicy::slide keeps at the start (LoadOptions::keep; a session raises it to its
+  // system prompt's length).
+  // Never so many that a slide could not make room for one token.
+  void set_keep(int keep) {
+    keep_ = std::max(0, std::min(keep, n_ctx_ - wmax_));
+    slide_chunk_ = std::max(1, std::min(ubatch_, n_ctx_ - keep_ - wmax_ + 1));
+  }
+  int keep() const { return keep_; }
+  KvCache& kv() { return kv_; }
+  const KvCache& kv() const { return kv_; }
+  // Restores what a saved session held (Session::load): the tokens whose cells were written.
+  void set_tokens(std::vector<int32_t> t) {
+    tokens_ = std::move(t);
+    n_past_ = static_cast<int>(tokens_.size());
+  }
+  bool slides() const { return slide_; }
+
+ private:
   std::shared_ptr<const Engine> e_;
   KvCache kv_;
   int n_ctx_ = 0, n_past_ = 0, ubatch_ = 0;
   bool slide_ = false;
-  int keep_ = 0, slide_chunk_ = 0;
+  int keep_ = 0, slide_chunk_ = 0, wmax_ = 1;
   std::vector<int32_t> tokens_;
   std::vector<HeapBuf> regs_;
   std::vector<float*> reg_ptr_;

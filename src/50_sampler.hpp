@@ -45,6 +45,14 @@ class Rng {
     return result;
   }
 
+  // The whole state (saved sessions).
+  void get_state(uint64_t out[4]) const {
+    for (int i = 0; i < 4; i++) out[i] = s_[i];
+  }
+  void set_state(const uint64_t in[4]) {
+    for (int i = 0; i < 4; i++) s_[i] = in[i];
+  }
+
   // Uniform in [0, 1), 53 random bits.
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 

@@ -169,122 +169,208 @@ class GenerationIO {
   virtual std::string flush() = 0;
 };
 
-// Evaluates `prefill` (the prompt tokens not in the context yet; must not be empty), then samples
-// until a stop condition. `history`: the prompt (for the repetition penalty). Fills text, tokens,
-// stop, the timings and prompt_tokens_evaluated of `r`; returns an error only when nothing was
-// generated (afterwards an error ends the result with StopReason::error and r.error).
-inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> prefill, std::vector<int32_t> history,
-                                   const GenerateOptions& o, Sampler& sampler, Rng& rng, double t_start,
-                                   GenerateResult& r) {
-  const std::atomic<bool>* flag = o.cancel;
-  const std::function<bool()> cancel = [flag] { return flag != nullptr && flag->load(std::memory_order_relaxed); };
-  const SamplerParams sp{o.temperature, o.top_k, o.top_p, o.min_p, o.repeat_penalty, o.repeat_last_n};
-  r.text.clear();
-  r.tokens.clear();
+// One generation as a sequence of bounded steps (Session::step; run_generation() runs it to the
+// end): first the prompt tokens not in the context yet (`prefill`, not empty; in batches of
+// `prefill_batch` tokens per step, 0: all in one step), then one sampled token per step until a
+// stop condition. `history`: the prompt (for the repetition penalty). Fills text, tokens, stop,
+// the timings and prompt_tokens_evaluated of result().
+class Generation {
+ public:
+  Generation(GenerationIO& io, std::vector<int32_t> prefill, std::vector<int32_t> history, GenerateOptions o,
+             Sampler& sampler, Rng& rng, double t_start, int prefill_batch = 0)
+      : io_(io), prefill_(std::move(prefill)), history_(std::move(history)), o_(std::move(o)), sampler_(sampler),
+        rng_(rng), t_start_(t_start), prefill_batch_(prefill_batch), ts_(o_.stop) {
+    const std::atomic<bool>* flag = o_.cancel;
+    cancel_ = [flag] { return flag != nullptr && flag->load(std::memory_order_relaxed); };
+    sp_ = SamplerParams{o_.temperature, o_.top_k, o_.top_p, o_.min_p, o_.repeat_penalty, o_.repeat_last_n};
+    callback_open_ = static_cast<bool>(o_.on_token);
+  }
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  bool done() const { return phase_ == Phase::done; }
+  GenerateResult& result() { return r_; }
+  const GenerateOptions& options() const { return o_; }
+
+  // One step: a batch of the prompt, or one token (and, when the generation ends, what the
+  // detokenizer and the stop matcher still held). Returns the text that became final in it
+  // (complete UTF-8, often empty; on_token has received it). An error means that nothing was
+  // generated (afterwards an error ends the result with StopReason::error and r.error).
+  Result<std::string> step() {
+    if (phase_ == Phase::prefill) return step_prefill();
+    if (phase_ == Phase::decode) return step_decode();
+    return std::string();
+  }
+
+ private:
+  enum class Phase : uint8_t { prefill, decode, done };
 
   // eval with the context policy applied
-  auto eval = [&](std::span<const int32_t> toks) -> Result<EvalOutcome> {
+  Result<EvalOutcome> eval(std::span<const int32_t> toks) {
     for (int attempt = 0;; attempt++) {
-      auto e = io.eval(toks, cancel);
+      auto e = io_.eval(toks, cancel_);
       if (!e || *e != EvalOutcome::context_full || attempt > 0) return e;
-      auto room = io.on_context_full(cancel);
+      auto room = io_.on_context_full(cancel_);
       if (!room || *room != EvalOutcome::ok) return room;
     }
-  };
-
-  if (cancel()) {
-    r.stop = StopReason::cancelled;
-    return {};
   }
-  double t0 = now_ms();
-  auto pre = eval(prefill);
-  if (!pre) return pre.error();
-  r.timings.prefill_ms = now_ms() - t0;
-  if (*pre != EvalOutcome::ok) {
-    r.stop = *pre == EvalOutcome::cancelled ? StopReason::cancelled : StopReason::context_full;
-    return {};
-  }
-  r.prompt_tokens_evaluated = static_cast<int>(prefill.size());
-  if (r.timings.prefill_ms > 0)
-    r.timings.prefill_tps = static_cast<double>(prefill.size()) * 1000.0 / r.timings.prefill_ms;
 
-  TextStream ts(o.stop);
-  bool callback_open = static_cast<bool>(o.on_token);
-  auto emit = [&](const std::string& text) {
+  Result<std::string> step_prefill() {
+    GenerateResult& r = r_;
+    if (prefill_done_ == 0 && cancel_()) {
+      r.stop = StopReason::cancelled;
+      phase_ = Phase::done;
+      return std::string();
+    }
+    size_t n = prefill_.size() - prefill_done_;
+    if (prefill_batch_ > 0) n = std::min(n, static_cast<size_t>(prefill_batch_));
+    double t0 = now_ms();
+    auto pre = eval(std::span<const int32_t>(prefill_).subspan(prefill_done_, n));
+    r.timings.prefill_ms += now_ms() - t0;
+    if (!pre) {
+      phase_ = Phase::done;
+      return pre.error();
+    }
+    if (*pre != EvalOutcome::ok) {
+      r.stop = *pre == EvalOutcome::cancelled ? StopReason::cancelled : StopReason::context_full;
+      phase_ = Phase::done;
+      return std::string();
+    }
+    prefill_done_ += n;
+    if (prefill_done_ < prefill_.size()) return std::string();
+    r.prompt_tokens_evaluated = static_cast<int>(prefill_.size());
+    if (r.timings.prefill_ms > 0)
+      r.timings.prefill_tps = static_cast<double>(prefill_.size()) * 1000.0 / r.timings.prefill_ms;
+    r.stop = StopReason::max_tokens;
+    phase_ = Phase::decode;
+    return std::string();
+  }
+
+  void emit(std::string& out, const std::string& text) {
     if (text.empty()) return;
-    r.text += text;
-    if (callback_open && !o.on_token(text)) {
-      callback_open = false;
-      r.stop = StopReason::cancelled;
+    r_.text += text;
+    out += text;
+    if (callback_open_ && !o_.on_token(text)) {
+      callback_open_ = false;
+      r_.stop = StopReason::cancelled;
     }
-  };
+  }
 
-  double t_first = 0, t_last = 0;
-  r.stop = StopReason::max_tokens;
-  bool done = false;
-  for (int n = 0; !done;) {
-    if (o.max_tokens >= 0 && n >= o.max_tokens) {
+  // One turn of the decode loop; `break` in the loop this was is finish().
+  Result<std::string> step_decode() {
+    GenerateResult& r = r_;
+    const GenerateOptions& o = o_;
+    std::string out;
+    if (o.max_tokens >= 0 && n_ >= o.max_tokens) {
       r.stop = StopReason::max_tokens;
-      break;
+      return finish(out);
     }
-    if (cancel()) {
+    if (cancel_()) {
       r.stop = StopReason::cancelled;
-      break;
+      return finish(out);
     }
-    int32_t id = sampler.sample(io.logits(), history, sp, rng);
+    int32_t id = sampler_.sample(io_.logits(), history_, sp_, rng_);
     if (id < 0) {
       r.stop = StopReason::error;
       r.error = make_error(Errc::internal, "the model produced no usable logits (NaN or -inf everywhere)");
-      break;
+      return finish(out);
     }
-    t_last = now_ms();
-    if (n == 0) {
-      t_first = t_last;
-      r.timings.ttft_ms = t_first - t_start;
+    t_last_ = now_ms();
+    if (n_ == 0) {
+      t_first_ = t_last_;
+      r.timings.ttft_ms = t_first_ - t_start_;
     }
-    if (io.is_eog(id)) {
+    if (io_.is_eog(id)) {
       r.stop = StopReason::eos;
-      break;
+      return finish(out);
     }
-    n++;
+    n_++;
     r.tokens.push_back(id);
-    history.push_back(id);
-    emit(ts.push(io.piece(id)));
-    if (ts.stopped()) {
+    history_.push_back(id);
+    emit(out, ts_.push(io_.piece(id)));
+    if (ts_.stopped()) {
       r.stop = StopReason::stop;
-      break;
+      return finish(out);
     }
-    if (!callback_open && o.on_token) break;  // the callback cancelled (stop already set)
-    if (o.max_tokens >= 0 && n >= o.max_tokens) {
+    if (!callback_open_ && o.on_token) return finish(out);  // the callback cancelled (stop already set)
+    if (o.max_tokens >= 0 && n_ >= o.max_tokens) {
       r.stop = StopReason::max_tokens;
-      break;
+      return finish(out);
     }
     auto e = eval(std::span<const int32_t>(&r.tokens.back(), 1));
     if (!e) {
       r.stop = StopReason::error;
       r.error = e.error();
-      break;
+      return finish(out);
     }
     if (*e == EvalOutcome::cancelled) {
       r.stop = StopReason::cancelled;
-      done = true;
+      return finish(out);
     } else if (*e == EvalOutcome::context_full) {
       r.stop = StopReason::context_full;
-      done = true;
+      return finish(out);
     }
+    return out;
   }
+
   // The end: what the detokenizer and the stop matcher still hold (a stop string may complete).
   // After the callback cancelled, the tail still goes to r.text (emit() no longer calls it).
-  if (!ts.stopped()) {
-    std::string tail = ts.push(io.flush());
-    tail += ts.finish();
-    if (ts.stopped() && r.stop != StopReason::cancelled) r.stop = StopReason::stop;
-    emit(tail);
+  std::string finish(std::string& out) {
+    GenerateResult& r = r_;
+    if (!ts_.stopped()) {
+      std::string tail = ts_.push(io_.flush());
+      tail += ts_.finish();
+      if (ts_.stopped() && r.stop != StopReason::cancelled) r.stop = StopReason::stop;
+      emit(out, tail);
+    }
+    if (r.tokens.size() > 1 && t_last_ > t_first_) {
+      r.timings.decode_ms = t_last_ - t_first_;
+      r.timings.decode_tps = static_cast<double>(r.tokens.size() - 1) * 1000.0 / r.timings.decode_ms;
+    }
+    phase_ = Phase::done;
+    return std::move(out);
   }
-  if (r.tokens.size() > 1 && t_last > t_first) {
-    r.timings.decode_ms = t_last - t_first;
-    r.timings.decode_tps = static_cast<double>(r.tokens.size() - 1) * 1000.0 / r.timings.decode_ms;
+
+  GenerationIO& io_;
+  std::vector<int32_t> prefill_;
+  std::vector<int32_t> history_;
+  GenerateOptions o_;
+  Sampler& sampler_;
+  Rng& rng_;
+  double t_start_ = 0;
+  int prefill_batch_ = 0;
+  TextStream ts_;
+  std::function<bool()> cancel_;
+  SamplerParams sp_;
+  bool callback_open_ = false;
+  Phase phase_ = Phase::prefill;
+  size_t prefill_done_ = 0;
+  int n_ = 0;  // tokens generated
+  double t_first_ = 0, t_last_ = 0;
+  GenerateResult r_;
+};
+
+// Runs a Generation to its end and moves its result into `r` (text, tokens, stop, timings,
+// prompt_tokens_evaluated); returns an error only when nothing was generated.
+inline Result<void> run_generation(GenerationIO& io, std::span<const int32_t> prefill, std::vector<int32_t> history,
+                                   const GenerateOptions& o, Sampler& sampler, Rng& rng, double t_start,
+                                   GenerateResult& r) {
+  Generation g(io, std::vector<int32_t>(prefill.begin(), prefill.end()), std::move(history), o, sampler, rng, t_start);
+  while (!g.done()) {
+    auto st = g.step();
+    if (!st) return st.error();
   }
+  GenerateResult& gr = g.result();
+  r.text = std::move(gr.text);
+  r.tokens = std::move(gr.tokens);
+  r.stop = gr.stop;
+  r.error = std::move(gr.error);
+  r.prompt_tokens_evaluated = gr.prompt_tokens_evaluated;
+  r.timings.prefill_ms = gr.timings.prefill_ms;
+  r.timings.prefill_tps = gr.timings.prefill_tps;
+  r.timings.ttft_ms = gr.timings.ttft_ms;
+  r.timings.decode_ms = gr.timings.decode_ms;
+  r.timings.decode_tps = gr.timings.decode_tps;
   return {};
 }
 

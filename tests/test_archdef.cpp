@@ -151,8 +151,8 @@ TEST_CASE("archdef: a user directory overrides a built-in, visibly; a broken fil
   CHECK(m.error().message.find("llama.archdef:30: no operation 'siluu' \xE2\x80\x94 did you mean 'silu'?") != std::string::npos);
   auto m2 = Model::load(test::model_path("synth-qwen3-tiny-q8_0.gguf"), o);
   REQUIRE_MESSAGE(m2, (m2 ? "" : m2.error().message));
-  CHECK(m2->impl().engine->arch().origin == dir.file("qwen3.archdef"));
-  CHECK(m2->impl().engine->arch().sha256 == sha256_hex(custom));
+  CHECK(llminfer::detail::model_impl(*m2).engine->arch().origin == dir.file("qwen3.archdef"));
+  CHECK(llminfer::detail::model_impl(*m2).engine->arch().sha256 == sha256_hex(custom));
 
   LoadOptions bad;
   bad.archdef_dir = dir.file("missing");

@@ -50,8 +50,23 @@ std::vector<int32_t> ids_of(const Json& a) {
   return v;
 }
 
+// The goldens of issue 13 come from llama.cpp's AVX2 CPU variant alone (tests/goldens/forward/avx2;
+// no AVX-512 CPU was at hand to make the other set): a build whose kernels are not the AVX2 ones
+// follows another variant's float order and is checked against these within a wider bar (below).
+std::string golden_file(const std::string& name) {
+  const std::string dir = tests_dir() + "/goldens/forward/";
+  return file_exists(dir + name + ".json") ? dir + name + ".json" : dir + "avx2/" + name + ".json";
+}
+
+// Whether `name`'s golden comes from the llama.cpp variant whose float order our kernels follow.
+bool golden_of_our_kernels(const std::string& name) {
+  auto k = select_kernels("");
+  REQUIRE(k);
+  return golden_file(name).find("/avx2/") != std::string::npos && std::string((*k)->name) == "avx2";
+}
+
 Json golden(const std::string& name) {
-  auto j = json_parse(read_text(tests_dir() + "/goldens/forward/" + name + ".json"), name);
+  auto j = json_parse(read_text(golden_file(name)), name);
   REQUIRE_MESSAGE(j, (j ? "" : j.error().message));
   return *j;
 }
@@ -86,7 +101,7 @@ std::vector<float> logits(const std::string& path, const std::vector<int32_t>& i
   }
   auto m = load(path, text.empty() ? "" : dir.path);
   REQUIRE_MESSAGE(m, (m ? "" : m.error().message));
-  auto l = logits_of_ids(m->impl().engine, ids, true);
+  auto l = logits_of_ids(llminfer::detail::model_impl(*m).engine, ids, true);
   REQUIRE_MESSAGE(l, (l ? "" : l.error().message));
   return *l;
 }
@@ -113,13 +128,15 @@ const char* const kNew[] = {"phi3-tiny", "starcoder2-tiny", "stablelm-tiny", "sm
 // top-1 at every position of the three prompts, the largest |logit difference| (over the golden's
 // 256 sampled ids and its top 10 at every position) at most 1e-5 of llama.cpp's largest |logit|,
 // 32 greedy tokens identical; the third prompt is longer than every sliding window (8 tokens).
-// GELU (tanh) through ggml's fp16 table (starcoder2, gemma2): an input one rounding away from
-// llama.cpp's can land on the neighbouring fp16 entry, ~1e-3 of the value. These goldens come from
-// llama.cpp's AVX2 (haswell) CPU variant, whose summation order our kernels do not yet follow (and
-// an AVX-512 build follows llama.cpp's AVX-512 order, not this one): that happens a few times per
-// prompt, so those two are held to 1e-3 (measured up to 1.2e-4 on AVX2; gemma3, built in before,
-// measures 1.8e-4 the same way). Their fixtures spread the logits so that no llama.cpp top-1 or
-// greedy choice is closer than 1.7e-3 (more than three times the largest difference measured).
+// The goldens come from llama.cpp's AVX2 (haswell) CPU variant. Our AVX2 kernels follow its float
+// order, so an AVX2 build is held to 1e-6 beyond the goldens' printed precision (measured with
+// `llminfer compare` on every logit of the three prompts: the same bits, all seven). Other builds follow another order (AVX-512: llama.cpp's AVX-512 variant) and get
+// the issue's bar, 1e-5, as far above what llama.cpp's own two variants differ by on the F32
+// fixtures that have both sets (5.6e-7, the printed precision); except where GELU (tanh) goes
+// through ggml's fp16 table (starcoder2, gemma2): an input one rounding away lands on the
+// neighbouring entry, ~1e-3 of the value, and llama.cpp's variants differ by 1.3e-4 on gemma3-tiny
+// F32 that way, so those two get 1e-3. Their fixtures spread the logits so that no llama.cpp top-1
+// or greedy choice is closer than 1.7e-3.
 TEST_CASE("archdef13: the new built-ins agree with llama.cpp (top-1, relative logit difference, 32 greedy tokens)") {
   for (const char* name : kNew) {
     const std::string gname = std::string("synth-") + name + "-f32";
@@ -127,13 +144,13 @@ TEST_CASE("archdef13: the new built-ins agree with llama.cpp (top-1, relative lo
     Json g = golden(gname);
     auto m = load(fixture(name));
     REQUIRE_MESSAGE(m, (m ? "" : m.error().message));
-    const auto& e = m->impl().engine;
+    const auto& e = llminfer::detail::model_impl(*m).engine;
     const int nv = e->n_vocab();
     REQUIRE(nv == g["n_vocab"].as_int());
     const std::string arch = e->arch().name;
     CHECK(e->arch().origin == "builtin");
     const bool gelu_table = arch == "starcoder2" || arch == "gemma2";
-    const double rel_max = gelu_table ? 1e-3 : 1e-5;
+    const double rel_max = golden_of_our_kernels(gname) ? 1e-6 : gelu_table ? 1e-3 : 1e-5;
     std::vector<int32_t> sample = ids_of(g["sample_ids"]);
     size_t longest = 0;
     for (const auto& pr : g["prompts"].items) {
@@ -448,6 +465,124 @@ TEST_CASE("archdef13: the format conventions are what the definition says") {
     CHECK(!same_bits(a, b));
     CHECK(max_diff(a, b) < 1e-2);
     CHECK(same_bits(logits(fixture("qwen3-tiny"), ids), logits(fixture("qwen3-tiny"), ids, f32)));
+  }
+}
+
+// Context shifting (KvCache::shift, as a session slides or edits its history) on the layers of issue
+// 13: every cell that moves keeps its values bit for bit; its keys are re-rotated where the layer's
+// rope rotated them and only there: NoPE layers (smollm3: no rope on layer 3) and the dims past a
+// partial rotary (stablelm: the first quarter of each head rotates) move bit for bit, the rotary
+// dims change. Layer 0 (sliding in gemma2 and olmo2-swa, whose windows differ by layer, and with its
+// own rope base in gemma2) depends only on each token and its position, so after the shift it must
+// equal a fresh evaluation of the kept tokens within the tolerances of the session tests (keys up to
+// the re-rotation's rounding); the next tokens' logits are reported as there.
+TEST_CASE("archdef13: context shifting re-rotates only what each layer's rope rotated (NoPE, partial rotary, per-layer windows)") {
+  for (const char* name : {"smollm3-tiny", "stablelm-tiny", "gemma2-tiny", "olmo2-swa-tiny"}) {
+    for (auto kv : {KvType::f32, KvType::f16}) {
+      const bool f32 = kv == KvType::f32;
+      CAPTURE(std::string(name));
+      CAPTURE(f32);
+      LoadOptions o;
+      o.threads = 1;
+      o.context = 512;
+      o.kv_type = kv;
+      auto m = Model::load(fixture(name), o);
+      REQUIRE_MESSAGE(m, (m ? "" : m.error().message));
+      const Program& p = llminfer::detail::model_impl(*m).engine->program();
+      const std::vector<int32_t> t = long_prompt(std::string("synth-") + name + "-f32");
+      const int keep = 4, drop = 12, n = int(t.size()), n_new = n - drop;
+      REQUIRE(n_new > 8 + keep);  // the kept part is longer than the 8-token windows
+      std::vector<int32_t> held(t.begin(), t.begin() + keep);
+      held.insert(held.end(), t.begin() + keep + drop, t.end());
+
+      auto s = m->session();
+      REQUIRE(s.eval(t));
+      Context& ctx = *llminfer::detail::session_impl(s).ctx;
+      KvCache& cache = ctx.kv();
+      const int nl = cache.n_layers();
+      auto cell = [&](int li, int pos) {
+        std::string raw;
+        cache.read_cell(li, pos, raw);
+        std::vector<float> f(raw.size() / cache.elem());
+        cache.load(reinterpret_cast<const uint8_t*>(raw.data()), f.data(), int(f.size()));
+        return f;
+      };
+      std::vector<std::vector<std::vector<float>>> before(static_cast<size_t>(nl), std::vector<std::vector<float>>(static_cast<size_t>(n)));
+      for (int li = 0; li < nl; li++)
+        for (int pos = cache.held_from(li, n); pos < n; pos++) before[size_t(li)][size_t(pos)] = cell(li, pos);
+      REQUIRE(ctx.erase(keep, drop));
+      CHECK(s.tokens() == held);
+
+      int nope_layers = 0, partial_layers = 0, checked_cells = 0;
+      std::vector<int> windows;
+      for (int li = 0; li < nl; li++) {
+        const KvLayerSpec& sp = cache.layer(li).spec;
+        windows.push_back(sp.window);
+        const int rot = sp.k_rope >= 0 ? p.ropes[size_t(sp.k_rope)].n_dims : 0;
+        nope_layers += rot == 0;
+        partial_layers += rot > 0 && rot < sp.hd_k;
+        const int from = sp.window > 0 ? std::max(0, n_new - sp.window + 1) : 0;
+        double rotated = 0;  // largest change of a rotary dim of a moved key
+        bool moved_exact = true;
+        for (int q = std::max(from, keep); q < n_new; q++) {
+          const std::vector<float>& b = before[size_t(li)][size_t(q + drop)];
+          REQUIRE(!b.empty());
+          std::vector<float> a = cell(li, q);
+          REQUIRE(a.size() == b.size());
+          checked_cells++;
+          const size_t nk = size_t(sp.n_kv) * sp.hd_k;
+          for (size_t k = 0; k < a.size(); k++) {
+            const bool rotary = k < nk && int(k % size_t(sp.hd_k)) < rot;
+            if (rotary) rotated = std::max(rotated, std::fabs(double(a[k]) - double(b[k])));
+            else moved_exact = moved_exact && std::memcmp(&a[k], &b[k], 4) == 0;
+          }
+        }
+        INFO("layer " << li << ": " << rot << " of " << sp.hd_k << " key dims rotate, window " << sp.window);
+        CHECK(moved_exact);                      // values, NoPE keys, the dims past a partial rotary
+        if (rot > 0) CHECK(rotated > 1e-3);      // re-rotated (by -12 positions)
+      }
+      CHECK(checked_cells > 0);
+      const std::string arch = llminfer::detail::model_impl(*m).engine->arch().name;
+      if (arch == "smollm3") CHECK(nope_layers == 1);
+      if (arch == "stablelm") CHECK(partial_layers == nl);
+      if (arch == "gemma2" || arch == "olmo2") {
+        CHECK(*std::min_element(windows.begin(), windows.end()) == 0);  // global layers beside
+        CHECK(windows[0] == 8);                                         // sliding ones (layer 0)
+      }
+
+      // layer 0 against a fresh evaluation of the kept tokens
+      auto fresh = m->session();
+      REQUIRE(fresh.eval(held));
+      Context& fctx = *llminfer::detail::session_impl(fresh).ctx;
+      const KvLayerSpec& sp0 = cache.layer(0).spec;
+      const size_t nk0 = size_t(sp0.n_kv) * sp0.hd_k;
+      double key_diff = 0, value_diff = 0;
+      for (int q = sp0.window > 0 ? std::max(keep, n_new - sp0.window + 1) : keep; q < n_new; q++) {
+        std::vector<float> a = cell(0, q), b;
+        {
+          std::string raw;
+          fctx.kv().read_cell(0, q, raw);
+          b.resize(raw.size() / cache.elem());
+          cache.load(reinterpret_cast<const uint8_t*>(raw.data()), b.data(), int(b.size()));
+        }
+        REQUIRE(a.size() == b.size());
+        for (size_t k = 0; k < a.size(); k++) {
+          const double d = std::fabs(double(a[k]) - double(b[k]));
+          (k < nk0 ? key_diff : value_diff) = std::max(k < nk0 ? key_diff : value_diff, d);
+        }
+      }
+      std::vector<int32_t> next(t.begin() + 5, t.begin() + 13);
+      REQUIRE(fresh.eval(next, true));
+      REQUIRE(s.eval(next, true));
+      const int nv = m->info().n_vocab;
+      auto rep = compare_logits(s.logits().data(), fresh.logits().data(), int(next.size()), nv);
+      MESSAGE(std::string(name) << (f32 ? " f32" : " f16") << ": layer 0 after the shift vs fresh: keys " << key_diff << ", values "
+                   << value_diff << "; the next 8 tokens: top1 " << rep.top1_matches << "/" << rep.positions
+                   << ", pearson min " << rep.pearson_min << ", max |diff| " << rep.max_abs_diff);
+      CHECK(value_diff < (f32 ? 1e-5 : 1e-3));
+      CHECK(key_diff < (f32 ? 1e-4 : 1e-2));
+      CHECK(rep.pearson_min > 0.5);
+    }
   }
 }
 

@@ -61,10 +61,24 @@ struct Measured {
   int top1_mismatch = 0, positions = 0, greedy_same = 0, greedy_ties = 0;
 };
 
+// The golden file of `name` for the kernels this build runs: llama.cpp's float order depends on the
+// instruction set of the ggml CPU variant that made the goldens (AVX-512 for tests/goldens/forward,
+// AVX2 for its avx2/ folder, which holds the files where the two differ), and our kernels follow
+// the order of the same instruction set. A model with only an AVX2 file (made where no AVX-512 CPU
+// was at hand: the README there) is checked against it by every build, within the tolerances below,
+// which hold the difference between llama.cpp's two variants measured on the files that have both.
+std::string golden_path(const std::string& name, const std::string& kernels) {
+  const std::string avx2 = goldens_dir() + "/avx2/" + name + ".json", other = goldens_dir() + "/" + name + ".json";
+  if (kernels == "avx2" && file_exists(avx2)) return avx2;
+  return file_exists(other) || !file_exists(avx2) ? other : avx2;
+}
+
 // Checks one golden file; `kv` is the cache type we run with.
 Measured check_golden(const std::string& name, KvType kv, const std::string& path_override = "", bool greedy = true) {
   Measured m;
-  auto g = read_json(goldens_dir() + "/" + name + ".json");
+  auto kern = select_kernels("");
+  REQUIRE(kern);
+  auto g = read_json(golden_path(name, (*kern)->name));
   REQUIRE_MESSAGE(g, (g ? "" : g.error().message));
   const Json& j = *g;
   std::string path = path_override.empty() ? resolve(j["model"].as_string()) : path_override;
@@ -88,7 +102,7 @@ Measured check_golden(const std::string& name, KvType kv, const std::string& pat
   o.kv_type = kv;
   auto model = Model::load(path, o);
   REQUIRE_MESSAGE(model, (model ? "" : model.error().message));
-  const auto& e = model->impl().engine;
+  const auto& e = llminfer::detail::model_impl(*model).engine;
   const int nv = e->n_vocab();
   CHECK(nv == j["n_vocab"].as_int());
   std::vector<int32_t> sample = ids_of(j["sample_ids"]);
@@ -201,21 +215,23 @@ void check_all(std::initializer_list<const char*> names) {
 }  // namespace
 
 TEST_CASE("conformance: every golden file is checked") {
-  auto files = list_directory(goldens_dir());
-  int n = 0;
-  for (const auto& f : files) {
-    if (!ends_with(f, ".json")) continue;
-    n++;
-    std::string name = f.substr(0, f.size() - 5);
-    CHECK_MESSAGE(std::find(covered().begin(), covered().end(), name) != covered().end(), name);
-  }
-  CHECK(n == static_cast<int>(covered().size()));
+  // every model in either set (tests/goldens/forward, its avx2/ folder) is covered, once
+  std::vector<std::string> names;
+  for (const std::string& dir : {goldens_dir(), goldens_dir() + "/avx2"})
+    for (const auto& f : list_directory(dir)) {
+      if (!ends_with(f, ".json")) continue;
+      std::string name = f.substr(0, f.size() - 5);
+      CHECK_MESSAGE(std::find(covered().begin(), covered().end(), name) != covered().end(), name);
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  CHECK(names.size() == covered().size());
 }
 
 TEST_CASE("conformance: llama - stories260K (F32) against llama.cpp") { check_all({"stories260K"}); }
 // A tiny model with 8-bit activations: one activation on the other side of a Q8_0 rounding step
 // moves its logits by ~0.1 and flips near-ties, so it agrees with llama.cpp only where every op
-// before a quantization gives llama.cpp's bits (the AVX-512 build follows its float order).
+// before a quantization gives llama.cpp's bits (the AVX-512 and AVX2 builds follow the float order
+// of llama.cpp's build for the same instruction set).
 TEST_CASE("conformance: llama - stories260K Q8_0 against llama.cpp") { check_all({"stories260K-q8_0"}); }
 TEST_CASE("conformance: llama - llama-tiny (llama-3 rope factors) F32/F16/BF16/Q8_0") {
   check_all({"synth-llama-tiny-f32", "synth-llama-tiny-f16", "synth-llama-tiny-bf16", "synth-llama-tiny-q8_0"});
@@ -240,8 +256,10 @@ TEST_CASE("conformance: gemma3 - gemma3-tiny F32/F32+softcap/F16/BF16/Q8_0/Q4_K_
 // The architectures of issue 13 (F32, 4 layers, 8-token sliding windows crossed by the prompts):
 // fused QKV and gate|up (phi3), LayerNorm with biases and a GELU MLP (starcoder2), partial rotary and
 // per-head LayerNorm (stablelm), NoPE layers (smollm3), soft-capped scores and alternating windows
-// (gemma2), q/k RMSNorm and post-norms with and without sliding layers (olmo2). The issue's tighter
-// bar (relative difference, 32 greedy tokens) is in test_archdef_ext.cpp.
+// (gemma2), q/k RMSNorm and post-norms with and without sliding layers (olmo2). Their goldens come
+// from llama.cpp's AVX2 build alone (avx2/; golden_path), met bit for bit by our AVX2 kernels; other
+// kernels are held to the tolerances above. The issue's tighter bar (relative difference, 32 greedy
+// tokens) is in test_archdef_ext.cpp.
 TEST_CASE("conformance: phi3, starcoder2, stablelm, smollm3, gemma2, olmo2 (+ sliding window) F32") {
   check_all({"synth-phi3-tiny-f32", "synth-starcoder2-tiny-f32", "synth-stablelm-tiny-f32", "synth-smollm3-tiny-f32",
              "synth-gemma2-tiny-f32", "synth-olmo2-tiny-f32", "synth-olmo2-swa-tiny-f32"});
@@ -263,14 +281,14 @@ void check_hf(const std::string& preset, const std::string& dir, const std::stri
   REQUIRE_MESSAGE(hf, (hf ? "" : hf.error().message));
   auto gg = Model::load(gguf, o);
   REQUIRE_MESSAGE(gg, (gg ? "" : gg.error().message));
-  CHECK(hf->impl().desc->format == "safetensors");
-  CHECK(hf->impl().desc->hf_qk_order);
-  CHECK(hf->impl().engine->arch().name == gg->impl().engine->arch().name);
+  CHECK(llminfer::detail::model_impl(*hf).desc->format == "safetensors");
+  CHECK(llminfer::detail::model_impl(*hf).desc->hf_qk_order);
+  CHECK(llminfer::detail::model_impl(*hf).engine->arch().name == llminfer::detail::model_impl(*gg).engine->arch().name);
   auto g = read_json(goldens_dir() + "/synth-" + preset + "-f32.json");
   REQUIRE(g);
   for (const auto& pr : (*g)["prompts"].items) {
     std::vector<int32_t> ids = ids_of(pr["ids"]);
-    auto a = logits_of_ids(hf->impl().engine, ids, true), b = logits_of_ids(gg->impl().engine, ids, true);
+    auto a = logits_of_ids(llminfer::detail::model_impl(*hf).engine, ids, true), b = logits_of_ids(llminfer::detail::model_impl(*gg).engine, ids, true);
     REQUIRE(a);
     REQUIRE(b);
     REQUIRE(a->size() == b->size());

@@ -255,7 +255,7 @@ std::shared_ptr<const Engine> engine_for(const std::string& path, int threads = 
   o.keep = keep;
   auto m = Model::load(path, o);
   REQUIRE_MESSAGE(m, (m ? "" : m.error().message));
-  return m->impl().engine;
+  return llminfer::detail::model_impl(*m).engine;
 }
 
 double max_diff(const std::vector<float>& a, const std::vector<double>& b) {
@@ -793,11 +793,11 @@ TEST_CASE("robust: read_into_memory gives the same logits as the mapping and sur
   auto owned = Model::load(path, {.threads = 1, .kv_type = KvType::f32, .read_into_memory = true});
   REQUIRE(mapped);
   REQUIRE(owned);
-  CHECK(!mapped->impl().desc->files[0]->owned());
-  CHECK(owned->impl().desc->files[0]->owned());
+  CHECK(!llminfer::detail::model_impl(*mapped).desc->files[0]->owned());
+  CHECK(llminfer::detail::model_impl(*owned).desc->files[0]->owned());
   auto toks = some_tokens(20, s.vocab, 3);
-  auto a = logits_of_ids(mapped->impl().engine, toks, true);
-  auto b = logits_of_ids(owned->impl().engine, toks, true);
+  auto a = logits_of_ids(llminfer::detail::model_impl(*mapped).engine, toks, true);
+  auto b = logits_of_ids(llminfer::detail::model_impl(*owned).engine, toks, true);
   REQUIRE(a);
   REQUIRE(b);
   CHECK(*a == *b);  // bit for bit
@@ -805,11 +805,11 @@ TEST_CASE("robust: read_into_memory gives the same logits as the mapping and sur
   // must not run now: its pages are gone, a read would be SIGBUS.)
   mapped = Result<Model>(Model());
   REQUIRE(truncate(path.c_str(), 0) == 0);
-  auto c = logits_of_ids(owned->impl().engine, toks, true);
+  auto c = logits_of_ids(llminfer::detail::model_impl(*owned).engine, toks, true);
   REQUIRE(c);
   CHECK(*c == *b);
   REQUIRE(test::write_file(path, std::string(4096, 'x')));
-  auto d = logits_of_ids(owned->impl().engine, toks, true);
+  auto d = logits_of_ids(llminfer::detail::model_impl(*owned).engine, toks, true);
   REQUIRE(d);
   CHECK(*d == *b);
   // a missing file is an io error in this mode too

@@ -258,9 +258,9 @@ TEST_CASE("generate: cancel with the flag, also during the prompt's evaluation")
 
 TEST_CASE("generate: the forward pass polls the cancel function at least once per layer") {
   Model m = load(test::model_path("stories260K.gguf"));
-  const int n_layer = static_cast<int>(m.impl().desc->hp.n_layer);
+  const int n_layer = static_cast<int>(llminfer::detail::model_impl(m).desc->hp.n_layer);
   REQUIRE(n_layer > 1);
-  auto ctx = llminfer::detail::Context::create(m.impl().engine, 0);
+  auto ctx = llminfer::detail::Context::create(llminfer::detail::model_impl(m).engine, 0);
   REQUIRE(ctx);
   std::vector<int32_t> prompt = stories_reference();
   prompt.resize(64);

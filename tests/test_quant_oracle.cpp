@@ -126,6 +126,6 @@ TEST_CASE("quant oracle: Q8_0 / Q4_K_M / MLX-4 models agree with llama.cpp (top-
     o.kv_type = cases[0]->kv;
     auto m = Model::load(test::model_path(name), o);
     REQUIRE_MESSAGE(m, (m ? "" : m.error().message));
-    for (const Golden* g : cases) check_case(*g, m->impl().engine);
+    for (const Golden* g : cases) check_case(*g, llminfer::detail::model_impl(*m).engine);
   }
 }

@@ -85,7 +85,7 @@ const std::string kChat = "tests/data/chat/";
 
 int count_control(const Model& m, const std::vector<int32_t>& ids) {
   int n = 0;
-  for (int32_t id : ids) n += m.impl().tokenizer->is_control(id) ? 1 : 0;
+  for (int32_t id : ids) n += llminfer::detail::model_impl(m).tokenizer->is_control(id) ? 1 : 0;
   return n;
 }
 
@@ -104,7 +104,7 @@ TEST_CASE("chat prompt: ids equal Hugging Face apply_chat_template(tokenize=True
       if (!row["add_generation_prompt"].as_bool() || !row.find("ids") || id == "special-text") continue;
       std::vector<Message> msgs;
       if (!plain_messages(chats[id], msgs)) continue;
-      auto ids = llminfer::detail::chat_prompt_tokens(m.impl(), msgs);
+      auto ids = llminfer::detail::chat_prompt_tokens(llminfer::detail::model_impl(m), msgs);
       REQUIRE_MESSAGE(ids, id);
       compared++;
       if (*ids != ids_of(row["ids"])) {
@@ -131,12 +131,12 @@ TEST_CASE("chat prompt: special-token text inside messages stays text") {
   for (const auto& cm : chat_models()) {
     CAPTURE(cm.variant);
     Model m = load(cm.path);
-    auto ids = llminfer::detail::chat_prompt_tokens(m.impl(), msgs);
+    auto ids = llminfer::detail::chat_prompt_tokens(llminfer::detail::model_impl(m), msgs);
     REQUIRE(ids);
     // the same conversation with harmless content: the template's own control tokens
     std::vector<Message> plain = msgs;
     for (auto& p : plain) p.content = "x";
-    auto plain_ids = llminfer::detail::chat_prompt_tokens(m.impl(), plain);
+    auto plain_ids = llminfer::detail::chat_prompt_tokens(llminfer::detail::model_impl(m), plain);
     REQUIRE(plain_ids);
     CHECK(count_control(m, *ids) == count_control(m, *plain_ids));
     // Hugging Face's tokenize=True turns that text into control tokens (so this test can fail)
@@ -146,14 +146,14 @@ TEST_CASE("chat prompt: special-token text inside messages stays text") {
     // nothing is lost: the ids decode to the rendered prompt
     auto text = m.apply_chat_template(msgs, true);
     REQUIRE(text);
-    CHECK(m.impl().tokenizer->decode(*ids) == *text);
+    CHECK(llminfer::detail::model_impl(m).tokenizer->decode(*ids) == *text);
     // the same through the public API: a user message that tries to end its turn
     std::string attack = msgs[0].content;
     auto r = m.generate(attack, {.max_tokens = 1, .chat = true});
     auto rp = m.generate("x", {.max_tokens = 1, .chat = true});
     REQUIRE((r && rp));
     std::vector<Message> one = {{"user", attack}};
-    CHECK(r->prompt_tokens == static_cast<int>(llminfer::detail::chat_prompt_tokens(m.impl(), one)->size()));
+    CHECK(r->prompt_tokens == static_cast<int>(llminfer::detail::chat_prompt_tokens(llminfer::detail::model_impl(m), one)->size()));
   }
 }
 
@@ -212,7 +212,7 @@ TEST_CASE("generate: each model's end-of-generation tokens stop the generation")
   for (const auto& c : cases) {
     CAPTURE(c.path);
     Model m = load(c.path);
-    const auto& tok = *m.impl().tokenizer;
+    const auto& tok = *llminfer::detail::model_impl(m).tokenizer;
     std::map<std::string, int32_t> by_text;
     for (int32_t id = 0; id < tok.n_vocab(); id++) by_text.emplace(tok.token_text(id), id);
     for (const auto& t : c.not_eog) {
@@ -228,10 +228,10 @@ TEST_CASE("generate: each model's end-of-generation tokens stop the generation")
       int32_t id = by_text[t];
       CHECK(tok.is_eog(id));
       // the loop on the real model: two free tokens, then the end-of-generation token
-      auto ctx = llminfer::detail::Context::create(m.impl().engine, 0);
+      auto ctx = llminfer::detail::Context::create(llminfer::detail::model_impl(m).engine, 0);
       REQUIRE(ctx);
       std::vector<float> logits;
-      llminfer::detail::ContextIO inner(m.impl(), *ctx, logits, false);
+      llminfer::detail::ContextIO inner(llminfer::detail::model_impl(m), *ctx, logits, false);
       ForcingIO io(inner, id, 2, size_t(tok.n_vocab()));
       llminfer::detail::Sampler sampler;
       llminfer::detail::Rng rng(1);
@@ -245,7 +245,7 @@ TEST_CASE("generate: each model's end-of-generation tokens stop the generation")
       CHECK(r.text.find(t) == std::string::npos);
       // and a special token that is not one of them does not stop it
       ctx->clear();
-      llminfer::detail::ContextIO inner2(m.impl(), *ctx, logits, false);
+      llminfer::detail::ContextIO inner2(llminfer::detail::model_impl(m), *ctx, logits, false);
       ForcingIO other(inner2, by_text[c.not_eog[0]], 0, size_t(tok.n_vocab()));
       auto run2 = llminfer::detail::run_generation(other, *prompt, *prompt, {.max_tokens = 3}, sampler, rng, 0, r);
       REQUIRE(run2);
@@ -260,7 +260,7 @@ namespace {
 // Tokens of a conversation as the session would render them (the conversation so far + the
 // assistant's turn).
 std::vector<int32_t> conversation_ids(const Model& m, const std::vector<Message>& msgs) {
-  auto ids = llminfer::detail::chat_prompt_tokens(m.impl(), msgs);
+  auto ids = llminfer::detail::chat_prompt_tokens(llminfer::detail::model_impl(m), msgs);
   REQUIRE(ids);
   return *ids;
 }
@@ -544,7 +544,7 @@ TEST_CASE("cli: run ends with a one-line summary; --chat and --system use the te
   auto parsed = llminfer::detail::json_parse(j.out, "run --json");
   REQUIRE(parsed);
   Model m = load(test::model_path("synth-qwen3-tiny-q8_0.gguf"));
-  auto want = llminfer::detail::chat_prompt_tokens(m.impl(), std::vector<Message>{{"system", "Be brief."}, {"user", "Hi there"}});
+  auto want = llminfer::detail::chat_prompt_tokens(llminfer::detail::model_impl(m), std::vector<Message>{{"system", "Be brief."}, {"user", "Hi there"}});
   REQUIRE(want);
   CHECK((*parsed)["prompt_tokens"].as_int() == static_cast<int64_t>(want->size()));
   CHECK(test::run_cli("run -m " + qwen + " --system x -p hi").status == 1);  // --system needs --chat

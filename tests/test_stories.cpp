@@ -33,7 +33,7 @@ std::shared_ptr<const Engine> load_engine(const std::string& name, int threads, 
   o.kv_type = kv;
   auto m = Model::load(test::model_path(name), o);
   REQUIRE_MESSAGE(m, (m ? "" : m.error().message));
-  return m->impl().engine;
+  return llminfer::detail::model_impl(*m).engine;
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 #include "../../llminfer.hpp"
 
 #include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -128,6 +131,14 @@ class Args {
     return true;
   }
 
+  // --kv-type f16|f32 (when the command has it); false after a usage error.
+  bool kv_type(llminfer::LoadOptions& lo, const char* fallback = "f16") {
+    std::string kv = get("--kv-type", fallback);
+    if (kv != "f16" && kv != "f32") return usage_error("--kv-type must be f16 or f32");
+    lo.kv_type = kv == "f32" ? llminfer::KvType::f32 : llminfer::KvType::f16;
+    return true;
+  }
+
  private:
   struct Opt {
     std::vector<std::string> names;
@@ -148,6 +159,126 @@ class Args {
   std::vector<std::string> positional_;
   int code_ = kOk;
 };
+
+// printf into a std::string.
+#if defined(__MINGW32__)
+inline std::string strf(const char* fmt, ...) __attribute__((format(gnu_printf, 1, 2)));  // MinGW's C99 printf
+#elif defined(__GNUC__)
+inline std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+#endif
+inline std::string strf(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char buf[512];
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  std::string out;
+  if (n < 0) {
+    va_end(ap2);
+    return out;
+  }
+  if (static_cast<size_t>(n) < sizeof buf) {
+    out.assign(buf, static_cast<size_t>(n));
+  } else {
+    out.resize(static_cast<size_t>(n) + 1);
+    std::vsnprintf(out.data(), out.size(), fmt, ap2);
+    out.resize(static_cast<size_t>(n));
+  }
+  va_end(ap2);
+  return out;
+}
+
+// Length of the valid UTF-8 sequence at s[0..n) (1..4), or 0 when it is not one.
+inline int utf8_len(const unsigned char* s, size_t n) {
+  unsigned char c = s[0];
+  int len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+  if (len == 0 || static_cast<size_t>(len) > n) return 0;
+  for (int i = 1; i < len; i++) {
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (i == 1 && c == 0xE0) lo = 0xA0;
+    if (i == 1 && c == 0xED) hi = 0x9F;
+    if (i == 1 && c == 0xF0) lo = 0x90;
+    if (i == 1 && c == 0xF4) hi = 0x8F;
+    if (s[i] < lo || s[i] > hi) return 0;
+  }
+  return len;
+}
+
+// A JSON string: control characters escaped, bytes that are not UTF-8 replaced by U+FFFD.
+inline std::string json_quote(std::string_view s) {
+  std::string out = "\"";
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = p[i];
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+      i++;
+    } else if (c == '\n') {
+      out += "\\n", i++;
+    } else if (c == '\r') {
+      out += "\\r", i++;
+    } else if (c == '\t') {
+      out += "\\t", i++;
+    } else if (c < 0x20 || c == 0x7F) {
+      out += strf("\\u%04x", c), i++;
+    } else {
+      int l = utf8_len(p + i, s.size() - i);
+      if (l == 0) {
+        out += "\xEF\xBF\xBD";
+        i++;
+      } else if (l == 2 && c == 0xC2 && p[i + 1] < 0xA0) {  // C1 controls
+        out += strf("\\u%04x", p[i + 1]);
+        i += 2;
+      } else {
+        out.append(s.data() + i, static_cast<size_t>(l));
+        i += static_cast<size_t>(l);
+      }
+    }
+  }
+  return out + "\"";
+}
+
+// The shortest text that reads back as the same double; null when not finite.
+inline std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return strf("%.0f", v);
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+// Token ids separated by commas, whitespace or brackets ("1,2,3", "[1, 2, 3]"); false with `err`
+// naming the first item that is not an id, or saying that there is none.
+inline bool parse_ids(std::string_view s, std::vector<int32_t>& ids, std::string& err) {
+  auto is_sep = [](char c) { return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '[' || c == ']'; };
+  ids.clear();
+  size_t k = 0;
+  while (k < s.size()) {
+    if (is_sep(s[k])) {
+      k++;
+      continue;
+    }
+    size_t e = k;
+    while (e < s.size() && !is_sep(s[e])) e++;
+    std::string_view tok = s.substr(k, e - k);
+    int32_t v = 0;
+    auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
+    if (ec != std::errc() || p != tok.data() + tok.size() || v < 0) {
+      err = "'" + std::string(tok.substr(0, 64)) + "' is not a token id (expected ids like 1,2,3)";
+      return false;
+    }
+    ids.push_back(v);
+    k = e;
+  }
+  if (ids.empty()) {
+    err = "no token ids given";
+    return false;
+  }
+  return true;
+}
 
 // Prints an error from the library and returns the model/input exit status.
 inline int fail(const llminfer::Error& e) {
@@ -262,3 +393,4 @@ int cmd_compare(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_chat(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_serve(int argc, char** argv);

@@ -1,20 +1,29 @@
-// llminfer bench -m MODEL [-t THREADS] [-p 128[,512...]] [-n 64] [-r 3] [-c CTX] [--json]
+// llminfer bench -m MODEL [-t THREADS] [-p 128[,512...]] [-n 64] [-r 3] [-c CTX] [--parallel P] [--json]
 // Times what a user waits for, the way llama-bench (and the llama.cpp oracle's `bench`) does, so
 // the two can be compared side by side (bench/compare.py):
 //   load    Model::load (mapping, parsing, compiling the forward pass)
 //   prefill pp<N>: a warm-up, then R runs of N pseudo-random tokens evaluated as one prompt from
 //           an empty cache; tokens/s = N / time
 //   decode  tg<N>: a warm-up token, then R runs of N single-token evaluations from an empty cache
+//   --parallel P: decode is tg<N>x<P>, P sessions (contexts) decoding N tokens each at the same time
+//           from P threads (the library batches them, see LoadOptions::batch); tokens/s is the
+//           aggregate, P x N / wall time. --no-batch runs the same without batching.
 // Reports the median of the R runs (and every sample), the peak resident memory and the file size.
-#define LLMINFER_IMPLEMENTATION  // uses the detail API directly (all functions are inline)
+// The CLI is built with LLMINFER_INLINE_API (other subcommands still use detail::), so every file
+// that calls the library compiles the implementation it uses.
+#define LLMINFER_IMPLEMENTATION
 #include "cli.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 namespace {
 
 const char* kBenchUsage =
-    "usage: llminfer bench -m MODEL [-t THREADS] [-p 128[,512...]] [-n 64] [-r 3] [-c CTX] [--json]\n"
+    "usage: llminfer bench -m MODEL [-t THREADS] [-p 128[,512...]] [-n 64] [-r 3] [-c CTX] [--parallel P]\n"
+    "                      [--no-batch] [--json]\n"
     "  -m, --model MODEL   a .gguf file, a .safetensors file or a model directory\n"
     "  -p, --prompt N,...  prompt lengths to time (default 128); prefill_tps is the first one\n"
     "  -n, --gen N         tokens to generate one at a time (default 64; 0 skips decode)\n"
@@ -22,8 +31,14 @@ const char* kBenchUsage =
     "  -c, --context N     context size (default 2048, as llama-bench), at least the longest test\n"
     "  -t, --threads N     threads (default: all)\n"
     "  --kv-type f16|f32   KV cache element type (default f16)\n"
+    "  --parallel P        decode with P sessions at once (one thread each); decode_tps is the aggregate\n"
+    "  --no-batch          with --parallel: the sessions do not share steps (LoadOptions::batch = 1)\n"
     "  --json              one JSON object: model, threads, prefill_tps, decode_tps, load_ms,\n"
     "                      peak_rss_mb, file_mb, kv_mb, tests:[{name, tokens, median_tps, samples_ms}]\n";
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -48,11 +63,18 @@ int cmd_bench(int argc, char** argv) {
   cli::Args args(kBenchUsage);
   args.common().option({"-m", "--model"}, true).option({"-p", "--prompt"}, true).option({"-n", "--gen"}, true);
   args.option({"-r", "--reps"}, true).option({"--kv-type"}, true).option({"--json"}, false);
+  args.option({"--parallel"}, true).option({"--no-batch"}, false);
   if (!args.parse(argc, argv)) return args.exit_code();
   llminfer::LoadOptions lo;
   if (!args.load_options(lo)) return args.exit_code();
-  long long n_gen = 64, reps = 3;
-  if (!args.get_int("--gen", n_gen) || !args.get_int("--reps", reps)) return args.exit_code();
+  long long n_gen = 64, reps = 3, parallel = 1;
+  if (!args.get_int("--gen", n_gen) || !args.get_int("--reps", reps) || !args.get_int("--parallel", parallel))
+    return args.exit_code();
+  if (parallel < 1 || parallel > 256) {
+    args.usage_error("--parallel must be 1..256");
+    return args.exit_code();
+  }
+  if (args.has("--no-batch")) lo.batch = 1;
   std::vector<int> prompts;
   for (const std::string& list : args.all("--prompt")) {
     size_t at = 0;
@@ -91,94 +113,130 @@ int cmd_bench(int argc, char** argv) {
     return args.exit_code();
   }
 
-  double t0 = llminfer::detail::now_ms();
+  double t0 = now_ms();
   auto model = llminfer::Model::load(args.get("--model"), lo);
   if (!model) return cli::fail(model.error());
-  const double load_ms = llminfer::detail::now_ms() - t0;
-  const auto& impl = model->impl();
-  const auto& engine = impl.engine;
-  auto ctx = llminfer::detail::Context::create(engine, lo.context);
-  if (!ctx) return cli::fail(ctx.error());
+  const double load_ms = now_ms() - t0;
+  const llminfer::ModelInfo info = model->info();
+  auto session = model->session();
 
   // pseudo-random tokens (as llama-bench), BOS first when the model adds one
-  const int n_vocab = static_cast<int>(std::min<int64_t>(engine->program().embed_rows, engine->n_vocab()));
+  const int n_vocab = info.n_vocab;
   uint64_t state = 0x2545F4914F6CDD1Dull;
   auto next_token = [&] {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     return static_cast<int32_t>((state >> 33) % static_cast<uint64_t>(n_vocab));
   };
-  const int32_t bos = impl.desc->vocab.bos;
-  const bool add_bos = bos >= 0 && bos < n_vocab && impl.desc->vocab.add_bos.value_or(true);
+  const int32_t bos = info.bos;
+  const bool add_bos = bos >= 0 && bos < n_vocab && (info.tokenizer.empty() || info.add_bos);
 
-  std::vector<float> logits;
   auto eval = [&](const std::vector<int32_t>& toks) -> bool {
-    auto st = ctx->eval(toks, logits);
+    auto st = session.eval(toks);
     if (!st) {
       cli::fail(st.error());
       return false;
     }
-    return *st == llminfer::detail::EvalStatus::ok;
+    return true;
   };
+  auto clear = [&] { (void)session.truncate_tokens(0); };
 
   std::vector<Test> tests;
+  double seqs_per_step = 0;  // --parallel: sequences per shared step, on average (1 without batching)
   for (int p : prompts) {
     Test t{"pp" + std::to_string(p), p, {}};
     std::vector<int32_t> toks(static_cast<size_t>(p));
     for (int rep = -1; rep < reps; rep++) {  // rep -1: the warm-up
       for (auto& tk : toks) tk = next_token();
       if (add_bos) toks[0] = bos;
-      ctx->clear();
-      double s = llminfer::detail::now_ms();
+      clear();
+      double s = now_ms();
       if (!eval(toks)) return cli::kFailure;
-      double e = llminfer::detail::now_ms() - s;
+      double e = now_ms() - s;
       if (rep >= 0) t.ms.push_back(e);
     }
     tests.push_back(std::move(t));
   }
-  if (n_gen > 0) {
+  if (n_gen > 0 && parallel > 1) {
+    // P sessions decoding at once, one thread each; each thread draws its own tokens
+    const int P = static_cast<int>(parallel);
+    Test t{"tg" + std::to_string(n_gen) + "x" + std::to_string(P), static_cast<int>(n_gen * P), {}};
+    std::vector<llminfer::Session> sessions;
+    for (int i = 0; i < P; i++) sessions.push_back(model->session());
+    std::atomic<bool> failed{false};
+    auto run_all = [&](long long n) {
+      std::vector<std::thread> th;
+      for (int i = 0; i < P; i++)
+        th.emplace_back([&, i] {
+          uint64_t st = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(i + 1);
+          llminfer::Session& s = sessions[static_cast<size_t>(i)];
+          if (!s.truncate_tokens(0)) failed = true;
+          int32_t tok = add_bos ? bos : 1;
+          for (long long k = 0; k < n && !failed; k++) {
+            if (!s.eval(std::span<const int32_t>(&tok, 1))) failed = true;
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            tok = static_cast<int32_t>((st >> 33) % static_cast<uint64_t>(n_vocab));
+          }
+        });
+      for (auto& x : th) x.join();
+    };
+    run_all(1);  // warm-up
+    // the batcher's counters (not public: the CLI's one reach into the library for this figure)
+    auto& batcher = llminfer::detail::Batcher::of(*llminfer::detail::model_impl(*model).engine);
+    const auto before = batcher.stats();
+    for (int rep = 0; rep < reps; rep++) {
+      double s = now_ms();
+      run_all(n_gen);
+      t.ms.push_back(now_ms() - s);
+    }
+    if (failed) return cli::fail(llminfer::Error{llminfer::Errc::internal, "a parallel decode failed"});
+    const auto after = batcher.stats();
+    const auto steps = after.steps - before.steps, chunks = after.chunks - before.chunks;
+    seqs_per_step = steps ? static_cast<double>(chunks) / static_cast<double>(steps) : 0;
+    tests.push_back(std::move(t));
+  } else if (n_gen > 0) {
     Test t{"tg" + std::to_string(n_gen), static_cast<int>(n_gen), {}};
-    ctx->clear();
+    clear();
     if (!eval({add_bos ? bos : next_token()})) return cli::kFailure;  // warm-up
     for (int rep = 0; rep < reps; rep++) {
-      ctx->clear();
-      double s = llminfer::detail::now_ms();
+      clear();
+      double s = now_ms();
       int32_t tok = add_bos ? bos : next_token();
       for (long long k = 0; k < n_gen; k++) {
         if (!eval({tok})) return cli::kFailure;
         tok = next_token();
       }
-      t.ms.push_back(llminfer::detail::now_ms() - s);
+      t.ms.push_back(now_ms() - s);
     }
     tests.push_back(std::move(t));
   }
 
-  const double rss = llminfer::detail::peak_rss_mb();
-  const double file_mb = static_cast<double>(impl.desc->file_bytes) / (1024.0 * 1024.0);
+  const double rss = llminfer::peak_memory_mb();
+  const double file_mb = static_cast<double>(info.file_bytes) / (1024.0 * 1024.0);
+  const double kv_mb = static_cast<double>(info.kv_bytes) / (1024.0 * 1024.0);
   const double prefill = tests.front().name[0] == 'p' ? tests.front().median_tps() : 0;
   const double decode = n_gen > 0 ? tests.back().median_tps() : 0;
-  const int threads = engine->pool().size();
+  const int threads = info.threads;
   if (args.has("--json")) {
-    using llminfer::detail::json_quote;
-    std::string o = llminfer::detail::strf(
-        "{\"model\":%s,\"threads\":%d,\"prefill_tps\":%.2f,\"decode_tps\":%.2f,\"load_ms\":%.1f,\"peak_rss_mb\":%.1f,"
-        "\"file_mb\":%.1f,\"kv_mb\":%.1f,\"kv_type\":%s,\"context\":%d,\"simd\":%s,\"tests\":[",
-        json_quote(args.get("--model")).c_str(), threads, prefill, decode, load_ms, rss, file_mb,
-        static_cast<double>(ctx->kv_bytes()) / (1024.0 * 1024.0), json_quote(kv).c_str(), lo.context,
-        json_quote(llminfer::detail::simd_compiled()).c_str());
+    using cli::json_quote;
+    std::string o = cli::strf(
+        "{\"model\":%s,\"threads\":%d,\"parallel\":%d,\"prefill_tps\":%.2f,\"decode_tps\":%.2f,\"load_ms\":%.1f,\"peak_rss_mb\":%.1f,"
+        "\"file_mb\":%.1f,\"kv_mb\":%.1f,\"kv_type\":%s,\"context\":%d,\"simd\":%s,\"seqs_per_step\":%.2f,\"tests\":[",
+        json_quote(args.get("--model")).c_str(), threads, static_cast<int>(parallel), prefill, decode, load_ms, rss, file_mb,
+        kv_mb, json_quote(kv).c_str(), lo.context, json_quote(info.kernels).c_str(), seqs_per_step);
     for (size_t i = 0; i < tests.size(); i++) {
-      o += llminfer::detail::strf("%s{\"name\":\"%s\",\"tokens\":%d,\"median_tps\":%.2f,\"samples_ms\":[", i ? "," : "",
-                                  tests[i].name.c_str(), tests[i].tokens, tests[i].median_tps());
-      for (size_t k = 0; k < tests[i].ms.size(); k++) o += llminfer::detail::strf("%s%.3f", k ? "," : "", tests[i].ms[k]);
+      o += cli::strf("%s{\"name\":\"%s\",\"tokens\":%d,\"median_tps\":%.2f,\"samples_ms\":[", i ? "," : "",
+                     tests[i].name.c_str(), tests[i].tokens, tests[i].median_tps());
+      for (size_t k = 0; k < tests[i].ms.size(); k++) o += cli::strf("%s%.3f", k ? "," : "", tests[i].ms[k]);
       o += "]}";
     }
     o += "]}\n";
     cli::out(o);
   } else {
     std::printf("model     %s\nthreads   %d (%s kernels)\nload      %.1f ms\n", args.get("--model").c_str(), threads,
-                llminfer::detail::simd_compiled(), load_ms);
+                info.kernels.c_str(), load_ms);
     for (const Test& t : tests) std::printf("%-9s %.2f tokens/s (median of %zu)\n", t.name.c_str(), t.median_tps(), t.ms.size());
-    std::printf("peak RSS  %.1f MiB (file %.1f MiB, KV cache %.1f MiB)\n", rss, file_mb,
-                static_cast<double>(ctx->kv_bytes()) / (1024.0 * 1024.0));
+    if (parallel > 1) std::printf("batching  %.2f sequences per step on average\n", seqs_per_step);
+    std::printf("peak RSS  %.1f MiB (file %.1f MiB, KV cache %.1f MiB)\n", rss, file_mb, kv_mb);
   }
   return cli::kOk;
 }

@@ -1,6 +1,10 @@
 // llminfer chat: an interactive conversation through the model's chat template. The session keeps
 // its KV cache between turns, so each turn evaluates only the new tokens. Ctrl-C stops the reply
 // (not the program); /reset starts over; /exit (or Ctrl-D, or Ctrl-C at the prompt) leaves.
+// --save FILE keeps the session (conversation and KV cache) in FILE after every reply; --load FILE
+// continues one.
+// The CLI is built with LLMINFER_INLINE_API (other subcommands still use detail::), so every file
+// that calls the library compiles the implementation it uses.
 #define LLMINFER_IMPLEMENTATION
 #include <atomic>
 #include <csignal>
@@ -24,7 +28,11 @@ std::string chat_usage() {
              "Ctrl-C while the model answers stops that answer only.\n"
              "  -m, --model MODEL       a .gguf file, a .safetensors file or a Hugging Face / MLX directory\n"
              "  --system TEXT           a system message at the start of the conversation\n"
-             "  --stats                 print a summary line (tokens, speed, cache reuse) after each reply\n") +
+             "  --stats                 print a summary line (tokens, speed, cache reuse) after each reply\n"
+             "  --load FILE             continue the session saved in FILE (conversation and KV cache; the\n"
+             "                          same model and --kv-type; --system is then not added)\n"
+             "  --save FILE             save the session to FILE after every reply (and at /reset)\n"
+             "  --kv-type f16|f32       KV cache element type (default f16)\n") +
          cli::kSamplingHelp +
          "common:\n"
          "  -t, --threads N         threads (default: all hardware threads)\n"
@@ -91,6 +99,7 @@ bool read_message(std::string& msg, bool interactive) {
 int cmd_chat(int argc, char** argv) {
   cli::Args a(chat_usage());
   a.option({"-m", "--model"}, true).option({"--system"}, true).option({"--stats"}, false).common();
+  a.option({"--save"}, true).option({"--load"}, true).option({"--kv-type"}, true);
   cli::add_sampling_options(a);
   if (!a.parse(argc, argv)) return a.exit_code();
   if (!a.positional().empty()) return (a.usage_error("unexpected argument '" + a.positional()[0] + "'"), a.exit_code());
@@ -98,8 +107,11 @@ int cmd_chat(int argc, char** argv) {
   llminfer::GenerateOptions o;
   if (!cli::read_sampling(a, o, false)) return a.exit_code();
   llminfer::LoadOptions lo;
-  if (!a.load_options(lo)) return a.exit_code();
+  if (!a.load_options(lo) || !a.kv_type(lo)) return a.exit_code();
   const std::string system = a.get("--system");
+  const std::string save_path = a.get("--save"), load_path = a.get("--load");
+  if ((a.has("--save") && save_path.empty()) || (a.has("--load") && load_path.empty()))
+    return (a.usage_error("--save and --load need a file name"), a.exit_code());
   const bool stats = a.has("--stats");
 #if defined(_WIN32)
   const bool interactive = true;
@@ -117,7 +129,21 @@ int cmd_chat(int argc, char** argv) {
     seed = (static_cast<uint64_t>(rd()) << 32 ^ rd()) & ~(uint64_t{1} << 63);
   }
   auto session = model->session();
-  if (!system.empty()) session.add("system", system);
+  if (!load_path.empty()) {
+    if (auto l = session.load(std::string_view(load_path)); !l) return cli::fail(l.error());
+    if (interactive)
+      std::fprintf(stderr, "continuing %s: %zu messages, %d tokens cached\n", load_path.c_str(),
+                   session.messages().size(), session.cached_tokens());
+  } else if (!system.empty()) {
+    session.add("system", system);
+  }
+  // --save: after every reply, so that nothing is lost when the program is stopped
+  auto save = [&]() -> bool {
+    if (save_path.empty()) return true;
+    auto sv = session.save(std::string_view(save_path));
+    if (!sv) std::fprintf(stderr, "error: %s\n", sv.error().message.c_str());
+    return static_cast<bool>(sv);
+  };
   if (interactive)
     std::fprintf(stderr, "chatting with %s (/reset to start over, /exit to leave, Ctrl-C stops a reply)\n",
                  a.get("--model").c_str());
@@ -137,6 +163,7 @@ int cmd_chat(int argc, char** argv) {
       session.reset();
       if (!system.empty()) session.add("system", system);
       std::fputs("(conversation reset)\n", stderr);
+      if (!save()) status = cli::kFailure;
       continue;
     }
     if (msg.empty()) continue;
@@ -151,17 +178,30 @@ int cmd_chat(int argc, char** argv) {
     auto r = session.reply(o);
     g_replying.store(false);
     if (!r) {
-      std::fprintf(stderr, "\nerror: %s\n", r.error().message.c_str());
-      status = cli::kFailure;
-      break;
+      // The message that could not be answered leaves the conversation (a template that refuses
+      // it, a render stopped with Ctrl-C): the chat goes on without it.
+      (void)session.erase(session.messages().size() - 1);
+      if (g_chat_cancel.load()) {
+        std::fputs("\n(stopped; the message was not sent)\n", stderr);
+      } else {
+        std::fprintf(stderr, "\nerror: %s\n(the message was not sent)\n", r.error().message.c_str());
+        status = cli::kFailure;
+      }
+      continue;
     }
     cli::out("\n");
     std::fflush(stdout);
     if (r->stop == llminfer::StopReason::cancelled) std::fputs("(stopped)\n", stderr);
-    if (r->stop == llminfer::StopReason::context_full)
+    if (r->stop == llminfer::StopReason::context_full) {
+      if (r->error.code != llminfer::Errc::ok) {  // nothing generated: the message leaves the conversation
+        (void)session.erase(session.messages().size() - 1);
+        std::fprintf(stderr, "error: %s\n", r->error.message.c_str());
+      }
       std::fputs("(the context is full: /reset to start a new conversation, or use a larger -c)\n", stderr);
+    }
     if (r->stop == llminfer::StopReason::error) std::fprintf(stderr, "error: %s\n", r->error.message.c_str());
     if (stats) std::fprintf(stderr, "%s\n", cli::summary_line(*r).c_str());
+    if (!save()) status = cli::kFailure;
   }
   if (g_too_long.load()) status = cli::kFailure;
   if (interactive && status == cli::kOk) std::fputs("\n", stdout);

@@ -31,11 +31,7 @@ int cmd_compare(int argc, char** argv) {
   llminfer::LoadOptions lo;
   if (!args.load_options(lo)) return args.exit_code();
   std::string kv = args.get("--kv-type", "f32");
-  if (kv != "f16" && kv != "f32") {
-    args.usage_error("--kv-type must be f16 or f32");
-    return args.exit_code();
-  }
-  lo.kv_type = kv == "f32" ? llminfer::KvType::f32 : llminfer::KvType::f16;
+  if (!args.kv_type(lo, "f32")) return args.exit_code();
   if (!args.has("--model") || !args.has("--ids") || !args.has("--reference")) {
     args.usage_error("-m MODEL, --ids and --reference are required");
     return args.exit_code();
@@ -50,7 +46,7 @@ int cmd_compare(int argc, char** argv) {
   if (!ref) return cli::fail(ref.error());
   auto model = llminfer::Model::load(args.get("--model"), lo);
   if (!model) return cli::fail(model.error());
-  const auto& engine = model->impl().engine;
+  const auto& engine = llminfer::detail::model_impl(*model).engine;
   const int nv = engine->n_vocab();
   const uint64_t row_bytes = uint64_t(nv) * 4;
   const int n = static_cast<int>(ids->size());

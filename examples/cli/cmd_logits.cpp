@@ -32,11 +32,7 @@ int cmd_logits(int argc, char** argv) {
   llminfer::LoadOptions lo;
   if (!args.load_options(lo)) return args.exit_code();
   std::string kv = args.get("--kv-type", "f32");
-  if (kv != "f16" && kv != "f32") {
-    args.usage_error("--kv-type must be f16 or f32");
-    return args.exit_code();
-  }
-  lo.kv_type = kv == "f32" ? llminfer::KvType::f32 : llminfer::KvType::f16;
+  if (!args.kv_type(lo, "f32")) return args.exit_code();
   if (!args.has("--model") || !args.has("--ids") || !args.has("--out")) {
     args.usage_error("-m MODEL, --ids and --out are required");
     return args.exit_code();
@@ -48,7 +44,7 @@ int cmd_logits(int argc, char** argv) {
   }
   auto model = llminfer::Model::load(args.get("--model"), lo);
   if (!model) return cli::fail(model.error());
-  const auto& engine = model->impl().engine;
+  const auto& engine = llminfer::detail::model_impl(*model).engine;
   bool all = args.has("--all");
   auto logits = logits_of_ids(engine, *ids, all);
   if (!logits) return cli::fail(logits.error());

@@ -1,6 +1,8 @@
 // llminfer run: generate text from a prompt (or token ids), streamed to stdout as it is decided,
 // with a one-line summary on stderr; --json prints one JSON object instead.
-#define LLMINFER_IMPLEMENTATION  // json_quote / json_number / file reading (all functions are inline)
+// The CLI is built with LLMINFER_INLINE_API (other subcommands still use detail::), so every file
+// that calls the library compiles the implementation it uses.
+#define LLMINFER_IMPLEMENTATION
 #include <atomic>
 #include <csignal>
 
@@ -8,8 +10,6 @@
 #include "sampling.hpp"
 
 namespace {
-using llminfer::detail::json_number;
-using llminfer::detail::json_quote;
 
 std::string run_usage() {
   return std::string(
@@ -24,8 +24,9 @@ std::string run_usage() {
              "  --chat                  wrap the prompt in the model's chat template (as a user message)\n"
              "  --system TEXT           with --chat: a system message first\n"
              "  --echo                  print the prompt before the generated text\n"
-             "  --json                  print {\"text\",\"tokens\",\"stop\",\"prompt_tokens\",\"timings\",\"peak_rss_mb\",...}\n"
-             "                          instead of streaming (greedy unless --temp is given)\n") +
+             "  --json                  print {\"text\",\"tokens\",\"stop\",\"prompt_tokens\",\"timings\",\"peak_rss_mb\",\n"
+             "                          \"seed\",\"seed_str\",\"kv_bytes\",...} instead of streaming (greedy unless --temp)\n"
+             "  --kv-type f16|f32       KV cache element type (default f16)\n") +
          cli::kSamplingHelp +
          "common:\n"
          "  -t, --threads N         threads (default: all hardware threads)\n"
@@ -45,19 +46,21 @@ extern "C" void run_on_sigint(int) {
 
 
 std::string result_json(const llminfer::GenerateResult& r) {
-  std::string s = "{\"text\":" + json_quote(r.text) + ",\"tokens\":[";
+  std::string s = "{\"text\":" + cli::json_quote(r.text) + ",\"tokens\":[";
   for (size_t i = 0; i < r.tokens.size(); i++) s += (i ? "," : "") + std::to_string(r.tokens[i]);
-  s += "],\"stop\":" + json_quote(llminfer::to_string(r.stop));
+  s += "],\"stop\":" + cli::json_quote(llminfer::to_string(r.stop));
   s += ",\"prompt_tokens\":" + std::to_string(r.prompt_tokens);
   s += ",\"prompt_tokens_evaluated\":" + std::to_string(r.prompt_tokens_evaluated);
-  s += ",\"timings\":{\"load_ms\":" + json_number(r.timings.load_ms) +
-       ",\"prefill_ms\":" + json_number(r.timings.prefill_ms) + ",\"prefill_tps\":" + json_number(r.timings.prefill_tps) +
-       ",\"decode_ms\":" + json_number(r.timings.decode_ms) + ",\"decode_tps\":" + json_number(r.timings.decode_tps) +
-       ",\"ttft_ms\":" + json_number(r.timings.ttft_ms) + "}";
-  s += ",\"peak_rss_mb\":" + json_number(r.peak_rss_mb);
-  s += ",\"seed\":" + std::to_string(r.seed);
+  s += ",\"timings\":{\"load_ms\":" + cli::json_number(r.timings.load_ms) +
+       ",\"prefill_ms\":" + cli::json_number(r.timings.prefill_ms) + ",\"prefill_tps\":" + cli::json_number(r.timings.prefill_tps) +
+       ",\"decode_ms\":" + cli::json_number(r.timings.decode_ms) + ",\"decode_tps\":" + cli::json_number(r.timings.decode_tps) +
+       ",\"ttft_ms\":" + cli::json_number(r.timings.ttft_ms) + "}";
+  s += ",\"peak_rss_mb\":" + cli::json_number(r.peak_rss_mb);
+  s += ",\"kv_bytes\":" + std::to_string(r.kv_bytes);
+  // the seed also as a string: JSON readers keep integers only up to 2^53 exactly
+  s += ",\"seed\":" + std::to_string(r.seed) + ",\"seed_str\":\"" + std::to_string(r.seed) + "\"";
   if (r.stop == llminfer::StopReason::error || r.error.code != llminfer::Errc::ok)
-    s += ",\"error\":" + json_quote(r.error.message);
+    s += ",\"error\":" + cli::json_quote(r.error.message);
   return s + "}";
 }
 }  // namespace
@@ -73,6 +76,7 @@ int cmd_run(int argc, char** argv) {
       .option({"--system"}, true)
       .option({"--echo"}, false)
       .option({"--json"}, false)
+      .option({"--kv-type"}, true)
       .common();
   cli::add_sampling_options(a);
   if (!a.parse(argc, argv)) return a.exit_code();
@@ -92,14 +96,13 @@ int cmd_run(int argc, char** argv) {
   std::vector<int32_t> ids;
   std::string prompt = a.get("--prompt");
   if (a.has("--ids")) {
-    auto parsed = llminfer::detail::parse_id_list(a.get("--ids"));
-    if (!parsed) return (a.usage_error("--ids: " + parsed.error().message), a.exit_code());
-    ids = std::move(*parsed);
+    std::string perr;
+    if (!cli::parse_ids(a.get("--ids"), ids, perr)) return (a.usage_error("--ids: " + perr), a.exit_code());
   }
   std::string err;
   if (a.has("--file") && !cli::read_file(a.get("--file"), prompt, err)) return cli::fail({llminfer::Errc::io, err});
   llminfer::LoadOptions lo;
-  if (!a.load_options(lo)) return a.exit_code();
+  if (!a.load_options(lo) || !a.kv_type(lo)) return a.exit_code();
 
   auto model = llminfer::Model::load(a.get("--model"), lo);
   if (!model) return cli::fail(model.error());

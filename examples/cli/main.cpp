@@ -21,6 +21,7 @@ const Command kCommands[] = {
     {"run", cmd_run, "generate text from a prompt"},
     {"chat", cmd_chat, "interactive conversation"},
     {"bench", cmd_bench, "measure load, prefill and decode speed"},
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server (runs llminfer-serve: make serve)"},
 };
 
 void usage(FILE* f) {

@@ -78,7 +78,7 @@ inline bool read_sampling(Args& a, llminfer::GenerateOptions& o, bool greedy_def
 
 // One line for stderr: "[42 tokens, stop: eos | prompt 12 tokens at 340.2 tok/s | ...]".
 inline std::string summary_line(const llminfer::GenerateResult& r) {
-  using llminfer::detail::strf;
+  using cli::strf;
   std::string s = strf("[%zu tokens, stop: %s | prompt %d tokens", r.tokens.size(), llminfer::to_string(r.stop),
                        r.prompt_tokens);
   if (r.prompt_tokens_reused > 0) s += strf(" (%d cached)", r.prompt_tokens_reused);

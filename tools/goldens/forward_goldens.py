@@ -12,6 +12,10 @@ same file:
     the token was chosen from ("greedy_runner_up"), to tell a real divergence from a tie.
 Usage (from the repository root, with ../shared beside it and the fixtures built by `make fixtures`):
     /usr/bin/python3 tools/goldens/forward_goldens.py [--only NAME_SUBSTRING] [--fixtures build/fixtures]
+On a CPU with AVX2 but no AVX-512 (ggml then loads its AVX2 CPU variant, whose float order differs
+for some ops), the AVX2 goldens:
+    /usr/bin/python3 tools/goldens/forward_goldens.py --out tests/goldens/forward/avx2 \
+        --only-differing-from tests/goldens/forward
 Needs numpy and node (the oracle in ../shared/tools/llamacpp-oracle). Deterministic: a rerun
 writes the same files.
 """
@@ -126,9 +130,16 @@ def main():
     ap.add_argument("--only", action="append", help="only the models whose name contains this (repeatable)")
     ap.add_argument("--fixtures", default=os.path.join(ROOT, "build", "fixtures"))
     ap.add_argument("--out", default=OUT, help="where the .json files go (default tests/goldens/forward)")
+    ap.add_argument("--only-differing-from", metavar="DIR",
+                    help="write a model's file only when its logits or greedy tokens differ from DIR/NAME.json "
+                         "(the goldens of another CPU variant of llama.cpp: tests/goldens/forward/avx2/)")
     a = ap.parse_args()
     out_dir = a.out
-    version = oracle("version")["llama_cpp_build"]
+    v = oracle("version")
+    version = v["llama_cpp_build"]
+    # the CPU features of the ggml CPU variant that ran (ggml loads the best one for this CPU; its
+    # float order follows them: see tests/goldens/forward/README.md)
+    cpu = v.get("native", {}).get("system_info", "").strip()
     os.makedirs(out_dir, exist_ok=True)
     for name, where, wtype in MODELS:
         if a.only and not any(o in name for o in a.only):
@@ -168,7 +179,7 @@ def main():
                             "greedy_runner_up": runner_up})
         doc = {
             "model": where, "name": name, "weights": wtype, "sha256": sha256(path), "n_vocab": n_vocab,
-            "oracle": version,
+            "oracle": version, "cpu": cpu,
             "commands": {
                 "ids": "node oracle.mjs tokenize MODEL --text PROMPT",
                 "positions": "node oracle.mjs logits MODEL --ids IDS --all --precise --no-repack --threads 1 --out F.f32",
@@ -177,6 +188,16 @@ def main():
             },
             "sample_ids": sample, "prompts": prompts,
         }
+        if a.only_differing_from:
+            other = os.path.join(a.only_differing_from, name + ".json")
+            if os.path.exists(other):
+                with open(other) as f:
+                    o = json.load(f)
+                keys = ("ids", "positions", "greedy", "greedy_runner_up")
+                if o.get("sha256") == doc["sha256"] and o.get("sample_ids") == sample and \
+                        [[p[k] for k in keys] for p in o["prompts"]] == [[p[k] for k in keys] for p in prompts]:
+                    print("%s: the same as %s, not written" % (name, other), flush=True)
+                    continue
         dst = os.path.join(out_dir, name + ".json")
         with open(dst, "w") as f:
             json.dump(doc, f, separators=(",", ":"))

@@ -1,0 +1,451 @@
+// ==== Continuous batching: the contexts of one model that evaluate at the same time share steps ====
+// Every Context::eval chunk goes through the engine's Batcher (Context::run_chunk_shared). Threads
+// that evaluate at the same time (several sessions decoding on one model: a server's slots, a game's
+// characters) hand their chunks to one of them, the leader, which runs them as one step: each
+// weight matrix is read from memory once for all of them (gemv_each: row outer, tokens inner)
+// instead of once per session. Sequences join and leave at any step. Each keeps its own KV cache,
+// positions, sampler and stop state (the sampling happens on its own thread, between steps).
+//
+// Same results as alone: every row of a step is computed with the arithmetic it would get in a step
+// of its own. Single tokens (decode) go through matmul_each, whose every result has the bits of a
+// one-token product; a prompt chunk of several tokens goes through the ordinary matmul on its own
+// rows (so it is tiled exactly as alone); norms, activations and the like are per row; rope and
+// attention are per sequence, on its own cache. So a session gives the same logits, bit for bit,
+// and the same tokens for a seed, whether it runs alone or with others (tests/test_batch.cpp).
+//
+// Scheduling. A step is run by whichever waiting thread finds the batch ready: ready when every
+// context of the previous step has handed in its next chunk (the usual case: they sample and come
+// back within microseconds), or when the oldest waiting chunk has waited half the previous step's
+// time (at least 0.5 ms, at most 20 ms: a session busy elsewhere, e.g. its callback, or finished,
+// does not hold up the others longer than that). Prompts are evaluated in chunks of at most 256
+// tokens, one chunk per step, so a long prompt delays the others' next token by one chunk at most.
+// A step takes at most kMaxRows rows and kMaxSeqs sequences (oldest first); a chunk that wants
+// every position's logits (all_logits), and any chunk of a definition without `last`, runs in a
+// step of its own. LoadOptions::batch = 1 turns batching off (every chunk a step of its own).
+//
+// Cancel: a request's cancel function is polled before each layer as alone; a step stops early
+// only when every sequence in it has cancelled (the others' chunks complete; a cancelled sequence
+// whose chunk completed reports `cancelled` all the same, its chunk stays in its cache).
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+class Batcher {
+ public:
+  static constexpr int kMaxRows = 256 + 64;  // one prompt chunk and 64 single tokens
+  static constexpr int kDefaultMaxSeqs = 32;
+
+  explicit Batcher(const Engine& e) : e_(e) {
+    const int b = e.options().batch;
+    max_seqs_ = b <= 0 ? kDefaultMaxSeqs : std::min(b, 256);
+  }
+
+  static Batcher& of(const Engine& e) {
+    std::call_once(e.batch_once_, [&] { e.batcher_ = std::make_shared<Batcher>(e); });
+    return *e.batcher_;
+  }
+
+  struct Request {
+    Context* ctx = nullptr;
+    const int32_t* toks = nullptr;
+    int n = 0;
+    float* out = nullptr;  // [n_vocab] logits of the last token; nullptr: not wanted (middle chunk)
+    bool all = false;      // out is [n][n_vocab] (runs alone)
+    const std::function<bool()>* cancel = nullptr;
+    double t_submit = 0;
+    bool done = false;
+    std::optional<Result<EvalStatus>> result;
+  };
+
+  Result<EvalStatus> submit(Request& req) {
+    if (max_seqs_ == 1) return run_alone(req);
+    std::unique_lock<std::mutex> lk(mu_);
+    req.t_submit = now_ms();
+    pending_.push_back(&req);
+    cv_.notify_all();
+    while (!req.done) {
+      if (running_ || pending_.empty()) {
+        cv_.wait(lk);
+        continue;
+      }
+      const double now = now_ms();
+      const double deadline = pending_.front()->t_submit + wait_budget_ms();
+      if (!ready() && now < deadline) {
+        cv_.wait_for(lk, std::chrono::microseconds(static_cast<int64_t>((deadline - now) * 1000.0) + 1));
+        continue;
+      }
+      // this thread leads the step
+      std::vector<Request*> batch = take();
+      running_ = true;
+      lk.unlock();
+      const double t0 = now_ms();
+      run(batch);
+      const double dt = now_ms() - t0;
+      lk.lock();
+      running_ = false;
+      last_step_ms_ = dt;
+      members_.clear();
+      for (Request* r : batch) {
+        members_.push_back(r->ctx);
+        r->done = true;
+      }
+      steps_++;
+      if (batch.size() > 1) shared_steps_++;
+      rows_ += batch.size();
+      if (on_step_) {
+        std::vector<std::pair<const Context*, int>> v;
+        for (Request* r : batch) v.emplace_back(r->ctx, r->n);
+        on_step_(v);
+      }
+      cv_.notify_all();
+    }
+    return std::move(*req.result);
+  }
+
+  // For tests and benchmarks: steps run, steps shared by several sequences, sequence-chunks run.
+  struct Stats {
+    uint64_t steps = 0, shared_steps = 0, chunks = 0;
+  };
+  Stats stats() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return Stats{steps_, shared_steps_, rows_};
+  }
+  // For tests: called after every step (under the batcher's lock) with (context, tokens) of each
+  // sequence in it.
+  void set_on_step(std::function<void(const std::vector<std::pair<const Context*, int>>&)> fn) {
+    std::lock_guard<std::mutex> lk(mu_);
+    on_step_ = std::move(fn);
+  }
+
+ private:
+  double wait_budget_ms() const { return std::clamp(last_step_ms_ * 0.5, 0.5, 20.0); }
+
+  // Every context of the previous step is waiting again (new arrivals do not hold a step back).
+  bool ready() const {
+    for (const Context* m : members_) {
+      bool found = false;
+      for (const Request* r : pending_)
+        if (r->ctx == m) found = true;
+      if (!found) return false;
+    }
+    return true;
+  }
+
+  bool alone_only(const Request& r) const { return r.all || !e_.program().has_last; }
+
+  // The oldest requests that fit one step; single tokens first in the result (their rows form one
+  // block for matmul_each), then the chunks of several tokens.
+  std::vector<Request*> take() {
+    std::vector<Request*> sel;
+    if (alone_only(*pending_.front())) {
+      sel.push_back(pending_.front());
+      pending_.erase(pending_.begin());
+      return sel;
+    }
+    int rows = 0;
+    for (size_t i = 0; i < pending_.size() && static_cast<int>(sel.size()) < max_seqs_;) {
+      Request* r = pending_[i];
+      bool dup = false;  // one context cannot be in a step twice (never happens: it waits for its chunk)
+      for (Request* q : sel) dup = dup || q->ctx == r->ctx;
+      if (alone_only(*r) || dup || rows + r->n > kMaxRows) {
+        i++;
+        continue;
+      }
+      rows += r->n;
+      sel.push_back(r);
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    std::stable_partition(sel.begin(), sel.end(), [](const Request* r) { return r->n == 1; });
+    return sel;
+  }
+
+  static Result<EvalStatus> run_alone(Request& r) {
+    return r.ctx->run_chunk(r.toks, r.n, r.out, r.all, r.cancel ? *r.cancel : std::function<bool()>());
+  }
+
+  void run(std::vector<Request*>& batch) {
+    if (batch.size() == 1) {
+      batch[0]->result.emplace(run_alone(*batch[0]));
+      return;
+    }
+    auto st = run_batch(batch);
+    for (Request* r : batch) {
+      if (!st) {
+        r->result.emplace(st.error());
+      } else if (*st == EvalStatus::ok && r->cancel && *r->cancel && (*r->cancel)()) {
+        r->result.emplace(EvalStatus::cancelled);
+      } else {
+        r->result.emplace(*st);
+      }
+    }
+  }
+
+  // ---- one step over the rows of several sequences ----
+  struct Seg {
+    Request* req;
+    int off;  // first row
+    int n;    // rows (tokens)
+    int pos0;
+  };
+
+  Result<void> ensure_scratch(const Program& p) {
+    if (ready_scratch_) return {};
+    regs_.resize(p.reg_names.size());
+    reg_ptr_.assign(p.reg_names.size(), nullptr);
+    for (size_t r = 0; r < p.reg_names.size(); r++) {
+      if (static_cast<int>(r) == p.reg_logits) continue;
+      auto b = HeapBuf::alloc(uint64_t(kMaxRows) * uint64_t(std::max(1, p.reg_width[r])), 4, "batch activations");
+      if (!b) return b.error();
+      regs_[r] = std::move(*b);
+    }
+    // after `last` a step has one row per sequence at most
+    auto lb = HeapBuf::alloc(uint64_t(max_seqs_) * uint64_t(p.n_vocab), 4, "batch logits");
+    if (!lb) return lb.error();
+    logits_ = std::move(*lb);
+    auto rb = HeapBuf::alloc(uint64_t(kMaxRows) * uint64_t(std::max(1, p.max_round_width)), 4, "batch activations");
+    if (!rb) return rb.error();
+    round_ = std::move(*rb);
+    mm_ = std::make_unique<MatmulScratch>(e_.pool().size());
+    rope_cache_.resize(p.ropes.size());
+    ready_scratch_ = true;
+    return {};
+  }
+
+  template <class F>
+  void for_rows(int rows, int64_t work_per_row, F&& fn) {
+    ThreadPool& pool = e_.pool();
+    int nt = pool.size();
+    if (nt == 1 || rows == 1 || int64_t(rows) * work_per_row < 32768) {
+      for (int r = 0; r < rows; r++) fn(r, 0);
+      return;
+    }
+    int tasks = std::min(rows, nt * 4);
+    pool.parallel_for(tasks, [&](int task, int thread) {
+      int r0 = static_cast<int>(int64_t(rows) * task / tasks), r1 = static_cast<int>(int64_t(rows) * (task + 1) / tasks);
+      for (int r = r0; r < r1; r++) fn(r, thread);
+    });
+  }
+
+  // The same operations as Context::run_chunk (keep the two in step: a new operation goes in both;
+  // the switch has no default, so the compiler names a missing one), over segments of rows.
+  Result<EvalStatus> run_batch(std::vector<Request*>& batch) {
+    const Program& p = e_.program();
+    const KernelTable& kern = e_.kernels();
+    if (auto r = ensure_scratch(p); !r) return r.error();
+    std::vector<Seg> segs;
+    toks_.clear();
+    int rows = 0, singles = 0;
+    bool any_out = false;
+    for (Request* r : batch) {
+      segs.push_back(Seg{r, rows, r->n, r->ctx->n_past_});
+      toks_.insert(toks_.end(), r->toks, r->toks + r->n);
+      rows += r->n;
+      if (r->n == 1) singles++;
+      any_out = any_out || r->out != nullptr;
+    }
+    for (size_t r = 0; r < regs_.size(); r++) reg_ptr_[r] = regs_[r].as<float>();
+    reg_ptr_[static_cast<size_t>(p.reg_logits)] = logits_.as<float>();
+    auto reg = [&](int r) { return reg_ptr_[static_cast<size_t>(r)]; };
+    std::vector<char> rope_done(p.ropes.size(), 0);
+    int cur_layer = -2;
+    bool after_last = false;
+    for (size_t si = 0; si < p.steps.size(); si++) {
+      const Step& s = p.steps[si];
+      if (s.section == Section::epilogue && !any_out) break;
+      if (s.layer != cur_layer) {
+        cur_layer = s.layer;
+        bool all_cancelled = true;
+        for (const Seg& g : segs) all_cancelled = all_cancelled && g.req->cancel && *g.req->cancel && (*g.req->cancel)();
+        if (all_cancelled) return EvalStatus::cancelled;
+      }
+      float* a = s.a >= 0 ? reg(s.a) : nullptr;
+      float* d = reg(s.dst);
+      const int wi = s.w_in, wo = s.w_out;
+      switch (s.op) {
+        case OpCode::embed:
+          for_rows(rows, wo, [&](int t, int) { kern.dequant_row(*s.w, toks_[static_cast<size_t>(t)], d + size_t(t) * wo); });
+          break;
+        case OpCode::rms_norm:
+        case OpCode::norm_heads: {
+          const int seg = s.op == OpCode::rms_norm ? wi : s.vec_len;
+          for_rows(rows, wi, [&](int t, int) {
+            for (int h = 0; h < wi / seg; h++) {
+              const float* x = a + size_t(t) * wi + size_t(h) * seg;
+              float* y = d + size_t(t) * wo + size_t(h) * seg;
+              double sum = 0;  // as ggml: squares in float, summed in double
+              for (int k = 0; k < seg; k++) sum += double(x[k] * x[k]);
+              const float mean = static_cast<float>(sum / seg);
+              const float sc = 1.0f / std::sqrt(mean + s.f);
+              for (int k = 0; k < seg; k++) y[k] = (x[k] * sc) * s.vec[k];
+            }
+          });
+          break;
+        }
+        case OpCode::matmul: {
+          const float* in = a;
+          if (s.round_input) {
+            float* r = round_.as<float>();
+            const bool bf = s.round_input == 2;
+            for_rows(rows, wi, [&](int t, int) {
+              const float* x = a + size_t(t) * wi;
+              float* y = r + size_t(t) * wi;
+              if (bf) for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
+              else for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
+            });
+            in = r;
+          }
+          const bool bf = s.round_input == 2;
+          // single tokens (all rows after `last`): each its own product, weights read once
+          const int n_each = after_last ? rows : singles;
+          bool ok = n_each == 0 || kern.matmul_each(*s.w, in, n_each, d, wo, e_.pool(), bf, *mm_);
+          if (!after_last)
+            for (const Seg& g : segs)
+              if (ok && g.n > 1)
+                ok = kern.matmul_x(*s.w, in + size_t(g.off) * wi, g.n, d + size_t(g.off) * wo, wo, e_.pool(), bf, *mm_);
+          if (!ok)
+            return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
+                                                        s.w->name.c_str(), rows));
+          break;
+        }
+        case OpCode::add_bias:
+          for_rows(rows, wi, [&](int t, int) {
+            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] + s.vec[k];
+          });
+          break;
+        case OpCode::rope: {
+          const RopeSpec& rs = p.ropes[static_cast<size_t>(s.idx)];
+          std::vector<float>& cache = rope_cache_[static_cast<size_t>(s.idx)];
+          if (!rope_done[static_cast<size_t>(s.idx)]) {
+            cache.resize(size_t(rows) * rs.n_dims);
+            for (const Seg& g : segs)
+              for (int t = 0; t < g.n; t++) rope_angles(rs, g.pos0 + t, cache.data() + size_t(g.off + t) * rs.n_dims);
+            rope_done[static_cast<size_t>(s.idx)] = 1;
+          }
+          for_rows(rows, wi, [&](int t, int) {
+            for (int h = 0; h < wi / rs.head_dim; h++) {
+              size_t off = size_t(t) * wi + size_t(h) * rs.head_dim;
+              rope_head(rs, cache.data() + size_t(t) * rs.n_dims, a + off, d + off);
+            }
+          });
+          break;
+        }
+        case OpCode::attention: {
+          const AttnSpec& at = p.attns[static_cast<size_t>(s.idx)];
+          const size_t wq = size_t(at.n_head) * at.hd_k, wk = size_t(at.n_kv) * at.hd_k, wv = size_t(at.n_kv) * at.hd_v,
+                       wa = size_t(at.n_head) * at.hd_v;
+          const float* k = reg(s.b);
+          const float* v = reg(s.c);
+          for (const Seg& g : segs)
+            g.req->ctx->attention(s, g.n, g.pos0, a + g.off * wq, k + g.off * wk, v + g.off * wv, d + g.off * wa);
+          break;
+        }
+        case OpCode::silu:
+        case OpCode::gelu:
+        case OpCode::gelu_tanh:
+        case OpCode::relu: {
+          OpCode op = s.op;
+          for_rows(rows, wi * 8, [&](int t, int) {
+            const float* x = a + size_t(t) * wi;
+            float* y = d + size_t(t) * wi;
+            switch (op) {
+              case OpCode::silu: kern.silu_row(x, y, wi); break;
+              case OpCode::gelu: for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]); break;
+              case OpCode::gelu_tanh: kern.gelu_tanh_row(x, y, wi); break;
+              default: for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f; break;
+            }
+          });
+          break;
+        }
+        case OpCode::mul:
+        case OpCode::add: {
+          const float* b = reg(s.b);
+          bool mul_op = s.op == OpCode::mul;
+          for_rows(rows, wi, [&](int t, int) {
+            size_t o = size_t(t) * wi;
+            if (mul_op) for (int k = 0; k < wi; k++) d[o + k] = a[o + k] * b[o + k];
+            else for (int k = 0; k < wi; k++) d[o + k] = a[o + k] + b[o + k];
+          });
+          break;
+        }
+        case OpCode::scale:
+          for_rows(rows, wi, [&](int t, int) {
+            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] * s.f;
+          });
+          break;
+        case OpCode::softcap:
+          for_rows(rows, wi * 8, [&](int t, int) {
+            const float inv = 1.0f / s.f;
+            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::tanh(a[size_t(t) * wi + k] * inv) * s.f;
+          });
+          break;
+        case OpCode::copy:
+          std::memcpy(d, a, size_t(rows) * wi * 4);
+          break;
+        case OpCode::slice:
+          for (int t = 0; t < rows; t++) std::memcpy(d + size_t(t) * wo, a + size_t(t) * wi + s.off, size_t(wo) * 4);
+          break;
+        case OpCode::layer_norm:
+        case OpCode::layer_norm_heads:
+          for_rows(rows, wi, [&](int t, int) { layer_norm_row(s, kern, a + size_t(t) * wi, d + size_t(t) * wo); });
+          break;
+        case OpCode::last: {
+          // each sequence that wants logits keeps its last row, in segment order
+          int kept = 0;
+          for (Seg& g : segs) {
+            if (!g.req->out) {
+              g.off = -1;
+              continue;
+            }
+            const int src = g.off + g.n - 1;
+            if (src != kept) std::memmove(a + size_t(kept) * wi, a + size_t(src) * wi, size_t(wi) * 4);
+            g.off = kept++;
+          }
+          rows = kept;
+          after_last = true;
+          break;
+        }
+      }
+    }
+    if (any_out) {
+      const float* lg = logits_.as<float>();
+      for (const Seg& g : segs)
+        if (g.req->out) std::memcpy(g.req->out, lg + size_t(g.off) * p.n_vocab, size_t(p.n_vocab) * 4);
+    }
+    return EvalStatus::ok;
+  }
+
+  const Engine& e_;
+  int max_seqs_ = kDefaultMaxSeqs;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Request*> pending_;            // waiting chunks, oldest first
+  std::vector<const Context*> members_;      // the contexts of the previous step
+  bool running_ = false;
+  double last_step_ms_ = 0;
+  uint64_t steps_ = 0, shared_steps_ = 0, rows_ = 0;
+  std::function<void(const std::vector<std::pair<const Context*, int>>&)> on_step_;
+  // the leader's scratch (one step at a time): registers [kMaxRows][widest], logits, rounding
+  bool ready_scratch_ = false;
+  std::vector<HeapBuf> regs_;
+  std::vector<float*> reg_ptr_;
+  HeapBuf logits_, round_;
+  std::unique_ptr<MatmulScratch> mm_;
+  std::vector<std::vector<float>> rope_cache_;
+  std::vector<int32_t> toks_;
+};
+
+inline Result<EvalStatus> Context::run_chunk_shared(const int32_t* toks, int n, float* out_logits, bool all_logits,
+                                                    const std::function<bool()>& cancel) {
+  Batcher::Request r;
+  r.ctx = this;
+  r.toks = toks;
+  r.n = n;
+  r.out = out_logits;
+  r.all = all_logits;
+  r.cancel = cancel ? &cancel : nullptr;
+  return Batcher::of(*e_).submit(r);
+}
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
