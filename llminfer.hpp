@@ -244,27 +244,45 @@
 //
 // ==== Architecture definitions (archdef) ====
 //
-//   An architecture is a short text, not code: `llama`, `qwen2`, `qwen3` and `gemma3` are built in
-//   (`llminfer status --dump llama` prints one); a directory of <arch>.archdef files
-//   (LoadOptions::archdef_dir, `--archdef DIR`) overrides the built-in of the same name. A file that
-//   does not load makes its architecture unavailable (loading such a model fails and lists the
-//   broken files); there is never a silent fallback to the built-in. `llminfer status` shows each
+//   An architecture is a short text, not code: `llama`, `qwen2`, `qwen3`, `gemma3`, `phi3`,
+//   `starcoder2`, `stablelm`, `smollm3`, `gemma2` and `olmo2` (OLMo 2, and OLMo 3 with its sliding
+//   window) are built in (`llminfer status --dump llama` prints one); a directory of <arch>.archdef
+//   files (LoadOptions::archdef_dir, `--archdef DIR`) overrides the built-in of the same name. A
+//   file that does not load makes its architecture unavailable (loading such a model fails and lists
+//   the broken files); there is never a silent fallback to the built-in. `llminfer status` shows each
 //   definition in effect with its steps per layer, origin and sha256.
 //
 //   file      := one statement per line; '#' starts a comment; blank lines are ignored
 //   header    := 'arch' NAME                      (must equal the file name without .archdef)
 //              | 'kind' 'decoder'
 //              | 'param' NAME '=' ALT ('|' ALT)*  (ALT: a metadata key like {arch}.rope.freq_base_swa,
-//                                                  or a VALUE; the first that exists is used)
+//                                                  nonzero(KEY), or a VALUE; the first that exists
+//                                                  is used. A key holding an array gives one value
+//                                                  per layer (its length must be block_count),
+//                                                  usable in the block only. nonzero(KEY): a key
+//                                                  holding 0 counts as absent:
+//                                   param s = nonzero({arch}.attention.scale) | rsqrt(head_dim)
+//              | 'convention' NAME '=' CHOICE     (a rule that depends on the file format, stated in
+//                                                  the text; see "Conventions" below)
 //   sections  := 'prologue' | 'block' | 'epilogue' (each once, in this order; the block runs once
 //                                                  per layer with {i} = the layer index)
 //   statement := DST '=' OP '(' ARGS ')'           (a new value in register DST)
 //              | OP '(' REG ARGS ')'               (updates register REG in place)
 //   ARGS      := positional arguments, then KEY '=' ARG keyword arguments, comma separated
 //   TENSOR    := a GGUF tensor name (blk.{i}.attn_q.weight); 'a | b' = a, or b when the model has
-//                no a; a final '| none' makes the step optional (skipped when no name exists)
-//   VALUE     := a number | a param | a model value (n_embd n_layer n_head n_head_kv head_dim
-//                head_dim_v n_ff n_vocab n_ctx_train rms_eps rope_base rope_dims) | sqrt(V) | rsqrt(V)
+//                no a; a final '| none' makes the step optional (skipped when no name exists; a
+//                register it would assign must be assigned before and keeps what it held)
+//   VALUE     := arithmetic in double over numbers, params and model values (n_embd n_layer
+//                n_head n_head_kv head_dim head_dim_v n_ff n_vocab n_ctx_train rms_eps rope_base
+//                rope_dims norm_eps): + - * / ( ), unary -, sqrt(V), rsqrt(V), and every(P, O) = 1
+//                on the layers i with i % P == O, else 0 (block only). Granite's logits / logit_scale:
+//                scale(logits, 1 / logit_scale); phi3's fused v:
+//                slice(qkv, (n_head + n_head_kv) * head_dim, n_head_kv * head_dim). No comparisons,
+//                conditionals or calls: per-layer differences are data (every(), metadata arrays).
+//                norm_eps is {arch}.attention.layer_norm_epsilon (1e-5 when absent).
+//   skip      := every statement of the block takes `skip = VALUE`: the step is left out of the
+//                layers where the value is not 0 (like '| none', a register it would assign must be
+//                assigned before): rope(q, pairs, skip = every(4, 3))  # no rope on layers 3, 7, ...
 //
 //   Registers are rows of f32 activations, one row per token ([n_tokens][width]); `x` is the
 //   residual stream (the prologue assigns it), `logits` the result (the epilogue assigns it). A
@@ -275,6 +293,16 @@
 //   x = embed(T)                       row of T (a [n_vocab][n_embd] matrix) for each token id
 //   rms_norm(r, W, eps=rms_eps)        r * W / sqrt(mean(r^2) + eps) over the whole row
 //   norm_heads(r, W, eps=rms_eps)      the same per head: W has the head's length
+//   layer_norm(r, W, bias=B, eps=norm_eps)
+//                                      LayerNorm: (r - mean) / sqrt(var + eps) * W + B over the row;
+//                                      bias optional (a tensor, '| none' allowed):
+//                                h = layer_norm(x, blk.{i}.attn_norm.weight, bias = blk.{i}.attn_norm.bias)
+//   layer_norm_heads(r, W, bias=B, eps=norm_eps)   the same per head of head_dim; W (and B) of
+//                                      head_dim elements (shared) or the register's width (a weight
+//                                      per head, any shape: [head_dim, n_head]):
+//                                      layer_norm_heads(q, blk.{i}.attn_q_norm.weight | none)
+//   y = slice(r, START, WIDTH)         columns START .. START+WIDTH-1 of each row (fused tensors):
+//                                      q = slice(qkv, 0, n_head * head_dim)
 //   y = matmul(r, W)                   y[t][j] = sum_k W[j][k] r[t][k] (any computable weight type)
 //   add_bias(r, B)                     r + B
 //   rope(r, pairs|neox, factors=T, base=V, base_swa=V, dims=rope_dims)
@@ -284,14 +312,27 @@
 //                                      / factor_i. factors: a tensor (llama-3 rope_freqs); without it
 //                                      the model's metadata {arch}.rope.scaling.type applies (linear,
 //                                      llama3). base_swa replaces base on sliding-window layers.
-//                                      Hugging Face checkpoints keep q/k in rotate-half order, so
-//                                      `pairs` runs as `neox` for them (no if in the definition).
-//   a = attention(q, k, v, window=0, period=0, scale=rsqrt(head_dim), softcap=0)
+//                                      dims < head_dim: partial rotary (the first dims of each head;
+//                                      stablelm: rope(q, neox, dims = rope_dims)). Hugging Face
+//                                      checkpoints keep q/k in rotate-half order: `pairs` runs as
+//                                      `neox` for them (convention hf_rope). Context shifting
+//                                      re-rotates a layer's cached keys by the rope last applied to
+//                                      the key register before its attention (that rope's dims,
+//                                      base and factors); where the layer has none (skip =, NoPE)
+//                                      its keys move unchanged.
+//   a = attention(q, k, v, window=0, period=0, offset=P-1, sliding=V, scale=rsqrt(head_dim),
+//                 softcap=0)
 //                                      causal grouped-query attention over the layer's KV cache
 //                                      (q: n_head heads, k/v: n_head_kv heads of head_dim/head_dim_v);
 //                                      stores k and v. window > 0: a token sees the `window` latest
 //                                      positions, on every layer, or with period P > 0 on all but
-//                                      every P-th layer (layer i is global when (i+1) % P == 0).
+//                                      the layers i with i % P == offset (default P - 1: layer i is
+//                                      global when (i+1) % P == 0; offset = 0: global at 0, P, 2P):
+//                                      attention(q, k, v, window = w, period = 4, offset = 0).
+//                                      sliding = V instead of period/offset: per layer, sliding
+//                                      where V is not 0 (a metadata array, or every()):
+//                                      attention(q, k, v, window = w, sliding = swa_layers).
+//                                      window may differ per layer (0: global).
 //                                      softcap > 0: scores become softcap * tanh(score / softcap).
 //   silu(r) gelu(r) gelu_tanh(r) relu(r)   activations (gelu: erf form; gelu_tanh: tanh approximation)
 //   mul(r, s)  add(r, s)               elementwise r*s, r+s (same widths)
@@ -301,6 +342,21 @@
 //   last(r)                            epilogue only: keeps the rows whose logits are wanted (the
 //                                      last token, or all of them); afterwards only r and registers
 //                                      assigned later may be read
+//
+//   Conventions (`convention NAME = CHOICE` before the sections) are the rules that depend on the
+//   file format; the built-ins declare all three. A definition that does not declare one gets its
+//   default (the behaviour from before conventions existed), and `status --dump` lists those:
+//     matmul_input = gguf_rounded | f32  gguf_rounded (default): in GGUF files the input of a
+//                                      product with an F16/BF16 weight is rounded to that type first
+//                                      (ggml's arithmetic; safetensors checkpoints compute in f32).
+//                                      f32: never rounded.
+//     hf_rope = neox | as_written        neox (default): Hugging Face checkpoints keep q/k rows in
+//                                      rotate-half order, so rope `pairs` runs as `neox` for them.
+//     hf_norm_offset = N                 Hugging Face checkpoints store the weights of rms_norm,
+//                                      norm_heads and layer_norm(_heads) as w - N; N is added when
+//                                      they are read (Gemma: convention hf_norm_offset = 1).
+//                                      Default: the loader's table by config.json model_type
+//                                      (gemma3: 1, else 0).
 //
 //   Definitions are parsed and checked without a model (unknown operations with a "did you mean",
 //   argument counts and kinds, registers used before assignment, sections), then compiled once per
@@ -3263,6 +3319,9 @@ struct ModelDesc {
   Json config, tokenizer_json, tokenizer_config, generation_config;  // safetensors directories
   std::vector<std::pair<std::string, std::string>> st_metadata;     // safetensors __metadata__
   std::map<std::string, MetaValue, std::less<>> meta;  // scalar metadata under GGUF keys
+  // numeric and boolean arrays under "{arch}." keys (per-layer values: sliding_window_pattern,
+  // head counts, ...); tokenizer arrays stay in `gguf`
+  std::map<std::string, std::vector<double>, std::less<>> meta_arrays;
   std::vector<TensorView> tensors;
   std::unordered_map<std::string, size_t> tensor_index;
   HParams hp;
@@ -3272,6 +3331,9 @@ struct ModelDesc {
   // Hugging Face llama checkpoints keep q/k rows in the order of rotate-half RoPE; GGUF llama files
   // permute them for adjacent-pair RoPE. True when q/k are in the Hugging Face order.
   bool hf_qk_order = false;
+  // Hugging Face checkpoints of some architectures store norm weights as w - N (Gemma: N = 1): the
+  // loader's table by model_type; the definition's `convention hf_norm_offset` overrides it.
+  float hf_norm_offset = 0;
   std::vector<std::unique_ptr<float[]>> owned;  // small tensors converted at load (e.g. norm offsets)
 
   const TensorView* find(std::string_view tensor_name) const {
@@ -3281,6 +3343,10 @@ struct ModelDesc {
   const MetaValue* find_meta(std::string_view key) const {
     auto it = meta.find(key);
     return it == meta.end() ? nullptr : &it->second;
+  }
+  const std::vector<double>* find_meta_array(std::string_view key) const {
+    auto it = meta_arrays.find(key);
+    return it == meta_arrays.end() ? nullptr : &it->second;
   }
   std::optional<double> meta_number(std::string_view key) const {
     const MetaValue* v = find_meta(key);
@@ -3329,11 +3395,23 @@ inline Result<void> desc_from_gguf(ModelDesc& m, const uint8_t* base, const std:
       mv.i = v.as_int();
       mv.num = v.as_number();
     } else {
-      continue;  // arrays stay in `gguf`
+      continue;  // arrays stay in `gguf` (numeric ones of the architecture: below)
     }
     m.meta.emplace(std::string(e.key), std::move(mv));
   }
   m.arch = std::string(m.meta_string("general.architecture").value_or(""));
+  // numeric / boolean arrays of the architecture's keys, one value per element (at most 65536:
+  // per-layer values, never vocabulary-sized tables)
+  if (!m.arch.empty())
+    for (const auto& e : g.kv) {
+      const GgufValue& v = e.value;
+      if (v.type != GgufType::array || !gguf_scalar_size(v.elem) || v.len > 65536) continue;
+      if (e.key.size() <= m.arch.size() || e.key.compare(0, m.arch.size(), m.arch) != 0 || e.key[m.arch.size()] != '.')
+        continue;
+      std::vector<double> a(static_cast<size_t>(v.len));
+      for (uint64_t k = 0; k < v.len; k++) a[k] = v.number(k);
+      m.meta_arrays.emplace(std::string(e.key), std::move(a));
+    }
   m.name = std::string(m.meta_string("general.name").value_or(""));
   m.tensors.reserve(g.tensors.size());
   for (const auto& ti : g.tensors) {
@@ -3914,24 +3992,6 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vecto
         v.group_size = group;
       }
     }
-    // Gemma stores norms as (w - 1): GGUF's convention (and ours) is w itself.
-    if (info.norm_plus_one && ends_with(v.name, "norm.weight") && v.n_dims == 1) {
-      if (v.type != DType::f32 && v.type != DType::f16 && v.type != DType::bf16)
-        return bad(strf("norm tensor '%s' has type %s", printable(t->name).c_str(), dtype_name(v.type)));
-      auto n = static_cast<size_t>(v.ne[0]);
-      std::unique_ptr<float[]> w(new float[n]);
-      for (size_t k = 0; k < n; k++) {
-        float x;
-        if (v.type == DType::f32) std::memcpy(&x, v.data + 4 * k, 4);
-        else if (v.type == DType::f16) x = fp16_to_f32(rd_u16(v.data + 2 * k));
-        else x = bf16_to_f32(rd_u16(v.data + 2 * k));
-        w[k] = x + 1.0f;
-      }
-      v.type = DType::f32;
-      v.data = reinterpret_cast<const uint8_t*>(w.get());
-      v.nbytes = n * 4;
-      m.owned.push_back(std::move(w));
-    }
     m.tensors.push_back(std::move(v));
   }
   return {};
@@ -4025,6 +4085,9 @@ inline Result<std::shared_ptr<ModelDesc>> safetensors_description(const std::str
   special_ids_from_configs(*m);
   if (auto r = chat_template_from_sources(*m, src); !r) return r.error();
   m->hf_qk_order = true;
+  // Gemma stores norms as w - 1 (GGUF stores w): the offset is added when a definition reads them
+  // (convention hf_norm_offset; this table is its default).
+  m->hf_norm_offset = info->norm_plus_one ? 1.0f : 0.0f;
   if (auto r = desc_hparams(*m); !r) return r.error();
   if (m->find_meta("general.tie_word_embeddings") && m->meta_number("general.tie_word_embeddings").value_or(0) == 0 &&
       m->hp.tied_embeddings)
@@ -16895,10 +16958,13 @@ inline std::string did_you_mean(std::string_view word, const std::vector<std::st
 enum class OpCode : uint8_t {
   embed, rms_norm, norm_heads, matmul, add_bias, rope, attention,
   silu, gelu, gelu_tanh, relu, mul, add, scale, softcap, copy, last,
+  layer_norm, layer_norm_heads, slice,
 };
 
 // Argument kinds in signatures: 'r' register, 't' tensor (alternatives with |, optionally | none),
-// 'v' value (number, named value, sqrt(..), rsqrt(..)), 'l' rope layout word (pairs / neox).
+// 'v' value (an expression: numbers, named values, + - * / ( ), sqrt(..), rsqrt(..), every(..)),
+// 'l' rope layout word (pairs / neox). Every statement of the block also takes `skip = VALUE`
+// (the step is left out of the layers where the value is not 0).
 struct OpKwarg {
   const char* name;
   char kind;
@@ -16908,7 +16974,7 @@ struct OpSpec {
   const char* name;
   OpCode code;
   const char* sig;         // positional argument kinds
-  OpKwarg kwargs[4];       // keyword arguments (name == nullptr ends the list)
+  OpKwarg kwargs[8];       // keyword arguments (name == nullptr ends the list)
   bool needs_dst;          // must be written `dst = op(...)` (the result has a new shape)
   bool may_have_dst;       // `dst = op(a, ...)` allowed (copy a, then apply); else in-place only
 };
@@ -16921,7 +16987,8 @@ inline const std::vector<OpSpec>& op_specs() {
       {"matmul", OpCode::matmul, "rt", {}, true, true},
       {"add_bias", OpCode::add_bias, "rt", {}, false, true},
       {"rope", OpCode::rope, "rl", {{"factors", 't'}, {"base", 'v'}, {"base_swa", 'v'}, {"dims", 'v'}}, false, true},
-      {"attention", OpCode::attention, "rrr", {{"window", 'v'}, {"period", 'v'}, {"scale", 'v'}, {"softcap", 'v'}},
+      {"attention", OpCode::attention, "rrr",
+       {{"window", 'v'}, {"period", 'v'}, {"scale", 'v'}, {"softcap", 'v'}, {"offset", 'v'}, {"sliding", 'v'}},
        true, true},
       {"silu", OpCode::silu, "r", {}, false, true},
       {"gelu", OpCode::gelu, "r", {}, false, true},
@@ -16933,6 +17000,9 @@ inline const std::vector<OpSpec>& op_specs() {
       {"softcap", OpCode::softcap, "rv", {}, false, true},
       {"copy", OpCode::copy, "r", {}, true, true},
       {"last", OpCode::last, "r", {}, false, false},
+      {"layer_norm", OpCode::layer_norm, "rt", {{"bias", 't'}, {"eps", 'v'}}, false, true},
+      {"layer_norm_heads", OpCode::layer_norm_heads, "rt", {{"bias", 't'}, {"eps", 'v'}}, false, true},
+      {"slice", OpCode::slice, "rvv", {}, true, true},
   };
   return specs;
 }
@@ -16949,8 +17019,35 @@ inline const OpSpec* find_op(std::string_view name) {
 inline const std::vector<std::string>& archdef_builtin_values() {
   static const std::vector<std::string> names = {"n_embd", "n_layer", "n_head", "n_head_kv", "head_dim",
                                                  "head_dim_v", "n_ff", "n_vocab", "n_ctx_train", "rms_eps",
-                                                 "rope_base", "rope_dims"};
+                                                 "rope_base", "rope_dims", "norm_eps"};
   return names;
+}
+
+// Functions a value may use (not calls of anything the text defines: fixed arithmetic).
+inline bool archdef_value_function(std::string_view w) { return w == "sqrt" || w == "rsqrt" || w == "every"; }
+
+// The conventions a definition may declare (`convention NAME = VALUE`): rules that depend on the
+// file format, stated in the text so that the text says everything that runs. A definition that
+// does not declare one gets its default (the behaviour from before conventions existed).
+struct ConventionSpec {
+  const char* name;
+  const char* choices;  // "a|b" words, or "" for a number
+  const char* dflt;     // the default, as it would be written
+  const char* what;
+};
+inline const std::vector<ConventionSpec>& archdef_conventions() {
+  static const std::vector<ConventionSpec> c = {
+      {"matmul_input", "gguf_rounded|f32", "gguf_rounded",
+       "GGUF files: the input of a product with an F16/BF16 weight is rounded to that type first (ggml's "
+       "arithmetic); f32: never rounded"},
+      {"hf_rope", "neox|as_written", "neox",
+       "Hugging Face checkpoints keep q/k rows in rotate-half order: rope 'pairs' runs as 'neox'; as_written: "
+       "the layout as written"},
+      {"hf_norm_offset", "", "table",
+       "Hugging Face checkpoints store the weights of rms_norm / norm_heads / layer_norm(_heads) as w - N: N "
+       "is added at load (Gemma: 1); default 'table': the loader's table by model_type (gemma3: 1, others 0)"},
+  };
+  return c;
 }
 
 // ---- the parsed form ----
@@ -16965,17 +17062,23 @@ inline const char* section_name(Section s) {
   }
 }
 
-// A number, a named value (param or hyperparameter), or sqrt()/rsqrt() of one.
+// A value: an expression tree over numbers and named values (params, hyperparameters), evaluated in
+// double when a model is compiled (per layer in the block). every(P, O) is 1 on the layers i with
+// i % P == O and 0 on the others.
 struct ValueTerm {
-  enum class Fn : uint8_t { id, sqrt, rsqrt } fn = Fn::id;
-  bool is_number = false;
+  enum class Fn : uint8_t { number, name, add, sub, mul, div, neg, sqrt, rsqrt, every } fn = Fn::number;
   double number = 0;
   std::string name;
+  std::vector<ValueTerm> kids;
+  bool per_layer = false;  // uses every() or a param that does (known when parsed)
 };
 
-// One alternative of a param: a metadata key ("{arch}.rope.freq_base_swa") or a term.
+// One alternative of a param: a metadata key ("{arch}.rope.freq_base_swa") or a term. A key that
+// holds an array gives one value per layer (its length must be block_count). nonzero(KEY): the key
+// counts as absent when it holds 0.
 struct ParamAlt {
   bool is_meta = false;
+  bool nonzero = false;
   std::string key;
   ValueTerm term;
 };
@@ -16983,6 +17086,13 @@ struct ParamAlt {
 struct ParamDef {
   std::string name;
   std::vector<ParamAlt> alts;  // the first that exists wins
+  int line = 0;
+  bool per_layer = false;      // a term alternative uses every() (metadata arrays are known at compile)
+};
+
+struct ConventionDef {
+  std::string name, value;  // value: a choice word or a number as written
+  double number = 0;
   int line = 0;
 };
 
@@ -17018,8 +17128,23 @@ struct ArchDef {
   std::string text;    // exactly as read (the sha256 is of these bytes)
   std::string sha256;
   std::vector<ParamDef> params;
+  std::vector<ConventionDef> conventions;  // declared ones only (archdef_conventions() has the defaults)
   std::vector<StmtDef> prologue, block, epilogue;
   int steps_per_layer() const { return static_cast<int>(block.size()); }
+  const ConventionDef* convention(std::string_view name) const {
+    for (const auto& c : conventions)
+      if (c.name == name) return &c;
+    return nullptr;
+  }
+  // The conventions this definition does not declare, as comment lines (what `status --dump` adds).
+  std::string default_conventions_text() const {
+    std::string out;
+    for (const auto& c : archdef_conventions())
+      if (!convention(c.name))
+        out += std::string(out.empty() ? "# not declared above, in effect by default:\n" : "") + "# convention " +
+               c.name + " = " + c.dflt + "\n";
+    return out;
+  }
 };
 
 constexpr size_t kArchdefMaxBytes = 64 * 1024;
@@ -17102,6 +17227,11 @@ class ArchdefParser {
         auto p = parse_param(d);
         if (!p) return p.error();
         d.params.push_back(std::move(*p));
+      } else if (t0.kind == Tok::word && t0.text == "convention") {
+        if (sec != Section::none) return fail(line_no, "'convention' lines belong before the sections");
+        auto c = parse_convention(d);
+        if (!c) return c.error();
+        d.conventions.push_back(std::move(*c));
       } else {
         if (sec == Section::none)
           return fail_stmt_outside(t0);
@@ -17141,7 +17271,8 @@ class ArchdefParser {
     return true;
   }
   static bool is_keyword(std::string_view w) {
-    return w == "arch" || w == "kind" || w == "param" || w == "prologue" || w == "block" || w == "epilogue";
+    return w == "arch" || w == "kind" || w == "param" || w == "convention" || w == "prologue" || w == "block" ||
+           w == "epilogue";
   }
   // The identifier that stands where an operation name belongs: the first word of the line, or
   // the word after `NAME =`. Empty when the line does not start with an identifier.
@@ -17181,7 +17312,9 @@ class ArchdefParser {
       char c = s[k];
       if (c == ' ' || c == '\t') {
         k++;
-      } else if (c == '=' || c == '(' || c == ')' || c == ',' || c == '|' || c == ':') {
+      } else if (c == '=' || c == '(' || c == ')' || c == ',' || c == '|' || c == ':' || c == '*' || c == '/' ||
+                 ((c == '-' || c == '+') && (after_operand() || !starts_number(s, k + 1)))) {
+        // a sign after an operand is the binary operator ("a -1" is a minus 1), before one a number's
         toks_.push_back({Tok::punct, std::string(1, c)});
         k++;
       } else if (std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' ||
@@ -17210,6 +17343,16 @@ class ArchdefParser {
       }
     }
     return {};
+  }
+
+  static bool starts_number(std::string_view s, size_t k) {
+    return k < s.size() && (std::isdigit(static_cast<unsigned char>(s[k])) || s[k] == '.');
+  }
+  // The last token ends an operand (a word, a number, or ')'): a following sign is an operator.
+  bool after_operand() const {
+    if (toks_.empty()) return false;
+    const Tok& t = toks_.back();
+    return t.kind != Tok::punct || t.text == ")";
   }
 
   bool at_punct(const char* p) const { return i_ < toks_.size() && toks_[i_].kind == Tok::punct && toks_[i_].text == p; }
@@ -17252,39 +17395,118 @@ class ArchdefParser {
     return {};
   }
 
-  Result<ValueTerm> parse_term(const ArchDef& d) {
+  // VALUE := EXPR;  EXPR := PRODUCT (('+' | '-') PRODUCT)*;  PRODUCT := UNARY (('*' | '/') UNARY)*;
+  // UNARY := '-' UNARY | NUMBER | NAME | '(' EXPR ')' | sqrt(EXPR) | rsqrt(EXPR) | every(EXPR, EXPR).
+  // `block`: every() and per-layer params are allowed (they need a layer).
+  static constexpr int kMaxValueDepth = 32;
+  Result<ValueTerm> parse_term(const ArchDef& d, bool block = true) { return parse_sum(d, block, 0); }
+
+  Result<ValueTerm> parse_sum(const ArchDef& d, bool block, int depth) {
+    auto left = parse_product(d, block, depth);
+    if (!left) return left;
+    ValueTerm t = std::move(*left);
+    while (at_punct("+") || at_punct("-")) {
+      ValueTerm n;
+      n.fn = toks_[i_].text == "+" ? ValueTerm::Fn::add : ValueTerm::Fn::sub;
+      i_++;
+      auto right = parse_product(d, block, depth);
+      if (!right) return right;
+      n.per_layer = t.per_layer || right->per_layer;
+      n.kids.push_back(std::move(t));
+      n.kids.push_back(std::move(*right));
+      t = std::move(n);
+    }
+    return t;
+  }
+
+  Result<ValueTerm> parse_product(const ArchDef& d, bool block, int depth) {
+    auto left = parse_unary(d, block, depth);
+    if (!left) return left;
+    ValueTerm t = std::move(*left);
+    while (at_punct("*") || at_punct("/")) {
+      ValueTerm n;
+      n.fn = toks_[i_].text == "*" ? ValueTerm::Fn::mul : ValueTerm::Fn::div;
+      i_++;
+      auto right = parse_unary(d, block, depth);
+      if (!right) return right;
+      n.per_layer = t.per_layer || right->per_layer;
+      n.kids.push_back(std::move(t));
+      n.kids.push_back(std::move(*right));
+      t = std::move(n);
+    }
+    return t;
+  }
+
+  Result<ValueTerm> parse_unary(const ArchDef& d, bool block, int depth) {
+    if (depth > kMaxValueDepth) return fail(line_, strf("a value nested more than %d deep", kMaxValueDepth));
     ValueTerm t;
     if (at_end()) return fail(line_, "expected a value at end of line");
     const Tok& tk = toks_[i_];
+    if (at_punct("-")) {
+      i_++;
+      auto in = parse_unary(d, block, depth + 1);
+      if (!in) return in;
+      t.fn = ValueTerm::Fn::neg;
+      t.per_layer = in->per_layer;
+      t.kids.push_back(std::move(*in));
+      return t;
+    }
+    if (at_punct("(")) {
+      i_++;
+      auto in = parse_sum(d, block, depth + 1);
+      if (!in) return in;
+      if (!at_punct(")")) return fail(line_, "expected ')' to close '(', found " + here());
+      i_++;
+      return in;
+    }
     if (tk.kind == Tok::number) {
-      t.is_number = true;
+      t.fn = ValueTerm::Fn::number;
       t.number = tk.num;
       i_++;
       return t;
     }
+    if (tk.kind == Tok::word && tk.text.find('.') != std::string::npos)
+      return fail(line_, "metadata keys are read in 'param' lines; name the param here (found " + here() + ")");
     if (tk.kind != Tok::word || !is_ident(tk.text)) return fail(line_, "expected a value, found " + here());
-    if ((tk.text == "sqrt" || tk.text == "rsqrt") && i_ + 1 < toks_.size() && toks_[i_ + 1].kind == Tok::punct &&
-        toks_[i_ + 1].text == "(") {
-      t.fn = tk.text == "sqrt" ? ValueTerm::Fn::sqrt : ValueTerm::Fn::rsqrt;
+    if (archdef_value_function(tk.text) && at_punct_at(i_ + 1, "(")) {
+      const std::string fn = tk.text;
+      t.fn = fn == "sqrt" ? ValueTerm::Fn::sqrt : fn == "rsqrt" ? ValueTerm::Fn::rsqrt : ValueTerm::Fn::every;
+      const size_t want = fn == "every" ? 2 : 1;
       i_ += 2;
-      if (at_end()) return fail(line_, "expected a value after '" + std::string(tk.text) + "('");
-      const Tok& in = toks_[i_];
-      if (in.kind == Tok::number) {
-        t.is_number = true;
-        t.number = in.num;
-      } else if (in.kind == Tok::word && is_ident(in.text)) {
-        t.name = in.text;
-        if (auto r = check_value_name(t.name, d); !r) return r.error();
-      } else {
-        return fail(line_, "expected a number or a name inside " + std::string(t.fn == ValueTerm::Fn::sqrt ? "sqrt" : "rsqrt") + "(), found " + here());
+      for (size_t k = 0; k < want; k++) {
+        if (k > 0) {
+          if (!at_punct(","))
+            return fail(line_, "every(PERIOD, OFFSET) takes two values: expected ',', found " + here());
+          i_++;
+        }
+        if (at_end()) return fail(line_, "expected a value after '" + fn + "('");
+        auto in = parse_sum(d, block, depth + 1);
+        if (!in) return in;
+        t.per_layer = t.per_layer || in->per_layer;
+        t.kids.push_back(std::move(*in));
       }
+      if (!at_punct(")"))
+        return fail(line_, fn == "every" ? "every(PERIOD, OFFSET) takes two values: expected ')', found " + here()
+                                         : "expected ')' after the value of " + fn + "(), found " + here());
       i_++;
-      if (!at_punct(")")) return fail(line_, "expected ')' after the value, found " + here());
-      i_++;
+      if (t.fn == ValueTerm::Fn::every) {
+        t.per_layer = true;
+        if (!block)
+          return fail(line_, "every() is 1 on some layers and 0 on others: only the 'block' section (or a param "
+                             "it uses) may use it");
+      }
       return t;
     }
+    t.fn = ValueTerm::Fn::name;
     t.name = tk.text;
     if (auto r = check_value_name(t.name, d); !r) return r.error();
+    for (const auto& p : d.params)
+      if (p.name == t.name && p.per_layer) {
+        t.per_layer = true;
+        if (!block)
+          return fail(line_, "param '" + p.name + "' differs per layer (it uses every()): only the 'block' section "
+                             "may use it");
+      }
     i_++;
     return t;
   }
@@ -17297,8 +17519,9 @@ class ArchdefParser {
     }
     for (const auto& b : archdef_builtin_values())
       if (b == name) return {};
-    return fail(line_, "no value named '" + printable(name) + "' (a param or one of n_embd, n_layer, n_head, "
-                       "n_head_kv, head_dim, head_dim_v, n_ff, n_vocab, n_ctx_train, rms_eps, rope_base, rope_dims)" +
+    std::string list;
+    for (const auto& b : archdef_builtin_values()) list += (list.empty() ? "" : ", ") + b;
+    return fail(line_, "no value named '" + printable(name) + "' (a param or one of " + list + ")" +
                            did_you_mean(name, known));
   }
 
@@ -17309,7 +17532,8 @@ class ArchdefParser {
     if (at_end() || toks_[i_].kind != Tok::word || !is_ident(toks_[i_].text))
       return fail(line_, "expected 'param NAME = VALUE'");
     p.name = toks_[i_].text;
-    if (find_op(p.name) || p.name == "sqrt" || p.name == "rsqrt" || p.name == "none" || p.name == "pairs" || p.name == "neox")
+    if (find_op(p.name) || archdef_value_function(p.name) || p.name == "nonzero" || p.name == "none" ||
+        p.name == "pairs" || p.name == "neox")
       return fail(line_, "'" + p.name + "' is a reserved word and cannot name a param");
     for (const auto& b : archdef_builtin_values())
       if (b == p.name) return fail(line_, "'" + p.name + "' is a built-in value; a param cannot redefine it");
@@ -17320,7 +17544,19 @@ class ArchdefParser {
     i_++;
     for (;;) {
       ParamAlt a;
-      if (!at_end() && toks_[i_].kind == Tok::word && toks_[i_].text.find('.') != std::string::npos) {
+      if (!at_end() && toks_[i_].kind == Tok::word && toks_[i_].text == "nonzero" && at_punct_at(i_ + 1, "(")) {
+        // nonzero(KEY): the key counts as absent when it holds 0 ("0 means none" in many configs)
+        i_ += 2;
+        if (at_end() || toks_[i_].kind != Tok::word || toks_[i_].text.find('.') == std::string::npos)
+          return fail(line_, "nonzero() takes a metadata key (like {arch}.attention.scale), found " + here());
+        a.is_meta = true;
+        a.nonzero = true;
+        a.key = toks_[i_].text;
+        if (auto r = check_placeholders(a.key, false, Section::none); !r) return r.error();
+        i_++;
+        if (!at_punct(")")) return fail(line_, "expected ')' after the key of nonzero(), found " + here());
+        i_++;
+      } else if (!at_end() && toks_[i_].kind == Tok::word && toks_[i_].text.find('.') != std::string::npos) {
         a.is_meta = true;
         a.key = toks_[i_].text;
         if (auto r = check_placeholders(a.key, false, Section::none); !r) return r.error();
@@ -17329,6 +17565,7 @@ class ArchdefParser {
         auto t = parse_term(d);
         if (!t) return t.error();
         a.term = std::move(*t);
+        p.per_layer = p.per_layer || a.term.per_layer;
       }
       p.alts.push_back(std::move(a));
       if (at_end()) break;
@@ -17339,6 +17576,54 @@ class ArchdefParser {
       if (!p.alts[k].is_meta)
         return fail(line_, "in param '" + p.name + "', a number or name always exists: nothing after it is used");
     return p;
+  }
+
+  Result<ConventionDef> parse_convention(const ArchDef& d) {
+    ConventionDef c;
+    c.line = line_;
+    i_ = 1;
+    std::vector<std::string> names;
+    for (const auto& s : archdef_conventions()) names.emplace_back(s.name);
+    if (at_end() || toks_[i_].kind != Tok::word || !is_ident(toks_[i_].text))
+      return fail(line_, "expected 'convention NAME = VALUE'");
+    c.name = toks_[i_].text;
+    const ConventionSpec* spec = nullptr;
+    for (const auto& s : archdef_conventions())
+      if (c.name == s.name) spec = &s;
+    if (!spec) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      return fail(line_, "no convention '" + printable(c.name) + "' (known: " + list + ")" +
+                             did_you_mean(c.name, names));
+    }
+    if (const ConventionDef* prev = d.convention(c.name))
+      return fail(line_, strf("convention '%s' is declared twice (first at line %d)", c.name.c_str(), prev->line));
+    i_++;
+    if (!at_punct("=")) return fail(line_, "expected '=' after 'convention " + c.name + "', found " + here());
+    i_++;
+    if (at_end()) return fail(line_, "expected a value after 'convention " + c.name + " ='");
+    const Tok& v = toks_[i_];
+    std::string_view choices = spec->choices;
+    if (choices.empty()) {
+      if (v.kind != Tok::number || !(v.num >= 0) || v.num > 1e6)
+        return fail(line_, "convention " + c.name + " takes a non-negative number, found " + here());
+      c.number = v.num;
+    } else {
+      std::vector<std::string> ok;
+      for (size_t k = 0; k <= choices.size();) {
+        size_t e = choices.find('|', k);
+        if (e == std::string_view::npos) e = choices.size();
+        ok.emplace_back(choices.substr(k, e - k));
+        k = e + 1;
+      }
+      if (v.kind != Tok::word || std::find(ok.begin(), ok.end(), v.text) == ok.end())
+        return fail(line_, "convention " + c.name + " is one of " + std::string(choices) + ", found " + here() +
+                               (v.kind == Tok::word ? did_you_mean(v.text, ok) : std::string()));
+    }
+    c.value = v.text;
+    i_++;
+    if (!at_end()) return fail(line_, "unexpected " + here() + " after the convention's value");
+    return c;
   }
 
   Result<ArgDef> parse_arg(char kind, const ArchDef& d, Section sec) {
@@ -17364,7 +17649,7 @@ class ArchdefParser {
       case 'v': {
         if (tk.kind == Tok::word && tk.text.find('.') != std::string::npos)
           return fail(line_, "metadata keys are read in 'param' lines; name the param here (found " + here() + ")");
-        auto t = parse_term(d);
+        auto t = parse_term(d, sec == Section::block);
         if (!t) return t.error();
         a.value = std::move(*t);
         return a;
@@ -17432,9 +17717,18 @@ class ArchdefParser {
           names.emplace_back(k.name);
           if (key == k.name) kw = &k;
         }
+        static const OpKwarg skip_kw{"skip", 'v'};  // every statement of the block
+        if (sec == Section::block) names.emplace_back("skip");
+        if (!kw && key == "skip") {
+          if (sec != Section::block)
+            return fail(line_, "'skip' leaves a step out of some layers: only statements of the 'block' section "
+                               "take it");
+          kw = &skip_kw;
+        }
         if (!kw) {
           std::string msg = "'" + std::string(s.op->name) + "' has no argument '" + printable(key) + "'";
-          if (names.empty()) msg += " (it takes no keyword arguments)";
+          if (names.empty() || (names.size() == 1 && names[0] == "skip"))
+            msg += names.empty() ? " (it takes no keyword arguments)" : " (it takes only 'skip')";
           return fail(line_, msg + did_you_mean(key, names));
         }
         if (s.kwarg(key)) return fail(line_, "argument '" + key + "' is given twice");
@@ -17463,9 +17757,9 @@ class ArchdefParser {
     return k < toks_.size() && toks_[k].kind == Tok::punct && toks_[k].text == p;
   }
   static bool is_register_name_ok(const std::string& n) {
-    return n.empty() || !(find_op(n) || n == "none" || n == "pairs" || n == "neox" || n == "sqrt" || n == "rsqrt" ||
-                          n == "arch" || n == "kind" || n == "param" || n == "prologue" || n == "block" ||
-                          n == "epilogue");
+    return n.empty() || !(find_op(n) || n == "none" || n == "pairs" || n == "neox" || archdef_value_function(n) ||
+                          n == "nonzero" || n == "arch" || n == "kind" || n == "param" || n == "convention" ||
+                          n == "prologue" || n == "block" || n == "epilogue");
   }
 
   // Program-order checks: registers assigned before use, `x` and `logits`, `last`, attention count.
@@ -17501,15 +17795,26 @@ class ArchdefParser {
         bool optional = false;
         for (const auto& a : s.args)
           if (a.kind == 't' && a.optional) optional = true;
-        if (optional && !s.dst.empty())
-          return err("'| none' makes this step optional, so it cannot assign '" + s.dst +
-                     "'; use the in-place form (op(REGISTER, ...))");
-        if ((op.code == OpCode::matmul || op.code == OpCode::attention || op.code == OpCode::copy) && !s.dst.empty()) {
+        if (optional && !s.dst.empty() && !is_assigned(s.dst))
+          return err("'| none' makes this step optional, so it cannot be the first to assign '" + s.dst +
+                     "' (where it is left out, the register keeps what it held); assign it before, or use the "
+                     "in-place form (op(REGISTER, ...))");
+        if (s.kwarg("skip") && op.code == OpCode::attention)
+          return err("attention cannot be skipped (every layer has its KV cache); use window/period/sliding");
+        if (s.kwarg("skip") && !s.dst.empty() && !is_assigned(s.dst))
+          return err("'skip' leaves this step out of some layers, so it cannot be the first to assign '" + s.dst +
+                     "'; assign it before, or use the in-place form (op(REGISTER, ...))");
+        if ((op.code == OpCode::matmul || op.code == OpCode::attention || op.code == OpCode::copy ||
+             op.code == OpCode::slice) && !s.dst.empty()) {
           for (const auto& r : reads)
             if (r == s.dst) return err(strf("'%s' cannot write its own input '%s'; assign another register", op.name, r.c_str()));
         }
         if (op.code == OpCode::attention) {
           if (sec != Section::block) return err("attention belongs in the 'block' section (it uses the layer's cache)");
+          if (s.kwarg("sliding") && (s.kwarg("period") || s.kwarg("offset")))
+            return err("attention: 'sliding' says per layer which layers slide; it replaces 'period' and 'offset'");
+          if (s.kwarg("offset") && !s.kwarg("period"))
+            return err("attention: 'offset' places the global layers within a 'period'; give the period too");
           if (++attentions > 1) return err("a block has at most one attention (one KV cache per layer)");
         }
         if (op.code == OpCode::last) {
@@ -17574,10 +17879,13 @@ struct BuiltinArchdef {
 inline const std::vector<BuiltinArchdef>& builtin_archdefs() {
   static const std::vector<BuiltinArchdef> defs = {
       {"llama", R"(# Llama 1/2/3, SmolLM, Mistral-style decoders (GGUF architecture "llama").
-# GGUF files keep q/k rows permuted for adjacent-pair RoPE; for Hugging Face checkpoints
-# (rotate-half order) the rope op switches `pairs` to `neox` itself.
+# GGUF files keep q/k rows permuted for adjacent-pair RoPE; Hugging Face checkpoints keep them in
+# rotate-half order, where `pairs` runs as `neox` (convention hf_rope).
 arch llama
 kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 0            # Hugging Face norm weights are stored as they are used
 
 prologue
   x = embed(token_embd.weight)
@@ -17612,6 +17920,9 @@ epilogue
       {"qwen2", R"(# Qwen2 / Qwen2.5 decoders: q/k/v biases, NEOX rope.
 arch qwen2
 kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 0            # Hugging Face norm weights are stored as they are used
 
 prologue
   x = embed(token_embd.weight)
@@ -17645,6 +17956,9 @@ epilogue
       {"qwen3", R"(# Qwen3 dense decoders: per-head RMSNorm of q and k before rope, NEOX rope, no biases.
 arch qwen3
 kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 0            # Hugging Face norm weights are stored as they are used
 
 prologue
   x = embed(token_embd.weight)
@@ -17676,9 +17990,13 @@ epilogue
 )"},
       {"gemma3", R"(# Gemma 3 text decoders: scaled embeddings, q/k norms, post-attention and post-FFN norms,
 # GELU (tanh) gating, local sliding-window layers with their own rope base, every
-# `sliding_period`-th layer global. GGUF norm weights already include Gemma's +1.
+# `sliding_period`-th layer global. GGUF norm weights already include Gemma's +1; Hugging Face
+# checkpoints store w - 1 (convention hf_norm_offset).
 arch gemma3
 kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 1            # Hugging Face norm weights are stored as w - 1
 
 param sliding_window = {arch}.attention.sliding_window | 0           # 0: no sliding layers
 param sliding_period = {arch}.attention.sliding_window_pattern | 6   # layer i global iff (i+1) % 6 == 0
@@ -17718,6 +18036,253 @@ epilogue
   rms_norm(x, output_norm.weight)
   logits = matmul(x, output.weight | token_embd.weight)
   softcap(logits, final_softcap)
+)"},
+      {"phi3", R"(# Phi-3 / Phi-3.5 / Phi-4-mini dense decoders: q, k and v are column ranges of one fused
+# attn_qkv product; ffn_up is gate and up side by side (silu(first half) * second half); NEOX rope;
+# queries scaled before the scores (llama.cpp's order). Not described: the 128k variants' rope
+# factors (rope_factors_long / _short) and the MoE variant.
+arch phi3
+kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 0            # Hugging Face norm weights are stored as they are used
+
+prologue
+  x = embed(token_embd.weight)
+
+block
+  h = rms_norm(x, blk.{i}.attn_norm.weight)
+  qkv = matmul(h, blk.{i}.attn_qkv.weight)
+  add_bias(qkv, blk.{i}.attn_qkv.bias | none)
+  q = slice(qkv, 0, n_head * head_dim)
+  k = slice(qkv, n_head * head_dim, n_head_kv * head_dim)
+  v = slice(qkv, (n_head + n_head_kv) * head_dim, n_head_kv * head_dim)
+  rope(q, neox)
+  rope(k, neox)
+  scale(q, rsqrt(head_dim))
+  a = attention(q, k, v, scale = 1)
+  o = matmul(a, blk.{i}.attn_output.weight)
+  add(x, o)
+  h = rms_norm(x, blk.{i}.ffn_norm.weight)
+  gu = matmul(h, blk.{i}.ffn_up.weight)     # [gate | up], 2 * n_ff wide
+  g = slice(gu, 0, n_ff)
+  u = slice(gu, n_ff, n_ff)
+  silu(g)
+  mul(g, u)
+  o = matmul(g, blk.{i}.ffn_down.weight)
+  add(x, o)
+
+epilogue
+  last(x)
+  rms_norm(x, output_norm.weight)
+  logits = matmul(x, output.weight | token_embd.weight)
+  add_bias(logits, output.bias | none)
+)"},
+      {"starcoder2", R"(# StarCoder2 decoders: LayerNorm with bias (eps {arch}.attention.layer_norm_epsilon), biases on
+# every projection, NEOX rope, a GELU (tanh) MLP without a gate.
+arch starcoder2
+kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 0            # Hugging Face norm weights are stored as they are used
+
+prologue
+  x = embed(token_embd.weight)
+
+block
+  h = layer_norm(x, blk.{i}.attn_norm.weight, bias = blk.{i}.attn_norm.bias)
+  q = matmul(h, blk.{i}.attn_q.weight)
+  k = matmul(h, blk.{i}.attn_k.weight)
+  v = matmul(h, blk.{i}.attn_v.weight)
+  add_bias(q, blk.{i}.attn_q.bias | none)
+  add_bias(k, blk.{i}.attn_k.bias | none)
+  add_bias(v, blk.{i}.attn_v.bias | none)
+  rope(q, neox)
+  rope(k, neox)
+  a = attention(q, k, v)
+  o = matmul(a, blk.{i}.attn_output.weight)
+  add_bias(o, blk.{i}.attn_output.bias)
+  add(x, o)
+  h = layer_norm(x, blk.{i}.ffn_norm.weight, bias = blk.{i}.ffn_norm.bias)
+  u = matmul(h, blk.{i}.ffn_up.weight)
+  add_bias(u, blk.{i}.ffn_up.bias)
+  gelu_tanh(u)
+  o = matmul(u, blk.{i}.ffn_down.weight)
+  add_bias(o, blk.{i}.ffn_down.bias)
+  add(x, o)
+
+epilogue
+  last(x)
+  layer_norm(x, output_norm.weight, bias = output_norm.bias)
+  logits = matmul(x, output.weight | token_embd.weight)
+)"},
+      {"stablelm", R"(# StableLM (2) decoders: LayerNorm with bias, q/k/v biases, partial NEOX rope (the first
+# rope_dims = {arch}.rope.dimension_count of each head, 25% in StableLM 2), optional per-head q/k
+# LayerNorm with a weight per head (StableLM 2 12B). Without ffn_norm (12B) the MLP reads the
+# attention's input norm: the parallel residual.
+arch stablelm
+kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 0            # Hugging Face norm weights are stored as they are used
+
+prologue
+  x = embed(token_embd.weight)
+
+block
+  h = layer_norm(x, blk.{i}.attn_norm.weight, bias = blk.{i}.attn_norm.bias)
+  q = matmul(h, blk.{i}.attn_q.weight)
+  k = matmul(h, blk.{i}.attn_k.weight)
+  v = matmul(h, blk.{i}.attn_v.weight)
+  add_bias(q, blk.{i}.attn_q.bias | none)
+  add_bias(k, blk.{i}.attn_k.bias | none)
+  add_bias(v, blk.{i}.attn_v.bias | none)
+  layer_norm_heads(q, blk.{i}.attn_q_norm.weight | none)
+  layer_norm_heads(k, blk.{i}.attn_k_norm.weight | none)
+  rope(q, neox, dims = rope_dims)
+  rope(k, neox, dims = rope_dims)
+  a = attention(q, k, v)
+  o = matmul(a, blk.{i}.attn_output.weight)
+  add(x, o)
+  h = layer_norm(x, blk.{i}.ffn_norm.weight | none, bias = blk.{i}.ffn_norm.bias | none)
+  g = matmul(h, blk.{i}.ffn_gate.weight)
+  u = matmul(h, blk.{i}.ffn_up.weight)
+  silu(g)
+  mul(g, u)
+  o = matmul(g, blk.{i}.ffn_down.weight)
+  add(x, o)
+
+epilogue
+  last(x)
+  layer_norm(x, output_norm.weight, bias = output_norm.bias)
+  logits = matmul(x, output.weight)
+)"},
+      {"smollm3", R"(# SmolLM3 decoders: Llama-style, with no rope on every 4th layer (NoPE: layers 3, 7, 11, ...,
+# where (i + 1) % 4 == 0; llama.cpp's n_no_rope_layer_step).
+arch smollm3
+kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 0            # Hugging Face norm weights are stored as they are used
+
+prologue
+  x = embed(token_embd.weight)
+
+block
+  h = rms_norm(x, blk.{i}.attn_norm.weight)
+  q = matmul(h, blk.{i}.attn_q.weight)
+  k = matmul(h, blk.{i}.attn_k.weight)
+  v = matmul(h, blk.{i}.attn_v.weight)
+  add_bias(q, blk.{i}.attn_q.bias | none)
+  add_bias(k, blk.{i}.attn_k.bias | none)
+  add_bias(v, blk.{i}.attn_v.bias | none)
+  rope(q, pairs, skip = every(4, 3))
+  rope(k, pairs, skip = every(4, 3))
+  a = attention(q, k, v)
+  o = matmul(a, blk.{i}.attn_output.weight)
+  add_bias(o, blk.{i}.attn_output.bias | none)
+  add(x, o)
+  h = rms_norm(x, blk.{i}.ffn_norm.weight)
+  g = matmul(h, blk.{i}.ffn_gate.weight)
+  u = matmul(h, blk.{i}.ffn_up.weight)
+  silu(g)
+  mul(g, u)
+  o = matmul(g, blk.{i}.ffn_down.weight)
+  add(x, o)
+
+epilogue
+  last(x)
+  rms_norm(x, output_norm.weight)
+  logits = matmul(x, output.weight | token_embd.weight)
+)"},
+      {"gemma2", R"(# Gemma 2 decoders: scaled embeddings, post-attention and post-FFN norms, GELU (tanh) gating,
+# soft-capped attention scores and logits, sliding-window layers alternating with global ones
+# (layer i global iff i % sliding_period == sliding_period - 1). GGUF norm weights include Gemma's +1.
+# The query scale: {arch}.attention.query_pre_attn_scalar when the file has it, else head_dim
+# (llama.cpp picks n_embd / n_head for the 46-layer 27B model by its layer count).
+arch gemma2
+kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 1            # Hugging Face norm weights are stored as w - 1
+
+param sliding_window = {arch}.attention.sliding_window | 4096
+param sliding_period = {arch}.attention.sliding_window_pattern | 2
+param rope_base_local = {arch}.rope.freq_base_swa | rope_base
+param query_scalar = {arch}.attention.query_pre_attn_scalar | head_dim
+param attn_softcap = {arch}.attn_logit_softcapping | 50
+param final_softcap = {arch}.final_logit_softcapping | 30
+
+prologue
+  x = embed(token_embd.weight)
+  scale(x, sqrt(n_embd))
+
+block
+  h = rms_norm(x, blk.{i}.attn_norm.weight)
+  q = matmul(h, blk.{i}.attn_q.weight)
+  k = matmul(h, blk.{i}.attn_k.weight)
+  v = matmul(h, blk.{i}.attn_v.weight)
+  rope(q, neox, base_swa = rope_base_local)
+  rope(k, neox, base_swa = rope_base_local)
+  scale(q, rsqrt(query_scalar))
+  a = attention(q, k, v, scale = 1, softcap = attn_softcap, window = sliding_window, period = sliding_period)
+  o = matmul(a, blk.{i}.attn_output.weight)
+  rms_norm(o, blk.{i}.post_attention_norm.weight)
+  add(x, o)
+  h = rms_norm(x, blk.{i}.ffn_norm.weight)
+  g = matmul(h, blk.{i}.ffn_gate.weight)
+  u = matmul(h, blk.{i}.ffn_up.weight)
+  gelu_tanh(g)
+  mul(g, u)
+  o = matmul(g, blk.{i}.ffn_down.weight)
+  rms_norm(o, blk.{i}.post_ffw_norm.weight)
+  add(x, o)
+
+epilogue
+  last(x)
+  rms_norm(x, output_norm.weight)
+  logits = matmul(x, token_embd.weight)
+  softcap(logits, final_softcap)
+)"},
+      {"olmo2", R"(# OLMo 2 and OLMo 3 decoders: no pre-norms; RMSNorm over all of q and of k, post-attention and
+# post-FFN norms, NEOX rope. OLMo 3 ({arch}.attention.sliding_window > 0): sliding-window layers,
+# every sliding_period-th layer (i % 4 == 3) global.
+arch olmo2
+kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 0            # Hugging Face norm weights are stored as they are used
+
+param sliding_window = {arch}.attention.sliding_window | 0           # 0: no sliding layers
+param sliding_period = {arch}.attention.sliding_window_pattern | 4
+
+prologue
+  x = embed(token_embd.weight)
+
+block
+  q = matmul(x, blk.{i}.attn_q.weight)
+  k = matmul(x, blk.{i}.attn_k.weight)
+  v = matmul(x, blk.{i}.attn_v.weight)
+  rms_norm(q, blk.{i}.attn_q_norm.weight)
+  rms_norm(k, blk.{i}.attn_k_norm.weight)
+  rope(q, neox)
+  rope(k, neox)
+  a = attention(q, k, v, window = sliding_window, period = sliding_period)
+  o = matmul(a, blk.{i}.attn_output.weight)
+  rms_norm(o, blk.{i}.post_attention_norm.weight)
+  add(x, o)
+  g = matmul(x, blk.{i}.ffn_gate.weight)
+  u = matmul(x, blk.{i}.ffn_up.weight)
+  silu(g)
+  mul(g, u)
+  o = matmul(g, blk.{i}.ffn_down.weight)
+  rms_norm(o, blk.{i}.post_ffw_norm.weight)
+  add(x, o)
+
+epilogue
+  last(x)
+  rms_norm(x, output_norm.weight)
+  logits = matmul(x, output.weight)
 )"},
   };
   return defs;
@@ -18172,7 +18737,9 @@ struct Step {
   int w_in = 0, w_out = 0;                   // row widths of `a` and `dst`
   const TensorView* w = nullptr;             // embed / matmul weight
   const float* vec = nullptr;                // 1-D weights (norms, biases) as f32
+  const float* vec2 = nullptr;               // layer_norm(_heads): the bias (nullptr: none)
   int vec_len = 0;
+  int off = 0;                               // slice: first column; layer_norm_heads: head length
   float f = 0;                               // eps (norms), factor (scale), cap (softcap)
   int idx = -1;                              // RopeSpec / AttnSpec index
   // matmul: round the input to the weight's float type first (1 f16, 2 bf16). GGUF files are
@@ -18246,24 +18813,36 @@ class ArchCompiler {
     }
     p_.steps.reserve(static_cast<size_t>(n_steps));
     if (auto r = eval_params(); !r) return r;
-    // which layers are sliding-window layers (from the block's attention arguments)
+    // which layers are sliding-window layers (from the block's attention arguments), layer by layer
+    window_.assign(static_cast<size_t>(hp.n_layer), 0);
     for (const auto& s : d_.block) {
       if (s.op->code != OpCode::attention) continue;
-      double w = 0, per = 0;
-      if (const ArgDef* a = s.kwarg("window")) {
-        auto v = value(a->value, s.line);
-        if (!v) return v.error();
-        w = *v;
+      for (int i = 0; i < hp.n_layer; i++) {
+        auto get = [&](const char* kw, double dflt) -> Result<double> {
+          const ArgDef* a = s.kwarg(kw);
+          return a ? value(a->value, s.line, i) : Result<double>(dflt);
+        };
+        auto w = get("window", 0), per = get("period", 0);
+        if (!w) return w.error();
+        if (!per) return per.error();
+        auto off = get("offset", *per - 1);
+        if (!off) return off.error();
+        if (*w < 0 || *w > 1e9 || *per < 0 || *per > 1e9 || *w != std::floor(*w) || *per != std::floor(*per))
+          return fail(Errc::bad_format, s.line,
+                      strf("sliding window %g / period %g are not usable (layer %d)", *w, *per, i));
+        if (*per > 0 && (*off < 0 || *off >= *per || *off != std::floor(*off)))
+          return fail(Errc::bad_format, s.line, strf("offset %g is not a layer within the period %g (0 to %g; layer %d)",
+                                                     *off, *per, *per - 1, i));
+        bool slides = *w > 0;
+        if (const ArgDef* a = s.kwarg("sliding")) {
+          auto v = value(a->value, s.line, i);
+          if (!v) return v.error();
+          slides = slides && *v != 0;
+        } else if (*per > 0) {
+          slides = slides && i % static_cast<int>(*per) != static_cast<int>(*off);
+        }
+        window_[static_cast<size_t>(i)] = slides ? static_cast<int>(*w) : 0;
       }
-      if (const ArgDef* a = s.kwarg("period")) {
-        auto v = value(a->value, s.line);
-        if (!v) return v.error();
-        per = *v;
-      }
-      if (w < 0 || w > 1e9 || per < 0 || per > 1e9 || w != std::floor(w) || per != std::floor(per))
-        return fail(Errc::bad_format, s.line, strf("sliding window %g / period %g are not usable", w, per));
-      window_ = static_cast<int>(w);
-      period_ = static_cast<int>(per);
     }
     for (const auto& s : d_.prologue)
       if (auto r = stmt(s, -1); !r) return r;
@@ -18318,10 +18897,7 @@ class ArchCompiler {
     return make_error(code, m_.path + ": " + where + ": " + msg);
   }
 
-  bool sliding(int layer) const {
-    if (window_ <= 0 || layer < 0) return false;
-    return period_ == 0 || (layer + 1) % period_ != 0;
-  }
+  bool sliding(int layer) const { return layer >= 0 && window_[static_cast<size_t>(layer)] > 0; }
 
   std::string expand(const std::string& name, int layer) const {
     std::string out;
@@ -18353,33 +18929,110 @@ class ArchCompiler {
     if (n == "rms_eps") return double(hp.rms_eps);
     if (n == "rope_base") return double(hp.rope_freq_base);
     if (n == "rope_dims") return m_.arch_number("rope.dimension_count").value_or(double(hp.head_dim));
+    if (n == "norm_eps") return m_.arch_number("attention.layer_norm_epsilon").value_or(1e-5);
     return make_error(Errc::internal, "unknown value " + n);
   }
 
-  Result<double> value(const ValueTerm& t, int line) const {
-    double v = t.number;
-    if (!t.is_number) {
-      bool found = false;
-      for (const auto& [name, val] : params_)
-        if (name == t.name) {
-          v = val;
-          found = true;
+  // A param's value: a number, one number per layer (a metadata array), or a term (evaluated where
+  // it is used, per layer when it uses every()).
+  struct ParamValue {
+    std::string name;
+    double num = 0;
+    std::vector<double> per_layer;  // non-empty: a metadata array, one value per layer
+    std::string key;                // that array's key (messages)
+    const ValueTerm* term = nullptr;
+  };
+
+  // Evaluates a value at `layer` (-1: outside the block) in double.
+  Result<double> value(const ValueTerm& t, int line, int layer = -1, int depth = 0) const {
+    if (depth > 256) return fail(Errc::archdef, line, "a value nests too deep");
+    double v = 0;
+    auto kid = [&](size_t k) { return value(t.kids[k], line, layer, depth + 1); };
+    switch (t.fn) {
+      case ValueTerm::Fn::number:
+        v = t.number;
+        break;
+      case ValueTerm::Fn::name: {
+        const ParamValue* pv = nullptr;
+        for (const auto& p : params_)
+          if (p.name == t.name) pv = &p;
+        if (!pv) {
+          auto b = builtin_value(t.name);
+          if (!b) return fail(Errc::archdef, line, "no value named '" + t.name + "'");
+          v = *b;
+        } else if (pv->term) {
+          auto r = value(*pv->term, line, layer, depth + 1);
+          if (!r) return r;
+          v = *r;
+        } else if (!pv->per_layer.empty()) {
+          if (layer < 0)
+            return fail(Errc::archdef, line, "param '" + pv->name + "' reads the metadata array '" + pv->key +
+                                                 "' (one value per layer): only the 'block' section can use it");
+          v = pv->per_layer[static_cast<size_t>(layer)];
+        } else {
+          v = pv->num;
         }
-      if (!found) {
-        auto b = builtin_value(t.name);
-        if (!b) return fail(Errc::archdef, line, "no value named '" + t.name + "'");
-        v = *b;
+        break;
       }
-    }
-    if (t.fn == ValueTerm::Fn::sqrt) {
-      if (!(v >= 0)) return fail(Errc::bad_format, line, strf("sqrt of %g", v));
-      v = std::sqrt(v);
-    } else if (t.fn == ValueTerm::Fn::rsqrt) {
-      if (!(v > 0)) return fail(Errc::bad_format, line, strf("rsqrt of %g", v));
-      v = 1.0 / std::sqrt(v);
+      case ValueTerm::Fn::add:
+      case ValueTerm::Fn::sub:
+      case ValueTerm::Fn::mul:
+      case ValueTerm::Fn::div: {
+        auto a = kid(0);
+        if (!a) return a;
+        auto b = kid(1);
+        if (!b) return b;
+        if (t.fn == ValueTerm::Fn::div && *b == 0) return fail(Errc::bad_format, line, strf("division of %g by 0", *a));
+        v = t.fn == ValueTerm::Fn::add ? *a + *b : t.fn == ValueTerm::Fn::sub ? *a - *b
+          : t.fn == ValueTerm::Fn::mul ? *a * *b : *a / *b;
+        break;
+      }
+      case ValueTerm::Fn::neg: {
+        auto a = kid(0);
+        if (!a) return a;
+        v = -*a;
+        break;
+      }
+      case ValueTerm::Fn::sqrt:
+      case ValueTerm::Fn::rsqrt: {
+        auto a = kid(0);
+        if (!a) return a;
+        if (t.fn == ValueTerm::Fn::sqrt) {
+          if (!(*a >= 0)) return fail(Errc::bad_format, line, strf("sqrt of %g", *a));
+          v = std::sqrt(*a);
+        } else {
+          if (!(*a > 0)) return fail(Errc::bad_format, line, strf("rsqrt of %g", *a));
+          v = 1.0 / std::sqrt(*a);
+        }
+        break;
+      }
+      case ValueTerm::Fn::every: {
+        auto per = kid(0);
+        if (!per) return per;
+        auto off = kid(1);
+        if (!off) return off;
+        if (!(*per >= 1) || *per > 1e9 || *per != std::floor(*per) || !(*off >= 0) || *off >= *per ||
+            *off != std::floor(*off))
+          return fail(Errc::bad_format, line, strf("every(%g, %g): the period must be a whole number >= 1 and the offset "
+                                                   "a whole number below it", *per, *off));
+        if (layer < 0) return fail(Errc::archdef, line, "every() needs a layer: only the 'block' section can use it");
+        v = layer % static_cast<int64_t>(*per) == static_cast<int64_t>(*off) ? 1 : 0;
+        break;
+      }
     }
     if (!std::isfinite(v)) return fail(Errc::bad_format, line, "a value is not finite");
     return v;
+  }
+
+  // Whether a term names a param that differs per layer (a metadata array, or every()).
+  bool refs_per_layer(const ValueTerm& t) const {
+    if (t.fn == ValueTerm::Fn::every) return true;
+    if (t.fn == ValueTerm::Fn::name)
+      for (const auto& p : params_)
+        if (p.name == t.name) return !p.per_layer.empty() || (p.term && refs_per_layer(*p.term));
+    for (const auto& k : t.kids)
+      if (refs_per_layer(k)) return true;
+    return false;
   }
 
   Result<void> eval_params() {
@@ -18387,22 +19040,50 @@ class ArchCompiler {
       bool done = false;
       std::string tried;
       for (const auto& a : p.alts) {
+        ParamValue pv;
+        pv.name = p.name;
         if (a.is_meta) {
           std::string key = expand(a.key, -1);
           const MetaValue* mv = m_.find_meta(key);
-          if (!mv) {
+          const std::vector<double>* arr = m_.find_meta_array(key);
+          if (!mv && !arr) {
             tried += (tried.empty() ? "" : ", ") + key;
             continue;
           }
-          if (mv->kind == MetaValue::Kind::string)
+          if (mv && mv->kind == MetaValue::Kind::string)
             return fail(Errc::bad_format, p.line, "metadata '" + key + "' is a string, param '" + p.name + "' needs a number");
-          if (!std::isfinite(mv->num)) return fail(Errc::bad_format, p.line, "metadata '" + key + "' is not finite");
-          params_.emplace_back(p.name, mv->num);
+          if (arr) {
+            if (arr->size() != static_cast<size_t>(m_.hp.n_layer))
+              return fail(Errc::shape_mismatch, p.line,
+                          strf("metadata '%s' is an array of %zu values, param '%s' needs one per layer (%s.block_count "
+                               "is %lld)", key.c_str(), arr->size(), p.name.c_str(), m_.arch.c_str(),
+                               static_cast<long long>(m_.hp.n_layer)));
+            for (double x : *arr)
+              if (!std::isfinite(x))
+                return fail(Errc::bad_format, p.line, "metadata '" + key + "' holds a value that is not finite");
+            // nonzero(KEY) on an array: absent when every value is 0
+            if (a.nonzero && std::all_of(arr->begin(), arr->end(), [](double x) { return x == 0; })) {
+              tried += (tried.empty() ? "" : ", ") + key + " (all 0)";
+              continue;
+            }
+            pv.per_layer = *arr;
+            pv.key = key;
+          } else {
+            if (!std::isfinite(mv->num)) return fail(Errc::bad_format, p.line, "metadata '" + key + "' is not finite");
+            if (a.nonzero && mv->num == 0) {
+              tried += (tried.empty() ? "" : ", ") + key + " (0)";
+              continue;
+            }
+            pv.num = mv->num;
+          }
+        } else if (a.term.per_layer || refs_per_layer(a.term)) {
+          pv.term = &a.term;  // evaluated per layer where it is used
         } else {
           auto v = value(a.term, p.line);
           if (!v) return v.error();
-          params_.emplace_back(p.name, *v);
+          pv.num = *v;
         }
+        params_.push_back(std::move(pv));
         done = true;
         break;
       }
@@ -18456,23 +19137,40 @@ class ArchCompiler {
                                               t.name.c_str(), dtype_name(t.type), ok.c_str()));
   }
 
-  // A 1-D weight as f32 (converted once; shared by every step that uses it).
-  Result<const float*> vector_of(const TensorView& t, int line, int64_t expect_len, const char* what) {
-    if (t.nelements() != t.ne[0])
+  // A 1-D weight as f32 (converted once; shared by every step that uses it). `flat`: any shape,
+  // read row after row (a weight per head: [head_dim, n_head]); `offset` is added to every element
+  // (norm weights stored as w - offset).
+  Result<const float*> vector_of(const TensorView& t, int line, int64_t expect_len, const char* what, bool flat = false,
+                                 float offset = 0) {
+    if (!flat && t.nelements() != t.ne[0])
       return fail(Errc::shape_mismatch, line, strf("%s '%s' should be a vector, it has shape %s", what, t.name.c_str(), t.shape_string().c_str()));
-    if (expect_len >= 0 && t.ne[0] != expect_len)
+    const int64_t n = t.nelements();
+    if (expect_len >= 0 && n != expect_len)
       return fail(Errc::shape_mismatch, line, strf("%s '%s' has %lld elements, expected %lld", what, t.name.c_str(),
-                                                   static_cast<long long>(t.ne[0]), static_cast<long long>(expect_len)));
+                                                   static_cast<long long>(n), static_cast<long long>(expect_len)));
+    if (n <= 0 || n > (int64_t(1) << 28))
+      return fail(Errc::shape_mismatch, line,
+                  strf("%s '%s' has %lld elements", what, t.name.c_str(), static_cast<long long>(n)));
     if (auto r = check_computable(t, line); !r) return r.error();
-    auto it = vec_index_.find(&t);
+    auto it = vec_index_.find({&t, offset});
     if (it != vec_index_.end()) return static_cast<const float*>(p_.owned[it->second].data());
-    std::vector<float> v(static_cast<size_t>(t.ne[0]));
-    dequant_row(t, 0, v.data());
-    for (float x : v)
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t r = 0; r < t.rows(); r++) dequant_row(t, r, v.data() + r * t.ne[0]);
+    for (float& x : v) {
       if (!std::isfinite(x)) return fail(Errc::bad_format, line, "tensor '" + t.name + "' holds a value that is not finite");
+      if (offset != 0) x = x + offset;
+    }
     p_.owned.push_back(std::move(v));
-    vec_index_[&t] = p_.owned.size() - 1;
+    vec_index_[{&t, offset}] = p_.owned.size() - 1;
     return static_cast<const float*>(p_.owned.back().data());
+  }
+
+  // What Hugging Face checkpoints subtract from norm weights (Gemma: w - 1): the definition's
+  // `convention hf_norm_offset`, else the loader's table by model_type. 0 for other formats.
+  float norm_offset() const {
+    if (m_.format != "safetensors") return 0;
+    if (const ConventionDef* c = d_.convention("hf_norm_offset")) return static_cast<float>(c->number);
+    return m_.hf_norm_offset;
   }
 
   Result<float> fvalue(const StmtDef& s, const char* kw, double dflt) const {
@@ -18482,7 +19180,7 @@ class ArchCompiler {
         return fail(Errc::bad_format, s.line, strf("the model's default %s (%g) is not a finite float", kw, dflt));
       return static_cast<float>(dflt);
     }
-    auto v = value(a->value, s.line);
+    auto v = value(a->value, s.line, cur_layer_);
     if (!v) return v.error();
     float f = static_cast<float>(*v);
     if (!std::isfinite(f)) return fail(Errc::bad_format, s.line, strf("%s = %g does not fit a float", kw, *v));
@@ -18497,11 +19195,14 @@ class ArchCompiler {
       return fail(Errc::shape_mismatch, s.line, strf("rope: '%s' (%d wide) is not a whole number of heads of head_dim %d",
                                                      s.args[0].word.c_str(), width, r.head_dim));
     // Hugging Face checkpoints keep q/k in rotate-half order: the GGUF "pairs" layout is then
-    // the same rotation as "neox" on those rows (the loader does not permute them).
-    r.neox = s.args[1].word == "neox" || m_.hf_qk_order;
+    // the same rotation as "neox" on those rows (the loader does not permute them). The definition's
+    // `convention hf_rope` says so (default neox); as_written keeps the layout as written.
+    const ConventionDef* hc = d_.convention("hf_rope");
+    const bool hf_as_neox = !hc || hc->value == "neox";
+    r.neox = s.args[1].word == "neox" || (m_.hf_qk_order && hf_as_neox);
     double dims = 0;
     if (const ArgDef* a = s.kwarg("dims")) {
-      auto v = value(a->value, s.line);
+      auto v = value(a->value, s.line, layer);
       if (!v) return v.error();
       dims = *v;
     } else {
@@ -18575,6 +19276,12 @@ class ArchCompiler {
 
   Result<void> stmt(const StmtDef& s, int layer) {
     const OpSpec& op = *s.op;
+    cur_layer_ = layer;
+    if (const ArgDef* a = s.kwarg("skip")) {  // left out of the layers where the value is not 0
+      auto v = value(a->value, s.line, layer);
+      if (!v) return v.error();
+      if (*v != 0) return {};
+    }
     Step st;
     st.op = op.code;
     st.section = s.section;
@@ -18613,7 +19320,7 @@ class ArchCompiler {
       case OpCode::rms_norm:
       case OpCode::norm_heads: {
         bool heads = op.code == OpCode::norm_heads;
-        auto v = vector_of(*t, s.line, heads ? -1 : w_a, heads ? "head norm" : "norm");
+        auto v = vector_of(*t, s.line, heads ? -1 : w_a, heads ? "head norm" : "norm", false, norm_offset());
         if (!v) return v.error();
         if (heads && (t->ne[0] <= 0 || w_a % t->ne[0] != 0))
           return fail(Errc::shape_mismatch, s.line, strf("head norm '%s' (%lld) does not divide '%s' (%d wide)", t->name.c_str(),
@@ -18637,8 +19344,67 @@ class ArchCompiler {
         st.w = t;
         w_out = static_cast<int>(t->ne[1]);
         if (tgt == "logits") logits_tensor_ = t->name;
-        if (m_.format == "gguf") st.round_input = t->type == DType::f16 ? 1 : t->type == DType::bf16 ? 2 : 0;
+        // convention matmul_input (default gguf_rounded): ggml multiplies an F16/BF16 weight by
+        // activations rounded to that type; safetensors checkpoints are computed in f32
+        const ConventionDef* mc = d_.convention("matmul_input");
+        if (m_.format == "gguf" && (!mc || mc->value == "gguf_rounded"))
+          st.round_input = t->type == DType::f16 ? 1 : t->type == DType::bf16 ? 2 : 0;
         if (st.round_input) p_.max_round_width = std::max(p_.max_round_width, w_a);
+        break;
+      }
+      case OpCode::layer_norm:
+      case OpCode::layer_norm_heads: {
+        const bool heads = op.code == OpCode::layer_norm_heads;
+        const int seg = heads ? static_cast<int>(m_.hp.head_dim) : w_a;
+        if (seg <= 0 || w_a % seg != 0)
+          return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not a whole number of heads of head_dim %d",
+                                                         op.name, s.args[0].word.c_str(), w_a, seg));
+        // the weight: one for the row (layer_norm), one shared by every head or one per head (heads)
+        const int64_t nw = t->nelements();
+        if (nw != w_a && nw != seg)
+          return fail(Errc::shape_mismatch, s.line,
+                      heads ? strf("%s: weight '%s' has %lld elements: expected head_dim (%d, shared by every head) or "
+                                   "the width of '%s' (%d, one weight per head)", op.name, t->name.c_str(),
+                                   static_cast<long long>(nw), seg, s.args[0].word.c_str(), w_a)
+                            : strf("%s: weight '%s' has %lld elements but '%s' is %d wide", op.name, t->name.c_str(),
+                                   static_cast<long long>(nw), s.args[0].word.c_str(), w_a));
+        auto v = vector_of(*t, s.line, nw, "norm", true, norm_offset());
+        if (!v) return v.error();
+        st.vec = *v;
+        st.vec_len = static_cast<int>(nw);
+        st.off = seg;
+        if (const ArgDef* b = s.kwarg("bias")) {
+          std::string tried;
+          const TensorView* bt = find_tensor(*b, layer, tried);
+          if (!bt && !b->optional) return missing_tensor(*b, layer, s.line, tried);
+          if (bt) {
+            if (bt->nelements() != nw)
+              return fail(Errc::shape_mismatch, s.line,
+                          strf("%s: bias '%s' has %lld elements, the weight '%s' %lld", op.name, bt->name.c_str(),
+                               static_cast<long long>(bt->nelements()), t->name.c_str(), static_cast<long long>(nw)));
+            auto bv = vector_of(*bt, s.line, nw, "bias", true);
+            if (!bv) return bv.error();
+            st.vec2 = *bv;
+          }
+        }
+        auto eps = fvalue(s, "eps", *builtin_value("norm_eps"));
+        if (!eps) return eps.error();
+        st.f = *eps;
+        if (!(st.f >= 0)) return fail(Errc::bad_format, s.line, "eps is negative");
+        break;
+      }
+      case OpCode::slice: {
+        auto a0 = value(s.args[1].value, s.line, layer);
+        if (!a0) return a0.error();
+        auto a1 = value(s.args[2].value, s.line, layer);
+        if (!a1) return a1.error();
+        const double start = *a0, width = *a1;
+        if (start < 0 || width < 1 || start != std::floor(start) || width != std::floor(width) || start + width > w_a)
+          return fail(Errc::shape_mismatch, s.line, strf("slice: columns %g to %g (start %g, width %g) are not within '%s' "
+                                                         "(%d wide)", start, start + width - 1, start, width,
+                                                         s.args[0].word.c_str(), w_a));
+        st.off = static_cast<int>(start);
+        w_out = static_cast<int>(width);
         break;
       }
       case OpCode::add_bias: {
@@ -18677,7 +19443,7 @@ class ArchCompiler {
                            m_.arch.c_str(), key, static_cast<long long>(declared), have, at.hd_k, s.args[0].word.c_str(),
                            w_a, s.args[1].word.c_str(), wk, layer));
         }
-        at.window = sliding(layer) ? window_ : 0;
+        at.window = sliding(layer) ? window_[static_cast<size_t>(layer)] : 0;
         auto sc = fvalue(s, "scale", 1.0 / std::sqrt(static_cast<float>(at.hd_k)));
         if (!sc) return sc.error();
         // llama.cpp computes the default as 1.0f/sqrtf(float(head_dim))
@@ -18718,7 +19484,7 @@ class ArchCompiler {
       }
       case OpCode::scale:
       case OpCode::softcap: {
-        auto v = value(s.args[1].value, s.line);
+        auto v = value(s.args[1].value, s.line, layer);
         if (!v) return v.error();
         st.f = static_cast<float>(*v);
         if (!std::isfinite(st.f)) return fail(Errc::bad_format, s.line, strf("%s: %g does not fit a float", op.name, *v));
@@ -18746,10 +19512,11 @@ class ArchCompiler {
   const ArchDef& d_;
   const ModelDesc& m_;
   Program& p_;
-  std::vector<std::pair<std::string, double>> params_;
+  std::vector<ParamValue> params_;
   std::vector<int> width_, max_width_;
-  std::unordered_map<const TensorView*, size_t> vec_index_;
-  int window_ = 0, period_ = 0;
+  std::map<std::pair<const TensorView*, float>, size_t> vec_index_;
+  std::vector<int> window_;  // per layer: the sliding window, 0 on global layers
+  int cur_layer_ = -1;       // the layer stmt() compiles (-1: prologue / epilogue)
   uint64_t max_steps_;
   std::string x_tensor_, logits_tensor_;  // the embedding and the output weight (messages)
 };
@@ -18866,6 +19633,58 @@ inline void rope_head(const RopeSpec& r, const float* cache, const float* in, fl
   }
   if (out != in)
     for (int i = n; i < r.head_dim; i++) out[i] = in[i];
+}
+
+// layer_norm / layer_norm_heads of one row (s.off: the length normalised at a time, the row or a
+// head; one weight and bias for all heads, or one per head). As ggml's CPU build computes it: the
+// sum in double, the mean in float; the squares of the float differences added in float by groups
+// of the lanes of llama.cpp's variant for the same instruction set (16 with AVX-512, in the tree of
+// GCC's _mm512_reduce_add_ps; 8 otherwise, as its AVX2 variant), the groups and the rest in double.
+inline void layer_norm_row(const Step& s, const KernelTable& kern, const float* xrow, float* yrow) {
+  const int seg = s.off, wi = s.w_in;
+  const bool per_head = s.vec_len != seg;
+  const bool lanes16 = std::string_view(kern.name).substr(0, 6) == "avx512";
+  for (int h = 0; h < wi / seg; h++) {
+    const float* x = xrow + size_t(h) * seg;
+    float* y = yrow + size_t(h) * seg;
+    const float* w = s.vec + (per_head ? size_t(h) * seg : 0);
+    const float* b = s.vec2 ? s.vec2 + (per_head ? size_t(h) * seg : 0) : nullptr;
+    double sum = 0;
+    for (int k = 0; k < seg; k++) sum += double(x[k]);
+    const float mean = static_cast<float>(sum) / static_cast<float>(seg);
+    double var = 0;
+    int k0 = 0;
+    float q[16];
+    if (lanes16) {
+      for (; k0 + 15 < seg; k0 += 16) {
+        for (int j = 0; j < 16; j++) {
+          const float dv = x[k0 + j] - mean;
+          q[j] = dv * dv;
+        }
+        float t3[8], t6[4];
+        for (int j = 0; j < 8; j++) t3[j] = q[8 + j] + q[j];
+        for (int j = 0; j < 4; j++) t6[j] = t3[4 + j] + t3[j];
+        var += double((t6[0] + t6[2]) + (t6[1] + t6[3]));
+      }
+    } else {
+      for (; k0 + 7 < seg; k0 += 8) {
+        for (int j = 0; j < 8; j++) {
+          const float dv = x[k0 + j] - mean;
+          q[j] = dv * dv;
+        }
+        var += double(((q[0] + q[4]) + (q[2] + q[6])) + ((q[1] + q[5]) + (q[3] + q[7])));
+      }
+    }
+    for (; k0 < seg; k0++) {
+      const float dv = x[k0] - mean;
+      var += double(dv * dv);
+    }
+    const float sc = 1.0f / std::sqrt(static_cast<float>(var / seg) + s.f);
+    for (int k = 0; k < seg; k++) {
+      const float v = ((x[k] - mean) * sc) * w[k];
+      y[k] = b ? v + b[k] : v;
+    }
+  }
 }
 
 // ---- a context: one session's KV cache and scratch ----
@@ -19170,6 +19989,13 @@ class Context {
         case OpCode::copy:
           std::memcpy(d, a, size_t(rows) * wi * 4);
           break;
+        case OpCode::slice:
+          for (int t = 0; t < rows; t++) std::memcpy(d + size_t(t) * wo, a + size_t(t) * wi + s.off, size_t(wo) * 4);
+          break;
+        case OpCode::layer_norm:
+        case OpCode::layer_norm_heads:
+          for_rows(rows, wi, [&](int t, int) { layer_norm_row(s, *kern_, a + size_t(t) * wi, d + size_t(t) * wo); });
+          break;
         case OpCode::last:
           if (!all_logits && rows > 1) {
             std::memmove(a, a + size_t(rows - 1) * wi, size_t(wi) * 4);
@@ -19369,6 +20195,10 @@ struct LogitsReport {
   double pearson_min = 1;
   double top10_overlap_mean = 0;
   int first_divergence = -1;  // first position whose top-1 differs
+  // Largest |ours - reference| over every finite logit, and that divided by the reference's largest
+  // |logit| (a wrong scale or shift shows here: top-1, Pearson and top-10 ignore it).
+  double max_abs_diff = 0, max_rel_diff = 0;
+  double ref_max_abs = 0;
   // NaN or infinite logits: such a position never matches (top-1 differs, Pearson 0)
   uint64_t nonfinite_ours = 0, nonfinite_ref = 0;
   int first_nonfinite_pos = -1, first_nonfinite_id = -1;
@@ -19430,6 +20260,10 @@ inline LogitsReport compare_logits(const float* ours, const float* ref, int rows
     bool finite = true;
     for (int i = 0; i < n_vocab; i++) {
       bool fa = std::isfinite(a[i]), fb = std::isfinite(b[i]);
+      if (fa && fb) {
+        r.max_abs_diff = std::max(r.max_abs_diff, std::fabs(double(a[i]) - double(b[i])));
+        r.ref_max_abs = std::max(r.ref_max_abs, std::fabs(double(b[i])));
+      }
       r.nonfinite_ours += !fa;
       r.nonfinite_ref += !fb;
       if ((!fa || !fb) && finite) {
@@ -19452,6 +20286,7 @@ inline LogitsReport compare_logits(const float* ours, const float* ref, int rows
     osum += overlap;
   }
   r.top1_match_all = r.top1_matches == rows;
+  r.max_rel_diff = r.ref_max_abs > 0 ? r.max_abs_diff / r.ref_max_abs : (r.max_abs_diff > 0 ? INFINITY : 0);
   r.pearson_mean = rows ? psum / rows : 1;
   r.top10_overlap_mean = rows ? osum / rows : 10;
   if (rows == 0) r.pearson_min = 1;
@@ -19887,6 +20722,13 @@ class Batcher {
           break;
         case OpCode::copy:
           std::memcpy(d, a, size_t(rows) * wi * 4);
+          break;
+        case OpCode::slice:
+          for (int t = 0; t < rows; t++) std::memcpy(d + size_t(t) * wo, a + size_t(t) * wi + s.off, size_t(wo) * 4);
+          break;
+        case OpCode::layer_norm:
+        case OpCode::layer_norm_heads:
+          for_rows(rows, wi, [&](int t, int) { layer_norm_row(s, kern, a + size_t(t) * wi, d + size_t(t) * wo); });
           break;
         case OpCode::last: {
           // each sequence that wants logits keeps its last row, in segment order

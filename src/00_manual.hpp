@@ -244,27 +244,45 @@
 //
 // ==== Architecture definitions (archdef) ====
 //
-//   An architecture is a short text, not code: `llama`, `qwen2`, `qwen3` and `gemma3` are built in
-//   (`llminfer status --dump llama` prints one); a directory of <arch>.archdef files
-//   (LoadOptions::archdef_dir, `--archdef DIR`) overrides the built-in of the same name. A file that
-//   does not load makes its architecture unavailable (loading such a model fails and lists the
-//   broken files); there is never a silent fallback to the built-in. `llminfer status` shows each
+//   An architecture is a short text, not code: `llama`, `qwen2`, `qwen3`, `gemma3`, `phi3`,
+//   `starcoder2`, `stablelm`, `smollm3`, `gemma2` and `olmo2` (OLMo 2, and OLMo 3 with its sliding
+//   window) are built in (`llminfer status --dump llama` prints one); a directory of <arch>.archdef
+//   files (LoadOptions::archdef_dir, `--archdef DIR`) overrides the built-in of the same name. A
+//   file that does not load makes its architecture unavailable (loading such a model fails and lists
+//   the broken files); there is never a silent fallback to the built-in. `llminfer status` shows each
 //   definition in effect with its steps per layer, origin and sha256.
 //
 //   file      := one statement per line; '#' starts a comment; blank lines are ignored
 //   header    := 'arch' NAME                      (must equal the file name without .archdef)
 //              | 'kind' 'decoder'
 //              | 'param' NAME '=' ALT ('|' ALT)*  (ALT: a metadata key like {arch}.rope.freq_base_swa,
-//                                                  or a VALUE; the first that exists is used)
+//                                                  nonzero(KEY), or a VALUE; the first that exists
+//                                                  is used. A key holding an array gives one value
+//                                                  per layer (its length must be block_count),
+//                                                  usable in the block only. nonzero(KEY): a key
+//                                                  holding 0 counts as absent:
+//                                   param s = nonzero({arch}.attention.scale) | rsqrt(head_dim)
+//              | 'convention' NAME '=' CHOICE     (a rule that depends on the file format, stated in
+//                                                  the text; see "Conventions" below)
 //   sections  := 'prologue' | 'block' | 'epilogue' (each once, in this order; the block runs once
 //                                                  per layer with {i} = the layer index)
 //   statement := DST '=' OP '(' ARGS ')'           (a new value in register DST)
 //              | OP '(' REG ARGS ')'               (updates register REG in place)
 //   ARGS      := positional arguments, then KEY '=' ARG keyword arguments, comma separated
 //   TENSOR    := a GGUF tensor name (blk.{i}.attn_q.weight); 'a | b' = a, or b when the model has
-//                no a; a final '| none' makes the step optional (skipped when no name exists)
-//   VALUE     := a number | a param | a model value (n_embd n_layer n_head n_head_kv head_dim
-//                head_dim_v n_ff n_vocab n_ctx_train rms_eps rope_base rope_dims) | sqrt(V) | rsqrt(V)
+//                no a; a final '| none' makes the step optional (skipped when no name exists; a
+//                register it would assign must be assigned before and keeps what it held)
+//   VALUE     := arithmetic in double over numbers, params and model values (n_embd n_layer
+//                n_head n_head_kv head_dim head_dim_v n_ff n_vocab n_ctx_train rms_eps rope_base
+//                rope_dims norm_eps): + - * / ( ), unary -, sqrt(V), rsqrt(V), and every(P, O) = 1
+//                on the layers i with i % P == O, else 0 (block only). Granite's logits / logit_scale:
+//                scale(logits, 1 / logit_scale); phi3's fused v:
+//                slice(qkv, (n_head + n_head_kv) * head_dim, n_head_kv * head_dim). No comparisons,
+//                conditionals or calls: per-layer differences are data (every(), metadata arrays).
+//                norm_eps is {arch}.attention.layer_norm_epsilon (1e-5 when absent).
+//   skip      := every statement of the block takes `skip = VALUE`: the step is left out of the
+//                layers where the value is not 0 (like '| none', a register it would assign must be
+//                assigned before): rope(q, pairs, skip = every(4, 3))  # no rope on layers 3, 7, ...
 //
 //   Registers are rows of f32 activations, one row per token ([n_tokens][width]); `x` is the
 //   residual stream (the prologue assigns it), `logits` the result (the epilogue assigns it). A
@@ -275,6 +293,16 @@
 //   x = embed(T)                       row of T (a [n_vocab][n_embd] matrix) for each token id
 //   rms_norm(r, W, eps=rms_eps)        r * W / sqrt(mean(r^2) + eps) over the whole row
 //   norm_heads(r, W, eps=rms_eps)      the same per head: W has the head's length
+//   layer_norm(r, W, bias=B, eps=norm_eps)
+//                                      LayerNorm: (r - mean) / sqrt(var + eps) * W + B over the row;
+//                                      bias optional (a tensor, '| none' allowed):
+//                                h = layer_norm(x, blk.{i}.attn_norm.weight, bias = blk.{i}.attn_norm.bias)
+//   layer_norm_heads(r, W, bias=B, eps=norm_eps)   the same per head of head_dim; W (and B) of
+//                                      head_dim elements (shared) or the register's width (a weight
+//                                      per head, any shape: [head_dim, n_head]):
+//                                      layer_norm_heads(q, blk.{i}.attn_q_norm.weight | none)
+//   y = slice(r, START, WIDTH)         columns START .. START+WIDTH-1 of each row (fused tensors):
+//                                      q = slice(qkv, 0, n_head * head_dim)
 //   y = matmul(r, W)                   y[t][j] = sum_k W[j][k] r[t][k] (any computable weight type)
 //   add_bias(r, B)                     r + B
 //   rope(r, pairs|neox, factors=T, base=V, base_swa=V, dims=rope_dims)
@@ -284,14 +312,27 @@
 //                                      / factor_i. factors: a tensor (llama-3 rope_freqs); without it
 //                                      the model's metadata {arch}.rope.scaling.type applies (linear,
 //                                      llama3). base_swa replaces base on sliding-window layers.
-//                                      Hugging Face checkpoints keep q/k in rotate-half order, so
-//                                      `pairs` runs as `neox` for them (no if in the definition).
-//   a = attention(q, k, v, window=0, period=0, scale=rsqrt(head_dim), softcap=0)
+//                                      dims < head_dim: partial rotary (the first dims of each head;
+//                                      stablelm: rope(q, neox, dims = rope_dims)). Hugging Face
+//                                      checkpoints keep q/k in rotate-half order: `pairs` runs as
+//                                      `neox` for them (convention hf_rope). Context shifting
+//                                      re-rotates a layer's cached keys by the rope last applied to
+//                                      the key register before its attention (that rope's dims,
+//                                      base and factors); where the layer has none (skip =, NoPE)
+//                                      its keys move unchanged.
+//   a = attention(q, k, v, window=0, period=0, offset=P-1, sliding=V, scale=rsqrt(head_dim),
+//                 softcap=0)
 //                                      causal grouped-query attention over the layer's KV cache
 //                                      (q: n_head heads, k/v: n_head_kv heads of head_dim/head_dim_v);
 //                                      stores k and v. window > 0: a token sees the `window` latest
 //                                      positions, on every layer, or with period P > 0 on all but
-//                                      every P-th layer (layer i is global when (i+1) % P == 0).
+//                                      the layers i with i % P == offset (default P - 1: layer i is
+//                                      global when (i+1) % P == 0; offset = 0: global at 0, P, 2P):
+//                                      attention(q, k, v, window = w, period = 4, offset = 0).
+//                                      sliding = V instead of period/offset: per layer, sliding
+//                                      where V is not 0 (a metadata array, or every()):
+//                                      attention(q, k, v, window = w, sliding = swa_layers).
+//                                      window may differ per layer (0: global).
 //                                      softcap > 0: scores become softcap * tanh(score / softcap).
 //   silu(r) gelu(r) gelu_tanh(r) relu(r)   activations (gelu: erf form; gelu_tanh: tanh approximation)
 //   mul(r, s)  add(r, s)               elementwise r*s, r+s (same widths)
@@ -301,6 +342,21 @@
 //   last(r)                            epilogue only: keeps the rows whose logits are wanted (the
 //                                      last token, or all of them); afterwards only r and registers
 //                                      assigned later may be read
+//
+//   Conventions (`convention NAME = CHOICE` before the sections) are the rules that depend on the
+//   file format; the built-ins declare all three. A definition that does not declare one gets its
+//   default (the behaviour from before conventions existed), and `status --dump` lists those:
+//     matmul_input = gguf_rounded | f32  gguf_rounded (default): in GGUF files the input of a
+//                                      product with an F16/BF16 weight is rounded to that type first
+//                                      (ggml's arithmetic; safetensors checkpoints compute in f32).
+//                                      f32: never rounded.
+//     hf_rope = neox | as_written        neox (default): Hugging Face checkpoints keep q/k rows in
+//                                      rotate-half order, so rope `pairs` runs as `neox` for them.
+//     hf_norm_offset = N                 Hugging Face checkpoints store the weights of rms_norm,
+//                                      norm_heads and layer_norm(_heads) as w - N; N is added when
+//                                      they are read (Gemma: convention hf_norm_offset = 1).
+//                                      Default: the loader's table by config.json model_type
+//                                      (gemma3: 1, else 0).
 //
 //   Definitions are parsed and checked without a model (unknown operations with a "did you mean",
 //   argument counts and kinds, registers used before assignment, sections), then compiled once per

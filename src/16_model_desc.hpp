@@ -83,6 +83,9 @@ struct ModelDesc {
   Json config, tokenizer_json, tokenizer_config, generation_config;  // safetensors directories
   std::vector<std::pair<std::string, std::string>> st_metadata;     // safetensors __metadata__
   std::map<std::string, MetaValue, std::less<>> meta;  // scalar metadata under GGUF keys
+  // numeric and boolean arrays under "{arch}." keys (per-layer values: sliding_window_pattern,
+  // head counts, ...); tokenizer arrays stay in `gguf`
+  std::map<std::string, std::vector<double>, std::less<>> meta_arrays;
   std::vector<TensorView> tensors;
   std::unordered_map<std::string, size_t> tensor_index;
   HParams hp;
@@ -92,6 +95,9 @@ struct ModelDesc {
   // Hugging Face llama checkpoints keep q/k rows in the order of rotate-half RoPE; GGUF llama files
   // permute them for adjacent-pair RoPE. True when q/k are in the Hugging Face order.
   bool hf_qk_order = false;
+  // Hugging Face checkpoints of some architectures store norm weights as w - N (Gemma: N = 1): the
+  // loader's table by model_type; the definition's `convention hf_norm_offset` overrides it.
+  float hf_norm_offset = 0;
   std::vector<std::unique_ptr<float[]>> owned;  // small tensors converted at load (e.g. norm offsets)
 
   const TensorView* find(std::string_view tensor_name) const {
@@ -101,6 +107,10 @@ struct ModelDesc {
   const MetaValue* find_meta(std::string_view key) const {
     auto it = meta.find(key);
     return it == meta.end() ? nullptr : &it->second;
+  }
+  const std::vector<double>* find_meta_array(std::string_view key) const {
+    auto it = meta_arrays.find(key);
+    return it == meta_arrays.end() ? nullptr : &it->second;
   }
   std::optional<double> meta_number(std::string_view key) const {
     const MetaValue* v = find_meta(key);
@@ -149,11 +159,23 @@ inline Result<void> desc_from_gguf(ModelDesc& m, const uint8_t* base, const std:
       mv.i = v.as_int();
       mv.num = v.as_number();
     } else {
-      continue;  // arrays stay in `gguf`
+      continue;  // arrays stay in `gguf` (numeric ones of the architecture: below)
     }
     m.meta.emplace(std::string(e.key), std::move(mv));
   }
   m.arch = std::string(m.meta_string("general.architecture").value_or(""));
+  // numeric / boolean arrays of the architecture's keys, one value per element (at most 65536:
+  // per-layer values, never vocabulary-sized tables)
+  if (!m.arch.empty())
+    for (const auto& e : g.kv) {
+      const GgufValue& v = e.value;
+      if (v.type != GgufType::array || !gguf_scalar_size(v.elem) || v.len > 65536) continue;
+      if (e.key.size() <= m.arch.size() || e.key.compare(0, m.arch.size(), m.arch) != 0 || e.key[m.arch.size()] != '.')
+        continue;
+      std::vector<double> a(static_cast<size_t>(v.len));
+      for (uint64_t k = 0; k < v.len; k++) a[k] = v.number(k);
+      m.meta_arrays.emplace(std::string(e.key), std::move(a));
+    }
   m.name = std::string(m.meta_string("general.name").value_or(""));
   m.tensors.reserve(g.tensors.size());
   for (const auto& ti : g.tensors) {

@@ -321,24 +321,6 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vecto
         v.group_size = group;
       }
     }
-    // Gemma stores norms as (w - 1): GGUF's convention (and ours) is w itself.
-    if (info.norm_plus_one && ends_with(v.name, "norm.weight") && v.n_dims == 1) {
-      if (v.type != DType::f32 && v.type != DType::f16 && v.type != DType::bf16)
-        return bad(strf("norm tensor '%s' has type %s", printable(t->name).c_str(), dtype_name(v.type)));
-      auto n = static_cast<size_t>(v.ne[0]);
-      std::unique_ptr<float[]> w(new float[n]);
-      for (size_t k = 0; k < n; k++) {
-        float x;
-        if (v.type == DType::f32) std::memcpy(&x, v.data + 4 * k, 4);
-        else if (v.type == DType::f16) x = fp16_to_f32(rd_u16(v.data + 2 * k));
-        else x = bf16_to_f32(rd_u16(v.data + 2 * k));
-        w[k] = x + 1.0f;
-      }
-      v.type = DType::f32;
-      v.data = reinterpret_cast<const uint8_t*>(w.get());
-      v.nbytes = n * 4;
-      m.owned.push_back(std::move(w));
-    }
     m.tensors.push_back(std::move(v));
   }
   return {};
@@ -432,6 +414,9 @@ inline Result<std::shared_ptr<ModelDesc>> safetensors_description(const std::str
   special_ids_from_configs(*m);
   if (auto r = chat_template_from_sources(*m, src); !r) return r.error();
   m->hf_qk_order = true;
+  // Gemma stores norms as w - 1 (GGUF stores w): the offset is added when a definition reads them
+  // (convention hf_norm_offset; this table is its default).
+  m->hf_norm_offset = info->norm_plus_one ? 1.0f : 0.0f;
   if (auto r = desc_hparams(*m); !r) return r.error();
   if (m->find_meta("general.tie_word_embeddings") && m->meta_number("general.tie_word_embeddings").value_or(0) == 0 &&
       m->hp.tied_embeddings)

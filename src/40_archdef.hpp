@@ -137,10 +137,13 @@ inline std::string did_you_mean(std::string_view word, const std::vector<std::st
 enum class OpCode : uint8_t {
   embed, rms_norm, norm_heads, matmul, add_bias, rope, attention,
   silu, gelu, gelu_tanh, relu, mul, add, scale, softcap, copy, last,
+  layer_norm, layer_norm_heads, slice,
 };
 
 // Argument kinds in signatures: 'r' register, 't' tensor (alternatives with |, optionally | none),
-// 'v' value (number, named value, sqrt(..), rsqrt(..)), 'l' rope layout word (pairs / neox).
+// 'v' value (an expression: numbers, named values, + - * / ( ), sqrt(..), rsqrt(..), every(..)),
+// 'l' rope layout word (pairs / neox). Every statement of the block also takes `skip = VALUE`
+// (the step is left out of the layers where the value is not 0).
 struct OpKwarg {
   const char* name;
   char kind;
@@ -150,7 +153,7 @@ struct OpSpec {
   const char* name;
   OpCode code;
   const char* sig;         // positional argument kinds
-  OpKwarg kwargs[4];       // keyword arguments (name == nullptr ends the list)
+  OpKwarg kwargs[8];       // keyword arguments (name == nullptr ends the list)
   bool needs_dst;          // must be written `dst = op(...)` (the result has a new shape)
   bool may_have_dst;       // `dst = op(a, ...)` allowed (copy a, then apply); else in-place only
 };
@@ -163,7 +166,8 @@ inline const std::vector<OpSpec>& op_specs() {
       {"matmul", OpCode::matmul, "rt", {}, true, true},
       {"add_bias", OpCode::add_bias, "rt", {}, false, true},
       {"rope", OpCode::rope, "rl", {{"factors", 't'}, {"base", 'v'}, {"base_swa", 'v'}, {"dims", 'v'}}, false, true},
-      {"attention", OpCode::attention, "rrr", {{"window", 'v'}, {"period", 'v'}, {"scale", 'v'}, {"softcap", 'v'}},
+      {"attention", OpCode::attention, "rrr",
+       {{"window", 'v'}, {"period", 'v'}, {"scale", 'v'}, {"softcap", 'v'}, {"offset", 'v'}, {"sliding", 'v'}},
        true, true},
       {"silu", OpCode::silu, "r", {}, false, true},
       {"gelu", OpCode::gelu, "r", {}, false, true},
@@ -175,6 +179,9 @@ inline const std::vector<OpSpec>& op_specs() {
       {"softcap", OpCode::softcap, "rv", {}, false, true},
       {"copy", OpCode::copy, "r", {}, true, true},
       {"last", OpCode::last, "r", {}, false, false},
+      {"layer_norm", OpCode::layer_norm, "rt", {{"bias", 't'}, {"eps", 'v'}}, false, true},
+      {"layer_norm_heads", OpCode::layer_norm_heads, "rt", {{"bias", 't'}, {"eps", 'v'}}, false, true},
+      {"slice", OpCode::slice, "rvv", {}, true, true},
   };
   return specs;
 }
@@ -191,8 +198,35 @@ inline const OpSpec* find_op(std::string_view name) {
 inline const std::vector<std::string>& archdef_builtin_values() {
   static const std::vector<std::string> names = {"n_embd", "n_layer", "n_head", "n_head_kv", "head_dim",
                                                  "head_dim_v", "n_ff", "n_vocab", "n_ctx_train", "rms_eps",
-                                                 "rope_base", "rope_dims"};
+                                                 "rope_base", "rope_dims", "norm_eps"};
   return names;
+}
+
+// Functions a value may use (not calls of anything the text defines: fixed arithmetic).
+inline bool archdef_value_function(std::string_view w) { return w == "sqrt" || w == "rsqrt" || w == "every"; }
+
+// The conventions a definition may declare (`convention NAME = VALUE`): rules that depend on the
+// file format, stated in the text so that the text says everything that runs. A definition that
+// does not declare one gets its default (the behaviour from before conventions existed).
+struct ConventionSpec {
+  const char* name;
+  const char* choices;  // "a|b" words, or "" for a number
+  const char* dflt;     // the default, as it would be written
+  const char* what;
+};
+inline const std::vector<ConventionSpec>& archdef_conventions() {
+  static const std::vector<ConventionSpec> c = {
+      {"matmul_input", "gguf_rounded|f32", "gguf_rounded",
+       "GGUF files: the input of a product with an F16/BF16 weight is rounded to that type first (ggml's "
+       "arithmetic); f32: never rounded"},
+      {"hf_rope", "neox|as_written", "neox",
+       "Hugging Face checkpoints keep q/k rows in rotate-half order: rope 'pairs' runs as 'neox'; as_written: "
+       "the layout as written"},
+      {"hf_norm_offset", "", "table",
+       "Hugging Face checkpoints store the weights of rms_norm / norm_heads / layer_norm(_heads) as w - N: N "
+       "is added at load (Gemma: 1); default 'table': the loader's table by model_type (gemma3: 1, others 0)"},
+  };
+  return c;
 }
 
 // ---- the parsed form ----
@@ -207,17 +241,23 @@ inline const char* section_name(Section s) {
   }
 }
 
-// A number, a named value (param or hyperparameter), or sqrt()/rsqrt() of one.
+// A value: an expression tree over numbers and named values (params, hyperparameters), evaluated in
+// double when a model is compiled (per layer in the block). every(P, O) is 1 on the layers i with
+// i % P == O and 0 on the others.
 struct ValueTerm {
-  enum class Fn : uint8_t { id, sqrt, rsqrt } fn = Fn::id;
-  bool is_number = false;
+  enum class Fn : uint8_t { number, name, add, sub, mul, div, neg, sqrt, rsqrt, every } fn = Fn::number;
   double number = 0;
   std::string name;
+  std::vector<ValueTerm> kids;
+  bool per_layer = false;  // uses every() or a param that does (known when parsed)
 };
 
-// One alternative of a param: a metadata key ("{arch}.rope.freq_base_swa") or a term.
+// One alternative of a param: a metadata key ("{arch}.rope.freq_base_swa") or a term. A key that
+// holds an array gives one value per layer (its length must be block_count). nonzero(KEY): the key
+// counts as absent when it holds 0.
 struct ParamAlt {
   bool is_meta = false;
+  bool nonzero = false;
   std::string key;
   ValueTerm term;
 };
@@ -225,6 +265,13 @@ struct ParamAlt {
 struct ParamDef {
   std::string name;
   std::vector<ParamAlt> alts;  // the first that exists wins
+  int line = 0;
+  bool per_layer = false;      // a term alternative uses every() (metadata arrays are known at compile)
+};
+
+struct ConventionDef {
+  std::string name, value;  // value: a choice word or a number as written
+  double number = 0;
   int line = 0;
 };
 
@@ -260,8 +307,23 @@ struct ArchDef {
   std::string text;    // exactly as read (the sha256 is of these bytes)
   std::string sha256;
   std::vector<ParamDef> params;
+  std::vector<ConventionDef> conventions;  // declared ones only (archdef_conventions() has the defaults)
   std::vector<StmtDef> prologue, block, epilogue;
   int steps_per_layer() const { return static_cast<int>(block.size()); }
+  const ConventionDef* convention(std::string_view name) const {
+    for (const auto& c : conventions)
+      if (c.name == name) return &c;
+    return nullptr;
+  }
+  // The conventions this definition does not declare, as comment lines (what `status --dump` adds).
+  std::string default_conventions_text() const {
+    std::string out;
+    for (const auto& c : archdef_conventions())
+      if (!convention(c.name))
+        out += std::string(out.empty() ? "# not declared above, in effect by default:\n" : "") + "# convention " +
+               c.name + " = " + c.dflt + "\n";
+    return out;
+  }
 };
 
 constexpr size_t kArchdefMaxBytes = 64 * 1024;
@@ -344,6 +406,11 @@ class ArchdefParser {
         auto p = parse_param(d);
         if (!p) return p.error();
         d.params.push_back(std::move(*p));
+      } else if (t0.kind == Tok::word && t0.text == "convention") {
+        if (sec != Section::none) return fail(line_no, "'convention' lines belong before the sections");
+        auto c = parse_convention(d);
+        if (!c) return c.error();
+        d.conventions.push_back(std::move(*c));
       } else {
         if (sec == Section::none)
           return fail_stmt_outside(t0);
@@ -383,7 +450,8 @@ class ArchdefParser {
     return true;
   }
   static bool is_keyword(std::string_view w) {
-    return w == "arch" || w == "kind" || w == "param" || w == "prologue" || w == "block" || w == "epilogue";
+    return w == "arch" || w == "kind" || w == "param" || w == "convention" || w == "prologue" || w == "block" ||
+           w == "epilogue";
   }
   // The identifier that stands where an operation name belongs: the first word of the line, or
   // the word after `NAME =`. Empty when the line does not start with an identifier.
@@ -423,7 +491,9 @@ class ArchdefParser {
       char c = s[k];
       if (c == ' ' || c == '\t') {
         k++;
-      } else if (c == '=' || c == '(' || c == ')' || c == ',' || c == '|' || c == ':') {
+      } else if (c == '=' || c == '(' || c == ')' || c == ',' || c == '|' || c == ':' || c == '*' || c == '/' ||
+                 ((c == '-' || c == '+') && (after_operand() || !starts_number(s, k + 1)))) {
+        // a sign after an operand is the binary operator ("a -1" is a minus 1), before one a number's
         toks_.push_back({Tok::punct, std::string(1, c)});
         k++;
       } else if (std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' ||
@@ -452,6 +522,16 @@ class ArchdefParser {
       }
     }
     return {};
+  }
+
+  static bool starts_number(std::string_view s, size_t k) {
+    return k < s.size() && (std::isdigit(static_cast<unsigned char>(s[k])) || s[k] == '.');
+  }
+  // The last token ends an operand (a word, a number, or ')'): a following sign is an operator.
+  bool after_operand() const {
+    if (toks_.empty()) return false;
+    const Tok& t = toks_.back();
+    return t.kind != Tok::punct || t.text == ")";
   }
 
   bool at_punct(const char* p) const { return i_ < toks_.size() && toks_[i_].kind == Tok::punct && toks_[i_].text == p; }
@@ -494,39 +574,118 @@ class ArchdefParser {
     return {};
   }
 
-  Result<ValueTerm> parse_term(const ArchDef& d) {
+  // VALUE := EXPR;  EXPR := PRODUCT (('+' | '-') PRODUCT)*;  PRODUCT := UNARY (('*' | '/') UNARY)*;
+  // UNARY := '-' UNARY | NUMBER | NAME | '(' EXPR ')' | sqrt(EXPR) | rsqrt(EXPR) | every(EXPR, EXPR).
+  // `block`: every() and per-layer params are allowed (they need a layer).
+  static constexpr int kMaxValueDepth = 32;
+  Result<ValueTerm> parse_term(const ArchDef& d, bool block = true) { return parse_sum(d, block, 0); }
+
+  Result<ValueTerm> parse_sum(const ArchDef& d, bool block, int depth) {
+    auto left = parse_product(d, block, depth);
+    if (!left) return left;
+    ValueTerm t = std::move(*left);
+    while (at_punct("+") || at_punct("-")) {
+      ValueTerm n;
+      n.fn = toks_[i_].text == "+" ? ValueTerm::Fn::add : ValueTerm::Fn::sub;
+      i_++;
+      auto right = parse_product(d, block, depth);
+      if (!right) return right;
+      n.per_layer = t.per_layer || right->per_layer;
+      n.kids.push_back(std::move(t));
+      n.kids.push_back(std::move(*right));
+      t = std::move(n);
+    }
+    return t;
+  }
+
+  Result<ValueTerm> parse_product(const ArchDef& d, bool block, int depth) {
+    auto left = parse_unary(d, block, depth);
+    if (!left) return left;
+    ValueTerm t = std::move(*left);
+    while (at_punct("*") || at_punct("/")) {
+      ValueTerm n;
+      n.fn = toks_[i_].text == "*" ? ValueTerm::Fn::mul : ValueTerm::Fn::div;
+      i_++;
+      auto right = parse_unary(d, block, depth);
+      if (!right) return right;
+      n.per_layer = t.per_layer || right->per_layer;
+      n.kids.push_back(std::move(t));
+      n.kids.push_back(std::move(*right));
+      t = std::move(n);
+    }
+    return t;
+  }
+
+  Result<ValueTerm> parse_unary(const ArchDef& d, bool block, int depth) {
+    if (depth > kMaxValueDepth) return fail(line_, strf("a value nested more than %d deep", kMaxValueDepth));
     ValueTerm t;
     if (at_end()) return fail(line_, "expected a value at end of line");
     const Tok& tk = toks_[i_];
+    if (at_punct("-")) {
+      i_++;
+      auto in = parse_unary(d, block, depth + 1);
+      if (!in) return in;
+      t.fn = ValueTerm::Fn::neg;
+      t.per_layer = in->per_layer;
+      t.kids.push_back(std::move(*in));
+      return t;
+    }
+    if (at_punct("(")) {
+      i_++;
+      auto in = parse_sum(d, block, depth + 1);
+      if (!in) return in;
+      if (!at_punct(")")) return fail(line_, "expected ')' to close '(', found " + here());
+      i_++;
+      return in;
+    }
     if (tk.kind == Tok::number) {
-      t.is_number = true;
+      t.fn = ValueTerm::Fn::number;
       t.number = tk.num;
       i_++;
       return t;
     }
+    if (tk.kind == Tok::word && tk.text.find('.') != std::string::npos)
+      return fail(line_, "metadata keys are read in 'param' lines; name the param here (found " + here() + ")");
     if (tk.kind != Tok::word || !is_ident(tk.text)) return fail(line_, "expected a value, found " + here());
-    if ((tk.text == "sqrt" || tk.text == "rsqrt") && i_ + 1 < toks_.size() && toks_[i_ + 1].kind == Tok::punct &&
-        toks_[i_ + 1].text == "(") {
-      t.fn = tk.text == "sqrt" ? ValueTerm::Fn::sqrt : ValueTerm::Fn::rsqrt;
+    if (archdef_value_function(tk.text) && at_punct_at(i_ + 1, "(")) {
+      const std::string fn = tk.text;
+      t.fn = fn == "sqrt" ? ValueTerm::Fn::sqrt : fn == "rsqrt" ? ValueTerm::Fn::rsqrt : ValueTerm::Fn::every;
+      const size_t want = fn == "every" ? 2 : 1;
       i_ += 2;
-      if (at_end()) return fail(line_, "expected a value after '" + std::string(tk.text) + "('");
-      const Tok& in = toks_[i_];
-      if (in.kind == Tok::number) {
-        t.is_number = true;
-        t.number = in.num;
-      } else if (in.kind == Tok::word && is_ident(in.text)) {
-        t.name = in.text;
-        if (auto r = check_value_name(t.name, d); !r) return r.error();
-      } else {
-        return fail(line_, "expected a number or a name inside " + std::string(t.fn == ValueTerm::Fn::sqrt ? "sqrt" : "rsqrt") + "(), found " + here());
+      for (size_t k = 0; k < want; k++) {
+        if (k > 0) {
+          if (!at_punct(","))
+            return fail(line_, "every(PERIOD, OFFSET) takes two values: expected ',', found " + here());
+          i_++;
+        }
+        if (at_end()) return fail(line_, "expected a value after '" + fn + "('");
+        auto in = parse_sum(d, block, depth + 1);
+        if (!in) return in;
+        t.per_layer = t.per_layer || in->per_layer;
+        t.kids.push_back(std::move(*in));
       }
+      if (!at_punct(")"))
+        return fail(line_, fn == "every" ? "every(PERIOD, OFFSET) takes two values: expected ')', found " + here()
+                                         : "expected ')' after the value of " + fn + "(), found " + here());
       i_++;
-      if (!at_punct(")")) return fail(line_, "expected ')' after the value, found " + here());
-      i_++;
+      if (t.fn == ValueTerm::Fn::every) {
+        t.per_layer = true;
+        if (!block)
+          return fail(line_, "every() is 1 on some layers and 0 on others: only the 'block' section (or a param "
+                             "it uses) may use it");
+      }
       return t;
     }
+    t.fn = ValueTerm::Fn::name;
     t.name = tk.text;
     if (auto r = check_value_name(t.name, d); !r) return r.error();
+    for (const auto& p : d.params)
+      if (p.name == t.name && p.per_layer) {
+        t.per_layer = true;
+        if (!block)
+          return fail(line_, "param '" + p.name + "' differs per layer (it uses every()): only the 'block' section "
+                             "may use it");
+      }
     i_++;
     return t;
   }
@@ -539,8 +698,9 @@ class ArchdefParser {
     }
     for (const auto& b : archdef_builtin_values())
       if (b == name) return {};
-    return fail(line_, "no value named '" + printable(name) + "' (a param or one of n_embd, n_layer, n_head, "
-                       "n_head_kv, head_dim, head_dim_v, n_ff, n_vocab, n_ctx_train, rms_eps, rope_base, rope_dims)" +
+    std::string list;
+    for (const auto& b : archdef_builtin_values()) list += (list.empty() ? "" : ", ") + b;
+    return fail(line_, "no value named '" + printable(name) + "' (a param or one of " + list + ")" +
                            did_you_mean(name, known));
   }
 
@@ -551,7 +711,8 @@ class ArchdefParser {
     if (at_end() || toks_[i_].kind != Tok::word || !is_ident(toks_[i_].text))
       return fail(line_, "expected 'param NAME = VALUE'");
     p.name = toks_[i_].text;
-    if (find_op(p.name) || p.name == "sqrt" || p.name == "rsqrt" || p.name == "none" || p.name == "pairs" || p.name == "neox")
+    if (find_op(p.name) || archdef_value_function(p.name) || p.name == "nonzero" || p.name == "none" ||
+        p.name == "pairs" || p.name == "neox")
       return fail(line_, "'" + p.name + "' is a reserved word and cannot name a param");
     for (const auto& b : archdef_builtin_values())
       if (b == p.name) return fail(line_, "'" + p.name + "' is a built-in value; a param cannot redefine it");
@@ -562,7 +723,19 @@ class ArchdefParser {
     i_++;
     for (;;) {
       ParamAlt a;
-      if (!at_end() && toks_[i_].kind == Tok::word && toks_[i_].text.find('.') != std::string::npos) {
+      if (!at_end() && toks_[i_].kind == Tok::word && toks_[i_].text == "nonzero" && at_punct_at(i_ + 1, "(")) {
+        // nonzero(KEY): the key counts as absent when it holds 0 ("0 means none" in many configs)
+        i_ += 2;
+        if (at_end() || toks_[i_].kind != Tok::word || toks_[i_].text.find('.') == std::string::npos)
+          return fail(line_, "nonzero() takes a metadata key (like {arch}.attention.scale), found " + here());
+        a.is_meta = true;
+        a.nonzero = true;
+        a.key = toks_[i_].text;
+        if (auto r = check_placeholders(a.key, false, Section::none); !r) return r.error();
+        i_++;
+        if (!at_punct(")")) return fail(line_, "expected ')' after the key of nonzero(), found " + here());
+        i_++;
+      } else if (!at_end() && toks_[i_].kind == Tok::word && toks_[i_].text.find('.') != std::string::npos) {
         a.is_meta = true;
         a.key = toks_[i_].text;
         if (auto r = check_placeholders(a.key, false, Section::none); !r) return r.error();
@@ -571,6 +744,7 @@ class ArchdefParser {
         auto t = parse_term(d);
         if (!t) return t.error();
         a.term = std::move(*t);
+        p.per_layer = p.per_layer || a.term.per_layer;
       }
       p.alts.push_back(std::move(a));
       if (at_end()) break;
@@ -581,6 +755,54 @@ class ArchdefParser {
       if (!p.alts[k].is_meta)
         return fail(line_, "in param '" + p.name + "', a number or name always exists: nothing after it is used");
     return p;
+  }
+
+  Result<ConventionDef> parse_convention(const ArchDef& d) {
+    ConventionDef c;
+    c.line = line_;
+    i_ = 1;
+    std::vector<std::string> names;
+    for (const auto& s : archdef_conventions()) names.emplace_back(s.name);
+    if (at_end() || toks_[i_].kind != Tok::word || !is_ident(toks_[i_].text))
+      return fail(line_, "expected 'convention NAME = VALUE'");
+    c.name = toks_[i_].text;
+    const ConventionSpec* spec = nullptr;
+    for (const auto& s : archdef_conventions())
+      if (c.name == s.name) spec = &s;
+    if (!spec) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      return fail(line_, "no convention '" + printable(c.name) + "' (known: " + list + ")" +
+                             did_you_mean(c.name, names));
+    }
+    if (const ConventionDef* prev = d.convention(c.name))
+      return fail(line_, strf("convention '%s' is declared twice (first at line %d)", c.name.c_str(), prev->line));
+    i_++;
+    if (!at_punct("=")) return fail(line_, "expected '=' after 'convention " + c.name + "', found " + here());
+    i_++;
+    if (at_end()) return fail(line_, "expected a value after 'convention " + c.name + " ='");
+    const Tok& v = toks_[i_];
+    std::string_view choices = spec->choices;
+    if (choices.empty()) {
+      if (v.kind != Tok::number || !(v.num >= 0) || v.num > 1e6)
+        return fail(line_, "convention " + c.name + " takes a non-negative number, found " + here());
+      c.number = v.num;
+    } else {
+      std::vector<std::string> ok;
+      for (size_t k = 0; k <= choices.size();) {
+        size_t e = choices.find('|', k);
+        if (e == std::string_view::npos) e = choices.size();
+        ok.emplace_back(choices.substr(k, e - k));
+        k = e + 1;
+      }
+      if (v.kind != Tok::word || std::find(ok.begin(), ok.end(), v.text) == ok.end())
+        return fail(line_, "convention " + c.name + " is one of " + std::string(choices) + ", found " + here() +
+                               (v.kind == Tok::word ? did_you_mean(v.text, ok) : std::string()));
+    }
+    c.value = v.text;
+    i_++;
+    if (!at_end()) return fail(line_, "unexpected " + here() + " after the convention's value");
+    return c;
   }
 
   Result<ArgDef> parse_arg(char kind, const ArchDef& d, Section sec) {
@@ -606,7 +828,7 @@ class ArchdefParser {
       case 'v': {
         if (tk.kind == Tok::word && tk.text.find('.') != std::string::npos)
           return fail(line_, "metadata keys are read in 'param' lines; name the param here (found " + here() + ")");
-        auto t = parse_term(d);
+        auto t = parse_term(d, sec == Section::block);
         if (!t) return t.error();
         a.value = std::move(*t);
         return a;
@@ -674,9 +896,18 @@ class ArchdefParser {
           names.emplace_back(k.name);
           if (key == k.name) kw = &k;
         }
+        static const OpKwarg skip_kw{"skip", 'v'};  // every statement of the block
+        if (sec == Section::block) names.emplace_back("skip");
+        if (!kw && key == "skip") {
+          if (sec != Section::block)
+            return fail(line_, "'skip' leaves a step out of some layers: only statements of the 'block' section "
+                               "take it");
+          kw = &skip_kw;
+        }
         if (!kw) {
           std::string msg = "'" + std::string(s.op->name) + "' has no argument '" + printable(key) + "'";
-          if (names.empty()) msg += " (it takes no keyword arguments)";
+          if (names.empty() || (names.size() == 1 && names[0] == "skip"))
+            msg += names.empty() ? " (it takes no keyword arguments)" : " (it takes only 'skip')";
           return fail(line_, msg + did_you_mean(key, names));
         }
         if (s.kwarg(key)) return fail(line_, "argument '" + key + "' is given twice");
@@ -705,9 +936,9 @@ class ArchdefParser {
     return k < toks_.size() && toks_[k].kind == Tok::punct && toks_[k].text == p;
   }
   static bool is_register_name_ok(const std::string& n) {
-    return n.empty() || !(find_op(n) || n == "none" || n == "pairs" || n == "neox" || n == "sqrt" || n == "rsqrt" ||
-                          n == "arch" || n == "kind" || n == "param" || n == "prologue" || n == "block" ||
-                          n == "epilogue");
+    return n.empty() || !(find_op(n) || n == "none" || n == "pairs" || n == "neox" || archdef_value_function(n) ||
+                          n == "nonzero" || n == "arch" || n == "kind" || n == "param" || n == "convention" ||
+                          n == "prologue" || n == "block" || n == "epilogue");
   }
 
   // Program-order checks: registers assigned before use, `x` and `logits`, `last`, attention count.
@@ -743,15 +974,26 @@ class ArchdefParser {
         bool optional = false;
         for (const auto& a : s.args)
           if (a.kind == 't' && a.optional) optional = true;
-        if (optional && !s.dst.empty())
-          return err("'| none' makes this step optional, so it cannot assign '" + s.dst +
-                     "'; use the in-place form (op(REGISTER, ...))");
-        if ((op.code == OpCode::matmul || op.code == OpCode::attention || op.code == OpCode::copy) && !s.dst.empty()) {
+        if (optional && !s.dst.empty() && !is_assigned(s.dst))
+          return err("'| none' makes this step optional, so it cannot be the first to assign '" + s.dst +
+                     "' (where it is left out, the register keeps what it held); assign it before, or use the "
+                     "in-place form (op(REGISTER, ...))");
+        if (s.kwarg("skip") && op.code == OpCode::attention)
+          return err("attention cannot be skipped (every layer has its KV cache); use window/period/sliding");
+        if (s.kwarg("skip") && !s.dst.empty() && !is_assigned(s.dst))
+          return err("'skip' leaves this step out of some layers, so it cannot be the first to assign '" + s.dst +
+                     "'; assign it before, or use the in-place form (op(REGISTER, ...))");
+        if ((op.code == OpCode::matmul || op.code == OpCode::attention || op.code == OpCode::copy ||
+             op.code == OpCode::slice) && !s.dst.empty()) {
           for (const auto& r : reads)
             if (r == s.dst) return err(strf("'%s' cannot write its own input '%s'; assign another register", op.name, r.c_str()));
         }
         if (op.code == OpCode::attention) {
           if (sec != Section::block) return err("attention belongs in the 'block' section (it uses the layer's cache)");
+          if (s.kwarg("sliding") && (s.kwarg("period") || s.kwarg("offset")))
+            return err("attention: 'sliding' says per layer which layers slide; it replaces 'period' and 'offset'");
+          if (s.kwarg("offset") && !s.kwarg("period"))
+            return err("attention: 'offset' places the global layers within a 'period'; give the period too");
           if (++attentions > 1) return err("a block has at most one attention (one KV cache per layer)");
         }
         if (op.code == OpCode::last) {

@@ -15,10 +15,13 @@ struct BuiltinArchdef {
 inline const std::vector<BuiltinArchdef>& builtin_archdefs() {
   static const std::vector<BuiltinArchdef> defs = {
       {"llama", R"(# Llama 1/2/3, SmolLM, Mistral-style decoders (GGUF architecture "llama").
-# GGUF files keep q/k rows permuted for adjacent-pair RoPE; for Hugging Face checkpoints
-# (rotate-half order) the rope op switches `pairs` to `neox` itself.
+# GGUF files keep q/k rows permuted for adjacent-pair RoPE; Hugging Face checkpoints keep them in
+# rotate-half order, where `pairs` runs as `neox` (convention hf_rope).
 arch llama
 kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 0            # Hugging Face norm weights are stored as they are used
 
 prologue
   x = embed(token_embd.weight)
@@ -53,6 +56,9 @@ epilogue
       {"qwen2", R"(# Qwen2 / Qwen2.5 decoders: q/k/v biases, NEOX rope.
 arch qwen2
 kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 0            # Hugging Face norm weights are stored as they are used
 
 prologue
   x = embed(token_embd.weight)
@@ -86,6 +92,9 @@ epilogue
       {"qwen3", R"(# Qwen3 dense decoders: per-head RMSNorm of q and k before rope, NEOX rope, no biases.
 arch qwen3
 kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 0            # Hugging Face norm weights are stored as they are used
 
 prologue
   x = embed(token_embd.weight)
@@ -117,9 +126,13 @@ epilogue
 )"},
       {"gemma3", R"(# Gemma 3 text decoders: scaled embeddings, q/k norms, post-attention and post-FFN norms,
 # GELU (tanh) gating, local sliding-window layers with their own rope base, every
-# `sliding_period`-th layer global. GGUF norm weights already include Gemma's +1.
+# `sliding_period`-th layer global. GGUF norm weights already include Gemma's +1; Hugging Face
+# checkpoints store w - 1 (convention hf_norm_offset).
 arch gemma3
 kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 1            # Hugging Face norm weights are stored as w - 1
 
 param sliding_window = {arch}.attention.sliding_window | 0           # 0: no sliding layers
 param sliding_period = {arch}.attention.sliding_window_pattern | 6   # layer i global iff (i+1) % 6 == 0
@@ -159,6 +172,253 @@ epilogue
   rms_norm(x, output_norm.weight)
   logits = matmul(x, output.weight | token_embd.weight)
   softcap(logits, final_softcap)
+)"},
+      {"phi3", R"(# Phi-3 / Phi-3.5 / Phi-4-mini dense decoders: q, k and v are column ranges of one fused
+# attn_qkv product; ffn_up is gate and up side by side (silu(first half) * second half); NEOX rope;
+# queries scaled before the scores (llama.cpp's order). Not described: the 128k variants' rope
+# factors (rope_factors_long / _short) and the MoE variant.
+arch phi3
+kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 0            # Hugging Face norm weights are stored as they are used
+
+prologue
+  x = embed(token_embd.weight)
+
+block
+  h = rms_norm(x, blk.{i}.attn_norm.weight)
+  qkv = matmul(h, blk.{i}.attn_qkv.weight)
+  add_bias(qkv, blk.{i}.attn_qkv.bias | none)
+  q = slice(qkv, 0, n_head * head_dim)
+  k = slice(qkv, n_head * head_dim, n_head_kv * head_dim)
+  v = slice(qkv, (n_head + n_head_kv) * head_dim, n_head_kv * head_dim)
+  rope(q, neox)
+  rope(k, neox)
+  scale(q, rsqrt(head_dim))
+  a = attention(q, k, v, scale = 1)
+  o = matmul(a, blk.{i}.attn_output.weight)
+  add(x, o)
+  h = rms_norm(x, blk.{i}.ffn_norm.weight)
+  gu = matmul(h, blk.{i}.ffn_up.weight)     # [gate | up], 2 * n_ff wide
+  g = slice(gu, 0, n_ff)
+  u = slice(gu, n_ff, n_ff)
+  silu(g)
+  mul(g, u)
+  o = matmul(g, blk.{i}.ffn_down.weight)
+  add(x, o)
+
+epilogue
+  last(x)
+  rms_norm(x, output_norm.weight)
+  logits = matmul(x, output.weight | token_embd.weight)
+  add_bias(logits, output.bias | none)
+)"},
+      {"starcoder2", R"(# StarCoder2 decoders: LayerNorm with bias (eps {arch}.attention.layer_norm_epsilon), biases on
+# every projection, NEOX rope, a GELU (tanh) MLP without a gate.
+arch starcoder2
+kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 0            # Hugging Face norm weights are stored as they are used
+
+prologue
+  x = embed(token_embd.weight)
+
+block
+  h = layer_norm(x, blk.{i}.attn_norm.weight, bias = blk.{i}.attn_norm.bias)
+  q = matmul(h, blk.{i}.attn_q.weight)
+  k = matmul(h, blk.{i}.attn_k.weight)
+  v = matmul(h, blk.{i}.attn_v.weight)
+  add_bias(q, blk.{i}.attn_q.bias | none)
+  add_bias(k, blk.{i}.attn_k.bias | none)
+  add_bias(v, blk.{i}.attn_v.bias | none)
+  rope(q, neox)
+  rope(k, neox)
+  a = attention(q, k, v)
+  o = matmul(a, blk.{i}.attn_output.weight)
+  add_bias(o, blk.{i}.attn_output.bias)
+  add(x, o)
+  h = layer_norm(x, blk.{i}.ffn_norm.weight, bias = blk.{i}.ffn_norm.bias)
+  u = matmul(h, blk.{i}.ffn_up.weight)
+  add_bias(u, blk.{i}.ffn_up.bias)
+  gelu_tanh(u)
+  o = matmul(u, blk.{i}.ffn_down.weight)
+  add_bias(o, blk.{i}.ffn_down.bias)
+  add(x, o)
+
+epilogue
+  last(x)
+  layer_norm(x, output_norm.weight, bias = output_norm.bias)
+  logits = matmul(x, output.weight | token_embd.weight)
+)"},
+      {"stablelm", R"(# StableLM (2) decoders: LayerNorm with bias, q/k/v biases, partial NEOX rope (the first
+# rope_dims = {arch}.rope.dimension_count of each head, 25% in StableLM 2), optional per-head q/k
+# LayerNorm with a weight per head (StableLM 2 12B). Without ffn_norm (12B) the MLP reads the
+# attention's input norm: the parallel residual.
+arch stablelm
+kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 0            # Hugging Face norm weights are stored as they are used
+
+prologue
+  x = embed(token_embd.weight)
+
+block
+  h = layer_norm(x, blk.{i}.attn_norm.weight, bias = blk.{i}.attn_norm.bias)
+  q = matmul(h, blk.{i}.attn_q.weight)
+  k = matmul(h, blk.{i}.attn_k.weight)
+  v = matmul(h, blk.{i}.attn_v.weight)
+  add_bias(q, blk.{i}.attn_q.bias | none)
+  add_bias(k, blk.{i}.attn_k.bias | none)
+  add_bias(v, blk.{i}.attn_v.bias | none)
+  layer_norm_heads(q, blk.{i}.attn_q_norm.weight | none)
+  layer_norm_heads(k, blk.{i}.attn_k_norm.weight | none)
+  rope(q, neox, dims = rope_dims)
+  rope(k, neox, dims = rope_dims)
+  a = attention(q, k, v)
+  o = matmul(a, blk.{i}.attn_output.weight)
+  add(x, o)
+  h = layer_norm(x, blk.{i}.ffn_norm.weight | none, bias = blk.{i}.ffn_norm.bias | none)
+  g = matmul(h, blk.{i}.ffn_gate.weight)
+  u = matmul(h, blk.{i}.ffn_up.weight)
+  silu(g)
+  mul(g, u)
+  o = matmul(g, blk.{i}.ffn_down.weight)
+  add(x, o)
+
+epilogue
+  last(x)
+  layer_norm(x, output_norm.weight, bias = output_norm.bias)
+  logits = matmul(x, output.weight)
+)"},
+      {"smollm3", R"(# SmolLM3 decoders: Llama-style, with no rope on every 4th layer (NoPE: layers 3, 7, 11, ...,
+# where (i + 1) % 4 == 0; llama.cpp's n_no_rope_layer_step).
+arch smollm3
+kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 0            # Hugging Face norm weights are stored as they are used
+
+prologue
+  x = embed(token_embd.weight)
+
+block
+  h = rms_norm(x, blk.{i}.attn_norm.weight)
+  q = matmul(h, blk.{i}.attn_q.weight)
+  k = matmul(h, blk.{i}.attn_k.weight)
+  v = matmul(h, blk.{i}.attn_v.weight)
+  add_bias(q, blk.{i}.attn_q.bias | none)
+  add_bias(k, blk.{i}.attn_k.bias | none)
+  add_bias(v, blk.{i}.attn_v.bias | none)
+  rope(q, pairs, skip = every(4, 3))
+  rope(k, pairs, skip = every(4, 3))
+  a = attention(q, k, v)
+  o = matmul(a, blk.{i}.attn_output.weight)
+  add_bias(o, blk.{i}.attn_output.bias | none)
+  add(x, o)
+  h = rms_norm(x, blk.{i}.ffn_norm.weight)
+  g = matmul(h, blk.{i}.ffn_gate.weight)
+  u = matmul(h, blk.{i}.ffn_up.weight)
+  silu(g)
+  mul(g, u)
+  o = matmul(g, blk.{i}.ffn_down.weight)
+  add(x, o)
+
+epilogue
+  last(x)
+  rms_norm(x, output_norm.weight)
+  logits = matmul(x, output.weight | token_embd.weight)
+)"},
+      {"gemma2", R"(# Gemma 2 decoders: scaled embeddings, post-attention and post-FFN norms, GELU (tanh) gating,
+# soft-capped attention scores and logits, sliding-window layers alternating with global ones
+# (layer i global iff i % sliding_period == sliding_period - 1). GGUF norm weights include Gemma's +1.
+# The query scale: {arch}.attention.query_pre_attn_scalar when the file has it, else head_dim
+# (llama.cpp picks n_embd / n_head for the 46-layer 27B model by its layer count).
+arch gemma2
+kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 1            # Hugging Face norm weights are stored as w - 1
+
+param sliding_window = {arch}.attention.sliding_window | 4096
+param sliding_period = {arch}.attention.sliding_window_pattern | 2
+param rope_base_local = {arch}.rope.freq_base_swa | rope_base
+param query_scalar = {arch}.attention.query_pre_attn_scalar | head_dim
+param attn_softcap = {arch}.attn_logit_softcapping | 50
+param final_softcap = {arch}.final_logit_softcapping | 30
+
+prologue
+  x = embed(token_embd.weight)
+  scale(x, sqrt(n_embd))
+
+block
+  h = rms_norm(x, blk.{i}.attn_norm.weight)
+  q = matmul(h, blk.{i}.attn_q.weight)
+  k = matmul(h, blk.{i}.attn_k.weight)
+  v = matmul(h, blk.{i}.attn_v.weight)
+  rope(q, neox, base_swa = rope_base_local)
+  rope(k, neox, base_swa = rope_base_local)
+  scale(q, rsqrt(query_scalar))
+  a = attention(q, k, v, scale = 1, softcap = attn_softcap, window = sliding_window, period = sliding_period)
+  o = matmul(a, blk.{i}.attn_output.weight)
+  rms_norm(o, blk.{i}.post_attention_norm.weight)
+  add(x, o)
+  h = rms_norm(x, blk.{i}.ffn_norm.weight)
+  g = matmul(h, blk.{i}.ffn_gate.weight)
+  u = matmul(h, blk.{i}.ffn_up.weight)
+  gelu_tanh(g)
+  mul(g, u)
+  o = matmul(g, blk.{i}.ffn_down.weight)
+  rms_norm(o, blk.{i}.post_ffw_norm.weight)
+  add(x, o)
+
+epilogue
+  last(x)
+  rms_norm(x, output_norm.weight)
+  logits = matmul(x, token_embd.weight)
+  softcap(logits, final_softcap)
+)"},
+      {"olmo2", R"(# OLMo 2 and OLMo 3 decoders: no pre-norms; RMSNorm over all of q and of k, post-attention and
+# post-FFN norms, NEOX rope. OLMo 3 ({arch}.attention.sliding_window > 0): sliding-window layers,
+# every sliding_period-th layer (i % 4 == 3) global.
+arch olmo2
+kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 0            # Hugging Face norm weights are stored as they are used
+
+param sliding_window = {arch}.attention.sliding_window | 0           # 0: no sliding layers
+param sliding_period = {arch}.attention.sliding_window_pattern | 4
+
+prologue
+  x = embed(token_embd.weight)
+
+block
+  q = matmul(x, blk.{i}.attn_q.weight)
+  k = matmul(x, blk.{i}.attn_k.weight)
+  v = matmul(x, blk.{i}.attn_v.weight)
+  rms_norm(q, blk.{i}.attn_q_norm.weight)
+  rms_norm(k, blk.{i}.attn_k_norm.weight)
+  rope(q, neox)
+  rope(k, neox)
+  a = attention(q, k, v, window = sliding_window, period = sliding_period)
+  o = matmul(a, blk.{i}.attn_output.weight)
+  rms_norm(o, blk.{i}.post_attention_norm.weight)
+  add(x, o)
+  g = matmul(x, blk.{i}.ffn_gate.weight)
+  u = matmul(x, blk.{i}.ffn_up.weight)
+  silu(g)
+  mul(g, u)
+  o = matmul(g, blk.{i}.ffn_down.weight)
+  rms_norm(o, blk.{i}.post_ffw_norm.weight)
+  add(x, o)
+
+epilogue
+  last(x)
+  rms_norm(x, output_norm.weight)
+  logits = matmul(x, output.weight)
 )"},
   };
   return defs;

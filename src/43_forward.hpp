@@ -51,7 +51,9 @@ struct Step {
   int w_in = 0, w_out = 0;                   // row widths of `a` and `dst`
   const TensorView* w = nullptr;             // embed / matmul weight
   const float* vec = nullptr;                // 1-D weights (norms, biases) as f32
+  const float* vec2 = nullptr;               // layer_norm(_heads): the bias (nullptr: none)
   int vec_len = 0;
+  int off = 0;                               // slice: first column; layer_norm_heads: head length
   float f = 0;                               // eps (norms), factor (scale), cap (softcap)
   int idx = -1;                              // RopeSpec / AttnSpec index
   // matmul: round the input to the weight's float type first (1 f16, 2 bf16). GGUF files are
@@ -125,24 +127,36 @@ class ArchCompiler {
     }
     p_.steps.reserve(static_cast<size_t>(n_steps));
     if (auto r = eval_params(); !r) return r;
-    // which layers are sliding-window layers (from the block's attention arguments)
+    // which layers are sliding-window layers (from the block's attention arguments), layer by layer
+    window_.assign(static_cast<size_t>(hp.n_layer), 0);
     for (const auto& s : d_.block) {
       if (s.op->code != OpCode::attention) continue;
-      double w = 0, per = 0;
-      if (const ArgDef* a = s.kwarg("window")) {
-        auto v = value(a->value, s.line);
-        if (!v) return v.error();
-        w = *v;
+      for (int i = 0; i < hp.n_layer; i++) {
+        auto get = [&](const char* kw, double dflt) -> Result<double> {
+          const ArgDef* a = s.kwarg(kw);
+          return a ? value(a->value, s.line, i) : Result<double>(dflt);
+        };
+        auto w = get("window", 0), per = get("period", 0);
+        if (!w) return w.error();
+        if (!per) return per.error();
+        auto off = get("offset", *per - 1);
+        if (!off) return off.error();
+        if (*w < 0 || *w > 1e9 || *per < 0 || *per > 1e9 || *w != std::floor(*w) || *per != std::floor(*per))
+          return fail(Errc::bad_format, s.line,
+                      strf("sliding window %g / period %g are not usable (layer %d)", *w, *per, i));
+        if (*per > 0 && (*off < 0 || *off >= *per || *off != std::floor(*off)))
+          return fail(Errc::bad_format, s.line, strf("offset %g is not a layer within the period %g (0 to %g; layer %d)",
+                                                     *off, *per, *per - 1, i));
+        bool slides = *w > 0;
+        if (const ArgDef* a = s.kwarg("sliding")) {
+          auto v = value(a->value, s.line, i);
+          if (!v) return v.error();
+          slides = slides && *v != 0;
+        } else if (*per > 0) {
+          slides = slides && i % static_cast<int>(*per) != static_cast<int>(*off);
+        }
+        window_[static_cast<size_t>(i)] = slides ? static_cast<int>(*w) : 0;
       }
-      if (const ArgDef* a = s.kwarg("period")) {
-        auto v = value(a->value, s.line);
-        if (!v) return v.error();
-        per = *v;
-      }
-      if (w < 0 || w > 1e9 || per < 0 || per > 1e9 || w != std::floor(w) || per != std::floor(per))
-        return fail(Errc::bad_format, s.line, strf("sliding window %g / period %g are not usable", w, per));
-      window_ = static_cast<int>(w);
-      period_ = static_cast<int>(per);
     }
     for (const auto& s : d_.prologue)
       if (auto r = stmt(s, -1); !r) return r;
@@ -197,10 +211,7 @@ class ArchCompiler {
     return make_error(code, m_.path + ": " + where + ": " + msg);
   }
 
-  bool sliding(int layer) const {
-    if (window_ <= 0 || layer < 0) return false;
-    return period_ == 0 || (layer + 1) % period_ != 0;
-  }
+  bool sliding(int layer) const { return layer >= 0 && window_[static_cast<size_t>(layer)] > 0; }
 
   std::string expand(const std::string& name, int layer) const {
     std::string out;
@@ -232,33 +243,110 @@ class ArchCompiler {
     if (n == "rms_eps") return double(hp.rms_eps);
     if (n == "rope_base") return double(hp.rope_freq_base);
     if (n == "rope_dims") return m_.arch_number("rope.dimension_count").value_or(double(hp.head_dim));
+    if (n == "norm_eps") return m_.arch_number("attention.layer_norm_epsilon").value_or(1e-5);
     return make_error(Errc::internal, "unknown value " + n);
   }
 
-  Result<double> value(const ValueTerm& t, int line) const {
-    double v = t.number;
-    if (!t.is_number) {
-      bool found = false;
-      for (const auto& [name, val] : params_)
-        if (name == t.name) {
-          v = val;
-          found = true;
+  // A param's value: a number, one number per layer (a metadata array), or a term (evaluated where
+  // it is used, per layer when it uses every()).
+  struct ParamValue {
+    std::string name;
+    double num = 0;
+    std::vector<double> per_layer;  // non-empty: a metadata array, one value per layer
+    std::string key;                // that array's key (messages)
+    const ValueTerm* term = nullptr;
+  };
+
+  // Evaluates a value at `layer` (-1: outside the block) in double.
+  Result<double> value(const ValueTerm& t, int line, int layer = -1, int depth = 0) const {
+    if (depth > 256) return fail(Errc::archdef, line, "a value nests too deep");
+    double v = 0;
+    auto kid = [&](size_t k) { return value(t.kids[k], line, layer, depth + 1); };
+    switch (t.fn) {
+      case ValueTerm::Fn::number:
+        v = t.number;
+        break;
+      case ValueTerm::Fn::name: {
+        const ParamValue* pv = nullptr;
+        for (const auto& p : params_)
+          if (p.name == t.name) pv = &p;
+        if (!pv) {
+          auto b = builtin_value(t.name);
+          if (!b) return fail(Errc::archdef, line, "no value named '" + t.name + "'");
+          v = *b;
+        } else if (pv->term) {
+          auto r = value(*pv->term, line, layer, depth + 1);
+          if (!r) return r;
+          v = *r;
+        } else if (!pv->per_layer.empty()) {
+          if (layer < 0)
+            return fail(Errc::archdef, line, "param '" + pv->name + "' reads the metadata array '" + pv->key +
+                                                 "' (one value per layer): only the 'block' section can use it");
+          v = pv->per_layer[static_cast<size_t>(layer)];
+        } else {
+          v = pv->num;
         }
-      if (!found) {
-        auto b = builtin_value(t.name);
-        if (!b) return fail(Errc::archdef, line, "no value named '" + t.name + "'");
-        v = *b;
+        break;
       }
-    }
-    if (t.fn == ValueTerm::Fn::sqrt) {
-      if (!(v >= 0)) return fail(Errc::bad_format, line, strf("sqrt of %g", v));
-      v = std::sqrt(v);
-    } else if (t.fn == ValueTerm::Fn::rsqrt) {
-      if (!(v > 0)) return fail(Errc::bad_format, line, strf("rsqrt of %g", v));
-      v = 1.0 / std::sqrt(v);
+      case ValueTerm::Fn::add:
+      case ValueTerm::Fn::sub:
+      case ValueTerm::Fn::mul:
+      case ValueTerm::Fn::div: {
+        auto a = kid(0);
+        if (!a) return a;
+        auto b = kid(1);
+        if (!b) return b;
+        if (t.fn == ValueTerm::Fn::div && *b == 0) return fail(Errc::bad_format, line, strf("division of %g by 0", *a));
+        v = t.fn == ValueTerm::Fn::add ? *a + *b : t.fn == ValueTerm::Fn::sub ? *a - *b
+          : t.fn == ValueTerm::Fn::mul ? *a * *b : *a / *b;
+        break;
+      }
+      case ValueTerm::Fn::neg: {
+        auto a = kid(0);
+        if (!a) return a;
+        v = -*a;
+        break;
+      }
+      case ValueTerm::Fn::sqrt:
+      case ValueTerm::Fn::rsqrt: {
+        auto a = kid(0);
+        if (!a) return a;
+        if (t.fn == ValueTerm::Fn::sqrt) {
+          if (!(*a >= 0)) return fail(Errc::bad_format, line, strf("sqrt of %g", *a));
+          v = std::sqrt(*a);
+        } else {
+          if (!(*a > 0)) return fail(Errc::bad_format, line, strf("rsqrt of %g", *a));
+          v = 1.0 / std::sqrt(*a);
+        }
+        break;
+      }
+      case ValueTerm::Fn::every: {
+        auto per = kid(0);
+        if (!per) return per;
+        auto off = kid(1);
+        if (!off) return off;
+        if (!(*per >= 1) || *per > 1e9 || *per != std::floor(*per) || !(*off >= 0) || *off >= *per ||
+            *off != std::floor(*off))
+          return fail(Errc::bad_format, line, strf("every(%g, %g): the period must be a whole number >= 1 and the offset "
+                                                   "a whole number below it", *per, *off));
+        if (layer < 0) return fail(Errc::archdef, line, "every() needs a layer: only the 'block' section can use it");
+        v = layer % static_cast<int64_t>(*per) == static_cast<int64_t>(*off) ? 1 : 0;
+        break;
+      }
     }
     if (!std::isfinite(v)) return fail(Errc::bad_format, line, "a value is not finite");
     return v;
+  }
+
+  // Whether a term names a param that differs per layer (a metadata array, or every()).
+  bool refs_per_layer(const ValueTerm& t) const {
+    if (t.fn == ValueTerm::Fn::every) return true;
+    if (t.fn == ValueTerm::Fn::name)
+      for (const auto& p : params_)
+        if (p.name == t.name) return !p.per_layer.empty() || (p.term && refs_per_layer(*p.term));
+    for (const auto& k : t.kids)
+      if (refs_per_layer(k)) return true;
+    return false;
   }
 
   Result<void> eval_params() {
@@ -266,22 +354,50 @@ class ArchCompiler {
       bool done = false;
       std::string tried;
       for (const auto& a : p.alts) {
+        ParamValue pv;
+        pv.name = p.name;
         if (a.is_meta) {
           std::string key = expand(a.key, -1);
           const MetaValue* mv = m_.find_meta(key);
-          if (!mv) {
+          const std::vector<double>* arr = m_.find_meta_array(key);
+          if (!mv && !arr) {
             tried += (tried.empty() ? "" : ", ") + key;
             continue;
           }
-          if (mv->kind == MetaValue::Kind::string)
+          if (mv && mv->kind == MetaValue::Kind::string)
             return fail(Errc::bad_format, p.line, "metadata '" + key + "' is a string, param '" + p.name + "' needs a number");
-          if (!std::isfinite(mv->num)) return fail(Errc::bad_format, p.line, "metadata '" + key + "' is not finite");
-          params_.emplace_back(p.name, mv->num);
+          if (arr) {
+            if (arr->size() != static_cast<size_t>(m_.hp.n_layer))
+              return fail(Errc::shape_mismatch, p.line,
+                          strf("metadata '%s' is an array of %zu values, param '%s' needs one per layer (%s.block_count "
+                               "is %lld)", key.c_str(), arr->size(), p.name.c_str(), m_.arch.c_str(),
+                               static_cast<long long>(m_.hp.n_layer)));
+            for (double x : *arr)
+              if (!std::isfinite(x))
+                return fail(Errc::bad_format, p.line, "metadata '" + key + "' holds a value that is not finite");
+            // nonzero(KEY) on an array: absent when every value is 0
+            if (a.nonzero && std::all_of(arr->begin(), arr->end(), [](double x) { return x == 0; })) {
+              tried += (tried.empty() ? "" : ", ") + key + " (all 0)";
+              continue;
+            }
+            pv.per_layer = *arr;
+            pv.key = key;
+          } else {
+            if (!std::isfinite(mv->num)) return fail(Errc::bad_format, p.line, "metadata '" + key + "' is not finite");
+            if (a.nonzero && mv->num == 0) {
+              tried += (tried.empty() ? "" : ", ") + key + " (0)";
+              continue;
+            }
+            pv.num = mv->num;
+          }
+        } else if (a.term.per_layer || refs_per_layer(a.term)) {
+          pv.term = &a.term;  // evaluated per layer where it is used
         } else {
           auto v = value(a.term, p.line);
           if (!v) return v.error();
-          params_.emplace_back(p.name, *v);
+          pv.num = *v;
         }
+        params_.push_back(std::move(pv));
         done = true;
         break;
       }
@@ -335,23 +451,40 @@ class ArchCompiler {
                                               t.name.c_str(), dtype_name(t.type), ok.c_str()));
   }
 
-  // A 1-D weight as f32 (converted once; shared by every step that uses it).
-  Result<const float*> vector_of(const TensorView& t, int line, int64_t expect_len, const char* what) {
-    if (t.nelements() != t.ne[0])
+  // A 1-D weight as f32 (converted once; shared by every step that uses it). `flat`: any shape,
+  // read row after row (a weight per head: [head_dim, n_head]); `offset` is added to every element
+  // (norm weights stored as w - offset).
+  Result<const float*> vector_of(const TensorView& t, int line, int64_t expect_len, const char* what, bool flat = false,
+                                 float offset = 0) {
+    if (!flat && t.nelements() != t.ne[0])
       return fail(Errc::shape_mismatch, line, strf("%s '%s' should be a vector, it has shape %s", what, t.name.c_str(), t.shape_string().c_str()));
-    if (expect_len >= 0 && t.ne[0] != expect_len)
+    const int64_t n = t.nelements();
+    if (expect_len >= 0 && n != expect_len)
       return fail(Errc::shape_mismatch, line, strf("%s '%s' has %lld elements, expected %lld", what, t.name.c_str(),
-                                                   static_cast<long long>(t.ne[0]), static_cast<long long>(expect_len)));
+                                                   static_cast<long long>(n), static_cast<long long>(expect_len)));
+    if (n <= 0 || n > (int64_t(1) << 28))
+      return fail(Errc::shape_mismatch, line,
+                  strf("%s '%s' has %lld elements", what, t.name.c_str(), static_cast<long long>(n)));
     if (auto r = check_computable(t, line); !r) return r.error();
-    auto it = vec_index_.find(&t);
+    auto it = vec_index_.find({&t, offset});
     if (it != vec_index_.end()) return static_cast<const float*>(p_.owned[it->second].data());
-    std::vector<float> v(static_cast<size_t>(t.ne[0]));
-    dequant_row(t, 0, v.data());
-    for (float x : v)
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t r = 0; r < t.rows(); r++) dequant_row(t, r, v.data() + r * t.ne[0]);
+    for (float& x : v) {
       if (!std::isfinite(x)) return fail(Errc::bad_format, line, "tensor '" + t.name + "' holds a value that is not finite");
+      if (offset != 0) x = x + offset;
+    }
     p_.owned.push_back(std::move(v));
-    vec_index_[&t] = p_.owned.size() - 1;
+    vec_index_[{&t, offset}] = p_.owned.size() - 1;
     return static_cast<const float*>(p_.owned.back().data());
+  }
+
+  // What Hugging Face checkpoints subtract from norm weights (Gemma: w - 1): the definition's
+  // `convention hf_norm_offset`, else the loader's table by model_type. 0 for other formats.
+  float norm_offset() const {
+    if (m_.format != "safetensors") return 0;
+    if (const ConventionDef* c = d_.convention("hf_norm_offset")) return static_cast<float>(c->number);
+    return m_.hf_norm_offset;
   }
 
   Result<float> fvalue(const StmtDef& s, const char* kw, double dflt) const {
@@ -361,7 +494,7 @@ class ArchCompiler {
         return fail(Errc::bad_format, s.line, strf("the model's default %s (%g) is not a finite float", kw, dflt));
       return static_cast<float>(dflt);
     }
-    auto v = value(a->value, s.line);
+    auto v = value(a->value, s.line, cur_layer_);
     if (!v) return v.error();
     float f = static_cast<float>(*v);
     if (!std::isfinite(f)) return fail(Errc::bad_format, s.line, strf("%s = %g does not fit a float", kw, *v));
@@ -376,11 +509,14 @@ class ArchCompiler {
       return fail(Errc::shape_mismatch, s.line, strf("rope: '%s' (%d wide) is not a whole number of heads of head_dim %d",
                                                      s.args[0].word.c_str(), width, r.head_dim));
     // Hugging Face checkpoints keep q/k in rotate-half order: the GGUF "pairs" layout is then
-    // the same rotation as "neox" on those rows (the loader does not permute them).
-    r.neox = s.args[1].word == "neox" || m_.hf_qk_order;
+    // the same rotation as "neox" on those rows (the loader does not permute them). The definition's
+    // `convention hf_rope` says so (default neox); as_written keeps the layout as written.
+    const ConventionDef* hc = d_.convention("hf_rope");
+    const bool hf_as_neox = !hc || hc->value == "neox";
+    r.neox = s.args[1].word == "neox" || (m_.hf_qk_order && hf_as_neox);
     double dims = 0;
     if (const ArgDef* a = s.kwarg("dims")) {
-      auto v = value(a->value, s.line);
+      auto v = value(a->value, s.line, layer);
       if (!v) return v.error();
       dims = *v;
     } else {
@@ -454,6 +590,12 @@ class ArchCompiler {
 
   Result<void> stmt(const StmtDef& s, int layer) {
     const OpSpec& op = *s.op;
+    cur_layer_ = layer;
+    if (const ArgDef* a = s.kwarg("skip")) {  // left out of the layers where the value is not 0
+      auto v = value(a->value, s.line, layer);
+      if (!v) return v.error();
+      if (*v != 0) return {};
+    }
     Step st;
     st.op = op.code;
     st.section = s.section;
@@ -492,7 +634,7 @@ class ArchCompiler {
       case OpCode::rms_norm:
       case OpCode::norm_heads: {
         bool heads = op.code == OpCode::norm_heads;
-        auto v = vector_of(*t, s.line, heads ? -1 : w_a, heads ? "head norm" : "norm");
+        auto v = vector_of(*t, s.line, heads ? -1 : w_a, heads ? "head norm" : "norm", false, norm_offset());
         if (!v) return v.error();
         if (heads && (t->ne[0] <= 0 || w_a % t->ne[0] != 0))
           return fail(Errc::shape_mismatch, s.line, strf("head norm '%s' (%lld) does not divide '%s' (%d wide)", t->name.c_str(),
@@ -516,8 +658,67 @@ class ArchCompiler {
         st.w = t;
         w_out = static_cast<int>(t->ne[1]);
         if (tgt == "logits") logits_tensor_ = t->name;
-        if (m_.format == "gguf") st.round_input = t->type == DType::f16 ? 1 : t->type == DType::bf16 ? 2 : 0;
+        // convention matmul_input (default gguf_rounded): ggml multiplies an F16/BF16 weight by
+        // activations rounded to that type; safetensors checkpoints are computed in f32
+        const ConventionDef* mc = d_.convention("matmul_input");
+        if (m_.format == "gguf" && (!mc || mc->value == "gguf_rounded"))
+          st.round_input = t->type == DType::f16 ? 1 : t->type == DType::bf16 ? 2 : 0;
         if (st.round_input) p_.max_round_width = std::max(p_.max_round_width, w_a);
+        break;
+      }
+      case OpCode::layer_norm:
+      case OpCode::layer_norm_heads: {
+        const bool heads = op.code == OpCode::layer_norm_heads;
+        const int seg = heads ? static_cast<int>(m_.hp.head_dim) : w_a;
+        if (seg <= 0 || w_a % seg != 0)
+          return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not a whole number of heads of head_dim %d",
+                                                         op.name, s.args[0].word.c_str(), w_a, seg));
+        // the weight: one for the row (layer_norm), one shared by every head or one per head (heads)
+        const int64_t nw = t->nelements();
+        if (nw != w_a && nw != seg)
+          return fail(Errc::shape_mismatch, s.line,
+                      heads ? strf("%s: weight '%s' has %lld elements: expected head_dim (%d, shared by every head) or "
+                                   "the width of '%s' (%d, one weight per head)", op.name, t->name.c_str(),
+                                   static_cast<long long>(nw), seg, s.args[0].word.c_str(), w_a)
+                            : strf("%s: weight '%s' has %lld elements but '%s' is %d wide", op.name, t->name.c_str(),
+                                   static_cast<long long>(nw), s.args[0].word.c_str(), w_a));
+        auto v = vector_of(*t, s.line, nw, "norm", true, norm_offset());
+        if (!v) return v.error();
+        st.vec = *v;
+        st.vec_len = static_cast<int>(nw);
+        st.off = seg;
+        if (const ArgDef* b = s.kwarg("bias")) {
+          std::string tried;
+          const TensorView* bt = find_tensor(*b, layer, tried);
+          if (!bt && !b->optional) return missing_tensor(*b, layer, s.line, tried);
+          if (bt) {
+            if (bt->nelements() != nw)
+              return fail(Errc::shape_mismatch, s.line,
+                          strf("%s: bias '%s' has %lld elements, the weight '%s' %lld", op.name, bt->name.c_str(),
+                               static_cast<long long>(bt->nelements()), t->name.c_str(), static_cast<long long>(nw)));
+            auto bv = vector_of(*bt, s.line, nw, "bias", true);
+            if (!bv) return bv.error();
+            st.vec2 = *bv;
+          }
+        }
+        auto eps = fvalue(s, "eps", *builtin_value("norm_eps"));
+        if (!eps) return eps.error();
+        st.f = *eps;
+        if (!(st.f >= 0)) return fail(Errc::bad_format, s.line, "eps is negative");
+        break;
+      }
+      case OpCode::slice: {
+        auto a0 = value(s.args[1].value, s.line, layer);
+        if (!a0) return a0.error();
+        auto a1 = value(s.args[2].value, s.line, layer);
+        if (!a1) return a1.error();
+        const double start = *a0, width = *a1;
+        if (start < 0 || width < 1 || start != std::floor(start) || width != std::floor(width) || start + width > w_a)
+          return fail(Errc::shape_mismatch, s.line, strf("slice: columns %g to %g (start %g, width %g) are not within '%s' "
+                                                         "(%d wide)", start, start + width - 1, start, width,
+                                                         s.args[0].word.c_str(), w_a));
+        st.off = static_cast<int>(start);
+        w_out = static_cast<int>(width);
         break;
       }
       case OpCode::add_bias: {
@@ -556,7 +757,7 @@ class ArchCompiler {
                            m_.arch.c_str(), key, static_cast<long long>(declared), have, at.hd_k, s.args[0].word.c_str(),
                            w_a, s.args[1].word.c_str(), wk, layer));
         }
-        at.window = sliding(layer) ? window_ : 0;
+        at.window = sliding(layer) ? window_[static_cast<size_t>(layer)] : 0;
         auto sc = fvalue(s, "scale", 1.0 / std::sqrt(static_cast<float>(at.hd_k)));
         if (!sc) return sc.error();
         // llama.cpp computes the default as 1.0f/sqrtf(float(head_dim))
@@ -597,7 +798,7 @@ class ArchCompiler {
       }
       case OpCode::scale:
       case OpCode::softcap: {
-        auto v = value(s.args[1].value, s.line);
+        auto v = value(s.args[1].value, s.line, layer);
         if (!v) return v.error();
         st.f = static_cast<float>(*v);
         if (!std::isfinite(st.f)) return fail(Errc::bad_format, s.line, strf("%s: %g does not fit a float", op.name, *v));
@@ -625,10 +826,11 @@ class ArchCompiler {
   const ArchDef& d_;
   const ModelDesc& m_;
   Program& p_;
-  std::vector<std::pair<std::string, double>> params_;
+  std::vector<ParamValue> params_;
   std::vector<int> width_, max_width_;
-  std::unordered_map<const TensorView*, size_t> vec_index_;
-  int window_ = 0, period_ = 0;
+  std::map<std::pair<const TensorView*, float>, size_t> vec_index_;
+  std::vector<int> window_;  // per layer: the sliding window, 0 on global layers
+  int cur_layer_ = -1;       // the layer stmt() compiles (-1: prologue / epilogue)
   uint64_t max_steps_;
   std::string x_tensor_, logits_tensor_;  // the embedding and the output weight (messages)
 };
@@ -745,6 +947,58 @@ inline void rope_head(const RopeSpec& r, const float* cache, const float* in, fl
   }
   if (out != in)
     for (int i = n; i < r.head_dim; i++) out[i] = in[i];
+}
+
+// layer_norm / layer_norm_heads of one row (s.off: the length normalised at a time, the row or a
+// head; one weight and bias for all heads, or one per head). As ggml's CPU build computes it: the
+// sum in double, the mean in float; the squares of the float differences added in float by groups
+// of the lanes of llama.cpp's variant for the same instruction set (16 with AVX-512, in the tree of
+// GCC's _mm512_reduce_add_ps; 8 otherwise, as its AVX2 variant), the groups and the rest in double.
+inline void layer_norm_row(const Step& s, const KernelTable& kern, const float* xrow, float* yrow) {
+  const int seg = s.off, wi = s.w_in;
+  const bool per_head = s.vec_len != seg;
+  const bool lanes16 = std::string_view(kern.name).substr(0, 6) == "avx512";
+  for (int h = 0; h < wi / seg; h++) {
+    const float* x = xrow + size_t(h) * seg;
+    float* y = yrow + size_t(h) * seg;
+    const float* w = s.vec + (per_head ? size_t(h) * seg : 0);
+    const float* b = s.vec2 ? s.vec2 + (per_head ? size_t(h) * seg : 0) : nullptr;
+    double sum = 0;
+    for (int k = 0; k < seg; k++) sum += double(x[k]);
+    const float mean = static_cast<float>(sum) / static_cast<float>(seg);
+    double var = 0;
+    int k0 = 0;
+    float q[16];
+    if (lanes16) {
+      for (; k0 + 15 < seg; k0 += 16) {
+        for (int j = 0; j < 16; j++) {
+          const float dv = x[k0 + j] - mean;
+          q[j] = dv * dv;
+        }
+        float t3[8], t6[4];
+        for (int j = 0; j < 8; j++) t3[j] = q[8 + j] + q[j];
+        for (int j = 0; j < 4; j++) t6[j] = t3[4 + j] + t3[j];
+        var += double((t6[0] + t6[2]) + (t6[1] + t6[3]));
+      }
+    } else {
+      for (; k0 + 7 < seg; k0 += 8) {
+        for (int j = 0; j < 8; j++) {
+          const float dv = x[k0 + j] - mean;
+          q[j] = dv * dv;
+        }
+        var += double(((q[0] + q[4]) + (q[2] + q[6])) + ((q[1] + q[5]) + (q[3] + q[7])));
+      }
+    }
+    for (; k0 < seg; k0++) {
+      const float dv = x[k0] - mean;
+      var += double(dv * dv);
+    }
+    const float sc = 1.0f / std::sqrt(static_cast<float>(var / seg) + s.f);
+    for (int k = 0; k < seg; k++) {
+      const float v = ((x[k] - mean) * sc) * w[k];
+      y[k] = b ? v + b[k] : v;
+    }
+  }
 }
 
 // ---- a context: one session's KV cache and scratch ----
@@ -1048,6 +1302,13 @@ class Context {
           break;
         case OpCode::copy:
           std::memcpy(d, a, size_t(rows) * wi * 4);
+          break;
+        case OpCode::slice:
+          for (int t = 0; t < rows; t++) std::memcpy(d + size_t(t) * wo, a + size_t(t) * wi + s.off, size_t(wo) * 4);
+          break;
+        case OpCode::layer_norm:
+        case OpCode::layer_norm_heads:
+          for_rows(rows, wi, [&](int t, int) { layer_norm_row(s, *kern_, a + size_t(t) * wi, d + size_t(t) * wo); });
           break;
         case OpCode::last:
           if (!all_logits && rows > 1) {

@@ -13,6 +13,10 @@ struct LogitsReport {
   double pearson_min = 1;
   double top10_overlap_mean = 0;
   int first_divergence = -1;  // first position whose top-1 differs
+  // Largest |ours - reference| over every finite logit, and that divided by the reference's largest
+  // |logit| (a wrong scale or shift shows here: top-1, Pearson and top-10 ignore it).
+  double max_abs_diff = 0, max_rel_diff = 0;
+  double ref_max_abs = 0;
   // NaN or infinite logits: such a position never matches (top-1 differs, Pearson 0)
   uint64_t nonfinite_ours = 0, nonfinite_ref = 0;
   int first_nonfinite_pos = -1, first_nonfinite_id = -1;
@@ -74,6 +78,10 @@ inline LogitsReport compare_logits(const float* ours, const float* ref, int rows
     bool finite = true;
     for (int i = 0; i < n_vocab; i++) {
       bool fa = std::isfinite(a[i]), fb = std::isfinite(b[i]);
+      if (fa && fb) {
+        r.max_abs_diff = std::max(r.max_abs_diff, std::fabs(double(a[i]) - double(b[i])));
+        r.ref_max_abs = std::max(r.ref_max_abs, std::fabs(double(b[i])));
+      }
       r.nonfinite_ours += !fa;
       r.nonfinite_ref += !fb;
       if ((!fa || !fb) && finite) {
@@ -96,6 +104,7 @@ inline LogitsReport compare_logits(const float* ours, const float* ref, int rows
     osum += overlap;
   }
   r.top1_match_all = r.top1_matches == rows;
+  r.max_rel_diff = r.ref_max_abs > 0 ? r.max_abs_diff / r.ref_max_abs : (r.max_abs_diff > 0 ? INFINITY : 0);
   r.pearson_mean = rows ? psum / rows : 1;
   r.top10_overlap_mean = rows ? osum / rows : 10;
   if (rows == 0) r.pearson_min = 1;

@@ -381,6 +381,13 @@ class Batcher {
         case OpCode::copy:
           std::memcpy(d, a, size_t(rows) * wi * 4);
           break;
+        case OpCode::slice:
+          for (int t = 0; t < rows; t++) std::memcpy(d + size_t(t) * wo, a + size_t(t) * wi + s.off, size_t(wo) * 4);
+          break;
+        case OpCode::layer_norm:
+        case OpCode::layer_norm_heads:
+          for_rows(rows, wi, [&](int t, int) { layer_norm_row(s, kern, a + size_t(t) * wi, d + size_t(t) * wo); });
+          break;
         case OpCode::last: {
           // each sequence that wants logits keeps its last row, in segment order
           int kept = 0;

@@ -51,9 +51,9 @@ TEST_CASE("archdef: sha256 of known texts") {
 }
 
 TEST_CASE("archdef: the built-in definitions parse, and their steps per layer") {
-  const char* names[] = {"llama", "qwen2", "qwen3", "gemma3"};
-  int steps[] = {20, 19, 18, 21};
-  for (int k = 0; k < 4; k++) {
+  const char* names[] = {"llama", "qwen2", "qwen3", "gemma3", "phi3", "starcoder2", "stablelm", "smollm3", "gemma2", "olmo2"};
+  int steps[] = {20, 19, 18, 21, 20, 20, 21, 20, 19, 18};
+  for (int k = 0; k < 10; k++) {
     std::string text = builtin_text(names[k]);
     REQUIRE(!text.empty());
     auto d = archdef_parse(text, std::string("<builtin>/") + names[k] + ".archdef", names[k], "builtin");
@@ -61,10 +61,13 @@ TEST_CASE("archdef: the built-in definitions parse, and their steps per layer") 
     CHECK(d->name == names[k]);
     CHECK(d->steps_per_layer() == steps[k]);
     CHECK(d->sha256 == sha256_hex(text));
+    // every built-in states the format conventions it runs with (nothing runs that the text hides)
+    for (const auto& c : archdef_conventions()) CHECK_MESSAGE(d->convention(c.name), names[k] << ": " << c.name);
+    CHECK(d->default_conventions_text().empty());
   }
   auto reg = load_arch_registry("");
   REQUIRE(reg);
-  CHECK(reg->defs.size() == 4);
+  CHECK(reg->defs.size() == 10);
   CHECK(reg->failed.empty());
 }
 
@@ -136,7 +139,7 @@ TEST_CASE("archdef: a user directory overrides a built-in, visibly; a broken fil
   CHECK(reg->find("llama") == nullptr);  // no fallback to the built-in
   REQUIRE(reg->failed.size() == 1);
   CHECK(reg->failed[0].name == "llama");
-  CHECK(reg->failed[0].error.find(dir.file("llama.archdef") + ":27: no operation 'siluu'") != std::string::npos);
+  CHECK(reg->failed[0].error.find(dir.file("llama.archdef") + ":30: no operation 'siluu'") != std::string::npos);
 
   // loading a llama model now fails and names the broken file; other architectures load
   LoadOptions o;
@@ -145,7 +148,7 @@ TEST_CASE("archdef: a user directory overrides a built-in, visibly; a broken fil
   REQUIRE(!m);
   CHECK(m.error().code == Errc::archdef);
   CHECK(m.error().message.find("architecture 'llama' is unavailable") != std::string::npos);
-  CHECK(m.error().message.find("llama.archdef:27: no operation 'siluu' \xE2\x80\x94 did you mean 'silu'?") != std::string::npos);
+  CHECK(m.error().message.find("llama.archdef:30: no operation 'siluu' \xE2\x80\x94 did you mean 'silu'?") != std::string::npos);
   auto m2 = Model::load(test::model_path("synth-qwen3-tiny-q8_0.gguf"), o);
   REQUIRE_MESSAGE(m2, (m2 ? "" : m2.error().message));
   CHECK(llminfer::detail::model_impl(*m2).engine->arch().origin == dir.file("qwen3.archdef"));
@@ -173,7 +176,8 @@ TEST_CASE("archdef: a definition for a new architecture name is used for models 
   auto e = Engine::create(*desc, {});
   REQUIRE(!e);
   CHECK(e.error().code == Errc::unsupported);
-  CHECK(e.error().message.find("no architecture definition for 'mistral' (known: gemma3, llama, qwen2, qwen3)") != std::string::npos);
+  CHECK(e.error().message.find("no architecture definition for 'mistral' (known: gemma2, gemma3, llama, olmo2, phi3, qwen2, "
+                               "qwen3, smollm3, stablelm, starcoder2)") != std::string::npos);
   test::TempDir dir;
   std::string text = replace1(builtin_text("llama"), "arch llama", "arch mistral");
   REQUIRE(test::write_file(dir.file("mistral.archdef"), text));
@@ -200,20 +204,20 @@ TEST_CASE("archdef: compile-time errors name the model, the definition line and 
     auto e = compile(replace1(base, "blk.{i}.ffn_up.weight", "blk.{i}.ffn_upp.weight"));
     REQUIRE(!e);
     CHECK(e.error().code == Errc::tensor_missing);
-    CHECK(e.error().message.find("llama.archdef:26: tensor 'blk.0.ffn_upp.weight' not found in the model") != std::string::npos);
+    CHECK(e.error().message.find("llama.archdef:29: tensor 'blk.0.ffn_upp.weight' not found in the model") != std::string::npos);
     CHECK(e.error().message.find("did you mean 'blk.0.ffn_up.weight'?") != std::string::npos);
   }
   {  // a shape that does not fit
     auto e = compile(replace1(base, "o = matmul(g, blk.{i}.ffn_down.weight)", "o = matmul(h, blk.{i}.ffn_down.weight)"));
     REQUIRE(!e);
     CHECK(e.error().code == Errc::shape_mismatch);
-    CHECK(e.error().message.find("llama.archdef:29: matmul: 'blk.0.ffn_down.weight' rows have 172 elements but 'h' is 64 wide") !=
+    CHECK(e.error().message.find("llama.archdef:32: matmul: 'blk.0.ffn_down.weight' rows have 172 elements but 'h' is 64 wide") !=
           std::string::npos);
   }
   {  // widths of an elementwise op
     auto e = compile(replace1(base, "  mul(g, u)\n", "  mul(g, h)\n"));
     REQUIRE(!e);
-    CHECK(e.error().message.find("llama.archdef:28: mul: 'g' is 172 wide but 'h' is 64 wide") != std::string::npos);
+    CHECK(e.error().message.find("llama.archdef:31: mul: 'g' is 172 wide but 'h' is 64 wide") != std::string::npos);
   }
   {  // a param without metadata or default
     auto e = compile(replace1(base, "kind decoder\n", "kind decoder\nparam w = {arch}.no.such.key\n"));
@@ -259,11 +263,11 @@ TEST_CASE("status: lists the definitions in effect, the failures, and dumps a te
   CHECK(r.status == 0);
   auto j = json_parse(r.out, "status");
   REQUIRE(j);
-  CHECK((*j)["architectures"].size() == 4);
-  CHECK((*j)["architectures"][0]["name"].as_string() == "gemma3");
-  CHECK((*j)["architectures"][0]["origin"].as_string() == "builtin");
-  CHECK((*j)["architectures"][0]["steps_per_layer"].as_int() == 21);
-  CHECK((*j)["architectures"][0]["sha256"].as_string() == sha256_hex(builtin_text("gemma3")));
+  CHECK((*j)["architectures"].size() == 10);
+  CHECK((*j)["architectures"][1]["name"].as_string() == "gemma3");
+  CHECK((*j)["architectures"][1]["origin"].as_string() == "builtin");
+  CHECK((*j)["architectures"][1]["steps_per_layer"].as_int() == 21);
+  CHECK((*j)["architectures"][1]["sha256"].as_string() == sha256_hex(builtin_text("gemma3")));
   CHECK((*j)["failed"].size() == 0);
   CHECK((*j)["simd"].as_string() == simd_compiled());
 
@@ -274,11 +278,11 @@ TEST_CASE("status: lists the definitions in effect, the failures, and dumps a te
   CHECK(r2.status == 0);
   auto j2 = json_parse(r2.out, "status");
   REQUIRE(j2);
-  CHECK((*j2)["architectures"].size() == 3);
-  CHECK((*j2)["architectures"][0]["origin"].as_string() == dir.file("gemma3.archdef"));
+  CHECK((*j2)["architectures"].size() == 9);
+  CHECK((*j2)["architectures"][1]["origin"].as_string() == dir.file("gemma3.archdef"));
   REQUIRE((*j2)["failed"].size() == 1);
   CHECK((*j2)["failed"][0]["path"].as_string() == dir.file("qwen2.archdef"));
-  CHECK((*j2)["failed"][0]["error"].as_string().find("qwen2.archdef:16: expected a rope layout") != std::string::npos);
+  CHECK((*j2)["failed"][0]["error"].as_string().find("qwen2.archdef:19: expected a rope layout") != std::string::npos);
 
   auto t = test::run_cli("status --archdef " + test::quote(dir.path));
   CHECK(t.status == 0);
@@ -288,7 +292,20 @@ TEST_CASE("status: lists the definitions in effect, the failures, and dumps a te
 
   auto dump = test::run_cli("status --dump llama");
   CHECK(dump.status == 0);
-  CHECK(dump.out == builtin_text("llama"));
+  CHECK(dump.out == builtin_text("llama"));  // it declares every convention: the text is all that runs
+  // a definition that leaves conventions undeclared: the dump adds the defaults in effect
+  test::TempDir old;
+  std::string bare = builtin_text("qwen2");
+  for (const auto& c : archdef_conventions()) {
+    size_t a = bare.find("convention " + std::string(c.name));
+    REQUIRE(a != std::string::npos);
+    bare.erase(a, bare.find('\n', a) + 1 - a);
+  }
+  REQUIRE(test::write_file(old.file("qwen2.archdef"), bare));
+  auto dump2 = test::run_cli("status --dump qwen2 --archdef " + test::quote(old.path));
+  CHECK(dump2.status == 0);
+  CHECK(dump2.out == bare + "# not declared above, in effect by default:\n# convention matmul_input = gguf_rounded\n"
+                            "# convention hf_rope = neox\n# convention hf_norm_offset = table\n");
   CHECK(test::run_cli("status --dump nosuch").status == 2);
   CHECK(test::run_cli("status --dump qwen2 --archdef " + test::quote(dir.path)).status == 2);
   CHECK(test::run_cli("status --archdef /nonexistent/dir").status == 2);

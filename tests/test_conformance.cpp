@@ -64,13 +64,13 @@ struct Measured {
 // The golden file of `name` for the kernels this build runs: llama.cpp's float order depends on the
 // instruction set of the ggml CPU variant that made the goldens (AVX-512 for tests/goldens/forward,
 // AVX2 for its avx2/ folder, which holds the files where the two differ), and our kernels follow
-// the order of the same instruction set.
+// the order of the same instruction set. A model with only an AVX2 file (made where no AVX-512 CPU
+// was at hand: the README there) is checked against it by every build, within the tolerances below,
+// which hold the difference between llama.cpp's two variants measured on the files that have both.
 std::string golden_path(const std::string& name, const std::string& kernels) {
-  if (kernels == "avx2") {
-    std::string p = goldens_dir() + "/avx2/" + name + ".json";
-    if (file_exists(p)) return p;
-  }
-  return goldens_dir() + "/" + name + ".json";
+  const std::string avx2 = goldens_dir() + "/avx2/" + name + ".json", other = goldens_dir() + "/" + name + ".json";
+  if (kernels == "avx2" && file_exists(avx2)) return avx2;
+  return file_exists(other) || !file_exists(avx2) ? other : avx2;
 }
 
 // Checks one golden file; `kv` is the cache type we run with.
@@ -202,6 +202,8 @@ const std::vector<std::string>& covered() {
       "synth-qwen3-tiny-q4_k_m",
       "synth-gemma3-tiny-f32", "synth-gemma3-tiny-softcap-f32", "synth-gemma3-tiny-f16", "synth-gemma3-tiny-bf16", "synth-gemma3-tiny-q8_0",
       "synth-gemma3-tiny-q4_k_m",
+      "synth-phi3-tiny-f32", "synth-starcoder2-tiny-f32", "synth-stablelm-tiny-f32", "synth-smollm3-tiny-f32",
+      "synth-gemma2-tiny-f32", "synth-olmo2-tiny-f32", "synth-olmo2-swa-tiny-f32",
   };
   return names;
 }
@@ -213,15 +215,16 @@ void check_all(std::initializer_list<const char*> names) {
 }  // namespace
 
 TEST_CASE("conformance: every golden file is checked") {
-  auto files = list_directory(goldens_dir());
-  int n = 0;
-  for (const auto& f : files) {
-    if (!ends_with(f, ".json")) continue;
-    n++;
-    std::string name = f.substr(0, f.size() - 5);
-    CHECK_MESSAGE(std::find(covered().begin(), covered().end(), name) != covered().end(), name);
-  }
-  CHECK(n == static_cast<int>(covered().size()));
+  // every model in either set (tests/goldens/forward, its avx2/ folder) is covered, once
+  std::vector<std::string> names;
+  for (const std::string& dir : {goldens_dir(), goldens_dir() + "/avx2"})
+    for (const auto& f : list_directory(dir)) {
+      if (!ends_with(f, ".json")) continue;
+      std::string name = f.substr(0, f.size() - 5);
+      CHECK_MESSAGE(std::find(covered().begin(), covered().end(), name) != covered().end(), name);
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  CHECK(names.size() == covered().size());
 }
 
 TEST_CASE("conformance: llama - stories260K (F32) against llama.cpp") { check_all({"stories260K"}); }
@@ -249,6 +252,17 @@ TEST_CASE("conformance: qwen3 - qwen3-tiny F32/F16/BF16/Q8_0/Q4_K_M") {
 TEST_CASE("conformance: gemma3 - gemma3-tiny F32/F32+softcap/F16/BF16/Q8_0/Q4_K_M") {
   check_all({"synth-gemma3-tiny-f32", "synth-gemma3-tiny-softcap-f32", "synth-gemma3-tiny-f16", "synth-gemma3-tiny-bf16", "synth-gemma3-tiny-q8_0",
              "synth-gemma3-tiny-q4_k_m"});
+}
+// The architectures of issue 13 (F32, 4 layers, 8-token sliding windows crossed by the prompts):
+// fused QKV and gate|up (phi3), LayerNorm with biases and a GELU MLP (starcoder2), partial rotary and
+// per-head LayerNorm (stablelm), NoPE layers (smollm3), soft-capped scores and alternating windows
+// (gemma2), q/k RMSNorm and post-norms with and without sliding layers (olmo2). Their goldens come
+// from llama.cpp's AVX2 build alone (avx2/; golden_path), met bit for bit by our AVX2 kernels; other
+// kernels are held to the tolerances above. The issue's tighter bar (relative difference, 32 greedy
+// tokens) is in test_archdef_ext.cpp.
+TEST_CASE("conformance: phi3, starcoder2, stablelm, smollm3, gemma2, olmo2 (+ sliding window) F32") {
+  check_all({"synth-phi3-tiny-f32", "synth-starcoder2-tiny-f32", "synth-stablelm-tiny-f32", "synth-smollm3-tiny-f32",
+             "synth-gemma2-tiny-f32", "synth-olmo2-tiny-f32", "synth-olmo2-swa-tiny-f32"});
 }
 
 // Hugging Face directories (bf16 safetensors, rotate-half q/k order, gemma norms stored as w - 1,

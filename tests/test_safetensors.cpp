@@ -197,7 +197,7 @@ TEST_CASE("safetensors: MLX affine checkpoints, with per-module quantization ove
   CHECK(m.n_params() == 4 * 32 + 32 * 64 + 16 * 32 + 32);
 }
 
-TEST_CASE("safetensors: gemma3 norms are stored as w - 1 and read as w") {
+TEST_CASE("safetensors: gemma3 norms are stored as w - 1; the loader records the offset, the definition adds it") {
   test::SafetensorsWriter w;
   w.tensor_f32("model.embed_tokens.weight", {4, 32}, corpus::ramp(128));
   w.tensor("model.norm.weight", "BF16", {2}, Bytes{0x80, 0x3F, 0x00, 0xC0});  // bf16 1.0, -2.0
@@ -207,17 +207,20 @@ TEST_CASE("safetensors: gemma3 norms are stored as w - 1 and read as w") {
   Dir d({{"config.json", text(cfg)}, {"model.safetensors", w.build()}});
   auto r = load_description(d.path);
   REQUIRE_MESSAGE(r.ok(), (r ? std::string() : r.error().message));
+  // the tensors as stored (w - 1); the offset is the table's default for `convention hf_norm_offset`,
+  // which the gemma3 definition declares (tests/test_archdef_ext.cpp: the conventions)
+  CHECK((*r)->hf_norm_offset == 1.0f);
   const TensorView* n = (*r)->find("output_norm.weight");
   REQUIRE(n);
-  CHECK(n->type == DType::f32);
+  CHECK(n->type == DType::bf16);
   float v[2];
-  std::memcpy(v, n->data, 8);
-  CHECK(v[0] == 2.0f);
-  CHECK(v[1] == -1.0f);
+  dequant_row(*n, 0, v);
+  CHECK(v[0] == 1.0f);
+  CHECK(v[1] == -2.0f);
   const TensorView* p = (*r)->find("blk.0.post_attention_norm.weight");  // gemma: a post-norm
   REQUIRE(p);
   std::memcpy(v, p->data, 8);
-  CHECK(v[0] == 1.5f);
+  CHECK(v[0] == 0.5f);
   CHECK((*r)->arch == "gemma3");
   CHECK((*r)->hp.head_dim == 16);
 }

@@ -1,7 +1,8 @@
 // llminfer compare -m MODEL --ids 1,2,3 --reference FILE.f32 [--json]
 // The validation report of a model against reference logits (for example from llama.cpp or from
 // the model's original implementation) for the same ids: top-1 agreement at every position,
-// Pearson correlation of all logits, top-10 overlap and the first position where the top-1 differs.
+// Pearson correlation of all logits, top-10 overlap, the first position where the top-1 differs, and
+// the largest difference of any logit, absolute and relative to the reference's largest |logit|.
 // FILE.f32 is float32 little-endian [positions][n_vocab]: every position, or the last only.
 #define LLMINFER_IMPLEMENTATION  // uses the detail API directly (all functions are inline)
 #include "cli.hpp"
@@ -72,16 +73,20 @@ int cmd_compare(int argc, char** argv) {
   }
   if (args.has("--json")) {
     cli::out(strf("{\"positions\":%d,\"top1_match_all\":%s,\"top1_matches\":%d,\"pearson_mean\":%s,\"pearson_min\":%s,"
-                  "\"top10_overlap_mean\":%s,\"first_divergence\":%d,\"nonfinite_ours\":%llu,\"nonfinite_reference\":%llu}\n",
+                  "\"top10_overlap_mean\":%s,\"first_divergence\":%d,\"nonfinite_ours\":%llu,"
+                  "\"nonfinite_reference\":%llu,\"max_abs_diff\":%s,\"max_rel_diff\":%s}\n",
                   r.positions, r.top1_match_all ? "true" : "false", r.top1_matches, json_number(r.pearson_mean).c_str(),
                   json_number(r.pearson_min).c_str(), json_number(r.top10_overlap_mean).c_str(), r.first_divergence,
-                  static_cast<unsigned long long>(r.nonfinite_ours), static_cast<unsigned long long>(r.nonfinite_ref)));
+                  static_cast<unsigned long long>(r.nonfinite_ours), static_cast<unsigned long long>(r.nonfinite_ref),
+                  json_number(r.max_abs_diff).c_str(), json_number(r.max_rel_diff).c_str()));
   } else {
     std::printf("model       %s (%s, %s)\n", args.get("--model").c_str(), engine->arch().name.c_str(), kv.c_str());
     std::printf("reference   %s (%d position%s x %d)\n", ref_path.c_str(), rows, rows == 1 ? "" : "s", nv);
     std::printf("top-1       %d / %d positions agree%s\n", r.top1_matches, r.positions, r.top1_match_all ? "" : " (MISMATCH)");
     std::printf("pearson     mean %.7f, min %.7f\n", r.pearson_mean, r.pearson_min);
     std::printf("top-10      mean overlap %.2f / 10\n", r.top10_overlap_mean);
+    std::printf("max diff    %.3g absolute, %.3g relative to the reference's largest |logit| (%.4g)\n", r.max_abs_diff,
+                r.max_rel_diff, r.ref_max_abs);
     if (r.first_divergence >= 0) std::printf("first divergence at position %d\n", r.first_divergence);
     else std::printf("no divergence\n");
   }

@@ -1,7 +1,8 @@
 // llminfer status [--archdef DIR] [--json] [--dump ARCH]
 // The architecture definitions in effect: built-ins, overridden by the files of --archdef DIR,
 // with their steps per layer, origin and sha256; the files that did not load and why; the SIMD
-// kernels compiled in. --dump prints the text of one definition.
+// kernels compiled in. --dump prints the text of one definition, then the conventions it leaves at
+// their defaults (as comment lines).
 #define LLMINFER_IMPLEMENTATION  // uses the detail API directly (all functions are inline)
 #include "cli.hpp"
 
@@ -31,7 +32,8 @@ int cmd_status(int argc, char** argv) {
       return cli::fail(llminfer::Error{llminfer::Errc::archdef, "the definition of '" + name + "' did not load: " + f->error});
     const ArchDef* d = reg->find(name);
     if (!d) return cli::fail(llminfer::Error{llminfer::Errc::invalid_argument, "no architecture definition named '" + name + "'"});
-    cli::out(d->text);
+    // the text, then the conventions it does not declare (their defaults run): everything that runs
+    cli::out(d->text + (d->text.empty() || d->text.back() == '\n' ? "" : "\n") + d->default_conventions_text());
     return cli::kOk;
   }
   // the kernels a model loaded now would run (LLMINFER_KERNELS, else the best level this CPU has)

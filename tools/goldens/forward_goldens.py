@@ -71,6 +71,14 @@ MODELS = [
     ("synth-gemma3-tiny-bf16", "fixtures:synth-gemma3-tiny-bf16.gguf", "bf16"),
     ("synth-gemma3-tiny-q8_0", "fixtures:synth-gemma3-tiny-q8_0.gguf", "q8_0"),
     ("synth-gemma3-tiny-q4_k_m", "fixtures:synth-gemma3-tiny-q4_k_m.gguf", "q4_k_m"),
+    # the architectures of issue 13 (F32; 8-token sliding windows, crossed by every prompt)
+    ("synth-phi3-tiny-f32", "fixtures:synth-phi3-tiny-f32.gguf", "f32"),
+    ("synth-starcoder2-tiny-f32", "fixtures:synth-starcoder2-tiny-f32.gguf", "f32"),
+    ("synth-stablelm-tiny-f32", "fixtures:synth-stablelm-tiny-f32.gguf", "f32"),
+    ("synth-smollm3-tiny-f32", "fixtures:synth-smollm3-tiny-f32.gguf", "f32"),
+    ("synth-gemma2-tiny-f32", "fixtures:synth-gemma2-tiny-f32.gguf", "f32"),
+    ("synth-olmo2-tiny-f32", "fixtures:synth-olmo2-tiny-f32.gguf", "f32"),
+    ("synth-olmo2-swa-tiny-f32", "fixtures:synth-olmo2-swa-tiny-f32.gguf", "f32"),
 ]
 
 # Three prompts: short prose, a factual pattern, and code long enough (> 16 tokens) to cross
@@ -119,7 +127,7 @@ def logsumexp(row):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only")
+    ap.add_argument("--only", action="append", help="only the models whose name contains this (repeatable)")
     ap.add_argument("--fixtures", default=os.path.join(ROOT, "build", "fixtures"))
     ap.add_argument("--out", default=OUT, help="where the .json files go (default tests/goldens/forward)")
     ap.add_argument("--only-differing-from", metavar="DIR",
@@ -134,7 +142,7 @@ def main():
     cpu = v.get("native", {}).get("system_info", "").strip()
     os.makedirs(out_dir, exist_ok=True)
     for name, where, wtype in MODELS:
-        if a.only and a.only not in name:
+        if a.only and not any(o in name for o in a.only):
             continue
         path = resolve(where, a.fixtures)
         info = oracle("info", path)
