@@ -422,7 +422,9 @@ TEST_CASE("archdef13: definitions written before this change give identical logi
                   test::model_path("hf/gemma3-tiny/hf-bf16"), test::model_path("synth-gemma3-tiny-softcap-f32.gguf")}},
   };
   const std::vector<int32_t> ids = {1, 300, 7, 2048, 99, 13, 5000, 42, 8, 1234, 77, 300, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18};
-  for (const auto& [arch, paths] : models) {
+  for (const auto& model : models) {
+    const char* arch = model.first;  // (not a structured binding: clang 14 cannot capture one in INFO's lambda)
+    const auto& paths = model.second;
     const std::string old_text = read_text(v0 + "/" + arch + ".archdef");
     REQUIRE(!old_text.empty());
     auto parsed = archdef_parse(old_text, arch, arch, "v0");
