@@ -229,6 +229,32 @@
 //   Model::info() gives the architecture, sizes, vocabulary, special tokens, end-of-generation
 //   ids, context, KV cache size, kernel level and the model's identity (a sha256 of the weights'
 //   metadata: every tensor's name, type, shape and first 64 bytes, and the definition's sha256).
+//   Model::logits(ids, all_positions) evaluates ids from position 0 in a fresh context that holds
+//   them (not limited by LoadOptions::context; no BOS added) and returns the last position's
+//   [n_vocab] logits or every position's [n][n_vocab]: the code `llminfer logits` and `compare`
+//   run, e.g. `auto l = model->logits(ids, true); float x = (*l)[k * info.n_vocab + id];`.
+//   Model::batch_stats() counts the continuous batcher's work since load: steps, shared_steps
+//   (steps with more than one sequence) and sequences (sequences / steps is the mean batch), e.g.
+//   `auto b = model->batch_stats();` before and after a parallel run (what `bench --parallel` shows).
+//
+//   Chat templates from JSON: Model::render_chat_template(messages_json, ChatTemplateOptions) and,
+//   reading only a model's description (no weights: fast on big models),
+//   llminfer::render_chat_template(model_path, messages_json, options) (model_path "" renders
+//   options.template_source alone). messages_json is an array of message objects (every key
+//   reaches the template: tool_calls, content parts, ...) or {"messages": [...], "tools": [...],
+//   "documents": [...], "kwargs": {...}}; tools select the model's "tool_use" template variant when
+//   it has one. ChatTemplateOptions: add_generation_prompt; variables, (name, value) pairs set
+//   after the special tokens and kwargs, the value read as JSON when it parses, else as a string
+//   (a special token's name with a string sets that token, "tools" sets the tools);
+//   template_source (Jinja instead of the model's template); messages_name (names the input in
+//   errors); cancel. The result RenderedChat holds the text, content_spans (byte ranges copied
+//   from messages, tools and documents: tokenize them without special-token parsing) and fallback
+//   (the built-in ChatML template was used). Errors: invalid_argument naming messages_name (not
+//   JSON, not messages, a message that is not an object, an empty variable name), the model's
+//   loading errors, template_error (syntax with line and column, raise_exception). E.g.
+//   `ChatTemplateOptions o; o.variables = {{"enable_thinking", "false"}};
+//    auto r = model->render_chat_template(R"([{"role":"user","content":"Hi"}])", o);`
+//   `llminfer template` is this function.
 //
 //   Save and restore: save() (bytes) / save(path) and load(bytes) / load(path). The file holds
 //   the conversation, the cached tokens and their KV cells (a sliding-window layer only its
@@ -764,6 +790,35 @@ struct ModelInfo {
   std::string identity;      // sha256 of the weights' metadata (checked by Session::load)
 };
 
+// Model::render_chat_template / render_chat_template: what the template sees besides the messages.
+struct ChatTemplateOptions {
+  bool add_generation_prompt = false;  // end with the header of an assistant turn
+  // Template variables, set after the model's special tokens and the messages' `kwargs` (so they
+  // override them): a name and its value as JSON text (true, 3, "text", [...], {...}); a value that
+  // is not valid JSON is taken as a string. A special token's name (bos_token, eos_token, ...) with
+  // a string value sets that token; "tools" sets the tools.
+  std::vector<std::pair<std::string, std::string>> variables = {};
+  // Jinja source rendered instead of the model's own template ("": the model's, or the fallback).
+  std::string template_source = {};
+  std::string messages_name = "messages";  // names the messages in errors (a file name, say)
+  const std::atomic<bool>* cancel = nullptr;  // set: the render fails ("rendering cancelled")
+};
+
+struct RenderedChat {
+  std::string text;  // the prompt
+  // Byte ranges of `text` copied from message content, tools and documents (sorted, disjoint):
+  // untrusted text, to tokenize without special-token parsing.
+  std::vector<std::pair<size_t, size_t>> content_spans;
+  bool fallback = false;  // rendered with the built-in ChatML template (the model has none)
+};
+
+// Counters of a model's continuous batching (LoadOptions::batch), since the model was loaded.
+struct BatchStats {
+  uint64_t steps = 0;         // forward passes run by the batcher
+  uint64_t shared_steps = 0;  // of those, passes that evaluated more than one sequence
+  uint64_t sequences = 0;     // sequence-chunks evaluated (sequences / steps: the mean batch)
+};
+
 class Model;
 class Session;
 
@@ -807,6 +862,21 @@ class Model {
   // Renders the model's own chat template (or the documented fallback when it has none).
   Result<std::string> apply_chat_template(std::span<const Message> messages,
                                           bool add_generation_prompt = true) const;
+  // Renders a conversation given as JSON text: an array of message objects ({"role", "content",
+  // ...}: every key reaches the template), or {"messages": [...], "tools": [...], "documents":
+  // [...], "kwargs": {...}} (each kwargs member becomes a variable). The "tool_use" template
+  // variant is used when the JSON has tools and the model has one. Errors name the input
+  // (options.messages_name) or the template's line.
+  Result<RenderedChat> render_chat_template(std::string_view messages_json,
+                                            const ChatTemplateOptions& options = {}) const;
+
+  // The logits of `ids` evaluated as one sequence from position 0 in a fresh context that holds
+  // them all (used exactly as given: no BOS is added): the last position's [n_vocab], or with
+  // all_positions every position's [ids.size()][n_vocab]. (What `llminfer logits` writes.)
+  Result<std::vector<float>> logits(std::span<const int32_t> ids, bool all_positions = false) const;
+
+  // Continuous batching counters (all zero when not loaded or nothing was batched yet).
+  BatchStats batch_stats() const;
 
   // Architecture, sizes, vocabulary, special tokens, context (an empty ModelInfo when not loaded).
   ModelInfo info() const;
@@ -902,6 +972,12 @@ class Session {
 const char* version() noexcept;
 // Peak resident memory of the process so far, in MiB (0 where the system does not say).
 double peak_memory_mb() noexcept;
+
+// Model::render_chat_template without loading the weights: only the description of the model at
+// `model_path` is read (fast on big models). An empty model_path renders options.template_source
+// with no special tokens but those in options.variables.
+Result<RenderedChat> render_chat_template(std::string_view model_path, std::string_view messages_json,
+                                          const ChatTemplateOptions& options = {});
 
 // The GBNF grammar that GenerateOptions::json_schema compiles to (to inspect or edit it), or an
 // error naming the unsupported keyword and where it is.
@@ -24606,6 +24682,141 @@ LLMI_API_DEF Result<void> Session::load(std::string_view path) {
   if (!f) return f.error();
   return detail::load_session_bytes(*impl_, std::span<const uint8_t>(f->data(), static_cast<size_t>(f->size())),
                                     std::string(path));
+}
+
+}  // namespace v0_1
+}  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
+
+// ---- src/92_model_tools.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
+// ==== Public tools over a model: chat templates from JSON, logits of ids, batching counters ====
+// What the CLI's `template`, `logits`, `compare` and `bench` subcommands need, as public functions
+// (the CLI uses nothing else). Each calls the same code the library uses inside, so that their
+// results are the library's own (the conformance tests compare `llminfer logits` with llama.cpp).
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// The messages JSON (see Model::render_chat_template) as the template's input.
+inline Result<ChatInput> chat_input_from_json(std::string_view messages_json, const ChatTemplateOptions& o) {
+  const std::string& name = o.messages_name;
+  ChatInput in;
+  in.add_generation_prompt = o.add_generation_prompt;
+  in.extra.type = Json::Type::object;
+  in.cancel = o.cancel;
+  auto j = json_parse(messages_json, name);
+  if (!j) return j.error();
+  if (j->is_array()) {
+    in.messages = std::move(*j);
+  } else if (j->is_object() && (*j)["messages"].is_array()) {
+    in.messages = (*j)["messages"];
+    if (const Json* t = j->find("tools"); t && !t->is_null()) in.tools = *t;
+    if (const Json* d = j->find("documents"); d && !d->is_null()) in.extra.members.emplace_back("documents", *d);
+    if (const Json* kw = j->find("kwargs"); kw && kw->is_object())
+      for (const auto& kv : kw->members) in.extra.members.emplace_back(kv.first, kv.second);
+  } else {
+    return make_error(Errc::invalid_argument,
+                      name + ": expected a JSON array of messages or {\"messages\": [...], \"tools\": [...]}");
+  }
+  for (const auto& m : in.messages.items)
+    if (!m.is_object()) return make_error(Errc::invalid_argument, name + ": every message must be a JSON object");
+  return in;
+}
+
+// Renders `in` with the template of `desc` (nullptr: options.template_source alone).
+inline Result<RenderedChat> render_chat_input(const ModelDesc* desc, ChatInput in, const ChatTemplateOptions& o) {
+  // the template and the special tokens
+  ChatTemplateSource src;
+  if (desc) {
+    src = chat_template_for(*desc, !in.tools.is_null());
+    chat_special_tokens(*desc, in);
+  }
+  if (!o.template_source.empty()) {
+    src.source = o.template_source;
+    src.fallback = false;
+  } else if (!desc) {
+    return make_error(Errc::invalid_argument, "render_chat_template: no model and no template_source");
+  }
+
+  // the variables (after the model's values and the kwargs, so they override them)
+  for (const auto& [key, raw] : o.variables) {
+    if (key.empty())
+      return make_error(Errc::invalid_argument, "render_chat_template: a variable has an empty name (value '" +
+                                                    printable(raw) + "')");
+    Json value;
+    if (auto parsed = json_parse(raw, "variable")) {
+      value = std::move(*parsed);
+    } else {
+      value.type = Json::Type::string;
+      value.str = raw;
+    }
+    bool special = false;
+    for (auto& st : in.special_tokens)
+      if (st.first == key && value.is_string()) {
+        st.second = value.str;
+        special = true;
+      }
+    if (special) continue;
+    if (key == "tools") {
+      in.tools = std::move(value);
+      continue;
+    }
+    bool replaced = false;
+    for (auto& m : in.extra.members)
+      if (m.first == key) {
+        m.second = value;
+        replaced = true;
+      }
+    if (!replaced) in.extra.members.emplace_back(key, std::move(value));
+  }
+
+  auto tpl = ChatTemplate::parse(src.source);
+  if (!tpl) return tpl.error();
+  auto r = tpl->render(in);
+  if (!r) return r.error();
+  RenderedChat out;
+  out.text = std::move(r->text);
+  out.content_spans = std::move(r->content_spans);
+  out.fallback = src.fallback;
+  return out;
+}
+
+}  // namespace detail
+
+LLMI_API_DEF Result<RenderedChat> Model::render_chat_template(std::string_view messages_json,
+                                                             const ChatTemplateOptions& options) const {
+  if (!impl_) return detail::make_error(Errc::invalid_argument, "render_chat_template: the model is not loaded");
+  auto in = detail::chat_input_from_json(messages_json, options);
+  if (!in) return in.error();
+  return detail::render_chat_input(impl_->desc.get(), std::move(*in), options);
+}
+
+LLMI_API_DEF Result<RenderedChat> render_chat_template(std::string_view model_path, std::string_view messages_json,
+                                                       const ChatTemplateOptions& options) {
+  // The messages are checked first: malformed ones are reported before a big model is read.
+  auto in = detail::chat_input_from_json(messages_json, options);
+  if (!in) return in.error();
+  if (model_path.empty()) return detail::render_chat_input(nullptr, std::move(*in), options);
+  auto desc = detail::load_description(std::string(model_path));
+  if (!desc) return desc.error();
+  return detail::render_chat_input(desc->get(), std::move(*in), options);
+}
+
+LLMI_API_DEF Result<std::vector<float>> Model::logits(std::span<const int32_t> ids, bool all_positions) const {
+  if (!impl_) return detail::make_error(Errc::invalid_argument, "logits: the model is not loaded");
+  if (ids.empty()) return detail::make_error(Errc::invalid_argument, "logits: no token ids");
+  return detail::logits_of_ids(impl_->engine, ids, all_positions);
+}
+
+LLMI_API_DEF BatchStats Model::batch_stats() const {
+  BatchStats b;
+  if (!impl_) return b;
+  const auto s = detail::Batcher::of(*impl_->engine).stats();
+  b.steps = s.steps;
+  b.shared_steps = s.shared_steps;
+  b.sequences = s.chunks;
+  return b;
 }
 
 }  // namespace v0_1

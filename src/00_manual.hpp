@@ -229,6 +229,32 @@
 //   Model::info() gives the architecture, sizes, vocabulary, special tokens, end-of-generation
 //   ids, context, KV cache size, kernel level and the model's identity (a sha256 of the weights'
 //   metadata: every tensor's name, type, shape and first 64 bytes, and the definition's sha256).
+//   Model::logits(ids, all_positions) evaluates ids from position 0 in a fresh context that holds
+//   them (not limited by LoadOptions::context; no BOS added) and returns the last position's
+//   [n_vocab] logits or every position's [n][n_vocab]: the code `llminfer logits` and `compare`
+//   run, e.g. `auto l = model->logits(ids, true); float x = (*l)[k * info.n_vocab + id];`.
+//   Model::batch_stats() counts the continuous batcher's work since load: steps, shared_steps
+//   (steps with more than one sequence) and sequences (sequences / steps is the mean batch), e.g.
+//   `auto b = model->batch_stats();` before and after a parallel run (what `bench --parallel` shows).
+//
+//   Chat templates from JSON: Model::render_chat_template(messages_json, ChatTemplateOptions) and,
+//   reading only a model's description (no weights: fast on big models),
+//   llminfer::render_chat_template(model_path, messages_json, options) (model_path "" renders
+//   options.template_source alone). messages_json is an array of message objects (every key
+//   reaches the template: tool_calls, content parts, ...) or {"messages": [...], "tools": [...],
+//   "documents": [...], "kwargs": {...}}; tools select the model's "tool_use" template variant when
+//   it has one. ChatTemplateOptions: add_generation_prompt; variables, (name, value) pairs set
+//   after the special tokens and kwargs, the value read as JSON when it parses, else as a string
+//   (a special token's name with a string sets that token, "tools" sets the tools);
+//   template_source (Jinja instead of the model's template); messages_name (names the input in
+//   errors); cancel. The result RenderedChat holds the text, content_spans (byte ranges copied
+//   from messages, tools and documents: tokenize them without special-token parsing) and fallback
+//   (the built-in ChatML template was used). Errors: invalid_argument naming messages_name (not
+//   JSON, not messages, a message that is not an object, an empty variable name), the model's
+//   loading errors, template_error (syntax with line and column, raise_exception). E.g.
+//   `ChatTemplateOptions o; o.variables = {{"enable_thinking", "false"}};
+//    auto r = model->render_chat_template(R"([{"role":"user","content":"Hi"}])", o);`
+//   `llminfer template` is this function.
 //
 //   Save and restore: save() (bytes) / save(path) and load(bytes) / load(path). The file holds
 //   the conversation, the cached tokens and their KV cells (a sliding-window layer only its

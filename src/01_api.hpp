@@ -292,6 +292,35 @@ struct ModelInfo {
   std::string identity;      // sha256 of the weights' metadata (checked by Session::load)
 };
 
+// Model::render_chat_template / render_chat_template: what the template sees besides the messages.
+struct ChatTemplateOptions {
+  bool add_generation_prompt = false;  // end with the header of an assistant turn
+  // Template variables, set after the model's special tokens and the messages' `kwargs` (so they
+  // override them): a name and its value as JSON text (true, 3, "text", [...], {...}); a value that
+  // is not valid JSON is taken as a string. A special token's name (bos_token, eos_token, ...) with
+  // a string value sets that token; "tools" sets the tools.
+  std::vector<std::pair<std::string, std::string>> variables = {};
+  // Jinja source rendered instead of the model's own template ("": the model's, or the fallback).
+  std::string template_source = {};
+  std::string messages_name = "messages";  // names the messages in errors (a file name, say)
+  const std::atomic<bool>* cancel = nullptr;  // set: the render fails ("rendering cancelled")
+};
+
+struct RenderedChat {
+  std::string text;  // the prompt
+  // Byte ranges of `text` copied from message content, tools and documents (sorted, disjoint):
+  // untrusted text, to tokenize without special-token parsing.
+  std::vector<std::pair<size_t, size_t>> content_spans;
+  bool fallback = false;  // rendered with the built-in ChatML template (the model has none)
+};
+
+// Counters of a model's continuous batching (LoadOptions::batch), since the model was loaded.
+struct BatchStats {
+  uint64_t steps = 0;         // forward passes run by the batcher
+  uint64_t shared_steps = 0;  // of those, passes that evaluated more than one sequence
+  uint64_t sequences = 0;     // sequence-chunks evaluated (sequences / steps: the mean batch)
+};
+
 class Model;
 class Session;
 
@@ -335,6 +364,21 @@ class Model {
   // Renders the model's own chat template (or the documented fallback when it has none).
   Result<std::string> apply_chat_template(std::span<const Message> messages,
                                           bool add_generation_prompt = true) const;
+  // Renders a conversation given as JSON text: an array of message objects ({"role", "content",
+  // ...}: every key reaches the template), or {"messages": [...], "tools": [...], "documents":
+  // [...], "kwargs": {...}} (each kwargs member becomes a variable). The "tool_use" template
+  // variant is used when the JSON has tools and the model has one. Errors name the input
+  // (options.messages_name) or the template's line.
+  Result<RenderedChat> render_chat_template(std::string_view messages_json,
+                                            const ChatTemplateOptions& options = {}) const;
+
+  // The logits of `ids` evaluated as one sequence from position 0 in a fresh context that holds
+  // them all (used exactly as given: no BOS is added): the last position's [n_vocab], or with
+  // all_positions every position's [ids.size()][n_vocab]. (What `llminfer logits` writes.)
+  Result<std::vector<float>> logits(std::span<const int32_t> ids, bool all_positions = false) const;
+
+  // Continuous batching counters (all zero when not loaded or nothing was batched yet).
+  BatchStats batch_stats() const;
 
   // Architecture, sizes, vocabulary, special tokens, context (an empty ModelInfo when not loaded).
   ModelInfo info() const;
@@ -430,6 +474,12 @@ class Session {
 const char* version() noexcept;
 // Peak resident memory of the process so far, in MiB (0 where the system does not say).
 double peak_memory_mb() noexcept;
+
+// Model::render_chat_template without loading the weights: only the description of the model at
+// `model_path` is read (fast on big models). An empty model_path renders options.template_source
+// with no special tokens but those in options.variables.
+Result<RenderedChat> render_chat_template(std::string_view model_path, std::string_view messages_json,
+                                          const ChatTemplateOptions& options = {});
 
 // The GBNF grammar that GenerateOptions::json_schema compiles to (to inspect or edit it), or an
 // error naming the unsupported keyword and where it is.

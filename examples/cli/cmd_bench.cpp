@@ -180,17 +180,15 @@ int cmd_bench(int argc, char** argv) {
       for (auto& x : th) x.join();
     };
     run_all(1);  // warm-up
-    // the batcher's counters (not public: the CLI's one reach into the library for this figure)
-    auto& batcher = llminfer::detail::Batcher::of(*llminfer::detail::model_impl(*model).engine);
-    const auto before = batcher.stats();
+    const llminfer::BatchStats before = model->batch_stats();
     for (int rep = 0; rep < reps; rep++) {
       double s = now_ms();
       run_all(n_gen);
       t.ms.push_back(now_ms() - s);
     }
     if (failed) return cli::fail(llminfer::Error{llminfer::Errc::internal, "a parallel decode failed"});
-    const auto after = batcher.stats();
-    const auto steps = after.steps - before.steps, chunks = after.chunks - before.chunks;
+    const llminfer::BatchStats after = model->batch_stats();
+    const auto steps = after.steps - before.steps, chunks = after.sequences - before.sequences;
     seqs_per_step = steps ? static_cast<double>(chunks) / static_cast<double>(steps) : 0;
     tests.push_back(std::move(t));
   } else if (n_gen > 0) {

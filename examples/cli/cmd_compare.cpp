@@ -36,9 +36,9 @@ int cmd_compare(int argc, char** argv) {
     args.usage_error("-m MODEL, --ids and --reference are required");
     return args.exit_code();
   }
-  auto ids = parse_id_list(args.get("--ids"));
-  if (!ids) {
-    args.usage_error(ids.error().message);
+  std::vector<int32_t> ids;
+  if (std::string err; !cli::parse_ids(args.get("--ids"), ids, err)) {
+    args.usage_error(err);
     return args.exit_code();
   }
   std::string ref_path = args.get("--reference");
@@ -46,10 +46,10 @@ int cmd_compare(int argc, char** argv) {
   if (!ref) return cli::fail(ref.error());
   auto model = llminfer::Model::load(args.get("--model"), lo);
   if (!model) return cli::fail(model.error());
-  const auto& engine = llminfer::detail::model_impl(*model).engine;
-  const int nv = engine->n_vocab();
+  const llminfer::ModelInfo info = model->info();
+  const int nv = info.n_vocab;
   const uint64_t row_bytes = uint64_t(nv) * 4;
-  const int n = static_cast<int>(ids->size());
+  const int n = static_cast<int>(ids.size());
   if (ref->size() == 0 || ref->size() % row_bytes != 0 ||
       (ref->size() / row_bytes != 1 && ref->size() / row_bytes != uint64_t(n)))
     return cli::fail(llminfer::Error{
@@ -57,7 +57,7 @@ int cmd_compare(int argc, char** argv) {
         strf("%s: %llu bytes is neither 1 nor %d positions of %d float32 logits", ref_path.c_str(),
              static_cast<unsigned long long>(ref->size()), n, nv)});
   const int rows = static_cast<int>(ref->size() / row_bytes);
-  auto logits = logits_of_ids(engine, *ids, rows > 1);
+  auto logits = model->logits(ids, rows > 1);
   if (!logits) return cli::fail(logits.error());
   std::vector<float> refv(static_cast<size_t>(rows) * nv);
   std::memcpy(refv.data(), ref->data(), refv.size() * 4);
@@ -80,7 +80,7 @@ int cmd_compare(int argc, char** argv) {
                   static_cast<unsigned long long>(r.nonfinite_ours), static_cast<unsigned long long>(r.nonfinite_ref),
                   json_number(r.max_abs_diff).c_str(), json_number(r.max_rel_diff).c_str()));
   } else {
-    std::printf("model       %s (%s, %s)\n", args.get("--model").c_str(), engine->arch().name.c_str(), kv.c_str());
+    std::printf("model       %s (%s, %s)\n", args.get("--model").c_str(), info.architecture.c_str(), kv.c_str());
     std::printf("reference   %s (%d position%s x %d)\n", ref_path.c_str(), rows, rows == 1 ? "" : "s", nv);
     std::printf("top-1       %d / %d positions agree%s\n", r.top1_matches, r.positions, r.top1_match_all ? "" : " (MISMATCH)");
     std::printf("pearson     mean %.7f, min %.7f\n", r.pearson_mean, r.pearson_min);

@@ -37,35 +37,35 @@ int cmd_logits(int argc, char** argv) {
     args.usage_error("-m MODEL, --ids and --out are required");
     return args.exit_code();
   }
-  auto ids = parse_id_list(args.get("--ids"));
-  if (!ids) {
-    args.usage_error(ids.error().message);
+  std::vector<int32_t> ids;
+  if (std::string err; !cli::parse_ids(args.get("--ids"), ids, err)) {
+    args.usage_error(err);
     return args.exit_code();
   }
   auto model = llminfer::Model::load(args.get("--model"), lo);
   if (!model) return cli::fail(model.error());
-  const auto& engine = llminfer::detail::model_impl(*model).engine;
+  const llminfer::ModelInfo info = model->info();
   bool all = args.has("--all");
-  auto logits = logits_of_ids(engine, *ids, all);
+  auto logits = model->logits(ids, all);
   if (!logits) return cli::fail(logits.error());
   std::string out = args.get("--out");
   std::string werr;
   if (!cli::write_file(out, logits->data(), logits->size() * 4, werr))
     return cli::fail(llminfer::Error{llminfer::Errc::io, werr});
-  const int nv = engine->n_vocab();
+  const int nv = info.n_vocab;
   const int rows = static_cast<int>(logits->size() / static_cast<size_t>(nv));
-  const int n = static_cast<int>(ids->size());
+  const int n = static_cast<int>(ids.size());
   if (args.has("--json")) {
     std::string s = strf("{\"model\":%s,\"architecture\":%s,\"n_vocab\":%d,\"n_tokens\":%d,\"n_positions\":%d,\"out\":%s,"
                          "\"kv_type\":%s,\"positions\":[",
-                         json_quote(args.get("--model")).c_str(), json_quote(engine->arch().name).c_str(), nv, n, rows,
+                         json_quote(args.get("--model")).c_str(), json_quote(info.architecture).c_str(), nv, n, rows,
                          json_quote(out).c_str(), json_quote(kv).c_str());
     for (int r = 0; r < rows; r++) {
       const float* x = logits->data() + size_t(r) * nv;
       int pos = all ? r : n - 1;
       auto top = top_k_ids(x, nv, 10);
       s += strf("%s{\"pos\":%d,\"token\":%d,\"argmax\":%d,\"logsumexp\":%s,\"top\":[", r ? "," : "", pos,
-                (*ids)[static_cast<size_t>(pos)], top[0], json_number(logsumexp(x, nv)).c_str());
+                ids[static_cast<size_t>(pos)], top[0], json_number(logsumexp(x, nv)).c_str());
       for (size_t k = 0; k < top.size(); k++)
         s += strf("%s[%d,%s]", k ? "," : "", top[k], json_number(x[top[k]]).c_str());
       s += "]}";

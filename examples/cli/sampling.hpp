@@ -100,9 +100,10 @@ inline bool read_sampling(Args& a, llminfer::GenerateOptions& o, bool greedy_def
     o.logit_bias.emplace_back(id, static_cast<float>(bias));
   }
   for (const auto& s : a.all("--ban")) {
-    auto ids = llminfer::detail::parse_id_list(s);
-    if (!ids) return a.usage_error("--ban: " + ids.error().message);
-    o.banned_tokens.insert(o.banned_tokens.end(), ids->begin(), ids->end());
+    std::vector<int32_t> ids;
+    std::string err;
+    if (!parse_ids(s, ids, err)) return a.usage_error("--ban: " + err);
+    o.banned_tokens.insert(o.banned_tokens.end(), ids.begin(), ids.end());
   }
   if (a.has("--grammar") && a.has("--json-schema")) return a.usage_error("give --grammar or --json-schema, not both");
   return true;
