@@ -38,6 +38,10 @@ std::string chat_usage() {
          "  -t, --threads N         threads (default: all hardware threads)\n"
          "  -c, --context N         context size in tokens (default: min(trained context, 4096))\n"
          "  --archdef DIR           directory of <arch>.archdef files overriding the built-ins\n"
+         "  --no-mmap               read the weights into memory instead of mapping the file\n"
+         "  --max-program-steps N   refuse a definition compiled into more than N steps (default 1000000)\n"
+         "  --max-session-mb N      refuse a context whose KV cache and scratch need more than N MiB\n"
+         "                          (default: the machine's physical memory)\n"
          "Exit status: 0 success, 1 usage error, 2 model error.\n";
 }
 
