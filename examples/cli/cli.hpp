@@ -321,11 +321,12 @@ inline void out(std::string_view s) {
 }
 
 // After a command: output that could not be written (a full disk, a closed pipe) is an error, not
-// a success. Returns the exit status to use.
+// a success. Returns the exit status to use (and forgets the failure, for the next command).
 inline int finish_output(int code) {
   errno = 0;
   bool bad = std::fflush(stdout) != 0 || std::ferror(stdout);
   int e = out_errno() ? out_errno() : errno;
+  out_errno() = 0;
   if (bad) {
     std::fprintf(stderr, "error: cannot write the output (standard output): %s\n",
                  e ? std::strerror(e) : "write error");

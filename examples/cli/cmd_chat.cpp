@@ -101,6 +101,8 @@ bool read_message(std::string& msg, bool interactive) {
 }  // namespace
 
 int cmd_chat(int argc, char** argv) {
+  g_too_long.store(false);  // (a program may run the command more than once: tests/fuzz/fuzz_cli.cpp)
+  g_interrupted.store(false);
   cli::Args a(chat_usage());
   a.option({"-m", "--model"}, true).option({"--system"}, true).option({"--stats"}, false).common();
   a.option({"--save"}, true).option({"--load"}, true).option({"--kv-type"}, true);
