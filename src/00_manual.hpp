@@ -62,13 +62,16 @@
 //   used as floats (rms epsilon, rope bases and scaling factors, rope factor tensors, definition
 //   values) must be finite. Each error names the key and the tensor (shape_mismatch / bad_format).
 //
-//   Limits computed before allocating (LoadOptions; 0 means the default):
+//   Limits computed before allocating (LoadOptions; 0 means the default; on the CLI the flags
+//   --max-program-steps N and --max-session-mb N of every command that loads a model):
 //     max_program_steps   compiled steps: prologue + block x block_count + epilogue (1,000,000);
 //                         over it the load fails with out_of_memory, naming block_count and the
 //                         steps per layer
 //     max_session_bytes   a session's KV cache plus activation scratch (the machine's physical
-//                         memory); over it the first generate/reply (Context creation) fails with
-//                         out_of_memory naming both sizes: use a smaller LoadOptions::context
+//                         memory); a session of the load's context (LoadOptions::context or the
+//                         default) over it fails the load with out_of_memory naming the file and
+//                         both sizes (use a smaller context); a larger context asked for later
+//                         (the logits of a longer sequence) is checked the same way when created
 //
 // ==== Build options (define before including, in the implementation TU) ====
 //

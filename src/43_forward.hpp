@@ -109,7 +109,7 @@ class ArchCompiler {
     if (n_steps > max_steps_)
       return fail(Errc::out_of_memory, 0,
                   strf("%s.block_count %lld x %zu steps per layer (+ %zu) makes %llu compiled steps, more than the "
-                       "limit of %llu (LoadOptions::max_program_steps)",
+                       "limit of %llu (LoadOptions::max_program_steps, --max-program-steps)",
                        m_.arch.c_str(), static_cast<long long>(hp.n_layer), d_.block.size(),
                        d_.prologue.size() + d_.epilogue.size(), static_cast<unsigned long long>(n_steps),
                        static_cast<unsigned long long>(max_steps_)));
@@ -1007,36 +1007,46 @@ class Context {
   Context(Context&&) noexcept = default;
   Context& operator=(Context&&) noexcept = default;
 
+  // What a context of n_ctx tokens (0: the engine's default) will allocate (KV cache and scratch),
+  // checked against LoadOptions::max_session_bytes (or the machine's physical memory) before any
+  // of it is allocated: out_of_memory naming the file and both sizes. Model::load checks its
+  // context with this, create() every context.
+  static Result<void> check_size(const Engine& e, int n_ctx) {
+    if (n_ctx <= 0) n_ctx = e.n_ctx_default();
+    if (n_ctx > (1 << 24)) return make_error(Errc::invalid_argument, strf("context of %d tokens is too large", n_ctx));
+    const Program& p = e.program();
+    const LoadOptions& o = e.options();
+    const int ubatch = std::min(kUbatch, n_ctx);
+    uint64_t kv = KvCache::planned_bytes(p.kv, n_ctx, ubatch, o.kv_type);
+    uint64_t scratch = 0;
+    for (size_t r = 0; r < p.reg_names.size(); r++) scratch += uint64_t(ubatch) * uint64_t(std::max(1, p.reg_width[r])) * 4;
+    scratch += uint64_t(ubatch) * uint64_t(p.max_round_width) * 4;
+    uint64_t total = kv == UINT64_MAX ? UINT64_MAX : kv + scratch;
+    uint64_t limit = o.max_session_bytes ? o.max_session_bytes : physical_memory_bytes();
+    if (limit && total > limit)
+      return make_error(Errc::out_of_memory,
+                        strf("%s: a session of %d tokens needs %s (KV cache %s for %d attention layers, scratch %s), more "
+                             "than the limit of %s (%s); use a smaller context",
+                             e.desc().path.c_str(), n_ctx, kv == UINT64_MAX ? "more than 2^64 bytes" : human_bytes(total).c_str(),
+                             kv == UINT64_MAX ? "overflow" : human_bytes(kv).c_str(), static_cast<int>(p.kv.size()),
+                             human_bytes(scratch).c_str(), human_bytes(limit).c_str(),
+                             o.max_session_bytes ? "LoadOptions::max_session_bytes, --max-session-mb"
+                                                 : "the machine's physical memory; LoadOptions::max_session_bytes, "
+                                                   "--max-session-mb"));
+    return {};
+  }
+
   // n_ctx: tokens this context can hold (0: the engine's default).
   static Result<Context> create(std::shared_ptr<const Engine> engine, int n_ctx) {
     if (!engine) return make_error(Errc::invalid_argument, "Context::create: no engine");
+    if (auto r = check_size(*engine, n_ctx); !r) return r.error();
     Context c;
     c.e_ = std::move(engine);
     c.kern_ = &c.e_->kernels();
     const Program& p = c.e_->program();
     const LoadOptions& o = c.e_->options();
     c.n_ctx_ = n_ctx > 0 ? n_ctx : c.e_->n_ctx_default();
-    if (c.n_ctx_ > (1 << 24)) return make_error(Errc::invalid_argument, strf("context of %d tokens is too large", c.n_ctx_));
     c.ubatch_ = std::min(kUbatch, c.n_ctx_);
-    // What the session will allocate, against the limit, before allocating any of it.
-    {
-      uint64_t kv = KvCache::planned_bytes(p.kv, c.n_ctx_, c.ubatch_, o.kv_type);
-      uint64_t scratch = 0;
-      for (size_t r = 0; r < p.reg_names.size(); r++)
-        scratch += uint64_t(c.ubatch_) * uint64_t(std::max(1, p.reg_width[r])) * 4;
-      scratch += uint64_t(c.ubatch_) * uint64_t(p.max_round_width) * 4;
-      uint64_t total = kv == UINT64_MAX ? UINT64_MAX : kv + scratch;
-      uint64_t limit = o.max_session_bytes ? o.max_session_bytes : physical_memory_bytes();
-      if (limit && total > limit)
-        return make_error(Errc::out_of_memory,
-                          strf("%s: a session of %d tokens needs %s (KV cache %s for %d attention layers, scratch %s), more "
-                               "than the limit of %s (%s); use a smaller context",
-                               c.e_->desc().path.c_str(), c.n_ctx_, kv == UINT64_MAX ? "more than 2^64 bytes" : human_bytes(total).c_str(),
-                               kv == UINT64_MAX ? "overflow" : human_bytes(kv).c_str(), static_cast<int>(p.kv.size()),
-                               human_bytes(scratch).c_str(), human_bytes(limit).c_str(),
-                               o.max_session_bytes ? "LoadOptions::max_session_bytes" : "the machine's physical memory; "
-                                                                                       "LoadOptions::max_session_bytes"));
-    }
     if (auto r = c.kv_.init(p.kv, c.n_ctx_, c.ubatch_, o.kv_type, c.kern_); !r) return r.error();
     c.slide_ = o.context_policy == ContextPolicy::slide;
     c.keep_ = std::max(0, o.keep);

@@ -116,6 +116,9 @@ inline Result<Model> finish_load(std::shared_ptr<ModelDesc> desc, const LoadOpti
   // type the kernels cannot compute fails the load, not the first forward pass.
   auto engine = Engine::create(impl->desc, options);
   if (!engine) return engine.error();
+  // A session of this context must fit LoadOptions::max_session_bytes: refused now, not at the
+  // first reply (nothing of it is allocated yet).
+  if (auto fits = Context::check_size(**engine, 0); !fits) return fits.error();
   impl->engine = std::move(*engine);
   impl->load_ms = now_ms() - t0;
   out = std::move(impl);

@@ -463,6 +463,96 @@ TEST_CASE("cli: a prompt longer than the context exits 2 naming both lengths") {
   CHECK(test::run_cli("run -m " + model + " -c 12 --ids 15,15,15,15,15,15,15,15,15 -t 1").status == 0);
 }
 
+TEST_CASE("cli: --max-session-mb refuses at load a context whose session does not fit, naming the file") {
+  const std::string path = test::model_path("stories260K.gguf"), model = test::quote(path);
+  // 8192 tokens of stories260K: 5 MiB of KV cache (640 bytes a token) and 1.2 MiB of scratch
+  auto big = test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 -c 8192 --max-session-mb 4", true);
+  CHECK(big.status == 2);
+  CHECK_MESSAGE(big.out.find(path + ": a session of 8192 tokens needs 6.2 MiB (KV cache 5 MiB") != std::string::npos, big.out);
+  CHECK_MESSAGE(big.out.find("more than the limit of 4 MiB (LoadOptions::max_session_bytes, --max-session-mb)") !=
+                    std::string::npos,
+                big.out);
+  // the same context without the limit, or with a limit it fits, runs
+  CHECK(test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 -c 8192").status == 0);
+  CHECK(test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 -c 8192 --max-session-mb 16").status == 0);
+  // chat is refused before it reads a message (the refusal is at load, not at the first reply)
+  auto chat = test::run_cli("chat -m " + model + " -t 1 -c 8192 --max-session-mb=4 </dev/null", true);
+  CHECK(chat.status == 2);
+  CHECK_MESSAGE(chat.out.find(path + ": a session of 8192 tokens needs") != std::string::npos, chat.out);
+  CHECK(test::run_cli("chat -m " + model + " -t 1 -c 8192 --max-session-mb=16 </dev/null").status == 0);
+  test::TempDir dir;
+  auto logits = test::run_cli("logits -m " + model + " --ids 1 -t 1 -c 8192 --max-session-mb 4 --out " +
+                              test::quote(dir.file("l.f32")), true);
+  CHECK(logits.status == 2);
+  CHECK_MESSAGE(logits.out.find("--max-session-mb") != std::string::npos, logits.out);
+}
+
+TEST_CASE("cli: --max-program-steps refuses a definition compiled into more steps; bad limits are usage errors") {
+  const std::string model = test::quote(test::model_path("stories260K.gguf"));
+  // the built-in definition: refused under a tiny limit, with the count it makes
+  auto small = test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 --max-program-steps 10", true);
+  CHECK(small.status == 2);
+  CHECK_MESSAGE(small.out.find("llama.block_count 5 x ") != std::string::npos, small.out);
+  CHECK_MESSAGE(small.out.find("more than the limit of 10 (LoadOptions::max_program_steps, --max-program-steps)") !=
+                    std::string::npos,
+                small.out);
+  // the boundary: exactly the compiled count loads, one less is refused
+  size_t at = small.out.find(" makes "), end = small.out.find(" compiled steps");
+  REQUIRE(at != std::string::npos);
+  REQUIRE(end != std::string::npos);
+  std::string n = small.out.substr(at + 7, end - at - 7);
+  long long steps = std::atoll(n.c_str());
+  REQUIRE(steps > 10);
+  CHECK(test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 --max-program-steps " + n).status == 0);
+  CHECK(test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 --max-program-steps " + std::to_string(steps - 1)).status == 2);
+  // a definition of 2,000 tensor-free steps per layer: 10,000 steps, loads by default (limit 1,000,000),
+  // refused under --max-program-steps 5000 by every command that loads a model
+  test::TempDir defs;
+  auto dump = test::run_cli("status --dump llama");
+  REQUIRE(dump.status == 0);
+  size_t block = dump.out.find("\nblock\n");
+  REQUIRE(block != std::string::npos);
+  std::string def = dump.out;
+  std::string extra;
+  for (int k = 0; k < 2000; k++) extra += "  scale(x, 1.0)\n";
+  def.insert(block + 7, extra);
+  REQUIRE(test::write_file(defs.file("llama.archdef"), std::vector<uint8_t>(def.begin(), def.end())));
+  REQUIRE(test::write_file(defs.file("ref.f32"), std::vector<uint8_t>(4, 0)));
+  const std::string with_def = model + " --archdef " + test::quote(defs.path) + " -t 1";
+  auto ok = test::run_cli("run -m " + with_def + " --ids 1 -n 1", true);
+  CHECK_MESSAGE(ok.status == 0, ok.out);
+  for (std::string cmd : {"run -m " + with_def + " --ids 1 -n 1", "chat -m " + with_def + " </dev/null",
+                          "logits -m " + with_def + " --ids 1 --out /dev/null", "bench -m " + with_def + " -p 8 -n 1 -r 1",
+                          "compare -m " + with_def + " --ids 1 --reference " + test::quote(defs.file("ref.f32"))}) {
+    CAPTURE(cmd);
+    auto r = test::run_cli(cmd + " --max-program-steps 5000", true);
+    CHECK(r.status == 2);
+    CHECK_MESSAGE(r.out.find("llama.block_count 5 x 2") != std::string::npos, r.out);
+    CHECK_MESSAGE(r.out.find("more than the limit of 5000 (LoadOptions::max_program_steps, --max-program-steps)") !=
+                      std::string::npos,
+                  r.out);
+  }
+  // bad values: exit 1, the flag named, nothing loaded
+  for (std::string flag : {"--max-program-steps", "--max-session-mb"})
+    for (std::string v : {"0", "-1", "12x", "x", "''", "' 5'", "+5", "1.5", "99999999999999999999"}) {
+      CAPTURE(flag);
+      CAPTURE(v);
+      auto r = test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 " + flag + " " + v, true);
+      CHECK(r.status == 1);
+      CHECK_MESSAGE(r.out.find("error: " + flag + " expects a whole number from 1 to ") != std::string::npos, r.out);
+    }
+  // MiB that overflow 64 bits of bytes; the largest accepted value means no limit in practice
+  auto over = test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 --max-session-mb 17592186044416", true);
+  CHECK(over.status == 1);
+  CHECK_MESSAGE(over.out.find("--max-session-mb expects a whole number from 1 to 17592186044415") != std::string::npos, over.out);
+  CHECK(test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 --max-session-mb 17592186044415").status == 0);
+  CHECK(test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 --max-program-steps 18446744073709551615").status == 0);
+  CHECK(test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 --max-program-steps 18446744073709551616").status == 1);
+  auto help = test::run_cli("run --help");
+  CHECK(help.out.find("--max-program-steps N") != std::string::npos);
+  CHECK(help.out.find("--max-session-mb N") != std::string::npos);
+}
+
 TEST_CASE("cli: output that cannot be written is an error; --no-mmap gives the same text") {
   std::string model = test::quote(script_model_path());
   CHECK(test::run_cli("run -m " + model + " --ids 1 -n 8 -t 1").status == 0);

@@ -33,12 +33,15 @@ class Args {
     opts_.push_back(std::move(o));
     return *this;
   }
-  // Adds -t/--threads, -c/--context, --archdef and --no-mmap (common to every model command).
+  // Adds -t/--threads, -c/--context, --archdef, --no-mmap, --max-program-steps and --max-session-mb
+  // (common to every model command).
   Args& common() {
     option({"-t", "--threads"}, true);
     option({"-c", "--context"}, true);
     option({"--archdef"}, true);
     option({"--no-mmap"}, false);
+    option({"--max-program-steps"}, true);
+    option({"--max-session-mb"}, true);
     return *this;
   }
 
@@ -110,6 +113,19 @@ class Args {
     out = x;
     return true;
   }
+  // A whole number from 1 to `max` (no sign, no spaces); unchanged when the option is absent. Prints a
+  // usage error naming the option and returns false otherwise (0, negative, junk, too large).
+  bool get_count(const char* name, uint64_t max, uint64_t& out) {
+    if (!has(name)) return true;
+    std::string v = get(name);
+    uint64_t x = 0;
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (v.empty() || ec != std::errc() || p != v.data() + v.size() || x < 1 || x > max)
+      return usage_error(std::string(name) + " expects a whole number from 1 to " + std::to_string(max) + ", got '" +
+                         v + "'");
+    out = x;
+    return true;
+  }
   const std::vector<std::string>& positional() const { return positional_; }
 
   bool usage_error(const std::string& what) {
@@ -128,6 +144,12 @@ class Args {
     lo.context = static_cast<int>(c);
     lo.archdef_dir = get("--archdef");
     lo.read_into_memory = has("--no-mmap");
+    // the load limits (LoadOptions::max_program_steps, max_session_bytes); absent: the library's defaults
+    uint64_t steps = 0, mb = 0;
+    if (!get_count("--max-program-steps", UINT64_MAX, steps) || !get_count("--max-session-mb", UINT64_MAX >> 20, mb))
+      return false;
+    lo.max_program_steps = steps;
+    lo.max_session_bytes = mb << 20;
     return true;
   }
 
@@ -299,11 +321,12 @@ inline void out(std::string_view s) {
 }
 
 // After a command: output that could not be written (a full disk, a closed pipe) is an error, not
-// a success. Returns the exit status to use.
+// a success. Returns the exit status to use (and forgets the failure, for the next command).
 inline int finish_output(int code) {
   errno = 0;
   bool bad = std::fflush(stdout) != 0 || std::ferror(stdout);
   int e = out_errno() ? out_errno() : errno;
+  out_errno() = 0;
   if (bad) {
     std::fprintf(stderr, "error: cannot write the output (standard output): %s\n",
                  e ? std::strerror(e) : "write error");

@@ -31,6 +31,7 @@ const char* kBenchUsage =
     "  -c, --context N     context size (default 2048, as llama-bench), at least the longest test\n"
     "  -t, --threads N     threads (default: all)\n"
     "  --kv-type f16|f32   KV cache element type (default f16)\n"
+    "  --archdef DIR, --no-mmap, --max-program-steps N, --max-session-mb N   as for `llminfer run`\n"
     "  --parallel P        decode with P sessions at once (one thread each); decode_tps is the aggregate\n"
     "  --no-batch          with --parallel: the sessions do not share steps (LoadOptions::batch = 1)\n"
     "  --json              one JSON object: model, threads, prefill_tps, decode_tps, load_ms,\n"

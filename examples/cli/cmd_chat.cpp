@@ -38,6 +38,10 @@ std::string chat_usage() {
          "  -t, --threads N         threads (default: all hardware threads)\n"
          "  -c, --context N         context size in tokens (default: min(trained context, 4096))\n"
          "  --archdef DIR           directory of <arch>.archdef files overriding the built-ins\n"
+         "  --no-mmap               read the weights into memory instead of mapping the file\n"
+         "  --max-program-steps N   refuse a definition compiled into more than N steps (default 1000000)\n"
+         "  --max-session-mb N      refuse a context whose KV cache and scratch need more than N MiB\n"
+         "                          (default: the machine's physical memory)\n"
          "Exit status: 0 success, 1 usage error, 2 model error.\n";
 }
 
@@ -97,6 +101,8 @@ bool read_message(std::string& msg, bool interactive) {
 }  // namespace
 
 int cmd_chat(int argc, char** argv) {
+  g_too_long.store(false);  // (a program may run the command more than once: tests/fuzz/fuzz_cli.cpp)
+  g_interrupted.store(false);
   cli::Args a(chat_usage());
   a.option({"-m", "--model"}, true).option({"--system"}, true).option({"--stats"}, false).common();
   a.option({"--save"}, true).option({"--load"}, true).option({"--kv-type"}, true);

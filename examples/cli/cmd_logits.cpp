@@ -21,7 +21,10 @@ const char* kLogitsUsage =
     "                      llama.cpp oracle's --precise; f16 is the library's default)\n"
     "  -t, --threads N     threads (default: all)\n"
     "  --archdef DIR       architecture definitions that override the built-ins\n"
-    "  --no-mmap           read the weights into memory instead of mapping the file\n";
+    "  --no-mmap           read the weights into memory instead of mapping the file\n"
+    "  --max-program-steps N  refuse a definition compiled into more than N steps (default 1000000)\n"
+    "  --max-session-mb N  refuse a context whose KV cache and scratch need more than N MiB\n"
+    "                      (default: the machine's physical memory)\n";
 }  // namespace
 
 int cmd_logits(int argc, char** argv) {

@@ -33,6 +33,9 @@ std::string run_usage() {
          "  -c, --context N         context size in tokens (default: min(trained context, 4096))\n"
          "  --archdef DIR           directory of <arch>.archdef files overriding the built-ins\n"
          "  --no-mmap               read the weights into memory instead of mapping the file\n"
+         "  --max-program-steps N   refuse a definition compiled into more than N steps (default 1000000)\n"
+         "  --max-session-mb N      refuse a context whose KV cache and scratch need more than N MiB\n"
+         "                          (default: the machine's physical memory)\n"
          "Ctrl-C stops the generation (the summary is still printed). Exit status: 0 success (whatever the\n"
          "stop reason), 1 usage error, 2 model or input error.\n";
 }

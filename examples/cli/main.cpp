@@ -31,7 +31,9 @@ void usage(FILE* f) {
 }
 }  // namespace
 
-int main(int argc, char** argv) {
+// The whole program as a function: the fuzz target (tests/fuzz/fuzz_cli.cpp) calls it many times in
+// one process, with LLMINFER_CLI_NO_MAIN defined.
+int cli_main(int argc, char** argv) {
   if (argc < 2) {
     usage(stderr);
     return cli::kUsage;
@@ -50,3 +52,7 @@ int main(int argc, char** argv) {
   usage(stderr);
   return cli::kUsage;
 }
+
+#if !defined(LLMINFER_CLI_NO_MAIN)
+int main(int argc, char** argv) { return cli_main(argc, argv); }
+#endif

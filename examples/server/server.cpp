@@ -63,7 +63,8 @@ const char* kUsage =
     "  --max-body BYTES      largest request body; more gets 413 (default 1048576)\n"
     "  --timeout S           read/write timeout of a connection in seconds (default 30)\n"
     "  --queue-timeout S     longest wait for a slot before 503 (default 60)\n"
-    "  --archdef DIR, --no-mmap   as for the other commands\n";
+    "  --archdef DIR, --no-mmap, --max-program-steps N, --max-session-mb N   as for the other commands\n"
+    "                        (--max-session-mb is per slot)\n";
 
 // ---- errors in the OpenAI shape ----
 json error_body(const std::string& message, const char* type, const char* param = nullptr,
