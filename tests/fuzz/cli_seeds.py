@@ -98,6 +98,16 @@ def main():
     seed("chat-save", ["chat", "-m", "@M", "--save", "@O", "-n", "2", "--kv-type", "f32"], b"Hi\n")
     seed("chat-load", ["chat", "-m", "@M", "--load", "@F", "-n", "2"], read("tests/fuzz/corpus/session/one-turn.sess")
          if os.path.exists("tests/fuzz/corpus/session/one-turn.sess") else b"LLMS")
+    # structured output (run and chat on main since the grammar merge: --grammar FILE, --json-schema FILE,
+    # --logit-bias ID=BIAS, --ban IDS)
+    seed("run-grammar", ["run", "-m", "@M", "-p", "Once", "-n", "8", "--grammar", "@G", "--ban", "2"],
+         g=b'root ::= ("yes" | "no") [a-z ]* "."\n')
+    seed("run-grammar-bad", ["run", "-m", "@M", "-p", "Once", "--grammar", "@G"], g=b'root ::= ( "a" \n')
+    seed("run-json-schema", ["run", "-m", "@M", "-p", "Once", "-n", "8", "--json-schema", "@F", "--logit-bias",
+                             "13=-inf", "--json"],
+         b'{"type":"object","properties":{"a":{"type":"integer"},"b":{"enum":["x",1,null]}},"required":["a"]}')
+    seed("chat-json-schema", ["chat", "-m", "@M", "--json-schema", "@G", "-n", "4"], b"hi\n",
+         b'{"type":"array","items":{"type":"string","maxLength":3},"maxItems":3}')
     # the load limits
     seed("limit-session", ["run", "-m", "@M", "--ids", "1", "-c", "256", "--max-session-mb", "1"])
     seed("limit-steps", ["run", "-m", "@M", "--ids", "1", "--max-program-steps", "50"])
