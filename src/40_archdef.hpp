@@ -580,33 +580,25 @@ class ArchdefParser {
   static constexpr int kMaxValueDepth = 32;
   Result<ValueTerm> parse_term(const ArchDef& d, bool block = true) { return parse_sum(d, block, 0); }
 
-  Result<ValueTerm> parse_sum(const ArchDef& d, bool block, int depth) {
-    auto left = parse_product(d, block, depth);
-    if (!left) return left;
-    ValueTerm t = std::move(*left);
-    while (at_punct("+") || at_punct("-")) {
-      ValueTerm n;
-      n.fn = toks_[i_].text == "+" ? ValueTerm::Fn::add : ValueTerm::Fn::sub;
-      i_++;
-      auto right = parse_product(d, block, depth);
-      if (!right) return right;
-      n.per_layer = t.per_layer || right->per_layer;
-      n.kids.push_back(std::move(t));
-      n.kids.push_back(std::move(*right));
-      t = std::move(n);
-    }
-    return t;
-  }
+  Result<ValueTerm> parse_sum(const ArchDef& d, bool block, int depth) { return parse_binary(d, block, depth, 0); }
 
-  Result<ValueTerm> parse_product(const ArchDef& d, bool block, int depth) {
-    auto left = parse_unary(d, block, depth);
+  // One level of left-associative binary operators: level 0 is '+' '-' over PRODUCTs, level 1 is
+  // '*' '/' over UNARYs.
+  Result<ValueTerm> parse_binary(const ArchDef& d, bool block, int depth, int level) {
+    static constexpr struct { const char* op[2]; ValueTerm::Fn fn[2]; } kLevels[2] = {
+        {{"+", "-"}, {ValueTerm::Fn::add, ValueTerm::Fn::sub}},
+        {{"*", "/"}, {ValueTerm::Fn::mul, ValueTerm::Fn::div}},
+    };
+    const auto& L = kLevels[level];
+    auto operand = [&] { return level == 0 ? parse_binary(d, block, depth, 1) : parse_unary(d, block, depth); };
+    auto left = operand();
     if (!left) return left;
     ValueTerm t = std::move(*left);
-    while (at_punct("*") || at_punct("/")) {
+    while (at_punct(L.op[0]) || at_punct(L.op[1])) {
       ValueTerm n;
-      n.fn = toks_[i_].text == "*" ? ValueTerm::Fn::mul : ValueTerm::Fn::div;
+      n.fn = toks_[i_].text == L.op[0] ? L.fn[0] : L.fn[1];
       i_++;
-      auto right = parse_unary(d, block, depth);
+      auto right = operand();
       if (!right) return right;
       n.per_layer = t.per_layer || right->per_layer;
       n.kids.push_back(std::move(t));
