@@ -239,6 +239,8 @@
 //   Model::batch_stats() counts the continuous batcher's work since load: steps, shared_steps
 //   (steps with more than one sequence) and sequences (sequences / steps is the mean batch), e.g.
 //   `auto b = model->batch_stats();` before and after a parallel run (what `bench --parallel` shows).
+//   parse_token_ids(text) reads ids written as "1,2,3", "1 2 3" or "[1, 2]" (the CLI's --ids), an
+//   error naming the first item that is not an id, e.g. `auto ids = llminfer::parse_token_ids("[1, 2]");`.
 //
 //   Chat templates from JSON: Model::render_chat_template(messages_json, ChatTemplateOptions) and,
 //   reading only a model's description (no weights: fast on big models),
@@ -981,6 +983,11 @@ double peak_memory_mb() noexcept;
 // with no special tokens but those in options.variables.
 Result<RenderedChat> render_chat_template(std::string_view model_path, std::string_view messages_json,
                                           const ChatTemplateOptions& options = {});
+
+// Token ids written as text, separated by commas and/or white space: "1,2,3", "1 2 3", or a JSON
+// array "[1, 2]". At least one id unless allow_empty; an item that is not a non-negative 32-bit
+// integer is an invalid_argument error naming it.
+Result<std::vector<int32_t>> parse_token_ids(std::string_view text, bool allow_empty = false);
 
 // The GBNF grammar that GenerateOptions::json_schema compiles to (to inspect or edit it), or an
 // error naming the unsupported keyword and where it is.
@@ -17480,33 +17487,25 @@ class ArchdefParser {
   static constexpr int kMaxValueDepth = 32;
   Result<ValueTerm> parse_term(const ArchDef& d, bool block = true) { return parse_sum(d, block, 0); }
 
-  Result<ValueTerm> parse_sum(const ArchDef& d, bool block, int depth) {
-    auto left = parse_product(d, block, depth);
-    if (!left) return left;
-    ValueTerm t = std::move(*left);
-    while (at_punct("+") || at_punct("-")) {
-      ValueTerm n;
-      n.fn = toks_[i_].text == "+" ? ValueTerm::Fn::add : ValueTerm::Fn::sub;
-      i_++;
-      auto right = parse_product(d, block, depth);
-      if (!right) return right;
-      n.per_layer = t.per_layer || right->per_layer;
-      n.kids.push_back(std::move(t));
-      n.kids.push_back(std::move(*right));
-      t = std::move(n);
-    }
-    return t;
-  }
+  Result<ValueTerm> parse_sum(const ArchDef& d, bool block, int depth) { return parse_binary(d, block, depth, 0); }
 
-  Result<ValueTerm> parse_product(const ArchDef& d, bool block, int depth) {
-    auto left = parse_unary(d, block, depth);
+  // One level of left-associative binary operators: level 0 is '+' '-' over PRODUCTs, level 1 is
+  // '*' '/' over UNARYs.
+  Result<ValueTerm> parse_binary(const ArchDef& d, bool block, int depth, int level) {
+    static constexpr struct { const char* op[2]; ValueTerm::Fn fn[2]; } kLevels[2] = {
+        {{"+", "-"}, {ValueTerm::Fn::add, ValueTerm::Fn::sub}},
+        {{"*", "/"}, {ValueTerm::Fn::mul, ValueTerm::Fn::div}},
+    };
+    const auto& L = kLevels[level];
+    auto operand = [&] { return level == 0 ? parse_binary(d, block, depth, 1) : parse_unary(d, block, depth); };
+    auto left = operand();
     if (!left) return left;
     ValueTerm t = std::move(*left);
-    while (at_punct("*") || at_punct("/")) {
+    while (at_punct(L.op[0]) || at_punct(L.op[1])) {
       ValueTerm n;
-      n.fn = toks_[i_].text == "*" ? ValueTerm::Fn::mul : ValueTerm::Fn::div;
+      n.fn = toks_[i_].text == L.op[0] ? L.fn[0] : L.fn[1];
       i_++;
-      auto right = parse_unary(d, block, depth);
+      auto right = operand();
       if (!right) return right;
       n.per_layer = t.per_layer || right->per_layer;
       n.kids.push_back(std::move(t));
@@ -24806,6 +24805,10 @@ LLMI_API_DEF Result<RenderedChat> Model::render_chat_template(std::string_view m
   auto in = detail::chat_input_from_json(messages_json, options);
   if (!in) return in.error();
   return detail::render_chat_input(impl_->desc.get(), std::move(*in), options);
+}
+
+LLMI_API_DEF Result<std::vector<int32_t>> parse_token_ids(std::string_view text, bool allow_empty) {
+  return detail::parse_id_list(text, allow_empty);
 }
 
 LLMI_API_DEF Result<RenderedChat> render_chat_template(std::string_view model_path, std::string_view messages_json,

@@ -239,6 +239,8 @@
 //   Model::batch_stats() counts the continuous batcher's work since load: steps, shared_steps
 //   (steps with more than one sequence) and sequences (sequences / steps is the mean batch), e.g.
 //   `auto b = model->batch_stats();` before and after a parallel run (what `bench --parallel` shows).
+//   parse_token_ids(text) reads ids written as "1,2,3", "1 2 3" or "[1, 2]" (the CLI's --ids), an
+//   error naming the first item that is not an id, e.g. `auto ids = llminfer::parse_token_ids("[1, 2]");`.
 //
 //   Chat templates from JSON: Model::render_chat_template(messages_json, ChatTemplateOptions) and,
 //   reading only a model's description (no weights: fast on big models),

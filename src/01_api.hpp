@@ -481,6 +481,11 @@ double peak_memory_mb() noexcept;
 Result<RenderedChat> render_chat_template(std::string_view model_path, std::string_view messages_json,
                                           const ChatTemplateOptions& options = {});
 
+// Token ids written as text, separated by commas and/or white space: "1,2,3", "1 2 3", or a JSON
+// array "[1, 2]". At least one id unless allow_empty; an item that is not a non-negative 32-bit
+// integer is an invalid_argument error naming it.
+Result<std::vector<int32_t>> parse_token_ids(std::string_view text, bool allow_empty = false);
+
 // The GBNF grammar that GenerateOptions::json_schema compiles to (to inspect or edit it), or an
 // error naming the unsupported keyword and where it is.
 Result<std::string> json_schema_to_grammar(std::string_view schema);

@@ -100,6 +100,10 @@ LLMI_API_DEF Result<RenderedChat> Model::render_chat_template(std::string_view m
   return detail::render_chat_input(impl_->desc.get(), std::move(*in), options);
 }
 
+LLMI_API_DEF Result<std::vector<int32_t>> parse_token_ids(std::string_view text, bool allow_empty) {
+  return detail::parse_id_list(text, allow_empty);
+}
+
 LLMI_API_DEF Result<RenderedChat> render_chat_template(std::string_view model_path, std::string_view messages_json,
                                                        const ChatTemplateOptions& options) {
   // The messages are checked first: malformed ones are reported before a big model is read.

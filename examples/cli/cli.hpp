@@ -272,33 +272,12 @@ inline std::string json_number(double v) {
   return std::string(buf, r.ptr);
 }
 
-// Token ids separated by commas, whitespace or brackets ("1,2,3", "[1, 2, 3]"); false with `err`
-// naming the first item that is not an id, or saying that there is none.
+// Token ids ("1,2,3", "1 2 3", "[1, 2]") by the library's llminfer::parse_token_ids; false with
+// `err` naming the first item that is not an id, or saying that there is none.
 inline bool parse_ids(std::string_view s, std::vector<int32_t>& ids, std::string& err) {
-  auto is_sep = [](char c) { return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '[' || c == ']'; };
-  ids.clear();
-  size_t k = 0;
-  while (k < s.size()) {
-    if (is_sep(s[k])) {
-      k++;
-      continue;
-    }
-    size_t e = k;
-    while (e < s.size() && !is_sep(s[e])) e++;
-    std::string_view tok = s.substr(k, e - k);
-    int32_t v = 0;
-    auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
-    if (ec != std::errc() || p != tok.data() + tok.size() || v < 0) {
-      err = "'" + std::string(tok.substr(0, 64)) + "' is not a token id (expected ids like 1,2,3)";
-      return false;
-    }
-    ids.push_back(v);
-    k = e;
-  }
-  if (ids.empty()) {
-    err = "no token ids given";
-    return false;
-  }
+  auto r = llminfer::parse_token_ids(s);
+  if (!r) return err = r.error().message, false;
+  ids = std::move(*r);
   return true;
 }
 

@@ -24,7 +24,7 @@ int cmd_detokenize(int argc, char** argv) {
   std::string model = args.get("--model");
   if (model.empty()) return args.usage_error("-m MODEL is required"), args.exit_code();
   if (!args.has("--ids")) return args.usage_error("--ids is required"), args.exit_code();
-  auto parsed = parse_id_list(args.get("--ids"), /*allow_empty=*/true);
+  auto parsed = llminfer::parse_token_ids(args.get("--ids"), /*allow_empty=*/true);
   if (!parsed) return args.usage_error(parsed.error().message), args.exit_code();
   std::vector<int32_t> ids = std::move(*parsed);
 
