@@ -17,7 +17,8 @@
 // Build the implementation TU with optimisation and the CPU's instruction set, for example
 // `g++ -std=c++20 -O2 -march=native -pthread` (clang++ works too; link with -pthread). C++20 is
 // required: as C++17 or older the header stops with one #error. Nothing needs exceptions or RTTI:
-// the header builds with -fno-exceptions -fno-rtti. Linux, macOS and other POSIX systems map files
+// the header builds with -fno-exceptions -fno-rtti. g++ 12 with AVX-512 enabled: add
+// -fno-tree-slp-vectorize (at -O2 it builds some constant vectors of 64-bit values wrongly). Linux, macOS and other POSIX systems map files
 // with mmap; Windows with CreateFileMapping / MapViewOfFile (UTF-8 paths through the wide-character
 // API; tested with MinGW-w64 under Wine, MSVC is not tested). Only the implementation TU needs the
 // SIMD flags (see STYLE: the ODR hazard). CMake: the targets llminfer::llminfer (this header) and,

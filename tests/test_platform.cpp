@@ -92,7 +92,30 @@ void check_overflow_helpers() {
 // Writes bytes to a path given in UTF-8 (std::filesystem converts it for the OS: wide on Windows).
 fs::path u8(const std::string& s) { return fs::path(std::u8string(s.begin(), s.end())); }
 
+// The toolchain case below: a vector made from a constant list in a loop, passed on by value.
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+std::vector<double> pass_on(std::vector<double> v) {
+  return v;
+}
+
 }  // namespace
+
+// g++ 12.2 (Debian 12) at -O2 with AVX-512 enabled (-march=native on an AVX-512 CPU) built the
+// second list here as {1, 1, 1, 1}, a broadcast of its first value: a wrong-code bug of its SLP
+// vectorizer for constant vectors of 64-bit values that end in zeros (found when a per-layer array
+// {1, 1, 1, 0} of an archdef test arrived as all ones). The Makefile and CMakeLists.txt build with
+// -fno-tree-slp-vectorize under g++ 12; this fails in a build that lacks it.
+TEST_CASE("toolchain: constant lists of 64-bit values that end in zeros are built as written") {
+  for (int round = 0; round < 2; round++) {
+    CHECK(pass_on({0, 0, 0, 0}) == std::vector<double>{0, 0, 0, 0});
+    std::vector<double> v = pass_on({1, 1, 1, 0});
+    REQUIRE(v.size() == 4);
+    CHECK(v[3] == 0);
+    CHECK(pass_on({2, 2, 0, 0})[2] == 0);
+  }
+}
 
 TEST_CASE("platform: the portable overflow checks agree with exact arithmetic and the builtins") {
   check_overflow_helpers<int64_t>();
