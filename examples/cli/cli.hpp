@@ -228,7 +228,8 @@ inline int utf8_len(const unsigned char* s, size_t n) {
   return len;
 }
 
-// A JSON string: control characters escaped, bytes that are not UTF-8 replaced by U+FFFD.
+// A JSON string: control characters escaped (\b \f \n \r \t as such, as Python's json.dumps
+// writes them; the others as \u00XX), bytes that are not UTF-8 replaced by U+FFFD.
 inline std::string json_quote(std::string_view s) {
   std::string out = "\"";
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
@@ -244,6 +245,10 @@ inline std::string json_quote(std::string_view s) {
       out += "\\r", i++;
     } else if (c == '\t') {
       out += "\\t", i++;
+    } else if (c == '\b') {
+      out += "\\b", i++;
+    } else if (c == '\f') {
+      out += "\\f", i++;
     } else if (c < 0x20 || c == 0x7F) {
       out += strf("\\u%04x", c), i++;
     } else {
