@@ -56,10 +56,11 @@ LDFLAGS_ALL := -pthread $(SAN) $(LDFLAGS)
 CLI_SRC := $(sort $(wildcard examples/cli/*.cpp))
 TEST_SRC := $(sort $(wildcard tests/*.cpp))
 
-# Unity builds (the default): every file here compiles the whole implementation, so the CLI is built
-# as one translation unit and the tests as TEST_UNITS units (tools/unity writes them into
-# $(BUILD)/unity/; each test file sits in a namespace of its own there). UNITY=0 compiles each
-# file on its own (faster to rebuild after editing one file).
+# Unity builds (the default): every test file compiles the whole implementation, so the tests are
+# built as TEST_UNITS units (tools/unity writes them into $(BUILD)/unity/; each test file sits in a
+# namespace of its own there); the CLI, whose main.cpp alone compiles the implementation, as one
+# unit too (the header and the standard headers parsed once). UNITY=0 compiles each file on its own
+# (faster to rebuild after editing one file: a CLI file other than main.cpp takes about 2 s).
 UNITY ?= 1
 TEST_UNITS ?= 3
 ifeq ($(UNITY),1)
@@ -99,8 +100,9 @@ $(filter $(BUILD)/obj/unity/%,$(CLI_OBJ) $(TEST_OBJ)): $(BUILD)/obj/unity/%.o: $
 	$(CXX) $(CXXFLAGS_ALL) -iquote . -c $< -o $@
 FORCE:
 
-# The CLI and the tests define LLMINFER_IMPLEMENTATION in several files: public functions inline.
-$(CLI_OBJ) $(TEST_OBJ): CXXFLAGS_ALL += -DLLMINFER_INLINE_API
+# The tests define LLMINFER_IMPLEMENTATION in several files (they test internals): public functions
+# inline. The CLI is an ordinary user of the public API: the implementation in main.cpp alone.
+$(TEST_OBJ): CXXFLAGS_ALL += -DLLMINFER_INLINE_API
 # The CLI is an example too: built as a strict host program would be (no exceptions, no RTTI).
 $(CLI_OBJ): CXXFLAGS_ALL += -fno-exceptions -fno-rtti
 $(BUILD)/llminfer: $(CLI_OBJ)

@@ -274,6 +274,38 @@
 //   the reason; the session is unchanged then. save(path) writes PATH.tmp and renames it over
 //   PATH (a failed write leaves the old file). Saving during a reply is an error.
 //
+// ==== Tools: model files, tokenizers, definitions and logits without a loaded model ====
+//
+//   What `llminfer info`, `tokenize`, `detokenize`, `status` and `compare` print, as functions
+//   (the command-line program uses the public API alone):
+//
+//   inspect_model_file(path, InspectOptions) describes a GGUF file, a .safetensors file or a model
+//   directory from its headers and side files, without loading the model (no architecture
+//   definition needed): ModelFileInfo holds format, architecture, name, sizes, parameter and tensor
+//   counts, tensors per type, hyperparameters, the vocabulary's kind, size and special ids, whether
+//   it has a chat template; with InspectOptions::metadata every metadata entry (MetadataEntry:
+//   source, key, type, value; a string as itself, anything else as JSON, arrays cut to
+//   max_array_items) and with ::tensors every tensor (TensorInfo: name, type, shape in ggml order,
+//   offset, bytes). E.g. `auto f = llminfer::inspect_model_file("m.gguf", {.tensors = true});`.
+//
+//   Tokenizer::load(path) builds a model's tokenizer without touching its weights (a GGUF file, a
+//   model directory, or a directory holding only tokenizer.json and its companions):
+//   tokenize(text, add_special, parse_special) and detokenize(ids, skip_special) work as the
+//   Model's, n_vocab() bounds the ids. Copies share it; it may be used from many threads.
+//
+//   load_archdefs(dir) lists the architecture definitions a load with LoadOptions::archdef_dir =
+//   dir would use (ArchdefInfo: name, origin, sha256, steps per layer, text, the conventions left at
+//   their defaults) and the files that did not load (ArchdefFailure: name, path, error).
+//   kernel_info() says what the build was compiled for, its kernel levels and the level a model
+//   loaded now would run (or why none can: KernelInfo::error).
+//
+//   compare_logits(ours, reference, n_vocab) measures [positions][n_vocab] logits against a
+//   reference (LogitsComparison: top-1 agreement, Pearson correlation, top-10 overlap, the first
+//   position that differs, the largest absolute and relative difference, values that are not
+//   finite); invalid_argument when the sizes differ. top_k_ids(logits, k) gives the ids of one
+//   position's k largest logits (ties: the lower id first) and logsumexp(logits) its log-partition
+//   function (a token's log-probability is its logit minus it), e.g. with Session::logits().
+//
 // ==== Architecture definitions (archdef) ====
 //
 //   An architecture is a short text, not code: `llama`, `qwen2`, `qwen3`, `gemma3`, `phi3`,
@@ -282,7 +314,7 @@
 //   files (LoadOptions::archdef_dir, `--archdef DIR`) overrides the built-in of the same name. A
 //   file that does not load makes its architecture unavailable (loading such a model fails and lists
 //   the broken files); there is never a silent fallback to the built-in. `llminfer status` shows each
-//   definition in effect with its steps per layer, origin and sha256.
+//   definition in effect with its steps per layer, origin and sha256 (load_archdefs, above).
 //
 //   file      := one statement per line; '#' starts a comment; blank lines are ignored
 //   header    := 'arch' NAME                      (must equal the file name without .archdef)
@@ -831,6 +863,7 @@ class Session;
 namespace detail {
 struct ModelImpl;
 struct SessionImpl;
+class Tokenizer;
 // The implementation behind the public types, for tools and tests (not a stable interface; aborts
 // with a message when `m` holds no model or `s` was moved from).
 const ModelImpl& model_impl(const Model& m);
@@ -975,6 +1008,30 @@ class Session {
   std::unique_ptr<detail::SessionImpl> impl_;
 };
 
+// A model's tokenizer without its weights: only the model's description is read (fast on big
+// models). Copies share one immutable tokenizer, usable from many threads at once. A
+// default-constructed Tokenizer holds none: tokenize() returns an error (invalid_argument),
+// detokenize() empty text, n_vocab() 0.
+class Tokenizer {
+ public:
+  // A GGUF file, a Hugging Face / MLX model directory, or a directory that holds only
+  // tokenizer.json (with tokenizer_config.json, generation_config.json, config.json when present).
+  static Result<Tokenizer> load(std::string_view path);
+
+  // As Model::tokenize.
+  Result<std::vector<int32_t>> tokenize(std::string_view text, bool add_special = true,
+                                        bool parse_special = false) const;
+  // As Model::detokenize (always valid UTF-8); skip_special leaves out special (control) tokens.
+  // Ids outside 0 .. n_vocab()-1 add nothing.
+  std::string detokenize(std::span<const int32_t> ids, bool skip_special = false) const;
+  int n_vocab() const noexcept;
+
+  bool loaded() const noexcept { return impl_ != nullptr; }
+
+ private:
+  std::shared_ptr<const detail::Tokenizer> impl_;
+};
+
 const char* version() noexcept;
 // Peak resident memory of the process so far, in MiB (0 where the system does not say).
 double peak_memory_mb() noexcept;
@@ -989,6 +1046,134 @@ Result<RenderedChat> render_chat_template(std::string_view model_path, std::stri
 // array "[1, 2]". At least one id unless allow_empty; an item that is not a non-negative 32-bit
 // integer is an invalid_argument error naming it.
 Result<std::vector<int32_t>> parse_token_ids(std::string_view text, bool allow_empty = false);
+
+// ---- model files, definitions and logits, without loading a model (what `llminfer info`,
+// `status` and `compare` print) ----
+
+// A tensor of a model file (inspect_model_file).
+struct TensorInfo {
+  std::string name;            // GGUF naming (blk.0.attn_q.weight), whatever the file's format
+  std::string type;            // as ggml names it: "f32", "bf16", "q4_K", "q8_0", ...
+  std::vector<int64_t> shape;  // ggml order: shape[0] is the row length
+  uint64_t offset = 0;         // where its data starts in its file
+  uint64_t bytes = 0;          // its data (with the scales and biases of an MLX quantized tensor)
+};
+
+// A metadata value of a model file (inspect_model_file with InspectOptions::metadata).
+struct MetadataEntry {
+  // Where it is: "" for a GGUF file's key/value pairs; in a safetensors model "config.json" or
+  // "generation_config.json" (their top-level members), or "__metadata__" (a weights file's header).
+  std::string source;
+  std::string key;
+  // GGUF: "string", "bool", "u8", "i8", "u16", "i16", "u32", "i32", "u64", "i64", "f32", "f64" or
+  // "array"; the members of config files: "json"; __metadata__: "string".
+  std::string type;
+  std::string element_type;  // "array": the GGUF type of its elements
+  uint64_t length = 0;       // "array": its elements
+  // "string": the string itself, bytes as in the file. Otherwise the value as JSON (numbers as
+  // written); an array with more than InspectOptions::max_array_items elements, at any depth, is
+  // written {"type":T,"length":N,"first":[its first max_array_items elements]} ("type", the
+  // element type, in GGUF files only).
+  std::string value;
+};
+
+struct InspectOptions {
+  bool metadata = false;          // fill ModelFileInfo::metadata
+  bool tensors = false;           // fill ModelFileInfo::tensors
+  uint64_t max_array_items = 8;   // metadata arrays longer than this are cut (0: never)
+};
+
+// What a model file says about itself (inspect_model_file).
+struct ModelFileInfo {
+  std::string path;          // as given
+  std::string format;        // "gguf" or "safetensors"
+  std::string architecture;  // "llama", "qwen3", ... (selects the architecture definition)
+  std::string name;          // general.name, or the directory's name
+  uint64_t file_bytes = 0;   // every weights file
+  uint64_t n_params = 0;
+  uint64_t n_tensors = 0;
+  uint64_t tensor_bytes = 0;
+  std::vector<std::pair<std::string, uint64_t>> tensor_types;  // (type, tensors of it), by type name
+  int64_t n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, n_ff = 0, n_ctx_train = 0, head_dim = 0;
+  double rope_freq_base = 0;
+  std::string tokenizer;      // the vocabulary's kind: "gpt2" (byte-level BPE), "llama", ... ("": none)
+  std::string tokenizer_pre;  // its pre-tokenizer: "llama-bpe", "qwen2", ... ("": none named)
+  int64_t n_vocab = 0;        // tokens in the vocabulary
+  int32_t bos = -1, eos = -1;  // -1: none
+  std::vector<int32_t> eos_ids;  // every end-of-sequence id the files name
+  bool chat_template = false;    // the model has its own
+  std::vector<MetadataEntry> metadata;  // with InspectOptions::metadata, in file order
+  std::vector<TensorInfo> tensors;      // with InspectOptions::tensors, in file order
+};
+
+// A GGUF file, a .safetensors file or a model directory described without loading it: only the
+// headers and the small side files are read (fast on big models; no architecture definition is
+// needed, so this works for architectures the library cannot run). The file checks of Model::load
+// apply: a malformed file is an error naming it.
+Result<ModelFileInfo> inspect_model_file(std::string_view path, const InspectOptions& options = {});
+
+// An architecture definition in effect (load_archdefs).
+struct ArchdefInfo {
+  std::string name;
+  std::string origin;   // "builtin" or the file's path
+  std::string sha256;   // of `text`
+  int steps_per_layer = 0;
+  std::string text;     // exactly as read
+  // The conventions `text` does not declare (their defaults apply), as comment lines
+  // ("# convention NAME = VALUE", after a heading line); "" when it declares them all.
+  std::string default_conventions;
+};
+// A definition file that did not load (its architecture is unavailable: never a silent fallback).
+struct ArchdefFailure {
+  std::string name;   // the architecture, from the file's name
+  std::string path;
+  std::string error;  // file:line: what is wrong
+};
+struct Archdefs {
+  std::vector<ArchdefInfo> defs;       // sorted by name
+  std::vector<ArchdefFailure> failed;
+};
+// The architecture definitions a model loaded with LoadOptions::archdef_dir = `archdef_dir` would
+// use: the built-ins, each replaced by the directory's <arch>.archdef when there is one. An error
+// only when the directory cannot be read.
+Result<Archdefs> load_archdefs(std::string_view archdef_dir = {});
+
+// The kernels of this build, and the ones a model loaded now would run.
+struct KernelInfo {
+  std::string simd;                 // compiled for: "avx512", "avx2", "neon", "scalar" or "dispatch"
+  std::vector<std::string> levels;  // kernel levels compiled in, lowest first
+  std::string selected;  // the level a load with LoadOptions::kernels "" runs (see the manual); ""
+                         // when that load would fail, `error` saying why
+  Error error;
+};
+KernelInfo kernel_info();
+
+// How close logits are to reference logits, position by position (`llminfer compare`).
+struct LogitsComparison {
+  int positions = 0;
+  bool top1_match_all = true;
+  int top1_matches = 0;        // positions whose largest logit is the same token
+  double pearson_mean = 0;     // Pearson correlation over the whole vocabulary
+  double pearson_min = 1;
+  double top10_overlap_mean = 0;  // tokens the two top-10 sets share
+  int first_divergence = -1;   // the first position whose top-1 differs (-1: none)
+  // Largest |ours - reference| over every finite logit, and that divided by the reference's largest
+  // |logit| (a wrong scale or shift shows here: top-1, Pearson and top-10 ignore it).
+  double max_abs_diff = 0, max_rel_diff = 0;
+  double ref_max_abs = 0;
+  // NaN or infinite logits: such a position never matches (top-1 differs, Pearson 0)
+  uint64_t nonfinite_ours = 0, nonfinite_ref = 0;
+  int first_nonfinite_pos = -1, first_nonfinite_id = -1;
+};
+// `ours` and `reference`: [positions][n_vocab] each, the same size (else invalid_argument).
+Result<LogitsComparison> compare_logits(std::span<const float> ours, std::span<const float> reference,
+                                        int n_vocab);
+// Ids of the k largest logits of one position, largest first (ties: the lower id first, as
+// llama.cpp's sampler).
+std::vector<int32_t> top_k_ids(std::span<const float> logits, int k);
+// log(sum(exp(logits))) of one position, in double: a token's log-probability is its logit minus
+// this (-inf for no logits; not finite when a logit is not).
+double logsumexp(std::span<const float> logits);
 
 // The GBNF grammar that GenerateOptions::json_schema compiles to (to inspect or edit it), or an
 // error naming the unsupported keyword and where it is.
@@ -20276,22 +20461,8 @@ namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
 
-struct LogitsReport {
-  int positions = 0;
-  bool top1_match_all = true;
-  int top1_matches = 0;
-  double pearson_mean = 0;
-  double pearson_min = 1;
-  double top10_overlap_mean = 0;
-  int first_divergence = -1;  // first position whose top-1 differs
-  // Largest |ours - reference| over every finite logit, and that divided by the reference's largest
-  // |logit| (a wrong scale or shift shows here: top-1, Pearson and top-10 ignore it).
-  double max_abs_diff = 0, max_rel_diff = 0;
-  double ref_max_abs = 0;
-  // NaN or infinite logits: such a position never matches (top-1 differs, Pearson 0)
-  uint64_t nonfinite_ours = 0, nonfinite_ref = 0;
-  int first_nonfinite_pos = -1, first_nonfinite_id = -1;
-};
+// The report is the public LogitsComparison (compare_logits below; llminfer::compare_logits).
+using LogitsReport = LogitsComparison;
 
 // Pearson correlation in double (1 when both are constant and equal, 0 when only one is).
 inline double pearson(const float* a, const float* b, size_t n) {
@@ -24706,10 +24877,13 @@ LLMI_API_DEF Result<void> Session::load(std::string_view path) {
 
 // ---- src/92_model_tools.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 #if !defined(LLMI_KERNEL_PASS)
-// ==== Public tools over a model: chat templates from JSON, logits of ids, batching counters ====
-// What the CLI's `template`, `logits`, `compare` and `bench` subcommands need, as public functions
-// (the CLI uses nothing else). Each calls the same code the library uses inside, so that their
-// results are the library's own (the conformance tests compare `llminfer logits` with llama.cpp).
+// ==== Public tools: chat templates from JSON, logits, batching counters, model files, tokenizers ====
+// What the CLI's subcommands need beyond Model and Session, as public functions (the CLI uses
+// nothing else): chat templates rendered from JSON, the logits of ids and their comparison, the
+// batcher's counters, a model file inspected without loading it, a tokenizer without weights, the
+// architecture definitions and kernels in effect. Each calls the same code the library uses
+// inside, so that their results are the library's own (the conformance tests compare `llminfer
+// logits` with llama.cpp).
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
@@ -24798,6 +24972,129 @@ inline Result<RenderedChat> render_chat_input(const ModelDesc* desc, ChatInput i
   return out;
 }
 
+// ---- inspect_model_file: metadata values as JSON ----
+
+// A GGUF metadata value as JSON; an array of more than `max` elements (0: no limit) becomes
+// {"type": element type, "length": N, "first": [its first `max` elements]}.
+inline std::string gguf_value_as_json(const GgufValue& v, uint64_t max) {
+  switch (v.type) {
+    case GgufType::string: return json_quote(v.as_string());
+    case GgufType::boolean: return v.as_bool() ? "true" : "false";
+    case GgufType::f32: case GgufType::f64: return json_number(v.as_number());
+    case GgufType::array: {
+      uint64_t n = max ? std::min<uint64_t>(v.len, max) : v.len;
+      std::string s = "[";
+      for (uint64_t k = 0; k < n; k++) {
+        if (k) s += ",";
+        if (v.elem == GgufType::string) s += json_quote(v.strings[k]);
+        else if (v.elem == GgufType::array) s += gguf_value_as_json(v.arrays[k], max);
+        else if (v.elem == GgufType::f32 || v.elem == GgufType::f64) s += json_number(v.number(k));
+        else if (v.elem == GgufType::boolean) s += v.integer(k) ? "true" : "false";
+        else if (v.elem == GgufType::u64) s += std::to_string(rd_u64(v.p + 8 * k));  // beyond int64 too
+        else s += std::to_string(v.integer(k));
+      }
+      s += "]";
+      if (n == v.len) return s;
+      return strf("{\"type\":\"%s\",\"length\":%llu,\"first\":", gguf_type_name(v.elem),
+                  static_cast<unsigned long long>(v.len)) + s + "}";
+    }
+    case GgufType::u64: return std::to_string(rd_u64(v.p));
+    default: return std::to_string(v.as_int());
+  }
+}
+
+// A JSON value as compact JSON (numbers keep their literal text); an array of more than `max`
+// elements (0: no limit) becomes {"length": N, "first": [its first `max` elements]}.
+inline std::string json_as_abbreviated_text(const Json& j, uint64_t max) {
+  switch (j.type) {
+    case Json::Type::null: return "null";
+    case Json::Type::boolean: return j.boolean ? "true" : "false";
+    case Json::Type::number: return j.str;
+    case Json::Type::string: return json_quote(j.str);
+    case Json::Type::array: {
+      size_t n = max ? static_cast<size_t>(std::min<uint64_t>(j.items.size(), max)) : j.items.size();
+      std::string s = "[";
+      for (size_t k = 0; k < n; k++) s += (k ? "," : "") + json_as_abbreviated_text(j.items[k], max);
+      s += "]";
+      if (n == j.items.size()) return s;
+      return strf("{\"length\":%zu,\"first\":", j.items.size()) + s + "}";
+    }
+    case Json::Type::object: {
+      std::string s = "{";
+      for (size_t k = 0; k < j.members.size(); k++)
+        s += (k ? "," : "") + json_quote(j.members[k].first) + ":" + json_as_abbreviated_text(j.members[k].second, max);
+      return s + "}";
+    }
+  }
+  return "null";
+}
+
+inline ModelFileInfo model_file_info(const ModelDesc& m, const InspectOptions& o) {
+  ModelFileInfo f;
+  f.path = m.path;
+  f.format = m.format;
+  f.architecture = m.arch;
+  f.name = m.name;
+  f.file_bytes = m.file_bytes;
+  f.n_params = m.n_params();
+  f.n_tensors = m.tensors.size();
+  std::map<std::string, uint64_t> types;
+  for (const auto& t : m.tensors) {
+    f.tensor_bytes += t.nbytes + t.aux_bytes();
+    types[dtype_name(t.type)]++;
+  }
+  f.tensor_types.assign(types.begin(), types.end());
+  const HParams& hp = m.hp;
+  f.n_layer = hp.n_layer;
+  f.n_embd = hp.n_embd;
+  f.n_head = hp.n_head;
+  f.n_head_kv = hp.n_head_kv;
+  f.n_ff = hp.n_ff;
+  f.n_ctx_train = hp.n_ctx_train;
+  f.head_dim = hp.head_dim;
+  f.rope_freq_base = hp.rope_freq_base;
+  const VocabData& vd = m.vocab;
+  f.tokenizer = vd.model;
+  f.tokenizer_pre = vd.pre;
+  f.n_vocab = static_cast<int64_t>(vd.tokens.size());
+  f.bos = vd.bos;
+  f.eos = vd.eos;
+  f.eos_ids = vd.eos_ids;
+  f.chat_template = m.has_chat_template;
+  if (o.metadata) {
+    if (m.gguf) {
+      for (const auto& e : m.gguf->kv) {
+        MetadataEntry me;
+        me.key = e.key;
+        me.type = gguf_type_name(e.value.type);
+        if (e.value.type == GgufType::string) {
+          me.value = e.value.as_string();
+        } else {
+          if (e.value.type == GgufType::array) {
+            me.element_type = gguf_type_name(e.value.elem);
+            me.length = e.value.len;
+          }
+          me.value = gguf_value_as_json(e.value, o.max_array_items);
+        }
+        f.metadata.push_back(std::move(me));
+      }
+    } else {
+      for (auto [source, json] : {std::pair<const char*, const Json*>{"config.json", &m.config},
+                                  {"generation_config.json", &m.generation_config}})
+        for (const auto& [key, value] : json->members)
+          f.metadata.push_back({source, key, "json", "", 0, json_as_abbreviated_text(value, o.max_array_items)});
+      for (const auto& [key, value] : m.st_metadata) f.metadata.push_back({"__metadata__", key, "string", "", 0, value});
+    }
+  }
+  if (o.tensors) {
+    f.tensors.reserve(m.tensors.size());
+    for (const auto& t : m.tensors)
+      f.tensors.push_back({t.name, dtype_name(t.type), std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.file_offset,
+                           t.nbytes + t.aux_bytes()});
+  }
+  return f;
+}
+
 }  // namespace detail
 
 LLMI_API_DEF Result<RenderedChat> Model::render_chat_template(std::string_view messages_json,
@@ -24837,6 +25134,91 @@ LLMI_API_DEF BatchStats Model::batch_stats() const {
   b.shared_steps = s.shared_steps;
   b.sequences = s.chunks;
   return b;
+}
+
+LLMI_API_DEF Result<ModelFileInfo> inspect_model_file(std::string_view path, const InspectOptions& options) {
+  auto desc = detail::load_description(std::string(path));
+  if (!desc) return desc.error();
+  return detail::model_file_info(**desc, options);
+}
+
+// ---- a tokenizer without the weights ----
+LLMI_API_DEF Result<Tokenizer> Tokenizer::load(std::string_view path) {
+  const std::string p(path);
+  auto desc = detail::load_description(p);
+  if (!desc && detail::is_directory(p) && detail::file_exists(detail::path_join(p, "tokenizer.json")))
+    desc = detail::tokenizer_description(p);  // a folder with only the tokenizer files
+  if (!desc) return desc.error();
+  auto tok = detail::Tokenizer::build(**desc);
+  if (!tok) return tok.error();
+  Tokenizer t;
+  t.impl_ = std::move(*tok);
+  return t;
+}
+
+LLMI_API_DEF Result<std::vector<int32_t>> Tokenizer::tokenize(std::string_view text, bool add_special,
+                                                             bool parse_special) const {
+  if (!impl_) return detail::make_error(Errc::invalid_argument, "tokenize: no tokenizer loaded");
+  return impl_->encode(text, add_special, parse_special);
+}
+
+LLMI_API_DEF std::string Tokenizer::detokenize(std::span<const int32_t> ids, bool skip_special) const {
+  if (!impl_) return std::string();
+  return detail::utf8_lossy(impl_->decode(ids, skip_special));
+}
+
+LLMI_API_DEF int Tokenizer::n_vocab() const noexcept { return impl_ ? impl_->n_vocab() : 0; }
+
+// ---- architecture definitions and kernels ----
+LLMI_API_DEF Result<Archdefs> load_archdefs(std::string_view archdef_dir) {
+  auto reg = detail::load_arch_registry(std::string(archdef_dir));
+  if (!reg) return reg.error();
+  Archdefs out;
+  out.defs.reserve(reg->defs.size());
+  for (const auto& d : reg->defs)
+    out.defs.push_back({d->name, d->origin, d->sha256, d->steps_per_layer(), d->text, d->default_conventions_text()});
+  for (const auto& f : reg->failed) out.failed.push_back({f.name, f.path, f.error});
+  return out;
+}
+
+LLMI_API_DEF KernelInfo kernel_info() {
+  KernelInfo k;
+  k.simd = detail::simd_compiled();
+  const std::string levels = detail::kernel_levels_compiled();
+  for (size_t i = 0, start = 0; i <= levels.size(); i++)
+    if (i == levels.size() || levels[i] == ',') {
+      k.levels.push_back(levels.substr(start, i - start));
+      start = i + 1;
+    }
+  // the kernels a model loaded now would run (LLMINFER_KERNELS, else the best level this CPU has)
+  auto sel = detail::select_kernels("");
+  if (sel) k.selected = (*sel)->name;
+  else k.error = sel.error();
+  return k;
+}
+
+// ---- logits ----
+LLMI_API_DEF Result<LogitsComparison> compare_logits(std::span<const float> ours, std::span<const float> reference,
+                                                     int n_vocab) {
+  if (n_vocab <= 0) return detail::make_error(Errc::invalid_argument, "compare_logits: n_vocab must be positive");
+  if (ours.size() != reference.size() || ours.size() % static_cast<size_t>(n_vocab) != 0)
+    return detail::make_error(Errc::invalid_argument,
+                              detail::strf("compare_logits: %zu and %zu logits are not the same number of positions of "
+                                           "%d", ours.size(), reference.size(), n_vocab));
+  const size_t rows = ours.size() / static_cast<size_t>(n_vocab);
+  if (rows > static_cast<size_t>(INT32_MAX))
+    return detail::make_error(Errc::invalid_argument, "compare_logits: too many positions");
+  return detail::compare_logits(ours.data(), reference.data(), static_cast<int>(rows), n_vocab);
+}
+
+LLMI_API_DEF std::vector<int32_t> top_k_ids(std::span<const float> logits, int k) {
+  const int n = static_cast<int>(std::min<size_t>(logits.size(), INT32_MAX));
+  std::vector<int> ids = detail::top_k_ids(logits.data(), n, k);
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
+LLMI_API_DEF double logsumexp(std::span<const float> logits) {
+  return detail::logsumexp(logits.data(), static_cast<int>(std::min<size_t>(logits.size(), INT32_MAX)));
 }
 
 }  // namespace v0_1

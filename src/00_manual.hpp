@@ -274,6 +274,38 @@
 //   the reason; the session is unchanged then. save(path) writes PATH.tmp and renames it over
 //   PATH (a failed write leaves the old file). Saving during a reply is an error.
 //
+// ==== Tools: model files, tokenizers, definitions and logits without a loaded model ====
+//
+//   What `llminfer info`, `tokenize`, `detokenize`, `status` and `compare` print, as functions
+//   (the command-line program uses the public API alone):
+//
+//   inspect_model_file(path, InspectOptions) describes a GGUF file, a .safetensors file or a model
+//   directory from its headers and side files, without loading the model (no architecture
+//   definition needed): ModelFileInfo holds format, architecture, name, sizes, parameter and tensor
+//   counts, tensors per type, hyperparameters, the vocabulary's kind, size and special ids, whether
+//   it has a chat template; with InspectOptions::metadata every metadata entry (MetadataEntry:
+//   source, key, type, value; a string as itself, anything else as JSON, arrays cut to
+//   max_array_items) and with ::tensors every tensor (TensorInfo: name, type, shape in ggml order,
+//   offset, bytes). E.g. `auto f = llminfer::inspect_model_file("m.gguf", {.tensors = true});`.
+//
+//   Tokenizer::load(path) builds a model's tokenizer without touching its weights (a GGUF file, a
+//   model directory, or a directory holding only tokenizer.json and its companions):
+//   tokenize(text, add_special, parse_special) and detokenize(ids, skip_special) work as the
+//   Model's, n_vocab() bounds the ids. Copies share it; it may be used from many threads.
+//
+//   load_archdefs(dir) lists the architecture definitions a load with LoadOptions::archdef_dir =
+//   dir would use (ArchdefInfo: name, origin, sha256, steps per layer, text, the conventions left at
+//   their defaults) and the files that did not load (ArchdefFailure: name, path, error).
+//   kernel_info() says what the build was compiled for, its kernel levels and the level a model
+//   loaded now would run (or why none can: KernelInfo::error).
+//
+//   compare_logits(ours, reference, n_vocab) measures [positions][n_vocab] logits against a
+//   reference (LogitsComparison: top-1 agreement, Pearson correlation, top-10 overlap, the first
+//   position that differs, the largest absolute and relative difference, values that are not
+//   finite); invalid_argument when the sizes differ. top_k_ids(logits, k) gives the ids of one
+//   position's k largest logits (ties: the lower id first) and logsumexp(logits) its log-partition
+//   function (a token's log-probability is its logit minus it), e.g. with Session::logits().
+//
 // ==== Architecture definitions (archdef) ====
 //
 //   An architecture is a short text, not code: `llama`, `qwen2`, `qwen3`, `gemma3`, `phi3`,
@@ -282,7 +314,7 @@
 //   files (LoadOptions::archdef_dir, `--archdef DIR`) overrides the built-in of the same name. A
 //   file that does not load makes its architecture unavailable (loading such a model fails and lists
 //   the broken files); there is never a silent fallback to the built-in. `llminfer status` shows each
-//   definition in effect with its steps per layer, origin and sha256.
+//   definition in effect with its steps per layer, origin and sha256 (load_archdefs, above).
 //
 //   file      := one statement per line; '#' starts a comment; blank lines are ignored
 //   header    := 'arch' NAME                      (must equal the file name without .archdef)

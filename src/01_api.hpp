@@ -327,6 +327,7 @@ class Session;
 namespace detail {
 struct ModelImpl;
 struct SessionImpl;
+class Tokenizer;
 // The implementation behind the public types, for tools and tests (not a stable interface; aborts
 // with a message when `m` holds no model or `s` was moved from).
 const ModelImpl& model_impl(const Model& m);
@@ -471,6 +472,30 @@ class Session {
   std::unique_ptr<detail::SessionImpl> impl_;
 };
 
+// A model's tokenizer without its weights: only the model's description is read (fast on big
+// models). Copies share one immutable tokenizer, usable from many threads at once. A
+// default-constructed Tokenizer holds none: tokenize() returns an error (invalid_argument),
+// detokenize() empty text, n_vocab() 0.
+class Tokenizer {
+ public:
+  // A GGUF file, a Hugging Face / MLX model directory, or a directory that holds only
+  // tokenizer.json (with tokenizer_config.json, generation_config.json, config.json when present).
+  static Result<Tokenizer> load(std::string_view path);
+
+  // As Model::tokenize.
+  Result<std::vector<int32_t>> tokenize(std::string_view text, bool add_special = true,
+                                        bool parse_special = false) const;
+  // As Model::detokenize (always valid UTF-8); skip_special leaves out special (control) tokens.
+  // Ids outside 0 .. n_vocab()-1 add nothing.
+  std::string detokenize(std::span<const int32_t> ids, bool skip_special = false) const;
+  int n_vocab() const noexcept;
+
+  bool loaded() const noexcept { return impl_ != nullptr; }
+
+ private:
+  std::shared_ptr<const detail::Tokenizer> impl_;
+};
+
 const char* version() noexcept;
 // Peak resident memory of the process so far, in MiB (0 where the system does not say).
 double peak_memory_mb() noexcept;
@@ -485,6 +510,134 @@ Result<RenderedChat> render_chat_template(std::string_view model_path, std::stri
 // array "[1, 2]". At least one id unless allow_empty; an item that is not a non-negative 32-bit
 // integer is an invalid_argument error naming it.
 Result<std::vector<int32_t>> parse_token_ids(std::string_view text, bool allow_empty = false);
+
+// ---- model files, definitions and logits, without loading a model (what `llminfer info`,
+// `status` and `compare` print) ----
+
+// A tensor of a model file (inspect_model_file).
+struct TensorInfo {
+  std::string name;            // GGUF naming (blk.0.attn_q.weight), whatever the file's format
+  std::string type;            // as ggml names it: "f32", "bf16", "q4_K", "q8_0", ...
+  std::vector<int64_t> shape;  // ggml order: shape[0] is the row length
+  uint64_t offset = 0;         // where its data starts in its file
+  uint64_t bytes = 0;          // its data (with the scales and biases of an MLX quantized tensor)
+};
+
+// A metadata value of a model file (inspect_model_file with InspectOptions::metadata).
+struct MetadataEntry {
+  // Where it is: "" for a GGUF file's key/value pairs; in a safetensors model "config.json" or
+  // "generation_config.json" (their top-level members), or "__metadata__" (a weights file's header).
+  std::string source;
+  std::string key;
+  // GGUF: "string", "bool", "u8", "i8", "u16", "i16", "u32", "i32", "u64", "i64", "f32", "f64" or
+  // "array"; the members of config files: "json"; __metadata__: "string".
+  std::string type;
+  std::string element_type;  // "array": the GGUF type of its elements
+  uint64_t length = 0;       // "array": its elements
+  // "string": the string itself, bytes as in the file. Otherwise the value as JSON (numbers as
+  // written); an array with more than InspectOptions::max_array_items elements, at any depth, is
+  // written {"type":T,"length":N,"first":[its first max_array_items elements]} ("type", the
+  // element type, in GGUF files only).
+  std::string value;
+};
+
+struct InspectOptions {
+  bool metadata = false;          // fill ModelFileInfo::metadata
+  bool tensors = false;           // fill ModelFileInfo::tensors
+  uint64_t max_array_items = 8;   // metadata arrays longer than this are cut (0: never)
+};
+
+// What a model file says about itself (inspect_model_file).
+struct ModelFileInfo {
+  std::string path;          // as given
+  std::string format;        // "gguf" or "safetensors"
+  std::string architecture;  // "llama", "qwen3", ... (selects the architecture definition)
+  std::string name;          // general.name, or the directory's name
+  uint64_t file_bytes = 0;   // every weights file
+  uint64_t n_params = 0;
+  uint64_t n_tensors = 0;
+  uint64_t tensor_bytes = 0;
+  std::vector<std::pair<std::string, uint64_t>> tensor_types;  // (type, tensors of it), by type name
+  int64_t n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, n_ff = 0, n_ctx_train = 0, head_dim = 0;
+  double rope_freq_base = 0;
+  std::string tokenizer;      // the vocabulary's kind: "gpt2" (byte-level BPE), "llama", ... ("": none)
+  std::string tokenizer_pre;  // its pre-tokenizer: "llama-bpe", "qwen2", ... ("": none named)
+  int64_t n_vocab = 0;        // tokens in the vocabulary
+  int32_t bos = -1, eos = -1;  // -1: none
+  std::vector<int32_t> eos_ids;  // every end-of-sequence id the files name
+  bool chat_template = false;    // the model has its own
+  std::vector<MetadataEntry> metadata;  // with InspectOptions::metadata, in file order
+  std::vector<TensorInfo> tensors;      // with InspectOptions::tensors, in file order
+};
+
+// A GGUF file, a .safetensors file or a model directory described without loading it: only the
+// headers and the small side files are read (fast on big models; no architecture definition is
+// needed, so this works for architectures the library cannot run). The file checks of Model::load
+// apply: a malformed file is an error naming it.
+Result<ModelFileInfo> inspect_model_file(std::string_view path, const InspectOptions& options = {});
+
+// An architecture definition in effect (load_archdefs).
+struct ArchdefInfo {
+  std::string name;
+  std::string origin;   // "builtin" or the file's path
+  std::string sha256;   // of `text`
+  int steps_per_layer = 0;
+  std::string text;     // exactly as read
+  // The conventions `text` does not declare (their defaults apply), as comment lines
+  // ("# convention NAME = VALUE", after a heading line); "" when it declares them all.
+  std::string default_conventions;
+};
+// A definition file that did not load (its architecture is unavailable: never a silent fallback).
+struct ArchdefFailure {
+  std::string name;   // the architecture, from the file's name
+  std::string path;
+  std::string error;  // file:line: what is wrong
+};
+struct Archdefs {
+  std::vector<ArchdefInfo> defs;       // sorted by name
+  std::vector<ArchdefFailure> failed;
+};
+// The architecture definitions a model loaded with LoadOptions::archdef_dir = `archdef_dir` would
+// use: the built-ins, each replaced by the directory's <arch>.archdef when there is one. An error
+// only when the directory cannot be read.
+Result<Archdefs> load_archdefs(std::string_view archdef_dir = {});
+
+// The kernels of this build, and the ones a model loaded now would run.
+struct KernelInfo {
+  std::string simd;                 // compiled for: "avx512", "avx2", "neon", "scalar" or "dispatch"
+  std::vector<std::string> levels;  // kernel levels compiled in, lowest first
+  std::string selected;  // the level a load with LoadOptions::kernels "" runs (see the manual); ""
+                         // when that load would fail, `error` saying why
+  Error error;
+};
+KernelInfo kernel_info();
+
+// How close logits are to reference logits, position by position (`llminfer compare`).
+struct LogitsComparison {
+  int positions = 0;
+  bool top1_match_all = true;
+  int top1_matches = 0;        // positions whose largest logit is the same token
+  double pearson_mean = 0;     // Pearson correlation over the whole vocabulary
+  double pearson_min = 1;
+  double top10_overlap_mean = 0;  // tokens the two top-10 sets share
+  int first_divergence = -1;   // the first position whose top-1 differs (-1: none)
+  // Largest |ours - reference| over every finite logit, and that divided by the reference's largest
+  // |logit| (a wrong scale or shift shows here: top-1, Pearson and top-10 ignore it).
+  double max_abs_diff = 0, max_rel_diff = 0;
+  double ref_max_abs = 0;
+  // NaN or infinite logits: such a position never matches (top-1 differs, Pearson 0)
+  uint64_t nonfinite_ours = 0, nonfinite_ref = 0;
+  int first_nonfinite_pos = -1, first_nonfinite_id = -1;
+};
+// `ours` and `reference`: [positions][n_vocab] each, the same size (else invalid_argument).
+Result<LogitsComparison> compare_logits(std::span<const float> ours, std::span<const float> reference,
+                                        int n_vocab);
+// Ids of the k largest logits of one position, largest first (ties: the lower id first, as
+// llama.cpp's sampler).
+std::vector<int32_t> top_k_ids(std::span<const float> logits, int k);
+// log(sum(exp(logits))) of one position, in double: a token's log-probability is its logit minus
+// this (-inf for no logits; not finite when a logit is not).
+double logsumexp(std::span<const float> logits);
 
 // The GBNF grammar that GenerateOptions::json_schema compiles to (to inspect or edit it), or an
 // error naming the unsupported keyword and where it is.

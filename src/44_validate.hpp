@@ -5,22 +5,8 @@ namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
 
-struct LogitsReport {
-  int positions = 0;
-  bool top1_match_all = true;
-  int top1_matches = 0;
-  double pearson_mean = 0;
-  double pearson_min = 1;
-  double top10_overlap_mean = 0;
-  int first_divergence = -1;  // first position whose top-1 differs
-  // Largest |ours - reference| over every finite logit, and that divided by the reference's largest
-  // |logit| (a wrong scale or shift shows here: top-1, Pearson and top-10 ignore it).
-  double max_abs_diff = 0, max_rel_diff = 0;
-  double ref_max_abs = 0;
-  // NaN or infinite logits: such a position never matches (top-1 differs, Pearson 0)
-  uint64_t nonfinite_ours = 0, nonfinite_ref = 0;
-  int first_nonfinite_pos = -1, first_nonfinite_id = -1;
-};
+// The report is the public LogitsComparison (compare_logits below; llminfer::compare_logits).
+using LogitsReport = LogitsComparison;
 
 // Pearson correlation in double (1 when both are constant and equal, 0 when only one is).
 inline double pearson(const float* a, const float* b, size_t n) {

@@ -228,7 +228,8 @@ inline int utf8_len(const unsigned char* s, size_t n) {
   return len;
 }
 
-// A JSON string: control characters escaped, bytes that are not UTF-8 replaced by U+FFFD.
+// A JSON string: control characters escaped (\b \f \n \r \t as such, as Python's json.dumps
+// writes them; the others as \u00XX), bytes that are not UTF-8 replaced by U+FFFD.
 inline std::string json_quote(std::string_view s) {
   std::string out = "\"";
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
@@ -244,6 +245,10 @@ inline std::string json_quote(std::string_view s) {
       out += "\\r", i++;
     } else if (c == '\t') {
       out += "\\t", i++;
+    } else if (c == '\b') {
+      out += "\\b", i++;
+    } else if (c == '\f') {
+      out += "\\f", i++;
     } else if (c < 0x20 || c == 0x7F) {
       out += strf("\\u%04x", c), i++;
     } else {
@@ -270,6 +275,54 @@ inline std::string json_number(double v) {
   char buf[64];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, r.ptr);
+}
+
+// Text from a file for a terminal: at most `max` bytes ("..." after a longer text); control
+// characters (C0, DEL and C1 such as ESC and CSI, which would drive the terminal) and bytes that
+// are not UTF-8 escaped as \xNN (C1 as \u00NN).
+inline std::string term_safe(std::string_view s, size_t max = 4096) {
+  std::string p;  // C0, DEL and invalid bytes escaped, cut at `max`
+  size_t i = 0;
+  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
+  while (i < s.size() && p.size() < max) {
+    int l = utf8_len(b + i, s.size() - i);
+    if (l == 1 && b[i] >= 0x20 && b[i] != 0x7F) {
+      p += static_cast<char>(b[i]);
+    } else if (l > 1) {
+      p.append(s.data() + i, static_cast<size_t>(l));
+    } else {
+      p += strf("\\x%02X", b[i]);
+      l = 1;
+    }
+    i += static_cast<size_t>(l);
+  }
+  if (i < s.size()) p += "...";
+  std::string out;  // then C1 (U+0080..U+009F, two bytes C2 xx)
+  for (size_t k = 0; k < p.size(); k++) {
+    auto c = static_cast<unsigned char>(p[k]);
+    if (c == 0xC2 && k + 1 < p.size() && static_cast<unsigned char>(p[k + 1]) >= 0x80 &&
+        static_cast<unsigned char>(p[k + 1]) < 0xA0) {
+      out += strf("\\u%04x", static_cast<unsigned char>(p[k + 1]));
+      k++;
+    } else {
+      out += p[k];
+    }
+  }
+  return out;
+}
+
+// A byte count for people: "512 B", "1.5 KiB", "2 MiB".
+inline std::string human_bytes(uint64_t n) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  if (u == 0) return strf("%llu B", static_cast<unsigned long long>(n));
+  if (v == std::floor(v)) return strf("%.0f %s", v, units[u]);
+  return strf("%.1f %s", v, units[u]);
 }
 
 // Token ids ("1,2,3", "1 2 3", "[1, 2]") by the library's llminfer::parse_token_ids; false with

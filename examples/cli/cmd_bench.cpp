@@ -9,9 +9,6 @@
 //           from P threads (the library batches them, see LoadOptions::batch); tokens/s is the
 //           aggregate, P x N / wall time. --no-batch runs the same without batching.
 // Reports the median of the R runs (and every sample), the peak resident memory and the file size.
-// The CLI is built with LLMINFER_INLINE_API (other subcommands still use detail::), so every file
-// that calls the library compiles the implementation it uses.
-#define LLMINFER_IMPLEMENTATION
 #include "cli.hpp"
 
 #include <algorithm>

@@ -3,9 +3,6 @@
 // (not the program); /reset starts over; /exit (or Ctrl-D, or Ctrl-C at the prompt) leaves.
 // --save FILE keeps the session (conversation and KV cache) in FILE after every reply; --load FILE
 // continues one.
-// The CLI is built with LLMINFER_INLINE_API (other subcommands still use detail::), so every file
-// that calls the library compiles the implementation it uses.
-#define LLMINFER_IMPLEMENTATION
 #include <atomic>
 #include <csignal>
 

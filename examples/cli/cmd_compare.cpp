@@ -4,11 +4,46 @@
 // Pearson correlation of all logits, top-10 overlap, the first position where the top-1 differs, and
 // the largest difference of any logit, absolute and relative to the reference's largest |logit|.
 // FILE.f32 is float32 little-endian [positions][n_vocab]: every position, or the last only.
-#define LLMINFER_IMPLEMENTATION  // uses the detail API directly (all functions are inline)
+// (Model::logits and llminfer::compare_logits.)
+#include <cstring>
+#include <filesystem>
+
 #include "cli.hpp"
 
 namespace {
-using namespace llminfer::detail;
+
+// An open regular file and its size (a FIFO or a device is refused: nothing waits for a writer).
+struct InputFile {
+  FILE* f = nullptr;
+  uint64_t size = 0;
+  InputFile() = default;
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+  ~InputFile() {
+    if (f) std::fclose(f);
+  }
+  bool open(const std::string& path, std::string& err) {
+    std::error_code ec;
+    const auto st = std::filesystem::status(path, ec);
+    if (ec) return err = path + ": cannot open: " + ec.message(), false;
+    if (!std::filesystem::is_regular_file(st))
+      return err = path + (std::filesystem::is_fifo(st)        ? ": is a pipe (FIFO), not a regular file"
+                           : std::filesystem::is_directory(st) ? ": is a directory, not a regular file"
+                                                               : ": not a regular file"),
+             false;
+    f = std::fopen(path.c_str(), "rb");
+    if (!f) return err = path + ": cannot open: " + std::strerror(errno), false;
+    size = std::filesystem::file_size(path, ec);
+    if (ec) return err = path + ": cannot stat: " + ec.message(), false;
+    return true;
+  }
+  bool read(void* dst, size_t bytes, const std::string& path, std::string& err) {
+    if (std::fread(dst, 1, bytes, f) == bytes) return true;
+    err = std::ferror(f) ? path + ": cannot read: " + std::strerror(errno)
+                         : path + ": the file ended early (it changed while it was read)";
+    return false;
+  }
+};
 
 const char* kCompareUsage =
     "usage: llminfer compare -m MODEL --ids 1,2,3 --reference FILE.f32 [--json]\n"
@@ -45,26 +80,28 @@ int cmd_compare(int argc, char** argv) {
     return args.exit_code();
   }
   std::string ref_path = args.get("--reference");
-  auto ref = MappedFile::open(ref_path);
-  if (!ref) return cli::fail(ref.error());
+  InputFile ref;
+  std::string err;
+  if (!ref.open(ref_path, err)) return cli::fail(llminfer::Error{llminfer::Errc::io, err});
   auto model = llminfer::Model::load(args.get("--model"), lo);
   if (!model) return cli::fail(model.error());
   const llminfer::ModelInfo info = model->info();
   const int nv = info.n_vocab;
   const uint64_t row_bytes = uint64_t(nv) * 4;
   const int n = static_cast<int>(ids.size());
-  if (ref->size() == 0 || ref->size() % row_bytes != 0 ||
-      (ref->size() / row_bytes != 1 && ref->size() / row_bytes != uint64_t(n)))
-    return cli::fail(llminfer::Error{
-        llminfer::Errc::bad_format,
-        strf("%s: %llu bytes is neither 1 nor %d positions of %d float32 logits", ref_path.c_str(),
-             static_cast<unsigned long long>(ref->size()), n, nv)});
-  const int rows = static_cast<int>(ref->size() / row_bytes);
+  if (ref.size == 0 || ref.size % row_bytes != 0 || (ref.size / row_bytes != 1 && ref.size / row_bytes != uint64_t(n)))
+    return cli::fail(llminfer::Error{llminfer::Errc::bad_format,
+                                     cli::strf("%s: %llu bytes is neither 1 nor %d positions of %d float32 logits",
+                                               ref_path.c_str(), static_cast<unsigned long long>(ref.size), n, nv)});
+  const int rows = static_cast<int>(ref.size / row_bytes);
   auto logits = model->logits(ids, rows > 1);
   if (!logits) return cli::fail(logits.error());
   std::vector<float> refv(static_cast<size_t>(rows) * nv);
-  std::memcpy(refv.data(), ref->data(), refv.size() * 4);
-  LogitsReport r = compare_logits(logits->data(), refv.data(), rows, nv);
+  if (!ref.read(refv.data(), refv.size() * 4, ref_path, err))
+    return cli::fail(llminfer::Error{llminfer::Errc::io, err});
+  auto cmp = llminfer::compare_logits(*logits, refv, nv);
+  if (!cmp) return cli::fail(cmp.error());
+  const llminfer::LogitsComparison& r = *cmp;
   int status = cli::kOk;
   if (r.nonfinite_ours || r.nonfinite_ref) {  // never a match, and an error: such logits mean nothing
     std::fprintf(stderr, "error: %s%s%s holds values that are not finite (NaN or infinite): %llu in ours, %llu in the "
@@ -75,13 +112,14 @@ int cmd_compare(int argc, char** argv) {
     status = cli::kFailure;
   }
   if (args.has("--json")) {
-    cli::out(strf("{\"positions\":%d,\"top1_match_all\":%s,\"top1_matches\":%d,\"pearson_mean\":%s,\"pearson_min\":%s,"
-                  "\"top10_overlap_mean\":%s,\"first_divergence\":%d,\"nonfinite_ours\":%llu,"
-                  "\"nonfinite_reference\":%llu,\"max_abs_diff\":%s,\"max_rel_diff\":%s}\n",
-                  r.positions, r.top1_match_all ? "true" : "false", r.top1_matches, json_number(r.pearson_mean).c_str(),
-                  json_number(r.pearson_min).c_str(), json_number(r.top10_overlap_mean).c_str(), r.first_divergence,
-                  static_cast<unsigned long long>(r.nonfinite_ours), static_cast<unsigned long long>(r.nonfinite_ref),
-                  json_number(r.max_abs_diff).c_str(), json_number(r.max_rel_diff).c_str()));
+    cli::out(cli::strf(
+        "{\"positions\":%d,\"top1_match_all\":%s,\"top1_matches\":%d,\"pearson_mean\":%s,\"pearson_min\":%s,"
+        "\"top10_overlap_mean\":%s,\"first_divergence\":%d,\"nonfinite_ours\":%llu,"
+        "\"nonfinite_reference\":%llu,\"max_abs_diff\":%s,\"max_rel_diff\":%s}\n",
+        r.positions, r.top1_match_all ? "true" : "false", r.top1_matches, cli::json_number(r.pearson_mean).c_str(),
+        cli::json_number(r.pearson_min).c_str(), cli::json_number(r.top10_overlap_mean).c_str(), r.first_divergence,
+        static_cast<unsigned long long>(r.nonfinite_ours), static_cast<unsigned long long>(r.nonfinite_ref),
+        cli::json_number(r.max_abs_diff).c_str(), cli::json_number(r.max_rel_diff).c_str()));
   } else {
     std::printf("model       %s (%s, %s)\n", args.get("--model").c_str(), info.architecture.c_str(), kv.c_str());
     std::printf("reference   %s (%d position%s x %d)\n", ref_path.c_str(), rows, rows == 1 ? "" : "s", nv);

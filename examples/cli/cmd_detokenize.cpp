@@ -1,11 +1,10 @@
 // llminfer detokenize -m MODEL --ids 1,2,3 [--skip-special] [--json]
 // Token ids -> text, printed exactly (no newline added). The output is always valid UTF-8: bytes that do
-// not form valid UTF-8 become U+FFFD (as Hugging Face decodes them).
-#define LLMINFER_IMPLEMENTATION  // uses the tokenizer directly (all functions are inline)
+// not form valid UTF-8 become U+FFFD (as Hugging Face decodes them). (llminfer::Tokenizer: no
+// weights are read.)
 #include "cli.hpp"
 
 namespace {
-using namespace llminfer::detail;
 
 const char* kDetokenizeUsage =
     "usage: llminfer detokenize -m MODEL --ids 1,2,3 [--skip-special] [--json]\n"
@@ -28,17 +27,13 @@ int cmd_detokenize(int argc, char** argv) {
   if (!parsed) return args.usage_error(parsed.error().message), args.exit_code();
   std::vector<int32_t> ids = std::move(*parsed);
 
-  auto desc = load_description(model);
-  if (!desc && is_directory(model) && file_exists(path_join(model, "tokenizer.json")))
-    desc = tokenizer_description(model);  // a folder with only the tokenizer files
-  if (!desc) return cli::fail(desc.error());
-  auto tok = Tokenizer::build(**desc);
+  auto tok = llminfer::Tokenizer::load(model);
   if (!tok) return cli::fail(tok.error());
   for (int32_t id : ids)
-    if (id >= (*tok)->n_vocab())
+    if (id >= tok->n_vocab())
       return cli::fail({llminfer::Errc::invalid_argument,
-                        strf("token id %d is out of range (the vocabulary has %d tokens)", id, (*tok)->n_vocab())});
-  std::string text = utf8_lossy((*tok)->decode(ids, args.has("--skip-special")));
-  cli::out(args.has("--json") ? "{\"text\":" + json_quote(text) + "}\n" : text);
+                        cli::strf("token id %d is out of range (the vocabulary has %d tokens)", id, tok->n_vocab())});
+  std::string text = tok->detokenize(ids, args.has("--skip-special"));
+  cli::out(args.has("--json") ? "{\"text\":" + cli::json_quote(text) + "}\n" : text);
   return cli::kOk;
 }

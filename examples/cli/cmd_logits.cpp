@@ -1,14 +1,10 @@
 // llminfer logits -m MODEL --ids 1,2,3 [--all] --out FILE.f32 [--json]
 // Evaluates the ids as one sequence (positions 0..n-1) and writes the raw logits as float32
 // little-endian [positions][n_vocab]: the last position, or every position with --all (the layout
-// of the llama.cpp oracle's `logits --out`).
-#define LLMINFER_IMPLEMENTATION  // uses the detail API directly (all functions are inline)
+// of the llama.cpp oracle's `logits --out`). (Model::logits, llminfer::top_k_ids, logsumexp.)
 #include "cli.hpp"
 
-#include <cmath>
-
 namespace {
-using namespace llminfer::detail;
 
 const char* kLogitsUsage =
     "usage: llminfer logits -m MODEL --ids 1,2,3 [--all] --out FILE.f32 [--json]\n"
@@ -59,18 +55,19 @@ int cmd_logits(int argc, char** argv) {
   const int rows = static_cast<int>(logits->size() / static_cast<size_t>(nv));
   const int n = static_cast<int>(ids.size());
   if (args.has("--json")) {
-    std::string s = strf("{\"model\":%s,\"architecture\":%s,\"n_vocab\":%d,\"n_tokens\":%d,\"n_positions\":%d,\"out\":%s,"
-                         "\"kv_type\":%s,\"positions\":[",
-                         json_quote(args.get("--model")).c_str(), json_quote(info.architecture).c_str(), nv, n, rows,
-                         json_quote(out).c_str(), json_quote(kv).c_str());
+    std::string s = cli::strf(
+        "{\"model\":%s,\"architecture\":%s,\"n_vocab\":%d,\"n_tokens\":%d,\"n_positions\":%d,\"out\":%s,"
+        "\"kv_type\":%s,\"positions\":[",
+        cli::json_quote(args.get("--model")).c_str(), cli::json_quote(info.architecture).c_str(), nv, n, rows,
+        cli::json_quote(out).c_str(), cli::json_quote(kv).c_str());
     for (int r = 0; r < rows; r++) {
-      const float* x = logits->data() + size_t(r) * nv;
+      const std::span<const float> x(logits->data() + size_t(r) * nv, static_cast<size_t>(nv));
       int pos = all ? r : n - 1;
-      auto top = top_k_ids(x, nv, 10);
-      s += strf("%s{\"pos\":%d,\"token\":%d,\"argmax\":%d,\"logsumexp\":%s,\"top\":[", r ? "," : "", pos,
-                ids[static_cast<size_t>(pos)], top[0], json_number(logsumexp(x, nv)).c_str());
+      auto top = llminfer::top_k_ids(x, 10);
+      s += cli::strf("%s{\"pos\":%d,\"token\":%d,\"argmax\":%d,\"logsumexp\":%s,\"top\":[", r ? "," : "", pos,
+                     ids[static_cast<size_t>(pos)], top[0], cli::json_number(llminfer::logsumexp(x)).c_str());
       for (size_t k = 0; k < top.size(); k++)
-        s += strf("%s[%d,%s]", k ? "," : "", top[k], json_number(x[top[k]]).c_str());
+        s += cli::strf("%s[%d,%s]", k ? "," : "", top[k], cli::json_number(x[top[k]]).c_str());
       s += "]}";
     }
     cli::out(s + "]}\n");

@@ -1,8 +1,5 @@
 // llminfer run: generate text from a prompt (or token ids), streamed to stdout as it is decided,
 // with a one-line summary on stderr; --json prints one JSON object instead.
-// The CLI is built with LLMINFER_INLINE_API (other subcommands still use detail::), so every file
-// that calls the library compiles the implementation it uses.
-#define LLMINFER_IMPLEMENTATION
 #include <atomic>
 #include <csignal>
 

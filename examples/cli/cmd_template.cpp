@@ -1,7 +1,6 @@
 // llminfer template: renders a model's chat template for a conversation, exactly as transformers'
 // apply_chat_template would, and prints the prompt (nothing else, no newline added).
 // Only the model description is read (no forward pass), so it is fast on big models.
-#define LLMINFER_IMPLEMENTATION
 #include "cli.hpp"
 
 namespace {

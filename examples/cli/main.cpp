@@ -1,5 +1,10 @@
-// llminfer: the command-line program. One subcommand per cmd_*.cpp file.
+// llminfer: the command-line program. One subcommand per cmd_*.cpp file, each a user of the public
+// API alone: they include the header for its declarations, and the implementation is compiled
+// here, in this file only (as any program embedding llminfer does).
 #define LLMINFER_IMPLEMENTATION
+// The header itself, not only through cli.hpp: in a unity build (CMake's) the subcommands' files
+// may come first, and cli.hpp (#pragma once) would then be skipped here.
+#include "../../llminfer.hpp"
 #include "cli.hpp"
 
 #include <cstring>
