@@ -16,6 +16,7 @@ On a CPU with AVX2 but no AVX-512 (ggml then loads its AVX2 CPU variant, whose f
 for some ops), the AVX2 goldens:
     /usr/bin/python3 tools/goldens/forward_goldens.py --out tests/goldens/forward/avx2 \
         --only-differing-from tests/goldens/forward
+and the same on an AVX-512 CPU with `--cpu-variant haswell` (ggml restricted to its AVX2 variant).
 Needs numpy and node (the oracle in ../shared/tools/llamacpp-oracle). Deterministic: a rerun
 writes the same files.
 """
@@ -90,8 +91,15 @@ PROMPTS = [
 ]
 
 
+CPU_VARIANT = None  # --cpu-variant: run the oracle through lcpp_cpu_variant.mjs with that ggml CPU variant
+
+
 def oracle(*args):
-    r = subprocess.run(["node", "oracle.mjs", *args], cwd=ORACLE, capture_output=True, text=True)
+    cmd = ["node", "oracle.mjs", *args]
+    if CPU_VARIANT:
+        cmd = ["node", os.path.join(os.path.dirname(os.path.abspath(__file__)), "lcpp_cpu_variant.mjs"), CPU_VARIANT,
+               *args]
+    r = subprocess.run(cmd, cwd=ORACLE, capture_output=True, text=True, env=dict(os.environ, LLMINFER_LCPP_ORACLE=ORACLE))
     if r.returncode != 0:
         sys.exit("oracle %s failed: %s %s" % (" ".join(args), r.stdout[-2000:], r.stderr[-2000:]))
     return json.loads(r.stdout)
@@ -133,7 +141,13 @@ def main():
     ap.add_argument("--only-differing-from", metavar="DIR",
                     help="write a model's file only when its logits or greedy tokens differ from DIR/NAME.json "
                          "(the goldens of another CPU variant of llama.cpp: tests/goldens/forward/avx2/)")
+    ap.add_argument("--cpu-variant", metavar="NAME",
+                    help="make ggml load only its CPU variant NAME (libggml-cpu-NAME.so of the prebuilt llama.cpp, "
+                         "e.g. haswell = AVX2) through tools/goldens/lcpp_cpu_variant.mjs: the AVX2 goldens on an "
+                         "AVX-512 machine")
     a = ap.parse_args()
+    global CPU_VARIANT
+    CPU_VARIANT = a.cpu_variant
     out_dir = a.out
     v = oracle("version")
     version = v["llama_cpp_build"]
