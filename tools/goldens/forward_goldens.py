@@ -80,6 +80,13 @@ MODELS = [
     ("synth-gemma2-tiny-f32", "fixtures:synth-gemma2-tiny-f32.gguf", "f32"),
     ("synth-olmo2-tiny-f32", "fixtures:synth-olmo2-tiny-f32.gguf", "f32"),
     ("synth-olmo2-swa-tiny-f32", "fixtures:synth-olmo2-swa-tiny-f32.gguf", "f32"),
+    # Gemma 3n's text part (issue 19): 25 layers, 5 of them sharing KV caches, a 16-token window;
+    # its 512-id tokenizer makes the prompts 26, 29 and 59 tokens
+    ("synth-gemma3n-mini-f32", "fixtures:synth-gemma3n-mini-f32.gguf", "f32"),
+    ("synth-gemma3n-mini-f16", "fixtures:synth-gemma3n-mini-f16.gguf", "f16"),
+    ("synth-gemma3n-mini-bf16", "fixtures:synth-gemma3n-mini-bf16.gguf", "bf16"),
+    ("synth-gemma3n-mini-q8_0", "fixtures:synth-gemma3n-mini-q8_0.gguf", "q8_0"),
+    ("synth-gemma3n-mini-q4_k_m", "fixtures:synth-gemma3n-mini-q4_k_m.gguf", "q4_k_m"),
 ]
 
 # Three prompts: short prose, a factual pattern, and code long enough (> 16 tokens) to cross
