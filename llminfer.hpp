@@ -5075,6 +5075,21 @@ inline float unfused(float v) {
 #endif
   return v;
 }
+
+// The rest of ggml_vec_dot_f32 after its vector loop (elements i..n-1), as GCC compiled it in
+// llama.cpp's x86 builds (read from the machine code of its libggml-cpu-*.so): the products in
+// chunks of `width` (16 in the AVX-512 builds, 8 in the AVX2 one) while that many are left, then
+// one chunk of width / 2 if that many are left, each product rounded and added in order (vmulps,
+// then vaddss lane by lane); the last few, fewer than width / 2, as fused multiply-adds
+// (vfmadd231ss).
+inline float dot_f32_rest(const float* w, const float* x, int64_t i, int64_t n, int width, float acc) {
+  const int64_t left = n - i;
+  int64_t plain = left >= width ? left / width * width : 0;
+  if (left - plain >= width / 2) plain += width / 2;
+  for (const int64_t e = i + plain; i < e; i++) acc += unfused(w[i] * x[i]);
+  for (; i < n; i++) acc = std::fma(w[i], x[i], acc);
+  return acc;
+}
 inline float hsum_ps256(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -5435,7 +5450,7 @@ inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
   // a block's 16 bytes go to two 128-bit lanes: low nibbles (weights 0..15) from the first, high
   // nibbles (weights 16..31) from the second
   const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0);
-  __m512 acc = _mm512_setzero_ps();
+  __m256 acc = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
     const uint8_t* p = w + b * bs;
@@ -5448,20 +5463,21 @@ inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
       v = _mm512_mask_add_epi8(v, hb, v, _mm512_set1_epi8(16));
     }
     const __m512i av = _mm512_loadu_si512(a.q + 32 * b);
-    const __m512i isum = _mm512_sub_epi32(dot_u8s8_512(v, av), dot_u8s8_512(off, av));
-    const __m512 s = scale_pair_512(f16_scale(p) * a.d[b], f16_scale(p + bs) * a.d[b + 1]);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), s, acc);
+    const __m512 q = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot_u8s8_512(v, av), dot_u8s8_512(off, av)));
+    // one 8-lane FMA per block, in block order: llama.cpp's chain (its AVX-512 build runs the AVX2
+    // ggml_vec_dot_q4_0_q8_0 / _q5_0_q8_0), so that the result is its bits
+    acc = _mm256_fmadd_ps(_mm512_castps512_ps256(q), _mm256_set1_ps(f16_scale(p) * a.d[b]), acc);
+    acc = _mm256_fmadd_ps(_mm512_extractf32x8_ps(q, 1), _mm256_set1_ps(f16_scale(p + bs) * a.d[b + 1]), acc);
   }
-  float r = _mm512_reduce_add_ps(acc);
   for (; b < nb; b++) {  // an odd last block
     const uint8_t* p = w + b * bs;
     __m256i v = q4_block_values(p + qs_off);
     if constexpr (kQ5) v = _mm256_or_si256(v, q5_high_bits(rd_u32(p + 2)));
     v = _mm256_sub_epi8(v, _mm256_set1_epi8(offset));
     __m256i dv = dot_s8_256(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
-    r += f16_scale(p) * a.d[b] * static_cast<float>(hsum_epi32_256(dv));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(f16_scale(p) * a.d[b]), acc);
   }
-  return r;
+  return hsum_ps256(acc);
 #elif defined(LLMI_SIMD_AVX2)
   auto values = [&](const uint8_t* p) {  // 32 signed values of one block
     __m256i v = q4_block_values(p + qs_off);
@@ -5757,9 +5773,7 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
       red = reduce16_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
     }
     if constexpr (T == DType::f32) {
-      const float* wf = reinterpret_cast<const float*>(w);
-      for (int64_t i = np; i < n; i++) red += unfused(wf[i] * x[i]);
-      return red;
+      return dot_f32_rest(reinterpret_cast<const float*>(w), x, np, n, 16, red);
     } else {
       double r = red;
       for (int64_t i = np; i < n; i++) r += static_cast<double>(fp16_to_f32(rd_u16(w + 2 * i)) * x[i]);
@@ -5799,9 +5813,7 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
     red = T == DType::bf16 ? hsum_ps256(folded) : reduce8_hadd(folded);
   }
   if constexpr (T == DType::f32) {
-    const float* wf = reinterpret_cast<const float*>(w);
-    for (int64_t i = np; i < n; i++) red += unfused(wf[i] * x[i]);
-    return red;
+    return dot_f32_rest(reinterpret_cast<const float*>(w), x, np, n, 8, red);
   } else {
     double r = red;
     for (int64_t i = np; i < n; i++) {
@@ -7307,64 +7319,12 @@ inline void micro_kq(const Panel& P, const MatmulInput& in, const int32_t* start
     for (int t = 0; t < kRN; t++) out[g][t] = accf[g][t];
 }
 
-// 32-block micro-kernel (Q4_0, Q5_0, Q8_0): per block, the integer sum starts at -offset * sum
-// of the activations, then one float FMA with d(row) * d(token).
-inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* starts, const int64_t (&tj)[kRN], __m512 (&out)[kRG][kRN]) {
-  const int64_t K = P.K, nb = K / 32;
-  const int32_t* aq[kRN];
-  const float* ad[kRN];
-  const int32_t* ast[kRN];
-  for (int t = 0; t < kRN; t++) {
-    ActQ8 a = in.row(ActForm::q8_32, tj[t]);
-    aq[t] = reinterpret_cast<const int32_t*>(a.q);
-    ad[t] = a.d;
-    ast[t] = starts + tj[t] * nb;
-  }
-  const __m512i* wv[kRG];
-  const float* wd[kRG];
-  for (int g = 0; g < kRG; g++) {
-    wv[g] = reinterpret_cast<const __m512i*>(P.v + static_cast<size_t>(g) * 16 * static_cast<size_t>(K));
-    wd[g] = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nb);
-  }
-  __m512 accf[kRG][kRN];
-  for (int g = 0; g < kRG; g++)
-    for (int t = 0; t < kRN; t++) accf[g][t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    __m512i acc[kRG][kRN];
-#pragma GCC unroll 8
-    for (int t = 0; t < kRN; t++) {
-      __m512i st = _mm512_set1_epi32(ast[t][b]);
-#pragma GCC unroll 8
-      for (int g = 0; g < kRG; g++) acc[g][t] = st;
-    }
-#pragma GCC unroll 8
-    for (int u = 0; u < 8; u++) {
-      __m512i w[kRG];
-#pragma GCC unroll 8
-      for (int g = 0; g < kRG; g++) w[g] = _mm512_load_si512(wv[g] + 8 * b + u);
-#pragma GCC unroll 8
-      for (int t = 0; t < kRN; t++) {
-        __m512i a = _mm512_set1_epi32(aq[t][8 * b + u]);
-#pragma GCC unroll 8
-        for (int g = 0; g < kRG; g++) acc[g][t] = dpbusd(acc[g][t], w[g], a);
-      }
-    }
-#pragma GCC unroll 8
-    for (int g = 0; g < kRG; g++) {
-      __m512 d = _mm512_load_ps(wd[g] + 16 * b);
-#pragma GCC unroll 8
-      for (int t = 0; t < kRN; t++)
-        accf[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[g][t]), _mm512_mul_ps(d, _mm512_set1_ps(ad[t][b])), accf[g][t]);
-    }
-  }
-  for (int g = 0; g < kRG; g++)
-    for (int t = 0; t < kRN; t++) out[g][t] = accf[g][t];
-}
-
-// Q8_0 micro-kernel in llama.cpp's order: per row and token, 8 float lanes (one per 4 values of a
-// block) each take one FMA per block with d(row) * d(token), then the 8-lane tree, as dot_q8_0.
-// Each 4-value sum is exact: (q + 128) . a starts at -128 * (sum of those 4 activations).
-inline void micro_q8_0(const Panel& P, const MatmulInput& in, const int32_t* starts4, const int64_t (&tj)[kRN], __m512 (&out)[kRG][kRN]) {
+// 32-block micro-kernel (Q4_0, Q5_0, Q8_0) in llama.cpp's order: per row and token, 8 float lanes
+// (one per 4 values of a block) each take one FMA per block with d(row) * d(token), then the
+// 8-lane tree, as dot_q8_0 / dot_q4_0 / dot_q5_0 (and llamafile's sgemm). Each 4-value sum is
+// exact: the unsigned values (q + 128, q4 0..15, q5 0..31) times a start at -offset * (sum of
+// those 4 activations).
+inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* starts4, const int64_t (&tj)[kRN], __m512 (&out)[kRG][kRN]) {
   const int64_t K = P.K, nb = K / 32;
   const __m512i* wv[kRG];
   const float* wd[kRG];
@@ -7456,7 +7416,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   AlignedBuffer& starts_buf = scratch.starts;
   const int off = quant_offset(w.type), group = w.type == DType::q6_K ? 16 : 32;
   int32_t* starts = nullptr;
-  if (w.type == DType::q8_0) {  // per 4 values (micro_q8_0)
+  if (w.type == DType::q8_0 || w.type == DType::q4_0 || w.type == DType::q5_0) {  // per 4 values (micro_q32)
     if (!starts_buf.reserve(static_cast<size_t>(T * (K / 4)) * 4 + 64)) return false;
     starts = starts_buf.as<int32_t>();
     for (int64_t t = 0; t < T; t++) {
@@ -7524,7 +7484,6 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       __m512 out[kRG][kRN];
       if (w.type == DType::q4_K) micro_kq<true>(P, in, starts, tj, out);
       else if (w.type == DType::q6_K) micro_kq<false>(P, in, starts, tj, out);
-      else if (w.type == DType::q8_0) micro_q8_0(P, in, starts, tj, out);
       else micro_q32(P, in, starts, tj, out);
       for (int j = 0; j < kRN && j0 + j < nt; j++) {
         float* yt = y + (t0 + j0 + j) * ldy + r0;

@@ -35,6 +35,21 @@ inline float unfused(float v) {
 #endif
   return v;
 }
+
+// The rest of ggml_vec_dot_f32 after its vector loop (elements i..n-1), as GCC compiled it in
+// llama.cpp's x86 builds (read from the machine code of its libggml-cpu-*.so): the products in
+// chunks of `width` (16 in the AVX-512 builds, 8 in the AVX2 one) while that many are left, then
+// one chunk of width / 2 if that many are left, each product rounded and added in order (vmulps,
+// then vaddss lane by lane); the last few, fewer than width / 2, as fused multiply-adds
+// (vfmadd231ss).
+inline float dot_f32_rest(const float* w, const float* x, int64_t i, int64_t n, int width, float acc) {
+  const int64_t left = n - i;
+  int64_t plain = left >= width ? left / width * width : 0;
+  if (left - plain >= width / 2) plain += width / 2;
+  for (const int64_t e = i + plain; i < e; i++) acc += unfused(w[i] * x[i]);
+  for (; i < n; i++) acc = std::fma(w[i], x[i], acc);
+  return acc;
+}
 inline float hsum_ps256(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -395,7 +410,7 @@ inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
   // a block's 16 bytes go to two 128-bit lanes: low nibbles (weights 0..15) from the first, high
   // nibbles (weights 16..31) from the second
   const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0);
-  __m512 acc = _mm512_setzero_ps();
+  __m256 acc = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
     const uint8_t* p = w + b * bs;
@@ -408,20 +423,21 @@ inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
       v = _mm512_mask_add_epi8(v, hb, v, _mm512_set1_epi8(16));
     }
     const __m512i av = _mm512_loadu_si512(a.q + 32 * b);
-    const __m512i isum = _mm512_sub_epi32(dot_u8s8_512(v, av), dot_u8s8_512(off, av));
-    const __m512 s = scale_pair_512(f16_scale(p) * a.d[b], f16_scale(p + bs) * a.d[b + 1]);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), s, acc);
+    const __m512 q = _mm512_cvtepi32_ps(_mm512_sub_epi32(dot_u8s8_512(v, av), dot_u8s8_512(off, av)));
+    // one 8-lane FMA per block, in block order: llama.cpp's chain (its AVX-512 build runs the AVX2
+    // ggml_vec_dot_q4_0_q8_0 / _q5_0_q8_0), so that the result is its bits
+    acc = _mm256_fmadd_ps(_mm512_castps512_ps256(q), _mm256_set1_ps(f16_scale(p) * a.d[b]), acc);
+    acc = _mm256_fmadd_ps(_mm512_extractf32x8_ps(q, 1), _mm256_set1_ps(f16_scale(p + bs) * a.d[b + 1]), acc);
   }
-  float r = _mm512_reduce_add_ps(acc);
   for (; b < nb; b++) {  // an odd last block
     const uint8_t* p = w + b * bs;
     __m256i v = q4_block_values(p + qs_off);
     if constexpr (kQ5) v = _mm256_or_si256(v, q5_high_bits(rd_u32(p + 2)));
     v = _mm256_sub_epi8(v, _mm256_set1_epi8(offset));
     __m256i dv = dot_s8_256(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
-    r += f16_scale(p) * a.d[b] * static_cast<float>(hsum_epi32_256(dv));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(f16_scale(p) * a.d[b]), acc);
   }
-  return r;
+  return hsum_ps256(acc);
 #elif defined(LLMI_SIMD_AVX2)
   auto values = [&](const uint8_t* p) {  // 32 signed values of one block
     __m256i v = q4_block_values(p + qs_off);
@@ -717,9 +733,7 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
       red = reduce16_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
     }
     if constexpr (T == DType::f32) {
-      const float* wf = reinterpret_cast<const float*>(w);
-      for (int64_t i = np; i < n; i++) red += unfused(wf[i] * x[i]);
-      return red;
+      return dot_f32_rest(reinterpret_cast<const float*>(w), x, np, n, 16, red);
     } else {
       double r = red;
       for (int64_t i = np; i < n; i++) r += static_cast<double>(fp16_to_f32(rd_u16(w + 2 * i)) * x[i]);
@@ -759,9 +773,7 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
     red = T == DType::bf16 ? hsum_ps256(folded) : reduce8_hadd(folded);
   }
   if constexpr (T == DType::f32) {
-    const float* wf = reinterpret_cast<const float*>(w);
-    for (int64_t i = np; i < n; i++) red += unfused(wf[i] * x[i]);
-    return red;
+    return dot_f32_rest(reinterpret_cast<const float*>(w), x, np, n, 8, red);
   } else {
     double r = red;
     for (int64_t i = np; i < n; i++) {

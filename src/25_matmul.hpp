@@ -593,64 +593,12 @@ inline void micro_kq(const Panel& P, const MatmulInput& in, const int32_t* start
     for (int t = 0; t < kRN; t++) out[g][t] = accf[g][t];
 }
 
-// 32-block micro-kernel (Q4_0, Q5_0, Q8_0): per block, the integer sum starts at -offset * sum
-// of the activations, then one float FMA with d(row) * d(token).
-inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* starts, const int64_t (&tj)[kRN], __m512 (&out)[kRG][kRN]) {
-  const int64_t K = P.K, nb = K / 32;
-  const int32_t* aq[kRN];
-  const float* ad[kRN];
-  const int32_t* ast[kRN];
-  for (int t = 0; t < kRN; t++) {
-    ActQ8 a = in.row(ActForm::q8_32, tj[t]);
-    aq[t] = reinterpret_cast<const int32_t*>(a.q);
-    ad[t] = a.d;
-    ast[t] = starts + tj[t] * nb;
-  }
-  const __m512i* wv[kRG];
-  const float* wd[kRG];
-  for (int g = 0; g < kRG; g++) {
-    wv[g] = reinterpret_cast<const __m512i*>(P.v + static_cast<size_t>(g) * 16 * static_cast<size_t>(K));
-    wd[g] = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nb);
-  }
-  __m512 accf[kRG][kRN];
-  for (int g = 0; g < kRG; g++)
-    for (int t = 0; t < kRN; t++) accf[g][t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    __m512i acc[kRG][kRN];
-#pragma GCC unroll 8
-    for (int t = 0; t < kRN; t++) {
-      __m512i st = _mm512_set1_epi32(ast[t][b]);
-#pragma GCC unroll 8
-      for (int g = 0; g < kRG; g++) acc[g][t] = st;
-    }
-#pragma GCC unroll 8
-    for (int u = 0; u < 8; u++) {
-      __m512i w[kRG];
-#pragma GCC unroll 8
-      for (int g = 0; g < kRG; g++) w[g] = _mm512_load_si512(wv[g] + 8 * b + u);
-#pragma GCC unroll 8
-      for (int t = 0; t < kRN; t++) {
-        __m512i a = _mm512_set1_epi32(aq[t][8 * b + u]);
-#pragma GCC unroll 8
-        for (int g = 0; g < kRG; g++) acc[g][t] = dpbusd(acc[g][t], w[g], a);
-      }
-    }
-#pragma GCC unroll 8
-    for (int g = 0; g < kRG; g++) {
-      __m512 d = _mm512_load_ps(wd[g] + 16 * b);
-#pragma GCC unroll 8
-      for (int t = 0; t < kRN; t++)
-        accf[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[g][t]), _mm512_mul_ps(d, _mm512_set1_ps(ad[t][b])), accf[g][t]);
-    }
-  }
-  for (int g = 0; g < kRG; g++)
-    for (int t = 0; t < kRN; t++) out[g][t] = accf[g][t];
-}
-
-// Q8_0 micro-kernel in llama.cpp's order: per row and token, 8 float lanes (one per 4 values of a
-// block) each take one FMA per block with d(row) * d(token), then the 8-lane tree, as dot_q8_0.
-// Each 4-value sum is exact: (q + 128) . a starts at -128 * (sum of those 4 activations).
-inline void micro_q8_0(const Panel& P, const MatmulInput& in, const int32_t* starts4, const int64_t (&tj)[kRN], __m512 (&out)[kRG][kRN]) {
+// 32-block micro-kernel (Q4_0, Q5_0, Q8_0) in llama.cpp's order: per row and token, 8 float lanes
+// (one per 4 values of a block) each take one FMA per block with d(row) * d(token), then the
+// 8-lane tree, as dot_q8_0 / dot_q4_0 / dot_q5_0 (and llamafile's sgemm). Each 4-value sum is
+// exact: the unsigned values (q + 128, q4 0..15, q5 0..31) times a start at -offset * (sum of
+// those 4 activations).
+inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* starts4, const int64_t (&tj)[kRN], __m512 (&out)[kRG][kRN]) {
   const int64_t K = P.K, nb = K / 32;
   const __m512i* wv[kRG];
   const float* wd[kRG];
@@ -742,7 +690,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   AlignedBuffer& starts_buf = scratch.starts;
   const int off = quant_offset(w.type), group = w.type == DType::q6_K ? 16 : 32;
   int32_t* starts = nullptr;
-  if (w.type == DType::q8_0) {  // per 4 values (micro_q8_0)
+  if (w.type == DType::q8_0 || w.type == DType::q4_0 || w.type == DType::q5_0) {  // per 4 values (micro_q32)
     if (!starts_buf.reserve(static_cast<size_t>(T * (K / 4)) * 4 + 64)) return false;
     starts = starts_buf.as<int32_t>();
     for (int64_t t = 0; t < T; t++) {
@@ -810,7 +758,6 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       __m512 out[kRG][kRN];
       if (w.type == DType::q4_K) micro_kq<true>(P, in, starts, tj, out);
       else if (w.type == DType::q6_K) micro_kq<false>(P, in, starts, tj, out);
-      else if (w.type == DType::q8_0) micro_q8_0(P, in, starts, tj, out);
       else micro_q32(P, in, starts, tj, out);
       for (int j = 0; j < kRN && j0 + j < nt; j++) {
         float* yt = y + (t0 + j0 + j) * ldy + r0;
