@@ -138,10 +138,13 @@ enum class OpCode : uint8_t {
   embed, rms_norm, norm_heads, matmul, add_bias, rope, attention,
   silu, gelu, gelu_tanh, relu, mul, add, scale, softcap, copy, last,
   layer_norm, layer_norm_heads, slice,
+  sub, mul_weight, rms_normalize, gaussian_topk, put,
+  streams, stream_matmul, match_norm, stream_mix, stream_axpy, stream_add, stream_mean,
 };
 
 // Argument kinds in signatures: 'r' register, 't' tensor (alternatives with |, optionally | none),
-// 'v' value (an expression: numbers, named values, + - * / ( ), sqrt(..), rsqrt(..), every(..)),
+// 'v' value (an expression: numbers, named values, + - * / ( ), sqrt(..), rsqrt(..), every(..),
+// less(..), where(..)),
 // 'l' rope layout word (pairs / neox). Every statement of the block also takes `skip = VALUE`
 // (the step is left out of the layers where the value is not 0).
 struct OpKwarg {
@@ -167,7 +170,8 @@ inline const std::vector<OpSpec>& op_specs() {
       {"add_bias", OpCode::add_bias, "rt", {}, false, true},
       {"rope", OpCode::rope, "rl", {{"factors", 't'}, {"base", 'v'}, {"base_swa", 'v'}, {"dims", 'v'}}, false, true},
       {"attention", OpCode::attention, "rrr",
-       {{"window", 'v'}, {"period", 'v'}, {"scale", 'v'}, {"softcap", 'v'}, {"offset", 'v'}, {"sliding", 'v'}},
+       {{"window", 'v'}, {"period", 'v'}, {"scale", 'v'}, {"softcap", 'v'}, {"offset", 'v'}, {"sliding", 'v'},
+        {"reuse_kv_from", 'v'}},
        true, true},
       {"silu", OpCode::silu, "r", {}, false, true},
       {"gelu", OpCode::gelu, "r", {}, false, true},
@@ -175,13 +179,25 @@ inline const std::vector<OpSpec>& op_specs() {
       {"relu", OpCode::relu, "r", {}, false, true},
       {"mul", OpCode::mul, "rr", {}, false, true},
       {"add", OpCode::add, "rr", {}, false, true},
-      {"scale", OpCode::scale, "rv", {}, false, true},
+      {"scale", OpCode::scale, "rv", {{"bias", 'v'}}, false, true},
       {"softcap", OpCode::softcap, "rv", {}, false, true},
       {"copy", OpCode::copy, "r", {}, true, true},
       {"last", OpCode::last, "r", {}, false, false},
       {"layer_norm", OpCode::layer_norm, "rt", {{"bias", 't'}, {"eps", 'v'}}, false, true},
       {"layer_norm_heads", OpCode::layer_norm_heads, "rt", {{"bias", 't'}, {"eps", 'v'}}, false, true},
       {"slice", OpCode::slice, "rvv", {}, true, true},
+      {"sub", OpCode::sub, "rr", {}, false, true},
+      {"mul_weight", OpCode::mul_weight, "rt", {}, false, true},
+      {"rms_normalize", OpCode::rms_normalize, "r", {{"size", 'v'}, {"eps", 'v'}}, false, true},
+      {"gaussian_topk", OpCode::gaussian_topk, "rv", {}, false, true},
+      {"put", OpCode::put, "rrv", {}, false, false},
+      {"streams", OpCode::streams, "rv", {}, true, true},
+      {"stream_matmul", OpCode::stream_matmul, "rt", {}, false, false},
+      {"match_norm", OpCode::match_norm, "rv", {}, false, true},
+      {"stream_mix", OpCode::stream_mix, "rr", {}, true, true},
+      {"stream_axpy", OpCode::stream_axpy, "rrr", {}, false, true},
+      {"stream_add", OpCode::stream_add, "rr", {{"from", 'v'}}, false, true},
+      {"stream_mean", OpCode::stream_mean, "rv", {}, true, true},
   };
   return specs;
 }
@@ -198,12 +214,14 @@ inline const OpSpec* find_op(std::string_view name) {
 inline const std::vector<std::string>& archdef_builtin_values() {
   static const std::vector<std::string> names = {"n_embd", "n_layer", "n_head", "n_head_kv", "head_dim",
                                                  "head_dim_v", "n_ff", "n_vocab", "n_ctx_train", "rms_eps",
-                                                 "rope_base", "rope_dims", "norm_eps"};
+                                                 "rope_base", "rope_dims", "norm_eps", "layer", "inf"};
   return names;
 }
 
 // Functions a value may use (not calls of anything the text defines: fixed arithmetic).
-inline bool archdef_value_function(std::string_view w) { return w == "sqrt" || w == "rsqrt" || w == "every"; }
+inline bool archdef_value_function(std::string_view w) {
+  return w == "sqrt" || w == "rsqrt" || w == "every" || w == "less" || w == "where";
+}
 
 // The conventions a definition may declare (`convention NAME = VALUE`): rules that depend on the
 // file format, stated in the text so that the text says everything that runs. A definition that
@@ -243,9 +261,11 @@ inline const char* section_name(Section s) {
 
 // A value: an expression tree over numbers and named values (params, hyperparameters), evaluated in
 // double when a model is compiled (per layer in the block). every(P, O) is 1 on the layers i with
-// i % P == O and 0 on the others.
+// i % P == O and 0 on the others; less(A, B) is 1 when A < B, else 0; where(C, A, B) is A when C
+// is not 0, else B (chosen when the model is compiled: not control flow of the forward pass).
+// `layer` is the index of the layer being compiled (block only), `inf` infinity.
 struct ValueTerm {
-  enum class Fn : uint8_t { number, name, add, sub, mul, div, neg, sqrt, rsqrt, every } fn = Fn::number;
+  enum class Fn : uint8_t { number, name, add, sub, mul, div, neg, sqrt, rsqrt, every, less, where } fn = Fn::number;
   double number = 0;
   std::string name;
   std::vector<ValueTerm> kids;
@@ -641,13 +661,15 @@ class ArchdefParser {
     if (tk.kind != Tok::word || !is_ident(tk.text)) return fail(line_, "expected a value, found " + here());
     if (archdef_value_function(tk.text) && at_punct_at(i_ + 1, "(")) {
       const std::string fn = tk.text;
-      t.fn = fn == "sqrt" ? ValueTerm::Fn::sqrt : fn == "rsqrt" ? ValueTerm::Fn::rsqrt : ValueTerm::Fn::every;
-      const size_t want = fn == "every" ? 2 : 1;
+      t.fn = fn == "sqrt" ? ValueTerm::Fn::sqrt : fn == "rsqrt" ? ValueTerm::Fn::rsqrt : fn == "every" ? ValueTerm::Fn::every
+           : fn == "less" ? ValueTerm::Fn::less : ValueTerm::Fn::where;
+      const size_t want = fn == "every" || fn == "less" ? 2 : fn == "where" ? 3 : 1;
+      const char* usage = fn == "every" ? "every(PERIOD, OFFSET) takes two values"
+                        : fn == "less" ? "less(A, B) takes two values" : "where(CONDITION, THEN, ELSE) takes three values";
       i_ += 2;
       for (size_t k = 0; k < want; k++) {
         if (k > 0) {
-          if (!at_punct(","))
-            return fail(line_, "every(PERIOD, OFFSET) takes two values: expected ',', found " + here());
+          if (!at_punct(",")) return fail(line_, std::string(usage) + ": expected ',', found " + here());
           i_++;
         }
         if (at_end()) return fail(line_, "expected a value after '" + fn + "('");
@@ -657,8 +679,8 @@ class ArchdefParser {
         t.kids.push_back(std::move(*in));
       }
       if (!at_punct(")"))
-        return fail(line_, fn == "every" ? "every(PERIOD, OFFSET) takes two values: expected ')', found " + here()
-                                         : "expected ')' after the value of " + fn + "(), found " + here());
+        return fail(line_, want > 1 ? std::string(usage) + ": expected ')', found " + here()
+                                    : "expected ')' after the value of " + fn + "(), found " + here());
       i_++;
       if (t.fn == ValueTerm::Fn::every) {
         t.per_layer = true;
@@ -671,6 +693,10 @@ class ArchdefParser {
     t.fn = ValueTerm::Fn::name;
     t.name = tk.text;
     if (auto r = check_value_name(t.name, d); !r) return r.error();
+    if (t.name == "layer") {  // (no param can take a built-in value's name)
+      t.per_layer = true;
+      if (!block) return fail(line_, "'layer' (the layer's index) is only defined in the 'block' section (or a param it uses)");
+    }
     for (const auto& p : d.params)
       if (p.name == t.name && p.per_layer) {
         t.per_layer = true;
@@ -976,7 +1002,8 @@ class ArchdefParser {
           return err("'skip' leaves this step out of some layers, so it cannot be the first to assign '" + s.dst +
                      "'; assign it before, or use the in-place form (op(REGISTER, ...))");
         if ((op.code == OpCode::matmul || op.code == OpCode::attention || op.code == OpCode::copy ||
-             op.code == OpCode::slice) && !s.dst.empty()) {
+             op.code == OpCode::slice || op.code == OpCode::streams || op.code == OpCode::stream_mix ||
+             op.code == OpCode::stream_mean) && !s.dst.empty()) {
           for (const auto& r : reads)
             if (r == s.dst) return err(strf("'%s' cannot write its own input '%s'; assign another register", op.name, r.c_str()));
         }

@@ -39,6 +39,7 @@ struct AttnSpec {
   float scale = 1.0f;  // applied to q.k before the soft-cap and the softmax
   float softcap = 0;   // c * tanh(s / c) when > 0
   int kv_layer = 0;
+  bool shared = false;  // reads kv_layer, which an earlier layer writes (attention reuse_kv_from)
 };
 
 // One compiled operation.
@@ -55,7 +56,10 @@ struct Step {
   int vec_len = 0;
   int off = 0;                               // slice: first column; layer_norm_heads: head length
   float f = 0;                               // eps (norms), factor (scale), cap (softcap)
+  float f2 = 0;                              // scale: the bias added after the factor
   int idx = -1;                              // RopeSpec / AttnSpec index
+  int streams = 0;                           // stream ops: the stream count; rms_normalize: the group size
+  int from = 0;                              // stream_add: the first stream
   // matmul: round the input to the weight's float type first (1 f16, 2 bf16). GGUF files are
   // computed as ggml computes them: F16/BF16 weights multiply f16/bf16 activations. (Idempotent,
   // so a kernel that converts the input itself gives the same result.)
@@ -73,6 +77,7 @@ struct Program {
   std::vector<AttnSpec> attns;
   std::vector<KvLayerSpec> kv;
   std::vector<std::vector<float>> owned;  // 1-D weights converted to f32
+  std::deque<TensorView> views;           // stream_matmul: one 2-D view per stream of a 3-D weight
   int n_vocab = 0;                        // logits width
   int64_t embed_rows = INT64_MAX;         // token ids must be below this
   int max_round_width = 0;                // widest matmul input that is rounded (Step::round_input)
@@ -158,6 +163,7 @@ class ArchCompiler {
         window_[static_cast<size_t>(i)] = slides ? static_cast<int>(*w) : 0;
       }
     }
+    if (auto r = plan_kv_reuse(); !r) return r;
     for (const auto& s : d_.prologue)
       if (auto r = stmt(s, -1); !r) return r;
     // the residual stream is n_embd wide
@@ -175,6 +181,7 @@ class ArchCompiler {
     for (const auto& s : d_.epilogue)
       if (auto r = stmt(s, -1); !r) return r;
     p_.reg_logits = reg_id("logits");
+    drop_dead_steps();
     p_.n_vocab = width_[static_cast<size_t>(p_.reg_logits)];
     if (p_.n_vocab <= 0) return fail(Errc::shape_mismatch, 0, "'logits' has no width");
     if (auto r = check_vocabulary(); !r) return r;
@@ -213,6 +220,64 @@ class ArchCompiler {
 
   bool sliding(int layer) const { return layer >= 0 && window_[static_cast<size_t>(layer)] > 0; }
 
+  // attention(..., reuse_kv_from = F): the layers from F on keep no cache of their own; each reads
+  // the cache of the last layer below F of the same kind (sliding or global), which that layer has
+  // written earlier in the same evaluation. F >= n_layer (or inf): no layer reuses.
+  Result<void> plan_kv_reuse() {
+    const int n_layer = static_cast<int>(m_.hp.n_layer);
+    kv_src_.assign(static_cast<size_t>(n_layer), -1);
+    layer_kv_.assign(static_cast<size_t>(n_layer), -1);
+    for (const auto& s : d_.block) {
+      const ArgDef* a = s.op->code == OpCode::attention ? s.kwarg("reuse_kv_from") : nullptr;
+      if (!a) continue;
+      for (int i = 0; i < n_layer; i++) {
+        auto f = value(a->value, s.line, i);
+        if (!f) return f.error();
+        if (!(*f >= 1) || *f != std::floor(*f))
+          return fail(Errc::bad_format, s.line, strf("reuse_kv_from = %g is not a layer index of 1 or more (layer %d)", *f, i));
+        if (*f >= n_layer || i < *f) continue;
+        const int first = static_cast<int>(*f);
+        const bool kind = window_[static_cast<size_t>(i)] > 0;
+        int src = -1;
+        for (int j = first - 1; j >= 0 && src < 0; j--)
+          if ((window_[static_cast<size_t>(j)] > 0) == kind) src = j;
+        if (src < 0)
+          return fail(Errc::shape_mismatch, s.line,
+                      strf("layer %d reuses the cache of the last %s layer below %d, and there is none", i,
+                           kind ? "sliding-window" : "global", first));
+        if (window_[static_cast<size_t>(src)] != window_[static_cast<size_t>(i)])
+          return fail(Errc::shape_mismatch, s.line,
+                      strf("layer %d (window %d) would read the cache of layer %d (window %d): the windows differ", i,
+                           window_[static_cast<size_t>(i)], src, window_[static_cast<size_t>(src)]));
+        kv_src_[static_cast<size_t>(i)] = src;
+      }
+    }
+    return {};
+  }
+
+  // Drops the steps whose result nothing reads (walking back from the logits): the key and value
+  // projections of layers that reuse another layer's cache, since every layer compiles the same
+  // block. A step with an effect beyond its register stays: attention that writes a cache, last().
+  void drop_dead_steps() {
+    std::vector<char> live(p_.reg_names.size(), 0);
+    live[static_cast<size_t>(p_.reg_logits)] = 1;
+    std::vector<char> keep(p_.steps.size(), 0);
+    for (size_t k = p_.steps.size(); k-- > 0;) {
+      const Step& st = p_.steps[k];
+      const bool effect = st.op == OpCode::last ||
+                          (st.op == OpCode::attention && !p_.attns[static_cast<size_t>(st.idx)].shared);
+      if (!effect && !live[static_cast<size_t>(st.dst)]) continue;
+      keep[k] = 1;
+      live[static_cast<size_t>(st.dst)] = 0;
+      for (int16_t r : {st.a, st.b, st.c})
+        if (r >= 0) live[static_cast<size_t>(r)] = 1;
+    }
+    size_t n = 0;
+    for (size_t k = 0; k < p_.steps.size(); k++)
+      if (keep[k]) p_.steps[n++] = p_.steps[k];
+    p_.steps.resize(n);
+  }
+
   std::string expand(const std::string& name, int layer) const {
     std::string out;
     size_t k = 0;
@@ -244,6 +309,7 @@ class ArchCompiler {
     if (n == "rope_base") return double(hp.rope_freq_base);
     if (n == "rope_dims") return m_.arch_number("rope.dimension_count").value_or(double(hp.head_dim));
     if (n == "norm_eps") return m_.arch_number("attention.layer_norm_epsilon").value_or(1e-5);
+    if (n == "inf") return double(INFINITY);
     return make_error(Errc::internal, "unknown value " + n);
   }
 
@@ -267,6 +333,11 @@ class ArchCompiler {
         v = t.number;
         break;
       case ValueTerm::Fn::name: {
+        if (t.name == "layer") {
+          if (layer < 0) return fail(Errc::archdef, line, "'layer' (the layer's index) is only defined in the 'block' section");
+          v = layer;
+          break;
+        }
         const ParamValue* pv = nullptr;
         for (const auto& p : params_)
           if (p.name == t.name) pv = &p;
@@ -333,14 +404,32 @@ class ArchCompiler {
         v = layer % static_cast<int64_t>(*per) == static_cast<int64_t>(*off) ? 1 : 0;
         break;
       }
+      case ValueTerm::Fn::less: {
+        auto a = kid(0);
+        if (!a) return a;
+        auto b = kid(1);
+        if (!b) return b;
+        v = *a < *b ? 1 : 0;
+        break;
+      }
+      case ValueTerm::Fn::where: {
+        auto c = kid(0);
+        if (!c) return c;
+        auto r = kid(*c != 0 ? 1 : 2);  // only the branch chosen is evaluated
+        if (!r) return r;
+        v = *r;
+        break;
+      }
     }
-    if (!std::isfinite(v)) return fail(Errc::bad_format, line, "a value is not finite");
+    // infinities are values (inf; a metadata array's "off" entries); each use checks its range
+    if (std::isnan(v)) return fail(Errc::bad_format, line, "a value is not a number (NaN)");
     return v;
   }
 
   // Whether a term names a param that differs per layer (a metadata array, or every()).
   bool refs_per_layer(const ValueTerm& t) const {
     if (t.fn == ValueTerm::Fn::every) return true;
+    if (t.fn == ValueTerm::Fn::name && t.name == "layer") return true;
     if (t.fn == ValueTerm::Fn::name)
       for (const auto& p : params_)
         if (p.name == t.name) return !p.per_layer.empty() || (p.term && refs_per_layer(*p.term));
@@ -373,8 +462,7 @@ class ArchCompiler {
                                "is %lld)", key.c_str(), arr->size(), p.name.c_str(), m_.arch.c_str(),
                                static_cast<long long>(m_.hp.n_layer)));
             for (double x : *arr)
-              if (!std::isfinite(x))
-                return fail(Errc::bad_format, p.line, "metadata '" + key + "' holds a value that is not finite");
+              if (std::isnan(x)) return fail(Errc::bad_format, p.line, "metadata '" + key + "' holds a NaN");
             // nonzero(KEY) on an array: absent when every value is 0
             if (a.nonzero && std::all_of(arr->begin(), arr->end(), [](double x) { return x == 0; })) {
               tried += (tried.empty() ? "" : ", ") + key + " (all 0)";
@@ -383,7 +471,7 @@ class ArchCompiler {
             pv.per_layer = *arr;
             pv.key = key;
           } else {
-            if (!std::isfinite(mv->num)) return fail(Errc::bad_format, p.line, "metadata '" + key + "' is not finite");
+            if (std::isnan(mv->num)) return fail(Errc::bad_format, p.line, "metadata '" + key + "' is a NaN");
             if (a.nonzero && mv->num == 0) {
               tried += (tried.empty() ? "" : ", ") + key + " (0)";
               continue;
@@ -588,6 +676,86 @@ class ArchCompiler {
     return static_cast<int>(p_.ropes.size() - 1);
   }
 
+  // convention matmul_input (default gguf_rounded): ggml multiplies an F16/BF16 weight by
+  // activations rounded to that type; safetensors checkpoints are computed in f32
+  uint8_t round_input(const TensorView& t, int w_in) {
+    const ConventionDef* mc = d_.convention("matmul_input");
+    uint8_t r = 0;
+    if (m_.format == "gguf" && (!mc || mc->value == "gguf_rounded")) r = t.type == DType::f16 ? 1 : t.type == DType::bf16 ? 2 : 0;
+    if (r) p_.max_round_width = std::max(p_.max_round_width, w_in);
+    return r;
+  }
+
+  // A count of streams: a whole number from 1 to 256.
+  Result<int> stream_count(const StmtDef& s, const ArgDef& a, int w_a) {
+    auto v = value(a.value, s.line, cur_layer_);
+    if (!v) return v.error();
+    if (!(*v >= 1) || *v > 256 || *v != std::floor(*v))
+      return fail(Errc::bad_format, s.line, strf("%s: %g streams (a whole number from 1 to 256)", s.op->name, *v));
+    const int n = static_cast<int>(*v);
+    if (s.op->code != OpCode::streams && w_a % n != 0)
+      return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not %d streams of equal width", s.op->name,
+                                                     s.args[0].word.c_str(), w_a, n));
+    return n;
+  }
+
+  // stream_matmul(X, W): the streams of X are [S][D]; W is [D, D, n] (n matrices, D to D): stream
+  // S - n + k becomes W[k] times it. Compiled as slice, matmul and put for each of the n streams,
+  // with a 2-D view of W per stream.
+  Result<void> stream_matmul(const StmtDef& s, const Step& st, const TensorView& t, int w_a) {
+    const int64_t D = t.ne[0];
+    if (t.n_dims < 2 || t.n_dims > 3 || t.ne[3] != 1 || t.ne[1] != D || D <= 0 || w_a % D != 0 || t.ne[2] > w_a / D)
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("stream_matmul: weight '%s' %s does not map the streams of '%s' (%d wide) to themselves: it must "
+                       "be [D, D, n] with D the width of a stream and n at most the number of streams",
+                       t.name.c_str(), t.shape_string().c_str(), s.args[0].word.c_str(), w_a));
+    if (auto r = check_computable(t, s.line); !r) return r;
+    const int n = static_cast<int>(t.ne[2]), first = static_cast<int>(w_a / D) - n;
+    const uint64_t rb = weight_row_bytes(t);
+    const uint64_t aux_row = t.scales ? t.aux_bytes() / 2 / static_cast<uint64_t>(t.rows()) : 0;
+    const std::string& x = s.args[0].word;
+    const int rx = reg_id(x), rin = reg_id(x + "#in"), rout = reg_id(x + "#out");
+    for (int k = 0; k < n; k++) {
+      TensorView v = t;
+      const uint64_t skip = static_cast<uint64_t>(k) * static_cast<uint64_t>(D);  // rows before matrix k
+      v.name = strf("%s[%d]", t.name.c_str(), k);
+      v.n_dims = 2;
+      v.ne[2] = 1;
+      v.data = t.data + skip * rb;
+      v.nbytes = static_cast<uint64_t>(D) * rb;
+      v.file_offset = t.file_offset + skip * rb;
+      if (t.scales) {
+        v.scales = t.scales + skip * aux_row;
+        v.biases = t.biases + skip * aux_row;
+      }
+      p_.views.push_back(std::move(v));
+      const int col = (first + k) * static_cast<int>(D);
+      Step a = st, m = st, b = st;
+      a.op = OpCode::slice;
+      a.a = static_cast<int16_t>(rx);
+      a.dst = static_cast<int16_t>(rin);
+      a.w_in = w_a;
+      a.w_out = static_cast<int>(D);
+      a.off = col;
+      set_width(rin, a.w_out);
+      m.op = OpCode::matmul;
+      m.a = static_cast<int16_t>(rin);
+      m.dst = static_cast<int16_t>(rout);
+      m.w = &p_.views.back();
+      m.w_in = m.w_out = static_cast<int>(D);
+      m.round_input = round_input(*m.w, m.w_in);
+      set_width(rout, m.w_out);
+      b.op = OpCode::put;
+      b.a = b.dst = static_cast<int16_t>(rx);
+      b.b = static_cast<int16_t>(rout);
+      b.w_in = b.w_out = w_a;
+      b.off = col;
+      b.vec_len = static_cast<int>(D);
+      for (const Step& e : {a, m, b}) p_.steps.push_back(e);
+    }
+    return {};
+  }
+
   Result<void> stmt(const StmtDef& s, int layer) {
     const OpSpec& op = *s.op;
     cur_layer_ = layer;
@@ -658,14 +826,11 @@ class ArchCompiler {
         st.w = t;
         w_out = static_cast<int>(t->ne[1]);
         if (tgt == "logits") logits_tensor_ = t->name;
-        // convention matmul_input (default gguf_rounded): ggml multiplies an F16/BF16 weight by
-        // activations rounded to that type; safetensors checkpoints are computed in f32
-        const ConventionDef* mc = d_.convention("matmul_input");
-        if (m_.format == "gguf" && (!mc || mc->value == "gguf_rounded"))
-          st.round_input = t->type == DType::f16 ? 1 : t->type == DType::bf16 ? 2 : 0;
-        if (st.round_input) p_.max_round_width = std::max(p_.max_round_width, w_a);
+        st.round_input = round_input(*t, w_a);
         break;
       }
+      case OpCode::stream_matmul:
+        return stream_matmul(s, st, *t, w_a);
       case OpCode::layer_norm:
       case OpCode::layer_norm_heads: {
         const bool heads = op.code == OpCode::layer_norm_heads;
@@ -766,7 +931,21 @@ class ArchCompiler {
         if (!cap) return cap.error();
         at.softcap = *cap;
         if (at.softcap < 0) return fail(Errc::bad_format, s.line, "softcap is negative");
+        if (const int src = kv_src_[static_cast<size_t>(layer)]; src >= 0) {  // reads an earlier layer's cache
+          at.kv_layer = layer_kv_[static_cast<size_t>(src)];
+          at.shared = true;
+          const KvLayerSpec& ks = p_.kv[static_cast<size_t>(at.kv_layer)];
+          if (ks.n_kv != at.n_kv || ks.hd_k != at.hd_k || ks.hd_v != at.hd_v)
+            return fail(Errc::shape_mismatch, s.line,
+                        strf("layer %d reads the cache of layer %d, whose heads differ (%d of %d/%d there, %d of %d/%d here)",
+                             layer, src, ks.n_kv, ks.hd_k, ks.hd_v, at.n_kv, at.hd_k, at.hd_v));
+          st.idx = static_cast<int>(p_.attns.size());
+          p_.attns.push_back(at);
+          w_out = at.n_head * at.hd_v;
+          break;
+        }
         at.kv_layer = static_cast<int>(p_.kv.size());
+        layer_kv_[static_cast<size_t>(layer)] = at.kv_layer;
         KvLayerSpec kv;
         kv.n_kv = at.n_kv;
         kv.hd_k = at.hd_k;
@@ -787,6 +966,102 @@ class ArchCompiler {
         w_out = at.n_head * at.hd_v;
         break;
       }
+      case OpCode::mul_weight: {
+        auto v = vector_of(*t, s.line, w_a, "weight");
+        if (!v) return v.error();
+        st.vec = *v;
+        st.vec_len = w_a;
+        break;
+      }
+      case OpCode::rms_normalize: {
+        double size = w_a;
+        if (const ArgDef* a = s.kwarg("size")) {
+          auto v = value(a->value, s.line, layer);
+          if (!v) return v.error();
+          size = *v;
+        }
+        if (!(size >= 1) || size != std::floor(size) || w_a % static_cast<int>(std::min<double>(size, 1 << 30)) != 0)
+          return fail(Errc::shape_mismatch, s.line, strf("rms_normalize: groups of %g do not divide '%s' (%d wide)", size,
+                                                         s.args[0].word.c_str(), w_a));
+        st.streams = static_cast<int>(size);
+        auto eps = fvalue(s, "eps", m_.hp.rms_eps);
+        if (!eps) return eps.error();
+        st.f = *eps;
+        if (!(st.f >= 0)) return fail(Errc::bad_format, s.line, "eps is negative");
+        break;
+      }
+      case OpCode::gaussian_topk: {
+        auto v = value(s.args[1].value, s.line, layer);
+        if (!v) return v.error();
+        if (!std::isfinite(*v)) return {};  // no sparsity in this layer (a probability of 0: -inf deviations)
+        st.f = static_cast<float>(*v);
+        if (!std::isfinite(st.f)) return fail(Errc::bad_format, s.line, strf("gaussian_topk: %g does not fit a float", *v));
+        if (w_a < 2) return fail(Errc::shape_mismatch, s.line, "gaussian_topk needs at least 2 values (a standard deviation)");
+        break;
+      }
+      case OpCode::put: {
+        const int w_b = width_of(s.args[1].word);
+        auto v = value(s.args[2].value, s.line, layer);
+        if (!v) return v.error();
+        if (!(*v >= 0) || *v != std::floor(*v) || *v + w_b > w_a)
+          return fail(Errc::shape_mismatch, s.line, strf("put: '%s' (%d wide) at column %g does not fit in '%s' (%d wide)",
+                                                         s.args[1].word.c_str(), w_b, *v, s.args[0].word.c_str(), w_a));
+        st.b = static_cast<int16_t>(reg_id(s.args[1].word));
+        st.off = static_cast<int>(*v);
+        st.vec_len = w_b;
+        break;
+      }
+      case OpCode::streams:
+      case OpCode::match_norm:
+      case OpCode::stream_mean: {
+        auto n = stream_count(s, s.args[1], w_a);
+        if (!n) return n.error();
+        st.streams = *n;
+        if (op.code == OpCode::streams) w_out = w_a * *n;
+        if (op.code == OpCode::stream_mean) w_out = w_a / *n;
+        if (int64_t(w_a) * *n > (1 << 28)) return fail(Errc::shape_mismatch, s.line, "streams: too wide");
+        break;
+      }
+      case OpCode::stream_mix: {
+        const int w_c = width_of(s.args[1].word);
+        const int n = static_cast<int>(std::lround(std::sqrt(double(w_c))));
+        if (n < 1 || n > 256 || n * n != w_c || w_a % n != 0)
+          return fail(Errc::shape_mismatch, s.line,
+                      strf("stream_mix: '%s' has %d coefficients, which is not S x S for a count S of streams of '%s' "
+                           "(%d wide)", s.args[1].word.c_str(), w_c, s.args[0].word.c_str(), w_a));
+        st.b = static_cast<int16_t>(reg_id(s.args[1].word));
+        st.streams = n;
+        break;
+      }
+      case OpCode::stream_axpy:
+      case OpCode::stream_add: {
+        const int w_v = width_of(s.args[1].word);
+        if (w_v <= 0 || w_a % w_v != 0 || w_a / w_v > 256)
+          return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not a whole number of streams of '%s' (%d wide)",
+                                                         op.name, s.args[0].word.c_str(), w_a, s.args[1].word.c_str(), w_v));
+        const int n = w_a / w_v;
+        st.b = static_cast<int16_t>(reg_id(s.args[1].word));
+        st.streams = n;
+        if (op.code == OpCode::stream_axpy) {
+          const int w_g = width_of(s.args[2].word);
+          if (w_g != n)
+            return fail(Errc::shape_mismatch, s.line, strf("stream_axpy: '%s' holds %d gains for %d streams",
+                                                           s.args[2].word.c_str(), w_g, n));
+          st.c = static_cast<int16_t>(reg_id(s.args[2].word));
+        } else {
+          double from = 0;
+          if (const ArgDef* a = s.kwarg("from")) {
+            auto v = value(a->value, s.line, layer);
+            if (!v) return v.error();
+            from = *v;
+          }
+          if (!(from >= 0) || from > n || from != std::floor(from))
+            return fail(Errc::bad_format, s.line, strf("stream_add: from = %g is not a stream (0 to %d)", from, n));
+          st.from = static_cast<int>(from);
+        }
+        break;
+      }
+      case OpCode::sub:
       case OpCode::mul:
       case OpCode::add: {
         int w_b = width_of(s.args[1].word);
@@ -802,6 +1077,11 @@ class ArchCompiler {
         if (!v) return v.error();
         st.f = static_cast<float>(*v);
         if (!std::isfinite(st.f)) return fail(Errc::bad_format, s.line, strf("%s: %g does not fit a float", op.name, *v));
+        if (op.code == OpCode::scale) {
+          auto b = fvalue(s, "bias", 0);
+          if (!b) return b.error();
+          st.f2 = *b;
+        }
         if (op.code == OpCode::softcap) {
           if (st.f < 0) return fail(Errc::bad_format, s.line, "softcap is negative");
           if (st.f == 0) return {};  // no soft-capping for this model
@@ -830,6 +1110,8 @@ class ArchCompiler {
   std::vector<int> width_, max_width_;
   std::map<std::pair<const TensorView*, float>, size_t> vec_index_;
   std::vector<int> window_;  // per layer: the sliding window, 0 on global layers
+  std::vector<int> kv_src_;  // per layer: the layer whose cache it reads (-1: its own)
+  std::vector<int> layer_kv_;  // per layer: its cache (index in Program::kv), -1 when it has none
   int cur_layer_ = -1;       // the layer stmt() compiles (-1: prologue / epilogue)
   uint64_t max_steps_;
   std::string x_tensor_, logits_tensor_;  // the embedding and the output weight (messages)
@@ -999,6 +1281,124 @@ inline void layer_norm_row(const Step& s, const KernelTable& kern, const float* 
       y[k] = b ? v + b[k] : v;
     }
   }
+}
+
+// Row t of the operations that Context::run_chunk and Batcher::run_batch run alike: A, B, C are
+// the step's registers a, b, c ([rows][width]), D its destination. Each result is rounded as the
+// separate ggml operations llama.cpp chains round it (no fused multiply-add across them).
+inline float l2_norm_f32(const float* x, int n) {  // sqrt(sum_rows(sqr(x))): squares in float, summed in double
+  double sum = 0;
+  for (int k = 0; k < n; k++) sum += double(x[k] * x[k]);
+  return std::sqrt(static_cast<float>(sum));
+}
+
+inline void row_op(const Step& s, const KernelTable& kern, const float* A, const float* B, const float* C, float* D,
+                   size_t t) {
+  const int wi = s.w_in, S = s.streams;
+  const float* a = A + t * size_t(wi);
+  float* d = D + t * size_t(s.w_out);
+  switch (s.op) {
+    case OpCode::sub: {
+      const float* b = B + t * size_t(wi);
+      for (int k = 0; k < wi; k++) d[k] = a[k] - b[k];
+      break;
+    }
+    case OpCode::mul_weight:
+      for (int k = 0; k < wi; k++) d[k] = a[k] * s.vec[k];
+      break;
+    case OpCode::rms_normalize:  // rms_norm without a weight, per group of S
+      for (int g = 0; g < wi / S; g++) {
+        const float* x = a + size_t(g) * S;
+        float* y = d + size_t(g) * S;
+        double sum = 0;
+        for (int k = 0; k < S; k++) sum += double(x[k] * x[k]);
+        const float sc = 1.0f / std::sqrt(static_cast<float>(sum / S) + s.f);
+        for (int k = 0; k < S; k++) y[k] = x[k] * sc;
+      }
+      break;
+    case OpCode::gaussian_topk: {  // max(0, x - (mean + f * std)), std with n - 1 (llama.cpp's)
+      double sum = 0;
+      for (int k = 0; k < wi; k++) sum += double(a[k]);
+      const float mean = static_cast<float>(sum) / static_cast<float>(wi);
+      double sq = 0;
+      for (int k = 0; k < wi; k++) {
+        const float c = a[k] - mean;
+        sq += double(c * c);
+      }
+      const float sd = std::sqrt(static_cast<float>(sq) * (1.0f / static_cast<float>(wi - 1)));
+      volatile float spread = sd * s.f;  // rounded before the sum, as two ggml operations
+      const float cut = mean + spread;
+      for (int k = 0; k < wi; k++) {
+        const float v = a[k] - cut;
+        d[k] = v > 0 ? v : 0.0f;
+      }
+      break;
+    }
+    case OpCode::put:
+      if (d != a) std::memcpy(d, a, size_t(wi) * 4);
+      std::memcpy(d + s.off, B + t * size_t(s.vec_len), size_t(s.vec_len) * 4);
+      break;
+    case OpCode::streams:
+      for (int k = 0; k < S; k++) std::memcpy(d + size_t(k) * wi, a, size_t(wi) * 4);
+      break;
+    case OpCode::match_norm: {  // streams 1.. scaled to the L2 norm of stream 0
+      const int n = wi / S;
+      if (d != a) std::memcpy(d, a, size_t(wi) * 4);
+      const float target = l2_norm_f32(a, n);
+      for (int k = 1; k < S; k++) {
+        float* y = d + size_t(k) * n;
+        const float norm = l2_norm_f32(y, n);
+        for (int e = 0; e < n; e++) y[e] = (y[e] * target) / norm;
+      }
+      break;
+    }
+    case OpCode::stream_mix: {  // d[k] = a[k] + sum_j c[k * S + j] a[j], the sums as ggml's f32 dot
+      const int n = wi / S;
+      const float* c = B + t * size_t(S) * S;
+      float col[256];
+      for (int e = 0; e < n; e++) {
+        for (int j = 0; j < S; j++) col[j] = a[size_t(j) * n + e];
+        for (int k = 0; k < S; k++)
+          d[size_t(k) * n + e] = kern.dot_f32(reinterpret_cast<const uint8_t*>(col), c + size_t(k) * S, S, false, false) +
+                                 a[size_t(k) * n + e];
+      }
+      break;
+    }
+    case OpCode::stream_axpy: {  // d[k] = a[k] + g[k] * v: the products first (ggml_mul, then ggml_add)
+      const int n = wi / S;
+      const float* v = B + t * size_t(n);
+      const float* g = C + t * size_t(S);
+      float prod[256];
+      for (int k = 0; k < S; k++) {
+        for (int e0 = 0; e0 < n; e0 += 256) {
+          const int m = std::min(256, n - e0);
+          for (int e = 0; e < m; e++) prod[e] = v[e0 + e] * g[k];
+          for (int e = 0; e < m; e++) d[size_t(k) * n + e0 + e] = prod[e] + a[size_t(k) * n + e0 + e];
+        }
+      }
+      break;
+    }
+    case OpCode::stream_add: {
+      const int n = wi / S;
+      const float* v = B + t * size_t(n);
+      if (d != a) std::memcpy(d, a, size_t(wi) * 4);
+      for (int k = s.from; k < S; k++)
+        for (int e = 0; e < n; e++) d[size_t(k) * n + e] += v[e];
+      break;
+    }
+    case OpCode::stream_mean: {  // ((a[0] + a[1]) + ...) * (1 / S)
+      const int n = s.w_out;
+      std::memcpy(d, a, size_t(n) * 4);
+      for (int k = 1; k < S; k++)
+        for (int e = 0; e < n; e++) d[e] += a[size_t(k) * n + e];
+      const float inv = 1.0f / static_cast<float>(S);
+      for (int e = 0; e < n; e++) d[e] *= inv;
+      break;
+    }
+    default:
+      LLMI_ASSERT(false && "row_op: not a row operation");
+  }
+  (void)C;
 }
 
 // ---- a context: one session's KV cache and scratch ----
@@ -1268,7 +1668,7 @@ class Context {
           break;
         }
         case OpCode::attention:
-          attention(s, n, pos0, a, reg(s.b), reg(s.c), d);
+          attention(s, n, pos0, a, s.b >= 0 ? reg(s.b) : nullptr, s.c >= 0 ? reg(s.c) : nullptr, d);
           break;
         case OpCode::silu:
         case OpCode::gelu:
@@ -1300,8 +1700,29 @@ class Context {
         }
         case OpCode::scale:
           for_rows(rows, wi, [&](int t, int) {
-            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] * s.f;
+            if (s.f2 == 0)
+              for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] * s.f;
+            else  // ggml_scale_bias: one fused multiply-add
+              for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::fma(a[size_t(t) * wi + k], s.f, s.f2);
           });
+          break;
+        case OpCode::sub:
+        case OpCode::mul_weight:
+        case OpCode::rms_normalize:
+        case OpCode::gaussian_topk:
+        case OpCode::put:
+        case OpCode::streams:
+        case OpCode::match_norm:
+        case OpCode::stream_mix:
+        case OpCode::stream_axpy:
+        case OpCode::stream_add:
+        case OpCode::stream_mean: {
+          const float* b = s.b >= 0 ? reg(s.b) : nullptr;
+          const float* c = s.c >= 0 ? reg(s.c) : nullptr;
+          for_rows(rows, int64_t(wi) * 4, [&](int t, int) { row_op(s, *kern_, a, b, c, d, size_t(t)); });
+          break;
+        }
+        case OpCode::stream_matmul:  // compiled into slice, matmul and put steps
           break;
         case OpCode::softcap:
           for_rows(rows, wi * 8, [&](int t, int) {
@@ -1339,7 +1760,7 @@ class Context {
   // then for every (token, head): softmax(scale * q.k (soft-capped)) over the visible keys, times V.
   void attention(const Step& s, int n, int pos0, const float* q, const float* k, const float* v, float* out) {
     const AttnSpec& at = e_->program().attns[static_cast<size_t>(s.idx)];
-    kv_.write(at.kv_layer, pos0, n, k, v);
+    if (!at.shared) kv_.write(at.kv_layer, pos0, n, k, v);  // else an earlier layer wrote this cache
     const KvLayer& L = kv_.layer(at.kv_layer);
     const int group = at.n_head / at.n_kv;
     const int wq = at.n_head * at.hd_k, wo = at.n_head * at.hd_v;

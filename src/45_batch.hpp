@@ -333,10 +333,11 @@ class Batcher {
           const AttnSpec& at = p.attns[static_cast<size_t>(s.idx)];
           const size_t wq = size_t(at.n_head) * at.hd_k, wk = size_t(at.n_kv) * at.hd_k, wv = size_t(at.n_kv) * at.hd_v,
                        wa = size_t(at.n_head) * at.hd_v;
-          const float* k = reg(s.b);
-          const float* v = reg(s.c);
+          const float* k = s.b >= 0 ? reg(s.b) : nullptr;  // none: the layer reads an earlier layer's cache
+          const float* v = s.c >= 0 ? reg(s.c) : nullptr;
           for (const Seg& g : segs)
-            g.req->ctx->attention(s, g.n, g.pos0, a + g.off * wq, k + g.off * wk, v + g.off * wv, d + g.off * wa);
+            g.req->ctx->attention(s, g.n, g.pos0, a + g.off * wq, k ? k + g.off * wk : nullptr, v ? v + g.off * wv : nullptr,
+                                  d + g.off * wa);
           break;
         }
         case OpCode::silu:
@@ -369,8 +370,29 @@ class Batcher {
         }
         case OpCode::scale:
           for_rows(rows, wi, [&](int t, int) {
-            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] * s.f;
+            if (s.f2 == 0)
+              for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] * s.f;
+            else  // ggml_scale_bias: one fused multiply-add
+              for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::fma(a[size_t(t) * wi + k], s.f, s.f2);
           });
+          break;
+        case OpCode::sub:
+        case OpCode::mul_weight:
+        case OpCode::rms_normalize:
+        case OpCode::gaussian_topk:
+        case OpCode::put:
+        case OpCode::streams:
+        case OpCode::match_norm:
+        case OpCode::stream_mix:
+        case OpCode::stream_axpy:
+        case OpCode::stream_add:
+        case OpCode::stream_mean: {
+          const float* b = s.b >= 0 ? reg(s.b) : nullptr;
+          const float* c = s.c >= 0 ? reg(s.c) : nullptr;
+          for_rows(rows, int64_t(wi) * 4, [&](int t, int) { row_op(s, kern, a, b, c, d, size_t(t)); });
+          break;
+        }
+        case OpCode::stream_matmul:  // compiled into slice, matmul and put steps
           break;
         case OpCode::softcap:
           for_rows(rows, wi * 8, [&](int t, int) {
