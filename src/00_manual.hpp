@@ -309,8 +309,8 @@
 // ==== Architecture definitions (archdef) ====
 //
 //   An architecture is a short text, not code: `llama`, `qwen2`, `qwen3`, `gemma3`, `phi3`,
-//   `starcoder2`, `stablelm`, `smollm3`, `gemma2` and `olmo2` (OLMo 2, and OLMo 3 with its sliding
-//   window) are built in (`llminfer status --dump llama` prints one); a directory of <arch>.archdef
+//   `starcoder2`, `stablelm`, `smollm3`, `gemma2`, `olmo2` (OLMo 2, and OLMo 3 with its sliding
+//   window) and `gemma3n` (Gemma 3n E2B / E4B, text) are built in (`llminfer status --dump llama` prints one); a directory of <arch>.archdef
 //   files (LoadOptions::archdef_dir, `--archdef DIR`) overrides the built-in of the same name. A
 //   file that does not load makes its architecture unavailable (loading such a model fails and lists
 //   the broken files); there is never a silent fallback to the built-in. `llminfer status` shows each
@@ -338,19 +338,27 @@
 //                register it would assign must be assigned before and keeps what it held)
 //   VALUE     := arithmetic in double over numbers, params and model values (n_embd n_layer
 //                n_head n_head_kv head_dim head_dim_v n_ff n_vocab n_ctx_train rms_eps rope_base
-//                rope_dims norm_eps): + - * / ( ), unary -, sqrt(V), rsqrt(V), and every(P, O) = 1
-//                on the layers i with i % P == O, else 0 (block only). Granite's logits / logit_scale:
-//                scale(logits, 1 / logit_scale); phi3's fused v:
-//                slice(qkv, (n_head + n_head_kv) * head_dim, n_head_kv * head_dim). No comparisons,
-//                conditionals or calls: per-layer differences are data (every(), metadata arrays).
-//                norm_eps is {arch}.attention.layer_norm_epsilon (1e-5 when absent).
+//                rope_dims norm_eps, `layer` = the layer's index (block only), `inf`): + - * / ( ),
+//                unary -, sqrt(V), rsqrt(V), every(P, O) = 1 on the layers i with i % P == O, else 0
+//                (block only), less(A, B) = 1 when A < B, else 0, and where(C, A, B) = A where C is
+//                not 0, else B. Granite's logits / logit_scale: scale(logits, 1 / logit_scale);
+//                phi3's fused v: slice(qkv, (n_head + n_head_kv) * head_dim, n_head_kv * head_dim);
+//                a default that holds on the first 10 layers only:
+//                param sparsity = {arch}.activation_sparsity_scale | where(less(layer, 10), 1.64, -inf).
+//                Values are worked out when a model is compiled, never while it runs: the forward
+//                pass has no conditionals; per-layer differences are data (metadata arrays, every(),
+//                where()). A value may be infinite (a metadata array's "off" entries, -inf); each use
+//                checks its range, and NaN is refused. norm_eps is
+//                {arch}.attention.layer_norm_epsilon (1e-5 when absent).
 //   skip      := every statement of the block takes `skip = VALUE`: the step is left out of the
 //                layers where the value is not 0 (like '| none', a register it would assign must be
 //                assigned before): rope(q, pairs, skip = every(4, 3))  # no rope on layers 3, 7, ...
 //
 //   Registers are rows of f32 activations, one row per token ([n_tokens][width]); `x` is the
 //   residual stream (the prologue assigns it), `logits` the result (the epilogue assigns it). A
-//   register must be assigned before it is read. There are no conditionals, loops, calls, files,
+//   register must be assigned before it is read. A register of S streams (multi-stream residuals:
+//   Gemma 3n's AltUp, hyper-connections) is S rows of equal width side by side: [n_tokens][S * w],
+//   stream k in columns k*w .. k*w+w-1. There are no conditionals, loops, calls, files,
 //   environment or network: any other word where an operation belongs is an unknown operation.
 //
 //   operation                          computes
@@ -398,11 +406,37 @@
 //                                      attention(q, k, v, window = w, sliding = swa_layers).
 //                                      window may differ per layer (0: global).
 //                                      softcap > 0: scores become softcap * tanh(score / softcap).
+//                                      reuse_kv_from = F: the layers from F on keep no cache of
+//                                      their own: each reads the cache of the last layer below F
+//                                      of its kind (sliding or global), written earlier in the same
+//                                      step, and their k / v steps are dropped (nothing reads
+//                                      them): Gemma 3n's shared KV (F = n_layer - shared layers;
+//                                      F >= n_layer: none). The cache is only the owning layers'.
 //   silu(r) gelu(r) gelu_tanh(r) relu(r)   activations (gelu: erf form; gelu_tanh: tanh approximation)
-//   mul(r, s)  add(r, s)               elementwise r*s, r+s (same widths)
-//   scale(r, V)                        r * V
+//   mul(r, s)  add(r, s)  sub(r, s)    elementwise r*s, r+s, r-s (same widths)
+//   mul_weight(r, W)                   r * W elementwise, W a vector of the row's width
+//   rms_normalize(r, size=WIDTH, eps=rms_eps)
+//                                      r / sqrt(mean(r^2) + eps) over groups of `size` (default
+//                                      the whole row), no weight (Gemma 3n's V):
+//                                      rms_normalize(v, size = head_dim_v)
+//   gaussian_topk(r, V)                max(0, r - (mean(r) + V * std(r))) over the row (std with
+//                                      n - 1, as llama.cpp): keeps the values V standard deviations
+//                                      above the mean (V = icdf(p) of a target sparsity p). The
+//                                      step is left out where V is not finite (-inf: p = 0)
+//   scale(r, V, bias=B)                r * V (+ B: one fused multiply-add, as ggml_scale_bias)
 //   softcap(r, V)                      V * tanh(r / V); skipped when V is 0
 //   y = copy(r)                        a copy
+//   put(r, s, START)                   writes s into columns START .. START+width(s)-1 of r
+//   X = streams(r, S)                  S streams, each a copy of r ([n_tokens][S * width])
+//   stream_matmul(X, W)                W is [w, w, n] (n stacked matrices, GGUF ne order): stream
+//                                      S - n + k becomes W[k] times it (the last n streams)
+//   match_norm(X, S)                   streams 1 .. S-1 scaled to the L2 norm of stream 0:
+//                                      X[k] * |X[0]| / |X[k]|
+//   P = stream_mix(X, c)               P[k] = X[k] + sum_j c[k*S + j] X[j]; c holds S*S values per
+//                                      token (a router's coefficients)
+//   stream_axpy(X, v, g)               X[k] = X[k] + g[k] * v; v one stream wide, g S values
+//   stream_add(X, v, from=0)           X[k] = X[k] + v for the streams k >= from
+//   y = stream_mean(X, S)              (X[0] + X[1] + ... + X[S-1]) / S, one stream wide
 //   last(r)                            epilogue only: keeps the rows whose logits are wanted (the
 //                                      last token, or all of them); afterwards only r and registers
 //                                      assigned later may be read

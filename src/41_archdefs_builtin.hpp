@@ -420,6 +420,120 @@ epilogue
   rms_norm(x, output_norm.weight)
   logits = matmul(x, output.weight)
 )"},
+      {"gemma3n", R"(# Gemma 3n text decoders (E2B, E4B), as llama.cpp computes them. Four AltUp residual streams
+# (X: n_streams rows of n_embd side by side): each layer predicts them from a learned router, runs
+# on the active stream, then corrects all of them. LAuReL, a low-rank path around attention. A
+# per-layer input per token (its own embedding table of ple_width values per layer, plus a
+# projection of the embedding), gated into every layer. Activation sparsity (a Gaussian top-k of the
+# FFN gate) in the first layers; the layers from n_layer - shared_kv on reuse the cache of the last
+# earlier layer of their kind; sliding-window layers except every 5th; no norm offset (norm weights
+# are used as stored); tied output, final soft-cap. Defaults are llama.cpp's where a key is absent
+# (which ignores altup.*, embedding_length_per_layer_input, attention.shared_kv_layers,
+# attention.sliding_window_pattern, activation_sparsity_scale and final_logit_softcapping: it
+# hard-codes 4 streams, stream 0 active, 256, 20 cache-owning layers, period 5, 10 sparse layers and
+# 30; a file whose keys say the same runs the same).
+arch gemma3n
+kind decoder
+convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
+convention hf_rope = neox                # Hugging Face q/k rows are in rotate-half order: 'pairs' runs as 'neox'
+convention hf_norm_offset = 0            # norm weights are stored as they are used (no Gemma +1)
+
+param n_streams = {arch}.altup.num_inputs | 4
+param active = {arch}.altup.active_idx | 0
+param ple_width = {arch}.embedding_length_per_layer_input | 256
+param sliding_window = {arch}.attention.sliding_window
+param swa_layers = {arch}.attention.sliding_window_pattern | 1 - every(5, 4)   # per layer: 1 = sliding
+param rope_base_local = {arch}.rope.freq_base_swa | 10000
+param shared_kv = {arch}.attention.shared_kv_layers | n_layer - 20
+# the standard deviations above the mean a gate value must exceed, per layer (-inf: all pass)
+param sparsity = {arch}.activation_sparsity_scale | where(less(layer, 10), 1.6448533535003662, -inf)
+param final_softcap = {arch}.final_logit_softcapping | 30
+
+prologue
+  x = embed(token_embd.weight)
+  scale(x, sqrt(n_embd))
+  ple = embed(per_layer_token_embd.weight)          # n_layer x ple_width per token
+  scale(ple, sqrt(ple_width))
+  pp = matmul(x, per_layer_model_proj.weight)
+  scale(pp, rsqrt(n_embd))
+  norm_heads(pp, per_layer_proj_norm.weight)        # each layer's ple_width values
+  add(ple, pp)
+  scale(ple, rsqrt(2))
+  X = streams(x, n_streams)
+  stream_matmul(X, altup_proj.weight)               # streams 1.. projected
+  match_norm(X, n_streams)                          # ... to the magnitude of stream 0
+
+block
+  # AltUp predict: a router on the active stream mixes the streams
+  a = slice(X, active * n_embd, n_embd)
+  r = rms_norm(a, blk.{i}.altup_router_norm.weight)
+  scale(r, 1 / n_embd)
+  m = matmul(r, blk.{i}.altup_router.weight)
+  softcap(m, 1)                                     # tanh
+  c = matmul(m, blk.{i}.altup_predict_coef.weight)
+  P = stream_mix(X, c)
+  a = slice(P, active * n_embd, n_embd)
+  h = rms_norm(a, blk.{i}.attn_norm.weight)
+  # LAuReL
+  l = matmul(h, blk.{i}.laurel_l.weight)
+  lr = matmul(l, blk.{i}.laurel_r.weight)
+  rms_norm(lr, blk.{i}.laurel_post_norm.weight)
+  add(lr, h)
+  # attention (k and v are dropped where the layer reuses another's cache)
+  q = matmul(h, blk.{i}.attn_q.weight)
+  k = matmul(h, blk.{i}.attn_k.weight)
+  v = matmul(h, blk.{i}.attn_v.weight)
+  norm_heads(q, blk.{i}.attn_q_norm.weight)
+  norm_heads(k, blk.{i}.attn_k_norm.weight)
+  rms_normalize(v, size = head_dim_v)
+  rope(q, neox, base_swa = rope_base_local)
+  rope(k, neox, base_swa = rope_base_local)
+  o = attention(q, k, v, scale = 1, window = sliding_window, sliding = swa_layers, reuse_kv_from = n_layer - shared_kv)
+  al = matmul(o, blk.{i}.attn_output.weight)
+  rms_norm(al, blk.{i}.post_attention_norm.weight)
+  add(al, a)
+  add(al, lr)
+  scale(al, rsqrt(2))
+  # FFN
+  f = rms_norm(al, blk.{i}.ffn_norm.weight)
+  g = matmul(f, blk.{i}.ffn_gate.weight)
+  u = matmul(f, blk.{i}.ffn_up.weight)
+  gaussian_topk(g, sparsity)
+  gelu_tanh(g)
+  mul(u, g)
+  y = matmul(u, blk.{i}.ffn_down.weight)
+  rms_norm(y, blk.{i}.post_ffw_norm.weight)
+  add(y, al)
+  # AltUp correct: every stream moves by its gain times the active stream's innovation
+  r = rms_norm(y, blk.{i}.altup_router_norm.weight)
+  scale(r, 1 / n_embd)
+  m = matmul(r, blk.{i}.altup_router.weight)
+  softcap(m, 1)
+  gk = matmul(m, blk.{i}.altup_correct_coef.weight)
+  scale(gk, 1, bias = 1)
+  sub(y, a)
+  stream_axpy(P, y, gk)
+  # the per-layer input, gated by the active stream, into streams 1..
+  z = slice(P, active * n_embd, n_embd)
+  mul_weight(z, blk.{i}.altup_correct_scale.weight)
+  zg = matmul(z, blk.{i}.inp_gate.weight)
+  gelu_tanh(zg)
+  pl = slice(ple, layer * ple_width, ple_width)
+  mul(zg, pl)
+  zp = matmul(zg, blk.{i}.proj.weight)
+  rms_norm(zp, blk.{i}.post_norm.weight)
+  stream_add(P, zp, from = 1)
+  X = copy(P)
+
+epilogue
+  last(X)
+  stream_matmul(X, altup_unembd_proj.weight)
+  match_norm(X, n_streams)
+  x = stream_mean(X, n_streams)
+  rms_norm(x, output_norm.weight)
+  logits = matmul(x, output.weight | token_embd.weight)
+  softcap(logits, final_softcap)
+)"},
   };
   return defs;
 }

@@ -67,7 +67,7 @@ TEST_CASE("archdef: the built-in definitions parse, and their steps per layer") 
   }
   auto reg = load_arch_registry("");
   REQUIRE(reg);
-  CHECK(reg->defs.size() == 10);
+  CHECK(reg->defs.size() == 11);
   CHECK(reg->failed.empty());
 }
 
@@ -176,8 +176,8 @@ TEST_CASE("archdef: a definition for a new architecture name is used for models 
   auto e = Engine::create(*desc, {});
   REQUIRE(!e);
   CHECK(e.error().code == Errc::unsupported);
-  CHECK(e.error().message.find("no architecture definition for 'mistral' (known: gemma2, gemma3, llama, olmo2, phi3, qwen2, "
-                               "qwen3, smollm3, stablelm, starcoder2)") != std::string::npos);
+  CHECK(e.error().message.find("no architecture definition for 'mistral' (known: gemma2, gemma3, gemma3n, llama, olmo2, phi3, "
+                               "qwen2, qwen3, smollm3, stablelm, starcoder2)") != std::string::npos);
   test::TempDir dir;
   std::string text = replace1(builtin_text("llama"), "arch llama", "arch mistral");
   REQUIRE(test::write_file(dir.file("mistral.archdef"), text));
@@ -263,7 +263,7 @@ TEST_CASE("status: lists the definitions in effect, the failures, and dumps a te
   CHECK(r.status == 0);
   auto j = json_parse(r.out, "status");
   REQUIRE(j);
-  CHECK((*j)["architectures"].size() == 10);
+  CHECK((*j)["architectures"].size() == 11);
   CHECK((*j)["architectures"][1]["name"].as_string() == "gemma3");
   CHECK((*j)["architectures"][1]["origin"].as_string() == "builtin");
   CHECK((*j)["architectures"][1]["steps_per_layer"].as_int() == 21);
@@ -278,7 +278,7 @@ TEST_CASE("status: lists the definitions in effect, the failures, and dumps a te
   CHECK(r2.status == 0);
   auto j2 = json_parse(r2.out, "status");
   REQUIRE(j2);
-  CHECK((*j2)["architectures"].size() == 9);
+  CHECK((*j2)["architectures"].size() == 10);
   CHECK((*j2)["architectures"][1]["origin"].as_string() == dir.file("gemma3.archdef"));
   REQUIRE((*j2)["failed"].size() == 1);
   CHECK((*j2)["failed"][0]["path"].as_string() == dir.file("qwen2.archdef"));

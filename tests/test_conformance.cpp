@@ -204,6 +204,8 @@ const std::vector<std::string>& covered() {
       "synth-gemma3-tiny-q4_k_m",
       "synth-phi3-tiny-f32", "synth-starcoder2-tiny-f32", "synth-stablelm-tiny-f32", "synth-smollm3-tiny-f32",
       "synth-gemma2-tiny-f32", "synth-olmo2-tiny-f32", "synth-olmo2-swa-tiny-f32",
+      "synth-gemma3n-mini-f32", "synth-gemma3n-mini-f16", "synth-gemma3n-mini-bf16", "synth-gemma3n-mini-q8_0",
+      "synth-gemma3n-mini-q4_k_m",
   };
   return names;
 }
@@ -263,6 +265,15 @@ TEST_CASE("conformance: gemma3 - gemma3-tiny F32/F32+softcap/F16/BF16/Q8_0/Q4_K_
 TEST_CASE("conformance: phi3, starcoder2, stablelm, smollm3, gemma2, olmo2 (+ sliding window) F32") {
   check_all({"synth-phi3-tiny-f32", "synth-starcoder2-tiny-f32", "synth-stablelm-tiny-f32", "synth-smollm3-tiny-f32",
              "synth-gemma2-tiny-f32", "synth-olmo2-tiny-f32", "synth-olmo2-swa-tiny-f32"});
+}
+
+// Gemma 3n (issue 19): 25 layers, 4 AltUp streams, LAuReL, per-layer inputs, activation sparsity in
+// layers 0-9, layers 20-24 reading the caches of 18 (sliding) and 19 (global), 16-token windows
+// crossed by every prompt (26 to 59 tokens); mixed weight types within a layer (F16 AltUp / LAuReL
+// matrices beside Q8_0, Q5_0 and K-quants).
+TEST_CASE("conformance: gemma3n - gemma3n-mini F32/F16/BF16/Q8_0/Q4_K_M") {
+  check_all({"synth-gemma3n-mini-f32", "synth-gemma3n-mini-f16", "synth-gemma3n-mini-bf16", "synth-gemma3n-mini-q8_0",
+             "synth-gemma3n-mini-q4_k_m"});
 }
 
 // Hugging Face directories (bf16 safetensors, rotate-half q/k order, gemma norms stored as w - 1,
