@@ -19796,6 +19796,10 @@ class ArchCompiler {
                        t.name.c_str(), t.shape_string().c_str(), s.args[0].word.c_str(), w_a));
     if (auto r = check_computable(t, s.line); !r) return r;
     const int n = static_cast<int>(t.ne[2]), first = static_cast<int>(w_a / D) - n;
+    if (p_.steps.size() + 3 * static_cast<uint64_t>(n) > max_steps_)
+      return fail(Errc::out_of_memory, s.line,
+                  strf("stream_matmul over %d streams makes more than the limit of %llu compiled steps "
+                       "(LoadOptions::max_program_steps, --max-program-steps)", n, static_cast<unsigned long long>(max_steps_)));
     const uint64_t rb = weight_row_bytes(t);
     const uint64_t aux_row = t.scales ? t.aux_bytes() / 2 / static_cast<uint64_t>(t.rows()) : 0;
     const std::string& x = s.args[0].word;
@@ -20102,9 +20106,11 @@ class ArchCompiler {
         auto n = stream_count(s, s.args[1], w_a);
         if (!n) return n.error();
         st.streams = *n;
+        if (op.code == OpCode::streams && int64_t(w_a) * *n > (1 << 28))
+          return fail(Errc::shape_mismatch, s.line, strf("streams: %d streams of '%s' (%d wide) are too wide", *n,
+                                                         s.args[0].word.c_str(), w_a));
         if (op.code == OpCode::streams) w_out = w_a * *n;
         if (op.code == OpCode::stream_mean) w_out = w_a / *n;
-        if (int64_t(w_a) * *n > (1 << 28)) return fail(Errc::shape_mismatch, s.line, "streams: too wide");
         break;
       }
       case OpCode::stream_mix: {
