@@ -20128,8 +20128,8 @@ class ArchCompiler {
       case OpCode::stream_add: {
         const int w_v = width_of(s.args[1].word);
         if (w_v <= 0 || w_a % w_v != 0 || w_a / w_v > 256)
-          return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not a whole number of streams of '%s' (%d wide)",
-                                                         op.name, s.args[0].word.c_str(), w_a, s.args[1].word.c_str(), w_v));
+          return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not one stream of '%s' (%d wide)", op.name,
+                                                         s.args[1].word.c_str(), w_v, s.args[0].word.c_str(), w_a));
         const int n = w_a / w_v;
         st.b = static_cast<int16_t>(reg_id(s.args[1].word));
         st.streams = n;
@@ -20374,15 +20374,16 @@ inline void layer_norm_row(const Step& s, const KernelTable& kern, const float* 
   }
 }
 
-// Row t of the operations that Context::run_chunk and Batcher::run_batch run alike: A, B, C are
-// the step's registers a, b, c ([rows][width]), D its destination. Each result is rounded as the
-// separate ggml operations llama.cpp chains round it (no fused multiply-add across them).
-inline float l2_norm_f32(const float* x, int n) {  // sqrt(sum_rows(sqr(x))): squares in float, summed in double
+// |x| as ggml's sqrt(sum_rows(sqr(x))): squares in float, summed in double, the root in float.
+inline float l2_norm_f32(const float* x, int n) {
   double sum = 0;
   for (int k = 0; k < n; k++) sum += double(x[k] * x[k]);
   return std::sqrt(static_cast<float>(sum));
 }
 
+// Row t of the operations that Context::run_chunk and Batcher::run_batch run alike: A, B, C are
+// the step's registers a, b, c ([rows][width]), D its destination. Each result is rounded as the
+// separate ggml operations llama.cpp chains round it (no fused multiply-add across them).
 inline void row_op(const Step& s, const KernelTable& kern, const float* A, const float* B, const float* C, float* D,
                    size_t t) {
   const int wi = s.w_in, S = s.streams;
@@ -20489,7 +20490,6 @@ inline void row_op(const Step& s, const KernelTable& kern, const float* A, const
     default:
       LLMI_ASSERT(false && "row_op: not a row operation");
   }
-  (void)C;
 }
 
 // ---- a context: one session's KV cache and scratch ----
