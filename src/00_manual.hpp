@@ -335,7 +335,8 @@
 //   ARGS      := positional arguments, then KEY '=' ARG keyword arguments, comma separated
 //   TENSOR    := a GGUF tensor name (blk.{i}.attn_q.weight); 'a | b' = a, or b when the model has
 //                no a; a final '| none' makes the step optional (skipped when no name exists; a
-//                register it would assign must be assigned before and keeps what it held)
+//                register it would assign must be assigned before and keeps what it held);
+//                {k} (the stream index) only in stream_matmul's weight
 //   VALUE     := arithmetic in double over numbers, params and model values (n_embd n_layer
 //                n_head n_head_kv head_dim head_dim_v n_ff n_vocab n_ctx_train rms_eps rope_base
 //                rope_dims norm_eps, `layer` = the layer's index (block only), `inf`): + - * / ( ),
@@ -429,7 +430,9 @@
 //   put(r, s, START)                   writes s into columns START .. START+width(s)-1 of r
 //   X = streams(r, S)                  S streams, each a copy of r ([n_tokens][S * width])
 //   stream_matmul(X, W)                W is [w, w, n] (n stacked matrices, GGUF ne order): stream
-//                                      S - n + k becomes W[k] times it (the last n streams)
+//                                      S - n + k becomes W[k] times it (the last n streams); or W
+//                                      names one [w, w] tensor per stream with {k} (k = 0, 1, ...
+//                                      while they exist: altup_proj.{k}.weight), n = their count
 //   match_norm(X, S)                   streams 1 .. S-1 scaled to the L2 norm of stream 0:
 //                                      X[k] * |X[0]| / |X[k]|
 //   P = stream_mix(X, c)               P[k] = X[k] + sum_j c[k*S + j] X[j]; c holds S*S values per

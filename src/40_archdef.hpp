@@ -298,7 +298,7 @@ struct ConventionDef {
 struct ArgDef {
   char kind = 'r';
   std::string word;                  // register name or layout word
-  std::vector<std::string> tensors;  // tensor alternatives ({i} allowed in block)
+  std::vector<std::string> tensors;  // tensor alternatives ({i} allowed in block, {k} in stream_matmul)
   bool optional = false;             // `| none`: the step is skipped when no alternative exists
   ValueTerm value;
 };
@@ -573,7 +573,8 @@ class ArchdefParser {
     return fail(line_, "no operation '" + printable(name) + "'" + did_you_mean(name, names));
   }
 
-  // Checks the {..} placeholders of a dotted name: {i} in tensor names (block only), {arch} in keys.
+  // Checks the {..} placeholders of a dotted name: {i} in tensor names (block only), {k} in tensor
+  // names (stream_matmul's weight: checked with the statement), {arch} in keys.
   Result<void> check_placeholders(const std::string& w, bool tensor, Section sec) const {
     size_t k = 0;
     while ((k = w.find_first_of("{}", k)) != std::string::npos) {
@@ -584,10 +585,10 @@ class ArchdefParser {
       if (tensor && ph == "i") {
         if (sec != Section::block)
           return fail(line_, "'{i}' (the layer index) is only defined in the 'block' section");
-      } else if (!tensor && ph == "arch") {
+      } else if ((tensor && ph == "k") || (!tensor && ph == "arch")) {
       } else {
         return fail(line_, "unknown placeholder '{" + printable(ph) + "}' in '" + printable(w) + "' (" +
-                               (tensor ? "tensor names know {i}" : "metadata keys know {arch}") + ")");
+                               (tensor ? "tensor names know {i} and {k}" : "metadata keys know {arch}") + ")");
       }
       k = e + 1;
     }
@@ -947,6 +948,14 @@ class ArchdefParser {
     if (s.args.size() != sig.size())
       return fail(line_, strf("'%s' takes %zu argument%s, %zu given", s.op->name, sig.size(), sig.size() == 1 ? "" : "s",
                               s.args.size()));
+    auto has_k = [](const ArgDef& a) {
+      return std::any_of(a.tensors.begin(), a.tensors.end(), [](const std::string& t) { return t.find("{k}") != std::string::npos; });
+    };
+    bool k_used = std::any_of(s.kwargs.begin(), s.kwargs.end(), [&](const auto& kw) { return has_k(kw.second); });
+    if (s.op->code != OpCode::stream_matmul) k_used = k_used || std::any_of(s.args.begin(), s.args.end(), has_k);
+    if (k_used)
+      return fail(line_, "'{k}' (the stream index) is only defined in stream_matmul's weight, not in '" +
+                             std::string(s.op->name) + "'" + (s.kwargs.empty() ? "" : " or a keyword argument"));
     return s;
   }
 

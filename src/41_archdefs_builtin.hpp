@@ -460,7 +460,7 @@ prologue
   add(ple, pp)
   scale(ple, rsqrt(2))
   X = streams(x, n_streams)
-  stream_matmul(X, altup_proj.weight)               # streams 1.. projected
+  stream_matmul(X, altup_proj.weight | altup_proj.{k}.weight)   # streams 1.. projected (GGUF: stacked; HF: one per stream)
   match_norm(X, n_streams)                          # ... to the magnitude of stream 0
 
 block
@@ -527,7 +527,7 @@ block
 
 epilogue
   last(X)
-  stream_matmul(X, altup_unembd_proj.weight)
+  stream_matmul(X, altup_unembd_proj.weight | altup_unembd_proj.{k}.weight)
   match_norm(X, n_streams)
   x = stream_mean(X, n_streams)
   rms_norm(x, output_norm.weight)

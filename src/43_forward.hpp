@@ -700,39 +700,83 @@ class ArchCompiler {
   }
 
   // stream_matmul(X, W): the streams of X are [S][D]; W is [D, D, n] (n matrices, D to D): stream
-  // S - n + k becomes W[k] times it. Compiled as slice, matmul and put for each of the n streams,
-  // with a 2-D view of W per stream.
-  Result<void> stream_matmul(const StmtDef& s, const Step& st, const TensorView& t, int w_a) {
-    const int64_t D = t.ne[0];
-    if (t.n_dims < 2 || t.n_dims > 3 || t.ne[3] != 1 || t.ne[1] != D || D <= 0 || w_a % D != 0 || t.ne[2] > w_a / D)
+  // S - n + k becomes W[k] times it. W may also name one [D, D] tensor per stream with {k}
+  // (altup_proj.{k}.weight: k = 0, 1, ... while they exist). Compiled as slice, matmul and put for
+  // each of the n streams, with a 2-D view of each matrix.
+  Result<void> stream_matmul(const StmtDef& s, const Step& st, int layer, int w_a) {
+    const ArgDef& arg = s.args[1];
+    std::vector<const TensorView*> parts;  // one [D, D] per stream ({k})
+    const TensorView* t = nullptr;         // or one [D, D, n]
+    std::string tried;
+    auto with_k = [&](std::string n, int k) {  // {k} first: expand() drops the placeholders it does not know
+      for (size_t p = n.find("{k}"); p != std::string::npos; p = n.find("{k}", p)) n.replace(p, 3, std::to_string(k));
+      return expand(n, layer);
+    };
+    for (const auto& n : arg.tensors) {
+      if (n.find("{k}") == std::string::npos) {
+        t = m_.find(expand(n, layer));
+        if (t) break;
+        tried += (tried.empty() ? "'" : " | '") + expand(n, layer) + "'";
+        continue;
+      }
+      for (int k = 0; k <= w_a; k++) {  // at most one per stream (checked below)
+        const TensorView* p = m_.find(with_k(n, k));
+        if (!p) break;
+        parts.push_back(p);
+      }
+      if (!parts.empty()) break;
+      tried += (tried.empty() ? "'" : " | '") + with_k(n, 0) + "'";
+    }
+    if (!t && parts.empty()) {
+      if (arg.optional) return {};
+      std::vector<std::string> names;
+      for (const auto& v : m_.tensors) names.push_back(v.name);
+      return fail(Errc::tensor_missing, s.line, "tensor " + tried + " not found in the model" + did_you_mean(with_k(arg.tensors[0], 0), names));
+    }
+    const int64_t D = t ? t->ne[0] : parts[0]->ne[0];
+    const int64_t n64 = t ? t->ne[2] : static_cast<int64_t>(parts.size());
+    auto bad_shape = [&](const TensorView& v, const char* want) {
       return fail(Errc::shape_mismatch, s.line,
                   strf("stream_matmul: weight '%s' %s does not map the streams of '%s' (%d wide) to themselves: it must "
-                       "be [D, D, n] with D the width of a stream and n at most the number of streams",
-                       t.name.c_str(), t.shape_string().c_str(), s.args[0].word.c_str(), w_a));
-    if (auto r = check_computable(t, s.line); !r) return r;
-    const int n = static_cast<int>(t.ne[2]), first = static_cast<int>(w_a / D) - n;
+                       "be %s with D the width of a stream and n at most the number of streams",
+                       v.name.c_str(), v.shape_string().c_str(), s.args[0].word.c_str(), w_a, want));
+    };
+    if (t && (t->n_dims < 2 || t->n_dims > 3 || t->ne[3] != 1 || t->ne[1] != D || D <= 0 || w_a % D != 0 || t->ne[2] > w_a / D))
+      return bad_shape(*t, "[D, D, n]");
+    for (const TensorView* p : parts)
+      if (p->n_dims != 2 || p->ne[0] != D || p->ne[1] != D || D <= 0 || w_a % D != 0 || n64 > w_a / D)
+        return bad_shape(*p, "n tensors [D, D]");
+    for (const TensorView* p : parts)
+      if (auto r = check_computable(*p, s.line); !r) return r;
+    if (t)
+      if (auto r = check_computable(*t, s.line); !r) return r;
+    const int n = static_cast<int>(n64), first = static_cast<int>(w_a / D) - n;
     if (p_.steps.size() + 3 * static_cast<uint64_t>(n) > max_steps_)
       return fail(Errc::out_of_memory, s.line,
                   strf("stream_matmul over %d streams makes more than the limit of %llu compiled steps "
                        "(LoadOptions::max_program_steps, --max-program-steps)", n, static_cast<unsigned long long>(max_steps_)));
-    const uint64_t rb = weight_row_bytes(t);
-    const uint64_t aux_row = t.scales ? t.aux_bytes() / 2 / static_cast<uint64_t>(t.rows()) : 0;
     const std::string& x = s.args[0].word;
     const int rx = reg_id(x), rin = reg_id(x + "#in"), rout = reg_id(x + "#out");
     for (int k = 0; k < n; k++) {
-      TensorView v = t;
-      const uint64_t skip = static_cast<uint64_t>(k) * static_cast<uint64_t>(D);  // rows before matrix k
-      v.name = strf("%s[%d]", t.name.c_str(), k);
-      v.n_dims = 2;
-      v.ne[2] = 1;
-      v.data = t.data + skip * rb;
-      v.nbytes = static_cast<uint64_t>(D) * rb;
-      v.file_offset = t.file_offset + skip * rb;
-      if (t.scales) {
-        v.scales = t.scales + skip * aux_row;
-        v.biases = t.biases + skip * aux_row;
+      if (t) {
+        const uint64_t rb = weight_row_bytes(*t);
+        const uint64_t aux_row = t->scales ? t->aux_bytes() / 2 / static_cast<uint64_t>(t->rows()) : 0;
+        TensorView v = *t;
+        const uint64_t skip = static_cast<uint64_t>(k) * static_cast<uint64_t>(D);  // rows before matrix k
+        v.name = strf("%s[%d]", t->name.c_str(), k);
+        v.n_dims = 2;
+        v.ne[2] = 1;
+        v.data = t->data + skip * rb;
+        v.nbytes = static_cast<uint64_t>(D) * rb;
+        v.file_offset = t->file_offset + skip * rb;
+        if (t->scales) {
+          v.scales = t->scales + skip * aux_row;
+          v.biases = t->biases + skip * aux_row;
+        }
+        p_.views.push_back(std::move(v));
+      } else {
+        p_.views.push_back(*parts[static_cast<size_t>(k)]);
       }
-      p_.views.push_back(std::move(v));
       const int col = (first + k) * static_cast<int>(D);
       Step a = st, m = st, b = st;
       a.op = OpCode::slice;
@@ -782,6 +826,7 @@ class ArchCompiler {
     }
     st.w_in = w_a;
     int w_out = w_a;
+    if (op.code == OpCode::stream_matmul) return stream_matmul(s, st, layer, w_a);  // finds its tensors itself
     // positional tensor (embed: args[0]; norms, matmul, add_bias: args[1])
     const TensorView* t = nullptr;
     for (const auto& a : s.args) {
@@ -833,8 +878,6 @@ class ArchCompiler {
         st.round_input = round_input(*t, w_a);
         break;
       }
-      case OpCode::stream_matmul:
-        return stream_matmul(s, st, *t, w_a);
       case OpCode::layer_norm:
       case OpCode::layer_norm_heads: {
         const bool heads = op.code == OpCode::layer_norm_heads;
