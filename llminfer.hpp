@@ -335,7 +335,8 @@
 //   ARGS      := positional arguments, then KEY '=' ARG keyword arguments, comma separated
 //   TENSOR    := a GGUF tensor name (blk.{i}.attn_q.weight); 'a | b' = a, or b when the model has
 //                no a; a final '| none' makes the step optional (skipped when no name exists; a
-//                register it would assign must be assigned before and keeps what it held)
+//                register it would assign must be assigned before and keeps what it held);
+//                {k} (the stream index) only in stream_matmul's weight
 //   VALUE     := arithmetic in double over numbers, params and model values (n_embd n_layer
 //                n_head n_head_kv head_dim head_dim_v n_ff n_vocab n_ctx_train rms_eps rope_base
 //                rope_dims norm_eps, `layer` = the layer's index (block only), `inf`): + - * / ( ),
@@ -429,7 +430,9 @@
 //   put(r, s, START)                   writes s into columns START .. START+width(s)-1 of r
 //   X = streams(r, S)                  S streams, each a copy of r ([n_tokens][S * width])
 //   stream_matmul(X, W)                W is [w, w, n] (n stacked matrices, GGUF ne order): stream
-//                                      S - n + k becomes W[k] times it (the last n streams)
+//                                      S - n + k becomes W[k] times it (the last n streams); or W
+//                                      names one [w, w] tensor per stream with {k} (k = 0, 1, ...
+//                                      while they exist: altup_proj.{k}.weight), n = their count
 //   match_norm(X, S)                   streams 1 .. S-1 scaled to the L2 norm of stream 0:
 //                                      X[k] * |X[0]| / |X[k]|
 //   P = stream_mix(X, c)               P[k] = X[k] + sum_j c[k*S + j] X[j]; c holds S*S values per
@@ -3812,6 +3815,7 @@ inline const HfArchInfo* hf_arch_info(std::string_view model_type) {
       {"llama", "llama", false, false},     {"mistral", "llama", false, false},
       {"qwen2", "qwen2", false, false},     {"qwen3", "qwen3", false, false},
       {"gemma3_text", "gemma3", true, true}, {"gemma3", "gemma3", true, true},
+      {"gemma3n_text", "gemma3n", false, true}, {"gemma3n", "gemma3n", false, true},
   };
   for (const auto& e : table)
     if (model_type == e.model_type) return &e;
@@ -3823,6 +3827,18 @@ inline std::string hf_tensor_name(std::string_view n, const HfArchInfo& info) {
   if (n == "embed_tokens.weight") return "token_embd.weight";
   if (n == "norm.weight") return "output_norm.weight";
   if (n == "lm_head.weight") return "output.weight";
+  // Gemma 3n: per-layer inputs, and the AltUp stream projections, one matrix per stream k (GGUF
+  // stacks them into one [D, D, n] tensor; stream_matmul reads either form)
+  static const std::pair<const char*, const char*> top[] = {
+      {"embed_tokens_per_layer.weight", "per_layer_token_embd.weight"},
+      {"per_layer_model_projection.weight", "per_layer_model_proj.weight"},
+      {"per_layer_projection_norm.weight", "per_layer_proj_norm.weight"},
+  };
+  for (const auto& [hf, gg] : top)
+    if (n == hf) return gg;
+  for (const auto& [hf, gg] : {std::pair<std::string_view, std::string_view>{"altup_projections.", "altup_proj."},
+                               {"altup_unembed_projections.", "altup_unembd_proj."}})
+    if (n.substr(0, hf.size()) == hf) return std::string(gg) + std::string(n.substr(hf.size()));
   if (n.substr(0, 7) != "layers.") return std::string();
   size_t dot = n.find('.', 7);
   if (dot == std::string_view::npos) return std::string();
@@ -3835,7 +3851,15 @@ inline std::string hf_tensor_name(std::string_view n, const HfArchInfo& info) {
       {"self_attn.k_norm", "attn_k_norm"},  {"mlp.gate_proj", "ffn_gate"},
       {"mlp.up_proj", "ffn_up"},            {"mlp.down_proj", "ffn_down"},
       {"pre_feedforward_layernorm", "ffn_norm"}, {"post_feedforward_layernorm", "post_ffw_norm"},
+      // Gemma 3n: per-layer input, AltUp, LAuReL
+      {"per_layer_input_gate", "inp_gate"},  {"per_layer_projection", "proj"},
+      {"post_per_layer_input_norm", "post_norm"},  {"altup.correction_coefs", "altup_correct_coef"},
+      {"altup.prediction_coefs", "altup_predict_coef"},  {"altup.modality_router", "altup_router"},
+      {"altup.router_norm", "altup_router_norm"},  {"laurel.linear_left", "laurel_l"},
+      {"laurel.linear_right", "laurel_r"},   {"laurel.post_laurel_norm", "laurel_post_norm"},
   };
+  // a bare parameter (no ".weight"): GGUF appends it
+  if (rest == "altup.correct_output_scale") return "blk." + std::string(layer) + ".altup_correct_scale.weight";
   size_t last = rest.rfind('.');
   if (last == std::string_view::npos) return std::string();
   std::string_view base = rest.substr(0, last), suffix = rest.substr(last);  // ".weight", ".bias", ".scales", ...
@@ -3869,6 +3893,20 @@ inline void meta_set_str(ModelDesc& m, const std::string& key, std::string value
   m.meta[key] = std::move(v);
 }
 
+// The standard normal quantile: x with P(N(0, 1) <= x) = p, to double precision (bisection on
+// erfc); -inf for p = 0.
+inline double normal_quantile(double p) {
+  if (!(p > 0)) return -std::numeric_limits<double>::infinity();
+  if (!(p < 1)) return std::numeric_limits<double>::infinity();
+  double lo = -40, hi = 40;
+  for (int k = 0; k < 200 && lo < hi; k++) {
+    const double mid = 0.5 * (lo + hi);
+    if (mid <= lo || mid >= hi) break;
+    (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
 // Reads config.json into GGUF-style keys. Multimodal configs keep the text model in text_config.
 inline Result<void> desc_meta_from_config(ModelDesc& m, const HfArchInfo*& info) {
   const Json* cfg = &m.config;
@@ -3880,7 +3918,7 @@ inline Result<void> desc_meta_from_config(ModelDesc& m, const HfArchInfo*& info)
   info = hf_arch_info(model_type);
   if (!info)
     return make_error(Errc::unsupported, strf("%s: config.json model_type '%s' is not a supported architecture "
-                                              "(llama, mistral, qwen2, qwen3, gemma3)",
+                                              "(llama, mistral, qwen2, qwen3, gemma3, gemma3n)",
                                               m.path.c_str(), printable(model_type).c_str()));
   m.arch = info->arch;
   const std::string a = m.arch + ".";
@@ -3914,6 +3952,54 @@ inline Result<void> desc_meta_from_config(ModelDesc& m, const HfArchInfo*& info)
     meta_set_num(m, a + "rope.scaling.original_context_length", (*rs)["original_max_position_embeddings"]);
     meta_set_num(m, a + "rope.scaling.low_freq_factor", (*rs)["low_freq_factor"]);
     meta_set_num(m, a + "rope.scaling.high_freq_factor", (*rs)["high_freq_factor"]);
+  }
+  // Gemma 3n (Gemma3nTextConfig): newer configs give the rope bases as rope_parameters
+  if (const Json* rp = c.find("rope_parameters"); rp && rp->is_object()) {
+    if (const Json* f = rp->find("full_attention"); f && f->is_object()) meta_set_num(m, a + "rope.freq_base", (*f)["rope_theta"]);
+    if (const Json* f = rp->find("sliding_attention"); f && f->is_object())
+      meta_set_num(m, a + "rope.freq_base_swa", (*f)["rope_theta"]);
+  }
+  meta_set_num(m, a + "altup.num_inputs", c["altup_num_inputs"]);
+  meta_set_num(m, a + "altup.active_idx", c["altup_active_idx"]);
+  meta_set_num(m, a + "embedding_length_per_layer_input", c["hidden_size_per_layer_input"]);
+  meta_set_num(m, a + "attention.shared_kv_layers", c["num_kv_shared_layers"]);
+  // per-layer lists, as GGUF arrays (a list of another length than num_hidden_layers is kept: the
+  // definition names the mismatch when it reads it)
+  auto numbers = [&](const Json& list, auto&& f) -> Result<std::vector<double>> {
+    std::vector<double> out;
+    for (const Json& e : list.items) {
+      auto v = f(e);
+      if (!v) return make_error(Errc::bad_format, strf("%s: config.json: an entry of a per-layer list is not valid", m.path.c_str()));
+      out.push_back(*v);
+    }
+    return out;
+  };
+  auto number = [](const Json& e) -> std::optional<double> {
+    return e.is_number() ? std::optional<double>(e.num) : std::nullopt;
+  };
+  if (const Json* ff = c.find("intermediate_size"); ff && ff->is_array()) {
+    auto v = numbers(*ff, number);
+    if (!v) return v.error();
+    m.meta_arrays[a + "feed_forward_length"] = std::move(*v);
+  }
+  // layer_types: "sliding_attention" -> 1 (the per-layer sliding_window_pattern)
+  if (const Json* lt = c.find("layer_types"); lt && lt->is_array() && model_type.rfind("gemma3n", 0) == 0) {
+    auto v = numbers(*lt, [](const Json& e) -> std::optional<double> {
+      if (!e.is_string()) return std::nullopt;
+      return e.str == "sliding_attention" ? 1.0 : 0.0;
+    });
+    if (!v) return v.error();
+    m.meta_arrays[a + "attention.sliding_window_pattern"] = std::move(*v);
+  }
+  // activation_sparsity_pattern: probabilities p -> the std multiplier of the Gaussian top-k, the
+  // standard normal quantile of p (what the GGUF converter writes); p = 0 -> -inf (no sparsity)
+  if (const Json* sp = c.find("activation_sparsity_pattern"); sp && sp->is_array()) {
+    auto v = numbers(*sp, [](const Json& e) -> std::optional<double> {
+      if (!e.is_number() || !(e.num >= 0) || !(e.num < 1)) return std::nullopt;
+      return normal_quantile(e.num);
+    });
+    if (!v) return make_error(Errc::bad_format, m.path + ": config.json: activation_sparsity_pattern must hold numbers in [0, 1)");
+    m.meta_arrays[a + "activation_sparsity_scale"] = std::move(*v);
   }
   if (const Json* t = c.find("tie_word_embeddings"); t && t->is_bool()) meta_set_num(m, "general.tie_word_embeddings", *t);
   else if (const Json* t2 = m.config.find("tie_word_embeddings"); t2 && t2->is_bool()) meta_set_num(m, "general.tie_word_embeddings", *t2);
@@ -17385,7 +17471,7 @@ struct ConventionDef {
 struct ArgDef {
   char kind = 'r';
   std::string word;                  // register name or layout word
-  std::vector<std::string> tensors;  // tensor alternatives ({i} allowed in block)
+  std::vector<std::string> tensors;  // tensor alternatives ({i} allowed in block, {k} in stream_matmul)
   bool optional = false;             // `| none`: the step is skipped when no alternative exists
   ValueTerm value;
 };
@@ -17660,7 +17746,8 @@ class ArchdefParser {
     return fail(line_, "no operation '" + printable(name) + "'" + did_you_mean(name, names));
   }
 
-  // Checks the {..} placeholders of a dotted name: {i} in tensor names (block only), {arch} in keys.
+  // Checks the {..} placeholders of a dotted name: {i} in tensor names (block only), {k} in tensor
+  // names (stream_matmul's weight: checked with the statement), {arch} in keys.
   Result<void> check_placeholders(const std::string& w, bool tensor, Section sec) const {
     size_t k = 0;
     while ((k = w.find_first_of("{}", k)) != std::string::npos) {
@@ -17671,10 +17758,10 @@ class ArchdefParser {
       if (tensor && ph == "i") {
         if (sec != Section::block)
           return fail(line_, "'{i}' (the layer index) is only defined in the 'block' section");
-      } else if (!tensor && ph == "arch") {
+      } else if ((tensor && ph == "k") || (!tensor && ph == "arch")) {
       } else {
         return fail(line_, "unknown placeholder '{" + printable(ph) + "}' in '" + printable(w) + "' (" +
-                               (tensor ? "tensor names know {i}" : "metadata keys know {arch}") + ")");
+                               (tensor ? "tensor names know {i} and {k}" : "metadata keys know {arch}") + ")");
       }
       k = e + 1;
     }
@@ -18034,6 +18121,14 @@ class ArchdefParser {
     if (s.args.size() != sig.size())
       return fail(line_, strf("'%s' takes %zu argument%s, %zu given", s.op->name, sig.size(), sig.size() == 1 ? "" : "s",
                               s.args.size()));
+    auto has_k = [](const ArgDef& a) {
+      return std::any_of(a.tensors.begin(), a.tensors.end(), [](const std::string& t) { return t.find("{k}") != std::string::npos; });
+    };
+    bool k_used = std::any_of(s.kwargs.begin(), s.kwargs.end(), [&](const auto& kw) { return has_k(kw.second); });
+    if (s.op->code != OpCode::stream_matmul) k_used = k_used || std::any_of(s.args.begin(), s.args.end(), has_k);
+    if (k_used)
+      return fail(line_, "'{k}' (the stream index) is only defined in stream_matmul's weight, not in '" +
+                             std::string(s.op->name) + "'" + (s.kwargs.empty() ? "" : " or a keyword argument"));
     return s;
   }
 
@@ -18609,7 +18704,7 @@ prologue
   add(ple, pp)
   scale(ple, rsqrt(2))
   X = streams(x, n_streams)
-  stream_matmul(X, altup_proj.weight)               # streams 1.. projected
+  stream_matmul(X, altup_proj.weight | altup_proj.{k}.weight)   # streams 1.. projected (GGUF: stacked; HF: one per stream)
   match_norm(X, n_streams)                          # ... to the magnitude of stream 0
 
 block
@@ -18676,7 +18771,7 @@ block
 
 epilogue
   last(X)
-  stream_matmul(X, altup_unembd_proj.weight)
+  stream_matmul(X, altup_unembd_proj.weight | altup_unembd_proj.{k}.weight)
   match_norm(X, n_streams)
   x = stream_mean(X, n_streams)
   rms_norm(x, output_norm.weight)
@@ -19785,39 +19880,83 @@ class ArchCompiler {
   }
 
   // stream_matmul(X, W): the streams of X are [S][D]; W is [D, D, n] (n matrices, D to D): stream
-  // S - n + k becomes W[k] times it. Compiled as slice, matmul and put for each of the n streams,
-  // with a 2-D view of W per stream.
-  Result<void> stream_matmul(const StmtDef& s, const Step& st, const TensorView& t, int w_a) {
-    const int64_t D = t.ne[0];
-    if (t.n_dims < 2 || t.n_dims > 3 || t.ne[3] != 1 || t.ne[1] != D || D <= 0 || w_a % D != 0 || t.ne[2] > w_a / D)
+  // S - n + k becomes W[k] times it. W may also name one [D, D] tensor per stream with {k}
+  // (altup_proj.{k}.weight: k = 0, 1, ... while they exist). Compiled as slice, matmul and put for
+  // each of the n streams, with a 2-D view of each matrix.
+  Result<void> stream_matmul(const StmtDef& s, const Step& st, int layer, int w_a) {
+    const ArgDef& arg = s.args[1];
+    std::vector<const TensorView*> parts;  // one [D, D] per stream ({k})
+    const TensorView* t = nullptr;         // or one [D, D, n]
+    std::string tried;
+    auto with_k = [&](std::string n, int k) {  // {k} first: expand() drops the placeholders it does not know
+      for (size_t p = n.find("{k}"); p != std::string::npos; p = n.find("{k}", p)) n.replace(p, 3, std::to_string(k));
+      return expand(n, layer);
+    };
+    for (const auto& n : arg.tensors) {
+      if (n.find("{k}") == std::string::npos) {
+        t = m_.find(expand(n, layer));
+        if (t) break;
+        tried += (tried.empty() ? "'" : " | '") + expand(n, layer) + "'";
+        continue;
+      }
+      for (int k = 0; k <= w_a; k++) {  // at most one per stream (checked below)
+        const TensorView* p = m_.find(with_k(n, k));
+        if (!p) break;
+        parts.push_back(p);
+      }
+      if (!parts.empty()) break;
+      tried += (tried.empty() ? "'" : " | '") + with_k(n, 0) + "'";
+    }
+    if (!t && parts.empty()) {
+      if (arg.optional) return {};
+      std::vector<std::string> names;
+      for (const auto& v : m_.tensors) names.push_back(v.name);
+      return fail(Errc::tensor_missing, s.line, "tensor " + tried + " not found in the model" + did_you_mean(with_k(arg.tensors[0], 0), names));
+    }
+    const int64_t D = t ? t->ne[0] : parts[0]->ne[0];
+    const int64_t n64 = t ? t->ne[2] : static_cast<int64_t>(parts.size());
+    auto bad_shape = [&](const TensorView& v, const char* want) {
       return fail(Errc::shape_mismatch, s.line,
                   strf("stream_matmul: weight '%s' %s does not map the streams of '%s' (%d wide) to themselves: it must "
-                       "be [D, D, n] with D the width of a stream and n at most the number of streams",
-                       t.name.c_str(), t.shape_string().c_str(), s.args[0].word.c_str(), w_a));
-    if (auto r = check_computable(t, s.line); !r) return r;
-    const int n = static_cast<int>(t.ne[2]), first = static_cast<int>(w_a / D) - n;
+                       "be %s with D the width of a stream and n at most the number of streams",
+                       v.name.c_str(), v.shape_string().c_str(), s.args[0].word.c_str(), w_a, want));
+    };
+    if (t && (t->n_dims < 2 || t->n_dims > 3 || t->ne[3] != 1 || t->ne[1] != D || D <= 0 || w_a % D != 0 || t->ne[2] > w_a / D))
+      return bad_shape(*t, "[D, D, n]");
+    for (const TensorView* p : parts)
+      if (p->n_dims != 2 || p->ne[0] != D || p->ne[1] != D || D <= 0 || w_a % D != 0 || n64 > w_a / D)
+        return bad_shape(*p, "n tensors [D, D]");
+    for (const TensorView* p : parts)
+      if (auto r = check_computable(*p, s.line); !r) return r;
+    if (t)
+      if (auto r = check_computable(*t, s.line); !r) return r;
+    const int n = static_cast<int>(n64), first = static_cast<int>(w_a / D) - n;
     if (p_.steps.size() + 3 * static_cast<uint64_t>(n) > max_steps_)
       return fail(Errc::out_of_memory, s.line,
                   strf("stream_matmul over %d streams makes more than the limit of %llu compiled steps "
                        "(LoadOptions::max_program_steps, --max-program-steps)", n, static_cast<unsigned long long>(max_steps_)));
-    const uint64_t rb = weight_row_bytes(t);
-    const uint64_t aux_row = t.scales ? t.aux_bytes() / 2 / static_cast<uint64_t>(t.rows()) : 0;
     const std::string& x = s.args[0].word;
     const int rx = reg_id(x), rin = reg_id(x + "#in"), rout = reg_id(x + "#out");
     for (int k = 0; k < n; k++) {
-      TensorView v = t;
-      const uint64_t skip = static_cast<uint64_t>(k) * static_cast<uint64_t>(D);  // rows before matrix k
-      v.name = strf("%s[%d]", t.name.c_str(), k);
-      v.n_dims = 2;
-      v.ne[2] = 1;
-      v.data = t.data + skip * rb;
-      v.nbytes = static_cast<uint64_t>(D) * rb;
-      v.file_offset = t.file_offset + skip * rb;
-      if (t.scales) {
-        v.scales = t.scales + skip * aux_row;
-        v.biases = t.biases + skip * aux_row;
+      if (t) {
+        const uint64_t rb = weight_row_bytes(*t);
+        const uint64_t aux_row = t->scales ? t->aux_bytes() / 2 / static_cast<uint64_t>(t->rows()) : 0;
+        TensorView v = *t;
+        const uint64_t skip = static_cast<uint64_t>(k) * static_cast<uint64_t>(D);  // rows before matrix k
+        v.name = strf("%s[%d]", t->name.c_str(), k);
+        v.n_dims = 2;
+        v.ne[2] = 1;
+        v.data = t->data + skip * rb;
+        v.nbytes = static_cast<uint64_t>(D) * rb;
+        v.file_offset = t->file_offset + skip * rb;
+        if (t->scales) {
+          v.scales = t->scales + skip * aux_row;
+          v.biases = t->biases + skip * aux_row;
+        }
+        p_.views.push_back(std::move(v));
+      } else {
+        p_.views.push_back(*parts[static_cast<size_t>(k)]);
       }
-      p_.views.push_back(std::move(v));
       const int col = (first + k) * static_cast<int>(D);
       Step a = st, m = st, b = st;
       a.op = OpCode::slice;
@@ -19867,6 +20006,7 @@ class ArchCompiler {
     }
     st.w_in = w_a;
     int w_out = w_a;
+    if (op.code == OpCode::stream_matmul) return stream_matmul(s, st, layer, w_a);  // finds its tensors itself
     // positional tensor (embed: args[0]; norms, matmul, add_bias: args[1])
     const TensorView* t = nullptr;
     for (const auto& a : s.args) {
@@ -19918,8 +20058,6 @@ class ArchCompiler {
         st.round_input = round_input(*t, w_a);
         break;
       }
-      case OpCode::stream_matmul:
-        return stream_matmul(s, st, *t, w_a);
       case OpCode::layer_norm:
       case OpCode::layer_norm_heads: {
         const bool heads = op.code == OpCode::layer_norm_heads;

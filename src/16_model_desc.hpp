@@ -269,6 +269,7 @@ inline const HfArchInfo* hf_arch_info(std::string_view model_type) {
       {"llama", "llama", false, false},     {"mistral", "llama", false, false},
       {"qwen2", "qwen2", false, false},     {"qwen3", "qwen3", false, false},
       {"gemma3_text", "gemma3", true, true}, {"gemma3", "gemma3", true, true},
+      {"gemma3n_text", "gemma3n", false, true}, {"gemma3n", "gemma3n", false, true},
   };
   for (const auto& e : table)
     if (model_type == e.model_type) return &e;
@@ -280,6 +281,18 @@ inline std::string hf_tensor_name(std::string_view n, const HfArchInfo& info) {
   if (n == "embed_tokens.weight") return "token_embd.weight";
   if (n == "norm.weight") return "output_norm.weight";
   if (n == "lm_head.weight") return "output.weight";
+  // Gemma 3n: per-layer inputs, and the AltUp stream projections, one matrix per stream k (GGUF
+  // stacks them into one [D, D, n] tensor; stream_matmul reads either form)
+  static const std::pair<const char*, const char*> top[] = {
+      {"embed_tokens_per_layer.weight", "per_layer_token_embd.weight"},
+      {"per_layer_model_projection.weight", "per_layer_model_proj.weight"},
+      {"per_layer_projection_norm.weight", "per_layer_proj_norm.weight"},
+  };
+  for (const auto& [hf, gg] : top)
+    if (n == hf) return gg;
+  for (const auto& [hf, gg] : {std::pair<std::string_view, std::string_view>{"altup_projections.", "altup_proj."},
+                               {"altup_unembed_projections.", "altup_unembd_proj."}})
+    if (n.substr(0, hf.size()) == hf) return std::string(gg) + std::string(n.substr(hf.size()));
   if (n.substr(0, 7) != "layers.") return std::string();
   size_t dot = n.find('.', 7);
   if (dot == std::string_view::npos) return std::string();
@@ -292,7 +305,15 @@ inline std::string hf_tensor_name(std::string_view n, const HfArchInfo& info) {
       {"self_attn.k_norm", "attn_k_norm"},  {"mlp.gate_proj", "ffn_gate"},
       {"mlp.up_proj", "ffn_up"},            {"mlp.down_proj", "ffn_down"},
       {"pre_feedforward_layernorm", "ffn_norm"}, {"post_feedforward_layernorm", "post_ffw_norm"},
+      // Gemma 3n: per-layer input, AltUp, LAuReL
+      {"per_layer_input_gate", "inp_gate"},  {"per_layer_projection", "proj"},
+      {"post_per_layer_input_norm", "post_norm"},  {"altup.correction_coefs", "altup_correct_coef"},
+      {"altup.prediction_coefs", "altup_predict_coef"},  {"altup.modality_router", "altup_router"},
+      {"altup.router_norm", "altup_router_norm"},  {"laurel.linear_left", "laurel_l"},
+      {"laurel.linear_right", "laurel_r"},   {"laurel.post_laurel_norm", "laurel_post_norm"},
   };
+  // a bare parameter (no ".weight"): GGUF appends it
+  if (rest == "altup.correct_output_scale") return "blk." + std::string(layer) + ".altup_correct_scale.weight";
   size_t last = rest.rfind('.');
   if (last == std::string_view::npos) return std::string();
   std::string_view base = rest.substr(0, last), suffix = rest.substr(last);  // ".weight", ".bias", ".scales", ...
@@ -326,6 +347,20 @@ inline void meta_set_str(ModelDesc& m, const std::string& key, std::string value
   m.meta[key] = std::move(v);
 }
 
+// The standard normal quantile: x with P(N(0, 1) <= x) = p, to double precision (bisection on
+// erfc); -inf for p = 0.
+inline double normal_quantile(double p) {
+  if (!(p > 0)) return -std::numeric_limits<double>::infinity();
+  if (!(p < 1)) return std::numeric_limits<double>::infinity();
+  double lo = -40, hi = 40;
+  for (int k = 0; k < 200 && lo < hi; k++) {
+    const double mid = 0.5 * (lo + hi);
+    if (mid <= lo || mid >= hi) break;
+    (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
 // Reads config.json into GGUF-style keys. Multimodal configs keep the text model in text_config.
 inline Result<void> desc_meta_from_config(ModelDesc& m, const HfArchInfo*& info) {
   const Json* cfg = &m.config;
@@ -337,7 +372,7 @@ inline Result<void> desc_meta_from_config(ModelDesc& m, const HfArchInfo*& info)
   info = hf_arch_info(model_type);
   if (!info)
     return make_error(Errc::unsupported, strf("%s: config.json model_type '%s' is not a supported architecture "
-                                              "(llama, mistral, qwen2, qwen3, gemma3)",
+                                              "(llama, mistral, qwen2, qwen3, gemma3, gemma3n)",
                                               m.path.c_str(), printable(model_type).c_str()));
   m.arch = info->arch;
   const std::string a = m.arch + ".";
@@ -371,6 +406,54 @@ inline Result<void> desc_meta_from_config(ModelDesc& m, const HfArchInfo*& info)
     meta_set_num(m, a + "rope.scaling.original_context_length", (*rs)["original_max_position_embeddings"]);
     meta_set_num(m, a + "rope.scaling.low_freq_factor", (*rs)["low_freq_factor"]);
     meta_set_num(m, a + "rope.scaling.high_freq_factor", (*rs)["high_freq_factor"]);
+  }
+  // Gemma 3n (Gemma3nTextConfig): newer configs give the rope bases as rope_parameters
+  if (const Json* rp = c.find("rope_parameters"); rp && rp->is_object()) {
+    if (const Json* f = rp->find("full_attention"); f && f->is_object()) meta_set_num(m, a + "rope.freq_base", (*f)["rope_theta"]);
+    if (const Json* f = rp->find("sliding_attention"); f && f->is_object())
+      meta_set_num(m, a + "rope.freq_base_swa", (*f)["rope_theta"]);
+  }
+  meta_set_num(m, a + "altup.num_inputs", c["altup_num_inputs"]);
+  meta_set_num(m, a + "altup.active_idx", c["altup_active_idx"]);
+  meta_set_num(m, a + "embedding_length_per_layer_input", c["hidden_size_per_layer_input"]);
+  meta_set_num(m, a + "attention.shared_kv_layers", c["num_kv_shared_layers"]);
+  // per-layer lists, as GGUF arrays (a list of another length than num_hidden_layers is kept: the
+  // definition names the mismatch when it reads it)
+  auto numbers = [&](const Json& list, auto&& f) -> Result<std::vector<double>> {
+    std::vector<double> out;
+    for (const Json& e : list.items) {
+      auto v = f(e);
+      if (!v) return make_error(Errc::bad_format, strf("%s: config.json: an entry of a per-layer list is not valid", m.path.c_str()));
+      out.push_back(*v);
+    }
+    return out;
+  };
+  auto number = [](const Json& e) -> std::optional<double> {
+    return e.is_number() ? std::optional<double>(e.num) : std::nullopt;
+  };
+  if (const Json* ff = c.find("intermediate_size"); ff && ff->is_array()) {
+    auto v = numbers(*ff, number);
+    if (!v) return v.error();
+    m.meta_arrays[a + "feed_forward_length"] = std::move(*v);
+  }
+  // layer_types: "sliding_attention" -> 1 (the per-layer sliding_window_pattern)
+  if (const Json* lt = c.find("layer_types"); lt && lt->is_array() && model_type.rfind("gemma3n", 0) == 0) {
+    auto v = numbers(*lt, [](const Json& e) -> std::optional<double> {
+      if (!e.is_string()) return std::nullopt;
+      return e.str == "sliding_attention" ? 1.0 : 0.0;
+    });
+    if (!v) return v.error();
+    m.meta_arrays[a + "attention.sliding_window_pattern"] = std::move(*v);
+  }
+  // activation_sparsity_pattern: probabilities p -> the std multiplier of the Gaussian top-k, the
+  // standard normal quantile of p (what the GGUF converter writes); p = 0 -> -inf (no sparsity)
+  if (const Json* sp = c.find("activation_sparsity_pattern"); sp && sp->is_array()) {
+    auto v = numbers(*sp, [](const Json& e) -> std::optional<double> {
+      if (!e.is_number() || !(e.num >= 0) || !(e.num < 1)) return std::nullopt;
+      return normal_quantile(e.num);
+    });
+    if (!v) return make_error(Errc::bad_format, m.path + ": config.json: activation_sparsity_pattern must hold numbers in [0, 1)");
+    m.meta_arrays[a + "activation_sparsity_scale"] = std::move(*v);
   }
   if (const Json* t = c.find("tie_word_embeddings"); t && t->is_bool()) meta_set_num(m, "general.tie_word_embeddings", *t);
   else if (const Json* t2 = m.config.find("tie_word_embeddings"); t2 && t2->is_bool()) meta_set_num(m, "general.tie_word_embeddings", *t2);
