@@ -364,6 +364,9 @@
 //
 //   operation                          computes
 //   x = embed(T)                       row of T (a [n_vocab][n_embd] matrix) for each token id
+//   x = embed(T, beyond = R)           the same, but ids past T's last row read row R (a smaller
+//                                      table, e.g. Gemma 3n's per-layer one); otherwise T's rows
+//                                      bound the ids the model accepts
 //   rms_norm(r, W, eps=rms_eps)        r * W / sqrt(mean(r^2) + eps) over the whole row
 //   norm_heads(r, W, eps=rms_eps)      the same per head: W has the head's length
 //   layer_norm(r, W, bias=B, eps=norm_eps)
@@ -17336,7 +17339,7 @@ struct OpSpec {
 
 inline const std::vector<OpSpec>& op_specs() {
   static const std::vector<OpSpec> specs = {
-      {"embed", OpCode::embed, "t", {}, true, true},
+      {"embed", OpCode::embed, "t", {{"beyond", 'v'}}, true, true},
       {"rms_norm", OpCode::rms_norm, "rt", {{"eps", 'v'}}, false, true},
       {"norm_heads", OpCode::norm_heads, "rt", {{"eps", 'v'}}, false, true},
       {"matmul", OpCode::matmul, "rt", {}, true, true},
@@ -18696,7 +18699,7 @@ param final_softcap = {arch}.final_logit_softcapping | 30
 prologue
   x = embed(token_embd.weight)
   scale(x, sqrt(n_embd))
-  ple = embed(per_layer_token_embd.weight)          # n_layer x ple_width per token
+  ple = embed(per_layer_token_embd.weight, beyond = 0)   # n_layer x ple_width per token (HF: ids past it read row 0)
   scale(ple, sqrt(ple_width))
   pp = matmul(x, per_layer_model_proj.weight)
   scale(pp, rsqrt(n_embd))
@@ -19380,7 +19383,7 @@ class ArchCompiler {
     if (p_.embed_rows != INT64_MAX && p_.n_vocab > p_.embed_rows)
       return fail(Errc::shape_mismatch, 0,
                   strf("the output %s gives %lld logits but the embedding '%s' has %lld rows: ids it produces could "
-                       "not be read back", out.c_str(), nv, x_tensor_.c_str(), static_cast<long long>(p_.embed_rows)));
+                       "not be read back", out.c_str(), nv, rows_tensor_.c_str(), static_cast<long long>(p_.embed_rows)));
     const size_t n_tokens = m_.vocab.tokens.size();
     if (m_.format == "gguf" && n_tokens > 0 && n_tokens != static_cast<size_t>(p_.n_vocab))
       return fail(Errc::shape_mismatch, 0,
@@ -20024,7 +20027,18 @@ class ArchCompiler {
         if (auto r = check_computable(*t, s.line); !r) return r;
         st.w = t;
         w_out = static_cast<int>(t->ne[0]);
-        p_.embed_rows = std::min<int64_t>(p_.embed_rows, t->ne[1]);
+        if (s.kwarg("beyond")) {  // ids past its rows read row `beyond`: the table sets no id limit
+          auto b = value(s.kwarg("beyond")->value, s.line, layer);
+          if (!b) return b.error();
+          if (!(*b >= 0) || *b >= static_cast<double>(t->ne[1]) || *b != std::floor(*b) || t->ne[1] > INT32_MAX)
+            return fail(Errc::shape_mismatch, s.line, strf("embed: beyond = %g is not a row of '%s' (%lld rows)", *b,
+                                                           t->name.c_str(), static_cast<long long>(t->ne[1])));
+          st.off = static_cast<int>(*b);
+          st.vec_len = static_cast<int>(t->ne[1]);
+        } else if (t->ne[1] < p_.embed_rows) {
+          p_.embed_rows = t->ne[1];
+          rows_tensor_ = t->name;
+        }
         if (x_tensor_.empty()) x_tensor_ = t->name;
         break;
       }
@@ -20344,6 +20358,7 @@ class ArchCompiler {
   int cur_layer_ = -1;       // the layer stmt() compiles (-1: prologue / epilogue)
   uint64_t max_steps_;
   std::string x_tensor_, logits_tensor_;  // the embedding and the output weight (messages)
+  std::string rows_tensor_;               // the embedding with the fewest rows (messages)
 };
 
 class Batcher;  // 45_batch
@@ -20839,7 +20854,10 @@ class Context {
       const int wi = s.w_in, wo = s.w_out;
       switch (s.op) {
         case OpCode::embed:
-          for_rows(rows, wo, [&](int t, int) { kern_->dequant_row(*s.w, toks[t], d + size_t(t) * wo); });
+          for_rows(rows, wo, [&](int t, int) {
+            const int32_t id = s.vec_len > 0 && toks[t] >= s.vec_len ? s.off : toks[t];  // beyond = off
+            kern_->dequant_row(*s.w, id, d + size_t(t) * wo);
+          });
           break;
         case OpCode::rms_norm:
         case OpCode::norm_heads: {
@@ -21565,7 +21583,10 @@ class Batcher {
       const int wi = s.w_in, wo = s.w_out;
       switch (s.op) {
         case OpCode::embed:
-          for_rows(rows, wo, [&](int t, int) { kern.dequant_row(*s.w, toks_[static_cast<size_t>(t)], d + size_t(t) * wo); });
+          for_rows(rows, wo, [&](int t, int) {
+            const int32_t id = toks_[static_cast<size_t>(t)];
+            kern.dequant_row(*s.w, s.vec_len > 0 && id >= s.vec_len ? s.off : id, d + size_t(t) * wo);  // beyond = off
+          });
           break;
         case OpCode::rms_norm:
         case OpCode::norm_heads: {

@@ -364,6 +364,9 @@
 //
 //   operation                          computes
 //   x = embed(T)                       row of T (a [n_vocab][n_embd] matrix) for each token id
+//   x = embed(T, beyond = R)           the same, but ids past T's last row read row R (a smaller
+//                                      table, e.g. Gemma 3n's per-layer one); otherwise T's rows
+//                                      bound the ids the model accepts
 //   rms_norm(r, W, eps=rms_eps)        r * W / sqrt(mean(r^2) + eps) over the whole row
 //   norm_heads(r, W, eps=rms_eps)      the same per head: W has the head's length
 //   layer_norm(r, W, bias=B, eps=norm_eps)

@@ -163,7 +163,7 @@ struct OpSpec {
 
 inline const std::vector<OpSpec>& op_specs() {
   static const std::vector<OpSpec> specs = {
-      {"embed", OpCode::embed, "t", {}, true, true},
+      {"embed", OpCode::embed, "t", {{"beyond", 'v'}}, true, true},
       {"rms_norm", OpCode::rms_norm, "rt", {{"eps", 'v'}}, false, true},
       {"norm_heads", OpCode::norm_heads, "rt", {{"eps", 'v'}}, false, true},
       {"matmul", OpCode::matmul, "rt", {}, true, true},

@@ -452,7 +452,7 @@ param final_softcap = {arch}.final_logit_softcapping | 30
 prologue
   x = embed(token_embd.weight)
   scale(x, sqrt(n_embd))
-  ple = embed(per_layer_token_embd.weight)          # n_layer x ple_width per token
+  ple = embed(per_layer_token_embd.weight, beyond = 0)   # n_layer x ple_width per token (HF: ids past it read row 0)
   scale(ple, sqrt(ple_width))
   pp = matmul(x, per_layer_model_proj.weight)
   scale(pp, rsqrt(n_embd))

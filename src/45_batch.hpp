@@ -263,7 +263,10 @@ class Batcher {
       const int wi = s.w_in, wo = s.w_out;
       switch (s.op) {
         case OpCode::embed:
-          for_rows(rows, wo, [&](int t, int) { kern.dequant_row(*s.w, toks_[static_cast<size_t>(t)], d + size_t(t) * wo); });
+          for_rows(rows, wo, [&](int t, int) {
+            const int32_t id = toks_[static_cast<size_t>(t)];
+            kern.dequant_row(*s.w, s.vec_len > 0 && id >= s.vec_len ? s.off : id, d + size_t(t) * wo);  // beyond = off
+          });
           break;
         case OpCode::rms_norm:
         case OpCode::norm_heads: {

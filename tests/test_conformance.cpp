@@ -459,3 +459,74 @@ TEST_CASE("logits: the CLI's default cache is f32") {
   CHECK(def == f32);
   CHECK(def != f16);
 }
+
+// The real E2B / E4B have fewer per-layer rows (vocab_size_per_layer_input 262144) than tokens
+// (262400): Hugging Face reads row 0 of that table for the ids past it (embed(..., beyond = 0)).
+// gemma3n-mini's directory with its per-layer table cut to 300 rows: ids below 300 give the whole
+// table's logits bit for bit, ids from 300 on are accepted and read row 0, ids past the vocabulary
+// are refused.
+TEST_CASE("gemma3n: a Hugging Face per-layer table smaller than the vocabulary reads row 0 for the ids past it") {
+  const std::string src = fixtures_dir() + "/hf/gemma3n-mini/hf-bf16";
+  REQUIRE_MESSAGE(is_directory(src), src << " is missing: run `make fixtures`");
+  std::ifstream in(src + "/model.safetensors", std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto st = llminfer::detail::safetensors_parse(bytes.data(), bytes.size(), "model.safetensors");
+  REQUIRE(st);
+  const int64_t kRows = 300;
+  test::SafetensorsWriter w;
+  int cut = 0;
+  for (const auto& t : st->tensors) {
+    REQUIRE(t.type == llminfer::detail::DType::bf16);
+    std::vector<int64_t> shape = t.shape;
+    uint64_t n = t.nbytes;
+    if (ends_with(t.name, "embed_tokens_per_layer.weight")) {
+      REQUIRE(shape.size() == 2);
+      shape[0] = kRows;
+      n = static_cast<uint64_t>(kRows * shape[1] * 2);
+      cut++;
+    }
+    w.tensor(t.name, "BF16", shape, std::vector<uint8_t>(t.data, t.data + n));
+  }
+  REQUIRE(cut == 1);
+  test::TempDir dir;
+  {
+    std::vector<uint8_t> img = w.build();
+    std::ofstream(dir.file("model.safetensors"), std::ios::binary).write(reinterpret_cast<const char*>(img.data()),
+                                                                       static_cast<std::streamsize>(img.size()));
+  }
+  for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+    std::ifstream i(src + "/" + f, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(i)), std::istreambuf_iterator<char>());
+    if (std::string(f) == "config.json") {
+      const std::string key = "\"vocab_size_per_layer_input\": 512";
+      REQUIRE(text.find(key) != std::string::npos);
+      text.replace(text.find(key), key.size(), "\"vocab_size_per_layer_input\": 300");
+    }
+    std::ofstream(dir.file(f), std::ios::binary) << text;
+  }
+  LoadOptions o;
+  o.threads = 1;
+  o.kv_type = KvType::f32;
+  auto cutm = Model::load(dir.path, o);
+  REQUIRE_MESSAGE(cutm, (cutm ? "" : cutm.error().message));
+  auto full = Model::load(src, o);
+  REQUIRE(full);
+  const auto& ec = llminfer::detail::model_impl(*cutm).engine;
+  const auto& ef = llminfer::detail::model_impl(*full).engine;
+  CHECK(ec->n_vocab() == 512);
+  auto below = std::vector<int32_t>{1, 20, 299, 150, 7};
+  auto a = logits_of_ids(ec, below, true), b = logits_of_ids(ef, below, true);
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(*a == *b);
+  auto past = std::vector<int32_t>{1, 20, 400, 150, 7};
+  auto c = logits_of_ids(ec, past, true), d = logits_of_ids(ef, past, true);
+  REQUIRE(c);
+  REQUIRE(d);
+  CHECK(*c != *d);  // row 0 instead of row 400 of the per-layer table
+  bool finite = true;
+  for (float v : *c) finite = finite && std::isfinite(v);
+  CHECK(finite);
+  auto e = logits_of_ids(ec, std::vector<int32_t>{1, 512}, true);
+  CHECK(!e);
+}
