@@ -141,14 +141,16 @@ template <int NT>
 inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
   constexpr int64_t bs = sizeof(ref::BlockQ4_K);
   const __m256i m4 = _mm256_set1_epi8(15);
-  __m256 acc[NT], accm[NT];
-  for (int t = 0; t < NT; t++) acc[t] = accm[t] = _mm256_setzero_ps();
+  __m256 acc[NT];
+  __m128 accm[NT];
+  for (int t = 0; t < NT; t++) {
+    acc[t] = _mm256_setzero_ps();
+    accm[t] = _mm_setzero_ps();
+  }
   for (int64_t b = 0; b < n / ref::kQK_K; b++) {
     const uint8_t* p = w + b * bs;
     uint64_t sc8, m8;
     q4k_unpack_scales(p + 4, &sc8, &m8);
-    const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8)));
-    const __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
     __m256i isum[NT];
     for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
@@ -167,13 +169,12 @@ inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
     const float d = f16_scale(p), dmin = f16_scale(p + 2);
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
-      const __m256i mins = _mm256_madd_epi16(mdup, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
       const float dx = a[t].d[b];
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * dx), acc[t]);
-      accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(dmin * dx), accm[t]);
+      accm[t] = _mm_fnmadd_ps(_mm_cvtepi32_ps(q4k_min_lanes(m8, a[t].sums + 16 * b)), _mm_set1_ps(dmin * dx), accm[t]);
     }
   }
-  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]) - hsum_ps256(accm[t]);
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]) + reduce4_ps(accm[t]);
 }
 
 // out[t] = dot_q6_k(w, a[t], n), t < NT.
