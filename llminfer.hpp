@@ -6329,6 +6329,7 @@ struct MatmulScratch {
   MatmulInput in;                           // the quantized input (matmul_x)
   AlignedBuffer starts;                     // gemm: integer start values of the blocks (offsets)
   AlignedBuffer xb;                         // gemm: the activations as bf16 (vdpbf16ps)
+  AlignedBuffer xk;                         // gemm: q8_256 activations in micro_kq's order
   std::unique_ptr<AlignedBuffer[]> panels;  // gemm: the decoded panel of each pool thread
   int n_panels;
 };
@@ -6797,9 +6798,10 @@ LLMI_KNS_END
 //    and a block of tokens, decodes the rows once into a panel (unsigned 8-bit values with their
 //    scales, or f32 for float/MLX types) kept in cache, and runs a register-tiled micro-kernel
 //    (kRM rows x kRN tokens) over it: vpmaddubsw + vpdpwssd for K-quants, vpdpbusd for the
-//    32-blocks, f32 FMA for float types. Offsets (Q4_K mins, Q6_K's -32, Q4_0's -8, ...) are a
-//    small float product of per-block weight factors and per-block activation sums added in
-//    the same micro-kernel.
+//    32-blocks, f32 FMA for float types. Offsets (Q4_K mins, Q6_K's -32, Q4_0's -8, ...) are
+//    products of per-block weight factors and per-block activation sums added in the same
+//    micro-kernel. Quantized types keep the float order of llama.cpp's x86 dot products for the
+//    same (row, token), so that the results are its bits.
 //  * Determinism: every output element is computed by one task with arithmetic that depends
 //    only on (row, token, K), never on the thread count or which tile it fell in (ragged tiles
 //    repeat a valid row/token and drop the result), so 1..N threads give the same bits.
@@ -7119,9 +7121,11 @@ inline __m512i dpbusd(__m512i acc, __m512i w, __m512i a) {
 }
 
 // One row's unsigned values (Q4_K 0..15, Q6_K 0..63, Q4_0 0..15, Q5_0 0..31, Q8_0 q + 128) in
-// element order, with its per-block numbers: Q4_K/Q6_K: sub-block scales (each as an int16 pair
-// (sc, sc), for vpdpwssd), super-block d, and int16 pairs for the offsets (Q4_K: its mins
-// (m_2k, m_2k+1), k < 4, with dmin; Q6_K: (-32 sc_2l, -32 sc_2l+1), l < 8); 32-blocks: d.
+// element order, with its per-block numbers: Q4_K/Q6_K: sub-block scales as int16 pairs for
+// vpdpwssd, those of the values 4u..4u+3 of two consecutive 32s (Q4_K: (sc_2m, sc_2m+1) per 64
+// values; Q6_K: (sc_4m+h, sc_4m+2+h) for u < 4 (h 0) and u >= 4 (h 1)), super-block d, and int16
+// pairs for the offsets (Q4_K: its mins (m_2k, m_2k+1), k < 4, with dmin; Q6_K: (-32 sc_2l,
+// -32 sc_2l+1), l < 8); 32-blocks: d.
 struct RowDecode {
   uint8_t* v;
   int32_t* sc;
@@ -7143,10 +7147,7 @@ inline void decode_row(DType t, const uint8_t* src, int64_t K, const RowDecode& 
         q4k_unpack_scales(blk + 4, &sc8, &m8);
         o.d[b] = f16_scale(blk);
         o.dmin[b] = f16_scale(blk + 2);
-        for (int j = 0; j < 8; j++) {
-          const int sc = static_cast<int>((sc8 >> (8 * j)) & 0xFF);
-          o.sc[8 * b + j] = pair16(sc, sc);
-        }
+        for (int m = 0; m < 4; m++) o.sc[4 * b + m] = pair16(static_cast<int>((sc8 >> (16 * m)) & 0xFF), static_cast<int>((sc8 >> (16 * m + 8)) & 0xFF));
         for (int k = 0; k < 4; k++)
           o.pairs[4 * b + k] = pair16(static_cast<int>((m8 >> (16 * k)) & 0xFF), static_cast<int>((m8 >> (16 * k + 8)) & 0xFF));
         for (int ch = 0; ch < 4; ch++) {
@@ -7161,7 +7162,8 @@ inline void decode_row(DType t, const uint8_t* src, int64_t K, const RowDecode& 
         const uint8_t* blk = src + 210 * b;
         o.d[b] = f16_scale(blk + 208);
         const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
-        for (int j = 0; j < 16; j++) o.sc[16 * b + j] = pair16(sc[j], sc[j]);
+        for (int m = 0; m < 4; m++)
+          for (int h = 0; h < 2; h++) o.sc[8 * b + 2 * m + h] = pair16(sc[4 * m + h], sc[4 * m + 2 + h]);
         for (int l = 0; l < 8; l++) o.pairs[8 * b + l] = pair16(-32 * sc[2 * l], -32 * sc[2 * l + 1]);
         for (int h = 0; h < 2; h++) {
           __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
@@ -7221,8 +7223,9 @@ inline void transpose16x16_epi32(const __m512i (&in)[16], __m512i (&out)[16]) {
 }
 
 // A task's rows decoded for the micro-kernels.
-//  quantized: v [groups][K/4][16][4] u8, sc [groups][K/sg][16] int16 pairs (K-quants; sg 32 for
-//             Q4_K, 16 for Q6_K), d [groups][K/db][16] f32 (db 256 K-quants, 32 otherwise),
+//  quantized: v [groups][K/4][16][4] u8 (K-quants: each 64 in kq_order), sc
+//             [groups][K/sg][16] int16 pairs (K-quants; sg 64 for Q4_K, 32 for Q6_K), d
+//             [groups][K/db][16] f32 (db 256 K-quants, 32 otherwise),
 //             pairs [groups][K/pg][16] int16 pairs (pg 64 Q4_K, 32 Q6_K), dmin [groups][K/256][16]
 //             f32 (Q4_K) (RowDecode).
 //  float:     f [rows][K] f32.
@@ -7237,6 +7240,14 @@ struct Panel {
   float* f = nullptr;
   int sg = 32, db = 32, pg = 32;
 };
+
+// 64 bytes of K-quant values or activations in micro_kq's order: the 16-bit pairs of the first 32
+// and the second 32 interleaved (dword j: bytes 2j, 2j+1 of both).
+inline __m512i kq_order(__m512i v) {
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3,
+                                       18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(idx, v);
+}
 
 // Decodes rows [r0, r0 + nr) (nr <= kRB; missing rows are zero) into P.
 inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuffer& buf, Panel& P) {
@@ -7253,7 +7264,7 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
     return true;
   }
   const bool kq = act_form(w.type) == ActForm::q8_256, q4k = w.type == DType::q4_K;
-  P.sg = w.type == DType::q6_K ? 16 : 32;
+  P.sg = w.type == DType::q6_K ? 32 : 64;
   P.db = kq ? 256 : 32;
   P.pg = q4k ? 64 : 32;
   const size_t G = kRG, vals = round_up(G * 16 * k, 64), scn = kq ? round_up(G * 16 * k / P.sg * 4, 64) : 0;
@@ -7294,6 +7305,8 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
     for (; k4 + 16 <= k / 4; k4 += 16) {
       __m512i in[16], out[16];
       for (int i = 0; i < 16; i++) in[i] = _mm512_loadu_si512(rows + static_cast<size_t>(i) * rs + 4 * k4);
+      if (kq)  // K-quants: each 64 values in micro_kq's order (kq_order)
+        for (int i = 0; i < 16; i++) in[i] = kq_order(in[i]);
       transpose16x16_epi32(in, out);
       for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (k4 + static_cast<size_t>(j)) * 16, out[j]);
     }
@@ -7302,10 +7315,6 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
   }
   return true;
 }
-
-// Tokens per inner tile of micro_kq (they share the weight loads; each has 8 integer lanes of 16
-// rows live).
-constexpr int kKT = 2;
 
 // acc + (lo16 * sc_lo + hi16 * sc_hi) per int32 lane (signed int16 pairs).
 inline __m512i dpwssd(__m512i acc, __m512i p, __m512i sc) {
@@ -7318,85 +7327,117 @@ inline __m512i dpwssd(__m512i acc, __m512i p, __m512i sc) {
 
 // K-quant micro-kernel: the 32 panel rows times tokens tj[0..kRN); out[g][t] = 16 row results.
 // llama.cpp's order (dot_q4_k / dot_q6_k, ggml_vec_dot_q4_K_q8_K / _q6_K_q8_K), per row lane and
-// token: per super-block 8 integer sums, sum u taking the 4-value steps u, u + 8, u + 16, ... (the
-// values 4u..4u+3 of every 32), each as vpmaddubsw (2 products per int16) then vpdpwssd with its
-// sub-block scale in both halves; Q6_K's start at its -32 offset for sub-blocks 2u, 2u + 1
-// (vpdpwssd of (-32 sc_2u, -32 sc_2u+1) with the activation sums (s_2u, s_2u+1)). One FMA per sum
-// and super-block with d(w) * d(a) into 8 float accumulators. Q4_K's mins: 4 sums per super-block,
+// token: per super-block 8 integer sums, sum u taking the values 4u..4u+3 of every 32, each 4 times
+// its sub-block scale; Q6_K's start at its -32 offset for sub-blocks 2u, 2u + 1 (vpdpwssd of
+// (-32 sc_2u, -32 sc_2u+1) with the activation sums (s_2u, s_2u+1)). One FMA per sum and
+// super-block with d(w) * d(a) into 8 float accumulators. Q4_K's mins: 4 sums per super-block,
 // (m_2k, m_2k+1) times the activation sums of 32 (s_2k, s_2k+1) (qpairs: [T][K/64] int16 pairs),
 // one FMA each with -dmin(w) * d(a). Then the 8 accumulators' tree (that of hsum_ps256) plus
 // (m0 + m2) + (m1 + m3).
+// A scale must multiply every 4-value sum before it joins its lane, so the integer work pairs two:
+// values 4u..4u+3 (x) and 32 + 4u.. (y) of 64, in kq_order (the weights in the panel, the
+// activations in xk), so that two vpmaddubsw give halves of both sums as int16 (x | y) and a
+// vpaddw their sums (at most 4 * 63 * 127 in magnitude), which one vpdpwssd adds to the lane times
+// (sc_x, sc_y): 3 multiplying instructions per 128 values of 16 rows (4 with a vpdpwssd per 64).
+// Each sum u is run over all super-blocks at a time, so that only 2 x 4 integer and float
+// accumulators are live (the tile's weights and activations loaded once for 8 products).
 template <bool kQ4K>
-inline void micro_kq(const Panel& P, const MatmulInput& in, const int32_t* qpairs, const int64_t (&tj)[kRN], __m512 (&out)[kRG][kRN]) {
+inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, const int32_t* qpairs, const int64_t (&tj)[kRN],
+                     __m512 (&out)[kRG][kRN]) {
   const int64_t K = P.K, nsb = K / 256;
   constexpr int kNP = kQ4K ? 4 : 8;  // offset pairs per super-block
+  const int32_t* aq[kRN];  // the activations in kq_order
+  const float* ad[kRN];
+  const int32_t* ap[kRN];  // the activations' int16 pairs of the offsets
+  for (int t = 0; t < kRN; t++) {
+    const ActQ8 a = in.row(ActForm::q8_256, tj[t]);
+    aq[t] = reinterpret_cast<const int32_t*>(xk + tj[t] * K);
+    ad[t] = a.d;
+    ap[t] = kQ4K ? qpairs + tj[t] * (K / 64) : reinterpret_cast<const int32_t*>(a.sums);
+  }
+  const __m512i* wv[kRG];
+  const __m512i* wsc[kRG];
+  const __m512i* wp[kRG];
+  const float* wd[kRG];
+  const float* wdm[kRG];
   for (int g = 0; g < kRG; g++) {
-    const __m512i* wv = reinterpret_cast<const __m512i*>(P.v + static_cast<size_t>(g) * 16 * static_cast<size_t>(K));
-    const __m512i* wsc = reinterpret_cast<const __m512i*>(P.sc + static_cast<size_t>(g) * 16 * static_cast<size_t>(K / P.sg));
-    const __m512i* wp = reinterpret_cast<const __m512i*>(P.pairs + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb * kNP));
-    const float* wd = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb);
-    const float* wdm = P.dmin + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb);
-    for (int t0 = 0; t0 < kRN; t0 += kKT) {
-      const int32_t* aq[kKT];
-      const float* ad[kKT];
-      const int32_t* ap[kKT];  // the activations' int16 pairs of the offsets
-      for (int u = 0; u < kKT; u++) {
-        const ActQ8 a = in.row(ActForm::q8_256, tj[t0 + u]);
-        aq[u] = reinterpret_cast<const int32_t*>(a.q);
-        ad[u] = a.d;
-        ap[u] = kQ4K ? qpairs + tj[t0 + u] * (K / 64) : reinterpret_cast<const int32_t*>(a.sums);
-      }
-      __m512 acc[kKT][8], accm[kKT][4];
-      for (int u = 0; u < kKT; u++) {
-        for (int l = 0; l < 8; l++) acc[u][l] = _mm512_setzero_ps();
-        for (int l = 0; l < 4; l++) accm[u][l] = _mm512_setzero_ps();
-      }
-      for (int64_t s = 0; s < nsb; s++) {
-        __m512i is[kKT][8];
-#pragma GCC unroll 8
-        for (int l = 0; l < 8; l++)
+    wv[g] = reinterpret_cast<const __m512i*>(P.v + static_cast<size_t>(g) * 16 * static_cast<size_t>(K));
+    wsc[g] = reinterpret_cast<const __m512i*>(P.sc + static_cast<size_t>(g) * 16 * static_cast<size_t>(K / P.sg));
+    wp[g] = reinterpret_cast<const __m512i*>(P.pairs + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb * kNP));
+    wd[g] = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb);
+    wdm[g] = P.dmin + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb);
+  }
+  __m512 lanes[kRG][kRN][8];  // the 8 float sums
+  for (int u = 0; u < 8; u++) {
+    __m512 acc[kRG][kRN];
+    for (int g = 0; g < kRG; g++)
+      for (int t = 0; t < kRN; t++) acc[g][t] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+      __m512i is[kRG][kRN];
+#pragma GCC unroll 2
+      for (int g = 0; g < kRG; g++)
 #pragma GCC unroll 4
-          for (int u = 0; u < kKT; u++)
-            is[u][l] = kQ4K ? _mm512_setzero_si512() : dpwssd(_mm512_setzero_si512(), _mm512_load_si512(wp + kNP * s + l), _mm512_set1_epi32(ap[u][kNP * s + l]));
-        for (int c = 0; c < 8; c++) {  // 32 values: 8 steps of 4, one per sum
-          const int64_t k4 = 64 * s + 8 * c;
-          const __m512i sc0 = _mm512_load_si512(wsc + (kQ4K ? 8 * s + c : 16 * s + 2 * c));
-          const __m512i sc1 = kQ4K ? sc0 : _mm512_load_si512(wsc + 16 * s + 2 * c + 1);
-#pragma GCC unroll 8
-          for (int l = 0; l < 8; l++) {
-            const __m512i w = _mm512_load_si512(wv + k4 + l);
+        for (int t = 0; t < kRN; t++)
+          is[g][t] = kQ4K ? _mm512_setzero_si512() : dpwssd(_mm512_setzero_si512(), _mm512_load_si512(wp[g] + 8 * s + u), _mm512_set1_epi32(ap[t][8 * s + u]));
 #pragma GCC unroll 4
-            for (int u = 0; u < kKT; u++)
-              is[u][l] = dpwssd(is[u][l], _mm512_maddubs_epi16(w, _mm512_set1_epi32(aq[u][k4 + l])), l < 4 ? sc0 : sc1);
-          }
+      for (int m = 0; m < 4; m++) {  // 64 values: dwords 16m..16m+15 of the super-block
+        const int64_t k4 = 64 * s + 16 * m + 2 * u;
+        __m512i w1[kRG], w2[kRG], sc[kRG];
+#pragma GCC unroll 2
+        for (int g = 0; g < kRG; g++) {
+          w1[g] = _mm512_load_si512(wv[g] + k4);
+          w2[g] = _mm512_load_si512(wv[g] + k4 + 1);
+          sc[g] = _mm512_load_si512(wsc[g] + (kQ4K ? 4 * s + m : 8 * s + 2 * m + (u >= 4)));
         }
-        const __m512 d = _mm512_load_ps(wd + 16 * s);
 #pragma GCC unroll 4
-        for (int u = 0; u < kKT; u++) {
-          const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(ad[u][s]));
-#pragma GCC unroll 8
-          for (int l = 0; l < 8; l++) acc[u][l] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[u][l]), dd, acc[u][l]);
-          if constexpr (kQ4K) {
-            const __m512 dm = _mm512_mul_ps(_mm512_load_ps(wdm + 16 * s), _mm512_set1_ps(ad[u][s]));
-#pragma GCC unroll 4
-            for (int l = 0; l < 4; l++) {
-              const __m512i m = dpwssd(_mm512_setzero_si512(), _mm512_load_si512(wp + 4 * s + l), _mm512_set1_epi32(ap[u][4 * s + l]));
-              accm[u][l] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), dm, accm[u][l]);
-            }
-          }
+        for (int t = 0; t < kRN; t++) {
+          const __m512i a1 = _mm512_set1_epi32(aq[t][k4]), a2 = _mm512_set1_epi32(aq[t][k4 + 1]);
+#pragma GCC unroll 2
+          for (int g = 0; g < kRG; g++)
+            is[g][t] = dpwssd(is[g][t], _mm512_add_epi16(_mm512_maddubs_epi16(w1[g], a1), _mm512_maddubs_epi16(w2[g], a2)), sc[g]);
         }
       }
-      for (int u = 0; u < kKT; u++) {
-        const __m512* a = acc[u];
-        __m512 r = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[4], a[0]), _mm512_add_ps(a[6], a[2])),
-                                 _mm512_add_ps(_mm512_add_ps(a[5], a[1]), _mm512_add_ps(a[7], a[3])));
-        if constexpr (kQ4K) {
-          const __m512* m = accm[u];
-          r = _mm512_add_ps(r, _mm512_add_ps(_mm512_add_ps(m[0], m[2]), _mm512_add_ps(m[1], m[3])));
-        }
-        out[g][t0 + u] = r;
+#pragma GCC unroll 2
+      for (int g = 0; g < kRG; g++) {
+        const __m512 d = _mm512_load_ps(wd[g] + 16 * s);
+#pragma GCC unroll 4
+        for (int t = 0; t < kRN; t++) acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[g][t]), _mm512_mul_ps(d, _mm512_set1_ps(ad[t][s])), acc[g][t]);
       }
     }
+    for (int g = 0; g < kRG; g++)
+      for (int t = 0; t < kRN; t++) lanes[g][t][u] = acc[g][t];
+  }
+  for (int g = 0; g < kRG; g++)
+    for (int t = 0; t < kRN; t++) {
+      const __m512* a = lanes[g][t];
+      out[g][t] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[4], a[0]), _mm512_add_ps(a[6], a[2])),
+                                _mm512_add_ps(_mm512_add_ps(a[5], a[1]), _mm512_add_ps(a[7], a[3])));
+    }
+  if constexpr (kQ4K) {
+    __m512 mins[kRG][kRN][4];
+    for (int k = 0; k < 4; k++) {
+      __m512 acc[kRG][kRN];
+      for (int g = 0; g < kRG; g++)
+        for (int t = 0; t < kRN; t++) acc[g][t] = _mm512_setzero_ps();
+      for (int64_t s = 0; s < nsb; s++)
+#pragma GCC unroll 2
+        for (int g = 0; g < kRG; g++) {
+          const __m512i mp = _mm512_load_si512(wp[g] + 4 * s + k);
+          const __m512 dmin = _mm512_load_ps(wdm[g] + 16 * s);
+#pragma GCC unroll 4
+          for (int t = 0; t < kRN; t++) {
+            const __m512i m = dpwssd(_mm512_setzero_si512(), mp, _mm512_set1_epi32(ap[t][4 * s + k]));
+            acc[g][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, _mm512_set1_ps(ad[t][s])), acc[g][t]);
+          }
+        }
+      for (int g = 0; g < kRG; g++)
+        for (int t = 0; t < kRN; t++) mins[g][t][k] = acc[g][t];
+    }
+    for (int g = 0; g < kRG; g++)
+      for (int t = 0; t < kRN; t++) {
+        const __m512* m = mins[g][t];
+        out[g][t] = _mm512_add_ps(out[g][t], _mm512_add_ps(_mm512_add_ps(m[0], m[2]), _mm512_add_ps(m[1], m[3])));
+      }
   }
 }
 
@@ -7513,6 +7554,16 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       for (int64_t k = 0; k < K / 64; k++) starts[t * (K / 64) + k] = pair16(s[4 * k] + s[4 * k + 1], s[4 * k + 2] + s[4 * k + 3]);
     }
   }
+  // K-quants: the activations in micro_kq's order
+  int8_t* xk = nullptr;
+  if (f == ActForm::q8_256) {
+    if (!scratch.xk.reserve(static_cast<size_t>(T * K) + 64)) return false;
+    xk = scratch.xk.as<int8_t>();
+    for (int64_t t = 0; t < T; t++) {
+      const int8_t* q = in.row(f, t).q;
+      for (int64_t k = 0; k < K; k += 64) _mm512_storeu_si512(xk + t * K + k, kq_order(_mm512_loadu_si512(q + k)));
+    }
+  }
 #if defined(LLMI_SIMD_BF16)
   // bf16: the activations (already rounded to bf16) as bf16 once; rows are used in place
   AlignedBuffer& xb_buf = scratch.xb;
@@ -7567,8 +7618,8 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
         continue;
       }
       __m512 out[kRG][kRN];
-      if (w.type == DType::q4_K) micro_kq<true>(P, in, starts, tj, out);
-      else if (w.type == DType::q6_K) micro_kq<false>(P, in, starts, tj, out);
+      if (w.type == DType::q4_K) micro_kq<true>(P, in, xk, starts, tj, out);
+      else if (w.type == DType::q6_K) micro_kq<false>(P, in, xk, starts, tj, out);
       else micro_q32(P, in, starts, tj, out);
       for (int j = 0; j < kRN && j0 + j < nt; j++) {
         float* yt = y + (t0 + j0 + j) * ldy + r0;
