@@ -7316,6 +7316,14 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
   return true;
 }
 
+// The tokens of a micro-tile: first, first + 1, ... up to last (repeated beyond: ragged tiles).
+// (Passed as two numbers: an array written just before the call and read as one vector by the
+// micro-kernel stalled it until the stores ahead of it, the previous tile's results, had left.)
+struct TokenTile {
+  int64_t first, last;
+  int64_t operator[](int j) const { return std::min(first + j, last); }
+};
+
 // acc + (lo16 * sc_lo + hi16 * sc_hi) per int32 lane (signed int16 pairs).
 inline __m512i dpwssd(__m512i acc, __m512i p, __m512i sc) {
 #if defined(LLMI_SIMD_VNNI)
@@ -7342,18 +7350,18 @@ inline __m512i dpwssd(__m512i acc, __m512i p, __m512i sc) {
 // Each sum u is run over all super-blocks at a time, so that only 2 x 4 integer and float
 // accumulators are live (the tile's weights and activations loaded once for 8 products).
 template <bool kQ4K>
-inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, const int32_t* qpairs, const int64_t (&tj)[kRN],
-                     __m512 (&out)[kRG][kRN]) {
+inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, const int32_t* qpairs, TokenTile tj, __m512 (&out)[kRG][kRN]) {
   const int64_t K = P.K, nsb = K / 256;
   constexpr int kNP = kQ4K ? 4 : 8;  // offset pairs per super-block
   const int32_t* aq[kRN];  // the activations in kq_order
   const float* ad[kRN];
   const int32_t* ap[kRN];  // the activations' int16 pairs of the offsets
   for (int t = 0; t < kRN; t++) {
-    const ActQ8 a = in.row(ActForm::q8_256, tj[t]);
-    aq[t] = reinterpret_cast<const int32_t*>(xk + tj[t] * K);
+    const int64_t tt = tj[t];
+    const ActQ8 a = in.row(ActForm::q8_256, tt);
+    aq[t] = reinterpret_cast<const int32_t*>(xk + tt * K);
     ad[t] = a.d;
-    ap[t] = kQ4K ? qpairs + tj[t] * (K / 64) : reinterpret_cast<const int32_t*>(a.sums);
+    ap[t] = kQ4K ? qpairs + tt * (K / 64) : reinterpret_cast<const int32_t*>(a.sums);
   }
   const __m512i* wv[kRG];
   const __m512i* wsc[kRG];
@@ -7446,7 +7454,7 @@ inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, co
 // 8-lane tree, as dot_q8_0 / dot_q4_0 / dot_q5_0 (and llamafile's sgemm). Each 4-value sum is
 // exact: the unsigned values (q + 128, q4 0..15, q5 0..31) times a start at -offset * (sum of
 // those 4 activations).
-inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* starts4, const int64_t (&tj)[kRN], __m512 (&out)[kRG][kRN]) {
+inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* starts4, TokenTile tj, __m512 (&out)[kRG][kRN]) {
   const int64_t K = P.K, nb = K / 32;
   const __m512i* wv[kRG];
   const float* wd[kRG];
@@ -7482,7 +7490,7 @@ inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* star
 }
 
 // Float micro-kernel (f32 panel of f32/f16/bf16/MLX weights times f32 X): 2 x 4 dot products.
-inline void micro_f32(const Panel& P, const int64_t (&pi)[2], const MatmulInput& in, const int64_t (&tj)[4], float (&out)[2][4]) {
+inline void micro_f32(const Panel& P, const int64_t (&pi)[2], const MatmulInput& in, TokenTile tj, float (&out)[2][4]) {
   const int64_t K = P.K;
   const float* wr[2] = {P.f + pi[0] * K, P.f + pi[1] * K};
   const float* xr[4];
@@ -7605,8 +7613,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       return;
     }
     for (int64_t j0 = 0; j0 < nt; j0 += kRN) {
-      int64_t tj[kRN];
-      for (int j = 0; j < kRN; j++) tj[j] = t0 + std::min<int64_t>(j0 + j, nt - 1);
+      const TokenTile tj{t0 + j0, t0 + nt - 1};
       if (f == ActForm::f32) {
         for (int64_t i0 = 0; i0 < nr; i0 += 2) {
           int64_t pi[2] = {i0, std::min<int64_t>(i0 + 1, nr - 1)};
