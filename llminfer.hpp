@@ -5649,25 +5649,46 @@ inline void q4k_unpack_scales(const uint8_t* s12, uint64_t* sc8, uint64_t* m8) {
   *m8 = m_lo | static_cast<uint64_t>(m_hi) << 32;
 }
 
+// llama.cpp's x86 float order of the K-quant dot products (ggml_vec_dot_q4_K_q8_K and _q6_K_q8_K,
+// the AVX2 code, which its AVX-512 builds run too), which the x86 kernels below, their multi-token
+// forms (dotn_*) and the AVX-512 matrix micro-kernel (micro_kq) take, so that their results are its
+// bits. Per super-block, 8 int32 lanes: lane l holds the products of the values 4l..4l+3 of every
+// 32 consecutive ones (each times its sub-block scale), and for Q6_K also its -32 offset for
+// sub-blocks 2l and 2l + 1 (-32 * (sc * sum of the activations) of each); one 8-lane FMA per
+// super-block with d(w) * d(a). Q4_K's mins: 4 int32 lanes, lane k = m_2k * s_2k + m_2k+1 * s_2k+1
+// (s_j the sum of the activations of sub-block j), one 4-lane FMA with -dmin(w) * d(a). The result:
+// hsum of the 8 lanes (the tree of hsum_ps256), plus (Q4_K) (m0 + m2) + (m1 + m3) of the 4.
+#if defined(LLMI_SIMD_AVX2)
+// Q4_K's mins of one super-block as llama.cpp's 4 int32 lanes (m8: the 8 mins as bytes; sums: the
+// 16 activation sums of 16 values).
+inline __m128i q4k_min_lanes(uint64_t m8, const int16_t* sums) {
+  const __m256i s16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums));
+  const __m128i s32 = _mm_hadd_epi16(_mm256_castsi256_si128(s16), _mm256_extracti128_si256(s16, 1));
+  return _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8))), s32);
+}
+// (m0 + m2) + (m1 + m3) of the mins' accumulator.
+inline float reduce4_ps(__m128 v) {
+  v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+}
+#endif
+
 inline float dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
   [[maybe_unused]] const int64_t nb = n / ref::kQK_K;
   [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ4_K);
+  // x86: llama.cpp's order (see above)
 #if defined(LLMI_SIMD_AVX512)
   const __m512i m4 = _mm512_set1_epi8(15);
   // scale vectors: int16 lanes 0..15 take sub-block scale k, lanes 16..31 take k + 1
   const __m512i sel0 = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0003000300030003, 0x0003000300030003,
                                         0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002);
-  __m512 acc = _mm512_setzero_ps();
-  __m256 accm = _mm256_setzero_ps();
+  __m256 acc = _mm256_setzero_ps();
+  __m128 accm = _mm_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
     uint64_t sc8, m8;
     q4k_unpack_scales(p + 4, &sc8, &m8);
     __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
-    // mins: sum_j m_j * (sum of a over sub-block j), as 8 int32 lanes (one per sub-block)
-    __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8)));
-    __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-    __m256i mins = _mm256_madd_epi16(mdup, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)));
     const int8_t* q8 = a.q + ref::kQK_K * b;
     __m512i isum = _mm512_setzero_si512();
     for (int c = 0; c < 2; c++) {  // 128 weights: bytes 64c..64c+63, sub-blocks 4c..4c+3
@@ -5680,22 +5701,21 @@ inline float dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
       isum = dot_u8s8_scaled_512(isum, w0, _mm512_loadu_si512(q8 + 128 * c), s0);
       isum = dot_u8s8_scaled_512(isum, w1, _mm512_loadu_si512(q8 + 128 * c + 64), s1);
     }
-    float dx = a.d[b];
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(f16_scale(p) * dx), acc);
-    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(f16_scale(p + 2) * dx), accm);
+    // the two halves hold two sub-blocks' values at the same positions: added, llama.cpp's 8 lanes
+    const __m256i isum8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
+    const float dx = a.d[b];
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum8), _mm256_set1_ps(f16_scale(p) * dx), acc);
+    accm = _mm_fnmadd_ps(_mm_cvtepi32_ps(q4k_min_lanes(m8, a.sums + 16 * b)), _mm_set1_ps(f16_scale(p + 2) * dx), accm);
   }
-  return _mm512_reduce_add_ps(acc) - hsum_ps256(accm);
+  return hsum_ps256(acc) + reduce4_ps(accm);
 #elif defined(LLMI_SIMD_AVX2)
   const __m256i m4 = _mm256_set1_epi8(15);
   __m256 acc = _mm256_setzero_ps();
-  __m256 accm = _mm256_setzero_ps();
+  __m128 accm = _mm_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
     uint64_t sc8, m8;
     q4k_unpack_scales(p + 4, &sc8, &m8);
-    __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8)));
-    __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-    __m256i mins = _mm256_madd_epi16(mdup, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)));
     const int8_t* q8 = a.q + ref::kQK_K * b;
     __m256i isum = _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
@@ -5707,11 +5727,11 @@ inline float dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
       __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c + 32)));
       isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
     }
-    float dx = a.d[b];
+    const float dx = a.d[b];
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(f16_scale(p) * dx), acc);
-    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(f16_scale(p + 2) * dx), accm);
+    accm = _mm_fnmadd_ps(_mm_cvtepi32_ps(q4k_min_lanes(m8, a.sums + 16 * b)), _mm_set1_ps(f16_scale(p + 2) * dx), accm);
   }
-  return hsum_ps256(acc) - hsum_ps256(accm);
+  return hsum_ps256(acc) + reduce4_ps(accm);
 #elif defined(LLMI_SIMD_NEON)
   float acc = 0;
   for (int64_t b = 0; b < nb; b++) {
@@ -5752,15 +5772,15 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
   // int16 lane i of a 64-weight scale vector takes scale 4k + i / 8
   const __m512i sel = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002, 0x0002000200020002,
                                        0x0001000100010001, 0x0001000100010001, 0, 0);
-  __m512 acc = _mm512_setzero_ps();
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
     __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
     __m512i sc512 = _mm512_castsi256_si512(sc);
-    // the -32 offset: -32 * sum_j sc_j * (sum of a over sub-block j)
+    // the -32 offset: -32 * (sc_2l * s_2l + sc_2l+1 * s_2l+1) in lane l (s_j: the sum of a over
+    // sub-block j), llama.cpp's lanes
     __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)));
-    __m512i isum = _mm512_castsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5)));
-    isum = _mm512_inserti64x4(isum, _mm256_setzero_si256(), 1);
+    __m512i isum = _mm512_setzero_si512();
     const int8_t* q8 = a.q + ref::kQK_K * b;
     for (int h = 0; h < 2; h++) {
       __m512i ql = _mm512_loadu_si512(p + 64 * h);
@@ -5772,9 +5792,13 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
       isum = dot_u8s8_scaled_512(isum, v0, _mm512_loadu_si512(q8 + 128 * h), s0);
       isum = dot_u8s8_scaled_512(isum, v1, _mm512_loadu_si512(q8 + 128 * h + 64), s1);
     }
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(f16_scale(p + 208) * a.d[b]), acc);
+    // the two halves hold values at the same positions of two 32-value chunks: added, and the
+    // offset, llama.cpp's 8 lanes
+    __m256i isum8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
+    isum8 = _mm256_sub_epi32(isum8, _mm256_slli_epi32(off, 5));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum8), _mm256_set1_ps(f16_scale(p + 208) * a.d[b]), acc);
   }
-  return _mm512_reduce_add_ps(acc);
+  return hsum_ps256(acc);
 #elif defined(LLMI_SIMD_AVX2)
   const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
   __m256 acc = _mm256_setzero_ps();
@@ -6307,15 +6331,11 @@ class MatmulInput {
     F.q_stride = round_up(static_cast<size_t>(n_), 64);
     F.nd = static_cast<size_t>(n_ / blk);
     F.ns = static_cast<size_t>(n_ / sum_len);
-    F.nc = static_cast<size_t>(n_ / 32);
     const size_t T = static_cast<size_t>(n_tokens_);
-    // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16 |
-    // corr16 [ns] f32 | corr32 [nc] f32
+    // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16
     F.off_d = F.q_stride;
     F.off_s = F.off_d + round_up(4 * F.nd, 64);
-    F.off_c16 = F.off_s + round_up(2 * F.ns, 64);
-    F.off_c32 = F.off_c16 + round_up(4 * F.ns, 64);
-    F.row_bytes = F.off_c32 + round_up(4 * F.nc, 64);
+    F.row_bytes = F.off_s + round_up(2 * F.ns, 64);
     if (!F.buf.reserve(F.row_bytes * T)) return false;
     auto one = [&](int64_t t) {
       const float* xt = x_ + t * n_;
@@ -6324,15 +6344,6 @@ class MatmulInput {
       float* d = const_cast<float*>(a.d);
       int16_t* s = const_cast<int16_t*>(a.sums);
       quantize(xt, n_, q, d, s);
-      // activation factors of the offset corrections: d * (sum of q) per 16 (q8_256) and per 32
-      float* c16 = corr(f, t, 16);
-      float* c32 = corr(f, t, 32);
-      if (f == ActForm::q8_256) {
-        for (size_t g = 0; g < F.ns; g++) c16[g] = d[g / 16] * static_cast<float>(s[g]);
-        for (size_t g = 0; g < F.nc; g++) c32[g] = d[g / 8] * static_cast<float>(s[2 * g] + s[2 * g + 1]);
-      } else {
-        for (size_t g = 0; g < F.nc; g++) c32[g] = d[g] * static_cast<float>(s[g]);
-      }
     };
     if (n_tokens_ * n_ >= 16384 && n_tokens_ > 1) pool.parallel_for(static_cast<int>(n_tokens_), [&](int t, int) { one(t); });
     else for (int64_t t = 0; t < n_tokens_; t++) one(t);
@@ -6350,11 +6361,6 @@ class MatmulInput {
     a.sums = reinterpret_cast<const int16_t*>(base + F.off_s);
     return a;
   }
-  // Per-token activation factors d * (sum of q) over groups of 16 or 32 (offset corrections).
-  float* corr(ActForm f, int64_t t, int group) const {
-    const Form& F = form(f);
-    return F.buf.as<float>(F.row_bytes * static_cast<size_t>(t) + (group == 16 ? F.off_c16 : F.off_c32));
-  }
 
   // Sums of X over groups of `gs` (MLX biases), made once per group size.
   bool prepare_mlx(int gs) {
@@ -6370,8 +6376,8 @@ class MatmulInput {
  private:
   struct Form {
     AlignedBuffer buf;
-    size_t q_stride = 0, nd = 0, ns = 0, nc = 0, row_bytes = 0;
-    size_t off_d = 0, off_s = 0, off_c16 = 0, off_c32 = 0;
+    size_t q_stride = 0, nd = 0, ns = 0, row_bytes = 0;
+    size_t off_d = 0, off_s = 0;
   };
   Form& form(ActForm f) { return forms_[f == ActForm::q8_256]; }
   const Form& form(ActForm f) const { return forms_[f == ActForm::q8_256]; }
@@ -6394,6 +6400,7 @@ struct MatmulScratch {
   MatmulInput in;                           // the quantized input (matmul_x)
   AlignedBuffer starts;                     // gemm: integer start values of the blocks (offsets)
   AlignedBuffer xb;                         // gemm: the activations as bf16 (vdpbf16ps)
+  AlignedBuffer xk;                         // gemm: q8_256 activations in micro_kq's order
   std::unique_ptr<AlignedBuffer[]> panels;  // gemm: the decoded panel of each pool thread
   int n_panels;
 };
@@ -6862,9 +6869,10 @@ LLMI_KNS_END
 //    and a block of tokens, decodes the rows once into a panel (unsigned 8-bit values with their
 //    scales, or f32 for float/MLX types) kept in cache, and runs a register-tiled micro-kernel
 //    (kRM rows x kRN tokens) over it: vpmaddubsw + vpdpwssd for K-quants, vpdpbusd for the
-//    32-blocks, f32 FMA for float types. Offsets (Q4_K mins, Q6_K's -32, Q4_0's -8, ...) are a
-//    small float product of per-block weight factors and per-block activation sums added in
-//    the same micro-kernel.
+//    32-blocks, f32 FMA for float types. Offsets (Q4_K mins, Q6_K's -32, Q4_0's -8, ...) are
+//    products of per-block weight factors and per-block activation sums added in the same
+//    micro-kernel. Quantized types keep the float order of llama.cpp's x86 dot products for the
+//    same (row, token), so that the results are its bits.
 //  * Determinism: every output element is computed by one task with arithmetic that depends
 //    only on (row, token, K), never on the thread count or which tile it fell in (ragged tiles
 //    repeat a valid row/token and drop the result), so 1..N threads give the same bits.
@@ -6991,14 +6999,16 @@ template <int NT>
 inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
   constexpr int64_t bs = sizeof(ref::BlockQ4_K);
   const __m256i m4 = _mm256_set1_epi8(15);
-  __m256 acc[NT], accm[NT];
-  for (int t = 0; t < NT; t++) acc[t] = accm[t] = _mm256_setzero_ps();
+  __m256 acc[NT];
+  __m128 accm[NT];
+  for (int t = 0; t < NT; t++) {
+    acc[t] = _mm256_setzero_ps();
+    accm[t] = _mm_setzero_ps();
+  }
   for (int64_t b = 0; b < n / ref::kQK_K; b++) {
     const uint8_t* p = w + b * bs;
     uint64_t sc8, m8;
     q4k_unpack_scales(p + 4, &sc8, &m8);
-    const __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8)));
-    const __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
     __m256i isum[NT];
     for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
@@ -7017,13 +7027,12 @@ inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
     const float d = f16_scale(p), dmin = f16_scale(p + 2);
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
-      const __m256i mins = _mm256_madd_epi16(mdup, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
       const float dx = a[t].d[b];
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * dx), acc[t]);
-      accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(dmin * dx), accm[t]);
+      accm[t] = _mm_fnmadd_ps(_mm_cvtepi32_ps(q4k_min_lanes(m8, a[t].sums + 16 * b)), _mm_set1_ps(dmin * dx), accm[t]);
     }
   }
-  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]) - hsum_ps256(accm[t]);
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]) + reduce4_ps(accm[t]);
 }
 
 // out[t] = dot_q6_k(w, a[t], n), t < NT.
@@ -7149,9 +7158,9 @@ inline void gemv_each(const TensorView& w, const MatmulInput& in, float* y, int6
 // [K/4][16 rows][4 bytes], so one zmm is 4 consecutive values of 16 rows, and vpdpbusd with the
 // token's 4 activation bytes broadcast adds 4 products to each row's int32 lane (64 MACs per
 // instruction, no horizontal sums). A micro-tile is 2 such groups (32 rows) x kRN tokens; a
-// block's integer sum is scaled per row lane (sub-block scales, block scales) and accumulated
-// in float per token. Offsets enter as integer start values (-offset * sum of the activations)
-// or, for Q4_K's mins (another float scale), as one float FMA per sub-block.
+// block's integer sums are scaled per row lane (block scales) and accumulated in float per token,
+// in the lanes and order of llama.cpp's dot products (see micro_kq and micro_q32). Offsets enter
+// as integer start values (-offset * sum of the activations), Q4_K's mins as llama.cpp's own sums.
 // Float weights (f32/f16/bf16/MLX) use a dot-product tile over an f32 panel instead.
 #if defined(LLMI_SIMD_AVX512)
 constexpr int kGR = 16;   // rows per group (one zmm of int32 / f32 lanes)
@@ -7183,14 +7192,22 @@ inline __m512i dpbusd(__m512i acc, __m512i w, __m512i a) {
 }
 
 // One row's unsigned values (Q4_K 0..15, Q6_K 0..63, Q4_0 0..15, Q5_0 0..31, Q8_0 q + 128) in
-// element order, with its per-block numbers: Q4_K/Q6_K: sub-block scales (int32), super-block d,
-// and Q4_K's -dmin*m_j; 32-blocks: d.
+// element order, with its per-block numbers: Q4_K/Q6_K: sub-block scales as int16 pairs for
+// vpdpwssd, those of the values 4u..4u+3 of two consecutive 32s (Q4_K: (sc_2m, sc_2m+1) per 64
+// values; Q6_K: (sc_4m+h, sc_4m+2+h) for u < 4 (h 0) and u >= 4 (h 1)), super-block d, and int16
+// pairs for the offsets (Q4_K: its mins (m_2k, m_2k+1), k < 4, with dmin; Q6_K: (-32 sc_2l,
+// -32 sc_2l+1), l < 8); 32-blocks: d.
 struct RowDecode {
   uint8_t* v;
   int32_t* sc;
   float* d;
-  float* mins;
+  float* dmin;
+  int32_t* pairs;
 };
+// Two int16 values in one int32 (lo in the low half).
+inline int32_t pair16(int lo, int hi) {
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) | static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
+}
 inline void decode_row(DType t, const uint8_t* src, int64_t K, const RowDecode& o) {
   const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
   switch (t) {
@@ -7199,12 +7216,11 @@ inline void decode_row(DType t, const uint8_t* src, int64_t K, const RowDecode& 
         const uint8_t* blk = src + 144 * b;
         uint64_t sc8, m8;
         q4k_unpack_scales(blk + 4, &sc8, &m8);
-        const float dmin = f16_scale(blk + 2);
         o.d[b] = f16_scale(blk);
-        for (int j = 0; j < 8; j++) {
-          o.sc[8 * b + j] = static_cast<int32_t>((sc8 >> (8 * j)) & 0xFF);
-          o.mins[8 * b + j] = -dmin * static_cast<float>((m8 >> (8 * j)) & 0xFF);
-        }
+        o.dmin[b] = f16_scale(blk + 2);
+        for (int m = 0; m < 4; m++) o.sc[4 * b + m] = pair16(static_cast<int>((sc8 >> (16 * m)) & 0xFF), static_cast<int>((sc8 >> (16 * m + 8)) & 0xFF));
+        for (int k = 0; k < 4; k++)
+          o.pairs[4 * b + k] = pair16(static_cast<int>((m8 >> (16 * k)) & 0xFF), static_cast<int>((m8 >> (16 * k + 8)) & 0xFF));
         for (int ch = 0; ch < 4; ch++) {
           __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * ch));
           _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 256 * b + 64 * ch), _mm256_and_si256(q, m4));
@@ -7216,7 +7232,10 @@ inline void decode_row(DType t, const uint8_t* src, int64_t K, const RowDecode& 
       for (int64_t b = 0; b < K / 256; b++) {
         const uint8_t* blk = src + 210 * b;
         o.d[b] = f16_scale(blk + 208);
-        for (int j = 0; j < 16; j++) o.sc[16 * b + j] = static_cast<int8_t>(blk[192 + j]);
+        const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+        for (int m = 0; m < 4; m++)
+          for (int h = 0; h < 2; h++) o.sc[8 * b + 2 * m + h] = pair16(sc[4 * m + h], sc[4 * m + 2 + h]);
+        for (int l = 0; l < 8; l++) o.pairs[8 * b + l] = pair16(-32 * sc[2 * l], -32 * sc[2 * l + 1]);
         for (int h = 0; h < 2; h++) {
           __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
           __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
@@ -7249,7 +7268,7 @@ inline void decode_row(DType t, const uint8_t* src, int64_t K, const RowDecode& 
       break;
   }
 }
-inline int quant_offset(DType t) { return t == DType::q8_0 ? 128 : t == DType::q4_0 ? 8 : t == DType::q5_0 ? 16 : t == DType::q6_K ? 32 : 0; }
+inline int quant_offset(DType t) { return t == DType::q8_0 ? 128 : t == DType::q4_0 ? 8 : t == DType::q5_0 ? 16 : 0; }
 
 // out[j] = column j of the 16 x 16 dword matrix in[0..15] (rows).
 inline void transpose16x16_epi32(const __m512i (&in)[16], __m512i (&out)[16]) {
@@ -7275,9 +7294,11 @@ inline void transpose16x16_epi32(const __m512i (&in)[16], __m512i (&out)[16]) {
 }
 
 // A task's rows decoded for the micro-kernels.
-//  quantized: v [groups][K/4][16][4] u8, sc [groups][K/sg][16] int32 (K-quants; sg 32 for Q4_K,
-//             16 for Q6_K), d [groups][K/db][16] f32 (db 256 K-quants, 32 otherwise),
-//             mins [groups][K/32][16] f32 (Q4_K).
+//  quantized: v [groups][K/4][16][4] u8 (K-quants: each 64 in kq_order), sc
+//             [groups][K/sg][16] int16 pairs (K-quants; sg 64 for Q4_K, 32 for Q6_K), d
+//             [groups][K/db][16] f32 (db 256 K-quants, 32 otherwise),
+//             pairs [groups][K/pg][16] int16 pairs (pg 64 Q4_K, 32 Q6_K), dmin [groups][K/256][16]
+//             f32 (Q4_K) (RowDecode).
 //  float:     f [rows][K] f32.
 struct Panel {
   int64_t K = 0, rows = 0;
@@ -7285,10 +7306,19 @@ struct Panel {
   uint8_t* v = nullptr;
   int32_t* sc = nullptr;
   float* d = nullptr;
-  float* mins = nullptr;
+  int32_t* pairs = nullptr;
+  float* dmin = nullptr;
   float* f = nullptr;
-  int sg = 32, db = 32;
+  int sg = 32, db = 32, pg = 32;
 };
+
+// 64 bytes of K-quant values or activations in micro_kq's order: the 16-bit pairs of the first 32
+// and the second 32 interleaved (dword j: bytes 2j, 2j+1 of both).
+inline __m512i kq_order(__m512i v) {
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3,
+                                       18, 2, 17, 1, 16, 0);
+  return _mm512_permutexvar_epi16(idx, v);
+}
 
 // Decodes rows [r0, r0 + nr) (nr <= kRB; missing rows are zero) into P.
 inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuffer& buf, Panel& P) {
@@ -7304,40 +7334,41 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
     for (int64_t i = 0; i < nr; i++) dequant_row(w, r0 + i, P.f + static_cast<size_t>(i) * k);
     return true;
   }
-  const bool kq = act_form(w.type) == ActForm::q8_256;
-  P.sg = w.type == DType::q6_K ? 16 : 32;
+  const bool kq = act_form(w.type) == ActForm::q8_256, q4k = w.type == DType::q4_K;
+  P.sg = w.type == DType::q6_K ? 32 : 64;
   P.db = kq ? 256 : 32;
+  P.pg = q4k ? 64 : 32;
   const size_t G = kRG, vals = round_up(G * 16 * k, 64), scn = kq ? round_up(G * 16 * k / P.sg * 4, 64) : 0;
-  const size_t dn = round_up(G * 16 * k / P.db * 4, 64), mn = w.type == DType::q4_K ? round_up(G * 16 * k / 32 * 4, 64) : 0;
-  const size_t tmp = round_up(k, 64) * 16 + round_up(k / 16 * 4, 64) + 2 * round_up(k / 16 * 4, 64);
-  if (!buf.reserve(vals + scn + dn + mn + tmp)) return false;
+  const size_t dn = round_up(G * 16 * k / P.db * 4, 64), pn = kq ? round_up(G * 16 * k / P.pg * 4, 64) : 0;
+  const size_t dmn = q4k ? round_up(G * 16 * k / 256 * 4, 64) : 0;
+  const size_t tn = round_up(k / 16 * 4, 64);  // one row's numbers (at most K/16 of each)
+  if (!buf.reserve(vals + scn + dn + pn + dmn + round_up(k, 64) * 16 + 4 * tn)) return false;
   P.v = buf.as<uint8_t>();
   P.sc = buf.as<int32_t>(vals);
   P.d = buf.as<float>(vals + scn);
-  P.mins = buf.as<float>(vals + scn + dn);
-  uint8_t* rows = buf.as<uint8_t>(vals + scn + dn + mn);            // [16][K] one group's rows
-  const size_t rs = round_up(k, 64);
-  int32_t* tsc = buf.as<int32_t>(vals + scn + dn + mn + rs * 16);  // one row's numbers
-  float* td = reinterpret_cast<float*>(tsc + round_up(k / 16 * 4, 64) / 4);
-  float* tm = td + round_up(k / 16 * 4, 64) / 4;
-  const size_t nsc = kq ? k / static_cast<size_t>(P.sg) : 0, nd = k / static_cast<size_t>(P.db), nm = k / 32;
+  P.pairs = buf.as<int32_t>(vals + scn + dn);
+  P.dmin = buf.as<float>(vals + scn + dn + pn);
+  const size_t tmp = vals + scn + dn + pn + dmn, rs = round_up(k, 64);
+  uint8_t* rows = buf.as<uint8_t>(tmp);  // [16][K] one group's rows
+  const RowDecode t{nullptr, buf.as<int32_t>(tmp + rs * 16), buf.as<float>(tmp + rs * 16 + tn),
+                    buf.as<float>(tmp + rs * 16 + 2 * tn), buf.as<int32_t>(tmp + rs * 16 + 3 * tn)};
+  const size_t nsc = kq ? k / static_cast<size_t>(P.sg) : 0, nd = k / static_cast<size_t>(P.db);
+  const size_t np = kq ? k / static_cast<size_t>(P.pg) : 0, ndm = q4k ? k / 256 : 0;
+  // panel[(g * n + j) * 16 + i] = row i's value j (or 0 for a padding row)
+  auto put = [&](auto* panel, const auto* row, size_t n, size_t g, int i, bool pad) {
+    for (size_t j = 0; j < n; j++) panel[(g * n + j) * 16 + static_cast<size_t>(i)] = pad ? 0 : row[j];
+  };
   for (size_t g = 0; g < G; g++) {
     for (int i = 0; i < 16; i++) {
       const int64_t r = static_cast<int64_t>(g) * 16 + i;
       uint8_t* rv = rows + static_cast<size_t>(i) * rs;
-      if (r >= nr) {  // padding rows compute zeros (never stored)
-        std::memset(rv, 0, k);
-        for (size_t j = 0; j < nsc; j++) P.sc[(g * nsc + j) * 16 + static_cast<size_t>(i)] = 0;
-        for (size_t j = 0; j < nd; j++) P.d[(g * nd + j) * 16 + static_cast<size_t>(i)] = 0;
-        if (P.type == DType::q4_K)
-          for (size_t j = 0; j < nm; j++) P.mins[(g * nm + j) * 16 + static_cast<size_t>(i)] = 0;
-        continue;
-      }
-      decode_row(w.type, w.data + static_cast<uint64_t>(r0 + r) * rb, K, RowDecode{rv, tsc, td, tm});
-      for (size_t j = 0; j < nsc; j++) P.sc[(g * nsc + j) * 16 + static_cast<size_t>(i)] = tsc[j];
-      for (size_t j = 0; j < nd; j++) P.d[(g * nd + j) * 16 + static_cast<size_t>(i)] = td[j];
-      if (P.type == DType::q4_K)
-        for (size_t j = 0; j < nm; j++) P.mins[(g * nm + j) * 16 + static_cast<size_t>(i)] = tm[j];
+      const bool pad = r >= nr;  // padding rows compute zeros (never stored)
+      if (pad) std::memset(rv, 0, k);
+      else decode_row(w.type, w.data + static_cast<uint64_t>(r0 + r) * rb, K, RowDecode{rv, t.sc, t.d, t.dmin, t.pairs});
+      put(P.sc, t.sc, nsc, g, i, pad);
+      put(P.d, t.d, nd, g, i, pad);
+      put(P.pairs, t.pairs, np, g, i, pad);
+      put(P.dmin, t.dmin, ndm, g, i, pad);
     }
     // interleave: v[g][k4][i] = dword k4 of row i
     uint32_t* dst = reinterpret_cast<uint32_t*>(P.v + g * 16 * k);
@@ -7345,6 +7376,8 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
     for (; k4 + 16 <= k / 4; k4 += 16) {
       __m512i in[16], out[16];
       for (int i = 0; i < 16; i++) in[i] = _mm512_loadu_si512(rows + static_cast<size_t>(i) * rs + 4 * k4);
+      if (kq)  // K-quants: each 64 values in micro_kq's order (kq_order)
+        for (int i = 0; i < 16; i++) in[i] = kq_order(in[i]);
       transpose16x16_epi32(in, out);
       for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (k4 + static_cast<size_t>(j)) * 16, out[j]);
     }
@@ -7354,93 +7387,137 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
   return true;
 }
 
-// The activations' start values of the integer sums: -offset * (sum of the activations) per block
-// of `group` values (Q6_K: 16, 32-blocks: 32). [T][K/group].
-inline void offset_starts(const MatmulInput& in, ActForm f, int offset, int group, int32_t* out) {
-  const int64_t n = in.n() / group;
-  for (int64_t t = 0; t < in.n_tokens(); t++) {
-    const int16_t* s = in.row(f, t).sums;
-    for (int64_t j = 0; j < n; j++) out[t * n + j] = -offset * s[j];
-  }
+// The tokens of a micro-tile: first, first + 1, ... up to last (repeated beyond: ragged tiles).
+// (Passed as two numbers: an array written just before the call and read as one vector by the
+// micro-kernel stalled it until the stores ahead of it, the previous tile's results, had left.)
+struct TokenTile {
+  int64_t first, last;
+  int64_t operator[](int j) const { return std::min(first + j, last); }
+};
+
+// acc + (lo16 * sc_lo + hi16 * sc_hi) per int32 lane (signed int16 pairs).
+inline __m512i dpwssd(__m512i acc, __m512i p, __m512i sc) {
+#if defined(LLMI_SIMD_VNNI)
+  return _mm512_dpwssd_epi32(acc, p, sc);
+#else
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(p, sc));
+#endif
 }
 
 // K-quant micro-kernel: the 32 panel rows times tokens tj[0..kRN); out[g][t] = 16 row results.
+// llama.cpp's order (dot_q4_k / dot_q6_k, ggml_vec_dot_q4_K_q8_K / _q6_K_q8_K), per row lane and
+// token: per super-block 8 integer sums, sum u taking the values 4u..4u+3 of every 32, each 4 times
+// its sub-block scale; Q6_K's start at its -32 offset for sub-blocks 2u, 2u + 1 (vpdpwssd of
+// (-32 sc_2u, -32 sc_2u+1) with the activation sums (s_2u, s_2u+1)). One FMA per sum and
+// super-block with d(w) * d(a) into 8 float accumulators. Q4_K's mins: 4 sums per super-block,
+// (m_2k, m_2k+1) times the activation sums of 32 (s_2k, s_2k+1) (qpairs: [T][K/64] int16 pairs),
+// one FMA each with -dmin(w) * d(a). Then the 8 accumulators' tree (that of hsum_ps256) plus
+// (m0 + m2) + (m1 + m3).
+// A scale must multiply every 4-value sum before it joins its lane, so the integer work pairs two:
+// values 4u..4u+3 (x) and 32 + 4u.. (y) of 64, in kq_order (the weights in the panel, the
+// activations in xk), so that two vpmaddubsw give halves of both sums as int16 (x | y) and a
+// vpaddw their sums (at most 4 * 63 * 127 in magnitude), which one vpdpwssd adds to the lane times
+// (sc_x, sc_y): 3 multiplying instructions per 128 values of 16 rows (4 with a vpdpwssd per 64).
+// Each sum u is run over all super-blocks at a time, so that only 2 x 4 integer and float
+// accumulators are live (the tile's weights and activations loaded once for 8 products).
 template <bool kQ4K>
-inline void micro_kq(const Panel& P, const MatmulInput& in, const int32_t* starts, const int64_t (&tj)[kRN], __m512 (&out)[kRG][kRN]) {
-  const int64_t K = P.K, nsb = K / 256, nsc = K / P.sg;
-  const int sub = P.sg / 4;  // k4 steps per sub-block
-  const int32_t* aq[kRN];
+inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, const int32_t* qpairs, TokenTile tj, __m512 (&out)[kRG][kRN]) {
+  const int64_t K = P.K, nsb = K / 256;
+  constexpr int kNP = kQ4K ? 4 : 8;  // offset pairs per super-block
+  const int32_t* aq[kRN];  // the activations in kq_order
   const float* ad[kRN];
-  const float* am[kRN];
-  const int32_t* ast[kRN];
+  const int32_t* ap[kRN];  // the activations' int16 pairs of the offsets
   for (int t = 0; t < kRN; t++) {
-    ActQ8 a = in.row(ActForm::q8_256, tj[t]);
-    aq[t] = reinterpret_cast<const int32_t*>(a.q);
+    const int64_t tt = tj[t];
+    const ActQ8 a = in.row(ActForm::q8_256, tt);
+    aq[t] = reinterpret_cast<const int32_t*>(xk + tt * K);
     ad[t] = a.d;
-    am[t] = in.corr(ActForm::q8_256, tj[t], 32);
-    ast[t] = starts ? starts + tj[t] * nsc : nullptr;
+    ap[t] = kQ4K ? qpairs + tt * (K / 64) : reinterpret_cast<const int32_t*>(a.sums);
   }
   const __m512i* wv[kRG];
   const __m512i* wsc[kRG];
+  const __m512i* wp[kRG];
   const float* wd[kRG];
-  const float* wm[kRG];
+  const float* wdm[kRG];
   for (int g = 0; g < kRG; g++) {
     wv[g] = reinterpret_cast<const __m512i*>(P.v + static_cast<size_t>(g) * 16 * static_cast<size_t>(K));
-    wsc[g] = reinterpret_cast<const __m512i*>(P.sc + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsc));
+    wsc[g] = reinterpret_cast<const __m512i*>(P.sc + static_cast<size_t>(g) * 16 * static_cast<size_t>(K / P.sg));
+    wp[g] = reinterpret_cast<const __m512i*>(P.pairs + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb * kNP));
     wd[g] = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb);
-    wm[g] = P.mins + static_cast<size_t>(g) * 16 * static_cast<size_t>(K / 32);
+    wdm[g] = P.dmin + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb);
   }
-  __m512 accf[kRG][kRN];
-  for (int g = 0; g < kRG; g++)
-    for (int t = 0; t < kRN; t++) accf[g][t] = _mm512_setzero_ps();
-  for (int64_t s = 0; s < nsb; s++) {
-    __m512i acc[kRG][kRN];
+  __m512 lanes[kRG][kRN][8];  // the 8 float sums
+  for (int u = 0; u < 8; u++) {
+    __m512 acc[kRG][kRN];
     for (int g = 0; g < kRG; g++)
-      for (int t = 0; t < kRN; t++) acc[g][t] = _mm512_setzero_si512();
-    for (int64_t j = s * 256 / P.sg; j < (s + 1) * 256 / P.sg; j++) {  // sub-blocks
-      __m512i sb[kRG][kRN];
-#pragma GCC unroll 8
+      for (int t = 0; t < kRN; t++) acc[g][t] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < nsb; s++) {
+      __m512i is[kRG][kRN];
+#pragma GCC unroll 2
       for (int g = 0; g < kRG; g++)
-#pragma GCC unroll 8
-        for (int t = 0; t < kRN; t++) sb[g][t] = kQ4K ? _mm512_setzero_si512() : _mm512_set1_epi32(ast[t][j]);
-      const int64_t k40 = j * sub;
-#pragma GCC unroll 8
-      for (int u = 0; u < sub; u++) {
-        __m512i w[kRG];
-#pragma GCC unroll 8
-        for (int g = 0; g < kRG; g++) w[g] = _mm512_load_si512(wv[g] + k40 + u);
-#pragma GCC unroll 8
-        for (int t = 0; t < kRN; t++) {
-          __m512i a = _mm512_set1_epi32(aq[t][k40 + u]);
-#pragma GCC unroll 8
-          for (int g = 0; g < kRG; g++) sb[g][t] = dpbusd(sb[g][t], w[g], a);
-        }
-      }
-#pragma GCC unroll 8
-      for (int g = 0; g < kRG; g++) {
-        __m512i sc = _mm512_load_si512(wsc[g] + j);
-#pragma GCC unroll 8
-        for (int t = 0; t < kRN; t++) acc[g][t] = _mm512_add_epi32(acc[g][t], _mm512_mullo_epi32(sb[g][t], sc));
-      }
-      if (kQ4K) {  // mins: -dmin*m_j (row) times d*sum_j (token)
-#pragma GCC unroll 8
+#pragma GCC unroll 4
+        for (int t = 0; t < kRN; t++)
+          is[g][t] = kQ4K ? _mm512_setzero_si512() : dpwssd(_mm512_setzero_si512(), _mm512_load_si512(wp[g] + 8 * s + u), _mm512_set1_epi32(ap[t][8 * s + u]));
+#pragma GCC unroll 4
+      for (int m = 0; m < 4; m++) {  // 64 values: dwords 16m..16m+15 of the super-block
+        const int64_t k4 = 64 * s + 16 * m + 2 * u;
+        __m512i w1[kRG], w2[kRG], sc[kRG];
+#pragma GCC unroll 2
         for (int g = 0; g < kRG; g++) {
-          __m512 m = _mm512_load_ps(wm[g] + 16 * j);
-#pragma GCC unroll 8
-          for (int t = 0; t < kRN; t++) accf[g][t] = _mm512_fmadd_ps(m, _mm512_set1_ps(am[t][j]), accf[g][t]);
+          w1[g] = _mm512_load_si512(wv[g] + k4);
+          w2[g] = _mm512_load_si512(wv[g] + k4 + 1);
+          sc[g] = _mm512_load_si512(wsc[g] + (kQ4K ? 4 * s + m : 8 * s + 2 * m + (u >= 4)));
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < kRN; t++) {
+          const __m512i a1 = _mm512_set1_epi32(aq[t][k4]), a2 = _mm512_set1_epi32(aq[t][k4 + 1]);
+#pragma GCC unroll 2
+          for (int g = 0; g < kRG; g++)
+            is[g][t] = dpwssd(is[g][t], _mm512_add_epi16(_mm512_maddubs_epi16(w1[g], a1), _mm512_maddubs_epi16(w2[g], a2)), sc[g]);
         }
       }
+#pragma GCC unroll 2
+      for (int g = 0; g < kRG; g++) {
+        const __m512 d = _mm512_load_ps(wd[g] + 16 * s);
+#pragma GCC unroll 4
+        for (int t = 0; t < kRN; t++) acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[g][t]), _mm512_mul_ps(d, _mm512_set1_ps(ad[t][s])), acc[g][t]);
+      }
     }
-#pragma GCC unroll 8
-    for (int g = 0; g < kRG; g++) {
-      __m512 d = _mm512_load_ps(wd[g] + 16 * s);
-#pragma GCC unroll 8
-      for (int t = 0; t < kRN; t++)
-        accf[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[g][t]), _mm512_mul_ps(d, _mm512_set1_ps(ad[t][s])), accf[g][t]);
-    }
+    for (int g = 0; g < kRG; g++)
+      for (int t = 0; t < kRN; t++) lanes[g][t][u] = acc[g][t];
   }
   for (int g = 0; g < kRG; g++)
-    for (int t = 0; t < kRN; t++) out[g][t] = accf[g][t];
+    for (int t = 0; t < kRN; t++) {
+      const __m512* a = lanes[g][t];
+      out[g][t] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[4], a[0]), _mm512_add_ps(a[6], a[2])),
+                                _mm512_add_ps(_mm512_add_ps(a[5], a[1]), _mm512_add_ps(a[7], a[3])));
+    }
+  if constexpr (kQ4K) {
+    __m512 mins[kRG][kRN][4];
+    for (int k = 0; k < 4; k++) {
+      __m512 acc[kRG][kRN];
+      for (int g = 0; g < kRG; g++)
+        for (int t = 0; t < kRN; t++) acc[g][t] = _mm512_setzero_ps();
+      for (int64_t s = 0; s < nsb; s++)
+#pragma GCC unroll 2
+        for (int g = 0; g < kRG; g++) {
+          const __m512i mp = _mm512_load_si512(wp[g] + 4 * s + k);
+          const __m512 dmin = _mm512_load_ps(wdm[g] + 16 * s);
+#pragma GCC unroll 4
+          for (int t = 0; t < kRN; t++) {
+            const __m512i m = dpwssd(_mm512_setzero_si512(), mp, _mm512_set1_epi32(ap[t][4 * s + k]));
+            acc[g][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, _mm512_set1_ps(ad[t][s])), acc[g][t]);
+          }
+        }
+      for (int g = 0; g < kRG; g++)
+        for (int t = 0; t < kRN; t++) mins[g][t][k] = acc[g][t];
+    }
+    for (int g = 0; g < kRG; g++)
+      for (int t = 0; t < kRN; t++) {
+        const __m512* m = mins[g][t];
+        out[g][t] = _mm512_add_ps(out[g][t], _mm512_add_ps(_mm512_add_ps(m[0], m[2]), _mm512_add_ps(m[1], m[3])));
+      }
+  }
 }
 
 // 32-block micro-kernel (Q4_0, Q5_0, Q8_0) in llama.cpp's order: per row and token, 8 float lanes
@@ -7448,7 +7525,7 @@ inline void micro_kq(const Panel& P, const MatmulInput& in, const int32_t* start
 // 8-lane tree, as dot_q8_0 / dot_q4_0 / dot_q5_0 (and llamafile's sgemm). Each 4-value sum is
 // exact: the unsigned values (q + 128, q4 0..15, q5 0..31) times a start at -offset * (sum of
 // those 4 activations).
-inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* starts4, const int64_t (&tj)[kRN], __m512 (&out)[kRG][kRN]) {
+inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* starts4, TokenTile tj, __m512 (&out)[kRG][kRN]) {
   const int64_t K = P.K, nb = K / 32;
   const __m512i* wv[kRG];
   const float* wd[kRG];
@@ -7484,7 +7561,7 @@ inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* star
 }
 
 // Float micro-kernel (f32 panel of f32/f16/bf16/MLX weights times f32 X): 2 x 4 dot products.
-inline void micro_f32(const Panel& P, const int64_t (&pi)[2], const MatmulInput& in, const int64_t (&tj)[4], float (&out)[2][4]) {
+inline void micro_f32(const Panel& P, const int64_t (&pi)[2], const MatmulInput& in, TokenTile tj, float (&out)[2][4]) {
   const int64_t K = P.K;
   const float* wr[2] = {P.f + pi[0] * K, P.f + pi[1] * K};
   const float* xr[4];
@@ -7536,9 +7613,10 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
   const int64_t n_rb = (rows + kRB - 1) / kRB, n_tb = (T + kTB - 1) / kTB;
   const ActForm f = act_form(w.type);
-  // integer start values of the blocks (offsets), shared by every task
+  // per-token integers of the offsets, shared by every task: the start values of 32-blocks, the
+  // int16 pairs of Q4_K's mins (Q6_K's are its activation sums as they are)
   AlignedBuffer& starts_buf = scratch.starts;
-  const int off = quant_offset(w.type), group = w.type == DType::q6_K ? 16 : 32;
+  const int off = quant_offset(w.type);
   int32_t* starts = nullptr;
   if (w.type == DType::q8_0 || w.type == DType::q4_0 || w.type == DType::q5_0) {  // per 4 values (micro_q32)
     if (!starts_buf.reserve(static_cast<size_t>(T * (K / 4)) * 4 + 64)) return false;
@@ -7547,10 +7625,23 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       const int8_t* q = in.row(f, t).q;
       for (int64_t j = 0; j < K / 4; j++) starts[t * (K / 4) + j] = -off * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
     }
-  } else if (f != ActForm::f32 && off != 0) {
-    if (!starts_buf.reserve(static_cast<size_t>(T * (K / group)) * 4 + 64)) return false;
+  } else if (w.type == DType::q4_K) {  // the activation sums of 32 as int16 pairs (micro_kq)
+    if (!starts_buf.reserve(static_cast<size_t>(T * (K / 64)) * 4 + 64)) return false;
     starts = starts_buf.as<int32_t>();
-    offset_starts(in, f, off, group, starts);
+    for (int64_t t = 0; t < T; t++) {
+      const int16_t* s = in.row(f, t).sums;
+      for (int64_t k = 0; k < K / 64; k++) starts[t * (K / 64) + k] = pair16(s[4 * k] + s[4 * k + 1], s[4 * k + 2] + s[4 * k + 3]);
+    }
+  }
+  // K-quants: the activations in micro_kq's order
+  int8_t* xk = nullptr;
+  if (f == ActForm::q8_256) {
+    if (!scratch.xk.reserve(static_cast<size_t>(T * K) + 64)) return false;
+    xk = scratch.xk.as<int8_t>();
+    for (int64_t t = 0; t < T; t++) {
+      const int8_t* q = in.row(f, t).q;
+      for (int64_t k = 0; k < K; k += 64) _mm512_storeu_si512(xk + t * K + k, kq_order(_mm512_loadu_si512(q + k)));
+    }
   }
 #if defined(LLMI_SIMD_BF16)
   // bf16: the activations (already rounded to bf16) as bf16 once; rows are used in place
@@ -7593,8 +7684,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       return;
     }
     for (int64_t j0 = 0; j0 < nt; j0 += kRN) {
-      int64_t tj[kRN];
-      for (int j = 0; j < kRN; j++) tj[j] = t0 + std::min<int64_t>(j0 + j, nt - 1);
+      const TokenTile tj{t0 + j0, t0 + nt - 1};
       if (f == ActForm::f32) {
         for (int64_t i0 = 0; i0 < nr; i0 += 2) {
           int64_t pi[2] = {i0, std::min<int64_t>(i0 + 1, nr - 1)};
@@ -7606,8 +7696,8 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
         continue;
       }
       __m512 out[kRG][kRN];
-      if (w.type == DType::q4_K) micro_kq<true>(P, in, starts, tj, out);
-      else if (w.type == DType::q6_K) micro_kq<false>(P, in, starts, tj, out);
+      if (w.type == DType::q4_K) micro_kq<true>(P, in, xk, starts, tj, out);
+      else if (w.type == DType::q6_K) micro_kq<false>(P, in, xk, starts, tj, out);
       else micro_q32(P, in, starts, tj, out);
       for (int j = 0; j < kRN && j0 + j < nt; j++) {
         float* yt = y + (t0 + j0 + j) * ldy + r0;

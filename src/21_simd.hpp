@@ -485,25 +485,46 @@ inline void q4k_unpack_scales(const uint8_t* s12, uint64_t* sc8, uint64_t* m8) {
   *m8 = m_lo | static_cast<uint64_t>(m_hi) << 32;
 }
 
+// llama.cpp's x86 float order of the K-quant dot products (ggml_vec_dot_q4_K_q8_K and _q6_K_q8_K,
+// the AVX2 code, which its AVX-512 builds run too), which the x86 kernels below, their multi-token
+// forms (dotn_*) and the AVX-512 matrix micro-kernel (micro_kq) take, so that their results are its
+// bits. Per super-block, 8 int32 lanes: lane l holds the products of the values 4l..4l+3 of every
+// 32 consecutive ones (each times its sub-block scale), and for Q6_K also its -32 offset for
+// sub-blocks 2l and 2l + 1 (-32 * (sc * sum of the activations) of each); one 8-lane FMA per
+// super-block with d(w) * d(a). Q4_K's mins: 4 int32 lanes, lane k = m_2k * s_2k + m_2k+1 * s_2k+1
+// (s_j the sum of the activations of sub-block j), one 4-lane FMA with -dmin(w) * d(a). The result:
+// hsum of the 8 lanes (the tree of hsum_ps256), plus (Q4_K) (m0 + m2) + (m1 + m3) of the 4.
+#if defined(LLMI_SIMD_AVX2)
+// Q4_K's mins of one super-block as llama.cpp's 4 int32 lanes (m8: the 8 mins as bytes; sums: the
+// 16 activation sums of 16 values).
+inline __m128i q4k_min_lanes(uint64_t m8, const int16_t* sums) {
+  const __m256i s16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums));
+  const __m128i s32 = _mm_hadd_epi16(_mm256_castsi256_si128(s16), _mm256_extracti128_si256(s16, 1));
+  return _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8))), s32);
+}
+// (m0 + m2) + (m1 + m3) of the mins' accumulator.
+inline float reduce4_ps(__m128 v) {
+  v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+}
+#endif
+
 inline float dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
   [[maybe_unused]] const int64_t nb = n / ref::kQK_K;
   [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ4_K);
+  // x86: llama.cpp's order (see above)
 #if defined(LLMI_SIMD_AVX512)
   const __m512i m4 = _mm512_set1_epi8(15);
   // scale vectors: int16 lanes 0..15 take sub-block scale k, lanes 16..31 take k + 1
   const __m512i sel0 = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0003000300030003, 0x0003000300030003,
                                         0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002);
-  __m512 acc = _mm512_setzero_ps();
-  __m256 accm = _mm256_setzero_ps();
+  __m256 acc = _mm256_setzero_ps();
+  __m128 accm = _mm_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
     uint64_t sc8, m8;
     q4k_unpack_scales(p + 4, &sc8, &m8);
     __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
-    // mins: sum_j m_j * (sum of a over sub-block j), as 8 int32 lanes (one per sub-block)
-    __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8)));
-    __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-    __m256i mins = _mm256_madd_epi16(mdup, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)));
     const int8_t* q8 = a.q + ref::kQK_K * b;
     __m512i isum = _mm512_setzero_si512();
     for (int c = 0; c < 2; c++) {  // 128 weights: bytes 64c..64c+63, sub-blocks 4c..4c+3
@@ -516,22 +537,21 @@ inline float dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
       isum = dot_u8s8_scaled_512(isum, w0, _mm512_loadu_si512(q8 + 128 * c), s0);
       isum = dot_u8s8_scaled_512(isum, w1, _mm512_loadu_si512(q8 + 128 * c + 64), s1);
     }
-    float dx = a.d[b];
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(f16_scale(p) * dx), acc);
-    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(f16_scale(p + 2) * dx), accm);
+    // the two halves hold two sub-blocks' values at the same positions: added, llama.cpp's 8 lanes
+    const __m256i isum8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
+    const float dx = a.d[b];
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum8), _mm256_set1_ps(f16_scale(p) * dx), acc);
+    accm = _mm_fnmadd_ps(_mm_cvtepi32_ps(q4k_min_lanes(m8, a.sums + 16 * b)), _mm_set1_ps(f16_scale(p + 2) * dx), accm);
   }
-  return _mm512_reduce_add_ps(acc) - hsum_ps256(accm);
+  return hsum_ps256(acc) + reduce4_ps(accm);
 #elif defined(LLMI_SIMD_AVX2)
   const __m256i m4 = _mm256_set1_epi8(15);
   __m256 acc = _mm256_setzero_ps();
-  __m256 accm = _mm256_setzero_ps();
+  __m128 accm = _mm_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
     uint64_t sc8, m8;
     q4k_unpack_scales(p + 4, &sc8, &m8);
-    __m128i m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8)));
-    __m256i mdup = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-    __m256i mins = _mm256_madd_epi16(mdup, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)));
     const int8_t* q8 = a.q + ref::kQK_K * b;
     __m256i isum = _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
@@ -543,11 +563,11 @@ inline float dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
       __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c + 32)));
       isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
     }
-    float dx = a.d[b];
+    const float dx = a.d[b];
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(f16_scale(p) * dx), acc);
-    accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_set1_ps(f16_scale(p + 2) * dx), accm);
+    accm = _mm_fnmadd_ps(_mm_cvtepi32_ps(q4k_min_lanes(m8, a.sums + 16 * b)), _mm_set1_ps(f16_scale(p + 2) * dx), accm);
   }
-  return hsum_ps256(acc) - hsum_ps256(accm);
+  return hsum_ps256(acc) + reduce4_ps(accm);
 #elif defined(LLMI_SIMD_NEON)
   float acc = 0;
   for (int64_t b = 0; b < nb; b++) {
@@ -588,15 +608,15 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
   // int16 lane i of a 64-weight scale vector takes scale 4k + i / 8
   const __m512i sel = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002, 0x0002000200020002,
                                        0x0001000100010001, 0x0001000100010001, 0, 0);
-  __m512 acc = _mm512_setzero_ps();
+  __m256 acc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
     __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
     __m512i sc512 = _mm512_castsi256_si512(sc);
-    // the -32 offset: -32 * sum_j sc_j * (sum of a over sub-block j)
+    // the -32 offset: -32 * (sc_2l * s_2l + sc_2l+1 * s_2l+1) in lane l (s_j: the sum of a over
+    // sub-block j), llama.cpp's lanes
     __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)));
-    __m512i isum = _mm512_castsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5)));
-    isum = _mm512_inserti64x4(isum, _mm256_setzero_si256(), 1);
+    __m512i isum = _mm512_setzero_si512();
     const int8_t* q8 = a.q + ref::kQK_K * b;
     for (int h = 0; h < 2; h++) {
       __m512i ql = _mm512_loadu_si512(p + 64 * h);
@@ -608,9 +628,13 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
       isum = dot_u8s8_scaled_512(isum, v0, _mm512_loadu_si512(q8 + 128 * h), s0);
       isum = dot_u8s8_scaled_512(isum, v1, _mm512_loadu_si512(q8 + 128 * h + 64), s1);
     }
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(f16_scale(p + 208) * a.d[b]), acc);
+    // the two halves hold values at the same positions of two 32-value chunks: added, and the
+    // offset, llama.cpp's 8 lanes
+    __m256i isum8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
+    isum8 = _mm256_sub_epi32(isum8, _mm256_slli_epi32(off, 5));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum8), _mm256_set1_ps(f16_scale(p + 208) * a.d[b]), acc);
   }
-  return _mm512_reduce_add_ps(acc);
+  return hsum_ps256(acc);
 #elif defined(LLMI_SIMD_AVX2)
   const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
   __m256 acc = _mm256_setzero_ps();

@@ -91,15 +91,11 @@ class MatmulInput {
     F.q_stride = round_up(static_cast<size_t>(n_), 64);
     F.nd = static_cast<size_t>(n_ / blk);
     F.ns = static_cast<size_t>(n_ / sum_len);
-    F.nc = static_cast<size_t>(n_ / 32);
     const size_t T = static_cast<size_t>(n_tokens_);
-    // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16 |
-    // corr16 [ns] f32 | corr32 [nc] f32
+    // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16
     F.off_d = F.q_stride;
     F.off_s = F.off_d + round_up(4 * F.nd, 64);
-    F.off_c16 = F.off_s + round_up(2 * F.ns, 64);
-    F.off_c32 = F.off_c16 + round_up(4 * F.ns, 64);
-    F.row_bytes = F.off_c32 + round_up(4 * F.nc, 64);
+    F.row_bytes = F.off_s + round_up(2 * F.ns, 64);
     if (!F.buf.reserve(F.row_bytes * T)) return false;
     auto one = [&](int64_t t) {
       const float* xt = x_ + t * n_;
@@ -108,15 +104,6 @@ class MatmulInput {
       float* d = const_cast<float*>(a.d);
       int16_t* s = const_cast<int16_t*>(a.sums);
       quantize(xt, n_, q, d, s);
-      // activation factors of the offset corrections: d * (sum of q) per 16 (q8_256) and per 32
-      float* c16 = corr(f, t, 16);
-      float* c32 = corr(f, t, 32);
-      if (f == ActForm::q8_256) {
-        for (size_t g = 0; g < F.ns; g++) c16[g] = d[g / 16] * static_cast<float>(s[g]);
-        for (size_t g = 0; g < F.nc; g++) c32[g] = d[g / 8] * static_cast<float>(s[2 * g] + s[2 * g + 1]);
-      } else {
-        for (size_t g = 0; g < F.nc; g++) c32[g] = d[g] * static_cast<float>(s[g]);
-      }
     };
     if (n_tokens_ * n_ >= 16384 && n_tokens_ > 1) pool.parallel_for(static_cast<int>(n_tokens_), [&](int t, int) { one(t); });
     else for (int64_t t = 0; t < n_tokens_; t++) one(t);
@@ -134,11 +121,6 @@ class MatmulInput {
     a.sums = reinterpret_cast<const int16_t*>(base + F.off_s);
     return a;
   }
-  // Per-token activation factors d * (sum of q) over groups of 16 or 32 (offset corrections).
-  float* corr(ActForm f, int64_t t, int group) const {
-    const Form& F = form(f);
-    return F.buf.as<float>(F.row_bytes * static_cast<size_t>(t) + (group == 16 ? F.off_c16 : F.off_c32));
-  }
 
   // Sums of X over groups of `gs` (MLX biases), made once per group size.
   bool prepare_mlx(int gs) {
@@ -154,8 +136,8 @@ class MatmulInput {
  private:
   struct Form {
     AlignedBuffer buf;
-    size_t q_stride = 0, nd = 0, ns = 0, nc = 0, row_bytes = 0;
-    size_t off_d = 0, off_s = 0, off_c16 = 0, off_c32 = 0;
+    size_t q_stride = 0, nd = 0, ns = 0, row_bytes = 0;
+    size_t off_d = 0, off_s = 0;
   };
   Form& form(ActForm f) { return forms_[f == ActForm::q8_256]; }
   const Form& form(ActForm f) const { return forms_[f == ActForm::q8_256]; }
@@ -178,6 +160,7 @@ struct MatmulScratch {
   MatmulInput in;                           // the quantized input (matmul_x)
   AlignedBuffer starts;                     // gemm: integer start values of the blocks (offsets)
   AlignedBuffer xb;                         // gemm: the activations as bf16 (vdpbf16ps)
+  AlignedBuffer xk;                         // gemm: q8_256 activations in micro_kq's order
   std::unique_ptr<AlignedBuffer[]> panels;  // gemm: the decoded panel of each pool thread
   int n_panels;
 };
