@@ -1462,6 +1462,118 @@ inline void row_op(const Step& s, const KernelTable& kern, const float* A, const
   }
 }
 
+// The steps whose every output row depends on the same row of their inputs only (and embed, on the
+// row's token): one definition for both evaluation loops, Context::run_chunk and Batcher::run_batch.
+// b and c: the step's second and third registers or null; toks: the rows' tokens; for_rows(rows,
+// work per row, fn(row, thread)) runs the rows, on the pool when it pays. False for the steps each
+// loop runs its own way (matmul, rope, attention, last), which the caller's switch handles.
+template <class ForRows>
+bool run_row_step(const Step& s, const KernelTable& kern, int rows, const int32_t* toks, const float* a, const float* b,
+                  const float* c, float* d, ForRows&& for_rows) {
+  const int wi = s.w_in, wo = s.w_out;
+  switch (s.op) {
+    case OpCode::embed:
+      for_rows(rows, wo, [&](int t, int) {
+        const int32_t id = s.vec_len > 0 && toks[t] >= s.vec_len ? s.off : toks[t];  // beyond = off
+        kern.dequant_row(*s.w, id, d + size_t(t) * wo);
+      });
+      return true;
+    case OpCode::rms_norm:
+    case OpCode::norm_heads: {
+      const int seg = s.op == OpCode::rms_norm ? wi : s.vec_len;
+      for_rows(rows, wi, [&](int t, int) {
+        for (int h = 0; h < wi / seg; h++) {
+          const float* x = a + size_t(t) * wi + size_t(h) * seg;
+          float* y = d + size_t(t) * wo + size_t(h) * seg;
+          double sum = 0;  // as ggml: squares in float, summed in double
+          for (int k = 0; k < seg; k++) sum += double(x[k] * x[k]);
+          const float mean = static_cast<float>(sum / seg);
+          const float sc = 1.0f / std::sqrt(mean + s.f);
+          for (int k = 0; k < seg; k++) y[k] = (x[k] * sc) * s.vec[k];
+        }
+      });
+      return true;
+    }
+    case OpCode::add_bias:
+      for_rows(rows, wi, [&](int t, int) {
+        for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] + s.vec[k];
+      });
+      return true;
+    case OpCode::silu:
+    case OpCode::gelu:
+    case OpCode::gelu_tanh:
+    case OpCode::relu: {
+      const OpCode op = s.op;
+      for_rows(rows, wi * 8, [&](int t, int) {
+        const float* x = a + size_t(t) * wi;
+        float* y = d + size_t(t) * wi;
+        switch (op) {
+          case OpCode::silu: kern.silu_row(x, y, wi); break;
+          case OpCode::gelu: for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]); break;
+          case OpCode::gelu_tanh: kern.gelu_tanh_row(x, y, wi); break;
+          default: for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f; break;
+        }
+      });
+      return true;
+    }
+    case OpCode::mul:
+    case OpCode::add: {
+      const bool mul_op = s.op == OpCode::mul;
+      for_rows(rows, wi, [&](int t, int) {
+        size_t o = size_t(t) * wi;
+        if (mul_op) for (int k = 0; k < wi; k++) d[o + k] = a[o + k] * b[o + k];
+        else for (int k = 0; k < wi; k++) d[o + k] = a[o + k] + b[o + k];
+      });
+      return true;
+    }
+    case OpCode::scale:
+      for_rows(rows, wi, [&](int t, int) {
+        if (s.f2 == 0)
+          for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] * s.f;
+        else  // ggml_scale_bias: one fused multiply-add
+          for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::fma(a[size_t(t) * wi + k], s.f, s.f2);
+      });
+      return true;
+    case OpCode::sub:
+    case OpCode::mul_weight:
+    case OpCode::rms_normalize:
+    case OpCode::gaussian_topk:
+    case OpCode::put:
+    case OpCode::streams:
+    case OpCode::match_norm:
+    case OpCode::stream_mix:
+    case OpCode::stream_axpy:
+    case OpCode::stream_add:
+    case OpCode::stream_mean:
+      for_rows(rows, int64_t(wi) * 4, [&](int t, int) { row_op(s, kern, a, b, c, d, size_t(t)); });
+      return true;
+    case OpCode::stream_matmul:  // compiled into slice, matmul and put steps
+      return true;
+    case OpCode::softcap:
+      for_rows(rows, wi * 8, [&](int t, int) {
+        const float inv = 1.0f / s.f;  // tanh(x * (1/c)) * c, llama.cpp's operations
+        for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::tanh(a[size_t(t) * wi + k] * inv) * s.f;
+      });
+      return true;
+    case OpCode::copy:
+      std::memcpy(d, a, size_t(rows) * wi * 4);
+      return true;
+    case OpCode::slice:
+      for (int t = 0; t < rows; t++) std::memcpy(d + size_t(t) * wo, a + size_t(t) * wi + s.off, size_t(wo) * 4);
+      return true;
+    case OpCode::layer_norm:
+    case OpCode::layer_norm_heads:
+      for_rows(rows, wi, [&](int t, int) { layer_norm_row(s, kern, a + size_t(t) * wi, d + size_t(t) * wo); });
+      return true;
+    case OpCode::matmul:
+    case OpCode::rope:
+    case OpCode::attention:
+    case OpCode::last:
+      return false;
+  }
+  return false;
+}
+
 // ---- a context: one session's KV cache and scratch ----
 class Context {
  public:
@@ -1669,149 +1781,56 @@ class Context {
       float* a = s.a >= 0 ? reg(s.a) : nullptr;
       float* d = reg(s.dst);
       const int wi = s.w_in, wo = s.w_out;
-      switch (s.op) {
-        case OpCode::embed:
-          for_rows(rows, wo, [&](int t, int) {
-            const int32_t id = s.vec_len > 0 && toks[t] >= s.vec_len ? s.off : toks[t];  // beyond = off
-            kern_->dequant_row(*s.w, id, d + size_t(t) * wo);
-          });
-          break;
-        case OpCode::rms_norm:
-        case OpCode::norm_heads: {
-          const int seg = s.op == OpCode::rms_norm ? wi : s.vec_len;
-          for_rows(rows, wi, [&](int t, int) {
-            for (int h = 0; h < wi / seg; h++) {
-              const float* x = a + size_t(t) * wi + size_t(h) * seg;
-              float* y = d + size_t(t) * wo + size_t(h) * seg;
-              double sum = 0;  // as ggml: squares in float, summed in double
-              for (int k = 0; k < seg; k++) sum += double(x[k] * x[k]);
-              const float mean = static_cast<float>(sum / seg);
-              const float sc = 1.0f / std::sqrt(mean + s.f);
-              for (int k = 0; k < seg; k++) y[k] = (x[k] * sc) * s.vec[k];
+      const float* b = s.b >= 0 ? reg(s.b) : nullptr;
+      const float* c = s.c >= 0 ? reg(s.c) : nullptr;
+      if (!run_row_step(s, *kern_, rows, toks, a, b, c, d, [this](int r, int64_t w, auto&& fn) { for_rows(r, w, fn); }))
+        switch (s.op) {  // the steps run_row_step leaves to the loop
+          case OpCode::matmul: {
+            const float* in = a;
+            if (s.round_input) {
+              float* r = round_buf_.as<float>();
+              const bool bf = s.round_input == 2;
+              for_rows(rows, wi, [&](int t, int) {
+                const float* x = a + size_t(t) * wi;
+                float* y = r + size_t(t) * wi;
+                if (bf) for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
+                else for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
+              });
+              in = r;
             }
-          });
-          break;
-        }
-        case OpCode::matmul: {
-          const float* in = a;
-          if (s.round_input) {
-            float* r = round_buf_.as<float>();
-            const bool bf = s.round_input == 2;
+            if (!kern_->matmul_x(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2, *mm_))
+              return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
+                                                          s.w->name.c_str(), rows));
+            break;
+          }
+          case OpCode::rope: {
+            const RopeSpec& rs = p.ropes[static_cast<size_t>(s.idx)];
+            std::vector<float>& cache = rope_cache_[static_cast<size_t>(s.idx)];
+            if (!rope_valid_[static_cast<size_t>(s.idx)]) {
+              cache.resize(size_t(n) * rs.n_dims);
+              for (int t = 0; t < n; t++) rope_angles(rs, pos0 + t, cache.data() + size_t(t) * rs.n_dims);
+              rope_valid_[static_cast<size_t>(s.idx)] = 1;
+            }
             for_rows(rows, wi, [&](int t, int) {
-              const float* x = a + size_t(t) * wi;
-              float* y = r + size_t(t) * wi;
-              if (bf) for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
-              else for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
+              for (int h = 0; h < wi / rs.head_dim; h++) {
+                size_t off = size_t(t) * wi + size_t(h) * rs.head_dim;
+                rope_head(rs, cache.data() + size_t(t) * rs.n_dims, a + off, d + off);
+              }
             });
-            in = r;
+            break;
           }
-          if (!kern_->matmul_x(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2, *mm_))
-            return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
-                                                        s.w->name.c_str(), rows));
-          break;
-        }
-        case OpCode::add_bias:
-          for_rows(rows, wi, [&](int t, int) {
-            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] + s.vec[k];
-          });
-          break;
-        case OpCode::rope: {
-          const RopeSpec& rs = p.ropes[static_cast<size_t>(s.idx)];
-          std::vector<float>& cache = rope_cache_[static_cast<size_t>(s.idx)];
-          if (!rope_valid_[static_cast<size_t>(s.idx)]) {
-            cache.resize(size_t(n) * rs.n_dims);
-            for (int t = 0; t < n; t++) rope_angles(rs, pos0 + t, cache.data() + size_t(t) * rs.n_dims);
-            rope_valid_[static_cast<size_t>(s.idx)] = 1;
-          }
-          for_rows(rows, wi, [&](int t, int) {
-            for (int h = 0; h < wi / rs.head_dim; h++) {
-              size_t off = size_t(t) * wi + size_t(h) * rs.head_dim;
-              rope_head(rs, cache.data() + size_t(t) * rs.n_dims, a + off, d + off);
+          case OpCode::attention:
+            attention(s, n, pos0, a, b, c, d);
+            break;
+          case OpCode::last:
+            if (!all_logits && rows > 1) {
+              std::memmove(a, a + size_t(rows - 1) * wi, size_t(wi) * 4);
+              rows = 1;
             }
-          });
-          break;
+            break;
+          default:
+            break;
         }
-        case OpCode::attention:
-          attention(s, n, pos0, a, s.b >= 0 ? reg(s.b) : nullptr, s.c >= 0 ? reg(s.c) : nullptr, d);
-          break;
-        case OpCode::silu:
-        case OpCode::gelu:
-        case OpCode::gelu_tanh:
-        case OpCode::relu: {
-          OpCode op = s.op;
-          for_rows(rows, wi * 8, [&](int t, int) {
-            const float* x = a + size_t(t) * wi;
-            float* y = d + size_t(t) * wi;
-            switch (op) {
-              case OpCode::silu: kern_->silu_row(x, y, wi); break;
-              case OpCode::gelu: for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]); break;
-              case OpCode::gelu_tanh: kern_->gelu_tanh_row(x, y, wi); break;
-              default: for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f; break;
-            }
-          });
-          break;
-        }
-        case OpCode::mul:
-        case OpCode::add: {
-          const float* b = reg(s.b);
-          bool mul_op = s.op == OpCode::mul;
-          for_rows(rows, wi, [&](int t, int) {
-            size_t o = size_t(t) * wi;
-            if (mul_op) for (int k = 0; k < wi; k++) d[o + k] = a[o + k] * b[o + k];
-            else for (int k = 0; k < wi; k++) d[o + k] = a[o + k] + b[o + k];
-          });
-          break;
-        }
-        case OpCode::scale:
-          for_rows(rows, wi, [&](int t, int) {
-            if (s.f2 == 0)
-              for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] * s.f;
-            else  // ggml_scale_bias: one fused multiply-add
-              for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::fma(a[size_t(t) * wi + k], s.f, s.f2);
-          });
-          break;
-        case OpCode::sub:
-        case OpCode::mul_weight:
-        case OpCode::rms_normalize:
-        case OpCode::gaussian_topk:
-        case OpCode::put:
-        case OpCode::streams:
-        case OpCode::match_norm:
-        case OpCode::stream_mix:
-        case OpCode::stream_axpy:
-        case OpCode::stream_add:
-        case OpCode::stream_mean: {
-          const float* b = s.b >= 0 ? reg(s.b) : nullptr;
-          const float* c = s.c >= 0 ? reg(s.c) : nullptr;
-          for_rows(rows, int64_t(wi) * 4, [&](int t, int) { row_op(s, *kern_, a, b, c, d, size_t(t)); });
-          break;
-        }
-        case OpCode::stream_matmul:  // compiled into slice, matmul and put steps
-          break;
-        case OpCode::softcap:
-          for_rows(rows, wi * 8, [&](int t, int) {
-            // tanh(x * (1/c)) * c, llama.cpp's operations
-            const float inv = 1.0f / s.f;
-            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::tanh(a[size_t(t) * wi + k] * inv) * s.f;
-          });
-          break;
-        case OpCode::copy:
-          std::memcpy(d, a, size_t(rows) * wi * 4);
-          break;
-        case OpCode::slice:
-          for (int t = 0; t < rows; t++) std::memcpy(d + size_t(t) * wo, a + size_t(t) * wi + s.off, size_t(wo) * 4);
-          break;
-        case OpCode::layer_norm:
-        case OpCode::layer_norm_heads:
-          for_rows(rows, wi, [&](int t, int) { layer_norm_row(s, *kern_, a + size_t(t) * wi, d + size_t(t) * wo); });
-          break;
-        case OpCode::last:
-          if (!all_logits && rows > 1) {
-            std::memmove(a, a + size_t(rows - 1) * wi, size_t(wi) * 4);
-            rows = 1;
-          }
-          break;
-      }
       if (trace_) trace_(TraceEvent{static_cast<int>(si), op_spec(s.op).name, s.layer, s.line,
                                     p.reg_names[static_cast<size_t>(s.dst)], d, rows, wo});
     }

@@ -226,8 +226,8 @@ class Batcher {
     });
   }
 
-  // The same operations as Context::run_chunk (keep the two in step: a new operation goes in both;
-  // the switch has no default, so the compiler names a missing one), over segments of rows.
+  // The loop of Context::run_chunk over segments of rows, one per sequence: the row steps are the
+  // same function (run_row_step); matmul, rope, attention and last are per segment here.
   Result<EvalStatus> run_batch(std::vector<Request*>& batch) {
     const Program& p = e_.program();
     const KernelTable& kern = e_.kernels();
@@ -261,175 +261,81 @@ class Batcher {
       float* a = s.a >= 0 ? reg(s.a) : nullptr;
       float* d = reg(s.dst);
       const int wi = s.w_in, wo = s.w_out;
-      switch (s.op) {
-        case OpCode::embed:
-          for_rows(rows, wo, [&](int t, int) {
-            const int32_t id = toks_[static_cast<size_t>(t)];
-            kern.dequant_row(*s.w, s.vec_len > 0 && id >= s.vec_len ? s.off : id, d + size_t(t) * wo);  // beyond = off
-          });
-          break;
-        case OpCode::rms_norm:
-        case OpCode::norm_heads: {
-          const int seg = s.op == OpCode::rms_norm ? wi : s.vec_len;
-          for_rows(rows, wi, [&](int t, int) {
-            for (int h = 0; h < wi / seg; h++) {
-              const float* x = a + size_t(t) * wi + size_t(h) * seg;
-              float* y = d + size_t(t) * wo + size_t(h) * seg;
-              double sum = 0;  // as ggml: squares in float, summed in double
-              for (int k = 0; k < seg; k++) sum += double(x[k] * x[k]);
-              const float mean = static_cast<float>(sum / seg);
-              const float sc = 1.0f / std::sqrt(mean + s.f);
-              for (int k = 0; k < seg; k++) y[k] = (x[k] * sc) * s.vec[k];
+      const float* b = s.b >= 0 ? reg(s.b) : nullptr;
+      const float* c = s.c >= 0 ? reg(s.c) : nullptr;
+      if (!run_row_step(s, kern, rows, toks_.data(), a, b, c, d, [this](int r, int64_t w, auto&& fn) { for_rows(r, w, fn); }))
+        switch (s.op) {  // the steps run_row_step leaves to the loop
+          case OpCode::matmul: {
+            const float* in = a;
+            if (s.round_input) {
+              float* r = round_.as<float>();
+              const bool bf = s.round_input == 2;
+              for_rows(rows, wi, [&](int t, int) {
+                const float* x = a + size_t(t) * wi;
+                float* y = r + size_t(t) * wi;
+                if (bf) for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
+                else for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
+              });
+              in = r;
             }
-          });
-          break;
-        }
-        case OpCode::matmul: {
-          const float* in = a;
-          if (s.round_input) {
-            float* r = round_.as<float>();
             const bool bf = s.round_input == 2;
+            // single tokens (all rows after `last`): each its own product, weights read once
+            const int n_each = after_last ? rows : singles;
+            bool ok = n_each == 0 || kern.matmul_each(*s.w, in, n_each, d, wo, e_.pool(), bf, *mm_);
+            if (!after_last)
+              for (const Seg& g : segs)
+                if (ok && g.n > 1)
+                  ok = kern.matmul_x(*s.w, in + size_t(g.off) * wi, g.n, d + size_t(g.off) * wo, wo, e_.pool(), bf, *mm_);
+            if (!ok)
+              return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
+                                                          s.w->name.c_str(), rows));
+            break;
+          }
+          case OpCode::rope: {
+            const RopeSpec& rs = p.ropes[static_cast<size_t>(s.idx)];
+            std::vector<float>& cache = rope_cache_[static_cast<size_t>(s.idx)];
+            if (!rope_done[static_cast<size_t>(s.idx)]) {
+              cache.resize(size_t(rows) * rs.n_dims);
+              for (const Seg& g : segs)
+                for (int t = 0; t < g.n; t++) rope_angles(rs, g.pos0 + t, cache.data() + size_t(g.off + t) * rs.n_dims);
+              rope_done[static_cast<size_t>(s.idx)] = 1;
+            }
             for_rows(rows, wi, [&](int t, int) {
-              const float* x = a + size_t(t) * wi;
-              float* y = r + size_t(t) * wi;
-              if (bf) for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
-              else for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
+              for (int h = 0; h < wi / rs.head_dim; h++) {
+                size_t off = size_t(t) * wi + size_t(h) * rs.head_dim;
+                rope_head(rs, cache.data() + size_t(t) * rs.n_dims, a + off, d + off);
+              }
             });
-            in = r;
+            break;
           }
-          const bool bf = s.round_input == 2;
-          // single tokens (all rows after `last`): each its own product, weights read once
-          const int n_each = after_last ? rows : singles;
-          bool ok = n_each == 0 || kern.matmul_each(*s.w, in, n_each, d, wo, e_.pool(), bf, *mm_);
-          if (!after_last)
-            for (const Seg& g : segs)
-              if (ok && g.n > 1)
-                ok = kern.matmul_x(*s.w, in + size_t(g.off) * wi, g.n, d + size_t(g.off) * wo, wo, e_.pool(), bf, *mm_);
-          if (!ok)
-            return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
-                                                        s.w->name.c_str(), rows));
-          break;
-        }
-        case OpCode::add_bias:
-          for_rows(rows, wi, [&](int t, int) {
-            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] + s.vec[k];
-          });
-          break;
-        case OpCode::rope: {
-          const RopeSpec& rs = p.ropes[static_cast<size_t>(s.idx)];
-          std::vector<float>& cache = rope_cache_[static_cast<size_t>(s.idx)];
-          if (!rope_done[static_cast<size_t>(s.idx)]) {
-            cache.resize(size_t(rows) * rs.n_dims);
-            for (const Seg& g : segs)
-              for (int t = 0; t < g.n; t++) rope_angles(rs, g.pos0 + t, cache.data() + size_t(g.off + t) * rs.n_dims);
-            rope_done[static_cast<size_t>(s.idx)] = 1;
+          case OpCode::attention: {
+            const AttnSpec& at = p.attns[static_cast<size_t>(s.idx)];
+            const size_t wq = size_t(at.n_head) * at.hd_k, wk = size_t(at.n_kv) * at.hd_k, wv = size_t(at.n_kv) * at.hd_v,
+                         wa = size_t(at.n_head) * at.hd_v;
+            for (const Seg& g : segs)  // no b, c: the layer reads an earlier layer's cache
+              g.req->ctx->attention(s, g.n, g.pos0, a + g.off * wq, b ? b + g.off * wk : nullptr, c ? c + g.off * wv : nullptr,
+                                    d + g.off * wa);
+            break;
           }
-          for_rows(rows, wi, [&](int t, int) {
-            for (int h = 0; h < wi / rs.head_dim; h++) {
-              size_t off = size_t(t) * wi + size_t(h) * rs.head_dim;
-              rope_head(rs, cache.data() + size_t(t) * rs.n_dims, a + off, d + off);
+          case OpCode::last: {
+            // each sequence that wants logits keeps its last row, in segment order
+            int kept = 0;
+            for (Seg& g : segs) {
+              if (!g.req->out) {
+                g.off = -1;
+                continue;
+              }
+              const int src = g.off + g.n - 1;
+              if (src != kept) std::memmove(a + size_t(kept) * wi, a + size_t(src) * wi, size_t(wi) * 4);
+              g.off = kept++;
             }
-          });
-          break;
-        }
-        case OpCode::attention: {
-          const AttnSpec& at = p.attns[static_cast<size_t>(s.idx)];
-          const size_t wq = size_t(at.n_head) * at.hd_k, wk = size_t(at.n_kv) * at.hd_k, wv = size_t(at.n_kv) * at.hd_v,
-                       wa = size_t(at.n_head) * at.hd_v;
-          const float* k = s.b >= 0 ? reg(s.b) : nullptr;  // none: the layer reads an earlier layer's cache
-          const float* v = s.c >= 0 ? reg(s.c) : nullptr;
-          for (const Seg& g : segs)
-            g.req->ctx->attention(s, g.n, g.pos0, a + g.off * wq, k ? k + g.off * wk : nullptr, v ? v + g.off * wv : nullptr,
-                                  d + g.off * wa);
-          break;
-        }
-        case OpCode::silu:
-        case OpCode::gelu:
-        case OpCode::gelu_tanh:
-        case OpCode::relu: {
-          OpCode op = s.op;
-          for_rows(rows, wi * 8, [&](int t, int) {
-            const float* x = a + size_t(t) * wi;
-            float* y = d + size_t(t) * wi;
-            switch (op) {
-              case OpCode::silu: kern.silu_row(x, y, wi); break;
-              case OpCode::gelu: for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]); break;
-              case OpCode::gelu_tanh: kern.gelu_tanh_row(x, y, wi); break;
-              default: for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f; break;
-            }
-          });
-          break;
-        }
-        case OpCode::mul:
-        case OpCode::add: {
-          const float* b = reg(s.b);
-          bool mul_op = s.op == OpCode::mul;
-          for_rows(rows, wi, [&](int t, int) {
-            size_t o = size_t(t) * wi;
-            if (mul_op) for (int k = 0; k < wi; k++) d[o + k] = a[o + k] * b[o + k];
-            else for (int k = 0; k < wi; k++) d[o + k] = a[o + k] + b[o + k];
-          });
-          break;
-        }
-        case OpCode::scale:
-          for_rows(rows, wi, [&](int t, int) {
-            if (s.f2 == 0)
-              for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] * s.f;
-            else  // ggml_scale_bias: one fused multiply-add
-              for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::fma(a[size_t(t) * wi + k], s.f, s.f2);
-          });
-          break;
-        case OpCode::sub:
-        case OpCode::mul_weight:
-        case OpCode::rms_normalize:
-        case OpCode::gaussian_topk:
-        case OpCode::put:
-        case OpCode::streams:
-        case OpCode::match_norm:
-        case OpCode::stream_mix:
-        case OpCode::stream_axpy:
-        case OpCode::stream_add:
-        case OpCode::stream_mean: {
-          const float* b = s.b >= 0 ? reg(s.b) : nullptr;
-          const float* c = s.c >= 0 ? reg(s.c) : nullptr;
-          for_rows(rows, int64_t(wi) * 4, [&](int t, int) { row_op(s, kern, a, b, c, d, size_t(t)); });
-          break;
-        }
-        case OpCode::stream_matmul:  // compiled into slice, matmul and put steps
-          break;
-        case OpCode::softcap:
-          for_rows(rows, wi * 8, [&](int t, int) {
-            const float inv = 1.0f / s.f;
-            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::tanh(a[size_t(t) * wi + k] * inv) * s.f;
-          });
-          break;
-        case OpCode::copy:
-          std::memcpy(d, a, size_t(rows) * wi * 4);
-          break;
-        case OpCode::slice:
-          for (int t = 0; t < rows; t++) std::memcpy(d + size_t(t) * wo, a + size_t(t) * wi + s.off, size_t(wo) * 4);
-          break;
-        case OpCode::layer_norm:
-        case OpCode::layer_norm_heads:
-          for_rows(rows, wi, [&](int t, int) { layer_norm_row(s, kern, a + size_t(t) * wi, d + size_t(t) * wo); });
-          break;
-        case OpCode::last: {
-          // each sequence that wants logits keeps its last row, in segment order
-          int kept = 0;
-          for (Seg& g : segs) {
-            if (!g.req->out) {
-              g.off = -1;
-              continue;
-            }
-            const int src = g.off + g.n - 1;
-            if (src != kept) std::memmove(a + size_t(kept) * wi, a + size_t(src) * wi, size_t(wi) * 4);
-            g.off = kept++;
+            rows = kept;
+            after_last = true;
+            break;
           }
-          rows = kept;
-          after_last = true;
-          break;
+          default:
+            break;
         }
-      }
     }
     if (any_out) {
       const float* lg = logits_.as<float>();
