@@ -32,7 +32,9 @@
 //   model.safetensors.index.json, or *.safetensors; optional tokenizer.json, tokenizer_config.json,
 //   generation_config.json, chat_template.jinja or chat_template.json. MLX affine 4- and 8-bit
 //   checkpoints (packed U32 weights with .scales and .biases, "quantization" in config.json, with
-//   per-module overrides) load as one quantized tensor each. Weights are used in place in the
+//   per-module overrides) load as one quantized tensor each (Gemma 3n's too: mlx-lm's and mlx-vlm's
+//   layouts; the vision / audio towers of a multimodal checkpoint are listed, never combined nor
+//   read). Weights are used in place in the
 //   mapping, never read into memory (unless LoadOptions::read_into_memory, below). Every ggml tensor
 //   type is known by name; a type without kernels loads (`llminfer info` lists it) and is refused
 //   only when a model computes with it. Only regular files are opened: a FIFO or a device is
@@ -4318,9 +4320,17 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vecto
       file_of.emplace(&t, &f);
     }
   }
+  // The vision / audio towers of a multimodal checkpoint (Gemma 3n from mlx-vlm or Hugging Face) are
+  // listed as stored and never computed with: their MLX triples are not combined nor checked, so
+  // that a quantization the text model does not use (other bits, shapes) does not stop the load.
+  auto tower = [](std::string_view n) {
+    for (std::string_view p : {"vision_tower.", "audio_tower.", "embed_vision.", "embed_audio.", "multi_modal_projector."})
+      if (starts_with(n, p)) return true;
+    return false;
+  };
   m.tensors.reserve(ordered.size());
   for (const auto& [hf, t] : ordered) {
-    if (ends_with(hf, ".scales") || ends_with(hf, ".biases")) {
+    if (!tower(hf) && (ends_with(hf, ".scales") || ends_with(hf, ".biases"))) {
       std::string base = hf.substr(0, hf.size() - 7);
       auto w = by_name.find(base + ".weight");
       if (w != by_name.end() && w->second->type == DType::u32) continue;  // part of an MLX triple
@@ -4338,7 +4348,7 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vecto
       return bad(strf("tensor '%s' has %zu dimensions (at most 4)", printable(t->name).c_str(), t->shape.size()));
     v.n_dims = static_cast<int>(t->shape.size());
     for (int k = 0; k < v.n_dims; k++) v.ne[k] = t->shape[t->shape.size() - 1 - static_cast<size_t>(k)];
-    if (ends_with(hf, ".weight") && t->type == DType::u32) {
+    if (ends_with(hf, ".weight") && t->type == DType::u32 && !tower(hf)) {
       std::string base = hf.substr(0, hf.size() - 7);
       auto si = by_name.find(base + ".scales"), bi = by_name.find(base + ".biases");
       std::string tn = printable(t->name);

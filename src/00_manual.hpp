@@ -32,7 +32,9 @@
 //   model.safetensors.index.json, or *.safetensors; optional tokenizer.json, tokenizer_config.json,
 //   generation_config.json, chat_template.jinja or chat_template.json. MLX affine 4- and 8-bit
 //   checkpoints (packed U32 weights with .scales and .biases, "quantization" in config.json, with
-//   per-module overrides) load as one quantized tensor each. Weights are used in place in the
+//   per-module overrides) load as one quantized tensor each (Gemma 3n's too: mlx-lm's and mlx-vlm's
+//   layouts; the vision / audio towers of a multimodal checkpoint are listed, never combined nor
+//   read). Weights are used in place in the
 //   mapping, never read into memory (unless LoadOptions::read_into_memory, below). Every ggml tensor
 //   type is known by name; a type without kernels loads (`llminfer info` lists it) and is refused
 //   only when a model computes with it. Only regular files are opened: a FIFO or a device is

@@ -542,3 +542,216 @@ TEST_CASE("gemma3n: a Hugging Face per-layer table smaller than the vocabulary r
   auto e = logits_of_ids(ec, std::vector<int32_t>{1, 512}, true);
   CHECK(!e);
 }
+
+// ---- Gemma 3n from mlx-community's 4-bit directories (hf/gemma3n-mini/mlx-4bit) ----
+// tests/test_quant_oracle.cpp holds it against llama.cpp on its dequantized F32 twin; here: the twin is
+// exactly the directory's weights, the other MLX layout (mlx-vlm) loads to the same logits, and an
+// unsupported quantization is an error that names the tensor.
+namespace {
+
+std::string g3n_mlx_dir() { return fixtures_dir() + "/hf/gemma3n-mini/mlx-4bit"; }
+
+std::string slurp(const std::string& path) {
+  std::ifstream i(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(i)), std::istreambuf_iterator<char>());
+}
+
+// A copy of the MLX directory in `dir`: its tensors through `edit` (which adds them to the writer,
+// renamed or changed, or drops them), then `extra`, and config.json through `config`.
+void g3n_mlx_copy(const test::TempDir& dir, const std::function<void(test::SafetensorsWriter&, const llminfer::detail::StTensor&)>& edit,
+                  const std::function<void(test::SafetensorsWriter&)>& extra, const std::function<void(std::string&)>& config) {
+  const std::string src = g3n_mlx_dir();
+  REQUIRE_MESSAGE(is_directory(src), src << " is missing: run `make fixtures`");
+  const std::string bytes = slurp(src + "/model.safetensors");
+  auto st = llminfer::detail::safetensors_parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "model.safetensors");
+  REQUIRE(st);
+  test::SafetensorsWriter w;
+  w.metadata("format", "mlx");
+  for (const auto& t : st->tensors) edit(w, t);
+  extra(w);
+  std::vector<uint8_t> img = w.build();
+  std::ofstream(dir.file("model.safetensors"), std::ios::binary)
+      .write(reinterpret_cast<const char*>(img.data()), static_cast<std::streamsize>(img.size()));
+  for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+    std::string text = slurp(src + "/" + f);
+    if (std::string(f) == "config.json") config(text);
+    std::ofstream(dir.file(f), std::ios::binary) << text;
+  }
+}
+
+const char* st_dtype(llminfer::detail::DType t) {
+  return t == llminfer::detail::DType::u32 ? "U32" : t == llminfer::detail::DType::bf16 ? "BF16" : "F32";
+}
+
+void copy_tensor(test::SafetensorsWriter& w, const llminfer::detail::StTensor& t, const std::string& name) {
+  w.tensor(name, st_dtype(t.type), t.shape, std::vector<uint8_t>(t.data, t.data + t.nbytes));
+}
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("gemma3n MLX: mlx-community's 4-bit gemma3n-mini is exactly its F32 twin's weights, and computes its logits") {
+  using llminfer::detail::DType;
+  const std::string dir = g3n_mlx_dir(), gguf = fixtures_dir() + "/hf/gemma3n-mini/mlx-4bit-oracle-f32.gguf";
+  REQUIRE_MESSAGE(is_directory(dir), dir << " is missing: run `make fixtures`");
+  auto hd = load_description(dir);
+  REQUIRE_MESSAGE(hd, (hd ? "" : hd.error().message));
+  auto gd = load_description(gguf);
+  REQUIRE(gd);
+  const llminfer::detail::ModelDesc &h = **hd, &g = **gd;
+  CHECK(h.arch == "gemma3n");
+  CHECK(h.hp.n_ff == 256);  // text_config's intermediate_size is one int here (the twin: a per-layer list)
+  // every 2-D weight with rows of whole 64-groups is affine 4-bit (bf16 scales / biases), the AltUp
+  // coefficients (rows of 4), norms and correct_output_scale stay BF16
+  size_t quantized = 0, plain = 0, n_hf = 0;
+  for (const auto& t : h.tensors) {
+    INFO(t.name);
+    const bool coef = t.name.find("altup_correct_coef") != std::string::npos || t.name.find("altup_predict_coef") != std::string::npos;
+    if (t.n_dims == 2 && !coef) {
+      CHECK(t.type == DType::mlx_q4);
+      CHECK(t.group_size == 64);
+      CHECK(t.aux_type == DType::bf16);
+      quantized++;
+    } else {
+      CHECK(t.type == DType::bf16);
+      plain++;
+    }
+  }
+  CHECK(quantized == 25 * 12 + 9);  // 12 per layer; embeddings, per-layer projection, 3 + 3 AltUp projections
+  CHECK(plain == 25 * 12 + 2);      // 10 norms and 2 coefficient matrices per layer; 2 global norms
+  // the twin holds exactly the dequantized values (the stacked AltUp projections split per stream)
+  for (const auto& t : g.tensors) {
+    INFO(t.name);
+    REQUIRE(t.type == DType::f32);
+    const int64_t parts = (t.name == "altup_proj.weight" || t.name == "altup_unembd_proj.weight") ? t.ne[2] : 1;
+    const int64_t rows = t.rows() / parts;
+    for (int64_t k = 0; k < parts; k++) {
+      std::string name = t.name;
+      if (parts > 1) name.insert(name.size() - 7, "." + std::to_string(k));
+      const auto* v = h.find(name);
+      REQUIRE_MESSAGE(v, name << " is missing");
+      n_hf++;
+      REQUIRE(v->ne[0] == t.ne[0]);
+      REQUIRE(v->rows() == rows);
+      std::vector<float> a(static_cast<size_t>(t.ne[0])), b(a.size());
+      int64_t bad = 0;
+      for (int64_t r = 0; r < rows; r++) {
+        llminfer::detail::dequant_row(*v, r, a.data());
+        llminfer::detail::dequant_row(t, k * rows + r, b.data());
+        bad += std::memcmp(a.data(), b.data(), a.size() * 4) != 0;
+      }
+      CHECK(bad == 0);
+    }
+  }
+  CHECK(n_hf == h.tensors.size());
+  // logits: the MLX kernels sum scale * sum(q x) + bias * sum(x) per group, the twin's the products of
+  // the dequantized weights; this net magnifies such differences to ~1e-2 (measured 6.7e-3 at most)
+  LoadOptions o;
+  o.threads = 1;
+  o.kv_type = KvType::f32;
+  auto mm = Model::load(dir, o);
+  REQUIRE_MESSAGE(mm, (mm ? "" : mm.error().message));
+  auto tm = Model::load(gguf, o);
+  REQUIRE(tm);
+  auto gold = read_json(goldens_dir() + "/synth-gemma3n-mini-f32.json");
+  REQUIRE(gold);
+  for (const auto& pr : (*gold)["prompts"].items) {
+    std::vector<int32_t> ids = ids_of(pr["ids"]);
+    auto a = logits_of_ids(llminfer::detail::model_impl(*mm).engine, ids, true),
+         b = logits_of_ids(llminfer::detail::model_impl(*tm).engine, ids, true);
+    REQUIRE(a);
+    REQUIRE(b);
+    REQUIRE(a->size() == b->size());
+    double worst = 0;
+    for (size_t k = 0; k < a->size(); k++) worst = std::max(worst, std::fabs(double((*a)[k]) - double((*b)[k])));
+    MESSAGE("gemma3n-mini mlx-4bit: max |MLX - F32 twin| = " << worst);
+    CHECK(worst < 1.5e-2);
+  }
+}
+
+// mlx-vlm's conversions (mlx-community/gemma-3n-E2B-it-4bit and the like) keep the whole
+// Gemma3nForConditionalGeneration: `language_model.model.` names, and vision / audio towers whose
+// tensors the text model never reads (here one of them an MLX triple that is no valid 2-D weight).
+TEST_CASE("gemma3n MLX: the mlx-vlm layout (language_model.model. names, vision / audio towers) gives the same logits") {
+  test::TempDir dir;
+  const std::string pre = "model.language_model.";
+  int renamed = 0;
+  g3n_mlx_copy(
+      dir,
+      [&](test::SafetensorsWriter& w, const llminfer::detail::StTensor& t) {
+        REQUIRE(starts_with(t.name, pre));
+        copy_tensor(w, t, "language_model.model." + t.name.substr(pre.size()));
+        renamed++;
+      },
+      [](test::SafetensorsWriter& w) {
+        w.tensor("vision_tower.timm_model.conv_stem.conv.weight", "BF16", {8, 3, 3, 3}, std::vector<uint8_t>(8 * 27 * 2, 0x3C));
+        w.tensor("embed_vision.embedding.weight", "U32", {128, 8}, std::vector<uint8_t>(128 * 8 * 4, 0x11));
+        w.tensor("embed_vision.embedding.scales", "BF16", {128, 1}, std::vector<uint8_t>(256, 0x3C));
+        w.tensor("embed_vision.embedding.biases", "BF16", {128, 1}, std::vector<uint8_t>(256, 0x00));
+        w.tensor("audio_tower.conformer.0.ffw.weight", "U32", {4, 3, 3}, std::vector<uint8_t>(36 * 4, 0x22));
+        w.tensor("audio_tower.conformer.0.ffw.scales", "BF16", {4, 2}, std::vector<uint8_t>(16, 0x3C));
+        w.tensor("audio_tower.conformer.0.ffw.biases", "BF16", {4, 2}, std::vector<uint8_t>(16, 0x00));
+      },
+      [](std::string&) {});
+  CHECK(renamed == 25 * (12 * 3 + 12) + 9 * 3 + 2);
+  auto vd = load_description(dir.path);
+  REQUIRE_MESSAGE(vd, (vd ? "" : vd.error().message));
+  CHECK((*vd)->find("blk.24.laurel_r.weight")->type == llminfer::detail::DType::mlx_q4);
+  REQUIRE((*vd)->find("audio_tower.conformer.0.ffw.weight"));  // listed as stored
+  CHECK((*vd)->find("audio_tower.conformer.0.ffw.weight")->type == llminfer::detail::DType::u32);
+  CHECK((*vd)->find("audio_tower.conformer.0.ffw.scales"));
+  LoadOptions o;
+  o.threads = 1;
+  o.kv_type = KvType::f32;
+  auto a = Model::load(dir.path, o), b = Model::load(g3n_mlx_dir(), o);
+  REQUIRE_MESSAGE(a, (a ? "" : a.error().message));
+  REQUIRE(b);
+  const std::vector<int32_t> ids{1, 49, 80, 349, 223, 458, 266, 267, 262, 321, 71, 14, 307, 511, 0, 5, 17};
+  auto la = logits_of_ids(llminfer::detail::model_impl(*a).engine, ids, true),
+       lb = logits_of_ids(llminfer::detail::model_impl(*b).engine, ids, true);
+  REQUIRE(la);
+  REQUIRE(lb);
+  CHECK(*la == *lb);
+}
+
+TEST_CASE("gemma3n MLX: a 3-bit tensor or another quantization mode is an error that names the tensor") {
+  const std::string module = "model.language_model.layers.0.mlp.down_proj";
+  {  // layer 0's down_proj (64 x 256) packed in 3 bits: 24 words a row, 4 groups
+    test::TempDir dir;
+    g3n_mlx_copy(
+        dir,
+        [&](test::SafetensorsWriter& w, const llminfer::detail::StTensor& t) {
+          if (t.name == module + ".weight") w.tensor(t.name, "U32", {64, 24}, std::vector<uint8_t>(64 * 24 * 4, 0x49));
+          else copy_tensor(w, t, t.name);
+        },
+        [](test::SafetensorsWriter&) {},
+        [&](std::string& c) {
+          const std::string from = "\"" + module + "\": true";
+          REQUIRE(c.find(from) != std::string::npos);
+          replace_all(c, from, "\"" + module + "\": {\"group_size\": 64, \"bits\": 3}");
+        });
+    auto r = load_description(dir.path);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == Errc::unsupported);
+    CHECK_MESSAGE(r.error().message.find(module + ".weight' is 3-bit") != std::string::npos, r.error().message);
+    CHECK_MESSAGE(r.error().message.find("only 4- and 8-bit") != std::string::npos, r.error().message);
+  }
+  {  // the same words with "mode": "mxfp4"
+    test::TempDir dir;
+    g3n_mlx_copy(
+        dir, [&](test::SafetensorsWriter& w, const llminfer::detail::StTensor& t) { copy_tensor(w, t, t.name); },
+        [](test::SafetensorsWriter&) {},
+        [&](std::string& c) {
+          const std::string from = "\"bits\": 4,";
+          REQUIRE(c.find(from) != std::string::npos);
+          replace_all(c, from, "\"bits\": 4, \"mode\": \"mxfp4\",");
+        });
+    auto r = load_description(dir.path);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().code == Errc::unsupported);
+    CHECK_MESSAGE(r.error().message.find("quantization mode 'mxfp4' (only affine)") != std::string::npos, r.error().message);
+  }
+}
