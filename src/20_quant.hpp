@@ -393,17 +393,6 @@ inline float vec_dot_mlx(const TensorView& w, int64_t row, const float* x) {
 
 }  // namespace ref
 
-// Whether tensors of this type can be computed with (dequantized / multiplied).
-inline bool dtype_computable(DType t) {
-  switch (t) {
-    case DType::f32: case DType::f16: case DType::bf16:
-    case DType::q4_0: case DType::q5_0: case DType::q8_0: case DType::q4_K: case DType::q6_K:
-    case DType::mlx_q4: case DType::mlx_q8:
-      return true;
-    default: return false;
-  }
-}
-
 // Bytes of one row of a 2-D weight (MLX: the packed words only).
 inline uint64_t weight_row_bytes(const TensorView& w) {
   uint64_t rb = 0;
