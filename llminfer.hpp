@@ -7764,15 +7764,15 @@ LLMI_KNS_END
 // ==== The type table, part 2: the kernels of each computable type at this level ====
 // WeightKernels<T> is T's row: what this kernel level (21_kernels_begin) runs for weights of type
 // T. Part 1, the facts of every type (block, bytes, computable, ActForm), is LLMI_DTYPES
-// (13_dtype). The kernel sites are templates on a row (WK) and a call reaches them through one
-// visit_weight_kernels, which switches once (visit_weight_type) and passes the row: the kernels
-// are inlined, not called through pointers.
+// (13_dtype). The kernel sites (25_matmul) are templates on a row (WK); a call reaches them
+// through one visit_weight_kernels, which switches once (visit_weight_type) and passes the row, so
+// the kernels inline into the row loops (no call through a pointer per row).
 //
 // A row's members (static; WeightKernelsBase gives the facts and the defaults):
 //   type, act, block                    T's facts (13_dtype)
-//   dot(o, row, r, t)                   row r (its bytes at `row`) times token t of the input
-//                                       o.in, prepared in `act`: the one-token product, the bits
-//                                       of every matmul path with that order (RowOperands, 25_matmul)
+//   dot(o, row, r, t)                   row r (its bytes at `row`) times token t of o.in, which
+//                                       is prepared in `act` (RowOperands, 25_matmul): the
+//                                       one-token product (gemv), llama.cpp's order for one token
 //   dequant(w, r, row, out)             row r as w.ne[0] floats
 //   prepare_extra(in, w)                input besides `act` (MLX: sums per group); false: out of memory
 //   AVX2 (not AVX-512):
@@ -7791,7 +7791,7 @@ LLMI_KNS_END
 // reference is a valid body at every level); the faster members come when its kernels do.
 // To add an instruction set (a level, 21_kernels_begin): its kernels, and here, under its
 // LLMI_SIMD_ macro, the members of the types it runs faster, with a flag (as multi_token, gemm)
-// that the matmul (25_matmul, below) tests at compile time.
+// that the entry points below test at compile time to take its path (a driver in 25_matmul).
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
