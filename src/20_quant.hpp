@@ -183,18 +183,40 @@ inline void dequant_row_q6_k(const uint8_t* src, float* dst, int64_t n) {
   }
 }
 
-// An MLX group scale or bias (f16, bf16 or f32).
-inline float mlx_aux(const uint8_t* p, DType t, int64_t i) {
-  switch (t) {
-    case DType::f16: return fp16_to_f32(rd_u16(p + 2 * i));
-    case DType::bf16: return bf16_to_f32(rd_u16(p + 2 * i));
-    default: {
+// Value i of an array of T values, T f32, f16 or bf16 (MLX group scales and biases).
+template <DType T>
+struct FloatReader {
+  float operator()(const uint8_t* p, int64_t i) const {
+    if constexpr (T == DType::f16) return fp16_to_f32(rd_u16(p + 2 * i));
+    else if constexpr (T == DType::bf16) return bf16_to_f32(rd_u16(p + 2 * i));
+    else {
+      static_assert(T == DType::f32, "FloatReader: f32, f16 or bf16");
       float f;
       std::memcpy(&f, p + 4 * i, 4);
       return f;
     }
   }
+};
+// f(FloatReader<t>{}) for t f32, f16 or bf16 (MLX scales and biases, checked at load): the type is
+// chosen once, outside f's loops.
+template <class F>
+inline decltype(auto) with_float_reader(DType t, F&& f) {
+  return visit_weight_type(t, [&](auto type) -> decltype(auto) {
+    constexpr DType T = decltype(type)::value;
+    if constexpr (T == DType::f16 || T == DType::bf16) {
+      return f(FloatReader<T>{});
+    } else {
+      LLMI_ASSERT(T == DType::f32 && "MLX scales are f32, f16 or bf16");
+      return f(FloatReader<DType::f32>{});
+    }
+  });
 }
+// An MLX group scale or bias.
+inline float mlx_aux(const uint8_t* p, DType t, int64_t i) {
+  return with_float_reader(t, [&](auto aux) { return aux(p, i); });
+}
+// Bits per value of an MLX type (a "block" is one uint32 word, 13_dtype).
+constexpr int mlx_bits(DType t) { return 32 / static_cast<int>(dtype_traits(t)->block); }
 // Unsigned value i of an MLX row (4 or 8 bits, lowest bits first in little-endian words).
 inline int mlx_value(const uint8_t* row, int bits, int64_t i) {
   uint32_t word = rd_u32(row + 4 * (i * bits / 32));
@@ -202,13 +224,15 @@ inline int mlx_value(const uint8_t* row, int bits, int64_t i) {
   return static_cast<int>((word >> (bits * (i % per_word))) & ((1u << bits) - 1));
 }
 inline void dequant_row_mlx(const TensorView& w, int64_t row, float* dst) {
-  const int bits = w.type == DType::mlx_q4 ? 4 : 8;
+  const int bits = mlx_bits(w.type);
   const int64_t n = w.ne[0], groups = n / w.group_size;
   const uint8_t* q = w.data + static_cast<uint64_t>(row) * static_cast<uint64_t>(n * bits / 8);
-  for (int64_t g = 0; g < groups; g++) {
-    float s = mlx_aux(w.scales, w.aux_type, row * groups + g), b = mlx_aux(w.biases, w.aux_type, row * groups + g);
-    for (int64_t i = g * w.group_size; i < (g + 1) * w.group_size; i++) dst[i] = static_cast<float>(mlx_value(q, bits, i)) * s + b;
-  }
+  with_float_reader(w.aux_type, [&](auto aux) {
+    for (int64_t g = 0; g < groups; g++) {
+      float s = aux(w.scales, row * groups + g), b = aux(w.biases, row * groups + g);
+      for (int64_t i = g * w.group_size; i < (g + 1) * w.group_size; i++) dst[i] = static_cast<float>(mlx_value(q, bits, i)) * s + b;
+    }
+  });
 }
 
 // ---- activation quantization ----
@@ -376,33 +400,24 @@ inline float vec_dot_bf16(const uint8_t* w, const float* x, int64_t n) {
 
 // MLX affine row `row` times f32 activations: per group, scale * sum(q * x) + bias * sum(x).
 inline float vec_dot_mlx(const TensorView& w, int64_t row, const float* x) {
-  const int bits = w.type == DType::mlx_q4 ? 4 : 8;
+  const int bits = mlx_bits(w.type);
   const int64_t n = w.ne[0], groups = n / w.group_size;
   const uint8_t* q = w.data + static_cast<uint64_t>(row) * static_cast<uint64_t>(n * bits / 8);
-  float acc = 0;
-  for (int64_t g = 0; g < groups; g++) {
-    float sqx = 0, sx = 0;
-    for (int64_t i = g * w.group_size; i < (g + 1) * w.group_size; i++) {
-      sqx += static_cast<float>(mlx_value(q, bits, i)) * x[i];
-      sx += x[i];
+  return with_float_reader(w.aux_type, [&](auto aux) {
+    float acc = 0;
+    for (int64_t g = 0; g < groups; g++) {
+      float sqx = 0, sx = 0;
+      for (int64_t i = g * w.group_size; i < (g + 1) * w.group_size; i++) {
+        sqx += static_cast<float>(mlx_value(q, bits, i)) * x[i];
+        sx += x[i];
+      }
+      acc += aux(w.scales, row * groups + g) * sqx + aux(w.biases, row * groups + g) * sx;
     }
-    acc += mlx_aux(w.scales, w.aux_type, row * groups + g) * sqx + mlx_aux(w.biases, w.aux_type, row * groups + g) * sx;
-  }
-  return acc;
+    return acc;
+  });
 }
 
 }  // namespace ref
-
-// Whether tensors of this type can be computed with (dequantized / multiplied).
-inline bool dtype_computable(DType t) {
-  switch (t) {
-    case DType::f32: case DType::f16: case DType::bf16:
-    case DType::q4_0: case DType::q5_0: case DType::q8_0: case DType::q4_K: case DType::q6_K:
-    case DType::mlx_q4: case DType::mlx_q8:
-      return true;
-    default: return false;
-  }
-}
 
 // Bytes of one row of a 2-D weight (MLX: the packed words only).
 inline uint64_t weight_row_bytes(const TensorView& w) {

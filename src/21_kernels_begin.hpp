@@ -1,5 +1,7 @@
 // ==== The kernel region (21_kernels_begin .. 26_kernels_end): one table of kernels per level ====
 // The kernels (21_simd, 24_attention_kernels, 25_matmul) are what depends on the instruction set.
+// Per weight type, what a level runs is the type's row of WeightKernels (25_weight_kernels); the
+// facts that do not depend on the level are LLMI_DTYPES (13_dtype).
 // The rest of the engine calls them through one table (KernelTable, 26_kernels_end): an evaluation
 // context holds a `const KernelTable*` and writes `kern->matmul_x(...)`.
 //  * A native build (the default: -march=native, or LLMINFER_SIMD_* / -march=...) compiles the

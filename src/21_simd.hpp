@@ -322,25 +322,6 @@ inline void f16_to_f32_row(const uint8_t* src, float* dst, int64_t n, bool bf16)
   for (; k < n; k++) dst[k] = bf16 ? bf16_to_f32(rd_u16(src + 2 * k)) : fp16_to_f32(rd_u16(src + 2 * k));
 }
 
-// Row `row` of a 2-D (or flattened) tensor as f32 (`out` holds ne[0] floats). The type must be
-// computable (checked at load).
-inline void dequant_row(const TensorView& w, int64_t row, float* out) {
-  const int64_t n = w.ne[0];
-  const uint8_t* src = w.data + static_cast<uint64_t>(row) * weight_row_bytes(w);
-  switch (w.type) {
-    case DType::f32: std::memcpy(out, src, static_cast<size_t>(n) * 4); break;
-    case DType::f16: f16_to_f32_row(src, out, n, false); break;
-    case DType::bf16: f16_to_f32_row(src, out, n, true); break;
-    case DType::q4_0: ref::dequant_row_q4_0(src, out, n); break;
-    case DType::q5_0: ref::dequant_row_q5_0(src, out, n); break;
-    case DType::q8_0: ref::dequant_row_q8_0(src, out, n); break;
-    case DType::q4_K: ref::dequant_row_q4_k(src, out, n); break;
-    case DType::q6_K: ref::dequant_row_q6_k(src, out, n); break;
-    case DType::mlx_q4: case DType::mlx_q8: ref::dequant_row_mlx(w, row, out); break;
-    default: LLMI_ASSERT(!"dequant_row: type not computable"); break;
-  }
-}
-
 // f16 <-> f32 rows (the cache's element type). F16C on AVX2 and up, else the portable code
 // (the same bits).
 inline void f16_row_to_f32(const uint16_t* src, float* dst, int64_t n) {
@@ -835,60 +816,63 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
 
 // MLX affine row `row` times f32 x: per group, scale * sum(q * x) + bias * sum(x) (xs: group sums).
 inline float dot_mlx(const TensorView& w, int64_t row, const float* x, const float* xs) {
-  const int bits = w.type == DType::mlx_q4 ? 4 : 8;
+  const int bits = ref::mlx_bits(w.type);
   const int64_t n = w.ne[0], gs = w.group_size, groups = n / gs;
   const uint8_t* q = w.data + static_cast<uint64_t>(row) * static_cast<uint64_t>(n * bits / 8);
-  float acc = 0;
+  // (the scales' type chosen once per row)
+  return ref::with_float_reader(w.aux_type, [&](auto aux) -> float {
+    float acc = 0;
 #if defined(LLMI_SIMD_AVX512)
-  if (gs % 16 == 0) {
-    __m512 vacc = _mm512_setzero_ps();
-    for (int64_t g = 0; g < groups; g++) {
-      __m512 gacc = _mm512_setzero_ps();
-      for (int64_t i = g * gs; i < (g + 1) * gs; i += 16) {
-        __m128i v;
-        if (bits == 4) {
-          __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i / 2));
-          __m128i lo = _mm_and_si128(b8, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(15));
-          v = _mm_unpacklo_epi8(lo, hi);
-        } else {
-          v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i));
+    if (gs % 16 == 0) {
+      __m512 vacc = _mm512_setzero_ps();
+      for (int64_t g = 0; g < groups; g++) {
+        __m512 gacc = _mm512_setzero_ps();
+        for (int64_t i = g * gs; i < (g + 1) * gs; i += 16) {
+          __m128i v;
+          if (bits == 4) {
+            __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i / 2));
+            __m128i lo = _mm_and_si128(b8, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(15));
+            v = _mm_unpacklo_epi8(lo, hi);
+          } else {
+            v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i));
+          }
+          gacc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)), _mm512_loadu_ps(x + i), gacc);
         }
-        gacc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)), _mm512_loadu_ps(x + i), gacc);
+        vacc = _mm512_fmadd_ps(gacc, _mm512_set1_ps(aux(w.scales, row * groups + g)), vacc);
+        acc += aux(w.biases, row * groups + g) * xs[g];
       }
-      vacc = _mm512_fmadd_ps(gacc, _mm512_set1_ps(ref::mlx_aux(w.scales, w.aux_type, row * groups + g)), vacc);
-      acc += ref::mlx_aux(w.biases, w.aux_type, row * groups + g) * xs[g];
+      return acc + _mm512_reduce_add_ps(vacc);
     }
-    return acc + _mm512_reduce_add_ps(vacc);
-  }
 #elif defined(LLMI_SIMD_AVX2)
-  if (gs % 16 == 0) {
-    __m256 vacc = _mm256_setzero_ps();
-    for (int64_t g = 0; g < groups; g++) {
-      __m256 gacc = _mm256_setzero_ps();
-      for (int64_t i = g * gs; i < (g + 1) * gs; i += 16) {
-        __m128i v;
-        if (bits == 4) {
-          __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i / 2));
-          __m128i lo = _mm_and_si128(b8, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(15));
-          v = _mm_unpacklo_epi8(lo, hi);
-        } else {
-          v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i));
+    if (gs % 16 == 0) {
+      __m256 vacc = _mm256_setzero_ps();
+      for (int64_t g = 0; g < groups; g++) {
+        __m256 gacc = _mm256_setzero_ps();
+        for (int64_t i = g * gs; i < (g + 1) * gs; i += 16) {
+          __m128i v;
+          if (bits == 4) {
+            __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i / 2));
+            __m128i lo = _mm_and_si128(b8, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(15));
+            v = _mm_unpacklo_epi8(lo, hi);
+          } else {
+            v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i));
+          }
+          gacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), _mm256_loadu_ps(x + i), gacc);
+          gacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8))), _mm256_loadu_ps(x + i + 8), gacc);
         }
-        gacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), _mm256_loadu_ps(x + i), gacc);
-        gacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8))), _mm256_loadu_ps(x + i + 8), gacc);
+        vacc = _mm256_fmadd_ps(gacc, _mm256_set1_ps(aux(w.scales, row * groups + g)), vacc);
+        acc += aux(w.biases, row * groups + g) * xs[g];
       }
-      vacc = _mm256_fmadd_ps(gacc, _mm256_set1_ps(ref::mlx_aux(w.scales, w.aux_type, row * groups + g)), vacc);
-      acc += ref::mlx_aux(w.biases, w.aux_type, row * groups + g) * xs[g];
+      return acc + hsum_ps256(vacc);
     }
-    return acc + hsum_ps256(vacc);
-  }
 #endif
-  for (int64_t g = 0; g < groups; g++) {
-    float sqx = 0;
-    for (int64_t i = g * gs; i < (g + 1) * gs; i++) sqx += static_cast<float>(ref::mlx_value(q, bits, i)) * x[i];
-    acc += ref::mlx_aux(w.scales, w.aux_type, row * groups + g) * sqx + ref::mlx_aux(w.biases, w.aux_type, row * groups + g) * xs[g];
-  }
-  return acc;
+    for (int64_t g = 0; g < groups; g++) {
+      float sqx = 0;
+      for (int64_t i = g * gs; i < (g + 1) * gs; i++) sqx += static_cast<float>(ref::mlx_value(q, bits, i)) * x[i];
+      acc += aux(w.scales, row * groups + g) * sqx + aux(w.biases, row * groups + g) * xs[g];
+    }
+    return acc;
+  });
 }
 
 // The float dot products as table entries (26_kernels_end).

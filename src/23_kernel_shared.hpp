@@ -47,16 +47,6 @@ class AlignedBuffer {
 
 inline size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
-// Which form of the input a weight type multiplies with.
-enum class ActForm : uint8_t { f32, q8_32, q8_256 };
-inline ActForm act_form(DType t) {
-  switch (t) {
-    case DType::q4_0: case DType::q5_0: case DType::q8_0: return ActForm::q8_32;
-    case DType::q4_K: case DType::q6_K: return ActForm::q8_256;
-    default: return ActForm::f32;
-  }
-}
-
 // The input X [n_tokens][n] of one or more matmuls. Each quantized form is made on first use
 // and kept until reset(), so matrices that read the same input (attention q/k/v, FFN gate/up)
 // share one quantization. Keep one per context and reset() it: its buffers are reused.

@@ -16,6 +16,9 @@
 //    products of per-block weight factors and per-block activation sums added in the same
 //    micro-kernel. Quantized types keep the float order of llama.cpp's x86 dot products for the
 //    same (row, token), so that the results are its bits.
+//  * Per weight type: the products here are templates on the type's row of the kernel table
+//    (WK = WeightKernels<T>, 25_weight_kernels); the entry points (matmul, matmul_each, there)
+//    choose the row once per call, so the type's kernels inline into these loops.
 //  * Determinism: every output element is computed by one task with arithmetic that depends
 //    only on (row, token, K), never on the thread count or which tile it fell in (ragged tiles
 //    repeat a valid row/token and drop the result), so 1..N threads give the same bits.
@@ -26,40 +29,25 @@ LLMI_KNS_BEGIN
 
 // ---- matrix-vector products (few tokens) ----
 
-// The dot product of row r with token t, for one weight type (the switch is outside the loops).
+// What a row product (WK::dot) reads besides its row, fixed for a whole matmul.
+struct RowOperands {
+  const TensorView& w;
+  const MatmulInput& in;  // prepared in the type's ActForm
+  int64_t n;              // values per row (w.ne[0])
+  bool sgemm;             // float types: llama.cpp's sgemm order (dot_float)
+  bool bf16_exact;        // the input holds bf16 values
+};
 // each: every token is a product of its own (matmul_each): float dot products take the order of a
 // single token.
-template <class F>
-inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body, bool each = false) {
-  const uint64_t rb = weight_row_bytes(w);
-  const int64_t n = w.ne[0];
-  const uint8_t* base = w.data;
-  auto q8 = [&](auto dot, ActForm f) {
-    body([&, dot, f](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.row(f, t), n); });
-  };
+inline RowOperands row_operands(const TensorView& w, const MatmulInput& in, bool each) {
   // llama.cpp's float order differs where its sgemm takes the product: several tokens and a row
   // count that is a multiple of 4 (dot_float checks the row length)
-  const bool sgemm = !each && in.n_tokens() >= 2 && w.rows() % 4 == 0, bfx = in.bf16_exact();
-  auto fl = [&](auto dot) {
-    body([&, dot](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.x() + t * n, n, sgemm, bfx); });
-  };
-  switch (w.type) {
-    // (lambdas, not function pointers, so that the dot product inlines into the row loop)
-    case DType::q4_0: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q4_0(p, a, k); }, ActForm::q8_32); break;
-    case DType::q5_0: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q5_0(p, a, k); }, ActForm::q8_32); break;
-    case DType::q8_0: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q8_0(p, a, k); }, ActForm::q8_32); break;
-    case DType::q4_K: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q4_k(p, a, k); }, ActForm::q8_256); break;
-    case DType::q6_K: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q6_k(p, a, k); }, ActForm::q8_256); break;
-    case DType::f32: fl([](const uint8_t* p, const float* x, int64_t k, bool sg, bool bx) { return dot_float<DType::f32>(p, x, k, sg, bx); }); break;
-    case DType::f16: fl([](const uint8_t* p, const float* x, int64_t k, bool sg, bool bx) { return dot_float<DType::f16>(p, x, k, sg, bx); }); break;
-    case DType::bf16: fl([](const uint8_t* p, const float* x, int64_t k, bool sg, bool bx) { return dot_float<DType::bf16>(p, x, k, sg, bx); }); break;
-    case DType::mlx_q4: case DType::mlx_q8:
-      body([&](int64_t r, int64_t t) { return dot_mlx(w, r, in.x() + t * n, in.mlx_sums(t)); });
-      break;
-    default: LLMI_ASSERT(!"matmul: weight type not computable"); break;
-  }
+  return {w, in, w.ne[0], !each && in.n_tokens() >= 2 && w.rows() % 4 == 0, in.bf16_exact()};
 }
 
+// WK, here and below: the weight type's row of the kernel table (WeightKernels, 25_weight_kernels);
+// its kernels inline into these loops.
+template <class WK>
 inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
   const int64_t rows = w.rows(), T = in.n_tokens();
   const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
@@ -70,14 +58,14 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
   chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
   const int n_tasks = static_cast<int>((rows + chunk - 1) / chunk);
-  for_weight_type(w, in, [&](auto dot) {
-    pool.parallel_for(n_tasks, [&](int task, int) {
-      const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
-      for (int64_t t = 0; t < T; t++) {
-        float* yt = y + t * ldy;
-        for (int64_t r = r0; r < r1; r++) yt[r] = dot(r, t);
-      }
-    });
+  const RowOperands o = row_operands(w, in, false);
+  const uint64_t row_bytes = weight_row_bytes(w);
+  pool.parallel_for(n_tasks, [&](int task, int) {
+    const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
+    for (int64_t t = 0; t < T; t++) {
+      float* yt = y + t * ldy;
+      for (int64_t r = r0; r < r1; r++) yt[r] = WK::dot(o, w.data + static_cast<uint64_t>(r) * row_bytes, r, t);
+    }
   });
 }
 
@@ -222,48 +210,33 @@ inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
   for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
 }
 
-inline bool gemm_supported(DType t) {
-  switch (t) {
-    case DType::q4_0: case DType::q5_0: case DType::q8_0: case DType::q4_K: case DType::q6_K: return true;
-    default: return false;
-  }
-}
-
-// Y = X W^T for T >= 2 tokens and a quantized W, row by row over token groups (see above).
+// Y = X W^T for T >= 2 tokens and a quantized W (WK::dotn), row by row over token groups (see above).
+template <class WK>
 inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
   const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
   const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
-  const ActForm f = act_form(w.type);
+  const ActForm f = WK::act;
+  const RowOperands o = row_operands(w, in, true);
   // tasks: chunks of rows (as gemv: long runs stream faster) times blocks of tokens
   int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
   chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
   const int64_t n_rt = (rows + chunk - 1) / chunk, n_tb = (T + kTBlock - 1) / kTBlock;
-  auto run = [&](auto dotn, auto dot1) {
-    pool.parallel_for(static_cast<int>(n_rt * n_tb), [&](int task, int) {
-      const int64_t r0 = (task / n_tb) * chunk, r1 = std::min(rows, r0 + chunk);
-      const int64_t t0 = (task % n_tb) * kTBlock, t1 = std::min(T, t0 + kTBlock);
-      for (int64_t r = r0; r < r1; r++) {
-        const uint8_t* wr = w.data + static_cast<uint64_t>(r) * rb;
-        int64_t t = t0;
-        for (; t + kTG <= t1; t += kTG) {
-          ActQ8 a[kTG];
-          float out[kTG];
-          for (int u = 0; u < kTG; u++) a[u] = in.row(f, t + u);
-          dotn(wr, a, K, out);
-          for (int u = 0; u < kTG; u++) y[(t + u) * ldy + r] = out[u];
-        }
-        for (; t < t1; t++) y[t * ldy + r] = dot1(wr, in.row(f, t), K);
+  pool.parallel_for(static_cast<int>(n_rt * n_tb), [&](int task, int) {
+    const int64_t r0 = (task / n_tb) * chunk, r1 = std::min(rows, r0 + chunk);
+    const int64_t t0 = (task % n_tb) * kTBlock, t1 = std::min(T, t0 + kTBlock);
+    for (int64_t r = r0; r < r1; r++) {
+      const uint8_t* wr = w.data + static_cast<uint64_t>(r) * rb;
+      int64_t t = t0;
+      for (; t + kTG <= t1; t += kTG) {
+        ActQ8 a[kTG];
+        float out[kTG];
+        for (int u = 0; u < kTG; u++) a[u] = in.row(f, t + u);
+        WK::template dotn<kTG>(wr, a, K, out);
+        for (int u = 0; u < kTG; u++) y[(t + u) * ldy + r] = out[u];
       }
-    });
-  };
-  switch (w.type) {
-    case DType::q8_0: run(dotn_q8_0<kTG>, dot_q8_0); break;
-    case DType::q4_0: run(dotn_q4_q5_0<kTG, false>, dot_q4_0); break;
-    case DType::q5_0: run(dotn_q4_q5_0<kTG, true>, dot_q5_0); break;
-    case DType::q4_K: run(dotn_q4_k<kTG>, dot_q4_k); break;
-    case DType::q6_K: run(dotn_q6_k<kTG>, dot_q6_k); break;
-    default: LLMI_ASSERT(!"gemm_rows: weight type without a multi-token kernel"); break;
-  }
+      for (; t < t1; t++) y[t * ldy + r] = WK::dot(o, wr, r, t);
+    }
+  });
 }
 #endif  // LLMI_SIMD_AVX2 && !LLMI_SIMD_AVX512
 
@@ -272,6 +245,7 @@ inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int6
 // token, never the tiled or float-sgemm order), but a task takes each weight row once for all the
 // tokens (row outer, tokens inner), so the weights stream from memory once per step instead of
 // once per sequence.
+template <class WK>
 inline void gemv_each(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
   const int64_t rows = w.rows(), T = in.n_tokens();
   const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
@@ -279,21 +253,20 @@ inline void gemv_each(const TensorView& w, const MatmulInput& in, float* y, int6
   chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
   const int n_tasks = static_cast<int>((rows + chunk - 1) / chunk);
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
-  if (T > 1 && gemm_supported(w.type)) {  // (its (row, token) sums are the one-token dot products)
-    gemm_rows(w, in, y, ldy, pool);
-    return;
+  if constexpr (WK::multi_token) {
+    if (T > 1) {  // (its (row, token) sums are the one-token dot products)
+      gemm_rows<WK>(w, in, y, ldy, pool);
+      return;
+    }
   }
 #endif
-  for_weight_type(
-      w, in,
-      [&](auto dot) {
-        pool.parallel_for(n_tasks, [&](int task, int) {
-          const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
-          for (int64_t r = r0; r < r1; r++)
-            for (int64_t t = 0; t < T; t++) y[t * ldy + r] = dot(r, t);
-        });
-      },
-      true);
+  const RowOperands o = row_operands(w, in, true);
+  const uint64_t row_bytes = weight_row_bytes(w);
+  pool.parallel_for(n_tasks, [&](int task, int) {
+    const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
+    for (int64_t r = r0; r < r1; r++)
+      for (int64_t t = 0; t < T; t++) y[t * ldy + r] = WK::dot(o, w.data + static_cast<uint64_t>(r) * row_bytes, r, t);
+  });
 }
 
 // ---- blocked matrix-matrix product (AVX-512) ----
@@ -311,15 +284,6 @@ constexpr int kRG = 2;    // row groups per micro-tile
 constexpr int kRN = 4;    // tokens per micro-tile
 constexpr int kRB = kGR * kRG;  // rows per task
 constexpr int kTB = 512;  // tokens per task (a panel is decoded once per task)
-
-inline bool gemm_supported(DType t) {
-  switch (t) {
-    case DType::q4_0: case DType::q5_0: case DType::q8_0: case DType::q4_K: case DType::q6_K:
-    case DType::f32: case DType::f16: case DType::bf16: case DType::mlx_q4: case DType::mlx_q8:
-      return true;
-    default: return false;
-  }
-}
 
 // acc + sums of 4 products (unsigned w bytes x signed a bytes) per int32 lane.
 inline __m512i dpbusd(__m512i acc, __m512i w, __m512i a) {
@@ -351,67 +315,76 @@ struct RowDecode {
 inline int32_t pair16(int lo, int hi) {
   return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) | static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
 }
-inline void decode_row(DType t, const uint8_t* src, int64_t K, const RowDecode& o) {
-  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
-  switch (t) {
-    case DType::q4_K:
-      for (int64_t b = 0; b < K / 256; b++) {
-        const uint8_t* blk = src + 144 * b;
-        uint64_t sc8, m8;
-        q4k_unpack_scales(blk + 4, &sc8, &m8);
-        o.d[b] = f16_scale(blk);
-        o.dmin[b] = f16_scale(blk + 2);
-        for (int m = 0; m < 4; m++) o.sc[4 * b + m] = pair16(static_cast<int>((sc8 >> (16 * m)) & 0xFF), static_cast<int>((sc8 >> (16 * m + 8)) & 0xFF));
-        for (int k = 0; k < 4; k++)
-          o.pairs[4 * b + k] = pair16(static_cast<int>((m8 >> (16 * k)) & 0xFF), static_cast<int>((m8 >> (16 * k + 8)) & 0xFF));
-        for (int ch = 0; ch < 4; ch++) {
-          __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * ch));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 256 * b + 64 * ch), _mm256_and_si256(q, m4));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 256 * b + 64 * ch + 32), nibbles_hi256(q));
-        }
-      }
-      break;
-    case DType::q6_K:
-      for (int64_t b = 0; b < K / 256; b++) {
-        const uint8_t* blk = src + 210 * b;
-        o.d[b] = f16_scale(blk + 208);
-        const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
-        for (int m = 0; m < 4; m++)
-          for (int h = 0; h < 2; h++) o.sc[8 * b + 2 * m + h] = pair16(sc[4 * m + h], sc[4 * m + 2 + h]);
-        for (int l = 0; l < 8; l++) o.pairs[8 * b + l] = pair16(-32 * sc[2 * l], -32 * sc[2 * l + 1]);
-        for (int h = 0; h < 2; h++) {
-          __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
-          __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
-          __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
-          uint8_t* out = o.v + 256 * b + 128 * h;
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32), _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64), _mm256_or_si256(nibbles_hi256(ql0), _mm256_and_si256(qh, m30)));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 96), _mm256_or_si256(nibbles_hi256(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
-        }
-      }
-      break;
-    default:  // 32-blocks
-      for (int64_t b = 0; b < K / 32; b++) {
-        __m256i q;
-        const uint8_t* blk;
-        if (t == DType::q8_0) {
-          blk = src + 34 * b;
-          q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), _mm256_set1_epi8(static_cast<char>(0x80)));
-        } else if (t == DType::q4_0) {
-          blk = src + 18 * b;
-          q = q4_block_values(blk + 2);
-        } else {
-          blk = src + 22 * b;
-          q = _mm256_or_si256(q4_block_values(blk + 6), q5_high_bits(rd_u32(blk + 2)));
-        }
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 32 * b), q);
-        o.d[b] = f16_scale(blk);
-      }
-      break;
+// The row decoders, one per type (WeightKernels<T>::decode).
+inline void decode_row_q4_k(const uint8_t* src, int64_t K, const RowDecode& o) {
+  const __m256i m4 = _mm256_set1_epi8(15);
+  for (int64_t b = 0; b < K / 256; b++) {
+    const uint8_t* blk = src + 144 * b;
+    uint64_t sc8, m8;
+    q4k_unpack_scales(blk + 4, &sc8, &m8);
+    o.d[b] = f16_scale(blk);
+    o.dmin[b] = f16_scale(blk + 2);
+    for (int m = 0; m < 4; m++) o.sc[4 * b + m] = pair16(static_cast<int>((sc8 >> (16 * m)) & 0xFF), static_cast<int>((sc8 >> (16 * m + 8)) & 0xFF));
+    for (int k = 0; k < 4; k++)
+      o.pairs[4 * b + k] = pair16(static_cast<int>((m8 >> (16 * k)) & 0xFF), static_cast<int>((m8 >> (16 * k + 8)) & 0xFF));
+    for (int ch = 0; ch < 4; ch++) {
+      __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * ch));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 256 * b + 64 * ch), _mm256_and_si256(q, m4));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 256 * b + 64 * ch + 32), nibbles_hi256(q));
+    }
   }
 }
-inline int quant_offset(DType t) { return t == DType::q8_0 ? 128 : t == DType::q4_0 ? 8 : t == DType::q5_0 ? 16 : 0; }
+inline void decode_row_q6_k(const uint8_t* src, int64_t K, const RowDecode& o) {
+  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+  for (int64_t b = 0; b < K / 256; b++) {
+    const uint8_t* blk = src + 210 * b;
+    o.d[b] = f16_scale(blk + 208);
+    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    for (int m = 0; m < 4; m++)
+      for (int h = 0; h < 2; h++) o.sc[8 * b + 2 * m + h] = pair16(sc[4 * m + h], sc[4 * m + 2 + h]);
+    for (int l = 0; l < 8; l++) o.pairs[8 * b + l] = pair16(-32 * sc[2 * l], -32 * sc[2 * l + 1]);
+    for (int h = 0; h < 2; h++) {
+      __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
+      __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
+      __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+      uint8_t* out = o.v + 256 * b + 128 * h;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32), _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64), _mm256_or_si256(nibbles_hi256(ql0), _mm256_and_si256(qh, m30)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 96), _mm256_or_si256(nibbles_hi256(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
+    }
+  }
+}
+// 32-blocks: Q8_0, Q4_0 or Q5_0.
+template <DType T>
+inline void decode_row_q32(const uint8_t* src, int64_t K, const RowDecode& o) {
+  for (int64_t b = 0; b < K / 32; b++) {
+    __m256i q;
+    const uint8_t* blk;
+    if constexpr (T == DType::q8_0) {
+      blk = src + 34 * b;
+      q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), _mm256_set1_epi8(static_cast<char>(0x80)));
+    } else if constexpr (T == DType::q4_0) {
+      blk = src + 18 * b;
+      q = q4_block_values(blk + 2);
+    } else {
+      static_assert(T == DType::q5_0, "decode_row_q32: Q8_0, Q4_0 or Q5_0");
+      blk = src + 22 * b;
+      q = _mm256_or_si256(q4_block_values(blk + 6), q5_high_bits(rd_u32(blk + 2)));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 32 * b), q);
+    o.d[b] = f16_scale(blk);
+  }
+}
+
+// How a quantized type's rows sit in a panel and enter its micro-kernel (WeightKernels<T>::panel).
+struct PanelFormat {
+  int offset;       // 32-blocks: subtracted from the decoded unsigned values (Q8_0's are q + 128;
+                    // micro_q32 starts each 4-value sum at -offset * (sum of those activations))
+  int scale_group;  // K-quants: values per sub-block scale pair (sc); 0: 32-blocks (d only)
+  int pair_group;   // K-quants: values per offset pair (pairs)
+  bool mins;        // Q4_K's mins: dmin per super-block, the activations' sums of 32 as int16 pairs
+};
 
 // out[j] = column j of the 16 x 16 dword matrix in[0..15] (rows).
 inline void transpose16x16_epi32(const __m512i (&in)[16], __m512i (&out)[16]) {
@@ -445,7 +418,6 @@ inline void transpose16x16_epi32(const __m512i (&in)[16], __m512i (&out)[16]) {
 //  float:     f [rows][K] f32.
 struct Panel {
   int64_t K = 0, rows = 0;
-  DType type = DType::f32;
   uint8_t* v = nullptr;
   int32_t* sc = nullptr;
   float* d = nullptr;
@@ -464,70 +436,74 @@ inline __m512i kq_order(__m512i v) {
 }
 
 // Decodes rows [r0, r0 + nr) (nr <= kRB; missing rows are zero) into P.
+template <class WK>
 inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuffer& buf, Panel& P) {
   const int64_t K = w.ne[0];
   const uint64_t rb = weight_row_bytes(w);
   P.K = K;
   P.rows = nr;
-  P.type = w.type;
   const size_t k = static_cast<size_t>(K);
-  if (act_form(w.type) == ActForm::f32) {
+  if constexpr (WK::act == ActForm::f32) {
     if (!buf.reserve(static_cast<size_t>(nr) * k * 4)) return false;
     P.f = buf.as<float>();
-    for (int64_t i = 0; i < nr; i++) dequant_row(w, r0 + i, P.f + static_cast<size_t>(i) * k);
+    for (int64_t i = 0; i < nr; i++) WK::dequant(w, r0 + i, w.data + static_cast<uint64_t>(r0 + i) * rb, P.f + static_cast<size_t>(i) * k);
+    return true;
+  } else {
+    constexpr PanelFormat pf = WK::panel;
+    constexpr bool kq = pf.scale_group != 0, q4k = pf.mins;
+    if constexpr (kq) {
+      P.sg = pf.scale_group;
+      P.pg = pf.pair_group;
+    }
+    P.db = static_cast<int>(WK::block);
+    const size_t G = kRG, vals = round_up(G * 16 * k, 64), scn = kq ? round_up(G * 16 * k / P.sg * 4, 64) : 0;
+    const size_t dn = round_up(G * 16 * k / P.db * 4, 64), pn = kq ? round_up(G * 16 * k / P.pg * 4, 64) : 0;
+    const size_t dmn = q4k ? round_up(G * 16 * k / 256 * 4, 64) : 0;
+    const size_t tn = round_up(k / 16 * 4, 64);  // one row's numbers (at most K/16 of each)
+    if (!buf.reserve(vals + scn + dn + pn + dmn + round_up(k, 64) * 16 + 4 * tn)) return false;
+    P.v = buf.as<uint8_t>();
+    P.sc = buf.as<int32_t>(vals);
+    P.d = buf.as<float>(vals + scn);
+    P.pairs = buf.as<int32_t>(vals + scn + dn);
+    P.dmin = buf.as<float>(vals + scn + dn + pn);
+    const size_t tmp = vals + scn + dn + pn + dmn, rs = round_up(k, 64);
+    uint8_t* rows = buf.as<uint8_t>(tmp);  // [16][K] one group's rows
+    const RowDecode t{nullptr, buf.as<int32_t>(tmp + rs * 16), buf.as<float>(tmp + rs * 16 + tn),
+                      buf.as<float>(tmp + rs * 16 + 2 * tn), buf.as<int32_t>(tmp + rs * 16 + 3 * tn)};
+    const size_t nsc = kq ? k / static_cast<size_t>(P.sg) : 0, nd = k / static_cast<size_t>(P.db);
+    const size_t np = kq ? k / static_cast<size_t>(P.pg) : 0, ndm = q4k ? k / 256 : 0;
+    // panel[(g * n + j) * 16 + i] = row i's value j (or 0 for a padding row)
+    auto put = [&](auto* panel, const auto* row, size_t n, size_t g, int i, bool pad) {
+      for (size_t j = 0; j < n; j++) panel[(g * n + j) * 16 + static_cast<size_t>(i)] = pad ? 0 : row[j];
+    };
+    for (size_t g = 0; g < G; g++) {
+      for (int i = 0; i < 16; i++) {
+        const int64_t r = static_cast<int64_t>(g) * 16 + i;
+        uint8_t* rv = rows + static_cast<size_t>(i) * rs;
+        const bool pad = r >= nr;  // padding rows compute zeros (never stored)
+        if (pad) std::memset(rv, 0, k);
+        else WK::decode(w.data + static_cast<uint64_t>(r0 + r) * rb, K, RowDecode{rv, t.sc, t.d, t.dmin, t.pairs});
+        put(P.sc, t.sc, nsc, g, i, pad);
+        put(P.d, t.d, nd, g, i, pad);
+        put(P.pairs, t.pairs, np, g, i, pad);
+        put(P.dmin, t.dmin, ndm, g, i, pad);
+      }
+      // interleave: v[g][k4][i] = dword k4 of row i
+      uint32_t* dst = reinterpret_cast<uint32_t*>(P.v + g * 16 * k);
+      size_t k4 = 0;
+      for (; k4 + 16 <= k / 4; k4 += 16) {
+        __m512i in[16], out[16];
+        for (int i = 0; i < 16; i++) in[i] = _mm512_loadu_si512(rows + static_cast<size_t>(i) * rs + 4 * k4);
+        if (kq)  // K-quants: each 64 values in micro_kq's order (kq_order)
+          for (int i = 0; i < 16; i++) in[i] = kq_order(in[i]);
+        transpose16x16_epi32(in, out);
+        for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (k4 + static_cast<size_t>(j)) * 16, out[j]);
+      }
+      for (; k4 < k / 4; k4++)
+        for (int i = 0; i < 16; i++) std::memcpy(dst + k4 * 16 + static_cast<size_t>(i), rows + static_cast<size_t>(i) * rs + 4 * k4, 4);
+    }
     return true;
   }
-  const bool kq = act_form(w.type) == ActForm::q8_256, q4k = w.type == DType::q4_K;
-  P.sg = w.type == DType::q6_K ? 32 : 64;
-  P.db = kq ? 256 : 32;
-  P.pg = q4k ? 64 : 32;
-  const size_t G = kRG, vals = round_up(G * 16 * k, 64), scn = kq ? round_up(G * 16 * k / P.sg * 4, 64) : 0;
-  const size_t dn = round_up(G * 16 * k / P.db * 4, 64), pn = kq ? round_up(G * 16 * k / P.pg * 4, 64) : 0;
-  const size_t dmn = q4k ? round_up(G * 16 * k / 256 * 4, 64) : 0;
-  const size_t tn = round_up(k / 16 * 4, 64);  // one row's numbers (at most K/16 of each)
-  if (!buf.reserve(vals + scn + dn + pn + dmn + round_up(k, 64) * 16 + 4 * tn)) return false;
-  P.v = buf.as<uint8_t>();
-  P.sc = buf.as<int32_t>(vals);
-  P.d = buf.as<float>(vals + scn);
-  P.pairs = buf.as<int32_t>(vals + scn + dn);
-  P.dmin = buf.as<float>(vals + scn + dn + pn);
-  const size_t tmp = vals + scn + dn + pn + dmn, rs = round_up(k, 64);
-  uint8_t* rows = buf.as<uint8_t>(tmp);  // [16][K] one group's rows
-  const RowDecode t{nullptr, buf.as<int32_t>(tmp + rs * 16), buf.as<float>(tmp + rs * 16 + tn),
-                    buf.as<float>(tmp + rs * 16 + 2 * tn), buf.as<int32_t>(tmp + rs * 16 + 3 * tn)};
-  const size_t nsc = kq ? k / static_cast<size_t>(P.sg) : 0, nd = k / static_cast<size_t>(P.db);
-  const size_t np = kq ? k / static_cast<size_t>(P.pg) : 0, ndm = q4k ? k / 256 : 0;
-  // panel[(g * n + j) * 16 + i] = row i's value j (or 0 for a padding row)
-  auto put = [&](auto* panel, const auto* row, size_t n, size_t g, int i, bool pad) {
-    for (size_t j = 0; j < n; j++) panel[(g * n + j) * 16 + static_cast<size_t>(i)] = pad ? 0 : row[j];
-  };
-  for (size_t g = 0; g < G; g++) {
-    for (int i = 0; i < 16; i++) {
-      const int64_t r = static_cast<int64_t>(g) * 16 + i;
-      uint8_t* rv = rows + static_cast<size_t>(i) * rs;
-      const bool pad = r >= nr;  // padding rows compute zeros (never stored)
-      if (pad) std::memset(rv, 0, k);
-      else decode_row(w.type, w.data + static_cast<uint64_t>(r0 + r) * rb, K, RowDecode{rv, t.sc, t.d, t.dmin, t.pairs});
-      put(P.sc, t.sc, nsc, g, i, pad);
-      put(P.d, t.d, nd, g, i, pad);
-      put(P.pairs, t.pairs, np, g, i, pad);
-      put(P.dmin, t.dmin, ndm, g, i, pad);
-    }
-    // interleave: v[g][k4][i] = dword k4 of row i
-    uint32_t* dst = reinterpret_cast<uint32_t*>(P.v + g * 16 * k);
-    size_t k4 = 0;
-    for (; k4 + 16 <= k / 4; k4 += 16) {
-      __m512i in[16], out[16];
-      for (int i = 0; i < 16; i++) in[i] = _mm512_loadu_si512(rows + static_cast<size_t>(i) * rs + 4 * k4);
-      if (kq)  // K-quants: each 64 values in micro_kq's order (kq_order)
-        for (int i = 0; i < 16; i++) in[i] = kq_order(in[i]);
-      transpose16x16_epi32(in, out);
-      for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (k4 + static_cast<size_t>(j)) * 16, out[j]);
-    }
-    for (; k4 < k / 4; k4++)
-      for (int i = 0; i < 16; i++) std::memcpy(dst + k4 * 16 + static_cast<size_t>(i), rows + static_cast<size_t>(i) * rs + 4 * k4, 4);
-  }
-  return true;
 }
 
 // The tokens of a micro-tile: first, first + 1, ... up to last (repeated beyond: ragged tiles).
@@ -752,33 +728,36 @@ inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr
 #endif
 
 // False when out of memory (the scratch could not grow).
+template <class WK>
 inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
   const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
   const int64_t n_rb = (rows + kRB - 1) / kRB, n_tb = (T + kTB - 1) / kTB;
-  const ActForm f = act_form(w.type);
+  constexpr ActForm f = WK::act;
   // per-token integers of the offsets, shared by every task: the start values of 32-blocks, the
   // int16 pairs of Q4_K's mins (Q6_K's are its activation sums as they are)
   AlignedBuffer& starts_buf = scratch.starts;
-  const int off = quant_offset(w.type);
   int32_t* starts = nullptr;
-  if (w.type == DType::q8_0 || w.type == DType::q4_0 || w.type == DType::q5_0) {  // per 4 values (micro_q32)
+  if constexpr (f == ActForm::q8_32) {  // per 4 values (micro_q32)
+    constexpr int off = WK::panel.offset;
     if (!starts_buf.reserve(static_cast<size_t>(T * (K / 4)) * 4 + 64)) return false;
     starts = starts_buf.as<int32_t>();
     for (int64_t t = 0; t < T; t++) {
       const int8_t* q = in.row(f, t).q;
       for (int64_t j = 0; j < K / 4; j++) starts[t * (K / 4) + j] = -off * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
     }
-  } else if (w.type == DType::q4_K) {  // the activation sums of 32 as int16 pairs (micro_kq)
-    if (!starts_buf.reserve(static_cast<size_t>(T * (K / 64)) * 4 + 64)) return false;
-    starts = starts_buf.as<int32_t>();
-    for (int64_t t = 0; t < T; t++) {
-      const int16_t* s = in.row(f, t).sums;
-      for (int64_t k = 0; k < K / 64; k++) starts[t * (K / 64) + k] = pair16(s[4 * k] + s[4 * k + 1], s[4 * k + 2] + s[4 * k + 3]);
+  } else if constexpr (f == ActForm::q8_256) {
+    if constexpr (WK::panel.mins) {  // the activation sums of 32 as int16 pairs (micro_kq)
+      if (!starts_buf.reserve(static_cast<size_t>(T * (K / 64)) * 4 + 64)) return false;
+      starts = starts_buf.as<int32_t>();
+      for (int64_t t = 0; t < T; t++) {
+        const int16_t* s = in.row(f, t).sums;
+        for (int64_t k = 0; k < K / 64; k++) starts[t * (K / 64) + k] = pair16(s[4 * k] + s[4 * k + 1], s[4 * k + 2] + s[4 * k + 3]);
+      }
     }
   }
   // K-quants: the activations in micro_kq's order
   int8_t* xk = nullptr;
-  if (f == ActForm::q8_256) {
+  if constexpr (f == ActForm::q8_256) {
     if (!scratch.xk.reserve(static_cast<size_t>(T * K) + 64)) return false;
     xk = scratch.xk.as<int8_t>();
     for (int64_t t = 0; t < T; t++) {
@@ -790,7 +769,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   // bf16: the activations (already rounded to bf16) as bf16 once; rows are used in place
   AlignedBuffer& xb_buf = scratch.xb;
   uint16_t* xb = nullptr;
-  if (w.type == DType::bf16 && in.bf16_exact()) {
+  if (WK::bf16_in_place && in.bf16_exact()) {
     if (!xb_buf.reserve(static_cast<size_t>(T * K) * 2 + 64)) return false;
     xb = xb_buf.as<uint16_t>();
     for (int64_t i = 0; i < T * K; i += 32)
@@ -805,7 +784,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     const int64_t r0 = rblk * kRB, nr = std::min<int64_t>(kRB, rows - r0);
     const int64_t t0 = tblk * kTB, nt = std::min<int64_t>(kTB, T - t0);
 #if defined(LLMI_SIMD_BF16)
-    if (xb) {
+    if (WK::bf16_in_place && xb) {
       const uint64_t rb = weight_row_bytes(w);
       for (int64_t j0 = 0; j0 < nt; j0 += 4) {
         const uint16_t* xr[4];
@@ -822,13 +801,13 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     }
 #endif
     Panel P;
-    if (!panel_decode(w, r0, nr, buf, P)) {
+    if (!panel_decode<WK>(w, r0, nr, buf, P)) {
       failed.store(true, std::memory_order_relaxed);
       return;
     }
     for (int64_t j0 = 0; j0 < nt; j0 += kRN) {
       const TokenTile tj{t0 + j0, t0 + nt - 1};
-      if (f == ActForm::f32) {
+      if constexpr (f == ActForm::f32) {
         for (int64_t i0 = 0; i0 < nr; i0 += 2) {
           int64_t pi[2] = {i0, std::min<int64_t>(i0 + 1, nr - 1)};
           float out[2][4];
@@ -836,18 +815,17 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
           for (int j = 0; j < kRN && j0 + j < nt; j++)
             for (int i = 0; i < 2 && i0 + i < nr; i++) y[(t0 + j0 + j) * ldy + r0 + i0 + i] = out[i][j];
         }
-        continue;
-      }
-      __m512 out[kRG][kRN];
-      if (w.type == DType::q4_K) micro_kq<true>(P, in, xk, starts, tj, out);
-      else if (w.type == DType::q6_K) micro_kq<false>(P, in, xk, starts, tj, out);
-      else micro_q32(P, in, starts, tj, out);
-      for (int j = 0; j < kRN && j0 + j < nt; j++) {
-        float* yt = y + (t0 + j0 + j) * ldy + r0;
-        for (int g = 0; g < kRG && 16 * g < nr; g++) {
-          const int64_t left = nr - 16 * g;
-          const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
-          _mm512_mask_storeu_ps(yt + 16 * g, m, out[g][j]);
+      } else {
+        __m512 out[kRG][kRN];
+        if constexpr (f == ActForm::q8_256) WK::micro(P, in, xk, starts, tj, out);
+        else WK::micro(P, in, starts, tj, out);
+        for (int j = 0; j < kRN && j0 + j < nt; j++) {
+          float* yt = y + (t0 + j0 + j) * ldy + r0;
+          for (int g = 0; g < kRG && 16 * g < nr; g++) {
+            const int64_t left = nr - 16 * g;
+            const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+            _mm512_mask_storeu_ps(yt + 16 * g, m, out[g][j]);
+          }
         }
       }
     }
@@ -858,67 +836,6 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
 
 // Smallest token count that takes the matrix-matrix path (fixed: it must not depend on threads).
 constexpr int64_t kGemmMinTokens = 6;
-
-// Y = X W^T for an input shared by several matmuls. False when out of memory.
-inline bool matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
-                   [[maybe_unused]] MatmulScratch& scratch) {
-  LLMI_ASSERT(in.n() == w.ne[0]);
-  if (in.n_tokens() <= 0 || w.rows() <= 0) return true;
-  ActForm f = act_form(w.type);
-  if (!in.prepare(f, pool, f == ActForm::q8_256 ? &quantize_q8_256 : &quantize_q8_32)) return false;
-  if ((w.type == DType::mlx_q4 || w.type == DType::mlx_q8) && !in.prepare_mlx(w.group_size)) return false;
-#if defined(LLMI_SIMD_AVX512)
-  // f32 / f16 rows that are not a multiple of 16 long (bf16 with vdpbf16ps: 32): llama.cpp's order
-  // is its vector dot product (dot_float) there, not the tiled one of the matrix kernel
-  // (and rows that are not a multiple of 4, which its sgemm refuses)
-  bool odd_float = (w.type == DType::f32 || w.type == DType::f16) && (w.ne[0] % 16 != 0 || w.rows() % 4 != 0);
-#if defined(LLMI_SIMD_BF16)
-  odd_float = odd_float || (w.type == DType::bf16 && in.bf16_exact() && (w.ne[0] % 32 != 0 || w.rows() % 4 != 0));
-#endif
-  if (in.n_tokens() >= kGemmMinTokens && gemm_supported(w.type) && !odd_float) {
-    return gemm(w, in, y, ldy, pool, scratch);
-  }
-#elif defined(LLMI_SIMD_AVX2)
-  if (in.n_tokens() >= 2 && gemm_supported(w.type)) {
-    gemm_rows(w, in, y, ldy, pool);
-    return true;
-  }
-#endif
-  gemv(w, in, y, ldy, pool);
-  return true;
-}
-
-// Y[t][r] = sum_k W[r][k] * X[t][k]; X is [n_tokens][ne0(W)] f32, Y is [n_tokens][ldy] f32.
-// False when out of memory.
-inline bool matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
-                   bool bf16_exact, MatmulScratch& scratch) {
-  scratch.in.reset(x, n_tokens, w.ne[0], bf16_exact);
-  return matmul(w, scratch.in, y, ldy, pool, scratch);
-}
-
-// Y[t][r] = sum_k W[r][k] * X[t][k] with every token t computed as matmul(w, X[t], 1 token) would
-// (gemv_each). False when out of memory.
-inline bool matmul_each(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
-                        bool bf16_exact, MatmulScratch& scratch) {
-  MatmulInput& in = scratch.in;
-  in.reset(x, n_tokens, w.ne[0], bf16_exact);
-  LLMI_ASSERT(in.n() == w.ne[0]);
-  if (n_tokens <= 0 || w.rows() <= 0) return true;
-  ActForm f = act_form(w.type);
-  if (!in.prepare(f, pool, f == ActForm::q8_256 ? &quantize_q8_256 : &quantize_q8_32)) return false;
-  if ((w.type == DType::mlx_q4 || w.type == DType::mlx_q8) && !in.prepare_mlx(w.group_size)) return false;
-  gemv_each(w, in, y, ldy, pool);
-  return true;
-}
-
-// The matmuls as table entries (26_kernels_end).
-inline bool matmul_in(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
-  return matmul(w, in, y, ldy, pool, scratch);
-}
-inline bool matmul_x(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
-                     bool bf16_exact, MatmulScratch& scratch) {
-  return matmul(w, x, n_tokens, y, ldy, pool, bf16_exact, scratch);
-}
 
 LLMI_KNS_END
 }  // namespace detail

@@ -530,11 +530,8 @@ class ArchCompiler {
   Result<void> check_computable(const TensorView& t, int line) const {
     if (dtype_computable(t.type)) return {};
     std::string ok;
-    for (uint16_t k = 0; k < 256; k++)
-      if (dtype_traits(static_cast<DType>(k)) && dtype_computable(static_cast<DType>(k)))
-        ok += (ok.empty() ? "" : ", ") + std::string(dtype_name(static_cast<DType>(k)));
-    for (DType extra : {DType::mlx_q4, DType::mlx_q8})
-      if (dtype_computable(extra)) ok += ", " + std::string(dtype_name(extra));
+    for (const DTypeTraits& tr : kDTypeTraits)
+      if (tr.computable) ok += (ok.empty() ? "" : ", ") + std::string(tr.name);
     return fail(Errc::unsupported, line, strf("tensor '%s' has type %s, which this build cannot compute yet (it computes %s)",
                                               t.name.c_str(), dtype_name(t.type), ok.c_str()));
   }

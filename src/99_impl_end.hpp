@@ -1,5 +1,6 @@
 #if !defined(LLMI_KERNEL_PASS)
 #undef LLMI_API_DEF
+#undef LLMI_DTYPES
 #endif
 #endif  // LLMINFER_IMPLEMENTATION
 

@@ -1,0 +1,305 @@
+// ==== The type table, part 2: the kernels of each computable type at this level ====
+// WeightKernels<T> is T's row: what this kernel level (21_kernels_begin) runs for weights of type
+// T. Part 1, the facts of every type (block, bytes, computable, ActForm), is LLMI_DTYPES
+// (13_dtype). The kernel sites (25_matmul) are templates on a row (WK); a call reaches them
+// through one visit_weight_kernels, which switches once (visit_weight_type) and passes the row, so
+// the kernels inline into the row loops (no call through a pointer per row).
+//
+// A row's members (static; WeightKernelsBase gives the facts and the defaults):
+//   type, act, block                    T's facts (13_dtype)
+//   dot(o, row, r, t)                   row r (its bytes at `row`) times token t of o.in, which
+//                                       is prepared in `act` (RowOperands, 25_matmul): the
+//                                       one-token product (gemv), llama.cpp's order for one token
+//   dequant(w, r, row, out)             row r as w.ne[0] floats
+//   prepare_extra(in, w)                input besides `act` (MLX: sums per group); false: out of memory
+//   AVX2 (not AVX-512):
+//     multi_token                       has dotn: gemm_rows for several tokens
+//     dotn<NT>(row, a, n, out)          the row times NT tokens, each with the bits of dot
+//   AVX-512:
+//     gemm                              has the panel path (gemm): act f32 types through an f32
+//                                       panel of dequant rows and micro_f32; quantized types with
+//     panel, decode, micro              their PanelFormat, row decoder and micro-kernel (q8_32:
+//                                       micro(P, in, starts, tj, out), micro_q32; q8_256:
+//                                       micro(P, in, xk, qpairs, tj, out), micro_kq)
+//     gemm_fits(w, in)                  false where llama.cpp's order is not the panel's (then gemv)
+//     bf16_in_place                     (BF16) rows used in place by micro_bf16 for bf16 input
+//
+// To add a type: its facts row (13_dtype), then a row here with dot and dequant (the scalar
+// reference is a valid body at every level); the faster members come when its kernels do.
+// To add an instruction set (a level, 21_kernels_begin): its kernels, and here, under its
+// LLMI_SIMD_ macro, the members of the types it runs faster, with a flag (as multi_token, gemm)
+// that the entry points below test at compile time to take its path (a driver in 25_matmul).
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+LLMI_KNS_BEGIN
+
+template <DType T>
+struct WeightKernelsBase {
+  static_assert(dtype_computable(T), "WeightKernels: a computable type (13_dtype)");
+  static constexpr DType type = T;
+  static constexpr ActForm act = act_form(T);
+  static constexpr uint32_t block = dtype_traits(T)->block;
+  static constexpr bool multi_token = false;
+  static constexpr bool gemm = false;
+  static constexpr bool bf16_in_place = false;
+  static bool gemm_fits(const TensorView&, const MatmulInput&) { return true; }
+  static bool prepare_extra(MatmulInput&, const TensorView&) { return true; }
+};
+template <DType T>
+struct WeightKernels;
+
+// ---- float types ----
+
+template <>
+struct WeightKernels<DType::f32> : WeightKernelsBase<DType::f32> {
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
+    return dot_float<type>(row, o.in.x() + t * o.n, o.n, o.sgemm, o.bf16_exact);
+  }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
+    std::memcpy(out, row, static_cast<size_t>(w.ne[0]) * 4);
+  }
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool gemm = true;
+  // rows that are not a multiple of 16 long: llama.cpp's order is its vector dot product
+  // (dot_float), not the tiled one of its sgemm (which also refuses row counts not a multiple of 4)
+  static bool gemm_fits(const TensorView& w, const MatmulInput&) { return w.ne[0] % 16 == 0 && w.rows() % 4 == 0; }
+#endif
+};
+
+template <>
+struct WeightKernels<DType::f16> : WeightKernelsBase<DType::f16> {
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
+    return dot_float<type>(row, o.in.x() + t * o.n, o.n, o.sgemm, o.bf16_exact);
+  }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { f16_to_f32_row(row, out, w.ne[0], false); }
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool gemm = true;
+  static bool gemm_fits(const TensorView& w, const MatmulInput&) { return w.ne[0] % 16 == 0 && w.rows() % 4 == 0; }  // (as f32)
+#endif
+};
+
+template <>
+struct WeightKernels<DType::bf16> : WeightKernelsBase<DType::bf16> {
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
+    return dot_float<type>(row, o.in.x() + t * o.n, o.n, o.sgemm, o.bf16_exact);
+  }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { f16_to_f32_row(row, out, w.ne[0], true); }
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool gemm = true;
+#endif
+#if defined(LLMI_SIMD_BF16)
+  // bf16 input: vdpbf16ps on the rows in place, llamafile's order for rows a multiple of 32 long
+  // (and a row count a multiple of 4), else dot_float's
+  static constexpr bool bf16_in_place = true;
+  static bool gemm_fits(const TensorView& w, const MatmulInput& in) {
+    return !in.bf16_exact() || (w.ne[0] % 32 == 0 && w.rows() % 4 == 0);
+  }
+#endif
+};
+
+// ---- 32-blocks (q8_32 input) ----
+
+template <>
+struct WeightKernels<DType::q4_0> : WeightKernelsBase<DType::q4_0> {
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q4_0(row, o.in.row(act, t), o.n); }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q4_0(row, out, w.ne[0]); }
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  static constexpr bool multi_token = true;
+  template <int NT>
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q4_q5_0<NT, false>(row, a, n, out); }
+#endif
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool gemm = true;
+  static constexpr PanelFormat panel = {8, 0, 0, false};
+  static constexpr auto decode = decode_row_q32<type>;
+  static constexpr auto micro = micro_q32;
+#endif
+};
+
+template <>
+struct WeightKernels<DType::q5_0> : WeightKernelsBase<DType::q5_0> {
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q5_0(row, o.in.row(act, t), o.n); }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q5_0(row, out, w.ne[0]); }
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  static constexpr bool multi_token = true;
+  template <int NT>
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q4_q5_0<NT, true>(row, a, n, out); }
+#endif
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool gemm = true;
+  static constexpr PanelFormat panel = {16, 0, 0, false};
+  static constexpr auto decode = decode_row_q32<type>;
+  static constexpr auto micro = micro_q32;
+#endif
+};
+
+template <>
+struct WeightKernels<DType::q8_0> : WeightKernelsBase<DType::q8_0> {
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q8_0(row, o.in.row(act, t), o.n); }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q8_0(row, out, w.ne[0]); }
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  static constexpr bool multi_token = true;
+  template <int NT>
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q8_0<NT>(row, a, n, out); }
+#endif
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool gemm = true;
+  static constexpr PanelFormat panel = {128, 0, 0, false};  // the values as q + 128
+  static constexpr auto decode = decode_row_q32<type>;
+  static constexpr auto micro = micro_q32;
+#endif
+};
+
+// ---- K-quants (q8_256 input) ----
+
+template <>
+struct WeightKernels<DType::q4_K> : WeightKernelsBase<DType::q4_K> {
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q4_k(row, o.in.row(act, t), o.n); }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q4_k(row, out, w.ne[0]); }
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  static constexpr bool multi_token = true;
+  template <int NT>
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q4_k<NT>(row, a, n, out); }
+#endif
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool gemm = true;
+  static constexpr PanelFormat panel = {0, 64, 64, true};
+  static constexpr auto decode = decode_row_q4_k;
+  static constexpr auto micro = micro_kq<true>;
+#endif
+};
+
+template <>
+struct WeightKernels<DType::q6_K> : WeightKernelsBase<DType::q6_K> {
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q6_k(row, o.in.row(act, t), o.n); }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q6_k(row, out, w.ne[0]); }
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  static constexpr bool multi_token = true;
+  template <int NT>
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q6_k<NT>(row, a, n, out); }
+#endif
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool gemm = true;
+  static constexpr PanelFormat panel = {0, 32, 32, false};
+  static constexpr auto decode = decode_row_q6_k;
+  static constexpr auto micro = micro_kq<false>;
+#endif
+};
+
+// ---- MLX affine (f32 input and its sums per group) ----
+
+template <DType T>
+struct WeightKernelsMlx : WeightKernelsBase<T> {
+  static float dot(const RowOperands& o, const uint8_t*, int64_t r, int64_t t) {
+    return dot_mlx(o.w, r, o.in.x() + t * o.n, o.in.mlx_sums(t));
+  }
+  static void dequant(const TensorView& w, int64_t r, const uint8_t*, float* out) { ref::dequant_row_mlx(w, r, out); }
+  static bool prepare_extra(MatmulInput& in, const TensorView& w) { return in.prepare_mlx(w.group_size); }
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool gemm = true;
+#endif
+};
+template <>
+struct WeightKernels<DType::mlx_q4> : WeightKernelsMlx<DType::mlx_q4> {};
+template <>
+struct WeightKernels<DType::mlx_q8> : WeightKernelsMlx<DType::mlx_q8> {};
+
+// Calls f(WeightKernels<t>{}) (an empty object: f reads its type) and returns what f returns.
+template <class F>
+inline decltype(auto) visit_weight_kernels(DType t, F&& f) {
+  return visit_weight_type(t, [&](auto type) -> decltype(auto) { return f(WeightKernels<decltype(type)::value>{}); });
+}
+
+// ---- the entry points: one visit each ----
+
+// Row `row` of a 2-D (or flattened) tensor as f32 (`out` holds ne[0] floats). The type must be
+// computable (checked at load).
+inline void dequant_row(const TensorView& w, int64_t row, float* out) {
+  visit_weight_kernels(w.type, [&](auto k) {
+    decltype(k)::dequant(w, row, w.data + static_cast<uint64_t>(row) * weight_row_bytes(w), out);
+  });
+}
+
+// The input in the form WK multiplies with. False when out of memory.
+template <class WK>
+inline bool prepare_input(const TensorView& w, MatmulInput& in, ThreadPool& pool) {
+  constexpr ActForm f = WK::act;
+  return in.prepare(f, pool, f == ActForm::q8_256 ? &quantize_q8_256 : &quantize_q8_32) && WK::prepare_extra(in, w);
+}
+
+// Y = X W^T for an input shared by several matmuls. False when out of memory.
+inline bool matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
+                   [[maybe_unused]] MatmulScratch& scratch) {
+  LLMI_ASSERT(in.n() == w.ne[0]);
+  if (in.n_tokens() <= 0 || w.rows() <= 0) return true;
+  return visit_weight_kernels(w.type, [&](auto k) {
+    using WK = decltype(k);
+    if (!prepare_input<WK>(w, in, pool)) return false;
+#if defined(LLMI_SIMD_AVX512)
+    if constexpr (WK::gemm) {
+      if (in.n_tokens() >= kGemmMinTokens && WK::gemm_fits(w, in)) return gemm<WK>(w, in, y, ldy, pool, scratch);
+    }
+#elif defined(LLMI_SIMD_AVX2)
+    if constexpr (WK::multi_token) {
+      if (in.n_tokens() >= 2) {
+        gemm_rows<WK>(w, in, y, ldy, pool);
+        return true;
+      }
+    }
+#endif
+    gemv<WK>(w, in, y, ldy, pool);
+    return true;
+  });
+}
+
+// Y[t][r] = sum_k W[r][k] * X[t][k]; X is [n_tokens][ne0(W)] f32, Y is [n_tokens][ldy] f32.
+// False when out of memory.
+inline bool matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                   bool bf16_exact, MatmulScratch& scratch) {
+  scratch.in.reset(x, n_tokens, w.ne[0], bf16_exact);
+  return matmul(w, scratch.in, y, ldy, pool, scratch);
+}
+
+// Y[t][r] = sum_k W[r][k] * X[t][k] with every token t computed as matmul(w, X[t], 1 token) would
+// (gemv_each). False when out of memory.
+inline bool matmul_each(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                        bool bf16_exact, MatmulScratch& scratch) {
+  MatmulInput& in = scratch.in;
+  in.reset(x, n_tokens, w.ne[0], bf16_exact);
+  LLMI_ASSERT(in.n() == w.ne[0]);
+  if (n_tokens <= 0 || w.rows() <= 0) return true;
+  return visit_weight_kernels(w.type, [&](auto k) {
+    using WK = decltype(k);
+    if (!prepare_input<WK>(w, in, pool)) return false;
+    gemv_each<WK>(w, in, y, ldy, pool);
+    return true;
+  });
+}
+
+// One path of a prepared matmul, for the kernel benchmark (bench/kernels.cpp).
+inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  visit_weight_kernels(w.type, [&](auto k) { gemv<decltype(k)>(w, in, y, ldy, pool); });
+}
+#if defined(LLMI_SIMD_AVX512)
+inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
+  return visit_weight_kernels(w.type, [&](auto k) {
+    if constexpr (decltype(k)::gemm) return gemm<decltype(k)>(w, in, y, ldy, pool, scratch);
+    else return (gemv<decltype(k)>(w, in, y, ldy, pool), true);
+  });
+}
+#endif
+
+// The matmuls as table entries (26_kernels_end).
+inline bool matmul_in(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
+  return matmul(w, in, y, ldy, pool, scratch);
+}
+inline bool matmul_x(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
+                     bool bf16_exact, MatmulScratch& scratch) {
+  return matmul(w, x, n_tokens, y, ldy, pool, bf16_exact, scratch);
+}
+
+LLMI_KNS_END
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
