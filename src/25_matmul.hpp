@@ -481,6 +481,8 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
         const int64_t r = static_cast<int64_t>(g) * 16 + i;
         uint8_t* rv = rows + static_cast<size_t>(i) * rs;
         const bool pad = r >= nr;  // padding rows compute zeros (never stored)
+        if (r + 2 < nr)  // the row after next on its way from memory while this one is decoded
+          for (uint64_t at = 0; at < rb; at += 64) _mm_prefetch(reinterpret_cast<const char*>(w.data + static_cast<uint64_t>(r0 + r + 2) * rb + at), _MM_HINT_T0);
         if (pad) std::memset(rv, 0, k);
         else WK::decode(w.data + static_cast<uint64_t>(r0 + r) * rb, K, RowDecode{rv, t.sc, t.d, t.dmin, t.pairs});
         put(P.sc, t.sc, nsc, g, i, pad);
