@@ -32,7 +32,9 @@
 //   model.safetensors.index.json, or *.safetensors; optional tokenizer.json, tokenizer_config.json,
 //   generation_config.json, chat_template.jinja or chat_template.json. MLX affine 4- and 8-bit
 //   checkpoints (packed U32 weights with .scales and .biases, "quantization" in config.json, with
-//   per-module overrides) load as one quantized tensor each. Weights are used in place in the
+//   per-module overrides) load as one quantized tensor each (Gemma 3n's too: mlx-lm's and mlx-vlm's
+//   layouts; the vision / audio towers of a multimodal checkpoint are listed, never combined nor
+//   read). Weights are used in place in the
 //   mapping, never read into memory (unless LoadOptions::read_into_memory, below). Every ggml tensor
 //   type is known by name; a type without kernels loads (`llminfer info` lists it) and is refused
 //   only when a model computes with it. Only regular files are opened: a FIFO or a device is
@@ -2880,56 +2882,126 @@ namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
 
-// Values 0..42 are ggml's type ids (GGUF tensor table); larger values are ours.
+// ---- The type table, part 1: the facts of every element type ----
+// One row per type: enum name, id (0..42: ggml's type id, the GGUF tensor table's; 200 and up:
+// ours), name (as ggml or safetensors spells it), values per block, bytes per block, K (1: the
+// type is computable: the kernels dequantize and multiply it at every level), act (the form of
+// the input its row product takes, ActForm; K = 0 rows say f32, unused). The rows generate the
+// enum, the facts (dtype_traits) and the one switch over weight types (visit_weight_type).
+// Part 2, the kernels each level runs for a computable type, is WeightKernels<T> (25_weight_kernels).
+//  * To add a type: a row here (K = 0 until it has kernels); then its layout and reference
+//    kernels (20_quant), its kernels (21_simd, 25_matmul) and its row in WeightKernels, and K = 1.
+//  * To add an instruction set: a kernel level (21_kernels_begin, 26_kernels_end), then in
+//    WeightKernels the members of the types it accelerates; the facts here do not change.
+// clang-format off
+#define LLMI_DTYPES(X)                                                                                \
+  /* enum     id   name      block bytes K  act */                                                    \
+  X(f32,       0, "f32",         1,    4, 1, f32)     X(f16,       1, "f16",         1,    2, 1, f32) \
+  X(q4_0,      2, "q4_0",       32,   18, 1, q8_32)   X(q4_1,      3, "q4_1",       32,   20, 0, f32) \
+  X(q5_0,      6, "q5_0",       32,   22, 1, q8_32)   X(q5_1,      7, "q5_1",       32,   24, 0, f32) \
+  X(q8_0,      8, "q8_0",       32,   34, 1, q8_32)   X(q8_1,      9, "q8_1",       32,   36, 0, f32) \
+  X(q2_K,     10, "q2_K",      256,   84, 0, f32)     X(q3_K,     11, "q3_K",      256,  110, 0, f32) \
+  X(q4_K,     12, "q4_K",      256,  144, 1, q8_256)  X(q5_K,     13, "q5_K",      256,  176, 0, f32) \
+  X(q6_K,     14, "q6_K",      256,  210, 1, q8_256)  X(q8_K,     15, "q8_K",      256,  292, 0, f32) \
+  X(iq2_xxs,  16, "iq2_xxs",   256,   66, 0, f32)     X(iq2_xs,   17, "iq2_xs",    256,   74, 0, f32) \
+  X(iq3_xxs,  18, "iq3_xxs",   256,   98, 0, f32)     X(iq1_s,    19, "iq1_s",     256,   50, 0, f32) \
+  X(iq4_nl,   20, "iq4_nl",     32,   18, 0, f32)     X(iq3_s,    21, "iq3_s",     256,  110, 0, f32) \
+  X(iq2_s,    22, "iq2_s",     256,   82, 0, f32)     X(iq4_xs,   23, "iq4_xs",    256,  136, 0, f32) \
+  X(i8,       24, "i8",          1,    1, 0, f32)     X(i16,      25, "i16",         1,    2, 0, f32) \
+  X(i32,      26, "i32",         1,    4, 0, f32)     X(i64,      27, "i64",         1,    8, 0, f32) \
+  X(f64,      28, "f64",         1,    8, 0, f32)     X(iq1_m,    29, "iq1_m",     256,   56, 0, f32) \
+  X(bf16,     30, "bf16",        1,    2, 1, f32)     X(tq1_0,    34, "tq1_0",     256,   54, 0, f32) \
+  X(tq2_0,    35, "tq2_0",     256,   66, 0, f32)     X(mxfp4,    39, "mxfp4",      32,   17, 0, f32) \
+  X(nvfp4,    40, "nvfp4",      64,   36, 0, f32)     X(q1_0,     41, "q1_0",      128,   18, 0, f32) \
+  X(q2_0,     42, "q2_0",       64,   18, 0, f32)                                                     \
+  /* safetensors-only element types */                                                                \
+  X(u8,      200, "u8",          1,    1, 0, f32)     X(u16,     201, "u16",         1,    2, 0, f32) \
+  X(u32,     202, "u32",         1,    4, 0, f32)     X(u64,     203, "u64",         1,    8, 0, f32) \
+  X(boolean, 204, "bool",        1,    1, 0, f32)     X(f8_e4m3, 205, "f8_e4m3",     1,    1, 0, f32) \
+  X(f8_e5m2, 206, "f8_e5m2",     1,    1, 0, f32)                                                     \
+  /* MLX affine quantization: uint32 words of 8 (4-bit) or 4 (8-bit) values, plus per-group */        \
+  /* scales and biases (TensorView); a "block" is one word */                                         \
+  X(mlx_q4,  210, "mlx_q4",      8,    4, 1, f32)     X(mlx_q8,  211, "mlx_q8",      4,    4, 1, f32)
+// clang-format on
+
 enum class DType : uint16_t {
-  f32 = 0, f16 = 1, q4_0 = 2, q4_1 = 3, q5_0 = 6, q5_1 = 7, q8_0 = 8, q8_1 = 9,
-  q2_K = 10, q3_K = 11, q4_K = 12, q5_K = 13, q6_K = 14, q8_K = 15,
-  iq2_xxs = 16, iq2_xs = 17, iq3_xxs = 18, iq1_s = 19, iq4_nl = 20, iq3_s = 21, iq2_s = 22,
-  iq4_xs = 23, i8 = 24, i16 = 25, i32 = 26, i64 = 27, f64 = 28, iq1_m = 29, bf16 = 30,
-  tq1_0 = 34, tq2_0 = 35, mxfp4 = 39, nvfp4 = 40, q1_0 = 41, q2_0 = 42,
-  // safetensors-only element types
-  u8 = 200, u16 = 201, u32 = 202, u64 = 203, boolean = 204, f8_e4m3 = 205, f8_e5m2 = 206,
-  // MLX affine quantization: packed uint32 words + per-group scale and bias (see TensorView)
-  mlx_q4 = 210, mlx_q8 = 211,
+#define LLMI_X(e, id, name, block, bytes, k, act) e = id,
+  LLMI_DTYPES(LLMI_X)
+#undef LLMI_X
   invalid = 0xFFFF,
 };
 
+// The form of the input a weight type's row product takes: f32 as it is, or quantized once per
+// matmul to 8 bits in blocks of 32 or 256 (ActQ8, 20_quant).
+enum class ActForm : uint8_t { f32, q8_32, q8_256 };
+
 struct DTypeTraits {
+  DType type;
   const char* name;  // as ggml spells it (GGUF types) or as safetensors spells it
   uint32_t block;    // elements per block
   uint32_t bytes;    // bytes per block
+  bool computable;   // kernels at every level (WeightKernels<type>)
+  ActForm act;       // (computable types) the input form of the row product
 };
 
+inline constexpr DTypeTraits kDTypeTraits[] = {
+#define LLMI_X(e, id, name, block, bytes, k, act) {DType::e, name, block, bytes, k != 0, ActForm::act},
+    LLMI_DTYPES(LLMI_X)
+#undef LLMI_X
+};
+// id -> 1 + its row in kDTypeTraits (0: not a type).
+inline constexpr auto kDTypeRow = [] {
+  std::array<uint8_t, 212> row{};
+  for (size_t i = 0; i < std::size(kDTypeTraits); i++) row[static_cast<size_t>(kDTypeTraits[i].type)] = static_cast<uint8_t>(i + 1);
+  return row;
+}();
+
 // Traits of a type, or nullptr for an id that is not a type (removed or unknown ggml ids).
-inline const DTypeTraits* dtype_traits(DType t) {
-  static const DTypeTraits ggml[43] = {
-      {"f32", 1, 4},        {"f16", 1, 2},       {"q4_0", 32, 18},    {"q4_1", 32, 20},
-      {nullptr, 0, 0},      {nullptr, 0, 0},     {"q5_0", 32, 22},    {"q5_1", 32, 24},
-      {"q8_0", 32, 34},     {"q8_1", 32, 36},    {"q2_K", 256, 84},   {"q3_K", 256, 110},
-      {"q4_K", 256, 144},   {"q5_K", 256, 176},  {"q6_K", 256, 210},  {"q8_K", 256, 292},
-      {"iq2_xxs", 256, 66}, {"iq2_xs", 256, 74}, {"iq3_xxs", 256, 98}, {"iq1_s", 256, 50},
-      {"iq4_nl", 32, 18},   {"iq3_s", 256, 110}, {"iq2_s", 256, 82},  {"iq4_xs", 256, 136},
-      {"i8", 1, 1},         {"i16", 1, 2},       {"i32", 1, 4},       {"i64", 1, 8},
-      {"f64", 1, 8},        {"iq1_m", 256, 56},  {"bf16", 1, 2},      {nullptr, 0, 0},
-      {nullptr, 0, 0},      {nullptr, 0, 0},     {"tq1_0", 256, 54},  {"tq2_0", 256, 66},
-      {nullptr, 0, 0},      {nullptr, 0, 0},     {nullptr, 0, 0},     {"mxfp4", 32, 17},
-      {"nvfp4", 64, 36},    {"q1_0", 128, 18},   {"q2_0", 64, 18},
-  };
-  static const DTypeTraits extra[] = {
-      {"u8", 1, 1},  {"u16", 1, 2},   {"u32", 1, 4},     {"u64", 1, 8},
-      {"bool", 1, 1}, {"f8_e4m3", 1, 1}, {"f8_e5m2", 1, 1},
-  };
-  static const DTypeTraits mlx[] = {{"mlx_q4", 8, 4}, {"mlx_q8", 4, 4}};  // elements per uint32 word
-  auto v = static_cast<uint32_t>(t);
-  if (v < 43) return ggml[v].name ? &ggml[v] : nullptr;
-  if (v >= 200 && v <= 206) return &extra[v - 200];
-  if (v == 210 || v == 211) return &mlx[v - 210];
-  return nullptr;
+constexpr const DTypeTraits* dtype_traits(DType t) {
+  const auto v = static_cast<size_t>(t);
+  return v < kDTypeRow.size() && kDTypeRow[v] ? &kDTypeTraits[kDTypeRow[v] - 1] : nullptr;
 }
 
 inline const char* dtype_name(DType t) {
   const DTypeTraits* tr = dtype_traits(t);
   return tr ? tr->name : "invalid";
+}
+
+// Whether tensors of this type can be computed with (dequantized / multiplied).
+constexpr bool dtype_computable(DType t) {
+  const DTypeTraits* tr = dtype_traits(t);
+  return tr && tr->computable;
+}
+
+// The input form a weight type multiplies with (f32 for a type that is not computable).
+constexpr ActForm act_form(DType t) {
+  const DTypeTraits* tr = dtype_traits(t);
+  return tr && tr->computable ? tr->act : ActForm::f32;
+}
+
+// A computable type as a compile-time value (the argument visit_weight_type passes).
+template <DType T>
+using TypeTag = std::integral_constant<DType, T>;
+
+// The one switch over weight types: calls f(TypeTag<t>{}) for a computable t and returns what it
+// returns. Everything type-specific that follows is then chosen at compile time, once per call,
+// so a visit belongs outside the loops (25_weight_kernels: a visit per matmul or row
+// dequantization). A type that is not computable is an internal error (checked at load).
+template <class F>
+inline decltype(auto) visit_weight_type(DType t, F&& f) {
+#define LLMI_VISIT_1(e) \
+  case DType::e: return f(TypeTag<DType::e>{});
+#define LLMI_VISIT_0(e)
+#define LLMI_X(e, id, name, block, bytes, k, act) LLMI_VISIT_##k(e)
+  switch (t) {
+    LLMI_DTYPES(LLMI_X)
+    default: break;
+  }
+#undef LLMI_X
+#undef LLMI_VISIT_0
+#undef LLMI_VISIT_1
+  LLMI_ASSERT(!"visit_weight_type: type not computable");
+  return f(TypeTag<DType::f32>{});  // (not reached)
 }
 
 // Bytes of one row of `n` elements, or false when n is not a whole number of blocks.
@@ -4318,9 +4390,17 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vecto
       file_of.emplace(&t, &f);
     }
   }
+  // The vision / audio towers of a multimodal checkpoint (Gemma 3n from mlx-vlm or Hugging Face) are
+  // listed as stored and never computed with: their MLX triples are not combined nor checked, so
+  // that a quantization the text model does not use (other bits, shapes) does not stop the load.
+  auto tower = [](std::string_view n) {
+    for (std::string_view p : {"vision_tower.", "audio_tower.", "embed_vision.", "embed_audio.", "multi_modal_projector."})
+      if (starts_with(n, p)) return true;
+    return false;
+  };
   m.tensors.reserve(ordered.size());
   for (const auto& [hf, t] : ordered) {
-    if (ends_with(hf, ".scales") || ends_with(hf, ".biases")) {
+    if (!tower(hf) && (ends_with(hf, ".scales") || ends_with(hf, ".biases"))) {
       std::string base = hf.substr(0, hf.size() - 7);
       auto w = by_name.find(base + ".weight");
       if (w != by_name.end() && w->second->type == DType::u32) continue;  // part of an MLX triple
@@ -4338,7 +4418,7 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vecto
       return bad(strf("tensor '%s' has %zu dimensions (at most 4)", printable(t->name).c_str(), t->shape.size()));
     v.n_dims = static_cast<int>(t->shape.size());
     for (int k = 0; k < v.n_dims; k++) v.ne[k] = t->shape[t->shape.size() - 1 - static_cast<size_t>(k)];
-    if (ends_with(hf, ".weight") && t->type == DType::u32) {
+    if (ends_with(hf, ".weight") && t->type == DType::u32 && !tower(hf)) {
       std::string base = hf.substr(0, hf.size() - 7);
       auto si = by_name.find(base + ".scales"), bi = by_name.find(base + ".biases");
       std::string tn = printable(t->name);
@@ -4836,18 +4916,40 @@ inline void dequant_row_q6_k(const uint8_t* src, float* dst, int64_t n) {
   }
 }
 
-// An MLX group scale or bias (f16, bf16 or f32).
-inline float mlx_aux(const uint8_t* p, DType t, int64_t i) {
-  switch (t) {
-    case DType::f16: return fp16_to_f32(rd_u16(p + 2 * i));
-    case DType::bf16: return bf16_to_f32(rd_u16(p + 2 * i));
-    default: {
+// Value i of an array of T values, T f32, f16 or bf16 (MLX group scales and biases).
+template <DType T>
+struct FloatReader {
+  float operator()(const uint8_t* p, int64_t i) const {
+    if constexpr (T == DType::f16) return fp16_to_f32(rd_u16(p + 2 * i));
+    else if constexpr (T == DType::bf16) return bf16_to_f32(rd_u16(p + 2 * i));
+    else {
+      static_assert(T == DType::f32, "FloatReader: f32, f16 or bf16");
       float f;
       std::memcpy(&f, p + 4 * i, 4);
       return f;
     }
   }
+};
+// f(FloatReader<t>{}) for t f32, f16 or bf16 (MLX scales and biases, checked at load): the type is
+// chosen once, outside f's loops.
+template <class F>
+inline decltype(auto) with_float_reader(DType t, F&& f) {
+  return visit_weight_type(t, [&](auto type) -> decltype(auto) {
+    constexpr DType T = decltype(type)::value;
+    if constexpr (T == DType::f16 || T == DType::bf16) {
+      return f(FloatReader<T>{});
+    } else {
+      LLMI_ASSERT(T == DType::f32 && "MLX scales are f32, f16 or bf16");
+      return f(FloatReader<DType::f32>{});
+    }
+  });
 }
+// An MLX group scale or bias.
+inline float mlx_aux(const uint8_t* p, DType t, int64_t i) {
+  return with_float_reader(t, [&](auto aux) { return aux(p, i); });
+}
+// Bits per value of an MLX type (a "block" is one uint32 word, 13_dtype).
+constexpr int mlx_bits(DType t) { return 32 / static_cast<int>(dtype_traits(t)->block); }
 // Unsigned value i of an MLX row (4 or 8 bits, lowest bits first in little-endian words).
 inline int mlx_value(const uint8_t* row, int bits, int64_t i) {
   uint32_t word = rd_u32(row + 4 * (i * bits / 32));
@@ -4855,13 +4957,15 @@ inline int mlx_value(const uint8_t* row, int bits, int64_t i) {
   return static_cast<int>((word >> (bits * (i % per_word))) & ((1u << bits) - 1));
 }
 inline void dequant_row_mlx(const TensorView& w, int64_t row, float* dst) {
-  const int bits = w.type == DType::mlx_q4 ? 4 : 8;
+  const int bits = mlx_bits(w.type);
   const int64_t n = w.ne[0], groups = n / w.group_size;
   const uint8_t* q = w.data + static_cast<uint64_t>(row) * static_cast<uint64_t>(n * bits / 8);
-  for (int64_t g = 0; g < groups; g++) {
-    float s = mlx_aux(w.scales, w.aux_type, row * groups + g), b = mlx_aux(w.biases, w.aux_type, row * groups + g);
-    for (int64_t i = g * w.group_size; i < (g + 1) * w.group_size; i++) dst[i] = static_cast<float>(mlx_value(q, bits, i)) * s + b;
-  }
+  with_float_reader(w.aux_type, [&](auto aux) {
+    for (int64_t g = 0; g < groups; g++) {
+      float s = aux(w.scales, row * groups + g), b = aux(w.biases, row * groups + g);
+      for (int64_t i = g * w.group_size; i < (g + 1) * w.group_size; i++) dst[i] = static_cast<float>(mlx_value(q, bits, i)) * s + b;
+    }
+  });
 }
 
 // ---- activation quantization ----
@@ -5029,33 +5133,24 @@ inline float vec_dot_bf16(const uint8_t* w, const float* x, int64_t n) {
 
 // MLX affine row `row` times f32 activations: per group, scale * sum(q * x) + bias * sum(x).
 inline float vec_dot_mlx(const TensorView& w, int64_t row, const float* x) {
-  const int bits = w.type == DType::mlx_q4 ? 4 : 8;
+  const int bits = mlx_bits(w.type);
   const int64_t n = w.ne[0], groups = n / w.group_size;
   const uint8_t* q = w.data + static_cast<uint64_t>(row) * static_cast<uint64_t>(n * bits / 8);
-  float acc = 0;
-  for (int64_t g = 0; g < groups; g++) {
-    float sqx = 0, sx = 0;
-    for (int64_t i = g * w.group_size; i < (g + 1) * w.group_size; i++) {
-      sqx += static_cast<float>(mlx_value(q, bits, i)) * x[i];
-      sx += x[i];
+  return with_float_reader(w.aux_type, [&](auto aux) {
+    float acc = 0;
+    for (int64_t g = 0; g < groups; g++) {
+      float sqx = 0, sx = 0;
+      for (int64_t i = g * w.group_size; i < (g + 1) * w.group_size; i++) {
+        sqx += static_cast<float>(mlx_value(q, bits, i)) * x[i];
+        sx += x[i];
+      }
+      acc += aux(w.scales, row * groups + g) * sqx + aux(w.biases, row * groups + g) * sx;
     }
-    acc += mlx_aux(w.scales, w.aux_type, row * groups + g) * sqx + mlx_aux(w.biases, w.aux_type, row * groups + g) * sx;
-  }
-  return acc;
+    return acc;
+  });
 }
 
 }  // namespace ref
-
-// Whether tensors of this type can be computed with (dequantized / multiplied).
-inline bool dtype_computable(DType t) {
-  switch (t) {
-    case DType::f32: case DType::f16: case DType::bf16:
-    case DType::q4_0: case DType::q5_0: case DType::q8_0: case DType::q4_K: case DType::q6_K:
-    case DType::mlx_q4: case DType::mlx_q8:
-      return true;
-    default: return false;
-  }
-}
 
 // Bytes of one row of a 2-D weight (MLX: the packed words only).
 inline uint64_t weight_row_bytes(const TensorView& w) {
@@ -5072,6 +5167,8 @@ inline uint64_t weight_row_bytes(const TensorView& w) {
 // ---- src/21_kernels_begin.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 // ==== The kernel region (21_kernels_begin .. 26_kernels_end): one table of kernels per level ====
 // The kernels (21_simd, 24_attention_kernels, 25_matmul) are what depends on the instruction set.
+// Per weight type, what a level runs is the type's row of WeightKernels (25_weight_kernels); the
+// facts that do not depend on the level are LLMI_DTYPES (13_dtype).
 // The rest of the engine calls them through one table (KernelTable, 26_kernels_end): an evaluation
 // context holds a `const KernelTable*` and writes `kern->matmul_x(...)`.
 //  * A native build (the default: -march=native, or LLMINFER_SIMD_* / -march=...) compiles the
@@ -5484,25 +5581,6 @@ inline void f16_to_f32_row(const uint8_t* src, float* dst, int64_t n, bool bf16)
   }
 #endif
   for (; k < n; k++) dst[k] = bf16 ? bf16_to_f32(rd_u16(src + 2 * k)) : fp16_to_f32(rd_u16(src + 2 * k));
-}
-
-// Row `row` of a 2-D (or flattened) tensor as f32 (`out` holds ne[0] floats). The type must be
-// computable (checked at load).
-inline void dequant_row(const TensorView& w, int64_t row, float* out) {
-  const int64_t n = w.ne[0];
-  const uint8_t* src = w.data + static_cast<uint64_t>(row) * weight_row_bytes(w);
-  switch (w.type) {
-    case DType::f32: std::memcpy(out, src, static_cast<size_t>(n) * 4); break;
-    case DType::f16: f16_to_f32_row(src, out, n, false); break;
-    case DType::bf16: f16_to_f32_row(src, out, n, true); break;
-    case DType::q4_0: ref::dequant_row_q4_0(src, out, n); break;
-    case DType::q5_0: ref::dequant_row_q5_0(src, out, n); break;
-    case DType::q8_0: ref::dequant_row_q8_0(src, out, n); break;
-    case DType::q4_K: ref::dequant_row_q4_k(src, out, n); break;
-    case DType::q6_K: ref::dequant_row_q6_k(src, out, n); break;
-    case DType::mlx_q4: case DType::mlx_q8: ref::dequant_row_mlx(w, row, out); break;
-    default: LLMI_ASSERT(!"dequant_row: type not computable"); break;
-  }
 }
 
 // f16 <-> f32 rows (the cache's element type). F16C on AVX2 and up, else the portable code
@@ -5999,60 +6077,63 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
 
 // MLX affine row `row` times f32 x: per group, scale * sum(q * x) + bias * sum(x) (xs: group sums).
 inline float dot_mlx(const TensorView& w, int64_t row, const float* x, const float* xs) {
-  const int bits = w.type == DType::mlx_q4 ? 4 : 8;
+  const int bits = ref::mlx_bits(w.type);
   const int64_t n = w.ne[0], gs = w.group_size, groups = n / gs;
   const uint8_t* q = w.data + static_cast<uint64_t>(row) * static_cast<uint64_t>(n * bits / 8);
-  float acc = 0;
+  // (the scales' type chosen once per row)
+  return ref::with_float_reader(w.aux_type, [&](auto aux) -> float {
+    float acc = 0;
 #if defined(LLMI_SIMD_AVX512)
-  if (gs % 16 == 0) {
-    __m512 vacc = _mm512_setzero_ps();
-    for (int64_t g = 0; g < groups; g++) {
-      __m512 gacc = _mm512_setzero_ps();
-      for (int64_t i = g * gs; i < (g + 1) * gs; i += 16) {
-        __m128i v;
-        if (bits == 4) {
-          __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i / 2));
-          __m128i lo = _mm_and_si128(b8, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(15));
-          v = _mm_unpacklo_epi8(lo, hi);
-        } else {
-          v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i));
+    if (gs % 16 == 0) {
+      __m512 vacc = _mm512_setzero_ps();
+      for (int64_t g = 0; g < groups; g++) {
+        __m512 gacc = _mm512_setzero_ps();
+        for (int64_t i = g * gs; i < (g + 1) * gs; i += 16) {
+          __m128i v;
+          if (bits == 4) {
+            __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i / 2));
+            __m128i lo = _mm_and_si128(b8, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(15));
+            v = _mm_unpacklo_epi8(lo, hi);
+          } else {
+            v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i));
+          }
+          gacc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)), _mm512_loadu_ps(x + i), gacc);
         }
-        gacc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)), _mm512_loadu_ps(x + i), gacc);
+        vacc = _mm512_fmadd_ps(gacc, _mm512_set1_ps(aux(w.scales, row * groups + g)), vacc);
+        acc += aux(w.biases, row * groups + g) * xs[g];
       }
-      vacc = _mm512_fmadd_ps(gacc, _mm512_set1_ps(ref::mlx_aux(w.scales, w.aux_type, row * groups + g)), vacc);
-      acc += ref::mlx_aux(w.biases, w.aux_type, row * groups + g) * xs[g];
+      return acc + _mm512_reduce_add_ps(vacc);
     }
-    return acc + _mm512_reduce_add_ps(vacc);
-  }
 #elif defined(LLMI_SIMD_AVX2)
-  if (gs % 16 == 0) {
-    __m256 vacc = _mm256_setzero_ps();
-    for (int64_t g = 0; g < groups; g++) {
-      __m256 gacc = _mm256_setzero_ps();
-      for (int64_t i = g * gs; i < (g + 1) * gs; i += 16) {
-        __m128i v;
-        if (bits == 4) {
-          __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i / 2));
-          __m128i lo = _mm_and_si128(b8, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(15));
-          v = _mm_unpacklo_epi8(lo, hi);
-        } else {
-          v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i));
+    if (gs % 16 == 0) {
+      __m256 vacc = _mm256_setzero_ps();
+      for (int64_t g = 0; g < groups; g++) {
+        __m256 gacc = _mm256_setzero_ps();
+        for (int64_t i = g * gs; i < (g + 1) * gs; i += 16) {
+          __m128i v;
+          if (bits == 4) {
+            __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i / 2));
+            __m128i lo = _mm_and_si128(b8, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(15));
+            v = _mm_unpacklo_epi8(lo, hi);
+          } else {
+            v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i));
+          }
+          gacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), _mm256_loadu_ps(x + i), gacc);
+          gacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8))), _mm256_loadu_ps(x + i + 8), gacc);
         }
-        gacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), _mm256_loadu_ps(x + i), gacc);
-        gacc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8))), _mm256_loadu_ps(x + i + 8), gacc);
+        vacc = _mm256_fmadd_ps(gacc, _mm256_set1_ps(aux(w.scales, row * groups + g)), vacc);
+        acc += aux(w.biases, row * groups + g) * xs[g];
       }
-      vacc = _mm256_fmadd_ps(gacc, _mm256_set1_ps(ref::mlx_aux(w.scales, w.aux_type, row * groups + g)), vacc);
-      acc += ref::mlx_aux(w.biases, w.aux_type, row * groups + g) * xs[g];
+      return acc + hsum_ps256(vacc);
     }
-    return acc + hsum_ps256(vacc);
-  }
 #endif
-  for (int64_t g = 0; g < groups; g++) {
-    float sqx = 0;
-    for (int64_t i = g * gs; i < (g + 1) * gs; i++) sqx += static_cast<float>(ref::mlx_value(q, bits, i)) * x[i];
-    acc += ref::mlx_aux(w.scales, w.aux_type, row * groups + g) * sqx + ref::mlx_aux(w.biases, w.aux_type, row * groups + g) * xs[g];
-  }
-  return acc;
+    for (int64_t g = 0; g < groups; g++) {
+      float sqx = 0;
+      for (int64_t i = g * gs; i < (g + 1) * gs; i++) sqx += static_cast<float>(ref::mlx_value(q, bits, i)) * x[i];
+      acc += aux(w.scales, row * groups + g) * sqx + aux(w.biases, row * groups + g) * xs[g];
+    }
+    return acc;
+  });
 }
 
 // The float dot products as table entries (26_kernels_end).
@@ -6286,16 +6367,6 @@ class AlignedBuffer {
 };
 
 inline size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
-
-// Which form of the input a weight type multiplies with.
-enum class ActForm : uint8_t { f32, q8_32, q8_256 };
-inline ActForm act_form(DType t) {
-  switch (t) {
-    case DType::q4_0: case DType::q5_0: case DType::q8_0: return ActForm::q8_32;
-    case DType::q4_K: case DType::q6_K: return ActForm::q8_256;
-    default: return ActForm::f32;
-  }
-}
 
 // The input X [n_tokens][n] of one or more matmuls. Each quantized form is made on first use
 // and kept until reset(), so matrices that read the same input (attention q/k/v, FFN gate/up)
@@ -6873,6 +6944,9 @@ LLMI_KNS_END
 //    products of per-block weight factors and per-block activation sums added in the same
 //    micro-kernel. Quantized types keep the float order of llama.cpp's x86 dot products for the
 //    same (row, token), so that the results are its bits.
+//  * Per weight type: the products here are templates on the type's row of the kernel table
+//    (WK = WeightKernels<T>, 25_weight_kernels); the entry points (matmul, matmul_each, there)
+//    choose the row once per call, so the type's kernels inline into these loops.
 //  * Determinism: every output element is computed by one task with arithmetic that depends
 //    only on (row, token, K), never on the thread count or which tile it fell in (ragged tiles
 //    repeat a valid row/token and drop the result), so 1..N threads give the same bits.
@@ -6883,40 +6957,25 @@ LLMI_KNS_BEGIN
 
 // ---- matrix-vector products (few tokens) ----
 
-// The dot product of row r with token t, for one weight type (the switch is outside the loops).
+// What a row product (WK::dot) reads besides its row, fixed for a whole matmul.
+struct RowOperands {
+  const TensorView& w;
+  const MatmulInput& in;  // prepared in the type's ActForm
+  int64_t n;              // values per row (w.ne[0])
+  bool sgemm;             // float types: llama.cpp's sgemm order (dot_float)
+  bool bf16_exact;        // the input holds bf16 values
+};
 // each: every token is a product of its own (matmul_each): float dot products take the order of a
 // single token.
-template <class F>
-inline void for_weight_type(const TensorView& w, const MatmulInput& in, F&& body, bool each = false) {
-  const uint64_t rb = weight_row_bytes(w);
-  const int64_t n = w.ne[0];
-  const uint8_t* base = w.data;
-  auto q8 = [&](auto dot, ActForm f) {
-    body([&, dot, f](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.row(f, t), n); });
-  };
+inline RowOperands row_operands(const TensorView& w, const MatmulInput& in, bool each) {
   // llama.cpp's float order differs where its sgemm takes the product: several tokens and a row
   // count that is a multiple of 4 (dot_float checks the row length)
-  const bool sgemm = !each && in.n_tokens() >= 2 && w.rows() % 4 == 0, bfx = in.bf16_exact();
-  auto fl = [&](auto dot) {
-    body([&, dot](int64_t r, int64_t t) { return dot(base + static_cast<uint64_t>(r) * rb, in.x() + t * n, n, sgemm, bfx); });
-  };
-  switch (w.type) {
-    // (lambdas, not function pointers, so that the dot product inlines into the row loop)
-    case DType::q4_0: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q4_0(p, a, k); }, ActForm::q8_32); break;
-    case DType::q5_0: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q5_0(p, a, k); }, ActForm::q8_32); break;
-    case DType::q8_0: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q8_0(p, a, k); }, ActForm::q8_32); break;
-    case DType::q4_K: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q4_k(p, a, k); }, ActForm::q8_256); break;
-    case DType::q6_K: q8([](const uint8_t* p, const ActQ8& a, int64_t k) { return dot_q6_k(p, a, k); }, ActForm::q8_256); break;
-    case DType::f32: fl([](const uint8_t* p, const float* x, int64_t k, bool sg, bool bx) { return dot_float<DType::f32>(p, x, k, sg, bx); }); break;
-    case DType::f16: fl([](const uint8_t* p, const float* x, int64_t k, bool sg, bool bx) { return dot_float<DType::f16>(p, x, k, sg, bx); }); break;
-    case DType::bf16: fl([](const uint8_t* p, const float* x, int64_t k, bool sg, bool bx) { return dot_float<DType::bf16>(p, x, k, sg, bx); }); break;
-    case DType::mlx_q4: case DType::mlx_q8:
-      body([&](int64_t r, int64_t t) { return dot_mlx(w, r, in.x() + t * n, in.mlx_sums(t)); });
-      break;
-    default: LLMI_ASSERT(!"matmul: weight type not computable"); break;
-  }
+  return {w, in, w.ne[0], !each && in.n_tokens() >= 2 && w.rows() % 4 == 0, in.bf16_exact()};
 }
 
+// WK, here and below: the weight type's row of the kernel table (WeightKernels, 25_weight_kernels);
+// its kernels inline into these loops.
+template <class WK>
 inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
   const int64_t rows = w.rows(), T = in.n_tokens();
   const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
@@ -6927,14 +6986,14 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
   chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
   const int n_tasks = static_cast<int>((rows + chunk - 1) / chunk);
-  for_weight_type(w, in, [&](auto dot) {
-    pool.parallel_for(n_tasks, [&](int task, int) {
-      const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
-      for (int64_t t = 0; t < T; t++) {
-        float* yt = y + t * ldy;
-        for (int64_t r = r0; r < r1; r++) yt[r] = dot(r, t);
-      }
-    });
+  const RowOperands o = row_operands(w, in, false);
+  const uint64_t row_bytes = weight_row_bytes(w);
+  pool.parallel_for(n_tasks, [&](int task, int) {
+    const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
+    for (int64_t t = 0; t < T; t++) {
+      float* yt = y + t * ldy;
+      for (int64_t r = r0; r < r1; r++) yt[r] = WK::dot(o, w.data + static_cast<uint64_t>(r) * row_bytes, r, t);
+    }
   });
 }
 
@@ -7079,48 +7138,33 @@ inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
   for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
 }
 
-inline bool gemm_supported(DType t) {
-  switch (t) {
-    case DType::q4_0: case DType::q5_0: case DType::q8_0: case DType::q4_K: case DType::q6_K: return true;
-    default: return false;
-  }
-}
-
-// Y = X W^T for T >= 2 tokens and a quantized W, row by row over token groups (see above).
+// Y = X W^T for T >= 2 tokens and a quantized W (WK::dotn), row by row over token groups (see above).
+template <class WK>
 inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
   const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
   const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
-  const ActForm f = act_form(w.type);
+  const ActForm f = WK::act;
+  const RowOperands o = row_operands(w, in, true);
   // tasks: chunks of rows (as gemv: long runs stream faster) times blocks of tokens
   int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
   chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
   const int64_t n_rt = (rows + chunk - 1) / chunk, n_tb = (T + kTBlock - 1) / kTBlock;
-  auto run = [&](auto dotn, auto dot1) {
-    pool.parallel_for(static_cast<int>(n_rt * n_tb), [&](int task, int) {
-      const int64_t r0 = (task / n_tb) * chunk, r1 = std::min(rows, r0 + chunk);
-      const int64_t t0 = (task % n_tb) * kTBlock, t1 = std::min(T, t0 + kTBlock);
-      for (int64_t r = r0; r < r1; r++) {
-        const uint8_t* wr = w.data + static_cast<uint64_t>(r) * rb;
-        int64_t t = t0;
-        for (; t + kTG <= t1; t += kTG) {
-          ActQ8 a[kTG];
-          float out[kTG];
-          for (int u = 0; u < kTG; u++) a[u] = in.row(f, t + u);
-          dotn(wr, a, K, out);
-          for (int u = 0; u < kTG; u++) y[(t + u) * ldy + r] = out[u];
-        }
-        for (; t < t1; t++) y[t * ldy + r] = dot1(wr, in.row(f, t), K);
+  pool.parallel_for(static_cast<int>(n_rt * n_tb), [&](int task, int) {
+    const int64_t r0 = (task / n_tb) * chunk, r1 = std::min(rows, r0 + chunk);
+    const int64_t t0 = (task % n_tb) * kTBlock, t1 = std::min(T, t0 + kTBlock);
+    for (int64_t r = r0; r < r1; r++) {
+      const uint8_t* wr = w.data + static_cast<uint64_t>(r) * rb;
+      int64_t t = t0;
+      for (; t + kTG <= t1; t += kTG) {
+        ActQ8 a[kTG];
+        float out[kTG];
+        for (int u = 0; u < kTG; u++) a[u] = in.row(f, t + u);
+        WK::template dotn<kTG>(wr, a, K, out);
+        for (int u = 0; u < kTG; u++) y[(t + u) * ldy + r] = out[u];
       }
-    });
-  };
-  switch (w.type) {
-    case DType::q8_0: run(dotn_q8_0<kTG>, dot_q8_0); break;
-    case DType::q4_0: run(dotn_q4_q5_0<kTG, false>, dot_q4_0); break;
-    case DType::q5_0: run(dotn_q4_q5_0<kTG, true>, dot_q5_0); break;
-    case DType::q4_K: run(dotn_q4_k<kTG>, dot_q4_k); break;
-    case DType::q6_K: run(dotn_q6_k<kTG>, dot_q6_k); break;
-    default: LLMI_ASSERT(!"gemm_rows: weight type without a multi-token kernel"); break;
-  }
+      for (; t < t1; t++) y[t * ldy + r] = WK::dot(o, wr, r, t);
+    }
+  });
 }
 #endif  // LLMI_SIMD_AVX2 && !LLMI_SIMD_AVX512
 
@@ -7129,6 +7173,7 @@ inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int6
 // token, never the tiled or float-sgemm order), but a task takes each weight row once for all the
 // tokens (row outer, tokens inner), so the weights stream from memory once per step instead of
 // once per sequence.
+template <class WK>
 inline void gemv_each(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
   const int64_t rows = w.rows(), T = in.n_tokens();
   const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
@@ -7136,21 +7181,20 @@ inline void gemv_each(const TensorView& w, const MatmulInput& in, float* y, int6
   chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
   const int n_tasks = static_cast<int>((rows + chunk - 1) / chunk);
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
-  if (T > 1 && gemm_supported(w.type)) {  // (its (row, token) sums are the one-token dot products)
-    gemm_rows(w, in, y, ldy, pool);
-    return;
+  if constexpr (WK::multi_token) {
+    if (T > 1) {  // (its (row, token) sums are the one-token dot products)
+      gemm_rows<WK>(w, in, y, ldy, pool);
+      return;
+    }
   }
 #endif
-  for_weight_type(
-      w, in,
-      [&](auto dot) {
-        pool.parallel_for(n_tasks, [&](int task, int) {
-          const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
-          for (int64_t r = r0; r < r1; r++)
-            for (int64_t t = 0; t < T; t++) y[t * ldy + r] = dot(r, t);
-        });
-      },
-      true);
+  const RowOperands o = row_operands(w, in, true);
+  const uint64_t row_bytes = weight_row_bytes(w);
+  pool.parallel_for(n_tasks, [&](int task, int) {
+    const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
+    for (int64_t r = r0; r < r1; r++)
+      for (int64_t t = 0; t < T; t++) y[t * ldy + r] = WK::dot(o, w.data + static_cast<uint64_t>(r) * row_bytes, r, t);
+  });
 }
 
 // ---- blocked matrix-matrix product (AVX-512) ----
@@ -7168,15 +7212,6 @@ constexpr int kRG = 2;    // row groups per micro-tile
 constexpr int kRN = 4;    // tokens per micro-tile
 constexpr int kRB = kGR * kRG;  // rows per task
 constexpr int kTB = 512;  // tokens per task (a panel is decoded once per task)
-
-inline bool gemm_supported(DType t) {
-  switch (t) {
-    case DType::q4_0: case DType::q5_0: case DType::q8_0: case DType::q4_K: case DType::q6_K:
-    case DType::f32: case DType::f16: case DType::bf16: case DType::mlx_q4: case DType::mlx_q8:
-      return true;
-    default: return false;
-  }
-}
 
 // acc + sums of 4 products (unsigned w bytes x signed a bytes) per int32 lane.
 inline __m512i dpbusd(__m512i acc, __m512i w, __m512i a) {
@@ -7208,67 +7243,76 @@ struct RowDecode {
 inline int32_t pair16(int lo, int hi) {
   return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) | static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
 }
-inline void decode_row(DType t, const uint8_t* src, int64_t K, const RowDecode& o) {
-  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
-  switch (t) {
-    case DType::q4_K:
-      for (int64_t b = 0; b < K / 256; b++) {
-        const uint8_t* blk = src + 144 * b;
-        uint64_t sc8, m8;
-        q4k_unpack_scales(blk + 4, &sc8, &m8);
-        o.d[b] = f16_scale(blk);
-        o.dmin[b] = f16_scale(blk + 2);
-        for (int m = 0; m < 4; m++) o.sc[4 * b + m] = pair16(static_cast<int>((sc8 >> (16 * m)) & 0xFF), static_cast<int>((sc8 >> (16 * m + 8)) & 0xFF));
-        for (int k = 0; k < 4; k++)
-          o.pairs[4 * b + k] = pair16(static_cast<int>((m8 >> (16 * k)) & 0xFF), static_cast<int>((m8 >> (16 * k + 8)) & 0xFF));
-        for (int ch = 0; ch < 4; ch++) {
-          __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * ch));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 256 * b + 64 * ch), _mm256_and_si256(q, m4));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 256 * b + 64 * ch + 32), nibbles_hi256(q));
-        }
-      }
-      break;
-    case DType::q6_K:
-      for (int64_t b = 0; b < K / 256; b++) {
-        const uint8_t* blk = src + 210 * b;
-        o.d[b] = f16_scale(blk + 208);
-        const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
-        for (int m = 0; m < 4; m++)
-          for (int h = 0; h < 2; h++) o.sc[8 * b + 2 * m + h] = pair16(sc[4 * m + h], sc[4 * m + 2 + h]);
-        for (int l = 0; l < 8; l++) o.pairs[8 * b + l] = pair16(-32 * sc[2 * l], -32 * sc[2 * l + 1]);
-        for (int h = 0; h < 2; h++) {
-          __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
-          __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
-          __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
-          uint8_t* out = o.v + 256 * b + 128 * h;
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32), _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64), _mm256_or_si256(nibbles_hi256(ql0), _mm256_and_si256(qh, m30)));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 96), _mm256_or_si256(nibbles_hi256(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
-        }
-      }
-      break;
-    default:  // 32-blocks
-      for (int64_t b = 0; b < K / 32; b++) {
-        __m256i q;
-        const uint8_t* blk;
-        if (t == DType::q8_0) {
-          blk = src + 34 * b;
-          q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), _mm256_set1_epi8(static_cast<char>(0x80)));
-        } else if (t == DType::q4_0) {
-          blk = src + 18 * b;
-          q = q4_block_values(blk + 2);
-        } else {
-          blk = src + 22 * b;
-          q = _mm256_or_si256(q4_block_values(blk + 6), q5_high_bits(rd_u32(blk + 2)));
-        }
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 32 * b), q);
-        o.d[b] = f16_scale(blk);
-      }
-      break;
+// The row decoders, one per type (WeightKernels<T>::decode).
+inline void decode_row_q4_k(const uint8_t* src, int64_t K, const RowDecode& o) {
+  const __m256i m4 = _mm256_set1_epi8(15);
+  for (int64_t b = 0; b < K / 256; b++) {
+    const uint8_t* blk = src + 144 * b;
+    uint64_t sc8, m8;
+    q4k_unpack_scales(blk + 4, &sc8, &m8);
+    o.d[b] = f16_scale(blk);
+    o.dmin[b] = f16_scale(blk + 2);
+    for (int m = 0; m < 4; m++) o.sc[4 * b + m] = pair16(static_cast<int>((sc8 >> (16 * m)) & 0xFF), static_cast<int>((sc8 >> (16 * m + 8)) & 0xFF));
+    for (int k = 0; k < 4; k++)
+      o.pairs[4 * b + k] = pair16(static_cast<int>((m8 >> (16 * k)) & 0xFF), static_cast<int>((m8 >> (16 * k + 8)) & 0xFF));
+    for (int ch = 0; ch < 4; ch++) {
+      __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * ch));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 256 * b + 64 * ch), _mm256_and_si256(q, m4));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 256 * b + 64 * ch + 32), nibbles_hi256(q));
+    }
   }
 }
-inline int quant_offset(DType t) { return t == DType::q8_0 ? 128 : t == DType::q4_0 ? 8 : t == DType::q5_0 ? 16 : 0; }
+inline void decode_row_q6_k(const uint8_t* src, int64_t K, const RowDecode& o) {
+  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+  for (int64_t b = 0; b < K / 256; b++) {
+    const uint8_t* blk = src + 210 * b;
+    o.d[b] = f16_scale(blk + 208);
+    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    for (int m = 0; m < 4; m++)
+      for (int h = 0; h < 2; h++) o.sc[8 * b + 2 * m + h] = pair16(sc[4 * m + h], sc[4 * m + 2 + h]);
+    for (int l = 0; l < 8; l++) o.pairs[8 * b + l] = pair16(-32 * sc[2 * l], -32 * sc[2 * l + 1]);
+    for (int h = 0; h < 2; h++) {
+      __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h));
+      __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
+      __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
+      uint8_t* out = o.v + 256 * b + 128 * h;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32), _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64), _mm256_or_si256(nibbles_hi256(ql0), _mm256_and_si256(qh, m30)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 96), _mm256_or_si256(nibbles_hi256(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
+    }
+  }
+}
+// 32-blocks: Q8_0, Q4_0 or Q5_0.
+template <DType T>
+inline void decode_row_q32(const uint8_t* src, int64_t K, const RowDecode& o) {
+  for (int64_t b = 0; b < K / 32; b++) {
+    __m256i q;
+    const uint8_t* blk;
+    if constexpr (T == DType::q8_0) {
+      blk = src + 34 * b;
+      q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), _mm256_set1_epi8(static_cast<char>(0x80)));
+    } else if constexpr (T == DType::q4_0) {
+      blk = src + 18 * b;
+      q = q4_block_values(blk + 2);
+    } else {
+      static_assert(T == DType::q5_0, "decode_row_q32: Q8_0, Q4_0 or Q5_0");
+      blk = src + 22 * b;
+      q = _mm256_or_si256(q4_block_values(blk + 6), q5_high_bits(rd_u32(blk + 2)));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 32 * b), q);
+    o.d[b] = f16_scale(blk);
+  }
+}
+
+// How a quantized type's rows sit in a panel and enter its micro-kernel (WeightKernels<T>::panel).
+struct PanelFormat {
+  int offset;       // 32-blocks: subtracted from the decoded unsigned values (Q8_0's are q + 128;
+                    // micro_q32 starts each 4-value sum at -offset * (sum of those activations))
+  int scale_group;  // K-quants: values per sub-block scale pair (sc); 0: 32-blocks (d only)
+  int pair_group;   // K-quants: values per offset pair (pairs)
+  bool mins;        // Q4_K's mins: dmin per super-block, the activations' sums of 32 as int16 pairs
+};
 
 // out[j] = column j of the 16 x 16 dword matrix in[0..15] (rows).
 inline void transpose16x16_epi32(const __m512i (&in)[16], __m512i (&out)[16]) {
@@ -7302,7 +7346,6 @@ inline void transpose16x16_epi32(const __m512i (&in)[16], __m512i (&out)[16]) {
 //  float:     f [rows][K] f32.
 struct Panel {
   int64_t K = 0, rows = 0;
-  DType type = DType::f32;
   uint8_t* v = nullptr;
   int32_t* sc = nullptr;
   float* d = nullptr;
@@ -7321,72 +7364,76 @@ inline __m512i kq_order(__m512i v) {
 }
 
 // Decodes rows [r0, r0 + nr) (nr <= kRB; missing rows are zero) into P.
+template <class WK>
 inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuffer& buf, Panel& P) {
   const int64_t K = w.ne[0];
   const uint64_t rb = weight_row_bytes(w);
   P.K = K;
   P.rows = nr;
-  P.type = w.type;
   const size_t k = static_cast<size_t>(K);
-  if (act_form(w.type) == ActForm::f32) {
+  if constexpr (WK::act == ActForm::f32) {
     if (!buf.reserve(static_cast<size_t>(nr) * k * 4)) return false;
     P.f = buf.as<float>();
-    for (int64_t i = 0; i < nr; i++) dequant_row(w, r0 + i, P.f + static_cast<size_t>(i) * k);
+    for (int64_t i = 0; i < nr; i++) WK::dequant(w, r0 + i, w.data + static_cast<uint64_t>(r0 + i) * rb, P.f + static_cast<size_t>(i) * k);
+    return true;
+  } else {
+    constexpr PanelFormat pf = WK::panel;
+    constexpr bool kq = pf.scale_group != 0, q4k = pf.mins;
+    if constexpr (kq) {
+      P.sg = pf.scale_group;
+      P.pg = pf.pair_group;
+    }
+    P.db = static_cast<int>(WK::block);
+    const size_t G = kRG, vals = round_up(G * 16 * k, 64), scn = kq ? round_up(G * 16 * k / P.sg * 4, 64) : 0;
+    const size_t dn = round_up(G * 16 * k / P.db * 4, 64), pn = kq ? round_up(G * 16 * k / P.pg * 4, 64) : 0;
+    const size_t dmn = q4k ? round_up(G * 16 * k / 256 * 4, 64) : 0;
+    const size_t tn = round_up(k / 16 * 4, 64);  // one row's numbers (at most K/16 of each)
+    if (!buf.reserve(vals + scn + dn + pn + dmn + round_up(k, 64) * 16 + 4 * tn)) return false;
+    P.v = buf.as<uint8_t>();
+    P.sc = buf.as<int32_t>(vals);
+    P.d = buf.as<float>(vals + scn);
+    P.pairs = buf.as<int32_t>(vals + scn + dn);
+    P.dmin = buf.as<float>(vals + scn + dn + pn);
+    const size_t tmp = vals + scn + dn + pn + dmn, rs = round_up(k, 64);
+    uint8_t* rows = buf.as<uint8_t>(tmp);  // [16][K] one group's rows
+    const RowDecode t{nullptr, buf.as<int32_t>(tmp + rs * 16), buf.as<float>(tmp + rs * 16 + tn),
+                      buf.as<float>(tmp + rs * 16 + 2 * tn), buf.as<int32_t>(tmp + rs * 16 + 3 * tn)};
+    const size_t nsc = kq ? k / static_cast<size_t>(P.sg) : 0, nd = k / static_cast<size_t>(P.db);
+    const size_t np = kq ? k / static_cast<size_t>(P.pg) : 0, ndm = q4k ? k / 256 : 0;
+    // panel[(g * n + j) * 16 + i] = row i's value j (or 0 for a padding row)
+    auto put = [&](auto* panel, const auto* row, size_t n, size_t g, int i, bool pad) {
+      for (size_t j = 0; j < n; j++) panel[(g * n + j) * 16 + static_cast<size_t>(i)] = pad ? 0 : row[j];
+    };
+    for (size_t g = 0; g < G; g++) {
+      for (int i = 0; i < 16; i++) {
+        const int64_t r = static_cast<int64_t>(g) * 16 + i;
+        uint8_t* rv = rows + static_cast<size_t>(i) * rs;
+        const bool pad = r >= nr;  // padding rows compute zeros (never stored)
+        if (r + 2 < nr)  // the row after next on its way from memory while this one is decoded
+          for (uint64_t at = 0; at < rb; at += 64) _mm_prefetch(reinterpret_cast<const char*>(w.data + static_cast<uint64_t>(r0 + r + 2) * rb + at), _MM_HINT_T0);
+        if (pad) std::memset(rv, 0, k);
+        else WK::decode(w.data + static_cast<uint64_t>(r0 + r) * rb, K, RowDecode{rv, t.sc, t.d, t.dmin, t.pairs});
+        put(P.sc, t.sc, nsc, g, i, pad);
+        put(P.d, t.d, nd, g, i, pad);
+        put(P.pairs, t.pairs, np, g, i, pad);
+        put(P.dmin, t.dmin, ndm, g, i, pad);
+      }
+      // interleave: v[g][k4][i] = dword k4 of row i
+      uint32_t* dst = reinterpret_cast<uint32_t*>(P.v + g * 16 * k);
+      size_t k4 = 0;
+      for (; k4 + 16 <= k / 4; k4 += 16) {
+        __m512i in[16], out[16];
+        for (int i = 0; i < 16; i++) in[i] = _mm512_loadu_si512(rows + static_cast<size_t>(i) * rs + 4 * k4);
+        if (kq)  // K-quants: each 64 values in micro_kq's order (kq_order)
+          for (int i = 0; i < 16; i++) in[i] = kq_order(in[i]);
+        transpose16x16_epi32(in, out);
+        for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (k4 + static_cast<size_t>(j)) * 16, out[j]);
+      }
+      for (; k4 < k / 4; k4++)
+        for (int i = 0; i < 16; i++) std::memcpy(dst + k4 * 16 + static_cast<size_t>(i), rows + static_cast<size_t>(i) * rs + 4 * k4, 4);
+    }
     return true;
   }
-  const bool kq = act_form(w.type) == ActForm::q8_256, q4k = w.type == DType::q4_K;
-  P.sg = w.type == DType::q6_K ? 32 : 64;
-  P.db = kq ? 256 : 32;
-  P.pg = q4k ? 64 : 32;
-  const size_t G = kRG, vals = round_up(G * 16 * k, 64), scn = kq ? round_up(G * 16 * k / P.sg * 4, 64) : 0;
-  const size_t dn = round_up(G * 16 * k / P.db * 4, 64), pn = kq ? round_up(G * 16 * k / P.pg * 4, 64) : 0;
-  const size_t dmn = q4k ? round_up(G * 16 * k / 256 * 4, 64) : 0;
-  const size_t tn = round_up(k / 16 * 4, 64);  // one row's numbers (at most K/16 of each)
-  if (!buf.reserve(vals + scn + dn + pn + dmn + round_up(k, 64) * 16 + 4 * tn)) return false;
-  P.v = buf.as<uint8_t>();
-  P.sc = buf.as<int32_t>(vals);
-  P.d = buf.as<float>(vals + scn);
-  P.pairs = buf.as<int32_t>(vals + scn + dn);
-  P.dmin = buf.as<float>(vals + scn + dn + pn);
-  const size_t tmp = vals + scn + dn + pn + dmn, rs = round_up(k, 64);
-  uint8_t* rows = buf.as<uint8_t>(tmp);  // [16][K] one group's rows
-  const RowDecode t{nullptr, buf.as<int32_t>(tmp + rs * 16), buf.as<float>(tmp + rs * 16 + tn),
-                    buf.as<float>(tmp + rs * 16 + 2 * tn), buf.as<int32_t>(tmp + rs * 16 + 3 * tn)};
-  const size_t nsc = kq ? k / static_cast<size_t>(P.sg) : 0, nd = k / static_cast<size_t>(P.db);
-  const size_t np = kq ? k / static_cast<size_t>(P.pg) : 0, ndm = q4k ? k / 256 : 0;
-  // panel[(g * n + j) * 16 + i] = row i's value j (or 0 for a padding row)
-  auto put = [&](auto* panel, const auto* row, size_t n, size_t g, int i, bool pad) {
-    for (size_t j = 0; j < n; j++) panel[(g * n + j) * 16 + static_cast<size_t>(i)] = pad ? 0 : row[j];
-  };
-  for (size_t g = 0; g < G; g++) {
-    for (int i = 0; i < 16; i++) {
-      const int64_t r = static_cast<int64_t>(g) * 16 + i;
-      uint8_t* rv = rows + static_cast<size_t>(i) * rs;
-      const bool pad = r >= nr;  // padding rows compute zeros (never stored)
-      if (r + 2 < nr)  // the row after next on its way from memory while this one is decoded
-        for (uint64_t at = 0; at < rb; at += 64) _mm_prefetch(reinterpret_cast<const char*>(w.data + static_cast<uint64_t>(r0 + r + 2) * rb + at), _MM_HINT_T0);
-      if (pad) std::memset(rv, 0, k);
-      else decode_row(w.type, w.data + static_cast<uint64_t>(r0 + r) * rb, K, RowDecode{rv, t.sc, t.d, t.dmin, t.pairs});
-      put(P.sc, t.sc, nsc, g, i, pad);
-      put(P.d, t.d, nd, g, i, pad);
-      put(P.pairs, t.pairs, np, g, i, pad);
-      put(P.dmin, t.dmin, ndm, g, i, pad);
-    }
-    // interleave: v[g][k4][i] = dword k4 of row i
-    uint32_t* dst = reinterpret_cast<uint32_t*>(P.v + g * 16 * k);
-    size_t k4 = 0;
-    for (; k4 + 16 <= k / 4; k4 += 16) {
-      __m512i in[16], out[16];
-      for (int i = 0; i < 16; i++) in[i] = _mm512_loadu_si512(rows + static_cast<size_t>(i) * rs + 4 * k4);
-      if (kq)  // K-quants: each 64 values in micro_kq's order (kq_order)
-        for (int i = 0; i < 16; i++) in[i] = kq_order(in[i]);
-      transpose16x16_epi32(in, out);
-      for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (k4 + static_cast<size_t>(j)) * 16, out[j]);
-    }
-    for (; k4 < k / 4; k4++)
-      for (int i = 0; i < 16; i++) std::memcpy(dst + k4 * 16 + static_cast<size_t>(i), rows + static_cast<size_t>(i) * rs + 4 * k4, 4);
-  }
-  return true;
 }
 
 // The tokens of a micro-tile: first, first + 1, ... up to last (repeated beyond: ragged tiles).
@@ -7611,33 +7658,36 @@ inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr
 #endif
 
 // False when out of memory (the scratch could not grow).
+template <class WK>
 inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
   const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
   const int64_t n_rb = (rows + kRB - 1) / kRB, n_tb = (T + kTB - 1) / kTB;
-  const ActForm f = act_form(w.type);
+  constexpr ActForm f = WK::act;
   // per-token integers of the offsets, shared by every task: the start values of 32-blocks, the
   // int16 pairs of Q4_K's mins (Q6_K's are its activation sums as they are)
   AlignedBuffer& starts_buf = scratch.starts;
-  const int off = quant_offset(w.type);
   int32_t* starts = nullptr;
-  if (w.type == DType::q8_0 || w.type == DType::q4_0 || w.type == DType::q5_0) {  // per 4 values (micro_q32)
+  if constexpr (f == ActForm::q8_32) {  // per 4 values (micro_q32)
+    constexpr int off = WK::panel.offset;
     if (!starts_buf.reserve(static_cast<size_t>(T * (K / 4)) * 4 + 64)) return false;
     starts = starts_buf.as<int32_t>();
     for (int64_t t = 0; t < T; t++) {
       const int8_t* q = in.row(f, t).q;
       for (int64_t j = 0; j < K / 4; j++) starts[t * (K / 4) + j] = -off * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
     }
-  } else if (w.type == DType::q4_K) {  // the activation sums of 32 as int16 pairs (micro_kq)
-    if (!starts_buf.reserve(static_cast<size_t>(T * (K / 64)) * 4 + 64)) return false;
-    starts = starts_buf.as<int32_t>();
-    for (int64_t t = 0; t < T; t++) {
-      const int16_t* s = in.row(f, t).sums;
-      for (int64_t k = 0; k < K / 64; k++) starts[t * (K / 64) + k] = pair16(s[4 * k] + s[4 * k + 1], s[4 * k + 2] + s[4 * k + 3]);
+  } else if constexpr (f == ActForm::q8_256) {
+    if constexpr (WK::panel.mins) {  // the activation sums of 32 as int16 pairs (micro_kq)
+      if (!starts_buf.reserve(static_cast<size_t>(T * (K / 64)) * 4 + 64)) return false;
+      starts = starts_buf.as<int32_t>();
+      for (int64_t t = 0; t < T; t++) {
+        const int16_t* s = in.row(f, t).sums;
+        for (int64_t k = 0; k < K / 64; k++) starts[t * (K / 64) + k] = pair16(s[4 * k] + s[4 * k + 1], s[4 * k + 2] + s[4 * k + 3]);
+      }
     }
   }
   // K-quants: the activations in micro_kq's order
   int8_t* xk = nullptr;
-  if (f == ActForm::q8_256) {
+  if constexpr (f == ActForm::q8_256) {
     if (!scratch.xk.reserve(static_cast<size_t>(T * K) + 64)) return false;
     xk = scratch.xk.as<int8_t>();
     for (int64_t t = 0; t < T; t++) {
@@ -7649,7 +7699,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   // bf16: the activations (already rounded to bf16) as bf16 once; rows are used in place
   AlignedBuffer& xb_buf = scratch.xb;
   uint16_t* xb = nullptr;
-  if (w.type == DType::bf16 && in.bf16_exact()) {
+  if (WK::bf16_in_place && in.bf16_exact()) {
     if (!xb_buf.reserve(static_cast<size_t>(T * K) * 2 + 64)) return false;
     xb = xb_buf.as<uint16_t>();
     for (int64_t i = 0; i < T * K; i += 32)
@@ -7664,7 +7714,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     const int64_t r0 = rblk * kRB, nr = std::min<int64_t>(kRB, rows - r0);
     const int64_t t0 = tblk * kTB, nt = std::min<int64_t>(kTB, T - t0);
 #if defined(LLMI_SIMD_BF16)
-    if (xb) {
+    if (WK::bf16_in_place && xb) {
       const uint64_t rb = weight_row_bytes(w);
       for (int64_t j0 = 0; j0 < nt; j0 += 4) {
         const uint16_t* xr[4];
@@ -7681,13 +7731,13 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     }
 #endif
     Panel P;
-    if (!panel_decode(w, r0, nr, buf, P)) {
+    if (!panel_decode<WK>(w, r0, nr, buf, P)) {
       failed.store(true, std::memory_order_relaxed);
       return;
     }
     for (int64_t j0 = 0; j0 < nt; j0 += kRN) {
       const TokenTile tj{t0 + j0, t0 + nt - 1};
-      if (f == ActForm::f32) {
+      if constexpr (f == ActForm::f32) {
         for (int64_t i0 = 0; i0 < nr; i0 += 2) {
           int64_t pi[2] = {i0, std::min<int64_t>(i0 + 1, nr - 1)};
           float out[2][4];
@@ -7695,18 +7745,17 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
           for (int j = 0; j < kRN && j0 + j < nt; j++)
             for (int i = 0; i < 2 && i0 + i < nr; i++) y[(t0 + j0 + j) * ldy + r0 + i0 + i] = out[i][j];
         }
-        continue;
-      }
-      __m512 out[kRG][kRN];
-      if (w.type == DType::q4_K) micro_kq<true>(P, in, xk, starts, tj, out);
-      else if (w.type == DType::q6_K) micro_kq<false>(P, in, xk, starts, tj, out);
-      else micro_q32(P, in, starts, tj, out);
-      for (int j = 0; j < kRN && j0 + j < nt; j++) {
-        float* yt = y + (t0 + j0 + j) * ldy + r0;
-        for (int g = 0; g < kRG && 16 * g < nr; g++) {
-          const int64_t left = nr - 16 * g;
-          const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
-          _mm512_mask_storeu_ps(yt + 16 * g, m, out[g][j]);
+      } else {
+        __m512 out[kRG][kRN];
+        if constexpr (f == ActForm::q8_256) WK::micro(P, in, xk, starts, tj, out);
+        else WK::micro(P, in, starts, tj, out);
+        for (int j = 0; j < kRN && j0 + j < nt; j++) {
+          float* yt = y + (t0 + j0 + j) * ldy + r0;
+          for (int g = 0; g < kRG && 16 * g < nr; g++) {
+            const int64_t left = nr - 16 * g;
+            const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+            _mm512_mask_storeu_ps(yt + 16 * g, m, out[g][j]);
+          }
         }
       }
     }
@@ -7718,33 +7767,265 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
 // Smallest token count that takes the matrix-matrix path (fixed: it must not depend on threads).
 constexpr int64_t kGemmMinTokens = 6;
 
+LLMI_KNS_END
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+
+// ---- src/25_weight_kernels.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ==== The type table, part 2: the kernels of each computable type at this level ====
+// WeightKernels<T> is T's row: what this kernel level (21_kernels_begin) runs for weights of type
+// T. Part 1, the facts of every type (block, bytes, computable, ActForm), is LLMI_DTYPES
+// (13_dtype). The kernel sites (25_matmul) are templates on a row (WK); a call reaches them
+// through one visit_weight_kernels, which switches once (visit_weight_type) and passes the row, so
+// the kernels inline into the row loops (no call through a pointer per row).
+//
+// A row's members (static; WeightKernelsBase gives the facts and the defaults):
+//   type, act, block                    T's facts (13_dtype)
+//   dot(o, row, r, t)                   row r (its bytes at `row`) times token t of o.in, which
+//                                       is prepared in `act` (RowOperands, 25_matmul): the
+//                                       one-token product (gemv), llama.cpp's order for one token
+//   dequant(w, r, row, out)             row r as w.ne[0] floats
+//   prepare_extra(in, w)                input besides `act` (MLX: sums per group); false: out of memory
+//   AVX2 (not AVX-512):
+//     multi_token                       has dotn: gemm_rows for several tokens
+//     dotn<NT>(row, a, n, out)          the row times NT tokens, each with the bits of dot
+//   AVX-512:
+//     gemm                              has the panel path (gemm): act f32 types through an f32
+//                                       panel of dequant rows and micro_f32; quantized types with
+//     panel, decode, micro              their PanelFormat, row decoder and micro-kernel (q8_32:
+//                                       micro(P, in, starts, tj, out), micro_q32; q8_256:
+//                                       micro(P, in, xk, qpairs, tj, out), micro_kq)
+//     gemm_fits(w, in)                  false where llama.cpp's order is not the panel's (then gemv)
+//     bf16_in_place                     (BF16) rows used in place by micro_bf16 for bf16 input
+//
+// To add a type: its facts row (13_dtype), then a row here with dot and dequant (the scalar
+// reference is a valid body at every level); the faster members come when its kernels do.
+// To add an instruction set (a level, 21_kernels_begin): its kernels, and here, under its
+// LLMI_SIMD_ macro, the members of the types it runs faster, with a flag (as multi_token, gemm)
+// that the entry points below test at compile time to take its path (a driver in 25_matmul).
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+LLMI_KNS_BEGIN
+
+template <DType T>
+struct WeightKernelsBase {
+  static_assert(dtype_computable(T), "WeightKernels: a computable type (13_dtype)");
+  static constexpr DType type = T;
+  static constexpr ActForm act = act_form(T);
+  static constexpr uint32_t block = dtype_traits(T)->block;
+  static constexpr bool multi_token = false;
+  static constexpr bool gemm = false;
+  static constexpr bool bf16_in_place = false;
+  static bool gemm_fits(const TensorView&, const MatmulInput&) { return true; }
+  static bool prepare_extra(MatmulInput&, const TensorView&) { return true; }
+};
+template <DType T>
+struct WeightKernels;
+
+// ---- float types ----
+
+template <>
+struct WeightKernels<DType::f32> : WeightKernelsBase<DType::f32> {
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
+    return dot_float<type>(row, o.in.x() + t * o.n, o.n, o.sgemm, o.bf16_exact);
+  }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
+    std::memcpy(out, row, static_cast<size_t>(w.ne[0]) * 4);
+  }
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool gemm = true;
+  // rows that are not a multiple of 16 long: llama.cpp's order is its vector dot product
+  // (dot_float), not the tiled one of its sgemm (which also refuses row counts not a multiple of 4)
+  static bool gemm_fits(const TensorView& w, const MatmulInput&) { return w.ne[0] % 16 == 0 && w.rows() % 4 == 0; }
+#endif
+};
+
+template <>
+struct WeightKernels<DType::f16> : WeightKernelsBase<DType::f16> {
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
+    return dot_float<type>(row, o.in.x() + t * o.n, o.n, o.sgemm, o.bf16_exact);
+  }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { f16_to_f32_row(row, out, w.ne[0], false); }
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool gemm = true;
+  static bool gemm_fits(const TensorView& w, const MatmulInput&) { return w.ne[0] % 16 == 0 && w.rows() % 4 == 0; }  // (as f32)
+#endif
+};
+
+template <>
+struct WeightKernels<DType::bf16> : WeightKernelsBase<DType::bf16> {
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
+    return dot_float<type>(row, o.in.x() + t * o.n, o.n, o.sgemm, o.bf16_exact);
+  }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { f16_to_f32_row(row, out, w.ne[0], true); }
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool gemm = true;
+#endif
+#if defined(LLMI_SIMD_BF16)
+  // bf16 input: vdpbf16ps on the rows in place, llamafile's order for rows a multiple of 32 long
+  // (and a row count a multiple of 4), else dot_float's
+  static constexpr bool bf16_in_place = true;
+  static bool gemm_fits(const TensorView& w, const MatmulInput& in) {
+    return !in.bf16_exact() || (w.ne[0] % 32 == 0 && w.rows() % 4 == 0);
+  }
+#endif
+};
+
+// ---- 32-blocks (q8_32 input) ----
+
+template <>
+struct WeightKernels<DType::q4_0> : WeightKernelsBase<DType::q4_0> {
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q4_0(row, o.in.row(act, t), o.n); }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q4_0(row, out, w.ne[0]); }
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  static constexpr bool multi_token = true;
+  template <int NT>
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q4_q5_0<NT, false>(row, a, n, out); }
+#endif
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool gemm = true;
+  static constexpr PanelFormat panel = {8, 0, 0, false};
+  static constexpr auto decode = decode_row_q32<type>;
+  static constexpr auto micro = micro_q32;
+#endif
+};
+
+template <>
+struct WeightKernels<DType::q5_0> : WeightKernelsBase<DType::q5_0> {
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q5_0(row, o.in.row(act, t), o.n); }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q5_0(row, out, w.ne[0]); }
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  static constexpr bool multi_token = true;
+  template <int NT>
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q4_q5_0<NT, true>(row, a, n, out); }
+#endif
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool gemm = true;
+  static constexpr PanelFormat panel = {16, 0, 0, false};
+  static constexpr auto decode = decode_row_q32<type>;
+  static constexpr auto micro = micro_q32;
+#endif
+};
+
+template <>
+struct WeightKernels<DType::q8_0> : WeightKernelsBase<DType::q8_0> {
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q8_0(row, o.in.row(act, t), o.n); }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q8_0(row, out, w.ne[0]); }
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  static constexpr bool multi_token = true;
+  template <int NT>
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q8_0<NT>(row, a, n, out); }
+#endif
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool gemm = true;
+  static constexpr PanelFormat panel = {128, 0, 0, false};  // the values as q + 128
+  static constexpr auto decode = decode_row_q32<type>;
+  static constexpr auto micro = micro_q32;
+#endif
+};
+
+// ---- K-quants (q8_256 input) ----
+
+template <>
+struct WeightKernels<DType::q4_K> : WeightKernelsBase<DType::q4_K> {
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q4_k(row, o.in.row(act, t), o.n); }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q4_k(row, out, w.ne[0]); }
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  static constexpr bool multi_token = true;
+  template <int NT>
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q4_k<NT>(row, a, n, out); }
+#endif
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool gemm = true;
+  static constexpr PanelFormat panel = {0, 64, 64, true};
+  static constexpr auto decode = decode_row_q4_k;
+  static constexpr auto micro = micro_kq<true>;
+#endif
+};
+
+template <>
+struct WeightKernels<DType::q6_K> : WeightKernelsBase<DType::q6_K> {
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q6_k(row, o.in.row(act, t), o.n); }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q6_k(row, out, w.ne[0]); }
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  static constexpr bool multi_token = true;
+  template <int NT>
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q6_k<NT>(row, a, n, out); }
+#endif
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool gemm = true;
+  static constexpr PanelFormat panel = {0, 32, 32, false};
+  static constexpr auto decode = decode_row_q6_k;
+  static constexpr auto micro = micro_kq<false>;
+#endif
+};
+
+// ---- MLX affine (f32 input and its sums per group) ----
+
+template <DType T>
+struct WeightKernelsMlx : WeightKernelsBase<T> {
+  static float dot(const RowOperands& o, const uint8_t*, int64_t r, int64_t t) {
+    return dot_mlx(o.w, r, o.in.x() + t * o.n, o.in.mlx_sums(t));
+  }
+  static void dequant(const TensorView& w, int64_t r, const uint8_t*, float* out) { ref::dequant_row_mlx(w, r, out); }
+  static bool prepare_extra(MatmulInput& in, const TensorView& w) { return in.prepare_mlx(w.group_size); }
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool gemm = true;
+#endif
+};
+template <>
+struct WeightKernels<DType::mlx_q4> : WeightKernelsMlx<DType::mlx_q4> {};
+template <>
+struct WeightKernels<DType::mlx_q8> : WeightKernelsMlx<DType::mlx_q8> {};
+
+// Calls f(WeightKernels<t>{}) (an empty object: f reads its type) and returns what f returns.
+template <class F>
+inline decltype(auto) visit_weight_kernels(DType t, F&& f) {
+  return visit_weight_type(t, [&](auto type) -> decltype(auto) { return f(WeightKernels<decltype(type)::value>{}); });
+}
+
+// ---- the entry points: one visit each ----
+
+// Row `row` of a 2-D (or flattened) tensor as f32 (`out` holds ne[0] floats). The type must be
+// computable (checked at load).
+inline void dequant_row(const TensorView& w, int64_t row, float* out) {
+  visit_weight_kernels(w.type, [&](auto k) {
+    decltype(k)::dequant(w, row, w.data + static_cast<uint64_t>(row) * weight_row_bytes(w), out);
+  });
+}
+
+// The input in the form WK multiplies with. False when out of memory.
+template <class WK>
+inline bool prepare_input(const TensorView& w, MatmulInput& in, ThreadPool& pool) {
+  constexpr ActForm f = WK::act;
+  return in.prepare(f, pool, f == ActForm::q8_256 ? &quantize_q8_256 : &quantize_q8_32) && WK::prepare_extra(in, w);
+}
+
 // Y = X W^T for an input shared by several matmuls. False when out of memory.
 inline bool matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
                    [[maybe_unused]] MatmulScratch& scratch) {
   LLMI_ASSERT(in.n() == w.ne[0]);
   if (in.n_tokens() <= 0 || w.rows() <= 0) return true;
-  ActForm f = act_form(w.type);
-  if (!in.prepare(f, pool, f == ActForm::q8_256 ? &quantize_q8_256 : &quantize_q8_32)) return false;
-  if ((w.type == DType::mlx_q4 || w.type == DType::mlx_q8) && !in.prepare_mlx(w.group_size)) return false;
+  return visit_weight_kernels(w.type, [&](auto k) {
+    using WK = decltype(k);
+    if (!prepare_input<WK>(w, in, pool)) return false;
 #if defined(LLMI_SIMD_AVX512)
-  // f32 / f16 rows that are not a multiple of 16 long (bf16 with vdpbf16ps: 32): llama.cpp's order
-  // is its vector dot product (dot_float) there, not the tiled one of the matrix kernel
-  // (and rows that are not a multiple of 4, which its sgemm refuses)
-  bool odd_float = (w.type == DType::f32 || w.type == DType::f16) && (w.ne[0] % 16 != 0 || w.rows() % 4 != 0);
-#if defined(LLMI_SIMD_BF16)
-  odd_float = odd_float || (w.type == DType::bf16 && in.bf16_exact() && (w.ne[0] % 32 != 0 || w.rows() % 4 != 0));
-#endif
-  if (in.n_tokens() >= kGemmMinTokens && gemm_supported(w.type) && !odd_float) {
-    return gemm(w, in, y, ldy, pool, scratch);
-  }
+    if constexpr (WK::gemm) {
+      if (in.n_tokens() >= kGemmMinTokens && WK::gemm_fits(w, in)) return gemm<WK>(w, in, y, ldy, pool, scratch);
+    }
 #elif defined(LLMI_SIMD_AVX2)
-  if (in.n_tokens() >= 2 && gemm_supported(w.type)) {
-    gemm_rows(w, in, y, ldy, pool);
-    return true;
-  }
+    if constexpr (WK::multi_token) {
+      if (in.n_tokens() >= 2) {
+        gemm_rows<WK>(w, in, y, ldy, pool);
+        return true;
+      }
+    }
 #endif
-  gemv(w, in, y, ldy, pool);
-  return true;
+    gemv<WK>(w, in, y, ldy, pool);
+    return true;
+  });
 }
 
 // Y[t][r] = sum_k W[r][k] * X[t][k]; X is [n_tokens][ne0(W)] f32, Y is [n_tokens][ldy] f32.
@@ -7763,12 +8044,26 @@ inline bool matmul_each(const TensorView& w, const float* x, int64_t n_tokens, f
   in.reset(x, n_tokens, w.ne[0], bf16_exact);
   LLMI_ASSERT(in.n() == w.ne[0]);
   if (n_tokens <= 0 || w.rows() <= 0) return true;
-  ActForm f = act_form(w.type);
-  if (!in.prepare(f, pool, f == ActForm::q8_256 ? &quantize_q8_256 : &quantize_q8_32)) return false;
-  if ((w.type == DType::mlx_q4 || w.type == DType::mlx_q8) && !in.prepare_mlx(w.group_size)) return false;
-  gemv_each(w, in, y, ldy, pool);
-  return true;
+  return visit_weight_kernels(w.type, [&](auto k) {
+    using WK = decltype(k);
+    if (!prepare_input<WK>(w, in, pool)) return false;
+    gemv_each<WK>(w, in, y, ldy, pool);
+    return true;
+  });
 }
+
+// One path of a prepared matmul, for the kernel benchmark (bench/kernels.cpp).
+inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  visit_weight_kernels(w.type, [&](auto k) { gemv<decltype(k)>(w, in, y, ldy, pool); });
+}
+#if defined(LLMI_SIMD_AVX512)
+inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
+  return visit_weight_kernels(w.type, [&](auto k) {
+    if constexpr (decltype(k)::gemm) return gemm<decltype(k)>(w, in, y, ldy, pool, scratch);
+    else return (gemv<decltype(k)>(w, in, y, ldy, pool), true);
+  });
+}
+#endif
 
 // The matmuls as table entries (26_kernels_end).
 inline bool matmul_in(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
@@ -19805,11 +20100,8 @@ class ArchCompiler {
   Result<void> check_computable(const TensorView& t, int line) const {
     if (dtype_computable(t.type)) return {};
     std::string ok;
-    for (uint16_t k = 0; k < 256; k++)
-      if (dtype_traits(static_cast<DType>(k)) && dtype_computable(static_cast<DType>(k)))
-        ok += (ok.empty() ? "" : ", ") + std::string(dtype_name(static_cast<DType>(k)));
-    for (DType extra : {DType::mlx_q4, DType::mlx_q8})
-      if (dtype_computable(extra)) ok += ", " + std::string(dtype_name(extra));
+    for (const DTypeTraits& tr : kDTypeTraits)
+      if (tr.computable) ok += (ok.empty() ? "" : ", ") + std::string(tr.name);
     return fail(Errc::unsupported, line, strf("tensor '%s' has type %s, which this build cannot compute yet (it computes %s)",
                                               t.name.c_str(), dtype_name(t.type), ok.c_str()));
   }
@@ -20737,6 +21029,118 @@ inline void row_op(const Step& s, const KernelTable& kern, const float* A, const
   }
 }
 
+// The steps whose every output row depends on the same row of their inputs only (and embed, on the
+// row's token): one definition for both evaluation loops, Context::run_chunk and Batcher::run_batch.
+// b and c: the step's second and third registers or null; toks: the rows' tokens; for_rows(rows,
+// work per row, fn(row, thread)) runs the rows, on the pool when it pays. False for the steps each
+// loop runs its own way (matmul, rope, attention, last), which the caller's switch handles.
+template <class ForRows>
+bool run_row_step(const Step& s, const KernelTable& kern, int rows, const int32_t* toks, const float* a, const float* b,
+                  const float* c, float* d, ForRows&& for_rows) {
+  const int wi = s.w_in, wo = s.w_out;
+  switch (s.op) {
+    case OpCode::embed:
+      for_rows(rows, wo, [&](int t, int) {
+        const int32_t id = s.vec_len > 0 && toks[t] >= s.vec_len ? s.off : toks[t];  // beyond = off
+        kern.dequant_row(*s.w, id, d + size_t(t) * wo);
+      });
+      return true;
+    case OpCode::rms_norm:
+    case OpCode::norm_heads: {
+      const int seg = s.op == OpCode::rms_norm ? wi : s.vec_len;
+      for_rows(rows, wi, [&](int t, int) {
+        for (int h = 0; h < wi / seg; h++) {
+          const float* x = a + size_t(t) * wi + size_t(h) * seg;
+          float* y = d + size_t(t) * wo + size_t(h) * seg;
+          double sum = 0;  // as ggml: squares in float, summed in double
+          for (int k = 0; k < seg; k++) sum += double(x[k] * x[k]);
+          const float mean = static_cast<float>(sum / seg);
+          const float sc = 1.0f / std::sqrt(mean + s.f);
+          for (int k = 0; k < seg; k++) y[k] = (x[k] * sc) * s.vec[k];
+        }
+      });
+      return true;
+    }
+    case OpCode::add_bias:
+      for_rows(rows, wi, [&](int t, int) {
+        for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] + s.vec[k];
+      });
+      return true;
+    case OpCode::silu:
+    case OpCode::gelu:
+    case OpCode::gelu_tanh:
+    case OpCode::relu: {
+      const OpCode op = s.op;
+      for_rows(rows, wi * 8, [&](int t, int) {
+        const float* x = a + size_t(t) * wi;
+        float* y = d + size_t(t) * wi;
+        switch (op) {
+          case OpCode::silu: kern.silu_row(x, y, wi); break;
+          case OpCode::gelu: for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]); break;
+          case OpCode::gelu_tanh: kern.gelu_tanh_row(x, y, wi); break;
+          default: for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f; break;
+        }
+      });
+      return true;
+    }
+    case OpCode::mul:
+    case OpCode::add: {
+      const bool mul_op = s.op == OpCode::mul;
+      for_rows(rows, wi, [&](int t, int) {
+        size_t o = size_t(t) * wi;
+        if (mul_op) for (int k = 0; k < wi; k++) d[o + k] = a[o + k] * b[o + k];
+        else for (int k = 0; k < wi; k++) d[o + k] = a[o + k] + b[o + k];
+      });
+      return true;
+    }
+    case OpCode::scale:
+      for_rows(rows, wi, [&](int t, int) {
+        if (s.f2 == 0)
+          for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] * s.f;
+        else  // ggml_scale_bias: one fused multiply-add
+          for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::fma(a[size_t(t) * wi + k], s.f, s.f2);
+      });
+      return true;
+    case OpCode::sub:
+    case OpCode::mul_weight:
+    case OpCode::rms_normalize:
+    case OpCode::gaussian_topk:
+    case OpCode::put:
+    case OpCode::streams:
+    case OpCode::match_norm:
+    case OpCode::stream_mix:
+    case OpCode::stream_axpy:
+    case OpCode::stream_add:
+    case OpCode::stream_mean:
+      for_rows(rows, int64_t(wi) * 4, [&](int t, int) { row_op(s, kern, a, b, c, d, size_t(t)); });
+      return true;
+    case OpCode::stream_matmul:  // compiled into slice, matmul and put steps
+      return true;
+    case OpCode::softcap:
+      for_rows(rows, wi * 8, [&](int t, int) {
+        const float inv = 1.0f / s.f;  // tanh(x * (1/c)) * c, llama.cpp's operations
+        for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::tanh(a[size_t(t) * wi + k] * inv) * s.f;
+      });
+      return true;
+    case OpCode::copy:
+      std::memcpy(d, a, size_t(rows) * wi * 4);
+      return true;
+    case OpCode::slice:
+      for (int t = 0; t < rows; t++) std::memcpy(d + size_t(t) * wo, a + size_t(t) * wi + s.off, size_t(wo) * 4);
+      return true;
+    case OpCode::layer_norm:
+    case OpCode::layer_norm_heads:
+      for_rows(rows, wi, [&](int t, int) { layer_norm_row(s, kern, a + size_t(t) * wi, d + size_t(t) * wo); });
+      return true;
+    case OpCode::matmul:
+    case OpCode::rope:
+    case OpCode::attention:
+    case OpCode::last:
+      return false;
+  }
+  return false;
+}
+
 // ---- a context: one session's KV cache and scratch ----
 class Context {
  public:
@@ -20944,149 +21348,56 @@ class Context {
       float* a = s.a >= 0 ? reg(s.a) : nullptr;
       float* d = reg(s.dst);
       const int wi = s.w_in, wo = s.w_out;
-      switch (s.op) {
-        case OpCode::embed:
-          for_rows(rows, wo, [&](int t, int) {
-            const int32_t id = s.vec_len > 0 && toks[t] >= s.vec_len ? s.off : toks[t];  // beyond = off
-            kern_->dequant_row(*s.w, id, d + size_t(t) * wo);
-          });
-          break;
-        case OpCode::rms_norm:
-        case OpCode::norm_heads: {
-          const int seg = s.op == OpCode::rms_norm ? wi : s.vec_len;
-          for_rows(rows, wi, [&](int t, int) {
-            for (int h = 0; h < wi / seg; h++) {
-              const float* x = a + size_t(t) * wi + size_t(h) * seg;
-              float* y = d + size_t(t) * wo + size_t(h) * seg;
-              double sum = 0;  // as ggml: squares in float, summed in double
-              for (int k = 0; k < seg; k++) sum += double(x[k] * x[k]);
-              const float mean = static_cast<float>(sum / seg);
-              const float sc = 1.0f / std::sqrt(mean + s.f);
-              for (int k = 0; k < seg; k++) y[k] = (x[k] * sc) * s.vec[k];
+      const float* b = s.b >= 0 ? reg(s.b) : nullptr;
+      const float* c = s.c >= 0 ? reg(s.c) : nullptr;
+      if (!run_row_step(s, *kern_, rows, toks, a, b, c, d, [this](int r, int64_t w, auto&& fn) { for_rows(r, w, fn); }))
+        switch (s.op) {  // the steps run_row_step leaves to the loop
+          case OpCode::matmul: {
+            const float* in = a;
+            if (s.round_input) {
+              float* r = round_buf_.as<float>();
+              const bool bf = s.round_input == 2;
+              for_rows(rows, wi, [&](int t, int) {
+                const float* x = a + size_t(t) * wi;
+                float* y = r + size_t(t) * wi;
+                if (bf) for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
+                else for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
+              });
+              in = r;
             }
-          });
-          break;
-        }
-        case OpCode::matmul: {
-          const float* in = a;
-          if (s.round_input) {
-            float* r = round_buf_.as<float>();
-            const bool bf = s.round_input == 2;
+            if (!kern_->matmul_x(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2, *mm_))
+              return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
+                                                          s.w->name.c_str(), rows));
+            break;
+          }
+          case OpCode::rope: {
+            const RopeSpec& rs = p.ropes[static_cast<size_t>(s.idx)];
+            std::vector<float>& cache = rope_cache_[static_cast<size_t>(s.idx)];
+            if (!rope_valid_[static_cast<size_t>(s.idx)]) {
+              cache.resize(size_t(n) * rs.n_dims);
+              for (int t = 0; t < n; t++) rope_angles(rs, pos0 + t, cache.data() + size_t(t) * rs.n_dims);
+              rope_valid_[static_cast<size_t>(s.idx)] = 1;
+            }
             for_rows(rows, wi, [&](int t, int) {
-              const float* x = a + size_t(t) * wi;
-              float* y = r + size_t(t) * wi;
-              if (bf) for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
-              else for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
+              for (int h = 0; h < wi / rs.head_dim; h++) {
+                size_t off = size_t(t) * wi + size_t(h) * rs.head_dim;
+                rope_head(rs, cache.data() + size_t(t) * rs.n_dims, a + off, d + off);
+              }
             });
-            in = r;
+            break;
           }
-          if (!kern_->matmul_x(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2, *mm_))
-            return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
-                                                        s.w->name.c_str(), rows));
-          break;
-        }
-        case OpCode::add_bias:
-          for_rows(rows, wi, [&](int t, int) {
-            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] + s.vec[k];
-          });
-          break;
-        case OpCode::rope: {
-          const RopeSpec& rs = p.ropes[static_cast<size_t>(s.idx)];
-          std::vector<float>& cache = rope_cache_[static_cast<size_t>(s.idx)];
-          if (!rope_valid_[static_cast<size_t>(s.idx)]) {
-            cache.resize(size_t(n) * rs.n_dims);
-            for (int t = 0; t < n; t++) rope_angles(rs, pos0 + t, cache.data() + size_t(t) * rs.n_dims);
-            rope_valid_[static_cast<size_t>(s.idx)] = 1;
-          }
-          for_rows(rows, wi, [&](int t, int) {
-            for (int h = 0; h < wi / rs.head_dim; h++) {
-              size_t off = size_t(t) * wi + size_t(h) * rs.head_dim;
-              rope_head(rs, cache.data() + size_t(t) * rs.n_dims, a + off, d + off);
+          case OpCode::attention:
+            attention(s, n, pos0, a, b, c, d);
+            break;
+          case OpCode::last:
+            if (!all_logits && rows > 1) {
+              std::memmove(a, a + size_t(rows - 1) * wi, size_t(wi) * 4);
+              rows = 1;
             }
-          });
-          break;
+            break;
+          default:
+            break;
         }
-        case OpCode::attention:
-          attention(s, n, pos0, a, s.b >= 0 ? reg(s.b) : nullptr, s.c >= 0 ? reg(s.c) : nullptr, d);
-          break;
-        case OpCode::silu:
-        case OpCode::gelu:
-        case OpCode::gelu_tanh:
-        case OpCode::relu: {
-          OpCode op = s.op;
-          for_rows(rows, wi * 8, [&](int t, int) {
-            const float* x = a + size_t(t) * wi;
-            float* y = d + size_t(t) * wi;
-            switch (op) {
-              case OpCode::silu: kern_->silu_row(x, y, wi); break;
-              case OpCode::gelu: for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]); break;
-              case OpCode::gelu_tanh: kern_->gelu_tanh_row(x, y, wi); break;
-              default: for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f; break;
-            }
-          });
-          break;
-        }
-        case OpCode::mul:
-        case OpCode::add: {
-          const float* b = reg(s.b);
-          bool mul_op = s.op == OpCode::mul;
-          for_rows(rows, wi, [&](int t, int) {
-            size_t o = size_t(t) * wi;
-            if (mul_op) for (int k = 0; k < wi; k++) d[o + k] = a[o + k] * b[o + k];
-            else for (int k = 0; k < wi; k++) d[o + k] = a[o + k] + b[o + k];
-          });
-          break;
-        }
-        case OpCode::scale:
-          for_rows(rows, wi, [&](int t, int) {
-            if (s.f2 == 0)
-              for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] * s.f;
-            else  // ggml_scale_bias: one fused multiply-add
-              for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::fma(a[size_t(t) * wi + k], s.f, s.f2);
-          });
-          break;
-        case OpCode::sub:
-        case OpCode::mul_weight:
-        case OpCode::rms_normalize:
-        case OpCode::gaussian_topk:
-        case OpCode::put:
-        case OpCode::streams:
-        case OpCode::match_norm:
-        case OpCode::stream_mix:
-        case OpCode::stream_axpy:
-        case OpCode::stream_add:
-        case OpCode::stream_mean: {
-          const float* b = s.b >= 0 ? reg(s.b) : nullptr;
-          const float* c = s.c >= 0 ? reg(s.c) : nullptr;
-          for_rows(rows, int64_t(wi) * 4, [&](int t, int) { row_op(s, *kern_, a, b, c, d, size_t(t)); });
-          break;
-        }
-        case OpCode::stream_matmul:  // compiled into slice, matmul and put steps
-          break;
-        case OpCode::softcap:
-          for_rows(rows, wi * 8, [&](int t, int) {
-            // tanh(x * (1/c)) * c, llama.cpp's operations
-            const float inv = 1.0f / s.f;
-            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::tanh(a[size_t(t) * wi + k] * inv) * s.f;
-          });
-          break;
-        case OpCode::copy:
-          std::memcpy(d, a, size_t(rows) * wi * 4);
-          break;
-        case OpCode::slice:
-          for (int t = 0; t < rows; t++) std::memcpy(d + size_t(t) * wo, a + size_t(t) * wi + s.off, size_t(wo) * 4);
-          break;
-        case OpCode::layer_norm:
-        case OpCode::layer_norm_heads:
-          for_rows(rows, wi, [&](int t, int) { layer_norm_row(s, *kern_, a + size_t(t) * wi, d + size_t(t) * wo); });
-          break;
-        case OpCode::last:
-          if (!all_logits && rows > 1) {
-            std::memmove(a, a + size_t(rows - 1) * wi, size_t(wi) * 4);
-            rows = 1;
-          }
-          break;
-      }
       if (trace_) trace_(TraceEvent{static_cast<int>(si), op_spec(s.op).name, s.layer, s.line,
                                     p.reg_names[static_cast<size_t>(s.dst)], d, rows, wo});
     }
@@ -21638,8 +21949,8 @@ class Batcher {
     });
   }
 
-  // The same operations as Context::run_chunk (keep the two in step: a new operation goes in both;
-  // the switch has no default, so the compiler names a missing one), over segments of rows.
+  // The loop of Context::run_chunk over segments of rows, one per sequence: the row steps are the
+  // same function (run_row_step); matmul, rope, attention and last are per segment here.
   Result<EvalStatus> run_batch(std::vector<Request*>& batch) {
     const Program& p = e_.program();
     const KernelTable& kern = e_.kernels();
@@ -21673,175 +21984,81 @@ class Batcher {
       float* a = s.a >= 0 ? reg(s.a) : nullptr;
       float* d = reg(s.dst);
       const int wi = s.w_in, wo = s.w_out;
-      switch (s.op) {
-        case OpCode::embed:
-          for_rows(rows, wo, [&](int t, int) {
-            const int32_t id = toks_[static_cast<size_t>(t)];
-            kern.dequant_row(*s.w, s.vec_len > 0 && id >= s.vec_len ? s.off : id, d + size_t(t) * wo);  // beyond = off
-          });
-          break;
-        case OpCode::rms_norm:
-        case OpCode::norm_heads: {
-          const int seg = s.op == OpCode::rms_norm ? wi : s.vec_len;
-          for_rows(rows, wi, [&](int t, int) {
-            for (int h = 0; h < wi / seg; h++) {
-              const float* x = a + size_t(t) * wi + size_t(h) * seg;
-              float* y = d + size_t(t) * wo + size_t(h) * seg;
-              double sum = 0;  // as ggml: squares in float, summed in double
-              for (int k = 0; k < seg; k++) sum += double(x[k] * x[k]);
-              const float mean = static_cast<float>(sum / seg);
-              const float sc = 1.0f / std::sqrt(mean + s.f);
-              for (int k = 0; k < seg; k++) y[k] = (x[k] * sc) * s.vec[k];
+      const float* b = s.b >= 0 ? reg(s.b) : nullptr;
+      const float* c = s.c >= 0 ? reg(s.c) : nullptr;
+      if (!run_row_step(s, kern, rows, toks_.data(), a, b, c, d, [this](int r, int64_t w, auto&& fn) { for_rows(r, w, fn); }))
+        switch (s.op) {  // the steps run_row_step leaves to the loop
+          case OpCode::matmul: {
+            const float* in = a;
+            if (s.round_input) {
+              float* r = round_.as<float>();
+              const bool bf = s.round_input == 2;
+              for_rows(rows, wi, [&](int t, int) {
+                const float* x = a + size_t(t) * wi;
+                float* y = r + size_t(t) * wi;
+                if (bf) for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
+                else for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
+              });
+              in = r;
             }
-          });
-          break;
-        }
-        case OpCode::matmul: {
-          const float* in = a;
-          if (s.round_input) {
-            float* r = round_.as<float>();
             const bool bf = s.round_input == 2;
+            // single tokens (all rows after `last`): each its own product, weights read once
+            const int n_each = after_last ? rows : singles;
+            bool ok = n_each == 0 || kern.matmul_each(*s.w, in, n_each, d, wo, e_.pool(), bf, *mm_);
+            if (!after_last)
+              for (const Seg& g : segs)
+                if (ok && g.n > 1)
+                  ok = kern.matmul_x(*s.w, in + size_t(g.off) * wi, g.n, d + size_t(g.off) * wo, wo, e_.pool(), bf, *mm_);
+            if (!ok)
+              return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
+                                                          s.w->name.c_str(), rows));
+            break;
+          }
+          case OpCode::rope: {
+            const RopeSpec& rs = p.ropes[static_cast<size_t>(s.idx)];
+            std::vector<float>& cache = rope_cache_[static_cast<size_t>(s.idx)];
+            if (!rope_done[static_cast<size_t>(s.idx)]) {
+              cache.resize(size_t(rows) * rs.n_dims);
+              for (const Seg& g : segs)
+                for (int t = 0; t < g.n; t++) rope_angles(rs, g.pos0 + t, cache.data() + size_t(g.off + t) * rs.n_dims);
+              rope_done[static_cast<size_t>(s.idx)] = 1;
+            }
             for_rows(rows, wi, [&](int t, int) {
-              const float* x = a + size_t(t) * wi;
-              float* y = r + size_t(t) * wi;
-              if (bf) for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
-              else for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
+              for (int h = 0; h < wi / rs.head_dim; h++) {
+                size_t off = size_t(t) * wi + size_t(h) * rs.head_dim;
+                rope_head(rs, cache.data() + size_t(t) * rs.n_dims, a + off, d + off);
+              }
             });
-            in = r;
+            break;
           }
-          const bool bf = s.round_input == 2;
-          // single tokens (all rows after `last`): each its own product, weights read once
-          const int n_each = after_last ? rows : singles;
-          bool ok = n_each == 0 || kern.matmul_each(*s.w, in, n_each, d, wo, e_.pool(), bf, *mm_);
-          if (!after_last)
-            for (const Seg& g : segs)
-              if (ok && g.n > 1)
-                ok = kern.matmul_x(*s.w, in + size_t(g.off) * wi, g.n, d + size_t(g.off) * wo, wo, e_.pool(), bf, *mm_);
-          if (!ok)
-            return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
-                                                        s.w->name.c_str(), rows));
-          break;
-        }
-        case OpCode::add_bias:
-          for_rows(rows, wi, [&](int t, int) {
-            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] + s.vec[k];
-          });
-          break;
-        case OpCode::rope: {
-          const RopeSpec& rs = p.ropes[static_cast<size_t>(s.idx)];
-          std::vector<float>& cache = rope_cache_[static_cast<size_t>(s.idx)];
-          if (!rope_done[static_cast<size_t>(s.idx)]) {
-            cache.resize(size_t(rows) * rs.n_dims);
-            for (const Seg& g : segs)
-              for (int t = 0; t < g.n; t++) rope_angles(rs, g.pos0 + t, cache.data() + size_t(g.off + t) * rs.n_dims);
-            rope_done[static_cast<size_t>(s.idx)] = 1;
+          case OpCode::attention: {
+            const AttnSpec& at = p.attns[static_cast<size_t>(s.idx)];
+            const size_t wq = size_t(at.n_head) * at.hd_k, wk = size_t(at.n_kv) * at.hd_k, wv = size_t(at.n_kv) * at.hd_v,
+                         wa = size_t(at.n_head) * at.hd_v;
+            for (const Seg& g : segs)  // no b, c: the layer reads an earlier layer's cache
+              g.req->ctx->attention(s, g.n, g.pos0, a + g.off * wq, b ? b + g.off * wk : nullptr, c ? c + g.off * wv : nullptr,
+                                    d + g.off * wa);
+            break;
           }
-          for_rows(rows, wi, [&](int t, int) {
-            for (int h = 0; h < wi / rs.head_dim; h++) {
-              size_t off = size_t(t) * wi + size_t(h) * rs.head_dim;
-              rope_head(rs, cache.data() + size_t(t) * rs.n_dims, a + off, d + off);
+          case OpCode::last: {
+            // each sequence that wants logits keeps its last row, in segment order
+            int kept = 0;
+            for (Seg& g : segs) {
+              if (!g.req->out) {
+                g.off = -1;
+                continue;
+              }
+              const int src = g.off + g.n - 1;
+              if (src != kept) std::memmove(a + size_t(kept) * wi, a + size_t(src) * wi, size_t(wi) * 4);
+              g.off = kept++;
             }
-          });
-          break;
-        }
-        case OpCode::attention: {
-          const AttnSpec& at = p.attns[static_cast<size_t>(s.idx)];
-          const size_t wq = size_t(at.n_head) * at.hd_k, wk = size_t(at.n_kv) * at.hd_k, wv = size_t(at.n_kv) * at.hd_v,
-                       wa = size_t(at.n_head) * at.hd_v;
-          const float* k = s.b >= 0 ? reg(s.b) : nullptr;  // none: the layer reads an earlier layer's cache
-          const float* v = s.c >= 0 ? reg(s.c) : nullptr;
-          for (const Seg& g : segs)
-            g.req->ctx->attention(s, g.n, g.pos0, a + g.off * wq, k ? k + g.off * wk : nullptr, v ? v + g.off * wv : nullptr,
-                                  d + g.off * wa);
-          break;
-        }
-        case OpCode::silu:
-        case OpCode::gelu:
-        case OpCode::gelu_tanh:
-        case OpCode::relu: {
-          OpCode op = s.op;
-          for_rows(rows, wi * 8, [&](int t, int) {
-            const float* x = a + size_t(t) * wi;
-            float* y = d + size_t(t) * wi;
-            switch (op) {
-              case OpCode::silu: kern.silu_row(x, y, wi); break;
-              case OpCode::gelu: for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]); break;
-              case OpCode::gelu_tanh: kern.gelu_tanh_row(x, y, wi); break;
-              default: for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f; break;
-            }
-          });
-          break;
-        }
-        case OpCode::mul:
-        case OpCode::add: {
-          const float* b = reg(s.b);
-          bool mul_op = s.op == OpCode::mul;
-          for_rows(rows, wi, [&](int t, int) {
-            size_t o = size_t(t) * wi;
-            if (mul_op) for (int k = 0; k < wi; k++) d[o + k] = a[o + k] * b[o + k];
-            else for (int k = 0; k < wi; k++) d[o + k] = a[o + k] + b[o + k];
-          });
-          break;
-        }
-        case OpCode::scale:
-          for_rows(rows, wi, [&](int t, int) {
-            if (s.f2 == 0)
-              for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = a[size_t(t) * wi + k] * s.f;
-            else  // ggml_scale_bias: one fused multiply-add
-              for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::fma(a[size_t(t) * wi + k], s.f, s.f2);
-          });
-          break;
-        case OpCode::sub:
-        case OpCode::mul_weight:
-        case OpCode::rms_normalize:
-        case OpCode::gaussian_topk:
-        case OpCode::put:
-        case OpCode::streams:
-        case OpCode::match_norm:
-        case OpCode::stream_mix:
-        case OpCode::stream_axpy:
-        case OpCode::stream_add:
-        case OpCode::stream_mean: {
-          const float* b = s.b >= 0 ? reg(s.b) : nullptr;
-          const float* c = s.c >= 0 ? reg(s.c) : nullptr;
-          for_rows(rows, int64_t(wi) * 4, [&](int t, int) { row_op(s, kern, a, b, c, d, size_t(t)); });
-          break;
-        }
-        case OpCode::stream_matmul:  // compiled into slice, matmul and put steps
-          break;
-        case OpCode::softcap:
-          for_rows(rows, wi * 8, [&](int t, int) {
-            const float inv = 1.0f / s.f;
-            for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::tanh(a[size_t(t) * wi + k] * inv) * s.f;
-          });
-          break;
-        case OpCode::copy:
-          std::memcpy(d, a, size_t(rows) * wi * 4);
-          break;
-        case OpCode::slice:
-          for (int t = 0; t < rows; t++) std::memcpy(d + size_t(t) * wo, a + size_t(t) * wi + s.off, size_t(wo) * 4);
-          break;
-        case OpCode::layer_norm:
-        case OpCode::layer_norm_heads:
-          for_rows(rows, wi, [&](int t, int) { layer_norm_row(s, kern, a + size_t(t) * wi, d + size_t(t) * wo); });
-          break;
-        case OpCode::last: {
-          // each sequence that wants logits keeps its last row, in segment order
-          int kept = 0;
-          for (Seg& g : segs) {
-            if (!g.req->out) {
-              g.off = -1;
-              continue;
-            }
-            const int src = g.off + g.n - 1;
-            if (src != kept) std::memmove(a + size_t(kept) * wi, a + size_t(src) * wi, size_t(wi) * 4);
-            g.off = kept++;
+            rows = kept;
+            after_last = true;
+            break;
           }
-          rows = kept;
-          after_last = true;
-          break;
+          default:
+            break;
         }
-      }
     }
     if (any_out) {
       const float* lg = logits_.as<float>();
@@ -26446,6 +26663,7 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* sche
 // ---- src/99_impl_end.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 #if !defined(LLMI_KERNEL_PASS)
 #undef LLMI_API_DEF
+#undef LLMI_DTYPES
 #endif
 #endif  // LLMINFER_IMPLEMENTATION
 
