@@ -20819,6 +20819,8 @@ class Engine {
   mutable std::shared_ptr<Batcher> batcher_;
 };
 
+// What an evaluation did (Context::eval, the Batcher, and the decode loop's GenerationIO::eval).
+// context_full: nothing was evaluated (policy stop; ContextPolicy::slide makes room inside eval).
 enum class EvalStatus { ok, cancelled, context_full };
 
 // ---- elementwise kernels (f32 activations) ----
@@ -24460,20 +24462,16 @@ inline Result<void> validate_generate_options(const GenerateOptions& o) {
   return {};
 }
 
-enum class EvalOutcome : uint8_t { ok, cancelled, context_full };
-
 // What the decode loop needs from a model and the session's context.
 class GenerationIO {
  public:
   virtual ~GenerationIO() = default;
   // Evaluates `tokens` after those already in the context; on `ok` logits() holds the logits of
   // the last one. `context_full`: nothing was evaluated. `cancelled`: the cancel function said
-  // so (polled during the evaluation).
-  virtual Result<EvalOutcome> eval(std::span<const int32_t> tokens, const std::function<bool()>& cancel) = 0;
+  // so (polled during the evaluation). The context policy is the io's own: with `slide` it makes
+  // room itself, so `context_full` ends the generation.
+  virtual Result<EvalStatus> eval(std::span<const int32_t> tokens, const std::function<bool()>& cancel) = 0;
   virtual std::span<const float> logits() const = 0;
-  // Called when eval() reported a full context: `ok` when room was made (context policy
-  // `slide`), so the same eval may be retried; `context_full` to stop.
-  virtual Result<EvalOutcome> on_context_full(const std::function<bool()>& cancel) = 0;
   virtual bool is_eog(int32_t id) const = 0;
   // Streaming detokenization of the generated tokens (bytes; the TextStream completes UTF-8).
   virtual std::string piece(int32_t id) = 0;
@@ -24519,16 +24517,6 @@ class Generation {
  private:
   enum class Phase : uint8_t { prefill, decode, done };
 
-  // eval with the context policy applied
-  Result<EvalOutcome> eval(std::span<const int32_t> toks) {
-    for (int attempt = 0;; attempt++) {
-      auto e = io_.eval(toks, cancel_);
-      if (!e || *e != EvalOutcome::context_full || attempt > 0) return e;
-      auto room = io_.on_context_full(cancel_);
-      if (!room || *room != EvalOutcome::ok) return room;
-    }
-  }
-
   Result<std::string> step_prefill() {
     GenerateResult& r = r_;
     if (prefill_done_ == 0 && cancel_()) {
@@ -24539,14 +24527,14 @@ class Generation {
     size_t n = prefill_.size() - prefill_done_;
     if (prefill_batch_ > 0) n = std::min(n, static_cast<size_t>(prefill_batch_));
     double t0 = now_ms();
-    auto pre = eval(std::span<const int32_t>(prefill_).subspan(prefill_done_, n));
+    auto pre = io_.eval(std::span<const int32_t>(prefill_).subspan(prefill_done_, n), cancel_);
     r.timings.prefill_ms += now_ms() - t0;
     if (!pre) {
       phase_ = Phase::done;
       return pre.error();
     }
-    if (*pre != EvalOutcome::ok) {
-      r.stop = *pre == EvalOutcome::cancelled ? StopReason::cancelled : StopReason::context_full;
+    if (*pre != EvalStatus::ok) {
+      r.stop = *pre == EvalStatus::cancelled ? StopReason::cancelled : StopReason::context_full;
       phase_ = Phase::done;
       return std::string();
     }
@@ -24633,16 +24621,16 @@ class Generation {
       r.stop = StopReason::max_tokens;
       return finish(out);
     }
-    auto e = eval(std::span<const int32_t>(&r.tokens.back(), 1));
+    auto e = io_.eval(std::span<const int32_t>(&r.tokens.back(), 1), cancel_);
     if (!e) {
       r.stop = StopReason::error;
       r.error = e.error();
       return finish(out);
     }
-    if (*e == EvalOutcome::cancelled) {
+    if (*e == EvalStatus::cancelled) {
       r.stop = StopReason::cancelled;
       return finish(out);
-    } else if (*e == EvalOutcome::context_full) {
+    } else if (*e == EvalStatus::context_full) {
       r.stop = StopReason::context_full;
       return finish(out);
     }
@@ -24896,17 +24884,12 @@ class ContextIO final : public GenerationIO {
         if (id >= 0) eog_.push_back(id);
     }
   }
-  Result<EvalOutcome> eval(std::span<const int32_t> tokens, const std::function<bool()>& cancel) override {
-    auto st = ctx_.eval(tokens, logits_, false, cancel);
-    if (!st) return st.error();
-    return *st == EvalStatus::ok ? EvalOutcome::ok
-           : *st == EvalStatus::cancelled ? EvalOutcome::cancelled
-                                          : EvalOutcome::context_full;
-  }
-  std::span<const float> logits() const override { return logits_; }
   // ContextPolicy::slide is carried out by the Context itself (it shifts the cache), so a full
   // context reported here is final.
-  Result<EvalOutcome> on_context_full(const std::function<bool()>&) override { return EvalOutcome::context_full; }
+  Result<EvalStatus> eval(std::span<const int32_t> tokens, const std::function<bool()>& cancel) override {
+    return ctx_.eval(tokens, logits_, false, cancel);
+  }
+  std::span<const float> logits() const override { return logits_; }
   bool is_eog(int32_t id) const override {
     if (tok_) return tok_->is_eog(id);
     return std::find(eog_.begin(), eog_.end(), id) != eog_.end();

@@ -1249,6 +1249,8 @@ class Engine {
   mutable std::shared_ptr<Batcher> batcher_;
 };
 
+// What an evaluation did (Context::eval, the Batcher, and the decode loop's GenerationIO::eval).
+// context_full: nothing was evaluated (policy stop; ContextPolicy::slide makes room inside eval).
 enum class EvalStatus { ok, cancelled, context_full };
 
 // ---- elementwise kernels (f32 activations) ----

@@ -174,17 +174,12 @@ class ContextIO final : public GenerationIO {
         if (id >= 0) eog_.push_back(id);
     }
   }
-  Result<EvalOutcome> eval(std::span<const int32_t> tokens, const std::function<bool()>& cancel) override {
-    auto st = ctx_.eval(tokens, logits_, false, cancel);
-    if (!st) return st.error();
-    return *st == EvalStatus::ok ? EvalOutcome::ok
-           : *st == EvalStatus::cancelled ? EvalOutcome::cancelled
-                                          : EvalOutcome::context_full;
-  }
-  std::span<const float> logits() const override { return logits_; }
   // ContextPolicy::slide is carried out by the Context itself (it shifts the cache), so a full
   // context reported here is final.
-  Result<EvalOutcome> on_context_full(const std::function<bool()>&) override { return EvalOutcome::context_full; }
+  Result<EvalStatus> eval(std::span<const int32_t> tokens, const std::function<bool()>& cancel) override {
+    return ctx_.eval(tokens, logits_, false, cancel);
+  }
+  std::span<const float> logits() const override { return logits_; }
   bool is_eog(int32_t id) const override {
     if (tok_) return tok_->is_eog(id);
     return std::find(eog_.begin(), eog_.end(), id) != eog_.end();

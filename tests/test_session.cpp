@@ -167,16 +167,13 @@ class ForcingIO final : public llminfer::detail::GenerationIO {
       : inner_(inner), after_(after), forced_logits_(n_vocab, -INFINITY) {
     forced_logits_[size_t(forced)] = 0.0f;
   }
-  llminfer::Result<llminfer::detail::EvalOutcome> eval(std::span<const int32_t> t,
-                                                       const std::function<bool()>& c) override {
+  llminfer::Result<llminfer::detail::EvalStatus> eval(std::span<const int32_t> t,
+                                                      const std::function<bool()>& c) override {
     return inner_.eval(t, c);
   }
   std::span<const float> logits() const override {
     if (pieces_ >= after_) return forced_logits_;
     return inner_.logits();
-  }
-  llminfer::Result<llminfer::detail::EvalOutcome> on_context_full(const std::function<bool()>& c) override {
-    return inner_.on_context_full(c);
   }
   bool is_eog(int32_t id) const override { return inner_.is_eog(id); }
   std::string piece(int32_t id) override {

@@ -10,7 +10,7 @@
 using llminfer::GenerateOptions;
 using llminfer::GenerateResult;
 using llminfer::StopReason;
-using llminfer::detail::EvalOutcome;
+using llminfer::detail::EvalStatus;
 using llminfer::detail::TextStream;
 
 namespace {
@@ -184,13 +184,20 @@ struct FakeModel : llminfer::detail::GenerationIO {
   size_t pos = 0;                    // generated tokens fed back so far (follows the script)
   bool uniform = false;              // flat logits over the first 8 non-eog ids (sampling tests)
 
-  llminfer::Result<EvalOutcome> eval(std::span<const int32_t> toks, const std::function<bool()>& cancel) override {
+  llminfer::Result<EvalStatus> eval(std::span<const int32_t> toks, const std::function<bool()>& cancel) override {
     if (evals++ == fail_at_eval) return llminfer::detail::make_error(llminfer::Errc::internal, "fake failure");
-    if (static_cast<int>(ctx.size() + toks.size()) > n_ctx) return EvalOutcome::context_full;
+    if (static_cast<int>(ctx.size() + toks.size()) > n_ctx) {
+      // ContextPolicy::slide as the real Context does it, inside eval: drop half of what follows
+      // the first `keep` tokens (a real model re-evaluates them), once
+      size_t drop = slide && ctx.size() > static_cast<size_t>(keep) ? (ctx.size() - static_cast<size_t>(keep)) / 2 : 0;
+      if (drop == 0) return EvalStatus::context_full;
+      ctx.erase(ctx.begin() + keep, ctx.begin() + keep + static_cast<std::ptrdiff_t>(drop));
+      if (static_cast<int>(ctx.size() + toks.size()) > n_ctx) return EvalStatus::context_full;
+    }
     for (int l = 0; l < n_layer; l++) {
       polls++;
       if (on_poll) on_poll(polls);
-      if (cancel()) return EvalOutcome::cancelled;
+      if (cancel()) return EvalStatus::cancelled;
     }
     ctx.insert(ctx.end(), toks.begin(), toks.end());
     if (prompt_len == 0) prompt_len = static_cast<int>(toks.size());
@@ -202,17 +209,9 @@ struct FakeModel : llminfer::detail::GenerationIO {
       int32_t next = pos < script.size() ? script[pos] : 0;
       out[static_cast<size_t>(next)] = 10.0f;
     }
-    return EvalOutcome::ok;
+    return EvalStatus::ok;
   }
   std::span<const float> logits() const override { return out; }
-  llminfer::Result<EvalOutcome> on_context_full(const std::function<bool()>&) override {
-    if (!slide) return EvalOutcome::context_full;
-    // drop half of what follows the first `keep` tokens (a real model re-evaluates them)
-    size_t drop = (ctx.size() - static_cast<size_t>(keep)) / 2;
-    if (drop == 0) return EvalOutcome::context_full;
-    ctx.erase(ctx.begin() + keep, ctx.begin() + keep + static_cast<std::ptrdiff_t>(drop));
-    return EvalOutcome::ok;
-  }
   bool is_eog(int32_t id) const override { return id == 0; }
   std::string piece(int32_t id) override { return vocab[static_cast<size_t>(id)]; }
   std::string flush() override { return std::string(); }
