@@ -3693,9 +3693,24 @@ struct VocabData {
   std::optional<bool> add_bos, add_eos, add_space_prefix;
 };
 
+// Where a description came from. MLX directories are safetensors (their quantized weights are
+// tensor types, DType::mlx_q4 / mlx_q8). tokenizer_json: a folder with only the tokenizer files.
+enum class FileFormat : uint8_t { gguf, safetensors, tokenizer_json };
+
+// The format's name in ModelInfo::format, ModelFileInfo::format and messages.
+inline const char* file_format_name(FileFormat f) {
+  switch (f) {
+    case FileFormat::gguf: return "gguf";
+    case FileFormat::safetensors: return "safetensors";
+    case FileFormat::tokenizer_json: return "tokenizer.json";
+  }
+  return "?";
+}
+
 struct ModelDesc {
-  std::string path;    // as given
-  std::string format;  // "gguf" or "safetensors"
+  std::string path;  // as given
+  // set by every loader; the default is what a description built from JSON side files (tests) wants
+  FileFormat format = FileFormat::safetensors;
   std::string arch;    // architecture name (selects the architecture definition)
   std::string name;    // general.name / model directory name
   uint64_t file_bytes = 0;
@@ -4519,7 +4534,7 @@ inline Result<std::shared_ptr<ModelDesc>> safetensors_description(const std::str
                                                                   const std::vector<StImage>& images) {
   auto m = std::make_shared<ModelDesc>();
   m->path = path;
-  m->format = "safetensors";
+  m->format = FileFormat::safetensors;
   m->name = base_name(strip_trailing_separators(src.dir == "." ? path : src.dir));
   const std::string cfg_file = path_join(src.dir, "config.json");
   auto cfg = json_parse(src.config_text, cfg_file);
@@ -4578,7 +4593,7 @@ inline Result<std::shared_ptr<ModelDesc>> gguf_description(const uint8_t* data, 
   if (!g) return g.error();
   auto m = std::make_shared<ModelDesc>();
   m->path = name;
-  m->format = "gguf";
+  m->format = FileFormat::gguf;
   m->file_bytes = size;
   m->gguf = std::move(*g);
   if (auto r = desc_from_gguf(*m, data, name); !r) return r.error();
@@ -10674,7 +10689,7 @@ struct TokenizerBuilder {
 inline Result<std::shared_ptr<ModelDesc>> tokenizer_description(const std::string& dir) {
   auto m = std::make_shared<ModelDesc>();
   m->path = dir;
-  m->format = "tokenizer.json";
+  m->format = FileFormat::tokenizer_json;
   m->name = base_name(dir);
   if (!file_exists(path_join(dir, "tokenizer.json")))
     return make_error(Errc::io, dir + ": no tokenizer.json in this directory");
@@ -10698,7 +10713,7 @@ inline Result<std::shared_ptr<const Tokenizer>> Tokenizer::build(const ModelDesc
   TokenizerBuilder b;
   if (desc.tokenizer_json.is_object()) {
     if (auto r = b.from_json(desc); !r) return r.error();
-  } else if (desc.format == "gguf") {
+  } else if (desc.format == FileFormat::gguf) {
     if (auto r = b.from_gguf(desc); !r) return r.error();
   } else {
     return make_error(Errc::unsupported, desc.path + ": no tokenizer (no tokenizer.json beside the weights)");
@@ -17528,7 +17543,7 @@ inline ChatTemplateSource chat_template_for(const ModelDesc& m, bool with_tools 
 inline void chat_special_tokens(const ModelDesc& m, ChatInput& in) {
   in.special_tokens.clear();
   in.additional_special_tokens.reset();
-  if (m.format == "gguf") {
+  if (m.format == FileFormat::gguf) {
     auto add = [&](const char* name, int32_t id) {
       if (id >= 0 && static_cast<size_t>(id) < m.vocab.tokens.size()) in.special_tokens.emplace_back(name, m.vocab.tokens[static_cast<size_t>(id)]);
     };
@@ -19772,7 +19787,7 @@ class ArchCompiler {
                   strf("the output %s gives %lld logits but the embedding '%s' has %lld rows: ids it produces could "
                        "not be read back", out.c_str(), nv, rows_tensor_.c_str(), static_cast<long long>(p_.embed_rows)));
     const size_t n_tokens = m_.vocab.tokens.size();
-    if (m_.format == "gguf" && n_tokens > 0 && n_tokens != static_cast<size_t>(p_.n_vocab))
+    if (m_.format == FileFormat::gguf && n_tokens > 0 && n_tokens != static_cast<size_t>(p_.n_vocab))
       return fail(Errc::shape_mismatch, 0,
                   strf("the vocabulary (tokenizer.ggml.tokens) has %zu tokens but the output %s gives %lld logits",
                        n_tokens, out.c_str(), nv));
@@ -20137,7 +20152,7 @@ class ArchCompiler {
   // What Hugging Face checkpoints subtract from norm weights (Gemma: w - 1): the definition's
   // `convention hf_norm_offset`, else the loader's table by model_type. 0 for other formats.
   float norm_offset() const {
-    if (m_.format != "safetensors") return 0;
+    if (m_.format != FileFormat::safetensors) return 0;
     if (const ConventionDef* c = d_.convention("hf_norm_offset")) return static_cast<float>(c->number);
     return m_.hf_norm_offset;
   }
@@ -20248,7 +20263,7 @@ class ArchCompiler {
   uint8_t round_input(const TensorView& t, int w_in) {
     const ConventionDef* mc = d_.convention("matmul_input");
     uint8_t r = 0;
-    if (m_.format == "gguf" && (!mc || mc->value == "gguf_rounded")) r = t.type == DType::f16 ? 1 : t.type == DType::bf16 ? 2 : 0;
+    if (m_.format == FileFormat::gguf && (!mc || mc->value == "gguf_rounded")) r = t.type == DType::f16 ? 1 : t.type == DType::bf16 ? 2 : 0;
     if (r) p_.max_round_width = std::max(p_.max_round_width, w_in);
     return r;
   }
@@ -25261,7 +25276,7 @@ LLMI_API_DEF ModelInfo Model::info() const {
   const detail::Engine& e = *impl_->engine;
   const LoadOptions& o = impl_->options;
   i.path = d.path;
-  i.format = d.format;
+  i.format = detail::file_format_name(d.format);
   i.architecture = d.arch;
   i.name = d.name;
   i.file_bytes = d.file_bytes;
@@ -26067,7 +26082,7 @@ inline std::string json_as_abbreviated_text(const Json& j, uint64_t max) {
 inline ModelFileInfo model_file_info(const ModelDesc& m, const InspectOptions& o) {
   ModelFileInfo f;
   f.path = m.path;
-  f.format = m.format;
+  f.format = file_format_name(m.format);
   f.architecture = m.arch;
   f.name = m.name;
   f.file_bytes = m.file_bytes;

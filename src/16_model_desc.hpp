@@ -72,9 +72,24 @@ struct VocabData {
   std::optional<bool> add_bos, add_eos, add_space_prefix;
 };
 
+// Where a description came from. MLX directories are safetensors (their quantized weights are
+// tensor types, DType::mlx_q4 / mlx_q8). tokenizer_json: a folder with only the tokenizer files.
+enum class FileFormat : uint8_t { gguf, safetensors, tokenizer_json };
+
+// The format's name in ModelInfo::format, ModelFileInfo::format and messages.
+inline const char* file_format_name(FileFormat f) {
+  switch (f) {
+    case FileFormat::gguf: return "gguf";
+    case FileFormat::safetensors: return "safetensors";
+    case FileFormat::tokenizer_json: return "tokenizer.json";
+  }
+  return "?";
+}
+
 struct ModelDesc {
-  std::string path;    // as given
-  std::string format;  // "gguf" or "safetensors"
+  std::string path;  // as given
+  // set by every loader; the default is what a description built from JSON side files (tests) wants
+  FileFormat format = FileFormat::safetensors;
   std::string arch;    // architecture name (selects the architecture definition)
   std::string name;    // general.name / model directory name
   uint64_t file_bytes = 0;

@@ -380,7 +380,7 @@ inline Result<std::shared_ptr<ModelDesc>> safetensors_description(const std::str
                                                                   const std::vector<StImage>& images) {
   auto m = std::make_shared<ModelDesc>();
   m->path = path;
-  m->format = "safetensors";
+  m->format = FileFormat::safetensors;
   m->name = base_name(strip_trailing_separators(src.dir == "." ? path : src.dir));
   const std::string cfg_file = path_join(src.dir, "config.json");
   auto cfg = json_parse(src.config_text, cfg_file);
@@ -439,7 +439,7 @@ inline Result<std::shared_ptr<ModelDesc>> gguf_description(const uint8_t* data, 
   if (!g) return g.error();
   auto m = std::make_shared<ModelDesc>();
   m->path = name;
-  m->format = "gguf";
+  m->format = FileFormat::gguf;
   m->file_bytes = size;
   m->gguf = std::move(*g);
   if (auto r = desc_from_gguf(*m, data, name); !r) return r.error();

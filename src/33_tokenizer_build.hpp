@@ -660,7 +660,7 @@ struct TokenizerBuilder {
 inline Result<std::shared_ptr<ModelDesc>> tokenizer_description(const std::string& dir) {
   auto m = std::make_shared<ModelDesc>();
   m->path = dir;
-  m->format = "tokenizer.json";
+  m->format = FileFormat::tokenizer_json;
   m->name = base_name(dir);
   if (!file_exists(path_join(dir, "tokenizer.json")))
     return make_error(Errc::io, dir + ": no tokenizer.json in this directory");
@@ -684,7 +684,7 @@ inline Result<std::shared_ptr<const Tokenizer>> Tokenizer::build(const ModelDesc
   TokenizerBuilder b;
   if (desc.tokenizer_json.is_object()) {
     if (auto r = b.from_json(desc); !r) return r.error();
-  } else if (desc.format == "gguf") {
+  } else if (desc.format == FileFormat::gguf) {
     if (auto r = b.from_gguf(desc); !r) return r.error();
   } else {
     return make_error(Errc::unsupported, desc.path + ": no tokenizer (no tokenizer.json beside the weights)");

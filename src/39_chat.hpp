@@ -216,7 +216,7 @@ inline ChatTemplateSource chat_template_for(const ModelDesc& m, bool with_tools 
 inline void chat_special_tokens(const ModelDesc& m, ChatInput& in) {
   in.special_tokens.clear();
   in.additional_special_tokens.reset();
-  if (m.format == "gguf") {
+  if (m.format == FileFormat::gguf) {
     auto add = [&](const char* name, int32_t id) {
       if (id >= 0 && static_cast<size_t>(id) < m.vocab.tokens.size()) in.special_tokens.emplace_back(name, m.vocab.tokens[static_cast<size_t>(id)]);
     };

@@ -202,7 +202,7 @@ class ArchCompiler {
                   strf("the output %s gives %lld logits but the embedding '%s' has %lld rows: ids it produces could "
                        "not be read back", out.c_str(), nv, rows_tensor_.c_str(), static_cast<long long>(p_.embed_rows)));
     const size_t n_tokens = m_.vocab.tokens.size();
-    if (m_.format == "gguf" && n_tokens > 0 && n_tokens != static_cast<size_t>(p_.n_vocab))
+    if (m_.format == FileFormat::gguf && n_tokens > 0 && n_tokens != static_cast<size_t>(p_.n_vocab))
       return fail(Errc::shape_mismatch, 0,
                   strf("the vocabulary (tokenizer.ggml.tokens) has %zu tokens but the output %s gives %lld logits",
                        n_tokens, out.c_str(), nv));
@@ -567,7 +567,7 @@ class ArchCompiler {
   // What Hugging Face checkpoints subtract from norm weights (Gemma: w - 1): the definition's
   // `convention hf_norm_offset`, else the loader's table by model_type. 0 for other formats.
   float norm_offset() const {
-    if (m_.format != "safetensors") return 0;
+    if (m_.format != FileFormat::safetensors) return 0;
     if (const ConventionDef* c = d_.convention("hf_norm_offset")) return static_cast<float>(c->number);
     return m_.hf_norm_offset;
   }
@@ -678,7 +678,7 @@ class ArchCompiler {
   uint8_t round_input(const TensorView& t, int w_in) {
     const ConventionDef* mc = d_.convention("matmul_input");
     uint8_t r = 0;
-    if (m_.format == "gguf" && (!mc || mc->value == "gguf_rounded")) r = t.type == DType::f16 ? 1 : t.type == DType::bf16 ? 2 : 0;
+    if (m_.format == FileFormat::gguf && (!mc || mc->value == "gguf_rounded")) r = t.type == DType::f16 ? 1 : t.type == DType::bf16 ? 2 : 0;
     if (r) p_.max_round_width = std::max(p_.max_round_width, w_in);
     return r;
   }

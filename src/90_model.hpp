@@ -551,7 +551,7 @@ LLMI_API_DEF ModelInfo Model::info() const {
   const detail::Engine& e = *impl_->engine;
   const LoadOptions& o = impl_->options;
   i.path = d.path;
-  i.format = d.format;
+  i.format = detail::file_format_name(d.format);
   i.architecture = d.arch;
   i.name = d.name;
   i.file_bytes = d.file_bytes;

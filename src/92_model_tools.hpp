@@ -153,7 +153,7 @@ inline std::string json_as_abbreviated_text(const Json& j, uint64_t max) {
 inline ModelFileInfo model_file_info(const ModelDesc& m, const InspectOptions& o) {
   ModelFileInfo f;
   f.path = m.path;
-  f.format = m.format;
+  f.format = file_format_name(m.format);
   f.architecture = m.arch;
   f.name = m.name;
   f.file_bytes = m.file_bytes;

@@ -306,7 +306,7 @@ void check_hf(const std::string& preset, const std::string& dir, const std::stri
   REQUIRE_MESSAGE(hf, (hf ? "" : hf.error().message));
   auto gg = Model::load(gguf, o);
   REQUIRE_MESSAGE(gg, (gg ? "" : gg.error().message));
-  CHECK(llminfer::detail::model_impl(*hf).desc->format == "safetensors");
+  CHECK(llminfer::detail::model_impl(*hf).desc->format == llminfer::detail::FileFormat::safetensors);
   CHECK(llminfer::detail::model_impl(*hf).desc->hf_qk_order);
   CHECK(llminfer::detail::model_impl(*hf).engine->arch().name == llminfer::detail::model_impl(*gg).engine->arch().name);
   auto g = read_json(goldens_dir() + "/synth-" + preset + "-f32.json");

@@ -240,7 +240,8 @@ TEST_CASE("gguf: the real model files (stories260K, fixtures) parse and their te
     auto m = load_description(test::model_path(name));
     REQUIRE_MESSAGE(m.ok(), (m.ok() ? std::string() : m.error().message));
     const ModelDesc& d = **m;
-    CHECK(d.format == "gguf");
+    CHECK(d.format == FileFormat::gguf);
+    CHECK(std::string(file_format_name(d.format)) == "gguf");
     CHECK(!d.tensors.empty());
     for (const auto& t : d.tensors) {
       CHECK(t.data >= d.files[0]->data());

@@ -709,6 +709,8 @@ TEST_CASE("dequant: MLX affine 4-bit equals its dequantized F32 GGUF twin exactl
   REQUIRE(mlx);
   REQUIRE(twin);
   const li::ModelDesc& m = **mlx;
+  CHECK(m.format == li::FileFormat::safetensors);  // an MLX directory is safetensors to the public API too
+  CHECK(std::string(li::file_format_name(m.format)) == "safetensors");
   int quantized = 0, mismatched_tensors = 0;
   for (const li::TensorView& w : m.tensors) {
     if (w.type != DType::mlx_q4) continue;

@@ -78,7 +78,8 @@ TEST_CASE("safetensors: a Hugging Face directory maps names, reads side files an
   auto r = load_description(d.path);
   REQUIRE_MESSAGE(r.ok(), (r ? std::string() : r.error().message));
   const ModelDesc& m = **r;
-  CHECK(m.format == "safetensors");
+  CHECK(m.format == FileFormat::safetensors);
+  CHECK(std::string(file_format_name(m.format)) == "safetensors");
   CHECK(m.arch == "llama");
   CHECK(m.name == "model");
   CHECK(m.hf_qk_order);

@@ -142,7 +142,7 @@ std::shared_ptr<const Tokenizer> overlay_tokenizer(const std::string& name, cons
   }
   ModelDesc d;
   d.path = "overlay-" + name;
-  d.format = "safetensors";
+  d.format = FileFormat::safetensors;
   d.tokenizer_config = tj["__tokenizer_config"];
   d.tokenizer_json = std::move(tj);
   auto t = Tokenizer::build(d);
@@ -744,7 +744,7 @@ TEST_CASE("tokenizer: unsupported and malformed vocabularies are clear errors") 
   {  // tokenizer.json with an unsupported model / regex
     ModelDesc d;
     d.path = "dir";
-    d.format = "safetensors";
+    d.format = FileFormat::safetensors;
     auto tj = json_parse(R"({"model":{"type":"WordPiece","vocab":{"a":0}}})", "t");
     d.tokenizer_json = *tj;
     auto t = Tokenizer::build(d);

@@ -93,7 +93,7 @@ std::shared_ptr<const Tokenizer> synthetic(bool spm) {
   }
   ModelDesc d;
   d.path = spm ? "synthetic-spm" : "synthetic-bpe";
-  d.format = "safetensors";
+  d.format = FileFormat::safetensors;
   d.tokenizer_json = std::move(*tj);
   auto t = Tokenizer::build(d);
   if (!t) {
@@ -153,7 +153,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!j) return 0;
     ModelDesc d;
     d.path = "fuzz";
-    d.format = "safetensors";
+    d.format = FileFormat::safetensors;
     d.tokenizer_json = std::move(*j);
     auto t = Tokenizer::build(d);
     if (!t) return 0;
