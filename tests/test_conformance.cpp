@@ -216,6 +216,24 @@ void check_all(std::initializer_list<const char*> names) {
   for (const char* n : names) check_golden(n, KvType::f32);
 }
 
+// The largest |logit difference| of two models over every position of the prompts of a golden
+// file (tests/goldens/forward/NAME.json): the same numbers in two file forms.
+double max_logit_diff(const Model& a, const Model& b, const std::string& golden) {
+  auto g = read_json(goldens_dir() + "/" + golden + ".json");
+  REQUIRE(g);
+  double worst = 0;
+  for (const auto& pr : (*g)["prompts"].items) {
+    std::vector<int32_t> ids = ids_of(pr["ids"]);
+    auto la = logits_of_ids(llminfer::detail::model_impl(a).engine, ids, true),
+         lb = logits_of_ids(llminfer::detail::model_impl(b).engine, ids, true);
+    REQUIRE(la);
+    REQUIRE(lb);
+    REQUIRE(la->size() == lb->size());
+    for (size_t k = 0; k < la->size(); k++) worst = std::max(worst, std::fabs(double((*la)[k]) - double((*lb)[k])));
+  }
+  return worst;
+}
+
 }  // namespace
 
 TEST_CASE("conformance: every golden file is checked") {
@@ -309,19 +327,9 @@ void check_hf(const std::string& preset, const std::string& dir, const std::stri
   CHECK(llminfer::detail::model_impl(*hf).desc->format == llminfer::detail::FileFormat::safetensors);
   CHECK(llminfer::detail::model_impl(*hf).desc->hf_qk_order);
   CHECK(llminfer::detail::model_impl(*hf).engine->arch().name == llminfer::detail::model_impl(*gg).engine->arch().name);
-  auto g = read_json(goldens_dir() + "/synth-" + preset + "-f32.json");
-  REQUIRE(g);
-  for (const auto& pr : (*g)["prompts"].items) {
-    std::vector<int32_t> ids = ids_of(pr["ids"]);
-    auto a = logits_of_ids(llminfer::detail::model_impl(*hf).engine, ids, true), b = logits_of_ids(llminfer::detail::model_impl(*gg).engine, ids, true);
-    REQUIRE(a);
-    REQUIRE(b);
-    REQUIRE(a->size() == b->size());
-    double worst = 0;
-    for (size_t k = 0; k < a->size(); k++) worst = std::max(worst, std::fabs(double((*a)[k]) - double((*b)[k])));
-    MESSAGE(dir << ": max |HF - GGUF| = " << worst);
-    CHECK(worst < 1e-4);
-  }
+  const double worst = max_logit_diff(*hf, *gg, "synth-" + preset + "-f32");
+  MESSAGE(dir << ": max |HF - GGUF| = " << worst);
+  CHECK(worst < 1e-4);
   // logits at every prompt position against llama.cpp's for the GGUF twin (greedy is proven on the twin)
   check_golden("synth-" + preset + "-f32", KvType::f32, dir, false);
 }
@@ -412,20 +420,9 @@ TEST_CASE("conformance: Hugging Face gemma3n-mini is its GGUF twin's description
   REQUIRE_MESSAGE(hf, (hf ? "" : hf.error().message));
   auto gg = Model::load(gguf, o);
   REQUIRE(gg);
-  auto gold = read_json(goldens_dir() + "/synth-gemma3n-mini-f32.json");
-  REQUIRE(gold);
-  for (const auto& pr : (*gold)["prompts"].items) {
-    std::vector<int32_t> ids = ids_of(pr["ids"]);
-    auto a = logits_of_ids(llminfer::detail::model_impl(*hf).engine, ids, true),
-         b = logits_of_ids(llminfer::detail::model_impl(*gg).engine, ids, true);
-    REQUIRE(a);
-    REQUIRE(b);
-    REQUIRE(a->size() == b->size());
-    double worst = 0;
-    for (size_t k = 0; k < a->size(); k++) worst = std::max(worst, std::fabs(double((*a)[k]) - double((*b)[k])));
-    MESSAGE(dir << ": max |HF - GGUF| = " << worst);
-    CHECK(worst < 1.5e-2);
-  }
+  const double worst = max_logit_diff(*hf, *gg, "synth-gemma3n-mini-f32");
+  MESSAGE(dir << ": max |HF - GGUF| = " << worst);
+  CHECK(worst < 1.5e-2);
   check_golden("synth-gemma3n-mini-f32", KvType::f32, dir, true, 1.5e-2);
 }
 
@@ -656,20 +653,9 @@ TEST_CASE("gemma3n MLX: mlx-community's 4-bit gemma3n-mini is exactly its F32 tw
   REQUIRE_MESSAGE(mm, (mm ? "" : mm.error().message));
   auto tm = Model::load(gguf, o);
   REQUIRE(tm);
-  auto gold = read_json(goldens_dir() + "/synth-gemma3n-mini-f32.json");
-  REQUIRE(gold);
-  for (const auto& pr : (*gold)["prompts"].items) {
-    std::vector<int32_t> ids = ids_of(pr["ids"]);
-    auto a = logits_of_ids(llminfer::detail::model_impl(*mm).engine, ids, true),
-         b = logits_of_ids(llminfer::detail::model_impl(*tm).engine, ids, true);
-    REQUIRE(a);
-    REQUIRE(b);
-    REQUIRE(a->size() == b->size());
-    double worst = 0;
-    for (size_t k = 0; k < a->size(); k++) worst = std::max(worst, std::fabs(double((*a)[k]) - double((*b)[k])));
-    MESSAGE("gemma3n-mini mlx-4bit: max |MLX - F32 twin| = " << worst);
-    CHECK(worst < 1.5e-2);
-  }
+  const double worst = max_logit_diff(*mm, *tm, "synth-gemma3n-mini-f32");
+  MESSAGE("gemma3n-mini mlx-4bit: max |MLX - F32 twin| = " << worst);
+  CHECK(worst < 1.5e-2);
 }
 
 // mlx-vlm's conversions (mlx-community/gemma-3n-E2B-it-4bit and the like) keep the whole
