@@ -21046,6 +21046,22 @@ inline void row_op(const Step& s, const KernelTable& kern, const float* A, const
   }
 }
 
+// A matmul step's input as llama.cpp hands it to an F16 / BF16 weight (s.round_input 1 / 2): each
+// value rounded to that type and back, into buf; otherwise a itself.
+template <class ForRows>
+const float* matmul_input(const Step& s, int rows, const float* a, float* buf, ForRows&& for_rows) {
+  if (!s.round_input) return a;
+  const int wi = s.w_in;
+  const bool bf = s.round_input == 2;
+  for_rows(rows, wi, [&](int t, int) {
+    const float* x = a + size_t(t) * wi;
+    float* y = buf + size_t(t) * wi;
+    if (bf) for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
+    else for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
+  });
+  return buf;
+}
+
 // The steps whose every output row depends on the same row of their inputs only (and embed, on the
 // row's token): one definition for both evaluation loops, Context::run_chunk and Batcher::run_batch.
 // b and c: the step's second and third registers or null; toks: the rows' tokens; for_rows(rows,
@@ -21355,6 +21371,7 @@ class Context {
     const int pos0 = n_past_;
     int rows = n;
     int cur_layer = -2;
+    const auto each_row = [this](int r, int64_t w, auto&& fn) { for_rows(r, w, fn); };  // for_rows as a value
     for (size_t si = 0; si < p.steps.size(); si++) {
       const Step& s = p.steps[si];
       if (s.section == Section::epilogue && !out_logits) break;  // a middle chunk: its logits are not wanted
@@ -21367,21 +21384,10 @@ class Context {
       const int wi = s.w_in, wo = s.w_out;
       const float* b = s.b >= 0 ? reg(s.b) : nullptr;
       const float* c = s.c >= 0 ? reg(s.c) : nullptr;
-      if (!run_row_step(s, *kern_, rows, toks, a, b, c, d, [this](int r, int64_t w, auto&& fn) { for_rows(r, w, fn); }))
+      if (!run_row_step(s, *kern_, rows, toks, a, b, c, d, each_row))
         switch (s.op) {  // the steps run_row_step leaves to the loop
           case OpCode::matmul: {
-            const float* in = a;
-            if (s.round_input) {
-              float* r = round_buf_.as<float>();
-              const bool bf = s.round_input == 2;
-              for_rows(rows, wi, [&](int t, int) {
-                const float* x = a + size_t(t) * wi;
-                float* y = r + size_t(t) * wi;
-                if (bf) for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
-                else for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
-              });
-              in = r;
-            }
+            const float* in = matmul_input(s, rows, a, round_buf_.as<float>(), each_row);
             if (!kern_->matmul_x(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2, *mm_))
               return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
                                                           s.w->name.c_str(), rows));
@@ -21989,6 +21995,7 @@ class Batcher {
     std::vector<char> rope_done(p.ropes.size(), 0);
     int cur_layer = -2;
     bool after_last = false;
+    const auto each_row = [this](int r, int64_t w, auto&& fn) { for_rows(r, w, fn); };  // for_rows as a value
     for (size_t si = 0; si < p.steps.size(); si++) {
       const Step& s = p.steps[si];
       if (s.section == Section::epilogue && !any_out) break;
@@ -22003,21 +22010,10 @@ class Batcher {
       const int wi = s.w_in, wo = s.w_out;
       const float* b = s.b >= 0 ? reg(s.b) : nullptr;
       const float* c = s.c >= 0 ? reg(s.c) : nullptr;
-      if (!run_row_step(s, kern, rows, toks_.data(), a, b, c, d, [this](int r, int64_t w, auto&& fn) { for_rows(r, w, fn); }))
+      if (!run_row_step(s, kern, rows, toks_.data(), a, b, c, d, each_row))
         switch (s.op) {  // the steps run_row_step leaves to the loop
           case OpCode::matmul: {
-            const float* in = a;
-            if (s.round_input) {
-              float* r = round_.as<float>();
-              const bool bf = s.round_input == 2;
-              for_rows(rows, wi, [&](int t, int) {
-                const float* x = a + size_t(t) * wi;
-                float* y = r + size_t(t) * wi;
-                if (bf) for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
-                else for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
-              });
-              in = r;
-            }
+            const float* in = matmul_input(s, rows, a, round_.as<float>(), each_row);
             const bool bf = s.round_input == 2;
             // single tokens (all rows after `last`): each its own product, weights read once
             const int n_each = after_last ? rows : singles;

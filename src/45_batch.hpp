@@ -249,6 +249,7 @@ class Batcher {
     std::vector<char> rope_done(p.ropes.size(), 0);
     int cur_layer = -2;
     bool after_last = false;
+    const auto each_row = [this](int r, int64_t w, auto&& fn) { for_rows(r, w, fn); };  // for_rows as a value
     for (size_t si = 0; si < p.steps.size(); si++) {
       const Step& s = p.steps[si];
       if (s.section == Section::epilogue && !any_out) break;
@@ -263,21 +264,10 @@ class Batcher {
       const int wi = s.w_in, wo = s.w_out;
       const float* b = s.b >= 0 ? reg(s.b) : nullptr;
       const float* c = s.c >= 0 ? reg(s.c) : nullptr;
-      if (!run_row_step(s, kern, rows, toks_.data(), a, b, c, d, [this](int r, int64_t w, auto&& fn) { for_rows(r, w, fn); }))
+      if (!run_row_step(s, kern, rows, toks_.data(), a, b, c, d, each_row))
         switch (s.op) {  // the steps run_row_step leaves to the loop
           case OpCode::matmul: {
-            const float* in = a;
-            if (s.round_input) {
-              float* r = round_.as<float>();
-              const bool bf = s.round_input == 2;
-              for_rows(rows, wi, [&](int t, int) {
-                const float* x = a + size_t(t) * wi;
-                float* y = r + size_t(t) * wi;
-                if (bf) for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
-                else for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
-              });
-              in = r;
-            }
+            const float* in = matmul_input(s, rows, a, round_.as<float>(), each_row);
             const bool bf = s.round_input == 2;
             // single tokens (all rows after `last`): each its own product, weights read once
             const int n_each = after_last ? rows : singles;

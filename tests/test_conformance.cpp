@@ -234,6 +234,18 @@ double max_logit_diff(const Model& a, const Model& b, const std::string& golden)
   return worst;
 }
 
+// The same for two files, each loaded as the conformance checks load (f32 cache, one thread).
+double max_logit_diff(const std::string& path_a, const std::string& path_b, const std::string& golden) {
+  LoadOptions o;
+  o.threads = 1;
+  o.kv_type = KvType::f32;
+  auto a = Model::load(path_a, o);
+  REQUIRE_MESSAGE(a, (a ? "" : a.error().message));
+  auto b = Model::load(path_b, o);
+  REQUIRE_MESSAGE(b, (b ? "" : b.error().message));
+  return max_logit_diff(*a, *b, golden);
+}
+
 }  // namespace
 
 TEST_CASE("conformance: every golden file is checked") {
@@ -413,14 +425,7 @@ TEST_CASE("conformance: Hugging Face gemma3n-mini is its GGUF twin's description
       else CHECK((*a)[k] == (*b)[k]);  // -inf: no sparsity
   }
   // logits against the twin and llama.cpp's goldens for it, at the net's noise level (above)
-  LoadOptions o;
-  o.threads = 1;
-  o.kv_type = KvType::f32;
-  auto hf = Model::load(dir, o);
-  REQUIRE_MESSAGE(hf, (hf ? "" : hf.error().message));
-  auto gg = Model::load(gguf, o);
-  REQUIRE(gg);
-  const double worst = max_logit_diff(*hf, *gg, "synth-gemma3n-mini-f32");
+  const double worst = max_logit_diff(dir, gguf, "synth-gemma3n-mini-f32");
   MESSAGE(dir << ": max |HF - GGUF| = " << worst);
   CHECK(worst < 1.5e-2);
   check_golden("synth-gemma3n-mini-f32", KvType::f32, dir, true, 1.5e-2);
@@ -646,14 +651,7 @@ TEST_CASE("gemma3n MLX: mlx-community's 4-bit gemma3n-mini is exactly its F32 tw
   CHECK(n_hf == h.tensors.size());
   // logits: the MLX kernels sum scale * sum(q x) + bias * sum(x) per group, the twin's the products of
   // the dequantized weights; this net magnifies such differences to ~1e-2 (measured 6.7e-3 at most)
-  LoadOptions o;
-  o.threads = 1;
-  o.kv_type = KvType::f32;
-  auto mm = Model::load(dir, o);
-  REQUIRE_MESSAGE(mm, (mm ? "" : mm.error().message));
-  auto tm = Model::load(gguf, o);
-  REQUIRE(tm);
-  const double worst = max_logit_diff(*mm, *tm, "synth-gemma3n-mini-f32");
+  const double worst = max_logit_diff(dir, gguf, "synth-gemma3n-mini-f32");
   MESSAGE("gemma3n-mini mlx-4bit: max |MLX - F32 twin| = " << worst);
   CHECK(worst < 1.5e-2);
 }
