@@ -232,6 +232,20 @@
 //   logits() is [n_vocab] (the last token) or [n][n_vocab]; sample(options) draws one id with the
 //   sampling chain (the penalty looks at tokens()) and the session's RNG (set_seed); is_eog(id);
 //   truncate_tokens(n). eval, sample, eval ... gives generate()'s tokens for the same seed.
+//   generate(ids, options) generates after token ids in the session's cache (no BOS added): the
+//   cached tokens the ids start with are reused, the rest evaluated, and the cache keeps the ids
+//   and the generated tokens for the next call; messages() is neither read nor changed. What a
+//   server's slot does: a client that resends its whole conversation costs only its new tokens.
+//   Model::tokenize_chat(messages, add_generation_prompt) gives the ids Session::reply evaluates
+//   for a conversation (the chat template, message content never parsed as control tokens, BOS
+//   as the model asks); with GenerateOptions::chat, generate() from such ids (Session's or
+//   Model's) gives the text reply() would (a SentencePiece reply's leading space dropped), e.g.
+//     `auto ids = model->tokenize_chat(msgs); auto r = slot.generate(*ids, {.chat = true});`
+//   To refuse a request before it takes a session: check_generate_options(options) checks the
+//   values generate() checks (the message names the option; no model needed), ModelInfo::n_vocab
+//   bounds logit_bias and banned ids, ModelInfo::n_input_ids the prompt's ids (the embedding's
+//   rows), ModelInfo::context / Session::context_size() its length; check_grammar and
+//   json_schema_to_grammar the constraints. examples/server uses exactly these.
 //   Model::info() gives the architecture, sizes, vocabulary, special tokens, end-of-generation
 //   ids, context, KV cache size, kernel level and the model's identity (a sha256 of the weights'
 //   metadata: every tensor's name, type, shape and first 64 bytes, and the definition's sha256).
@@ -783,7 +797,11 @@ struct GenerateOptions {
   std::vector<std::string> stop = {};  // stop strings (matched on text, not included in the output)
   bool parse_special = false;      // Model::generate (plain text): special-token text such as
                                    // "<|im_start|>" becomes control tokens; off: it is plain text
-  bool chat = false;               // Model::generate: wrap the prompt in the model's chat template
+  bool chat = false;               // Model::generate from text: wrap the prompt in the model's chat
+                                   // template. From token ids (Model::generate, Session::generate):
+                                   // the ids are a chat prompt (Model::tokenize_chat), so the text
+                                   // is a reply's, as Session::reply gives it (SentencePiece's
+                                   // leading space of the first token dropped)
   std::string system = {};         // Model::generate with chat: a system message
   // Structured output (manual: "Structured output"); checked before the prompt is evaluated, an
   // impossible or malformed constraint is an error (invalid_argument naming line and column).
@@ -852,6 +870,10 @@ struct ModelInfo {
   uint64_t file_bytes = 0;
   uint64_t n_params = 0;
   int n_vocab = 0;           // logits per position
+  // Token ids a prompt may hold: 0 .. n_input_ids - 1 (the embedding's rows: n_vocab, or more when
+  // the embedding is padded); an id outside fails eval()/generate(). Check ids from untrusted input
+  // against it before taking a session, as examples/server does.
+  int64_t n_input_ids = 0;
   int n_ctx_train = 0;       // the context the model was trained with
   int context = 0;           // tokens a session holds (LoadOptions::context or the default)
   int n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0;
@@ -906,8 +928,9 @@ namespace detail {
 struct ModelImpl;
 struct SessionImpl;
 class Tokenizer;
-// The implementation behind the public types, for tools and tests (not a stable interface; aborts
-// with a message when `m` holds no model or `s` was moved from).
+// The implementation behind the public types, for the library's own tests (not an interface:
+// programs, the examples among them, use the public API alone). Aborts with a message when `m`
+// holds no model or `s` was moved from.
 const ModelImpl& model_impl(const Model& m);
 SessionImpl& session_impl(Session& s);
 }  // namespace detail
@@ -940,6 +963,14 @@ class Model {
                                         bool parse_special = false) const;
   // Always valid UTF-8 (bytes that do not decode become U+FFFD); special tokens are rendered as text.
   std::string detokenize(std::span<const int32_t> ids) const;
+  // The conversation as Session::reply evaluates it: rendered by the model's chat template (or
+  // the fallback) ending with the header of the assistant's turn when add_generation_prompt, and
+  // tokenized so that message content never becomes control tokens (only the template's own
+  // special-token text does); BOS first when the model asks for one and the template did not
+  // write it. For Session::generate / generate with GenerateOptions::chat, and to count or check a
+  // conversation's tokens before generating (e.g. against the context).
+  Result<std::vector<int32_t>> tokenize_chat(std::span<const Message> messages,
+                                             bool add_generation_prompt = true) const;
   // Renders the model's own chat template (or the documented fallback when it has none).
   Result<std::string> apply_chat_template(std::span<const Message> messages,
                                           bool add_generation_prompt = true) const;
@@ -1011,6 +1042,14 @@ class Session {
   const GenerateResult& result() const;  // the last reply that ended (begin_reply clears it)
 
   // ---- tokens ----
+  // Generates after `prompt` (ids used exactly as given: no BOS is added) in this session's KV
+  // cache: the cached tokens the prompt starts with are reused and only the rest is evaluated;
+  // afterwards the cache holds the prompt and the generated tokens, for the next call to reuse (a
+  // server's slot, a client that resends the whole conversation). The conversation (messages()) is
+  // neither read nor changed. With options.chat the prompt is a chat prompt (Model::tokenize_chat)
+  // and the text is a reply's. A reply in progress ends as cancelled; result() holds this one
+  // afterwards. A full context ends as Model::generate does (ContextPolicy::slide: the cache slides).
+  Result<GenerateResult> generate(std::span<const int32_t> prompt, const GenerateOptions& options = {});
   // Evaluates token ids after the cached ones (the prompt exactly as given: no BOS is added);
   // logits() then holds the logits of the last one ([n_vocab]), or with all_logits of each
   // ([n][n_vocab]). A full context is an error with ContextPolicy::stop (nothing is evaluated)
@@ -1216,6 +1255,12 @@ std::vector<int32_t> top_k_ids(std::span<const float> logits, int k);
 // log(sum(exp(logits))) of one position, in double: a token's log-probability is its logit minus
 // this (-inf for no logits; not finite when a logit is not).
 double logsumexp(std::span<const float> logits);
+
+// Checks the values of `options` as generate(), reply() and begin_reply() do (the sampling
+// parameters' ranges, stop strings that are empty or not UTF-8), without a model: invalid_argument
+// naming the option. (grammar and json_schema: check_grammar, json_schema_to_grammar; token ids in
+// logit_bias and banned_tokens: ModelInfo::n_vocab.)
+Result<void> check_generate_options(const GenerateOptions& options);
 
 // The GBNF grammar that GenerateOptions::json_schema compiles to (to inspect or edit it), or an
 // error naming the unsupported keyword and where it is.
@@ -25238,7 +25283,17 @@ LLMI_API_DEF Result<GenerateResult> Model::generate(std::span<const int32_t> pro
   if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
   detail::SessionImpl s;
   s.model = impl_;
-  return detail::session_generate(s, prompt_tokens, options, t0, false);
+  return detail::session_generate(s, prompt_tokens, options, t0, options.chat);
+}
+
+LLMI_API_DEF Result<std::vector<int32_t>> Model::tokenize_chat(std::span<const Message> messages,
+                                                               bool add_generation_prompt) const {
+  if (!impl_) return detail::make_error(Errc::invalid_argument, "tokenize_chat: the model is not loaded");
+  return detail::chat_prompt_tokens(*impl_, messages, nullptr, add_generation_prompt);
+}
+
+LLMI_API_DEF Result<void> check_generate_options(const GenerateOptions& options) {
+  return detail::validate_generate_options(options);
 }
 
 LLMI_API_DEF Session Model::session() const {
@@ -25278,6 +25333,8 @@ LLMI_API_DEF ModelInfo Model::info() const {
   i.file_bytes = d.file_bytes;
   i.n_params = d.n_params();
   i.n_vocab = e.n_vocab();
+  // (no embedding that limits the ids, e.g. only `embed(..., beyond = R)`: every int32 id)
+  i.n_input_ids = std::min<int64_t>(e.program().embed_rows, int64_t{INT32_MAX} + 1);
   i.n_ctx_train = static_cast<int>(d.hp.n_ctx_train);
   i.context = e.n_ctx_default();
   i.n_layer = static_cast<int>(d.hp.n_layer);
@@ -25455,6 +25512,18 @@ LLMI_API_DEF void Session::set_messages(std::vector<Message> messages) {
   detail::cancel_generation(*impl_);
   impl_->messages = std::move(messages);
   impl_->edited = true;
+}
+
+LLMI_API_DEF Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const GenerateOptions& options) {
+  double t0 = detail::now_ms();
+  if (!impl_) return detail::moved_from("generate");
+  // The cache is reused exactly up to the first token that differs (no shifting, which would keep
+  // what the removed tokens left in later cells). Afterwards it holds tokens that are not the
+  // conversation's rendering: the next reply() reuses only the exact common prefix too, as after
+  // a history edit.
+  auto r = detail::session_generate(*impl_, prompt, options, t0, options.chat);
+  impl_->edited = true;
+  return r;
 }
 
 LLMI_API_DEF Result<void> Session::eval(std::span<const int32_t> tokens, bool all_logits, const std::atomic<bool>* cancel) {
@@ -26530,6 +26599,7 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_generate_tokens(const llminfer_model* m
   if (!ids && n_ids) return c_null(err, "llminfer_generate_tokens", "ids");
   auto o = c_generate_options(opts, "llminfer_generate_tokens");
   if (!o) return c_fail(err, o.error());
+  o->chat = false;  // opts->chat is llminfer_generate's (a text prompt); ids are used as given
   return c_result(model->model.generate(std::span<const int32_t>(ids, n_ids), *o), out, err);
 }
 

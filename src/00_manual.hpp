@@ -232,6 +232,20 @@
 //   logits() is [n_vocab] (the last token) or [n][n_vocab]; sample(options) draws one id with the
 //   sampling chain (the penalty looks at tokens()) and the session's RNG (set_seed); is_eog(id);
 //   truncate_tokens(n). eval, sample, eval ... gives generate()'s tokens for the same seed.
+//   generate(ids, options) generates after token ids in the session's cache (no BOS added): the
+//   cached tokens the ids start with are reused, the rest evaluated, and the cache keeps the ids
+//   and the generated tokens for the next call; messages() is neither read nor changed. What a
+//   server's slot does: a client that resends its whole conversation costs only its new tokens.
+//   Model::tokenize_chat(messages, add_generation_prompt) gives the ids Session::reply evaluates
+//   for a conversation (the chat template, message content never parsed as control tokens, BOS
+//   as the model asks); with GenerateOptions::chat, generate() from such ids (Session's or
+//   Model's) gives the text reply() would (a SentencePiece reply's leading space dropped), e.g.
+//     `auto ids = model->tokenize_chat(msgs); auto r = slot.generate(*ids, {.chat = true});`
+//   To refuse a request before it takes a session: check_generate_options(options) checks the
+//   values generate() checks (the message names the option; no model needed), ModelInfo::n_vocab
+//   bounds logit_bias and banned ids, ModelInfo::n_input_ids the prompt's ids (the embedding's
+//   rows), ModelInfo::context / Session::context_size() its length; check_grammar and
+//   json_schema_to_grammar the constraints. examples/server uses exactly these.
 //   Model::info() gives the architecture, sizes, vocabulary, special tokens, end-of-generation
 //   ids, context, KV cache size, kernel level and the model's identity (a sha256 of the weights'
 //   metadata: every tensor's name, type, shape and first 64 bytes, and the definition's sha256).

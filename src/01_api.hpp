@@ -205,7 +205,11 @@ struct GenerateOptions {
   std::vector<std::string> stop = {};  // stop strings (matched on text, not included in the output)
   bool parse_special = false;      // Model::generate (plain text): special-token text such as
                                    // "<|im_start|>" becomes control tokens; off: it is plain text
-  bool chat = false;               // Model::generate: wrap the prompt in the model's chat template
+  bool chat = false;               // Model::generate from text: wrap the prompt in the model's chat
+                                   // template. From token ids (Model::generate, Session::generate):
+                                   // the ids are a chat prompt (Model::tokenize_chat), so the text
+                                   // is a reply's, as Session::reply gives it (SentencePiece's
+                                   // leading space of the first token dropped)
   std::string system = {};         // Model::generate with chat: a system message
   // Structured output (manual: "Structured output"); checked before the prompt is evaluated, an
   // impossible or malformed constraint is an error (invalid_argument naming line and column).
@@ -274,6 +278,10 @@ struct ModelInfo {
   uint64_t file_bytes = 0;
   uint64_t n_params = 0;
   int n_vocab = 0;           // logits per position
+  // Token ids a prompt may hold: 0 .. n_input_ids - 1 (the embedding's rows: n_vocab, or more when
+  // the embedding is padded); an id outside fails eval()/generate(). Check ids from untrusted input
+  // against it before taking a session, as examples/server does.
+  int64_t n_input_ids = 0;
   int n_ctx_train = 0;       // the context the model was trained with
   int context = 0;           // tokens a session holds (LoadOptions::context or the default)
   int n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0;
@@ -328,8 +336,9 @@ namespace detail {
 struct ModelImpl;
 struct SessionImpl;
 class Tokenizer;
-// The implementation behind the public types, for tools and tests (not a stable interface; aborts
-// with a message when `m` holds no model or `s` was moved from).
+// The implementation behind the public types, for the library's own tests (not an interface:
+// programs, the examples among them, use the public API alone). Aborts with a message when `m`
+// holds no model or `s` was moved from.
 const ModelImpl& model_impl(const Model& m);
 SessionImpl& session_impl(Session& s);
 }  // namespace detail
@@ -362,6 +371,14 @@ class Model {
                                         bool parse_special = false) const;
   // Always valid UTF-8 (bytes that do not decode become U+FFFD); special tokens are rendered as text.
   std::string detokenize(std::span<const int32_t> ids) const;
+  // The conversation as Session::reply evaluates it: rendered by the model's chat template (or
+  // the fallback) ending with the header of the assistant's turn when add_generation_prompt, and
+  // tokenized so that message content never becomes control tokens (only the template's own
+  // special-token text does); BOS first when the model asks for one and the template did not
+  // write it. For Session::generate / generate with GenerateOptions::chat, and to count or check a
+  // conversation's tokens before generating (e.g. against the context).
+  Result<std::vector<int32_t>> tokenize_chat(std::span<const Message> messages,
+                                             bool add_generation_prompt = true) const;
   // Renders the model's own chat template (or the documented fallback when it has none).
   Result<std::string> apply_chat_template(std::span<const Message> messages,
                                           bool add_generation_prompt = true) const;
@@ -433,6 +450,14 @@ class Session {
   const GenerateResult& result() const;  // the last reply that ended (begin_reply clears it)
 
   // ---- tokens ----
+  // Generates after `prompt` (ids used exactly as given: no BOS is added) in this session's KV
+  // cache: the cached tokens the prompt starts with are reused and only the rest is evaluated;
+  // afterwards the cache holds the prompt and the generated tokens, for the next call to reuse (a
+  // server's slot, a client that resends the whole conversation). The conversation (messages()) is
+  // neither read nor changed. With options.chat the prompt is a chat prompt (Model::tokenize_chat)
+  // and the text is a reply's. A reply in progress ends as cancelled; result() holds this one
+  // afterwards. A full context ends as Model::generate does (ContextPolicy::slide: the cache slides).
+  Result<GenerateResult> generate(std::span<const int32_t> prompt, const GenerateOptions& options = {});
   // Evaluates token ids after the cached ones (the prompt exactly as given: no BOS is added);
   // logits() then holds the logits of the last one ([n_vocab]), or with all_logits of each
   // ([n][n_vocab]). A full context is an error with ContextPolicy::stop (nothing is evaluated)
@@ -638,6 +663,12 @@ std::vector<int32_t> top_k_ids(std::span<const float> logits, int k);
 // log(sum(exp(logits))) of one position, in double: a token's log-probability is its logit minus
 // this (-inf for no logits; not finite when a logit is not).
 double logsumexp(std::span<const float> logits);
+
+// Checks the values of `options` as generate(), reply() and begin_reply() do (the sampling
+// parameters' ranges, stop strings that are empty or not UTF-8), without a model: invalid_argument
+// naming the option. (grammar and json_schema: check_grammar, json_schema_to_grammar; token ids in
+// logit_bias and banned_tokens: ModelInfo::n_vocab.)
+Result<void> check_generate_options(const GenerateOptions& options);
 
 // The GBNF grammar that GenerateOptions::json_schema compiles to (to inspect or edit it), or an
 // error naming the unsupported keyword and where it is.

@@ -517,7 +517,17 @@ LLMI_API_DEF Result<GenerateResult> Model::generate(std::span<const int32_t> pro
   if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
   detail::SessionImpl s;
   s.model = impl_;
-  return detail::session_generate(s, prompt_tokens, options, t0, false);
+  return detail::session_generate(s, prompt_tokens, options, t0, options.chat);
+}
+
+LLMI_API_DEF Result<std::vector<int32_t>> Model::tokenize_chat(std::span<const Message> messages,
+                                                               bool add_generation_prompt) const {
+  if (!impl_) return detail::make_error(Errc::invalid_argument, "tokenize_chat: the model is not loaded");
+  return detail::chat_prompt_tokens(*impl_, messages, nullptr, add_generation_prompt);
+}
+
+LLMI_API_DEF Result<void> check_generate_options(const GenerateOptions& options) {
+  return detail::validate_generate_options(options);
 }
 
 LLMI_API_DEF Session Model::session() const {
@@ -557,6 +567,8 @@ LLMI_API_DEF ModelInfo Model::info() const {
   i.file_bytes = d.file_bytes;
   i.n_params = d.n_params();
   i.n_vocab = e.n_vocab();
+  // (no embedding that limits the ids, e.g. only `embed(..., beyond = R)`: every int32 id)
+  i.n_input_ids = std::min<int64_t>(e.program().embed_rows, int64_t{INT32_MAX} + 1);
   i.n_ctx_train = static_cast<int>(d.hp.n_ctx_train);
   i.context = e.n_ctx_default();
   i.n_layer = static_cast<int>(d.hp.n_layer);
@@ -734,6 +746,18 @@ LLMI_API_DEF void Session::set_messages(std::vector<Message> messages) {
   detail::cancel_generation(*impl_);
   impl_->messages = std::move(messages);
   impl_->edited = true;
+}
+
+LLMI_API_DEF Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const GenerateOptions& options) {
+  double t0 = detail::now_ms();
+  if (!impl_) return detail::moved_from("generate");
+  // The cache is reused exactly up to the first token that differs (no shifting, which would keep
+  // what the removed tokens left in later cells). Afterwards it holds tokens that are not the
+  // conversation's rendering: the next reply() reuses only the exact common prefix too, as after
+  // a history edit.
+  auto r = detail::session_generate(*impl_, prompt, options, t0, options.chat);
+  impl_->edited = true;
+  return r;
 }
 
 LLMI_API_DEF Result<void> Session::eval(std::span<const int32_t> tokens, bool all_logits, const std::atomic<bool>* cancel) {

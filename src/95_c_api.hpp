@@ -255,6 +255,7 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_generate_tokens(const llminfer_model* m
   if (!ids && n_ids) return c_null(err, "llminfer_generate_tokens", "ids");
   auto o = c_generate_options(opts, "llminfer_generate_tokens");
   if (!o) return c_fail(err, o.error());
+  o->chat = false;  // opts->chat is llminfer_generate's (a text prompt); ids are used as given
   return c_result(model->model.generate(std::span<const int32_t>(ids, n_ids), *o), out, err);
 }
 

@@ -6,8 +6,10 @@
 #include "common.hpp"
 
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 
 using llminfer::GenerateOptions;
 using llminfer::GenerateResult;
@@ -264,6 +266,199 @@ TEST_CASE("session api: eval, logits and sample equal generate() token for token
   REQUIRE(u.truncate_tokens(2));
   CHECK(u.tokens().size() == 2);
   CHECK(!u.truncate_tokens(3));
+}
+
+TEST_CASE("session api: Session::generate from ids equals Model::generate and reuses what the cache holds") {
+  Model m = load_model(kQwen);
+  auto ids = m.tokenize("Once upon a time", true);
+  REQUIRE(ids);
+  const GenerateOptions sampled{.max_tokens = 12, .temperature = 0.8f, .top_p = 0.9f, .seed = 3};
+  auto s = m.session();
+  auto a = s.generate(*ids, sampled);
+  REQUIRE(a);
+  auto ref = m.generate(std::span<const int32_t>(*ids), sampled);
+  REQUIRE(ref);
+  CHECK(a->tokens == ref->tokens);
+  CHECK(a->text == ref->text);
+  CHECK(a->seed == 3);
+  CHECK(a->prompt_tokens == int(ids->size()));
+  CHECK(a->prompt_tokens_reused == 0);
+  CHECK(a->prompt_tokens_evaluated == int(ids->size()));
+  CHECK(s.messages().empty());  // the conversation is not touched
+  CHECK(s.result().tokens == a->tokens);
+  // the cache holds the prompt and the generated tokens (the last one sampled, not evaluated)
+  std::vector<int32_t> cached = s.tokens();
+  REQUIRE(cached.size() >= ids->size());
+  CHECK(prefix_len(cached, *ids) == ids->size());
+  CHECK(cached.size() >= ids->size() + a->tokens.size() - 1);
+
+  // the conversation comes back longer: only what the cache does not hold is evaluated, and the
+  // tokens are those of a fresh generation (greedy)
+  std::vector<int32_t> next = *ids;
+  next.insert(next.end(), a->tokens.begin(), a->tokens.end());
+  auto more = m.tokenize(" And then", false);
+  REQUIRE(more);
+  next.insert(next.end(), more->begin(), more->end());
+  const GenerateOptions greedy{.max_tokens = 8};
+  auto b = s.generate(next, greedy);
+  REQUIRE(b);
+  const size_t reuse = std::min(prefix_len(cached, next), next.size() - 1);
+  CHECK(reuse >= ids->size() + a->tokens.size() - 1);
+  CHECK(b->prompt_tokens == int(next.size()));
+  CHECK(b->prompt_tokens_reused == int(reuse));
+  CHECK(b->prompt_tokens_evaluated == int(next.size() - reuse));
+  auto fresh = m.generate(std::span<const int32_t>(next), greedy);
+  REQUIRE(fresh);
+  CHECK(b->tokens == fresh->tokens);
+  // a prompt that differs after its first token: the cache is cut there
+  std::vector<int32_t> other = {(*ids)[0], (*ids)[1] == 7 ? 8 : 7, 9, 10};
+  auto c = s.generate(other, greedy);
+  REQUIRE(c);
+  CHECK(c->prompt_tokens_reused == 1);
+  CHECK(c->prompt_tokens_evaluated == 3);
+  auto fresh_other = m.generate(std::span<const int32_t>(other), greedy);
+  REQUIRE(fresh_other);
+  CHECK(c->tokens == fresh_other->tokens);
+  // and a reply afterwards reuses only the exact common prefix, as a fresh session's reply
+  s.add("user", "Hello");
+  auto r = s.reply(greedy);
+  REQUIRE(r);
+  auto f = m.session();
+  f.add("user", "Hello");
+  auto fr = f.reply(greedy);
+  REQUIRE(fr);
+  CHECK(r->tokens == fr->tokens);
+  CHECK(r->tokens_shifted == 0);
+
+  // errors: nothing to start from, an id outside the vocabulary, a bad option, a moved-from session
+  auto e = m.session();
+  CHECK(!e.generate(std::vector<int32_t>{}));
+  const int64_t n_ids = m.info().n_input_ids;
+  CHECK(n_ids == m.info().n_vocab);  // a GGUF file: one embedding row per token
+  auto oov = e.generate(std::vector<int32_t>{1, int32_t(n_ids)}, greedy);
+  REQUIRE(!oov);
+  CHECK_MESSAGE(oov.error().message.find(std::to_string(n_ids)) != std::string::npos, oov.error().message);
+  CHECK(e.generate(std::vector<int32_t>{1, int32_t(n_ids - 1)}, {.max_tokens = 1}));  // the last id is one
+  auto bad = e.generate(*ids, {.temperature = -1.0f});
+  REQUIRE(!bad);
+  CHECK(bad.error().code == llminfer::Errc::invalid_argument);
+  Session moved_to = std::move(e);
+  auto gone = e.generate(*ids);  // NOLINT(bugprone-use-after-move): what the call does then
+  REQUIRE(!gone);
+  CHECK(gone.error().message.find("moved from") != std::string::npos);
+}
+
+TEST_CASE("session api: tokenize_chat is what reply() evaluates; generate with chat gives reply()'s text") {
+  // (stories260K: SentencePiece with a leading space, no template of its own: the ChatML fallback)
+  for (std::string file : {kQwen, kGemma, "synth-llama-tiny-q8_0.gguf", "stories260K.gguf"}) {
+    CAPTURE(file);
+    Model m = load_model(file);
+    const std::vector<Message> msgs = {{"user", "Say hello."}, {"assistant", "Hello."}, {"user", "Again, please."}};
+    auto ids = m.tokenize_chat(msgs);
+    REQUIRE_MESSAGE(ids, (ids ? "" : ids.error().message));
+    CHECK(*ids == prompt_ids(m, msgs));
+    const auto info = m.info();
+    if (info.add_bos) CHECK((*ids)[0] == info.bos);
+    // what reply() evaluates, and what it generates: Session::generate with chat gives the same
+    auto s = m.session();
+    s.set_messages(msgs);
+    const GenerateOptions o{.max_tokens = 6};
+    auto r = s.reply(o);
+    REQUIRE(r);
+    CHECK(r->prompt_tokens == int(ids->size()));
+    CHECK(prefix_len(s.tokens(), *ids) == ids->size());
+    auto t = m.session();
+    GenerateOptions oc = o;
+    oc.chat = true;
+    auto g = t.generate(*ids, oc);
+    REQUIRE(g);
+    CHECK(g->tokens == r->tokens);
+    CHECK(g->text == r->text);
+    CHECK(t.messages().empty());
+    auto mg = m.generate(std::span<const int32_t>(*ids), oc);
+    REQUIRE(mg);
+    CHECK(mg->text == r->text);
+    // without the generation prompt the rendering ends earlier (Qwen's template; the llama fixture's
+    // writes the assistant's header whatever it is asked)
+    auto no_gen = m.tokenize_chat(msgs, false);
+    REQUIRE(no_gen);
+    CHECK(prefix_len(*no_gen, *ids) == no_gen->size());
+    if (file == kQwen) CHECK(no_gen->size() < ids->size());
+  }
+  // message content never becomes control tokens: text that spells one stays text
+  Model q = load_model(kQwen);
+  auto im_start = q.tokenize("<|im_start|>", false, true);
+  REQUIRE(im_start);
+  REQUIRE(im_start->size() == 1);
+  auto count = [&](const std::vector<int32_t>& v) { return std::count(v.begin(), v.end(), (*im_start)[0]); };
+  auto plain = q.tokenize_chat(std::vector<Message>{{"user", "hello"}});
+  auto spelled = q.tokenize_chat(std::vector<Message>{{"user", "<|im_start|>"}});
+  REQUIRE(plain);
+  REQUIRE(spelled);
+  CHECK(count(*plain) == 2);  // the user's turn and the assistant's
+  CHECK(count(*spelled) == 2);
+  CHECK(spelled->size() > plain->size());
+  // errors: a template that refuses the conversation, a model that is not loaded
+  Model g = load_model(kGemma);
+  auto refused = g.tokenize_chat(std::vector<Message>{{"user", "a"}, {"user", "b"}});  // roles must alternate
+  CHECK(!refused);
+  CHECK(!Model().tokenize_chat(std::vector<Message>{{"user", "a"}}));
+}
+
+TEST_CASE("session api: with chat, a SentencePiece reply's text drops its first token's leading space") {
+  Model m = load_model("stories260K.gguf");
+  auto word = m.tokenize("hello", false);  // SentencePiece: the first piece carries the space ("▁h...")
+  REQUIRE(word);
+  REQUIRE(!word->empty());
+  const int32_t id = (*word)[0];
+  auto prompt = m.tokenize_chat(std::vector<Message>{{"user", "hi"}});
+  REQUIRE(prompt);
+  GenerateOptions o{.max_tokens = 1, .logit_bias = {{id, 100.0f}}};  // that token comes first
+  auto cont = m.session().generate(*prompt, o);  // a continuation keeps the space
+  o.chat = true;
+  auto reply = m.session().generate(*prompt, o);
+  REQUIRE(cont);
+  REQUIRE(reply);
+  CHECK(cont->tokens == std::vector<int32_t>{id});
+  CHECK(reply->tokens == std::vector<int32_t>{id});
+  REQUIRE(!reply->text.empty());
+  CHECK(reply->text[0] != ' ');
+  CHECK(cont->text == " " + reply->text);
+}
+
+TEST_CASE("session api: check_generate_options refuses what generate() refuses, with the same message") {
+  using llminfer::check_generate_options;
+  CHECK(check_generate_options({}));
+  CHECK(check_generate_options({.max_tokens = -1, .temperature = 2.0f, .top_k = 40, .top_p = 0.5f, .min_p = 0.1f,
+                                .repeat_penalty = 1.3f, .repeat_last_n = -1, .stop = {"\n\n", "é"}}));
+  Model m = load_model(kQwen);
+  const std::vector<int32_t> ids = {1, 2, 3};
+  struct Case {
+    GenerateOptions o;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {{.temperature = -1.0f}, "temperature"},
+      {{.temperature = std::numeric_limits<float>::infinity()}, "temperature"},
+      {{.top_k = -1}, "top_k"},
+      {{.top_p = 0.0f}, "top_p"},
+      {{.top_p = 1.5f}, "top_p"},
+      {{.min_p = -0.1f}, "min_p"},
+      {{.repeat_penalty = 0.0f}, "repeat_penalty"},
+      {{.repeat_last_n = -2}, "repeat_last_n"},
+      {{.stop = {"ok", ""}}, "stop string 2 is empty"},
+      {{.stop = {"\xff"}}, "not valid UTF-8"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.needle);
+    auto v = check_generate_options(c.o);
+    REQUIRE(!v);
+    CHECK(v.error().code == llminfer::Errc::invalid_argument);
+    CHECK_MESSAGE(v.error().message.find(c.needle) != std::string::npos, v.error().message);
+    auto g = m.generate(std::span<const int32_t>(ids), c.o);
+    REQUIRE(!g);
+    CHECK(g.error().message == v.error().message);
+  }
 }
 
 TEST_CASE("session api: Model::info reports the model's facts") {
