@@ -167,9 +167,7 @@ class Slots {
 
  private:
   static size_t cached_prefix(Slot& s, std::span<const int32_t> prompt) {
-    auto& impl = llminfer::detail::session_impl(s.session);
-    if (!impl.ctx) return 0;
-    const auto& t = impl.ctx->tokens();
+    const auto& t = s.session.tokens();
     size_t n = std::min(t.size(), prompt.size()), i = 0;
     while (i < n && t[i] == prompt[i]) i++;
     return i;
@@ -216,7 +214,7 @@ std::optional<BadRequest> number_field(const json& body, const char* name, doubl
   if (!it->is_number()) return BadRequest{400, std::string(name) + " must be a number", name};
   double v = it->get<double>();
   if (!(v >= lo && v <= hi))
-    return BadRequest{400, llminfer::detail::strf("%s must be between %g and %g, got %g", name, lo, hi, v), name};
+    return BadRequest{400, cli::strf("%s must be between %g and %g, got %g", name, lo, hi, v), name};
   out = static_cast<float>(v);
   return std::nullopt;
 }
@@ -227,9 +225,9 @@ std::optional<BadRequest> int_field(const json& body, const char* name, long lon
   if (!it->is_number_integer() && !it->is_number_unsigned())
     return BadRequest{400, std::string(name) + " must be an integer", name};
   if (it->is_number_unsigned() && it->get<unsigned long long>() > static_cast<unsigned long long>(hi))
-    return BadRequest{400, llminfer::detail::strf("%s must be at most %lld", name, hi), name};
+    return BadRequest{400, cli::strf("%s must be at most %lld", name, hi), name};
   long long v = it->is_number_unsigned() ? static_cast<long long>(it->get<unsigned long long>()) : it->get<long long>();
-  if (v < lo || v > hi) return BadRequest{400, llminfer::detail::strf("%s must be between %lld and %lld", name, lo, hi), name};
+  if (v < lo || v > hi) return BadRequest{400, cli::strf("%s must be between %lld and %lld", name, lo, hi), name};
   out = v;
   return std::nullopt;
 }
@@ -411,9 +409,11 @@ struct Server {
   std::atomic<uint64_t> next_id{1};
   uint64_t id_salt = 0;
   int n_ctx = 0;
+  int64_t n_vocab = 0;      // logits per position (logit_bias ids are below it)
+  int64_t n_input_ids = 0;  // prompt ids are below it
 
   std::string new_id(const char* prefix) {
-    return llminfer::detail::strf("%s-%016llx%06llx", prefix, static_cast<unsigned long long>(id_salt),
+    return cli::strf("%s-%016llx%06llx", prefix, static_cast<unsigned long long>(id_salt),
                                   static_cast<unsigned long long>(next_id++));
   }
 
@@ -455,13 +455,12 @@ struct Server {
   // Token ids of the request's prompt, or a 400.
   std::optional<BadRequest> prompt_tokens(const Request& r, std::vector<int32_t>& ids) {
     if (r.chat) {
-      auto t = llminfer::detail::chat_prompt_tokens(llminfer::detail::model_impl(model), r.messages);
+      auto t = model.tokenize_chat(r.messages);
       if (!t) return BadRequest{400, t.error().message, "messages"};
       ids = std::move(*t);
     } else if (r.prompt_is_ids) {
-      const int64_t nv = llminfer::detail::model_impl(model).engine->program().embed_rows;
       for (int32_t id : r.prompt_ids)
-        if (id >= nv) return BadRequest{400, llminfer::detail::strf("prompt: token id %d is outside the vocabulary", id), "prompt"};
+        if (id >= n_input_ids) return BadRequest{400, cli::strf("prompt: token id %d is outside the vocabulary", id), "prompt"};
       ids = r.prompt_ids;
     } else {
       // a raw prompt may hold the model's control tokens (as llama.cpp's server reads it)
@@ -470,14 +469,13 @@ struct Server {
       ids = std::move(*t);
     }
     if (ids.empty()) return BadRequest{400, "the prompt is empty", r.chat ? "messages" : "prompt"};
-    const int64_t n_vocab = llminfer::detail::model_impl(model).engine->n_vocab();
     for (const auto& [id, bias] : r.options.logit_bias)
       if (id >= n_vocab)
-        return BadRequest{400, llminfer::detail::strf("logit_bias: token id %d is outside the vocabulary (0..%lld)", id,
+        return BadRequest{400, cli::strf("logit_bias: token id %d is outside the vocabulary (0..%lld)", id,
                                                       static_cast<long long>(n_vocab - 1)),
                           "logit_bias"};
     if (ids.size() >= static_cast<size_t>(n_ctx))
-      return BadRequest{400, llminfer::detail::strf("the prompt is %zu tokens but the context holds %d", ids.size(), n_ctx),
+      return BadRequest{400, cli::strf("the prompt is %zu tokens but the context holds %d", ids.size(), n_ctx),
                         r.chat ? "messages" : "prompt"};
     return std::nullopt;
   }
@@ -489,7 +487,8 @@ struct Server {
     if (!body.is_object()) return send_error(res, 400, "the request body must be a JSON object");
     Request r;
     if (auto e = chat ? parse_chat(body, r) : parse_completion(body, r)) return send_error(res, e->status, e->message, e->param);
-    if (auto v = llminfer::detail::validate_generate_options(r.options); !v) return send_error(res, 400, v.error().message);
+    if (auto v = llminfer::check_generate_options(r.options); !v) return send_error(res, 400, v.error().message);
+    r.options.chat = chat;  // a chat prompt's reply: its text as Session::reply gives it
     std::vector<int32_t> ids;
     if (auto e = prompt_tokens(r, ids)) return send_error(res, e->status, e->message, e->param);
     bool full = false;
@@ -501,7 +500,7 @@ struct Server {
     const std::string id = new_id(chat ? "chatcmpl" : "cmpl");
     const long long created = static_cast<long long>(std::time(nullptr));
     if (!r.stream) {
-      auto g = llminfer::detail::session_generate(llminfer::detail::session_impl(slot->session), ids, r.options, llminfer::detail::now_ms(), chat);
+      auto g = slot->session.generate(ids, r.options);
       lease->release();
       if (!g) return send_error(res, 500, g.error().message);
       if (g->stop == llminfer::StopReason::error) return send_error(res, 500, g->error.message);
@@ -540,7 +539,7 @@ struct Server {
             return open;  // a failed write (client gone) cancels: the slot is freed at once
           };
           Slot* slot = lease->slot;
-          auto g = open ? llminfer::detail::session_generate(llminfer::detail::session_impl(slot->session), *prompt, o, llminfer::detail::now_ms(), chat)
+          auto g = open ? slot->session.generate(*prompt, o)
                         : llminfer::Result<llminfer::GenerateResult>(llminfer::Error{llminfer::Errc::internal, "client gone"});
           lease->release();  // the slot is free before the last events are written
           if (!open) return false;
@@ -615,6 +614,11 @@ int main(int argc, char** argv) {
                 (static_cast<uint64_t>(getpid()) << 40);
   srv.slots = std::make_unique<Slots>(srv.model, static_cast<int>(parallel), static_cast<int>(queue));
   srv.n_ctx = srv.slots ? srv.model.session().context_size() : 0;
+  {
+    const llminfer::ModelInfo info = srv.model.info();
+    srv.n_vocab = info.n_vocab;
+    srv.n_input_ids = info.n_input_ids;
+  }
 
   httplib::Server http;
   // enough handler threads for every slot and every queued request, plus a few for /health
@@ -640,7 +644,7 @@ int main(int argc, char** argv) {
     if (res.status == 413) send_error(res, 413, "the request body is larger than the limit (--max-body)");
     else if (res.status == 404) send_error(res, 404, "no such endpoint: " + req.method + " " + req.path);
     else if (res.status == 405) send_error(res, 405, "method not allowed: " + req.method + " " + req.path);
-    else send_error(res, res.status, llminfer::detail::strf("HTTP status %d", res.status));
+    else send_error(res, res.status, cli::strf("HTTP status %d", res.status));
   });
   http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     json j = srv.slots->stats();
