@@ -2,7 +2,8 @@
 #
 #   make                   regenerate llminfer.hpp from src/ and build everything into build/
 #   make test              build and run the whole test suite (makes the test fixtures first), as
-#                          TEST_JOBS processes sharing the test cases (default: the cores, at most 4)
+#                          TEST_JOBS processes sharing the test cases (default: the cores, at most 4);
+#                          first check-public-api: the examples use no internals
 #   make fixtures          build and verify the synthetic test models (tools/fixtures/gen.py)
 #   make deps              install the Debian packages make test needs (as root; else prints the line)
 #   make demo              build and run the main job (a short generation with the default model)
@@ -85,6 +86,20 @@ llminfer.hpp: $(wildcard src/*.hpp) tools/amalgamate
 header: llminfer.hpp
 check-header:
 	tools/amalgamate --check
+
+# The examples (the CLI, the server, the C library, simple.cpp) are users of the public API alone:
+# what src/01_api.hpp and the C API declare. No llminfer::detail names (nor a namespace alias or
+# using-directive for it), no implementation hooks (detail::model_impl / session_impl, an impl()),
+# no LLMINFER_INLINE_API, no internal LLMI_ macros. What an example needs and cannot reach goes
+# into the public API instead. `make test` runs this first (CI too, through the README's commands).
+PUBLIC_API_USERS := examples
+PRIVATE_API_PATTERN := (^|[^A-Za-z0-9_])detail[[:space:]]*(::|;)|_impl[[:space:]]*\(|(^|[^A-Za-z0-9_])impl[[:space:]]*\([[:space:]]*\)|LLMINFER_INLINE_API|LLMI_[A-Z]
+.PHONY: check-public-api
+check-public-api:
+	@if grep -rnE '$(PRIVATE_API_PATTERN)' $(PUBLIC_API_USERS); then \
+	  echo "check-public-api: the lines above use the library's internals; examples use the public API alone"; \
+	  echo "  (add what they need to src/01_api.hpp, documented in the manual, with a test)"; exit 1; \
+	fi; echo "check-public-api: $(PUBLIC_API_USERS)/ uses the public API alone"
 
 $(BUILD)/obj/%.o: %.cpp llminfer.hpp
 	@mkdir -p $(dir $@)
@@ -220,7 +235,7 @@ fixtures: | deps
 TEST_ENV = LLMINFER_SHARED=$(SHARED) LLMINFER_CLI=$(BUILD)/llminfer LLMINFER_SIMPLE=$(BUILD)/simple \
   LLMINFER_SOURCE_DIR=$(CURDIR) LLMINFER_FIXTURES=$(abspath $(FIXTURES))
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
-test: deps llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer $(BUILD)/simple fixtures
+test: check-public-api deps llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer $(BUILD)/simple fixtures
 	$(TEST_ENV) tools/run-tests $(TEST_JOBS) $(BUILD)/tests $(TEST_ARGS)
 
 # Rewrites the committed malformed-file corpus (tests/corpus/malformed/) and the file readers' fuzz

@@ -293,7 +293,9 @@
 // ==== Tools: model files, tokenizers, definitions and logits without a loaded model ====
 //
 //   What `llminfer info`, `tokenize`, `detokenize`, `status` and `compare` print, as functions
-//   (the command-line program uses the public API alone):
+//   (the command-line program, the server and every other example use the public API alone: no
+//   llminfer::detail, which is the implementation's and may change in any release; `make
+//   check-public-api`, run by `make test`, keeps it so):
 //
 //   inspect_model_file(path, InspectOptions) describes a GGUF file, a .safetensors file or a model
 //   directory from its headers and side files, without loading the model (no architecture
@@ -929,8 +931,8 @@ struct ModelImpl;
 struct SessionImpl;
 class Tokenizer;
 // The implementation behind the public types, for the library's own tests (not an interface:
-// programs, the examples among them, use the public API alone). Aborts with a message when `m`
-// holds no model or `s` was moved from.
+// programs, the examples among them, use the public API alone, and `make check-public-api` keeps
+// examples/ so). Aborts with a message when `m` holds no model or `s` was moved from.
 const ModelImpl& model_impl(const Model& m);
 SessionImpl& session_impl(Session& s);
 }  // namespace detail

@@ -293,7 +293,9 @@
 // ==== Tools: model files, tokenizers, definitions and logits without a loaded model ====
 //
 //   What `llminfer info`, `tokenize`, `detokenize`, `status` and `compare` print, as functions
-//   (the command-line program uses the public API alone):
+//   (the command-line program, the server and every other example use the public API alone: no
+//   llminfer::detail, which is the implementation's and may change in any release; `make
+//   check-public-api`, run by `make test`, keeps it so):
 //
 //   inspect_model_file(path, InspectOptions) describes a GGUF file, a .safetensors file or a model
 //   directory from its headers and side files, without loading the model (no architecture

@@ -337,8 +337,8 @@ struct ModelImpl;
 struct SessionImpl;
 class Tokenizer;
 // The implementation behind the public types, for the library's own tests (not an interface:
-// programs, the examples among them, use the public API alone). Aborts with a message when `m`
-// holds no model or `s` was moved from.
+// programs, the examples among them, use the public API alone, and `make check-public-api` keeps
+// examples/ so). Aborts with a message when `m` holds no model or `s` was moved from.
 const ModelImpl& model_impl(const Model& m);
 SessionImpl& session_impl(Session& s);
 }  // namespace detail
