@@ -369,3 +369,13 @@ TEST_CASE("cli: compare --generated reports every generated prefix against a ref
   CHECK_MESSAGE(bad.out.find("is not " + std::to_string(n_gen) + " generated positions of 512 float32 logits") !=
                     std::string::npos, bad.out);
 }
+
+// The feed-forward length of a per-layer list (the converter writes Gemma 3n's intermediate_size as an
+// array): the summary shows the largest, not 0.
+TEST_CASE("gemma3n: info shows the feed-forward length of the per-layer list") {
+  auto r = test::run_cli("info " + test::quote(g3n_path("q8_0")) + " --json");
+  REQUIRE(r.status == 0);
+  auto j = json_parse(r.out, "info");
+  REQUIRE(j);
+  CHECK((*j)["hparams"]["n_ff"].as_number() == 256);
+}
