@@ -4156,6 +4156,10 @@ inline Result<void> desc_hparams(ModelDesc& m) {
   hp.n_head = num("attention.head_count", 0);
   hp.n_head_kv = num("attention.head_count_kv", hp.n_head);
   hp.n_ff = num("feed_forward_length", 0);
+  // a per-layer list (Gemma 3n's intermediate_size): the largest, for what a summary shows
+  if (const auto* ff = m.find_meta_array(m.arch + ".feed_forward_length"); ff && !hp.n_ff)
+    for (double v : *ff)
+      if (std::isfinite(v) && v > double(hp.n_ff) && v < 9.2e18) hp.n_ff = static_cast<int64_t>(v);
   hp.n_ctx_train = num("context_length", 0);
   hp.head_dim = num("attention.key_length", hp.n_head > 0 ? hp.n_embd / hp.n_head : 0);
   hp.head_dim_v = num("attention.value_length", hp.head_dim);

@@ -297,3 +297,85 @@ TEST_CASE("gemma3n: token by token through the shared caches gives the logits of
   CHECK(top1_same == static_cast<int>(ids.size()));
   CHECK(ctx->kv_bytes() == KvCache::planned_bytes(e->program().kv, 256, 256, KvType::f32));
 }
+
+// `compare --generated`: the report of a generation (on the F32 file: this 25-layer random net turns the
+// last-bit differences of quantized activations into visible ones). The reference rows are the logits each generated
+// id was chosen from; ours come from the prompt as one batch and then one token at a time. Our own
+// batch logits of prompt + generated ids (every position) as the reference must agree everywhere
+// (the incremental path through the shared, wrapping caches against one evaluation), a row out of
+// place must show (row i belongs to the prefix ending with generated id i - 1), and a reference whose
+// top-1 is moved at one step must give that step as the first divergence.
+TEST_CASE("cli: compare --generated reports every generated prefix against a reference generation") {
+  test::TempDir dir;
+  const std::string model = test::quote(g3n_path("f32"));
+  std::vector<int32_t> all;
+  for (int i = 0; i < 40; i++) all.push_back(1 + (i * 37) % 500);  // 40 > the sliding window of 16
+  const int n_prompt = 9, n_gen = int(all.size()) - n_prompt;
+  // all = prompt (all[0, n_prompt)) + generated ids (all[n_prompt, end))
+  std::string ids, prompt, gen;
+  for (size_t i = 0; i < all.size(); i++) {
+    ids += (i ? "," : "") + std::to_string(all[i]);
+    if (int(i) < n_prompt) prompt += (i ? "," : "") + std::to_string(all[i]);
+    else gen += (int(i) > n_prompt ? "," : "") + std::to_string(all[i]);
+  }
+  auto w = test::run_cli("logits -m " + model + " --ids " + ids + " --all -t 1 --out " + test::quote(dir.file("all.f32")));
+  REQUIRE(w.status == 0);
+  std::vector<uint8_t> bytes;
+  REQUIRE(test::read_file(dir.file("all.f32"), bytes));
+  const size_t row = 512 * 4;
+  REQUIRE(bytes.size() == all.size() * row);
+  // rows n_prompt - 1 .. all.size() - 2: the logits that chose all[n_prompt..]
+  std::vector<uint8_t> ref(bytes.begin() + std::ptrdiff_t((n_prompt - 1) * row), bytes.end() - std::ptrdiff_t(row));
+  REQUIRE(ref.size() == size_t(n_gen) * row);
+  REQUIRE(test::write_file(dir.file("ref.f32"), ref));
+  auto run = [&](const std::string& file) {
+    auto r = test::run_cli("compare -m " + model + " --ids " + prompt + " --generated " + gen + " -t 1 --json --reference " +
+                           test::quote(dir.file(file)));
+    REQUIRE_MESSAGE(r.status == 0, r.out);
+    auto j = json_parse(r.out, "compare");
+    REQUIRE(j);
+    return Json(*j);
+  };
+  auto same = run("ref.f32");
+  CHECK(same["positions"].as_number() == n_gen);
+  CHECK(same["top1_match_all"].as_bool());
+  CHECK(same["first_divergence"].as_number() == -1);
+  CHECK(same["pearson_min"].as_number() > 0.99999);
+  // one step late: every row compared with its neighbour's prefix
+  std::vector<uint8_t> late(ref.begin() + std::ptrdiff_t(row), ref.end());
+  late.insert(late.end(), ref.end() - std::ptrdiff_t(row), ref.end());
+  REQUIRE(test::write_file(dir.file("late.f32"), late));
+  CHECK(run("late.f32")["pearson_min"].as_number() < 0.99);
+  // step 20's top-1 moved to another id in the reference
+  const int k = 20;
+  std::vector<float> rowk(512);
+  std::memcpy(rowk.data(), ref.data() + size_t(k) * row, row);
+  const auto top = std::max_element(rowk.begin(), rowk.end());
+  const size_t other = size_t(top - rowk.begin()) == 0 ? 1 : 0;
+  rowk[other] = *top + 1.0f;
+  std::vector<uint8_t> moved = ref;
+  std::memcpy(moved.data() + size_t(k) * row, rowk.data(), row);
+  REQUIRE(test::write_file(dir.file("moved.f32"), moved));
+  auto m = run("moved.f32");
+  CHECK(!m["top1_match_all"].as_bool());
+  CHECK(m["first_divergence"].as_number() == k);
+  CHECK(m["top1_matches"].as_number() == n_gen - 1);
+  // a reference that is not one row per generated id is refused, naming the counts
+  std::vector<uint8_t> short_ref(ref.begin(), ref.end() - std::ptrdiff_t(row));
+  REQUIRE(test::write_file(dir.file("short.f32"), short_ref));
+  auto bad = test::run_cli("compare -m " + model + " --ids " + prompt + " --generated " + gen + " -t 1 --reference " +
+                           test::quote(dir.file("short.f32")), true);
+  CHECK(bad.status != 0);
+  CHECK_MESSAGE(bad.out.find("is not " + std::to_string(n_gen) + " generated positions of 512 float32 logits") !=
+                    std::string::npos, bad.out);
+}
+
+// The feed-forward length of a per-layer list (the converter writes Gemma 3n's intermediate_size as an
+// array): the summary shows the largest, not 0.
+TEST_CASE("gemma3n: info shows the feed-forward length of the per-layer list") {
+  auto r = test::run_cli("info " + test::quote(g3n_path("q8_0")) + " --json");
+  REQUIRE(r.status == 0);
+  auto j = json_parse(r.out, "info");
+  REQUIRE(j);
+  CHECK((*j)["hparams"]["n_ff"].as_number() == 256);
+}

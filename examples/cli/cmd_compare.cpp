@@ -1,9 +1,15 @@
 // llminfer compare -m MODEL --ids 1,2,3 --reference FILE.f32 [--json]
+// llminfer compare -m MODEL --ids PROMPT --generated 4,5,6 --reference STEPS.f32 [--json]
 // The validation report of a model against reference logits (for example from llama.cpp or from
 // the model's original implementation) for the same ids: top-1 agreement at every position,
 // Pearson correlation of all logits, top-10 overlap, the first position where the top-1 differs, and
 // the largest difference of any logit, absolute and relative to the reference's largest |logit|.
 // FILE.f32 is float32 little-endian [positions][n_vocab]: every position, or the last only.
+// With --generated, the report of a generation: the reference generated those ids after the prompt
+// --ids and STEPS.f32 holds the logits each was chosen from ([n_generated][n_vocab], the llama.cpp
+// oracle's `generate --out`); we evaluate the prompt, then the reference's ids one at a time through
+// the KV cache as generation does, and compare the logits of every generated prefix (position i of
+// the report: the choice of generated id i; the first divergence: where our greedy choice leaves it).
 // (Model::logits and llminfer::compare_logits.)
 #include <cstring>
 #include <filesystem>
@@ -46,10 +52,13 @@ struct InputFile {
 };
 
 const char* kCompareUsage =
-    "usage: llminfer compare -m MODEL --ids 1,2,3 --reference FILE.f32 [--json]\n"
+    "usage: llminfer compare -m MODEL --ids 1,2,3 [--generated 4,5,6] --reference FILE.f32 [--json]\n"
     "  -m, --model MODEL   a .gguf file, a .safetensors file or a model directory\n"
-    "  --ids LIST          the token ids the reference was computed for\n"
-    "  --reference FILE    float32 little-endian [positions][n_vocab], every position or the last one\n"
+    "  --ids LIST          the token ids the reference was computed for (with --generated: the prompt)\n"
+    "  --reference FILE    float32 little-endian [positions][n_vocab], every position or the last one;\n"
+    "                      with --generated, one row per generated id: the logits it was chosen from\n"
+    "  --generated LIST    the ids the reference generated after --ids: compare every generated\n"
+    "                      prefix, evaluated one token at a time as in generation\n"
     "  --json              machine-readable report\n"
     "  --kv-type f16|f32   KV cache element type (default f32: the tightest comparison, as the\n"
     "                      llama.cpp oracle's --precise; f16 is the library's default)\n"
@@ -59,12 +68,26 @@ const char* kCompareUsage =
     "  --max-program-steps N  refuse a definition compiled into more than N steps (default 1000000)\n"
     "  --max-session-mb N  refuse a context whose KV cache and scratch need more than N MiB\n"
     "                      (default: the machine's physical memory)\n";
+// The logits each generated id was chosen from: the prompt as one batch, then the generated ids one
+// at a time (the last one is not evaluated: nothing was chosen after it).
+llminfer::Result<std::vector<float>> generation_logits(const llminfer::Model& model, const std::vector<int32_t>& prompt,
+                                                       const std::vector<int32_t>& gen) {
+  llminfer::Session s = model.session();
+  std::vector<float> out;
+  for (size_t i = 0; i < gen.size(); i++) {
+    auto r = i == 0 ? s.eval(prompt) : s.eval(std::span<const int32_t>(&gen[i - 1], 1));
+    if (!r) return r.error();
+    out.insert(out.end(), s.logits().begin(), s.logits().end());
+  }
+  return out;
+}
+
 }  // namespace
 
 int cmd_compare(int argc, char** argv) {
   cli::Args args(kCompareUsage);
   args.common().option({"-m", "--model"}, true).option({"--ids"}, true).option({"--reference"}, true);
-  args.option({"--json"}, false).option({"--kv-type"}, true);
+  args.option({"--json"}, false).option({"--kv-type"}, true).option({"--generated"}, true);
   if (!args.parse(argc, argv)) return args.exit_code();
   llminfer::LoadOptions lo;
   if (!args.load_options(lo)) return args.exit_code();
@@ -79,6 +102,15 @@ int cmd_compare(int argc, char** argv) {
     args.usage_error(err);
     return args.exit_code();
   }
+  std::vector<int32_t> gen;
+  if (std::string err; args.has("--generated") && !cli::parse_ids(args.get("--generated"), gen, err)) {
+    args.usage_error(err);
+    return args.exit_code();
+  }
+  if (args.has("--generated") && (ids.empty() || gen.empty())) {
+    args.usage_error("--generated needs a prompt (--ids) and at least one generated id");
+    return args.exit_code();
+  }
   std::string ref_path = args.get("--reference");
   InputFile ref;
   std::string err;
@@ -88,13 +120,17 @@ int cmd_compare(int argc, char** argv) {
   const llminfer::ModelInfo info = model->info();
   const int nv = info.n_vocab;
   const uint64_t row_bytes = uint64_t(nv) * 4;
-  const int n = static_cast<int>(ids.size());
+  const int n = static_cast<int>(gen.empty() ? ids.size() : gen.size());
+  if (!gen.empty() && ref.size != uint64_t(n) * row_bytes)
+    return cli::fail(llminfer::Error{llminfer::Errc::bad_format,
+                                     cli::strf("%s: %llu bytes is not %d generated positions of %d float32 logits",
+                                               ref_path.c_str(), static_cast<unsigned long long>(ref.size), n, nv)});
   if (ref.size == 0 || ref.size % row_bytes != 0 || (ref.size / row_bytes != 1 && ref.size / row_bytes != uint64_t(n)))
     return cli::fail(llminfer::Error{llminfer::Errc::bad_format,
                                      cli::strf("%s: %llu bytes is neither 1 nor %d positions of %d float32 logits",
                                                ref_path.c_str(), static_cast<unsigned long long>(ref.size), n, nv)});
   const int rows = static_cast<int>(ref.size / row_bytes);
-  auto logits = model->logits(ids, rows > 1);
+  auto logits = gen.empty() ? model->logits(ids, rows > 1) : generation_logits(*model, ids, gen);
   if (!logits) return cli::fail(logits.error());
   std::vector<float> refv(static_cast<size_t>(rows) * nv);
   if (!ref.read(refv.data(), refv.size() * 4, ref_path, err))
@@ -122,7 +158,8 @@ int cmd_compare(int argc, char** argv) {
         cli::json_number(r.max_abs_diff).c_str(), cli::json_number(r.max_rel_diff).c_str()));
   } else {
     std::printf("model       %s (%s, %s)\n", args.get("--model").c_str(), info.architecture.c_str(), kv.c_str());
-    std::printf("reference   %s (%d position%s x %d)\n", ref_path.c_str(), rows, rows == 1 ? "" : "s", nv);
+    std::printf("reference   %s (%d %sposition%s x %d)\n", ref_path.c_str(), rows, gen.empty() ? "" : "generated ",
+                rows == 1 ? "" : "s", nv);
     std::printf("top-1       %d / %d positions agree%s\n", r.top1_matches, r.positions, r.top1_match_all ? "" : " (MISMATCH)");
     std::printf("pearson     mean %.7f, min %.7f\n", r.pearson_mean, r.pearson_min);
     std::printf("top-10      mean overlap %.2f / 10\n", r.top10_overlap_mean);

@@ -86,6 +86,8 @@ def main():
     seed("logits", ["logits", "-m", "@M", "--ids", "1,403,407", "--all", "--out", "@O", "--json"])
     seed("compare", ["compare", "-m", "@M", "--ids", "1,403", "--reference", "@F", "--json"],
          struct.pack("<512f", *([0.5] * 512)))
+    seed("compare-generated", ["compare", "-m", "@M", "--ids", "1,403", "--generated", "407,261", "--reference", "@F"],
+         struct.pack("<1024f", *([0.25] * 1024)))
     seed("run-prompt", ["run", "-m", "@M", "-p", "Once upon a time", "-n", "4", "--temp", "0"])
     seed("run-json-sampling", ["run", "-m", "@M", "--ids", "1,403", "-n", "4", "--json", "--temp", "0.8", "--top-k",
                                "5", "--top-p", "0.9", "--min-p", "0.1", "--repeat-penalty", "1.1", "--repeat-last-n",
