@@ -19581,25 +19581,17 @@ class KvCache {
 }  // namespace llminfer
 #endif  // !LLMI_KERNEL_PASS
 
-// ---- src/43_forward.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ---- src/43_archdef_compile.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 #if !defined(LLMI_KERNEL_PASS)
-// ==== Forward pass: compile a definition against a model, then run it (Engine / Context) ====
-// Engine::create binds a parsed definition to a model once: params are read from the metadata,
-// `{i}` is expanded for every layer, tensors are found and their shapes and types checked, and
-// the result is a flat list of Steps (prologue, block x n_layer, epilogue) holding tensor
-// pointers. Context::eval runs that list with a switch per step: no strings, no lookups, and no
-// architecture names anywhere.
+// ==== Compiling an architecture definition against a model (ArchCompiler -> Program) ====
+// Engine::create (43_forward) binds a parsed definition to a model once: params are read from the
+// metadata, `{i}` is expanded for every layer, tensors are found and their shapes and types
+// checked, and the result is a flat list of Steps (prologue, block x n_layer, epilogue) holding
+// tensor pointers: the Program that Context::eval runs. A broken definition, a missing tensor, a
+// bad shape or a weight type the kernels cannot compute fails here, not during a forward pass.
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
-
-// Which definition an Engine runs (the status report shows the same for every architecture).
-struct ArchInfo {
-  std::string name;
-  std::string origin;  // "builtin" or the path of the user's .archdef file
-  std::string sha256;  // of the definition text
-  int steps_per_layer = 0;
-};
 
 // RoPE of one (layer, register): rotates pairs (2i, 2i+1) ("pairs", GGUF llama) or (i, i+n/2)
 // ("neox") of the first n_dims elements of every head, angle pos * base^(-2i/n_dims) / factor_i
@@ -19668,19 +19660,6 @@ struct Program {
   int max_round_width = 0;                // widest matmul input that is rounded (Step::round_input)
 };
 
-// Reported to a trace callback after every step (debugging, conformance diffs).
-struct TraceEvent {
-  int step;
-  const char* op;
-  int layer;
-  int line;
-  const std::string& reg;
-  const float* data;  // [rows][width]
-  int rows;
-  int width;
-};
-
-// ---- compiling a definition against a model ----
 // LoadOptions::max_program_steps when 0.
 constexpr uint64_t kDefaultMaxProgramSteps = 1000000;
 
@@ -20758,6 +20737,41 @@ class ArchCompiler {
   uint64_t max_steps_;
   std::string x_tensor_, logits_tensor_;  // the embedding and the output weight (messages)
   std::string rows_tensor_;               // the embedding with the fewest rows (messages)
+};
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
+
+// ---- src/43_forward.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
+// ==== Forward pass: run a compiled definition (Engine / Context) ====
+// Engine::create compiles the model's definition once (ArchCompiler, 43_archdef_compile) into a
+// flat list of Steps holding tensor pointers. Context::eval runs that list with a switch per step:
+// no strings, no lookups, and no architecture names anywhere.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// Which definition an Engine runs (the status report shows the same for every architecture).
+struct ArchInfo {
+  std::string name;
+  std::string origin;  // "builtin" or the path of the user's .archdef file
+  std::string sha256;  // of the definition text
+  int steps_per_layer = 0;
+};
+
+// Reported to a trace callback after every step (debugging, conformance diffs).
+struct TraceEvent {
+  int step;
+  const char* op;
+  int layer;
+  int line;
+  const std::string& reg;
+  const float* data;  // [rows][width]
+  int rows;
+  int width;
 };
 
 class Batcher;  // 45_batch
