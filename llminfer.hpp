@@ -20365,8 +20365,66 @@ class ArchCompiler {
     return {};
   }
 
+  // ---- one statement: its arguments resolved here, the rest by its op's rule ----
+  // A statement being compiled, as its op's rule sees it: `st` has its op, section, layer, line and
+  // first register (a, w_in) set; `t` is its positional tensor (embed: args[0]; norms, matmul,
+  // add_bias, mul_weight: args[1]), nullptr for an op without one; `w_out`, the width of the
+  // target, starts as w_a (the first register's) and is the rule's to change.
+  struct Stmt {
+    const StmtDef& s;
+    int layer;
+    Step& st;
+    const TensorView* t;
+    int w_a;
+    int w_out;
+  };
+  // What a rule decides: emit the step, or leave it out of this layer (a value that turns it off).
+  enum class Emit { step, none };
+  using Rule = Result<Emit> (ArchCompiler::*)(Stmt&);
+
+  // The rule of each op: the checks its arguments need and the Step fields it fills. The
+  // elementwise ops need none; stream_matmul compiles into steps of its own (stream_matmul()).
+  static Rule rule(OpCode op) {
+    switch (op) {
+      case OpCode::embed: return &ArchCompiler::embed_rule;
+      case OpCode::rms_norm:
+      case OpCode::norm_heads: return &ArchCompiler::rms_norm_rule;
+      case OpCode::layer_norm:
+      case OpCode::layer_norm_heads: return &ArchCompiler::layer_norm_rule;
+      case OpCode::matmul: return &ArchCompiler::matmul_rule;
+      case OpCode::add_bias:
+      case OpCode::mul_weight: return &ArchCompiler::row_vector_rule;
+      case OpCode::rope: return &ArchCompiler::rope_rule;
+      case OpCode::attention: return &ArchCompiler::attention_rule;
+      case OpCode::sub:
+      case OpCode::mul:
+      case OpCode::add: return &ArchCompiler::binary_rule;
+      case OpCode::scale:
+      case OpCode::softcap: return &ArchCompiler::scalar_rule;
+      case OpCode::slice: return &ArchCompiler::slice_rule;
+      case OpCode::put: return &ArchCompiler::put_rule;
+      case OpCode::rms_normalize: return &ArchCompiler::rms_normalize_rule;
+      case OpCode::gaussian_topk: return &ArchCompiler::gaussian_topk_rule;
+      case OpCode::streams:
+      case OpCode::match_norm:
+      case OpCode::stream_mean: return &ArchCompiler::streams_rule;
+      case OpCode::stream_mix: return &ArchCompiler::stream_mix_rule;
+      case OpCode::stream_axpy:
+      case OpCode::stream_add: return &ArchCompiler::stream_update_rule;
+      case OpCode::last: return &ArchCompiler::last_rule;
+      case OpCode::silu:
+      case OpCode::gelu:
+      case OpCode::gelu_tanh:
+      case OpCode::relu:
+      case OpCode::copy:
+      case OpCode::stream_matmul: return nullptr;
+    }
+    return nullptr;
+  }
+
+  // Compiles one statement for `layer` (-1: prologue / epilogue) into a step, or into none (a step
+  // skipped in this layer, an optional tensor the model does not have).
   Result<void> stmt(const StmtDef& s, int layer) {
-    const OpSpec& op = *s.op;
     cur_layer_ = layer;
     if (const ArgDef* a = s.kwarg("skip")) {  // left out of the layers where the value is not 0
       auto v = value(a->value, s.line, layer);
@@ -20374,21 +20432,17 @@ class ArchCompiler {
       if (*v != 0) return {};
     }
     Step st;
-    st.op = op.code;
+    st.op = s.op->code;
     st.section = s.section;
     st.layer = layer;
     st.line = s.line;
-    const std::string& tgt = s.target();
-    auto width_of = [&](const std::string& r) { return width_[static_cast<size_t>(reg_id(r))]; };
     int w_a = 0;
     if (!s.args.empty() && s.args[0].kind == 'r') {
       st.a = static_cast<int16_t>(reg_id(s.args[0].word));
       w_a = width_of(s.args[0].word);
     }
     st.w_in = w_a;
-    int w_out = w_a;
-    if (op.code == OpCode::stream_matmul) return stream_matmul(s, st, layer, w_a);  // finds its tensors itself
-    // positional tensor (embed: args[0]; norms, matmul, add_bias: args[1])
+    if (st.op == OpCode::stream_matmul) return stream_matmul(s, st, layer, w_a);  // finds its tensors itself
     const TensorView* t = nullptr;
     for (const auto& a : s.args) {
       if (a.kind != 't') continue;
@@ -20399,329 +20453,388 @@ class ArchCompiler {
         return missing_tensor(a, layer, s.line, tried);
       }
     }
-    switch (op.code) {
-      case OpCode::embed: {
-        if (t->n_dims != 2) return fail(Errc::shape_mismatch, s.line, "embedding '" + t->name + "' is not 2-D: " + t->shape_string());
-        if (auto r = check_computable(*t, s.line); !r) return r;
-        st.w = t;
-        w_out = static_cast<int>(t->ne[0]);
-        if (s.kwarg("beyond")) {  // ids past its rows read row `beyond`: the table sets no id limit
-          auto b = value(s.kwarg("beyond")->value, s.line, layer);
-          if (!b) return b.error();
-          if (!(*b >= 0) || *b >= static_cast<double>(t->ne[1]) || *b != std::floor(*b) || t->ne[1] > INT32_MAX)
-            return fail(Errc::shape_mismatch, s.line, strf("embed: beyond = %g is not a row of '%s' (%lld rows)", *b,
-                                                           t->name.c_str(), static_cast<long long>(t->ne[1])));
-          st.off = static_cast<int>(*b);
-          st.vec_len = static_cast<int>(t->ne[1]);
-        } else if (t->ne[1] < p_.embed_rows) {
-          p_.embed_rows = t->ne[1];
-          rows_tensor_ = t->name;
-        }
-        if (x_tensor_.empty()) x_tensor_ = t->name;
-        break;
-      }
-      case OpCode::rms_norm:
-      case OpCode::norm_heads: {
-        bool heads = op.code == OpCode::norm_heads;
-        auto v = vector_of(*t, s.line, heads ? -1 : w_a, heads ? "head norm" : "norm", false, norm_offset());
-        if (!v) return v.error();
-        if (heads && (t->ne[0] <= 0 || w_a % t->ne[0] != 0))
-          return fail(Errc::shape_mismatch, s.line, strf("head norm '%s' (%lld) does not divide '%s' (%d wide)", t->name.c_str(),
-                                                         static_cast<long long>(t->ne[0]), s.args[0].word.c_str(), w_a));
-        st.vec = *v;
-        st.vec_len = static_cast<int>(t->ne[0]);
-        auto eps = fvalue(s, "eps", m_.hp.rms_eps);
-        if (!eps) return eps.error();
-        st.f = *eps;
-        if (!(st.f >= 0)) return fail(Errc::bad_format, s.line, "eps is negative");
-        break;
-      }
-      case OpCode::matmul: {
-        if (t->n_dims < 1 || t->ne[2] != 1 || t->ne[3] != 1 || t->n_dims > 2)
-          return fail(Errc::shape_mismatch, s.line, "matmul weight '" + t->name + "' is not a matrix: " + t->shape_string());
-        if (t->ne[0] != w_a)
-          return fail(Errc::shape_mismatch, s.line, strf("matmul: '%s' rows have %lld elements but '%s' is %d wide",
-                                                         t->name.c_str(), static_cast<long long>(t->ne[0]), s.args[0].word.c_str(), w_a));
-        if (t->ne[1] > (1 << 28)) return fail(Errc::shape_mismatch, s.line, "matmul weight '" + t->name + "' has too many rows");
-        if (auto r = check_computable(*t, s.line); !r) return r;
-        st.w = t;
-        w_out = static_cast<int>(t->ne[1]);
-        if (tgt == "logits") logits_tensor_ = t->name;
-        st.round_input = round_input(*t, w_a);
-        break;
-      }
-      case OpCode::layer_norm:
-      case OpCode::layer_norm_heads: {
-        const bool heads = op.code == OpCode::layer_norm_heads;
-        const int seg = heads ? static_cast<int>(m_.hp.head_dim) : w_a;
-        if (seg <= 0 || w_a % seg != 0)
-          return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not a whole number of heads of head_dim %d",
-                                                         op.name, s.args[0].word.c_str(), w_a, seg));
-        // the weight: one for the row (layer_norm), one shared by every head or one per head (heads)
-        const int64_t nw = t->nelements();
-        if (nw != w_a && nw != seg)
-          return fail(Errc::shape_mismatch, s.line,
-                      heads ? strf("%s: weight '%s' has %lld elements: expected head_dim (%d, shared by every head) or "
-                                   "the width of '%s' (%d, one weight per head)", op.name, t->name.c_str(),
-                                   static_cast<long long>(nw), seg, s.args[0].word.c_str(), w_a)
-                            : strf("%s: weight '%s' has %lld elements but '%s' is %d wide", op.name, t->name.c_str(),
-                                   static_cast<long long>(nw), s.args[0].word.c_str(), w_a));
-        auto v = vector_of(*t, s.line, nw, "norm", true, norm_offset());
-        if (!v) return v.error();
-        st.vec = *v;
-        st.vec_len = static_cast<int>(nw);
-        st.off = seg;
-        if (const ArgDef* b = s.kwarg("bias")) {
-          std::string tried;
-          const TensorView* bt = find_tensor(*b, layer, tried);
-          if (!bt && !b->optional) return missing_tensor(*b, layer, s.line, tried);
-          if (bt) {
-            if (bt->nelements() != nw)
-              return fail(Errc::shape_mismatch, s.line,
-                          strf("%s: bias '%s' has %lld elements, the weight '%s' %lld", op.name, bt->name.c_str(),
-                               static_cast<long long>(bt->nelements()), t->name.c_str(), static_cast<long long>(nw)));
-            auto bv = vector_of(*bt, s.line, nw, "bias", true);
-            if (!bv) return bv.error();
-            st.vec2 = *bv;
-          }
-        }
-        auto eps = fvalue(s, "eps", *builtin_value("norm_eps"));
-        if (!eps) return eps.error();
-        st.f = *eps;
-        if (!(st.f >= 0)) return fail(Errc::bad_format, s.line, "eps is negative");
-        break;
-      }
-      case OpCode::slice: {
-        auto a0 = value(s.args[1].value, s.line, layer);
-        if (!a0) return a0.error();
-        auto a1 = value(s.args[2].value, s.line, layer);
-        if (!a1) return a1.error();
-        const double start = *a0, width = *a1;
-        if (start < 0 || width < 1 || start != std::floor(start) || width != std::floor(width) || start + width > w_a)
-          return fail(Errc::shape_mismatch, s.line, strf("slice: columns %g to %g (start %g, width %g) are not within '%s' "
-                                                         "(%d wide)", start, start + width - 1, start, width,
-                                                         s.args[0].word.c_str(), w_a));
-        st.off = static_cast<int>(start);
-        w_out = static_cast<int>(width);
-        break;
-      }
-      case OpCode::add_bias: {
-        auto v = vector_of(*t, s.line, w_a, "bias");
-        if (!v) return v.error();
-        st.vec = *v;
-        st.vec_len = w_a;
-        break;
-      }
-      case OpCode::rope: {
-        auto r = rope_spec(s, layer, w_a);
-        if (!r) return r.error();
-        st.idx = *r;
-        break;
-      }
-      case OpCode::attention: {
-        const HParams& hp = m_.hp;
-        AttnSpec at;
-        at.hd_k = static_cast<int>(hp.head_dim);
-        at.hd_v = static_cast<int>(hp.head_dim_v);
-        int wk = width_of(s.args[1].word), wv = width_of(s.args[2].word);
-        if (at.hd_k <= 0 || at.hd_v <= 0 || w_a % at.hd_k || wk % at.hd_k || wv % at.hd_v)
-          return fail(Errc::shape_mismatch, s.line, strf("attention: q (%d), k (%d), v (%d) are not whole heads of %d / %d", w_a, wk, wv, at.hd_k, at.hd_v));
-        at.n_head = w_a / at.hd_k;
-        at.n_kv = wk / at.hd_k;
-        if (at.n_kv <= 0 || at.n_head % at.n_kv != 0 || wv / at.hd_v != at.n_kv)
-          return fail(Errc::shape_mismatch, s.line, strf("attention: %d query heads, %d key heads and %d value heads do not group",
-                                                         at.n_head, at.n_kv, wv / at.hd_v));
-        for (auto [key, have, declared] : {std::tuple<const char*, int, int64_t>{"attention.head_count", at.n_head, hp.n_head},
-                                           {"attention.head_count_kv", at.n_kv, hp.n_head_kv}}) {
-          const MetaValue* mv = m_.find_meta(m_.arch + "." + key);
-          if (!mv || mv->kind == MetaValue::Kind::string || declared <= 0 || have == declared) continue;
-          return fail(Errc::shape_mismatch, s.line,
-                      strf("%s.%s is %lld but attention gets %d heads of %d from '%s' (%d wide) and '%s' (%d wide) in "
-                           "layer %d: the metadata contradicts the tensors",
-                           m_.arch.c_str(), key, static_cast<long long>(declared), have, at.hd_k, s.args[0].word.c_str(),
-                           w_a, s.args[1].word.c_str(), wk, layer));
-        }
-        at.window = sliding(layer) ? window_[static_cast<size_t>(layer)] : 0;
-        auto sc = fvalue(s, "scale", 1.0 / std::sqrt(static_cast<float>(at.hd_k)));
-        if (!sc) return sc.error();
-        // llama.cpp computes the default as 1.0f/sqrtf(float(head_dim))
-        at.scale = s.kwarg("scale") ? *sc : 1.0f / std::sqrt(static_cast<float>(at.hd_k));
-        auto cap = fvalue(s, "softcap", 0);
-        if (!cap) return cap.error();
-        at.softcap = *cap;
-        if (at.softcap < 0) return fail(Errc::bad_format, s.line, "softcap is negative");
-        if (const int src = kv_src_[static_cast<size_t>(layer)]; src >= 0) {  // reads an earlier layer's cache
-          at.kv_layer = layer_kv_[static_cast<size_t>(src)];
-          at.shared = true;
-          const KvLayerSpec& ks = p_.kv[static_cast<size_t>(at.kv_layer)];
-          if (ks.n_kv != at.n_kv || ks.hd_k != at.hd_k || ks.hd_v != at.hd_v)
-            return fail(Errc::shape_mismatch, s.line,
-                        strf("layer %d reads the cache of layer %d, whose heads differ (%d of %d/%d there, %d of %d/%d here)",
-                             layer, src, ks.n_kv, ks.hd_k, ks.hd_v, at.n_kv, at.hd_k, at.hd_v));
-          st.idx = static_cast<int>(p_.attns.size());
-          p_.attns.push_back(at);
-          w_out = at.n_head * at.hd_v;
-          break;
-        }
-        at.kv_layer = static_cast<int>(p_.kv.size());
-        layer_kv_[static_cast<size_t>(layer)] = at.kv_layer;
-        KvLayerSpec kv;
-        kv.n_kv = at.n_kv;
-        kv.hd_k = at.hd_k;
-        kv.hd_v = at.hd_v;
-        kv.window = at.window;
-        // the rope last applied to the key register in this layer (to re-rotate cached keys)
-        int kreg = reg_id(s.args[1].word);
-        for (auto it = p_.steps.rbegin(); it != p_.steps.rend() && it->layer == layer; ++it)
-          if (it->op == OpCode::rope && it->dst == kreg) {
-            kv.k_rope = it->idx;
-            break;
-          }
-        p_.kv.push_back(kv);
-        st.b = static_cast<int16_t>(kreg);
-        st.c = static_cast<int16_t>(reg_id(s.args[2].word));
-        st.idx = static_cast<int>(p_.attns.size());
-        p_.attns.push_back(at);
-        w_out = at.n_head * at.hd_v;
-        break;
-      }
-      case OpCode::mul_weight: {
-        auto v = vector_of(*t, s.line, w_a, "weight");
-        if (!v) return v.error();
-        st.vec = *v;
-        st.vec_len = w_a;
-        break;
-      }
-      case OpCode::rms_normalize: {
-        double size = w_a;
-        if (const ArgDef* a = s.kwarg("size")) {
-          auto v = value(a->value, s.line, layer);
-          if (!v) return v.error();
-          size = *v;
-        }
-        if (!(size >= 1) || size != std::floor(size) || w_a % static_cast<int>(std::min<double>(size, 1 << 30)) != 0)
-          return fail(Errc::shape_mismatch, s.line, strf("rms_normalize: groups of %g do not divide '%s' (%d wide)", size,
-                                                         s.args[0].word.c_str(), w_a));
-        st.streams = static_cast<int>(size);
-        auto eps = fvalue(s, "eps", m_.hp.rms_eps);
-        if (!eps) return eps.error();
-        st.f = *eps;
-        if (!(st.f >= 0)) return fail(Errc::bad_format, s.line, "eps is negative");
-        break;
-      }
-      case OpCode::gaussian_topk: {
-        auto v = value(s.args[1].value, s.line, layer);
-        if (!v) return v.error();
-        if (!std::isfinite(*v)) return {};  // no sparsity in this layer (a probability of 0: -inf deviations)
-        st.f = static_cast<float>(*v);
-        if (!std::isfinite(st.f)) return fail(Errc::bad_format, s.line, strf("gaussian_topk: %g does not fit a float", *v));
-        if (w_a < 2) return fail(Errc::shape_mismatch, s.line, "gaussian_topk needs at least 2 values (a standard deviation)");
-        break;
-      }
-      case OpCode::put: {
-        const int w_b = width_of(s.args[1].word);
-        auto v = value(s.args[2].value, s.line, layer);
-        if (!v) return v.error();
-        if (!(*v >= 0) || *v != std::floor(*v) || *v + w_b > w_a)
-          return fail(Errc::shape_mismatch, s.line, strf("put: '%s' (%d wide) at column %g does not fit in '%s' (%d wide)",
-                                                         s.args[1].word.c_str(), w_b, *v, s.args[0].word.c_str(), w_a));
-        st.b = static_cast<int16_t>(reg_id(s.args[1].word));
-        st.off = static_cast<int>(*v);
-        st.vec_len = w_b;
-        break;
-      }
-      case OpCode::streams:
-      case OpCode::match_norm:
-      case OpCode::stream_mean: {
-        auto n = stream_count(s, s.args[1], w_a);
-        if (!n) return n.error();
-        st.streams = *n;
-        if (op.code == OpCode::streams && int64_t(w_a) * *n > (1 << 28))
-          return fail(Errc::shape_mismatch, s.line, strf("streams: %d streams of '%s' (%d wide) are too wide", *n,
-                                                         s.args[0].word.c_str(), w_a));
-        if (op.code == OpCode::streams) w_out = w_a * *n;
-        if (op.code == OpCode::stream_mean) w_out = w_a / *n;
-        break;
-      }
-      case OpCode::stream_mix: {
-        const int w_c = width_of(s.args[1].word);
-        const int n = static_cast<int>(std::lround(std::sqrt(double(w_c))));
-        if (n < 1 || n > 256 || n * n != w_c || w_a % n != 0)
-          return fail(Errc::shape_mismatch, s.line,
-                      strf("stream_mix: '%s' has %d coefficients, which is not S x S for a count S of streams of '%s' "
-                           "(%d wide)", s.args[1].word.c_str(), w_c, s.args[0].word.c_str(), w_a));
-        st.b = static_cast<int16_t>(reg_id(s.args[1].word));
-        st.streams = n;
-        break;
-      }
-      case OpCode::stream_axpy:
-      case OpCode::stream_add: {
-        const int w_v = width_of(s.args[1].word);
-        if (w_v <= 0 || w_a % w_v != 0 || w_a / w_v > 256)
-          return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not one stream of '%s' (%d wide)", op.name,
-                                                         s.args[1].word.c_str(), w_v, s.args[0].word.c_str(), w_a));
-        const int n = w_a / w_v;
-        st.b = static_cast<int16_t>(reg_id(s.args[1].word));
-        st.streams = n;
-        if (op.code == OpCode::stream_axpy) {
-          const int w_g = width_of(s.args[2].word);
-          if (w_g != n)
-            return fail(Errc::shape_mismatch, s.line, strf("stream_axpy: '%s' holds %d gains for %d streams",
-                                                           s.args[2].word.c_str(), w_g, n));
-          st.c = static_cast<int16_t>(reg_id(s.args[2].word));
-        } else {
-          double from = 0;
-          if (const ArgDef* a = s.kwarg("from")) {
-            auto v = value(a->value, s.line, layer);
-            if (!v) return v.error();
-            from = *v;
-          }
-          if (!(from >= 0) || from > n || from != std::floor(from))
-            return fail(Errc::bad_format, s.line, strf("stream_add: from = %g is not a stream (0 to %d)", from, n));
-          st.from = static_cast<int>(from);
-        }
-        break;
-      }
-      case OpCode::sub:
-      case OpCode::mul:
-      case OpCode::add: {
-        int w_b = width_of(s.args[1].word);
-        if (w_b != w_a)
-          return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' is %d wide but '%s' is %d wide", op.name, s.args[0].word.c_str(), w_a,
-                                                         s.args[1].word.c_str(), w_b));
-        st.b = static_cast<int16_t>(reg_id(s.args[1].word));
-        break;
-      }
-      case OpCode::scale:
-      case OpCode::softcap: {
-        auto v = value(s.args[1].value, s.line, layer);
-        if (!v) return v.error();
-        st.f = static_cast<float>(*v);
-        if (!std::isfinite(st.f)) return fail(Errc::bad_format, s.line, strf("%s: %g does not fit a float", op.name, *v));
-        if (op.code == OpCode::scale) {
-          auto b = fvalue(s, "bias", 0);
-          if (!b) return b.error();
-          st.f2 = *b;
-        }
-        if (op.code == OpCode::softcap) {
-          if (st.f < 0) return fail(Errc::bad_format, s.line, "softcap is negative");
-          if (st.f == 0) return {};  // no soft-capping for this model
-        }
-        break;
-      }
-      case OpCode::last:
-        p_.has_last = true;
-        break;
-      default:
-        break;
+    Stmt in{s, layer, st, t, w_a, w_a};
+    if (const Rule r = rule(st.op)) {
+      auto e = (this->*r)(in);
+      if (!e) return e.error();
+      if (*e == Emit::none) return {};
     }
+    const std::string& tgt = s.target();
     int d = reg_id(tgt);
     st.dst = static_cast<int16_t>(d);
-    st.w_out = w_out;
-    if (w_out <= 0) return fail(Errc::shape_mismatch, s.line, "'" + tgt + "' would have no elements");
-    set_width(d, w_out);
+    st.w_out = in.w_out;
+    if (in.w_out <= 0) return fail(Errc::shape_mismatch, s.line, "'" + tgt + "' would have no elements");
+    set_width(d, in.w_out);
     p_.steps.push_back(st);
     return {};
+  }
+
+  int width_of(const std::string& reg) { return width_[static_cast<size_t>(reg_id(reg))]; }
+
+  // eps = (default dflt): a norm's epsilon, not negative.
+  Result<void> set_eps(Stmt& c, double dflt) {
+    auto eps = fvalue(c.s, "eps", dflt);
+    if (!eps) return eps.error();
+    c.st.f = *eps;
+    if (!(c.st.f >= 0)) return fail(Errc::bad_format, c.s.line, "eps is negative");
+    return {};
+  }
+
+  // embed(TABLE [, beyond = ROW]): a row of the table per token id.
+  Result<Emit> embed_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    const TensorView* t = c.t;
+    if (t->n_dims != 2) return fail(Errc::shape_mismatch, s.line, "embedding '" + t->name + "' is not 2-D: " + t->shape_string());
+    if (auto r = check_computable(*t, s.line); !r) return r.error();
+    c.st.w = t;
+    c.w_out = static_cast<int>(t->ne[0]);
+    if (s.kwarg("beyond")) {  // ids past its rows read row `beyond`: the table sets no id limit
+      auto b = value(s.kwarg("beyond")->value, s.line, c.layer);
+      if (!b) return b.error();
+      if (!(*b >= 0) || *b >= static_cast<double>(t->ne[1]) || *b != std::floor(*b) || t->ne[1] > INT32_MAX)
+        return fail(Errc::shape_mismatch, s.line, strf("embed: beyond = %g is not a row of '%s' (%lld rows)", *b,
+                                                       t->name.c_str(), static_cast<long long>(t->ne[1])));
+      c.st.off = static_cast<int>(*b);
+      c.st.vec_len = static_cast<int>(t->ne[1]);
+    } else if (t->ne[1] < p_.embed_rows) {
+      p_.embed_rows = t->ne[1];
+      rows_tensor_ = t->name;
+    }
+    if (x_tensor_.empty()) x_tensor_ = t->name;
+    return Emit::step;
+  }
+
+  // rms_norm(X, W) over the row; norm_heads(X, W) over each head (W: one head's weights).
+  Result<Emit> rms_norm_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    const TensorView* t = c.t;
+    const bool heads = c.st.op == OpCode::norm_heads;
+    auto v = vector_of(*t, s.line, heads ? -1 : c.w_a, heads ? "head norm" : "norm", false, norm_offset());
+    if (!v) return v.error();
+    if (heads && (t->ne[0] <= 0 || c.w_a % t->ne[0] != 0))
+      return fail(Errc::shape_mismatch, s.line, strf("head norm '%s' (%lld) does not divide '%s' (%d wide)", t->name.c_str(),
+                                                     static_cast<long long>(t->ne[0]), s.args[0].word.c_str(), c.w_a));
+    c.st.vec = *v;
+    c.st.vec_len = static_cast<int>(t->ne[0]);
+    if (auto r = set_eps(c, m_.hp.rms_eps); !r) return r.error();
+    return Emit::step;
+  }
+
+  // layer_norm(X, W [, bias = B]) over the row; layer_norm_heads over each head of head_dim, with
+  // a weight shared by every head or one per head.
+  Result<Emit> layer_norm_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    const TensorView* t = c.t;
+    const char* name = s.op->name;
+    const int w_a = c.w_a;
+    const bool heads = c.st.op == OpCode::layer_norm_heads;
+    const int seg = heads ? static_cast<int>(m_.hp.head_dim) : w_a;
+    if (seg <= 0 || w_a % seg != 0)
+      return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not a whole number of heads of head_dim %d",
+                                                     name, s.args[0].word.c_str(), w_a, seg));
+    // the weight: one for the row (layer_norm), one shared by every head or one per head (heads)
+    const int64_t nw = t->nelements();
+    if (nw != w_a && nw != seg)
+      return fail(Errc::shape_mismatch, s.line,
+                  heads ? strf("%s: weight '%s' has %lld elements: expected head_dim (%d, shared by every head) or "
+                               "the width of '%s' (%d, one weight per head)", name, t->name.c_str(),
+                               static_cast<long long>(nw), seg, s.args[0].word.c_str(), w_a)
+                        : strf("%s: weight '%s' has %lld elements but '%s' is %d wide", name, t->name.c_str(),
+                               static_cast<long long>(nw), s.args[0].word.c_str(), w_a));
+    auto v = vector_of(*t, s.line, nw, "norm", true, norm_offset());
+    if (!v) return v.error();
+    c.st.vec = *v;
+    c.st.vec_len = static_cast<int>(nw);
+    c.st.off = seg;
+    if (const ArgDef* b = s.kwarg("bias")) {
+      std::string tried;
+      const TensorView* bt = find_tensor(*b, c.layer, tried);
+      if (!bt && !b->optional) return missing_tensor(*b, c.layer, s.line, tried);
+      if (bt) {
+        if (bt->nelements() != nw)
+          return fail(Errc::shape_mismatch, s.line,
+                      strf("%s: bias '%s' has %lld elements, the weight '%s' %lld", name, bt->name.c_str(),
+                           static_cast<long long>(bt->nelements()), t->name.c_str(), static_cast<long long>(nw)));
+        auto bv = vector_of(*bt, s.line, nw, "bias", true);
+        if (!bv) return bv.error();
+        c.st.vec2 = *bv;
+      }
+    }
+    if (auto r = set_eps(c, *builtin_value("norm_eps")); !r) return r.error();
+    return Emit::step;
+  }
+
+  // matmul(X, W): W is [w_a, rows], a row of X times each of its rows.
+  Result<Emit> matmul_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    const TensorView* t = c.t;
+    if (t->n_dims < 1 || t->ne[2] != 1 || t->ne[3] != 1 || t->n_dims > 2)
+      return fail(Errc::shape_mismatch, s.line, "matmul weight '" + t->name + "' is not a matrix: " + t->shape_string());
+    if (t->ne[0] != c.w_a)
+      return fail(Errc::shape_mismatch, s.line, strf("matmul: '%s' rows have %lld elements but '%s' is %d wide",
+                                                     t->name.c_str(), static_cast<long long>(t->ne[0]),
+                                                     s.args[0].word.c_str(), c.w_a));
+    if (t->ne[1] > (1 << 28)) return fail(Errc::shape_mismatch, s.line, "matmul weight '" + t->name + "' has too many rows");
+    if (auto r = check_computable(*t, s.line); !r) return r.error();
+    c.st.w = t;
+    c.w_out = static_cast<int>(t->ne[1]);
+    if (s.target() == "logits") logits_tensor_ = t->name;
+    c.st.round_input = round_input(*t, c.w_a);
+    return Emit::step;
+  }
+
+  // add_bias(X, B) / mul_weight(X, W): a vector as wide as X.
+  Result<Emit> row_vector_rule(Stmt& c) {
+    auto v = vector_of(*c.t, c.s.line, c.w_a, c.st.op == OpCode::add_bias ? "bias" : "weight");
+    if (!v) return v.error();
+    c.st.vec = *v;
+    c.st.vec_len = c.w_a;
+    return Emit::step;
+  }
+
+  Result<Emit> rope_rule(Stmt& c) {
+    auto r = rope_spec(c.s, c.layer, c.w_a);
+    if (!r) return r.error();
+    c.st.idx = *r;
+    return Emit::step;
+  }
+
+  // The heads, window, scale and soft-cap of attention(q, k, v) in a layer.
+  Result<AttnSpec> attention_spec(const Stmt& c, int wk, int wv) {
+    const StmtDef& s = c.s;
+    const HParams& hp = m_.hp;
+    const int w_a = c.w_a, layer = c.layer;
+    AttnSpec at;
+    at.hd_k = static_cast<int>(hp.head_dim);
+    at.hd_v = static_cast<int>(hp.head_dim_v);
+    if (at.hd_k <= 0 || at.hd_v <= 0 || w_a % at.hd_k || wk % at.hd_k || wv % at.hd_v)
+      return fail(Errc::shape_mismatch, s.line, strf("attention: q (%d), k (%d), v (%d) are not whole heads of %d / %d", w_a, wk, wv, at.hd_k, at.hd_v));
+    at.n_head = w_a / at.hd_k;
+    at.n_kv = wk / at.hd_k;
+    if (at.n_kv <= 0 || at.n_head % at.n_kv != 0 || wv / at.hd_v != at.n_kv)
+      return fail(Errc::shape_mismatch, s.line, strf("attention: %d query heads, %d key heads and %d value heads do not group",
+                                                     at.n_head, at.n_kv, wv / at.hd_v));
+    for (auto [key, have, declared] : {std::tuple<const char*, int, int64_t>{"attention.head_count", at.n_head, hp.n_head},
+                                       {"attention.head_count_kv", at.n_kv, hp.n_head_kv}}) {
+      const MetaValue* mv = m_.find_meta(m_.arch + "." + key);
+      if (!mv || mv->kind == MetaValue::Kind::string || declared <= 0 || have == declared) continue;
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("%s.%s is %lld but attention gets %d heads of %d from '%s' (%d wide) and '%s' (%d wide) in "
+                       "layer %d: the metadata contradicts the tensors",
+                       m_.arch.c_str(), key, static_cast<long long>(declared), have, at.hd_k, s.args[0].word.c_str(),
+                       w_a, s.args[1].word.c_str(), wk, layer));
+    }
+    at.window = sliding(layer) ? window_[static_cast<size_t>(layer)] : 0;
+    auto sc = fvalue(s, "scale", 1.0 / std::sqrt(static_cast<float>(at.hd_k)));
+    if (!sc) return sc.error();
+    // llama.cpp computes the default as 1.0f/sqrtf(float(head_dim))
+    at.scale = s.kwarg("scale") ? *sc : 1.0f / std::sqrt(static_cast<float>(at.hd_k));
+    auto cap = fvalue(s, "softcap", 0);
+    if (!cap) return cap.error();
+    at.softcap = *cap;
+    if (at.softcap < 0) return fail(Errc::bad_format, s.line, "softcap is negative");
+    return at;
+  }
+
+  // attention(q, k, v): writes this layer's cache (a new entry of Program::kv) and reads it, or
+  // reads the cache of an earlier layer (reuse_kv_from, plan_kv_reuse()).
+  Result<Emit> attention_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    const int layer = c.layer;
+    const int wk = width_of(s.args[1].word), wv = width_of(s.args[2].word);
+    auto spec = attention_spec(c, wk, wv);
+    if (!spec) return spec.error();
+    AttnSpec& at = *spec;
+    c.w_out = at.n_head * at.hd_v;
+    if (const int src = kv_src_[static_cast<size_t>(layer)]; src >= 0) {  // reads an earlier layer's cache
+      at.kv_layer = layer_kv_[static_cast<size_t>(src)];
+      at.shared = true;
+      const KvLayerSpec& ks = p_.kv[static_cast<size_t>(at.kv_layer)];
+      if (ks.n_kv != at.n_kv || ks.hd_k != at.hd_k || ks.hd_v != at.hd_v)
+        return fail(Errc::shape_mismatch, s.line,
+                    strf("layer %d reads the cache of layer %d, whose heads differ (%d of %d/%d there, %d of %d/%d here)",
+                         layer, src, ks.n_kv, ks.hd_k, ks.hd_v, at.n_kv, at.hd_k, at.hd_v));
+      c.st.idx = static_cast<int>(p_.attns.size());
+      p_.attns.push_back(at);
+      return Emit::step;
+    }
+    at.kv_layer = static_cast<int>(p_.kv.size());
+    layer_kv_[static_cast<size_t>(layer)] = at.kv_layer;
+    KvLayerSpec kv;
+    kv.n_kv = at.n_kv;
+    kv.hd_k = at.hd_k;
+    kv.hd_v = at.hd_v;
+    kv.window = at.window;
+    // the rope last applied to the key register in this layer (to re-rotate cached keys)
+    int kreg = reg_id(s.args[1].word);
+    for (auto it = p_.steps.rbegin(); it != p_.steps.rend() && it->layer == layer; ++it)
+      if (it->op == OpCode::rope && it->dst == kreg) {
+        kv.k_rope = it->idx;
+        break;
+      }
+    p_.kv.push_back(kv);
+    c.st.b = static_cast<int16_t>(kreg);
+    c.st.c = static_cast<int16_t>(reg_id(s.args[2].word));
+    c.st.idx = static_cast<int>(p_.attns.size());
+    p_.attns.push_back(at);
+    return Emit::step;
+  }
+
+  // sub / mul / add(A, B): elementwise, A and B as wide.
+  Result<Emit> binary_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    const int w_b = width_of(s.args[1].word);
+    if (w_b != c.w_a)
+      return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' is %d wide but '%s' is %d wide", s.op->name,
+                                                     s.args[0].word.c_str(), c.w_a, s.args[1].word.c_str(), w_b));
+    c.st.b = static_cast<int16_t>(reg_id(s.args[1].word));
+    return Emit::step;
+  }
+
+  // scale(X, F [, bias = B]) / softcap(X, C): a float of the definition (softcap 0: no step).
+  Result<Emit> scalar_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    auto v = value(s.args[1].value, s.line, c.layer);
+    if (!v) return v.error();
+    c.st.f = static_cast<float>(*v);
+    if (!std::isfinite(c.st.f)) return fail(Errc::bad_format, s.line, strf("%s: %g does not fit a float", s.op->name, *v));
+    if (c.st.op == OpCode::scale) {
+      auto b = fvalue(s, "bias", 0);
+      if (!b) return b.error();
+      c.st.f2 = *b;
+    }
+    if (c.st.op == OpCode::softcap) {
+      if (c.st.f < 0) return fail(Errc::bad_format, s.line, "softcap is negative");
+      if (c.st.f == 0) return Emit::none;  // no soft-capping for this model
+    }
+    return Emit::step;
+  }
+
+  // slice(X, START, WIDTH): columns of X.
+  Result<Emit> slice_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    auto a0 = value(s.args[1].value, s.line, c.layer);
+    if (!a0) return a0.error();
+    auto a1 = value(s.args[2].value, s.line, c.layer);
+    if (!a1) return a1.error();
+    const double start = *a0, width = *a1;
+    if (start < 0 || width < 1 || start != std::floor(start) || width != std::floor(width) || start + width > c.w_a)
+      return fail(Errc::shape_mismatch, s.line, strf("slice: columns %g to %g (start %g, width %g) are not within '%s' "
+                                                     "(%d wide)", start, start + width - 1, start, width,
+                                                     s.args[0].word.c_str(), c.w_a));
+    c.st.off = static_cast<int>(start);
+    c.w_out = static_cast<int>(width);
+    return Emit::step;
+  }
+
+  // put(X, Y, COL): Y into the columns of X from COL.
+  Result<Emit> put_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    const int w_b = width_of(s.args[1].word);
+    auto v = value(s.args[2].value, s.line, c.layer);
+    if (!v) return v.error();
+    if (!(*v >= 0) || *v != std::floor(*v) || *v + w_b > c.w_a)
+      return fail(Errc::shape_mismatch, s.line, strf("put: '%s' (%d wide) at column %g does not fit in '%s' (%d wide)",
+                                                     s.args[1].word.c_str(), w_b, *v, s.args[0].word.c_str(), c.w_a));
+    c.st.b = static_cast<int16_t>(reg_id(s.args[1].word));
+    c.st.off = static_cast<int>(*v);
+    c.st.vec_len = w_b;
+    return Emit::step;
+  }
+
+  // rms_normalize(X [, size = N]): RMS-normalizes each group of N (default: the row), no weight.
+  Result<Emit> rms_normalize_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    double size = c.w_a;
+    if (const ArgDef* a = s.kwarg("size")) {
+      auto v = value(a->value, s.line, c.layer);
+      if (!v) return v.error();
+      size = *v;
+    }
+    if (!(size >= 1) || size != std::floor(size) || c.w_a % static_cast<int>(std::min<double>(size, 1 << 30)) != 0)
+      return fail(Errc::shape_mismatch, s.line, strf("rms_normalize: groups of %g do not divide '%s' (%d wide)", size,
+                                                     s.args[0].word.c_str(), c.w_a));
+    c.st.streams = static_cast<int>(size);
+    if (auto r = set_eps(c, m_.hp.rms_eps); !r) return r.error();
+    return Emit::step;
+  }
+
+  // gaussian_topk(X, Z): keeps what lies Z standard deviations above the mean (Z = -inf: no step).
+  Result<Emit> gaussian_topk_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    auto v = value(s.args[1].value, s.line, c.layer);
+    if (!v) return v.error();
+    if (!std::isfinite(*v)) return Emit::none;  // no sparsity in this layer (a probability of 0: -inf deviations)
+    c.st.f = static_cast<float>(*v);
+    if (!std::isfinite(c.st.f)) return fail(Errc::bad_format, s.line, strf("gaussian_topk: %g does not fit a float", *v));
+    if (c.w_a < 2) return fail(Errc::shape_mismatch, s.line, "gaussian_topk needs at least 2 values (a standard deviation)");
+    return Emit::step;
+  }
+
+  // streams(X, N): N copies of X; match_norm(X, N): the streams scaled to the first's norm;
+  // stream_mean(X, N): their mean.
+  Result<Emit> streams_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    auto n = stream_count(s, s.args[1], c.w_a);
+    if (!n) return n.error();
+    c.st.streams = *n;
+    if (c.st.op == OpCode::streams && int64_t(c.w_a) * *n > (1 << 28))
+      return fail(Errc::shape_mismatch, s.line, strf("streams: %d streams of '%s' (%d wide) are too wide", *n,
+                                                     s.args[0].word.c_str(), c.w_a));
+    if (c.st.op == OpCode::streams) c.w_out = c.w_a * *n;
+    if (c.st.op == OpCode::stream_mean) c.w_out = c.w_a / *n;
+    return Emit::step;
+  }
+
+  // stream_mix(X, C): the streams of X mixed by the S x S coefficients C.
+  Result<Emit> stream_mix_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    const int w_c = width_of(s.args[1].word);
+    const int n = static_cast<int>(std::lround(std::sqrt(double(w_c))));
+    if (n < 1 || n > 256 || n * n != w_c || c.w_a % n != 0)
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("stream_mix: '%s' has %d coefficients, which is not S x S for a count S of streams of '%s' "
+                       "(%d wide)", s.args[1].word.c_str(), w_c, s.args[0].word.c_str(), c.w_a));
+    c.st.b = static_cast<int16_t>(reg_id(s.args[1].word));
+    c.st.streams = n;
+    return Emit::step;
+  }
+
+  // stream_axpy(X, V, G): every stream of X gets its gain in G times V; stream_add(X, V [, from =
+  // F]): the streams from F get V.
+  Result<Emit> stream_update_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    const int w_a = c.w_a, w_v = width_of(s.args[1].word);
+    if (w_v <= 0 || w_a % w_v != 0 || w_a / w_v > 256)
+      return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not one stream of '%s' (%d wide)", s.op->name,
+                                                     s.args[1].word.c_str(), w_v, s.args[0].word.c_str(), w_a));
+    const int n = w_a / w_v;
+    c.st.b = static_cast<int16_t>(reg_id(s.args[1].word));
+    c.st.streams = n;
+    if (c.st.op == OpCode::stream_axpy) {
+      const int w_g = width_of(s.args[2].word);
+      if (w_g != n)
+        return fail(Errc::shape_mismatch, s.line, strf("stream_axpy: '%s' holds %d gains for %d streams",
+                                                       s.args[2].word.c_str(), w_g, n));
+      c.st.c = static_cast<int16_t>(reg_id(s.args[2].word));
+      return Emit::step;
+    }
+    double from = 0;
+    if (const ArgDef* a = s.kwarg("from")) {
+      auto v = value(a->value, s.line, c.layer);
+      if (!v) return v.error();
+      from = *v;
+    }
+    if (!(from >= 0) || from > n || from != std::floor(from))
+      return fail(Errc::bad_format, s.line, strf("stream_add: from = %g is not a stream (0 to %d)", from, n));
+    c.st.from = static_cast<int>(from);
+    return Emit::step;
+  }
+
+  // last(X): only the last token's row goes on (the logits of the prompt's last token).
+  Result<Emit> last_rule(Stmt&) {
+    p_.has_last = true;
+    return Emit::step;
   }
 
   const ArchDef& d_;
