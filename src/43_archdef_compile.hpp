@@ -8,23 +8,6 @@ namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
 
-// RoPE of one (layer, register): rotates pairs (2i, 2i+1) ("pairs", GGUF llama) or (i, i+n/2)
-// ("neox") of the first n_dims elements of every head, angle pos * base^(-2i/n_dims) / factor_i
-// * freq_scale, computed as llama.cpp does (theta multiplied by theta_scale per pair, in float).
-struct RopeSpec {
-  bool neox = false;
-  int n_dims = 0;
-  int head_dim = 0;
-  float base = 10000.0f;
-  float theta_scale = 1.0f;
-  float freq_scale = 1.0f;
-  std::vector<float> factors;  // [n_dims/2] divisors of the angle (llama-3 scaling); empty: none
-  bool same(const RopeSpec& o) const {
-    return neox == o.neox && n_dims == o.n_dims && head_dim == o.head_dim && base == o.base &&
-           freq_scale == o.freq_scale && factors == o.factors;
-  }
-};
-
 struct AttnSpec {
   int n_head = 0, n_kv = 0, hd_k = 0, hd_v = 0;
   int window = 0;      // keys p-window+1 .. p; 0: all previous keys

@@ -104,44 +104,7 @@ class Engine {
 // context_full: nothing was evaluated (policy stop; ContextPolicy::slide makes room inside eval).
 enum class EvalStatus { ok, cancelled, context_full };
 
-// ---- elementwise kernels (f32 activations) ----
-// cos/sin of one position for a rope spec: cache[2i] = cos, cache[2i+1] = sin.
-inline void rope_angles(const RopeSpec& r, int64_t pos, float* cache) {
-  float theta = static_cast<float>(pos);
-  for (int i0 = 0; i0 < r.n_dims; i0 += 2) {
-    float ff = r.factors.empty() ? 1.0f : r.factors[static_cast<size_t>(i0 / 2)];
-    float th = r.freq_scale * (theta / ff);
-    cache[i0] = std::cos(th);
-    cache[i0 + 1] = std::sin(th);
-    theta *= r.theta_scale;
-  }
-}
-
-// Rotates one head (head_dim elements, first n_dims rotated) in place or into `out`.
-inline void rope_head(const RopeSpec& r, const float* cache, const float* in, float* out) {
-  const int n = r.n_dims;
-  // x0 c - x1 s and x0 s + x1 c with the first product fused, as llama.cpp's CPU build computes
-  // them (the compiler contracts its expressions): its bits, not one rounding better or worse.
-  if (r.neox) {
-    const int h = n / 2;
-    for (int i = 0; i < h; i++) {
-      float c = cache[2 * i], s = cache[2 * i + 1];
-      float x0 = in[i], x1 = in[i + h];
-      out[i] = std::fma(x0, c, -(x1 * s));
-      out[i + h] = std::fma(x0, s, x1 * c);
-    }
-  } else {
-    for (int i = 0; i < n; i += 2) {
-      float c = cache[i], s = cache[i + 1];
-      float x0 = in[i], x1 = in[i + 1];
-      out[i] = std::fma(x0, c, -(x1 * s));
-      out[i + 1] = std::fma(x0, s, x1 * c);
-    }
-  }
-  if (out != in)
-    for (int i = n; i < r.head_dim; i++) out[i] = in[i];
-}
-
+// ---- elementwise kernels (f32 activations; rope_angles and rope_head are in 42_kv_cache) ----
 // layer_norm / layer_norm_heads of one row (s.off: the length normalised at a time, the row or a
 // head; one weight and bias for all heads, or one per head). As ggml's CPU build computes it: the
 // sum in double, the mean in float; the squares of the float differences added in float by groups
@@ -486,14 +449,11 @@ class Context {
     const LoadOptions& o = c.e_->options();
     c.n_ctx_ = n_ctx > 0 ? n_ctx : c.e_->n_ctx_default();
     c.ubatch_ = std::min(kUbatch, c.n_ctx_);
-    if (auto r = c.kv_.init(p.kv, c.n_ctx_, c.ubatch_, o.kv_type, c.kern_); !r) return r.error();
+    if (auto r = c.kv_.init(p.kv, p.ropes, c.n_ctx_, c.ubatch_, o.kv_type, c.kern_); !r) return r.error();
     c.slide_ = o.context_policy == ContextPolicy::slide;
     c.keep_ = std::max(0, o.keep);
-    c.wmax_ = 1;  // sliding keeps `keep` tokens, and ring layers must still hold their window afterwards
-    for (int l = 0; l < c.kv_.n_layers(); l++)
-      if (c.kv_.layer(l).wraps(c.n_ctx_)) c.wmax_ = std::max(c.wmax_, c.kv_.layer(l).spec.window);
-    if (c.slide_) {
-      c.slide_chunk_ = std::min(c.ubatch_, c.n_ctx_ - c.keep_ - c.wmax_ + 1);
+    if (c.slide_) {  // sliding keeps `keep` tokens, and ring layers must still hold their window afterwards
+      c.slide_chunk_ = std::min(c.ubatch_, c.n_ctx_ - c.keep_ - c.kv_.ring_window() + 1);
       if (c.slide_chunk_ < 1)
         return make_error(Errc::invalid_argument, strf("a context of %d tokens is too small to slide while keeping %d tokens",
                                                        c.n_ctx_, c.keep_));
@@ -740,31 +700,32 @@ class Context {
     }
   }
 
-  // ContextPolicy::slide: drops `need` or more tokens after the first keep_ and shifts the rest
-  // down (KvCache::shift re-rotates their keys), so positions stay 0..n_past-1 (as llama.cpp's
-  // context shift). Half of what follows the kept tokens goes, so that sliding is rare.
+  // ContextPolicy::slide: the cache drops `need` or more tokens after the first keep_ and shifts
+  // the rest down (KvCache::slide); the tokens follow.
   void slide(int need) {
     const int keep = std::min(keep_, n_past_);
-    const int wmax = wmax_;
-    int d = std::max(need, (n_past_ - keep) / 2);
-    d = std::min(d, n_past_ - keep - wmax + 1);  // ring layers keep their window of the kept part
-    d = std::max(d, need);
-    d = std::min(d, n_past_ - keep);
-    if (d <= 0) return;
-    if (!erase(keep, d)) {  // a ring no longer holds what it must keep: start over from the tokens
+    const int d = kv_.slide(n_past_, keep, need);
+    if (d < 0) {  // a ring no longer holds what it must keep
       LLMI_ASSERT(false && "slide: the cache cannot shift");
+      return;
     }
+    drop_tokens(keep, d);
+  }
+
+  // Tokens [from, from + count) leave, as their cells did.
+  void drop_tokens(int from, int count) {
+    tokens_.erase(tokens_.begin() + from, tokens_.begin() + from + count);
+    n_past_ -= count;
   }
 
  public:
-  // Drops the cached tokens [from, from + count) and shifts the later ones down (keys re-rotated).
-  // False (nothing changed) when a sliding-window ring no longer holds what it must keep.
+  // Drops the cached tokens [from, from + count) and shifts the later ones down (KvCache::erase:
+  // keys re-rotated). False (nothing changed) when a sliding-window ring no longer holds what it
+  // must keep.
   bool erase(int from, int count) {
-    if (from < 0 || count < 0 || from > n_past_ || count > n_past_ - from) return false;
-    if (count == 0) return true;
-    if (from + count == n_past_) return truncate(from);
-    KvMove m{from + count, from, n_past_ - from - count};
-    return shift(std::span<const KvMove>(&m, 1), n_past_ - count);
+    if (!kv_.erase(n_past_, from, count)) return false;
+    drop_tokens(from, count);
+    return true;
   }
 
   // Keeps [0, moves[0].dst) and moves each [src, src + len) to [dst, dst + len) (KvCache::shift:
@@ -772,20 +733,7 @@ class Context {
   // changed) when the moves are not of that shape or a ring no longer holds what it must keep.
   bool shift(std::span<const KvMove> moves, int n_new) {
     if (moves.empty()) return truncate(n_new);
-    const Program& p = e_->program();
-    int cached_rope = -1, cached_delta = 0;
-    std::vector<float> cs;
-    auto rerotate = [&](int k_rope, int delta, float* heads, int n_heads, int hd) {
-      const RopeSpec& rs = p.ropes[static_cast<size_t>(k_rope)];
-      if (k_rope != cached_rope || delta != cached_delta) {
-        cs.resize(size_t(rs.n_dims));
-        rope_angles(rs, int64_t(delta), cs.data());
-        cached_rope = k_rope;
-        cached_delta = delta;
-      }
-      for (int h = 0; h < n_heads; h++) rope_head(rs, cs.data(), heads + size_t(h) * hd, heads + size_t(h) * hd);
-    };
-    if (!kv_.shift(moves, n_past_, n_new, rerotate)) return false;
+    if (!kv_.shift(moves, n_past_, n_new)) return false;
     std::vector<int32_t> t(tokens_.begin(), tokens_.begin() + moves[0].dst);
     for (const auto& m : moves) t.insert(t.end(), tokens_.begin() + m.src, tokens_.begin() + m.src + m.len);
     tokens_ = std::move(t);
@@ -797,8 +745,8 @@ class Context {
   // system prompt's length).
   // Never so many that a slide could not make room for one token.
   void set_keep(int keep) {
-    keep_ = std::max(0, std::min(keep, n_ctx_ - wmax_));
-    slide_chunk_ = std::max(1, std::min(ubatch_, n_ctx_ - keep_ - wmax_ + 1));
+    keep_ = std::max(0, std::min(keep, n_ctx_ - kv_.ring_window()));
+    slide_chunk_ = std::max(1, std::min(ubatch_, n_ctx_ - keep_ - kv_.ring_window() + 1));
   }
   int keep() const { return keep_; }
   KvCache& kv() { return kv_; }
@@ -815,7 +763,7 @@ class Context {
   KvCache kv_;
   int n_ctx_ = 0, n_past_ = 0, ubatch_ = 0;
   bool slide_ = false;
-  int keep_ = 0, slide_chunk_ = 0, wmax_ = 1;
+  int keep_ = 0, slide_chunk_ = 0;
   std::vector<int32_t> tokens_;
   std::vector<HeapBuf> regs_;
   std::vector<float*> reg_ptr_;
