@@ -18712,9 +18712,9 @@ struct BuiltinArchdef {
   const char* text;
 };
 
-inline const std::vector<BuiltinArchdef>& builtin_archdefs() {
-  static const std::vector<BuiltinArchdef> defs = {
-      {"llama", R"(# Llama 1/2/3, SmolLM, Mistral-style decoders (GGUF architecture "llama").
+// The text of each built-in, one constant per architecture (what `llminfer status --dump NAME`
+// prints), then the table of them by name.
+inline constexpr char kArchdefLlama[] = R"(# Llama 1/2/3, SmolLM, Mistral-style decoders (GGUF architecture "llama").
 # GGUF files keep q/k rows permuted for adjacent-pair RoPE; Hugging Face checkpoints keep them in
 # rotate-half order, where `pairs` runs as `neox` (convention hf_rope).
 arch llama
@@ -18752,8 +18752,9 @@ epilogue
   last(x)
   rms_norm(x, output_norm.weight)
   logits = matmul(x, output.weight | token_embd.weight)   # tied embeddings: no output.weight
-)"},
-      {"qwen2", R"(# Qwen2 / Qwen2.5 decoders: q/k/v biases, NEOX rope.
+)";
+
+inline constexpr char kArchdefQwen2[] = R"(# Qwen2 / Qwen2.5 decoders: q/k/v biases, NEOX rope.
 arch qwen2
 kind decoder
 convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
@@ -18788,8 +18789,9 @@ epilogue
   last(x)
   rms_norm(x, output_norm.weight)
   logits = matmul(x, output.weight | token_embd.weight)
-)"},
-      {"qwen3", R"(# Qwen3 dense decoders: per-head RMSNorm of q and k before rope, NEOX rope, no biases.
+)";
+
+inline constexpr char kArchdefQwen3[] = R"(# Qwen3 dense decoders: per-head RMSNorm of q and k before rope, NEOX rope, no biases.
 arch qwen3
 kind decoder
 convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
@@ -18823,8 +18825,9 @@ epilogue
   last(x)
   rms_norm(x, output_norm.weight)
   logits = matmul(x, output.weight | token_embd.weight)
-)"},
-      {"gemma3", R"(# Gemma 3 text decoders: scaled embeddings, q/k norms, post-attention and post-FFN norms,
+)";
+
+inline constexpr char kArchdefGemma3[] = R"(# Gemma 3 text decoders: scaled embeddings, q/k norms, post-attention and post-FFN norms,
 # GELU (tanh) gating, local sliding-window layers with their own rope base, every
 # `sliding_period`-th layer global. GGUF norm weights already include Gemma's +1; Hugging Face
 # checkpoints store w - 1 (convention hf_norm_offset).
@@ -18872,8 +18875,9 @@ epilogue
   rms_norm(x, output_norm.weight)
   logits = matmul(x, output.weight | token_embd.weight)
   softcap(logits, final_softcap)
-)"},
-      {"phi3", R"(# Phi-3 / Phi-3.5 / Phi-4-mini dense decoders: q, k and v are column ranges of one fused
+)";
+
+inline constexpr char kArchdefPhi3[] = R"(# Phi-3 / Phi-3.5 / Phi-4-mini dense decoders: q, k and v are column ranges of one fused
 # attn_qkv product; ffn_up is gate and up side by side (silu(first half) * second half); NEOX rope;
 # queries scaled before the scores (llama.cpp's order). Not described: the 128k variants' rope
 # factors (rope_factors_long / _short) and the MoE variant.
@@ -18913,8 +18917,9 @@ epilogue
   rms_norm(x, output_norm.weight)
   logits = matmul(x, output.weight | token_embd.weight)
   add_bias(logits, output.bias | none)
-)"},
-      {"starcoder2", R"(# StarCoder2 decoders: LayerNorm with bias (eps {arch}.attention.layer_norm_epsilon), biases on
+)";
+
+inline constexpr char kArchdefStarcoder2[] = R"(# StarCoder2 decoders: LayerNorm with bias (eps {arch}.attention.layer_norm_epsilon), biases on
 # every projection, NEOX rope, a GELU (tanh) MLP without a gate.
 arch starcoder2
 kind decoder
@@ -18951,8 +18956,9 @@ epilogue
   last(x)
   layer_norm(x, output_norm.weight, bias = output_norm.bias)
   logits = matmul(x, output.weight | token_embd.weight)
-)"},
-      {"stablelm", R"(# StableLM (2) decoders: LayerNorm with bias, q/k/v biases, partial NEOX rope (the first
+)";
+
+inline constexpr char kArchdefStablelm[] = R"(# StableLM (2) decoders: LayerNorm with bias, q/k/v biases, partial NEOX rope (the first
 # rope_dims = {arch}.rope.dimension_count of each head, 25% in StableLM 2), optional per-head q/k
 # LayerNorm with a weight per head (StableLM 2 12B). Without ffn_norm (12B) the MLP reads the
 # attention's input norm: the parallel residual.
@@ -18992,8 +18998,9 @@ epilogue
   last(x)
   layer_norm(x, output_norm.weight, bias = output_norm.bias)
   logits = matmul(x, output.weight)
-)"},
-      {"smollm3", R"(# SmolLM3 decoders: Llama-style, with no rope on every 4th layer (NoPE: layers 3, 7, 11, ...,
+)";
+
+inline constexpr char kArchdefSmollm3[] = R"(# SmolLM3 decoders: Llama-style, with no rope on every 4th layer (NoPE: layers 3, 7, 11, ...,
 # where (i + 1) % 4 == 0; llama.cpp's n_no_rope_layer_step).
 arch smollm3
 kind decoder
@@ -19030,8 +19037,9 @@ epilogue
   last(x)
   rms_norm(x, output_norm.weight)
   logits = matmul(x, output.weight | token_embd.weight)
-)"},
-      {"gemma2", R"(# Gemma 2 decoders: scaled embeddings, post-attention and post-FFN norms, GELU (tanh) gating,
+)";
+
+inline constexpr char kArchdefGemma2[] = R"(# Gemma 2 decoders: scaled embeddings, post-attention and post-FFN norms, GELU (tanh) gating,
 # soft-capped attention scores and logits, sliding-window layers alternating with global ones
 # (layer i global iff i % sliding_period == sliding_period - 1). GGUF norm weights include Gemma's +1.
 # The query scale: {arch}.attention.query_pre_attn_scalar when the file has it, else head_dim
@@ -19079,8 +19087,9 @@ epilogue
   rms_norm(x, output_norm.weight)
   logits = matmul(x, token_embd.weight)
   softcap(logits, final_softcap)
-)"},
-      {"olmo2", R"(# OLMo 2 and OLMo 3 decoders: no pre-norms; RMSNorm over all of q and of k, post-attention and
+)";
+
+inline constexpr char kArchdefOlmo2[] = R"(# OLMo 2 and OLMo 3 decoders: no pre-norms; RMSNorm over all of q and of k, post-attention and
 # post-FFN norms, NEOX rope. OLMo 3 ({arch}.attention.sliding_window > 0): sliding-window layers,
 # every sliding_period-th layer (i % 4 == 3) global.
 arch olmo2
@@ -19119,8 +19128,9 @@ epilogue
   last(x)
   rms_norm(x, output_norm.weight)
   logits = matmul(x, output.weight)
-)"},
-      {"gemma3n", R"(# Gemma 3n text decoders (E2B, E4B), as llama.cpp computes them. Four AltUp residual streams
+)";
+
+inline constexpr char kArchdefGemma3n[] = R"(# Gemma 3n text decoders (E2B, E4B), as llama.cpp computes them. Four AltUp residual streams
 # (X: n_streams rows of n_embd side by side): each layer predicts them from a learned router, runs
 # on the active stream, then corrects all of them. LAuReL, a low-rank path around attention. A
 # per-layer input per token (its own embedding table of ple_width values per layer, plus a
@@ -19233,10 +19243,24 @@ epilogue
   rms_norm(x, output_norm.weight)
   logits = matmul(x, output.weight | token_embd.weight)
   softcap(logits, final_softcap)
-)"},
-  };
-  return defs;
-}
+)";
+
+// Every built-in, by architecture name (the registry sorts them by name).
+inline constexpr BuiltinArchdef kBuiltinArchdefs[] = {
+    {"llama", kArchdefLlama},
+    {"qwen2", kArchdefQwen2},
+    {"qwen3", kArchdefQwen3},
+    {"gemma3", kArchdefGemma3},
+    {"phi3", kArchdefPhi3},
+    {"starcoder2", kArchdefStarcoder2},
+    {"stablelm", kArchdefStablelm},
+    {"smollm3", kArchdefSmollm3},
+    {"gemma2", kArchdefGemma2},
+    {"olmo2", kArchdefOlmo2},
+    {"gemma3n", kArchdefGemma3n},
+};
+
+inline std::span<const BuiltinArchdef> builtin_archdefs() { return kBuiltinArchdefs; }
 
 // Every definition in effect: the built-ins, overridden by a user directory.
 struct ArchdefFailure {
@@ -19311,10 +19335,67 @@ inline Result<ArchRegistry> load_arch_registry(const std::string& user_dir) {
 // A cell is addressed by the token's absolute position: slot = pos % slots. A layer that attends
 // to the whole context has slots = n_ctx (it never wraps); a sliding-window layer keeps only
 // window + ubatch - 1 slots (the window of the oldest query of a batch plus the batch itself), so
-// a 512-token window costs 512 + ubatch cells whatever the context length.
+// a 512-token window costs 512 + ubatch cells whatever the context length. The cache shifts
+// itself (slide, erase, shift: cells move down, their keys re-rotated by the rope that rotated
+// them), so the context that owns it only keeps its tokens in step.
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
+
+// ---- RoPE: the forward pass's rope steps, and the re-rotation of cached keys that move ----
+// RoPE of one (layer, register): rotates pairs (2i, 2i+1) ("pairs", GGUF llama) or (i, i+n/2)
+// ("neox") of the first n_dims elements of every head, angle pos * base^(-2i/n_dims) / factor_i
+// * freq_scale, computed as llama.cpp does (theta multiplied by theta_scale per pair, in float).
+struct RopeSpec {
+  bool neox = false;
+  int n_dims = 0;
+  int head_dim = 0;
+  float base = 10000.0f;
+  float theta_scale = 1.0f;
+  float freq_scale = 1.0f;
+  std::vector<float> factors;  // [n_dims/2] divisors of the angle (llama-3 scaling); empty: none
+  bool same(const RopeSpec& o) const {
+    return neox == o.neox && n_dims == o.n_dims && head_dim == o.head_dim && base == o.base &&
+           freq_scale == o.freq_scale && factors == o.factors;
+  }
+};
+
+// cos/sin of one position for a rope spec: cache[2i] = cos, cache[2i+1] = sin.
+inline void rope_angles(const RopeSpec& r, int64_t pos, float* cache) {
+  float theta = static_cast<float>(pos);
+  for (int i0 = 0; i0 < r.n_dims; i0 += 2) {
+    float ff = r.factors.empty() ? 1.0f : r.factors[static_cast<size_t>(i0 / 2)];
+    float th = r.freq_scale * (theta / ff);
+    cache[i0] = std::cos(th);
+    cache[i0 + 1] = std::sin(th);
+    theta *= r.theta_scale;
+  }
+}
+
+// Rotates one head (head_dim elements, first n_dims rotated) in place or into `out`.
+inline void rope_head(const RopeSpec& r, const float* cache, const float* in, float* out) {
+  const int n = r.n_dims;
+  // x0 c - x1 s and x0 s + x1 c with the first product fused, as llama.cpp's CPU build computes
+  // them (the compiler contracts its expressions): its bits, not one rounding better or worse.
+  if (r.neox) {
+    const int h = n / 2;
+    for (int i = 0; i < h; i++) {
+      float c = cache[2 * i], s = cache[2 * i + 1];
+      float x0 = in[i], x1 = in[i + h];
+      out[i] = std::fma(x0, c, -(x1 * s));
+      out[i + h] = std::fma(x0, s, x1 * c);
+    }
+  } else {
+    for (int i = 0; i < n; i += 2) {
+      float c = cache[i], s = cache[i + 1];
+      float x0 = in[i], x1 = in[i + 1];
+      out[i] = std::fma(x0, c, -(x1 * s));
+      out[i + 1] = std::fma(x0, s, x1 * c);
+    }
+  }
+  if (out != in)
+    for (int i = n; i < r.head_dim; i++) out[i] = in[i];
+}
 
 // A checked heap allocation (KV caches and scratch can be large: no std::vector, whose failure
 // would abort under -fno-exceptions).
@@ -19405,15 +19486,19 @@ class KvCache {
     return total;
   }
 
-  // kern: the kernels that convert rows to and from f16 (the evaluation context's).
-  Result<void> init(const std::vector<KvLayerSpec>& specs, int n_ctx, int ubatch, KvType type, const KernelTable* kern) {
+  // kern: the kernels that convert rows to and from f16 (the evaluation context's); ropes: the
+  // program's rope specs (KvLayerSpec::k_rope indexes them), to re-rotate keys that move.
+  Result<void> init(const std::vector<KvLayerSpec>& specs, const std::vector<RopeSpec>& ropes, int n_ctx, int ubatch,
+                    KvType type, const KernelTable* kern) {
     kern_ = kern;
     type_ = type;
     elem_ = type == KvType::f16 ? 2 : 4;
     n_ctx_ = n_ctx;
+    ropes_ = ropes;
     layers_.clear();
     bufs_.clear();
     bytes_ = 0;
+    ring_window_ = 1;
     for (const auto& s : specs) {
       KvLayer l;
       l.spec = s;
@@ -19428,6 +19513,7 @@ class KvCache {
       bytes_ += kb->bytes() + vb->bytes();
       bufs_.push_back(std::move(*kb));
       bufs_.push_back(std::move(*vb));
+      if (l.wraps(n_ctx)) ring_window_ = std::max(ring_window_, s.window);
       layers_.push_back(l);
     }
     return {};
@@ -19439,6 +19525,9 @@ class KvCache {
   int n_layers() const { return static_cast<int>(layers_.size()); }
   KvLayer& layer(int l) { return layers_[static_cast<size_t>(l)]; }
   const KvLayer& layer(int l) const { return layers_[static_cast<size_t>(l)]; }
+  // The widest window of the layers that wrap (1 when none wraps): a slide leaves that many
+  // positions after the kept ones, so that every ring still holds its window.
+  int ring_window() const { return ring_window_; }
 
   // Address of head g's key / value at a slot.
   uint8_t* k_at(const KvLayer& l, int g, int slot) const {
@@ -19489,10 +19578,9 @@ class KvCache {
   // The new layout of `n_new` positions: positions below moves[0].dst stay where they are; each
   // move takes [src, src + len) to [dst, dst + len) (dst < src), the moves in order and contiguous
   // (moves[i + 1].dst == moves[i].dst + moves[i].len), the last ending at n_new. What the cache
-  // held past the sources is dropped. A key is rotated by its move's delta (dst - src) through
-  // `rerotate(k_rope, delta, heads, n_heads, hd_k)` (rope is linear in the position, so this equals
-  // rotating the unrotated key to its new position, up to rounding; values are copied).
-  using Rerotate = std::function<void(int k_rope, int delta, float* heads, int n_heads, int hd)>;
+  // held past the sources is dropped. A key is rotated by its move's delta (dst - src) with the
+  // rope its layer applied (KvLayerSpec::k_rope; rope is linear in the position, so this equals
+  // rotating the unrotated key to its new position, up to rounding); values are copied.
 
   // New position q's source position (q itself below the first move).
   static int shift_source(std::span<const KvMove> moves, int q) {
@@ -19515,8 +19603,10 @@ class KvCache {
   }
 
   // Carries out a shift that can_shift() accepted (false, and nothing changed, otherwise).
-  bool shift(std::span<const KvMove> moves, int n_past, int n_new, const Rerotate& rerotate) {
+  // rerotate = false moves the keys as they are (the tests measure what the rotation does).
+  bool shift(std::span<const KvMove> moves, int n_past, int n_new, bool rerotate = true) {
     if (!can_shift(moves, n_past, n_new)) return false;
+    Rerotation rot(ropes_);
     std::vector<float> tmp;
     for (auto& l : layers_) {
       const KvLayerSpec& sp = l.spec;
@@ -19540,7 +19630,7 @@ class KvCache {
             load(k_at(l, g, slot), tk + size_t(g) * sp.hd_k, sp.hd_k);
             load(v_at(l, g, slot), tk + row_k + size_t(g) * sp.hd_v, sp.hd_v);
           }
-          if (sp.k_rope >= 0 && rerotate) rerotate(sp.k_rope, todo[i].first - todo[i].second, tk, sp.n_kv, sp.hd_k);
+          if (sp.k_rope >= 0 && rerotate) rot.apply(sp.k_rope, todo[i].first - todo[i].second, tk, sp.n_kv, sp.hd_k);
         }
         for (size_t i = 0; i < todo.size(); i++) {
           const float* tk = tmp.data() + i * (row_k + row_v);
@@ -19562,6 +19652,32 @@ class KvCache {
       l.oldest = std::max(l.oldest, lo);
     }
     return true;
+  }
+
+  // Drops the positions [from, from + count) of the n_past held and shifts the later ones down
+  // (keys re-rotated). False (nothing changed) when that is not a range of them or a sliding-window
+  // ring no longer holds what it must keep.
+  bool erase(int n_past, int from, int count) {
+    if (from < 0 || count < 0 || from > n_past || count > n_past - from) return false;
+    if (count == 0) return true;
+    if (from + count == n_past) return can_truncate(from);
+    KvMove m{from + count, from, n_past - from - count};
+    return shift(std::span<const KvMove>(&m, 1), n_past, n_past - count);
+  }
+
+  // ContextPolicy::slide: makes room for `need` more positions after the n_past held by dropping
+  // `need` or more after the first `keep` and shifting the rest down (erase), so positions stay
+  // 0..n_past-1 (as llama.cpp's context shift). Half of what follows the kept positions goes, so
+  // that sliding is rare, but never so much that a ring would lose its window of what stays.
+  // Returns how many positions went, or -1 (nothing changed) when a ring cannot shift.
+  int slide(int n_past, int keep, int need) {
+    keep = std::min(keep, n_past);
+    int d = std::max(need, (n_past - keep) / 2);
+    d = std::min(d, n_past - keep - ring_window_ + 1);  // ring layers keep their window of the kept part
+    d = std::max(d, need);
+    d = std::min(d, n_past - keep);
+    if (d <= 0) return 0;
+    return erase(n_past, keep, d) ? d : -1;
   }
 
   // ---- saving and restoring the cells of positions (Session::save / load) ----
@@ -19601,6 +19717,25 @@ class KvCache {
   int n_ctx() const { return n_ctx_; }
 
  private:
+  // Rotates moved keys by their delta, the cos/sin of the last (rope, delta) kept (a shift
+  // rotates many keys by the same delta).
+  struct Rerotation {
+    explicit Rerotation(const std::vector<RopeSpec>& r) : ropes(r) {}
+    const std::vector<RopeSpec>& ropes;
+    int rope = -1, delta = 0;
+    std::vector<float> cs;
+    void apply(int k_rope, int d, float* heads, int n_heads, int hd) {
+      const RopeSpec& rs = ropes[static_cast<size_t>(k_rope)];
+      if (k_rope != rope || d != delta) {
+        cs.resize(size_t(rs.n_dims));
+        rope_angles(rs, int64_t(d), cs.data());
+        rope = k_rope;
+        delta = d;
+      }
+      for (int h = 0; h < n_heads; h++) rope_head(rs, cs.data(), heads + size_t(h) * hd, heads + size_t(h) * hd);
+    }
+  };
+
   // First new position a layer must keep after a shift to n_new positions.
   int keep_from(const KvLayer& l, int n_new) const {
     if (l.slots >= n_ctx_) return 0;
@@ -19622,6 +19757,8 @@ class KvCache {
   const KernelTable* kern_ = nullptr;
   size_t elem_ = 2;
   int n_ctx_ = 0;
+  int ring_window_ = 1;
+  std::vector<RopeSpec> ropes_;
   std::vector<KvLayer> layers_;
   std::vector<HeapBuf> bufs_;
   uint64_t bytes_ = 0;
@@ -19632,42 +19769,17 @@ class KvCache {
 }  // namespace llminfer
 #endif  // !LLMI_KERNEL_PASS
 
-// ---- src/43_forward.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+// ---- src/43_archdef_compile.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 #if !defined(LLMI_KERNEL_PASS)
-// ==== Forward pass: compile a definition against a model, then run it (Engine / Context) ====
-// Engine::create binds a parsed definition to a model once: params are read from the metadata,
-// `{i}` is expanded for every layer, tensors are found and their shapes and types checked, and
-// the result is a flat list of Steps (prologue, block x n_layer, epilogue) holding tensor
-// pointers. Context::eval runs that list with a switch per step: no strings, no lookups, and no
-// architecture names anywhere.
+// ==== Compiling an architecture definition against a model (ArchCompiler -> Program) ====
+// Engine::create (43_forward) binds a parsed definition to a model once: params are read from the
+// metadata, `{i}` is expanded for every layer, tensors are found and their shapes and types
+// checked, and the result is a flat list of Steps (prologue, block x n_layer, epilogue) holding
+// tensor pointers: the Program that Context::eval runs. A broken definition, a missing tensor, a
+// bad shape or a weight type the kernels cannot compute fails here, not during a forward pass.
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
-
-// Which definition an Engine runs (the status report shows the same for every architecture).
-struct ArchInfo {
-  std::string name;
-  std::string origin;  // "builtin" or the path of the user's .archdef file
-  std::string sha256;  // of the definition text
-  int steps_per_layer = 0;
-};
-
-// RoPE of one (layer, register): rotates pairs (2i, 2i+1) ("pairs", GGUF llama) or (i, i+n/2)
-// ("neox") of the first n_dims elements of every head, angle pos * base^(-2i/n_dims) / factor_i
-// * freq_scale, computed as llama.cpp does (theta multiplied by theta_scale per pair, in float).
-struct RopeSpec {
-  bool neox = false;
-  int n_dims = 0;
-  int head_dim = 0;
-  float base = 10000.0f;
-  float theta_scale = 1.0f;
-  float freq_scale = 1.0f;
-  std::vector<float> factors;  // [n_dims/2] divisors of the angle (llama-3 scaling); empty: none
-  bool same(const RopeSpec& o) const {
-    return neox == o.neox && n_dims == o.n_dims && head_dim == o.head_dim && base == o.base &&
-           freq_scale == o.freq_scale && factors == o.factors;
-  }
-};
 
 struct AttnSpec {
   int n_head = 0, n_kv = 0, hd_k = 0, hd_v = 0;
@@ -19719,19 +19831,6 @@ struct Program {
   int max_round_width = 0;                // widest matmul input that is rounded (Step::round_input)
 };
 
-// Reported to a trace callback after every step (debugging, conformance diffs).
-struct TraceEvent {
-  int step;
-  const char* op;
-  int layer;
-  int line;
-  const std::string& reg;
-  const float* data;  // [rows][width]
-  int rows;
-  int width;
-};
-
-// ---- compiling a definition against a model ----
 // LoadOptions::max_program_steps when 0.
 constexpr uint64_t kDefaultMaxProgramSteps = 1000000;
 
@@ -20437,8 +20536,66 @@ class ArchCompiler {
     return {};
   }
 
+  // ---- one statement: its arguments resolved here, the rest by its op's rule ----
+  // A statement being compiled, as its op's rule sees it: `st` has its op, section, layer, line and
+  // first register (a, w_in) set; `t` is its positional tensor (embed: args[0]; norms, matmul,
+  // add_bias, mul_weight: args[1]), nullptr for an op without one; `w_out`, the width of the
+  // target, starts as w_a (the first register's) and is the rule's to change.
+  struct Stmt {
+    const StmtDef& s;
+    int layer;
+    Step& st;
+    const TensorView* t;
+    int w_a;
+    int w_out;
+  };
+  // What a rule decides: emit the step, or leave it out of this layer (a value that turns it off).
+  enum class Emit { step, none };
+  using Rule = Result<Emit> (ArchCompiler::*)(Stmt&);
+
+  // The rule of each op: the checks its arguments need and the Step fields it fills. The
+  // elementwise ops need none; stream_matmul compiles into steps of its own (stream_matmul()).
+  static Rule rule(OpCode op) {
+    switch (op) {
+      case OpCode::embed: return &ArchCompiler::embed_rule;
+      case OpCode::rms_norm:
+      case OpCode::norm_heads: return &ArchCompiler::rms_norm_rule;
+      case OpCode::layer_norm:
+      case OpCode::layer_norm_heads: return &ArchCompiler::layer_norm_rule;
+      case OpCode::matmul: return &ArchCompiler::matmul_rule;
+      case OpCode::add_bias:
+      case OpCode::mul_weight: return &ArchCompiler::row_vector_rule;
+      case OpCode::rope: return &ArchCompiler::rope_rule;
+      case OpCode::attention: return &ArchCompiler::attention_rule;
+      case OpCode::sub:
+      case OpCode::mul:
+      case OpCode::add: return &ArchCompiler::binary_rule;
+      case OpCode::scale:
+      case OpCode::softcap: return &ArchCompiler::scalar_rule;
+      case OpCode::slice: return &ArchCompiler::slice_rule;
+      case OpCode::put: return &ArchCompiler::put_rule;
+      case OpCode::rms_normalize: return &ArchCompiler::rms_normalize_rule;
+      case OpCode::gaussian_topk: return &ArchCompiler::gaussian_topk_rule;
+      case OpCode::streams:
+      case OpCode::match_norm:
+      case OpCode::stream_mean: return &ArchCompiler::streams_rule;
+      case OpCode::stream_mix: return &ArchCompiler::stream_mix_rule;
+      case OpCode::stream_axpy:
+      case OpCode::stream_add: return &ArchCompiler::stream_update_rule;
+      case OpCode::last: return &ArchCompiler::last_rule;
+      case OpCode::silu:
+      case OpCode::gelu:
+      case OpCode::gelu_tanh:
+      case OpCode::relu:
+      case OpCode::copy:
+      case OpCode::stream_matmul: return nullptr;
+    }
+    return nullptr;
+  }
+
+  // Compiles one statement for `layer` (-1: prologue / epilogue) into a step, or into none (a step
+  // skipped in this layer, an optional tensor the model does not have).
   Result<void> stmt(const StmtDef& s, int layer) {
-    const OpSpec& op = *s.op;
     cur_layer_ = layer;
     if (const ArgDef* a = s.kwarg("skip")) {  // left out of the layers where the value is not 0
       auto v = value(a->value, s.line, layer);
@@ -20446,21 +20603,17 @@ class ArchCompiler {
       if (*v != 0) return {};
     }
     Step st;
-    st.op = op.code;
+    st.op = s.op->code;
     st.section = s.section;
     st.layer = layer;
     st.line = s.line;
-    const std::string& tgt = s.target();
-    auto width_of = [&](const std::string& r) { return width_[static_cast<size_t>(reg_id(r))]; };
     int w_a = 0;
     if (!s.args.empty() && s.args[0].kind == 'r') {
       st.a = static_cast<int16_t>(reg_id(s.args[0].word));
       w_a = width_of(s.args[0].word);
     }
     st.w_in = w_a;
-    int w_out = w_a;
-    if (op.code == OpCode::stream_matmul) return stream_matmul(s, st, layer, w_a);  // finds its tensors itself
-    // positional tensor (embed: args[0]; norms, matmul, add_bias: args[1])
+    if (st.op == OpCode::stream_matmul) return stream_matmul(s, st, layer, w_a);  // finds its tensors itself
     const TensorView* t = nullptr;
     for (const auto& a : s.args) {
       if (a.kind != 't') continue;
@@ -20471,329 +20624,388 @@ class ArchCompiler {
         return missing_tensor(a, layer, s.line, tried);
       }
     }
-    switch (op.code) {
-      case OpCode::embed: {
-        if (t->n_dims != 2) return fail(Errc::shape_mismatch, s.line, "embedding '" + t->name + "' is not 2-D: " + t->shape_string());
-        if (auto r = check_computable(*t, s.line); !r) return r;
-        st.w = t;
-        w_out = static_cast<int>(t->ne[0]);
-        if (s.kwarg("beyond")) {  // ids past its rows read row `beyond`: the table sets no id limit
-          auto b = value(s.kwarg("beyond")->value, s.line, layer);
-          if (!b) return b.error();
-          if (!(*b >= 0) || *b >= static_cast<double>(t->ne[1]) || *b != std::floor(*b) || t->ne[1] > INT32_MAX)
-            return fail(Errc::shape_mismatch, s.line, strf("embed: beyond = %g is not a row of '%s' (%lld rows)", *b,
-                                                           t->name.c_str(), static_cast<long long>(t->ne[1])));
-          st.off = static_cast<int>(*b);
-          st.vec_len = static_cast<int>(t->ne[1]);
-        } else if (t->ne[1] < p_.embed_rows) {
-          p_.embed_rows = t->ne[1];
-          rows_tensor_ = t->name;
-        }
-        if (x_tensor_.empty()) x_tensor_ = t->name;
-        break;
-      }
-      case OpCode::rms_norm:
-      case OpCode::norm_heads: {
-        bool heads = op.code == OpCode::norm_heads;
-        auto v = vector_of(*t, s.line, heads ? -1 : w_a, heads ? "head norm" : "norm", false, norm_offset());
-        if (!v) return v.error();
-        if (heads && (t->ne[0] <= 0 || w_a % t->ne[0] != 0))
-          return fail(Errc::shape_mismatch, s.line, strf("head norm '%s' (%lld) does not divide '%s' (%d wide)", t->name.c_str(),
-                                                         static_cast<long long>(t->ne[0]), s.args[0].word.c_str(), w_a));
-        st.vec = *v;
-        st.vec_len = static_cast<int>(t->ne[0]);
-        auto eps = fvalue(s, "eps", m_.hp.rms_eps);
-        if (!eps) return eps.error();
-        st.f = *eps;
-        if (!(st.f >= 0)) return fail(Errc::bad_format, s.line, "eps is negative");
-        break;
-      }
-      case OpCode::matmul: {
-        if (t->n_dims < 1 || t->ne[2] != 1 || t->ne[3] != 1 || t->n_dims > 2)
-          return fail(Errc::shape_mismatch, s.line, "matmul weight '" + t->name + "' is not a matrix: " + t->shape_string());
-        if (t->ne[0] != w_a)
-          return fail(Errc::shape_mismatch, s.line, strf("matmul: '%s' rows have %lld elements but '%s' is %d wide",
-                                                         t->name.c_str(), static_cast<long long>(t->ne[0]), s.args[0].word.c_str(), w_a));
-        if (t->ne[1] > (1 << 28)) return fail(Errc::shape_mismatch, s.line, "matmul weight '" + t->name + "' has too many rows");
-        if (auto r = check_computable(*t, s.line); !r) return r;
-        st.w = t;
-        w_out = static_cast<int>(t->ne[1]);
-        if (tgt == "logits") logits_tensor_ = t->name;
-        st.round_input = round_input(*t, w_a);
-        break;
-      }
-      case OpCode::layer_norm:
-      case OpCode::layer_norm_heads: {
-        const bool heads = op.code == OpCode::layer_norm_heads;
-        const int seg = heads ? static_cast<int>(m_.hp.head_dim) : w_a;
-        if (seg <= 0 || w_a % seg != 0)
-          return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not a whole number of heads of head_dim %d",
-                                                         op.name, s.args[0].word.c_str(), w_a, seg));
-        // the weight: one for the row (layer_norm), one shared by every head or one per head (heads)
-        const int64_t nw = t->nelements();
-        if (nw != w_a && nw != seg)
-          return fail(Errc::shape_mismatch, s.line,
-                      heads ? strf("%s: weight '%s' has %lld elements: expected head_dim (%d, shared by every head) or "
-                                   "the width of '%s' (%d, one weight per head)", op.name, t->name.c_str(),
-                                   static_cast<long long>(nw), seg, s.args[0].word.c_str(), w_a)
-                            : strf("%s: weight '%s' has %lld elements but '%s' is %d wide", op.name, t->name.c_str(),
-                                   static_cast<long long>(nw), s.args[0].word.c_str(), w_a));
-        auto v = vector_of(*t, s.line, nw, "norm", true, norm_offset());
-        if (!v) return v.error();
-        st.vec = *v;
-        st.vec_len = static_cast<int>(nw);
-        st.off = seg;
-        if (const ArgDef* b = s.kwarg("bias")) {
-          std::string tried;
-          const TensorView* bt = find_tensor(*b, layer, tried);
-          if (!bt && !b->optional) return missing_tensor(*b, layer, s.line, tried);
-          if (bt) {
-            if (bt->nelements() != nw)
-              return fail(Errc::shape_mismatch, s.line,
-                          strf("%s: bias '%s' has %lld elements, the weight '%s' %lld", op.name, bt->name.c_str(),
-                               static_cast<long long>(bt->nelements()), t->name.c_str(), static_cast<long long>(nw)));
-            auto bv = vector_of(*bt, s.line, nw, "bias", true);
-            if (!bv) return bv.error();
-            st.vec2 = *bv;
-          }
-        }
-        auto eps = fvalue(s, "eps", *builtin_value("norm_eps"));
-        if (!eps) return eps.error();
-        st.f = *eps;
-        if (!(st.f >= 0)) return fail(Errc::bad_format, s.line, "eps is negative");
-        break;
-      }
-      case OpCode::slice: {
-        auto a0 = value(s.args[1].value, s.line, layer);
-        if (!a0) return a0.error();
-        auto a1 = value(s.args[2].value, s.line, layer);
-        if (!a1) return a1.error();
-        const double start = *a0, width = *a1;
-        if (start < 0 || width < 1 || start != std::floor(start) || width != std::floor(width) || start + width > w_a)
-          return fail(Errc::shape_mismatch, s.line, strf("slice: columns %g to %g (start %g, width %g) are not within '%s' "
-                                                         "(%d wide)", start, start + width - 1, start, width,
-                                                         s.args[0].word.c_str(), w_a));
-        st.off = static_cast<int>(start);
-        w_out = static_cast<int>(width);
-        break;
-      }
-      case OpCode::add_bias: {
-        auto v = vector_of(*t, s.line, w_a, "bias");
-        if (!v) return v.error();
-        st.vec = *v;
-        st.vec_len = w_a;
-        break;
-      }
-      case OpCode::rope: {
-        auto r = rope_spec(s, layer, w_a);
-        if (!r) return r.error();
-        st.idx = *r;
-        break;
-      }
-      case OpCode::attention: {
-        const HParams& hp = m_.hp;
-        AttnSpec at;
-        at.hd_k = static_cast<int>(hp.head_dim);
-        at.hd_v = static_cast<int>(hp.head_dim_v);
-        int wk = width_of(s.args[1].word), wv = width_of(s.args[2].word);
-        if (at.hd_k <= 0 || at.hd_v <= 0 || w_a % at.hd_k || wk % at.hd_k || wv % at.hd_v)
-          return fail(Errc::shape_mismatch, s.line, strf("attention: q (%d), k (%d), v (%d) are not whole heads of %d / %d", w_a, wk, wv, at.hd_k, at.hd_v));
-        at.n_head = w_a / at.hd_k;
-        at.n_kv = wk / at.hd_k;
-        if (at.n_kv <= 0 || at.n_head % at.n_kv != 0 || wv / at.hd_v != at.n_kv)
-          return fail(Errc::shape_mismatch, s.line, strf("attention: %d query heads, %d key heads and %d value heads do not group",
-                                                         at.n_head, at.n_kv, wv / at.hd_v));
-        for (auto [key, have, declared] : {std::tuple<const char*, int, int64_t>{"attention.head_count", at.n_head, hp.n_head},
-                                           {"attention.head_count_kv", at.n_kv, hp.n_head_kv}}) {
-          const MetaValue* mv = m_.find_meta(m_.arch + "." + key);
-          if (!mv || mv->kind == MetaValue::Kind::string || declared <= 0 || have == declared) continue;
-          return fail(Errc::shape_mismatch, s.line,
-                      strf("%s.%s is %lld but attention gets %d heads of %d from '%s' (%d wide) and '%s' (%d wide) in "
-                           "layer %d: the metadata contradicts the tensors",
-                           m_.arch.c_str(), key, static_cast<long long>(declared), have, at.hd_k, s.args[0].word.c_str(),
-                           w_a, s.args[1].word.c_str(), wk, layer));
-        }
-        at.window = sliding(layer) ? window_[static_cast<size_t>(layer)] : 0;
-        auto sc = fvalue(s, "scale", 1.0 / std::sqrt(static_cast<float>(at.hd_k)));
-        if (!sc) return sc.error();
-        // llama.cpp computes the default as 1.0f/sqrtf(float(head_dim))
-        at.scale = s.kwarg("scale") ? *sc : 1.0f / std::sqrt(static_cast<float>(at.hd_k));
-        auto cap = fvalue(s, "softcap", 0);
-        if (!cap) return cap.error();
-        at.softcap = *cap;
-        if (at.softcap < 0) return fail(Errc::bad_format, s.line, "softcap is negative");
-        if (const int src = kv_src_[static_cast<size_t>(layer)]; src >= 0) {  // reads an earlier layer's cache
-          at.kv_layer = layer_kv_[static_cast<size_t>(src)];
-          at.shared = true;
-          const KvLayerSpec& ks = p_.kv[static_cast<size_t>(at.kv_layer)];
-          if (ks.n_kv != at.n_kv || ks.hd_k != at.hd_k || ks.hd_v != at.hd_v)
-            return fail(Errc::shape_mismatch, s.line,
-                        strf("layer %d reads the cache of layer %d, whose heads differ (%d of %d/%d there, %d of %d/%d here)",
-                             layer, src, ks.n_kv, ks.hd_k, ks.hd_v, at.n_kv, at.hd_k, at.hd_v));
-          st.idx = static_cast<int>(p_.attns.size());
-          p_.attns.push_back(at);
-          w_out = at.n_head * at.hd_v;
-          break;
-        }
-        at.kv_layer = static_cast<int>(p_.kv.size());
-        layer_kv_[static_cast<size_t>(layer)] = at.kv_layer;
-        KvLayerSpec kv;
-        kv.n_kv = at.n_kv;
-        kv.hd_k = at.hd_k;
-        kv.hd_v = at.hd_v;
-        kv.window = at.window;
-        // the rope last applied to the key register in this layer (to re-rotate cached keys)
-        int kreg = reg_id(s.args[1].word);
-        for (auto it = p_.steps.rbegin(); it != p_.steps.rend() && it->layer == layer; ++it)
-          if (it->op == OpCode::rope && it->dst == kreg) {
-            kv.k_rope = it->idx;
-            break;
-          }
-        p_.kv.push_back(kv);
-        st.b = static_cast<int16_t>(kreg);
-        st.c = static_cast<int16_t>(reg_id(s.args[2].word));
-        st.idx = static_cast<int>(p_.attns.size());
-        p_.attns.push_back(at);
-        w_out = at.n_head * at.hd_v;
-        break;
-      }
-      case OpCode::mul_weight: {
-        auto v = vector_of(*t, s.line, w_a, "weight");
-        if (!v) return v.error();
-        st.vec = *v;
-        st.vec_len = w_a;
-        break;
-      }
-      case OpCode::rms_normalize: {
-        double size = w_a;
-        if (const ArgDef* a = s.kwarg("size")) {
-          auto v = value(a->value, s.line, layer);
-          if (!v) return v.error();
-          size = *v;
-        }
-        if (!(size >= 1) || size != std::floor(size) || w_a % static_cast<int>(std::min<double>(size, 1 << 30)) != 0)
-          return fail(Errc::shape_mismatch, s.line, strf("rms_normalize: groups of %g do not divide '%s' (%d wide)", size,
-                                                         s.args[0].word.c_str(), w_a));
-        st.streams = static_cast<int>(size);
-        auto eps = fvalue(s, "eps", m_.hp.rms_eps);
-        if (!eps) return eps.error();
-        st.f = *eps;
-        if (!(st.f >= 0)) return fail(Errc::bad_format, s.line, "eps is negative");
-        break;
-      }
-      case OpCode::gaussian_topk: {
-        auto v = value(s.args[1].value, s.line, layer);
-        if (!v) return v.error();
-        if (!std::isfinite(*v)) return {};  // no sparsity in this layer (a probability of 0: -inf deviations)
-        st.f = static_cast<float>(*v);
-        if (!std::isfinite(st.f)) return fail(Errc::bad_format, s.line, strf("gaussian_topk: %g does not fit a float", *v));
-        if (w_a < 2) return fail(Errc::shape_mismatch, s.line, "gaussian_topk needs at least 2 values (a standard deviation)");
-        break;
-      }
-      case OpCode::put: {
-        const int w_b = width_of(s.args[1].word);
-        auto v = value(s.args[2].value, s.line, layer);
-        if (!v) return v.error();
-        if (!(*v >= 0) || *v != std::floor(*v) || *v + w_b > w_a)
-          return fail(Errc::shape_mismatch, s.line, strf("put: '%s' (%d wide) at column %g does not fit in '%s' (%d wide)",
-                                                         s.args[1].word.c_str(), w_b, *v, s.args[0].word.c_str(), w_a));
-        st.b = static_cast<int16_t>(reg_id(s.args[1].word));
-        st.off = static_cast<int>(*v);
-        st.vec_len = w_b;
-        break;
-      }
-      case OpCode::streams:
-      case OpCode::match_norm:
-      case OpCode::stream_mean: {
-        auto n = stream_count(s, s.args[1], w_a);
-        if (!n) return n.error();
-        st.streams = *n;
-        if (op.code == OpCode::streams && int64_t(w_a) * *n > (1 << 28))
-          return fail(Errc::shape_mismatch, s.line, strf("streams: %d streams of '%s' (%d wide) are too wide", *n,
-                                                         s.args[0].word.c_str(), w_a));
-        if (op.code == OpCode::streams) w_out = w_a * *n;
-        if (op.code == OpCode::stream_mean) w_out = w_a / *n;
-        break;
-      }
-      case OpCode::stream_mix: {
-        const int w_c = width_of(s.args[1].word);
-        const int n = static_cast<int>(std::lround(std::sqrt(double(w_c))));
-        if (n < 1 || n > 256 || n * n != w_c || w_a % n != 0)
-          return fail(Errc::shape_mismatch, s.line,
-                      strf("stream_mix: '%s' has %d coefficients, which is not S x S for a count S of streams of '%s' "
-                           "(%d wide)", s.args[1].word.c_str(), w_c, s.args[0].word.c_str(), w_a));
-        st.b = static_cast<int16_t>(reg_id(s.args[1].word));
-        st.streams = n;
-        break;
-      }
-      case OpCode::stream_axpy:
-      case OpCode::stream_add: {
-        const int w_v = width_of(s.args[1].word);
-        if (w_v <= 0 || w_a % w_v != 0 || w_a / w_v > 256)
-          return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not one stream of '%s' (%d wide)", op.name,
-                                                         s.args[1].word.c_str(), w_v, s.args[0].word.c_str(), w_a));
-        const int n = w_a / w_v;
-        st.b = static_cast<int16_t>(reg_id(s.args[1].word));
-        st.streams = n;
-        if (op.code == OpCode::stream_axpy) {
-          const int w_g = width_of(s.args[2].word);
-          if (w_g != n)
-            return fail(Errc::shape_mismatch, s.line, strf("stream_axpy: '%s' holds %d gains for %d streams",
-                                                           s.args[2].word.c_str(), w_g, n));
-          st.c = static_cast<int16_t>(reg_id(s.args[2].word));
-        } else {
-          double from = 0;
-          if (const ArgDef* a = s.kwarg("from")) {
-            auto v = value(a->value, s.line, layer);
-            if (!v) return v.error();
-            from = *v;
-          }
-          if (!(from >= 0) || from > n || from != std::floor(from))
-            return fail(Errc::bad_format, s.line, strf("stream_add: from = %g is not a stream (0 to %d)", from, n));
-          st.from = static_cast<int>(from);
-        }
-        break;
-      }
-      case OpCode::sub:
-      case OpCode::mul:
-      case OpCode::add: {
-        int w_b = width_of(s.args[1].word);
-        if (w_b != w_a)
-          return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' is %d wide but '%s' is %d wide", op.name, s.args[0].word.c_str(), w_a,
-                                                         s.args[1].word.c_str(), w_b));
-        st.b = static_cast<int16_t>(reg_id(s.args[1].word));
-        break;
-      }
-      case OpCode::scale:
-      case OpCode::softcap: {
-        auto v = value(s.args[1].value, s.line, layer);
-        if (!v) return v.error();
-        st.f = static_cast<float>(*v);
-        if (!std::isfinite(st.f)) return fail(Errc::bad_format, s.line, strf("%s: %g does not fit a float", op.name, *v));
-        if (op.code == OpCode::scale) {
-          auto b = fvalue(s, "bias", 0);
-          if (!b) return b.error();
-          st.f2 = *b;
-        }
-        if (op.code == OpCode::softcap) {
-          if (st.f < 0) return fail(Errc::bad_format, s.line, "softcap is negative");
-          if (st.f == 0) return {};  // no soft-capping for this model
-        }
-        break;
-      }
-      case OpCode::last:
-        p_.has_last = true;
-        break;
-      default:
-        break;
+    Stmt in{s, layer, st, t, w_a, w_a};
+    if (const Rule r = rule(st.op)) {
+      auto e = (this->*r)(in);
+      if (!e) return e.error();
+      if (*e == Emit::none) return {};
     }
+    const std::string& tgt = s.target();
     int d = reg_id(tgt);
     st.dst = static_cast<int16_t>(d);
-    st.w_out = w_out;
-    if (w_out <= 0) return fail(Errc::shape_mismatch, s.line, "'" + tgt + "' would have no elements");
-    set_width(d, w_out);
+    st.w_out = in.w_out;
+    if (in.w_out <= 0) return fail(Errc::shape_mismatch, s.line, "'" + tgt + "' would have no elements");
+    set_width(d, in.w_out);
     p_.steps.push_back(st);
     return {};
+  }
+
+  int width_of(const std::string& reg) { return width_[static_cast<size_t>(reg_id(reg))]; }
+
+  // eps = (default dflt): a norm's epsilon, not negative.
+  Result<void> set_eps(Stmt& c, double dflt) {
+    auto eps = fvalue(c.s, "eps", dflt);
+    if (!eps) return eps.error();
+    c.st.f = *eps;
+    if (!(c.st.f >= 0)) return fail(Errc::bad_format, c.s.line, "eps is negative");
+    return {};
+  }
+
+  // embed(TABLE [, beyond = ROW]): a row of the table per token id.
+  Result<Emit> embed_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    const TensorView* t = c.t;
+    if (t->n_dims != 2) return fail(Errc::shape_mismatch, s.line, "embedding '" + t->name + "' is not 2-D: " + t->shape_string());
+    if (auto r = check_computable(*t, s.line); !r) return r.error();
+    c.st.w = t;
+    c.w_out = static_cast<int>(t->ne[0]);
+    if (s.kwarg("beyond")) {  // ids past its rows read row `beyond`: the table sets no id limit
+      auto b = value(s.kwarg("beyond")->value, s.line, c.layer);
+      if (!b) return b.error();
+      if (!(*b >= 0) || *b >= static_cast<double>(t->ne[1]) || *b != std::floor(*b) || t->ne[1] > INT32_MAX)
+        return fail(Errc::shape_mismatch, s.line, strf("embed: beyond = %g is not a row of '%s' (%lld rows)", *b,
+                                                       t->name.c_str(), static_cast<long long>(t->ne[1])));
+      c.st.off = static_cast<int>(*b);
+      c.st.vec_len = static_cast<int>(t->ne[1]);
+    } else if (t->ne[1] < p_.embed_rows) {
+      p_.embed_rows = t->ne[1];
+      rows_tensor_ = t->name;
+    }
+    if (x_tensor_.empty()) x_tensor_ = t->name;
+    return Emit::step;
+  }
+
+  // rms_norm(X, W) over the row; norm_heads(X, W) over each head (W: one head's weights).
+  Result<Emit> rms_norm_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    const TensorView* t = c.t;
+    const bool heads = c.st.op == OpCode::norm_heads;
+    auto v = vector_of(*t, s.line, heads ? -1 : c.w_a, heads ? "head norm" : "norm", false, norm_offset());
+    if (!v) return v.error();
+    if (heads && (t->ne[0] <= 0 || c.w_a % t->ne[0] != 0))
+      return fail(Errc::shape_mismatch, s.line, strf("head norm '%s' (%lld) does not divide '%s' (%d wide)", t->name.c_str(),
+                                                     static_cast<long long>(t->ne[0]), s.args[0].word.c_str(), c.w_a));
+    c.st.vec = *v;
+    c.st.vec_len = static_cast<int>(t->ne[0]);
+    if (auto r = set_eps(c, m_.hp.rms_eps); !r) return r.error();
+    return Emit::step;
+  }
+
+  // layer_norm(X, W [, bias = B]) over the row; layer_norm_heads over each head of head_dim, with
+  // a weight shared by every head or one per head.
+  Result<Emit> layer_norm_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    const TensorView* t = c.t;
+    const char* name = s.op->name;
+    const int w_a = c.w_a;
+    const bool heads = c.st.op == OpCode::layer_norm_heads;
+    const int seg = heads ? static_cast<int>(m_.hp.head_dim) : w_a;
+    if (seg <= 0 || w_a % seg != 0)
+      return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not a whole number of heads of head_dim %d",
+                                                     name, s.args[0].word.c_str(), w_a, seg));
+    // the weight: one for the row (layer_norm), one shared by every head or one per head (heads)
+    const int64_t nw = t->nelements();
+    if (nw != w_a && nw != seg)
+      return fail(Errc::shape_mismatch, s.line,
+                  heads ? strf("%s: weight '%s' has %lld elements: expected head_dim (%d, shared by every head) or "
+                               "the width of '%s' (%d, one weight per head)", name, t->name.c_str(),
+                               static_cast<long long>(nw), seg, s.args[0].word.c_str(), w_a)
+                        : strf("%s: weight '%s' has %lld elements but '%s' is %d wide", name, t->name.c_str(),
+                               static_cast<long long>(nw), s.args[0].word.c_str(), w_a));
+    auto v = vector_of(*t, s.line, nw, "norm", true, norm_offset());
+    if (!v) return v.error();
+    c.st.vec = *v;
+    c.st.vec_len = static_cast<int>(nw);
+    c.st.off = seg;
+    if (const ArgDef* b = s.kwarg("bias")) {
+      std::string tried;
+      const TensorView* bt = find_tensor(*b, c.layer, tried);
+      if (!bt && !b->optional) return missing_tensor(*b, c.layer, s.line, tried);
+      if (bt) {
+        if (bt->nelements() != nw)
+          return fail(Errc::shape_mismatch, s.line,
+                      strf("%s: bias '%s' has %lld elements, the weight '%s' %lld", name, bt->name.c_str(),
+                           static_cast<long long>(bt->nelements()), t->name.c_str(), static_cast<long long>(nw)));
+        auto bv = vector_of(*bt, s.line, nw, "bias", true);
+        if (!bv) return bv.error();
+        c.st.vec2 = *bv;
+      }
+    }
+    if (auto r = set_eps(c, *builtin_value("norm_eps")); !r) return r.error();
+    return Emit::step;
+  }
+
+  // matmul(X, W): W is [w_a, rows], a row of X times each of its rows.
+  Result<Emit> matmul_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    const TensorView* t = c.t;
+    if (t->n_dims < 1 || t->ne[2] != 1 || t->ne[3] != 1 || t->n_dims > 2)
+      return fail(Errc::shape_mismatch, s.line, "matmul weight '" + t->name + "' is not a matrix: " + t->shape_string());
+    if (t->ne[0] != c.w_a)
+      return fail(Errc::shape_mismatch, s.line, strf("matmul: '%s' rows have %lld elements but '%s' is %d wide",
+                                                     t->name.c_str(), static_cast<long long>(t->ne[0]),
+                                                     s.args[0].word.c_str(), c.w_a));
+    if (t->ne[1] > (1 << 28)) return fail(Errc::shape_mismatch, s.line, "matmul weight '" + t->name + "' has too many rows");
+    if (auto r = check_computable(*t, s.line); !r) return r.error();
+    c.st.w = t;
+    c.w_out = static_cast<int>(t->ne[1]);
+    if (s.target() == "logits") logits_tensor_ = t->name;
+    c.st.round_input = round_input(*t, c.w_a);
+    return Emit::step;
+  }
+
+  // add_bias(X, B) / mul_weight(X, W): a vector as wide as X.
+  Result<Emit> row_vector_rule(Stmt& c) {
+    auto v = vector_of(*c.t, c.s.line, c.w_a, c.st.op == OpCode::add_bias ? "bias" : "weight");
+    if (!v) return v.error();
+    c.st.vec = *v;
+    c.st.vec_len = c.w_a;
+    return Emit::step;
+  }
+
+  Result<Emit> rope_rule(Stmt& c) {
+    auto r = rope_spec(c.s, c.layer, c.w_a);
+    if (!r) return r.error();
+    c.st.idx = *r;
+    return Emit::step;
+  }
+
+  // The heads, window, scale and soft-cap of attention(q, k, v) in a layer.
+  Result<AttnSpec> attention_spec(const Stmt& c, int wk, int wv) {
+    const StmtDef& s = c.s;
+    const HParams& hp = m_.hp;
+    const int w_a = c.w_a, layer = c.layer;
+    AttnSpec at;
+    at.hd_k = static_cast<int>(hp.head_dim);
+    at.hd_v = static_cast<int>(hp.head_dim_v);
+    if (at.hd_k <= 0 || at.hd_v <= 0 || w_a % at.hd_k || wk % at.hd_k || wv % at.hd_v)
+      return fail(Errc::shape_mismatch, s.line, strf("attention: q (%d), k (%d), v (%d) are not whole heads of %d / %d", w_a, wk, wv, at.hd_k, at.hd_v));
+    at.n_head = w_a / at.hd_k;
+    at.n_kv = wk / at.hd_k;
+    if (at.n_kv <= 0 || at.n_head % at.n_kv != 0 || wv / at.hd_v != at.n_kv)
+      return fail(Errc::shape_mismatch, s.line, strf("attention: %d query heads, %d key heads and %d value heads do not group",
+                                                     at.n_head, at.n_kv, wv / at.hd_v));
+    for (auto [key, have, declared] : {std::tuple<const char*, int, int64_t>{"attention.head_count", at.n_head, hp.n_head},
+                                       {"attention.head_count_kv", at.n_kv, hp.n_head_kv}}) {
+      const MetaValue* mv = m_.find_meta(m_.arch + "." + key);
+      if (!mv || mv->kind == MetaValue::Kind::string || declared <= 0 || have == declared) continue;
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("%s.%s is %lld but attention gets %d heads of %d from '%s' (%d wide) and '%s' (%d wide) in "
+                       "layer %d: the metadata contradicts the tensors",
+                       m_.arch.c_str(), key, static_cast<long long>(declared), have, at.hd_k, s.args[0].word.c_str(),
+                       w_a, s.args[1].word.c_str(), wk, layer));
+    }
+    at.window = sliding(layer) ? window_[static_cast<size_t>(layer)] : 0;
+    auto sc = fvalue(s, "scale", 1.0 / std::sqrt(static_cast<float>(at.hd_k)));
+    if (!sc) return sc.error();
+    // llama.cpp computes the default as 1.0f/sqrtf(float(head_dim))
+    at.scale = s.kwarg("scale") ? *sc : 1.0f / std::sqrt(static_cast<float>(at.hd_k));
+    auto cap = fvalue(s, "softcap", 0);
+    if (!cap) return cap.error();
+    at.softcap = *cap;
+    if (at.softcap < 0) return fail(Errc::bad_format, s.line, "softcap is negative");
+    return at;
+  }
+
+  // attention(q, k, v): writes this layer's cache (a new entry of Program::kv) and reads it, or
+  // reads the cache of an earlier layer (reuse_kv_from, plan_kv_reuse()).
+  Result<Emit> attention_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    const int layer = c.layer;
+    const int wk = width_of(s.args[1].word), wv = width_of(s.args[2].word);
+    auto spec = attention_spec(c, wk, wv);
+    if (!spec) return spec.error();
+    AttnSpec& at = *spec;
+    c.w_out = at.n_head * at.hd_v;
+    if (const int src = kv_src_[static_cast<size_t>(layer)]; src >= 0) {  // reads an earlier layer's cache
+      at.kv_layer = layer_kv_[static_cast<size_t>(src)];
+      at.shared = true;
+      const KvLayerSpec& ks = p_.kv[static_cast<size_t>(at.kv_layer)];
+      if (ks.n_kv != at.n_kv || ks.hd_k != at.hd_k || ks.hd_v != at.hd_v)
+        return fail(Errc::shape_mismatch, s.line,
+                    strf("layer %d reads the cache of layer %d, whose heads differ (%d of %d/%d there, %d of %d/%d here)",
+                         layer, src, ks.n_kv, ks.hd_k, ks.hd_v, at.n_kv, at.hd_k, at.hd_v));
+      c.st.idx = static_cast<int>(p_.attns.size());
+      p_.attns.push_back(at);
+      return Emit::step;
+    }
+    at.kv_layer = static_cast<int>(p_.kv.size());
+    layer_kv_[static_cast<size_t>(layer)] = at.kv_layer;
+    KvLayerSpec kv;
+    kv.n_kv = at.n_kv;
+    kv.hd_k = at.hd_k;
+    kv.hd_v = at.hd_v;
+    kv.window = at.window;
+    // the rope last applied to the key register in this layer (to re-rotate cached keys)
+    int kreg = reg_id(s.args[1].word);
+    for (auto it = p_.steps.rbegin(); it != p_.steps.rend() && it->layer == layer; ++it)
+      if (it->op == OpCode::rope && it->dst == kreg) {
+        kv.k_rope = it->idx;
+        break;
+      }
+    p_.kv.push_back(kv);
+    c.st.b = static_cast<int16_t>(kreg);
+    c.st.c = static_cast<int16_t>(reg_id(s.args[2].word));
+    c.st.idx = static_cast<int>(p_.attns.size());
+    p_.attns.push_back(at);
+    return Emit::step;
+  }
+
+  // sub / mul / add(A, B): elementwise, A and B as wide.
+  Result<Emit> binary_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    const int w_b = width_of(s.args[1].word);
+    if (w_b != c.w_a)
+      return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' is %d wide but '%s' is %d wide", s.op->name,
+                                                     s.args[0].word.c_str(), c.w_a, s.args[1].word.c_str(), w_b));
+    c.st.b = static_cast<int16_t>(reg_id(s.args[1].word));
+    return Emit::step;
+  }
+
+  // scale(X, F [, bias = B]) / softcap(X, C): a float of the definition (softcap 0: no step).
+  Result<Emit> scalar_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    auto v = value(s.args[1].value, s.line, c.layer);
+    if (!v) return v.error();
+    c.st.f = static_cast<float>(*v);
+    if (!std::isfinite(c.st.f)) return fail(Errc::bad_format, s.line, strf("%s: %g does not fit a float", s.op->name, *v));
+    if (c.st.op == OpCode::scale) {
+      auto b = fvalue(s, "bias", 0);
+      if (!b) return b.error();
+      c.st.f2 = *b;
+    }
+    if (c.st.op == OpCode::softcap) {
+      if (c.st.f < 0) return fail(Errc::bad_format, s.line, "softcap is negative");
+      if (c.st.f == 0) return Emit::none;  // no soft-capping for this model
+    }
+    return Emit::step;
+  }
+
+  // slice(X, START, WIDTH): columns of X.
+  Result<Emit> slice_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    auto a0 = value(s.args[1].value, s.line, c.layer);
+    if (!a0) return a0.error();
+    auto a1 = value(s.args[2].value, s.line, c.layer);
+    if (!a1) return a1.error();
+    const double start = *a0, width = *a1;
+    if (start < 0 || width < 1 || start != std::floor(start) || width != std::floor(width) || start + width > c.w_a)
+      return fail(Errc::shape_mismatch, s.line, strf("slice: columns %g to %g (start %g, width %g) are not within '%s' "
+                                                     "(%d wide)", start, start + width - 1, start, width,
+                                                     s.args[0].word.c_str(), c.w_a));
+    c.st.off = static_cast<int>(start);
+    c.w_out = static_cast<int>(width);
+    return Emit::step;
+  }
+
+  // put(X, Y, COL): Y into the columns of X from COL.
+  Result<Emit> put_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    const int w_b = width_of(s.args[1].word);
+    auto v = value(s.args[2].value, s.line, c.layer);
+    if (!v) return v.error();
+    if (!(*v >= 0) || *v != std::floor(*v) || *v + w_b > c.w_a)
+      return fail(Errc::shape_mismatch, s.line, strf("put: '%s' (%d wide) at column %g does not fit in '%s' (%d wide)",
+                                                     s.args[1].word.c_str(), w_b, *v, s.args[0].word.c_str(), c.w_a));
+    c.st.b = static_cast<int16_t>(reg_id(s.args[1].word));
+    c.st.off = static_cast<int>(*v);
+    c.st.vec_len = w_b;
+    return Emit::step;
+  }
+
+  // rms_normalize(X [, size = N]): RMS-normalizes each group of N (default: the row), no weight.
+  Result<Emit> rms_normalize_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    double size = c.w_a;
+    if (const ArgDef* a = s.kwarg("size")) {
+      auto v = value(a->value, s.line, c.layer);
+      if (!v) return v.error();
+      size = *v;
+    }
+    if (!(size >= 1) || size != std::floor(size) || c.w_a % static_cast<int>(std::min<double>(size, 1 << 30)) != 0)
+      return fail(Errc::shape_mismatch, s.line, strf("rms_normalize: groups of %g do not divide '%s' (%d wide)", size,
+                                                     s.args[0].word.c_str(), c.w_a));
+    c.st.streams = static_cast<int>(size);
+    if (auto r = set_eps(c, m_.hp.rms_eps); !r) return r.error();
+    return Emit::step;
+  }
+
+  // gaussian_topk(X, Z): keeps what lies Z standard deviations above the mean (Z = -inf: no step).
+  Result<Emit> gaussian_topk_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    auto v = value(s.args[1].value, s.line, c.layer);
+    if (!v) return v.error();
+    if (!std::isfinite(*v)) return Emit::none;  // no sparsity in this layer (a probability of 0: -inf deviations)
+    c.st.f = static_cast<float>(*v);
+    if (!std::isfinite(c.st.f)) return fail(Errc::bad_format, s.line, strf("gaussian_topk: %g does not fit a float", *v));
+    if (c.w_a < 2) return fail(Errc::shape_mismatch, s.line, "gaussian_topk needs at least 2 values (a standard deviation)");
+    return Emit::step;
+  }
+
+  // streams(X, N): N copies of X; match_norm(X, N): the streams scaled to the first's norm;
+  // stream_mean(X, N): their mean.
+  Result<Emit> streams_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    auto n = stream_count(s, s.args[1], c.w_a);
+    if (!n) return n.error();
+    c.st.streams = *n;
+    if (c.st.op == OpCode::streams && int64_t(c.w_a) * *n > (1 << 28))
+      return fail(Errc::shape_mismatch, s.line, strf("streams: %d streams of '%s' (%d wide) are too wide", *n,
+                                                     s.args[0].word.c_str(), c.w_a));
+    if (c.st.op == OpCode::streams) c.w_out = c.w_a * *n;
+    if (c.st.op == OpCode::stream_mean) c.w_out = c.w_a / *n;
+    return Emit::step;
+  }
+
+  // stream_mix(X, C): the streams of X mixed by the S x S coefficients C.
+  Result<Emit> stream_mix_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    const int w_c = width_of(s.args[1].word);
+    const int n = static_cast<int>(std::lround(std::sqrt(double(w_c))));
+    if (n < 1 || n > 256 || n * n != w_c || c.w_a % n != 0)
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("stream_mix: '%s' has %d coefficients, which is not S x S for a count S of streams of '%s' "
+                       "(%d wide)", s.args[1].word.c_str(), w_c, s.args[0].word.c_str(), c.w_a));
+    c.st.b = static_cast<int16_t>(reg_id(s.args[1].word));
+    c.st.streams = n;
+    return Emit::step;
+  }
+
+  // stream_axpy(X, V, G): every stream of X gets its gain in G times V; stream_add(X, V [, from =
+  // F]): the streams from F get V.
+  Result<Emit> stream_update_rule(Stmt& c) {
+    const StmtDef& s = c.s;
+    const int w_a = c.w_a, w_v = width_of(s.args[1].word);
+    if (w_v <= 0 || w_a % w_v != 0 || w_a / w_v > 256)
+      return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not one stream of '%s' (%d wide)", s.op->name,
+                                                     s.args[1].word.c_str(), w_v, s.args[0].word.c_str(), w_a));
+    const int n = w_a / w_v;
+    c.st.b = static_cast<int16_t>(reg_id(s.args[1].word));
+    c.st.streams = n;
+    if (c.st.op == OpCode::stream_axpy) {
+      const int w_g = width_of(s.args[2].word);
+      if (w_g != n)
+        return fail(Errc::shape_mismatch, s.line, strf("stream_axpy: '%s' holds %d gains for %d streams",
+                                                       s.args[2].word.c_str(), w_g, n));
+      c.st.c = static_cast<int16_t>(reg_id(s.args[2].word));
+      return Emit::step;
+    }
+    double from = 0;
+    if (const ArgDef* a = s.kwarg("from")) {
+      auto v = value(a->value, s.line, c.layer);
+      if (!v) return v.error();
+      from = *v;
+    }
+    if (!(from >= 0) || from > n || from != std::floor(from))
+      return fail(Errc::bad_format, s.line, strf("stream_add: from = %g is not a stream (0 to %d)", from, n));
+    c.st.from = static_cast<int>(from);
+    return Emit::step;
+  }
+
+  // last(X): only the last token's row goes on (the logits of the prompt's last token).
+  Result<Emit> last_rule(Stmt&) {
+    p_.has_last = true;
+    return Emit::step;
   }
 
   const ArchDef& d_;
@@ -20809,6 +21021,41 @@ class ArchCompiler {
   uint64_t max_steps_;
   std::string x_tensor_, logits_tensor_;  // the embedding and the output weight (messages)
   std::string rows_tensor_;               // the embedding with the fewest rows (messages)
+};
+
+}  // namespace detail
+}  // namespace v0_1
+}  // namespace llminfer
+#endif  // !LLMI_KERNEL_PASS
+
+// ---- src/43_forward.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
+#if !defined(LLMI_KERNEL_PASS)
+// ==== Forward pass: run a compiled definition (Engine / Context) ====
+// Engine::create compiles the model's definition once (ArchCompiler, 43_archdef_compile) into a
+// flat list of Steps holding tensor pointers. Context::eval runs that list with a switch per step:
+// no strings, no lookups, and no architecture names anywhere.
+namespace llminfer {
+inline namespace v0_1 {
+namespace detail {
+
+// Which definition an Engine runs (the status report shows the same for every architecture).
+struct ArchInfo {
+  std::string name;
+  std::string origin;  // "builtin" or the path of the user's .archdef file
+  std::string sha256;  // of the definition text
+  int steps_per_layer = 0;
+};
+
+// Reported to a trace callback after every step (debugging, conformance diffs).
+struct TraceEvent {
+  int step;
+  const char* op;
+  int layer;
+  int line;
+  const std::string& reg;
+  const float* data;  // [rows][width]
+  int rows;
+  int width;
 };
 
 class Batcher;  // 45_batch
@@ -20889,44 +21136,7 @@ class Engine {
 // context_full: nothing was evaluated (policy stop; ContextPolicy::slide makes room inside eval).
 enum class EvalStatus { ok, cancelled, context_full };
 
-// ---- elementwise kernels (f32 activations) ----
-// cos/sin of one position for a rope spec: cache[2i] = cos, cache[2i+1] = sin.
-inline void rope_angles(const RopeSpec& r, int64_t pos, float* cache) {
-  float theta = static_cast<float>(pos);
-  for (int i0 = 0; i0 < r.n_dims; i0 += 2) {
-    float ff = r.factors.empty() ? 1.0f : r.factors[static_cast<size_t>(i0 / 2)];
-    float th = r.freq_scale * (theta / ff);
-    cache[i0] = std::cos(th);
-    cache[i0 + 1] = std::sin(th);
-    theta *= r.theta_scale;
-  }
-}
-
-// Rotates one head (head_dim elements, first n_dims rotated) in place or into `out`.
-inline void rope_head(const RopeSpec& r, const float* cache, const float* in, float* out) {
-  const int n = r.n_dims;
-  // x0 c - x1 s and x0 s + x1 c with the first product fused, as llama.cpp's CPU build computes
-  // them (the compiler contracts its expressions): its bits, not one rounding better or worse.
-  if (r.neox) {
-    const int h = n / 2;
-    for (int i = 0; i < h; i++) {
-      float c = cache[2 * i], s = cache[2 * i + 1];
-      float x0 = in[i], x1 = in[i + h];
-      out[i] = std::fma(x0, c, -(x1 * s));
-      out[i + h] = std::fma(x0, s, x1 * c);
-    }
-  } else {
-    for (int i = 0; i < n; i += 2) {
-      float c = cache[i], s = cache[i + 1];
-      float x0 = in[i], x1 = in[i + 1];
-      out[i] = std::fma(x0, c, -(x1 * s));
-      out[i + 1] = std::fma(x0, s, x1 * c);
-    }
-  }
-  if (out != in)
-    for (int i = n; i < r.head_dim; i++) out[i] = in[i];
-}
-
+// ---- elementwise kernels (f32 activations; rope_angles and rope_head are in 42_kv_cache) ----
 // layer_norm / layer_norm_heads of one row (s.off: the length normalised at a time, the row or a
 // head; one weight and bias for all heads, or one per head). As ggml's CPU build computes it: the
 // sum in double, the mean in float; the squares of the float differences added in float by groups
@@ -21271,14 +21481,11 @@ class Context {
     const LoadOptions& o = c.e_->options();
     c.n_ctx_ = n_ctx > 0 ? n_ctx : c.e_->n_ctx_default();
     c.ubatch_ = std::min(kUbatch, c.n_ctx_);
-    if (auto r = c.kv_.init(p.kv, c.n_ctx_, c.ubatch_, o.kv_type, c.kern_); !r) return r.error();
+    if (auto r = c.kv_.init(p.kv, p.ropes, c.n_ctx_, c.ubatch_, o.kv_type, c.kern_); !r) return r.error();
     c.slide_ = o.context_policy == ContextPolicy::slide;
     c.keep_ = std::max(0, o.keep);
-    c.wmax_ = 1;  // sliding keeps `keep` tokens, and ring layers must still hold their window afterwards
-    for (int l = 0; l < c.kv_.n_layers(); l++)
-      if (c.kv_.layer(l).wraps(c.n_ctx_)) c.wmax_ = std::max(c.wmax_, c.kv_.layer(l).spec.window);
-    if (c.slide_) {
-      c.slide_chunk_ = std::min(c.ubatch_, c.n_ctx_ - c.keep_ - c.wmax_ + 1);
+    if (c.slide_) {  // sliding keeps `keep` tokens, and ring layers must still hold their window afterwards
+      c.slide_chunk_ = std::min(c.ubatch_, c.n_ctx_ - c.keep_ - c.kv_.ring_window() + 1);
       if (c.slide_chunk_ < 1)
         return make_error(Errc::invalid_argument, strf("a context of %d tokens is too small to slide while keeping %d tokens",
                                                        c.n_ctx_, c.keep_));
@@ -21525,31 +21732,32 @@ class Context {
     }
   }
 
-  // ContextPolicy::slide: drops `need` or more tokens after the first keep_ and shifts the rest
-  // down (KvCache::shift re-rotates their keys), so positions stay 0..n_past-1 (as llama.cpp's
-  // context shift). Half of what follows the kept tokens goes, so that sliding is rare.
+  // ContextPolicy::slide: the cache drops `need` or more tokens after the first keep_ and shifts
+  // the rest down (KvCache::slide); the tokens follow.
   void slide(int need) {
     const int keep = std::min(keep_, n_past_);
-    const int wmax = wmax_;
-    int d = std::max(need, (n_past_ - keep) / 2);
-    d = std::min(d, n_past_ - keep - wmax + 1);  // ring layers keep their window of the kept part
-    d = std::max(d, need);
-    d = std::min(d, n_past_ - keep);
-    if (d <= 0) return;
-    if (!erase(keep, d)) {  // a ring no longer holds what it must keep: start over from the tokens
+    const int d = kv_.slide(n_past_, keep, need);
+    if (d < 0) {  // a ring no longer holds what it must keep
       LLMI_ASSERT(false && "slide: the cache cannot shift");
+      return;
     }
+    drop_tokens(keep, d);
+  }
+
+  // Tokens [from, from + count) leave, as their cells did.
+  void drop_tokens(int from, int count) {
+    tokens_.erase(tokens_.begin() + from, tokens_.begin() + from + count);
+    n_past_ -= count;
   }
 
  public:
-  // Drops the cached tokens [from, from + count) and shifts the later ones down (keys re-rotated).
-  // False (nothing changed) when a sliding-window ring no longer holds what it must keep.
+  // Drops the cached tokens [from, from + count) and shifts the later ones down (KvCache::erase:
+  // keys re-rotated). False (nothing changed) when a sliding-window ring no longer holds what it
+  // must keep.
   bool erase(int from, int count) {
-    if (from < 0 || count < 0 || from > n_past_ || count > n_past_ - from) return false;
-    if (count == 0) return true;
-    if (from + count == n_past_) return truncate(from);
-    KvMove m{from + count, from, n_past_ - from - count};
-    return shift(std::span<const KvMove>(&m, 1), n_past_ - count);
+    if (!kv_.erase(n_past_, from, count)) return false;
+    drop_tokens(from, count);
+    return true;
   }
 
   // Keeps [0, moves[0].dst) and moves each [src, src + len) to [dst, dst + len) (KvCache::shift:
@@ -21557,20 +21765,7 @@ class Context {
   // changed) when the moves are not of that shape or a ring no longer holds what it must keep.
   bool shift(std::span<const KvMove> moves, int n_new) {
     if (moves.empty()) return truncate(n_new);
-    const Program& p = e_->program();
-    int cached_rope = -1, cached_delta = 0;
-    std::vector<float> cs;
-    auto rerotate = [&](int k_rope, int delta, float* heads, int n_heads, int hd) {
-      const RopeSpec& rs = p.ropes[static_cast<size_t>(k_rope)];
-      if (k_rope != cached_rope || delta != cached_delta) {
-        cs.resize(size_t(rs.n_dims));
-        rope_angles(rs, int64_t(delta), cs.data());
-        cached_rope = k_rope;
-        cached_delta = delta;
-      }
-      for (int h = 0; h < n_heads; h++) rope_head(rs, cs.data(), heads + size_t(h) * hd, heads + size_t(h) * hd);
-    };
-    if (!kv_.shift(moves, n_past_, n_new, rerotate)) return false;
+    if (!kv_.shift(moves, n_past_, n_new)) return false;
     std::vector<int32_t> t(tokens_.begin(), tokens_.begin() + moves[0].dst);
     for (const auto& m : moves) t.insert(t.end(), tokens_.begin() + m.src, tokens_.begin() + m.src + m.len);
     tokens_ = std::move(t);
@@ -21582,8 +21777,8 @@ class Context {
   // system prompt's length).
   // Never so many that a slide could not make room for one token.
   void set_keep(int keep) {
-    keep_ = std::max(0, std::min(keep, n_ctx_ - wmax_));
-    slide_chunk_ = std::max(1, std::min(ubatch_, n_ctx_ - keep_ - wmax_ + 1));
+    keep_ = std::max(0, std::min(keep, n_ctx_ - kv_.ring_window()));
+    slide_chunk_ = std::max(1, std::min(ubatch_, n_ctx_ - keep_ - kv_.ring_window() + 1));
   }
   int keep() const { return keep_; }
   KvCache& kv() { return kv_; }
@@ -21600,7 +21795,7 @@ class Context {
   KvCache kv_;
   int n_ctx_ = 0, n_past_ = 0, ubatch_ = 0;
   bool slide_ = false;
-  int keep_ = 0, slide_chunk_ = 0, wmax_ = 1;
+  int keep_ = 0, slide_chunk_ = 0;
   std::vector<int32_t> tokens_;
   std::vector<HeapBuf> regs_;
   std::vector<float*> reg_ptr_;

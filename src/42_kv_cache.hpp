@@ -2,10 +2,67 @@
 // A cell is addressed by the token's absolute position: slot = pos % slots. A layer that attends
 // to the whole context has slots = n_ctx (it never wraps); a sliding-window layer keeps only
 // window + ubatch - 1 slots (the window of the oldest query of a batch plus the batch itself), so
-// a 512-token window costs 512 + ubatch cells whatever the context length.
+// a 512-token window costs 512 + ubatch cells whatever the context length. The cache shifts
+// itself (slide, erase, shift: cells move down, their keys re-rotated by the rope that rotated
+// them), so the context that owns it only keeps its tokens in step.
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
+
+// ---- RoPE: the forward pass's rope steps, and the re-rotation of cached keys that move ----
+// RoPE of one (layer, register): rotates pairs (2i, 2i+1) ("pairs", GGUF llama) or (i, i+n/2)
+// ("neox") of the first n_dims elements of every head, angle pos * base^(-2i/n_dims) / factor_i
+// * freq_scale, computed as llama.cpp does (theta multiplied by theta_scale per pair, in float).
+struct RopeSpec {
+  bool neox = false;
+  int n_dims = 0;
+  int head_dim = 0;
+  float base = 10000.0f;
+  float theta_scale = 1.0f;
+  float freq_scale = 1.0f;
+  std::vector<float> factors;  // [n_dims/2] divisors of the angle (llama-3 scaling); empty: none
+  bool same(const RopeSpec& o) const {
+    return neox == o.neox && n_dims == o.n_dims && head_dim == o.head_dim && base == o.base &&
+           freq_scale == o.freq_scale && factors == o.factors;
+  }
+};
+
+// cos/sin of one position for a rope spec: cache[2i] = cos, cache[2i+1] = sin.
+inline void rope_angles(const RopeSpec& r, int64_t pos, float* cache) {
+  float theta = static_cast<float>(pos);
+  for (int i0 = 0; i0 < r.n_dims; i0 += 2) {
+    float ff = r.factors.empty() ? 1.0f : r.factors[static_cast<size_t>(i0 / 2)];
+    float th = r.freq_scale * (theta / ff);
+    cache[i0] = std::cos(th);
+    cache[i0 + 1] = std::sin(th);
+    theta *= r.theta_scale;
+  }
+}
+
+// Rotates one head (head_dim elements, first n_dims rotated) in place or into `out`.
+inline void rope_head(const RopeSpec& r, const float* cache, const float* in, float* out) {
+  const int n = r.n_dims;
+  // x0 c - x1 s and x0 s + x1 c with the first product fused, as llama.cpp's CPU build computes
+  // them (the compiler contracts its expressions): its bits, not one rounding better or worse.
+  if (r.neox) {
+    const int h = n / 2;
+    for (int i = 0; i < h; i++) {
+      float c = cache[2 * i], s = cache[2 * i + 1];
+      float x0 = in[i], x1 = in[i + h];
+      out[i] = std::fma(x0, c, -(x1 * s));
+      out[i + h] = std::fma(x0, s, x1 * c);
+    }
+  } else {
+    for (int i = 0; i < n; i += 2) {
+      float c = cache[i], s = cache[i + 1];
+      float x0 = in[i], x1 = in[i + 1];
+      out[i] = std::fma(x0, c, -(x1 * s));
+      out[i + 1] = std::fma(x0, s, x1 * c);
+    }
+  }
+  if (out != in)
+    for (int i = n; i < r.head_dim; i++) out[i] = in[i];
+}
 
 // A checked heap allocation (KV caches and scratch can be large: no std::vector, whose failure
 // would abort under -fno-exceptions).
@@ -96,15 +153,19 @@ class KvCache {
     return total;
   }
 
-  // kern: the kernels that convert rows to and from f16 (the evaluation context's).
-  Result<void> init(const std::vector<KvLayerSpec>& specs, int n_ctx, int ubatch, KvType type, const KernelTable* kern) {
+  // kern: the kernels that convert rows to and from f16 (the evaluation context's); ropes: the
+  // program's rope specs (KvLayerSpec::k_rope indexes them), to re-rotate keys that move.
+  Result<void> init(const std::vector<KvLayerSpec>& specs, const std::vector<RopeSpec>& ropes, int n_ctx, int ubatch,
+                    KvType type, const KernelTable* kern) {
     kern_ = kern;
     type_ = type;
     elem_ = type == KvType::f16 ? 2 : 4;
     n_ctx_ = n_ctx;
+    ropes_ = ropes;
     layers_.clear();
     bufs_.clear();
     bytes_ = 0;
+    ring_window_ = 1;
     for (const auto& s : specs) {
       KvLayer l;
       l.spec = s;
@@ -119,6 +180,7 @@ class KvCache {
       bytes_ += kb->bytes() + vb->bytes();
       bufs_.push_back(std::move(*kb));
       bufs_.push_back(std::move(*vb));
+      if (l.wraps(n_ctx)) ring_window_ = std::max(ring_window_, s.window);
       layers_.push_back(l);
     }
     return {};
@@ -130,6 +192,9 @@ class KvCache {
   int n_layers() const { return static_cast<int>(layers_.size()); }
   KvLayer& layer(int l) { return layers_[static_cast<size_t>(l)]; }
   const KvLayer& layer(int l) const { return layers_[static_cast<size_t>(l)]; }
+  // The widest window of the layers that wrap (1 when none wraps): a slide leaves that many
+  // positions after the kept ones, so that every ring still holds its window.
+  int ring_window() const { return ring_window_; }
 
   // Address of head g's key / value at a slot.
   uint8_t* k_at(const KvLayer& l, int g, int slot) const {
@@ -180,10 +245,9 @@ class KvCache {
   // The new layout of `n_new` positions: positions below moves[0].dst stay where they are; each
   // move takes [src, src + len) to [dst, dst + len) (dst < src), the moves in order and contiguous
   // (moves[i + 1].dst == moves[i].dst + moves[i].len), the last ending at n_new. What the cache
-  // held past the sources is dropped. A key is rotated by its move's delta (dst - src) through
-  // `rerotate(k_rope, delta, heads, n_heads, hd_k)` (rope is linear in the position, so this equals
-  // rotating the unrotated key to its new position, up to rounding; values are copied).
-  using Rerotate = std::function<void(int k_rope, int delta, float* heads, int n_heads, int hd)>;
+  // held past the sources is dropped. A key is rotated by its move's delta (dst - src) with the
+  // rope its layer applied (KvLayerSpec::k_rope; rope is linear in the position, so this equals
+  // rotating the unrotated key to its new position, up to rounding); values are copied.
 
   // New position q's source position (q itself below the first move).
   static int shift_source(std::span<const KvMove> moves, int q) {
@@ -206,8 +270,10 @@ class KvCache {
   }
 
   // Carries out a shift that can_shift() accepted (false, and nothing changed, otherwise).
-  bool shift(std::span<const KvMove> moves, int n_past, int n_new, const Rerotate& rerotate) {
+  // rerotate = false moves the keys as they are (the tests measure what the rotation does).
+  bool shift(std::span<const KvMove> moves, int n_past, int n_new, bool rerotate = true) {
     if (!can_shift(moves, n_past, n_new)) return false;
+    Rerotation rot(ropes_);
     std::vector<float> tmp;
     for (auto& l : layers_) {
       const KvLayerSpec& sp = l.spec;
@@ -231,7 +297,7 @@ class KvCache {
             load(k_at(l, g, slot), tk + size_t(g) * sp.hd_k, sp.hd_k);
             load(v_at(l, g, slot), tk + row_k + size_t(g) * sp.hd_v, sp.hd_v);
           }
-          if (sp.k_rope >= 0 && rerotate) rerotate(sp.k_rope, todo[i].first - todo[i].second, tk, sp.n_kv, sp.hd_k);
+          if (sp.k_rope >= 0 && rerotate) rot.apply(sp.k_rope, todo[i].first - todo[i].second, tk, sp.n_kv, sp.hd_k);
         }
         for (size_t i = 0; i < todo.size(); i++) {
           const float* tk = tmp.data() + i * (row_k + row_v);
@@ -253,6 +319,32 @@ class KvCache {
       l.oldest = std::max(l.oldest, lo);
     }
     return true;
+  }
+
+  // Drops the positions [from, from + count) of the n_past held and shifts the later ones down
+  // (keys re-rotated). False (nothing changed) when that is not a range of them or a sliding-window
+  // ring no longer holds what it must keep.
+  bool erase(int n_past, int from, int count) {
+    if (from < 0 || count < 0 || from > n_past || count > n_past - from) return false;
+    if (count == 0) return true;
+    if (from + count == n_past) return can_truncate(from);
+    KvMove m{from + count, from, n_past - from - count};
+    return shift(std::span<const KvMove>(&m, 1), n_past, n_past - count);
+  }
+
+  // ContextPolicy::slide: makes room for `need` more positions after the n_past held by dropping
+  // `need` or more after the first `keep` and shifting the rest down (erase), so positions stay
+  // 0..n_past-1 (as llama.cpp's context shift). Half of what follows the kept positions goes, so
+  // that sliding is rare, but never so much that a ring would lose its window of what stays.
+  // Returns how many positions went, or -1 (nothing changed) when a ring cannot shift.
+  int slide(int n_past, int keep, int need) {
+    keep = std::min(keep, n_past);
+    int d = std::max(need, (n_past - keep) / 2);
+    d = std::min(d, n_past - keep - ring_window_ + 1);  // ring layers keep their window of the kept part
+    d = std::max(d, need);
+    d = std::min(d, n_past - keep);
+    if (d <= 0) return 0;
+    return erase(n_past, keep, d) ? d : -1;
   }
 
   // ---- saving and restoring the cells of positions (Session::save / load) ----
@@ -292,6 +384,25 @@ class KvCache {
   int n_ctx() const { return n_ctx_; }
 
  private:
+  // Rotates moved keys by their delta, the cos/sin of the last (rope, delta) kept (a shift
+  // rotates many keys by the same delta).
+  struct Rerotation {
+    explicit Rerotation(const std::vector<RopeSpec>& r) : ropes(r) {}
+    const std::vector<RopeSpec>& ropes;
+    int rope = -1, delta = 0;
+    std::vector<float> cs;
+    void apply(int k_rope, int d, float* heads, int n_heads, int hd) {
+      const RopeSpec& rs = ropes[static_cast<size_t>(k_rope)];
+      if (k_rope != rope || d != delta) {
+        cs.resize(size_t(rs.n_dims));
+        rope_angles(rs, int64_t(d), cs.data());
+        rope = k_rope;
+        delta = d;
+      }
+      for (int h = 0; h < n_heads; h++) rope_head(rs, cs.data(), heads + size_t(h) * hd, heads + size_t(h) * hd);
+    }
+  };
+
   // First new position a layer must keep after a shift to n_new positions.
   int keep_from(const KvLayer& l, int n_new) const {
     if (l.slots >= n_ctx_) return 0;
@@ -313,6 +424,8 @@ class KvCache {
   const KernelTable* kern_ = nullptr;
   size_t elem_ = 2;
   int n_ctx_ = 0;
+  int ring_window_ = 1;
+  std::vector<RopeSpec> ropes_;
   std::vector<KvLayer> layers_;
   std::vector<HeapBuf> bufs_;
   uint64_t bytes_ = 0;

@@ -734,7 +734,7 @@ TEST_CASE("session api: a shifted cache against a fresh evaluation (validation r
           REQUIRE(ctx.erase(int(keep), int(drop)));
         } else {
           llminfer::detail::KvMove mv{int(keep + drop), int(keep), int(t.size() - keep - drop)};
-          REQUIRE(ctx.kv().shift(std::span<const llminfer::detail::KvMove>(&mv, 1), int(t.size()), int(held.size()), {}));
+          REQUIRE(ctx.kv().shift(std::span<const llminfer::detail::KvMove>(&mv, 1), int(t.size()), int(held.size()), false));
           ctx.set_tokens(held);
         }
         CHECK(s.tokens() == held);
