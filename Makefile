@@ -3,7 +3,8 @@
 #   make                   regenerate llminfer.hpp from src/ and build everything into build/
 #   make test              build and run the whole test suite (makes the test fixtures first), as
 #                          TEST_JOBS processes sharing the test cases (default: the cores, at most 4);
-#                          first check-public-api: the examples use no internals
+#                          first check-public-api (the examples use no internals) and check-macros
+#                          (no internal LLMI_ macro outlives the implementation)
 #   make fixtures          build and verify the synthetic test models (tools/fixtures/gen.py)
 #   make deps              install the Debian packages make test needs (as root; else prints the line)
 #   make demo              build and run the main job (a short generation with the default model)
@@ -100,6 +101,15 @@ check-public-api:
 	  echo "check-public-api: the lines above use the library's internals; examples use the public API alone"; \
 	  echo "  (add what they need to src/01_api.hpp, documented in the manual, with a test)"; exit 1; \
 	fi; echo "check-public-api: $(PUBLIC_API_USERS)/ uses the public API alone"
+
+# The implementation's internal LLMI_ macros end with it (src/99_impl_end.hpp): a program that
+# includes it sees none of them, with the native kernels, the dispatch build and the scalar ones.
+.PHONY: check-macros
+check-macros: llminfer.hpp
+	@for f in "$(SIMD_FLAGS_$(LLMINFER_SIMD))" "$(SIMD_FLAGS_dispatch)" "$(SIMD_FLAGS_scalar)"; do \
+	  left=$$($(CXX) -std=c++20 $$f -dM -E tests/compile/impl.cpp | grep -E '^#define LLMI_' | cut -d' ' -f2 | cut -d'(' -f1 | tr '\n' ' '); \
+	  if [ -n "$$left" ]; then echo "check-macros ($$f): still defined after the implementation: $$left"; exit 1; fi; \
+	done; echo "check-macros: no LLMI_ macro outlives the implementation"
 
 $(BUILD)/obj/%.o: %.cpp llminfer.hpp
 	@mkdir -p $(dir $@)
@@ -235,7 +245,7 @@ fixtures: | deps
 TEST_ENV = LLMINFER_SHARED=$(SHARED) LLMINFER_CLI=$(BUILD)/llminfer LLMINFER_SIMPLE=$(BUILD)/simple \
   LLMINFER_SOURCE_DIR=$(CURDIR) LLMINFER_FIXTURES=$(abspath $(FIXTURES))
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
-test: check-public-api deps llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer $(BUILD)/simple fixtures
+test: check-public-api check-macros deps llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer $(BUILD)/simple fixtures
 	$(TEST_ENV) tools/run-tests $(TEST_JOBS) $(BUILD)/tests $(TEST_ARGS)
 
 # Rewrites the committed malformed-file corpus (tests/corpus/malformed/) and the file readers' fuzz

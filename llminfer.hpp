@@ -26927,8 +26927,25 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* sche
 
 // ---- src/99_impl_end.hpp (generated from src/ by tools/amalgamate: edit the part, not this file) ----
 #if !defined(LLMI_KERNEL_PASS)
+// The implementation's own macros end with it (`make check-macros` proves none is left).
 #undef LLMI_API_DEF
 #undef LLMI_DTYPES
+#undef LLMI_ASSERT
+#undef LLMI_KERNEL_ENTRIES
+#undef LLMI_KERNEL_NAME
+#undef LLMI_KNS_BEGIN
+#undef LLMI_KNS_END
+#undef LLMI_DISPATCH
+#undef LLMI_HAS_FMA_F16C
+#undef LLMI_SIMD_SCALAR
+#undef LLMI_SIMD_AVX2
+#undef LLMI_SIMD_AVX512
+#undef LLMI_SIMD_VNNI
+#undef LLMI_SIMD_BF16
+#undef LLMI_SIMD_NEON
+#undef LLMI_VISIT_0
+#undef LLMI_VISIT_1
+#undef LLMI_X
 #endif
 #endif  // LLMINFER_IMPLEMENTATION
 
