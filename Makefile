@@ -2,7 +2,8 @@
 #
 #   make                   regenerate llminfer.hpp from src/ and build everything into build/
 #   make test              build and run the whole test suite (makes the test fixtures first), as
-#                          TEST_JOBS processes sharing the test cases (default: the cores, at most 4)
+#                          TEST_JOBS processes sharing the test cases (default: the cores, at most 4),
+#                          then the build without chat templates (build/tests-no-templates)
 #   make fixtures          build and verify the synthetic test models (tools/fixtures/gen.py)
 #   make deps              install the Debian packages make test needs (as root; else prints the line)
 #   make demo              build and run the main job (a short generation with the default model)
@@ -220,8 +221,17 @@ fixtures: | deps
 TEST_ENV = LLMINFER_SHARED=$(SHARED) LLMINFER_CLI=$(BUILD)/llminfer LLMINFER_SIMPLE=$(BUILD)/simple \
   LLMINFER_SOURCE_DIR=$(CURDIR) LLMINFER_FIXTURES=$(abspath $(FIXTURES))
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
-test: deps llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer $(BUILD)/simple fixtures
+test: deps llminfer.hpp $(BUILD)/tests $(BUILD)/tests-no-templates $(BUILD)/llminfer $(BUILD)/simple fixtures
 	$(TEST_ENV) tools/run-tests $(TEST_JOBS) $(BUILD)/tests $(TEST_ARGS)
+	$(TEST_ENV) $(BUILD)/tests-no-templates $(TEST_ARGS)
+
+# The implementation built with LLMINFER_NO_TEMPLATES (no chat-template interpreter), one unit of
+# its own (the suite's files test the interpreter): tests/no_templates/test_no_templates.cpp
+# defines it, checks that the interpreter is left out, that every template call returns the
+# documented error, and that raw-prompt generation gives llama2.c's tokens. make test runs it.
+$(BUILD)/tests-no-templates: tests/no_templates/test_no_templates.cpp llminfer.hpp | doctest $(BUILD)/doctest-include/doctest
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_ALL) -I$(BUILD)/doctest-include $< -o $@ $(LDFLAGS_ALL)
 
 # Rewrites the committed malformed-file corpus (tests/corpus/malformed/) and the file readers' fuzz
 # seeds from their generator, tests/corpus.hpp (commit the result).
@@ -374,4 +384,4 @@ model:
 clean:
 	rm -rf $(BUILD)
 
--include $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/simple.d $(BUILD)/libllminfer.d $(BUILD)/llminfer-serve.d $(FUZZ_BIN:=.d)
+-include $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/simple.d $(BUILD)/tests-no-templates.d $(BUILD)/libllminfer.d $(BUILD)/llminfer-serve.d $(FUZZ_BIN:=.d)
