@@ -15,8 +15,8 @@
 #   make corpus            regenerate the committed malformed-file corpus and fuzz seeds
 #   make fuzz              build every tests/fuzz/fuzz_*.cpp with clang++ -fsanitize=fuzzer,address,undefined
 #   make fuzz-run FUZZ_SECONDS=60   run each fuzz target that long, FUZZ_JOBS (2) at once (tools/fuzz)
-#   make compile-matrix    the header in 2 TUs, -Wpedantic: -fno-exceptions -fno-rtti, scalar, avx2; g++
-#                          and clang++; C++17 and older stop with the one #error
+#   make compile-matrix    the header in 2 TUs, -Wpedantic: -fno-exceptions -fno-rtti, scalar, avx2,
+#                          LLMINFER_NO_TEMPLATES; g++ and clang++; C++17 and older stop with the one #error
 #   make windows           cross-build the examples for Windows with MinGW-w64 (build/windows/)
 #   make windows-test      cross-build the tests' portable part with MinGW-w64 and run it under Wine
 #   make cmake-check       the CMake package and pkg-config files, used four ways (tests/cmake/run.sh)
@@ -266,17 +266,19 @@ fuzz-run: fuzz
 
 # Compile matrix (CI): the header in two translation units, the implementation in one, linked and
 # run, with -Wpedantic; with each compiler of MATRIX_CXX, plain (the host's SIMD path), with
-# -fno-exceptions -fno-rtti, with the scalar kernels forced, and with the AVX2 kernels
-# (-march=x86-64-v3). Each combination is its own target (matrix-<variant>-<compiler>; the
+# -fno-exceptions -fno-rtti, with the scalar kernels forced, with the AVX2 kernels
+# (-march=x86-64-v3), and without the chat-template interpreter (-DLLMINFER_NO_TEMPLATES; make test
+# runs that build's own test). Each combination is its own target (matrix-<variant>-<compiler>; the
 # compiler's name may contain dashes), so `make -j2` builds two at a time. matrix-std-<compiler>:
 # the header compiled as C++17, C++14 and C++11 must fail with exactly one error, the #error that
 # says C++20 is required, and no warning.
 MATRIX_CXX ?= g++ clang++
-MATRIX_VARIANTS := plain noexc scalar avx2
+MATRIX_VARIANTS := plain noexc scalar avx2 notpl
 MATRIX_FLAGS_plain :=
 MATRIX_FLAGS_noexc := -fno-exceptions -fno-rtti
 MATRIX_FLAGS_scalar := -DLLMINFER_FORCE_SCALAR
 MATRIX_FLAGS_avx2 := -march=x86-64-v3
+MATRIX_FLAGS_notpl := -DLLMINFER_NO_TEMPLATES
 MATRIX_RUNS := $(foreach c,$(MATRIX_CXX),$(foreach v,$(MATRIX_VARIANTS),matrix-$(v)-$(c)))
 MATRIX_STD_RUNS := $(foreach c,$(MATRIX_CXX),matrix-std-$(c))
 .PHONY: $(MATRIX_RUNS) $(MATRIX_STD_RUNS)
