@@ -2,7 +2,8 @@
 #
 #   make                   regenerate llminfer.hpp from src/ and build everything into build/
 #   make test              build and run the whole test suite (makes the test fixtures first), as
-#                          TEST_JOBS processes sharing the test cases (default: the cores, at most 4);
+#                          TEST_JOBS processes sharing the test cases (default: the cores, at most 4),
+#                          then the build without chat templates (build/tests-no-templates);
 #                          first check-public-api (the examples use no internals) and check-macros
 #                          (no internal LLMI_ macro outlives the implementation)
 #   make fixtures          build and verify the synthetic test models (tools/fixtures/gen.py)
@@ -16,8 +17,8 @@
 #   make corpus            regenerate the committed malformed-file corpus and fuzz seeds
 #   make fuzz              build every tests/fuzz/fuzz_*.cpp with clang++ -fsanitize=fuzzer,address,undefined
 #   make fuzz-run FUZZ_SECONDS=60   run each fuzz target that long, FUZZ_JOBS (2) at once (tools/fuzz)
-#   make compile-matrix    the header in 2 TUs, -Wpedantic: -fno-exceptions -fno-rtti, scalar, avx2; g++
-#                          and clang++; C++17 and older stop with the one #error
+#   make compile-matrix    the header in 2 TUs, -Wpedantic: -fno-exceptions -fno-rtti, scalar, avx2,
+#                          LLMINFER_NO_TEMPLATES; g++ and clang++; C++17 and older stop with the one #error
 #   make windows           cross-build the examples for Windows with MinGW-w64 (build/windows/)
 #   make windows-test      cross-build the tests' portable part with MinGW-w64 and run it under Wine
 #   make cmake-check       the CMake package and pkg-config files, used four ways (tests/cmake/run.sh)
@@ -245,8 +246,17 @@ fixtures: | deps
 TEST_ENV = LLMINFER_SHARED=$(SHARED) LLMINFER_CLI=$(BUILD)/llminfer LLMINFER_SIMPLE=$(BUILD)/simple \
   LLMINFER_SOURCE_DIR=$(CURDIR) LLMINFER_FIXTURES=$(abspath $(FIXTURES))
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
-test: check-public-api check-macros deps llminfer.hpp $(BUILD)/tests $(BUILD)/llminfer $(BUILD)/simple fixtures
+test: check-public-api check-macros deps llminfer.hpp $(BUILD)/tests $(BUILD)/tests-no-templates $(BUILD)/llminfer $(BUILD)/simple fixtures
 	$(TEST_ENV) tools/run-tests $(TEST_JOBS) $(BUILD)/tests $(TEST_ARGS)
+	$(TEST_ENV) $(BUILD)/tests-no-templates $(TEST_ARGS)
+
+# The implementation built with LLMINFER_NO_TEMPLATES (no chat-template interpreter), one unit of
+# its own (the suite's files test the interpreter): tests/no_templates/test_no_templates.cpp
+# defines it, checks that the interpreter is left out, that every template call returns the
+# documented error, and that raw-prompt generation gives llama2.c's tokens. make test runs it.
+$(BUILD)/tests-no-templates: tests/no_templates/test_no_templates.cpp llminfer.hpp | doctest $(BUILD)/doctest-include/doctest
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_ALL) -I$(BUILD)/doctest-include $< -o $@ $(LDFLAGS_ALL)
 
 # Rewrites the committed malformed-file corpus (tests/corpus/malformed/) and the file readers' fuzz
 # seeds from their generator, tests/corpus.hpp (commit the result).
@@ -281,17 +291,19 @@ fuzz-run: fuzz
 
 # Compile matrix (CI): the header in two translation units, the implementation in one, linked and
 # run, with -Wpedantic; with each compiler of MATRIX_CXX, plain (the host's SIMD path), with
-# -fno-exceptions -fno-rtti, with the scalar kernels forced, and with the AVX2 kernels
-# (-march=x86-64-v3). Each combination is its own target (matrix-<variant>-<compiler>; the
+# -fno-exceptions -fno-rtti, with the scalar kernels forced, with the AVX2 kernels
+# (-march=x86-64-v3), and without the chat-template interpreter (-DLLMINFER_NO_TEMPLATES; make test
+# runs that build's own test). Each combination is its own target (matrix-<variant>-<compiler>; the
 # compiler's name may contain dashes), so `make -j2` builds two at a time. matrix-std-<compiler>:
 # the header compiled as C++17, C++14 and C++11 must fail with exactly one error, the #error that
 # says C++20 is required, and no warning.
 MATRIX_CXX ?= g++ clang++
-MATRIX_VARIANTS := plain noexc scalar avx2
+MATRIX_VARIANTS := plain noexc scalar avx2 notpl
 MATRIX_FLAGS_plain :=
 MATRIX_FLAGS_noexc := -fno-exceptions -fno-rtti
 MATRIX_FLAGS_scalar := -DLLMINFER_FORCE_SCALAR
 MATRIX_FLAGS_avx2 := -march=x86-64-v3
+MATRIX_FLAGS_notpl := -DLLMINFER_NO_TEMPLATES
 MATRIX_RUNS := $(foreach c,$(MATRIX_CXX),$(foreach v,$(MATRIX_VARIANTS),matrix-$(v)-$(c)))
 MATRIX_STD_RUNS := $(foreach c,$(MATRIX_CXX),matrix-std-$(c))
 .PHONY: $(MATRIX_RUNS) $(MATRIX_STD_RUNS)
@@ -399,4 +411,4 @@ model:
 clean:
 	rm -rf $(BUILD)
 
--include $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/simple.d $(BUILD)/libllminfer.d $(BUILD)/llminfer-serve.d $(FUZZ_BIN:=.d)
+-include $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/simple.d $(BUILD)/tests-no-templates.d $(BUILD)/libllminfer.d $(BUILD)/llminfer-serve.d $(FUZZ_BIN:=.d)

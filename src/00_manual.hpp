@@ -95,6 +95,15 @@
 //                               the same name overrides it at run time; tokenizing needs up to about
 //                               50 bytes of memory per input byte, checked before it starts for inputs
 //                               over 1 MiB, so a shortage is out_of_memory, not an abort)
+//   LLMINFER_NO_TEMPLATES       leave the chat-template interpreter out (src/35-38, a quarter of the
+//                               header): every call that needs a template (apply_chat_template,
+//                               render_chat_template, generate with chat, Session::reply and
+//                               begin_reply; the C API's chat and session replies) returns
+//                               Errc::unsupported, "this build has no template interpreter"; raw
+//                               prompts, token ids, tokenizers and Session::eval / sample work as
+//                               before, and the declarations (and types) do not change. Measured
+//                               (g++ 12 -O2, x86-64): the implementation TU compiles in about 20%
+//                               less time and its code is 25% smaller (1.36 -> 1.03 MB of text)
 //   Chat templates are untrusted input; everything they can do is bounded (errors name line:column):
 //   LLMINFER_JINJA_MAX_TEMPLATE  bytes of template source (default 4 MiB)
 //   LLMINFER_JINJA_MAX_DEPTH     nesting of blocks, elif branches and expressions (default 200), and of

@@ -4,6 +4,11 @@
 // and extra variables (enable_thinking, documents, ...). Strings from messages, tools and documents
 // are untrusted: their bytes in the output are reported in RenderedPrompt::content_spans, so the
 // tokenizer never turns text a user typed (say "<|im_end|>") into a control token.
+// LLMINFER_NO_TEMPLATES: the interpreter (parts 1-4) is not compiled; ChatTemplate is then a stub
+// whose parse() and render() return no_template_interpreter(), so every call that needs a
+// template fails with that error (Errc::unsupported) and everything else works as before.
+#include <ctime>  // std::tm (ChatInput::clock)
+
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
@@ -47,6 +52,7 @@ struct ChatInput {
   }
 };
 
+#if !defined(LLMINFER_NO_TEMPLATES)
 // Converts JSON to template values; `content` marks every string (keys too) as untrusted text.
 inline JValue jinja_from_json(const Json& j, bool content, int depth = 0) {
   switch (j.type) {
@@ -84,6 +90,7 @@ inline JValue jinja_from_json(const Json& j, bool content, int depth = 0) {
   }
   return JValue::none();
 }
+#endif  // !LLMINFER_NO_TEMPLATES
 
 // The built-in template for files without one: ChatML, the same text as transformers' former
 // default (`<|im_start|>{role}\n{content}<|im_end|>\n` per message, then `<|im_start|>assistant\n`
@@ -98,6 +105,28 @@ inline const char* chat_fallback_template() {
          "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}";
 }
 
+// What every call that needs a template returns in a build without the interpreter.
+inline Error no_template_interpreter() {
+  return make_error(Errc::unsupported,
+                    "chat templates: this build has no template interpreter (compiled with LLMINFER_NO_TEMPLATES)");
+}
+
+#if defined(LLMINFER_NO_TEMPLATES)
+// The interpreter is not compiled: the same interface, and nothing renders.
+class ChatTemplate {
+ public:
+  static Result<ChatTemplate> parse(std::string_view) { return no_template_interpreter(); }
+  Result<RenderedPrompt> render(const ChatInput&) const { return no_template_interpreter(); }
+  Result<RenderedPrompt> render_vars(const Json&, std::function<std::tm()> = {}, uint64_t = 0) const {
+    return no_template_interpreter();
+  }
+  const std::string& source() const {
+    static const std::string empty;
+    return empty;
+  }
+  bool uses_strftime() const { return false; }
+};
+#else
 class ChatTemplate {
  public:
   ChatTemplate() = default;
@@ -179,6 +208,7 @@ class ChatTemplate {
 
   std::shared_ptr<const JProgram> prog_;
 };
+#endif  // LLMINFER_NO_TEMPLATES
 
 struct ChatTemplateSource {
   std::string source;
