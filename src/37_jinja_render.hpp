@@ -21,6 +21,20 @@ struct JRenderOptions {
   const std::atomic<bool>* cancel = nullptr;
 };
 
+// The builtins (filters, tests, str methods, globals) are rows of sorted tables, {name, handler},
+// found by binary search; that a table is sorted is checked when it is compiled.
+template <class Def, size_t N>
+constexpr bool jtable_sorted(const Def (&t)[N]) {
+  for (size_t k = 1; k < N; k++)
+    if (!(t[k - 1].name < t[k].name)) return false;
+  return true;
+}
+template <class Def, size_t N>
+const Def* jtable_find(const Def (&t)[N], std::string_view name) {
+  const Def* it = std::lower_bound(t, t + N, name, [](const Def& d, std::string_view n) { return d.name < n; });
+  return it != t + N && it->name == name ? it : nullptr;
+}
+
 class JRender {
   using SP = std::shared_ptr<JScope>;
 
@@ -1872,6 +1886,49 @@ class JRender {
   JValue eval_filter(const JNode* n, const SP& sc, const JValue* subject);
   JValue eval_test(const JNode* n, const SP& sc);
   JValue apply_filter(const std::string& name, const JValue& v, const JArgs& args, const SP& sc);
+  // A filter's handler gets its call: the name (a family of filters shares a handler), the value,
+  // the arguments, the scope (map() runs filters in it) and "filter 'name'" for argument errors.
+  struct FilterCall {
+    const std::string& name;
+    const JValue& v;
+    const JArgs& args;
+    const SP& sc;
+    std::string what;
+  };
+  bool soft_str(const JValue& x, PText& t, bool& markup);
+  bool sort_key(const JValue& item, const JValue* attribute, bool case_sensitive, JValue& key);
+  JValue filter_abs(const FilterCall& c);
+  JValue filter_attr(const FilterCall& c);
+  JValue filter_batch(const FilterCall& c);
+  JValue filter_case(const FilterCall& c);
+  JValue filter_center(const FilterCall& c);
+  JValue filter_default(const FilterCall& c);
+  JValue filter_dictsort(const FilterCall& c);
+  JValue filter_escape(const FilterCall& c);
+  JValue filter_first_last(const FilterCall& c);
+  JValue filter_float(const FilterCall& c);
+  JValue filter_format(const FilterCall& c);
+  JValue filter_indent(const FilterCall& c);
+  JValue filter_int(const FilterCall& c);
+  JValue filter_items(const FilterCall& c);
+  JValue filter_join(const FilterCall& c);
+  JValue filter_length(const FilterCall& c);
+  JValue filter_list(const FilterCall& c);
+  JValue filter_map(const FilterCall& c);
+  JValue filter_min_max(const FilterCall& c);
+  JValue filter_replace(const FilterCall& c);
+  JValue filter_reverse(const FilterCall& c);
+  JValue filter_round(const FilterCall& c);
+  JValue filter_safe(const FilterCall& c);
+  JValue filter_select(const FilterCall& c);
+  JValue filter_sort(const FilterCall& c);
+  JValue filter_string(const FilterCall& c);
+  JValue filter_sum(const FilterCall& c);
+  JValue filter_tojson(const FilterCall& c);
+  JValue filter_trim(const FilterCall& c);
+  JValue filter_truncate(const FilterCall& c);
+  JValue filter_unique(const FilterCall& c);
+  JValue filter_wordcount(const FilterCall& c);
   bool run_test(const std::string& name, const JValue& v, const JArgs& args, bool& result);
   JValue call_method(const JValue& self, const std::string& name, const JArgs& args);
   JValue percent_format(const JValue& fmt, const JValue& args);

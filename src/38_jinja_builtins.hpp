@@ -7,6 +7,8 @@ inline namespace v0_1 {
 namespace detail {
 
 // ---- string helpers (code points, provenance kept) ----
+// A str result that stays Markup when its input was.
+inline JValue jv_text(PText t, bool markup) { return markup ? jv_markup(std::move(t)) : JValue::str(std::move(t)); }
 inline PText jsub(const PText& s, size_t b, size_t e) {
   PText t;
   t.add_range(s, b, e);
@@ -141,614 +143,723 @@ inline JValue JRender::eval_filter(const JNode* n, const SP& sc, const JValue* s
   return apply_filter(n->str, v, args, sc);
 }
 
+// A filter is found by name in a sorted table (binary search); a family of filters (upper, lower,
+// capitalize, title) shares one handler, which looks at the name. Jinja2 filters that are not in the
+// table (jinja_known_filter has them all) are an error that names them.
 inline JValue JRender::apply_filter(const std::string& name, const JValue& v, const JArgs& args, const SP& sc) {
-  if (!charge_scan(v, args)) return JValue();
-  std::vector<const JValue*> a;
-  auto what = "filter '" + name + "'";
-  auto str_of = [&](const JValue& x, PText& t) { return to_str(x, t); };
-  auto need_str = [&](const JValue& x) -> bool { return x.is_str() || x.is_undef(); };
-  auto result_str = [&](PText t, bool markup) { return markup ? jv_markup(std::move(t)) : JValue::str(std::move(t)); };
-  // soft_str(): strings stay (Markup stays Markup), anything else is str()-ed
-  auto soft = [&](const JValue& x, PText& t, bool& markup) {
-    markup = jv_is_markup(x);
-    if (x.is_str()) {
-      t = *x.s;
-      return true;
-    }
-    return str_of(x, t);
+  struct Def {
+    std::string_view name;
+    JValue (JRender::*fn)(const FilterCall&);
   };
+  static constexpr Def table[] = {
+      {"abs", &JRender::filter_abs},
+      {"attr", &JRender::filter_attr},
+      {"batch", &JRender::filter_batch},
+      {"capitalize", &JRender::filter_case},
+      {"center", &JRender::filter_center},
+      {"count", &JRender::filter_length},
+      {"d", &JRender::filter_default},
+      {"default", &JRender::filter_default},
+      {"dictsort", &JRender::filter_dictsort},
+      {"e", &JRender::filter_escape},
+      {"escape", &JRender::filter_escape},
+      {"first", &JRender::filter_first_last},
+      {"float", &JRender::filter_float},
+      {"forceescape", &JRender::filter_escape},
+      {"format", &JRender::filter_format},
+      {"indent", &JRender::filter_indent},
+      {"int", &JRender::filter_int},
+      {"items", &JRender::filter_items},
+      {"join", &JRender::filter_join},
+      {"last", &JRender::filter_first_last},
+      {"length", &JRender::filter_length},
+      {"list", &JRender::filter_list},
+      {"lower", &JRender::filter_case},
+      {"map", &JRender::filter_map},
+      {"max", &JRender::filter_min_max},
+      {"min", &JRender::filter_min_max},
+      {"reject", &JRender::filter_select},
+      {"rejectattr", &JRender::filter_select},
+      {"replace", &JRender::filter_replace},
+      {"reverse", &JRender::filter_reverse},
+      {"round", &JRender::filter_round},
+      {"safe", &JRender::filter_safe},
+      {"select", &JRender::filter_select},
+      {"selectattr", &JRender::filter_select},
+      {"sort", &JRender::filter_sort},
+      {"string", &JRender::filter_string},
+      {"sum", &JRender::filter_sum},
+      {"title", &JRender::filter_case},
+      {"tojson", &JRender::filter_tojson},
+      {"trim", &JRender::filter_trim},
+      {"truncate", &JRender::filter_truncate},
+      {"unique", &JRender::filter_unique},
+      {"upper", &JRender::filter_case},
+      {"wordcount", &JRender::filter_wordcount},
+  };
+  static_assert(jtable_sorted(table), "the filter table must be sorted by name");
+  if (!charge_scan(v, args)) return JValue();
+  const Def* d = jtable_find(table, name);
+  if (!d) return failv(strf("unsupported construct: the '%s' filter", name.c_str()));
+  return (this->*d->fn)(FilterCall{name, v, args, sc, "filter '" + name + "'"});
+}
 
-  if (name == "tojson") {
-    if (!bind(args, {"ensure_ascii", "indent", "separators", "sort_keys"}, a, what)) return JValue();
-    JsonOpts o;
-    if (a[0]) o.ensure_ascii = jv_truthy(*a[0]);
-    if (a[1] && !a[1]->is_none()) {
-      o.indent_set = true;
-      int64_t ind;
-      if (as_int(*a[1], ind)) {
-        o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(ind, 64))), ' ');
-      } else if (a[1]->is_str()) {
-        o.indent = a[1]->text();
-      } else {
-        return failv("tojson: indent must be an integer or a string");
-      }
-      o.item_sep = ",";
-    }
-    if (a[2] && !a[2]->is_none()) {
-      std::vector<JValue> seps;
-      if (!iterate(*a[2], seps)) return JValue();
-      if (seps.size() != 2 || !seps[0].is_str() || !seps[1].is_str())
-        return failv("tojson: separators must be a pair of strings");
-      o.item_sep = seps[0].text();
-      o.key_sep = seps[1].text();
-    }
-    if (a[3]) o.sort_keys = jv_truthy(*a[3]);
-    PText t;
-    if (!to_json(v, t, o, 0) || !charge_str(t.s.size()) || !check_len(t.s.size())) return JValue();
-    return JValue::str(std::move(t));
+// Jinja2's soft_str(): strings stay (Markup stays Markup), anything else is str()-ed.
+inline bool JRender::soft_str(const JValue& x, PText& t, bool& markup) {
+  markup = jv_is_markup(x);
+  if (x.is_str()) {
+    t = *x.s;
+    return true;
   }
-  if (name == "safe") {
-    if (!bind(args, {}, a, what)) return JValue();
-    PText t;
-    bool m;
-    if (!soft(v, t, m)) return JValue();
-    return jv_markup(std::move(t));
-  }
-  if (name == "e" || name == "escape" || name == "forceescape") {
-    if (!bind(args, {}, a, what)) return JValue();
-    if (name != "forceescape" && jv_is_markup(v)) return v;
-    PText s, t;
-    if (!str_of(v, s)) return JValue();
-    html_escape(t, s);
-    return jv_markup(std::move(t));
-  }
-  if (name == "trim") {
-    if (!bind(args, {"chars"}, a, what)) return JValue();
-    PText t;
-    bool m;
-    if (!soft(v, t, m)) return JValue();
-    std::string chars;
-    bool have = a[0] && !a[0]->is_none();
-    if (have) {
-      if (!a[0]->is_str()) return failv("trim: chars must be a string");
-      chars = a[0]->text();
-    }
-    return result_str(jstrip(t, have ? &chars : nullptr, true, true), m);
-  }
-  if (name == "length" || name == "count") {
-    if (!bind(args, {}, a, what)) return JValue();
-    switch (v.t) {
-      case JValue::T::string: return JValue::integer(static_cast<int64_t>(jcp_count(v.text())));
-      case JValue::T::list:
-        if (v.l->kind == JSeq::generator) return failv("object of type 'generator' has no len()");
-        return JValue::integer(static_cast<int64_t>(v.l->items.size()));
-      case JValue::T::dict: return JValue::integer(static_cast<int64_t>(v.m->items.size()));
-      case JValue::T::undef: return JValue::integer(0);
-      default: return failv(strf("object of type '%s' has no len()", jv_type(v)));
-    }
-  }
-  if (name == "default" || name == "d") {
-    if (!bind(args, {"default_value", "boolean"}, a, what)) return JValue();
-    bool use = v.is_undef() || (a[1] && jv_truthy(*a[1]) && !jv_truthy(v));
-    if (!use) return v;
-    return a[0] ? *a[0] : JValue::str("");
-  }
-  if (name == "upper" || name == "lower" || name == "capitalize" || name == "title") {
-    if (!bind(args, {}, a, what)) return JValue();
-    PText t, out;
-    bool m;
-    if (!soft(v, t, m)) return JValue();
-    JCase mode = name == "upper" ? JCase::upper : name == "lower" ? JCase::lower
-                 : name == "capitalize" ? JCase::capitalize : JCase::title_filter;
-    jcase(t, mode, out);
-    if (!charge_str(out.s.size())) return JValue();
-    return result_str(std::move(out), m && name != "title");
-  }
-  if (name == "string") {
-    if (!bind(args, {}, a, what)) return JValue();
-    if (v.is_str()) return v;
-    PText t;
-    if (!str_of(v, t)) return JValue();
-    return JValue::str(std::move(t));
-  }
-  if (name == "list") {
-    if (!bind(args, {}, a, what)) return JValue();
-    std::vector<JValue> items;
-    if (!iterate(v, items)) return JValue();
-    return JValue::list(std::move(items));
-  }
-  if (name == "items") {
-    if (!bind(args, {}, a, what)) return JValue();
-    return make_gen([this, v, idx = size_t(0)](JValue& out, bool& done) mutable -> bool {
-      done = false;
-      if (v.is_undef()) return (done = true), true;
-      if (!v.is_dict()) return fail("can only get item pairs from a mapping");
-      if (idx >= v.m->items.size()) return (done = true), true;
-      const auto& kv = v.m->items[idx++];
-      out = JValue::list({kv.first, kv.second}, JSeq::tuple);
-      return true;
-    }, v);
-  }
-  if (name == "join") {
-    if (!bind(args, {"d", "attribute"}, a, what)) return JValue();
-    std::vector<JValue> items;
-    if (!iterate(v, items)) return JValue();
-    PText sep, out;
-    if (a[0] && !str_of(*a[0], sep)) return JValue();
-    for (size_t k = 0; k < items.size(); k++) {
-      if (k) out.add(sep);
-      JValue item = items[k];
-      if (a[1] && !a[1]->is_none()) {
-        item = attr_path(item, *a[1], nullptr);
-        if (failed_) return JValue();
-      }
-      if (!str_of(item, out) || !check_len(out.s.size())) return JValue();
-    }
-    if (!charge_str(out.s.size())) return JValue();
-    return JValue::str(std::move(out));
-  }
-  if (name == "first" || name == "last") {
-    if (!bind(args, {}, a, what)) return JValue();
-    if (name == "last" && v.is_list() && v.l->kind == JSeq::generator)
-      return failv("'generator' object is not reversible");
-    if (v.is_list() && v.l->kind == JSeq::generator) {
-      JValue x;
-      bool done = false;
-      if (!gen_pull(*v.l, x, done)) return JValue();
-      if (done) return JValue::undefined("no first item, sequence was empty");
-      return x;
-    }
-    std::vector<JValue> items;
-    if (!iterate(v, items)) return JValue();
-    if (items.empty()) return JValue::undefined(strf("no %s item, sequence was empty", name.c_str()));
-    return name == "first" ? items.front() : items.back();
-  }
-  if (name == "reverse") {
-    if (!bind(args, {}, a, what)) return JValue();
-    if (v.is_str()) return slice(v, JValue::none(), JValue::none(), JValue::integer(-1));
-    // reversed(value) (an iterator) for sequences and dicts; list(value) reversed for the rest
-    std::vector<JValue> items;
-    if (!iterate(v, items)) return JValue();
-    std::reverse(items.begin(), items.end());
-    bool reversible = v.is_dict() || v.is_undef() || (v.is_list() && v.l->kind != JSeq::generator);
-    return JValue::list(std::move(items), reversible ? JSeq::generator : JSeq::list);
-  }
-  if (name == "replace") {
-    if (!bind(args, {"old", "new", "count"}, a, what)) return JValue();
-    if (!a[0] || !a[1]) return failv("replace() needs the old and the new string");
-    JArgs m;
-    JValue s = v;
-    if (!v.is_str()) {
-      PText t;
-      if (!str_of(v, t)) return JValue();
-      s = JValue::str(std::move(t));
-    }
-    s.b = false;  // the filter returns a plain str when autoescape is off
-    PText o, nw;
-    if (!str_of(*a[0], o) || !str_of(*a[1], nw)) return JValue();
-    m.pos = {JValue::str(std::move(o)), JValue::str(std::move(nw))};
-    if (a[2] && !a[2]->is_none()) m.pos.push_back(*a[2]);
-    return call_method(s, "replace", m);
-  }
-  if (name == "indent") {
-    if (!bind(args, {"width", "first", "blank"}, a, what)) return JValue();
-    if (v.is_undef()) return (fail_undef(v), JValue());
-    if (!v.is_str()) return failv(strf("unsupported operand type(s) for +=: '%s' and 'str'", jv_type(v)));
-    PText s;
-    bool m;
-    if (!soft(v, s, m)) return JValue();
-    std::string ind = "    ";
-    if (a[0]) {
-      int64_t w;
-      if (a[0]->is_str()) ind = a[0]->text();
-      else if (as_int(*a[0], w)) ind = std::string(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(w, 1 << 16))), ' ');
-      else return failv("indent: width must be an integer or a string");
-    }
-    bool first = a[1] && jv_truthy(*a[1]), blank = a[2] && jv_truthy(*a[2]);
-    s.add("\n");
-    std::vector<PText> lines = jsplitlines(s, false);
-    PText out;
-    for (size_t k = 0; k < lines.size(); k++) {
-      if (k) out.add("\n");
-      if (k && (blank || !lines[k].s.empty())) out.add(ind);
-      out.add(lines[k]);
-      if (!check_len(out.s.size())) return JValue();
-    }
-    if (first) {
-      PText t(ind);
-      t.add(out);
-      out = std::move(t);
-    }
-    return result_str(std::move(out), m);
-  }
-  if (name == "int") {
-    if (!bind(args, {"default", "base"}, a, what)) return JValue();
-    JValue def = a[0] ? *a[0] : JValue::integer(0);
-    int64_t base = 10;
-    if (a[1] && !as_int(*a[1], base)) return failv("int: base must be an integer");
-    int64_t i;
-    if (as_int(v, i)) return JValue::integer(i);
-    if (v.t == JValue::T::real) {
-      if (std::isnan(v.d)) return def;  // int(nan) is a ValueError: the default
-      if (std::isinf(v.d)) return def;  // OverflowError: the default
-      if (std::fabs(v.d) >= 9.2e18) return failv("integer overflow (integers are limited to 64 bits)");
-      return JValue::integer(static_cast<int64_t>(v.d));
-    }
-    if (v.is_str()) {
-      if (parse_py_int(v.text(), static_cast<int>(base), i)) return JValue::integer(i);
-      double d;
-      if (parse_py_float(v.text(), d)) {
-        if (!std::isfinite(d)) return def;
-        if (std::fabs(d) >= 9.2e18) return failv("integer overflow (integers are limited to 64 bits)");
-        return JValue::integer(static_cast<int64_t>(d));
-      }
-      return def;
-    }
-    if (v.is_undef()) {
-      fail_undef(v);
-      return JValue();
-    }
-    return def;
-  }
-  if (name == "float") {
-    if (!bind(args, {"default"}, a, what)) return JValue();
-    JValue def = a[0] ? *a[0] : JValue::real(0.0);
-    if (v.is_num()) return JValue::real(as_double(v));
-    double d;
-    if (v.is_str() && parse_py_float(v.text(), d)) return JValue::real(d);
-    if (v.is_undef()) {
-      fail_undef(v);
-      return JValue();
-    }
-    return def;
-  }
-  if (name == "abs") {
-    if (!bind(args, {}, a, what)) return JValue();
-    int64_t i;
-    if (as_int(v, i)) {
-      if (i == INT64_MIN) return failv("integer overflow (integers are limited to 64 bits)");
-      return JValue::integer(i < 0 ? -i : i);
-    }
-    if (v.t == JValue::T::real) return JValue::real(std::fabs(v.d));
-    return failv(strf("bad operand type for abs(): '%s'", jv_type(v)));
-  }
-  if (name == "round") {
-    if (!bind(args, {"precision", "method"}, a, what)) return JValue();
-    int64_t prec = 0;
-    if (a[0] && !as_int(*a[0], prec)) return failv("round: precision must be an integer");
-    std::string method = a[1] && a[1]->is_str() ? a[1]->text() : "common";
-    if (method != "common" && method != "ceil" && method != "floor")
-      return failv("method must be common, ceil or floor");
-    int64_t i;
-    if (method == "common" && as_int(v, i) && prec >= 0) return JValue::integer(i);
-    if (!v.is_num()) return failv(strf("type %s doesn't define __round__ method", jv_type(v)));
-    double x = as_double(v);
-    if (method == "common") {
-      if (prec < -300 || prec > 300 || !std::isfinite(x)) return JValue::real(x);
-      char buf[512];
-      if (prec >= 0) {
-        std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(prec), x);  // exact, ties to even
-        double r = 0;
-        std::from_chars(buf, buf + std::strlen(buf), r);
-        return JValue::real(r);
-      }
-      double p = std::pow(10.0, static_cast<double>(-prec));
-      return JValue::real(std::nearbyint(x / p) * p);
-    }
-    double p = std::pow(10.0, static_cast<double>(prec));
-    double r = method == "ceil" ? std::ceil(x * p) / p : std::floor(x * p) / p;
-    return JValue::real(r);
-  }
-  if (name == "truncate") {
-    // Jinja2's do_truncate: at most length + leeway (5) characters are kept as they are; longer
-    // text is cut to length - len(end) characters, back to the last space unless killwords
-    if (!bind(args, {"length", "killwords", "end", "leeway"}, a, what)) return JValue();
-    if (v.is_undef()) return v;
-    if (!v.is_str()) return failv(strf("object of type '%s' has no len()", jv_type(v)));
-    int64_t length = 255, leeway = 5;
-    if (a[0] && !as_int(*a[0], length)) return failv("truncate: length must be an integer");
-    if (a[3] && !a[3]->is_none() && !as_int(*a[3], leeway)) return failv("truncate: leeway must be an integer");
-    PText end("...");
-    if (a[2]) {
-      if (!a[2]->is_str()) return failv("truncate: end must be a string");
-      end = *a[2]->s;
-    }
-    const PText& s = *v.s;
-    std::vector<size_t> off = jcp_offsets(s.s);
-    int64_t n = static_cast<int64_t>(off.size()) - 1;
-    int64_t end_len = static_cast<int64_t>(jcp_offsets(end.s).size()) - 1;
-    if (length < end_len) return failv(strf("expected length >= %lld, got %lld", static_cast<long long>(end_len),
-                                            static_cast<long long>(length)));
-    if (leeway < 0) return failv("expected leeway >= 0");
-    if (n <= length + leeway) return v;
-    size_t cut = off[static_cast<size_t>(length - end_len)];
-    if (!(a[1] && jv_truthy(*a[1]))) {
-      size_t sp = s.s.rfind(' ', cut ? cut - 1 : 0);
-      if (cut && sp != std::string::npos && sp < cut) cut = sp;
-    }
-    PText out;
-    out.add_range(s, 0, cut);
-    out.add(end);
-    JValue r = JValue::str(std::move(out));
-    r.b = v.b;
-    return r;
-  }
-  if (name == "center") {
-    if (!bind(args, {"width"}, a, what)) return JValue();
-    JArgs m;
-    m.pos.push_back(a[0] ? *a[0] : JValue::integer(80));
-    PText t;
-    bool mk;
-    if (!soft(v, t, mk)) return JValue();
-    JValue s = JValue::str(std::move(t));
-    s.b = mk;
-    return call_method(s, "center", m);
-  }
-  if (name == "format") {
-    if (!args.kw.empty() && !args.pos.empty()) return failv("can't handle positional and keyword arguments at the same time");
-    PText t;
-    bool m;
-    if (!soft(v, t, m)) return JValue();
-    JValue f = JValue::str(std::move(t));
-    f.b = m;
-    if (!args.kw.empty()) {
-      JValue d;
-      d.t = JValue::T::dict;
-      d.m = std::make_shared<JDict>();
-      for (const auto& kv : args.kw) d.m->items.emplace_back(JValue::str(kv.first), kv.second);
-      return percent_format(f, d);
-    }
-    return percent_format(f, JValue::list(args.pos, JSeq::tuple));
-  }
-  if (name == "dictsort") {
-    if (!bind(args, {"case_sensitive", "by", "reverse"}, a, what)) return JValue();
-    if (!v.is_dict()) return failv("you can only sort by either \"key\" or \"value\" of a dict");
-    bool cs = a[0] && jv_truthy(*a[0]);
-    std::string by = a[1] && a[1]->is_str() ? a[1]->text() : "key";
-    if (by != "key" && by != "value") return failv("you can only sort by either \"key\" or \"value\"");
-    std::vector<JValue> keys, pairs;
-    for (const auto& kv : v.m->items) {
-      JValue k = by == "key" ? kv.first : kv.second;
-      if (!cs && k.is_str()) {
-        PText lo;
-        jcase(*k.s, JCase::lower, lo);
-        k = JValue::str(std::move(lo));
-      }
-      keys.push_back(std::move(k));
-      pairs.push_back(JValue::list({kv.first, kv.second}, JSeq::tuple));
-    }
-    std::vector<size_t> idx(keys.size());
-    for (size_t k = 0; k < idx.size(); k++) idx[k] = k;
-    if (!sort_indices(keys, idx, a[2] && jv_truthy(*a[2]))) return JValue();
-    std::vector<JValue> out;
-    for (size_t k : idx) out.push_back(pairs[k]);
-    return JValue::list(std::move(out));
-  }
-  if (name == "unique") {
-    // a generator: duplicates (by the lower-cased key unless case_sensitive) are skipped lazily
-    if (!bind(args, {"case_sensitive", "attribute"}, a, what)) return JValue();
-    bool cs = a[0] && jv_truthy(*a[0]);
-    JValue attribute = a[1] ? *a[1] : JValue::none();
-    Puller src = puller(v);
-    return make_gen([this, src, cs, attribute, seen = std::vector<JValue>()](JValue& out, bool& done) mutable -> bool {
-      for (;;) {
-        if (!src(out, done) || done) return !failed_;
-        JValue k = out;
-        if (!attribute.is_none()) {
-          k = attr_path(out, attribute, nullptr);
-          if (failed_) return false;
-        }
-        if (!cs && k.is_str()) {
-          PText lo;
-          jcase(*k.s, JCase::lower, lo);
-          k = JValue::str(std::move(lo));
-        }
-        if (k.is_dict() || (k.is_list() && k.l->kind != JSeq::tuple)) return fail(strf("unhashable type: '%s'", jv_type(k)));
-        if (!charge(seen.size() / 8 + 1)) return false;
-        bool dup = false;
-        for (const auto& x : seen)
-          if (py_eq(x, k)) {
-            dup = true;
-            break;
-          }
-        if (!dup) {
-          seen.push_back(std::move(k));
-          return true;
-        }
-      }
-    }, v);
-  }
-  if (name == "sort" || name == "min" || name == "max") {
-    bool is_sort = name == "sort";
-    if (is_sort) {
-      if (!bind(args, {"reverse", "case_sensitive", "attribute"}, a, what)) return JValue();
+  return to_str(x, t);
+}
+
+// ---- filters: text ----
+inline JValue JRender::filter_tojson(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"ensure_ascii", "indent", "separators", "sort_keys"}, a, c.what)) return JValue();
+  JsonOpts o;
+  if (a[0]) o.ensure_ascii = jv_truthy(*a[0]);
+  if (a[1] && !a[1]->is_none()) {
+    o.indent_set = true;
+    int64_t ind;
+    if (as_int(*a[1], ind)) {
+      o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(ind, 64))), ' ');
+    } else if (a[1]->is_str()) {
+      o.indent = a[1]->text();
     } else {
-      if (!bind(args, {"case_sensitive", "attribute"}, a, what)) return JValue();
-      a.insert(a.begin(), nullptr);
+      return failv("tojson: indent must be an integer or a string");
     }
-    std::vector<JValue> items;
-    if (!iterate(v, items)) return JValue();
-    bool cs = a[1] && jv_truthy(*a[1]);
-    std::vector<JValue> keys;
-    for (const auto& it : items) {
-      JValue k = it;
-      if (a[2] && !a[2]->is_none()) {
-        k = attr_path(it, *a[2], nullptr);
-        if (failed_) return JValue();
-      }
-      if (!cs && k.is_str()) {
-        PText lo;
-        jcase(*k.s, JCase::lower, lo);
-        k = JValue::str(std::move(lo));
-      }
-      keys.push_back(std::move(k));
-    }
-    if (name == "min" || name == "max") {
-      if (items.empty()) return JValue::undefined("no aggregated item, sequence was empty");
-      size_t best = 0;
-      for (size_t k = 1; k < items.size(); k++) {
-        bool less;
-        if (!py_less(name == "min" ? keys[k] : keys[best], name == "min" ? keys[best] : keys[k], less)) return JValue();
-        if (less) best = k;
-      }
-      return items[best];
-    }
-    std::vector<size_t> idx(items.size());
-    for (size_t k = 0; k < idx.size(); k++) idx[k] = k;
-    if (!sort_indices(keys, idx, a[0] && jv_truthy(*a[0]), true)) return JValue();
-    std::vector<JValue> out;
-    for (size_t k : idx) out.push_back(items[k]);
-    return JValue::list(std::move(out));
+    o.item_sep = ",";
   }
-  if (name == "sum") {
-    if (!bind(args, {"attribute", "start"}, a, what)) return JValue();
-    std::vector<JValue> items;
-    if (!iterate(v, items)) return JValue();
-    JValue total = a[1] ? *a[1] : JValue::integer(0);
-    if (total.is_str()) return failv("sum() can't sum strings [use ''.join(seq) instead]");
-    for (const auto& it : items) {
-      JValue x = it;
-      if (a[0] && !a[0]->is_none()) {
-        x = attr_path(it, *a[0], nullptr);
-        if (failed_) return JValue();
-      }
-      total = binop(BinOp::add, total, x);
+  if (a[2] && !a[2]->is_none()) {
+    std::vector<JValue> seps;
+    if (!iterate(*a[2], seps)) return JValue();
+    if (seps.size() != 2 || !seps[0].is_str() || !seps[1].is_str())
+      return failv("tojson: separators must be a pair of strings");
+    o.item_sep = seps[0].text();
+    o.key_sep = seps[1].text();
+  }
+  if (a[3]) o.sort_keys = jv_truthy(*a[3]);
+  PText t;
+  if (!to_json(c.v, t, o, 0) || !charge_str(t.s.size()) || !check_len(t.s.size())) return JValue();
+  return JValue::str(std::move(t));
+}
+inline JValue JRender::filter_safe(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {}, a, c.what)) return JValue();
+  PText t;
+  bool m;
+  if (!soft_str(c.v, t, m)) return JValue();
+  return jv_markup(std::move(t));
+}
+// e, escape, forceescape
+inline JValue JRender::filter_escape(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {}, a, c.what)) return JValue();
+  if (c.name != "forceescape" && jv_is_markup(c.v)) return c.v;
+  PText s, t;
+  if (!to_str(c.v, s)) return JValue();
+  html_escape(t, s);
+  return jv_markup(std::move(t));
+}
+inline JValue JRender::filter_trim(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"chars"}, a, c.what)) return JValue();
+  PText t;
+  bool m;
+  if (!soft_str(c.v, t, m)) return JValue();
+  std::string chars;
+  bool have = a[0] && !a[0]->is_none();
+  if (have) {
+    if (!a[0]->is_str()) return failv("trim: chars must be a string");
+    chars = a[0]->text();
+  }
+  return jv_text(jstrip(t, have ? &chars : nullptr, true, true), m);
+}
+// upper, lower, capitalize, title
+inline JValue JRender::filter_case(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {}, a, c.what)) return JValue();
+  PText t, out;
+  bool m;
+  if (!soft_str(c.v, t, m)) return JValue();
+  const std::string& name = c.name;
+  JCase mode = name == "upper" ? JCase::upper : name == "lower" ? JCase::lower
+               : name == "capitalize" ? JCase::capitalize : JCase::title_filter;
+  jcase(t, mode, out);
+  if (!charge_str(out.s.size())) return JValue();
+  return jv_text(std::move(out), m && name != "title");
+}
+inline JValue JRender::filter_string(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {}, a, c.what)) return JValue();
+  if (c.v.is_str()) return c.v;
+  PText t;
+  if (!to_str(c.v, t)) return JValue();
+  return JValue::str(std::move(t));
+}
+inline JValue JRender::filter_join(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"d", "attribute"}, a, c.what)) return JValue();
+  std::vector<JValue> items;
+  if (!iterate(c.v, items)) return JValue();
+  PText sep, out;
+  if (a[0] && !to_str(*a[0], sep)) return JValue();
+  for (size_t k = 0; k < items.size(); k++) {
+    if (k) out.add(sep);
+    JValue item = items[k];
+    if (a[1] && !a[1]->is_none()) {
+      item = attr_path(item, *a[1], nullptr);
       if (failed_) return JValue();
     }
-    return total;
+    if (!to_str(item, out) || !check_len(out.s.size())) return JValue();
   }
-  if (name == "map" || name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
-    // Generators, as in Jinja2: nothing runs until the result is consumed, a false input gives
-    // nothing, and an error (a non-iterable input, a failing test) happens when consumed.
-    Puller src = puller(v);
-    bool falsy = !jv_truthy(v);
-    if (name == "map") {
-      const JValue* attribute = nullptr;
-      const JValue* def = nullptr;
-      for (const auto& kv : args.kw) {
-        if (kv.first == "attribute") attribute = &kv.second;
-        else if (kv.first == "default") def = &kv.second;
-      }
-      if (attribute && args.pos.empty()) {
-        for (const auto& kv : args.kw)
-          if (kv.first != "attribute" && kv.first != "default")
-            return failv(strf("unexpected keyword argument '%s'", kv.first.c_str()));
-        JValue attr = *attribute, dflt = def ? *def : JValue::none();
-        return make_gen([this, src, falsy, attr, dflt](JValue& out, bool& done) mutable -> bool {
-          if (falsy) return (done = true), true;
-          if (!src(out, done) || done) return !failed_;
-          out = attr_path(out, attr, &dflt);
-          return !failed_;
-        }, v);
-      }
-      if (args.pos.empty()) return failv("map requires a filter argument");
-      if (!args.pos[0].is_str()) return failv("map: the filter name must be a string");
-      std::string fname = args.pos[0].text();
-      JArgs rest;
-      rest.pos.assign(args.pos.begin() + 1, args.pos.end());
-      rest.kw = args.kw;
-      // (the scope weakly: a generator stored in that scope must not keep it alive, a reference cycle;
-      // pulled after the scope ended, the filter runs in an empty one)
-      std::weak_ptr<JScope> wsc = sc;
-      return make_gen([this, src, falsy, fname, rest, wsc](JValue& out, bool& done) mutable -> bool {
-        if (falsy) return (done = true), true;
-        if (!src(out, done) || done) return !failed_;
-        if (!jinja_known_filter(fname)) return fail(strf("no filter named '%s'", fname.c_str()));
-        auto scope = wsc.lock();
-        if (!scope) scope = std::make_shared<JScope>();
-        out = apply_filter(fname, out, rest, scope);
-        return !failed_;
-      }, v);
-    }
-    bool attr = name == "selectattr" || name == "rejectattr";
-    bool keep_if = name == "select" || name == "selectattr";
-    size_t at = 0;
-    JValue attrname;
-    if (attr) {
-      if (args.pos.empty()) return failv(strf("%s needs an attribute name", name.c_str()));
-      attrname = args.pos[at++];
-    }
-    std::string test;
-    if (at < args.pos.size()) {
-      if (!args.pos[at].is_str()) return failv("the test name must be a string");
-      test = args.pos[at++].text();
-    }
-    JArgs targs;
-    targs.pos.assign(args.pos.begin() + static_cast<std::ptrdiff_t>(at), args.pos.end());
-    targs.kw = args.kw;
-    return make_gen([this, src, falsy, attr, attrname, test, targs, keep_if](JValue& out, bool& done) mutable -> bool {
-      if (falsy) return (done = true), true;
-      if (!test.empty() && !jinja_known_test(test)) return fail(strf("no test named '%s'", test.c_str()));
-      for (;;) {
-        if (!src(out, done) || done) return !failed_;
-        if (!charge()) return false;
-        JValue x = out;
-        if (attr) {
-          x = attr_path(out, attrname, nullptr);
-          if (failed_) return false;
-        }
-        bool r;
-        if (test.empty()) {
-          r = jv_truthy(x);
-        } else if (!run_test(test, x, targs, r)) {
-          return false;
-        }
-        if (r == keep_if) return true;
-      }
-    }, v);
+  if (!charge_str(out.s.size())) return JValue();
+  return JValue::str(std::move(out));
+}
+inline JValue JRender::filter_replace(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"old", "new", "count"}, a, c.what)) return JValue();
+  if (!a[0] || !a[1]) return failv("replace() needs the old and the new string");
+  JArgs m;
+  JValue s = c.v;
+  if (!c.v.is_str()) {
+    PText t;
+    if (!to_str(c.v, t)) return JValue();
+    s = JValue::str(std::move(t));
   }
-  if (name == "batch") {
-    if (!bind(args, {"linecount", "fill_with"}, a, what)) return JValue();
-    int64_t n;
-    if (!a[0] || !as_int(*a[0], n) || n <= 0) return failv("batch: linecount must be a positive integer");
-    JValue fill = a[1] ? *a[1] : JValue::none();
-    Puller src = puller(v);
-    return make_gen([this, src, n, fill, end = false](JValue& out, bool& done) mutable -> bool {
-      done = false;
-      if (end) return (done = true), true;
-      std::vector<JValue> cur;
-      while (static_cast<int64_t>(cur.size()) < n) {
-        JValue x;
-        bool fin = false;
-        if (!src(x, fin)) return false;
-        if (fin) {
-          end = true;
+  s.b = false;  // the filter returns a plain str when autoescape is off
+  PText o, nw;
+  if (!to_str(*a[0], o) || !to_str(*a[1], nw)) return JValue();
+  m.pos = {JValue::str(std::move(o)), JValue::str(std::move(nw))};
+  if (a[2] && !a[2]->is_none()) m.pos.push_back(*a[2]);
+  return call_method(s, "replace", m);
+}
+inline JValue JRender::filter_indent(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"width", "first", "blank"}, a, c.what)) return JValue();
+  const JValue& v = c.v;
+  if (v.is_undef()) return (fail_undef(v), JValue());
+  if (!v.is_str()) return failv(strf("unsupported operand type(s) for +=: '%s' and 'str'", jv_type(v)));
+  PText s;
+  bool m;
+  if (!soft_str(v, s, m)) return JValue();
+  std::string ind = "    ";
+  if (a[0]) {
+    int64_t w;
+    if (a[0]->is_str()) ind = a[0]->text();
+    else if (as_int(*a[0], w))
+      ind = std::string(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(w, 1 << 16))), ' ');
+    else return failv("indent: width must be an integer or a string");
+  }
+  bool first = a[1] && jv_truthy(*a[1]), blank = a[2] && jv_truthy(*a[2]);
+  s.add("\n");
+  std::vector<PText> lines = jsplitlines(s, false);
+  PText out;
+  for (size_t k = 0; k < lines.size(); k++) {
+    if (k) out.add("\n");
+    if (k && (blank || !lines[k].s.empty())) out.add(ind);
+    out.add(lines[k]);
+    if (!check_len(out.s.size())) return JValue();
+  }
+  if (first) {
+    PText t(ind);
+    t.add(out);
+    out = std::move(t);
+  }
+  return jv_text(std::move(out), m);
+}
+inline JValue JRender::filter_truncate(const FilterCall& c) {
+  // Jinja2's do_truncate: at most length + leeway (5) characters are kept as they are; longer
+  // text is cut to length - len(end) characters, back to the last space unless killwords
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"length", "killwords", "end", "leeway"}, a, c.what)) return JValue();
+  const JValue& v = c.v;
+  if (v.is_undef()) return v;
+  if (!v.is_str()) return failv(strf("object of type '%s' has no len()", jv_type(v)));
+  int64_t length = 255, leeway = 5;
+  if (a[0] && !as_int(*a[0], length)) return failv("truncate: length must be an integer");
+  if (a[3] && !a[3]->is_none() && !as_int(*a[3], leeway)) return failv("truncate: leeway must be an integer");
+  PText end("...");
+  if (a[2]) {
+    if (!a[2]->is_str()) return failv("truncate: end must be a string");
+    end = *a[2]->s;
+  }
+  const PText& s = *v.s;
+  std::vector<size_t> off = jcp_offsets(s.s);
+  int64_t n = static_cast<int64_t>(off.size()) - 1;
+  int64_t end_len = static_cast<int64_t>(jcp_offsets(end.s).size()) - 1;
+  if (length < end_len) return failv(strf("expected length >= %lld, got %lld", static_cast<long long>(end_len),
+                                          static_cast<long long>(length)));
+  if (leeway < 0) return failv("expected leeway >= 0");
+  if (n <= length + leeway) return v;
+  size_t cut = off[static_cast<size_t>(length - end_len)];
+  if (!(a[1] && jv_truthy(*a[1]))) {
+    size_t sp = s.s.rfind(' ', cut ? cut - 1 : 0);
+    if (cut && sp != std::string::npos && sp < cut) cut = sp;
+  }
+  PText out;
+  out.add_range(s, 0, cut);
+  out.add(end);
+  JValue r = JValue::str(std::move(out));
+  r.b = v.b;
+  return r;
+}
+inline JValue JRender::filter_center(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"width"}, a, c.what)) return JValue();
+  JArgs m;
+  m.pos.push_back(a[0] ? *a[0] : JValue::integer(80));
+  PText t;
+  bool mk;
+  if (!soft_str(c.v, t, mk)) return JValue();
+  JValue s = JValue::str(std::move(t));
+  s.b = mk;
+  return call_method(s, "center", m);
+}
+inline JValue JRender::filter_format(const FilterCall& c) {
+  const JArgs& args = c.args;
+  if (!args.kw.empty() && !args.pos.empty())
+    return failv("can't handle positional and keyword arguments at the same time");
+  PText t;
+  bool m;
+  if (!soft_str(c.v, t, m)) return JValue();
+  JValue f = JValue::str(std::move(t));
+  f.b = m;
+  if (!args.kw.empty()) {
+    JValue d;
+    d.t = JValue::T::dict;
+    d.m = std::make_shared<JDict>();
+    for (const auto& kv : args.kw) d.m->items.emplace_back(JValue::str(kv.first), kv.second);
+    return percent_format(f, d);
+  }
+  return percent_format(f, JValue::list(args.pos, JSeq::tuple));
+}
+inline JValue JRender::filter_wordcount(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {}, a, c.what)) return JValue();
+  PText t;
+  bool m;
+  if (!soft_str(c.v, t, m)) return JValue();
+  // runs of Python's \w: str.isalnum() characters and "_"
+  int64_t count = 0;
+  bool in = false;
+  size_t i = 0;
+  while (i < t.s.size()) {
+    uint32_t ch = jcp_next(t.s, i);
+    bool w = ch == '_' || jis_alnum(ch);
+    if (w && !in) count++;
+    in = w;
+  }
+  return JValue::integer(count);
+}
+
+// ---- filters: values and numbers ----
+// length, count
+inline JValue JRender::filter_length(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {}, a, c.what)) return JValue();
+  const JValue& v = c.v;
+  switch (v.t) {
+    case JValue::T::string: return JValue::integer(static_cast<int64_t>(jcp_count(v.text())));
+    case JValue::T::list:
+      if (v.l->kind == JSeq::generator) return failv("object of type 'generator' has no len()");
+      return JValue::integer(static_cast<int64_t>(v.l->items.size()));
+    case JValue::T::dict: return JValue::integer(static_cast<int64_t>(v.m->items.size()));
+    case JValue::T::undef: return JValue::integer(0);
+    default: return failv(strf("object of type '%s' has no len()", jv_type(v)));
+  }
+}
+// default, d
+inline JValue JRender::filter_default(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"default_value", "boolean"}, a, c.what)) return JValue();
+  bool use = c.v.is_undef() || (a[1] && jv_truthy(*a[1]) && !jv_truthy(c.v));
+  if (!use) return c.v;
+  return a[0] ? *a[0] : JValue::str("");
+}
+inline JValue JRender::filter_attr(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"name"}, a, c.what)) return JValue();
+  if (!a[0] || !a[0]->is_str()) return failv("attr: the name must be a string");
+  return get_attr(c.v, a[0]->text());
+}
+inline JValue JRender::filter_int(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"default", "base"}, a, c.what)) return JValue();
+  const JValue& v = c.v;
+  JValue def = a[0] ? *a[0] : JValue::integer(0);
+  int64_t base = 10;
+  if (a[1] && !as_int(*a[1], base)) return failv("int: base must be an integer");
+  int64_t i;
+  if (as_int(v, i)) return JValue::integer(i);
+  if (v.t == JValue::T::real) {
+    if (std::isnan(v.d)) return def;  // int(nan) is a ValueError: the default
+    if (std::isinf(v.d)) return def;  // OverflowError: the default
+    if (std::fabs(v.d) >= 9.2e18) return failv("integer overflow (integers are limited to 64 bits)");
+    return JValue::integer(static_cast<int64_t>(v.d));
+  }
+  if (v.is_str()) {
+    if (parse_py_int(v.text(), static_cast<int>(base), i)) return JValue::integer(i);
+    double d;
+    if (parse_py_float(v.text(), d)) {
+      if (!std::isfinite(d)) return def;
+      if (std::fabs(d) >= 9.2e18) return failv("integer overflow (integers are limited to 64 bits)");
+      return JValue::integer(static_cast<int64_t>(d));
+    }
+    return def;
+  }
+  if (v.is_undef()) {
+    fail_undef(v);
+    return JValue();
+  }
+  return def;
+}
+inline JValue JRender::filter_float(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"default"}, a, c.what)) return JValue();
+  const JValue& v = c.v;
+  JValue def = a[0] ? *a[0] : JValue::real(0.0);
+  if (v.is_num()) return JValue::real(as_double(v));
+  double d;
+  if (v.is_str() && parse_py_float(v.text(), d)) return JValue::real(d);
+  if (v.is_undef()) {
+    fail_undef(v);
+    return JValue();
+  }
+  return def;
+}
+inline JValue JRender::filter_abs(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {}, a, c.what)) return JValue();
+  int64_t i;
+  if (as_int(c.v, i)) {
+    if (i == INT64_MIN) return failv("integer overflow (integers are limited to 64 bits)");
+    return JValue::integer(i < 0 ? -i : i);
+  }
+  if (c.v.t == JValue::T::real) return JValue::real(std::fabs(c.v.d));
+  return failv(strf("bad operand type for abs(): '%s'", jv_type(c.v)));
+}
+inline JValue JRender::filter_round(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"precision", "method"}, a, c.what)) return JValue();
+  const JValue& v = c.v;
+  int64_t prec = 0;
+  if (a[0] && !as_int(*a[0], prec)) return failv("round: precision must be an integer");
+  std::string method = a[1] && a[1]->is_str() ? a[1]->text() : "common";
+  if (method != "common" && method != "ceil" && method != "floor")
+    return failv("method must be common, ceil or floor");
+  int64_t i;
+  if (method == "common" && as_int(v, i) && prec >= 0) return JValue::integer(i);
+  if (!v.is_num()) return failv(strf("type %s doesn't define __round__ method", jv_type(v)));
+  double x = as_double(v);
+  if (method == "common") {
+    if (prec < -300 || prec > 300 || !std::isfinite(x)) return JValue::real(x);
+    char buf[512];
+    if (prec >= 0) {
+      std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(prec), x);  // exact, ties to even
+      double r = 0;
+      std::from_chars(buf, buf + std::strlen(buf), r);
+      return JValue::real(r);
+    }
+    double p = std::pow(10.0, static_cast<double>(-prec));
+    return JValue::real(std::nearbyint(x / p) * p);
+  }
+  double p = std::pow(10.0, static_cast<double>(prec));
+  double r = method == "ceil" ? std::ceil(x * p) / p : std::floor(x * p) / p;
+  return JValue::real(r);
+}
+
+// ---- filters: sequences ----
+inline JValue JRender::filter_list(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {}, a, c.what)) return JValue();
+  std::vector<JValue> items;
+  if (!iterate(c.v, items)) return JValue();
+  return JValue::list(std::move(items));
+}
+inline JValue JRender::filter_items(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {}, a, c.what)) return JValue();
+  return make_gen([this, v = c.v, idx = size_t(0)](JValue& out, bool& done) mutable -> bool {
+    done = false;
+    if (v.is_undef()) return (done = true), true;
+    if (!v.is_dict()) return fail("can only get item pairs from a mapping");
+    if (idx >= v.m->items.size()) return (done = true), true;
+    const auto& kv = v.m->items[idx++];
+    out = JValue::list({kv.first, kv.second}, JSeq::tuple);
+    return true;
+  }, c.v);
+}
+// first, last
+inline JValue JRender::filter_first_last(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {}, a, c.what)) return JValue();
+  const JValue& v = c.v;
+  if (c.name == "last" && v.is_list() && v.l->kind == JSeq::generator)
+    return failv("'generator' object is not reversible");
+  if (v.is_list() && v.l->kind == JSeq::generator) {
+    JValue x;
+    bool done = false;
+    if (!gen_pull(*v.l, x, done)) return JValue();
+    if (done) return JValue::undefined("no first item, sequence was empty");
+    return x;
+  }
+  std::vector<JValue> items;
+  if (!iterate(v, items)) return JValue();
+  if (items.empty()) return JValue::undefined(strf("no %s item, sequence was empty", c.name.c_str()));
+  return c.name == "first" ? items.front() : items.back();
+}
+inline JValue JRender::filter_reverse(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {}, a, c.what)) return JValue();
+  const JValue& v = c.v;
+  if (v.is_str()) return slice(v, JValue::none(), JValue::none(), JValue::integer(-1));
+  // reversed(value) (an iterator) for sequences and dicts; list(value) reversed for the rest
+  std::vector<JValue> items;
+  if (!iterate(v, items)) return JValue();
+  std::reverse(items.begin(), items.end());
+  bool reversible = v.is_dict() || v.is_undef() || (v.is_list() && v.l->kind != JSeq::generator);
+  return JValue::list(std::move(items), reversible ? JSeq::generator : JSeq::list);
+}
+inline JValue JRender::filter_batch(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"linecount", "fill_with"}, a, c.what)) return JValue();
+  int64_t n;
+  if (!a[0] || !as_int(*a[0], n) || n <= 0) return failv("batch: linecount must be a positive integer");
+  JValue fill = a[1] ? *a[1] : JValue::none();
+  Puller src = puller(c.v);
+  return make_gen([this, src, n, fill, end = false](JValue& out, bool& done) mutable -> bool {
+    done = false;
+    if (end) return (done = true), true;
+    std::vector<JValue> cur;
+    while (static_cast<int64_t>(cur.size()) < n) {
+      JValue x;
+      bool fin = false;
+      if (!src(x, fin)) return false;
+      if (fin) {
+        end = true;
+        break;
+      }
+      cur.push_back(std::move(x));
+    }
+    if (cur.empty()) return (done = true), true;
+    if (!fill.is_none())
+      while (static_cast<int64_t>(cur.size()) < n) cur.push_back(fill);
+    if (!charge_list(cur.size())) return false;
+    out = JValue::list(std::move(cur));
+    return true;
+  }, c.v);
+}
+inline JValue JRender::filter_sum(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"attribute", "start"}, a, c.what)) return JValue();
+  std::vector<JValue> items;
+  if (!iterate(c.v, items)) return JValue();
+  JValue total = a[1] ? *a[1] : JValue::integer(0);
+  if (total.is_str()) return failv("sum() can't sum strings [use ''.join(seq) instead]");
+  for (const auto& it : items) {
+    JValue x = it;
+    if (a[0] && !a[0]->is_none()) {
+      x = attr_path(it, *a[0], nullptr);
+      if (failed_) return JValue();
+    }
+    total = binop(BinOp::add, total, x);
+    if (failed_) return JValue();
+  }
+  return total;
+}
+
+// ---- filters: sorting and picking ----
+// The key of an item for sort, min, max, unique and dictsort: its attribute when one is named, and
+// lower-cased when a string and not case_sensitive.
+inline bool JRender::sort_key(const JValue& item, const JValue* attribute, bool case_sensitive, JValue& key) {
+  key = item;
+  if (attribute && !attribute->is_none()) {
+    key = attr_path(item, *attribute, nullptr);
+    if (failed_) return false;
+  }
+  if (!case_sensitive && key.is_str()) {
+    PText lo;
+    jcase(*key.s, JCase::lower, lo);
+    key = JValue::str(std::move(lo));
+  }
+  return true;
+}
+inline JValue JRender::filter_dictsort(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"case_sensitive", "by", "reverse"}, a, c.what)) return JValue();
+  const JValue& v = c.v;
+  if (!v.is_dict()) return failv("you can only sort by either \"key\" or \"value\" of a dict");
+  bool cs = a[0] && jv_truthy(*a[0]);
+  std::string by = a[1] && a[1]->is_str() ? a[1]->text() : "key";
+  if (by != "key" && by != "value") return failv("you can only sort by either \"key\" or \"value\"");
+  std::vector<JValue> keys, pairs;
+  for (const auto& kv : v.m->items) {
+    JValue k;
+    if (!sort_key(by == "key" ? kv.first : kv.second, nullptr, cs, k)) return JValue();
+    keys.push_back(std::move(k));
+    pairs.push_back(JValue::list({kv.first, kv.second}, JSeq::tuple));
+  }
+  std::vector<size_t> idx(keys.size());
+  for (size_t k = 0; k < idx.size(); k++) idx[k] = k;
+  if (!sort_indices(keys, idx, a[2] && jv_truthy(*a[2]))) return JValue();
+  std::vector<JValue> out;
+  for (size_t k : idx) out.push_back(pairs[k]);
+  return JValue::list(std::move(out));
+}
+inline JValue JRender::filter_unique(const FilterCall& c) {
+  // a generator: duplicates (by the lower-cased key unless case_sensitive) are skipped lazily
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"case_sensitive", "attribute"}, a, c.what)) return JValue();
+  bool cs = a[0] && jv_truthy(*a[0]);
+  JValue attribute = a[1] ? *a[1] : JValue::none();
+  Puller src = puller(c.v);
+  return make_gen([this, src, cs, attribute, seen = std::vector<JValue>()](JValue& out, bool& done) mutable -> bool {
+    for (;;) {
+      if (!src(out, done) || done) return !failed_;
+      JValue k;
+      if (!sort_key(out, &attribute, cs, k)) return false;
+      if (k.is_dict() || (k.is_list() && k.l->kind != JSeq::tuple))
+        return fail(strf("unhashable type: '%s'", jv_type(k)));
+      if (!charge(seen.size() / 8 + 1)) return false;
+      bool dup = false;
+      for (const auto& x : seen)
+        if (py_eq(x, k)) {
+          dup = true;
           break;
         }
-        cur.push_back(std::move(x));
+      if (!dup) {
+        seen.push_back(std::move(k));
+        return true;
       }
-      if (cur.empty()) return (done = true), true;
-      if (!fill.is_none())
-        while (static_cast<int64_t>(cur.size()) < n) cur.push_back(fill);
-      if (!charge_list(cur.size())) return false;
-      out = JValue::list(std::move(cur));
-      return true;
-    }, v);
-  }
-  if (name == "attr") {
-    if (!bind(args, {"name"}, a, what)) return JValue();
-    if (!a[0] || !a[0]->is_str()) return failv("attr: the name must be a string");
-    return get_attr(v, a[0]->text());
-  }
-  if (name == "wordcount") {
-    if (!bind(args, {}, a, what)) return JValue();
-    PText t;
-    bool m;
-    if (!soft(v, t, m)) return JValue();
-    // runs of Python's \w: str.isalnum() characters and "_"
-    int64_t count = 0;
-    bool in = false;
-    size_t i = 0;
-    while (i < t.s.size()) {
-      uint32_t c = jcp_next(t.s, i);
-      bool w = c == '_' || jis_alnum(c);
-      if (w && !in) count++;
-      in = w;
     }
-    return JValue::integer(count);
+  }, c.v);
+}
+inline JValue JRender::filter_sort(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"reverse", "case_sensitive", "attribute"}, a, c.what)) return JValue();
+  std::vector<JValue> items, keys;
+  if (!iterate(c.v, items)) return JValue();
+  for (const auto& it : items) {
+    JValue k;
+    if (!sort_key(it, a[2], a[1] && jv_truthy(*a[1]), k)) return JValue();
+    keys.push_back(std::move(k));
   }
-  (void)need_str;
-  return failv(strf("unsupported construct: the '%s' filter", name.c_str()));
+  std::vector<size_t> idx(items.size());
+  for (size_t k = 0; k < idx.size(); k++) idx[k] = k;
+  if (!sort_indices(keys, idx, a[0] && jv_truthy(*a[0]), true)) return JValue();
+  std::vector<JValue> out;
+  for (size_t k : idx) out.push_back(items[k]);
+  return JValue::list(std::move(out));
+}
+// min, max
+inline JValue JRender::filter_min_max(const FilterCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"case_sensitive", "attribute"}, a, c.what)) return JValue();
+  std::vector<JValue> items, keys;
+  if (!iterate(c.v, items)) return JValue();
+  for (const auto& it : items) {
+    JValue k;
+    if (!sort_key(it, a[1], a[0] && jv_truthy(*a[0]), k)) return JValue();
+    keys.push_back(std::move(k));
+  }
+  if (items.empty()) return JValue::undefined("no aggregated item, sequence was empty");
+  bool min = c.name == "min";
+  size_t best = 0;
+  for (size_t k = 1; k < items.size(); k++) {
+    bool less;
+    if (!py_less(min ? keys[k] : keys[best], min ? keys[best] : keys[k], less)) return JValue();
+    if (less) best = k;
+  }
+  return items[best];
+}
+
+// ---- filters: generators (as in Jinja2: nothing runs until the result is consumed, a false input
+// gives nothing, and an error (a non-iterable input, a failing test) happens when consumed) ----
+inline JValue JRender::filter_map(const FilterCall& c) {
+  const JArgs& args = c.args;
+  Puller src = puller(c.v);
+  bool falsy = !jv_truthy(c.v);
+  const JValue* attribute = nullptr;
+  const JValue* def = nullptr;
+  for (const auto& kv : args.kw) {
+    if (kv.first == "attribute") attribute = &kv.second;
+    else if (kv.first == "default") def = &kv.second;
+  }
+  if (attribute && args.pos.empty()) {
+    for (const auto& kv : args.kw)
+      if (kv.first != "attribute" && kv.first != "default")
+        return failv(strf("unexpected keyword argument '%s'", kv.first.c_str()));
+    JValue attr = *attribute, dflt = def ? *def : JValue::none();
+    return make_gen([this, src, falsy, attr, dflt](JValue& out, bool& done) mutable -> bool {
+      if (falsy) return (done = true), true;
+      if (!src(out, done) || done) return !failed_;
+      out = attr_path(out, attr, &dflt);
+      return !failed_;
+    }, c.v);
+  }
+  if (args.pos.empty()) return failv("map requires a filter argument");
+  if (!args.pos[0].is_str()) return failv("map: the filter name must be a string");
+  std::string fname = args.pos[0].text();
+  JArgs rest;
+  rest.pos.assign(args.pos.begin() + 1, args.pos.end());
+  rest.kw = args.kw;
+  // (the scope weakly: a generator stored in that scope must not keep it alive, a reference cycle;
+  // pulled after the scope ended, the filter runs in an empty one)
+  std::weak_ptr<JScope> wsc = c.sc;
+  return make_gen([this, src, falsy, fname, rest, wsc](JValue& out, bool& done) mutable -> bool {
+    if (falsy) return (done = true), true;
+    if (!src(out, done) || done) return !failed_;
+    if (!jinja_known_filter(fname)) return fail(strf("no filter named '%s'", fname.c_str()));
+    auto scope = wsc.lock();
+    if (!scope) scope = std::make_shared<JScope>();
+    out = apply_filter(fname, out, rest, scope);
+    return !failed_;
+  }, c.v);
+}
+// select, reject, selectattr, rejectattr
+inline JValue JRender::filter_select(const FilterCall& c) {
+  const JArgs& args = c.args;
+  Puller src = puller(c.v);
+  bool falsy = !jv_truthy(c.v);
+  bool attr = c.name == "selectattr" || c.name == "rejectattr";
+  bool keep_if = c.name == "select" || c.name == "selectattr";
+  size_t at = 0;
+  JValue attrname;
+  if (attr) {
+    if (args.pos.empty()) return failv(strf("%s needs an attribute name", c.name.c_str()));
+    attrname = args.pos[at++];
+  }
+  std::string test;
+  if (at < args.pos.size()) {
+    if (!args.pos[at].is_str()) return failv("the test name must be a string");
+    test = args.pos[at++].text();
+  }
+  JArgs targs;
+  targs.pos.assign(args.pos.begin() + static_cast<std::ptrdiff_t>(at), args.pos.end());
+  targs.kw = args.kw;
+  return make_gen([this, src, falsy, attr, attrname, test, targs, keep_if](JValue& out, bool& done) mutable -> bool {
+    if (falsy) return (done = true), true;
+    if (!test.empty() && !jinja_known_test(test)) return fail(strf("no test named '%s'", test.c_str()));
+    for (;;) {
+      if (!src(out, done) || done) return !failed_;
+      if (!charge()) return false;
+      JValue x = out;
+      if (attr) {
+        x = attr_path(out, attrname, nullptr);
+        if (failed_) return false;
+      }
+      bool r;
+      if (test.empty()) {
+        r = jv_truthy(x);
+      } else if (!run_test(test, x, targs, r)) {
+        return false;
+      }
+      if (r == keep_if) return true;
+    }
+  }, c.v);
 }
 
 // ---- tests ----
