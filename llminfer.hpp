@@ -13625,6 +13625,8 @@ inline JValue jv_markup(PText t) {
   v.b = true;  // strings use `b` as the Markup flag (|safe, |escape)
   return v;
 }
+// A str result that stays Markup when its input was.
+inline JValue jv_text(PText t, bool markup) { return markup ? jv_markup(std::move(t)) : JValue::str(std::move(t)); }
 
 // Python's type name of a value (for messages such as "'int' object is not iterable").
 inline const char* jv_type(const JValue& v) {
@@ -15771,8 +15773,33 @@ class JRender {
   JValue filter_wordcount(const FilterCall& c);
   bool run_test(const std::string& name, const JValue& v, const JArgs& args, bool& result);
   JValue call_method(const JValue& self, const std::string& name, const JArgs& args);
+  JValue dict_method(const JValue& self, const std::string& name, const JArgs& args, const std::string& what);
+  JValue list_method(const JValue& self, const std::string& name, const JArgs& args, const std::string& what);
+  // A str method's handler gets its call: the string, the name (a family of methods shares a
+  // handler), the arguments and "str.name()" for argument errors.
+  struct StrCall {
+    const JValue& self;
+    const PText& s;  // *self.s
+    const std::string& name;
+    const JArgs& args;
+    const std::string& what;
+    JValue ret(PText t) const { return jv_text(std::move(t), self.b); }  // Markup in, Markup out
+  };
+  bool str_arg(const StrCall& c, const JValue* x, const char* pname, std::string& out);
+  JValue str_case(const StrCall& c);
+  JValue str_find(const StrCall& c);
+  JValue str_format(const StrCall& c);
+  JValue str_is(const StrCall& c);
+  JValue str_join(const StrCall& c);
+  JValue str_justify(const StrCall& c);
+  JValue str_partition(const StrCall& c);
+  JValue str_remove_fix(const StrCall& c);
+  JValue str_replace(const StrCall& c);
+  JValue str_split(const StrCall& c);
+  JValue str_splitlines(const StrCall& c);
+  JValue str_starts_ends(const StrCall& c);
+  JValue str_strip(const StrCall& c);
   JValue percent_format(const JValue& fmt, const JValue& args);
-  JValue str_format(const JValue& self, const JArgs& args);
   JValue attr_path(const JValue& item, const JValue& path, const JValue* def);
   static bool parse_py_int(std::string_view s, int base, int64_t& out);
   static bool parse_py_float(std::string_view s, double& out);
@@ -15810,8 +15837,6 @@ inline namespace v0_1 {
 namespace detail {
 
 // ---- string helpers (code points, provenance kept) ----
-// A str result that stays Markup when its input was.
-inline JValue jv_text(PText t, bool markup) { return markup ? jv_markup(std::move(t)) : JValue::str(std::move(t)); }
 inline PText jsub(const PText& s, size_t b, size_t e) {
   PText t;
   t.add_range(s, b, e);
@@ -16876,352 +16901,457 @@ inline bool JRender::parse_py_float(std::string_view s, double& out) {
 }
 
 // ---- methods of str, dict, list ----
+// get_attr binds only the methods named there (is_str_method, the dict and list ones); a str
+// method is found by name in a sorted table, and one of them that is not in it is an error that
+// names it.
 inline JValue JRender::call_method(const JValue& self, const std::string& name, const JArgs& args) {
-  if (!charge_scan(self, args)) return JValue();
-  std::vector<const JValue*> a;
-  std::string what = std::string(jv_type(self)) + "." + name + "()";
-  if (self.is_dict()) {
-    if (name == "get") {
-      if (!bind(args, {"key", "default"}, a, what)) return JValue();
-      if (!a[0]) return failv("get expected at least 1 argument, got 0");
-      if (const JValue* x = dict_find(*self.m, *a[0])) return *x;
-      return a[1] ? *a[1] : JValue::none();
-    }
-    if (!bind(args, {}, a, what)) return JValue();
-    if (name == "copy") {
-      JValue d;
-      d.t = JValue::T::dict;
-      d.m = std::make_shared<JDict>(*self.m);
-      return d;
-    }
-    std::vector<JValue> out;
-    JSeq kind = name == "items" ? JSeq::dict_items : name == "keys" ? JSeq::dict_keys : JSeq::dict_values;
-    for (const auto& kv : self.m->items) {
-      if (name == "items") out.push_back(JValue::list({kv.first, kv.second}, JSeq::tuple));
-      else out.push_back(name == "keys" ? kv.first : kv.second);
-    }
-    return JValue::list(std::move(out), kind);
-  }
-  if (self.is_list()) {
-    if (name == "copy") {
-      if (!bind(args, {}, a, what)) return JValue();
-      return JValue::list(self.l->items);
-    }
-    if (!bind(args, {"value"}, a, what)) return JValue();
-    if (!a[0]) return failv(what + " takes exactly one argument");
-    int64_t count = 0;
-    for (size_t k = 0; k < self.l->items.size(); k++) {
-      if (py_eq(self.l->items[k], *a[0])) {
-        if (name == "index") return JValue::integer(static_cast<int64_t>(k));
-        count++;
-      }
-    }
-    if (name == "index") return failv("list.index(x): x not in list");
-    return JValue::integer(count);
-  }
-  if (!self.is_str()) return failv(strf("unsupported construct: method '%s' of '%s'", name.c_str(), jv_type(self)));
-  const PText& s = *self.s;
-  bool mk = self.b;
-  auto ret = [&](PText t) { return mk ? jv_markup(std::move(t)) : JValue::str(std::move(t)); };
-  auto str_arg = [&](const JValue* x, const char* pname, std::string& out) -> bool {
-    if (!x || !x->is_str()) return fail(strf("%s: argument '%s' must be a str, not %s", what.c_str(), pname,
-                                             x ? jv_type(*x) : "nothing"));
-    out = x->text();
-    return true;
+  struct Def {
+    std::string_view name;
+    JValue (JRender::*fn)(const StrCall&);
   };
-  if (name == "strip" || name == "lstrip" || name == "rstrip") {
-    if (!bind(args, {"chars"}, a, what)) return JValue();
-    std::string chars;
-    bool have = a[0] && !a[0]->is_none();
-    if (have && !str_arg(a[0], "chars", chars)) return JValue();
-    return ret(jstrip(s, have ? &chars : nullptr, name != "rstrip", name != "lstrip"));
+  static constexpr Def table[] = {
+      {"capitalize", &JRender::str_case},
+      {"casefold", &JRender::str_case},
+      {"center", &JRender::str_justify},
+      {"count", &JRender::str_find},
+      {"endswith", &JRender::str_starts_ends},
+      {"find", &JRender::str_find},
+      {"format", &JRender::str_format},
+      {"index", &JRender::str_find},
+      {"isalnum", &JRender::str_is},
+      {"isalpha", &JRender::str_is},
+      {"isascii", &JRender::str_is},
+      {"isdecimal", &JRender::str_is},
+      {"isdigit", &JRender::str_is},
+      {"islower", &JRender::str_is},
+      {"isnumeric", &JRender::str_is},
+      {"isspace", &JRender::str_is},
+      {"istitle", &JRender::str_is},
+      {"isupper", &JRender::str_is},
+      {"join", &JRender::str_join},
+      {"ljust", &JRender::str_justify},
+      {"lower", &JRender::str_case},
+      {"lstrip", &JRender::str_strip},
+      {"partition", &JRender::str_partition},
+      {"removeprefix", &JRender::str_remove_fix},
+      {"removesuffix", &JRender::str_remove_fix},
+      {"replace", &JRender::str_replace},
+      {"rfind", &JRender::str_find},
+      {"rindex", &JRender::str_find},
+      {"rjust", &JRender::str_justify},
+      {"rpartition", &JRender::str_partition},
+      {"rsplit", &JRender::str_split},
+      {"rstrip", &JRender::str_strip},
+      {"split", &JRender::str_split},
+      {"splitlines", &JRender::str_splitlines},
+      {"startswith", &JRender::str_starts_ends},
+      {"strip", &JRender::str_strip},
+      {"swapcase", &JRender::str_case},
+      {"title", &JRender::str_case},
+      {"upper", &JRender::str_case},
+      {"zfill", &JRender::str_justify},
+  };
+  static_assert(jtable_sorted(table), "the str method table must be sorted by name");
+  if (!charge_scan(self, args)) return JValue();
+  std::string what = std::string(jv_type(self)) + "." + name + "()";
+  if (self.is_dict()) return dict_method(self, name, args, what);
+  if (self.is_list()) return list_method(self, name, args, what);
+  if (!self.is_str()) return failv(strf("unsupported construct: method '%s' of '%s'", name.c_str(), jv_type(self)));
+  const Def* d = jtable_find(table, name);
+  if (!d) return failv(strf("unsupported construct: the string method '%s'", name.c_str()));
+  return (this->*d->fn)(StrCall{self, *self.s, name, args, what});
+}
+
+// dict.get, copy, items, keys, values
+inline JValue JRender::dict_method(const JValue& self, const std::string& name, const JArgs& args,
+                                   const std::string& what) {
+  std::vector<const JValue*> a;
+  if (name == "get") {
+    if (!bind(args, {"key", "default"}, a, what)) return JValue();
+    if (!a[0]) return failv("get expected at least 1 argument, got 0");
+    if (const JValue* x = dict_find(*self.m, *a[0])) return *x;
+    return a[1] ? *a[1] : JValue::none();
   }
-  if (name == "startswith" || name == "endswith") {
-    if (!bind(args, {"prefix", "start", "end"}, a, what)) return JValue();
-    if (!a[0]) return failv(what + " takes at least 1 argument");
-    if ((a[1] && !a[1]->is_none()) || (a[2] && !a[2]->is_none()))
-      return failv("unsupported construct: start/end arguments of " + what);
-    std::vector<JValue> cands;
-    if (a[0]->is_str()) {
-      cands.push_back(*a[0]);
-    } else if (a[0]->is_list() && a[0]->l->kind == JSeq::tuple) {
-      cands = a[0]->l->items;
-    } else {
-      return failv(strf("%s first arg must be str or a tuple of str, not %s", what.c_str(), jv_type(*a[0])));
-    }
-    for (const auto& c : cands) {
-      if (!c.is_str()) return failv(what + ": tuple for startswith/endswith must only contain str");
-      const std::string& p = c.text();
-      bool hit = name == "startswith" ? s.s.compare(0, p.size(), p) == 0 && s.s.size() >= p.size()
-                                      : s.s.size() >= p.size() && s.s.compare(s.s.size() - p.size(), p.size(), p) == 0;
-      if (hit) return JValue::boolean(true);
-    }
-    return JValue::boolean(false);
+  if (!bind(args, {}, a, what)) return JValue();
+  if (name == "copy") {
+    JValue d;
+    d.t = JValue::T::dict;
+    d.m = std::make_shared<JDict>(*self.m);
+    return d;
   }
-  if (name == "split" || name == "rsplit") {
-    if (!bind(args, {"sep", "maxsplit"}, a, what)) return JValue();
-    int64_t maxsplit = -1;
-    if (a[1] && !as_int(*a[1], maxsplit)) return failv("maxsplit must be an integer");
-    std::vector<PText> parts;
-    bool right = name == "rsplit";
-    if (!a[0] || a[0]->is_none()) {
-      // runs of whitespace, no empty strings
-      std::vector<std::pair<size_t, size_t>> words;
-      size_t i = 0;
-      while (i < s.s.size()) {
-        size_t b = i;
-        uint32_t c = jcp_next(s.s, i);
-        if (jis_space(c)) continue;
-        size_t e = i;
-        while (e < s.s.size()) {
-          size_t q = e;
-          if (jis_space(jcp_next(s.s, q))) break;
-          e = q;
-        }
-        words.emplace_back(b, e);
-        i = e;
-      }
-      if (maxsplit < 0 || static_cast<size_t>(maxsplit) >= words.size()) {
-        for (auto& w : words) parts.push_back(jsub(s, w.first, w.second));
-      } else if (!right) {
-        for (int64_t k = 0; k < maxsplit; k++) parts.push_back(jsub(s, words[static_cast<size_t>(k)].first,
-                                                                   words[static_cast<size_t>(k)].second));
-        parts.push_back(jstrip(jsub(s, words[static_cast<size_t>(maxsplit)].first, s.s.size()), nullptr, false, true));
-      } else {
-        size_t first = words.size() - static_cast<size_t>(maxsplit);
-        parts.push_back(jstrip(jsub(s, 0, words[first - 1].second), nullptr, true, false));
-        for (size_t k = first; k < words.size(); k++) parts.push_back(jsub(s, words[k].first, words[k].second));
-      }
-    } else {
-      std::string sep;
-      if (!str_arg(a[0], "sep", sep)) return JValue();
-      if (sep.empty()) return failv("empty separator");
-      std::vector<size_t> hits;
-      if (!right) {
-        size_t p = 0;
-        while ((maxsplit < 0 || static_cast<int64_t>(hits.size()) < maxsplit) &&
-               (p = s.s.find(sep, p)) != std::string::npos) {
-          hits.push_back(p);
-          p += sep.size();
-        }
-      } else {
-        size_t p = s.s.size();
-        while ((maxsplit < 0 || static_cast<int64_t>(hits.size()) < maxsplit) && p >= sep.size()) {
-          size_t q = s.s.rfind(sep, p - sep.size());
-          if (q == std::string::npos) break;
-          hits.push_back(q);
-          p = q;
-        }
-        std::reverse(hits.begin(), hits.end());
-      }
-      size_t b = 0;
-      for (size_t h : hits) {
-        parts.push_back(jsub(s, b, h));
-        b = h + sep.size();
-      }
-      parts.push_back(jsub(s, b, s.s.size()));
-    }
-    if (!charge_list(parts.size())) return JValue();
-    std::vector<JValue> out;
-    for (auto& p : parts) out.push_back(ret(std::move(p)));
-    return JValue::list(std::move(out));
+  std::vector<JValue> out;
+  JSeq kind = name == "items" ? JSeq::dict_items : name == "keys" ? JSeq::dict_keys : JSeq::dict_values;
+  for (const auto& kv : self.m->items) {
+    if (name == "items") out.push_back(JValue::list({kv.first, kv.second}, JSeq::tuple));
+    else out.push_back(name == "keys" ? kv.first : kv.second);
   }
-  if (name == "replace") {
-    if (!bind(args, {"old", "new", "count"}, a, what)) return JValue();
-    std::string old;
-    if (!str_arg(a[0], "old", old) || !a[1] || !a[1]->is_str()) {
-      if (!failed_) fail(what + ": new must be a str");
-      return JValue();
-    }
-    int64_t count = -1;
-    if (a[2] && !as_int(*a[2], count)) return failv("count must be an integer");
-    const PText& nw = *a[1]->s;
-    PText out;
-    int64_t done = 0;
-    if (old.empty()) {
-      // inserts `new` before every code point and at the end
-      size_t i = 0;
-      while (count < 0 || done < count) {
-        out.add(nw);
-        done++;
-        if (i >= s.s.size()) break;
-        size_t b = i;
-        jcp_next(s.s, i);
-        out.add_range(s, b, i);
-        if (!check_len(out.s.size())) return JValue();
-      }
-      out.add_range(s, i, s.s.size());
-      return ret(std::move(out));
-    }
-    size_t b = 0, p;
-    while ((count < 0 || done < count) && (p = s.s.find(old, b)) != std::string::npos) {
-      out.add_range(s, b, p);
-      out.add(nw);
-      if (!check_len(out.s.size())) return JValue();
-      b = p + old.size();
-      done++;
-    }
-    out.add_range(s, b, s.s.size());
-    if (!charge_str(out.s.size())) return JValue();
-    return ret(std::move(out));
-  }
-  if (name == "upper" || name == "lower" || name == "title" || name == "capitalize" || name == "swapcase" ||
-      name == "casefold") {
+  return JValue::list(std::move(out), kind);
+}
+// list.copy, index, count (and tuple.index, count)
+inline JValue JRender::list_method(const JValue& self, const std::string& name, const JArgs& args,
+                                   const std::string& what) {
+  std::vector<const JValue*> a;
+  if (name == "copy") {
     if (!bind(args, {}, a, what)) return JValue();
-    if (name == "casefold" && !jis_ascii(s.s)) return failv("unsupported construct: str.casefold() on non-ASCII text");
-    JCase mode = name == "upper" ? JCase::upper : (name == "lower" || name == "casefold") ? JCase::lower
-                 : name == "title" ? JCase::title_method : name == "capitalize" ? JCase::capitalize : JCase::swapcase;
-    PText out;
-    jcase(s, mode, out);
-    if (!charge_str(out.s.size())) return JValue();
-    return ret(std::move(out));
+    return JValue::list(self.l->items);
   }
-  if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
-    if (!bind(args, {"sub", "start", "end"}, a, what)) return JValue();
-    std::string sub;
-    if (!str_arg(a[0], "sub", sub)) return JValue();
-    if ((a[1] && !a[1]->is_none()) || (a[2] && !a[2]->is_none()))
-      return failv("unsupported construct: start/end arguments of " + what);
-    if (name == "count") {
-      if (sub.empty()) return JValue::integer(static_cast<int64_t>(jcp_count(s.s)) + 1);
-      int64_t n = 0;
-      size_t p = 0;
-      while ((p = s.s.find(sub, p)) != std::string::npos) {
-        n++;
-        p += sub.size();
-      }
-      return JValue::integer(n);
+  if (!bind(args, {"value"}, a, what)) return JValue();
+  if (!a[0]) return failv(what + " takes exactly one argument");
+  int64_t count = 0;
+  for (size_t k = 0; k < self.l->items.size(); k++) {
+    if (py_eq(self.l->items[k], *a[0])) {
+      if (name == "index") return JValue::integer(static_cast<int64_t>(k));
+      count++;
     }
-    size_t p = (name == "find" || name == "index") ? s.s.find(sub) : s.s.rfind(sub);
-    if (p == std::string::npos) {
-      if (name == "index" || name == "rindex") return failv("substring not found");
-      return JValue::integer(-1);
+  }
+  if (name == "index") return failv("list.index(x): x not in list");
+  return JValue::integer(count);
+}
+
+// A str argument of a str method, or the error Python gives.
+inline bool JRender::str_arg(const StrCall& c, const JValue* x, const char* pname, std::string& out) {
+  if (!x || !x->is_str())
+    return fail(strf("%s: argument '%s' must be a str, not %s", c.what.c_str(), pname, x ? jv_type(*x) : "nothing"));
+  out = x->text();
+  return true;
+}
+// strip, lstrip, rstrip
+inline JValue JRender::str_strip(const StrCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"chars"}, a, c.what)) return JValue();
+  std::string chars;
+  bool have = a[0] && !a[0]->is_none();
+  if (have && !str_arg(c, a[0], "chars", chars)) return JValue();
+  return c.ret(jstrip(c.s, have ? &chars : nullptr, c.name != "rstrip", c.name != "lstrip"));
+}
+// startswith, endswith
+inline JValue JRender::str_starts_ends(const StrCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"prefix", "start", "end"}, a, c.what)) return JValue();
+  if (!a[0]) return failv(c.what + " takes at least 1 argument");
+  if ((a[1] && !a[1]->is_none()) || (a[2] && !a[2]->is_none()))
+    return failv("unsupported construct: start/end arguments of " + c.what);
+  std::vector<JValue> cands;
+  if (a[0]->is_str()) {
+    cands.push_back(*a[0]);
+  } else if (a[0]->is_list() && a[0]->l->kind == JSeq::tuple) {
+    cands = a[0]->l->items;
+  } else {
+    return failv(strf("%s first arg must be str or a tuple of str, not %s", c.what.c_str(), jv_type(*a[0])));
+  }
+  const std::string& s = c.s.s;
+  for (const auto& x : cands) {
+    if (!x.is_str()) return failv(c.what + ": tuple for startswith/endswith must only contain str");
+    const std::string& p = x.text();
+    bool hit = c.name == "startswith" ? s.compare(0, p.size(), p) == 0 && s.size() >= p.size()
+                                      : s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+    if (hit) return JValue::boolean(true);
+  }
+  return JValue::boolean(false);
+}
+// str.split() / rsplit() without a separator: runs of whitespace, no empty strings; at most
+// maxsplit splits (-1: no limit) from the left or the right, the rest one piece with its
+// whitespace stripped on the outer side only.
+inline std::vector<PText> jsplit_space(const PText& s, int64_t maxsplit, bool right) {
+  std::vector<std::pair<size_t, size_t>> words;
+  size_t i = 0;
+  while (i < s.s.size()) {
+    size_t b = i;
+    uint32_t c = jcp_next(s.s, i);
+    if (jis_space(c)) continue;
+    size_t e = i;
+    while (e < s.s.size()) {
+      size_t q = e;
+      if (jis_space(jcp_next(s.s, q))) break;
+      e = q;
     }
-    return JValue::integer(static_cast<int64_t>(jcp_count(std::string_view(s.s).substr(0, p))));
+    words.emplace_back(b, e);
+    i = e;
   }
-  if (name == "join") {
-    if (!bind(args, {"iterable"}, a, what)) return JValue();
-    if (!a[0]) return failv("join() takes exactly one argument");
-    std::vector<JValue> items;
-    if (!iterate(*a[0], items)) return JValue();
-    PText out;
-    for (size_t k = 0; k < items.size(); k++) {
-      if (!items[k].is_str())
-        return failv(strf("sequence item %zu: expected str instance, %s found", k, jv_type(items[k])));
-      if (k) out.add(s);
-      if (mk && !jv_is_markup(items[k])) html_escape(out, *items[k].s);
-      else out.add(*items[k].s);
-      if (!check_len(out.s.size())) return JValue();
+  std::vector<PText> parts;
+  if (maxsplit < 0 || static_cast<size_t>(maxsplit) >= words.size()) {
+    for (auto& w : words) parts.push_back(jsub(s, w.first, w.second));
+  } else if (!right) {
+    for (int64_t k = 0; k < maxsplit; k++)
+      parts.push_back(jsub(s, words[static_cast<size_t>(k)].first, words[static_cast<size_t>(k)].second));
+    parts.push_back(jstrip(jsub(s, words[static_cast<size_t>(maxsplit)].first, s.s.size()), nullptr, false, true));
+  } else {
+    size_t first = words.size() - static_cast<size_t>(maxsplit);
+    parts.push_back(jstrip(jsub(s, 0, words[first - 1].second), nullptr, true, false));
+    for (size_t k = first; k < words.size(); k++) parts.push_back(jsub(s, words[k].first, words[k].second));
+  }
+  return parts;
+}
+// str.split(sep) / rsplit(sep): at most maxsplit splits (-1: no limit) from the left or the right.
+inline std::vector<PText> jsplit_sep(const PText& s, const std::string& sep, int64_t maxsplit, bool right) {
+  std::vector<size_t> hits;
+  if (!right) {
+    size_t p = 0;
+    while ((maxsplit < 0 || static_cast<int64_t>(hits.size()) < maxsplit) &&
+           (p = s.s.find(sep, p)) != std::string::npos) {
+      hits.push_back(p);
+      p += sep.size();
     }
-    if (!charge_str(out.s.size())) return JValue();
-    return ret(std::move(out));
+  } else {
+    size_t p = s.s.size();
+    while ((maxsplit < 0 || static_cast<int64_t>(hits.size()) < maxsplit) && p >= sep.size()) {
+      size_t q = s.s.rfind(sep, p - sep.size());
+      if (q == std::string::npos) break;
+      hits.push_back(q);
+      p = q;
+    }
+    std::reverse(hits.begin(), hits.end());
   }
-  if (name == "format") return str_format(self, args);
-  if (name == "splitlines") {
-    if (!bind(args, {"keepends"}, a, what)) return JValue();
-    std::vector<JValue> out;
-    for (auto& p : jsplitlines(s, a[0] && jv_truthy(*a[0]))) out.push_back(ret(std::move(p)));
-    return JValue::list(std::move(out));
+  std::vector<PText> parts;
+  size_t b = 0;
+  for (size_t h : hits) {
+    parts.push_back(jsub(s, b, h));
+    b = h + sep.size();
   }
-  if (name == "partition" || name == "rpartition") {
-    if (!bind(args, {"sep"}, a, what)) return JValue();
+  parts.push_back(jsub(s, b, s.s.size()));
+  return parts;
+}
+// split, rsplit
+inline JValue JRender::str_split(const StrCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"sep", "maxsplit"}, a, c.what)) return JValue();
+  int64_t maxsplit = -1;
+  if (a[1] && !as_int(*a[1], maxsplit)) return failv("maxsplit must be an integer");
+  std::vector<PText> parts;
+  bool right = c.name == "rsplit";
+  if (!a[0] || a[0]->is_none()) {
+    parts = jsplit_space(c.s, maxsplit, right);
+  } else {
     std::string sep;
-    if (!str_arg(a[0], "sep", sep)) return JValue();
+    if (!str_arg(c, a[0], "sep", sep)) return JValue();
     if (sep.empty()) return failv("empty separator");
-    size_t p = name == "partition" ? s.s.find(sep) : s.s.rfind(sep);
-    if (p == std::string::npos) {
-      if (name == "partition") return JValue::list({self, ret(PText()), ret(PText())}, JSeq::tuple);
-      return JValue::list({ret(PText()), ret(PText()), self}, JSeq::tuple);
-    }
-    return JValue::list({ret(jsub(s, 0, p)), ret(jsub(s, p, p + sep.size())), ret(jsub(s, p + sep.size(), s.s.size()))},
-                        JSeq::tuple);
+    parts = jsplit_sep(c.s, sep, maxsplit, right);
   }
-  if (name == "removeprefix" || name == "removesuffix") {
-    if (!bind(args, {"fix"}, a, what)) return JValue();
-    std::string fix;
-    if (!str_arg(a[0], "fix", fix)) return JValue();
-    if (name == "removeprefix" && s.s.compare(0, fix.size(), fix) == 0 && s.s.size() >= fix.size())
-      return ret(jsub(s, fix.size(), s.s.size()));
-    if (name == "removesuffix" && !fix.empty() && s.s.size() >= fix.size() &&
-        s.s.compare(s.s.size() - fix.size(), fix.size(), fix) == 0)
-      return ret(jsub(s, 0, s.s.size() - fix.size()));
-    return self;
+  if (!charge_list(parts.size())) return JValue();
+  std::vector<JValue> out;
+  for (auto& p : parts) out.push_back(c.ret(std::move(p)));
+  return JValue::list(std::move(out));
+}
+inline JValue JRender::str_replace(const StrCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"old", "new", "count"}, a, c.what)) return JValue();
+  const PText& s = c.s;
+  std::string old;
+  if (!str_arg(c, a[0], "old", old) || !a[1] || !a[1]->is_str()) {
+    if (!failed_) fail(c.what + ": new must be a str");
+    return JValue();
   }
-  if (name == "ljust" || name == "rjust" || name == "center" || name == "zfill") {
-    if (!bind(args, name == "zfill" ? std::initializer_list<const char*>{"width"}
-                                    : std::initializer_list<const char*>{"width", "fillchar"},
-              a, what))
-      return JValue();
-    int64_t width;
-    if (!a[0] || !as_int(*a[0], width)) return failv(what + ": width must be an integer");
-    std::string fill = " ";
-    if (name != "zfill" && a.size() > 1 && a[1]) {
-      if (!a[1]->is_str() || jcp_count(a[1]->text()) != 1)
-        return failv("The fill character must be exactly one character long");
-      fill = a[1]->text();
-    }
-    int64_t len = static_cast<int64_t>(jcp_count(s.s));
-    if (width <= len) return self;
-    if (!check_len(static_cast<size_t>(width) * fill.size())) return JValue();
-    size_t pad = static_cast<size_t>(width - len);
-    size_t left = 0;
-    if (name == "rjust") left = pad;
-    else if (name == "center") left = pad / 2 + (pad & static_cast<size_t>(width) & 1);
-    PText out;
-    if (name == "zfill") {
-      size_t sign = (!s.s.empty() && (s.s[0] == '+' || s.s[0] == '-')) ? 1 : 0;
-      out.add_range(s, 0, sign);
-      out.add(std::string(pad, '0'));
-      out.add_range(s, sign, s.s.size());
-      return ret(std::move(out));
-    }
-    for (size_t k = 0; k < left; k++) out.add(fill);
-    out.add(s);
-    for (size_t k = left; k < pad; k++) out.add(fill);
-    return ret(std::move(out));
-  }
-  if (name == "isdigit" || name == "isdecimal" || name == "isnumeric" || name == "isalpha" || name == "isalnum" ||
-      name == "isspace" || name == "islower" || name == "isupper" || name == "isascii" || name == "istitle") {
-    if (!bind(args, {}, a, what)) return JValue();
-    if (name == "isascii") return JValue::boolean(jis_ascii(s.s));
-    if (s.s.empty()) return JValue::boolean(false);
-    if (name == "islower" || name == "isupper") {
-      bool r;
-      JArgs none;
-      if (!run_test(name == "islower" ? "lower" : "upper", self, none, r)) return JValue();
-      return JValue::boolean(r);
-    }
-    if (name == "istitle") {
-      bool cased = false, prev = false;
-      size_t i = 0;
-      while (i < s.s.size()) {
-        uint32_t c = jcp_next(s.s, i);
-        if (jcase_is_upper(c) || jcase_is_title(c)) {
-          if (prev) return JValue::boolean(false);
-          prev = cased = true;
-        } else if (jcase_is_lower(c)) {
-          if (!prev) return JValue::boolean(false);
-          prev = cased = true;
-        } else {
-          prev = false;
-        }
-      }
-      return JValue::boolean(cased);
-    }
-    bool all = true;
+  int64_t count = -1;
+  if (a[2] && !as_int(*a[2], count)) return failv("count must be an integer");
+  const PText& nw = *a[1]->s;
+  PText out;
+  int64_t done = 0;
+  if (old.empty()) {
+    // inserts `new` before every code point and at the end
     size_t i = 0;
-    while (i < s.s.size() && all) {
-      uint32_t c = jcp_next(s.s, i);
-      if (name == "isspace") all = jis_space(c);
-      else if (name == "isalpha") all = jis_alpha(c);
-      else if (name == "isalnum") all = jis_alnum(c);
-      else if (name == "isdecimal") all = jis_decimal(c);
-      else if (name == "isdigit") all = jis_digit(c);
-      else all = jis_numeric(c);  // isnumeric
+    while (count < 0 || done < count) {
+      out.add(nw);
+      done++;
+      if (i >= s.s.size()) break;
+      size_t b = i;
+      jcp_next(s.s, i);
+      out.add_range(s, b, i);
+      if (!check_len(out.s.size())) return JValue();
     }
-    return JValue::boolean(all);
+    out.add_range(s, i, s.s.size());
+    return c.ret(std::move(out));
   }
-  return failv(strf("unsupported construct: the string method '%s'", name.c_str()));
+  size_t b = 0, p;
+  while ((count < 0 || done < count) && (p = s.s.find(old, b)) != std::string::npos) {
+    out.add_range(s, b, p);
+    out.add(nw);
+    if (!check_len(out.s.size())) return JValue();
+    b = p + old.size();
+    done++;
+  }
+  out.add_range(s, b, s.s.size());
+  if (!charge_str(out.s.size())) return JValue();
+  return c.ret(std::move(out));
+}
+// upper, lower, title, capitalize, swapcase, casefold
+inline JValue JRender::str_case(const StrCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {}, a, c.what)) return JValue();
+  const std::string& name = c.name;
+  if (name == "casefold" && !jis_ascii(c.s.s)) return failv("unsupported construct: str.casefold() on non-ASCII text");
+  JCase mode = name == "upper" ? JCase::upper : (name == "lower" || name == "casefold") ? JCase::lower
+               : name == "title" ? JCase::title_method : name == "capitalize" ? JCase::capitalize : JCase::swapcase;
+  PText out;
+  jcase(c.s, mode, out);
+  if (!charge_str(out.s.size())) return JValue();
+  return c.ret(std::move(out));
+}
+// find, rfind, index, rindex, count
+inline JValue JRender::str_find(const StrCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"sub", "start", "end"}, a, c.what)) return JValue();
+  const std::string& s = c.s.s;
+  const std::string& name = c.name;
+  std::string sub;
+  if (!str_arg(c, a[0], "sub", sub)) return JValue();
+  if ((a[1] && !a[1]->is_none()) || (a[2] && !a[2]->is_none()))
+    return failv("unsupported construct: start/end arguments of " + c.what);
+  if (name == "count") {
+    if (sub.empty()) return JValue::integer(static_cast<int64_t>(jcp_count(s)) + 1);
+    int64_t n = 0;
+    size_t p = 0;
+    while ((p = s.find(sub, p)) != std::string::npos) {
+      n++;
+      p += sub.size();
+    }
+    return JValue::integer(n);
+  }
+  size_t p = (name == "find" || name == "index") ? s.find(sub) : s.rfind(sub);
+  if (p == std::string::npos) {
+    if (name == "index" || name == "rindex") return failv("substring not found");
+    return JValue::integer(-1);
+  }
+  return JValue::integer(static_cast<int64_t>(jcp_count(std::string_view(s).substr(0, p))));
+}
+inline JValue JRender::str_join(const StrCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"iterable"}, a, c.what)) return JValue();
+  if (!a[0]) return failv("join() takes exactly one argument");
+  std::vector<JValue> items;
+  if (!iterate(*a[0], items)) return JValue();
+  PText out;
+  for (size_t k = 0; k < items.size(); k++) {
+    if (!items[k].is_str())
+      return failv(strf("sequence item %zu: expected str instance, %s found", k, jv_type(items[k])));
+    if (k) out.add(c.s);
+    if (c.self.b && !jv_is_markup(items[k])) html_escape(out, *items[k].s);
+    else out.add(*items[k].s);
+    if (!check_len(out.s.size())) return JValue();
+  }
+  if (!charge_str(out.s.size())) return JValue();
+  return c.ret(std::move(out));
+}
+inline JValue JRender::str_splitlines(const StrCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"keepends"}, a, c.what)) return JValue();
+  std::vector<JValue> out;
+  for (auto& p : jsplitlines(c.s, a[0] && jv_truthy(*a[0]))) out.push_back(c.ret(std::move(p)));
+  return JValue::list(std::move(out));
+}
+// partition, rpartition
+inline JValue JRender::str_partition(const StrCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"sep"}, a, c.what)) return JValue();
+  const PText& s = c.s;
+  std::string sep;
+  if (!str_arg(c, a[0], "sep", sep)) return JValue();
+  if (sep.empty()) return failv("empty separator");
+  size_t p = c.name == "partition" ? s.s.find(sep) : s.s.rfind(sep);
+  if (p == std::string::npos) {
+    if (c.name == "partition") return JValue::list({c.self, c.ret(PText()), c.ret(PText())}, JSeq::tuple);
+    return JValue::list({c.ret(PText()), c.ret(PText()), c.self}, JSeq::tuple);
+  }
+  return JValue::list(
+      {c.ret(jsub(s, 0, p)), c.ret(jsub(s, p, p + sep.size())), c.ret(jsub(s, p + sep.size(), s.s.size()))},
+      JSeq::tuple);
+}
+// removeprefix, removesuffix
+inline JValue JRender::str_remove_fix(const StrCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {"fix"}, a, c.what)) return JValue();
+  const PText& s = c.s;
+  std::string fix;
+  if (!str_arg(c, a[0], "fix", fix)) return JValue();
+  if (c.name == "removeprefix" && s.s.compare(0, fix.size(), fix) == 0 && s.s.size() >= fix.size())
+    return c.ret(jsub(s, fix.size(), s.s.size()));
+  if (c.name == "removesuffix" && !fix.empty() && s.s.size() >= fix.size() &&
+      s.s.compare(s.s.size() - fix.size(), fix.size(), fix) == 0)
+    return c.ret(jsub(s, 0, s.s.size() - fix.size()));
+  return c.self;
+}
+// ljust, rjust, center, zfill
+inline JValue JRender::str_justify(const StrCall& c) {
+  const std::string& name = c.name;
+  std::vector<const JValue*> a;
+  if (!bind(c.args, name == "zfill" ? std::initializer_list<const char*>{"width"}
+                                    : std::initializer_list<const char*>{"width", "fillchar"},
+            a, c.what))
+    return JValue();
+  const PText& s = c.s;
+  int64_t width;
+  if (!a[0] || !as_int(*a[0], width)) return failv(c.what + ": width must be an integer");
+  std::string fill = " ";
+  if (name != "zfill" && a.size() > 1 && a[1]) {
+    if (!a[1]->is_str() || jcp_count(a[1]->text()) != 1)
+      return failv("The fill character must be exactly one character long");
+    fill = a[1]->text();
+  }
+  int64_t len = static_cast<int64_t>(jcp_count(s.s));
+  if (width <= len) return c.self;
+  if (!check_len(static_cast<size_t>(width) * fill.size())) return JValue();
+  size_t pad = static_cast<size_t>(width - len);
+  size_t left = 0;
+  if (name == "rjust") left = pad;
+  else if (name == "center") left = pad / 2 + (pad & static_cast<size_t>(width) & 1);
+  PText out;
+  if (name == "zfill") {
+    size_t sign = (!s.s.empty() && (s.s[0] == '+' || s.s[0] == '-')) ? 1 : 0;
+    out.add_range(s, 0, sign);
+    out.add(std::string(pad, '0'));
+    out.add_range(s, sign, s.s.size());
+    return c.ret(std::move(out));
+  }
+  for (size_t k = 0; k < left; k++) out.add(fill);
+  out.add(s);
+  for (size_t k = left; k < pad; k++) out.add(fill);
+  return c.ret(std::move(out));
+}
+// Python's str.istitle(): uppercase (or titlecase) characters only after uncased ones, lowercase
+// ones only after cased ones, and some cased character.
+inline bool jis_title(const std::string& s) {
+  bool cased = false, prev = false;
+  size_t i = 0;
+  while (i < s.size()) {
+    uint32_t c = jcp_next(s, i);
+    if (jcase_is_upper(c) || jcase_is_title(c)) {
+      if (prev) return false;
+      prev = cased = true;
+    } else if (jcase_is_lower(c)) {
+      if (!prev) return false;
+      prev = cased = true;
+    } else {
+      prev = false;
+    }
+  }
+  return cased;
+}
+// isdigit, isdecimal, isnumeric, isalpha, isalnum, isspace, islower, isupper, isascii, istitle
+inline JValue JRender::str_is(const StrCall& c) {
+  std::vector<const JValue*> a;
+  if (!bind(c.args, {}, a, c.what)) return JValue();
+  const std::string& name = c.name;
+  const std::string& s = c.s.s;
+  if (name == "isascii") return JValue::boolean(jis_ascii(s));
+  if (s.empty()) return JValue::boolean(false);
+  if (name == "islower" || name == "isupper") {
+    bool r;
+    JArgs none;
+    if (!run_test(name == "islower" ? "lower" : "upper", c.self, none, r)) return JValue();
+    return JValue::boolean(r);
+  }
+  if (name == "istitle") return JValue::boolean(jis_title(s));
+  bool all = true;
+  size_t i = 0;
+  while (i < s.size() && all) {
+    uint32_t ch = jcp_next(s, i);
+    if (name == "isspace") all = jis_space(ch);
+    else if (name == "isalpha") all = jis_alpha(ch);
+    else if (name == "isalnum") all = jis_alnum(ch);
+    else if (name == "isdecimal") all = jis_decimal(ch);
+    else if (name == "isdigit") all = jis_digit(ch);
+    else all = jis_numeric(ch);  // isnumeric
+  }
+  return JValue::boolean(all);
 }
 
 // ---- "%" formatting (printf style, as Python's str % args) ----
@@ -17357,7 +17487,9 @@ inline JValue JRender::percent_format(const JValue& fmtv, const JValue& argv) {
 }
 
 // ---- str.format(): "{}", "{0}", "{name}", "{0[key]}", "{x.attr}", conversions and simple specs ----
-inline JValue JRender::str_format(const JValue& self, const JArgs& args) {
+inline JValue JRender::str_format(const StrCall& c) {
+  const JValue& self = c.self;
+  const JArgs& args = c.args;
   const PText& f = *self.s;
   PText out;
   size_t auto_idx = 0;

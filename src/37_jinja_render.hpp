@@ -1931,8 +1931,33 @@ class JRender {
   JValue filter_wordcount(const FilterCall& c);
   bool run_test(const std::string& name, const JValue& v, const JArgs& args, bool& result);
   JValue call_method(const JValue& self, const std::string& name, const JArgs& args);
+  JValue dict_method(const JValue& self, const std::string& name, const JArgs& args, const std::string& what);
+  JValue list_method(const JValue& self, const std::string& name, const JArgs& args, const std::string& what);
+  // A str method's handler gets its call: the string, the name (a family of methods shares a
+  // handler), the arguments and "str.name()" for argument errors.
+  struct StrCall {
+    const JValue& self;
+    const PText& s;  // *self.s
+    const std::string& name;
+    const JArgs& args;
+    const std::string& what;
+    JValue ret(PText t) const { return jv_text(std::move(t), self.b); }  // Markup in, Markup out
+  };
+  bool str_arg(const StrCall& c, const JValue* x, const char* pname, std::string& out);
+  JValue str_case(const StrCall& c);
+  JValue str_find(const StrCall& c);
+  JValue str_format(const StrCall& c);
+  JValue str_is(const StrCall& c);
+  JValue str_join(const StrCall& c);
+  JValue str_justify(const StrCall& c);
+  JValue str_partition(const StrCall& c);
+  JValue str_remove_fix(const StrCall& c);
+  JValue str_replace(const StrCall& c);
+  JValue str_split(const StrCall& c);
+  JValue str_splitlines(const StrCall& c);
+  JValue str_starts_ends(const StrCall& c);
+  JValue str_strip(const StrCall& c);
   JValue percent_format(const JValue& fmt, const JValue& args);
-  JValue str_format(const JValue& self, const JArgs& args);
   JValue attr_path(const JValue& item, const JValue& path, const JValue* def);
   static bool parse_py_int(std::string_view s, int base, int64_t& out);
   static bool parse_py_float(std::string_view s, double& out);
