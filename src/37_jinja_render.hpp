@@ -1930,6 +1930,16 @@ class JRender {
   JValue filter_unique(const FilterCall& c);
   JValue filter_wordcount(const FilterCall& c);
   bool run_test(const std::string& name, const JValue& v, const JArgs& args, bool& result);
+  struct TestCall {
+    const std::string& name;
+    const JValue& v;
+    const JValue* arg;  // the first argument, if any
+  };
+  bool test_arg(const TestCall& c);
+  bool test_case(const TestCall& c, bool& r);
+  bool test_compare(const TestCall& c, bool& r);
+  bool test_divisible(const TestCall& c, bool& r);
+  bool test_sameas(const TestCall& c, bool& r);
   JValue call_method(const JValue& self, const std::string& name, const JArgs& args);
   JValue dict_method(const JValue& self, const std::string& name, const JArgs& args, const std::string& what);
   JValue list_method(const JValue& self, const std::string& name, const JArgs& args, const std::string& what);

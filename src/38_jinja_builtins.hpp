@@ -873,89 +873,133 @@ inline JValue JRender::eval_test(const JNode* n, const SP& sc) {
   return JValue::boolean(r);
 }
 
+// A test is found by name in a sorted table. Jinja2's tests are plain functions: the value plus at
+// most the one argument they declare (`args`). A test of the value's type alone is a predicate
+// (`is`); the others (`fn`) may scan their operands, which costs steps first.
 inline bool JRender::run_test(const std::string& name, const JValue& v, const JArgs& args, bool& r) {
   using T = JValue::T;
-  const JValue* arg = args.pos.empty() ? (args.kw.empty() ? nullptr : &args.kw[0].second) : &args.pos[0];
-  auto need_arg = [&]() {
-    if (!arg) return fail(strf("test '%s' needs an argument", name.c_str()));
-    return true;
+  struct Def {
+    std::string_view name;
+    bool (*is)(const JValue&);
+    bool (JRender::*fn)(const TestCall&, bool&);
+    size_t args;
   };
+  static constexpr Def table[] = {
+      {"!=", nullptr, &JRender::test_compare, 1},
+      {"<", nullptr, &JRender::test_compare, 1},
+      {"<=", nullptr, &JRender::test_compare, 1},
+      {"==", nullptr, &JRender::test_compare, 1},
+      {">", nullptr, &JRender::test_compare, 1},
+      {">=", nullptr, &JRender::test_compare, 1},
+      {"boolean", [](const JValue& x) { return x.t == T::boolean; }, nullptr, 0},
+      {"callable", [](const JValue& x) { return x.t == T::func || x.is_undef() || x.t == T::loop; }, nullptr, 0},
+      {"defined", [](const JValue& x) { return !x.is_undef(); }, nullptr, 0},
+      {"divisibleby", nullptr, &JRender::test_divisible, 1},
+      {"eq", nullptr, &JRender::test_compare, 1},
+      {"equalto", nullptr, &JRender::test_compare, 1},
+      {"escaped", [](const JValue& x) { return jv_is_markup(x); }, nullptr, 0},
+      {"even", nullptr, &JRender::test_divisible, 0},
+      {"false", [](const JValue& x) { return x.t == T::boolean && !x.b; }, nullptr, 0},
+      {"filter", [](const JValue& x) { return x.is_str() && jinja_known_filter(x.text()); }, nullptr, 0},
+      {"float", [](const JValue& x) { return x.t == T::real; }, nullptr, 0},
+      {"ge", nullptr, &JRender::test_compare, 1},
+      {"greaterthan", nullptr, &JRender::test_compare, 1},
+      {"gt", nullptr, &JRender::test_compare, 1},
+      {"in", nullptr, &JRender::test_compare, 1},
+      {"integer", [](const JValue& x) { return x.t == T::integer; }, nullptr, 0},
+      {"iterable",
+       [](const JValue& x) { return x.is_str() || x.is_list() || x.is_dict() || x.is_undef() || x.t == T::loop; },
+       nullptr, 0},
+      {"le", nullptr, &JRender::test_compare, 1},
+      {"lessthan", nullptr, &JRender::test_compare, 1},
+      {"lower", nullptr, &JRender::test_case, 0},
+      {"lt", nullptr, &JRender::test_compare, 1},
+      {"mapping", [](const JValue& x) { return x.is_dict(); }, nullptr, 0},
+      {"ne", nullptr, &JRender::test_compare, 1},
+      {"none", [](const JValue& x) { return x.is_none(); }, nullptr, 0},
+      {"number", [](const JValue& x) { return x.is_num(); }, nullptr, 0},
+      {"odd", nullptr, &JRender::test_divisible, 0},
+      {"sameas", nullptr, &JRender::test_sameas, 1},
+      {"sequence",
+       [](const JValue& x) {
+         return x.is_str() || x.is_dict() || x.is_undef() ||
+                (x.is_list() && (x.l->kind == JSeq::list || x.l->kind == JSeq::tuple || x.l->kind == JSeq::range));
+       },
+       nullptr, 0},
+      {"string", [](const JValue& x) { return x.is_str(); }, nullptr, 0},
+      {"test", [](const JValue& x) { return x.is_str() && jinja_known_test(x.text()); }, nullptr, 0},
+      {"true", [](const JValue& x) { return x.t == T::boolean && x.b; }, nullptr, 0},
+      {"undefined", [](const JValue& x) { return x.is_undef(); }, nullptr, 0},
+      {"upper", nullptr, &JRender::test_case, 0},
+  };
+  static_assert(jtable_sorted(table), "the test table must be sorted by name");
   r = false;
-  {
-    // Jinja2's tests are plain functions: the value plus at most the one argument they declare
-    static const char* const one_arg[] = {"divisibleby", "sameas", "eq", "equalto", "==", "ne", "!=", "lt", "lessthan",
-                                          "<", "le", "<=", "gt", "greaterthan", ">", "ge", ">=", "in"};
-    size_t max_args = 0;
-    for (const char* t : one_arg)
-      if (name == t) max_args = 1;
-    size_t given = args.pos.size() + args.kw.size();
-    if (given > max_args)
-      return fail(strf("test '%s' takes %zu argument%s but %zu were given", name.c_str(), max_args + 1,
-                       max_args ? "s" : "", given + 1));
+  const Def* d = jtable_find(table, name);
+  size_t max_args = d ? d->args : 0, given = args.pos.size() + args.kw.size();
+  if (given > max_args)
+    return fail(strf("test '%s' takes %zu argument%s but %zu were given", name.c_str(), max_args + 1,
+                     max_args ? "s" : "", given + 1));
+  if (d && d->is) return (r = d->is(v)), true;
+  if (!charge_scan(v, args)) return false;
+  if (!d) return fail(strf("no test named '%s'", name.c_str()));
+  const JValue* arg = args.pos.empty() ? (args.kw.empty() ? nullptr : &args.kw[0].second) : &args.pos[0];
+  return (this->*d->fn)(TestCall{name, v, arg}, r);
+}
+
+// The argument of a test that needs one.
+inline bool JRender::test_arg(const TestCall& c) {
+  if (!c.arg) return fail(strf("test '%s' needs an argument", c.name.c_str()));
+  return true;
+}
+// odd, even, divisibleby
+inline bool JRender::test_divisible(const TestCall& c, bool& r) {
+  JValue d = c.name == "divisibleby" ? (test_arg(c) ? *c.arg : JValue()) : JValue::integer(2);
+  if (failed_) return false;
+  JValue m = binop(BinOp::mod, c.v, d);
+  if (failed_) return false;
+  r = py_eq(m, JValue::integer(c.name == "odd" ? 1 : 0));
+  return true;
+}
+// lower, upper: str.islower() / str.isupper(), some cased character and none of the other case
+// or titlecase
+inline bool JRender::test_case(const TestCall& c, bool& r) {
+  PText t;
+  if (!to_str(c.v, t)) return false;
+  bool lower = c.name == "lower", cased = false, ok = true;
+  size_t i = 0;
+  while (i < t.s.size() && ok) {
+    uint32_t ch = jcp_next(t.s, i);
+    bool other = lower ? jcase_is_upper(ch) : jcase_is_lower(ch);
+    if (other || jcase_is_title(ch)) ok = false;
+    else if (lower ? jcase_is_lower(ch) : jcase_is_upper(ch)) cased = true;
   }
-  if (name == "defined") return (r = !v.is_undef()), true;
-  if (name == "undefined") return (r = v.is_undef()), true;
-  if (name == "none") return (r = v.is_none()), true;
-  if (name == "boolean") return (r = v.t == T::boolean), true;
-  if (name == "false") return (r = v.t == T::boolean && !v.b), true;
-  if (name == "true") return (r = v.t == T::boolean && v.b), true;
-  if (name == "integer") return (r = v.t == T::integer), true;
-  if (name == "float") return (r = v.t == T::real), true;
-  if (name == "number") return (r = v.is_num()), true;
-  if (name == "string") return (r = v.is_str()), true;
-  if (name == "mapping") return (r = v.is_dict()), true;
-  if (name == "iterable") return (r = v.is_str() || v.is_list() || v.is_dict() || v.is_undef() || v.t == T::loop), true;
-  if (name == "sequence")
-    return (r = v.is_str() || v.is_dict() || v.is_undef() ||
-                (v.is_list() && (v.l->kind == JSeq::list || v.l->kind == JSeq::tuple || v.l->kind == JSeq::range))),
-           true;
-  if (name == "callable") return (r = v.t == T::func || v.is_undef() || v.t == T::loop), true;
-  if (name == "escaped") return (r = jv_is_markup(v)), true;
-  if (name == "filter") return (r = v.is_str() && jinja_known_filter(v.text())), true;
-  if (name == "test") return (r = v.is_str() && jinja_known_test(v.text())), true;
-  if (!charge_scan(v, args)) return false;  // the tests below may scan their operands
-  if (name == "odd" || name == "even" || name == "divisibleby") {
-    JValue d = name == "divisibleby" ? (need_arg() ? *arg : JValue()) : JValue::integer(2);
-    if (failed_) return false;
-    JValue m = binop(BinOp::mod, v, d);
-    if (failed_) return false;
-    r = py_eq(m, JValue::integer(name == "odd" ? 1 : 0));
-    return true;
+  r = ok && cased;
+  return true;
+}
+inline bool JRender::test_sameas(const TestCall& c, bool& r) {
+  using T = JValue::T;
+  if (!test_arg(c)) return false;
+  const JValue& v = c.v;
+  const JValue& o = *c.arg;
+  if (v.t != o.t) return (r = false), true;
+  switch (v.t) {
+    case T::none:
+    case T::undef: r = true; break;
+    case T::boolean: r = v.b == o.b; break;
+    case T::integer: r = v.i == o.i && v.i >= -5 && v.i <= 256; break;  // CPython's small-int cache
+    case T::string: r = v.s == o.s; break;
+    case T::list: r = v.l == o.l; break;
+    case T::dict:
+    case T::ns: r = v.m == o.m; break;
+    case T::func: r = v.f == o.f; break;
+    case T::loop: r = v.lp == o.lp; break;
+    default: r = false;
   }
-  if (name == "lower" || name == "upper") {
-    // str.islower() / str.isupper(): some cased character and none of the other case or titlecase
-    PText t;
-    if (!to_str(v, t)) return false;
-    bool cased = false, ok = true;
-    size_t i = 0;
-    while (i < t.s.size() && ok) {
-      uint32_t c = jcp_next(t.s, i);
-      bool other = name == "lower" ? jcase_is_upper(c) : jcase_is_lower(c);
-      if (other || jcase_is_title(c)) ok = false;
-      else if (name == "lower" ? jcase_is_lower(c) : jcase_is_upper(c)) cased = true;
-    }
-    r = ok && cased;
-    return true;
-  }
-  if (name == "sameas") {
-    if (!need_arg()) return false;
-    const JValue& o = *arg;
-    if (v.t != o.t) return (r = false), true;
-    switch (v.t) {
-      case T::none:
-      case T::undef: r = true; break;
-      case T::boolean: r = v.b == o.b; break;
-      case T::integer: r = v.i == o.i && v.i >= -5 && v.i <= 256; break;  // CPython's small-int cache
-      case T::string: r = v.s == o.s; break;
-      case T::list: r = v.l == o.l; break;
-      case T::dict:
-      case T::ns: r = v.m == o.m; break;
-      case T::func: r = v.f == o.f; break;
-      case T::loop: r = v.lp == o.lp; break;
-      default: r = false;
-    }
-    return true;
-  }
+  return true;
+}
+// eq, equalto, ==, ne, !=, lt, lessthan, <, le, <=, gt, greaterthan, >, ge, >=, in
+inline bool JRender::test_compare(const TestCall& c, bool& r) {
+  const std::string& name = c.name;
   CmpOp op;
   if (name == "eq" || name == "equalto" || name == "==") op = CmpOp::eq;
   else if (name == "ne" || name == "!=") op = CmpOp::ne;
@@ -963,10 +1007,9 @@ inline bool JRender::run_test(const std::string& name, const JValue& v, const JA
   else if (name == "le" || name == "<=") op = CmpOp::le;
   else if (name == "gt" || name == "greaterthan" || name == ">") op = CmpOp::gt;
   else if (name == "ge" || name == ">=") op = CmpOp::ge;
-  else if (name == "in") op = CmpOp::in;
-  else return fail(strf("no test named '%s'", name.c_str()));
-  if (!need_arg()) return false;
-  return compare(op, v, *arg, r);
+  else op = CmpOp::in;
+  if (!test_arg(c)) return false;
+  return compare(op, c.v, *c.arg, r);
 }
 
 // ---- attribute paths for map/selectattr/sort (Jinja2's make_attrgetter: "a.b.0") ----
