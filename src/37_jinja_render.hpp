@@ -1481,108 +1481,129 @@ class JRender {
   }
 
   // ---- globals ----
+  // Found by name in a sorted table; is_global() names the ones a template can see, and one of
+  // those that is not here (lipsum) is an error that names it.
   JValue call_global(const std::string& name, const JArgs& args) {
+    struct Def {
+      std::string_view name;
+      JValue (JRender::*fn)(const std::string& name, const JArgs& args);
+    };
+    static constexpr Def table[] = {
+        {"cycler", &JRender::global_cycler},
+        {"dict", &JRender::global_dict},
+        {"joiner", &JRender::global_joiner},
+        {"namespace", &JRender::global_dict},
+        {"raise_exception", &JRender::global_raise_exception},
+        {"range", &JRender::global_range},
+        {"strftime_now", &JRender::global_strftime_now},
+    };
+    static_assert(jtable_sorted(table), "the globals table must be sorted by name");
+    const Def* d = jtable_find(table, name);
+    if (!d) return failv(strf("unsupported construct: the global function '%s'", name.c_str()));
+    return (this->*d->fn)(name, args);
+  }
+  JValue global_raise_exception(const std::string&, const JArgs& args) {
     std::vector<const JValue*> a;
-    if (name == "raise_exception") {
-      if (!bind(args, {"message"}, a, "raise_exception()")) return JValue();
-      PText t;
-      if (a[0] && !to_str(*a[0], t)) return JValue();
-      raised = true;
-      return failv(t.s);
+    if (!bind(args, {"message"}, a, "raise_exception()")) return JValue();
+    PText t;
+    if (a[0] && !to_str(*a[0], t)) return JValue();
+    raised = true;
+    return failv(t.s);
+  }
+  JValue global_strftime_now(const std::string&, const JArgs& args) {
+    std::vector<const JValue*> a;
+    if (!bind(args, {"format"}, a, "strftime_now()")) return JValue();
+    if (!a[0] || !a[0]->is_str()) return failv("strftime_now() expects a format string");
+    std::tm tm = opt_.clock ? opt_.clock() : local_now();
+    std::string out;
+    if (!strftime_py(a[0]->text(), tm, out)) return JValue();
+    return JValue::str(std::move(out));
+  }
+  JValue global_range(const std::string&, const JArgs& args) {
+    int64_t v[3] = {0, 0, 1};
+    if (!args.kw.empty()) return failv("range() takes no keyword arguments");
+    if (args.pos.empty() || args.pos.size() > 3)
+      return failv(strf("range expected 1 to 3 arguments, got %zu", args.pos.size()));
+    for (size_t k = 0; k < args.pos.size(); k++)
+      if (!as_int(args.pos[k], v[k]))
+        return failv(strf("'%s' object cannot be interpreted as an integer", jv_type(args.pos[k])));
+    int64_t start = 0, stop = v[0], step = 1;
+    if (args.pos.size() >= 2) {
+      start = v[0];
+      stop = v[1];
     }
-    if (name == "strftime_now") {
-      if (!bind(args, {"format"}, a, "strftime_now()")) return JValue();
-      if (!a[0] || !a[0]->is_str()) return failv("strftime_now() expects a format string");
-      std::tm tm = opt_.clock ? opt_.clock() : local_now();
-      std::string out;
-      if (!strftime_py(a[0]->text(), tm, out)) return JValue();
-      return JValue::str(std::move(out));
+    if (args.pos.size() == 3) step = v[2];
+    if (step == 0) return failv("range() arg 3 must not be zero");
+    long double count = 0;
+    if (step > 0 && stop > start) count = std::ceil((static_cast<long double>(stop) - start) / step);
+    if (step < 0 && stop < start) count = std::ceil((static_cast<long double>(start) - stop) / -static_cast<long double>(step));
+    if (count > LLMINFER_JINJA_MAX_RANGE)
+      return failv(strf("range too big: the sandbox blocks ranges larger than %d items", LLMINFER_JINJA_MAX_RANGE));
+    if (!charge_list(static_cast<uint64_t>(count))) return JValue();
+    std::vector<JValue> items;
+    items.reserve(static_cast<size_t>(count));
+    for (int64_t k = 0; k < static_cast<int64_t>(count); k++) items.push_back(JValue::integer(start + k * step));
+    JValue r = JValue::list(std::move(items), JSeq::range);
+    r.l->tag = args.pos.size() == 3 && step != 1
+                   ? strf("range(%lld, %lld, %lld)", static_cast<long long>(start), static_cast<long long>(stop),
+                          static_cast<long long>(step))
+                   : strf("range(%lld, %lld)", static_cast<long long>(start), static_cast<long long>(stop));
+    return r;
+  }
+  // dict(), namespace()
+  JValue global_dict(const std::string& name, const JArgs& args) {
+    JValue d;
+    if (name == "dict") {
+      d.t = JValue::T::dict;
+      d.m = std::make_shared<JDict>();
+    } else {
+      d = make_ns();
     }
-    if (name == "range") {
-      int64_t v[3] = {0, 0, 1};
-      if (!args.kw.empty()) return failv("range() takes no keyword arguments");
-      if (args.pos.empty() || args.pos.size() > 3)
-        return failv(strf("range expected 1 to 3 arguments, got %zu", args.pos.size()));
-      for (size_t k = 0; k < args.pos.size(); k++)
-        if (!as_int(args.pos[k], v[k]))
-          return failv(strf("'%s' object cannot be interpreted as an integer", jv_type(args.pos[k])));
-      int64_t start = 0, stop = v[0], step = 1;
-      if (args.pos.size() >= 2) {
-        start = v[0];
-        stop = v[1];
-      }
-      if (args.pos.size() == 3) step = v[2];
-      if (step == 0) return failv("range() arg 3 must not be zero");
-      long double count = 0;
-      if (step > 0 && stop > start) count = std::ceil((static_cast<long double>(stop) - start) / step);
-      if (step < 0 && stop < start) count = std::ceil((static_cast<long double>(start) - stop) / -static_cast<long double>(step));
-      if (count > LLMINFER_JINJA_MAX_RANGE)
-        return failv(strf("range too big: the sandbox blocks ranges larger than %d items", LLMINFER_JINJA_MAX_RANGE));
-      if (!charge_list(static_cast<uint64_t>(count))) return JValue();
-      std::vector<JValue> items;
-      items.reserve(static_cast<size_t>(count));
-      for (int64_t k = 0; k < static_cast<int64_t>(count); k++) items.push_back(JValue::integer(start + k * step));
-      JValue r = JValue::list(std::move(items), JSeq::range);
-      r.l->tag = args.pos.size() == 3 && step != 1
-                     ? strf("range(%lld, %lld, %lld)", static_cast<long long>(start), static_cast<long long>(stop),
-                            static_cast<long long>(step))
-                     : strf("range(%lld, %lld)", static_cast<long long>(start), static_cast<long long>(stop));
-      return r;
-    }
-    if (name == "dict" || name == "namespace") {
-      JValue d;
-      if (name == "dict") {
-        d.t = JValue::T::dict;
-        d.m = std::make_shared<JDict>();
+    if (args.pos.size() > 1) return failv(strf("%s expected at most 1 argument, got %zu", name.c_str(), args.pos.size()));
+    if (!args.pos.empty()) {
+      const JValue& src = args.pos[0];
+      if (src.is_dict() || src.t == JValue::T::ns) {
+        for (const auto& kv : src.m->items)
+          if (!dict_set(*d.m, kv.first, kv.second)) return JValue();
       } else {
-        d = make_ns();
-      }
-      if (args.pos.size() > 1) return failv(strf("%s expected at most 1 argument, got %zu", name.c_str(), args.pos.size()));
-      if (!args.pos.empty()) {
-        const JValue& src = args.pos[0];
-        if (src.is_dict() || src.t == JValue::T::ns) {
-          for (const auto& kv : src.m->items)
-            if (!dict_set(*d.m, kv.first, kv.second)) return JValue();
-        } else {
-          std::vector<JValue> pairs;
-          if (!iterate(src, pairs)) return JValue();
-          for (auto& p : pairs) {
-            std::vector<JValue> kv;
-            if (!iterate(p, kv)) return JValue();
-            if (kv.size() != 2) return failv("dictionary update sequence element has the wrong length; 2 is required");
-            if (!dict_set(*d.m, kv[0], kv[1])) return JValue();
-          }
+        std::vector<JValue> pairs;
+        if (!iterate(src, pairs)) return JValue();
+        for (auto& p : pairs) {
+          std::vector<JValue> kv;
+          if (!iterate(p, kv)) return JValue();
+          if (kv.size() != 2) return failv("dictionary update sequence element has the wrong length; 2 is required");
+          if (!dict_set(*d.m, kv[0], kv[1])) return JValue();
         }
       }
-      for (const auto& kv : args.kw)
-        if (!dict_set(*d.m, JValue::str(kv.first), kv.second)) return JValue();
-      return d;
     }
-    if (name == "cycler") {
-      if (!args.kw.empty()) return failv(strf("cycler() got an unexpected keyword argument '%s'", args.kw[0].first.c_str()));
-      if (args.pos.empty()) return failv("cycler(): at least one item has to be provided");
-      JFunc f;
-      f.kind = FnKind::cycler_next;
-      f.name = "cycler";
-      f.self = JValue::list(args.pos);
-      f.self.i = 0;
-      return jv_func(std::move(f));
+    for (const auto& kv : args.kw)
+      if (!dict_set(*d.m, JValue::str(kv.first), kv.second)) return JValue();
+    return d;
+  }
+  JValue global_cycler(const std::string&, const JArgs& args) {
+    if (!args.kw.empty()) return failv(strf("cycler() got an unexpected keyword argument '%s'", args.kw[0].first.c_str()));
+    if (args.pos.empty()) return failv("cycler(): at least one item has to be provided");
+    JFunc f;
+    f.kind = FnKind::cycler_next;
+    f.name = "cycler";
+    f.self = JValue::list(args.pos);
+    f.self.i = 0;
+    return jv_func(std::move(f));
+  }
+  JValue global_joiner(const std::string&, const JArgs& args) {
+    std::vector<const JValue*> a;
+    if (!bind(args, {"sep"}, a, "joiner()")) return JValue();
+    JFunc f;
+    f.kind = FnKind::joiner;
+    f.name = "joiner";
+    PText sep(", ");
+    if (a[0]) {
+      sep = PText();
+      if (!to_str(*a[0], sep)) return JValue();
     }
-    if (name == "joiner") {
-      if (!bind(args, {"sep"}, a, "joiner()")) return JValue();
-      JFunc f;
-      f.kind = FnKind::joiner;
-      f.name = "joiner";
-      PText sep(", ");
-      if (a[0]) {
-        sep = PText();
-        if (!to_str(*a[0], sep)) return JValue();
-      }
-      f.self = JValue::str(std::move(sep));
-      f.self.i = 0;
-      return jv_func(std::move(f));
-    }
-    return failv(strf("unsupported construct: the global function '%s'", name.c_str()));
+    f.self = JValue::str(std::move(sep));
+    f.self.i = 0;
+    return jv_func(std::move(f));
   }
 
   static std::tm local_now() {
