@@ -14431,8 +14431,12 @@ class JRender {
   }
   static int sgn(double x) { return (x > 0) - (x < 0); }
 
-  JValue binop(BinOp op, const JValue& l, const JValue& r) {
+  JValue operand_type_error(BinOp op, const JValue& l, const JValue& r) {
     static const char* const names[] = {"+", "-", "*", "/", "//", "%", "**"};
+    return failv(strf("unsupported operand type(s) for %s: '%s' and '%s'", names[static_cast<int>(op)], jv_type(l),
+                      jv_type(r)));
+  }
+  JValue binop(BinOp op, const JValue& l, const JValue& r) {
     if (l.is_undef()) {
       fail_undef(l);
       return JValue();
@@ -14445,10 +14449,6 @@ class JRender {
     int64_t a = 0, b = 0;
     bool ints = as_int(l, a) && as_int(r, b);
     bool nums = l.is_num() && r.is_num();
-    auto type_error = [&]() {
-      return failv(strf("unsupported operand type(s) for %s: '%s' and '%s'", names[static_cast<int>(op)], jv_type(l),
-                        jv_type(r)));
-    };
     switch (op) {
       case BinOp::add:
         if (ints) {
@@ -14457,26 +14457,7 @@ class JRender {
           return JValue::integer(x);
         }
         if (nums) return JValue::real(as_double(l) + as_double(r));
-        if (l.is_str() && r.is_str()) {
-          if (!check_len(l.text().size() + r.text().size()) || !charge_str(l.text().size() + r.text().size()))
-            return JValue();
-          PText t;
-          bool markup = jv_is_markup(l) || jv_is_markup(r);
-          if (markup && !jv_is_markup(l)) html_escape(t, *l.s);
-          else t.add(*l.s);
-          if (markup && !jv_is_markup(r)) html_escape(t, *r.s);
-          else t.add(*r.s);
-          return markup ? jv_markup(std::move(t)) : JValue::str(std::move(t));
-        }
-        if (l.is_list() && r.is_list() && l.l->kind == r.l->kind &&
-            (l.l->kind == JSeq::list || l.l->kind == JSeq::tuple)) {
-          if (!charge_list(l.l->items.size() + r.l->items.size())) return JValue();
-          std::vector<JValue> items = l.l->items;
-          items.insert(items.end(), r.l->items.begin(), r.l->items.end());
-          return JValue::list(std::move(items), l.l->kind);
-        }
-        if (l.is_str()) return failv(strf("can only concatenate str (not \"%s\") to str", jv_type(r)));
-        return type_error();
+        return concat(l, r);
       case BinOp::sub:
         if (ints) {
           int64_t x;
@@ -14484,7 +14465,7 @@ class JRender {
           return JValue::integer(x);
         }
         if (nums) return JValue::real(as_double(l) - as_double(r));
-        return type_error();
+        return operand_type_error(op, l, r);
       case BinOp::mul: {
         if (ints) {
           int64_t x;
@@ -14492,37 +14473,10 @@ class JRender {
           return JValue::integer(x);
         }
         if (nums) return JValue::real(as_double(l) * as_double(r));
-        const JValue* seq = nullptr;
-        int64_t times = 0;
-        if ((l.is_str() || l.is_list()) && as_int(r, times)) seq = &l;
-        else if ((r.is_str() || r.is_list()) && as_int(l, times)) seq = &r;
-        if (!seq) return type_error();
-        if (times < 0) times = 0;
-        if (seq->is_str()) {
-          size_t unit = seq->text().size();
-          if (unit && static_cast<uint64_t>(times) > opt_.max_string / unit + 1) {
-            check_len(opt_.max_string + 1);
-            return JValue();
-          }
-          if (!check_len(unit * static_cast<size_t>(times)) || !charge_str(unit * static_cast<size_t>(times)))
-            return JValue();
-          PText t;
-          for (int64_t k = 0; k < times; k++) t.add(*seq->s);
-          JValue out = JValue::str(std::move(t));
-          out.b = seq->b;
-          return out;
-        }
-        if (seq->l->kind != JSeq::list && seq->l->kind != JSeq::tuple) return type_error();
-        uint64_t total = 0;
-        if (mul_overflows(seq->l->items.size(), static_cast<uint64_t>(times), &total))
-          return failv("list repetition too large");
-        if (!charge_list(total)) return JValue();
-        std::vector<JValue> items;
-        for (int64_t k = 0; k < times; k++) items.insert(items.end(), seq->l->items.begin(), seq->l->items.end());
-        return JValue::list(std::move(items), seq->l->kind);
+        return repeat(l, r);
       }
       case BinOp::div: {
-        if (!nums) return type_error();
+        if (!nums) return operand_type_error(op, l, r);
         double y = as_double(r);
         if (y == 0) return failv("division by zero");
         return JValue::real(as_double(l) / y);
@@ -14540,7 +14494,7 @@ class JRender {
           if (y == 0) return failv("float floor division by zero");
           return JValue::real(py_floordiv(x, y));
         }
-        return type_error();
+        return operand_type_error(op, l, r);
       case BinOp::mod:
         if (ints) {
           if (b == 0) return failv("integer division or modulo by zero");
@@ -14561,29 +14515,83 @@ class JRender {
           return JValue::real(m);
         }
         if (l.is_str()) return percent_format(l, r);
-        return type_error();
+        return operand_type_error(op, l, r);
       case BinOp::pow:
-        if (ints && b >= 0) {
-          int64_t x = 1, base = a, e = b;
-          while (e > 0) {
-            if (e & 1) {
-              if (mul_overflow(x, base, &x)) return failv("integer overflow (integers are limited to 64 bits)");
-            }
-            e >>= 1;
-            if (e > 0 && mul_overflow(base, base, &base))
-              return failv("integer overflow (integers are limited to 64 bits)");
-          }
-          return JValue::integer(x);
-        }
+        if (ints && b >= 0) return int_pow(a, b);
         if (nums) {
           double x = as_double(l), y = as_double(r);
           if (x == 0 && y < 0) return failv("0.0 cannot be raised to a negative power");
           if (x < 0 && y != std::floor(y)) return failv("unsupported: a negative number to a fractional power is complex");
           return JValue::real(std::pow(x, y));
         }
-        return type_error();
+        return operand_type_error(op, l, r);
     }
-    return type_error();
+    return operand_type_error(op, l, r);
+  }
+  // str + str (Markup if either is, the other escaped), list + list, tuple + tuple
+  JValue concat(const JValue& l, const JValue& r) {
+    if (l.is_str() && r.is_str()) {
+      if (!check_len(l.text().size() + r.text().size()) || !charge_str(l.text().size() + r.text().size()))
+        return JValue();
+      PText t;
+      bool markup = jv_is_markup(l) || jv_is_markup(r);
+      if (markup && !jv_is_markup(l)) html_escape(t, *l.s);
+      else t.add(*l.s);
+      if (markup && !jv_is_markup(r)) html_escape(t, *r.s);
+      else t.add(*r.s);
+      return markup ? jv_markup(std::move(t)) : JValue::str(std::move(t));
+    }
+    if (l.is_list() && r.is_list() && l.l->kind == r.l->kind && (l.l->kind == JSeq::list || l.l->kind == JSeq::tuple)) {
+      if (!charge_list(l.l->items.size() + r.l->items.size())) return JValue();
+      std::vector<JValue> items = l.l->items;
+      items.insert(items.end(), r.l->items.begin(), r.l->items.end());
+      return JValue::list(std::move(items), l.l->kind);
+    }
+    if (l.is_str()) return failv(strf("can only concatenate str (not \"%s\") to str", jv_type(r)));
+    return operand_type_error(BinOp::add, l, r);
+  }
+  // str * int, list * int, tuple * int (either way round)
+  JValue repeat(const JValue& l, const JValue& r) {
+    const JValue* seq = nullptr;
+    int64_t times = 0;
+    if ((l.is_str() || l.is_list()) && as_int(r, times)) seq = &l;
+    else if ((r.is_str() || r.is_list()) && as_int(l, times)) seq = &r;
+    if (!seq) return operand_type_error(BinOp::mul, l, r);
+    if (times < 0) times = 0;
+    if (seq->is_str()) {
+      size_t unit = seq->text().size();
+      if (unit && static_cast<uint64_t>(times) > opt_.max_string / unit + 1) {
+        check_len(opt_.max_string + 1);
+        return JValue();
+      }
+      if (!check_len(unit * static_cast<size_t>(times)) || !charge_str(unit * static_cast<size_t>(times)))
+        return JValue();
+      PText t;
+      for (int64_t k = 0; k < times; k++) t.add(*seq->s);
+      JValue out = JValue::str(std::move(t));
+      out.b = seq->b;
+      return out;
+    }
+    if (seq->l->kind != JSeq::list && seq->l->kind != JSeq::tuple) return operand_type_error(BinOp::mul, l, r);
+    uint64_t total = 0;
+    if (mul_overflows(seq->l->items.size(), static_cast<uint64_t>(times), &total))
+      return failv("list repetition too large");
+    if (!charge_list(total)) return JValue();
+    std::vector<JValue> items;
+    for (int64_t k = 0; k < times; k++) items.insert(items.end(), seq->l->items.begin(), seq->l->items.end());
+    return JValue::list(std::move(items), seq->l->kind);
+  }
+  // a ** b for b >= 0, by squaring, with overflow checks
+  JValue int_pow(int64_t a, int64_t b) {
+    int64_t x = 1, base = a, e = b;
+    while (e > 0) {
+      if (e & 1) {
+        if (mul_overflow(x, base, &x)) return failv("integer overflow (integers are limited to 64 bits)");
+      }
+      e >>= 1;
+      if (e > 0 && mul_overflow(base, base, &base)) return failv("integer overflow (integers are limited to 64 bits)");
+    }
+    return JValue::integer(x);
   }
   static double py_floordiv(double x, double y) {
     double mod = std::fmod(x, y);
