@@ -1997,6 +1997,16 @@ class JRender {
   JValue str_starts_ends(const StrCall& c);
   JValue str_strip(const StrCall& c);
   JValue percent_format(const JValue& fmt, const JValue& args);
+  struct PctSpec {  // a "%" conversion: %[(key)][flags][width][.prec]conv
+    std::string flags, width, prec;
+    bool has_prec = false;
+    char conv = 0;
+  };
+  bool percent_spec(const std::string& fmt, size_t& p, PctSpec& sp);
+  bool percent_str(const PctSpec& sp, const JValue& arg, bool mk, PText& piece);
+  bool percent_num(const PctSpec& sp, const JValue& arg, PText& piece);
+  bool format_field(const std::string& field, const JArgs& args, size_t& auto_idx, JValue& v);
+  bool format_pad(const std::string& spec, bool number, PText& t);
   JValue attr_path(const JValue& item, const JValue& path, const JValue* def);
   static bool parse_py_int(std::string_view s, int base, int64_t& out);
   static bool parse_py_float(std::string_view s, double& out);

@@ -1582,7 +1582,6 @@ inline JValue JRender::percent_format(const JValue& fmtv, const JValue& argv) {
   size_t next = 0;
   PText out;
   size_t i = 0;
-  bool used_mapping = false;
   while (i < fmt.s.size()) {
     size_t pct = fmt.s.find('%', i);
     if (pct == std::string::npos) {
@@ -1599,24 +1598,12 @@ inline JValue JRender::percent_format(const JValue& fmtv, const JValue& argv) {
       const JValue* x = mapping->find(std::string_view(fmt.s).substr(p + 1, close - p - 1));
       if (!x) return failv("KeyError in % formatting");
       arg = x;
-      used_mapping = true;
       p = close + 1;
     }
-    std::string flags;
-    while (p < fmt.s.size() && std::strchr("-+ #0", fmt.s[p]) && fmt.s[p]) flags += fmt.s[p++];
-    std::string width, prec;
-    while (p < fmt.s.size() && std::isdigit(static_cast<unsigned char>(fmt.s[p]))) width += fmt.s[p++];
-    bool has_prec = false;
-    if (p < fmt.s.size() && fmt.s[p] == '.') {
-      has_prec = true;
-      p++;
-      while (p < fmt.s.size() && std::isdigit(static_cast<unsigned char>(fmt.s[p]))) prec += fmt.s[p++];
-    }
-    if (width.size() > 6 || prec.size() > 6) return failv("format width or precision too large");
-    if (p >= fmt.s.size()) return failv("incomplete format");
-    char conv = fmt.s[p++];
+    PctSpec sp;
+    if (!percent_spec(fmt.s, p, sp)) return JValue();
     i = p;
-    if (conv == '%') {
+    if (sp.conv == '%') {
       out.add("%");
       continue;
     }
@@ -1629,87 +1616,111 @@ inline JValue JRender::percent_format(const JValue& fmtv, const JValue& argv) {
       }
     }
     PText piece;
-    if (conv == 's' || conv == 'r' || conv == 'a') {
-      PText t;
-      if (conv == 's' ? !to_str(*arg, t) : !repr(*arg, t)) return JValue();
-      if (mk && !jv_is_markup(*arg)) {
-        PText e;
-        html_escape(e, t);
-        t = std::move(e);
-      }
-      if (has_prec) {
-        int64_t n = 0;
-        std::from_chars(prec.data(), prec.data() + prec.size(), n);
-        std::vector<size_t> off = jcp_offsets(t.s);
-        if (static_cast<size_t>(n) + 1 < off.size()) t = jsub(t, 0, off[static_cast<size_t>(n)]);
-      }
-      int64_t w = 0;
-      if (!width.empty()) std::from_chars(width.data(), width.data() + width.size(), w);
-      int64_t len = static_cast<int64_t>(jcp_count(t.s));
-      bool left = flags.find('-') != std::string::npos;
-      if (!left)
-        for (int64_t k = len; k < w; k++) piece.add(" ");
-      piece.add(t);
-      if (left)
-        for (int64_t k = len; k < w; k++) piece.add(" ");
-    } else if (std::strchr("diouxXeEfFgGc", conv)) {
-      if (!arg->is_num()) return failv(strf("%%%c format: a real number is required, not %s", conv, jv_type(*arg)));
-      std::string spec = "%" + flags + width + (has_prec ? "." + prec : "");
-      int64_t iv;
-      bool is_int = as_int(*arg, iv);
-      if (std::strchr("diouxX", conv)) {
-        if (!is_int) {
-          if (conv != 'd' && conv != 'i' && conv != 'u')
-            return failv(strf("%%%c format: an integer is required, not float", conv));
-          if (!std::isfinite(arg->d) || std::fabs(arg->d) >= 9.2e18) return failv("cannot convert float to integer");
-          iv = static_cast<int64_t>(arg->d);
-        }
-        char c = conv == 'i' || conv == 'u' ? 'd' : conv;
-        piece.add(strf((spec + "ll" + c).c_str(), static_cast<long long>(iv)));
-        if (conv == 'o' && flags.find('#') != std::string::npos) {
-          // Python writes 0o17 where C writes 017
-          std::string& t = piece.s;
-          size_t z = t.find('0');
-          if (z != std::string::npos) t.insert(z + 1, "o");
-        }
-      } else if (conv == 'c') {
-        if (!is_int || iv < 0 || iv > 0x10FFFF) return failv("%c requires an int in range(0x110000) or a char");
-        std::string ch;
-        utf8_append(ch, static_cast<uint32_t>(iv));
-        piece.add(ch);
-      } else {
-        double d = as_double(*arg);
-        if (!std::isfinite(d)) {
-          std::string t = std::isnan(d) ? "nan" : (d < 0 ? "-inf" : (flags.find('+') != std::string::npos ? "+inf" : "inf"));
-          if (std::isupper(static_cast<unsigned char>(conv))) for (auto& ch : t) ch = static_cast<char>(std::toupper(ch));
-          piece.add(t);
-        } else {
-          piece.add(strf((spec + conv).c_str(), d));
-        }
-      }
+    if (sp.conv == 's' || sp.conv == 'r' || sp.conv == 'a') {
+      if (!percent_str(sp, *arg, mk, piece)) return JValue();
+    } else if (std::strchr("diouxXeEfFgGc", sp.conv)) {
+      if (!percent_num(sp, *arg, piece)) return JValue();
     } else {
-      return failv(strf("unsupported format character '%c'", conv));
+      return failv(strf("unsupported format character '%c'", sp.conv));
     }
     out.add(piece);
     if (!check_len(out.s.size())) return JValue();
   }
   if (!mapping && !mapping_like && next < args.size()) return failv("not all arguments converted during string formatting");
   if (!charge_str(out.s.size())) return JValue();
-  (void)used_mapping;
   return mk ? jv_markup(std::move(out)) : JValue::str(std::move(out));
+}
+// The rest of a conversion after "%" and "(key)": [flags][width][.precision]type; p moves past it.
+inline bool JRender::percent_spec(const std::string& fmt, size_t& p, PctSpec& sp) {
+  while (p < fmt.size() && std::strchr("-+ #0", fmt[p]) && fmt[p]) sp.flags += fmt[p++];
+  while (p < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[p]))) sp.width += fmt[p++];
+  if (p < fmt.size() && fmt[p] == '.') {
+    sp.has_prec = true;
+    p++;
+    while (p < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[p]))) sp.prec += fmt[p++];
+  }
+  if (sp.width.size() > 6 || sp.prec.size() > 6) return fail("format width or precision too large");
+  if (p >= fmt.size()) return fail("incomplete format");
+  sp.conv = fmt[p++];
+  return true;
+}
+// %s, %r, %a: str() or repr(), escaped into a Markup format, cut to the precision, padded to the width
+inline bool JRender::percent_str(const PctSpec& sp, const JValue& arg, bool mk, PText& piece) {
+  PText t;
+  if (sp.conv == 's' ? !to_str(arg, t) : !repr(arg, t)) return false;
+  if (mk && !jv_is_markup(arg)) {
+    PText e;
+    html_escape(e, t);
+    t = std::move(e);
+  }
+  if (sp.has_prec) {
+    int64_t n = 0;
+    std::from_chars(sp.prec.data(), sp.prec.data() + sp.prec.size(), n);
+    std::vector<size_t> off = jcp_offsets(t.s);
+    if (static_cast<size_t>(n) + 1 < off.size()) t = jsub(t, 0, off[static_cast<size_t>(n)]);
+  }
+  int64_t w = 0;
+  if (!sp.width.empty()) std::from_chars(sp.width.data(), sp.width.data() + sp.width.size(), w);
+  int64_t len = static_cast<int64_t>(jcp_count(t.s));
+  bool left = sp.flags.find('-') != std::string::npos;
+  if (!left)
+    for (int64_t k = len; k < w; k++) piece.add(" ");
+  piece.add(t);
+  if (left)
+    for (int64_t k = len; k < w; k++) piece.add(" ");
+  return true;
+}
+// %d %i %o %u %x %X %e %E %f %F %g %G %c: C's printf with Python's differences (0o, inf, nan)
+inline bool JRender::percent_num(const PctSpec& sp, const JValue& arg, PText& piece) {
+  char conv = sp.conv;
+  const std::string& flags = sp.flags;
+  if (!arg.is_num()) return fail(strf("%%%c format: a real number is required, not %s", conv, jv_type(arg)));
+  std::string spec = "%" + flags + sp.width + (sp.has_prec ? "." + sp.prec : "");
+  int64_t iv;
+  bool is_int = as_int(arg, iv);
+  if (std::strchr("diouxX", conv)) {
+    if (!is_int) {
+      if (conv != 'd' && conv != 'i' && conv != 'u')
+        return fail(strf("%%%c format: an integer is required, not float", conv));
+      if (!std::isfinite(arg.d) || std::fabs(arg.d) >= 9.2e18) return fail("cannot convert float to integer");
+      iv = static_cast<int64_t>(arg.d);
+    }
+    char c = conv == 'i' || conv == 'u' ? 'd' : conv;
+    piece.add(strf((spec + "ll" + c).c_str(), static_cast<long long>(iv)));
+    if (conv == 'o' && flags.find('#') != std::string::npos) {
+      // Python writes 0o17 where C writes 017
+      std::string& t = piece.s;
+      size_t z = t.find('0');
+      if (z != std::string::npos) t.insert(z + 1, "o");
+    }
+  } else if (conv == 'c') {
+    if (!is_int || iv < 0 || iv > 0x10FFFF) return fail("%c requires an int in range(0x110000) or a char");
+    std::string ch;
+    utf8_append(ch, static_cast<uint32_t>(iv));
+    piece.add(ch);
+  } else {
+    double d = as_double(arg);
+    if (!std::isfinite(d)) {
+      std::string t = std::isnan(d) ? "nan" : (d < 0 ? "-inf" : (flags.find('+') != std::string::npos ? "+inf" : "inf"));
+      if (std::isupper(static_cast<unsigned char>(conv))) for (auto& ch : t) ch = static_cast<char>(std::toupper(ch));
+      piece.add(t);
+    } else {
+      piece.add(strf((spec + conv).c_str(), d));
+    }
+  }
+  return true;
 }
 
 // ---- str.format(): "{}", "{0}", "{name}", "{0[key]}", "{x.attr}", conversions and simple specs ----
 inline JValue JRender::str_format(const StrCall& c) {
   const JValue& self = c.self;
-  const JArgs& args = c.args;
-  const PText& f = *self.s;
+  const PText& f = c.s;
   PText out;
   size_t auto_idx = 0;
   size_t i = 0;
   while (i < f.s.size()) {
-    char c = f.s[i];
-    if (c == '}') {
+    char ch = f.s[i];
+    if (ch == '}') {
       if (i + 1 < f.s.size() && f.s[i + 1] == '}') {
         out.add("}");
         i += 2;
@@ -1717,7 +1728,7 @@ inline JValue JRender::str_format(const StrCall& c) {
       }
       return failv("Single '}' encountered in format string");
     }
-    if (c != '{') {
+    if (ch != '{') {
       size_t j = i;
       while (j < f.s.size() && f.s[j] != '{' && f.s[j] != '}') j++;
       out.add_range(f, i, j);
@@ -1745,44 +1756,8 @@ inline JValue JRender::str_format(const StrCall& c) {
       conv = field.substr(bang + 1);
       field = field.substr(0, bang);
     }
-    size_t end = field.find_first_of(".[");
-    std::string head = field.substr(0, end);
     JValue v;
-    if (head.empty()) {
-      if (auto_idx >= args.pos.size()) return failv("Replacement index out of range for positional args tuple");
-      v = args.pos[auto_idx++];
-    } else if (std::isdigit(static_cast<unsigned char>(head[0]))) {
-      size_t k = 0;
-      std::from_chars(head.data(), head.data() + head.size(), k);
-      if (k >= args.pos.size()) return failv("Replacement index out of range for positional args tuple");
-      v = args.pos[k];
-    } else {
-      bool found = false;
-      for (const auto& kv : args.kw)
-        if (kv.first == head) {
-          v = kv.second;
-          found = true;
-        }
-      if (!found) return failv("KeyError '" + head + "' in str.format");
-    }
-    size_t p = end;
-    while (p != std::string::npos && p < field.size()) {
-      if (field[p] == '.') {
-        size_t q = field.find_first_of(".[", p + 1);
-        v = get_attr(v, field.substr(p + 1, q == std::string::npos ? std::string::npos : q - p - 1));
-        p = q;
-      } else {
-        size_t q = field.find(']', p);
-        if (q == std::string::npos) return failv("Missing ']' in format string");
-        std::string key = field.substr(p + 1, q - p - 1);
-        int64_t idx;
-        auto r = std::from_chars(key.data(), key.data() + key.size(), idx);
-        if (!key.empty() && r.ec == std::errc() && r.ptr == key.data() + key.size()) v = get_item(v, JValue::integer(idx));
-        else v = get_item(v, JValue::str(key));
-        p = q + 1;
-      }
-      if (failed_) return JValue();
-    }
+    if (!format_field(field, c.args, auto_idx, v)) return JValue();
     PText t;
     if (conv.empty() || conv == "s") {
       if (!to_str(v, t)) return JValue();
@@ -1796,39 +1771,84 @@ inline JValue JRender::str_format(const StrCall& c) {
       html_escape(e, t);
       t = std::move(e);
     }
-    if (!spec.empty()) {
-      // [[fill]align][width] for strings; numbers with a type need the full mini-language
-      size_t q = 0;
-      std::string fill = " ";
-      char align = 0;
-      if (spec.size() >= 2 && std::strchr("<>^", spec[1])) {
-        fill = spec.substr(0, 1);
-        align = spec[1];
-        q = 2;
-      } else if (!spec.empty() && std::strchr("<>^", spec[0])) {
-        align = spec[0];
-        q = 1;
-      }
-      size_t w = 0;
-      auto r = std::from_chars(spec.data() + q, spec.data() + spec.size(), w);
-      if (r.ptr != spec.data() + spec.size() || w > (1u << 20))
-        return failv("unsupported construct: format spec '" + spec + "' in str.format");
-      if (!align) align = v.is_num() ? '>' : '<';
-      size_t len = jcp_count(t.s);
-      if (w > len) {
-        size_t pad = w - len, left = align == '>' ? pad : align == '^' ? pad / 2 : 0;
-        PText padded;
-        for (size_t k = 0; k < left; k++) padded.add(fill);
-        padded.add(t);
-        for (size_t k = left; k < pad; k++) padded.add(fill);
-        t = std::move(padded);
-      }
-    }
+    if (!spec.empty() && !format_pad(spec, v.is_num(), t)) return JValue();
     out.add(t);
     if (!check_len(out.s.size())) return JValue();
   }
   if (!charge_str(out.s.size())) return JValue();
   return self.b ? jv_markup(std::move(out)) : JValue::str(std::move(out));
+}
+// The value of a replacement field's name: "" (the next positional), "0", "name", then any
+// ".attr" and "[key]" parts.
+inline bool JRender::format_field(const std::string& field, const JArgs& args, size_t& auto_idx, JValue& v) {
+  size_t end = field.find_first_of(".[");
+  std::string head = field.substr(0, end);
+  if (head.empty()) {
+    if (auto_idx >= args.pos.size()) return fail("Replacement index out of range for positional args tuple");
+    v = args.pos[auto_idx++];
+  } else if (std::isdigit(static_cast<unsigned char>(head[0]))) {
+    size_t k = 0;
+    std::from_chars(head.data(), head.data() + head.size(), k);
+    if (k >= args.pos.size()) return fail("Replacement index out of range for positional args tuple");
+    v = args.pos[k];
+  } else {
+    bool found = false;
+    for (const auto& kv : args.kw)
+      if (kv.first == head) {
+        v = kv.second;
+        found = true;
+      }
+    if (!found) return fail("KeyError '" + head + "' in str.format");
+  }
+  size_t p = end;
+  while (p != std::string::npos && p < field.size()) {
+    if (field[p] == '.') {
+      size_t q = field.find_first_of(".[", p + 1);
+      v = get_attr(v, field.substr(p + 1, q == std::string::npos ? std::string::npos : q - p - 1));
+      p = q;
+    } else {
+      size_t q = field.find(']', p);
+      if (q == std::string::npos) return fail("Missing ']' in format string");
+      std::string key = field.substr(p + 1, q - p - 1);
+      int64_t idx;
+      auto r = std::from_chars(key.data(), key.data() + key.size(), idx);
+      if (!key.empty() && r.ec == std::errc() && r.ptr == key.data() + key.size()) v = get_item(v, JValue::integer(idx));
+      else v = get_item(v, JValue::str(key));
+      p = q + 1;
+    }
+    if (failed_) return false;
+  }
+  return true;
+}
+// A format spec, [[fill]align][width] (numbers with a type would need the full mini-language):
+// pads t, on the left for numbers and on the right for the rest unless an alignment is given.
+inline bool JRender::format_pad(const std::string& spec, bool number, PText& t) {
+  size_t q = 0;
+  std::string fill = " ";
+  char align = 0;
+  if (spec.size() >= 2 && std::strchr("<>^", spec[1])) {
+    fill = spec.substr(0, 1);
+    align = spec[1];
+    q = 2;
+  } else if (!spec.empty() && std::strchr("<>^", spec[0])) {
+    align = spec[0];
+    q = 1;
+  }
+  size_t w = 0;
+  auto r = std::from_chars(spec.data() + q, spec.data() + spec.size(), w);
+  if (r.ptr != spec.data() + spec.size() || w > (1u << 20))
+    return fail("unsupported construct: format spec '" + spec + "' in str.format");
+  if (!align) align = number ? '>' : '<';
+  size_t len = jcp_count(t.s);
+  if (w > len) {
+    size_t pad = w - len, left = align == '>' ? pad : align == '^' ? pad / 2 : 0;
+    PText padded;
+    for (size_t k = 0; k < left; k++) padded.add(fill);
+    padded.add(t);
+    for (size_t k = left; k < pad; k++) padded.add(fill);
+    t = std::move(padded);
+  }
+  return true;
 }
 
 }  // namespace detail
