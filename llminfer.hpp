@@ -15800,6 +15800,8 @@ class JRender {
   JValue filter_truncate(const FilterCall& c);
   JValue filter_unique(const FilterCall& c);
   JValue filter_wordcount(const FilterCall& c);
+
+  // A test's handler gets its call: the name (a family shares a handler), the value and the argument.
   bool run_test(const std::string& name, const JValue& v, const JArgs& args, bool& result);
   struct TestCall {
     const std::string& name;
@@ -15811,6 +15813,7 @@ class JRender {
   bool test_compare(const TestCall& c, bool& r);
   bool test_divisible(const TestCall& c, bool& r);
   bool test_sameas(const TestCall& c, bool& r);
+
   JValue call_method(const JValue& self, const std::string& name, const JArgs& args);
   JValue dict_method(const JValue& self, const std::string& name, const JArgs& args, const std::string& what);
   JValue list_method(const JValue& self, const std::string& name, const JArgs& args, const std::string& what);
@@ -15838,6 +15841,7 @@ class JRender {
   JValue str_splitlines(const StrCall& c);
   JValue str_starts_ends(const StrCall& c);
   JValue str_strip(const StrCall& c);
+
   JValue percent_format(const JValue& fmt, const JValue& args);
   struct PctSpec {  // a "%" conversion: %[(key)][flags][width][.prec]conv
     std::string flags, width, prec;
@@ -15849,6 +15853,7 @@ class JRender {
   bool percent_num(const PctSpec& sp, const JValue& arg, PText& piece);
   bool format_field(const std::string& field, const JArgs& args, size_t& auto_idx, JValue& v);
   bool format_pad(const std::string& spec, bool number, PText& t);
+
   JValue attr_path(const JValue& item, const JValue& path, const JValue* def);
   static bool parse_py_int(std::string_view s, int base, int64_t& out);
   static bool parse_py_float(std::string_view s, double& out);
@@ -15879,8 +15884,10 @@ class JRender {
 #if !defined(LLMI_KERNEL_PASS)
 // ==== Chat templates, part 4: filters, tests, string/dict/list methods, % and .format ====
 // Jinja2 3.1's builtin filters and tests with transformers' tojson, and the Python str methods
-// templates call. Anything Jinja2 has but this interpreter does not do gives an error that
-// names it ("unsupported construct: ..."), never a silently different result.
+// templates call. Filters, tests and str methods (and the globals, in part 3) are each a sorted
+// table of {name, handler}, found by binary search; a family (upper, lower, title, ...) shares a
+// handler, which looks at the name. Anything Jinja2 has but this interpreter does not do gives an
+// error that names it ("unsupported construct: ..."), never a silently different result.
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
@@ -17580,7 +17587,8 @@ inline bool JRender::percent_num(const PctSpec& sp, const JValue& arg, PText& pi
   } else {
     double d = as_double(arg);
     if (!std::isfinite(d)) {
-      std::string t = std::isnan(d) ? "nan" : (d < 0 ? "-inf" : (flags.find('+') != std::string::npos ? "+inf" : "inf"));
+      std::string t =
+          std::isnan(d) ? "nan" : (d < 0 ? "-inf" : (flags.find('+') != std::string::npos ? "+inf" : "inf"));
       if (std::isupper(static_cast<unsigned char>(conv))) for (auto& ch : t) ch = static_cast<char>(std::toupper(ch));
       piece.add(t);
     } else {
@@ -17691,8 +17699,8 @@ inline bool JRender::format_field(const std::string& field, const JArgs& args, s
       std::string key = field.substr(p + 1, q - p - 1);
       int64_t idx;
       auto r = std::from_chars(key.data(), key.data() + key.size(), idx);
-      if (!key.empty() && r.ec == std::errc() && r.ptr == key.data() + key.size()) v = get_item(v, JValue::integer(idx));
-      else v = get_item(v, JValue::str(key));
+      bool index = !key.empty() && r.ec == std::errc() && r.ptr == key.data() + key.size();
+      v = index ? get_item(v, JValue::integer(idx)) : get_item(v, JValue::str(key));
       p = q + 1;
     }
     if (failed_) return false;

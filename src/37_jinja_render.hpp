@@ -1958,6 +1958,8 @@ class JRender {
   JValue filter_truncate(const FilterCall& c);
   JValue filter_unique(const FilterCall& c);
   JValue filter_wordcount(const FilterCall& c);
+
+  // A test's handler gets its call: the name (a family shares a handler), the value and the argument.
   bool run_test(const std::string& name, const JValue& v, const JArgs& args, bool& result);
   struct TestCall {
     const std::string& name;
@@ -1969,6 +1971,7 @@ class JRender {
   bool test_compare(const TestCall& c, bool& r);
   bool test_divisible(const TestCall& c, bool& r);
   bool test_sameas(const TestCall& c, bool& r);
+
   JValue call_method(const JValue& self, const std::string& name, const JArgs& args);
   JValue dict_method(const JValue& self, const std::string& name, const JArgs& args, const std::string& what);
   JValue list_method(const JValue& self, const std::string& name, const JArgs& args, const std::string& what);
@@ -1996,6 +1999,7 @@ class JRender {
   JValue str_splitlines(const StrCall& c);
   JValue str_starts_ends(const StrCall& c);
   JValue str_strip(const StrCall& c);
+
   JValue percent_format(const JValue& fmt, const JValue& args);
   struct PctSpec {  // a "%" conversion: %[(key)][flags][width][.prec]conv
     std::string flags, width, prec;
@@ -2007,6 +2011,7 @@ class JRender {
   bool percent_num(const PctSpec& sp, const JValue& arg, PText& piece);
   bool format_field(const std::string& field, const JArgs& args, size_t& auto_idx, JValue& v);
   bool format_pad(const std::string& spec, bool number, PText& t);
+
   JValue attr_path(const JValue& item, const JValue& path, const JValue* def);
   static bool parse_py_int(std::string_view s, int base, int64_t& out);
   static bool parse_py_float(std::string_view s, double& out);

@@ -1,7 +1,9 @@
 // ==== Chat templates, part 4: filters, tests, string/dict/list methods, % and .format ====
 // Jinja2 3.1's builtin filters and tests with transformers' tojson, and the Python str methods
-// templates call. Anything Jinja2 has but this interpreter does not do gives an error that
-// names it ("unsupported construct: ..."), never a silently different result.
+// templates call. Filters, tests and str methods (and the globals, in part 3) are each a sorted
+// table of {name, handler}, found by binary search; a family (upper, lower, title, ...) shares a
+// handler, which looks at the name. Anything Jinja2 has but this interpreter does not do gives an
+// error that names it ("unsupported construct: ..."), never a silently different result.
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
@@ -1701,7 +1703,8 @@ inline bool JRender::percent_num(const PctSpec& sp, const JValue& arg, PText& pi
   } else {
     double d = as_double(arg);
     if (!std::isfinite(d)) {
-      std::string t = std::isnan(d) ? "nan" : (d < 0 ? "-inf" : (flags.find('+') != std::string::npos ? "+inf" : "inf"));
+      std::string t =
+          std::isnan(d) ? "nan" : (d < 0 ? "-inf" : (flags.find('+') != std::string::npos ? "+inf" : "inf"));
       if (std::isupper(static_cast<unsigned char>(conv))) for (auto& ch : t) ch = static_cast<char>(std::toupper(ch));
       piece.add(t);
     } else {
@@ -1812,8 +1815,8 @@ inline bool JRender::format_field(const std::string& field, const JArgs& args, s
       std::string key = field.substr(p + 1, q - p - 1);
       int64_t idx;
       auto r = std::from_chars(key.data(), key.data() + key.size(), idx);
-      if (!key.empty() && r.ec == std::errc() && r.ptr == key.data() + key.size()) v = get_item(v, JValue::integer(idx));
-      else v = get_item(v, JValue::str(key));
+      bool index = !key.empty() && r.ec == std::errc() && r.ptr == key.data() + key.size();
+      v = index ? get_item(v, JValue::integer(idx)) : get_item(v, JValue::str(key));
       p = q + 1;
     }
     if (failed_) return false;
