@@ -64,6 +64,8 @@ inline JValue jv_markup(PText t) {
   v.b = true;  // strings use `b` as the Markup flag (|safe, |escape)
   return v;
 }
+// A str result that stays Markup when its input was.
+inline JValue jv_text(PText t, bool markup) { return markup ? jv_markup(std::move(t)) : JValue::str(std::move(t)); }
 
 // Python's type name of a value (for messages such as "'int' object is not iterable").
 inline const char* jv_type(const JValue& v) {

@@ -21,6 +21,20 @@ struct JRenderOptions {
   const std::atomic<bool>* cancel = nullptr;
 };
 
+// The builtins (filters, tests, str methods, globals) are rows of sorted tables, {name, handler},
+// found by binary search; that a table is sorted is checked when it is compiled.
+template <class Def, size_t N>
+constexpr bool jtable_sorted(const Def (&t)[N]) {
+  for (size_t k = 1; k < N; k++)
+    if (!(t[k - 1].name < t[k].name)) return false;
+  return true;
+}
+template <class Def, size_t N>
+const Def* jtable_find(const Def (&t)[N], std::string_view name) {
+  const Def* it = std::lower_bound(t, t + N, name, [](const Def& d, std::string_view n) { return d.name < n; });
+  return it != t + N && it->name == name ? it : nullptr;
+}
+
 class JRender {
   using SP = std::shared_ptr<JScope>;
 
@@ -575,8 +589,12 @@ class JRender {
   }
   static int sgn(double x) { return (x > 0) - (x < 0); }
 
-  JValue binop(BinOp op, const JValue& l, const JValue& r) {
+  JValue operand_type_error(BinOp op, const JValue& l, const JValue& r) {
     static const char* const names[] = {"+", "-", "*", "/", "//", "%", "**"};
+    return failv(strf("unsupported operand type(s) for %s: '%s' and '%s'", names[static_cast<int>(op)], jv_type(l),
+                      jv_type(r)));
+  }
+  JValue binop(BinOp op, const JValue& l, const JValue& r) {
     if (l.is_undef()) {
       fail_undef(l);
       return JValue();
@@ -589,10 +607,6 @@ class JRender {
     int64_t a = 0, b = 0;
     bool ints = as_int(l, a) && as_int(r, b);
     bool nums = l.is_num() && r.is_num();
-    auto type_error = [&]() {
-      return failv(strf("unsupported operand type(s) for %s: '%s' and '%s'", names[static_cast<int>(op)], jv_type(l),
-                        jv_type(r)));
-    };
     switch (op) {
       case BinOp::add:
         if (ints) {
@@ -601,26 +615,7 @@ class JRender {
           return JValue::integer(x);
         }
         if (nums) return JValue::real(as_double(l) + as_double(r));
-        if (l.is_str() && r.is_str()) {
-          if (!check_len(l.text().size() + r.text().size()) || !charge_str(l.text().size() + r.text().size()))
-            return JValue();
-          PText t;
-          bool markup = jv_is_markup(l) || jv_is_markup(r);
-          if (markup && !jv_is_markup(l)) html_escape(t, *l.s);
-          else t.add(*l.s);
-          if (markup && !jv_is_markup(r)) html_escape(t, *r.s);
-          else t.add(*r.s);
-          return markup ? jv_markup(std::move(t)) : JValue::str(std::move(t));
-        }
-        if (l.is_list() && r.is_list() && l.l->kind == r.l->kind &&
-            (l.l->kind == JSeq::list || l.l->kind == JSeq::tuple)) {
-          if (!charge_list(l.l->items.size() + r.l->items.size())) return JValue();
-          std::vector<JValue> items = l.l->items;
-          items.insert(items.end(), r.l->items.begin(), r.l->items.end());
-          return JValue::list(std::move(items), l.l->kind);
-        }
-        if (l.is_str()) return failv(strf("can only concatenate str (not \"%s\") to str", jv_type(r)));
-        return type_error();
+        return concat(l, r);
       case BinOp::sub:
         if (ints) {
           int64_t x;
@@ -628,7 +623,7 @@ class JRender {
           return JValue::integer(x);
         }
         if (nums) return JValue::real(as_double(l) - as_double(r));
-        return type_error();
+        return operand_type_error(op, l, r);
       case BinOp::mul: {
         if (ints) {
           int64_t x;
@@ -636,37 +631,10 @@ class JRender {
           return JValue::integer(x);
         }
         if (nums) return JValue::real(as_double(l) * as_double(r));
-        const JValue* seq = nullptr;
-        int64_t times = 0;
-        if ((l.is_str() || l.is_list()) && as_int(r, times)) seq = &l;
-        else if ((r.is_str() || r.is_list()) && as_int(l, times)) seq = &r;
-        if (!seq) return type_error();
-        if (times < 0) times = 0;
-        if (seq->is_str()) {
-          size_t unit = seq->text().size();
-          if (unit && static_cast<uint64_t>(times) > opt_.max_string / unit + 1) {
-            check_len(opt_.max_string + 1);
-            return JValue();
-          }
-          if (!check_len(unit * static_cast<size_t>(times)) || !charge_str(unit * static_cast<size_t>(times)))
-            return JValue();
-          PText t;
-          for (int64_t k = 0; k < times; k++) t.add(*seq->s);
-          JValue out = JValue::str(std::move(t));
-          out.b = seq->b;
-          return out;
-        }
-        if (seq->l->kind != JSeq::list && seq->l->kind != JSeq::tuple) return type_error();
-        uint64_t total = 0;
-        if (mul_overflows(seq->l->items.size(), static_cast<uint64_t>(times), &total))
-          return failv("list repetition too large");
-        if (!charge_list(total)) return JValue();
-        std::vector<JValue> items;
-        for (int64_t k = 0; k < times; k++) items.insert(items.end(), seq->l->items.begin(), seq->l->items.end());
-        return JValue::list(std::move(items), seq->l->kind);
+        return repeat(l, r);
       }
       case BinOp::div: {
-        if (!nums) return type_error();
+        if (!nums) return operand_type_error(op, l, r);
         double y = as_double(r);
         if (y == 0) return failv("division by zero");
         return JValue::real(as_double(l) / y);
@@ -684,7 +652,7 @@ class JRender {
           if (y == 0) return failv("float floor division by zero");
           return JValue::real(py_floordiv(x, y));
         }
-        return type_error();
+        return operand_type_error(op, l, r);
       case BinOp::mod:
         if (ints) {
           if (b == 0) return failv("integer division or modulo by zero");
@@ -705,29 +673,83 @@ class JRender {
           return JValue::real(m);
         }
         if (l.is_str()) return percent_format(l, r);
-        return type_error();
+        return operand_type_error(op, l, r);
       case BinOp::pow:
-        if (ints && b >= 0) {
-          int64_t x = 1, base = a, e = b;
-          while (e > 0) {
-            if (e & 1) {
-              if (mul_overflow(x, base, &x)) return failv("integer overflow (integers are limited to 64 bits)");
-            }
-            e >>= 1;
-            if (e > 0 && mul_overflow(base, base, &base))
-              return failv("integer overflow (integers are limited to 64 bits)");
-          }
-          return JValue::integer(x);
-        }
+        if (ints && b >= 0) return int_pow(a, b);
         if (nums) {
           double x = as_double(l), y = as_double(r);
           if (x == 0 && y < 0) return failv("0.0 cannot be raised to a negative power");
           if (x < 0 && y != std::floor(y)) return failv("unsupported: a negative number to a fractional power is complex");
           return JValue::real(std::pow(x, y));
         }
-        return type_error();
+        return operand_type_error(op, l, r);
     }
-    return type_error();
+    return operand_type_error(op, l, r);
+  }
+  // str + str (Markup if either is, the other escaped), list + list, tuple + tuple
+  JValue concat(const JValue& l, const JValue& r) {
+    if (l.is_str() && r.is_str()) {
+      if (!check_len(l.text().size() + r.text().size()) || !charge_str(l.text().size() + r.text().size()))
+        return JValue();
+      PText t;
+      bool markup = jv_is_markup(l) || jv_is_markup(r);
+      if (markup && !jv_is_markup(l)) html_escape(t, *l.s);
+      else t.add(*l.s);
+      if (markup && !jv_is_markup(r)) html_escape(t, *r.s);
+      else t.add(*r.s);
+      return markup ? jv_markup(std::move(t)) : JValue::str(std::move(t));
+    }
+    if (l.is_list() && r.is_list() && l.l->kind == r.l->kind && (l.l->kind == JSeq::list || l.l->kind == JSeq::tuple)) {
+      if (!charge_list(l.l->items.size() + r.l->items.size())) return JValue();
+      std::vector<JValue> items = l.l->items;
+      items.insert(items.end(), r.l->items.begin(), r.l->items.end());
+      return JValue::list(std::move(items), l.l->kind);
+    }
+    if (l.is_str()) return failv(strf("can only concatenate str (not \"%s\") to str", jv_type(r)));
+    return operand_type_error(BinOp::add, l, r);
+  }
+  // str * int, list * int, tuple * int (either way round)
+  JValue repeat(const JValue& l, const JValue& r) {
+    const JValue* seq = nullptr;
+    int64_t times = 0;
+    if ((l.is_str() || l.is_list()) && as_int(r, times)) seq = &l;
+    else if ((r.is_str() || r.is_list()) && as_int(l, times)) seq = &r;
+    if (!seq) return operand_type_error(BinOp::mul, l, r);
+    if (times < 0) times = 0;
+    if (seq->is_str()) {
+      size_t unit = seq->text().size();
+      if (unit && static_cast<uint64_t>(times) > opt_.max_string / unit + 1) {
+        check_len(opt_.max_string + 1);
+        return JValue();
+      }
+      if (!check_len(unit * static_cast<size_t>(times)) || !charge_str(unit * static_cast<size_t>(times)))
+        return JValue();
+      PText t;
+      for (int64_t k = 0; k < times; k++) t.add(*seq->s);
+      JValue out = JValue::str(std::move(t));
+      out.b = seq->b;
+      return out;
+    }
+    if (seq->l->kind != JSeq::list && seq->l->kind != JSeq::tuple) return operand_type_error(BinOp::mul, l, r);
+    uint64_t total = 0;
+    if (mul_overflows(seq->l->items.size(), static_cast<uint64_t>(times), &total))
+      return failv("list repetition too large");
+    if (!charge_list(total)) return JValue();
+    std::vector<JValue> items;
+    for (int64_t k = 0; k < times; k++) items.insert(items.end(), seq->l->items.begin(), seq->l->items.end());
+    return JValue::list(std::move(items), seq->l->kind);
+  }
+  // a ** b for b >= 0, by squaring, with overflow checks
+  JValue int_pow(int64_t a, int64_t b) {
+    int64_t x = 1, base = a, e = b;
+    while (e > 0) {
+      if (e & 1) {
+        if (mul_overflow(x, base, &x)) return failv("integer overflow (integers are limited to 64 bits)");
+      }
+      e >>= 1;
+      if (e > 0 && mul_overflow(base, base, &base)) return failv("integer overflow (integers are limited to 64 bits)");
+    }
+    return JValue::integer(x);
   }
   static double py_floordiv(double x, double y) {
     double mod = std::fmod(x, y);
@@ -1467,108 +1489,129 @@ class JRender {
   }
 
   // ---- globals ----
+  // Found by name in a sorted table; is_global() names the ones a template can see, and one of
+  // those that is not here (lipsum) is an error that names it.
   JValue call_global(const std::string& name, const JArgs& args) {
+    struct Def {
+      std::string_view name;
+      JValue (JRender::*fn)(const std::string& name, const JArgs& args);
+    };
+    static constexpr Def table[] = {
+        {"cycler", &JRender::global_cycler},
+        {"dict", &JRender::global_dict},
+        {"joiner", &JRender::global_joiner},
+        {"namespace", &JRender::global_dict},
+        {"raise_exception", &JRender::global_raise_exception},
+        {"range", &JRender::global_range},
+        {"strftime_now", &JRender::global_strftime_now},
+    };
+    static_assert(jtable_sorted(table), "the globals table must be sorted by name");
+    const Def* d = jtable_find(table, name);
+    if (!d) return failv(strf("unsupported construct: the global function '%s'", name.c_str()));
+    return (this->*d->fn)(name, args);
+  }
+  JValue global_raise_exception(const std::string&, const JArgs& args) {
     std::vector<const JValue*> a;
-    if (name == "raise_exception") {
-      if (!bind(args, {"message"}, a, "raise_exception()")) return JValue();
-      PText t;
-      if (a[0] && !to_str(*a[0], t)) return JValue();
-      raised = true;
-      return failv(t.s);
+    if (!bind(args, {"message"}, a, "raise_exception()")) return JValue();
+    PText t;
+    if (a[0] && !to_str(*a[0], t)) return JValue();
+    raised = true;
+    return failv(t.s);
+  }
+  JValue global_strftime_now(const std::string&, const JArgs& args) {
+    std::vector<const JValue*> a;
+    if (!bind(args, {"format"}, a, "strftime_now()")) return JValue();
+    if (!a[0] || !a[0]->is_str()) return failv("strftime_now() expects a format string");
+    std::tm tm = opt_.clock ? opt_.clock() : local_now();
+    std::string out;
+    if (!strftime_py(a[0]->text(), tm, out)) return JValue();
+    return JValue::str(std::move(out));
+  }
+  JValue global_range(const std::string&, const JArgs& args) {
+    int64_t v[3] = {0, 0, 1};
+    if (!args.kw.empty()) return failv("range() takes no keyword arguments");
+    if (args.pos.empty() || args.pos.size() > 3)
+      return failv(strf("range expected 1 to 3 arguments, got %zu", args.pos.size()));
+    for (size_t k = 0; k < args.pos.size(); k++)
+      if (!as_int(args.pos[k], v[k]))
+        return failv(strf("'%s' object cannot be interpreted as an integer", jv_type(args.pos[k])));
+    int64_t start = 0, stop = v[0], step = 1;
+    if (args.pos.size() >= 2) {
+      start = v[0];
+      stop = v[1];
     }
-    if (name == "strftime_now") {
-      if (!bind(args, {"format"}, a, "strftime_now()")) return JValue();
-      if (!a[0] || !a[0]->is_str()) return failv("strftime_now() expects a format string");
-      std::tm tm = opt_.clock ? opt_.clock() : local_now();
-      std::string out;
-      if (!strftime_py(a[0]->text(), tm, out)) return JValue();
-      return JValue::str(std::move(out));
+    if (args.pos.size() == 3) step = v[2];
+    if (step == 0) return failv("range() arg 3 must not be zero");
+    long double count = 0;
+    if (step > 0 && stop > start) count = std::ceil((static_cast<long double>(stop) - start) / step);
+    if (step < 0 && stop < start) count = std::ceil((static_cast<long double>(start) - stop) / -static_cast<long double>(step));
+    if (count > LLMINFER_JINJA_MAX_RANGE)
+      return failv(strf("range too big: the sandbox blocks ranges larger than %d items", LLMINFER_JINJA_MAX_RANGE));
+    if (!charge_list(static_cast<uint64_t>(count))) return JValue();
+    std::vector<JValue> items;
+    items.reserve(static_cast<size_t>(count));
+    for (int64_t k = 0; k < static_cast<int64_t>(count); k++) items.push_back(JValue::integer(start + k * step));
+    JValue r = JValue::list(std::move(items), JSeq::range);
+    r.l->tag = args.pos.size() == 3 && step != 1
+                   ? strf("range(%lld, %lld, %lld)", static_cast<long long>(start), static_cast<long long>(stop),
+                          static_cast<long long>(step))
+                   : strf("range(%lld, %lld)", static_cast<long long>(start), static_cast<long long>(stop));
+    return r;
+  }
+  // dict(), namespace()
+  JValue global_dict(const std::string& name, const JArgs& args) {
+    JValue d;
+    if (name == "dict") {
+      d.t = JValue::T::dict;
+      d.m = std::make_shared<JDict>();
+    } else {
+      d = make_ns();
     }
-    if (name == "range") {
-      int64_t v[3] = {0, 0, 1};
-      if (!args.kw.empty()) return failv("range() takes no keyword arguments");
-      if (args.pos.empty() || args.pos.size() > 3)
-        return failv(strf("range expected 1 to 3 arguments, got %zu", args.pos.size()));
-      for (size_t k = 0; k < args.pos.size(); k++)
-        if (!as_int(args.pos[k], v[k]))
-          return failv(strf("'%s' object cannot be interpreted as an integer", jv_type(args.pos[k])));
-      int64_t start = 0, stop = v[0], step = 1;
-      if (args.pos.size() >= 2) {
-        start = v[0];
-        stop = v[1];
-      }
-      if (args.pos.size() == 3) step = v[2];
-      if (step == 0) return failv("range() arg 3 must not be zero");
-      long double count = 0;
-      if (step > 0 && stop > start) count = std::ceil((static_cast<long double>(stop) - start) / step);
-      if (step < 0 && stop < start) count = std::ceil((static_cast<long double>(start) - stop) / -static_cast<long double>(step));
-      if (count > LLMINFER_JINJA_MAX_RANGE)
-        return failv(strf("range too big: the sandbox blocks ranges larger than %d items", LLMINFER_JINJA_MAX_RANGE));
-      if (!charge_list(static_cast<uint64_t>(count))) return JValue();
-      std::vector<JValue> items;
-      items.reserve(static_cast<size_t>(count));
-      for (int64_t k = 0; k < static_cast<int64_t>(count); k++) items.push_back(JValue::integer(start + k * step));
-      JValue r = JValue::list(std::move(items), JSeq::range);
-      r.l->tag = args.pos.size() == 3 && step != 1
-                     ? strf("range(%lld, %lld, %lld)", static_cast<long long>(start), static_cast<long long>(stop),
-                            static_cast<long long>(step))
-                     : strf("range(%lld, %lld)", static_cast<long long>(start), static_cast<long long>(stop));
-      return r;
-    }
-    if (name == "dict" || name == "namespace") {
-      JValue d;
-      if (name == "dict") {
-        d.t = JValue::T::dict;
-        d.m = std::make_shared<JDict>();
+    if (args.pos.size() > 1) return failv(strf("%s expected at most 1 argument, got %zu", name.c_str(), args.pos.size()));
+    if (!args.pos.empty()) {
+      const JValue& src = args.pos[0];
+      if (src.is_dict() || src.t == JValue::T::ns) {
+        for (const auto& kv : src.m->items)
+          if (!dict_set(*d.m, kv.first, kv.second)) return JValue();
       } else {
-        d = make_ns();
-      }
-      if (args.pos.size() > 1) return failv(strf("%s expected at most 1 argument, got %zu", name.c_str(), args.pos.size()));
-      if (!args.pos.empty()) {
-        const JValue& src = args.pos[0];
-        if (src.is_dict() || src.t == JValue::T::ns) {
-          for (const auto& kv : src.m->items)
-            if (!dict_set(*d.m, kv.first, kv.second)) return JValue();
-        } else {
-          std::vector<JValue> pairs;
-          if (!iterate(src, pairs)) return JValue();
-          for (auto& p : pairs) {
-            std::vector<JValue> kv;
-            if (!iterate(p, kv)) return JValue();
-            if (kv.size() != 2) return failv("dictionary update sequence element has the wrong length; 2 is required");
-            if (!dict_set(*d.m, kv[0], kv[1])) return JValue();
-          }
+        std::vector<JValue> pairs;
+        if (!iterate(src, pairs)) return JValue();
+        for (auto& p : pairs) {
+          std::vector<JValue> kv;
+          if (!iterate(p, kv)) return JValue();
+          if (kv.size() != 2) return failv("dictionary update sequence element has the wrong length; 2 is required");
+          if (!dict_set(*d.m, kv[0], kv[1])) return JValue();
         }
       }
-      for (const auto& kv : args.kw)
-        if (!dict_set(*d.m, JValue::str(kv.first), kv.second)) return JValue();
-      return d;
     }
-    if (name == "cycler") {
-      if (!args.kw.empty()) return failv(strf("cycler() got an unexpected keyword argument '%s'", args.kw[0].first.c_str()));
-      if (args.pos.empty()) return failv("cycler(): at least one item has to be provided");
-      JFunc f;
-      f.kind = FnKind::cycler_next;
-      f.name = "cycler";
-      f.self = JValue::list(args.pos);
-      f.self.i = 0;
-      return jv_func(std::move(f));
+    for (const auto& kv : args.kw)
+      if (!dict_set(*d.m, JValue::str(kv.first), kv.second)) return JValue();
+    return d;
+  }
+  JValue global_cycler(const std::string&, const JArgs& args) {
+    if (!args.kw.empty()) return failv(strf("cycler() got an unexpected keyword argument '%s'", args.kw[0].first.c_str()));
+    if (args.pos.empty()) return failv("cycler(): at least one item has to be provided");
+    JFunc f;
+    f.kind = FnKind::cycler_next;
+    f.name = "cycler";
+    f.self = JValue::list(args.pos);
+    f.self.i = 0;
+    return jv_func(std::move(f));
+  }
+  JValue global_joiner(const std::string&, const JArgs& args) {
+    std::vector<const JValue*> a;
+    if (!bind(args, {"sep"}, a, "joiner()")) return JValue();
+    JFunc f;
+    f.kind = FnKind::joiner;
+    f.name = "joiner";
+    PText sep(", ");
+    if (a[0]) {
+      sep = PText();
+      if (!to_str(*a[0], sep)) return JValue();
     }
-    if (name == "joiner") {
-      if (!bind(args, {"sep"}, a, "joiner()")) return JValue();
-      JFunc f;
-      f.kind = FnKind::joiner;
-      f.name = "joiner";
-      PText sep(", ");
-      if (a[0]) {
-        sep = PText();
-        if (!to_str(*a[0], sep)) return JValue();
-      }
-      f.self = JValue::str(std::move(sep));
-      f.self.i = 0;
-      return jv_func(std::move(f));
-    }
-    return failv(strf("unsupported construct: the global function '%s'", name.c_str()));
+    f.self = JValue::str(std::move(sep));
+    f.self.i = 0;
+    return jv_func(std::move(f));
   }
 
   static std::tm local_now() {
@@ -1872,10 +1915,103 @@ class JRender {
   JValue eval_filter(const JNode* n, const SP& sc, const JValue* subject);
   JValue eval_test(const JNode* n, const SP& sc);
   JValue apply_filter(const std::string& name, const JValue& v, const JArgs& args, const SP& sc);
+  // A filter's handler gets its call: the name (a family of filters shares a handler), the value,
+  // the arguments, the scope (map() runs filters in it) and "filter 'name'" for argument errors.
+  struct FilterCall {
+    const std::string& name;
+    const JValue& v;
+    const JArgs& args;
+    const SP& sc;
+    std::string what;
+  };
+  bool soft_str(const JValue& x, PText& t, bool& markup);
+  bool sort_key(const JValue& item, const JValue* attribute, bool case_sensitive, JValue& key);
+  JValue filter_abs(const FilterCall& c);
+  JValue filter_attr(const FilterCall& c);
+  JValue filter_batch(const FilterCall& c);
+  JValue filter_case(const FilterCall& c);
+  JValue filter_center(const FilterCall& c);
+  JValue filter_default(const FilterCall& c);
+  JValue filter_dictsort(const FilterCall& c);
+  JValue filter_escape(const FilterCall& c);
+  JValue filter_first_last(const FilterCall& c);
+  JValue filter_float(const FilterCall& c);
+  JValue filter_format(const FilterCall& c);
+  JValue filter_indent(const FilterCall& c);
+  JValue filter_int(const FilterCall& c);
+  JValue filter_items(const FilterCall& c);
+  JValue filter_join(const FilterCall& c);
+  JValue filter_length(const FilterCall& c);
+  JValue filter_list(const FilterCall& c);
+  JValue filter_map(const FilterCall& c);
+  JValue filter_min_max(const FilterCall& c);
+  JValue filter_replace(const FilterCall& c);
+  JValue filter_reverse(const FilterCall& c);
+  JValue filter_round(const FilterCall& c);
+  JValue filter_safe(const FilterCall& c);
+  JValue filter_select(const FilterCall& c);
+  JValue filter_sort(const FilterCall& c);
+  JValue filter_string(const FilterCall& c);
+  JValue filter_sum(const FilterCall& c);
+  JValue filter_tojson(const FilterCall& c);
+  JValue filter_trim(const FilterCall& c);
+  JValue filter_truncate(const FilterCall& c);
+  JValue filter_unique(const FilterCall& c);
+  JValue filter_wordcount(const FilterCall& c);
+
+  // A test's handler gets its call: the name (a family shares a handler), the value and the argument.
   bool run_test(const std::string& name, const JValue& v, const JArgs& args, bool& result);
+  struct TestCall {
+    const std::string& name;
+    const JValue& v;
+    const JValue* arg;  // the first argument, if any
+  };
+  bool test_arg(const TestCall& c);
+  bool test_case(const TestCall& c, bool& r);
+  bool test_compare(const TestCall& c, bool& r);
+  bool test_divisible(const TestCall& c, bool& r);
+  bool test_sameas(const TestCall& c, bool& r);
+
   JValue call_method(const JValue& self, const std::string& name, const JArgs& args);
+  JValue dict_method(const JValue& self, const std::string& name, const JArgs& args, const std::string& what);
+  JValue list_method(const JValue& self, const std::string& name, const JArgs& args, const std::string& what);
+  // A str method's handler gets its call: the string, the name (a family of methods shares a
+  // handler), the arguments and "str.name()" for argument errors.
+  struct StrCall {
+    const JValue& self;
+    const PText& s;  // *self.s
+    const std::string& name;
+    const JArgs& args;
+    const std::string& what;
+    JValue ret(PText t) const { return jv_text(std::move(t), self.b); }  // Markup in, Markup out
+  };
+  bool str_arg(const StrCall& c, const JValue* x, const char* pname, std::string& out);
+  JValue str_case(const StrCall& c);
+  JValue str_find(const StrCall& c);
+  JValue str_format(const StrCall& c);
+  JValue str_is(const StrCall& c);
+  JValue str_join(const StrCall& c);
+  JValue str_justify(const StrCall& c);
+  JValue str_partition(const StrCall& c);
+  JValue str_remove_fix(const StrCall& c);
+  JValue str_replace(const StrCall& c);
+  JValue str_split(const StrCall& c);
+  JValue str_splitlines(const StrCall& c);
+  JValue str_starts_ends(const StrCall& c);
+  JValue str_strip(const StrCall& c);
+
   JValue percent_format(const JValue& fmt, const JValue& args);
-  JValue str_format(const JValue& self, const JArgs& args);
+  struct PctSpec {  // a "%" conversion: %[(key)][flags][width][.prec]conv
+    std::string flags, width, prec;
+    bool has_prec = false;
+    char conv = 0;
+  };
+  bool percent_spec(const std::string& fmt, size_t& p, PctSpec& sp);
+  bool percent_str(const PctSpec& sp, const JValue& arg, bool mk, PText& piece);
+  bool percent_num(const PctSpec& sp, const JValue& arg, PText& piece);
+  bool format_field(const std::string& field, const JArgs& args, size_t& auto_idx, JValue& v);
+  bool format_pad(const std::string& spec, bool number, PText& t);
+
   JValue attr_path(const JValue& item, const JValue& path, const JValue* def);
   static bool parse_py_int(std::string_view s, int base, int64_t& out);
   static bool parse_py_float(std::string_view s, double& out);

@@ -286,6 +286,105 @@ TEST_CASE("chat template: errors name the construct and line:column") {
   }
 }
 
+// The builtins are found by name in sorted tables (38_jinja_builtins.hpp): each name Jinja2 (or
+// Python's str) has must reach its handler, and each one this interpreter leaves out must give an
+// error that names it.
+TEST_CASE("chat template: every builtin is dispatched; the ones left out are errors that name them") {
+  auto run = [](const std::string& src) {
+    auto t = ChatTemplate::parse(src);
+    if (!t) FAIL_CHECK(src << ": " << t.error().message);
+    return t ? t->render_vars(Json()) : Result<RenderedPrompt>(t.error());
+  };
+  const char* filters[] = {
+      "abs",        "attr",    "batch",   "capitalize", "center",      "count",  "d",          "default",  "dictsort",
+      "e",          "escape",  "first",   "float",      "forceescape", "format", "indent",     "int",      "items",
+      "join",       "last",    "length",  "list",       "lower",       "map",    "max",        "min",      "reject",
+      "rejectattr", "replace", "reverse", "round",      "safe",        "select", "selectattr", "sort",     "string",
+      "sum",        "title",   "tojson",  "trim",       "truncate",    "unique", "upper",      "wordcount"};
+  for (const char* f : filters) {
+    // applied directly and through map(); any outcome but "unsupported" (some need arguments)
+    std::string unsupported = std::string("unsupported construct: the '") + f + "' filter";
+    for (std::string src :
+         {std::string("{{ 'ab' | ") + f + " }}", std::string("{{ ['ab'] | map('") + f + "') | list }}"}) {
+      auto r = run(src);
+      CHECK_MESSAGE((r || r.error().message.find(unsupported) == std::string::npos), src << " -> " << r.error().message);
+    }
+  }
+  const char* left_out[] = {"filesizeformat", "groupby",   "pprint", "random",   "slice",
+                            "striptags",      "urlencode", "urlize", "wordwrap", "xmlattr"};
+  for (const char* f : left_out) {
+    std::string want = std::string("unsupported construct: the '") + f + "' filter";
+    for (std::string src :
+         {std::string("{{ 'ab' | ") + f + " }}", std::string("{{ ['ab'] | map('") + f + "') | list }}"}) {
+      auto r = run(src);
+      CHECK_MESSAGE(!r, src);
+      if (!r) CHECK_MESSAGE(r.error().message.find(want) != std::string::npos, src << " -> " << r.error().message);
+    }
+  }
+  auto r = run("{{ ['ab'] | map('nosuch') | list }}");
+  CHECK(!r);
+  if (!r) CHECK_MESSAGE(r.error().message.find("no filter named 'nosuch'") != std::string::npos, r.error().message);
+  r = run("{{ ['ab'] | select('nosuch') | list }}");
+  CHECK(!r);
+  if (!r) CHECK_MESSAGE(r.error().message.find("no test named 'nosuch'") != std::string::npos, r.error().message);
+
+  const char* tests[] = {"!=",       "<",        "<=",          "==",       ">",           ">=",       "boolean",
+                         "callable", "defined",  "divisibleby", "eq",       "equalto",     "escaped",  "even",
+                         "false",    "filter",   "float",       "ge",       "greaterthan", "gt",       "in",
+                         "integer",  "iterable", "le",          "lessthan", "lower",       "lt",       "mapping",
+                         "ne",       "none",     "number",      "odd",      "sameas",      "sequence", "string",
+                         "test",     "true",     "undefined",   "upper"};
+  const std::set<std::string> one_arg = {
+      "!=", "<",           "<=", "==", ">",  ">=",       "divisibleby", "eq", "equalto",
+      "ge", "greaterthan", "gt", "in", "le", "lessthan", "lt",          "ne", "sameas"};
+  for (const char* t : tests) {
+    // through select() with an argument where the test takes one: every test gives a boolean
+    std::string src =
+        std::string("{{ [3, 'ab'] | select('") + t + "'" + (one_arg.count(t) ? ", 3" : "") + ") | list }}";
+    auto rt = run(src);
+    CHECK_MESSAGE((rt || rt.error().message.find("no test named") == std::string::npos),
+                  src << " -> " << rt.error().message);
+  }
+
+  const char* methods[] = {
+      "capitalize",   "casefold",   "center",     "count",     "endswith", "find",       "format",    "index",
+      "isalnum",      "isalpha",    "isascii",    "isdecimal", "isdigit",  "islower",    "isnumeric", "isspace",
+      "istitle",      "isupper",    "join",       "ljust",     "lower",    "lstrip",     "partition", "removeprefix",
+      "removesuffix", "replace",    "rfind",      "rindex",    "rjust",    "rpartition", "rsplit",    "rstrip",
+      "split",        "splitlines", "startswith", "strip",     "swapcase", "title",      "upper",     "zfill"};
+  for (const char* m : methods) {
+    std::string src = std::string("{{ 'ab'.") + m + "() }}";
+    auto rm = run(src);
+    CHECK_MESSAGE((rm || rm.error().message.find("unsupported construct: the string method") == std::string::npos),
+                  src << " -> " << rm.error().message);
+  }
+  const char* methods_left_out[] = {"encode",      "expandtabs", "format_map", "isidentifier",
+                                    "isprintable", "maketrans",  "translate"};
+  for (const char* m : methods_left_out) {
+    std::string src = std::string("{{ 'ab'.") + m + "() }}";
+    auto rm = run(src);
+    CHECK_MESSAGE(!rm, src);
+    std::string want = std::string("unsupported construct: the string method '") + m + "'";
+    if (!rm) CHECK_MESSAGE(rm.error().message.find(want) != std::string::npos, src << " -> " << rm.error().message);
+  }
+
+  const char* globals[] = {"cycler(1)", "dict()", "joiner()", "namespace()", "range(1)", "strftime_now('%Y')"};
+  for (const char* g : globals) {
+    std::string src = std::string("{{ ") + g + " is defined }}";
+    auto rg = run(src);
+    CHECK_MESSAGE(rg, src << " -> " << rg.error().message);
+    if (rg) CHECK(rg->text == "True");
+  }
+  r = run("{{ raise_exception('stop here') }}");
+  CHECK(!r);
+  if (!r) CHECK_MESSAGE(r.error().message.find("stop here") != std::string::npos, r.error().message);
+  r = run("{{ lipsum() }}");
+  CHECK(!r);
+  if (!r)
+    CHECK_MESSAGE(r.error().message.find("unsupported construct: the global function 'lipsum'") != std::string::npos,
+                  r.error().message);
+}
+
 TEST_CASE("chat template: hostile templates end with an error, quickly") {
   struct Case {
     std::string tpl;
