@@ -18,12 +18,12 @@
 // `g++ -std=c++20 -O2 -march=native -pthread` (clang++ works too; link with -pthread). C++20 is
 // required: as C++17 or older the header stops with one #error. Nothing needs exceptions or RTTI:
 // the header builds with -fno-exceptions -fno-rtti. g++ 12 with AVX-512 enabled: add
-// -fno-tree-slp-vectorize (at -O2 it builds some constant vectors of 64-bit values wrongly). Linux, macOS and other POSIX systems map files
-// with mmap; Windows with CreateFileMapping / MapViewOfFile (UTF-8 paths through the wide-character
-// API; tested with MinGW-w64 under Wine, MSVC is not tested). Only the implementation TU needs the
-// SIMD flags (see STYLE: the ODR hazard). CMake: the targets llminfer::llminfer (this header) and,
-// with -DLLMINFER_BUILD_LIBRARY=ON, llminfer::impl (the implementation compiled); pkg-config:
-// llminfer, llminfer-impl (README: "Building with CMake / pkg-config").
+// -fno-tree-slp-vectorize (at -O2 it builds some constant vectors of 64-bit values wrongly). Linux, macOS and other
+// POSIX systems map files with mmap; Windows with CreateFileMapping / MapViewOfFile (UTF-8 paths through the
+// wide-character API; tested with MinGW-w64 under Wine, MSVC is not tested). Only the implementation TU needs the SIMD
+// flags (see STYLE: the ODR hazard). CMake: the targets llminfer::llminfer (this header) and, with
+// -DLLMINFER_BUILD_LIBRARY=ON, llminfer::impl (the implementation compiled); pkg-config: llminfer, llminfer-impl
+// (README: "Building with CMake / pkg-config").
 //
 // ==== Model files ====
 //
@@ -337,11 +337,11 @@
 //
 //   An architecture is a short text, not code: `llama`, `qwen2`, `qwen3`, `gemma3`, `phi3`,
 //   `starcoder2`, `stablelm`, `smollm3`, `gemma2`, `olmo2` (OLMo 2, and OLMo 3 with its sliding
-//   window) and `gemma3n` (Gemma 3n E2B / E4B, text) are built in (`llminfer status --dump llama` prints one); a directory of <arch>.archdef
-//   files (LoadOptions::archdef_dir, `--archdef DIR`) overrides the built-in of the same name. A
-//   file that does not load makes its architecture unavailable (loading such a model fails and lists
-//   the broken files); there is never a silent fallback to the built-in. `llminfer status` shows each
-//   definition in effect with its steps per layer, origin and sha256 (load_archdefs, above).
+//   window) and `gemma3n` (Gemma 3n E2B / E4B, text) are built in (`llminfer status --dump llama` prints one); a
+//   directory of <arch>.archdef files (LoadOptions::archdef_dir, `--archdef DIR`) overrides the built-in of the same
+//   name. A file that does not load makes its architecture unavailable (loading such a model fails and lists the broken
+//   files); there is never a silent fallback to the built-in. `llminfer status` shows each definition in effect with
+//   its steps per layer, origin and sha256 (load_archdefs, above).
 //
 //   file      := one statement per line; '#' starts a comment; blank lines are ignored
 //   header    := 'arch' NAME                      (must equal the file name without .archdef)
@@ -618,7 +618,8 @@
 #pragma GCC system_header
 #endif
 #if defined(LLMINFER_IMPLEMENTATION)
-#error "the llminfer implementation is C++20: define LLMINFER_IMPLEMENTATION in a C++ file (C programs include llminfer.hpp for its C API and link with the library built from it, e.g. make libllminfer.so)"
+#error \
+    "the llminfer implementation is C++20: define LLMINFER_IMPLEMENTATION in a C++ file (C programs include llminfer.hpp for its C API and link with the library built from it, e.g. make libllminfer.so)"
 #endif
 #define LLMINFER_IMPLEMENTATION_INCLUDED
 #elif (defined(_MSVC_LANG) && _MSVC_LANG < 202002L) || (!defined(_MSVC_LANG) && __cplusplus < 202002L)
@@ -654,8 +655,8 @@ inline namespace v0_1 {
 
 // ---- errors ----
 // X(name, description): one list makes the enum and its messages.
-#define LLMINFER_ERRC_LIST(X)                                                      \
-  X(ok, "ok")                                                                     \
+#define LLMINFER_ERRC_LIST(X)                                                    \
+  X(ok, "ok")                                                                    \
   X(invalid_argument, "invalid argument")                                        \
   X(io, "cannot read the file")                                                  \
   X(bad_format, "malformed file")                                                \
@@ -753,12 +754,12 @@ enum class ContextPolicy : uint8_t {
 };
 
 struct LoadOptions {
-  int threads = 0;                 // 0: the number of hardware threads
-  int context = 0;                 // tokens per session; 0: min(trained context, 4096)
-  std::string archdef_dir = {};    // directory of <arch>.archdef files that override built-ins
-  KvType kv_type = KvType::f16;    // element type of the KV cache
+  int threads = 0;               // 0: the number of hardware threads
+  int context = 0;               // tokens per session; 0: min(trained context, 4096)
+  std::string archdef_dir = {};  // directory of <arch>.archdef files that override built-ins
+  KvType kv_type = KvType::f16;  // element type of the KV cache
   ContextPolicy context_policy = ContextPolicy::stop;
-  int keep = 4;                    // ContextPolicy::slide keeps this many first tokens
+  int keep = 4;  // ContextPolicy::slide keeps this many first tokens
   // Kernel level (a build with LLMINFER_DISPATCH): "" the best this CPU has (or the environment
   // variable LLMINFER_KERNELS), else "scalar", "avx2", "avx512" or "avx512bf16" (at most what the
   // CPU has). A native build runs the one level it was compiled for and accepts only its name.
@@ -797,31 +798,31 @@ inline constexpr uint64_t random_seed = ~uint64_t{0};
 // Sampling chain: repetition penalty -> top-k -> top-p -> min-p -> temperature -> draw
 // (temperature 0: greedy argmax, ties to the lowest id). See the manual for the exact rules.
 struct GenerateOptions {
-  int max_tokens = 256;            // < 0: until end of generation, a stop string or a full context
-  float temperature = 0.0f;        // 0: greedy
-  int top_k = 0;                   // 0: off
-  float top_p = 1.0f;              // 1: off
-  float min_p = 0.0f;              // 0: off
-  float repeat_penalty = 1.0f;     // 1: off
-  int repeat_last_n = 64;          // tokens the penalty looks back on (prompt included); -1: all
-  uint64_t seed = 0;               // same seed, same text (any thread count); random_seed: fresh
+  int max_tokens = 256;                // < 0: until end of generation, a stop string or a full context
+  float temperature = 0.0f;            // 0: greedy
+  int top_k = 0;                       // 0: off
+  float top_p = 1.0f;                  // 1: off
+  float min_p = 0.0f;                  // 0: off
+  float repeat_penalty = 1.0f;         // 1: off
+  int repeat_last_n = 64;              // tokens the penalty looks back on (prompt included); -1: all
+  uint64_t seed = 0;                   // same seed, same text (any thread count); random_seed: fresh
   std::vector<std::string> stop = {};  // stop strings (matched on text, not included in the output)
-  bool parse_special = false;      // Model::generate (plain text): special-token text such as
-                                   // "<|im_start|>" becomes control tokens; off: it is plain text
-  bool chat = false;               // Model::generate from text: wrap the prompt in the model's chat
-                                   // template. From token ids (Model::generate, Session::generate):
-                                   // the ids are a chat prompt (Model::tokenize_chat), so the text
-                                   // is a reply's, as Session::reply gives it (SentencePiece's
-                                   // leading space of the first token dropped)
-  std::string system = {};         // Model::generate with chat: a system message
+  bool parse_special = false;          // Model::generate (plain text): special-token text such as
+                                       // "<|im_start|>" becomes control tokens; off: it is plain text
+  bool chat = false;                   // Model::generate from text: wrap the prompt in the model's chat
+                                       // template. From token ids (Model::generate, Session::generate):
+                                       // the ids are a chat prompt (Model::tokenize_chat), so the text
+                                       // is a reply's, as Session::reply gives it (SentencePiece's
+                                       // leading space of the first token dropped)
+  std::string system = {};             // Model::generate with chat: a system message
   // Structured output (manual: "Structured output"); checked before the prompt is evaluated, an
   // impossible or malformed constraint is an error (invalid_argument naming line and column).
-  std::string grammar = {};        // GBNF text (llama.cpp's syntax, rule `root`): the output is a
-                                   // prefix of a string of the grammar, a whole one when stop is eos
-  std::string json_schema = {};    // a JSON Schema (text): the output is JSON valid under it (when
-                                   // stop is eos); not together with grammar
-  std::vector<std::pair<int32_t, float>> logit_bias = {};  // (token id, added to its logit); -inf bans
-  std::vector<int32_t> banned_tokens = {};                 // token ids never sampled
+  std::string grammar = {};      // GBNF text (llama.cpp's syntax, rule `root`): the output is a
+                                 // prefix of a string of the grammar, a whole one when stop is eos
+  std::string json_schema = {};  // a JSON Schema (text): the output is JSON valid under it (when
+                                 // stop is eos); not together with grammar
+  std::vector<std::pair<int32_t, float> > logit_bias = {};  // (token id, added to its logit); -inf bans
+  std::vector<int32_t> banned_tokens = {};                  // token ids never sampled
   // Streaming: receives the text as it is decided, in complete UTF-8 pieces, on the calling
   // thread; return false to cancel (StopReason::cancelled).
   std::function<bool(std::string_view piece)> on_token = {};
@@ -831,32 +832,32 @@ struct GenerateOptions {
 };
 
 struct Timings {
-  double load_ms = 0;       // Model::load
-  double prefill_ms = 0;    // evaluating the prompt tokens that were not cached
-  double prefill_tps = 0;   // prompt tokens evaluated per second
-  double decode_ms = 0;     // from the first generated token to the last
-  double decode_tps = 0;    // generated tokens per second after the first
-  double ttft_ms = 0;       // from the call to the first generated token
-  double constraint_ms = 0; // of the above, structured output: masking logits, feeding the grammar
+  double load_ms = 0;        // Model::load
+  double prefill_ms = 0;     // evaluating the prompt tokens that were not cached
+  double prefill_tps = 0;    // prompt tokens evaluated per second
+  double decode_ms = 0;      // from the first generated token to the last
+  double decode_tps = 0;     // generated tokens per second after the first
+  double ttft_ms = 0;        // from the call to the first generated token
+  double constraint_ms = 0;  // of the above, structured output: masking logits, feeding the grammar
 };
 
 struct GenerateResult {
-  std::string text;                  // the generated text (without the prompt or a stop string)
-  std::vector<int32_t> tokens;       // generated ids (without the end-of-generation token)
+  std::string text;             // the generated text (without the prompt or a stop string)
+  std::vector<int32_t> tokens;  // generated ids (without the end-of-generation token)
   StopReason stop = StopReason::max_tokens;
-  Error error;                       // with StopReason::error: what went wrong; with context_full
-                                     // and no token: that the prompt does not fit
-  int prompt_tokens = 0;             // tokens of the prompt (this turn's whole conversation)
-  int prompt_tokens_evaluated = 0;   // of those, evaluated by this call
-  int prompt_tokens_reused = 0;      // of those, already in the session's KV cache
-  uint64_t seed = 0;                 // the seed used (the drawn one for random_seed)
-  int messages_dropped = 0;          // Session::reply with ContextPolicy::slide: oldest messages
-                                     // dropped from the conversation to make room (see the manual)
-  int tokens_shifted = 0;            // of prompt_tokens_reused, cached tokens moved to new positions
-                                     // (their keys re-rotated) instead of evaluated again
+  Error error;                      // with StopReason::error: what went wrong; with context_full
+                                    // and no token: that the prompt does not fit
+  int prompt_tokens = 0;            // tokens of the prompt (this turn's whole conversation)
+  int prompt_tokens_evaluated = 0;  // of those, evaluated by this call
+  int prompt_tokens_reused = 0;     // of those, already in the session's KV cache
+  uint64_t seed = 0;                // the seed used (the drawn one for random_seed)
+  int messages_dropped = 0;         // Session::reply with ContextPolicy::slide: oldest messages
+                                    // dropped from the conversation to make room (see the manual)
+  int tokens_shifted = 0;           // of prompt_tokens_reused, cached tokens moved to new positions
+                                    // (their keys re-rotated) instead of evaluated again
   Timings timings;
-  double peak_rss_mb = 0;            // peak resident memory of the process so far
-  uint64_t kv_bytes = 0;             // KV cache of the session
+  double peak_rss_mb = 0;  // peak resident memory of the process so far
+  uint64_t kv_bytes = 0;   // KV cache of the session
 };
 
 struct Message {
@@ -866,9 +867,9 @@ struct Message {
 
 // One step of a reply (Session::step): the next piece of text, or the end.
 struct ReplyStep {
-  std::string text;  // the next piece (complete UTF-8); empty when the step only evaluated prompt
-                     // tokens or a token whose text is not final yet (held back for a stop string)
-  bool done = false; // the reply has ended: `stop` says why, Session::result() holds all of it
+  std::string text;   // the next piece (complete UTF-8); empty when the step only evaluated prompt
+                      // tokens or a token whose text is not final yet (held back for a stop string)
+  bool done = false;  // the reply has ended: `stop` says why, Session::result() holds all of it
   StopReason stop = StopReason::max_tokens;
 };
 
@@ -880,27 +881,27 @@ struct ModelInfo {
   std::string name;          // general.name, or the directory's name
   uint64_t file_bytes = 0;
   uint64_t n_params = 0;
-  int n_vocab = 0;           // logits per position
+  int n_vocab = 0;  // logits per position
   // Token ids a prompt may hold: 0 .. n_input_ids - 1 (the embedding's rows: n_vocab, or more when
   // the embedding is padded); an id outside fails eval()/generate(). Check ids from untrusted input
   // against it before taking a session, as examples/server does.
   int64_t n_input_ids = 0;
-  int n_ctx_train = 0;       // the context the model was trained with
-  int context = 0;           // tokens a session holds (LoadOptions::context or the default)
+  int n_ctx_train = 0;  // the context the model was trained with
+  int context = 0;      // tokens a session holds (LoadOptions::context or the default)
   int n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0;
   KvType kv_type = KvType::f16;
   ContextPolicy context_policy = ContextPolicy::stop;
-  uint64_t kv_bytes = 0;     // one session's KV cache
-  std::string kernels;       // the kernel level in use ("avx512", "avx2", "neon", "scalar", ...)
-  int threads = 0;           // threads of the model's pool
+  uint64_t kv_bytes = 0;  // one session's KV cache
+  std::string kernels;    // the kernel level in use ("avx512", "avx2", "neon", "scalar", ...)
+  int threads = 0;        // threads of the model's pool
   // Tokenizer: "" when the model has none usable (it runs from ids; tokenizer_error says why).
-  std::string tokenizer;     // "gpt2" (byte-level BPE), "llama" (SentencePiece), ...
+  std::string tokenizer;  // "gpt2" (byte-level BPE), "llama" (SentencePiece), ...
   std::string tokenizer_error;
   int32_t bos = -1, eos = -1, eot = -1, pad = -1, unk = -1;  // -1: none
-  std::vector<int32_t> eog;  // every id that ends a generation
-  bool add_bos = false;      // tokenize(add_special) starts with bos
+  std::vector<int32_t> eog;                                  // every id that ends a generation
+  bool add_bos = false;                                      // tokenize(add_special) starts with bos
   bool chat_template = false;  // the model has its own (otherwise the documented fallback is used)
-  std::string identity;      // sha256 of the weights' metadata (checked by Session::load)
+  std::string identity;        // sha256 of the weights' metadata (checked by Session::load)
 };
 
 // Model::render_chat_template / render_chat_template: what the template sees besides the messages.
@@ -910,10 +911,10 @@ struct ChatTemplateOptions {
   // override them): a name and its value as JSON text (true, 3, "text", [...], {...}); a value that
   // is not valid JSON is taken as a string. A special token's name (bos_token, eos_token, ...) with
   // a string value sets that token; "tools" sets the tools.
-  std::vector<std::pair<std::string, std::string>> variables = {};
+  std::vector<std::pair<std::string, std::string> > variables = {};
   // Jinja source rendered instead of the model's own template ("": the model's, or the fallback).
   std::string template_source = {};
-  std::string messages_name = "messages";  // names the messages in errors (a file name, say)
+  std::string messages_name = "messages";     // names the messages in errors (a file name, say)
   const std::atomic<bool>* cancel = nullptr;  // set: the render fails ("rendering cancelled")
 };
 
@@ -921,7 +922,7 @@ struct RenderedChat {
   std::string text;  // the prompt
   // Byte ranges of `text` copied from message content, tools and documents (sorted, disjoint):
   // untrusted text, to tokenize without special-token parsing.
-  std::vector<std::pair<size_t, size_t>> content_spans;
+  std::vector<std::pair<size_t, size_t> > content_spans;
   bool fallback = false;  // rendered with the built-in ChatML template (the model has none)
 };
 
@@ -970,8 +971,8 @@ class Model {
 
   // add_special: add the BOS/EOS the model asks for; parse_special: special-token text in
   // `text` becomes control tokens (otherwise it is plain text).
-  Result<std::vector<int32_t>> tokenize(std::string_view text, bool add_special = true,
-                                        bool parse_special = false) const;
+  Result<std::vector<int32_t> > tokenize(std::string_view text, bool add_special = true,
+                                         bool parse_special = false) const;
   // Always valid UTF-8 (bytes that do not decode become U+FFFD); special tokens are rendered as text.
   std::string detokenize(std::span<const int32_t> ids) const;
   // The conversation as Session::reply evaluates it: rendered by the model's chat template (or
@@ -980,11 +981,10 @@ class Model {
   // special-token text does); BOS first when the model asks for one and the template did not
   // write it. For Session::generate / generate with GenerateOptions::chat, and to count or check a
   // conversation's tokens before generating (e.g. against the context).
-  Result<std::vector<int32_t>> tokenize_chat(std::span<const Message> messages,
-                                             bool add_generation_prompt = true) const;
+  Result<std::vector<int32_t> > tokenize_chat(std::span<const Message> messages,
+                                              bool add_generation_prompt = true) const;
   // Renders the model's own chat template (or the documented fallback when it has none).
-  Result<std::string> apply_chat_template(std::span<const Message> messages,
-                                          bool add_generation_prompt = true) const;
+  Result<std::string> apply_chat_template(std::span<const Message> messages, bool add_generation_prompt = true) const;
   // Renders a conversation given as JSON text: an array of message objects ({"role", "content",
   // ...}: every key reaches the template), or {"messages": [...], "tools": [...], "documents":
   // [...], "kwargs": {...}} (each kwargs member becomes a variable). The "tool_use" template
@@ -996,7 +996,7 @@ class Model {
   // The logits of `ids` evaluated as one sequence from position 0 in a fresh context that holds
   // them all (used exactly as given: no BOS is added): the last position's [n_vocab], or with
   // all_positions every position's [ids.size()][n_vocab]. (What `llminfer logits` writes.)
-  Result<std::vector<float>> logits(std::span<const int32_t> ids, bool all_positions = false) const;
+  Result<std::vector<float> > logits(std::span<const int32_t> ids, bool all_positions = false) const;
 
   // Continuous batching counters (all zero when not loaded or nothing was batched yet).
   BatchStats batch_stats() const;
@@ -1035,7 +1035,7 @@ class Session {
 
   // History editing. The next reply() reuses the cached tokens up to the first change and
   // evaluates the rest. Out-of-range indices are invalid_argument errors (nothing changes).
-  Result<void> erase(size_t index);                  // removes messages()[index]
+  Result<void> erase(size_t index);  // removes messages()[index]
   Result<void> replace(size_t index, Message message);
   Result<void> truncate(size_t count);               // keeps the first `count` messages
   void set_messages(std::vector<Message> messages);  // the whole conversation
@@ -1048,8 +1048,8 @@ class Session {
   // on_token, cancel and every other option work as in reply(), which is begin_reply() + step()
   // until done. add(), the edits, reset(), eval() and load() end a reply in progress as cancelled.
   Result<void> begin_reply(const GenerateOptions& options = {});
-  Result<ReplyStep> step();      // an error ends the reply (nothing joins the conversation)
-  bool replying() const;         // between begin_reply() and the step that returned done
+  Result<ReplyStep> step();              // an error ends the reply (nothing joins the conversation)
+  bool replying() const;                 // between begin_reply() and the step that returned done
   const GenerateResult& result() const;  // the last reply that ended (begin_reply clears it)
 
   // ---- tokens ----
@@ -1073,7 +1073,7 @@ class Session {
   // logit_bias and banned_tokens apply; a grammar or json_schema is an error (invalid_argument:
   // they constrain a whole reply, see begin_reply).
   Result<int32_t> sample(const GenerateOptions& options = {});
-  void set_seed(uint64_t seed);  // as GenerateOptions::seed (reply() and generate() set it too)
+  void set_seed(uint64_t seed);                // as GenerateOptions::seed (reply() and generate() set it too)
   const std::vector<int32_t>& tokens() const;  // the tokens in the KV cache, in order
   Result<void> truncate_tokens(int count);     // keeps the first `count` cached tokens
   bool is_eog(int32_t id) const;               // whether the id ends a generation
@@ -1088,7 +1088,7 @@ class Session {
   // as the saved one would have. A file that is truncated, altered, of another version or made
   // with another model is refused with a message naming what is wrong; nothing changes then.
   // Not during a reply (invalid_argument).
-  Result<std::vector<uint8_t>> save() const;
+  Result<std::vector<uint8_t> > save() const;
   Result<void> save(std::string_view path) const;
   Result<void> load(std::span<const uint8_t> bytes);
   Result<void> load(std::string_view path);
@@ -1111,8 +1111,8 @@ class Tokenizer {
   static Result<Tokenizer> load(std::string_view path);
 
   // As Model::tokenize.
-  Result<std::vector<int32_t>> tokenize(std::string_view text, bool add_special = true,
-                                        bool parse_special = false) const;
+  Result<std::vector<int32_t> > tokenize(std::string_view text, bool add_special = true,
+                                         bool parse_special = false) const;
   // As Model::detokenize (always valid UTF-8); skip_special leaves out special (control) tokens.
   // Ids outside 0 .. n_vocab()-1 add nothing.
   std::string detokenize(std::span<const int32_t> ids, bool skip_special = false) const;
@@ -1137,7 +1137,7 @@ Result<RenderedChat> render_chat_template(std::string_view model_path, std::stri
 // Token ids written as text, separated by commas and/or white space: "1,2,3", "1 2 3", or a JSON
 // array "[1, 2]". At least one id unless allow_empty; an item that is not a non-negative 32-bit
 // integer is an invalid_argument error naming it.
-Result<std::vector<int32_t>> parse_token_ids(std::string_view text, bool allow_empty = false);
+Result<std::vector<int32_t> > parse_token_ids(std::string_view text, bool allow_empty = false);
 
 // ---- model files, definitions and logits, without loading a model (what `llminfer info`,
 // `status` and `compare` print) ----
@@ -1170,9 +1170,9 @@ struct MetadataEntry {
 };
 
 struct InspectOptions {
-  bool metadata = false;          // fill ModelFileInfo::metadata
-  bool tensors = false;           // fill ModelFileInfo::tensors
-  uint64_t max_array_items = 8;   // metadata arrays longer than this are cut (0: never)
+  bool metadata = false;         // fill ModelFileInfo::metadata
+  bool tensors = false;          // fill ModelFileInfo::tensors
+  uint64_t max_array_items = 8;  // metadata arrays longer than this are cut (0: never)
 };
 
 // What a model file says about itself (inspect_model_file).
@@ -1185,15 +1185,15 @@ struct ModelFileInfo {
   uint64_t n_params = 0;
   uint64_t n_tensors = 0;
   uint64_t tensor_bytes = 0;
-  std::vector<std::pair<std::string, uint64_t>> tensor_types;  // (type, tensors of it), by type name
+  std::vector<std::pair<std::string, uint64_t> > tensor_types;  // (type, tensors of it), by type name
   int64_t n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, n_ff = 0, n_ctx_train = 0, head_dim = 0;
   double rope_freq_base = 0;
-  std::string tokenizer;      // the vocabulary's kind: "gpt2" (byte-level BPE), "llama", ... ("": none)
-  std::string tokenizer_pre;  // its pre-tokenizer: "llama-bpe", "qwen2", ... ("": none named)
-  int64_t n_vocab = 0;        // tokens in the vocabulary
-  int32_t bos = -1, eos = -1;  // -1: none
-  std::vector<int32_t> eos_ids;  // every end-of-sequence id the files name
-  bool chat_template = false;    // the model has its own
+  std::string tokenizer;                // the vocabulary's kind: "gpt2" (byte-level BPE), "llama", ... ("": none)
+  std::string tokenizer_pre;            // its pre-tokenizer: "llama-bpe", "qwen2", ... ("": none named)
+  int64_t n_vocab = 0;                  // tokens in the vocabulary
+  int32_t bos = -1, eos = -1;           // -1: none
+  std::vector<int32_t> eos_ids;         // every end-of-sequence id the files name
+  bool chat_template = false;           // the model has its own
   std::vector<MetadataEntry> metadata;  // with InspectOptions::metadata, in file order
   std::vector<TensorInfo> tensors;      // with InspectOptions::tensors, in file order
 };
@@ -1207,22 +1207,22 @@ Result<ModelFileInfo> inspect_model_file(std::string_view path, const InspectOpt
 // An architecture definition in effect (load_archdefs).
 struct ArchdefInfo {
   std::string name;
-  std::string origin;   // "builtin" or the file's path
-  std::string sha256;   // of `text`
+  std::string origin;  // "builtin" or the file's path
+  std::string sha256;  // of `text`
   int steps_per_layer = 0;
-  std::string text;     // exactly as read
+  std::string text;  // exactly as read
   // The conventions `text` does not declare (their defaults apply), as comment lines
   // ("# convention NAME = VALUE", after a heading line); "" when it declares them all.
   std::string default_conventions;
 };
 // A definition file that did not load (its architecture is unavailable: never a silent fallback).
 struct ArchdefFailure {
-  std::string name;   // the architecture, from the file's name
+  std::string name;  // the architecture, from the file's name
   std::string path;
   std::string error;  // file:line: what is wrong
 };
 struct Archdefs {
-  std::vector<ArchdefInfo> defs;       // sorted by name
+  std::vector<ArchdefInfo> defs;  // sorted by name
   std::vector<ArchdefFailure> failed;
 };
 // The architecture definitions a model loaded with LoadOptions::archdef_dir = `archdef_dir` would
@@ -1234,8 +1234,8 @@ Result<Archdefs> load_archdefs(std::string_view archdef_dir = {});
 struct KernelInfo {
   std::string simd;                 // compiled for: "avx512", "avx2", "neon", "scalar" or "dispatch"
   std::vector<std::string> levels;  // kernel levels compiled in, lowest first
-  std::string selected;  // the level a load with LoadOptions::kernels "" runs (see the manual); ""
-                         // when that load would fail, `error` saying why
+  std::string selected;             // the level a load with LoadOptions::kernels "" runs (see the manual); ""
+                                    // when that load would fail, `error` saying why
   Error error;
 };
 KernelInfo kernel_info();
@@ -1244,11 +1244,11 @@ KernelInfo kernel_info();
 struct LogitsComparison {
   int positions = 0;
   bool top1_match_all = true;
-  int top1_matches = 0;        // positions whose largest logit is the same token
-  double pearson_mean = 0;     // Pearson correlation over the whole vocabulary
+  int top1_matches = 0;     // positions whose largest logit is the same token
+  double pearson_mean = 0;  // Pearson correlation over the whole vocabulary
   double pearson_min = 1;
   double top10_overlap_mean = 0;  // tokens the two top-10 sets share
-  int first_divergence = -1;   // the first position whose top-1 differs (-1: none)
+  int first_divergence = -1;      // the first position whose top-1 differs (-1: none)
   // Largest |ours - reference| over every finite logit, and that divided by the reference's largest
   // |logit| (a wrong scale or shift shows here: top-1, Pearson and top-10 ignore it).
   double max_abs_diff = 0, max_rel_diff = 0;
@@ -1258,8 +1258,7 @@ struct LogitsComparison {
   int first_nonfinite_pos = -1, first_nonfinite_id = -1;
 };
 // `ours` and `reference`: [positions][n_vocab] each, the same size (else invalid_argument).
-Result<LogitsComparison> compare_logits(std::span<const float> ours, std::span<const float> reference,
-                                        int n_vocab);
+Result<LogitsComparison> compare_logits(std::span<const float> ours, std::span<const float> reference, int n_vocab);
 // Ids of the k largest logits of one position, largest first (ties: the lower id first, as
 // llama.cpp's sampler).
 std::vector<int32_t> top_k_ids(std::span<const float> logits, int k);
@@ -1348,23 +1347,23 @@ typedef enum llminfer_errc {
 
 /* Why a generation ended (llminfer::StopReason). */
 typedef enum llminfer_stop {
-  LLMINFER_STOP_EOS = 0,          /* end-of-generation token */
-  LLMINFER_STOP_STRING = 1,       /* a stop string appeared */
+  LLMINFER_STOP_EOS = 0,    /* end-of-generation token */
+  LLMINFER_STOP_STRING = 1, /* a stop string appeared */
   LLMINFER_STOP_MAX_TOKENS = 2,
-  LLMINFER_STOP_CANCELLED = 3,    /* the callback returned 0 */
+  LLMINFER_STOP_CANCELLED = 3, /* the callback returned 0 */
   LLMINFER_STOP_CONTEXT_FULL = 4,
-  LLMINFER_STOP_ERROR = 5         /* see llminfer_result.error_code / error_message */
+  LLMINFER_STOP_ERROR = 5 /* see llminfer_result.error_code / error_message */
 } llminfer_stop;
 
 /* llminfer_generate_options.seed: a fresh random seed (reported in the result). */
 #define LLMINFER_RANDOM_SEED UINT64_MAX
 
 typedef struct llminfer_load_options {
-  int threads;              /* 0: the hardware threads */
-  int context;              /* tokens per session; 0: min(trained context, 4096) */
-  int kv_f32;               /* nonzero: f32 KV cache (default f16) */
-  int batch;                /* sequences per shared decoding step; 0: 32, 1: no batching */
-  const char* archdef_dir;  /* a directory of <arch>.archdef files, or NULL */
+  int threads;             /* 0: the hardware threads */
+  int context;             /* tokens per session; 0: min(trained context, 4096) */
+  int kv_f32;              /* nonzero: f32 KV cache (default f16) */
+  int batch;               /* sequences per shared decoding step; 0: 32, 1: no batching */
+  const char* archdef_dir; /* a directory of <arch>.archdef files, or NULL */
   size_t archdef_dir_len;
 } llminfer_load_options;
 
@@ -1373,52 +1372,52 @@ typedef struct llminfer_load_options {
 typedef int (*llminfer_piece_fn)(const char* piece, size_t len, void* user_data);
 
 typedef struct llminfer_generate_options {
-  int max_tokens;           /* < 0: until end of generation, a stop string or a full context */
-  float temperature;        /* 0: greedy */
-  int top_k;                /* 0: off */
-  float top_p;              /* 1: off */
-  float min_p;              /* 0: off */
-  float repeat_penalty;     /* 1: off */
+  int max_tokens;       /* < 0: until end of generation, a stop string or a full context */
+  float temperature;    /* 0: greedy */
+  int top_k;            /* 0: off */
+  float top_p;          /* 1: off */
+  float min_p;          /* 0: off */
+  float repeat_penalty; /* 1: off */
   int repeat_last_n;
-  uint64_t seed;            /* same seed, same text; LLMINFER_RANDOM_SEED: fresh */
-  const char* const* stop;  /* n_stop stop strings, stop_lens[i] bytes each */
+  uint64_t seed;           /* same seed, same text; LLMINFER_RANDOM_SEED: fresh */
+  const char* const* stop; /* n_stop stop strings, stop_lens[i] bytes each */
   const size_t* stop_lens;
   size_t n_stop;
-  int parse_special;        /* llminfer_generate: special-token text becomes control tokens */
-  int chat;                 /* llminfer_generate: the prompt is a user message in the chat template */
-  const char* system;       /* with chat: a system message, or NULL */
+  int parse_special;  /* llminfer_generate: special-token text becomes control tokens */
+  int chat;           /* llminfer_generate: the prompt is a user message in the chat template */
+  const char* system; /* with chat: a system message, or NULL */
   size_t system_len;
-  llminfer_piece_fn on_piece;  /* or NULL */
-  void* user_data;             /* passed to on_piece */
+  llminfer_piece_fn on_piece; /* or NULL */
+  void* user_data;            /* passed to on_piece */
   /* Structured output (the manual's "Structured output"); NULL / 0: none. A malformed or
      impossible constraint is LLMINFER_E_INVALID_ARGUMENT naming line and column. */
-  const char* grammar;      /* GBNF text (llama.cpp's syntax, rule root) */
+  const char* grammar; /* GBNF text (llama.cpp's syntax, rule root) */
   size_t grammar_len;
-  const char* json_schema;  /* a JSON Schema (text): the output is JSON valid under it; not with grammar */
+  const char* json_schema; /* a JSON Schema (text): the output is JSON valid under it; not with grammar */
   size_t json_schema_len;
   const int32_t* logit_bias_ids;  /* n_logit_bias token ids, and the bias added to each one's logit */
   const float* logit_bias_values; /* (-INFINITY bans) */
   size_t n_logit_bias;
-  const int32_t* banned_tokens;   /* token ids never sampled */
+  const int32_t* banned_tokens; /* token ids never sampled */
   size_t n_banned_tokens;
 } llminfer_generate_options;
 
 /* A generation's result (allocated by the library; llminfer_result_free). */
 typedef struct llminfer_result {
-  char* text;               /* the generated text, UTF-8, NUL-terminated */
+  char* text; /* the generated text, UTF-8, NUL-terminated */
   size_t text_len;
-  int32_t* tokens;          /* generated ids */
+  int32_t* tokens; /* generated ids */
   size_t n_tokens;
-  int stop;                 /* llminfer_stop */
-  int prompt_tokens;        /* tokens of the prompt */
+  int stop;          /* llminfer_stop */
+  int prompt_tokens; /* tokens of the prompt */
   int prompt_tokens_evaluated;
   int prompt_tokens_reused; /* already in the session's cache */
   uint64_t seed;            /* the seed used */
   double prefill_ms, prefill_tps, decode_ms, decode_tps, ttft_ms;
-  int error_code;           /* with LLMINFER_STOP_ERROR (or a prompt that does not fit): why */
-  char* error_message;      /* NUL-terminated; empty when error_code is LLMINFER_OK */
+  int error_code;      /* with LLMINFER_STOP_ERROR (or a prompt that does not fit): why */
+  char* error_message; /* NUL-terminated; empty when error_code is LLMINFER_OK */
   size_t error_message_len;
-  double constraint_ms;     /* of the decoding time, structured output (masks, the grammar) */
+  double constraint_ms; /* of the decoding time, structured output (masks, the grammar) */
 } llminfer_result;
 
 LLMINFER_C_API const char* llminfer_version(void);
@@ -1474,8 +1473,8 @@ LLMINFER_C_API void llminfer_string_free(char* text);
 /* The GBNF grammar a JSON Schema compiles to (json_schema in llminfer_generate_options uses it), to
    inspect or edit it; free *gbnf with llminfer_string_free. An unsupported keyword is
    LLMINFER_E_INVALID_ARGUMENT naming it. */
-LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* schema, size_t schema_len, char** gbnf,
-                                                   size_t* gbnf_len, llminfer_error** err);
+LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* schema, size_t schema_len, char** gbnf, size_t* gbnf_len,
+                                                   llminfer_error** err);
 
 #ifdef __cplusplus
 }
@@ -1537,8 +1536,8 @@ LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* schema, size_t sc
 #ifndef NOMINMAX
 #define NOMINMAX
 #endif
-#include <windows.h>
 #include <psapi.h>
+#include <windows.h>
 #if defined(_MSC_VER)
 #include <intrin.h>
 #endif
@@ -1639,15 +1638,16 @@ inline namespace v0_1 {
 LLMI_API_DEF const char* describe(Errc code) noexcept {
   switch (code) {
 #define LLMINFER_X(name, text) \
-  case Errc::name:             \
-    return text;
+  case Errc::name: return text;
     LLMINFER_ERRC_LIST(LLMINFER_X)
 #undef LLMINFER_X
   }
   return "unknown error";
 }
 
-LLMI_API_DEF const char* version() noexcept { return LLMINFER_VERSION_STRING; }
+LLMI_API_DEF const char* version() noexcept {
+  return LLMINFER_VERSION_STRING;
+}
 
 namespace detail {
 
@@ -1657,7 +1657,8 @@ __attribute__((format(gnu_printf, 1, 2)))  // MinGW's own printf (C99 %zu, %lld)
 #elif defined(__GNUC__)
 __attribute__((format(printf, 1, 2)))
 #endif
-inline std::string strf(const char* fmt, ...) {
+inline std::string
+strf(const char* fmt, ...) {
   char buf[512];
   va_list ap;
   va_start(ap, fmt);
@@ -1672,7 +1673,9 @@ inline std::string strf(const char* fmt, ...) {
   return out;
 }
 
-inline Error make_error(Errc code, std::string message) { return Error{code, std::move(message)}; }
+inline Error make_error(Errc code, std::string message) {
+  return Error{code, std::move(message)};
+}
 
 // Human-readable byte count: "512 B", "1.5 KiB", "2 MiB".
 inline std::string human_bytes(uint64_t n) {
@@ -1743,18 +1746,30 @@ inline bool portable_mul_overflow(T a, T b, T* out) {
 }
 #if defined(__GNUC__) || defined(__clang__)
 template <class T>
-inline bool add_overflow(T a, T b, T* out) { return __builtin_add_overflow(a, b, out); }
+inline bool add_overflow(T a, T b, T* out) {
+  return __builtin_add_overflow(a, b, out);
+}
 template <class T>
-inline bool sub_overflow(T a, T b, T* out) { return __builtin_sub_overflow(a, b, out); }
+inline bool sub_overflow(T a, T b, T* out) {
+  return __builtin_sub_overflow(a, b, out);
+}
 template <class T>
-inline bool mul_overflow(T a, T b, T* out) { return __builtin_mul_overflow(a, b, out); }
+inline bool mul_overflow(T a, T b, T* out) {
+  return __builtin_mul_overflow(a, b, out);
+}
 #else
 template <class T>
-inline bool add_overflow(T a, T b, T* out) { return portable_add_overflow(a, b, out); }
+inline bool add_overflow(T a, T b, T* out) {
+  return portable_add_overflow(a, b, out);
+}
 template <class T>
-inline bool sub_overflow(T a, T b, T* out) { return portable_sub_overflow(a, b, out); }
+inline bool sub_overflow(T a, T b, T* out) {
+  return portable_sub_overflow(a, b, out);
+}
 template <class T>
-inline bool mul_overflow(T a, T b, T* out) { return portable_mul_overflow(a, b, out); }
+inline bool mul_overflow(T a, T b, T* out) {
+  return portable_mul_overflow(a, b, out);
+}
 #endif
 
 // ---- UTF-8 ----
@@ -1802,8 +1817,8 @@ inline uint32_t utf8_next(std::string_view s, size_t& i) {
     case 2: c = (uint32_t(p[i] & 0x1F) << 6) | (p[i + 1] & 0x3F); break;
     case 3: c = (uint32_t(p[i] & 0x0F) << 12) | (uint32_t(p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F); break;
     case 4:
-      c = (uint32_t(p[i] & 0x07) << 18) | (uint32_t(p[i + 1] & 0x3F) << 12) |
-          (uint32_t(p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F);
+      c = (uint32_t(p[i] & 0x07) << 18) | (uint32_t(p[i + 1] & 0x3F) << 12) | (uint32_t(p[i + 2] & 0x3F) << 6) |
+          (p[i + 3] & 0x3F);
       break;
     default: i += 1; return 0xFFFD;
   }
@@ -1902,8 +1917,8 @@ class MappedFile {
       return make_error(Errc::out_of_memory, m.path_ + ": too large to copy into this process");
     m.owned_ = std::malloc(static_cast<size_t>(size));
     if (!m.owned_)
-      return make_error(Errc::out_of_memory, strf("%s: cannot allocate %s to copy it", m.path_.c_str(),
-                                                 human_bytes(size).c_str()));
+      return make_error(Errc::out_of_memory,
+                        strf("%s: cannot allocate %s to copy it", m.path_.c_str(), human_bytes(size).c_str()));
     std::memcpy(m.owned_, data, static_cast<size_t>(size));
     m.data_ = static_cast<const uint8_t*>(m.owned_);
     m.size_ = size;
@@ -2119,7 +2134,7 @@ inline Result<int> open_regular_file(const std::string& path, uint64_t& size) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return make_error(Errc::io, path + (S_ISFIFO(st.st_mode) ? ": is a pipe (FIFO), not a regular file"
+    return make_error(Errc::io, path + (S_ISFIFO(st.st_mode)  ? ": is a pipe (FIFO), not a regular file"
                                         : S_ISDIR(st.st_mode) ? ": is a directory, not a regular file"
                                                               : ": not a regular file"));
   }
@@ -2153,10 +2168,10 @@ inline Result<MappedFile> MappedFile::read(const std::string& path) {
     if (n <= 0) {
       int e = n < 0 ? errno : 0;
       ::close(*fd);
-      return make_error(Errc::io, e ? strf("%s: cannot read: %s", path.c_str(), std::strerror(e))
-                                    : strf("%s: the file ended after %llu of %llu bytes (it changed while it was read)",
-                                           path.c_str(), static_cast<unsigned long long>(got),
-                                           static_cast<unsigned long long>(size)));
+      return make_error(
+          Errc::io, e ? strf("%s: cannot read: %s", path.c_str(), std::strerror(e))
+                      : strf("%s: the file ended after %llu of %llu bytes (it changed while it was read)", path.c_str(),
+                             static_cast<unsigned long long>(got), static_cast<unsigned long long>(size)));
     }
     got += static_cast<uint64_t>(n);
   }
@@ -2203,8 +2218,7 @@ inline void MappedFile::release(uint64_t offset, uint64_t bytes) const {
   uint64_t p = static_cast<uint64_t>(page);
   uint64_t begin = (offset + p - 1) / p * p;
   uint64_t end = std::min(offset + bytes, size_) / p * p;
-  if (end > begin)
-    madvise(const_cast<uint8_t*>(data_) + begin, static_cast<size_t>(end - begin), MADV_DONTNEED);
+  if (end > begin) madvise(const_cast<uint8_t*>(data_) + begin, static_cast<size_t>(end - begin), MADV_DONTNEED);
 }
 
 inline bool is_directory(const std::string& path) {
@@ -2287,11 +2301,11 @@ constexpr const char* simd_compiled() {
 
 // What the CPU (and OS) offers, as raw cpuid words. Tests replace cpu_query to fake a CPU.
 struct CpuInfo {
-  uint32_t l1_ecx = 0, l1_edx = 0;            // leaf 1
+  uint32_t l1_ecx = 0, l1_edx = 0;              // leaf 1
   uint32_t l7_ebx = 0, l7_ecx = 0, l7_edx = 0;  // leaf 7, sub-leaf 0
-  uint32_t l7s1_eax = 0;                       // leaf 7, sub-leaf 1
-  uint32_t e1_ecx = 0;                         // leaf 0x80000001
-  uint64_t xcr0 = 0;                           // OS-enabled register state (xgetbv)
+  uint32_t l7s1_eax = 0;                        // leaf 7, sub-leaf 1
+  uint32_t e1_ecx = 0;                          // leaf 0x80000001
+  uint64_t xcr0 = 0;                            // OS-enabled register state (xgetbv)
 };
 
 // (A dispatch build asks the CPU which kernel level it runs even with LLMINFER_NO_CPU_CHECK.)
@@ -2303,7 +2317,9 @@ inline void llmi_cpuid(int leaf, int sub, unsigned r[4]) {
   __cpuidex(regs, leaf, sub);
   for (int i = 0; i < 4; i++) r[i] = static_cast<unsigned>(regs[i]);
 }
-inline uint64_t llmi_xgetbv() { return _xgetbv(0); }
+inline uint64_t llmi_xgetbv() {
+  return _xgetbv(0);
+}
 #else
 inline void llmi_cpuid(int leaf, int sub, unsigned r[4]) {
   __asm__ __volatile__("cpuid" : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3]) : "a"(leaf), "c"(sub));
@@ -2480,7 +2496,9 @@ inline std::string cpu_missing_features() {
 }
 #elif defined(__aarch64__) && defined(__linux__) && !defined(LLMINFER_NO_CPU_CHECK)
 inline CpuInfo (*cpu_query)() = nullptr;
-inline bool cpu_has_kernel_level(int level) { return level == 0; }
+inline bool cpu_has_kernel_level(int level) {
+  return level == 0;
+}
 inline std::string cpu_missing_features() {
   std::string missing;
 #if defined(__ARM_FEATURE_DOTPROD)
@@ -2490,8 +2508,12 @@ inline std::string cpu_missing_features() {
 }
 #else
 inline CpuInfo (*cpu_query)() = nullptr;
-inline bool cpu_has_kernel_level(int level) { return level == 0; }
-inline std::string cpu_missing_features() { return std::string(); }
+inline bool cpu_has_kernel_level(int level) {
+  return level == 0;
+}
+inline std::string cpu_missing_features() {
+  return std::string();
+}
 #endif
 
 inline Result<void> check_cpu() {
@@ -2502,10 +2524,9 @@ inline Result<void> check_cpu() {
 #else
   const char* hint = "`make LLMINFER_SIMD=avx2` or `LLMINFER_SIMD=scalar`";
 #endif
-  return make_error(Errc::cpu_unsupported,
-                    strf("this program was built for %s, but this CPU (or OS) lacks %s; rebuild "
-                         "with a lower target, e.g. %s",
-                         simd_compiled(), missing.c_str(), hint));
+  return make_error(Errc::cpu_unsupported, strf("this program was built for %s, but this CPU (or OS) lacks %s; rebuild "
+                                                "with a lower target, e.g. %s",
+                                                simd_compiled(), missing.c_str(), hint));
 }
 
 }  // namespace detail
@@ -2532,9 +2553,9 @@ struct Json {
   bool is_int = false;  // number: an integer that fits in int64 (then `i` is exact)
   int64_t i = 0;
   double num = 0;
-  std::string str;                                    // string value, or a number's literal text
-  std::vector<Json> items;                            // array
-  std::vector<JsonMember> members;                    // object, in file order (.first key, .second value)
+  std::string str;                  // string value, or a number's literal text
+  std::vector<Json> items;          // array
+  std::vector<JsonMember> members;  // object, in file order (.first key, .second value)
 
   // Declared here, defaulted after JsonMember: clang with libstdc++ otherwise checks the member
   // type while Json is still incomplete when a Json is copied or destroyed.
@@ -2645,12 +2666,11 @@ class JsonParser {
         col++;
       }
     }
-    return strf("%.*s: invalid JSON at line %zu, column %zu: %s", static_cast<int>(what_.size()),
-                what_.data(), line, col, err_.c_str());
+    return strf("%.*s: invalid JSON at line %zu, column %zu: %s", static_cast<int>(what_.size()), what_.data(), line,
+                col, err_.c_str());
   }
   void skip_ws() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
-      pos_++;
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) pos_++;
   }
   bool literal(std::string_view word) {
     if (s_.substr(pos_, word.size()) != word) return fail("invalid literal");
@@ -2664,9 +2684,7 @@ class JsonParser {
     switch (c) {
       case '{': return object(out, depth);
       case '[': return array(out, depth);
-      case '"':
-        out.type = Json::Type::string;
-        return string(out.str);
+      case '"': out.type = Json::Type::string; return string(out.str);
       case 't':
         out.type = Json::Type::boolean;
         out.boolean = true;
@@ -2675,9 +2693,7 @@ class JsonParser {
         out.type = Json::Type::boolean;
         out.boolean = false;
         return literal("false");
-      case 'n':
-        out.type = Json::Type::null;
-        return literal("null");
+      case 'n': out.type = Json::Type::null; return literal("null");
       default:
         if (c == '-' || (c >= '0' && c <= '9')) return number(out);
         return fail("unexpected character");
@@ -2746,10 +2762,14 @@ class JsonParser {
     for (int k = 0; k < 4; k++) {
       char h = s_[pos_++];
       v <<= 4;
-      if (h >= '0' && h <= '9') v |= static_cast<uint32_t>(h - '0');
-      else if (h >= 'a' && h <= 'f') v |= static_cast<uint32_t>(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') v |= static_cast<uint32_t>(h - 'A' + 10);
-      else return fail("invalid \\u escape");
+      if (h >= '0' && h <= '9')
+        v |= static_cast<uint32_t>(h - '0');
+      else if (h >= 'a' && h <= 'f')
+        v |= static_cast<uint32_t>(h - 'a' + 10);
+      else if (h >= 'A' && h <= 'F')
+        v |= static_cast<uint32_t>(h - 'A' + 10);
+      else
+        return fail("invalid \\u escape");
     }
     return true;
   }
@@ -2895,8 +2915,10 @@ inline std::string json_quote(std::string_view s) {
         case '\b': out += "\\b"; break;
         case '\f': out += "\\f"; break;
         default:
-          if (c < 0x20 || c == 0x7F) out += strf("\\u%04x", c);
-          else out += static_cast<char>(c);
+          if (c < 0x20 || c == 0x7F)
+            out += strf("\\u%04x", c);
+          else
+            out += static_cast<char>(c);
       }
       i++;
       continue;
@@ -2984,7 +3006,7 @@ enum class DType : uint16_t {
 #define LLMI_X(e, id, name, block, bytes, k, act) e = id,
   LLMI_DTYPES(LLMI_X)
 #undef LLMI_X
-  invalid = 0xFFFF,
+      invalid = 0xFFFF,
 };
 
 // The form of the input a weight type's row product takes: f32 as it is, or quantized once per
@@ -3008,7 +3030,8 @@ inline constexpr DTypeTraits kDTypeTraits[] = {
 // id -> 1 + its row in kDTypeTraits (0: not a type).
 inline constexpr auto kDTypeRow = [] {
   std::array<uint8_t, 212> row{};
-  for (size_t i = 0; i < std::size(kDTypeTraits); i++) row[static_cast<size_t>(kDTypeTraits[i].type)] = static_cast<uint8_t>(i + 1);
+  for (size_t i = 0; i < std::size(kDTypeTraits); i++)
+    row[static_cast<size_t>(kDTypeTraits[i].type)] = static_cast<uint8_t>(i + 1);
   return row;
 }();
 
@@ -3046,7 +3069,8 @@ using TypeTag = std::integral_constant<DType, T>;
 template <class F>
 inline decltype(auto) visit_weight_type(DType t, F&& f) {
 #define LLMI_VISIT_1(e) \
-  case DType::e: return f(TypeTag<DType::e>{});
+  case DType::e:        \
+    return f(TypeTag<DType::e>{});
 #define LLMI_VISIT_0(e)
 #define LLMI_X(e, id, name, block, bytes, k, act) LLMI_VISIT_##k(e)
   switch (t) {
@@ -3099,8 +3123,8 @@ inline uint16_t f32_to_fp16(float f) {
   uint32_t ax = x & 0x7FFFFFFF;
   if (ax >= 0x7F800000) return static_cast<uint16_t>(sign | 0x7C00 | (ax > 0x7F800000 ? 0x200 : 0));
   if (ax >= 0x477FF000) return static_cast<uint16_t>(sign | 0x7C00);  // rounds to infinity
-  if (ax < 0x38800000) {                                               // subnormal or zero in fp16
-    if (ax < 0x33000000) return static_cast<uint16_t>(sign);           // rounds to zero
+  if (ax < 0x38800000) {                                              // subnormal or zero in fp16
+    if (ax < 0x33000000) return static_cast<uint16_t>(sign);          // rounds to zero
     // value = M * 2^(e-150) with M the 24-bit significand; in units of 2^-24: M >> (126 - e)
     uint32_t e = ax >> 23, m = (ax & 0x7FFFFF) | 0x800000;
     uint32_t shift = 126 - e;  // 14..24
@@ -3171,8 +3195,19 @@ inline namespace v0_1 {
 namespace detail {
 
 enum class GgufType : uint32_t {
-  u8 = 0, i8 = 1, u16 = 2, i16 = 3, u32 = 4, i32 = 5, f32 = 6, boolean = 7,
-  string = 8, array = 9, u64 = 10, i64 = 11, f64 = 12,
+  u8 = 0,
+  i8 = 1,
+  u16 = 2,
+  i16 = 3,
+  u32 = 4,
+  i32 = 5,
+  f32 = 6,
+  boolean = 7,
+  string = 8,
+  array = 9,
+  u64 = 10,
+  i64 = 11,
+  f64 = 12,
 };
 
 inline const char* gguf_type_name(GgufType t) {
@@ -3185,10 +3220,17 @@ inline const char* gguf_type_name(GgufType t) {
 // Size of a fixed-size scalar type, 0 for string/array/invalid.
 inline uint32_t gguf_scalar_size(GgufType t) {
   switch (t) {
-    case GgufType::u8: case GgufType::i8: case GgufType::boolean: return 1;
-    case GgufType::u16: case GgufType::i16: return 2;
-    case GgufType::u32: case GgufType::i32: case GgufType::f32: return 4;
-    case GgufType::u64: case GgufType::i64: case GgufType::f64: return 8;
+    case GgufType::u8:
+    case GgufType::i8:
+    case GgufType::boolean: return 1;
+    case GgufType::u16:
+    case GgufType::i16: return 2;
+    case GgufType::u32:
+    case GgufType::i32:
+    case GgufType::f32: return 4;
+    case GgufType::u64:
+    case GgufType::i64:
+    case GgufType::f64: return 8;
     default: return 0;
   }
 }
@@ -3235,7 +3277,8 @@ struct GgufValue {
     switch (t) {
       case GgufType::u64: return static_cast<int64_t>(std::min<uint64_t>(rd_u64(q), INT64_MAX));
       case GgufType::i64: return static_cast<int64_t>(rd_u64(q));
-      case GgufType::f32: case GgufType::f64: {
+      case GgufType::f32:
+      case GgufType::f64: {
         double d = number_at(t, q);
         return std::isfinite(d) && std::fabs(d) < 9.2e18 ? static_cast<int64_t>(d) : 0;
       }
@@ -3257,7 +3300,7 @@ struct GgufKV {
 
 struct GgufTensorInfo {
   std::string_view name;
-  uint32_t n_dims = 0;  // 0..4 (0: a scalar, as ggml allows)
+  uint32_t n_dims = 0;           // 0..4 (0: a scalar, as ggml allows)
   int64_t ne[4] = {1, 1, 1, 1};  // ne[0] is the innermost (row) dimension
   DType type = DType::f32;
   uint64_t offset = 0;  // from the start of the data section
@@ -3306,9 +3349,10 @@ class GgufReader {
       return err(strf("the header declares %llu metadata entries, more than LLMINFER_MAX_METADATA (%llu)", ull(n_kv),
                       ull(LLMINFER_MAX_METADATA)));
     if (n_tensors * 25 + n_kv * 14 > remaining())
-      return err(strf("the header declares %llu tensors and %llu metadata entries, but only %llu bytes follow "
-                      "(a truncated file or a corrupt count)",
-                      ull(n_tensors), ull(n_kv), ull(remaining())));
+      return err(
+          strf("the header declares %llu tensors and %llu metadata entries, but only %llu bytes follow "
+               "(a truncated file or a corrupt count)",
+               ull(n_tensors), ull(n_kv), ull(remaining())));
 
     // ---- metadata ----
     // Containers grow with what was actually read, never with a count the file merely claims.
@@ -3367,14 +3411,16 @@ class GgufReader {
         nel *= e;
       }
       if (over)
-        return err(strf("%s: dimensions [%lld, %lld, %lld, %lld] overflow", where_.c_str(), static_cast<long long>(ti.ne[0]),
-                        static_cast<long long>(ti.ne[1]), static_cast<long long>(ti.ne[2]),
-                        static_cast<long long>(ti.ne[3])));
+        return err(strf("%s: dimensions [%lld, %lld, %lld, %lld] overflow", where_.c_str(),
+                        static_cast<long long>(ti.ne[0]), static_cast<long long>(ti.ne[1]),
+                        static_cast<long long>(ti.ne[2]), static_cast<long long>(ti.ne[3])));
       uint32_t type = 0;
       if (!u32(type, "type")) return error_;
       ti.type = static_cast<DType>(type);
       const DTypeTraits* tr = type < 200 ? dtype_traits(ti.type) : nullptr;
-      if (!tr) return err(strf("%s has ggml type id %u, which is not a tensor type (unknown or removed)", where_.c_str(), type));
+      if (!tr)
+        return err(
+            strf("%s has ggml type id %u, which is not a tensor type (unknown or removed)", where_.c_str(), type));
       if (static_cast<uint64_t>(ti.ne[0]) % tr->block != 0)
         return err(strf("%s: row length %lld is not a multiple of the %s block size %u", where_.c_str(),
                         static_cast<long long>(ti.ne[0]), tr->name, tr->block));
@@ -3399,16 +3445,16 @@ class GgufReader {
                         ull(t.offset), ull(f.alignment)));
       uint64_t end = 0, abs = 0;
       if (add_overflows(t.offset, t.nbytes, &end) || end > avail) {
-        std::string at = add_overflows(f.data_offset, t.offset, &abs)
-                             ? strf("data section + %llu", ull(t.offset))
-                             : strf("%llu", ull(abs));
+        std::string at = add_overflows(f.data_offset, t.offset, &abs) ? strf("data section + %llu", ull(t.offset))
+                                                                      : strf("%llu", ull(abs));
         return err(strf("tensor '%s' data [offset %s, size %s] runs past the end of the file (%s)",
                         printable(t.name).c_str(), at.c_str(), human_bytes(t.nbytes).c_str(), human_bytes(n_).c_str()));
       }
     }
     std::vector<size_t> order(f.tensors.size());
     for (size_t k = 0; k < order.size(); k++) order[k] = k;
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return f.tensors[a].offset < f.tensors[b].offset; });
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return f.tensors[a].offset < f.tensors[b].offset; });
     for (size_t k = 1; k < order.size(); k++) {
       const auto& a = f.tensors[order[k - 1]];
       const auto& b = f.tensors[order[k]];
@@ -3571,9 +3617,9 @@ struct StFile {
 
 inline DType safetensors_dtype(std::string_view s) {
   static const std::pair<const char*, DType> table[] = {
-      {"F32", DType::f32},   {"F16", DType::f16},         {"BF16", DType::bf16},       {"F64", DType::f64},
-      {"I8", DType::i8},     {"I16", DType::i16},         {"I32", DType::i32},         {"I64", DType::i64},
-      {"U8", DType::u8},     {"U16", DType::u16},         {"U32", DType::u32},         {"U64", DType::u64},
+      {"F32", DType::f32},      {"F16", DType::f16},         {"BF16", DType::bf16},       {"F64", DType::f64},
+      {"I8", DType::i8},        {"I16", DType::i16},         {"I32", DType::i32},         {"I64", DType::i64},
+      {"U8", DType::u8},        {"U16", DType::u16},         {"U32", DType::u32},         {"U64", DType::u64},
       {"BOOL", DType::boolean}, {"F8_E4M3", DType::f8_e4m3}, {"F8_E5M2", DType::f8_e5m2},
   };
   for (const auto& e : table)
@@ -3587,7 +3633,8 @@ constexpr uint64_t kSafetensorsMaxHeader = 100ull << 20;
 // Parses a safetensors image of `size` bytes at `d`; `name` is used in messages.
 inline Result<StFile> safetensors_parse(const uint8_t* d, uint64_t size, const std::string& name) {
   auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, name + ": " + what); };
-  if (size < 8) return bad(strf("too small to be a safetensors file (%llu bytes)", static_cast<unsigned long long>(size)));
+  if (size < 8)
+    return bad(strf("too small to be a safetensors file (%llu bytes)", static_cast<unsigned long long>(size)));
   uint64_t hlen = rd_u64(d);
   if (hlen > kSafetensorsMaxHeader)
     return bad(strf("header length %llu is larger than the 100 MiB limit", static_cast<unsigned long long>(hlen)));
@@ -3595,7 +3642,8 @@ inline Result<StFile> safetensors_parse(const uint8_t* d, uint64_t size, const s
     return bad(strf("header length %llu runs past the end of the file (%s)", static_cast<unsigned long long>(hlen),
                     human_bytes(size).c_str()));
   if (hlen < 2 || d[8] != '{') return bad("the header is not a JSON object");
-  auto header = json_parse(std::string_view(reinterpret_cast<const char*>(d + 8), static_cast<size_t>(hlen)), name + " header");
+  auto header =
+      json_parse(std::string_view(reinterpret_cast<const char*>(d + 8), static_cast<size_t>(hlen)), name + " header");
   if (!header) return header.error();
   const Json& h = *header;
   if (!h.is_object()) return bad("the header is not a JSON object");
@@ -3621,14 +3669,17 @@ inline Result<StFile> safetensors_parse(const uint8_t* d, uint64_t size, const s
     StTensor t;
     t.name = key;
     t.type = safetensors_dtype(dt.str);
-    if (t.type == DType::invalid) return bad(strf("tensor '%s': unknown dtype '%s'", tn.c_str(), printable(dt.str).c_str()));
+    if (t.type == DType::invalid)
+      return bad(strf("tensor '%s': unknown dtype '%s'", tn.c_str(), printable(dt.str).c_str()));
     if (!shape.is_array()) return bad(strf("tensor '%s': missing shape", tn.c_str()));
-    if (shape.items.size() > 8) return bad(strf("tensor '%s': %zu dimensions (at most 8)", tn.c_str(), shape.items.size()));
+    if (shape.items.size() > 8)
+      return bad(strf("tensor '%s': %zu dimensions (at most 8)", tn.c_str(), shape.items.size()));
     // The product of the dimensions, zeros counted as 1, must fit in int64 (so that every partial
     // product does, whatever the order and even with a 0 dimension).
     uint64_t nel = 1, bound = 1;
     for (const auto& s : shape.items) {
-      if (!s.is_number() || !s.is_int || s.i < 0) return bad(strf("tensor '%s': shape holds a non-integer or negative value", tn.c_str()));
+      if (!s.is_number() || !s.is_int || s.i < 0)
+        return bad(strf("tensor '%s': shape holds a non-integer or negative value", tn.c_str()));
       if (mul_overflows(bound, std::max<uint64_t>(static_cast<uint64_t>(s.i), 1), &bound) ||
           bound > static_cast<uint64_t>(INT64_MAX))
         return bad(strf("tensor '%s': shape overflows", tn.c_str()));
@@ -3645,7 +3696,8 @@ inline Result<StFile> safetensors_parse(const uint8_t* d, uint64_t size, const s
                       static_cast<unsigned long long>(e - b), static_cast<unsigned long long>(want)));
     if (e > avail)
       return bad(strf("tensor '%s' data [offset %llu, size %s] runs past the end of the file (%s)", tn.c_str(),
-                      static_cast<unsigned long long>(data_start + b), human_bytes(e - b).c_str(), human_bytes(size).c_str()));
+                      static_cast<unsigned long long>(data_start + b), human_bytes(e - b).c_str(),
+                      human_bytes(size).c_str()));
     t.data = d + data_start + b;
     t.nbytes = e - b;
     t.file_offset = data_start + b;
@@ -3658,7 +3710,8 @@ inline Result<StFile> safetensors_parse(const uint8_t* d, uint64_t size, const s
   for (size_t k = 1; k < order.size(); k++)
     if (out.tensors[order[k]].name == out.tensors[order[k - 1]].name)
       return bad(strf("tensor '%s' is listed twice", printable(out.tensors[order[k]].name).c_str()));
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return out.tensors[a].file_offset < out.tensors[b].file_offset; });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return out.tensors[a].file_offset < out.tensors[b].file_offset; });
   for (size_t k = 1; k < order.size(); k++) {
     const auto& a = out.tensors[order[k - 1]];
     const auto& b = out.tensors[order[k]];
@@ -3740,7 +3793,7 @@ struct VocabData {
   std::string pre;    // GGUF tokenizer.ggml.pre: "llama-bpe", "qwen2", "smollm", "default", ...
   std::vector<std::string> tokens;
   std::vector<float> scores;
-  std::vector<int32_t> types;  // 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
+  std::vector<int32_t> types;       // 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
   std::vector<std::string> merges;  // "left right"
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, pad = -1, sep = -1;
   // Every end-of-sequence id the files name: GGUF eos/eot/eom; Hugging Face generation_config.json's
@@ -3767,14 +3820,14 @@ struct ModelDesc {
   std::string path;  // as given
   // set by every loader; the default is what a description built from JSON side files (tests) wants
   FileFormat format = FileFormat::safetensors;
-  std::string arch;    // architecture name (selects the architecture definition)
-  std::string name;    // general.name / model directory name
+  std::string arch;  // architecture name (selects the architecture definition)
+  std::string name;  // general.name / model directory name
   uint64_t file_bytes = 0;
   std::vector<std::shared_ptr<MappedFile>> files;
-  std::optional<GgufFile> gguf;  // GGUF: all metadata (views into files[0])
+  std::optional<GgufFile> gguf;                                      // GGUF: all metadata (views into files[0])
   Json config, tokenizer_json, tokenizer_config, generation_config;  // safetensors directories
-  std::vector<std::pair<std::string, std::string>> st_metadata;     // safetensors __metadata__
-  std::map<std::string, MetaValue, std::less<>> meta;  // scalar metadata under GGUF keys
+  std::vector<std::pair<std::string, std::string>> st_metadata;      // safetensors __metadata__
+  std::map<std::string, MetaValue, std::less<>> meta;                // scalar metadata under GGUF keys
   // numeric and boolean arrays under "{arch}." keys (per-layer values: sliding_window_pattern,
   // head counts, ...); tokenizer arrays stay in `gguf`
   std::map<std::string, std::vector<double>, std::less<>> meta_arrays;
@@ -3950,17 +4003,16 @@ inline Result<void> desc_from_gguf(ModelDesc& m, const uint8_t* base, const std:
 
 // ---- Hugging Face config.json -> GGUF keys and names ----
 struct HfArchInfo {
-  const char* model_type;  // config.json "model_type"
-  const char* arch;        // our architecture name
-  bool norm_plus_one;      // norms are stored as w - 1 (gemma): GGUF stores w
+  const char* model_type;       // config.json "model_type"
+  const char* arch;             // our architecture name
+  bool norm_plus_one;           // norms are stored as w - 1 (gemma): GGUF stores w
   bool post_attn_is_post_norm;  // "post_attention_layernorm" is a post-norm, not the FFN pre-norm
 };
 
 inline const HfArchInfo* hf_arch_info(std::string_view model_type) {
   static const HfArchInfo table[] = {
-      {"llama", "llama", false, false},     {"mistral", "llama", false, false},
-      {"qwen2", "qwen2", false, false},     {"qwen3", "qwen3", false, false},
-      {"gemma3_text", "gemma3", true, true}, {"gemma3", "gemma3", true, true},
+      {"llama", "llama", false, false},         {"mistral", "llama", false, false},    {"qwen2", "qwen2", false, false},
+      {"qwen3", "qwen3", false, false},         {"gemma3_text", "gemma3", true, true}, {"gemma3", "gemma3", true, true},
       {"gemma3n_text", "gemma3n", false, true}, {"gemma3n", "gemma3n", false, true},
   };
   for (const auto& e : table)
@@ -3991,18 +4043,29 @@ inline std::string hf_tensor_name(std::string_view n, const HfArchInfo& info) {
   std::string_view layer = n.substr(7, dot - 7), rest = n.substr(dot + 1);
   if (layer.empty() || layer.find_first_not_of("0123456789") != std::string_view::npos) return std::string();
   static const std::pair<const char*, const char*> map[] = {
-      {"input_layernorm", "attn_norm"},     {"self_attn.q_proj", "attn_q"},
-      {"self_attn.k_proj", "attn_k"},       {"self_attn.v_proj", "attn_v"},
-      {"self_attn.o_proj", "attn_output"},  {"self_attn.q_norm", "attn_q_norm"},
-      {"self_attn.k_norm", "attn_k_norm"},  {"mlp.gate_proj", "ffn_gate"},
-      {"mlp.up_proj", "ffn_up"},            {"mlp.down_proj", "ffn_down"},
-      {"pre_feedforward_layernorm", "ffn_norm"}, {"post_feedforward_layernorm", "post_ffw_norm"},
+      {"input_layernorm", "attn_norm"},
+      {"self_attn.q_proj", "attn_q"},
+      {"self_attn.k_proj", "attn_k"},
+      {"self_attn.v_proj", "attn_v"},
+      {"self_attn.o_proj", "attn_output"},
+      {"self_attn.q_norm", "attn_q_norm"},
+      {"self_attn.k_norm", "attn_k_norm"},
+      {"mlp.gate_proj", "ffn_gate"},
+      {"mlp.up_proj", "ffn_up"},
+      {"mlp.down_proj", "ffn_down"},
+      {"pre_feedforward_layernorm", "ffn_norm"},
+      {"post_feedforward_layernorm", "post_ffw_norm"},
       // Gemma 3n: per-layer input, AltUp, LAuReL
-      {"per_layer_input_gate", "inp_gate"},  {"per_layer_projection", "proj"},
-      {"post_per_layer_input_norm", "post_norm"},  {"altup.correction_coefs", "altup_correct_coef"},
-      {"altup.prediction_coefs", "altup_predict_coef"},  {"altup.modality_router", "altup_router"},
-      {"altup.router_norm", "altup_router_norm"},  {"laurel.linear_left", "laurel_l"},
-      {"laurel.linear_right", "laurel_r"},   {"laurel.post_laurel_norm", "laurel_post_norm"},
+      {"per_layer_input_gate", "inp_gate"},
+      {"per_layer_projection", "proj"},
+      {"post_per_layer_input_norm", "post_norm"},
+      {"altup.correction_coefs", "altup_correct_coef"},
+      {"altup.prediction_coefs", "altup_predict_coef"},
+      {"altup.modality_router", "altup_router"},
+      {"altup.router_norm", "altup_router_norm"},
+      {"laurel.linear_left", "laurel_l"},
+      {"laurel.linear_right", "laurel_r"},
+      {"laurel.post_laurel_norm", "laurel_post_norm"},
   };
   // a bare parameter (no ".weight"): GGUF appends it
   if (rest == "altup.correct_output_scale") return "blk." + std::string(layer) + ".altup_correct_scale.weight";
@@ -4101,7 +4164,8 @@ inline Result<void> desc_meta_from_config(ModelDesc& m, const HfArchInfo*& info)
   }
   // Gemma 3n (Gemma3nTextConfig): newer configs give the rope bases as rope_parameters
   if (const Json* rp = c.find("rope_parameters"); rp && rp->is_object()) {
-    if (const Json* f = rp->find("full_attention"); f && f->is_object()) meta_set_num(m, a + "rope.freq_base", (*f)["rope_theta"]);
+    if (const Json* f = rp->find("full_attention"); f && f->is_object())
+      meta_set_num(m, a + "rope.freq_base", (*f)["rope_theta"]);
     if (const Json* f = rp->find("sliding_attention"); f && f->is_object())
       meta_set_num(m, a + "rope.freq_base_swa", (*f)["rope_theta"]);
   }
@@ -4115,7 +4179,9 @@ inline Result<void> desc_meta_from_config(ModelDesc& m, const HfArchInfo*& info)
     std::vector<double> out;
     for (const Json& e : list.items) {
       auto v = f(e);
-      if (!v) return make_error(Errc::bad_format, strf("%s: config.json: an entry of a per-layer list is not valid", m.path.c_str()));
+      if (!v)
+        return make_error(Errc::bad_format,
+                          strf("%s: config.json: an entry of a per-layer list is not valid", m.path.c_str()));
       out.push_back(*v);
     }
     return out;
@@ -4144,11 +4210,15 @@ inline Result<void> desc_meta_from_config(ModelDesc& m, const HfArchInfo*& info)
       if (!e.is_number() || !(e.num >= 0) || !(e.num < 1)) return std::nullopt;
       return normal_quantile(e.num);
     });
-    if (!v) return make_error(Errc::bad_format, m.path + ": config.json: activation_sparsity_pattern must hold numbers in [0, 1)");
+    if (!v)
+      return make_error(Errc::bad_format,
+                        m.path + ": config.json: activation_sparsity_pattern must hold numbers in [0, 1)");
     m.meta_arrays[a + "activation_sparsity_scale"] = std::move(*v);
   }
-  if (const Json* t = c.find("tie_word_embeddings"); t && t->is_bool()) meta_set_num(m, "general.tie_word_embeddings", *t);
-  else if (const Json* t2 = m.config.find("tie_word_embeddings"); t2 && t2->is_bool()) meta_set_num(m, "general.tie_word_embeddings", *t2);
+  if (const Json* t = c.find("tie_word_embeddings"); t && t->is_bool())
+    meta_set_num(m, "general.tie_word_embeddings", *t);
+  else if (const Json* t2 = m.config.find("tie_word_embeddings"); t2 && t2->is_bool())
+    meta_set_num(m, "general.tie_word_embeddings", *t2);
   return {};
 }
 
@@ -4178,8 +4248,9 @@ inline Result<void> desc_hparams(ModelDesc& m) {
     if (!v) return std::optional<float>();
     float f = static_cast<float>(*v);
     if (!std::isfinite(f) || f < 0 || (positive && !(f > 0)))
-      return make_error(Errc::bad_format, strf("%s: metadata '%s.%s' is %g; it must be a finite %s number", m.path.c_str(),
-                                               m.arch.c_str(), suffix, *v, positive ? "positive" : "non-negative"));
+      return make_error(Errc::bad_format,
+                        strf("%s: metadata '%s.%s' is %g; it must be a finite %s number", m.path.c_str(),
+                             m.arch.c_str(), suffix, *v, positive ? "positive" : "non-negative"));
     return std::optional<float>(f);
   };
   auto eps = real("attention.layer_norm_rms_epsilon", false);
@@ -4220,7 +4291,9 @@ namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
 
-inline bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+inline bool starts_with(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
 inline bool ends_with(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
 }
@@ -4248,7 +4321,8 @@ inline Result<void> vocab_from_tokenizer_json(ModelDesc& m, const std::string& f
   if (!model.is_object()) return bad("no \"model\" object");
   std::string_view type = model["type"].as_string();
   if (!type.empty() && type != "BPE")
-    return make_error(Errc::unsupported, file + ": tokenizer model type '" + printable(type) + "' is not supported (only BPE)");
+    return make_error(Errc::unsupported,
+                      file + ": tokenizer model type '" + printable(type) + "' is not supported (only BPE)");
   const Json& vocab = model["vocab"];
   if (!vocab.is_object()) return bad("model.vocab is not an object");
   const Json& added = tj["added_tokens"];
@@ -4338,7 +4412,8 @@ inline void special_ids_from_configs(ModelDesc& m) {
   const size_t n = vd.tokens.size();
   for (const Json* j : {&m.generation_config, &m.config}) {
     const Json& bos = (*j)["bos_token_id"];
-    if (vd.bos < 0 && bos.is_int && bos.i >= 0 && static_cast<uint64_t>(bos.i) < n) vd.bos = static_cast<int32_t>(bos.i);
+    if (vd.bos < 0 && bos.is_int && bos.i >= 0 && static_cast<uint64_t>(bos.i) < n)
+      vd.bos = static_cast<int32_t>(bos.i);
     const Json& eos = (*j)["eos_token_id"];
     if (eos.is_array()) {
       for (const auto& e : eos.items)
@@ -4354,8 +4429,8 @@ inline void special_ids_from_configs(ModelDesc& m) {
 
 // The JSON side files of a Hugging Face / MLX directory, already read.
 struct HfSources {
-  std::string dir;             // names the files in messages ("dir/config.json")
-  std::string config_text;     // config.json (required)
+  std::string dir;          // names the files in messages ("dir/config.json")
+  std::string config_text;  // config.json (required)
   std::optional<std::string> tokenizer_json, tokenizer_config, generation_config;
   std::optional<std::string> chat_template_jinja;  // chat_template.jinja
   std::optional<std::string> chat_template_json;   // chat_template.json ({"chat_template": "..."})
@@ -4442,8 +4517,8 @@ inline Result<MlxQuant> mlx_quant_params(const Json& q, std::string_view module,
 
 // Turns the safetensors tensors into TensorViews with GGUF names, combining MLX triples
 // (weight U32 + scales + biases) into one quantized view.
-inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vector<StFile>& files, const HfArchInfo& info,
-                                                  const std::string& cfg_file) {
+inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vector<StFile>& files,
+                                                  const HfArchInfo& info, const std::string& cfg_file) {
   auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, m.path + ": " + what); };
   const Json& q = m.config.find("quantization") ? m.config["quantization"] : m.config["quantization_config"];
   // all tensors by their (prefix-stripped) Hugging Face name
@@ -4469,7 +4544,8 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vecto
   // listed as stored and never computed with: their MLX triples are not combined nor checked, so
   // that a quantization the text model does not use (other bits, shapes) does not stop the load.
   auto tower = [](std::string_view n) {
-    for (std::string_view p : {"vision_tower.", "audio_tower.", "embed_vision.", "embed_audio.", "multi_modal_projector."})
+    for (std::string_view p :
+         {"vision_tower.", "audio_tower.", "embed_vision.", "embed_audio.", "multi_modal_projector."})
       if (starts_with(n, p)) return true;
     return false;
   };
@@ -4511,9 +4587,10 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vecto
         const StTensor* b = bi->second;
         if (v.n_dims != 2 || s->shape.size() != 2 || s->shape != b->shape || s->type != b->type ||
             s->shape[0] != t->shape[0] || (s->type != DType::f16 && s->type != DType::bf16 && s->type != DType::f32))
-          return bad(strf("MLX tensor '%s': scales/biases do not match the weight (want two [%lld, groups] f16/bf16/f32 "
-                          "tensors of one type)",
-                          tn.c_str(), static_cast<long long>(t->shape.empty() ? 0 : t->shape[0])));
+          return bad(
+              strf("MLX tensor '%s': scales/biases do not match the weight (want two [%lld, groups] f16/bf16/f32 "
+                   "tensors of one type)",
+                   tn.c_str(), static_cast<long long>(t->shape.empty() ? 0 : t->shape[0])));
         const int64_t groups = s->shape[1], words = t->shape[1];
         if (groups <= 0 || words <= 0) return bad(strf("MLX tensor '%s' is empty", tn.c_str()));
         if (groups > INT64_MAX / 1024 || words > INT64_MAX / 32)
@@ -4527,10 +4604,11 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vecto
           bits = words * 32 / (groups * group);
         }
         if (words * 32 != groups * group * bits)
-          return bad(strf("MLX tensor '%s': %lld words of 32 bits do not hold %lld groups of %d %lld-bit values "
-                          "(quantization in %s)",
-                          tn.c_str(), static_cast<long long>(words), static_cast<long long>(groups), group,
-                          static_cast<long long>(bits), cfg_file.c_str()));
+          return bad(
+              strf("MLX tensor '%s': %lld words of 32 bits do not hold %lld groups of %d %lld-bit values "
+                   "(quantization in %s)",
+                   tn.c_str(), static_cast<long long>(words), static_cast<long long>(groups), group,
+                   static_cast<long long>(bits), cfg_file.c_str()));
         if (bits != 4 && bits != 8)
           return make_error(Errc::unsupported,
                             strf("%s: MLX tensor '%s' is %lld-bit; only 4- and 8-bit affine quantization is supported",
@@ -4550,7 +4628,8 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vecto
 
 // A sharded model's index must agree with its shards: every tensor it lists is in the shard it
 // names, and every tensor of a shard is listed.
-inline Result<void> check_shard_index(const Json& weight_map, const std::vector<StFile>& files, const std::string& index_file) {
+inline Result<void> check_shard_index(const Json& weight_map, const std::vector<StFile>& files,
+                                      const std::string& index_file) {
   std::unordered_map<std::string_view, std::string_view> shard_of;  // tensor -> shard base name
   for (const auto& f : files) {
     std::string_view shard = f.path;
@@ -4560,14 +4639,16 @@ inline Result<void> check_shard_index(const Json& weight_map, const std::vector<
   for (const auto& [tensor, file] : weight_map.members) {
     auto it = shard_of.find(tensor);
     if (it == shard_of.end() || it->second != file.str)
-      return make_error(Errc::bad_format, strf("%s: tensor '%s' is not in %s, where the index puts it", index_file.c_str(),
-                                               printable(tensor).c_str(), printable(file.str).c_str()));
+      return make_error(Errc::bad_format,
+                        strf("%s: tensor '%s' is not in %s, where the index puts it", index_file.c_str(),
+                             printable(tensor).c_str(), printable(file.str).c_str()));
   }
   if (shard_of.size() != weight_map.members.size()) {
     for (const auto& [tensor, shard] : shard_of)
       if (!weight_map.find(tensor))
-        return make_error(Errc::bad_format, strf("%s: shard %s holds tensor '%s', which the index does not list",
-                                                 index_file.c_str(), printable(shard).c_str(), printable(tensor).c_str()));
+        return make_error(Errc::bad_format,
+                          strf("%s: shard %s holds tensor '%s', which the index does not list", index_file.c_str(),
+                               printable(shard).c_str(), printable(tensor).c_str()));
   }
   return {};
 }
@@ -4580,8 +4661,8 @@ inline Result<std::vector<std::string>> shard_names(const Json& index, const std
   for (const auto& [tensor, file] : wm.members) {
     if (!file.is_string() || file.str.empty() || file.str.find('/') != std::string::npos ||
         file.str.find('\\') != std::string::npos || file.str == "." || file.str == ".." || !utf8_valid(file.str))
-      return make_error(Errc::bad_format,
-                        strf("%s: tensor '%s' maps to an invalid file name", index_file.c_str(), printable(tensor).c_str()));
+      return make_error(Errc::bad_format, strf("%s: tensor '%s' maps to an invalid file name", index_file.c_str(),
+                                               printable(tensor).c_str()));
     if (std::find(out.begin(), out.end(), file.str) == out.end()) out.push_back(file.str);
   }
   if (out.empty()) return make_error(Errc::bad_format, index_file + ": the weight_map is empty");
@@ -4648,7 +4729,8 @@ inline Result<std::shared_ptr<ModelDesc>> safetensors_description(const std::str
 }
 
 // A GGUF model from memory (the bytes must outlive the description).
-inline Result<std::shared_ptr<ModelDesc>> gguf_description(const uint8_t* data, uint64_t size, const std::string& name) {
+inline Result<std::shared_ptr<ModelDesc>> gguf_description(const uint8_t* data, uint64_t size,
+                                                           const std::string& name) {
   auto g = gguf_parse(data, size, name);
   if (!g) return g.error();
   auto m = std::make_shared<ModelDesc>();
@@ -4725,8 +4807,9 @@ inline Result<std::shared_ptr<ModelDesc>> load_safetensors_model(const std::stri
       for (const auto& name : list_directory(dir))
         if (ends_with(name, ".safetensors")) weights.push_back(path_join(dir, name));
       if (weights.empty())
-        return make_error(Errc::io, dir + ": no model.safetensors, model.safetensors.index.json or *.safetensors "
-                                          "file in this directory (for a GGUF model, give the .gguf file itself)");
+        return make_error(Errc::io, dir +
+                                        ": no model.safetensors, model.safetensors.index.json or *.safetensors "
+                                        "file in this directory (for a GGUF model, give the .gguf file itself)");
     }
   }
   std::vector<std::shared_ptr<MappedFile>> mapped;
@@ -4776,8 +4859,9 @@ inline Result<std::shared_ptr<ModelDesc>> load_description_from_memory(std::span
   if (!data.data() && !data.empty()) return make_error(Errc::invalid_argument, name + ": no memory given");
   if (data.size() < 4 || std::memcmp(data.data(), "GGUF", 4) != 0)
     return make_error(Errc::bad_format,
-                      name + ": not a GGUF image (a model in memory must be one GGUF file; safetensors need their "
-                             "directory: load them from files)");
+                      name +
+                          ": not a GGUF image (a model in memory must be one GGUF file; safetensors need their "
+                          "directory: load them from files)");
   // Tensors sit at multiples of the file's alignment (32 by default) from its start: a mapping
   // starts on a page, and the kernels need at least the 16 bytes malloc gives (read_into_memory).
   if (!copy && reinterpret_cast<uintptr_t>(data.data()) % 16 != 0)
@@ -4826,8 +4910,8 @@ namespace detail {
 // value i is d[i / block] * q[i]. `sums` are sums of q over 32 (q8_32) or 16 (q8_256) values:
 // they apply weight offsets (Q4_0's -8, Q4_K's mins, ...) without touching every value.
 struct ActQ8 {
-  const int8_t* q = nullptr;     // [n]
-  const float* d = nullptr;      // [n / block]
+  const int8_t* q = nullptr;      // [n]
+  const float* d = nullptr;       // [n / block]
   const int16_t* sums = nullptr;  // [n / 32] (q8_32) or [n / 16] (q8_256)
 };
 
@@ -4937,7 +5021,10 @@ inline int q6_k_value(const uint8_t* blk, int i) {
   const uint8_t* ql = blk + offsetof(BlockQ6_K, ql) + 64 * (i / 128);
   const uint8_t* qh = blk + offsetof(BlockQ6_K, qh) + 32 * (i / 128);
   int l = i % 128, quarter = l / 32, k = l % 32;
-  int low = quarter == 0 ? (ql[k] & 15) : quarter == 1 ? (ql[k + 32] & 15) : quarter == 2 ? (ql[k] >> 4) : (ql[k + 32] >> 4);
+  int low = quarter == 0   ? (ql[k] & 15)
+            : quarter == 1 ? (ql[k + 32] & 15)
+            : quarter == 2 ? (ql[k] >> 4)
+                           : (ql[k + 32] >> 4);
   int high = (qh[k] >> (2 * quarter)) & 3;
   return low | high << 4;
 }
@@ -4976,7 +5063,8 @@ inline void dequant_row_q4_k(const uint8_t* src, float* dst, int64_t n) {
     for (int i = 0; i < kQK_K; i++) {
       int sc, m;
       q4k_scale_min(blk + offsetof(BlockQ4_K, scales), i / 32, &sc, &m);
-      dst[b * kQK_K + i] = d * static_cast<float>(sc) * static_cast<float>(q4_k_value(blk, i)) - dmin * static_cast<float>(m);
+      dst[b * kQK_K + i] =
+          d * static_cast<float>(sc) * static_cast<float>(q4_k_value(blk, i)) - dmin * static_cast<float>(m);
     }
   }
 }
@@ -4995,8 +5083,10 @@ inline void dequant_row_q6_k(const uint8_t* src, float* dst, int64_t n) {
 template <DType T>
 struct FloatReader {
   float operator()(const uint8_t* p, int64_t i) const {
-    if constexpr (T == DType::f16) return fp16_to_f32(rd_u16(p + 2 * i));
-    else if constexpr (T == DType::bf16) return bf16_to_f32(rd_u16(p + 2 * i));
+    if constexpr (T == DType::f16)
+      return fp16_to_f32(rd_u16(p + 2 * i));
+    else if constexpr (T == DType::bf16)
+      return bf16_to_f32(rd_u16(p + 2 * i));
     else {
       static_assert(T == DType::f32, "FloatReader: f32, f16 or bf16");
       float f;
@@ -5024,7 +5114,9 @@ inline float mlx_aux(const uint8_t* p, DType t, int64_t i) {
   return with_float_reader(t, [&](auto aux) { return aux(p, i); });
 }
 // Bits per value of an MLX type (a "block" is one uint32 word, 13_dtype).
-constexpr int mlx_bits(DType t) { return 32 / static_cast<int>(dtype_traits(t)->block); }
+constexpr int mlx_bits(DType t) {
+  return 32 / static_cast<int>(dtype_traits(t)->block);
+}
 // Unsigned value i of an MLX row (4 or 8 bits, lowest bits first in little-endian words).
 inline int mlx_value(const uint8_t* row, int bits, int64_t i) {
   uint32_t word = rd_u32(row + 4 * (i * bits / 32));
@@ -5038,7 +5130,8 @@ inline void dequant_row_mlx(const TensorView& w, int64_t row, float* dst) {
   with_float_reader(w.aux_type, [&](auto aux) {
     for (int64_t g = 0; g < groups; g++) {
       float s = aux(w.scales, row * groups + g), b = aux(w.biases, row * groups + g);
-      for (int64_t i = g * w.group_size; i < (g + 1) * w.group_size; i++) dst[i] = static_cast<float>(mlx_value(q, bits, i)) * s + b;
+      for (int64_t i = g * w.group_size; i < (g + 1) * w.group_size; i++)
+        dst[i] = static_cast<float>(mlx_value(q, bits, i)) * s + b;
     }
   });
 }
@@ -5057,7 +5150,9 @@ inline int mul_q(int a, int b) {
 }
 
 // Rounds like the SIMD conversions (round half to even, the default rounding mode).
-inline int round_even(float v) { return static_cast<int>(std::nearbyint(v)); }
+inline int round_even(float v) {
+  return static_cast<int>(std::nearbyint(v));
+}
 
 // Sums of q over groups of `len` values.
 inline void group_sums(const int8_t* q, int64_t n, int len, int16_t* sums) {
@@ -5105,7 +5200,8 @@ inline void quantize_q8_256(const float* x, int64_t n, int8_t* q, float* d, int1
     }
     const float iscale = -127.0f / m;
     d[b] = 1 / iscale;
-    for (int i = 0; i < 256; i++) q[256 * b + i] = static_cast<int8_t>(std::clamp(round_even(iscale * xb[i]), -127, 127));
+    for (int i = 0; i < 256; i++)
+      q[256 * b + i] = static_cast<int8_t>(std::clamp(round_even(iscale * xb[i]), -127, 127));
   }
   group_sums(q, n, 16, sums);
 }
@@ -5418,8 +5514,12 @@ inline __m256i dot_s8_256(__m256i w, __m256i a) {
   return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 // 32 bytes of nibbles -> [low nibbles (32 B)] and [high nibbles (32 B)] as bytes 0..15.
-inline __m256i nibbles_lo256(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(15)); }
-inline __m256i nibbles_hi256(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15)); }
+inline __m256i nibbles_lo256(__m256i v) {
+  return _mm256_and_si256(v, _mm256_set1_epi8(15));
+}
+inline __m256i nibbles_hi256(__m256i v) {
+  return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15));
+}
 // 16 bytes of a Q4_0/Q5_0 block -> the 32 values in element order (low nibbles first).
 inline __m256i q4_block_values(const uint8_t* qs) {
   __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
@@ -5476,7 +5576,8 @@ inline __m512i dot_u8s8_scaled_512(__m512i acc, __m512i w, __m512i a, __m512i sc
 }
 // [s0, s1] (two per-block float scales) -> 8 lanes of s0 then 8 lanes of s1.
 inline __m512 scale_pair_512(float s0, float s1) {
-  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(s0)), _mm256_castps_pd(_mm256_set1_ps(s1)), 1));
+  return _mm512_castpd_ps(
+      _mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(s0)), _mm256_castps_pd(_mm256_set1_ps(s1)), 1));
 }
 #endif
 
@@ -5529,7 +5630,8 @@ inline void convert_block32(const float* x, float scale, int8_t* q) {
   const __m256i lim = _mm256_set1_epi32(127), nlim = _mm256_set1_epi32(-127);
   __m256i iv[4];
   for (int k = 0; k < 4; k++)
-    iv[k] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vs)), lim), nlim);
+    iv[k] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vs)), lim),
+                             nlim);
   // int32 -> int8 keeping element order (packs interleave 128-bit lanes; undo with a permute)
   __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(iv[0], iv[1]), _mm256_packs_epi32(iv[2], iv[3]));
   p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
@@ -5642,12 +5744,14 @@ inline void f16_to_f32_row(const uint8_t* src, float* dst, int64_t n, bool bf16)
 #if defined(LLMI_SIMD_AVX512)
   for (; k + 16 <= n; k += 16) {
     __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * k));
-    _mm512_storeu_ps(dst + k, bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h));
+    _mm512_storeu_ps(dst + k,
+                     bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h));
   }
 #elif defined(LLMI_SIMD_AVX2)
   for (; k + 8 <= n; k += 8) {
     __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * k));
-    _mm256_storeu_ps(dst + k, bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h));
+    _mm256_storeu_ps(dst + k,
+                     bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h));
   }
 #elif defined(LLMI_SIMD_NEON)
   for (; k + 4 <= n; k += 4) {
@@ -5726,13 +5830,15 @@ inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
   const __m512i off = _mm512_set1_epi8(static_cast<char>(offset));
   // a block's 16 bytes go to two 128-bit lanes: low nibbles (weights 0..15) from the first, high
   // nibbles (weights 16..31) from the second
-  const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0);
+  const __m512i shifts =
+      _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0);
   __m256 acc = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
     const uint8_t* p = w + b * bs;
     __m512i z = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + qs_off)))),
+        _mm512_castsi256_si512(
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + qs_off)))),
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + bs + qs_off))), 1);
     __m512i v = _mm512_and_si512(_mm512_srlv_epi16(z, shifts), m4);
     if constexpr (kQ5) {
@@ -5789,8 +5895,12 @@ inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
   return kQ5 ? ref::vec_dot_q5_0(w, a, n) : ref::vec_dot_q4_0(w, a, n);
 #endif
 }
-inline float dot_q4_0(const uint8_t* w, const ActQ8& a, int64_t n) { return dot_q4_q5_0<false>(w, a, n); }
-inline float dot_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) { return dot_q4_q5_0<true>(w, a, n); }
+inline float dot_q4_0(const uint8_t* w, const ActQ8& a, int64_t n) {
+  return dot_q4_q5_0<false>(w, a, n);
+}
+inline float dot_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
+  return dot_q4_q5_0<true>(w, a, n);
+}
 
 // Q4_K: the 8 six-bit scales and mins of a super-block as two 8-byte groups.
 inline void q4k_unpack_scales(const uint8_t* s12, uint64_t* sc8, uint64_t* m8) {
@@ -5849,7 +5959,8 @@ inline float dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
       __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
       __m512i w0 = _mm512_shuffle_i64x2(lo, hi, 0x44);  // sub-blocks 4c, 4c+1
       __m512i w1 = _mm512_shuffle_i64x2(lo, hi, 0xEE);  // sub-blocks 4c+2, 4c+3
-      __m512i s0 = _mm512_permutexvar_epi16(_mm512_add_epi16(sel0, _mm512_set1_epi16(static_cast<short>(4 * c - 2))), sc16);
+      __m512i s0 =
+          _mm512_permutexvar_epi16(_mm512_add_epi16(sel0, _mm512_set1_epi16(static_cast<short>(4 * c - 2))), sc16);
       __m512i s1 = _mm512_permutexvar_epi16(_mm512_add_epi16(sel0, _mm512_set1_epi16(static_cast<short>(4 * c))), sc16);
       isum = dot_u8s8_scaled_512(isum, w0, _mm512_loadu_si512(q8 + 128 * c), s0);
       isum = dot_u8s8_scaled_512(isum, w1, _mm512_loadu_si512(q8 + 128 * c + 64), s1);
@@ -5896,10 +6007,13 @@ inline float dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
       ref::q4k_scale_min(p + 4, 2 * c, &sc_lo, &m_lo);
       ref::q4k_scale_min(p + 4, 2 * c + 1, &sc_hi, &m_hi);
       uint8x16_t v0 = vld1q_u8(p + 16 + 32 * c), v1 = vld1q_u8(p + 32 + 32 * c);
-      int8x16_t l0 = vreinterpretq_s8_u8(vandq_u8(v0, vdupq_n_u8(15))), l1 = vreinterpretq_s8_u8(vandq_u8(v1, vdupq_n_u8(15)));
+      int8x16_t l0 = vreinterpretq_s8_u8(vandq_u8(v0, vdupq_n_u8(15))),
+                l1 = vreinterpretq_s8_u8(vandq_u8(v1, vdupq_n_u8(15)));
       int8x16_t h0 = vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)), h1 = vreinterpretq_s8_u8(vshrq_n_u8(v1, 4));
-      int32x4_t slo = neon_dot_s8(neon_dot_s8(vdupq_n_s32(0), l0, vld1q_s8(q8 + 64 * c)), l1, vld1q_s8(q8 + 64 * c + 16));
-      int32x4_t shi = neon_dot_s8(neon_dot_s8(vdupq_n_s32(0), h0, vld1q_s8(q8 + 64 * c + 32)), h1, vld1q_s8(q8 + 64 * c + 48));
+      int32x4_t slo =
+          neon_dot_s8(neon_dot_s8(vdupq_n_s32(0), l0, vld1q_s8(q8 + 64 * c)), l1, vld1q_s8(q8 + 64 * c + 16));
+      int32x4_t shi =
+          neon_dot_s8(neon_dot_s8(vdupq_n_s32(0), h0, vld1q_s8(q8 + 64 * c + 32)), h1, vld1q_s8(q8 + 64 * c + 48));
       sum_q += sc_lo * vaddvq_s32(slo) + sc_hi * vaddvq_s32(shi);
       sum_m += m_lo * (a.sums[16 * b + 4 * c] + a.sums[16 * b + 4 * c + 1]) +
                m_hi * (a.sums[16 * b + 4 * c + 2] + a.sums[16 * b + 4 * c + 3]);
@@ -5921,7 +6035,8 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
   // qh bits for weights 0..31 / 32..63 of a half: shift left by 4 / 2; for 64..95 / 96..127: by 0 / right 2
   const __m512i shl = _mm512_set_epi64(0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002,
                                        0x0004000400040004, 0x0004000400040004, 0x0004000400040004, 0x0004000400040004);
-  const __m512i shr = _mm512_set_epi64(0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0, 0, 0, 0);
+  const __m512i shr =
+      _mm512_set_epi64(0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0, 0, 0, 0);
   // int16 lane i of a 64-weight scale vector takes scale 4k + i / 8
   const __m512i sel = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002, 0x0002000200020002,
                                        0x0001000100010001, 0x0001000100010001, 0, 0);
@@ -5939,9 +6054,11 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
       __m512i ql = _mm512_loadu_si512(p + 64 * h);
       __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h)));
       __m512i v0 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30));
-      __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m30));
+      __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                   _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m30));
       __m512i s0 = _mm512_permutexvar_epi16(_mm512_add_epi16(sel, _mm512_set1_epi16(static_cast<short>(8 * h))), sc512);
-      __m512i s1 = _mm512_permutexvar_epi16(_mm512_add_epi16(sel, _mm512_set1_epi16(static_cast<short>(8 * h + 4))), sc512);
+      __m512i s1 =
+          _mm512_permutexvar_epi16(_mm512_add_epi16(sel, _mm512_set1_epi16(static_cast<short>(8 * h + 4))), sc512);
       isum = dot_u8s8_scaled_512(isum, v0, _mm512_loadu_si512(q8 + 128 * h), s0);
       isum = dot_u8s8_scaled_512(isum, v1, _mm512_loadu_si512(q8 + 128 * h + 64), s1);
     }
@@ -5970,12 +6087,14 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
           _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
           _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
       };
       for (int k = 0; k < 4; k++) {
         int j = 8 * h + 2 * k;  // sub-blocks j, j + 1
         __m256i s = _mm256_set_m128i(_mm_set1_epi16(scs[j + 1]), _mm_set1_epi16(scs[j]));
-        __m256i pr = _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 128 * h + 32 * k)));
+        __m256i pr =
+            _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 128 * h + 32 * k)));
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pr, s));
       }
     }
@@ -6025,9 +6144,13 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
                        [[maybe_unused]] bool bf16_exact = false) {
 #if defined(LLMI_SIMD_AVX512)
   auto load = [&](int64_t i) {
-    if constexpr (T == DType::f32) return _mm512_loadu_ps(reinterpret_cast<const float*>(w) + i);
-    else if constexpr (T == DType::f16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i)));
-    else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i))), 16));
+    if constexpr (T == DType::f32)
+      return _mm512_loadu_ps(reinterpret_cast<const float*>(w) + i);
+    else if constexpr (T == DType::f16)
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i)));
+    else
+      return _mm512_castsi512_ps(_mm512_slli_epi32(
+          _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i))), 16));
   };
 #if defined(LLMI_SIMD_BF16)
   if (T == DType::bf16 && bf16_exact) {
@@ -6095,9 +6218,13 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
   // reduce8_hadd), then the rest one product at a time (f16 and bf16: summed in double). A bf16
   // product of bf16 activations is exact, so ggml's multiply-then-add is our FMA.
   auto load = [&](int64_t i) {
-    if constexpr (T == DType::f32) return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i);
-    else if constexpr (T == DType::f16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
-    else return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i))), 16));
+    if constexpr (T == DType::f32)
+      return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i);
+    else if constexpr (T == DType::f16)
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
+    else
+      return _mm256_castsi256_ps(
+          _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i))), 16));
   };
   if (sgemm && n % 8 == 0) {
     __m256 acc = _mm256_setzero_ps();
@@ -6125,9 +6252,12 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
   }
 #elif defined(LLMI_SIMD_NEON)
   auto load = [&](int64_t i) {
-    if constexpr (T == DType::f32) return vld1q_f32(reinterpret_cast<const float*>(w) + i);
-    else if constexpr (T == DType::f16) return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(w + 2 * i))));
-    else return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(reinterpret_cast<const uint16_t*>(w + 2 * i)), 16));
+    if constexpr (T == DType::f32)
+      return vld1q_f32(reinterpret_cast<const float*>(w) + i);
+    else if constexpr (T == DType::f16)
+      return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(w + 2 * i))));
+    else
+      return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(reinterpret_cast<const uint16_t*>(w + 2 * i)), 16));
   };
   float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
   int64_t i = 0;
@@ -6142,9 +6272,12 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
 #if !defined(LLMI_SIMD_AVX2) || defined(LLMI_SIMD_AVX512)  // (the AVX2 body has returned)
   // remaining elements (and the whole row on the scalar path), as the reference does
   if (i < n) {
-    if constexpr (T == DType::f32) r += ref::vec_dot_f32(w + 4 * i, x + i, n - i);
-    else if constexpr (T == DType::f16) r += ref::vec_dot_f16(w + 2 * i, x + i, n - i);
-    else r += ref::vec_dot_bf16(w + 2 * i, x + i, n - i);
+    if constexpr (T == DType::f32)
+      r += ref::vec_dot_f32(w + 4 * i, x + i, n - i);
+    else if constexpr (T == DType::f16)
+      r += ref::vec_dot_f16(w + 2 * i, x + i, n - i);
+    else
+      r += ref::vec_dot_bf16(w + 2 * i, x + i, n - i);
   }
   return r;
 #endif
@@ -6167,7 +6300,8 @@ inline float dot_mlx(const TensorView& w, int64_t row, const float* x, const flo
           __m128i v;
           if (bits == 4) {
             __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i / 2));
-            __m128i lo = _mm_and_si128(b8, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(15));
+            __m128i lo = _mm_and_si128(b8, _mm_set1_epi8(15)),
+                    hi = _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(15));
             v = _mm_unpacklo_epi8(lo, hi);
           } else {
             v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i));
@@ -6290,7 +6424,9 @@ class ThreadPool {
   // Runs fn(task, thread) for task in [0, n_tasks); `thread` is in [0, size()).
   template <class F>
   void parallel_for(int n_tasks, F&& fn) {
-    auto trampoline = [](void* ctx, int task, int thread) { (*static_cast<std::remove_reference_t<F>*>(ctx))(task, thread); };
+    auto trampoline = [](void* ctx, int task, int thread) {
+      (*static_cast<std::remove_reference_t<F>*>(ctx))(task, thread);
+    };
     run(n_tasks, trampoline, const_cast<void*>(static_cast<const void*>(&fn)));
   }
 
@@ -6318,8 +6454,10 @@ class ThreadPool {
     work(job, 0);
     // the other threads finish the tasks they claimed
     for (int spins = 0; done_.load(std::memory_order_acquire) < n_tasks; spins++) {
-      if (spins < kSpin) cpu_relax();
-      else std::this_thread::yield();
+      if (spins < kSpin)
+        cpu_relax();
+      else
+        std::this_thread::yield();
     }
     // Close the job: no task index is below the count any more. Without this, a thread that read
     // this job's exhausted ticket and then the next job's (larger) task count could claim a task
@@ -6441,7 +6579,9 @@ class AlignedBuffer {
   size_t cap_ = 0;
 };
 
-inline size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
+inline size_t round_up(size_t v, size_t m) {
+  return (v + m - 1) / m * m;
+}
 
 // The input X [n_tokens][n] of one or more matmuls. Each quantized form is made on first use
 // and kept until reset(), so matrices that read the same input (attention q/k/v, FFN gate/up)
@@ -6491,8 +6631,10 @@ class MatmulInput {
       int16_t* s = const_cast<int16_t*>(a.sums);
       quantize(xt, n_, q, d, s);
     };
-    if (n_tokens_ * n_ >= 16384 && n_tokens_ > 1) pool.parallel_for(static_cast<int>(n_tokens_), [&](int t, int) { one(t); });
-    else for (int64_t t = 0; t < n_tokens_; t++) one(t);
+    if (n_tokens_ * n_ >= 16384 && n_tokens_ > 1)
+      pool.parallel_for(static_cast<int>(n_tokens_), [&](int t, int) { one(t); });
+    else
+      for (int64_t t = 0; t < n_tokens_; t++) one(t);
     ready_[f == ActForm::q8_256] = true;
     return true;
   }
@@ -6517,7 +6659,9 @@ class MatmulInput {
     for (int64_t t = 0; t < n_tokens_; t++) mlx_group_sums(x_ + t * n_, n_, gs, mlx_sums(t));
     return true;
   }
-  float* mlx_sums(int64_t t) const { return mlx_.as<float>(4 * static_cast<size_t>(t) * static_cast<size_t>(n_ / std::max(1, mlx_gs_))); }
+  float* mlx_sums(int64_t t) const {
+    return mlx_.as<float>(4 * static_cast<size_t>(t) * static_cast<size_t>(n_ / std::max(1, mlx_gs_)));
+  }
 
  private:
   struct Form {
@@ -6542,7 +6686,8 @@ class MatmulInput {
 // returns false and the context reports out_of_memory.
 struct MatmulScratch {
   explicit MatmulScratch(int threads)
-      : panels(std::make_unique<AlignedBuffer[]>(static_cast<size_t>(std::max(1, threads)))), n_panels(std::max(1, threads)) {}
+      : panels(std::make_unique<AlignedBuffer[]>(static_cast<size_t>(std::max(1, threads)))),
+        n_panels(std::max(1, threads)) {}
   MatmulInput in;                           // the quantized input (matmul_x)
   AlignedBuffer starts;                     // gemm: integer start values of the blocks (offsets)
   AlignedBuffer xb;                         // gemm: the activations as bf16 (vdpbf16ps)
@@ -6552,7 +6697,9 @@ struct MatmulScratch {
 };
 
 // ---- elementwise activations (scalar; the row kernels are in 24_attention_kernels) ----
-inline float silu_f32(float x) { return x / (1.0f + std::exp(-x)); }
+inline float silu_f32(float x) {
+  return x / (1.0f + std::exp(-x));
+}
 // GELU, tanh approximation, at the fp16 precision ggml evaluates it with (ggml looks it up in a
 // table indexed by fp16(x) holding fp16 results; beyond |x| >= 10 it is 0 or x): GGUF models then
 // agree with llama.cpp, and the difference to the exact formula stays below fp16 resolution.
@@ -6564,7 +6711,9 @@ inline float gelu_tanh_f32(float x) {
   // 1 + 0.044715 f^2 with one rounding, as g++ compiles ggml's expression (its table's bits)
   return fp16_to_f32(f32_to_fp16(0.5f * f * (1.0f + std::tanh(k * f * std::fma(0.044715f * f, f, 1.0f)))));
 }
-inline float gelu_erf_f32(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
+inline float gelu_erf_f32(float x) {
+  return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f));
+}
 // gelu_tanh_f32 of every fp16 value, indexed by its bits (built once, 256 KiB).
 inline const float* gelu_tanh_table() {
   static const std::vector<float> table = [] {
@@ -6594,10 +6743,12 @@ LLMI_KNS_BEGIN
 #if defined(LLMI_SIMD_AVX512)
 // 16 cache values (f16 or f32) as f32.
 inline __m512 load16_kv(const uint8_t* p, bool f16) {
-  return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))) : _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+  return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))
+             : _mm512_loadu_ps(reinterpret_cast<const float*>(p));
 }
 inline __m512 maskload16_kv(const uint8_t* p, bool f16, __mmask16 m) {
-  return f16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)) : _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(p));
+  return f16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p))
+             : _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(p));
 }
 // e^x for 16 lanes, the same float operations as ggml's AVX-512 expf (llama.cpp's softmax and
 // SiLU), so that our softmax weights and SiLU values are its bits: n = round(x / ln 2) by the
@@ -6607,22 +6758,26 @@ inline __m512 exp16(__m512 x) {
   const __m512 shift = _mm512_set1_ps(0x1.8p23f);
   const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift);
   const __m512 n = _mm512_sub_ps(z, shift);
-  const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+  const __m512 b =
+      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
   const __m512 u = _mm512_mul_ps(b, b);
-  const __m512 hi = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
-                                    _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f)));
+  const __m512 hi =
+      _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                      _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f)));
   const __m512 j = _mm512_fmadd_ps(hi, u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
   const __m512 r = _mm512_scalef_ps(j, n);
   const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
   if (!big) return r;
-  const __m512 edge = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ), _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
+  const __m512 edge = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ),
+                                           _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
   return _mm512_mask_blend_ps(big, r, edge);
 }
 #endif
 
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
 inline __m256 load8_kv(const uint8_t* p, bool f16) {
-  return f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))) : _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  return f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))
+             : _mm256_loadu_ps(reinterpret_cast<const float*>(p));
 }
 // e^x for 8 lanes, the same float operations as ggml's AVX2 expf (llama.cpp's AVX2 softmax and
 // SiLU): n = round(x / ln 2) by the 1.5 * 2^23 trick, b = x - n ln 2 in two parts, j = a
@@ -6633,15 +6788,17 @@ inline __m256 exp8(__m256 x) {
   const __m256 shift = _mm256_set1_ps(0x1.8p23f);
   const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift);
   const __m256 n = _mm256_sub_ps(z, shift);
-  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+  const __m256 b =
+      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
   const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
   const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1.0f))));
   const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
   const __m256 big = _mm256_cmp_ps(an, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
   const __m256 u = _mm256_mul_ps(b, b);
-  const __m256 j = _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                                                   _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-                                   u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+  const __m256 j = _mm256_fmadd_ps(
+      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                      _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+      u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
   if (!_mm256_movemask_ps(big)) return _mm256_fmadd_ps(j, k, k);
   // 2^n = s1 * s2 with both factors representable; beyond 192 the square of s1 is 0 or infinity
   const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
@@ -6655,7 +6812,8 @@ inline __m256 exp8(__m256 x) {
 #endif
 
 // out[j] = scale * dot(q, cell j) for j < n; cells are `stride` bytes apart, hd values each.
-inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale, float* out) {
+inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale,
+                        float* out) {
 #if defined(LLMI_SIMD_AVX512)
   if (!f16) {  // llama.cpp's order: ggml_vec_dot_f32 (dot_float), then the scale
     for (int j = 0; j < n; j++) out[j] = scale * dot_float<DType::f32>(k + size_t(j) * stride, q, hd);
@@ -6668,18 +6826,23 @@ inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, 
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int e = 0; e < full; e++) {
       __m512 qv = _mm512_loadu_ps(q + 16 * e);
-      for (int u = 0; u < 4; u++) acc[u] = _mm512_fmadd_ps(qv, load16_kv(k + (j + u) * stride + (f16 ? 32 : 64) * e, f16), acc[u]);
+      for (int u = 0; u < 4; u++)
+        acc[u] = _mm512_fmadd_ps(qv, load16_kv(k + (j + u) * stride + (f16 ? 32 : 64) * e, f16), acc[u]);
     }
     if (tail) {
       __m512 qv = _mm512_maskz_loadu_ps(tail, q + 16 * full);
-      for (int u = 0; u < 4; u++) acc[u] = _mm512_fmadd_ps(qv, maskload16_kv(k + (j + u) * stride + (f16 ? 32 : 64) * full, f16, tail), acc[u]);
+      for (int u = 0; u < 4; u++)
+        acc[u] = _mm512_fmadd_ps(qv, maskload16_kv(k + (j + u) * stride + (f16 ? 32 : 64) * full, f16, tail), acc[u]);
     }
     for (int u = 0; u < 4; u++) out[j + u] = scale * _mm512_reduce_add_ps(acc[u]);
   }
   for (; j < n; j++) {
     __m512 acc = _mm512_setzero_ps();
-    for (int e = 0; e < full; e++) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * e), load16_kv(k + j * stride + (f16 ? 32 : 64) * e, f16), acc);
-    if (tail) acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, q + 16 * full), maskload16_kv(k + j * stride + (f16 ? 32 : 64) * full, f16, tail), acc);
+    for (int e = 0; e < full; e++)
+      acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * e), load16_kv(k + j * stride + (f16 ? 32 : 64) * e, f16), acc);
+    if (tail)
+      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, q + 16 * full),
+                            maskload16_kv(k + j * stride + (f16 ? 32 : 64) * full, f16, tail), acc);
     out[j] = scale * _mm512_reduce_add_ps(acc);
   }
 #elif defined(LLMI_SIMD_AVX2)
@@ -6696,8 +6859,10 @@ inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, 
     float dot = hsum_ps256(acc);
     for (; e < hd; e++) {
       float x;
-      if (f16) x = fp16_to_f32(rd_u16(c + 2 * e));
-      else std::memcpy(&x, c + 4 * e, 4);
+      if (f16)
+        x = fp16_to_f32(rd_u16(c + 2 * e));
+      else
+        std::memcpy(&x, c + 4 * e, 4);
       dot += q[e] * x;
     }
     out[j] = scale * dot;
@@ -6831,8 +6996,10 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
     const uint8_t* c = v + size_t(j) * stride;
     for (int e = e0; e < hd; e++) {
       float x;
-      if (f16) x = fp16_to_f32(rd_u16(c + 2 * e));
-      else std::memcpy(&x, c + 4 * e, 4);
+      if (f16)
+        x = fp16_to_f32(rd_u16(c + 2 * e));
+      else
+        std::memcpy(&x, c + 4 * e, 4);
       out[e] += w[j] * x;
     }
   }
@@ -6842,8 +7009,10 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
     const uint8_t* c = v + size_t(j) * stride;
     for (int e = 0; e < hd; e++) {
       float x;
-      if (f16) x = fp16_to_f32(rd_u16(c + 2 * e));
-      else std::memcpy(&x, c + 4 * e, 4);
+      if (f16)
+        x = fp16_to_f32(rd_u16(c + 2 * e));
+      else
+        std::memcpy(&x, c + 4 * e, 4);
       out[e] += w[j] * x;
     }
   }
@@ -6881,7 +7050,8 @@ inline void attn_weighted_sum_ggml(const float* w, const uint8_t* v0, size_t str
     auto at = [&](int l) { return _mm512_loadu_ps(acc + size_t(l) * size_t(hs) + e); };
     __m512 x[16];
     for (int l = 0; l < 16; l++)
-      x[l] = lanes == 64 ? _mm512_add_ps(_mm512_add_ps(at(l), at(32 + l)), _mm512_add_ps(at(16 + l), at(48 + l))) : at(l);
+      x[l] =
+          lanes == 64 ? _mm512_add_ps(_mm512_add_ps(at(l), at(32 + l)), _mm512_add_ps(at(16 + l), at(48 + l))) : at(l);
     for (int l = 0; l < 8; l++) x[l] = _mm512_add_ps(x[l + 8], x[l]);
     for (int l = 0; l < 4; l++) x[l] = _mm512_add_ps(x[l + 4], x[l]);
     __m512 r = _mm512_add_ps(_mm512_add_ps(x[0], x[2]), _mm512_add_ps(x[1], x[3]));
@@ -6896,8 +7066,8 @@ inline void attn_weighted_sum_ggml(const float* w, const uint8_t* v0, size_t str
 // As attn_weighted_sum_ggml with llama.cpp's AVX2 build: `lanes` partial sums by position, 8
 // (several tokens: sgemm's 8 lanes, then hsum_ps256's tree) or 32 (one token: ggml_vec_dot_f32's
 // 4 x 8, folded (0+16) + (8+24), then reduce8_hadd's tree). acc holds lanes x round_up(hd, 8).
-inline void attn_weighted_sum_ggml8(const float* w, const uint8_t* v0, size_t stride, int slots, int lo, int pos, int hd,
-                                    int lanes, float* acc, float* out) {
+inline void attn_weighted_sum_ggml8(const float* w, const uint8_t* v0, size_t stride, int slots, int lo, int pos,
+                                    int hd, int lanes, float* acc, float* out) {
   auto vrow = [&](int j) { return reinterpret_cast<const float*>(v0 + size_t(j % slots) * stride); };
   const int hs = (hd + 7) & ~7;
   std::fill(acc, acc + size_t(lanes) * size_t(hs), 0.0f);
@@ -6912,18 +7082,23 @@ inline void attn_weighted_sum_ggml8(const float* w, const uint8_t* v0, size_t st
     const float* v = vrow(j);
     const __m256 wj = _mm256_set1_ps(w[j - lo]);
     int e = 0;
-    for (; e + 8 <= hd; e += 8) _mm256_storeu_ps(a + e, _mm256_fmadd_ps(_mm256_loadu_ps(v + e), wj, _mm256_loadu_ps(a + e)));
+    for (; e + 8 <= hd; e += 8)
+      _mm256_storeu_ps(a + e, _mm256_fmadd_ps(_mm256_loadu_ps(v + e), wj, _mm256_loadu_ps(a + e)));
     if (e < hd) _mm256_storeu_ps(a + e, _mm256_fmadd_ps(_mm256_maskload_ps(v + e, tail), wj, _mm256_loadu_ps(a + e)));
   }
   for (int e = 0; e < hs; e += 8) {
     auto at = [&](int l) { return _mm256_loadu_ps(acc + size_t(l) * size_t(hs) + e); };
     __m256 x[8];
-    for (int l = 0; l < 8; l++) x[l] = lanes == 32 ? _mm256_add_ps(_mm256_add_ps(at(l), at(16 + l)), _mm256_add_ps(at(8 + l), at(24 + l))) : at(l);
+    for (int l = 0; l < 8; l++)
+      x[l] =
+          lanes == 32 ? _mm256_add_ps(_mm256_add_ps(at(l), at(16 + l)), _mm256_add_ps(at(8 + l), at(24 + l))) : at(l);
     for (int l = 0; l < 4; l++) x[l] = _mm256_add_ps(x[l], x[l + 4]);
     const __m256 r = lanes == 32 ? _mm256_add_ps(_mm256_add_ps(x[0], x[1]), _mm256_add_ps(x[2], x[3]))
                                  : _mm256_add_ps(_mm256_add_ps(x[0], x[2]), _mm256_add_ps(x[1], x[3]));
-    if (e + 8 <= hd) _mm256_storeu_ps(out + e, r);
-    else _mm256_maskstore_ps(out + e, tail, r);
+    if (e + 8 <= hd)
+      _mm256_storeu_ps(out + e, r);
+    else
+      _mm256_maskstore_ps(out + e, tail, r);
   }
 }
 #endif
@@ -6993,7 +7168,6 @@ inline void gelu_tanh_row(const float* x, float* y, int n) {
 #endif
   for (; k < n; k++) y[k] = x[k] <= -10.0f ? 0.0f : x[k] >= 10.0f ? x[k] : tab[f32_to_fp16(x[k])];
 }
-
 
 LLMI_KNS_END
 }  // namespace detail
@@ -7080,7 +7254,7 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
 // (row, token) sum takes exactly the float operations of the row's dot product (dot_q8_0,
 // dot_q4_q5_0, dot_q4_k, dot_q6_k: llama.cpp's AVX2 order), so the result is the bits of gemv
 // and of llama.cpp's AVX2 build; only the integer work and the loads are shared.
-constexpr int kTG = 4;     // tokens per weight-row decode
+constexpr int kTG = 4;           // tokens per weight-row decode
 constexpr int64_t kTBlock = 64;  // tokens per task (their activations stay in L2)
 
 // out[t] = dot_q8_0(w, a[t], n), t < NT.
@@ -7155,7 +7329,8 @@ inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
         const int8_t* q8 = a[t].q + ref::kQK_K * b + 64 * c;
         const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8)));
         const __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32)));
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
+        isum[t] =
+            _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
       }
     }
     const float d = f16_scale(p), dmin = f16_scale(p + 2);
@@ -7183,7 +7358,8 @@ inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
     __m256i isum[NT];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
-      const __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
+      const __m256i off =
+          _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
       isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
     }
     for (int h = 0; h < 2; h++) {
@@ -7194,21 +7370,24 @@ inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
           _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
           _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
       };
       for (int k = 0; k < 4; k++) {
         const int j = 8 * h + 2 * k;  // sub-blocks j, j + 1
         const __m256i s = _mm256_set_m128i(_mm_set1_epi16(scs[j + 1]), _mm_set1_epi16(scs[j]));
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) {
-          const __m256i pr = _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].q + ref::kQK_K * b + 128 * h + 32 * k)));
+          const __m256i pr = _mm256_maddubs_epi16(
+              v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].q + ref::kQK_K * b + 128 * h + 32 * k)));
           isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, s));
         }
       }
     }
     const float d = f16_scale(p + 208);
 #pragma GCC unroll 4
-    for (int t = 0; t < NT; t++) acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
+    for (int t = 0; t < NT; t++)
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
   }
   for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
 }
@@ -7282,11 +7461,11 @@ inline void gemv_each(const TensorView& w, const MatmulInput& in, float* y, int6
 // as integer start values (-offset * sum of the activations), Q4_K's mins as llama.cpp's own sums.
 // Float weights (f32/f16/bf16/MLX) use a dot-product tile over an f32 panel instead.
 #if defined(LLMI_SIMD_AVX512)
-constexpr int kGR = 16;   // rows per group (one zmm of int32 / f32 lanes)
-constexpr int kRG = 2;    // row groups per micro-tile
-constexpr int kRN = 4;    // tokens per micro-tile
+constexpr int kGR = 16;         // rows per group (one zmm of int32 / f32 lanes)
+constexpr int kRG = 2;          // row groups per micro-tile
+constexpr int kRN = 4;          // tokens per micro-tile
 constexpr int kRB = kGR * kRG;  // rows per task
-constexpr int kTB = 512;  // tokens per task (a panel is decoded once per task)
+constexpr int kTB = 512;        // tokens per task (a panel is decoded once per task)
 
 // acc + sums of 4 products (unsigned w bytes x signed a bytes) per int32 lane.
 inline __m512i dpbusd(__m512i acc, __m512i w, __m512i a) {
@@ -7296,7 +7475,8 @@ inline __m512i dpbusd(__m512i acc, __m512i w, __m512i a) {
   // vpmaddubsw saturates for bytes above 127 (Q8_0 + 128): split them into nibbles
   const __m512i m4 = _mm512_set1_epi8(15);
   __m512i lo = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(w, m4), a), _mm512_set1_epi16(1));
-  __m512i hi = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w, 4), m4), a), _mm512_set1_epi16(16));
+  __m512i hi =
+      _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w, 4), m4), a), _mm512_set1_epi16(16));
   return _mm512_add_epi32(acc, _mm512_add_epi32(lo, hi));
 #endif
 }
@@ -7316,7 +7496,8 @@ struct RowDecode {
 };
 // Two int16 values in one int32 (lo in the low half).
 inline int32_t pair16(int lo, int hi) {
-  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) | static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                              static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
 }
 // The row decoders, one per type (WeightKernels<T>::decode).
 inline void decode_row_q4_k(const uint8_t* src, int64_t K, const RowDecode& o) {
@@ -7327,9 +7508,12 @@ inline void decode_row_q4_k(const uint8_t* src, int64_t K, const RowDecode& o) {
     q4k_unpack_scales(blk + 4, &sc8, &m8);
     o.d[b] = f16_scale(blk);
     o.dmin[b] = f16_scale(blk + 2);
-    for (int m = 0; m < 4; m++) o.sc[4 * b + m] = pair16(static_cast<int>((sc8 >> (16 * m)) & 0xFF), static_cast<int>((sc8 >> (16 * m + 8)) & 0xFF));
+    for (int m = 0; m < 4; m++)
+      o.sc[4 * b + m] =
+          pair16(static_cast<int>((sc8 >> (16 * m)) & 0xFF), static_cast<int>((sc8 >> (16 * m + 8)) & 0xFF));
     for (int k = 0; k < 4; k++)
-      o.pairs[4 * b + k] = pair16(static_cast<int>((m8 >> (16 * k)) & 0xFF), static_cast<int>((m8 >> (16 * k + 8)) & 0xFF));
+      o.pairs[4 * b + k] =
+          pair16(static_cast<int>((m8 >> (16 * k)) & 0xFF), static_cast<int>((m8 >> (16 * k + 8)) & 0xFF));
     for (int ch = 0; ch < 4; ch++) {
       __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * ch));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 256 * b + 64 * ch), _mm256_and_si256(q, m4));
@@ -7351,10 +7535,14 @@ inline void decode_row_q6_k(const uint8_t* src, int64_t K, const RowDecode& o) {
       __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
       __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
       uint8_t* out = o.v + 256 * b + 128 * h;
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32), _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64), _mm256_or_si256(nibbles_hi256(ql0), _mm256_and_si256(qh, m30)));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 96), _mm256_or_si256(nibbles_hi256(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
+                          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32),
+                          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64),
+                          _mm256_or_si256(nibbles_hi256(ql0), _mm256_and_si256(qh, m30)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 96),
+                          _mm256_or_si256(nibbles_hi256(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
     }
   }
 }
@@ -7366,7 +7554,8 @@ inline void decode_row_q32(const uint8_t* src, int64_t K, const RowDecode& o) {
     const uint8_t* blk;
     if constexpr (T == DType::q8_0) {
       blk = src + 34 * b;
-      q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), _mm256_set1_epi8(static_cast<char>(0x80)));
+      q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)),
+                           _mm256_set1_epi8(static_cast<char>(0x80)));
     } else if constexpr (T == DType::q4_0) {
       blk = src + 18 * b;
       q = q4_block_values(blk + 2);
@@ -7433,8 +7622,8 @@ struct Panel {
 // 64 bytes of K-quant values or activations in micro_kq's order: the 16-bit pairs of the first 32
 // and the second 32 interleaved (dword j: bytes 2j, 2j+1 of both).
 inline __m512i kq_order(__m512i v) {
-  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3,
-                                       18, 2, 17, 1, 16, 0);
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
+                                       5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   return _mm512_permutexvar_epi16(idx, v);
 }
 
@@ -7449,7 +7638,8 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
   if constexpr (WK::act == ActForm::f32) {
     if (!buf.reserve(static_cast<size_t>(nr) * k * 4)) return false;
     P.f = buf.as<float>();
-    for (int64_t i = 0; i < nr; i++) WK::dequant(w, r0 + i, w.data + static_cast<uint64_t>(r0 + i) * rb, P.f + static_cast<size_t>(i) * k);
+    for (int64_t i = 0; i < nr; i++)
+      WK::dequant(w, r0 + i, w.data + static_cast<uint64_t>(r0 + i) * rb, P.f + static_cast<size_t>(i) * k);
     return true;
   } else {
     constexpr PanelFormat pf = WK::panel;
@@ -7484,10 +7674,14 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
         const int64_t r = static_cast<int64_t>(g) * 16 + i;
         uint8_t* rv = rows + static_cast<size_t>(i) * rs;
         const bool pad = r >= nr;  // padding rows compute zeros (never stored)
-        if (r + 2 < nr)  // the row after next on its way from memory while this one is decoded
-          for (uint64_t at = 0; at < rb; at += 64) _mm_prefetch(reinterpret_cast<const char*>(w.data + static_cast<uint64_t>(r0 + r + 2) * rb + at), _MM_HINT_T0);
-        if (pad) std::memset(rv, 0, k);
-        else WK::decode(w.data + static_cast<uint64_t>(r0 + r) * rb, K, RowDecode{rv, t.sc, t.d, t.dmin, t.pairs});
+        if (r + 2 < nr)            // the row after next on its way from memory while this one is decoded
+          for (uint64_t at = 0; at < rb; at += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(w.data + static_cast<uint64_t>(r0 + r + 2) * rb + at),
+                         _MM_HINT_T0);
+        if (pad)
+          std::memset(rv, 0, k);
+        else
+          WK::decode(w.data + static_cast<uint64_t>(r0 + r) * rb, K, RowDecode{rv, t.sc, t.d, t.dmin, t.pairs});
         put(P.sc, t.sc, nsc, g, i, pad);
         put(P.d, t.d, nd, g, i, pad);
         put(P.pairs, t.pairs, np, g, i, pad);
@@ -7505,7 +7699,8 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
         for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (k4 + static_cast<size_t>(j)) * 16, out[j]);
       }
       for (; k4 < k / 4; k4++)
-        for (int i = 0; i < 16; i++) std::memcpy(dst + k4 * 16 + static_cast<size_t>(i), rows + static_cast<size_t>(i) * rs + 4 * k4, 4);
+        for (int i = 0; i < 16; i++)
+          std::memcpy(dst + k4 * 16 + static_cast<size_t>(i), rows + static_cast<size_t>(i) * rs + 4 * k4, 4);
     }
     return true;
   }
@@ -7545,10 +7740,11 @@ inline __m512i dpwssd(__m512i acc, __m512i p, __m512i sc) {
 // Each sum u is run over all super-blocks at a time, so that only 2 x 4 integer and float
 // accumulators are live (the tile's weights and activations loaded once for 8 products).
 template <bool kQ4K>
-inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, const int32_t* qpairs, TokenTile tj, __m512 (&out)[kRG][kRN]) {
+inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, const int32_t* qpairs, TokenTile tj,
+                     __m512 (&out)[kRG][kRN]) {
   const int64_t K = P.K, nsb = K / 256;
   constexpr int kNP = kQ4K ? 4 : 8;  // offset pairs per super-block
-  const int32_t* aq[kRN];  // the activations in kq_order
+  const int32_t* aq[kRN];            // the activations in kq_order
   const float* ad[kRN];
   const int32_t* ap[kRN];  // the activations' int16 pairs of the offsets
   for (int t = 0; t < kRN; t++) {
@@ -7581,7 +7777,9 @@ inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, co
       for (int g = 0; g < kRG; g++)
 #pragma GCC unroll 4
         for (int t = 0; t < kRN; t++)
-          is[g][t] = kQ4K ? _mm512_setzero_si512() : dpwssd(_mm512_setzero_si512(), _mm512_load_si512(wp[g] + 8 * s + u), _mm512_set1_epi32(ap[t][8 * s + u]));
+          is[g][t] = kQ4K ? _mm512_setzero_si512()
+                          : dpwssd(_mm512_setzero_si512(), _mm512_load_si512(wp[g] + 8 * s + u),
+                                   _mm512_set1_epi32(ap[t][8 * s + u]));
 #pragma GCC unroll 4
       for (int m = 0; m < 4; m++) {  // 64 values: dwords 16m..16m+15 of the super-block
         const int64_t k4 = 64 * s + 16 * m + 2 * u;
@@ -7597,14 +7795,17 @@ inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, co
           const __m512i a1 = _mm512_set1_epi32(aq[t][k4]), a2 = _mm512_set1_epi32(aq[t][k4 + 1]);
 #pragma GCC unroll 2
           for (int g = 0; g < kRG; g++)
-            is[g][t] = dpwssd(is[g][t], _mm512_add_epi16(_mm512_maddubs_epi16(w1[g], a1), _mm512_maddubs_epi16(w2[g], a2)), sc[g]);
+            is[g][t] = dpwssd(
+                is[g][t], _mm512_add_epi16(_mm512_maddubs_epi16(w1[g], a1), _mm512_maddubs_epi16(w2[g], a2)), sc[g]);
         }
       }
 #pragma GCC unroll 2
       for (int g = 0; g < kRG; g++) {
         const __m512 d = _mm512_load_ps(wd[g] + 16 * s);
 #pragma GCC unroll 4
-        for (int t = 0; t < kRN; t++) acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[g][t]), _mm512_mul_ps(d, _mm512_set1_ps(ad[t][s])), acc[g][t]);
+        for (int t = 0; t < kRN; t++)
+          acc[g][t] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[g][t]), _mm512_mul_ps(d, _mm512_set1_ps(ad[t][s])), acc[g][t]);
       }
     }
     for (int g = 0; g < kRG; g++)
@@ -7630,7 +7831,8 @@ inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, co
 #pragma GCC unroll 4
           for (int t = 0; t < kRN; t++) {
             const __m512i m = dpwssd(_mm512_setzero_si512(), mp, _mm512_set1_epi32(ap[t][4 * s + k]));
-            acc[g][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, _mm512_set1_ps(ad[t][s])), acc[g][t]);
+            acc[g][t] =
+                _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, _mm512_set1_ps(ad[t][s])), acc[g][t]);
           }
         }
       for (int g = 0; g < kRG; g++)
@@ -7649,7 +7851,8 @@ inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, co
 // 8-lane tree, as dot_q8_0 / dot_q4_0 / dot_q5_0 (and llamafile's sgemm). Each 4-value sum is
 // exact: the unsigned values (q + 128, q4 0..15, q5 0..31) times a start at -offset * (sum of
 // those 4 activations).
-inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* starts4, TokenTile tj, __m512 (&out)[kRG][kRN]) {
+inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* starts4, TokenTile tj,
+                      __m512 (&out)[kRG][kRN]) {
   const int64_t K = P.K, nb = K / 32;
   const __m512i* wv[kRG];
   const float* wd[kRG];
@@ -7673,7 +7876,8 @@ inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* star
         const __m512i av = _mm512_set1_epi32(aq[8 * b + u]), s0 = _mm512_set1_epi32(st[8 * b + u]);
 #pragma GCC unroll 8
         for (int g = 0; g < kRG; g++)
-          acc[g][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpbusd(s0, _mm512_load_si512(wv[g] + 8 * b + u), av)), sc[g], acc[g][u]);
+          acc[g][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpbusd(s0, _mm512_load_si512(wv[g] + 8 * b + u), av)), sc[g],
+                                      acc[g][u]);
       }
     }
     for (int g = 0; g < kRG; g++) {
@@ -7734,7 +7938,8 @@ inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr
 
 // False when out of memory (the scratch could not grow).
 template <class WK>
-inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
+inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
+                 MatmulScratch& scratch) {
   const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
   const int64_t n_rb = (rows + kRB - 1) / kRB, n_tb = (T + kTB - 1) / kTB;
   constexpr ActForm f = WK::act;
@@ -7748,7 +7953,8 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     starts = starts_buf.as<int32_t>();
     for (int64_t t = 0; t < T; t++) {
       const int8_t* q = in.row(f, t).q;
-      for (int64_t j = 0; j < K / 4; j++) starts[t * (K / 4) + j] = -off * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
+      for (int64_t j = 0; j < K / 4; j++)
+        starts[t * (K / 4) + j] = -off * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
     }
   } else if constexpr (f == ActForm::q8_256) {
     if constexpr (WK::panel.mins) {  // the activation sums of 32 as int16 pairs (micro_kq)
@@ -7756,7 +7962,8 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       starts = starts_buf.as<int32_t>();
       for (int64_t t = 0; t < T; t++) {
         const int16_t* s = in.row(f, t).sums;
-        for (int64_t k = 0; k < K / 64; k++) starts[t * (K / 64) + k] = pair16(s[4 * k] + s[4 * k + 1], s[4 * k + 2] + s[4 * k + 3]);
+        for (int64_t k = 0; k < K / 64; k++)
+          starts[t * (K / 64) + k] = pair16(s[4 * k] + s[4 * k + 1], s[4 * k + 2] + s[4 * k + 3]);
       }
     }
   }
@@ -7778,7 +7985,8 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     if (!xb_buf.reserve(static_cast<size_t>(T * K) * 2 + 64)) return false;
     xb = xb_buf.as<uint16_t>();
     for (int64_t i = 0; i < T * K; i += 32)
-      _mm512_storeu_si512(xb + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(in.x() + i + 16), _mm512_loadu_ps(in.x() + i)));
+      _mm512_storeu_si512(xb + i,
+                          (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(in.x() + i + 16), _mm512_loadu_ps(in.x() + i)));
   }
 #endif
   LLMI_ASSERT(scratch.n_panels >= pool.size());
@@ -7795,7 +8003,8 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
         const uint16_t* xr[4];
         for (int j = 0; j < 4; j++) xr[j] = xb + (t0 + std::min<int64_t>(j0 + j, nt - 1)) * K;
         for (int64_t i0 = 0; i0 < nr; i0 += 2) {
-          const uint8_t* wr[2] = {w.data + static_cast<uint64_t>(r0 + i0) * rb, w.data + static_cast<uint64_t>(r0 + std::min<int64_t>(i0 + 1, nr - 1)) * rb};
+          const uint8_t* wr[2] = {w.data + static_cast<uint64_t>(r0 + i0) * rb,
+                                  w.data + static_cast<uint64_t>(r0 + std::min<int64_t>(i0 + 1, nr - 1)) * rb};
           float out[2][4];
           micro_bf16(wr, xr, K, out);
           for (int j = 0; j < 4 && j0 + j < nt; j++)
@@ -7822,8 +8031,10 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
         }
       } else {
         __m512 out[kRG][kRN];
-        if constexpr (f == ActForm::q8_256) WK::micro(P, in, xk, starts, tj, out);
-        else WK::micro(P, in, starts, tj, out);
+        if constexpr (f == ActForm::q8_256)
+          WK::micro(P, in, xk, starts, tj, out);
+        else
+          WK::micro(P, in, starts, tj, out);
         for (int j = 0; j < kRN && j0 + j < nt; j++) {
           float* yt = y + (t0 + j0 + j) * ldy + r0;
           for (int g = 0; g < kRG && 16 * g < nr; g++) {
@@ -7913,7 +8124,9 @@ struct WeightKernels<DType::f32> : WeightKernelsBase<DType::f32> {
   static constexpr bool gemm = true;
   // rows that are not a multiple of 16 long: llama.cpp's order is its vector dot product
   // (dot_float), not the tiled one of its sgemm (which also refuses row counts not a multiple of 4)
-  static bool gemm_fits(const TensorView& w, const MatmulInput&) { return w.ne[0] % 16 == 0 && w.rows() % 4 == 0; }
+  static bool gemm_fits(const TensorView& w, const MatmulInput&) {
+    return w.ne[0] % 16 == 0 && w.rows() % 4 == 0;
+  }
 #endif
 };
 
@@ -7922,10 +8135,14 @@ struct WeightKernels<DType::f16> : WeightKernelsBase<DType::f16> {
   static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
     return dot_float<type>(row, o.in.x() + t * o.n, o.n, o.sgemm, o.bf16_exact);
   }
-  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { f16_to_f32_row(row, out, w.ne[0], false); }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
+    f16_to_f32_row(row, out, w.ne[0], false);
+  }
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
-  static bool gemm_fits(const TensorView& w, const MatmulInput&) { return w.ne[0] % 16 == 0 && w.rows() % 4 == 0; }  // (as f32)
+  static bool gemm_fits(const TensorView& w, const MatmulInput&) {
+    return w.ne[0] % 16 == 0 && w.rows() % 4 == 0;
+  }  // (as f32)
 #endif
 };
 
@@ -7934,7 +8151,9 @@ struct WeightKernels<DType::bf16> : WeightKernelsBase<DType::bf16> {
   static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
     return dot_float<type>(row, o.in.x() + t * o.n, o.n, o.sgemm, o.bf16_exact);
   }
-  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { f16_to_f32_row(row, out, w.ne[0], true); }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
+    f16_to_f32_row(row, out, w.ne[0], true);
+  }
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
 #endif
@@ -7952,12 +8171,18 @@ struct WeightKernels<DType::bf16> : WeightKernelsBase<DType::bf16> {
 
 template <>
 struct WeightKernels<DType::q4_0> : WeightKernelsBase<DType::q4_0> {
-  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q4_0(row, o.in.row(act, t), o.n); }
-  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q4_0(row, out, w.ne[0]); }
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
+    return dot_q4_0(row, o.in.row(act, t), o.n);
+  }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
+    ref::dequant_row_q4_0(row, out, w.ne[0]);
+  }
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
   static constexpr bool multi_token = true;
   template <int NT>
-  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q4_q5_0<NT, false>(row, a, n, out); }
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
+    dotn_q4_q5_0<NT, false>(row, a, n, out);
+  }
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
@@ -7969,12 +8194,18 @@ struct WeightKernels<DType::q4_0> : WeightKernelsBase<DType::q4_0> {
 
 template <>
 struct WeightKernels<DType::q5_0> : WeightKernelsBase<DType::q5_0> {
-  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q5_0(row, o.in.row(act, t), o.n); }
-  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q5_0(row, out, w.ne[0]); }
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
+    return dot_q5_0(row, o.in.row(act, t), o.n);
+  }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
+    ref::dequant_row_q5_0(row, out, w.ne[0]);
+  }
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
   static constexpr bool multi_token = true;
   template <int NT>
-  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q4_q5_0<NT, true>(row, a, n, out); }
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
+    dotn_q4_q5_0<NT, true>(row, a, n, out);
+  }
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
@@ -7986,12 +8217,18 @@ struct WeightKernels<DType::q5_0> : WeightKernelsBase<DType::q5_0> {
 
 template <>
 struct WeightKernels<DType::q8_0> : WeightKernelsBase<DType::q8_0> {
-  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q8_0(row, o.in.row(act, t), o.n); }
-  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q8_0(row, out, w.ne[0]); }
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
+    return dot_q8_0(row, o.in.row(act, t), o.n);
+  }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
+    ref::dequant_row_q8_0(row, out, w.ne[0]);
+  }
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
   static constexpr bool multi_token = true;
   template <int NT>
-  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q8_0<NT>(row, a, n, out); }
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
+    dotn_q8_0<NT>(row, a, n, out);
+  }
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
@@ -8005,12 +8242,18 @@ struct WeightKernels<DType::q8_0> : WeightKernelsBase<DType::q8_0> {
 
 template <>
 struct WeightKernels<DType::q4_K> : WeightKernelsBase<DType::q4_K> {
-  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q4_k(row, o.in.row(act, t), o.n); }
-  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q4_k(row, out, w.ne[0]); }
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
+    return dot_q4_k(row, o.in.row(act, t), o.n);
+  }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
+    ref::dequant_row_q4_k(row, out, w.ne[0]);
+  }
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
   static constexpr bool multi_token = true;
   template <int NT>
-  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q4_k<NT>(row, a, n, out); }
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
+    dotn_q4_k<NT>(row, a, n, out);
+  }
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
@@ -8022,12 +8265,18 @@ struct WeightKernels<DType::q4_K> : WeightKernelsBase<DType::q4_K> {
 
 template <>
 struct WeightKernels<DType::q6_K> : WeightKernelsBase<DType::q6_K> {
-  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q6_k(row, o.in.row(act, t), o.n); }
-  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q6_k(row, out, w.ne[0]); }
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
+    return dot_q6_k(row, o.in.row(act, t), o.n);
+  }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
+    ref::dequant_row_q6_k(row, out, w.ne[0]);
+  }
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
   static constexpr bool multi_token = true;
   template <int NT>
-  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q6_k<NT>(row, a, n, out); }
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
+    dotn_q6_k<NT>(row, a, n, out);
+  }
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
@@ -8132,16 +8381,20 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   visit_weight_kernels(w.type, [&](auto k) { gemv<decltype(k)>(w, in, y, ldy, pool); });
 }
 #if defined(LLMI_SIMD_AVX512)
-inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
+inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
+                 MatmulScratch& scratch) {
   return visit_weight_kernels(w.type, [&](auto k) {
-    if constexpr (decltype(k)::gemm) return gemm<decltype(k)>(w, in, y, ldy, pool, scratch);
-    else return (gemv<decltype(k)>(w, in, y, ldy, pool), true);
+    if constexpr (decltype(k)::gemm)
+      return gemm<decltype(k)>(w, in, y, ldy, pool, scratch);
+    else
+      return (gemv<decltype(k)>(w, in, y, ldy, pool), true);
   });
 }
 #endif
 
 // The matmuls as table entries (26_kernels_end).
-inline bool matmul_in(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
+inline bool matmul_in(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
+                      MatmulScratch& scratch) {
   return matmul(w, in, y, ldy, pool, scratch);
 }
 inline bool matmul_x(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
@@ -8213,7 +8466,9 @@ LLMI_KNS_END
 struct KernelTable {
   static constexpr const char* name = simd_compiled();
 #define LLMI_X(r, n, p, a) \
-  static r n p { return detail::n a; }
+  static r n p {           \
+    return detail::n a;    \
+  }
   LLMI_KERNEL_ENTRIES(LLMI_X)
 #undef LLMI_X
 };
@@ -8325,17 +8580,24 @@ inline const KernelTable& kernels() {
 }
 // The kernels by their names, through the default table.
 #define LLMI_X(r, n, p, a) \
-  inline r n p { return kernels().n a; }
+  inline r n p {           \
+    return kernels().n a;  \
+  }
 LLMI_KERNEL_ENTRIES(LLMI_X)
 #undef LLMI_X
 template <DType T>
 inline float dot_float(const uint8_t* w, const float* x, int64_t n, bool sgemm = false, bool bf16_exact = false) {
-  if constexpr (T == DType::f32) return kernels().dot_f32(w, x, n, sgemm, bf16_exact);
-  else if constexpr (T == DType::f16) return kernels().dot_f16(w, x, n, sgemm, bf16_exact);
-  else return kernels().dot_bf16(w, x, n, sgemm, bf16_exact);
+  if constexpr (T == DType::f32)
+    return kernels().dot_f32(w, x, n, sgemm, bf16_exact);
+  else if constexpr (T == DType::f16)
+    return kernels().dot_f16(w, x, n, sgemm, bf16_exact);
+  else
+    return kernels().dot_bf16(w, x, n, sgemm, bf16_exact);
 }
 #else
-inline const KernelTable& kernels() { return native_kernels; }
+inline const KernelTable& kernels() {
+  return native_kernels;
+}
 #endif
 
 // For tests and tools: a matmul with scratch of its own, through the default kernels (aborts when
@@ -8607,10 +8869,10 @@ namespace detail {
 enum class UClass : uint8_t { other = 0, letter = 1, mark = 2, number = 3, punct = 4, symbol = 5, separator = 6 };
 
 constexpr uint8_t kUClassMask = 7;
-constexpr uint8_t kUWhiteSpace = 8;   // Unicode White_Space (regex \s)
-constexpr uint8_t kUNfcUnsafe = 16;   // non-zero combining class, a decomposition, or a composition's 2nd part
-constexpr uint8_t kUUpperOnly = 32;   // general category Lu or Lt (letters in \p{Lu}\p{Lt}, not in \p{Ll}\p{Lm}\p{Lo})
-constexpr uint8_t kULowerOnly = 64;   // general category Ll
+constexpr uint8_t kUWhiteSpace = 8;  // Unicode White_Space (regex \s)
+constexpr uint8_t kUNfcUnsafe = 16;  // non-zero combining class, a decomposition, or a composition's 2nd part
+constexpr uint8_t kUUpperOnly = 32;  // general category Lu or Lt (letters in \p{Lu}\p{Lt}, not in \p{Ll}\p{Lm}\p{Lo})
+constexpr uint8_t kULowerOnly = 64;  // general category Ll
 
 // A 0x110000-entry byte table stored as 4352 blocks of 256, identical blocks shared.
 class UTable {
@@ -8649,7 +8911,7 @@ struct UnicodeTables {
   };
   std::vector<FoldRun> fold;
   std::unordered_map<uint32_t, std::pair<uint32_t, uint32_t>> decomp;  // cp -> (first, second or 0)
-  std::unordered_map<uint64_t, uint32_t> compose;                       // (first << 21 | second) -> composite
+  std::unordered_map<uint64_t, uint32_t> compose;                      // (first << 21 | second) -> composite
 };
 
 // Reads one varint of the generated tables (see tools/gen_unicode).
@@ -8697,7 +8959,8 @@ inline UnicodeTables build_unicode_tables() {
       for (uint32_t k = 0; k < len; k++) full[cp++] |= kUWhiteSpace;
     }
   }
-  for (auto [table, flag] : {std::pair<const char*, uint8_t>{ucd::kUpperOnly, kUUpperOnly}, {ucd::kLowerOnly, kULowerOnly}}) {
+  for (auto [table, flag] :
+       {std::pair<const char*, uint8_t>{ucd::kUpperOnly, kUUpperOnly}, {ucd::kLowerOnly, kULowerOnly}}) {
     const char* p = table;
     uint32_t cp = 0;
     while (*p) {
@@ -8763,12 +9026,24 @@ inline const UnicodeTables& unicode_tables() {
   return t;
 }
 
-inline uint8_t uflags(uint32_t cp) { return unicode_tables().flags(cp); }
-inline UClass uclass(uint32_t cp) { return static_cast<UClass>(uflags(cp) & kUClassMask); }
-inline bool is_uletter(uint32_t cp) { return uclass(cp) == UClass::letter; }
-inline bool is_unumber(uint32_t cp) { return uclass(cp) == UClass::number; }
-inline bool is_uwhitespace(uint32_t cp) { return (uflags(cp) & kUWhiteSpace) != 0; }
-inline uint8_t combining_class(uint32_t cp) { return unicode_tables().ccc(cp); }
+inline uint8_t uflags(uint32_t cp) {
+  return unicode_tables().flags(cp);
+}
+inline UClass uclass(uint32_t cp) {
+  return static_cast<UClass>(uflags(cp) & kUClassMask);
+}
+inline bool is_uletter(uint32_t cp) {
+  return uclass(cp) == UClass::letter;
+}
+inline bool is_unumber(uint32_t cp) {
+  return uclass(cp) == UClass::number;
+}
+inline bool is_uwhitespace(uint32_t cp) {
+  return (uflags(cp) & kUWhiteSpace) != 0;
+}
+inline uint8_t combining_class(uint32_t cp) {
+  return unicode_tables().ccc(cp);
+}
 
 // Unicode simple case folding (CaseFolding.txt status C and S).
 inline uint32_t case_fold(uint32_t cp) {
@@ -8896,8 +9171,10 @@ inline void nfc_full_append(std::string_view s, std::string& out) {
     buf.resize(w);
   }
   for (uint32_t c : buf) {
-    if (c >= kInvalidByteUnit) out += static_cast<char>(c - kInvalidByteUnit);
-    else utf8_append(out, c);
+    if (c >= kInvalidByteUnit)
+      out += static_cast<char>(c - kInvalidByteUnit);
+    else
+      utf8_append(out, c);
   }
 }
 
@@ -8990,7 +9267,12 @@ inline uint64_t max_prompt_bytes_default() {
 
 // GGUF token types (tokenizer.ggml.token_type).
 enum TokenType : uint8_t {
-  tok_undefined = 0, tok_normal = 1, tok_unknown = 2, tok_control = 3, tok_user_defined = 4, tok_unused = 5,
+  tok_undefined = 0,
+  tok_normal = 1,
+  tok_unknown = 2,
+  tok_control = 3,
+  tok_user_defined = 4,
+  tok_unused = 5,
   tok_byte = 6
 };
 
@@ -9093,9 +9375,7 @@ class StringIndex {
   size_t size() const { return ids_.size(); }
 
  private:
-  std::string_view key_of(uint64_t k) const {
-    return std::string_view(arena_).substr(off_[k], off_[k + 1] - off_[k]);
-  }
+  std::string_view key_of(uint64_t k) const { return std::string_view(arena_).substr(off_[k], off_[k + 1] - off_[k]); }
   void grow() {
     std::vector<int32_t> old_ids = std::move(ids_);
     std::vector<uint32_t> old_off = std::move(off_);
@@ -9185,8 +9465,10 @@ class TokenTrie {
       if (child < 0) {
         child = static_cast<int32_t>(nodes_.size());
         nodes_.push_back(Node{});
-        if (n == 0) root_[c] = child;
-        else edges_.emplace((uint64_t(n) << 8) | c, child);
+        if (n == 0)
+          root_[c] = child;
+        else
+          edges_.emplace((uint64_t(n) << 8) | c, child);
       }
       n = static_cast<uint32_t>(child);
     }
@@ -9231,21 +9513,21 @@ struct NormOp {
 
 struct PreStage {
   enum class Kind : uint8_t {
-    gpt2,          // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-    llama3,        // (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,k}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-    o200k,         // [^\r\n\p{L}\p{N}]?U*L+C?|[^\r\n\p{L}\p{N}]?U+L*C?|\p{N}{1,k}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|
-                   // \s+(?!\S)|\s+  with U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], L = [\p{Ll}\p{Lm}\p{Lo}\p{M}], C = the
-                   // (?i) contractions (gpt-4o / llama-4; tekken: \p{N} single and no contractions)
-    digits,        // Hugging Face Digits: numeric characters isolated (one by one, or in runs)
-    punct_runs,    // [\p{P}$+<=>^~|]+ isolated (llama.cpp's default BPE pre-tokenizer)
-    number_runs,   // \p{N}+ isolated
+    gpt2,         // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+    llama3,       // (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,k}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+    o200k,        // [^\r\n\p{L}\p{N}]?U*L+C?|[^\r\n\p{L}\p{N}]?U+L*C?|\p{N}{1,k}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|
+                  // \s+(?!\S)|\s+  with U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], L = [\p{Ll}\p{Lm}\p{Lo}\p{M}], C = the
+                  // (?i) contractions (gpt-4o / llama-4; tekken: \p{N} single and no contractions)
+    digits,       // Hugging Face Digits: numeric characters isolated (one by one, or in runs)
+    punct_runs,   // [\p{P}$+<=>^~|]+ isolated (llama.cpp's default BPE pre-tokenizer)
+    number_runs,  // \p{N}+ isolated
     ascii_digit3,  // [0-9][0-9][0-9] isolated
     literal,       // split on a literal string with a Hugging Face SplitDelimiterBehavior
   } kind;
-  int digit_max = 3;         // llama3: \p{N}{1,digit_max}
+  int digit_max = 3;            // llama3: \p{N}{1,digit_max}
   bool marks_in_words = false;  // qwen3.5: [\p{L}\p{M}]+ words, punctuation excludes \p{M}
-  bool contractions = true;  // o200k: the optional (?i:'s|'t|'re|'ve|'m|'ll|'d) after a word
-  bool individual = true;    // digits
+  bool contractions = true;     // o200k: the optional (?i:'s|'t|'re|'ve|'m|'ll|'d) after a word
+  bool individual = true;       // digits
   enum class Behavior : uint8_t { removed, isolated, merged_with_previous, merged_with_next, contiguous };
   Behavior behavior = Behavior::isolated;
   std::string literal_text;
@@ -9295,11 +9577,21 @@ struct URange {
 
 namespace pretok {
 
-inline UClass cls(const Units& u, size_t i) { return static_cast<UClass>(u.fl[i] & kUClassMask); }
-inline bool ws(const Units& u, size_t i) { return (u.fl[i] & kUWhiteSpace) != 0; }
-inline bool is_l(const Units& u, size_t i) { return cls(u, i) == UClass::letter; }
-inline bool is_n(const Units& u, size_t i) { return cls(u, i) == UClass::number; }
-inline bool is_crlf(const Units& u, size_t i) { return u.cp[i] == '\r' || u.cp[i] == '\n'; }
+inline UClass cls(const Units& u, size_t i) {
+  return static_cast<UClass>(u.fl[i] & kUClassMask);
+}
+inline bool ws(const Units& u, size_t i) {
+  return (u.fl[i] & kUWhiteSpace) != 0;
+}
+inline bool is_l(const Units& u, size_t i) {
+  return cls(u, i) == UClass::letter;
+}
+inline bool is_n(const Units& u, size_t i) {
+  return cls(u, i) == UClass::number;
+}
+inline bool is_crlf(const Units& u, size_t i) {
+  return u.cp[i] == '\r' || u.cp[i] == '\n';
+}
 
 inline void emit(std::vector<URange>& out, size_t b, size_t e) {
   if (e > b) out.push_back(URange{static_cast<uint32_t>(b), static_cast<uint32_t>(e)});
@@ -9530,7 +9822,10 @@ inline void literal(const Units& u, size_t b, size_t e, const std::vector<uint32
         if (!is_match[k]) emit(out, r.b, r.e);
         k++;
         break;
-      case B::isolated: emit(out, r.b, r.e); k++; break;
+      case B::isolated:
+        emit(out, r.b, r.e);
+        k++;
+        break;
       case B::contiguous: {
         size_t j = k + 1;
         if (is_match[k])
@@ -9585,7 +9880,7 @@ class Tokenizer {
   uint64_t max_bytes() const { return max_bytes_ ? max_bytes_ : max_prompt_bytes_default(); }
   // Raw bytes (invalid UTF-8 only if the tokens are). Ids out of range contribute nothing.
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
-  std::string_view token_bytes(int32_t id) const;  // the bytes this token contributes when decoded
+  std::string_view token_bytes(int32_t id) const;   // the bytes this token contributes when decoded
   const std::string& token_text(int32_t id) const;  // the vocabulary string ("" when out of range)
   int32_t n_vocab() const { return static_cast<int32_t>(text_.size()); }
   int32_t bos() const { return bos_; }
@@ -9621,10 +9916,10 @@ class Tokenizer {
     };
     std::vector<Sym> syms;
     struct Cand {
-      int32_t prio;   // lower merges first
-      int32_t left;   // symbol index (ties: leftmost first)
+      int32_t prio;  // lower merges first
+      int32_t left;  // symbol index (ties: leftmost first)
       int32_t right;
-      uint32_t len;   // bytes of left + right when queued (stale check)
+      uint32_t len;  // bytes of left + right when queued (stale check)
       int32_t merged;
     };
     std::vector<Cand> heap;
@@ -9656,12 +9951,12 @@ class Tokenizer {
   std::vector<uint8_t> flags_;
   std::string bytes_arena_;
   std::vector<uint32_t> bytes_off_;  // n + 1
-  StringIndex index_;               // merge-space string (byte-level: raw bytes) -> id
+  StringIndex index_;                // merge-space string (byte-level: raw bytes) -> id
   MergeTable merges_;
-  std::vector<int32_t> score_prio_;  // by_score: merge priority of each token (lower first)
+  std::vector<int32_t> score_prio_;      // by_score: merge priority of each token (lower first)
   std::array<int32_t, 256> byte_tok_{};  // byte-level: the token of each byte; otherwise <0xXX>
-  TokenTrie trie_;       // added tokens, matched on the raw text
-  TokenTrie norm_trie_;  // user-defined pieces matched on the normalized text (SentencePiece semantics)
+  TokenTrie trie_;                       // added tokens, matched on the raw text
+  TokenTrie norm_trie_;                  // user-defined pieces matched on the normalized text (SentencePiece semantics)
   std::vector<NormOp> norm_;
   std::vector<PreStage> pre_;
   std::vector<std::vector<uint32_t>> pre_literals_;  // literal stages as code points
@@ -9692,7 +9987,7 @@ class Tokenizer {
 // ---- encode ----
 
 inline Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool add_special,
-                                                     bool parse_special) const {
+                                                      bool parse_special) const {
   if (text.size() >= 0xFFFFFFF0u)
     return make_error(Errc::invalid_argument, strf("cannot tokenize %zu bytes at once (4 GiB at most)", text.size()));
   if (auto e = check_input(text.size())) return *e;
@@ -9713,8 +10008,8 @@ inline Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, boo
 }
 
 inline Result<std::vector<int32_t>> Tokenizer::encode_prompt(std::string_view text,
-                                                            std::span<const std::pair<size_t, size_t>> no_special,
-                                                            bool add_special) const {
+                                                             std::span<const std::pair<size_t, size_t>> no_special,
+                                                             bool add_special) const {
   if (text.size() >= 0xFFFFFFF0u)
     return make_error(Errc::invalid_argument, strf("cannot tokenize %zu bytes at once (4 GiB at most)", text.size()));
   for (const auto& [b, e] : no_special)
@@ -9805,9 +10100,11 @@ inline void Tokenizer::encode_text(std::string_view text, bool parse_special,
     // lstrip / rstrip added tokens (tokenizer.json) swallow the whitespace next to them
     size_t seg_end = i;
     if (flags_[size_t(best)] & kLstrip)
-      while (seg_end > seg_start && is_ascii_or_uspace_before(text, seg_start, seg_end)) {}
+      while (seg_end > seg_start && is_ascii_or_uspace_before(text, seg_start, seg_end)) {
+      }
     if (flags_[size_t(best)] & kRstrip)
-      while (best_end < text.size() && is_uspace_at(text, best_end)) {}
+      while (best_end < text.size() && is_uspace_at(text, best_end)) {
+      }
     if (seg_end > seg_start) encode_segment(text.substr(seg_start, seg_end - seg_start), first, s, out);
     first = false;
     out.push_back(best);
@@ -9905,17 +10202,22 @@ inline void Tokenizer::encode_normalized(std::string_view text, Scratch& s, std:
         case PreStage::Kind::llama3: pretok::llama3(u, r.b, r.e, st.digit_max, st.marks_in_words, s.b); break;
         case PreStage::Kind::o200k: pretok::o200k(u, r.b, r.e, st.digit_max, st.contractions, s.b); break;
         case PreStage::Kind::digits:
-          pretok::isolate(r.b, r.e, st.individual, [&](size_t q) { return pretok::is_n(u, q); }, s.b);
+          pretok::isolate(
+              r.b, r.e, st.individual, [&](size_t q) { return pretok::is_n(u, q); }, s.b);
           break;
         case PreStage::Kind::number_runs:
-          pretok::isolate(r.b, r.e, false, [&](size_t q) { return pretok::is_n(u, q); }, s.b);
+          pretok::isolate(
+              r.b, r.e, false, [&](size_t q) { return pretok::is_n(u, q); }, s.b);
           break;
         case PreStage::Kind::punct_runs:
-          pretok::isolate(r.b, r.e, false, [&](size_t q) {
-            uint32_t c = u.cp[q];
-            return pretok::cls(u, q) == UClass::punct || c == '$' || c == '+' || c == '<' || c == '=' || c == '>' ||
-                   c == '^' || c == '~' || c == '|';
-          }, s.b);
+          pretok::isolate(
+              r.b, r.e, false,
+              [&](size_t q) {
+                uint32_t c = u.cp[q];
+                return pretok::cls(u, q) == UClass::punct || c == '$' || c == '+' || c == '<' || c == '=' || c == '>' ||
+                       c == '^' || c == '~' || c == '|';
+              },
+              s.b);
           break;
         case PreStage::Kind::ascii_digit3: pretok::ascii_digit3(u, r.b, r.e, s.b); break;
         case PreStage::Kind::literal: pretok::literal(u, r.b, r.e, pre_literals_[k], st.behavior, s.b); break;
@@ -10050,8 +10352,10 @@ inline void Tokenizer::bpe_merge(std::string_view piece, Scratch& s, std::vector
   }
   for (int32_t i = 0; i >= 0; i = syms[size_t(i)].next) {
     const Sym& sy = syms[size_t(i)];
-    if (sy.id >= 0) out.push_back(sy.id);
-    else push_unknown_bytes(piece.substr(sy.start, sy.len), out);
+    if (sy.id >= 0)
+      out.push_back(sy.id);
+    else
+      push_unknown_bytes(piece.substr(sy.start, sy.len), out);
   }
 }
 
@@ -10101,9 +10405,21 @@ namespace detail {
 // the same tokens as eos_token_id). `</s>` is not here: gemma uses it as an ordinary HTML tag.
 inline bool is_known_eog_text(std::string_view t) {
   static const char* const k[] = {
-      "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>",
-      "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>", "<eos>",
-      ("<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"),  // DeepSeek
+      "<|eot_id|>",
+      "<|im_end|>",
+      "<|end|>",
+      "<|return|>",
+      "<|call|>",
+      "<end_of_turn>",
+      "<|endoftext|>",
+      "<|eom_id|>",
+      "<EOT>",
+      "_<EOT>",
+      "<|end_of_text|>",
+      "<end_of_utterance>",
+      "<eos>",
+      ("<\xEF\xBD\x9C"
+       "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"),  // DeepSeek
   };
   for (const char* s : k)
     if (t == s) return true;
@@ -10125,10 +10441,10 @@ constexpr std::string_view kRegexGpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p
 
 struct TokenizerBuilder {
   Tokenizer t;
-  std::string where;  // file name for messages
-  std::vector<bool> merge_vocab;  // tokens that BPE may produce (the model vocabulary)
+  std::string where;                                        // file name for messages
+  std::vector<bool> merge_vocab;                            // tokens that BPE may produce (the model vocabulary)
   std::vector<std::pair<std::string, int32_t>> extra_trie;  // additional trie keys
-  std::vector<size_t> spaced_user_defined;  // SentencePiece user-defined tokens stored with spaces
+  std::vector<size_t> spaced_user_defined;                  // SentencePiece user-defined tokens stored with spaces
 
   Error bad(const std::string& what) const { return make_error(Errc::bad_format, where + ": " + what); }
   Error unsupported(const std::string& what) const { return make_error(Errc::unsupported, where + ": " + what); }
@@ -10237,7 +10553,8 @@ struct TokenizerBuilder {
       // merge priority: higher score first, equal scores equal priority (then leftmost)
       std::vector<int32_t> order(n);
       for (size_t i = 0; i < n; i++) order[i] = int32_t(i);
-      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return scores[size_t(a)] > scores[size_t(b)]; });
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int32_t a, int32_t b) { return scores[size_t(a)] > scores[size_t(b)]; });
       t.score_prio_.assign(n, 0);
       int32_t prio = 0;
       for (size_t k = 0; k < n; k++) {
@@ -10298,7 +10615,8 @@ struct TokenizerBuilder {
       if (id >= 0) eog.push_back(id);
     finish(eog);
     t.summary_ = strf("%s, %s%s, %zu tokens", v.model == "gpt2" ? "byte-level BPE" : "SentencePiece BPE",
-                      v.model == "gpt2" ? "pre-tokenizer " : "", v.model == "gpt2" ? (v.pre.empty() ? "default" : v.pre.c_str()) : "scores + byte fallback", n);
+                      v.model == "gpt2" ? "pre-tokenizer " : "",
+                      v.model == "gpt2" ? (v.pre.empty() ? "default" : v.pre.c_str()) : "scores + byte fallback", n);
     return {};
   }
 
@@ -10341,7 +10659,8 @@ struct TokenizerBuilder {
       }
       if (ia < 0 || ib < 0 || im < 0) {
         if (strict)
-          return bad(strf("merge %zu ('%s') is not two vocabulary tokens separated by a space", r, printable(m).c_str()));
+          return bad(
+              strf("merge %zu ('%s') is not two vocabulary tokens separated by a space", r, printable(m).c_str()));
         continue;  // llama.cpp ignores such merges too
       }
       t.merges_.add(ia, ib, int32_t(r), im);
@@ -10355,8 +10674,10 @@ struct TokenizerBuilder {
     if (t.bytes_off_.empty()) t.bytes_off_.push_back(0);
     if (t.type_[i] != tok_unused) {
       std::string raw;
-      if (gpt2_unmap(t.text_[i], raw)) t.bytes_arena_ += raw;
-      else t.bytes_arena_ += t.text_[i];
+      if (gpt2_unmap(t.text_[i], raw))
+        t.bytes_arena_ += raw;
+      else
+        t.bytes_arena_ += t.text_[i];
     }
     t.bytes_off_.push_back(uint32_t(t.bytes_arena_.size()));
   }
@@ -10409,9 +10730,7 @@ struct TokenizerBuilder {
   }
 
   // ---- tokenizer.json ----
-  static int32_t json_id(const Json& j) {
-    return (j.is_int && j.i >= 0 && j.i < (1 << 30)) ? int32_t(j.i) : -1;
-  }
+  static int32_t json_id(const Json& j) { return (j.is_int && j.i >= 0 && j.i < (1 << 30)) ? int32_t(j.i) : -1; }
 
   Result<void> json_normalizer(const Json& j) {
     if (j.is_null()) return {};
@@ -10427,8 +10746,7 @@ struct TokenizerBuilder {
     }
     if (type == "Replace") {
       const Json& pat = j["pattern"];
-      if (!pat["String"].is_string())
-        return unsupported("normalizer Replace with a regex pattern is not supported");
+      if (!pat["String"].is_string()) return unsupported("normalizer Replace with a regex pattern is not supported");
       t.norm_.push_back(NormOp{NormOp::Kind::replace, pat["String"].str, std::string(j["content"].as_string()), false});
       return {};
     }
@@ -10436,7 +10754,8 @@ struct TokenizerBuilder {
       t.norm_.push_back(NormOp{NormOp::Kind::prepend, {}, std::string(j["prepend"].as_string()), false});
       return {};
     }
-    return unsupported("normalizer '" + printable(type) + "' is not supported (supported: NFC, Replace, Prepend, Sequence)");
+    return unsupported("normalizer '" + printable(type) +
+                       "' is not supported (supported: NFC, Replace, Prepend, Sequence)");
   }
 
   Result<void> json_pre(const Json& j, bool& byte_level, bool& first) {
@@ -10508,8 +10827,9 @@ struct TokenizerBuilder {
           s.digit_max = 1;
           s.contractions = false;
         } else {
-          return unsupported("pre-tokenizer regex '" + printable(re, 200) +
-                             "' has no scanner (supported: the llama-3, qwen2, qwen3.5, o200k, tekken and gpt-2 patterns)");
+          return unsupported(
+              "pre-tokenizer regex '" + printable(re, 200) +
+              "' has no scanner (supported: the llama-3, qwen2, qwen3.5, o200k, tekken and gpt-2 patterns)");
         }
         t.pre_.push_back(s);
         return {};
@@ -10518,12 +10838,18 @@ struct TokenizerBuilder {
         if (invert) return unsupported("a string Split with invert: true is not supported");
         PreStage s = stage(K::literal);
         s.literal_text = pat["String"].str;
-        if (beh == "Removed") s.behavior = PreStage::Behavior::removed;
-        else if (beh == "Isolated") s.behavior = PreStage::Behavior::isolated;
-        else if (beh == "MergedWithPrevious") s.behavior = PreStage::Behavior::merged_with_previous;
-        else if (beh == "MergedWithNext") s.behavior = PreStage::Behavior::merged_with_next;
-        else if (beh == "Contiguous") s.behavior = PreStage::Behavior::contiguous;
-        else return unsupported("Split behavior '" + printable(beh) + "' is not supported");
+        if (beh == "Removed")
+          s.behavior = PreStage::Behavior::removed;
+        else if (beh == "Isolated")
+          s.behavior = PreStage::Behavior::isolated;
+        else if (beh == "MergedWithPrevious")
+          s.behavior = PreStage::Behavior::merged_with_previous;
+        else if (beh == "MergedWithNext")
+          s.behavior = PreStage::Behavior::merged_with_next;
+        else if (beh == "Contiguous")
+          s.behavior = PreStage::Behavior::contiguous;
+        else
+          return unsupported("Split behavior '" + printable(beh) + "' is not supported");
         t.pre_.push_back(s);
         return {};
       }
@@ -10629,8 +10955,7 @@ struct TokenizerBuilder {
     const Json& model = tj["model"];
     if (!model.is_object()) return bad("no \"model\" object");
     std::string_view mtype = model["type"].as_string("BPE");
-    if (mtype != "BPE")
-      return unsupported("tokenizer model '" + printable(mtype) + "' is not supported (only BPE)");
+    if (mtype != "BPE") return unsupported("tokenizer model '" + printable(mtype) + "' is not supported (only BPE)");
     if (!model["continuing_subword_prefix"].as_string().empty() || !model["end_of_word_suffix"].as_string().empty())
       return unsupported("BPE with continuing_subword_prefix / end_of_word_suffix is not supported");
     const Json& vocab = model["vocab"];
@@ -10683,10 +11008,12 @@ struct TokenizerBuilder {
     std::vector<std::string> merges;
     merges.reserve(model["merges"].items.size());
     for (const Json& m : model["merges"].items) {
-      if (m.is_string()) merges.push_back(m.str);
+      if (m.is_string())
+        merges.push_back(m.str);
       else if (m.is_array() && m.items.size() == 2 && m.items[0].is_string() && m.items[1].is_string())
         merges.push_back(m.items[0].str + " " + m.items[1].str);
-      else return bad("model.merges holds an entry that is neither \"a b\" nor [\"a\", \"b\"]");
+      else
+        return bad("model.merges holds an entry that is neither \"a b\" nor [\"a\", \"b\"]");
     }
     if (byte_level) {
       if (auto r = build_byte_level(merges, /*strict=*/true); !r) return r.error();
@@ -10721,7 +11048,8 @@ struct TokenizerBuilder {
     auto valid = [&](int64_t id) { return id >= 0 && size_t(id) < n ? int32_t(id) : -1; };
     t.bos_ = config_token("bos_token");
     t.eos_ = config_token("eos_token");
-    if (t.bos_ < 0) t.bos_ = valid(desc.generation_config["bos_token_id"].as_int(desc.config["bos_token_id"].as_int(-1)));
+    if (t.bos_ < 0)
+      t.bos_ = valid(desc.generation_config["bos_token_id"].as_int(desc.config["bos_token_id"].as_int(-1)));
     std::vector<int32_t> eog;
     const Json& gen_eos = desc.generation_config["eos_token_id"];
     if (gen_eos.is_array()) {
@@ -10821,10 +11149,14 @@ inline size_t utf8_lossy_append(std::string_view in, std::string& out, bool fina
       unsigned char d = s[i + k];
       unsigned char lo = 0x80, hi = 0xBF;
       if (k == 1) {
-        if (c == 0xE0) lo = 0xA0;
-        else if (c == 0xED) hi = 0x9F;
-        else if (c == 0xF0) lo = 0x90;
-        else if (c == 0xF4) hi = 0x8F;
+        if (c == 0xE0)
+          lo = 0xA0;
+        else if (c == 0xED)
+          hi = 0x9F;
+        else if (c == 0xF0)
+          lo = 0x90;
+        else if (c == 0xF4)
+          hi = 0x8F;
       }
       if (d < lo || d > hi) break;
       k++;
@@ -11193,10 +11525,40 @@ inline uint32_t jv_items_depth(const std::vector<JValue>& items) {
 // ---- syntax tree ----
 enum class NK : uint8_t {
   // statements
-  output, print, if_, for_, set, set_block, macro, call_block, filter_block, break_, continue_, scope,
+  output,
+  print,
+  if_,
+  for_,
+  set,
+  set_block,
+  macro,
+  call_block,
+  filter_block,
+  break_,
+  continue_,
+  scope,
   // expressions
-  konst, name, list, tuple, dict, attr, item, slice, call, filter, test, not_, neg, pos, binop, compare, and_, or_,
-  cond, concat, nsref
+  konst,
+  name,
+  list,
+  tuple,
+  dict,
+  attr,
+  item,
+  slice,
+  call,
+  filter,
+  test,
+  not_,
+  neg,
+  pos,
+  binop,
+  compare,
+  and_,
+  or_,
+  cond,
+  concat,
+  nsref
 };
 enum class BinOp : uint8_t { add, sub, mul, div, floordiv, mod, pow };
 enum class CmpOp : uint8_t { eq, ne, lt, le, gt, ge, in, notin };
@@ -11204,22 +11566,22 @@ enum class CmpOp : uint8_t { eq, ne, lt, le, gt, ge, in, notin };
 struct JNode {
   NK k = NK::konst;
   uint8_t op = 0;
-  bool flag = false;  // for: recursive; filter/test: the name is unknown (an error where it runs)
-  bool constant = false;  // an expression Jinja2's optimizer may compute when compiling (mark_constant)
-  uint32_t pos = 0;   // byte offset in the (newline-normalized) template
-  std::string str;    // name, attribute, filter/test name, output text
-  JValue val;         // constant
-  JNode* a = nullptr;  // subject / target / test / callee
-  JNode* b = nullptr;  // value / iterable / start
-  JNode* c = nullptr;  // loop filter / stop
-  JNode* d = nullptr;  // step
-  JNode* dyn_args = nullptr;    // f(*x)
-  JNode* dyn_kwargs = nullptr;  // f(**x)
-  std::vector<JNode*> list;             // items, positional arguments, compare operands, defaults
-  std::vector<std::string> names;       // keyword names, parameter names
-  std::vector<std::string> undef_names; // for/macro/call/block bodies: names bound to undefined at entry (scan_frame)
-  std::vector<JNode*> kw;               // keyword values
-  std::vector<uint8_t> ops;             // compare operators
+  bool flag = false;                     // for: recursive; filter/test: the name is unknown (an error where it runs)
+  bool constant = false;                 // an expression Jinja2's optimizer may compute when compiling (mark_constant)
+  uint32_t pos = 0;                      // byte offset in the (newline-normalized) template
+  std::string str;                       // name, attribute, filter/test name, output text
+  JValue val;                            // constant
+  JNode* a = nullptr;                    // subject / target / test / callee
+  JNode* b = nullptr;                    // value / iterable / start
+  JNode* c = nullptr;                    // loop filter / stop
+  JNode* d = nullptr;                    // step
+  JNode* dyn_args = nullptr;             // f(*x)
+  JNode* dyn_kwargs = nullptr;           // f(**x)
+  std::vector<JNode*> list;              // items, positional arguments, compare operands, defaults
+  std::vector<std::string> names;        // keyword names, parameter names
+  std::vector<std::string> undef_names;  // for/macro/call/block bodies: names bound to undefined at entry (scan_frame)
+  std::vector<JNode*> kw;                // keyword values
+  std::vector<uint8_t> ops;              // compare operators
   std::vector<JNode*> body, orelse;
 };
 
@@ -11685,23 +12047,26 @@ class JLexer {
 
 // Jinja2's filters and tests by name (an unknown name is a template error; see the parser).
 inline bool jinja_known_filter(std::string_view n) {
-  static const char* const names[] = {
-      "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape",
-      "filesizeformat", "first", "float", "forceescape", "format", "groupby", "indent", "int", "items", "join",
-      "last", "length", "list", "lower", "map", "max", "min", "pprint", "random", "reject", "rejectattr",
-      "replace", "reverse", "round", "safe", "select", "selectattr", "slice", "sort", "string", "striptags",
-      "sum", "title", "tojson", "trim", "truncate", "unique", "upper", "urlencode", "urlize", "wordcount",
-      "wordwrap", "xmlattr"};
+  static const char* const names[] = {"abs",    "attr",       "batch",       "capitalize", "center",   "count",
+                                      "d",      "default",    "dictsort",    "e",          "escape",   "filesizeformat",
+                                      "first",  "float",      "forceescape", "format",     "groupby",  "indent",
+                                      "int",    "items",      "join",        "last",       "length",   "list",
+                                      "lower",  "map",        "max",         "min",        "pprint",   "random",
+                                      "reject", "rejectattr", "replace",     "reverse",    "round",    "safe",
+                                      "select", "selectattr", "slice",       "sort",       "string",   "striptags",
+                                      "sum",    "title",      "tojson",      "trim",       "truncate", "unique",
+                                      "upper",  "urlencode",  "urlize",      "wordcount",  "wordwrap", "xmlattr"};
   for (const char* x : names)
     if (n == x) return true;
   return false;
 }
 inline bool jinja_known_test(std::string_view n) {
   static const char* const names[] = {
-      "!=", "<", "<=", "==", ">", ">=", "boolean", "callable", "defined", "divisibleby", "eq", "equalto", "escaped",
-      "even", "false", "filter", "float", "ge", "greaterthan", "gt", "in", "integer", "iterable", "le", "lessthan",
-      "lower", "lt", "mapping", "ne", "none", "number", "odd", "sameas", "sequence", "string", "test", "true",
-      "undefined", "upper"};
+      "!=",       "<",           "<=",          "==",      ">",       ">=",        "boolean",  "callable",
+      "defined",  "divisibleby", "eq",          "equalto", "escaped", "even",      "false",    "filter",
+      "float",    "ge",          "greaterthan", "gt",      "in",      "integer",   "iterable", "le",
+      "lessthan", "lower",       "lt",          "mapping", "ne",      "none",      "number",   "odd",
+      "sameas",   "sequence",    "string",      "test",    "true",    "undefined", "upper"};
   for (const char* x : names)
     if (n == x) return true;
   return false;
@@ -11786,12 +12151,18 @@ class JParser {
           scan_stmts(n->orelse, f, outer, children);
           f.branch--;
           break;
-        case NK::for_: scan_loads(n->b, f, outer); children.push_back(n); break;
+        case NK::for_:
+          scan_loads(n->b, f, outer);
+          children.push_back(n);
+          break;
         case NK::set:
           scan_loads(n->b, f, outer);
           scan_store(n->a, f, outer);
           break;
-        case NK::set_block: scan_store(n->a, f, outer); children.push_back(n); break;
+        case NK::set_block:
+          scan_store(n->a, f, outer);
+          children.push_back(n);
+          break;
         case NK::macro: {
           JNode name;
           name.k = NK::name;
@@ -11801,7 +12172,10 @@ class JParser {
           break;
         }
         case NK::call_block:
-        case NK::filter_block: scan_loads(n->a, f, outer); children.push_back(n); break;
+        case NK::filter_block:
+          scan_loads(n->a, f, outer);
+          children.push_back(n);
+          break;
         case NK::scope:
           for (const JNode* v : n->list) scan_loads(v, f, outer);
           children.push_back(n);
@@ -12199,14 +12573,22 @@ class JParser {
       for (JNode* c : *v) all = mark_constant(c) && all;
     switch (n->k) {
       case NK::konst: n->constant = true; break;
-      case NK::list: case NK::tuple: case NK::dict: case NK::compare: case NK::concat: case NK::slice: case NK::item:
-      case NK::not_: case NK::neg: case NK::pos: case NK::binop:
-        n->constant = all;
-        break;
+      case NK::list:
+      case NK::tuple:
+      case NK::dict:
+      case NK::compare:
+      case NK::concat:
+      case NK::slice:
+      case NK::item:
+      case NK::not_:
+      case NK::neg:
+      case NK::pos:
+      case NK::binop: n->constant = all; break;
       // as_const() of these evaluates only the operands it needs: "c if t else d" with a constant
       // t and a constant chosen branch is constant, so is "a and x" when a is constant and false.
       // Here "constant" means "may be": the renderer finds out when it evaluates (see eval_folded).
-      case NK::and_: case NK::or_: n->constant = n->a && n->a->constant; break;
+      case NK::and_:
+      case NK::or_: n->constant = n->a && n->a->constant; break;
       case NK::cond:
         n->constant = n->a && n->a->constant && ((n->b && n->b->constant) || (n->c && n->c->constant));
         break;
@@ -12448,11 +12830,15 @@ class JParser {
     for (;;) {
       if (!cg.step()) return nullptr;
       CmpOp op;
-      if (cur().k == TK::op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
-                                cur().text == "<=" || cur().text == ">" || cur().text == ">=")) {
+      if (cur().k == TK::op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == "<=" ||
+                                cur().text == ">" || cur().text == ">=")) {
         const std::string& o = cur().text;
-        op = o == "==" ? CmpOp::eq : o == "!=" ? CmpOp::ne : o == "<" ? CmpOp::lt : o == "<=" ? CmpOp::le
-             : o == ">" ? CmpOp::gt : CmpOp::ge;
+        op = o == "=="   ? CmpOp::eq
+             : o == "!=" ? CmpOp::ne
+             : o == "<"  ? CmpOp::lt
+             : o == "<=" ? CmpOp::le
+             : o == ">"  ? CmpOp::gt
+                         : CmpOp::ge;
         next();
       } else if (is_name("in")) {
         op = CmpOp::in;
@@ -12894,15 +13280,17 @@ inline std::string jinja_normalize_source(std::string_view src) {
 // Parses a template; errors name the construct and the line:column.
 inline Result<std::shared_ptr<const JProgram>> jinja_parse(std::string_view source) {
   if (source.size() > LLMINFER_JINJA_MAX_TEMPLATE)
-    return make_error(Errc::template_error, strf("chat template: %zu bytes is more than the limit of %llu", source.size(),
-                                                 static_cast<unsigned long long>(LLMINFER_JINJA_MAX_TEMPLATE)));
+    return make_error(Errc::template_error,
+                      strf("chat template: %zu bytes is more than the limit of %llu", source.size(),
+                           static_cast<unsigned long long>(LLMINFER_JINJA_MAX_TEMPLATE)));
   auto prog = std::make_shared<JProgram>();
   prog->source = jinja_normalize_source(source);
   std::vector<JTok> toks;
   JLexer lex(prog->source);
   if (!lex.run(toks))
-    return make_error(Errc::template_error, strf("chat template %s: %s", prog->where(static_cast<uint32_t>(lex.error_pos)).c_str(),
-                                                 lex.error.c_str()));
+    return make_error(
+        Errc::template_error,
+        strf("chat template %s: %s", prog->where(static_cast<uint32_t>(lex.error_pos)).c_str(), lex.error.c_str()));
   JParser parser(*prog, std::move(toks));
   if (!parser.run())
     return make_error(Errc::template_error,
@@ -13659,14 +14047,24 @@ struct JScope {
   }
 };
 
-enum class FnKind : uint8_t { global, method, macro, caller, cycler_next, cycler_reset, joiner, loop_cycle, loop_changed };
+enum class FnKind : uint8_t {
+  global,
+  method,
+  macro,
+  caller,
+  cycler_next,
+  cycler_reset,
+  joiner,
+  loop_cycle,
+  loop_changed
+};
 
 struct JFunc {
   FnKind kind = FnKind::global;
-  std::string name;                // global / method name
-  JValue self;                     // bound receiver (methods), state (cycler, joiner, loop)
-  const JNode* node = nullptr;     // macro / call block
-  std::weak_ptr<JScope> closure;   // weak: a macro stored in its own scope must not keep it alive
+  std::string name;               // global / method name
+  JValue self;                    // bound receiver (methods), state (cycler, joiner, loop)
+  const JNode* node = nullptr;    // macro / call block
+  std::weak_ptr<JScope> closure;  // weak: a macro stored in its own scope must not keep it alive
 };
 
 struct JLoop {
@@ -13684,14 +14082,18 @@ inline JValue jv_func(JFunc f) {
   return v;
 }
 
-inline bool jv_is_markup(const JValue& v) { return v.t == JValue::T::string && v.b; }
+inline bool jv_is_markup(const JValue& v) {
+  return v.t == JValue::T::string && v.b;
+}
 inline JValue jv_markup(PText t) {
   JValue v = JValue::str(std::move(t));
   v.b = true;  // strings use `b` as the Markup flag (|safe, |escape)
   return v;
 }
 // A str result that stays Markup when its input was.
-inline JValue jv_text(PText t, bool markup) { return markup ? jv_markup(std::move(t)) : JValue::str(std::move(t)); }
+inline JValue jv_text(PText t, bool markup) {
+  return markup ? jv_markup(std::move(t)) : JValue::str(std::move(t));
+}
 
 // Python's type name of a value (for messages such as "'int' object is not iterable").
 inline const char* jv_type(const JValue& v) {
@@ -13775,8 +14177,10 @@ inline bool jin_ranges(const JRange (&r)[N], uint32_t c) {
   size_t lo = 0, hi = N;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    if (r[mid].hi < c) lo = mid + 1;
-    else hi = mid;
+    if (r[mid].hi < c)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo < N && r[lo].lo <= c;
 }
@@ -13786,8 +14190,10 @@ inline uint32_t jmap_runs(const JCaseRun (&r)[N], uint32_t c, bool* mapped = nul
   size_t lo = 0, hi = N;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    if (r[mid].end < c) lo = mid + 1;
-    else hi = mid;
+    if (r[mid].end < c)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   if (lo < N && r[lo].start <= c && (c - r[lo].start) % r[lo].stride == 0) {
     if (mapped) *mapped = true;
@@ -13797,8 +14203,12 @@ inline uint32_t jmap_runs(const JCaseRun (&r)[N], uint32_t c, bool* mapped = nul
   return c;
 }
 // Python's str.isprintable() per code point.
-inline bool py_printable(uint32_t c) { return c <= 0x10FFFF && !jin_ranges(kJNonPrintable, c); }
-inline bool jcase_is_title(uint32_t c) { return jin_ranges(kJTitlecase, c); }
+inline bool py_printable(uint32_t c) {
+  return c <= 0x10FFFF && !jin_ranges(kJNonPrintable, c);
+}
+inline bool jcase_is_title(uint32_t c) {
+  return jin_ranges(kJTitlecase, c);
+}
 inline bool jcase_is_upper(uint32_t c) {
   bool m;
   jmap_runs(kJLowerRuns, c, &m);
@@ -13809,24 +14219,41 @@ inline bool jcase_is_lower(uint32_t c) {
   jmap_runs(kJUpperRuns, c, &m);
   return (m && !jcase_is_title(c)) || jin_ranges(kJLowerExtra, c);
 }
-inline bool jcase_cased(uint32_t c) { return jcase_is_upper(c) || jcase_is_lower(c) || jcase_is_title(c); }
-inline bool jcase_ignorable(uint32_t c) { return jin_ranges(kJCaseIgnorable, c); }
+inline bool jcase_cased(uint32_t c) {
+  return jcase_is_upper(c) || jcase_is_lower(c) || jcase_is_title(c);
+}
+inline bool jcase_ignorable(uint32_t c) {
+  return jin_ranges(kJCaseIgnorable, c);
+}
 // str.isalpha() / isdecimal() / isdigit() / isnumeric() / isalnum() per code point.
-inline bool jis_alpha(uint32_t c) { return jin_ranges(kJAlpha, c); }
-inline bool jis_decimal(uint32_t c) { return jin_ranges(kJDecimal, c); }
-inline bool jis_digit(uint32_t c) { return jin_ranges(kJDigit, c); }
-inline bool jis_numeric(uint32_t c) { return jin_ranges(kJNumeric, c); }
-inline bool jis_alnum(uint32_t c) { return jis_alpha(c) || jis_decimal(c) || jis_digit(c) || jis_numeric(c); }
+inline bool jis_alpha(uint32_t c) {
+  return jin_ranges(kJAlpha, c);
+}
+inline bool jis_decimal(uint32_t c) {
+  return jin_ranges(kJDecimal, c);
+}
+inline bool jis_digit(uint32_t c) {
+  return jin_ranges(kJDigit, c);
+}
+inline bool jis_numeric(uint32_t c) {
+  return jin_ranges(kJNumeric, c);
+}
+inline bool jis_alnum(uint32_t c) {
+  return jis_alpha(c) || jis_decimal(c) || jis_digit(c) || jis_numeric(c);
+}
 // Full case mapping (kind 0 upper, 1 lower, 2 title) into out[]; returns the count (1..3).
 inline int jcase_full(uint32_t c, int kind, uint32_t out[3]) {
   size_t lo = 0, hi = sizeof kJCaseSpecial / sizeof kJCaseSpecial[0];
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
     const JCaseSpecial& e = kJCaseSpecial[mid];
-    if (e.cp < c || (e.cp == c && e.kind < kind)) lo = mid + 1;
-    else hi = mid;
+    if (e.cp < c || (e.cp == c && e.kind < kind))
+      lo = mid + 1;
+    else
+      hi = mid;
   }
-  if (lo < sizeof kJCaseSpecial / sizeof kJCaseSpecial[0] && kJCaseSpecial[lo].cp == c && kJCaseSpecial[lo].kind == kind) {
+  if (lo < sizeof kJCaseSpecial / sizeof kJCaseSpecial[0] && kJCaseSpecial[lo].cp == c &&
+      kJCaseSpecial[lo].kind == kind) {
     int n = 0;
     for (uint32_t x : kJCaseSpecial[lo].to)
       if (x) out[n++] = x;
@@ -13884,8 +14311,12 @@ inline void html_escape(PText& out, const PText& s) {
   size_t i = 0;
   while (i < s.s.size()) {
     char c = s.s[i];
-    const char* rep = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '\'' ? "&#39;"
-                      : c == '"' ? "&#34;" : nullptr;
+    const char* rep = c == '&'    ? "&amp;"
+                      : c == '<'  ? "&lt;"
+                      : c == '>'  ? "&gt;"
+                      : c == '\'' ? "&#39;"
+                      : c == '"'  ? "&#34;"
+                                  : nullptr;
     if (rep) {
       out.add(rep, s.content_in(i, i + 1));
       i++;
@@ -13924,7 +14355,7 @@ struct JRenderOptions {
   uint64_t max_steps = LLMINFER_JINJA_MAX_STEPS;
   size_t max_string = LLMINFER_JINJA_MAX_STRING;
   size_t max_stack = LLMINFER_JINJA_MAX_STACK;  // stack bytes the render may use (nested evaluation)
-  std::function<std::tm()> clock;  // strftime_now(); the local time when empty
+  std::function<std::tm()> clock;               // strftime_now(); the local time when empty
   // Polled while rendering (every few thousand steps): when it becomes true the render stops
   // with an error ("rendering cancelled"). Not owned.
   const std::atomic<bool>* cancel = nullptr;
@@ -14069,8 +14500,8 @@ class JRender {
     return fail(v.s ? v.s->s : std::string("undefined value"));
   }
   static JValue undef_attr(const JValue& obj, std::string_view name) {
-    return JValue::undefined(strf("'%s object' has no attribute '%.*s'", jv_type(obj), static_cast<int>(name.size()),
-                                  name.data()));
+    return JValue::undefined(
+        strf("'%s object' has no attribute '%.*s'", jv_type(obj), static_cast<int>(name.size()), name.data()));
   }
   static JValue unsafe_attr(const JValue& obj, std::string_view name) {
     JValue u = JValue::undefined(strf("access to attribute '%.*s' of '%s' object is unsafe.",
@@ -14500,8 +14931,8 @@ class JRender {
 
   JValue operand_type_error(BinOp op, const JValue& l, const JValue& r) {
     static const char* const names[] = {"+", "-", "*", "/", "//", "%", "**"};
-    return failv(strf("unsupported operand type(s) for %s: '%s' and '%s'", names[static_cast<int>(op)], jv_type(l),
-                      jv_type(r)));
+    return failv(
+        strf("unsupported operand type(s) for %s: '%s' and '%s'", names[static_cast<int>(op)], jv_type(l), jv_type(r)));
   }
   JValue binop(BinOp op, const JValue& l, const JValue& r) {
     if (l.is_undef()) {
@@ -14588,7 +15019,8 @@ class JRender {
         if (nums) {
           double x = as_double(l), y = as_double(r);
           if (x == 0 && y < 0) return failv("0.0 cannot be raised to a negative power");
-          if (x < 0 && y != std::floor(y)) return failv("unsupported: a negative number to a fractional power is complex");
+          if (x < 0 && y != std::floor(y))
+            return failv("unsupported: a negative number to a fractional power is complex");
           return JValue::real(std::pow(x, y));
         }
         return operand_type_error(op, l, r);
@@ -14602,10 +15034,14 @@ class JRender {
         return JValue();
       PText t;
       bool markup = jv_is_markup(l) || jv_is_markup(r);
-      if (markup && !jv_is_markup(l)) html_escape(t, *l.s);
-      else t.add(*l.s);
-      if (markup && !jv_is_markup(r)) html_escape(t, *r.s);
-      else t.add(*r.s);
+      if (markup && !jv_is_markup(l))
+        html_escape(t, *l.s);
+      else
+        t.add(*l.s);
+      if (markup && !jv_is_markup(r))
+        html_escape(t, *r.s);
+      else
+        t.add(*r.s);
       return markup ? jv_markup(std::move(t)) : JValue::str(std::move(t));
     }
     if (l.is_list() && r.is_list() && l.l->kind == r.l->kind && (l.l->kind == JSeq::list || l.l->kind == JSeq::tuple)) {
@@ -14621,8 +15057,10 @@ class JRender {
   JValue repeat(const JValue& l, const JValue& r) {
     const JValue* seq = nullptr;
     int64_t times = 0;
-    if ((l.is_str() || l.is_list()) && as_int(r, times)) seq = &l;
-    else if ((r.is_str() || r.is_list()) && as_int(l, times)) seq = &r;
+    if ((l.is_str() || l.is_list()) && as_int(r, times))
+      seq = &l;
+    else if ((r.is_str() || r.is_list()) && as_int(l, times))
+      seq = &r;
     if (!seq) return operand_type_error(BinOp::mul, l, r);
     if (times < 0) times = 0;
     if (seq->is_str()) {
@@ -14791,8 +15229,7 @@ class JRender {
     result = false;
     switch (container.t) {
       case JValue::T::string:
-        if (!item.is_str())
-          return fail(strf("'in <string>' requires string as left operand, not %s", jv_type(item)));
+        if (!item.is_str()) return fail(strf("'in <string>' requires string as left operand, not %s", jv_type(item)));
         if (!charge(container.text().size() / 64)) return false;
         result = container.text().find(item.text()) != std::string::npos;
         return true;
@@ -14951,11 +15388,13 @@ class JRender {
   // ---- attribute and item access (Jinja2 sandbox rules) ----
   static bool is_str_method(std::string_view n) {
     static const char* const names[] = {
-        "capitalize", "casefold", "center", "count", "encode", "endswith", "expandtabs", "find", "format",
-        "format_map", "index", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit", "isidentifier", "islower",
-        "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower", "lstrip", "maketrans",
-        "partition", "removeprefix", "removesuffix", "replace", "rfind", "rindex", "rjust", "rpartition", "rsplit",
-        "rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title", "translate", "upper", "zfill"};
+        "capitalize", "casefold",     "center",       "count",   "encode",     "endswith",    "expandtabs",
+        "find",       "format",       "format_map",   "index",   "isalnum",    "isalpha",     "isascii",
+        "isdecimal",  "isdigit",      "isidentifier", "islower", "isnumeric",  "isprintable", "isspace",
+        "istitle",    "isupper",      "join",         "ljust",   "lower",      "lstrip",      "maketrans",
+        "partition",  "removeprefix", "removesuffix", "replace", "rfind",      "rindex",      "rjust",
+        "rpartition", "rsplit",       "rstrip",       "split",   "splitlines", "startswith",  "strip",
+        "swapcase",   "title",        "translate",    "upper",   "zfill"};
     for (const char* x : names)
       if (n == x) return true;
     return false;
@@ -14974,7 +15413,8 @@ class JRender {
         if (is_str_method(name)) return bound(obj, name);
         break;
       case JValue::T::list: {
-        static const char* const mutators[] = {"append", "clear", "extend", "insert", "pop", "remove", "reverse", "sort"};
+        static const char* const mutators[] = {"append", "clear",  "extend",  "insert",
+                                               "pop",    "remove", "reverse", "sort"};
         bool tuple = obj.l->kind == JSeq::tuple;
         if (obj.l->kind == JSeq::list || tuple) {
           if (name == "index" || name == "count" || (!tuple && name == "copy")) return bound(obj, name);
@@ -15064,11 +15504,13 @@ class JRender {
     switch (obj.t) {
       case JValue::T::undef: fail_undef(obj); return JValue();
       case JValue::T::list:
-        if ((obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range) && as_int(key, idx)) {
+        if ((obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range) &&
+            as_int(key, idx)) {
           int64_t n = static_cast<int64_t>(obj.l->items.size());
           if (idx < 0) idx += n;
-          if (idx < 0 || idx >= n) return JValue::undefined(strf("'%s object' has no element %lld", jv_type(obj),
-                                                                 static_cast<long long>(as_int(key, idx) ? idx : 0)));
+          if (idx < 0 || idx >= n)
+            return JValue::undefined(strf("'%s object' has no element %lld", jv_type(obj),
+                                          static_cast<long long>(as_int(key, idx) ? idx : 0)));
           return obj.l->items[static_cast<size_t>(idx)];
         }
         break;
@@ -15113,7 +15555,8 @@ class JRender {
         }
       }
       pos_ = n->pos;
-      if (fold_ && !obj.is_undef() && !obj.is_str() && !(obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range)))
+      if (fold_ && !obj.is_undef() && !obj.is_str() &&
+          !(obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range)))
         return JValue::undefined(strf("'%s' object is not subscriptable", jv_type(obj)));
       return slice(obj, parts[0], parts[1], parts[2]);
     }
@@ -15130,10 +15573,12 @@ class JRender {
       return JValue();
     }
     int64_t st = 1;
-    if (!step.is_none() && !as_int(step, st)) return failv("slice indices must be integers or None or have an __index__ method");
+    if (!step.is_none() && !as_int(step, st))
+      return failv("slice indices must be integers or None or have an __index__ method");
     if (st == 0) return failv("slice step cannot be zero");
     bool is_str = obj.is_str();
-    bool is_seq = obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range);
+    bool is_seq =
+        obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range);
     if (!is_str && !is_seq) {
       if (obj.is_dict()) return failv("unhashable type: 'slice'");
       return failv(strf("'%s' object is not subscriptable", jv_type(obj)));
@@ -15290,9 +15735,7 @@ class JRender {
         state.i = (state.i + 1) % static_cast<int64_t>(state.l->items.size());
         return v;
       }
-      case FnKind::cycler_reset:
-        f.self.f->self.i = 0;
-        return JValue::none();
+      case FnKind::cycler_reset: f.self.f->self.i = 0; return JValue::none();
       case FnKind::joiner: {
         if (!args.pos.empty() || !args.kw.empty()) return failv("joiner() takes no arguments");
         JValue& state = fn.f->self;  // s: separator, i: used
@@ -15386,7 +15829,8 @@ class JRender {
       sc->set("varargs", JValue::list(std::move(extra), JSeq::tuple));
     }
     if (uses_kwargs) sc->set("kwargs", kwargs);
-    if (uses_caller && !have_caller && f.kind == FnKind::macro) sc->set("caller", JValue::undefined("no caller defined"));
+    if (uses_caller && !have_caller && f.kind == FnKind::macro)
+      sc->set("caller", JValue::undefined("no caller defined"));
     predeclare(m->undef_names, *sc);
     PText out;
     Flow saved = flow_;
@@ -15453,7 +15897,8 @@ class JRender {
     if (step == 0) return failv("range() arg 3 must not be zero");
     long double count = 0;
     if (step > 0 && stop > start) count = std::ceil((static_cast<long double>(stop) - start) / step);
-    if (step < 0 && stop < start) count = std::ceil((static_cast<long double>(start) - stop) / -static_cast<long double>(step));
+    if (step < 0 && stop < start)
+      count = std::ceil((static_cast<long double>(start) - stop) / -static_cast<long double>(step));
     if (count > LLMINFER_JINJA_MAX_RANGE)
       return failv(strf("range too big: the sandbox blocks ranges larger than %d items", LLMINFER_JINJA_MAX_RANGE));
     if (!charge_list(static_cast<uint64_t>(count))) return JValue();
@@ -15476,7 +15921,8 @@ class JRender {
     } else {
       d = make_ns();
     }
-    if (args.pos.size() > 1) return failv(strf("%s expected at most 1 argument, got %zu", name.c_str(), args.pos.size()));
+    if (args.pos.size() > 1)
+      return failv(strf("%s expected at most 1 argument, got %zu", name.c_str(), args.pos.size()));
     if (!args.pos.empty()) {
       const JValue& src = args.pos[0];
       if (src.is_dict() || src.t == JValue::T::ns) {
@@ -15498,7 +15944,8 @@ class JRender {
     return d;
   }
   JValue global_cycler(const std::string&, const JArgs& args) {
-    if (!args.kw.empty()) return failv(strf("cycler() got an unexpected keyword argument '%s'", args.kw[0].first.c_str()));
+    if (!args.kw.empty())
+      return failv(strf("cycler() got an unexpected keyword argument '%s'", args.kw[0].first.c_str()));
     if (args.pos.empty()) return failv("cycler(): at least one item has to be provided");
     JFunc f;
     f.kind = FnKind::cycler_next;
@@ -15622,10 +16069,22 @@ class JRender {
         const char* open = "[";
         const char* close = "]";
         switch (L.kind) {
-          case JSeq::tuple: open = "("; close = L.items.size() == 1 ? ",)" : ")"; break;
-          case JSeq::dict_items: open = "dict_items(["; close = "])"; break;
-          case JSeq::dict_keys: open = "dict_keys(["; close = "])"; break;
-          case JSeq::dict_values: open = "dict_values(["; close = "])"; break;
+          case JSeq::tuple:
+            open = "(";
+            close = L.items.size() == 1 ? ",)" : ")";
+            break;
+          case JSeq::dict_items:
+            open = "dict_items([";
+            close = "])";
+            break;
+          case JSeq::dict_keys:
+            open = "dict_keys([";
+            close = "])";
+            break;
+          case JSeq::dict_values:
+            open = "dict_values([";
+            close = "])";
+            break;
           case JSeq::range: out.add(L.tag); return true;
           case JSeq::generator: return fail("unsupported construct: printing a generator (add |list)");
           default: break;
@@ -15930,10 +16389,10 @@ class JRender {
   std::vector<std::weak_ptr<JDict>> namespaces_;
   enum class Flow : uint8_t { normal, brk, cont } flow_ = Flow::normal;
   bool failed_ = false;
-  bool fold_ = false;                   // computing a constant expression (see eval_folded)
-  bool impossible_ = false;             // ... which turned out not to be constant
+  bool fold_ = false;                    // computing a constant expression (see eval_folded)
+  bool impossible_ = false;              // ... which turned out not to be constant
   std::vector<const void*> repr_stack_;  // containers being printed (for "[...]" / "{...}")
-  const JNode* print_root_ = nullptr;   // the expression of the {{ }} being printed
+  const JNode* print_root_ = nullptr;    // the expression of the {{ }} being printed
   uint32_t pos_ = 0;
   uint64_t steps_ = 0;
   uint64_t next_poll_ = 0;
@@ -16053,8 +16512,10 @@ inline void jcase(const PText& s, JCase mode, PText& out) {
       case JCase::upper: cnt = jcase_full(c, 0, m); break;
       case JCase::lower: cnt = lower_at(k, 0, n, m); break;
       case JCase::swapcase:
-        if (jcase_is_upper(c)) cnt = lower_at(k, 0, n, m);
-        else if (jcase_is_lower(c)) cnt = jcase_full(c, 0, m);
+        if (jcase_is_upper(c))
+          cnt = lower_at(k, 0, n, m);
+        else if (jcase_is_lower(c))
+          cnt = jcase_full(c, 0, m);
         break;
       case JCase::capitalize: cnt = k == 0 ? jcase_full(c, 2, m) : lower_at(k, 0, n, m); break;
       case JCase::title_method:
@@ -16105,50 +16566,28 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     JValue (JRender::*fn)(const FilterCall&);
   };
   static constexpr Def table[] = {
-      {"abs", &JRender::filter_abs},
-      {"attr", &JRender::filter_attr},
-      {"batch", &JRender::filter_batch},
-      {"capitalize", &JRender::filter_case},
-      {"center", &JRender::filter_center},
-      {"count", &JRender::filter_length},
-      {"d", &JRender::filter_default},
-      {"default", &JRender::filter_default},
-      {"dictsort", &JRender::filter_dictsort},
-      {"e", &JRender::filter_escape},
-      {"escape", &JRender::filter_escape},
-      {"first", &JRender::filter_first_last},
-      {"float", &JRender::filter_float},
-      {"forceescape", &JRender::filter_escape},
-      {"format", &JRender::filter_format},
-      {"indent", &JRender::filter_indent},
-      {"int", &JRender::filter_int},
-      {"items", &JRender::filter_items},
-      {"join", &JRender::filter_join},
-      {"last", &JRender::filter_first_last},
-      {"length", &JRender::filter_length},
-      {"list", &JRender::filter_list},
-      {"lower", &JRender::filter_case},
-      {"map", &JRender::filter_map},
-      {"max", &JRender::filter_min_max},
-      {"min", &JRender::filter_min_max},
-      {"reject", &JRender::filter_select},
-      {"rejectattr", &JRender::filter_select},
-      {"replace", &JRender::filter_replace},
-      {"reverse", &JRender::filter_reverse},
-      {"round", &JRender::filter_round},
-      {"safe", &JRender::filter_safe},
-      {"select", &JRender::filter_select},
-      {"selectattr", &JRender::filter_select},
-      {"sort", &JRender::filter_sort},
-      {"string", &JRender::filter_string},
-      {"sum", &JRender::filter_sum},
-      {"title", &JRender::filter_case},
-      {"tojson", &JRender::filter_tojson},
-      {"trim", &JRender::filter_trim},
-      {"truncate", &JRender::filter_truncate},
-      {"unique", &JRender::filter_unique},
-      {"upper", &JRender::filter_case},
-      {"wordcount", &JRender::filter_wordcount},
+      {"abs", &JRender::filter_abs},           {"attr", &JRender::filter_attr},
+      {"batch", &JRender::filter_batch},       {"capitalize", &JRender::filter_case},
+      {"center", &JRender::filter_center},     {"count", &JRender::filter_length},
+      {"d", &JRender::filter_default},         {"default", &JRender::filter_default},
+      {"dictsort", &JRender::filter_dictsort}, {"e", &JRender::filter_escape},
+      {"escape", &JRender::filter_escape},     {"first", &JRender::filter_first_last},
+      {"float", &JRender::filter_float},       {"forceescape", &JRender::filter_escape},
+      {"format", &JRender::filter_format},     {"indent", &JRender::filter_indent},
+      {"int", &JRender::filter_int},           {"items", &JRender::filter_items},
+      {"join", &JRender::filter_join},         {"last", &JRender::filter_first_last},
+      {"length", &JRender::filter_length},     {"list", &JRender::filter_list},
+      {"lower", &JRender::filter_case},        {"map", &JRender::filter_map},
+      {"max", &JRender::filter_min_max},       {"min", &JRender::filter_min_max},
+      {"reject", &JRender::filter_select},     {"rejectattr", &JRender::filter_select},
+      {"replace", &JRender::filter_replace},   {"reverse", &JRender::filter_reverse},
+      {"round", &JRender::filter_round},       {"safe", &JRender::filter_safe},
+      {"select", &JRender::filter_select},     {"selectattr", &JRender::filter_select},
+      {"sort", &JRender::filter_sort},         {"string", &JRender::filter_string},
+      {"sum", &JRender::filter_sum},           {"title", &JRender::filter_case},
+      {"tojson", &JRender::filter_tojson},     {"trim", &JRender::filter_trim},
+      {"truncate", &JRender::filter_truncate}, {"unique", &JRender::filter_unique},
+      {"upper", &JRender::filter_case},        {"wordcount", &JRender::filter_wordcount},
   };
   static_assert(jtable_sorted(table), "the filter table must be sorted by name");
   if (!charge_scan(v, args)) return JValue();
@@ -16238,8 +16677,10 @@ inline JValue JRender::filter_case(const FilterCall& c) {
   bool m;
   if (!soft_str(c.v, t, m)) return JValue();
   const std::string& name = c.name;
-  JCase mode = name == "upper" ? JCase::upper : name == "lower" ? JCase::lower
-               : name == "capitalize" ? JCase::capitalize : JCase::title_filter;
+  JCase mode = name == "upper"        ? JCase::upper
+               : name == "lower"      ? JCase::lower
+               : name == "capitalize" ? JCase::capitalize
+                                      : JCase::title_filter;
   jcase(t, mode, out);
   if (!charge_str(out.s.size())) return JValue();
   return jv_text(std::move(out), m && name != "title");
@@ -16301,10 +16742,12 @@ inline JValue JRender::filter_indent(const FilterCall& c) {
   std::string ind = "    ";
   if (a[0]) {
     int64_t w;
-    if (a[0]->is_str()) ind = a[0]->text();
+    if (a[0]->is_str())
+      ind = a[0]->text();
     else if (as_int(*a[0], w))
       ind = std::string(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(w, 1 << 16))), ' ');
-    else return failv("indent: width must be an integer or a string");
+    else
+      return failv("indent: width must be an integer or a string");
   }
   bool first = a[1] && jv_truthy(*a[1]), blank = a[2] && jv_truthy(*a[2]);
   s.add("\n");
@@ -16343,8 +16786,9 @@ inline JValue JRender::filter_truncate(const FilterCall& c) {
   std::vector<size_t> off = jcp_offsets(s.s);
   int64_t n = static_cast<int64_t>(off.size()) - 1;
   int64_t end_len = static_cast<int64_t>(jcp_offsets(end.s).size()) - 1;
-  if (length < end_len) return failv(strf("expected length >= %lld, got %lld", static_cast<long long>(end_len),
-                                          static_cast<long long>(length)));
+  if (length < end_len)
+    return failv(
+        strf("expected length >= %lld, got %lld", static_cast<long long>(end_len), static_cast<long long>(length)));
   if (leeway < 0) return failv("expected leeway >= 0");
   if (n <= length + leeway) return v;
   size_t cut = off[static_cast<size_t>(length - end_len)];
@@ -16501,8 +16945,7 @@ inline JValue JRender::filter_round(const FilterCall& c) {
   int64_t prec = 0;
   if (a[0] && !as_int(*a[0], prec)) return failv("round: precision must be an integer");
   std::string method = a[1] && a[1]->is_str() ? a[1]->text() : "common";
-  if (method != "common" && method != "ceil" && method != "floor")
-    return failv("method must be common, ceil or floor");
+  if (method != "common" && method != "ceil" && method != "floor") return failv("method must be common, ceil or floor");
   int64_t i;
   if (method == "common" && as_int(v, i) && prec >= 0) return JValue::integer(i);
   if (!v.is_num()) return failv(strf("type %s doesn't define __round__ method", jv_type(v)));
@@ -16535,15 +16978,17 @@ inline JValue JRender::filter_list(const FilterCall& c) {
 inline JValue JRender::filter_items(const FilterCall& c) {
   std::vector<const JValue*> a;
   if (!bind(c.args, {}, a, c.what)) return JValue();
-  return make_gen([this, v = c.v, idx = size_t(0)](JValue& out, bool& done) mutable -> bool {
-    done = false;
-    if (v.is_undef()) return (done = true), true;
-    if (!v.is_dict()) return fail("can only get item pairs from a mapping");
-    if (idx >= v.m->items.size()) return (done = true), true;
-    const auto& kv = v.m->items[idx++];
-    out = JValue::list({kv.first, kv.second}, JSeq::tuple);
-    return true;
-  }, c.v);
+  return make_gen(
+      [this, v = c.v, idx = size_t(0)](JValue& out, bool& done) mutable -> bool {
+        done = false;
+        if (v.is_undef()) return (done = true), true;
+        if (!v.is_dict()) return fail("can only get item pairs from a mapping");
+        if (idx >= v.m->items.size()) return (done = true), true;
+        const auto& kv = v.m->items[idx++];
+        out = JValue::list({kv.first, kv.second}, JSeq::tuple);
+        return true;
+      },
+      c.v);
 }
 // first, last
 inline JValue JRender::filter_first_last(const FilterCall& c) {
@@ -16583,27 +17028,29 @@ inline JValue JRender::filter_batch(const FilterCall& c) {
   if (!a[0] || !as_int(*a[0], n) || n <= 0) return failv("batch: linecount must be a positive integer");
   JValue fill = a[1] ? *a[1] : JValue::none();
   Puller src = puller(c.v);
-  return make_gen([this, src, n, fill, end = false](JValue& out, bool& done) mutable -> bool {
-    done = false;
-    if (end) return (done = true), true;
-    std::vector<JValue> cur;
-    while (static_cast<int64_t>(cur.size()) < n) {
-      JValue x;
-      bool fin = false;
-      if (!src(x, fin)) return false;
-      if (fin) {
-        end = true;
-        break;
-      }
-      cur.push_back(std::move(x));
-    }
-    if (cur.empty()) return (done = true), true;
-    if (!fill.is_none())
-      while (static_cast<int64_t>(cur.size()) < n) cur.push_back(fill);
-    if (!charge_list(cur.size())) return false;
-    out = JValue::list(std::move(cur));
-    return true;
-  }, c.v);
+  return make_gen(
+      [this, src, n, fill, end = false](JValue& out, bool& done) mutable -> bool {
+        done = false;
+        if (end) return (done = true), true;
+        std::vector<JValue> cur;
+        while (static_cast<int64_t>(cur.size()) < n) {
+          JValue x;
+          bool fin = false;
+          if (!src(x, fin)) return false;
+          if (fin) {
+            end = true;
+            break;
+          }
+          cur.push_back(std::move(x));
+        }
+        if (cur.empty()) return (done = true), true;
+        if (!fill.is_none())
+          while (static_cast<int64_t>(cur.size()) < n) cur.push_back(fill);
+        if (!charge_list(cur.size())) return false;
+        out = JValue::list(std::move(cur));
+        return true;
+      },
+      c.v);
 }
 inline JValue JRender::filter_sum(const FilterCall& c) {
   std::vector<const JValue*> a;
@@ -16669,26 +17116,28 @@ inline JValue JRender::filter_unique(const FilterCall& c) {
   bool cs = a[0] && jv_truthy(*a[0]);
   JValue attribute = a[1] ? *a[1] : JValue::none();
   Puller src = puller(c.v);
-  return make_gen([this, src, cs, attribute, seen = std::vector<JValue>()](JValue& out, bool& done) mutable -> bool {
-    for (;;) {
-      if (!src(out, done) || done) return !failed_;
-      JValue k;
-      if (!sort_key(out, &attribute, cs, k)) return false;
-      if (k.is_dict() || (k.is_list() && k.l->kind != JSeq::tuple))
-        return fail(strf("unhashable type: '%s'", jv_type(k)));
-      if (!charge(seen.size() / 8 + 1)) return false;
-      bool dup = false;
-      for (const auto& x : seen)
-        if (py_eq(x, k)) {
-          dup = true;
-          break;
+  return make_gen(
+      [this, src, cs, attribute, seen = std::vector<JValue>()](JValue& out, bool& done) mutable -> bool {
+        for (;;) {
+          if (!src(out, done) || done) return !failed_;
+          JValue k;
+          if (!sort_key(out, &attribute, cs, k)) return false;
+          if (k.is_dict() || (k.is_list() && k.l->kind != JSeq::tuple))
+            return fail(strf("unhashable type: '%s'", jv_type(k)));
+          if (!charge(seen.size() / 8 + 1)) return false;
+          bool dup = false;
+          for (const auto& x : seen)
+            if (py_eq(x, k)) {
+              dup = true;
+              break;
+            }
+          if (!dup) {
+            seen.push_back(std::move(k));
+            return true;
+          }
         }
-      if (!dup) {
-        seen.push_back(std::move(k));
-        return true;
-      }
-    }
-  }, c.v);
+      },
+      c.v);
 }
 inline JValue JRender::filter_sort(const FilterCall& c) {
   std::vector<const JValue*> a;
@@ -16738,20 +17187,24 @@ inline JValue JRender::filter_map(const FilterCall& c) {
   const JValue* attribute = nullptr;
   const JValue* def = nullptr;
   for (const auto& kv : args.kw) {
-    if (kv.first == "attribute") attribute = &kv.second;
-    else if (kv.first == "default") def = &kv.second;
+    if (kv.first == "attribute")
+      attribute = &kv.second;
+    else if (kv.first == "default")
+      def = &kv.second;
   }
   if (attribute && args.pos.empty()) {
     for (const auto& kv : args.kw)
       if (kv.first != "attribute" && kv.first != "default")
         return failv(strf("unexpected keyword argument '%s'", kv.first.c_str()));
     JValue attr = *attribute, dflt = def ? *def : JValue::none();
-    return make_gen([this, src, falsy, attr, dflt](JValue& out, bool& done) mutable -> bool {
-      if (falsy) return (done = true), true;
-      if (!src(out, done) || done) return !failed_;
-      out = attr_path(out, attr, &dflt);
-      return !failed_;
-    }, c.v);
+    return make_gen(
+        [this, src, falsy, attr, dflt](JValue& out, bool& done) mutable -> bool {
+          if (falsy) return (done = true), true;
+          if (!src(out, done) || done) return !failed_;
+          out = attr_path(out, attr, &dflt);
+          return !failed_;
+        },
+        c.v);
   }
   if (args.pos.empty()) return failv("map requires a filter argument");
   if (!args.pos[0].is_str()) return failv("map: the filter name must be a string");
@@ -16762,15 +17215,17 @@ inline JValue JRender::filter_map(const FilterCall& c) {
   // (the scope weakly: a generator stored in that scope must not keep it alive, a reference cycle;
   // pulled after the scope ended, the filter runs in an empty one)
   std::weak_ptr<JScope> wsc = c.sc;
-  return make_gen([this, src, falsy, fname, rest, wsc](JValue& out, bool& done) mutable -> bool {
-    if (falsy) return (done = true), true;
-    if (!src(out, done) || done) return !failed_;
-    if (!jinja_known_filter(fname)) return fail(strf("no filter named '%s'", fname.c_str()));
-    auto scope = wsc.lock();
-    if (!scope) scope = std::make_shared<JScope>();
-    out = apply_filter(fname, out, rest, scope);
-    return !failed_;
-  }, c.v);
+  return make_gen(
+      [this, src, falsy, fname, rest, wsc](JValue& out, bool& done) mutable -> bool {
+        if (falsy) return (done = true), true;
+        if (!src(out, done) || done) return !failed_;
+        if (!jinja_known_filter(fname)) return fail(strf("no filter named '%s'", fname.c_str()));
+        auto scope = wsc.lock();
+        if (!scope) scope = std::make_shared<JScope>();
+        out = apply_filter(fname, out, rest, scope);
+        return !failed_;
+      },
+      c.v);
 }
 // select, reject, selectattr, rejectattr
 inline JValue JRender::filter_select(const FilterCall& c) {
@@ -16793,26 +17248,28 @@ inline JValue JRender::filter_select(const FilterCall& c) {
   JArgs targs;
   targs.pos.assign(args.pos.begin() + static_cast<std::ptrdiff_t>(at), args.pos.end());
   targs.kw = args.kw;
-  return make_gen([this, src, falsy, attr, attrname, test, targs, keep_if](JValue& out, bool& done) mutable -> bool {
-    if (falsy) return (done = true), true;
-    if (!test.empty() && !jinja_known_test(test)) return fail(strf("no test named '%s'", test.c_str()));
-    for (;;) {
-      if (!src(out, done) || done) return !failed_;
-      if (!charge()) return false;
-      JValue x = out;
-      if (attr) {
-        x = attr_path(out, attrname, nullptr);
-        if (failed_) return false;
-      }
-      bool r;
-      if (test.empty()) {
-        r = jv_truthy(x);
-      } else if (!run_test(test, x, targs, r)) {
-        return false;
-      }
-      if (r == keep_if) return true;
-    }
-  }, c.v);
+  return make_gen(
+      [this, src, falsy, attr, attrname, test, targs, keep_if](JValue& out, bool& done) mutable -> bool {
+        if (falsy) return (done = true), true;
+        if (!test.empty() && !jinja_known_test(test)) return fail(strf("no test named '%s'", test.c_str()));
+        for (;;) {
+          if (!src(out, done) || done) return !failed_;
+          if (!charge()) return false;
+          JValue x = out;
+          if (attr) {
+            x = attr_path(out, attrname, nullptr);
+            if (failed_) return false;
+          }
+          bool r;
+          if (test.empty()) {
+            r = jv_truthy(x);
+          } else if (!run_test(test, x, targs, r)) {
+            return false;
+          }
+          if (r == keep_if) return true;
+        }
+      },
+      c.v);
 }
 
 // ---- tests ----
@@ -16925,8 +17382,10 @@ inline bool JRender::test_case(const TestCall& c, bool& r) {
   while (i < t.s.size() && ok) {
     uint32_t ch = jcp_next(t.s, i);
     bool other = lower ? jcase_is_upper(ch) : jcase_is_lower(ch);
-    if (other || jcase_is_title(ch)) ok = false;
-    else if (lower ? jcase_is_lower(ch) : jcase_is_upper(ch)) cased = true;
+    if (other || jcase_is_title(ch))
+      ok = false;
+    else if (lower ? jcase_is_lower(ch) : jcase_is_upper(ch))
+      cased = true;
   }
   r = ok && cased;
   return true;
@@ -16956,13 +17415,20 @@ inline bool JRender::test_sameas(const TestCall& c, bool& r) {
 inline bool JRender::test_compare(const TestCall& c, bool& r) {
   const std::string& name = c.name;
   CmpOp op;
-  if (name == "eq" || name == "equalto" || name == "==") op = CmpOp::eq;
-  else if (name == "ne" || name == "!=") op = CmpOp::ne;
-  else if (name == "lt" || name == "lessthan" || name == "<") op = CmpOp::lt;
-  else if (name == "le" || name == "<=") op = CmpOp::le;
-  else if (name == "gt" || name == "greaterthan" || name == ">") op = CmpOp::gt;
-  else if (name == "ge" || name == ">=") op = CmpOp::ge;
-  else op = CmpOp::in;
+  if (name == "eq" || name == "equalto" || name == "==")
+    op = CmpOp::eq;
+  else if (name == "ne" || name == "!=")
+    op = CmpOp::ne;
+  else if (name == "lt" || name == "lessthan" || name == "<")
+    op = CmpOp::lt;
+  else if (name == "le" || name == "<=")
+    op = CmpOp::le;
+  else if (name == "gt" || name == "greaterthan" || name == ">")
+    op = CmpOp::gt;
+  else if (name == "ge" || name == ">=")
+    op = CmpOp::ge;
+  else
+    op = CmpOp::in;
   if (!test_arg(c)) return false;
   return compare(op, c.v, *c.arg, r);
 }
@@ -17016,9 +17482,12 @@ inline bool JRender::parse_py_int(std::string_view s, int base, int64_t& out) {
     base = 10;
     if (x.size() > p + 1 && x[p] == '0') {
       char c = static_cast<char>(x[p + 1] | 0x20);
-      if (c == 'x') base = 16;
-      else if (c == 'o') base = 8;
-      else if (c == 'b') base = 2;
+      if (c == 'x')
+        base = 16;
+      else if (c == 'o')
+        base = 8;
+      else if (c == 'b')
+        base = 2;
       if (base != 10) p += 2;
     }
   } else if (x.size() > p + 1 && x[p] == '0') {
@@ -17062,8 +17531,10 @@ inline bool JRender::parse_py_float(std::string_view s, double& out) {
   double v = 0;
   auto r = std::from_chars(x.data() + (x[0] == '+' ? 1 : 0), x.data() + x.size(), v);
   if (r.ptr != x.data() + x.size()) return false;
-  if (r.ec == std::errc::result_out_of_range) v = (x.find("e-") != std::string::npos) ? 0.0 : (neg ? -HUGE_VAL : HUGE_VAL);
-  else if (r.ec != std::errc()) return false;
+  if (r.ec == std::errc::result_out_of_range)
+    v = (x.find("e-") != std::string::npos) ? 0.0 : (neg ? -HUGE_VAL : HUGE_VAL);
+  else if (r.ec != std::errc())
+    return false;
   out = v;
   return true;
 }
@@ -17150,8 +17621,10 @@ inline JValue JRender::dict_method(const JValue& self, const std::string& name, 
   std::vector<JValue> out;
   JSeq kind = name == "items" ? JSeq::dict_items : name == "keys" ? JSeq::dict_keys : JSeq::dict_values;
   for (const auto& kv : self.m->items) {
-    if (name == "items") out.push_back(JValue::list({kv.first, kv.second}, JSeq::tuple));
-    else out.push_back(name == "keys" ? kv.first : kv.second);
+    if (name == "items")
+      out.push_back(JValue::list({kv.first, kv.second}, JSeq::tuple));
+    else
+      out.push_back(name == "keys" ? kv.first : kv.second);
   }
   return JValue::list(std::move(out), kind);
 }
@@ -17347,8 +17820,11 @@ inline JValue JRender::str_case(const StrCall& c) {
   if (!bind(c.args, {}, a, c.what)) return JValue();
   const std::string& name = c.name;
   if (name == "casefold" && !jis_ascii(c.s.s)) return failv("unsupported construct: str.casefold() on non-ASCII text");
-  JCase mode = name == "upper" ? JCase::upper : (name == "lower" || name == "casefold") ? JCase::lower
-               : name == "title" ? JCase::title_method : name == "capitalize" ? JCase::capitalize : JCase::swapcase;
+  JCase mode = name == "upper"                           ? JCase::upper
+               : (name == "lower" || name == "casefold") ? JCase::lower
+               : name == "title"                         ? JCase::title_method
+               : name == "capitalize"                    ? JCase::capitalize
+                                                         : JCase::swapcase;
   PText out;
   jcase(c.s, mode, out);
   if (!charge_str(out.s.size())) return JValue();
@@ -17392,8 +17868,10 @@ inline JValue JRender::str_join(const StrCall& c) {
     if (!items[k].is_str())
       return failv(strf("sequence item %zu: expected str instance, %s found", k, jv_type(items[k])));
     if (k) out.add(c.s);
-    if (c.self.b && !jv_is_markup(items[k])) html_escape(out, *items[k].s);
-    else out.add(*items[k].s);
+    if (c.self.b && !jv_is_markup(items[k]))
+      html_escape(out, *items[k].s);
+    else
+      out.add(*items[k].s);
     if (!check_len(out.s.size())) return JValue();
   }
   if (!charge_str(out.s.size())) return JValue();
@@ -17441,8 +17919,9 @@ inline JValue JRender::str_remove_fix(const StrCall& c) {
 inline JValue JRender::str_justify(const StrCall& c) {
   const std::string& name = c.name;
   std::vector<const JValue*> a;
-  if (!bind(c.args, name == "zfill" ? std::initializer_list<const char*>{"width"}
-                                    : std::initializer_list<const char*>{"width", "fillchar"},
+  if (!bind(c.args,
+            name == "zfill" ? std::initializer_list<const char*>{"width"}
+                            : std::initializer_list<const char*>{"width", "fillchar"},
             a, c.what))
     return JValue();
   const PText& s = c.s;
@@ -17459,8 +17938,10 @@ inline JValue JRender::str_justify(const StrCall& c) {
   if (!check_len(static_cast<size_t>(width) * fill.size())) return JValue();
   size_t pad = static_cast<size_t>(width - len);
   size_t left = 0;
-  if (name == "rjust") left = pad;
-  else if (name == "center") left = pad / 2 + (pad & static_cast<size_t>(width) & 1);
+  if (name == "rjust")
+    left = pad;
+  else if (name == "center")
+    left = pad / 2 + (pad & static_cast<size_t>(width) & 1);
   PText out;
   if (name == "zfill") {
     size_t sign = (!s.s.empty() && (s.s[0] == '+' || s.s[0] == '-')) ? 1 : 0;
@@ -17512,12 +17993,18 @@ inline JValue JRender::str_is(const StrCall& c) {
   size_t i = 0;
   while (i < s.size() && all) {
     uint32_t ch = jcp_next(s, i);
-    if (name == "isspace") all = jis_space(ch);
-    else if (name == "isalpha") all = jis_alpha(ch);
-    else if (name == "isalnum") all = jis_alnum(ch);
-    else if (name == "isdecimal") all = jis_decimal(ch);
-    else if (name == "isdigit") all = jis_digit(ch);
-    else all = jis_numeric(ch);  // isnumeric
+    if (name == "isspace")
+      all = jis_space(ch);
+    else if (name == "isalpha")
+      all = jis_alpha(ch);
+    else if (name == "isalnum")
+      all = jis_alnum(ch);
+    else if (name == "isdecimal")
+      all = jis_decimal(ch);
+    else if (name == "isdigit")
+      all = jis_digit(ch);
+    else
+      all = jis_numeric(ch);  // isnumeric
   }
   return JValue::boolean(all);
 }
@@ -17531,9 +18018,12 @@ inline JValue JRender::percent_format(const JValue& fmtv, const JValue& argv) {
   // Python: a tuple gives the arguments; anything else is one argument, and a mapping-like one
   // (a dict, also a list) is never "not all converted"
   bool mapping_like = argv.is_dict() || argv.is_undef() || (argv.is_list() && argv.l->kind != JSeq::tuple);
-  if (argv.is_list() && argv.l->kind == JSeq::tuple) args = argv.l->items;
-  else if (argv.is_dict()) mapping = argv.m.get();
-  else args.push_back(argv);
+  if (argv.is_list() && argv.l->kind == JSeq::tuple)
+    args = argv.l->items;
+  else if (argv.is_dict())
+    mapping = argv.m.get();
+  else
+    args.push_back(argv);
   size_t next = 0;
   PText out;
   size_t i = 0;
@@ -17581,7 +18071,8 @@ inline JValue JRender::percent_format(const JValue& fmtv, const JValue& argv) {
     out.add(piece);
     if (!check_len(out.s.size())) return JValue();
   }
-  if (!mapping && !mapping_like && next < args.size()) return failv("not all arguments converted during string formatting");
+  if (!mapping && !mapping_like && next < args.size())
+    return failv("not all arguments converted during string formatting");
   if (!charge_str(out.s.size())) return JValue();
   return mk ? jv_markup(std::move(out)) : JValue::str(std::move(out));
 }
@@ -17658,7 +18149,8 @@ inline bool JRender::percent_num(const PctSpec& sp, const JValue& arg, PText& pi
     if (!std::isfinite(d)) {
       std::string t =
           std::isnan(d) ? "nan" : (d < 0 ? "-inf" : (flags.find('+') != std::string::npos ? "+inf" : "inf"));
-      if (std::isupper(static_cast<unsigned char>(conv))) for (auto& ch : t) ch = static_cast<char>(std::toupper(ch));
+      if (std::isupper(static_cast<unsigned char>(conv)))
+        for (auto& ch : t) ch = static_cast<char>(std::toupper(ch));
       piece.add(t);
     } else {
       piece.add(strf((spec + conv).c_str(), d));
@@ -17844,10 +18336,10 @@ struct ChatInput {
   // Template variables such as {"bos_token", "<s>"}, {"eos_token", "</s>"} (see chat_special_tokens).
   std::vector<std::pair<std::string, std::string>> special_tokens;
   std::optional<std::vector<std::string>> additional_special_tokens;  // tokenizer_config's list, if any
-  Json tools;  // null: no `tools` variable at all
+  Json tools;                                                         // null: no `tools` variable at all
   Json extra;  // object: more variables (enable_thinking, documents, ...); untrusted if named "documents"
-  std::function<std::tm()> clock;  // strftime_now(); local time when empty (tests fix it)
-  uint64_t max_steps = 0;          // evaluation budget; 0: LLMINFER_JINJA_MAX_STEPS scaled by the input size
+  std::function<std::tm()> clock;             // strftime_now(); local time when empty (tests fix it)
+  uint64_t max_steps = 0;                     // evaluation budget; 0: LLMINFER_JINJA_MAX_STEPS scaled by the input size
   const std::atomic<bool>* cancel = nullptr;  // polled while rendering: set, the render fails ("rendering cancelled")
 
   // messages from role/content pairs
@@ -17915,7 +18407,8 @@ inline JValue jinja_from_json(const Json& j, bool content, int depth = 0) {
 inline const char* chat_fallback_template() {
   return "{%- for message in messages -%}"
          "{%- if message['content'] is string -%}{%- set content = message['content'] -%}"
-         "{%- else -%}{%- set content = message['content'] | selectattr('type', 'equalto', 'text') | map(attribute='text')"
+         "{%- else -%}{%- set content = message['content'] | selectattr('type', 'equalto', 'text') | "
+         "map(attribute='text')"
          " | join('') -%}{%- endif -%}"
          "{{ '<|im_start|>' + message['role'] + '\\n' + content + '<|im_end|>' + '\\n' }}"
          "{%- endfor -%}"
@@ -17979,7 +18472,8 @@ class ChatTemplate {
     globals->set("add_generation_prompt", JValue::boolean(in.add_generation_prompt));
     if (!in.tools.is_null()) globals->set("tools", jinja_from_json(in.tools, true));
     if (in.extra.is_object())
-      for (const auto& kv : in.extra.members) globals->set(kv.first, jinja_from_json(kv.second, kv.first == "documents"));
+      for (const auto& kv : in.extra.members)
+        globals->set(kv.first, jinja_from_json(kv.second, kv.first == "documents"));
     // the budget grows with the conversation: 10 steps per (message + tool)^2 (templates scan it
     // once per message) and 1 per byte of its text (tests and methods on it cost 1 per 8 bytes)
     uint64_t n = in.messages.size() + in.tools.size();
@@ -17997,7 +18491,8 @@ class ChatTemplate {
     if (!prog_) return make_error(Errc::template_error, "chat template: not parsed");
     auto globals = std::make_shared<JScope>();
     for (const auto& kv : vars.members)
-      globals->set(kv.first, jinja_from_json(kv.second, kv.first == "messages" || kv.first == "tools" || kv.first == "documents"));
+      globals->set(kv.first, jinja_from_json(kv.second,
+                                             kv.first == "messages" || kv.first == "tools" || kv.first == "documents"));
     return run(globals, std::move(clock), max_steps);
   }
 
@@ -18008,8 +18503,8 @@ class ChatTemplate {
   bool uses_strftime() const { return prog_ && prog_->uses_strftime; }
 
  private:
-  Result<RenderedPrompt> run(const std::shared_ptr<JScope>& globals, std::function<std::tm()> clock,
-                             uint64_t max_steps, const std::atomic<bool>* cancel = nullptr) const {
+  Result<RenderedPrompt> run(const std::shared_ptr<JScope>& globals, std::function<std::tm()> clock, uint64_t max_steps,
+                             const std::atomic<bool>* cancel = nullptr) const {
     JRenderOptions opt;
     opt.clock = std::move(clock);
     opt.max_steps = max_steps;
@@ -18065,7 +18560,8 @@ inline void chat_special_tokens(const ModelDesc& m, ChatInput& in) {
   in.additional_special_tokens.reset();
   if (m.format == FileFormat::gguf) {
     auto add = [&](const char* name, int32_t id) {
-      if (id >= 0 && static_cast<size_t>(id) < m.vocab.tokens.size()) in.special_tokens.emplace_back(name, m.vocab.tokens[static_cast<size_t>(id)]);
+      if (id >= 0 && static_cast<size_t>(id) < m.vocab.tokens.size())
+        in.special_tokens.emplace_back(name, m.vocab.tokens[static_cast<size_t>(id)]);
     };
     add("bos_token", m.vocab.bos);
     add("eos_token", m.vocab.eos);
@@ -18184,8 +18680,14 @@ class Sha256 {
       b = a;
       a = t1 + t2;
     }
-    h_[0] += a; h_[1] += b; h_[2] += c; h_[3] += d;
-    h_[4] += e; h_[5] += f; h_[6] += g; h_[7] += h;
+    h_[0] += a;
+    h_[1] += b;
+    h_[2] += c;
+    h_[3] += d;
+    h_[4] += e;
+    h_[5] += f;
+    h_[6] += g;
+    h_[7] += h;
   }
   uint32_t h_[8];
   uint8_t buf_[64];
@@ -18233,11 +18735,38 @@ inline std::string did_you_mean(std::string_view word, const std::vector<std::st
 
 // ---- the operations (a closed set; see the manual for what each computes) ----
 enum class OpCode : uint8_t {
-  embed, rms_norm, norm_heads, matmul, add_bias, rope, attention,
-  silu, gelu, gelu_tanh, relu, mul, add, scale, softcap, copy, last,
-  layer_norm, layer_norm_heads, slice,
-  sub, mul_weight, rms_normalize, gaussian_topk, put,
-  streams, stream_matmul, match_norm, stream_mix, stream_axpy, stream_add, stream_mean,
+  embed,
+  rms_norm,
+  norm_heads,
+  matmul,
+  add_bias,
+  rope,
+  attention,
+  silu,
+  gelu,
+  gelu_tanh,
+  relu,
+  mul,
+  add,
+  scale,
+  softcap,
+  copy,
+  last,
+  layer_norm,
+  layer_norm_heads,
+  slice,
+  sub,
+  mul_weight,
+  rms_normalize,
+  gaussian_topk,
+  put,
+  streams,
+  stream_matmul,
+  match_norm,
+  stream_mix,
+  stream_axpy,
+  stream_add,
+  stream_mean,
 };
 
 // Argument kinds in signatures: 'r' register, 't' tensor (alternatives with |, optionally | none),
@@ -18253,10 +18782,10 @@ struct OpKwarg {
 struct OpSpec {
   const char* name;
   OpCode code;
-  const char* sig;         // positional argument kinds
-  OpKwarg kwargs[8];       // keyword arguments (name == nullptr ends the list)
-  bool needs_dst;          // must be written `dst = op(...)` (the result has a new shape)
-  bool may_have_dst;       // `dst = op(a, ...)` allowed (copy a, then apply); else in-place only
+  const char* sig;    // positional argument kinds
+  OpKwarg kwargs[8];  // keyword arguments (name == nullptr ends the list)
+  bool needs_dst;     // must be written `dst = op(...)` (the result has a new shape)
+  bool may_have_dst;  // `dst = op(a, ...)` allowed (copy a, then apply); else in-place only
 };
 
 inline const std::vector<OpSpec>& op_specs() {
@@ -18267,10 +18796,18 @@ inline const std::vector<OpSpec>& op_specs() {
       {"matmul", OpCode::matmul, "rt", {}, true, true},
       {"add_bias", OpCode::add_bias, "rt", {}, false, true},
       {"rope", OpCode::rope, "rl", {{"factors", 't'}, {"base", 'v'}, {"base_swa", 'v'}, {"dims", 'v'}}, false, true},
-      {"attention", OpCode::attention, "rrr",
-       {{"window", 'v'}, {"period", 'v'}, {"scale", 'v'}, {"softcap", 'v'}, {"offset", 'v'}, {"sliding", 'v'},
+      {"attention",
+       OpCode::attention,
+       "rrr",
+       {{"window", 'v'},
+        {"period", 'v'},
+        {"scale", 'v'},
+        {"softcap", 'v'},
+        {"offset", 'v'},
+        {"sliding", 'v'},
         {"reuse_kv_from", 'v'}},
-       true, true},
+       true,
+       true},
       {"silu", OpCode::silu, "r", {}, false, true},
       {"gelu", OpCode::gelu, "r", {}, false, true},
       {"gelu_tanh", OpCode::gelu_tanh, "r", {}, false, true},
@@ -18300,7 +18837,9 @@ inline const std::vector<OpSpec>& op_specs() {
   return specs;
 }
 
-inline const OpSpec& op_spec(OpCode c) { return op_specs()[static_cast<size_t>(c)]; }
+inline const OpSpec& op_spec(OpCode c) {
+  return op_specs()[static_cast<size_t>(c)];
+}
 
 inline const OpSpec* find_op(std::string_view name) {
   for (const auto& s : op_specs())
@@ -18310,9 +18849,9 @@ inline const OpSpec* find_op(std::string_view name) {
 
 // Values the definitions can name without a `param` line (from the model's hyperparameters).
 inline const std::vector<std::string>& archdef_builtin_values() {
-  static const std::vector<std::string> names = {"n_embd", "n_layer", "n_head", "n_head_kv", "head_dim",
-                                                 "head_dim_v", "n_ff", "n_vocab", "n_ctx_train", "rms_eps",
-                                                 "rope_base", "rope_dims", "norm_eps", "layer", "inf"};
+  static const std::vector<std::string> names = {"n_embd",     "n_layer",   "n_head",   "n_head_kv",   "head_dim",
+                                                 "head_dim_v", "n_ff",      "n_vocab",  "n_ctx_train", "rms_eps",
+                                                 "rope_base",  "rope_dims", "norm_eps", "layer",       "inf"};
   return names;
 }
 
@@ -18384,7 +18923,7 @@ struct ParamDef {
   std::string name;
   std::vector<ParamAlt> alts;  // the first that exists wins
   int line = 0;
-  bool per_layer = false;      // a term alternative uses every() (metadata arrays are known at compile)
+  bool per_layer = false;  // a term alternative uses every() (metadata arrays are known at compile)
 };
 
 struct ConventionDef {
@@ -18405,8 +18944,8 @@ struct StmtDef {
   int line = 0;
   Section section = Section::none;
   const OpSpec* op = nullptr;
-  std::string dst;                                   // "" for the in-place form
-  std::vector<ArgDef> args;                          // positional, in signature order
+  std::string dst;           // "" for the in-place form
+  std::vector<ArgDef> args;  // positional, in signature order
   std::vector<std::pair<std::string, ArgDef>> kwargs;
   const ArgDef* kwarg(std::string_view name) const {
     for (const auto& kv : kwargs)
@@ -18530,8 +19069,7 @@ class ArchdefParser {
         if (!c) return c.error();
         d.conventions.push_back(std::move(*c));
       } else {
-        if (sec == Section::none)
-          return fail_stmt_outside(t0);
+        if (sec == Section::none) return fail_stmt_outside(t0);
         auto s = parse_stmt(sec, d);
         if (!s) return s.error();
         (sec == Section::prologue ? d.prologue : sec == Section::block ? d.block : d.epilogue).push_back(std::move(*s));
@@ -18635,7 +19173,8 @@ class ArchdefParser {
         toks_.push_back({Tok::word, std::string(s.substr(k, e - k))});
         k = e;
       } else {
-        size_t l = static_cast<size_t>(std::max(1, utf8_valid_len(reinterpret_cast<const unsigned char*>(s.data() + k), s.size() - k)));
+        size_t l = static_cast<size_t>(
+            std::max(1, utf8_valid_len(reinterpret_cast<const unsigned char*>(s.data() + k), s.size() - k)));
         return fail(line_, "unexpected character '" + printable(s.substr(k, l)) + "'");
       }
     }
@@ -18652,7 +19191,9 @@ class ArchdefParser {
     return t.kind != Tok::punct || t.text == ")";
   }
 
-  bool at_punct(const char* p) const { return i_ < toks_.size() && toks_[i_].kind == Tok::punct && toks_[i_].text == p; }
+  bool at_punct(const char* p) const {
+    return i_ < toks_.size() && toks_[i_].kind == Tok::punct && toks_[i_].text == p;
+  }
   bool at_end() const { return i_ >= toks_.size(); }
   std::string here() const { return at_end() ? std::string("end of line") : "'" + printable(toks_[i_].text) + "'"; }
 
@@ -18681,8 +19222,7 @@ class ArchdefParser {
       if (e == std::string::npos) return fail(line_, "unbalanced '{' in '" + printable(w) + "'");
       std::string ph = w.substr(k + 1, e - k - 1);
       if (tensor && ph == "i") {
-        if (sec != Section::block)
-          return fail(line_, "'{i}' (the layer index) is only defined in the 'block' section");
+        if (sec != Section::block) return fail(line_, "'{i}' (the layer index) is only defined in the 'block' section");
       } else if ((tensor && ph == "k") || (!tensor && ph == "arch")) {
       } else {
         return fail(line_, "unknown placeholder '{" + printable(ph) + "}' in '" + printable(w) + "' (" +
@@ -18704,7 +19244,10 @@ class ArchdefParser {
   // One level of left-associative binary operators: level 0 is '+' '-' over PRODUCTs, level 1 is
   // '*' '/' over UNARYs.
   Result<ValueTerm> parse_binary(const ArchDef& d, bool block, int depth, int level) {
-    static constexpr struct { const char* op[2]; ValueTerm::Fn fn[2]; } kLevels[2] = {
+    static constexpr struct {
+      const char* op[2];
+      ValueTerm::Fn fn[2];
+    } kLevels[2] = {
         {{"+", "-"}, {ValueTerm::Fn::add, ValueTerm::Fn::sub}},
         {{"*", "/"}, {ValueTerm::Fn::mul, ValueTerm::Fn::div}},
     };
@@ -18760,11 +19303,15 @@ class ArchdefParser {
     if (tk.kind != Tok::word || !is_ident(tk.text)) return fail(line_, "expected a value, found " + here());
     if (archdef_value_function(tk.text) && at_punct_at(i_ + 1, "(")) {
       const std::string fn = tk.text;
-      t.fn = fn == "sqrt" ? ValueTerm::Fn::sqrt : fn == "rsqrt" ? ValueTerm::Fn::rsqrt : fn == "every" ? ValueTerm::Fn::every
-           : fn == "less" ? ValueTerm::Fn::less : ValueTerm::Fn::where;
+      t.fn = fn == "sqrt"    ? ValueTerm::Fn::sqrt
+             : fn == "rsqrt" ? ValueTerm::Fn::rsqrt
+             : fn == "every" ? ValueTerm::Fn::every
+             : fn == "less"  ? ValueTerm::Fn::less
+                             : ValueTerm::Fn::where;
       const size_t want = fn == "every" || fn == "less" ? 2 : fn == "where" ? 3 : 1;
-      const char* usage = fn == "every" ? "every(PERIOD, OFFSET) takes two values"
-                        : fn == "less" ? "less(A, B) takes two values" : "where(CONDITION, THEN, ELSE) takes three values";
+      const char* usage = fn == "every"  ? "every(PERIOD, OFFSET) takes two values"
+                          : fn == "less" ? "less(A, B) takes two values"
+                                         : "where(CONDITION, THEN, ELSE) takes three values";
       i_ += 2;
       for (size_t k = 0; k < want; k++) {
         if (k > 0) {
@@ -18784,8 +19331,9 @@ class ArchdefParser {
       if (t.fn == ValueTerm::Fn::every) {
         t.per_layer = true;
         if (!block)
-          return fail(line_, "every() is 1 on some layers and 0 on others: only the 'block' section (or a param "
-                             "it uses) may use it");
+          return fail(line_,
+                      "every() is 1 on some layers and 0 on others: only the 'block' section (or a param "
+                      "it uses) may use it");
       }
       return t;
     }
@@ -18794,14 +19342,16 @@ class ArchdefParser {
     if (auto r = check_value_name(t.name, d); !r) return r.error();
     if (t.name == "layer") {  // (no param can take a built-in value's name)
       t.per_layer = true;
-      if (!block) return fail(line_, "'layer' (the layer's index) is only defined in the 'block' section (or a param it uses)");
+      if (!block)
+        return fail(line_, "'layer' (the layer's index) is only defined in the 'block' section (or a param it uses)");
     }
     for (const auto& p : d.params)
       if (p.name == t.name && p.per_layer) {
         t.per_layer = true;
         if (!block)
-          return fail(line_, "param '" + p.name + "' differs per layer (it uses every()): only the 'block' section "
-                             "may use it");
+          return fail(line_, "param '" + p.name +
+                                 "' differs per layer (it uses every()): only the 'block' section "
+                                 "may use it");
       }
     i_++;
     return t;
@@ -18817,8 +19367,8 @@ class ArchdefParser {
       if (b == name) return {};
     std::string list;
     for (const auto& b : archdef_builtin_values()) list += (list.empty() ? "" : ", ") + b;
-    return fail(line_, "no value named '" + printable(name) + "' (a param or one of " + list + ")" +
-                           did_you_mean(name, known));
+    return fail(
+        line_, "no value named '" + printable(name) + "' (a param or one of " + list + ")" + did_you_mean(name, known));
   }
 
   Result<ParamDef> parse_param(const ArchDef& d) {
@@ -18834,7 +19384,8 @@ class ArchdefParser {
     for (const auto& b : archdef_builtin_values())
       if (b == p.name) return fail(line_, "'" + p.name + "' is a built-in value; a param cannot redefine it");
     for (const auto& q : d.params)
-      if (q.name == p.name) return fail(line_, strf("param '%s' is defined twice (first at line %d)", p.name.c_str(), q.line));
+      if (q.name == p.name)
+        return fail(line_, strf("param '%s' is defined twice (first at line %d)", p.name.c_str(), q.line));
     i_++;
     if (!at_punct("=")) return fail(line_, "expected '=' after 'param " + p.name + "', found " + here());
     i_++;
@@ -18889,8 +19440,8 @@ class ArchdefParser {
     if (!spec) {
       std::string list;
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      return fail(line_, "no convention '" + printable(c.name) + "' (known: " + list + ")" +
-                             did_you_mean(c.name, names));
+      return fail(line_,
+                  "no convention '" + printable(c.name) + "' (known: " + list + ")" + did_you_mean(c.name, names));
     }
     if (const ConventionDef* prev = d.convention(c.name))
       return fail(line_, strf("convention '%s' is declared twice (first at line %d)", c.name.c_str(), prev->line));
@@ -18986,11 +19537,11 @@ class ArchdefParser {
     }
     if (at_end()) return fail(line_, "expected an operation after '='");
     const Tok& opt = toks_[i_];
-    if (opt.kind != Tok::word || !is_ident(opt.text))
-      return fail(line_, "expected an operation, found " + here());
+    if (opt.kind != Tok::word || !is_ident(opt.text)) return fail(line_, "expected an operation, found " + here());
     s.op = find_op(opt.text);
     if (!s.op) return unknown_op(opt.text);
-    if (!is_register_name_ok(s.dst)) return fail(line_, "'" + s.dst + "' is a reserved word and cannot name a register");
+    if (!is_register_name_ok(s.dst))
+      return fail(line_, "'" + s.dst + "' is a reserved word and cannot name a register");
     i_++;
     if (!at_punct("(")) return fail(line_, "expected '(' after '" + opt.text + "', found " + here());
     i_++;
@@ -19017,8 +19568,9 @@ class ArchdefParser {
         if (sec == Section::block) names.emplace_back("skip");
         if (!kw && key == "skip") {
           if (sec != Section::block)
-            return fail(line_, "'skip' leaves a step out of some layers: only statements of the 'block' section "
-                               "take it");
+            return fail(line_,
+                        "'skip' leaves a step out of some layers: only statements of the 'block' section "
+                        "take it");
           kw = &skip_kw;
         }
         if (!kw) {
@@ -19036,7 +19588,8 @@ class ArchdefParser {
       }
       if (!s.kwargs.empty()) return fail(line_, "a positional argument after a keyword argument");
       if (s.args.size() >= sig.size())
-        return fail(line_, strf("'%s' takes %zu argument%s, more are given", s.op->name, sig.size(), sig.size() == 1 ? "" : "s"));
+        return fail(line_, strf("'%s' takes %zu argument%s, more are given", s.op->name, sig.size(),
+                                sig.size() == 1 ? "" : "s"));
       auto a = parse_arg(sig[s.args.size()], d, sec);
       if (!a) return a.error();
       s.args.push_back(std::move(*a));
@@ -19044,10 +19597,11 @@ class ArchdefParser {
     i_++;
     if (!at_end()) return fail(line_, "unexpected " + here() + " after ')'");
     if (s.args.size() != sig.size())
-      return fail(line_, strf("'%s' takes %zu argument%s, %zu given", s.op->name, sig.size(), sig.size() == 1 ? "" : "s",
-                              s.args.size()));
+      return fail(line_, strf("'%s' takes %zu argument%s, %zu given", s.op->name, sig.size(),
+                              sig.size() == 1 ? "" : "s", s.args.size()));
     auto has_k = [](const ArgDef& a) {
-      return std::any_of(a.tensors.begin(), a.tensors.end(), [](const std::string& t) { return t.find("{k}") != std::string::npos; });
+      return std::any_of(a.tensors.begin(), a.tensors.end(),
+                         [](const std::string& t) { return t.find("{k}") != std::string::npos; });
     };
     bool k_used = std::any_of(s.kwargs.begin(), s.kwargs.end(), [&](const auto& kw) { return has_k(kw.second); });
     if (s.op->code != OpCode::stream_matmul) k_used = k_used || std::any_of(s.args.begin(), s.args.end(), has_k);
@@ -19069,7 +19623,9 @@ class ArchdefParser {
   // Program-order checks: registers assigned before use, `x` and `logits`, `last`, attention count.
   Result<void> validate(const ArchDef& d) const {
     std::vector<std::string> assigned;
-    auto is_assigned = [&](const std::string& r) { return std::find(assigned.begin(), assigned.end(), r) != assigned.end(); };
+    auto is_assigned = [&](const std::string& r) {
+      return std::find(assigned.begin(), assigned.end(), r) != assigned.end();
+    };
     bool after_last = false;
     std::vector<std::string> reduced;  // registers with the rows kept by last()
     for (Section sec : {Section::prologue, Section::block, Section::epilogue}) {
@@ -19078,7 +19634,9 @@ class ArchdefParser {
       for (const auto& s : list) {
         const OpSpec& op = *s.op;
         int line = s.line;
-        auto err = [&](const std::string& m) { return make_error(Errc::archdef, strf("%s:%d: ", where_.c_str(), line) + m); };
+        auto err = [&](const std::string& m) {
+          return make_error(Errc::archdef, strf("%s:%d: ", where_.c_str(), line) + m);
+        };
         // registers read
         std::vector<std::string> reads;
         for (size_t k = 0; k < s.args.size(); k++)
@@ -19095,7 +19653,8 @@ class ArchdefParser {
         }
         if (op.needs_dst && s.dst.empty())
           return err(strf("'%s' makes a new value: write 'NAME = %s(...)'", op.name, op.name));
-        if (!op.may_have_dst && !s.dst.empty()) return err(strf("'%s' works in place: write '%s(REGISTER)'", op.name, op.name));
+        if (!op.may_have_dst && !s.dst.empty())
+          return err(strf("'%s' works in place: write '%s(REGISTER)'", op.name, op.name));
         bool optional = false;
         for (const auto& a : s.args)
           if (a.kind == 't' && a.optional) optional = true;
@@ -19110,9 +19669,11 @@ class ArchdefParser {
                      "'; assign it before, or use the in-place form (op(REGISTER, ...))");
         if ((op.code == OpCode::matmul || op.code == OpCode::attention || op.code == OpCode::copy ||
              op.code == OpCode::slice || op.code == OpCode::streams || op.code == OpCode::stream_mix ||
-             op.code == OpCode::stream_mean) && !s.dst.empty()) {
+             op.code == OpCode::stream_mean) &&
+            !s.dst.empty()) {
           for (const auto& r : reads)
-            if (r == s.dst) return err(strf("'%s' cannot write its own input '%s'; assign another register", op.name, r.c_str()));
+            if (r == s.dst)
+              return err(strf("'%s' cannot write its own input '%s'; assign another register", op.name, r.c_str()));
         }
         if (op.code == OpCode::attention) {
           if (sec != Section::block) return err("attention belongs in the 'block' section (it uses the layer's cache)");
@@ -19134,7 +19695,8 @@ class ArchdefParser {
         }
       }
       if (sec == Section::prologue && !is_assigned("x"))
-        return make_error(Errc::archdef, where_ + ": the prologue must assign the residual register 'x' (x = embed(...))");
+        return make_error(Errc::archdef,
+                          where_ + ": the prologue must assign the residual register 'x' (x = embed(...))");
     }
     if (!is_assigned("logits") ||
         std::none_of(d.epilogue.begin(), d.epilogue.end(), [](const StmtDef& s) { return s.dst == "logits"; }))
@@ -19260,7 +19822,8 @@ epilogue
   logits = matmul(x, output.weight | token_embd.weight)
 )";
 
-inline constexpr char kArchdefQwen3[] = R"(# Qwen3 dense decoders: per-head RMSNorm of q and k before rope, NEOX rope, no biases.
+inline constexpr char kArchdefQwen3[] =
+    R"(# Qwen3 dense decoders: per-head RMSNorm of q and k before rope, NEOX rope, no biases.
 arch qwen3
 kind decoder
 convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
@@ -19296,7 +19859,8 @@ epilogue
   logits = matmul(x, output.weight | token_embd.weight)
 )";
 
-inline constexpr char kArchdefGemma3[] = R"(# Gemma 3 text decoders: scaled embeddings, q/k norms, post-attention and post-FFN norms,
+inline constexpr char kArchdefGemma3[] =
+    R"(# Gemma 3 text decoders: scaled embeddings, q/k norms, post-attention and post-FFN norms,
 # GELU (tanh) gating, local sliding-window layers with their own rope base, every
 # `sliding_period`-th layer global. GGUF norm weights already include Gemma's +1; Hugging Face
 # checkpoints store w - 1 (convention hf_norm_offset).
@@ -19346,7 +19910,8 @@ epilogue
   softcap(logits, final_softcap)
 )";
 
-inline constexpr char kArchdefPhi3[] = R"(# Phi-3 / Phi-3.5 / Phi-4-mini dense decoders: q, k and v are column ranges of one fused
+inline constexpr char kArchdefPhi3[] =
+    R"(# Phi-3 / Phi-3.5 / Phi-4-mini dense decoders: q, k and v are column ranges of one fused
 # attn_qkv product; ffn_up is gate and up side by side (silu(first half) * second half); NEOX rope;
 # queries scaled before the scores (llama.cpp's order). Not described: the 128k variants' rope
 # factors (rope_factors_long / _short) and the MoE variant.
@@ -19388,7 +19953,8 @@ epilogue
   add_bias(logits, output.bias | none)
 )";
 
-inline constexpr char kArchdefStarcoder2[] = R"(# StarCoder2 decoders: LayerNorm with bias (eps {arch}.attention.layer_norm_epsilon), biases on
+inline constexpr char kArchdefStarcoder2[] =
+    R"(# StarCoder2 decoders: LayerNorm with bias (eps {arch}.attention.layer_norm_epsilon), biases on
 # every projection, NEOX rope, a GELU (tanh) MLP without a gate.
 arch starcoder2
 kind decoder
@@ -19427,7 +19993,8 @@ epilogue
   logits = matmul(x, output.weight | token_embd.weight)
 )";
 
-inline constexpr char kArchdefStablelm[] = R"(# StableLM (2) decoders: LayerNorm with bias, q/k/v biases, partial NEOX rope (the first
+inline constexpr char kArchdefStablelm[] =
+    R"(# StableLM (2) decoders: LayerNorm with bias, q/k/v biases, partial NEOX rope (the first
 # rope_dims = {arch}.rope.dimension_count of each head, 25% in StableLM 2), optional per-head q/k
 # LayerNorm with a weight per head (StableLM 2 12B). Without ffn_norm (12B) the MLP reads the
 # attention's input norm: the parallel residual.
@@ -19469,7 +20036,8 @@ epilogue
   logits = matmul(x, output.weight)
 )";
 
-inline constexpr char kArchdefSmollm3[] = R"(# SmolLM3 decoders: Llama-style, with no rope on every 4th layer (NoPE: layers 3, 7, 11, ...,
+inline constexpr char kArchdefSmollm3[] =
+    R"(# SmolLM3 decoders: Llama-style, with no rope on every 4th layer (NoPE: layers 3, 7, 11, ...,
 # where (i + 1) % 4 == 0; llama.cpp's n_no_rope_layer_step).
 arch smollm3
 kind decoder
@@ -19508,7 +20076,8 @@ epilogue
   logits = matmul(x, output.weight | token_embd.weight)
 )";
 
-inline constexpr char kArchdefGemma2[] = R"(# Gemma 2 decoders: scaled embeddings, post-attention and post-FFN norms, GELU (tanh) gating,
+inline constexpr char kArchdefGemma2[] =
+    R"(# Gemma 2 decoders: scaled embeddings, post-attention and post-FFN norms, GELU (tanh) gating,
 # soft-capped attention scores and logits, sliding-window layers alternating with global ones
 # (layer i global iff i % sliding_period == sliding_period - 1). GGUF norm weights include Gemma's +1.
 # The query scale: {arch}.attention.query_pre_attn_scalar when the file has it, else head_dim
@@ -19558,7 +20127,8 @@ epilogue
   softcap(logits, final_softcap)
 )";
 
-inline constexpr char kArchdefOlmo2[] = R"(# OLMo 2 and OLMo 3 decoders: no pre-norms; RMSNorm over all of q and of k, post-attention and
+inline constexpr char kArchdefOlmo2[] =
+    R"(# OLMo 2 and OLMo 3 decoders: no pre-norms; RMSNorm over all of q and of k, post-attention and
 # post-FFN norms, NEOX rope. OLMo 3 ({arch}.attention.sliding_window > 0): sliding-window layers,
 # every sliding_period-th layer (i % 4 == 3) global.
 arch olmo2
@@ -19599,7 +20169,8 @@ epilogue
   logits = matmul(x, output.weight)
 )";
 
-inline constexpr char kArchdefGemma3n[] = R"(# Gemma 3n text decoders (E2B, E4B), as llama.cpp computes them. Four AltUp residual streams
+inline constexpr char kArchdefGemma3n[] =
+    R"(# Gemma 3n text decoders (E2B, E4B), as llama.cpp computes them. Four AltUp residual streams
 # (X: n_streams rows of n_embd side by side): each layer predicts them from a learned router, runs
 # on the active stream, then corrects all of them. LAuReL, a low-rank path around attention. A
 # per-layer input per token (its own embedding table of ple_width values per layer, plus a
@@ -19716,24 +20287,19 @@ epilogue
 
 // Every built-in, by architecture name (the registry sorts them by name).
 inline constexpr BuiltinArchdef kBuiltinArchdefs[] = {
-    {"llama", kArchdefLlama},
-    {"qwen2", kArchdefQwen2},
-    {"qwen3", kArchdefQwen3},
-    {"gemma3", kArchdefGemma3},
-    {"phi3", kArchdefPhi3},
-    {"starcoder2", kArchdefStarcoder2},
-    {"stablelm", kArchdefStablelm},
-    {"smollm3", kArchdefSmollm3},
-    {"gemma2", kArchdefGemma2},
-    {"olmo2", kArchdefOlmo2},
-    {"gemma3n", kArchdefGemma3n},
+    {"llama", kArchdefLlama},       {"qwen2", kArchdefQwen2},     {"qwen3", kArchdefQwen3},
+    {"gemma3", kArchdefGemma3},     {"phi3", kArchdefPhi3},       {"starcoder2", kArchdefStarcoder2},
+    {"stablelm", kArchdefStablelm}, {"smollm3", kArchdefSmollm3}, {"gemma2", kArchdefGemma2},
+    {"olmo2", kArchdefOlmo2},       {"gemma3n", kArchdefGemma3n},
 };
 
-inline std::span<const BuiltinArchdef> builtin_archdefs() { return kBuiltinArchdefs; }
+inline std::span<const BuiltinArchdef> builtin_archdefs() {
+  return kBuiltinArchdefs;
+}
 
 // Every definition in effect: the built-ins, overridden by a user directory.
 struct ArchdefFailure {
-  std::string name;   // architecture the file was for (from its file name)
+  std::string name;  // architecture the file was for (from its file name)
   std::string path;
   std::string error;  // file:line: message
 };
@@ -19893,9 +20459,9 @@ class HeapBuf {
   static Result<HeapBuf> alloc(uint64_t count, uint64_t elem, const char* what) {
     uint64_t bytes = 0;
     if (mul_overflows(count, elem, &bytes) || bytes > (uint64_t(1) << 46))
-      return make_error(Errc::out_of_memory, strf("%s: %llu x %llu bytes is too large", what,
-                                                  static_cast<unsigned long long>(count),
-                                                  static_cast<unsigned long long>(elem)));
+      return make_error(Errc::out_of_memory,
+                        strf("%s: %llu x %llu bytes is too large", what, static_cast<unsigned long long>(count),
+                             static_cast<unsigned long long>(elem)));
     HeapBuf b;
     if (bytes == 0) return b;
     b.p_ = std::calloc(1, static_cast<size_t>(bytes));
@@ -19916,11 +20482,11 @@ class HeapBuf {
 
 // What one layer's cache holds.
 struct KvLayerSpec {
-  int n_kv = 0;      // key/value heads
-  int hd_k = 0;      // key length per head
-  int hd_v = 0;      // value length per head
-  int window = 0;    // sliding window (keys p-window+1..p); 0: the whole context
-  int k_rope = -1;   // rope applied to the keys (to re-rotate them when the context slides); -1: none
+  int n_kv = 0;     // key/value heads
+  int hd_k = 0;     // key length per head
+  int hd_v = 0;     // value length per head
+  int window = 0;   // sliding window (keys p-window+1..p); 0: the whole context
+  int k_rope = -1;  // rope applied to the keys (to re-rotate them when the context slides); -1: none
 };
 
 // One range of cached positions that moves down: [src, src + len) -> [dst, dst + len).
@@ -19930,10 +20496,10 @@ struct KvMove {
 
 struct KvLayer {
   KvLayerSpec spec;
-  int slots = 0;        // cells; slot of position p = p % slots
+  int slots = 0;         // cells; slot of position p = p % slots
   uint8_t* k = nullptr;  // [n_kv][slots][hd_k] elements
   uint8_t* v = nullptr;  // [n_kv][slots][hd_v] elements
-  int oldest = 0;       // smallest position still guaranteed to be held (ring layers lose older ones)
+  int oldest = 0;        // smallest position still guaranteed to be held (ring layers lose older ones)
   bool wraps(int n_ctx) const { return slots < n_ctx; }
 };
 
@@ -20007,12 +20573,16 @@ class KvCache {
   }
 
   void store(uint8_t* dst, const float* src, int n) const {
-    if (type_ == KvType::f16) kern_->f32_row_to_f16(src, reinterpret_cast<uint16_t*>(dst), n);
-    else std::memcpy(dst, src, size_t(n) * 4);
+    if (type_ == KvType::f16)
+      kern_->f32_row_to_f16(src, reinterpret_cast<uint16_t*>(dst), n);
+    else
+      std::memcpy(dst, src, size_t(n) * 4);
   }
   void load(const uint8_t* src, float* dst, int n) const {
-    if (type_ == KvType::f16) kern_->f16_row_to_f32(reinterpret_cast<const uint16_t*>(src), dst, n);
-    else std::memcpy(dst, src, size_t(n) * 4);
+    if (type_ == KvType::f16)
+      kern_->f16_row_to_f32(reinterpret_cast<const uint16_t*>(src), dst, n);
+    else
+      std::memcpy(dst, src, size_t(n) * 4);
   }
 
   // Stores the keys [n][n_kv*hd_k] and values [n][n_kv*hd_v] of positions pos0 .. pos0+n-1.
@@ -20271,12 +20841,12 @@ struct Step {
   const float* vec = nullptr;                // 1-D weights (norms, biases) as f32
   const float* vec2 = nullptr;               // layer_norm(_heads): the bias (nullptr: none)
   int vec_len = 0;
-  int off = 0;                               // slice: first column; layer_norm_heads: head length
-  float f = 0;                               // eps (norms), factor (scale), cap (softcap)
-  float f2 = 0;                              // scale: the bias added after the factor
-  int idx = -1;                              // RopeSpec / AttnSpec index
-  int streams = 0;                           // stream ops: the stream count; rms_normalize: the group size
-  int from = 0;                              // stream_add: the first stream
+  int off = 0;      // slice: first column; layer_norm_heads: head length
+  float f = 0;      // eps (norms), factor (scale), cap (softcap)
+  float f2 = 0;     // scale: the bias added after the factor
+  int idx = -1;     // RopeSpec / AttnSpec index
+  int streams = 0;  // stream ops: the stream count; rms_normalize: the group size
+  int from = 0;     // stream_add: the first stream
   // matmul: round the input to the weight's float type first (1 f16, 2 bf16). GGUF files are
   // computed as ggml computes them: F16/BF16 weights multiply f16/bf16 activations. (Idempotent,
   // so a kernel that converts the input itself gives the same result.)
@@ -20311,10 +20881,11 @@ class ArchCompiler {
   Result<void> run() {
     const HParams& hp = m_.hp;
     if (hp.n_layer <= 0 || hp.n_layer > 65536)
-      return fail(Errc::bad_format, 0, strf("block_count %lld is not a usable layer count", static_cast<long long>(hp.n_layer)));
+      return fail(Errc::bad_format, 0,
+                  strf("block_count %lld is not a usable layer count", static_cast<long long>(hp.n_layer)));
     // The compiled size is known before anything is compiled: refuse it before allocating.
-    const uint64_t n_steps = uint64_t(d_.prologue.size()) + uint64_t(hp.n_layer) * uint64_t(d_.block.size()) +
-                             uint64_t(d_.epilogue.size());
+    const uint64_t n_steps =
+        uint64_t(d_.prologue.size()) + uint64_t(hp.n_layer) * uint64_t(d_.block.size()) + uint64_t(d_.epilogue.size());
     if (n_steps > max_steps_)
       return fail(Errc::out_of_memory, 0,
                   strf("%s.block_count %lld x %zu steps per layer (+ %zu) makes %llu compiled steps, more than the "
@@ -20329,10 +20900,11 @@ class ArchCompiler {
       std::string_view num = std::string_view(t.name).substr(4, e == std::string::npos ? std::string::npos : e - 4);
       if (num.empty() || num.size() > 9 || num.find_first_not_of("0123456789") != std::string_view::npos) continue;
       if (std::stoll(std::string(num)) >= hp.n_layer)
-        return fail(Errc::shape_mismatch, 0,
-                    strf("%s.block_count is %lld but the file holds tensor '%s' (layer %s): the count contradicts the tensors",
-                         m_.arch.c_str(), static_cast<long long>(hp.n_layer), printable(t.name).c_str(),
-                         std::string(num).c_str()));
+        return fail(
+            Errc::shape_mismatch, 0,
+            strf("%s.block_count is %lld but the file holds tensor '%s' (layer %s): the count contradicts the tensors",
+                 m_.arch.c_str(), static_cast<long long>(hp.n_layer), printable(t.name).c_str(),
+                 std::string(num).c_str()));
     }
     p_.steps.reserve(static_cast<size_t>(n_steps));
     if (auto r = eval_params(); !r) return r;
@@ -20354,8 +20926,9 @@ class ArchCompiler {
           return fail(Errc::bad_format, s.line,
                       strf("sliding window %g / period %g are not usable (layer %d)", *w, *per, i));
         if (*per > 0 && (*off < 0 || *off >= *per || *off != std::floor(*off)))
-          return fail(Errc::bad_format, s.line, strf("offset %g is not a layer within the period %g (0 to %g; layer %d)",
-                                                     *off, *per, *per - 1, i));
+          return fail(
+              Errc::bad_format, s.line,
+              strf("offset %g is not a layer within the period %g (0 to %g; layer %d)", *off, *per, *per - 1, i));
         bool slides = *w > 0;
         if (const ArgDef* a = s.kwarg("sliding")) {
           auto v = value(a->value, s.line, i);
@@ -20404,18 +20977,19 @@ class ArchCompiler {
     if (p_.embed_rows != INT64_MAX && p_.n_vocab > p_.embed_rows)
       return fail(Errc::shape_mismatch, 0,
                   strf("the output %s gives %lld logits but the embedding '%s' has %lld rows: ids it produces could "
-                       "not be read back", out.c_str(), nv, rows_tensor_.c_str(), static_cast<long long>(p_.embed_rows)));
+                       "not be read back",
+                       out.c_str(), nv, rows_tensor_.c_str(), static_cast<long long>(p_.embed_rows)));
     const size_t n_tokens = m_.vocab.tokens.size();
     if (m_.format == FileFormat::gguf && n_tokens > 0 && n_tokens != static_cast<size_t>(p_.n_vocab))
       return fail(Errc::shape_mismatch, 0,
                   strf("the vocabulary (tokenizer.ggml.tokens) has %zu tokens but the output %s gives %lld logits",
                        n_tokens, out.c_str(), nv));
     if (auto v = m_.arch_number("vocab_size"); v && *v != static_cast<double>(p_.n_vocab))
-      return fail(Errc::shape_mismatch, 0,
-                  strf("%s.vocab_size is %g but the output %s gives %lld logits", m_.arch.c_str(), *v, out.c_str(), nv));
+      return fail(
+          Errc::shape_mismatch, 0,
+          strf("%s.vocab_size is %g but the output %s gives %lld logits", m_.arch.c_str(), *v, out.c_str(), nv));
     return {};
   }
-
 
   Error fail(Errc code, int line, const std::string& msg) const {
     std::string where = line > 0 ? strf("%s:%d", d_.where.c_str(), line) : d_.where;
@@ -20438,7 +21012,8 @@ class ArchCompiler {
         auto f = value(a->value, s.line, i);
         if (!f) return f.error();
         if (!(*f >= 1) || *f != std::floor(*f))
-          return fail(Errc::bad_format, s.line, strf("reuse_kv_from = %g is not a layer index of 1 or more (layer %d)", *f, i));
+          return fail(Errc::bad_format, s.line,
+                      strf("reuse_kv_from = %g is not a layer index of 1 or more (layer %d)", *f, i));
         if (*f >= n_layer || i < *f) continue;
         const int first = static_cast<int>(*f);
         const bool kind = window_[static_cast<size_t>(i)] > 0;
@@ -20468,8 +21043,8 @@ class ArchCompiler {
     std::vector<char> keep(p_.steps.size(), 0);
     for (size_t k = p_.steps.size(); k-- > 0;) {
       const Step& st = p_.steps[k];
-      const bool effect = st.op == OpCode::last ||
-                          (st.op == OpCode::attention && !p_.attns[static_cast<size_t>(st.idx)].shared);
+      const bool effect =
+          st.op == OpCode::last || (st.op == OpCode::attention && !p_.attns[static_cast<size_t>(st.idx)].shared);
       if (!effect && !live[static_cast<size_t>(st.dst)]) continue;
       keep[k] = 1;
       live[static_cast<size_t>(st.dst)] = 0;
@@ -20533,12 +21108,11 @@ class ArchCompiler {
     double v = 0;
     auto kid = [&](size_t k) { return value(t.kids[k], line, layer, depth + 1); };
     switch (t.fn) {
-      case ValueTerm::Fn::number:
-        v = t.number;
-        break;
+      case ValueTerm::Fn::number: v = t.number; break;
       case ValueTerm::Fn::name: {
         if (t.name == "layer") {
-          if (layer < 0) return fail(Errc::archdef, line, "'layer' (the layer's index) is only defined in the 'block' section");
+          if (layer < 0)
+            return fail(Errc::archdef, line, "'layer' (the layer's index) is only defined in the 'block' section");
           v = layer;
           break;
         }
@@ -20555,8 +21129,9 @@ class ArchCompiler {
           v = *r;
         } else if (!pv->per_layer.empty()) {
           if (layer < 0)
-            return fail(Errc::archdef, line, "param '" + pv->name + "' reads the metadata array '" + pv->key +
-                                                 "' (one value per layer): only the 'block' section can use it");
+            return fail(Errc::archdef, line,
+                        "param '" + pv->name + "' reads the metadata array '" + pv->key +
+                            "' (one value per layer): only the 'block' section can use it");
           v = pv->per_layer[static_cast<size_t>(layer)];
         } else {
           v = pv->num;
@@ -20572,8 +21147,10 @@ class ArchCompiler {
         auto b = kid(1);
         if (!b) return b;
         if (t.fn == ValueTerm::Fn::div && *b == 0) return fail(Errc::bad_format, line, strf("division of %g by 0", *a));
-        v = t.fn == ValueTerm::Fn::add ? *a + *b : t.fn == ValueTerm::Fn::sub ? *a - *b
-          : t.fn == ValueTerm::Fn::mul ? *a * *b : *a / *b;
+        v = t.fn == ValueTerm::Fn::add   ? *a + *b
+            : t.fn == ValueTerm::Fn::sub ? *a - *b
+            : t.fn == ValueTerm::Fn::mul ? *a * *b
+                                         : *a / *b;
         break;
       }
       case ValueTerm::Fn::neg: {
@@ -20602,8 +21179,10 @@ class ArchCompiler {
         if (!off) return off;
         if (!(*per >= 1) || *per > 1e9 || *per != std::floor(*per) || !(*off >= 0) || *off >= *per ||
             *off != std::floor(*off))
-          return fail(Errc::bad_format, line, strf("every(%g, %g): the period must be a whole number >= 1 and the offset "
-                                                   "a whole number below it", *per, *off));
+          return fail(Errc::bad_format, line,
+                      strf("every(%g, %g): the period must be a whole number >= 1 and the offset "
+                           "a whole number below it",
+                           *per, *off));
         if (layer < 0) return fail(Errc::archdef, line, "every() needs a layer: only the 'block' section can use it");
         v = layer % static_cast<int64_t>(*per) == static_cast<int64_t>(*off) ? 1 : 0;
         break;
@@ -20658,13 +21237,16 @@ class ArchCompiler {
             continue;
           }
           if (mv && mv->kind == MetaValue::Kind::string)
-            return fail(Errc::bad_format, p.line, "metadata '" + key + "' is a string, param '" + p.name + "' needs a number");
+            return fail(Errc::bad_format, p.line,
+                        "metadata '" + key + "' is a string, param '" + p.name + "' needs a number");
           if (arr) {
             if (arr->size() != static_cast<size_t>(m_.hp.n_layer))
-              return fail(Errc::shape_mismatch, p.line,
-                          strf("metadata '%s' is an array of %zu values, param '%s' needs one per layer (%s.block_count "
-                               "is %lld)", key.c_str(), arr->size(), p.name.c_str(), m_.arch.c_str(),
-                               static_cast<long long>(m_.hp.n_layer)));
+              return fail(
+                  Errc::shape_mismatch, p.line,
+                  strf("metadata '%s' is an array of %zu values, param '%s' needs one per layer (%s.block_count "
+                       "is %lld)",
+                       key.c_str(), arr->size(), p.name.c_str(), m_.arch.c_str(),
+                       static_cast<long long>(m_.hp.n_layer)));
             for (double x : *arr)
               if (std::isnan(x)) return fail(Errc::bad_format, p.line, "metadata '" + key + "' holds a NaN");
             // nonzero(KEY) on an array: absent when every value is 0
@@ -20694,7 +21276,8 @@ class ArchCompiler {
         break;
       }
       if (!done)
-        return fail(Errc::bad_format, p.line, "param '" + p.name + "': the model has no metadata " + tried + " and the param gives no default");
+        return fail(Errc::bad_format, p.line,
+                    "param '" + p.name + "': the model has no metadata " + tried + " and the param gives no default");
     }
     return {};
   }
@@ -20736,8 +21319,9 @@ class ArchCompiler {
     std::string ok;
     for (const DTypeTraits& tr : kDTypeTraits)
       if (tr.computable) ok += (ok.empty() ? "" : ", ") + std::string(tr.name);
-    return fail(Errc::unsupported, line, strf("tensor '%s' has type %s, which this build cannot compute yet (it computes %s)",
-                                              t.name.c_str(), dtype_name(t.type), ok.c_str()));
+    return fail(Errc::unsupported, line,
+                strf("tensor '%s' has type %s, which this build cannot compute yet (it computes %s)", t.name.c_str(),
+                     dtype_name(t.type), ok.c_str()));
   }
 
   // A 1-D weight as f32 (converted once; shared by every step that uses it). `flat`: any shape,
@@ -20746,11 +21330,13 @@ class ArchCompiler {
   Result<const float*> vector_of(const TensorView& t, int line, int64_t expect_len, const char* what, bool flat = false,
                                  float offset = 0) {
     if (!flat && t.nelements() != t.ne[0])
-      return fail(Errc::shape_mismatch, line, strf("%s '%s' should be a vector, it has shape %s", what, t.name.c_str(), t.shape_string().c_str()));
+      return fail(Errc::shape_mismatch, line,
+                  strf("%s '%s' should be a vector, it has shape %s", what, t.name.c_str(), t.shape_string().c_str()));
     const int64_t n = t.nelements();
     if (expect_len >= 0 && n != expect_len)
-      return fail(Errc::shape_mismatch, line, strf("%s '%s' has %lld elements, expected %lld", what, t.name.c_str(),
-                                                   static_cast<long long>(n), static_cast<long long>(expect_len)));
+      return fail(Errc::shape_mismatch, line,
+                  strf("%s '%s' has %lld elements, expected %lld", what, t.name.c_str(), static_cast<long long>(n),
+                       static_cast<long long>(expect_len)));
     if (n <= 0 || n > (int64_t(1) << 28))
       return fail(Errc::shape_mismatch, line,
                   strf("%s '%s' has %lld elements", what, t.name.c_str(), static_cast<long long>(n)));
@@ -20760,7 +21346,8 @@ class ArchCompiler {
     std::vector<float> v(static_cast<size_t>(n));
     for (int64_t r = 0; r < t.rows(); r++) dequant_row(t, r, v.data() + r * t.ne[0]);
     for (float& x : v) {
-      if (!std::isfinite(x)) return fail(Errc::bad_format, line, "tensor '" + t.name + "' holds a value that is not finite");
+      if (!std::isfinite(x))
+        return fail(Errc::bad_format, line, "tensor '" + t.name + "' holds a value that is not finite");
       if (offset != 0) x = x + offset;
     }
     p_.owned.push_back(std::move(v));
@@ -20795,8 +21382,9 @@ class ArchCompiler {
     RopeSpec r;
     r.head_dim = static_cast<int>(hp.head_dim);
     if (r.head_dim <= 0 || width % r.head_dim != 0)
-      return fail(Errc::shape_mismatch, s.line, strf("rope: '%s' (%d wide) is not a whole number of heads of head_dim %d",
-                                                     s.args[0].word.c_str(), width, r.head_dim));
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("rope: '%s' (%d wide) is not a whole number of heads of head_dim %d", s.args[0].word.c_str(),
+                       width, r.head_dim));
     // Hugging Face checkpoints keep q/k in rotate-half order: the GGUF "pairs" layout is then
     // the same rotation as "neox" on those rows (the loader does not permute them). The definition's
     // `convention hf_rope` says so (default neox); as_written keeps the layout as written.
@@ -20812,7 +21400,8 @@ class ArchCompiler {
       dims = *builtin_value("rope_dims");
     }
     if (dims <= 0 || dims > r.head_dim || dims != std::floor(dims) || static_cast<int>(dims) % 2 != 0)
-      return fail(Errc::shape_mismatch, s.line, strf("rope: %g rotated dimensions do not fit heads of %d", dims, r.head_dim));
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("rope: %g rotated dimensions do not fit heads of %d", dims, r.head_dim));
     r.n_dims = static_cast<int>(dims);
     auto base = fvalue(s, "base", hp.rope_freq_base);
     if (!base) return base.error();
@@ -20838,11 +21427,15 @@ class ArchCompiler {
       auto v = vector_of(*ft, s.line, -1, "rope factors");
       if (!v) return v.error();
       if (ft->ne[0] < r.n_dims / 2)
-        return fail(Errc::shape_mismatch, s.line, strf("rope factors '%s' has %lld entries, rope needs %d", ft->name.c_str(),
-                                                       static_cast<long long>(ft->ne[0]), r.n_dims / 2));
+        return fail(Errc::shape_mismatch, s.line,
+                    strf("rope factors '%s' has %lld entries, rope needs %d", ft->name.c_str(),
+                         static_cast<long long>(ft->ne[0]), r.n_dims / 2));
       r.factors.assign(*v, *v + r.n_dims / 2);
       for (float f : r.factors)
-        if (!(f > 0)) return fail(Errc::bad_format, s.line, strf("rope factors '%s' holds %g: the factors divide the angle, they must be positive", ft->name.c_str(), double(f)));
+        if (!(f > 0))
+          return fail(Errc::bad_format, s.line,
+                      strf("rope factors '%s' holds %g: the factors divide the angle, they must be positive",
+                           ft->name.c_str(), double(f)));
     } else if (type == "llama3") {
       // Hugging Face llama-3 configs: the same factors convert_hf_to_gguf bakes into rope_freqs.
       double lo = m_.arch_number("rope.scaling.low_freq_factor").value_or(1.0);
@@ -20850,14 +21443,17 @@ class ArchCompiler {
       double orig = m_.arch_number("rope.scaling.original_context_length").value_or(8192.0);
       if (!(factor > 0) || !(hi > lo) || !(orig > 0) || !std::isfinite(factor) || !std::isfinite(hi) ||
           !std::isfinite(lo) || !std::isfinite(orig))
-        return fail(Errc::bad_format, s.line, "rope scaling 'llama3' has unusable factor / low_freq_factor / high_freq_factor");
+        return fail(Errc::bad_format, s.line,
+                    "rope scaling 'llama3' has unusable factor / low_freq_factor / high_freq_factor");
       double lo_wl = orig / lo, hi_wl = orig / hi;
       for (int i = 0; i < r.n_dims / 2; i++) {
         double freq = std::pow(double(r.base), -2.0 * i / r.n_dims);
         double wl = 2 * 3.14159265358979323846 / freq;
         double f;
-        if (wl < hi_wl) f = 1.0;
-        else if (wl > lo_wl) f = factor;
+        if (wl < hi_wl)
+          f = 1.0;
+        else if (wl > lo_wl)
+          f = factor;
         else {
           double smooth = (orig / wl - lo) / (hi - lo);
           f = 1.0 / ((1 - smooth) / factor + smooth);
@@ -20866,10 +21462,12 @@ class ArchCompiler {
       }
     } else if (type == "linear") {
       if (!(factor > 0) || !std::isfinite(factor))
-        return fail(Errc::bad_format, s.line, strf("rope scaling 'linear': %s.rope.scaling.factor %g is not usable", m_.arch.c_str(), factor));
+        return fail(Errc::bad_format, s.line,
+                    strf("rope scaling 'linear': %s.rope.scaling.factor %g is not usable", m_.arch.c_str(), factor));
       r.freq_scale = static_cast<float>(1.0 / factor);
     } else if (!type.empty() && type != "none") {
-      return fail(Errc::unsupported, s.line, "rope scaling '" + printable(type) + "' is not supported (none, linear, llama3)");
+      return fail(Errc::unsupported, s.line,
+                  "rope scaling '" + printable(type) + "' is not supported (none, linear, llama3)");
     }
     for (size_t k = 0; k < p_.ropes.size(); k++)
       if (p_.ropes[k].same(r)) return static_cast<int>(k);
@@ -20882,7 +21480,8 @@ class ArchCompiler {
   uint8_t round_input(const TensorView& t, int w_in) {
     const ConventionDef* mc = d_.convention("matmul_input");
     uint8_t r = 0;
-    if (m_.format == FileFormat::gguf && (!mc || mc->value == "gguf_rounded")) r = t.type == DType::f16 ? 1 : t.type == DType::bf16 ? 2 : 0;
+    if (m_.format == FileFormat::gguf && (!mc || mc->value == "gguf_rounded"))
+      r = t.type == DType::f16 ? 1 : t.type == DType::bf16 ? 2 : 0;
     if (r) p_.max_round_width = std::max(p_.max_round_width, w_in);
     return r;
   }
@@ -20895,8 +21494,9 @@ class ArchCompiler {
       return fail(Errc::bad_format, s.line, strf("%s: %g streams (a whole number from 1 to 256)", s.op->name, *v));
     const int n = static_cast<int>(*v);
     if (s.op->code != OpCode::streams && w_a % n != 0)
-      return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not %d streams of equal width", s.op->name,
-                                                     s.args[0].word.c_str(), w_a, n));
+      return fail(
+          Errc::shape_mismatch, s.line,
+          strf("%s: '%s' (%d wide) is not %d streams of equal width", s.op->name, s.args[0].word.c_str(), w_a, n));
     return n;
   }
 
@@ -20932,17 +21532,20 @@ class ArchCompiler {
       if (arg.optional) return {};
       std::vector<std::string> names;
       for (const auto& v : m_.tensors) names.push_back(v.name);
-      return fail(Errc::tensor_missing, s.line, "tensor " + tried + " not found in the model" + did_you_mean(with_k(arg.tensors[0], 0), names));
+      return fail(Errc::tensor_missing, s.line,
+                  "tensor " + tried + " not found in the model" + did_you_mean(with_k(arg.tensors[0], 0), names));
     }
     const int64_t D = t ? t->ne[0] : parts[0]->ne[0];
     const int64_t n64 = t ? t->ne[2] : static_cast<int64_t>(parts.size());
     auto bad_shape = [&](const TensorView& v, const char* want) {
-      return fail(Errc::shape_mismatch, s.line,
-                  strf("stream_matmul: weight '%s' %s does not map the streams of '%s' (%d wide) to themselves: it must "
-                       "be %s with D the width of a stream and n at most the number of streams",
-                       v.name.c_str(), v.shape_string().c_str(), s.args[0].word.c_str(), w_a, want));
+      return fail(
+          Errc::shape_mismatch, s.line,
+          strf("stream_matmul: weight '%s' %s does not map the streams of '%s' (%d wide) to themselves: it must "
+               "be %s with D the width of a stream and n at most the number of streams",
+               v.name.c_str(), v.shape_string().c_str(), s.args[0].word.c_str(), w_a, want));
     };
-    if (t && (t->n_dims < 2 || t->n_dims > 3 || t->ne[3] != 1 || t->ne[1] != D || D <= 0 || w_a % D != 0 || t->ne[2] > w_a / D))
+    if (t && (t->n_dims < 2 || t->n_dims > 3 || t->ne[3] != 1 || t->ne[1] != D || D <= 0 || w_a % D != 0 ||
+              t->ne[2] > w_a / D))
       return bad_shape(*t, "[D, D, n]");
     for (const TensorView* p : parts)
       if (p->n_dims != 2 || p->ne[0] != D || p->ne[1] != D || D <= 0 || w_a % D != 0 || n64 > w_a / D)
@@ -20955,7 +21558,8 @@ class ArchCompiler {
     if (p_.steps.size() + 3 * static_cast<uint64_t>(n) > max_steps_)
       return fail(Errc::out_of_memory, s.line,
                   strf("stream_matmul over %d streams makes more than the limit of %llu compiled steps "
-                       "(LoadOptions::max_program_steps, --max-program-steps)", n, static_cast<unsigned long long>(max_steps_)));
+                       "(LoadOptions::max_program_steps, --max-program-steps)",
+                       n, static_cast<unsigned long long>(max_steps_)));
     const std::string& x = s.args[0].word;
     const int rx = reg_id(x), rin = reg_id(x + "#in"), rout = reg_id(x + "#out");
     for (int k = 0; k < n; k++) {
@@ -21124,7 +21728,8 @@ class ArchCompiler {
   Result<Emit> embed_rule(Stmt& c) {
     const StmtDef& s = c.s;
     const TensorView* t = c.t;
-    if (t->n_dims != 2) return fail(Errc::shape_mismatch, s.line, "embedding '" + t->name + "' is not 2-D: " + t->shape_string());
+    if (t->n_dims != 2)
+      return fail(Errc::shape_mismatch, s.line, "embedding '" + t->name + "' is not 2-D: " + t->shape_string());
     if (auto r = check_computable(*t, s.line); !r) return r.error();
     c.st.w = t;
     c.w_out = static_cast<int>(t->ne[0]);
@@ -21132,8 +21737,9 @@ class ArchCompiler {
       auto b = value(s.kwarg("beyond")->value, s.line, c.layer);
       if (!b) return b.error();
       if (!(*b >= 0) || *b >= static_cast<double>(t->ne[1]) || *b != std::floor(*b) || t->ne[1] > INT32_MAX)
-        return fail(Errc::shape_mismatch, s.line, strf("embed: beyond = %g is not a row of '%s' (%lld rows)", *b,
-                                                       t->name.c_str(), static_cast<long long>(t->ne[1])));
+        return fail(Errc::shape_mismatch, s.line,
+                    strf("embed: beyond = %g is not a row of '%s' (%lld rows)", *b, t->name.c_str(),
+                         static_cast<long long>(t->ne[1])));
       c.st.off = static_cast<int>(*b);
       c.st.vec_len = static_cast<int>(t->ne[1]);
     } else if (t->ne[1] < p_.embed_rows) {
@@ -21152,8 +21758,9 @@ class ArchCompiler {
     auto v = vector_of(*t, s.line, heads ? -1 : c.w_a, heads ? "head norm" : "norm", false, norm_offset());
     if (!v) return v.error();
     if (heads && (t->ne[0] <= 0 || c.w_a % t->ne[0] != 0))
-      return fail(Errc::shape_mismatch, s.line, strf("head norm '%s' (%lld) does not divide '%s' (%d wide)", t->name.c_str(),
-                                                     static_cast<long long>(t->ne[0]), s.args[0].word.c_str(), c.w_a));
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("head norm '%s' (%lld) does not divide '%s' (%d wide)", t->name.c_str(),
+                       static_cast<long long>(t->ne[0]), s.args[0].word.c_str(), c.w_a));
     c.st.vec = *v;
     c.st.vec_len = static_cast<int>(t->ne[0]);
     if (auto r = set_eps(c, m_.hp.rms_eps); !r) return r.error();
@@ -21170,15 +21777,16 @@ class ArchCompiler {
     const bool heads = c.st.op == OpCode::layer_norm_heads;
     const int seg = heads ? static_cast<int>(m_.hp.head_dim) : w_a;
     if (seg <= 0 || w_a % seg != 0)
-      return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not a whole number of heads of head_dim %d",
-                                                     name, s.args[0].word.c_str(), w_a, seg));
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("%s: '%s' (%d wide) is not a whole number of heads of head_dim %d", name, s.args[0].word.c_str(),
+                       w_a, seg));
     // the weight: one for the row (layer_norm), one shared by every head or one per head (heads)
     const int64_t nw = t->nelements();
     if (nw != w_a && nw != seg)
       return fail(Errc::shape_mismatch, s.line,
                   heads ? strf("%s: weight '%s' has %lld elements: expected head_dim (%d, shared by every head) or "
-                               "the width of '%s' (%d, one weight per head)", name, t->name.c_str(),
-                               static_cast<long long>(nw), seg, s.args[0].word.c_str(), w_a)
+                               "the width of '%s' (%d, one weight per head)",
+                               name, t->name.c_str(), static_cast<long long>(nw), seg, s.args[0].word.c_str(), w_a)
                         : strf("%s: weight '%s' has %lld elements but '%s' is %d wide", name, t->name.c_str(),
                                static_cast<long long>(nw), s.args[0].word.c_str(), w_a));
     auto v = vector_of(*t, s.line, nw, "norm", true, norm_offset());
@@ -21209,12 +21817,14 @@ class ArchCompiler {
     const StmtDef& s = c.s;
     const TensorView* t = c.t;
     if (t->n_dims < 1 || t->ne[2] != 1 || t->ne[3] != 1 || t->n_dims > 2)
-      return fail(Errc::shape_mismatch, s.line, "matmul weight '" + t->name + "' is not a matrix: " + t->shape_string());
+      return fail(Errc::shape_mismatch, s.line,
+                  "matmul weight '" + t->name + "' is not a matrix: " + t->shape_string());
     if (t->ne[0] != c.w_a)
-      return fail(Errc::shape_mismatch, s.line, strf("matmul: '%s' rows have %lld elements but '%s' is %d wide",
-                                                     t->name.c_str(), static_cast<long long>(t->ne[0]),
-                                                     s.args[0].word.c_str(), c.w_a));
-    if (t->ne[1] > (1 << 28)) return fail(Errc::shape_mismatch, s.line, "matmul weight '" + t->name + "' has too many rows");
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("matmul: '%s' rows have %lld elements but '%s' is %d wide", t->name.c_str(),
+                       static_cast<long long>(t->ne[0]), s.args[0].word.c_str(), c.w_a));
+    if (t->ne[1] > (1 << 28))
+      return fail(Errc::shape_mismatch, s.line, "matmul weight '" + t->name + "' has too many rows");
     if (auto r = check_computable(*t, s.line); !r) return r.error();
     c.st.w = t;
     c.w_out = static_cast<int>(t->ne[1]);
@@ -21248,14 +21858,18 @@ class ArchCompiler {
     at.hd_k = static_cast<int>(hp.head_dim);
     at.hd_v = static_cast<int>(hp.head_dim_v);
     if (at.hd_k <= 0 || at.hd_v <= 0 || w_a % at.hd_k || wk % at.hd_k || wv % at.hd_v)
-      return fail(Errc::shape_mismatch, s.line, strf("attention: q (%d), k (%d), v (%d) are not whole heads of %d / %d", w_a, wk, wv, at.hd_k, at.hd_v));
+      return fail(
+          Errc::shape_mismatch, s.line,
+          strf("attention: q (%d), k (%d), v (%d) are not whole heads of %d / %d", w_a, wk, wv, at.hd_k, at.hd_v));
     at.n_head = w_a / at.hd_k;
     at.n_kv = wk / at.hd_k;
     if (at.n_kv <= 0 || at.n_head % at.n_kv != 0 || wv / at.hd_v != at.n_kv)
-      return fail(Errc::shape_mismatch, s.line, strf("attention: %d query heads, %d key heads and %d value heads do not group",
-                                                     at.n_head, at.n_kv, wv / at.hd_v));
-    for (auto [key, have, declared] : {std::tuple<const char*, int, int64_t>{"attention.head_count", at.n_head, hp.n_head},
-                                       {"attention.head_count_kv", at.n_kv, hp.n_head_kv}}) {
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("attention: %d query heads, %d key heads and %d value heads do not group", at.n_head, at.n_kv,
+                       wv / at.hd_v));
+    for (auto [key, have, declared] :
+         {std::tuple<const char*, int, int64_t>{"attention.head_count", at.n_head, hp.n_head},
+          {"attention.head_count_kv", at.n_kv, hp.n_head_kv}}) {
       const MetaValue* mv = m_.find_meta(m_.arch + "." + key);
       if (!mv || mv->kind == MetaValue::Kind::string || declared <= 0 || have == declared) continue;
       return fail(Errc::shape_mismatch, s.line,
@@ -21291,9 +21905,10 @@ class ArchCompiler {
       at.shared = true;
       const KvLayerSpec& ks = p_.kv[static_cast<size_t>(at.kv_layer)];
       if (ks.n_kv != at.n_kv || ks.hd_k != at.hd_k || ks.hd_v != at.hd_v)
-        return fail(Errc::shape_mismatch, s.line,
-                    strf("layer %d reads the cache of layer %d, whose heads differ (%d of %d/%d there, %d of %d/%d here)",
-                         layer, src, ks.n_kv, ks.hd_k, ks.hd_v, at.n_kv, at.hd_k, at.hd_v));
+        return fail(
+            Errc::shape_mismatch, s.line,
+            strf("layer %d reads the cache of layer %d, whose heads differ (%d of %d/%d there, %d of %d/%d here)",
+                 layer, src, ks.n_kv, ks.hd_k, ks.hd_v, at.n_kv, at.hd_k, at.hd_v));
       c.st.idx = static_cast<int>(p_.attns.size());
       p_.attns.push_back(at);
       return Emit::step;
@@ -21325,8 +21940,9 @@ class ArchCompiler {
     const StmtDef& s = c.s;
     const int w_b = width_of(s.args[1].word);
     if (w_b != c.w_a)
-      return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' is %d wide but '%s' is %d wide", s.op->name,
-                                                     s.args[0].word.c_str(), c.w_a, s.args[1].word.c_str(), w_b));
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("%s: '%s' is %d wide but '%s' is %d wide", s.op->name, s.args[0].word.c_str(), c.w_a,
+                       s.args[1].word.c_str(), w_b));
     c.st.b = static_cast<int16_t>(reg_id(s.args[1].word));
     return Emit::step;
   }
@@ -21337,7 +21953,8 @@ class ArchCompiler {
     auto v = value(s.args[1].value, s.line, c.layer);
     if (!v) return v.error();
     c.st.f = static_cast<float>(*v);
-    if (!std::isfinite(c.st.f)) return fail(Errc::bad_format, s.line, strf("%s: %g does not fit a float", s.op->name, *v));
+    if (!std::isfinite(c.st.f))
+      return fail(Errc::bad_format, s.line, strf("%s: %g does not fit a float", s.op->name, *v));
     if (c.st.op == OpCode::scale) {
       auto b = fvalue(s, "bias", 0);
       if (!b) return b.error();
@@ -21359,9 +21976,10 @@ class ArchCompiler {
     if (!a1) return a1.error();
     const double start = *a0, width = *a1;
     if (start < 0 || width < 1 || start != std::floor(start) || width != std::floor(width) || start + width > c.w_a)
-      return fail(Errc::shape_mismatch, s.line, strf("slice: columns %g to %g (start %g, width %g) are not within '%s' "
-                                                     "(%d wide)", start, start + width - 1, start, width,
-                                                     s.args[0].word.c_str(), c.w_a));
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("slice: columns %g to %g (start %g, width %g) are not within '%s' "
+                       "(%d wide)",
+                       start, start + width - 1, start, width, s.args[0].word.c_str(), c.w_a));
     c.st.off = static_cast<int>(start);
     c.w_out = static_cast<int>(width);
     return Emit::step;
@@ -21374,8 +21992,9 @@ class ArchCompiler {
     auto v = value(s.args[2].value, s.line, c.layer);
     if (!v) return v.error();
     if (!(*v >= 0) || *v != std::floor(*v) || *v + w_b > c.w_a)
-      return fail(Errc::shape_mismatch, s.line, strf("put: '%s' (%d wide) at column %g does not fit in '%s' (%d wide)",
-                                                     s.args[1].word.c_str(), w_b, *v, s.args[0].word.c_str(), c.w_a));
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("put: '%s' (%d wide) at column %g does not fit in '%s' (%d wide)", s.args[1].word.c_str(), w_b,
+                       *v, s.args[0].word.c_str(), c.w_a));
     c.st.b = static_cast<int16_t>(reg_id(s.args[1].word));
     c.st.off = static_cast<int>(*v);
     c.st.vec_len = w_b;
@@ -21392,8 +22011,9 @@ class ArchCompiler {
       size = *v;
     }
     if (!(size >= 1) || size != std::floor(size) || c.w_a % static_cast<int>(std::min<double>(size, 1 << 30)) != 0)
-      return fail(Errc::shape_mismatch, s.line, strf("rms_normalize: groups of %g do not divide '%s' (%d wide)", size,
-                                                     s.args[0].word.c_str(), c.w_a));
+      return fail(
+          Errc::shape_mismatch, s.line,
+          strf("rms_normalize: groups of %g do not divide '%s' (%d wide)", size, s.args[0].word.c_str(), c.w_a));
     c.st.streams = static_cast<int>(size);
     if (auto r = set_eps(c, m_.hp.rms_eps); !r) return r.error();
     return Emit::step;
@@ -21406,8 +22026,10 @@ class ArchCompiler {
     if (!v) return v.error();
     if (!std::isfinite(*v)) return Emit::none;  // no sparsity in this layer (a probability of 0: -inf deviations)
     c.st.f = static_cast<float>(*v);
-    if (!std::isfinite(c.st.f)) return fail(Errc::bad_format, s.line, strf("gaussian_topk: %g does not fit a float", *v));
-    if (c.w_a < 2) return fail(Errc::shape_mismatch, s.line, "gaussian_topk needs at least 2 values (a standard deviation)");
+    if (!std::isfinite(c.st.f))
+      return fail(Errc::bad_format, s.line, strf("gaussian_topk: %g does not fit a float", *v));
+    if (c.w_a < 2)
+      return fail(Errc::shape_mismatch, s.line, "gaussian_topk needs at least 2 values (a standard deviation)");
     return Emit::step;
   }
 
@@ -21419,8 +22041,8 @@ class ArchCompiler {
     if (!n) return n.error();
     c.st.streams = *n;
     if (c.st.op == OpCode::streams && int64_t(c.w_a) * *n > (1 << 28))
-      return fail(Errc::shape_mismatch, s.line, strf("streams: %d streams of '%s' (%d wide) are too wide", *n,
-                                                     s.args[0].word.c_str(), c.w_a));
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("streams: %d streams of '%s' (%d wide) are too wide", *n, s.args[0].word.c_str(), c.w_a));
     if (c.st.op == OpCode::streams) c.w_out = c.w_a * *n;
     if (c.st.op == OpCode::stream_mean) c.w_out = c.w_a / *n;
     return Emit::step;
@@ -21434,7 +22056,8 @@ class ArchCompiler {
     if (n < 1 || n > 256 || n * n != w_c || c.w_a % n != 0)
       return fail(Errc::shape_mismatch, s.line,
                   strf("stream_mix: '%s' has %d coefficients, which is not S x S for a count S of streams of '%s' "
-                       "(%d wide)", s.args[1].word.c_str(), w_c, s.args[0].word.c_str(), c.w_a));
+                       "(%d wide)",
+                       s.args[1].word.c_str(), w_c, s.args[0].word.c_str(), c.w_a));
     c.st.b = static_cast<int16_t>(reg_id(s.args[1].word));
     c.st.streams = n;
     return Emit::step;
@@ -21446,16 +22069,17 @@ class ArchCompiler {
     const StmtDef& s = c.s;
     const int w_a = c.w_a, w_v = width_of(s.args[1].word);
     if (w_v <= 0 || w_a % w_v != 0 || w_a / w_v > 256)
-      return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not one stream of '%s' (%d wide)", s.op->name,
-                                                     s.args[1].word.c_str(), w_v, s.args[0].word.c_str(), w_a));
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("%s: '%s' (%d wide) is not one stream of '%s' (%d wide)", s.op->name, s.args[1].word.c_str(),
+                       w_v, s.args[0].word.c_str(), w_a));
     const int n = w_a / w_v;
     c.st.b = static_cast<int16_t>(reg_id(s.args[1].word));
     c.st.streams = n;
     if (c.st.op == OpCode::stream_axpy) {
       const int w_g = width_of(s.args[2].word);
       if (w_g != n)
-        return fail(Errc::shape_mismatch, s.line, strf("stream_axpy: '%s' holds %d gains for %d streams",
-                                                       s.args[2].word.c_str(), w_g, n));
+        return fail(Errc::shape_mismatch, s.line,
+                    strf("stream_axpy: '%s' holds %d gains for %d streams", s.args[2].word.c_str(), w_g, n));
       c.st.c = static_cast<int16_t>(reg_id(s.args[2].word));
       return Emit::step;
     }
@@ -21483,10 +22107,10 @@ class ArchCompiler {
   std::vector<ParamValue> params_;
   std::vector<int> width_, max_width_;
   std::map<std::pair<const TensorView*, float>, size_t> vec_index_;
-  std::vector<int> window_;  // per layer: the sliding window, 0 on global layers
-  std::vector<int> kv_src_;  // per layer: the layer whose cache it reads (-1: its own)
+  std::vector<int> window_;    // per layer: the sliding window, 0 on global layers
+  std::vector<int> kv_src_;    // per layer: the layer whose cache it reads (-1: its own)
   std::vector<int> layer_kv_;  // per layer: its cache (index in Program::kv), -1 when it has none
-  int cur_layer_ = -1;       // the layer stmt() compiles (-1: prologue / epilogue)
+  int cur_layer_ = -1;         // the layer stmt() compiles (-1: prologue / epilogue)
   uint64_t max_steps_;
   std::string x_tensor_, logits_tensor_;  // the embedding and the output weight (messages)
   std::string rows_tensor_;               // the embedding with the fewest rows (messages)
@@ -21556,9 +22180,9 @@ class Engine {
     std::shared_ptr<Engine> e(new Engine());
     e->desc_ = std::move(desc);
     e->opts_ = opts;
-    e->def_ = reg->defs[static_cast<size_t>(std::find_if(reg->defs.begin(), reg->defs.end(),
-                                                         [&](const auto& d) { return d.get() == def; }) -
-                                            reg->defs.begin())];
+    e->def_ = reg->defs[static_cast<size_t>(
+        std::find_if(reg->defs.begin(), reg->defs.end(), [&](const auto& d) { return d.get() == def; }) -
+        reg->defs.begin())];
     e->arch_ = ArchInfo{def->name, def->origin, def->sha256, def->steps_per_layer()};
     ArchCompiler comp(*def, *e->desc_, e->prog_, opts.max_program_steps);
     if (auto r = comp.run(); !r) return r.error();
@@ -21735,8 +22359,9 @@ inline void row_op(const Step& s, const KernelTable& kern, const float* A, const
       for (int e = 0; e < n; e++) {
         for (int j = 0; j < S; j++) col[j] = a[size_t(j) * n + e];
         for (int k = 0; k < S; k++)
-          d[size_t(k) * n + e] = kern.dot_f32(reinterpret_cast<const uint8_t*>(col), c + size_t(k) * S, S, false, false) +
-                                 a[size_t(k) * n + e];
+          d[size_t(k) * n + e] =
+              kern.dot_f32(reinterpret_cast<const uint8_t*>(col), c + size_t(k) * S, S, false, false) +
+              a[size_t(k) * n + e];
       }
       break;
     }
@@ -21771,8 +22396,7 @@ inline void row_op(const Step& s, const KernelTable& kern, const float* A, const
       for (int e = 0; e < n; e++) d[e] *= inv;
       break;
     }
-    default:
-      LLMI_ASSERT(false && "row_op: not a row operation");
+    default: LLMI_ASSERT(false && "row_op: not a row operation");
   }
 }
 
@@ -21786,8 +22410,10 @@ const float* matmul_input(const Step& s, int rows, const float* a, float* buf, F
   for_rows(rows, wi, [&](int t, int) {
     const float* x = a + size_t(t) * wi;
     float* y = buf + size_t(t) * wi;
-    if (bf) for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
-    else for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
+    if (bf)
+      for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
+    else
+      for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
   });
   return buf;
 }
@@ -21839,9 +22465,13 @@ bool run_row_step(const Step& s, const KernelTable& kern, int rows, const int32_
         float* y = d + size_t(t) * wi;
         switch (op) {
           case OpCode::silu: kern.silu_row(x, y, wi); break;
-          case OpCode::gelu: for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]); break;
+          case OpCode::gelu:
+            for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]);
+            break;
           case OpCode::gelu_tanh: kern.gelu_tanh_row(x, y, wi); break;
-          default: for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f; break;
+          default:
+            for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f;
+            break;
         }
       });
       return true;
@@ -21851,8 +22481,10 @@ bool run_row_step(const Step& s, const KernelTable& kern, int rows, const int32_
       const bool mul_op = s.op == OpCode::mul;
       for_rows(rows, wi, [&](int t, int) {
         size_t o = size_t(t) * wi;
-        if (mul_op) for (int k = 0; k < wi; k++) d[o + k] = a[o + k] * b[o + k];
-        else for (int k = 0; k < wi; k++) d[o + k] = a[o + k] + b[o + k];
+        if (mul_op)
+          for (int k = 0; k < wi; k++) d[o + k] = a[o + k] * b[o + k];
+        else
+          for (int k = 0; k < wi; k++) d[o + k] = a[o + k] + b[o + k];
       });
       return true;
     }
@@ -21885,9 +22517,7 @@ bool run_row_step(const Step& s, const KernelTable& kern, int rows, const int32_
         for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::tanh(a[size_t(t) * wi + k] * inv) * s.f;
       });
       return true;
-    case OpCode::copy:
-      std::memcpy(d, a, size_t(rows) * wi * 4);
-      return true;
+    case OpCode::copy: std::memcpy(d, a, size_t(rows) * wi * 4); return true;
     case OpCode::slice:
       for (int t = 0; t < rows; t++) std::memcpy(d + size_t(t) * wo, a + size_t(t) * wi + s.off, size_t(wo) * 4);
       return true;
@@ -21898,8 +22528,7 @@ bool run_row_step(const Step& s, const KernelTable& kern, int rows, const int32_
     case OpCode::matmul:
     case OpCode::rope:
     case OpCode::attention:
-    case OpCode::last:
-      return false;
+    case OpCode::last: return false;
   }
   return false;
 }
@@ -21922,20 +22551,22 @@ class Context {
     const int ubatch = std::min(kUbatch, n_ctx);
     uint64_t kv = KvCache::planned_bytes(p.kv, n_ctx, ubatch, o.kv_type);
     uint64_t scratch = 0;
-    for (size_t r = 0; r < p.reg_names.size(); r++) scratch += uint64_t(ubatch) * uint64_t(std::max(1, p.reg_width[r])) * 4;
+    for (size_t r = 0; r < p.reg_names.size(); r++)
+      scratch += uint64_t(ubatch) * uint64_t(std::max(1, p.reg_width[r])) * 4;
     scratch += uint64_t(ubatch) * uint64_t(p.max_round_width) * 4;
     uint64_t total = kv == UINT64_MAX ? UINT64_MAX : kv + scratch;
     uint64_t limit = o.max_session_bytes ? o.max_session_bytes : physical_memory_bytes();
     if (limit && total > limit)
-      return make_error(Errc::out_of_memory,
-                        strf("%s: a session of %d tokens needs %s (KV cache %s for %d attention layers, scratch %s), more "
-                             "than the limit of %s (%s); use a smaller context",
-                             e.desc().path.c_str(), n_ctx, kv == UINT64_MAX ? "more than 2^64 bytes" : human_bytes(total).c_str(),
-                             kv == UINT64_MAX ? "overflow" : human_bytes(kv).c_str(), static_cast<int>(p.kv.size()),
-                             human_bytes(scratch).c_str(), human_bytes(limit).c_str(),
-                             o.max_session_bytes ? "LoadOptions::max_session_bytes, --max-session-mb"
-                                                 : "the machine's physical memory; LoadOptions::max_session_bytes, "
-                                                   "--max-session-mb"));
+      return make_error(
+          Errc::out_of_memory,
+          strf("%s: a session of %d tokens needs %s (KV cache %s for %d attention layers, scratch %s), more "
+               "than the limit of %s (%s); use a smaller context",
+               e.desc().path.c_str(), n_ctx, kv == UINT64_MAX ? "more than 2^64 bytes" : human_bytes(total).c_str(),
+               kv == UINT64_MAX ? "overflow" : human_bytes(kv).c_str(), static_cast<int>(p.kv.size()),
+               human_bytes(scratch).c_str(), human_bytes(limit).c_str(),
+               o.max_session_bytes ? "LoadOptions::max_session_bytes, --max-session-mb"
+                                   : "the machine's physical memory; LoadOptions::max_session_bytes, "
+                                     "--max-session-mb"));
     return {};
   }
 
@@ -21956,8 +22587,9 @@ class Context {
     if (c.slide_) {  // sliding keeps `keep` tokens, and ring layers must still hold their window afterwards
       c.slide_chunk_ = std::min(c.ubatch_, c.n_ctx_ - c.keep_ - c.kv_.ring_window() + 1);
       if (c.slide_chunk_ < 1)
-        return make_error(Errc::invalid_argument, strf("a context of %d tokens is too small to slide while keeping %d tokens",
-                                                       c.n_ctx_, c.keep_));
+        return make_error(
+            Errc::invalid_argument,
+            strf("a context of %d tokens is too small to slide while keeping %d tokens", c.n_ctx_, c.keep_));
     }
     // scratch: every register [ubatch][widest], logits handled per eval
     c.regs_.resize(p.reg_names.size());
@@ -22016,8 +22648,9 @@ class Context {
       const LoadOptions& o = e_->options();
       uint64_t limit = o.max_session_bytes ? o.max_session_bytes : physical_memory_bytes();
       if (limit && out_n > limit / 4)
-        return make_error(Errc::out_of_memory, strf("eval: the logits of %d tokens x %d would need %s, more than %s", n,
-                                                    p.n_vocab, human_bytes(out_n * 4).c_str(), human_bytes(limit).c_str()));
+        return make_error(Errc::out_of_memory,
+                          strf("eval: the logits of %d tokens x %d would need %s, more than %s", n, p.n_vocab,
+                               human_bytes(out_n * 4).c_str(), human_bytes(limit).c_str()));
     }
     logits.resize(static_cast<size_t>(out_n));
     int done = 0;
@@ -22084,12 +22717,14 @@ class Context {
     }
     int tasks = std::min(rows, nt * 4);
     pool.parallel_for(tasks, [&](int task, int thread) {
-      int r0 = static_cast<int>(int64_t(rows) * task / tasks), r1 = static_cast<int>(int64_t(rows) * (task + 1) / tasks);
+      int r0 = static_cast<int>(int64_t(rows) * task / tasks),
+          r1 = static_cast<int>(int64_t(rows) * (task + 1) / tasks);
       for (int r = r0; r < r1; r++) fn(r, thread);
     });
   }
 
-  Result<EvalStatus> run_chunk(const int32_t* toks, int n, float* out_logits, bool all_logits, const std::function<bool()>& cancel) {
+  Result<EvalStatus> run_chunk(const int32_t* toks, int n, float* out_logits, bool all_logits,
+                               const std::function<bool()>& cancel) {
     const Program& p = e_->program();
     for (size_t r = 0; r < regs_.size(); r++) reg_ptr_[r] = regs_[r].as<float>();
     float* lg = all_logits ? out_logits : logits_buf_.as<float>();
@@ -22116,8 +22751,9 @@ class Context {
           case OpCode::matmul: {
             const float* in = matmul_input(s, rows, a, round_buf_.as<float>(), each_row);
             if (!kern_->matmul_x(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2, *mm_))
-              return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
-                                                          s.w->name.c_str(), rows));
+              return make_error(
+                  Errc::out_of_memory,
+                  strf("out of memory for the scratch of a matrix product (%s, %d tokens)", s.w->name.c_str(), rows));
             break;
           }
           case OpCode::rope: {
@@ -22136,20 +22772,18 @@ class Context {
             });
             break;
           }
-          case OpCode::attention:
-            attention(s, n, pos0, a, b, c, d);
-            break;
+          case OpCode::attention: attention(s, n, pos0, a, b, c, d); break;
           case OpCode::last:
             if (!all_logits && rows > 1) {
               std::memmove(a, a + size_t(rows - 1) * wi, size_t(wi) * 4);
               rows = 1;
             }
             break;
-          default:
-            break;
+          default: break;
         }
-      if (trace_) trace_(TraceEvent{static_cast<int>(si), op_spec(s.op).name, s.layer, s.line,
-                                    p.reg_names[static_cast<size_t>(s.dst)], d, rows, wo});
+      if (trace_)
+        trace_(TraceEvent{static_cast<int>(si), op_spec(s.op).name, s.layer, s.line,
+                          p.reg_names[static_cast<size_t>(s.dst)], d, rows, wo});
     }
     if (out_logits && !all_logits && lg != out_logits)
       std::memcpy(out_logits, lg + size_t(rows - 1) * p.n_vocab, size_t(p.n_vocab) * 4);
@@ -22416,7 +23050,9 @@ inline LogitsReport compare_logits(const float* ours, const float* ref, int rows
 // At least one id unless allow_empty; an item that is not a non-negative 32-bit integer is an error
 // naming it.
 inline Result<std::vector<int32_t>> parse_id_list(std::string_view s, bool allow_empty = false) {
-  auto is_sep = [](char c) { return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '[' || c == ']'; };
+  auto is_sep = [](char c) {
+    return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '[' || c == ']';
+  };
   std::vector<int32_t> ids;
   size_t k = 0;
   while (k < s.size()) {
@@ -22682,7 +23318,8 @@ class Batcher {
     }
     int tasks = std::min(rows, nt * 4);
     pool.parallel_for(tasks, [&](int task, int thread) {
-      int r0 = static_cast<int>(int64_t(rows) * task / tasks), r1 = static_cast<int>(int64_t(rows) * (task + 1) / tasks);
+      int r0 = static_cast<int>(int64_t(rows) * task / tasks),
+          r1 = static_cast<int>(int64_t(rows) * (task + 1) / tasks);
       for (int r = r0; r < r1; r++) fn(r, thread);
     });
   }
@@ -22717,7 +23354,8 @@ class Batcher {
       if (s.layer != cur_layer) {
         cur_layer = s.layer;
         bool all_cancelled = true;
-        for (const Seg& g : segs) all_cancelled = all_cancelled && g.req->cancel && *g.req->cancel && (*g.req->cancel)();
+        for (const Seg& g : segs)
+          all_cancelled = all_cancelled && g.req->cancel && *g.req->cancel && (*g.req->cancel)();
         if (all_cancelled) return EvalStatus::cancelled;
       }
       float* a = s.a >= 0 ? reg(s.a) : nullptr;
@@ -22736,10 +23374,12 @@ class Batcher {
             if (!after_last)
               for (const Seg& g : segs)
                 if (ok && g.n > 1)
-                  ok = kern.matmul_x(*s.w, in + size_t(g.off) * wi, g.n, d + size_t(g.off) * wo, wo, e_.pool(), bf, *mm_);
+                  ok = kern.matmul_x(*s.w, in + size_t(g.off) * wi, g.n, d + size_t(g.off) * wo, wo, e_.pool(), bf,
+                                     *mm_);
             if (!ok)
-              return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
-                                                          s.w->name.c_str(), rows));
+              return make_error(
+                  Errc::out_of_memory,
+                  strf("out of memory for the scratch of a matrix product (%s, %d tokens)", s.w->name.c_str(), rows));
             break;
           }
           case OpCode::rope: {
@@ -22761,11 +23401,11 @@ class Batcher {
           }
           case OpCode::attention: {
             const AttnSpec& at = p.attns[static_cast<size_t>(s.idx)];
-            const size_t wq = size_t(at.n_head) * at.hd_k, wk = size_t(at.n_kv) * at.hd_k, wv = size_t(at.n_kv) * at.hd_v,
-                         wa = size_t(at.n_head) * at.hd_v;
+            const size_t wq = size_t(at.n_head) * at.hd_k, wk = size_t(at.n_kv) * at.hd_k,
+                         wv = size_t(at.n_kv) * at.hd_v, wa = size_t(at.n_head) * at.hd_v;
             for (const Seg& g : segs)  // no b, c: the layer reads an earlier layer's cache
-              g.req->ctx->attention(s, g.n, g.pos0, a + g.off * wq, b ? b + g.off * wk : nullptr, c ? c + g.off * wv : nullptr,
-                                    d + g.off * wa);
+              g.req->ctx->attention(s, g.n, g.pos0, a + g.off * wq, b ? b + g.off * wk : nullptr,
+                                    c ? c + g.off * wv : nullptr, d + g.off * wa);
             break;
           }
           case OpCode::last: {
@@ -22784,8 +23424,7 @@ class Batcher {
             after_last = true;
             break;
           }
-          default:
-            break;
+          default: break;
         }
     }
     if (any_out) {
@@ -22800,8 +23439,8 @@ class Batcher {
   int max_seqs_ = kDefaultMaxSeqs;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Request*> pending_;            // waiting chunks, oldest first
-  std::vector<const Context*> members_;      // the contexts of the previous step
+  std::vector<Request*> pending_;        // waiting chunks, oldest first
+  std::vector<const Context*> members_;  // the contexts of the previous step
   bool running_ = false;
   double last_step_ms_ = 0;
   uint64_t steps_ = 0, shared_steps_ = 0, rows_ = 0;
@@ -23014,7 +23653,8 @@ class GbnfParser {
     if (pos_ == start) return fail(strf("expected a rule name, found '%s'", shown(pos_).c_str()));
     std::string name(s_.substr(start, pos_ - start));
     space(false);
-    if (!(peek() == ':' && peek(1) == ':' && peek(2) == '=')) return fail("expected '::=' after the rule name '" + name + "'");
+    if (!(peek() == ':' && peek(1) == ':' && peek(2) == '='))
+      return fail("expected '::=' after the rule name '" + name + "'");
     pos_ += 3;
     space(true);
     int32_t id = rule_id(name, start);
@@ -23074,10 +23714,14 @@ class GbnfParser {
     for (int k = 0; k < digits; k++) {
       char c = peek();
       uint32_t d;
-      if (c >= '0' && c <= '9') d = static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f') d = static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') d = static_cast<uint32_t>(c - 'A' + 10);
-      else return fail(strf("expected %d hexadecimal digits", digits));
+      if (c >= '0' && c <= '9')
+        d = static_cast<uint32_t>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        d = static_cast<uint32_t>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        d = static_cast<uint32_t>(c - 'A' + 10);
+      else
+        return fail(strf("expected %d hexadecimal digits", digits));
       v = (v << 4) | d;
       pos_++;
     }
@@ -23094,22 +23738,31 @@ class GbnfParser {
       char e = peek();
       pos_++;
       switch (e) {
-        case 'x': if (!hex(2, cp)) return false; break;
-        case 'u': if (!hex(4, cp)) return false; break;
-        case 'U': if (!hex(8, cp)) return false; break;
+        case 'x':
+          if (!hex(2, cp)) return false;
+          break;
+        case 'u':
+          if (!hex(4, cp)) return false;
+          break;
+        case 'U':
+          if (!hex(8, cp)) return false;
+          break;
         case 't': cp = '\t'; break;
         case 'r': cp = '\r'; break;
         case 'n': cp = '\n'; break;
-        case '\\': case '"': case '[': case ']': case '-': cp = static_cast<unsigned char>(e); break;
-        default:
-          pos_ = start;
-          return fail(strf("unknown escape '\\%s'", shown(start + 1).c_str()));
+        case '\\':
+        case '"':
+        case '[':
+        case ']':
+        case '-': cp = static_cast<unsigned char>(e); break;
+        default: pos_ = start; return fail(strf("unknown escape '\\%s'", shown(start + 1).c_str()));
       }
       if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
         pos_ = start;
-        return fail(strf("escape U+%X is not a Unicode scalar value (surrogates and values above U+10FFFF never "
-                         "appear in UTF-8 text)",
-                         cp));
+        return fail(
+            strf("escape U+%X is not a Unicode scalar value (surrogates and values above U+10FFFF never "
+                 "appear in UTF-8 text)",
+                 cp));
       }
       return true;
     }
@@ -23263,7 +23916,9 @@ class GbnfParser {
   std::unordered_map<std::string, int32_t> ids_;
 };
 
-inline Result<GbnfGrammar> gbnf_parse(std::string_view text) { return GbnfParser(text).parse(); }
+inline Result<GbnfGrammar> gbnf_parse(std::string_view text) {
+  return GbnfParser(text).parse();
+}
 
 // ---- the compiled grammar over bytes ----
 struct ByteSet {
@@ -23273,7 +23928,9 @@ struct ByteSet {
     for (unsigned b = lo; b <= hi; b++) set(b);
   }
   bool has(unsigned b) const { return (w[b >> 6] >> (b & 63)) & 1; }
-  bool operator==(const ByteSet& o) const { return w[0] == o.w[0] && w[1] == o.w[1] && w[2] == o.w[2] && w[3] == o.w[3]; }
+  bool operator==(const ByteSet& o) const {
+    return w[0] == o.w[0] && w[1] == o.w[1] && w[2] == o.w[2] && w[3] == o.w[3];
+  }
 };
 
 struct GrammarCore {
@@ -23356,9 +24013,10 @@ class GrammarCompiler {
   bool budget(size_t more, const GbnfExpr& at) {
     if (c_.elems.size() + pending_ + more > LLMINFER_GRAMMAR_MAX_ELEMENTS) {
       if (err_.empty())
-        err_ = strf("grammar line %u, column %u: the grammar grows past %u elements when its repetitions are "
-                    "expanded (LLMINFER_GRAMMAR_MAX_ELEMENTS)",
-                    at.line, at.col, static_cast<unsigned>(LLMINFER_GRAMMAR_MAX_ELEMENTS));
+        err_ = strf(
+            "grammar line %u, column %u: the grammar grows past %u elements when its repetitions are "
+            "expanded (LLMINFER_GRAMMAR_MAX_ELEMENTS)",
+            at.line, at.col, static_cast<unsigned>(LLMINFER_GRAMMAR_MAX_ELEMENTS));
       return false;
     }
     pending_ += more;
@@ -23409,8 +24067,10 @@ class GrammarCompiler {
     std::sort(ranges.begin(), ranges.end());
     std::vector<std::pair<uint32_t, uint32_t>> m;
     for (auto r : ranges) {
-      if (!m.empty() && r.first <= m.back().second + 1) m.back().second = std::max(m.back().second, r.second);
-      else m.push_back(r);
+      if (!m.empty() && r.first <= m.back().second + 1)
+        m.back().second = std::max(m.back().second, r.second);
+      else
+        m.push_back(r);
     }
     if (negated) {
       std::vector<std::pair<uint32_t, uint32_t>> inv;
@@ -23616,11 +24276,13 @@ class GrammarCompiler {
             std::string cycle;
             size_t from = 0;
             while (path[from].first != t) from++;
-            for (size_t i = from; i < path.size(); i++) cycle += "'" + c_.rule_names[static_cast<size_t>(path[i].first)] + "' -> ";
+            for (size_t i = from; i < path.size(); i++)
+              cycle += "'" + c_.rule_names[static_cast<size_t>(path[i].first)] + "' -> ";
             cycle += "'" + c_.rule_names[static_cast<size_t>(t)] + "'";
-            return make_error(Errc::invalid_argument,
-                              "grammar: left recursion: " + cycle +
-                                  " can recurse without consuming input (rewrite it with repetition, e.g. x ::= y (\"+\" y)*)");
+            return make_error(
+                Errc::invalid_argument,
+                "grammar: left recursion: " + cycle +
+                    " can recurse without consuming input (rewrite it with repetition, e.g. x ::= y (\"+\" y)*)");
           }
           if (color[static_cast<size_t>(t)] == 0) {
             color[static_cast<size_t>(t)] = 1;
@@ -23642,7 +24304,8 @@ class GrammarCompiler {
       alts.erase(std::remove_if(alts.begin(), alts.end(),
                                 [&](int32_t a) {
                                   for (int32_t p = a; elem_at(p).kind != GrammarCore::kEnd; p++)
-                                    if (elem_at(p).kind == GrammarCore::kRef && !productive[static_cast<size_t>(elem_at(p).arg)])
+                                    if (elem_at(p).kind == GrammarCore::kRef &&
+                                        !productive[static_cast<size_t>(elem_at(p).arg)])
                                       return true;
                                   return false;
                                 }),
@@ -23794,7 +24457,8 @@ class GrammarMatcher {
     State& st = states_[static_cast<size_t>(state)];
     if (st.trans < 0) {
       st.trans = static_cast<int32_t>(trans_pool_.size());
-      if (trans_pool_.capacity() < trans_pool_.size() + 256) trans_pool_.reserve(std::max<size_t>(trans_pool_.size() * 2, 256 * 1024));
+      if (trans_pool_.capacity() < trans_pool_.size() + 256)
+        trans_pool_.reserve(std::max<size_t>(trans_pool_.size() * 2, 256 * 1024));
       trans_pool_.resize(trans_pool_.size() + 256, kUnknown);
     }
     return trans_pool_[static_cast<size_t>(st.trans) + byte];
@@ -23846,7 +24510,8 @@ class GrammarMatcher {
         continue;
       }
       // a rule: its alternatives, returning to pos + 1 (not kept when that ends the caller: tail call)
-      int32_t cont = g_->elems[static_cast<size_t>(pos) + 1].kind == GrammarCore::kEnd ? parent : intern(pos + 1, parent);
+      int32_t cont =
+          g_->elems[static_cast<size_t>(pos) + 1].kind == GrammarCore::kEnd ? parent : intern(pos + 1, parent);
       for (int32_t a : g_->rule_alts[static_cast<size_t>(e.arg)]) work_.emplace_back(a, cont);
       if (work_.size() > 16 * static_cast<size_t>(LLMINFER_GRAMMAR_MAX_STACKS)) return false;
     }
@@ -23940,13 +24605,20 @@ inline std::string gbnf_literal(std::string_view s) {
   std::string out = "\"";
   for (char ch : s) {
     auto c = static_cast<unsigned char>(ch);
-    if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else if (c < 0x20 || c == 0x7F) out += strf("\\x%02X", c);
-    else out += ch;
+    if (c == '"')
+      out += "\\\"";
+    else if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c < 0x20 || c == 0x7F)
+      out += strf("\\x%02X", c);
+    else
+      out += ch;
   }
   return out + "\"";
 }
@@ -24023,8 +24695,8 @@ class JsonSchemaConverter {
     return name;
   }
   static bool reserved(const std::string& n) {
-    static const char* const kNames[] = {"root", "space", "char", "string", "integer", "number",
-                                         "boolean", "null", "value", "object", "array"};
+    static const char* const kNames[] = {"root",    "space", "char",  "string", "integer", "number",
+                                         "boolean", "null",  "value", "object", "array"};
     for (const char* k : kNames)
       if (n == k) return true;
     return false;
@@ -24042,8 +24714,9 @@ class JsonSchemaConverter {
     if (!v->is_number() || v->as_int(-1) < 0 || static_cast<double>(v->as_int(-1)) != v->num)
       return fail(path + "/" + key, "must be a non-negative integer");
     if (v->as_int() > static_cast<int64_t>(LLMINFER_GRAMMAR_MAX_REPEAT))
-      return fail(path + "/" + key, strf("%lld is above the limit of %u (LLMINFER_GRAMMAR_MAX_REPEAT)",
-                                         static_cast<long long>(v->as_int()), static_cast<unsigned>(LLMINFER_GRAMMAR_MAX_REPEAT)));
+      return fail(path + "/" + key,
+                  strf("%lld is above the limit of %u (LLMINFER_GRAMMAR_MAX_REPEAT)",
+                       static_cast<long long>(v->as_int()), static_cast<unsigned>(LLMINFER_GRAMMAR_MAX_REPEAT)));
     out = static_cast<uint32_t>(v->as_int());
     return true;
   }
@@ -24108,18 +24781,22 @@ class JsonSchemaConverter {
       return true;
     }
     if (!s.is_object()) return fail(path, "a schema must be an object or a boolean");
-    static const char* const kIgnored[] = {"title", "description", "default", "examples", "$schema", "$id",
-                                           "$comment", "deprecated", "readOnly", "writeOnly", "$defs", "definitions"};
-    static const char* const kKnown[] = {"type", "properties", "required", "additionalProperties", "items", "minItems",
-                                         "maxItems", "minLength", "maxLength", "enum", "const", "anyOf", "$ref"};
+    static const char* const kIgnored[] = {"title",    "description", "default",  "examples",
+                                           "$schema",  "$id",         "$comment", "deprecated",
+                                           "readOnly", "writeOnly",   "$defs",    "definitions"};
+    static const char* const kKnown[] = {"type",      "properties", "required", "additionalProperties",
+                                         "items",     "minItems",   "maxItems", "minLength",
+                                         "maxLength", "enum",       "const",    "anyOf",
+                                         "$ref"};
     for (const auto& m : s.members) {
       bool known = false;
       for (const char* k : kIgnored) known = known || m.first == k;
       for (const char* k : kKnown) known = known || m.first == k;
       if (!known)
-        return fail(path, "unsupported keyword '" + m.first +
-                              "' (supported: type, properties, required, additionalProperties, items, minItems, maxItems, "
-                              "minLength, maxLength, enum, const, anyOf, $ref, $defs; see the manual)");
+        return fail(path,
+                    "unsupported keyword '" + m.first +
+                        "' (supported: type, properties, required, additionalProperties, items, minItems, maxItems, "
+                        "minLength, maxLength, enum, const, anyOf, $ref, $defs; see the manual)");
     }
     auto constraining_besides = [&](std::initializer_list<const char*> allowed) -> const char* {
       for (const auto& m : s.members) {
@@ -24142,8 +24819,9 @@ class JsonSchemaConverter {
       }
       const Json* target = resolve(ref->str);
       if (!target)
-        return fail(path + "/$ref", "'" + ref->str + "' does not lead to a schema in this document (only local "
-                                                      "references such as #/$defs/Name are supported)");
+        return fail(path + "/$ref", "'" + ref->str +
+                                        "' does not lead to a schema in this document (only local "
+                                        "references such as #/$defs/Name are supported)");
       std::string name = rule_name("ref-" + ref->str.substr(ref->str.rfind('/') + 1));
       refs_.emplace(ref->str, name);  // before visiting: recursive schemas refer to the rule
       size_t slot = rules_.size();
@@ -24157,12 +24835,14 @@ class JsonSchemaConverter {
 
     if (const Json* any = s.find("anyOf")) {
       if (const char* other = constraining_besides({"anyOf"}))
-        return fail(path, std::string("'anyOf' together with '") + other + "' is not supported (put it in each branch)");
+        return fail(path,
+                    std::string("'anyOf' together with '") + other + "' is not supported (put it in each branch)");
       if (!any->is_array() || any->items.empty()) return fail(path + "/anyOf", "must be a non-empty array of schemas");
       std::string body;
       for (size_t i = 0; i < any->items.size(); i++) {
         std::string e;
-        if (!visit(any->items[i], path + "/anyOf/" + std::to_string(i), hint + "-" + std::to_string(i), e)) return false;
+        if (!visit(any->items[i], path + "/anyOf/" + std::to_string(i), hint + "-" + std::to_string(i), e))
+          return false;
         body += (i ? " | " : "") + e;
       }
       expr = add_rule(hint, body);
@@ -24209,7 +24889,8 @@ class JsonSchemaConverter {
         json_compact(*v, text);
         body += (n++ ? " | " : "") + gbnf_literal(text);
       }
-      if (n == 0) return fail(path, std::string("no value of '") + (cn ? "const" : "enum") + "' has the type asked for");
+      if (n == 0)
+        return fail(path, std::string("no value of '") + (cn ? "const" : "enum") + "' has the type asked for");
       expr = "(" + body + ") space";
       return true;
     }
@@ -24257,7 +24938,8 @@ class JsonSchemaConverter {
     if (t == "array") {
       std::string item = "value";
       if (const Json* it = s.find("items")) {
-        if (it->is_array()) return fail(path + "/items", "a list of item schemas (tuple) is not supported: give one schema");
+        if (it->is_array())
+          return fail(path + "/items", "a list of item schemas (tuple) is not supported: give one schema");
         if (!visit(*it, path + "/items", hint + "-item", item)) return false;
       }
       uint32_t mn = 0, mx = 0;
@@ -24283,15 +24965,16 @@ class JsonSchemaConverter {
     const Json* req = s.find("required");
     const Json* add = s.find("additionalProperties");
     if (props && !props->is_object()) return fail(path + "/properties", "must be an object");
-    if (add && !add->is_bool() && !add->is_object()) return fail(path + "/additionalProperties", "must be a boolean or a schema");
+    if (add && !add->is_bool() && !add->is_object())
+      return fail(path + "/additionalProperties", "must be a boolean or a schema");
     std::vector<std::string> required;
     if (req) {
       if (!req->is_array()) return fail(path + "/required", "must be an array of property names");
       for (const auto& r : req->items) {
         if (!r.is_string()) return fail(path + "/required", "must be an array of property names");
         if (!props || !props->find(r.str))
-          return fail(path + "/required",
-                      "required property '" + r.str + "' is not in 'properties' (only declared properties are generated)");
+          return fail(path + "/required", "required property '" + r.str +
+                                              "' is not in 'properties' (only declared properties are generated)");
         required.push_back(r.str);
       }
     }
@@ -24318,7 +25001,8 @@ class JsonSchemaConverter {
     for (size_t i = 0; i < n; i++) {
       const auto& m = props->members[i];
       for (size_t j = 0; j < i; j++)
-        if (props->members[j].first == m.first) return fail(path + "/properties", "property '" + m.first + "' is listed twice");
+        if (props->members[j].first == m.first)
+          return fail(path + "/properties", "property '" + m.first + "' is listed twice");
       std::string v;
       if (!visit(m.second, path + "/properties/" + m.first, hint + "-" + m.first, v)) return false;
       kv[i] = gbnf_literal(json_quote(m.first)) + " space \":\" space " + v;
@@ -24488,7 +25172,8 @@ class TokenConstraint {
     if (!o.grammar.empty() || !o.json_schema.empty()) {
       if (!o.grammar.empty() && !o.json_schema.empty())
         return make_error(Errc::invalid_argument, "give a grammar or a json_schema, not both");
-      if (!tok) return make_error(Errc::invalid_argument, "a grammar needs the model's vocabulary, and this model has none");
+      if (!tok)
+        return make_error(Errc::invalid_argument, "a grammar needs the model's vocabulary, and this model has none");
       std::string gbnf;
       if (!o.json_schema.empty()) {
         auto g = json_schema_to_gbnf(o.json_schema);
@@ -24498,7 +25183,8 @@ class TokenConstraint {
       auto core = compile_grammar(o.grammar.empty() ? std::string_view(gbnf) : std::string_view(o.grammar));
       if (!core) {
         if (!o.json_schema.empty())  // a converter bug, or a limit: say which grammar it was
-          return make_error(Errc::invalid_argument, "json_schema: the grammar made from it was refused: " + core.error().message);
+          return make_error(Errc::invalid_argument,
+                            "json_schema: the grammar made from it was refused: " + core.error().message);
         return core.error();
       }
       c->tok_ = tok;
@@ -24537,7 +25223,8 @@ class TokenConstraint {
         const uint64_t x0 = bits[w];
         if (x0 == ~uint64_t{0} && w * 64 + 64 <= n) {  // dense words (inside a string): one copy
           std::copy(logits.begin() + static_cast<std::ptrdiff_t>(w * 64),
-                    logits.begin() + static_cast<std::ptrdiff_t>(w * 64 + 64), out_.begin() + static_cast<std::ptrdiff_t>(w * 64));
+                    logits.begin() + static_cast<std::ptrdiff_t>(w * 64 + 64),
+                    out_.begin() + static_cast<std::ptrdiff_t>(w * 64));
           continue;
         }
         for (uint64_t x = x0; x != 0; x &= x - 1) {
@@ -24636,9 +25323,10 @@ class TokenConstraint {
     mask_ms_ += now_ms() - t0;
     masks_computed_++;
     if (matcher_->cache_bytes() + mask_pool_.size() * 8 > 2 * static_cast<uint64_t>(LLMINFER_GRAMMAR_MAX_CACHE))
-      return make_error(Errc::out_of_memory,
-                        strf("grammar: one state needs more than %llu MiB of matcher cache (LLMINFER_GRAMMAR_MAX_CACHE)",
-                             static_cast<unsigned long long>(LLMINFER_GRAMMAR_MAX_CACHE >> 20)));
+      return make_error(
+          Errc::out_of_memory,
+          strf("grammar: one state needs more than %llu MiB of matcher cache (LLMINFER_GRAMMAR_MAX_CACHE)",
+               static_cast<unsigned long long>(LLMINFER_GRAMMAR_MAX_CACHE >> 20)));
     if (matcher_->generation() != mask_generation_) {  // (cannot happen: the walk does not compact)
       return make_error(Errc::internal, "grammar: the matcher was reset during a mask computation");
     }
@@ -24855,8 +25543,7 @@ class Sampler {
 
   // One token from `logits` ([n_vocab]) given the tokens so far (for the penalties), or -1 when
   // no token has a usable logit. Params must have passed validate_sampler_params.
-  int32_t sample(std::span<const float> logits, std::span<const int32_t> history, const SamplerParams& p,
-                 Rng& rng) {
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history, const SamplerParams& p, Rng& rng) {
     if (!truncate(logits, history, p)) return -1;
     if (p.temperature <= 0.0f || cand_.size() == 1) return cand_[0].id;
     // draw: probabilities proportional to exp((l - max) / T) over the kept tokens
@@ -24872,8 +25559,7 @@ class Sampler {
 
   // The tokens that may be drawn, with their probabilities (the exact distribution sample()
   // draws from). For tests and diagnostics.
-  std::vector<std::pair<int32_t, double>> distribution(std::span<const float> logits,
-                                                       std::span<const int32_t> history,
+  std::vector<std::pair<int32_t, double>> distribution(std::span<const float> logits, std::span<const int32_t> history,
                                                        const SamplerParams& p) {
     std::vector<std::pair<int32_t, double>> out;
     if (!truncate(logits, history, p)) return out;
@@ -24887,7 +25573,7 @@ class Sampler {
   }
 
  private:
-  static constexpr size_t kSortDirectly = 256;   // above: the histogram cut (faster)
+  static constexpr size_t kSortDirectly = 256;  // above: the histogram cut (faster)
   static constexpr int kBins = 4096;
 
   // Strict total order: larger logit first, then lower id.
@@ -25216,8 +25902,16 @@ class Generation {
   Generation(GenerationIO& io, std::vector<int32_t> prefill, std::vector<int32_t> history, GenerateOptions o,
              Sampler& sampler, Rng& rng, double t_start, int prefill_batch = 0,
              std::unique_ptr<TokenConstraint> constraint = nullptr)
-      : io_(io), prefill_(std::move(prefill)), history_(std::move(history)), o_(std::move(o)), sampler_(sampler),
-        rng_(rng), t_start_(t_start), prefill_batch_(prefill_batch), ts_(o_.stop), constraint_(std::move(constraint)) {
+      : io_(io),
+        prefill_(std::move(prefill)),
+        history_(std::move(history)),
+        o_(std::move(o)),
+        sampler_(sampler),
+        rng_(rng),
+        t_start_(t_start),
+        prefill_batch_(prefill_batch),
+        ts_(o_.stop),
+        constraint_(std::move(constraint)) {
     const std::atomic<bool>* flag = o_.cancel;
     cancel_ = [flag] { return flag != nullptr && flag->load(std::memory_order_relaxed); };
     sp_ = SamplerParams{o_.temperature, o_.top_k, o_.top_p, o_.min_p, o_.repeat_penalty, o_.repeat_last_n};
@@ -25509,10 +26203,10 @@ class ContextIO;
 struct ActiveGeneration {
   std::unique_ptr<ContextIO> io;
   std::unique_ptr<Generation> gen;
-  GenerateResult base;        // prompt_tokens, reused, shifted, seed, messages_dropped
+  GenerateResult base;  // prompt_tokens, reused, shifted, seed, messages_dropped
   size_t prompt_size = 0;
-  bool chat_reply = false;    // Session::reply: the reply joins the conversation
-  bool done = false;          // the generation ended (the next step reports it)
+  bool chat_reply = false;  // Session::reply: the reply joins the conversation
+  bool done = false;        // the generation ended (the next step reports it)
 };
 
 // A conversation: messages, the KV cache (created at the first reply), sampler and RNG.
@@ -25524,7 +26218,7 @@ struct SessionImpl {
   Sampler sampler;
   Rng rng;
   std::unique_ptr<ActiveGeneration> active;
-  GenerateResult last;        // the last reply that ended
+  GenerateResult last;  // the last reply that ended
   // The conversation was edited since the last reply: only the exact common prefix is reused
   // (shifting later cells would keep what the removed text left in them).
   bool edited = false;
@@ -25582,8 +26276,8 @@ LLMI_API_DEF Result<Model> Model::load_from_memory(std::span<const uint8_t> data
 #if !defined(LLMINFER_NO_CPU_CHECK)
   if (auto cpu = detail::check_cpu(); !cpu) return cpu.error();
 #endif
-  auto desc = detail::load_description_from_memory(data, std::string(name.empty() ? "memory" : name),
-                                                   options.read_into_memory);
+  auto desc =
+      detail::load_description_from_memory(data, std::string(name.empty() ? "memory" : name), options.read_into_memory);
   if (!desc) return desc.error();
   std::shared_ptr<const detail::ModelImpl> impl;
   auto m = detail::finish_load(std::move(*desc), options, t0, impl);
@@ -25735,8 +26429,8 @@ inline Result<void> begin_generation(SessionImpl& s, std::span<const int32_t> pr
   r.seed = o.seed == random_seed ? fresh_seed() : o.seed;
   s.rng.reseed(r.seed);
   if (m.options.log)
-    m.options.log(strf("prefill: %zu tokens (%zu reused from the cache, %d of them shifted)", prompt.size() - reuse, reuse,
-                       shifted));
+    m.options.log(strf("prefill: %zu tokens (%zu reused from the cache, %d of them shifted)", prompt.size() - reuse,
+                       reuse, shifted));
   a->io = std::make_unique<ContextIO>(m, ctx, s.logits, strip_leading);
   a->prompt_size = prompt.size();
   a->chat_reply = chat_reply;
@@ -25768,10 +26462,11 @@ inline GenerateResult end_generation(SessionImpl& s) {
   r.timings = t;
   if (r.stop == StopReason::context_full && r.tokens.empty()) {
     if (a.prompt_size > static_cast<size_t>(ctx.n_ctx()))
-      r.error = make_error(Errc::invalid_argument,
-                           strf("%s: the prompt is %zu tokens but the context holds %d (LoadOptions::context, --context): "
-                                "nothing was generated",
-                                m.desc->path.c_str(), a.prompt_size, ctx.n_ctx()));
+      r.error =
+          make_error(Errc::invalid_argument,
+                     strf("%s: the prompt is %zu tokens but the context holds %d (LoadOptions::context, --context): "
+                          "nothing was generated",
+                          m.desc->path.c_str(), a.prompt_size, ctx.n_ctx()));
     else
       r.error = make_error(Errc::invalid_argument,
                            strf("%s: the context is full (%d of %d tokens hold the prompt): nothing was generated and "
@@ -25845,8 +26540,10 @@ inline Result<const ChatTemplate*> chat_template_of(const ModelImpl& m) {
   if (!m.tokenizer) return m.tokenizer_error;
   std::call_once(m.chat_once, [&] {
     auto tpl = ChatTemplate::parse(chat_template_for(*m.desc).source);
-    if (tpl) m.chat_template.emplace(std::move(*tpl));
-    else m.chat_error = make_error(tpl.error().code, m.desc->path + ": " + tpl.error().message);
+    if (tpl)
+      m.chat_template.emplace(std::move(*tpl));
+    else
+      m.chat_error = make_error(tpl.error().code, m.desc->path + ": " + tpl.error().message);
   });
   if (!m.chat_template) return m.chat_error;
   return &*m.chat_template;
@@ -25948,7 +26645,8 @@ LLMI_API_DEF Result<GenerateResult> Model::generate(std::string_view prompt, con
   return detail::session_generate(s, *ids, options, t0, false);
 }
 
-LLMI_API_DEF Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options) const {
+LLMI_API_DEF Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_tokens,
+                                                    const GenerateOptions& options) const {
   double t0 = detail::now_ms();
   if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
   detail::SessionImpl s;
@@ -26038,9 +26736,12 @@ LLMI_API_DEF ModelInfo Model::info() const {
   return i;
 }
 
-LLMI_API_DEF double peak_memory_mb() noexcept { return detail::peak_rss_mb(); }
+LLMI_API_DEF double peak_memory_mb() noexcept {
+  return detail::peak_rss_mb();
+}
 
-LLMI_API_DEF Result<std::vector<int32_t>> Model::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+LLMI_API_DEF Result<std::vector<int32_t>> Model::tokenize(std::string_view text, bool add_special,
+                                                          bool parse_special) const {
   if (!impl_) return detail::make_error(Errc::invalid_argument, "tokenize: the model is not loaded");
   if (!impl_->tokenizer) return impl_->tokenizer_error;
   return impl_->tokenizer->encode(text, add_special, parse_special);
@@ -26075,7 +26776,8 @@ LLMI_API_DEF Session::~Session() = default;
 
 namespace detail {
 inline Error moved_from(const char* what) {
-  return make_error(Errc::invalid_argument, strf("%s: the session was moved from (use the Session it was moved to)", what));
+  return make_error(Errc::invalid_argument,
+                    strf("%s: the session was moved from (use the Session it was moved to)", what));
 }
 }  // namespace detail
 
@@ -26091,7 +26793,8 @@ LLMI_API_DEF Result<void> Session::begin_reply(const GenerateOptions& options) {
   detail::SessionImpl& s = *impl_;
   detail::cancel_generation(s);
   if (!s.model) return detail::make_error(Errc::invalid_argument, "reply: the model is not loaded");
-  if (s.messages.empty()) return detail::make_error(Errc::invalid_argument, "reply: the conversation is empty (add a message first)");
+  if (s.messages.empty())
+    return detail::make_error(Errc::invalid_argument, "reply: the conversation is empty (add a message first)");
   if (auto v = detail::validate_generate_options(options); !v) return v.error();
   // Nothing changes before the prompt is known (a template error leaves the session as it was).
   std::vector<Message> before = s.messages;
@@ -26114,7 +26817,9 @@ LLMI_API_DEF Result<ReplyStep> Session::step() {
   return detail::step_generation(*impl_);
 }
 
-LLMI_API_DEF bool Session::replying() const { return impl_ && impl_->active; }
+LLMI_API_DEF bool Session::replying() const {
+  return impl_ && impl_->active;
+}
 
 LLMI_API_DEF const GenerateResult& Session::result() const {
   static const GenerateResult none;
@@ -26170,8 +26875,9 @@ LLMI_API_DEF Result<void> Session::truncate(size_t count) {
   if (!impl_) return detail::moved_from("truncate");
   detail::cancel_generation(*impl_);
   if (count > impl_->messages.size())
-    return detail::make_error(Errc::invalid_argument, detail::strf("truncate: %zu messages asked, the conversation has %zu",
-                                                                   count, impl_->messages.size()));
+    return detail::make_error(
+        Errc::invalid_argument,
+        detail::strf("truncate: %zu messages asked, the conversation has %zu", count, impl_->messages.size()));
   impl_->messages.resize(count);
   impl_->edited = true;
   return {};
@@ -26196,7 +26902,8 @@ LLMI_API_DEF Result<GenerateResult> Session::generate(std::span<const int32_t> p
   return r;
 }
 
-LLMI_API_DEF Result<void> Session::eval(std::span<const int32_t> tokens, bool all_logits, const std::atomic<bool>* cancel) {
+LLMI_API_DEF Result<void> Session::eval(std::span<const int32_t> tokens, bool all_logits,
+                                        const std::atomic<bool>* cancel) {
   if (!impl_) return detail::moved_from("eval");
   detail::SessionImpl& s = *impl_;
   detail::cancel_generation(s);
@@ -26230,7 +26937,8 @@ LLMI_API_DEF Result<int32_t> Session::sample(const GenerateOptions& o) {
   if (!s.model) return detail::make_error(Errc::invalid_argument, "sample: the model is not loaded");
   if (auto v = detail::validate_generate_options(o); !v) return v.error();
   const size_t nv = static_cast<size_t>(s.model->engine->n_vocab());
-  if (s.logits.size() < nv) return detail::make_error(Errc::invalid_argument, "sample: no logits (evaluate tokens first)");
+  if (s.logits.size() < nv)
+    return detail::make_error(Errc::invalid_argument, "sample: no logits (evaluate tokens first)");
   // A grammar constrains a whole output, and one token drawn from logits has no "output so far":
   // refused rather than ignored. logit_bias and banned_tokens apply (they need no state).
   if (!o.grammar.empty() || !o.json_schema.empty())
@@ -26248,7 +26956,8 @@ LLMI_API_DEF Result<int32_t> Session::sample(const GenerateOptions& o) {
   const detail::SamplerParams sp{o.temperature, o.top_k, o.top_p, o.min_p, o.repeat_penalty, o.repeat_last_n};
   static const std::vector<int32_t> none;
   int32_t id = s.sampler.sample(last, s.ctx ? s.ctx->tokens() : none, sp, s.rng);
-  if (id < 0) return detail::make_error(Errc::internal, "sample: the logits hold no usable value (NaN or -inf everywhere)");
+  if (id < 0)
+    return detail::make_error(Errc::internal, "sample: the logits hold no usable value (NaN or -inf everywhere)");
   return id;
 }
 
@@ -26267,7 +26976,8 @@ LLMI_API_DEF Result<void> Session::truncate_tokens(int count) {
   detail::cancel_generation(s);
   const int n = s.ctx ? s.ctx->n_past() : 0;
   if (count < 0 || count > n)
-    return detail::make_error(Errc::invalid_argument, detail::strf("truncate_tokens: %d asked, %d are cached", count, n));
+    return detail::make_error(Errc::invalid_argument,
+                              detail::strf("truncate_tokens: %d asked, %d are cached", count, n));
   if (count == n) return {};
   if (!s.ctx->truncate(count)) {  // a sliding-window ring no longer holds what is kept: evaluate again
     std::vector<int32_t> keep(s.ctx->tokens().begin(), s.ctx->tokens().begin() + count);
@@ -26285,7 +26995,9 @@ LLMI_API_DEF bool Session::is_eog(int32_t id) const {
   return impl_ && impl_->model && detail::model_is_eog(*impl_->model, id);
 }
 
-LLMI_API_DEF int Session::cached_tokens() const { return impl_ && impl_->ctx ? impl_->ctx->n_past() : 0; }
+LLMI_API_DEF int Session::cached_tokens() const {
+  return impl_ && impl_->ctx ? impl_->ctx->n_past() : 0;
+}
 LLMI_API_DEF int Session::context_size() const {
   if (!impl_ || !impl_->model) return 0;
   return impl_->ctx ? impl_->ctx->n_ctx() : impl_->model->engine->n_ctx_default();
@@ -26335,7 +27047,8 @@ inline constexpr size_t kSessionHeader = 8 + 4 + 4 + 8;
 inline std::array<uint8_t, 32> sha256_bytes(const std::string& hex) {
   auto nib = [](char c) { return static_cast<uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); };
   std::array<uint8_t, 32> b{};
-  for (size_t i = 0; i < 32 && 2 * i + 1 < hex.size(); i++) b[i] = static_cast<uint8_t>(nib(hex[2 * i]) << 4 | nib(hex[2 * i + 1]));
+  for (size_t i = 0; i < 32 && 2 * i + 1 < hex.size(); i++)
+    b[i] = static_cast<uint8_t>(nib(hex[2 * i]) << 4 | nib(hex[2 * i + 1]));
   return b;
 }
 
@@ -26476,7 +27189,8 @@ inline Result<void> load_session_bytes(SessionImpl& s, std::span<const uint8_t> 
     return bad(strf("truncated: the header announces %llu bytes of content, %llu are there",
                     static_cast<unsigned long long>(body_bytes), static_cast<unsigned long long>(have)));
   if (body_bytes < have)
-    return bad(strf("%llu bytes follow the end of the saved session", static_cast<unsigned long long>(have - body_bytes)));
+    return bad(
+        strf("%llu bytes follow the end of the saved session", static_cast<unsigned long long>(have - body_bytes)));
   if (verify_checksum) {
     Sha256 sha;
     sha.update(data.data(), data.size() - 32);
@@ -26506,8 +27220,8 @@ inline Result<void> load_session_bytes(SessionImpl& s, std::span<const uint8_t> 
   const uint32_t want_type = m.options.kv_type == KvType::f32 ? 1 : 0;
   if (kv_type > 1) return bad(strf("unknown KV cache type %u", kv_type));
   if (kv_type != want_type)
-    return bad(strf("its KV cache is %s, this session's is %s (LoadOptions::kv_type must match)", kv_type ? "f32" : "f16",
-                    want_type ? "f32" : "f16"));
+    return bad(strf("its KV cache is %s, this session's is %s (LoadOptions::kv_type must match)",
+                    kv_type ? "f32" : "f16", want_type ? "f32" : "f16"));
   uint32_t n_msg = r.u32();
   if (!r.ok() || n_msg > r.left() / 12) return cut();
   std::vector<Message> messages;
@@ -26546,8 +27260,7 @@ inline Result<void> load_session_bytes(SessionImpl& s, std::span<const uint8_t> 
   const Program& prog = m.engine->program();
   uint32_t n_layers = r.u32();
   if (!r.ok()) return cut();
-  if (n_layers != prog.kv.size())
-    return bad(strf("%u KV layers, this model has %zu", n_layers, prog.kv.size()));
+  if (n_layers != prog.kv.size()) return bad(strf("%u KV layers, this model has %zu", n_layers, prog.kv.size()));
   // Check every layer before anything changes; then create the cache and write the cells.
   struct LayerCells {
     int first = 0, count = 0;
@@ -26717,8 +27430,8 @@ inline Result<RenderedChat> render_chat_input(const ModelDesc* desc, ChatInput i
   // the variables (after the model's values and the kwargs, so they override them)
   for (const auto& [key, raw] : o.variables) {
     if (key.empty())
-      return make_error(Errc::invalid_argument, "render_chat_template: a variable has an empty name (value '" +
-                                                    printable(raw) + "')");
+      return make_error(Errc::invalid_argument,
+                        "render_chat_template: a variable has an empty name (value '" + printable(raw) + "')");
     Json value;
     if (auto parsed = json_parse(raw, "variable")) {
       value = std::move(*parsed);
@@ -26765,23 +27478,31 @@ inline std::string gguf_value_as_json(const GgufValue& v, uint64_t max) {
   switch (v.type) {
     case GgufType::string: return json_quote(v.as_string());
     case GgufType::boolean: return v.as_bool() ? "true" : "false";
-    case GgufType::f32: case GgufType::f64: return json_number(v.as_number());
+    case GgufType::f32:
+    case GgufType::f64: return json_number(v.as_number());
     case GgufType::array: {
       uint64_t n = max ? std::min<uint64_t>(v.len, max) : v.len;
       std::string s = "[";
       for (uint64_t k = 0; k < n; k++) {
         if (k) s += ",";
-        if (v.elem == GgufType::string) s += json_quote(v.strings[k]);
-        else if (v.elem == GgufType::array) s += gguf_value_as_json(v.arrays[k], max);
-        else if (v.elem == GgufType::f32 || v.elem == GgufType::f64) s += json_number(v.number(k));
-        else if (v.elem == GgufType::boolean) s += v.integer(k) ? "true" : "false";
-        else if (v.elem == GgufType::u64) s += std::to_string(rd_u64(v.p + 8 * k));  // beyond int64 too
-        else s += std::to_string(v.integer(k));
+        if (v.elem == GgufType::string)
+          s += json_quote(v.strings[k]);
+        else if (v.elem == GgufType::array)
+          s += gguf_value_as_json(v.arrays[k], max);
+        else if (v.elem == GgufType::f32 || v.elem == GgufType::f64)
+          s += json_number(v.number(k));
+        else if (v.elem == GgufType::boolean)
+          s += v.integer(k) ? "true" : "false";
+        else if (v.elem == GgufType::u64)
+          s += std::to_string(rd_u64(v.p + 8 * k));  // beyond int64 too
+        else
+          s += std::to_string(v.integer(k));
       }
       s += "]";
       if (n == v.len) return s;
       return strf("{\"type\":\"%s\",\"length\":%llu,\"first\":", gguf_type_name(v.elem),
-                  static_cast<unsigned long long>(v.len)) + s + "}";
+                  static_cast<unsigned long long>(v.len)) +
+             s + "}";
     }
     case GgufType::u64: return std::to_string(rd_u64(v.p));
     default: return std::to_string(v.as_int());
@@ -26868,7 +27589,8 @@ inline ModelFileInfo model_file_info(const ModelDesc& m, const InspectOptions& o
                                   {"generation_config.json", &m.generation_config}})
         for (const auto& [key, value] : json->members)
           f.metadata.push_back({source, key, "json", "", 0, json_as_abbreviated_text(value, o.max_array_items)});
-      for (const auto& [key, value] : m.st_metadata) f.metadata.push_back({"__metadata__", key, "string", "", 0, value});
+      for (const auto& [key, value] : m.st_metadata)
+        f.metadata.push_back({"__metadata__", key, "string", "", 0, value});
     }
   }
   if (o.tensors) {
@@ -26883,7 +27605,7 @@ inline ModelFileInfo model_file_info(const ModelDesc& m, const InspectOptions& o
 }  // namespace detail
 
 LLMI_API_DEF Result<RenderedChat> Model::render_chat_template(std::string_view messages_json,
-                                                             const ChatTemplateOptions& options) const {
+                                                              const ChatTemplateOptions& options) const {
   if (!impl_) return detail::make_error(Errc::invalid_argument, "render_chat_template: the model is not loaded");
   auto in = detail::chat_input_from_json(messages_json, options);
   if (!in) return in.error();
@@ -26942,7 +27664,7 @@ LLMI_API_DEF Result<Tokenizer> Tokenizer::load(std::string_view path) {
 }
 
 LLMI_API_DEF Result<std::vector<int32_t>> Tokenizer::tokenize(std::string_view text, bool add_special,
-                                                             bool parse_special) const {
+                                                              bool parse_special) const {
   if (!impl_) return detail::make_error(Errc::invalid_argument, "tokenize: no tokenizer loaded");
   return impl_->encode(text, add_special, parse_special);
 }
@@ -26952,7 +27674,9 @@ LLMI_API_DEF std::string Tokenizer::detokenize(std::span<const int32_t> ids, boo
   return detail::utf8_lossy(impl_->decode(ids, skip_special));
 }
 
-LLMI_API_DEF int Tokenizer::n_vocab() const noexcept { return impl_ ? impl_->n_vocab() : 0; }
+LLMI_API_DEF int Tokenizer::n_vocab() const noexcept {
+  return impl_ ? impl_->n_vocab() : 0;
+}
 
 // ---- architecture definitions and kernels ----
 LLMI_API_DEF Result<Archdefs> load_archdefs(std::string_view archdef_dir) {
@@ -26977,8 +27701,10 @@ LLMI_API_DEF KernelInfo kernel_info() {
     }
   // the kernels a model loaded now would run (LLMINFER_KERNELS, else the best level this CPU has)
   auto sel = detail::select_kernels("");
-  if (sel) k.selected = (*sel)->name;
-  else k.error = sel.error();
+  if (sel)
+    k.selected = (*sel)->name;
+  else
+    k.error = sel.error();
   return k;
 }
 
@@ -26989,7 +27715,8 @@ LLMI_API_DEF Result<LogitsComparison> compare_logits(std::span<const float> ours
   if (ours.size() != reference.size() || ours.size() % static_cast<size_t>(n_vocab) != 0)
     return detail::make_error(Errc::invalid_argument,
                               detail::strf("compare_logits: %zu and %zu logits are not the same number of positions of "
-                                           "%d", ours.size(), reference.size(), n_vocab));
+                                           "%d",
+                                           ours.size(), reference.size(), n_vocab));
   const size_t rows = ours.size() / static_cast<size_t>(n_vocab);
   if (rows > static_cast<size_t>(INT32_MAX))
     return detail::make_error(Errc::invalid_argument, "compare_logits: too many positions");
@@ -27056,7 +27783,9 @@ inline int c_fail(llminfer_error** err, int code, std::string message) {
   if (err) *err = new (std::nothrow) llminfer_error{code, std::move(message)};
   return code;
 }
-inline int c_fail(llminfer_error** err, const Error& e) { return c_fail(err, c_code(e.code), e.message); }
+inline int c_fail(llminfer_error** err, const Error& e) {
+  return c_fail(err, c_code(e.code), e.message);
+}
 inline int c_ok(llminfer_error** err) {
   if (err) *err = nullptr;
   return LLMINFER_OK;
@@ -27120,11 +27849,13 @@ inline Result<GenerateOptions> c_generate_options(const llminfer_generate_option
                       strf("%s: json_schema is NULL but json_schema_len is %zu", fn, c->json_schema_len));
   o.json_schema = std::string(text);
   if (c->n_logit_bias > 0 && (!c->logit_bias_ids || !c->logit_bias_values))
-    return make_error(Errc::invalid_argument,
-                      strf("%s: n_logit_bias is %zu but logit_bias_ids or logit_bias_values is NULL", fn, c->n_logit_bias));
+    return make_error(
+        Errc::invalid_argument,
+        strf("%s: n_logit_bias is %zu but logit_bias_ids or logit_bias_values is NULL", fn, c->n_logit_bias));
   for (size_t i = 0; i < c->n_logit_bias; i++) o.logit_bias.emplace_back(c->logit_bias_ids[i], c->logit_bias_values[i]);
   if (c->n_banned_tokens > 0 && !c->banned_tokens)
-    return make_error(Errc::invalid_argument, strf("%s: n_banned_tokens is %zu but banned_tokens is NULL", fn, c->n_banned_tokens));
+    return make_error(Errc::invalid_argument,
+                      strf("%s: n_banned_tokens is %zu but banned_tokens is NULL", fn, c->n_banned_tokens));
   o.banned_tokens.assign(c->banned_tokens, c->banned_tokens + c->n_banned_tokens);
   return o;
 }
@@ -27175,7 +27906,9 @@ static_assert(static_cast<int>(llminfer::StopReason::eos) == LLMINFER_STOP_EOS &
 
 extern "C" {
 
-LLMI_API_DEF LLMINFER_C_API const char* llminfer_version(void) { return LLMINFER_VERSION_STRING; }
+LLMI_API_DEF LLMINFER_C_API const char* llminfer_version(void) {
+  return LLMINFER_VERSION_STRING;
+}
 
 LLMI_API_DEF LLMINFER_C_API const char* llminfer_errc_string(int code) {
   if (code < 0 || code > LLMINFER_E_INTERNAL) return "unknown error code";
@@ -27194,7 +27927,9 @@ LLMI_API_DEF LLMINFER_C_API const char* llminfer_error_message(const llminfer_er
   if (len) *len = err ? err->message.size() : 0;
   return err ? err->message.c_str() : "";
 }
-LLMI_API_DEF LLMINFER_C_API void llminfer_error_free(llminfer_error* err) { delete err; }
+LLMI_API_DEF LLMINFER_C_API void llminfer_error_free(llminfer_error* err) {
+  delete err;
+}
 
 LLMI_API_DEF LLMINFER_C_API void llminfer_load_options_init(llminfer_load_options* o) {
   if (!o) return;
@@ -27215,8 +27950,9 @@ LLMI_API_DEF LLMINFER_C_API void llminfer_generate_options_init(llminfer_generat
   o->seed = d.seed;
 }
 
-LLMI_API_DEF LLMINFER_C_API int llminfer_model_load(const char* path, size_t path_len, const llminfer_load_options* opts,
-                                                    llminfer_model** out, llminfer_error** err) {
+LLMI_API_DEF LLMINFER_C_API int llminfer_model_load(const char* path, size_t path_len,
+                                                    const llminfer_load_options* opts, llminfer_model** out,
+                                                    llminfer_error** err) {
   using namespace llminfer::detail;
   if (!out) return c_null(err, "llminfer_model_load", "out");
   *out = nullptr;
@@ -27230,7 +27966,8 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_model_load(const char* path, size_t pat
     lo.batch = opts->batch;
     std::string_view dir;
     if (!c_str(opts->archdef_dir, opts->archdef_dir_len, dir))
-      return c_fail(err, LLMINFER_E_INVALID_ARGUMENT, "llminfer_model_load: archdef_dir is NULL but archdef_dir_len is not 0");
+      return c_fail(err, LLMINFER_E_INVALID_ARGUMENT,
+                    "llminfer_model_load: archdef_dir is NULL but archdef_dir_len is not 0");
     lo.archdef_dir = std::string(dir);
     if (lo.threads < 0 || lo.context < 0 || lo.batch < 0)
       return c_fail(err, LLMINFER_E_INVALID_ARGUMENT, "llminfer_model_load: threads, context and batch must be >= 0");
@@ -27243,7 +27980,9 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_model_load(const char* path, size_t pat
   return c_ok(err);
 }
 
-LLMI_API_DEF LLMINFER_C_API void llminfer_model_free(llminfer_model* model) { delete model; }
+LLMI_API_DEF LLMINFER_C_API void llminfer_model_free(llminfer_model* model) {
+  delete model;
+}
 
 LLMI_API_DEF LLMINFER_C_API int llminfer_generate(const llminfer_model* model, const char* prompt, size_t prompt_len,
                                                   const llminfer_generate_options* opts, llminfer_result** out,
@@ -27324,7 +28063,9 @@ LLMI_API_DEF LLMINFER_C_API size_t llminfer_session_message_count(const llminfer
 LLMI_API_DEF LLMINFER_C_API int llminfer_session_cached_tokens(const llminfer_session* session) {
   return session ? session->session.cached_tokens() : 0;
 }
-LLMI_API_DEF LLMINFER_C_API void llminfer_session_free(llminfer_session* session) { delete session; }
+LLMI_API_DEF LLMINFER_C_API void llminfer_session_free(llminfer_session* session) {
+  delete session;
+}
 
 LLMI_API_DEF LLMINFER_C_API int llminfer_tokenize(const llminfer_model* model, const char* text, size_t text_len,
                                                   int add_special, int parse_special, int32_t** ids, size_t* n_ids,
@@ -27347,7 +28088,9 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_tokenize(const llminfer_model* model, c
   return c_ok(err);
 }
 
-LLMI_API_DEF LLMINFER_C_API void llminfer_tokens_free(int32_t* ids) { std::free(ids); }
+LLMI_API_DEF LLMINFER_C_API void llminfer_tokens_free(int32_t* ids) {
+  std::free(ids);
+}
 
 LLMI_API_DEF LLMINFER_C_API int llminfer_detokenize(const llminfer_model* model, const int32_t* ids, size_t n_ids,
                                                     char** text, size_t* text_len, llminfer_error** err) {
@@ -27357,7 +28100,8 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_detokenize(const llminfer_model* model,
   if (text_len) *text_len = 0;
   if (!model) return c_null(err, "llminfer_detokenize", "model");
   if (!ids && n_ids) return c_null(err, "llminfer_detokenize", "ids");
-  if (!llminfer::detail::model_impl(model->model).tokenizer) return c_fail(err, llminfer::detail::model_impl(model->model).tokenizer_error);
+  if (!llminfer::detail::model_impl(model->model).tokenizer)
+    return c_fail(err, llminfer::detail::model_impl(model->model).tokenizer_error);
   const int64_t n_vocab = static_cast<int64_t>(llminfer::detail::model_impl(model->model).tokenizer->n_vocab());
   for (size_t i = 0; i < n_ids; i++)
     if (ids[i] < 0 || ids[i] >= n_vocab)
@@ -27372,7 +28116,9 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_detokenize(const llminfer_model* model,
   return c_ok(err);
 }
 
-LLMI_API_DEF LLMINFER_C_API void llminfer_string_free(char* text) { std::free(text); }
+LLMI_API_DEF LLMINFER_C_API void llminfer_string_free(char* text) {
+  std::free(text);
+}
 
 LLMI_API_DEF LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* schema, size_t schema_len, char** gbnf,
                                                                 size_t* gbnf_len, llminfer_error** err) {

@@ -2,9 +2,9 @@
 //   g++ -std=c++20 -O2 -march=native -pthread -fno-exceptions -fno-rtti simple.cpp -o simple
 //   ./simple MODEL.gguf "Once upon a time"
 #define LLMINFER_IMPLEMENTATION  // in exactly one .cpp file of a program
-#include "../llminfer.hpp"
-
 #include <cstdio>
+
+#include "../llminfer.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 2) return std::fprintf(stderr, "usage: %s MODEL [PROMPT]\n", argv[0]), 1;
@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   if (!result) return std::fprintf(stderr, "error: %s\n", result.error().message.c_str()), 2;
   if (result->error.code != llminfer::Errc::ok)  // an error mid-way, or a prompt longer than the context
     return std::fprintf(stderr, "\nerror: %s\n", result->error.message.c_str()), 2;
-  std::printf("\n[%zu tokens, stop: %s, %.1f tokens/s]\n", result->tokens.size(),
-              llminfer::to_string(result->stop), result->timings.decode_tps);
+  std::printf("\n[%zu tokens, stop: %s, %.1f tokens/s]\n", result->tokens.size(), llminfer::to_string(result->stop),
+              result->timings.decode_tps);
   return 0;
 }

@@ -18,12 +18,12 @@
 // `g++ -std=c++20 -O2 -march=native -pthread` (clang++ works too; link with -pthread). C++20 is
 // required: as C++17 or older the header stops with one #error. Nothing needs exceptions or RTTI:
 // the header builds with -fno-exceptions -fno-rtti. g++ 12 with AVX-512 enabled: add
-// -fno-tree-slp-vectorize (at -O2 it builds some constant vectors of 64-bit values wrongly). Linux, macOS and other POSIX systems map files
-// with mmap; Windows with CreateFileMapping / MapViewOfFile (UTF-8 paths through the wide-character
-// API; tested with MinGW-w64 under Wine, MSVC is not tested). Only the implementation TU needs the
-// SIMD flags (see STYLE: the ODR hazard). CMake: the targets llminfer::llminfer (this header) and,
-// with -DLLMINFER_BUILD_LIBRARY=ON, llminfer::impl (the implementation compiled); pkg-config:
-// llminfer, llminfer-impl (README: "Building with CMake / pkg-config").
+// -fno-tree-slp-vectorize (at -O2 it builds some constant vectors of 64-bit values wrongly). Linux, macOS and other
+// POSIX systems map files with mmap; Windows with CreateFileMapping / MapViewOfFile (UTF-8 paths through the
+// wide-character API; tested with MinGW-w64 under Wine, MSVC is not tested). Only the implementation TU needs the SIMD
+// flags (see STYLE: the ODR hazard). CMake: the targets llminfer::llminfer (this header) and, with
+// -DLLMINFER_BUILD_LIBRARY=ON, llminfer::impl (the implementation compiled); pkg-config: llminfer, llminfer-impl
+// (README: "Building with CMake / pkg-config").
 //
 // ==== Model files ====
 //
@@ -337,11 +337,11 @@
 //
 //   An architecture is a short text, not code: `llama`, `qwen2`, `qwen3`, `gemma3`, `phi3`,
 //   `starcoder2`, `stablelm`, `smollm3`, `gemma2`, `olmo2` (OLMo 2, and OLMo 3 with its sliding
-//   window) and `gemma3n` (Gemma 3n E2B / E4B, text) are built in (`llminfer status --dump llama` prints one); a directory of <arch>.archdef
-//   files (LoadOptions::archdef_dir, `--archdef DIR`) overrides the built-in of the same name. A
-//   file that does not load makes its architecture unavailable (loading such a model fails and lists
-//   the broken files); there is never a silent fallback to the built-in. `llminfer status` shows each
-//   definition in effect with its steps per layer, origin and sha256 (load_archdefs, above).
+//   window) and `gemma3n` (Gemma 3n E2B / E4B, text) are built in (`llminfer status --dump llama` prints one); a
+//   directory of <arch>.archdef files (LoadOptions::archdef_dir, `--archdef DIR`) overrides the built-in of the same
+//   name. A file that does not load makes its architecture unavailable (loading such a model fails and lists the broken
+//   files); there is never a silent fallback to the built-in. `llminfer status` shows each definition in effect with
+//   its steps per layer, origin and sha256 (load_archdefs, above).
 //
 //   file      := one statement per line; '#' starts a comment; blank lines are ignored
 //   header    := 'arch' NAME                      (must equal the file name without .archdef)

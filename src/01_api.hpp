@@ -15,7 +15,8 @@
 #pragma GCC system_header
 #endif
 #if defined(LLMINFER_IMPLEMENTATION)
-#error "the llminfer implementation is C++20: define LLMINFER_IMPLEMENTATION in a C++ file (C programs include llminfer.hpp for its C API and link with the library built from it, e.g. make libllminfer.so)"
+#error \
+    "the llminfer implementation is C++20: define LLMINFER_IMPLEMENTATION in a C++ file (C programs include llminfer.hpp for its C API and link with the library built from it, e.g. make libllminfer.so)"
 #endif
 #define LLMINFER_IMPLEMENTATION_INCLUDED
 #elif (defined(_MSVC_LANG) && _MSVC_LANG < 202002L) || (!defined(_MSVC_LANG) && __cplusplus < 202002L)
@@ -51,8 +52,8 @@ inline namespace v0_1 {
 
 // ---- errors ----
 // X(name, description): one list makes the enum and its messages.
-#define LLMINFER_ERRC_LIST(X)                                                      \
-  X(ok, "ok")                                                                     \
+#define LLMINFER_ERRC_LIST(X)                                                    \
+  X(ok, "ok")                                                                    \
   X(invalid_argument, "invalid argument")                                        \
   X(io, "cannot read the file")                                                  \
   X(bad_format, "malformed file")                                                \
@@ -150,12 +151,12 @@ enum class ContextPolicy : uint8_t {
 };
 
 struct LoadOptions {
-  int threads = 0;                 // 0: the number of hardware threads
-  int context = 0;                 // tokens per session; 0: min(trained context, 4096)
-  std::string archdef_dir = {};    // directory of <arch>.archdef files that override built-ins
-  KvType kv_type = KvType::f16;    // element type of the KV cache
+  int threads = 0;               // 0: the number of hardware threads
+  int context = 0;               // tokens per session; 0: min(trained context, 4096)
+  std::string archdef_dir = {};  // directory of <arch>.archdef files that override built-ins
+  KvType kv_type = KvType::f16;  // element type of the KV cache
   ContextPolicy context_policy = ContextPolicy::stop;
-  int keep = 4;                    // ContextPolicy::slide keeps this many first tokens
+  int keep = 4;  // ContextPolicy::slide keeps this many first tokens
   // Kernel level (a build with LLMINFER_DISPATCH): "" the best this CPU has (or the environment
   // variable LLMINFER_KERNELS), else "scalar", "avx2", "avx512" or "avx512bf16" (at most what the
   // CPU has). A native build runs the one level it was compiled for and accepts only its name.
@@ -194,31 +195,31 @@ inline constexpr uint64_t random_seed = ~uint64_t{0};
 // Sampling chain: repetition penalty -> top-k -> top-p -> min-p -> temperature -> draw
 // (temperature 0: greedy argmax, ties to the lowest id). See the manual for the exact rules.
 struct GenerateOptions {
-  int max_tokens = 256;            // < 0: until end of generation, a stop string or a full context
-  float temperature = 0.0f;        // 0: greedy
-  int top_k = 0;                   // 0: off
-  float top_p = 1.0f;              // 1: off
-  float min_p = 0.0f;              // 0: off
-  float repeat_penalty = 1.0f;     // 1: off
-  int repeat_last_n = 64;          // tokens the penalty looks back on (prompt included); -1: all
-  uint64_t seed = 0;               // same seed, same text (any thread count); random_seed: fresh
+  int max_tokens = 256;                // < 0: until end of generation, a stop string or a full context
+  float temperature = 0.0f;            // 0: greedy
+  int top_k = 0;                       // 0: off
+  float top_p = 1.0f;                  // 1: off
+  float min_p = 0.0f;                  // 0: off
+  float repeat_penalty = 1.0f;         // 1: off
+  int repeat_last_n = 64;              // tokens the penalty looks back on (prompt included); -1: all
+  uint64_t seed = 0;                   // same seed, same text (any thread count); random_seed: fresh
   std::vector<std::string> stop = {};  // stop strings (matched on text, not included in the output)
-  bool parse_special = false;      // Model::generate (plain text): special-token text such as
-                                   // "<|im_start|>" becomes control tokens; off: it is plain text
-  bool chat = false;               // Model::generate from text: wrap the prompt in the model's chat
-                                   // template. From token ids (Model::generate, Session::generate):
-                                   // the ids are a chat prompt (Model::tokenize_chat), so the text
-                                   // is a reply's, as Session::reply gives it (SentencePiece's
-                                   // leading space of the first token dropped)
-  std::string system = {};         // Model::generate with chat: a system message
+  bool parse_special = false;          // Model::generate (plain text): special-token text such as
+                                       // "<|im_start|>" becomes control tokens; off: it is plain text
+  bool chat = false;                   // Model::generate from text: wrap the prompt in the model's chat
+                                       // template. From token ids (Model::generate, Session::generate):
+                                       // the ids are a chat prompt (Model::tokenize_chat), so the text
+                                       // is a reply's, as Session::reply gives it (SentencePiece's
+                                       // leading space of the first token dropped)
+  std::string system = {};             // Model::generate with chat: a system message
   // Structured output (manual: "Structured output"); checked before the prompt is evaluated, an
   // impossible or malformed constraint is an error (invalid_argument naming line and column).
-  std::string grammar = {};        // GBNF text (llama.cpp's syntax, rule `root`): the output is a
-                                   // prefix of a string of the grammar, a whole one when stop is eos
-  std::string json_schema = {};    // a JSON Schema (text): the output is JSON valid under it (when
-                                   // stop is eos); not together with grammar
-  std::vector<std::pair<int32_t, float>> logit_bias = {};  // (token id, added to its logit); -inf bans
-  std::vector<int32_t> banned_tokens = {};                 // token ids never sampled
+  std::string grammar = {};      // GBNF text (llama.cpp's syntax, rule `root`): the output is a
+                                 // prefix of a string of the grammar, a whole one when stop is eos
+  std::string json_schema = {};  // a JSON Schema (text): the output is JSON valid under it (when
+                                 // stop is eos); not together with grammar
+  std::vector<std::pair<int32_t, float> > logit_bias = {};  // (token id, added to its logit); -inf bans
+  std::vector<int32_t> banned_tokens = {};                  // token ids never sampled
   // Streaming: receives the text as it is decided, in complete UTF-8 pieces, on the calling
   // thread; return false to cancel (StopReason::cancelled).
   std::function<bool(std::string_view piece)> on_token = {};
@@ -228,32 +229,32 @@ struct GenerateOptions {
 };
 
 struct Timings {
-  double load_ms = 0;       // Model::load
-  double prefill_ms = 0;    // evaluating the prompt tokens that were not cached
-  double prefill_tps = 0;   // prompt tokens evaluated per second
-  double decode_ms = 0;     // from the first generated token to the last
-  double decode_tps = 0;    // generated tokens per second after the first
-  double ttft_ms = 0;       // from the call to the first generated token
-  double constraint_ms = 0; // of the above, structured output: masking logits, feeding the grammar
+  double load_ms = 0;        // Model::load
+  double prefill_ms = 0;     // evaluating the prompt tokens that were not cached
+  double prefill_tps = 0;    // prompt tokens evaluated per second
+  double decode_ms = 0;      // from the first generated token to the last
+  double decode_tps = 0;     // generated tokens per second after the first
+  double ttft_ms = 0;        // from the call to the first generated token
+  double constraint_ms = 0;  // of the above, structured output: masking logits, feeding the grammar
 };
 
 struct GenerateResult {
-  std::string text;                  // the generated text (without the prompt or a stop string)
-  std::vector<int32_t> tokens;       // generated ids (without the end-of-generation token)
+  std::string text;             // the generated text (without the prompt or a stop string)
+  std::vector<int32_t> tokens;  // generated ids (without the end-of-generation token)
   StopReason stop = StopReason::max_tokens;
-  Error error;                       // with StopReason::error: what went wrong; with context_full
-                                     // and no token: that the prompt does not fit
-  int prompt_tokens = 0;             // tokens of the prompt (this turn's whole conversation)
-  int prompt_tokens_evaluated = 0;   // of those, evaluated by this call
-  int prompt_tokens_reused = 0;      // of those, already in the session's KV cache
-  uint64_t seed = 0;                 // the seed used (the drawn one for random_seed)
-  int messages_dropped = 0;          // Session::reply with ContextPolicy::slide: oldest messages
-                                     // dropped from the conversation to make room (see the manual)
-  int tokens_shifted = 0;            // of prompt_tokens_reused, cached tokens moved to new positions
-                                     // (their keys re-rotated) instead of evaluated again
+  Error error;                      // with StopReason::error: what went wrong; with context_full
+                                    // and no token: that the prompt does not fit
+  int prompt_tokens = 0;            // tokens of the prompt (this turn's whole conversation)
+  int prompt_tokens_evaluated = 0;  // of those, evaluated by this call
+  int prompt_tokens_reused = 0;     // of those, already in the session's KV cache
+  uint64_t seed = 0;                // the seed used (the drawn one for random_seed)
+  int messages_dropped = 0;         // Session::reply with ContextPolicy::slide: oldest messages
+                                    // dropped from the conversation to make room (see the manual)
+  int tokens_shifted = 0;           // of prompt_tokens_reused, cached tokens moved to new positions
+                                    // (their keys re-rotated) instead of evaluated again
   Timings timings;
-  double peak_rss_mb = 0;            // peak resident memory of the process so far
-  uint64_t kv_bytes = 0;             // KV cache of the session
+  double peak_rss_mb = 0;  // peak resident memory of the process so far
+  uint64_t kv_bytes = 0;   // KV cache of the session
 };
 
 struct Message {
@@ -263,9 +264,9 @@ struct Message {
 
 // One step of a reply (Session::step): the next piece of text, or the end.
 struct ReplyStep {
-  std::string text;  // the next piece (complete UTF-8); empty when the step only evaluated prompt
-                     // tokens or a token whose text is not final yet (held back for a stop string)
-  bool done = false; // the reply has ended: `stop` says why, Session::result() holds all of it
+  std::string text;   // the next piece (complete UTF-8); empty when the step only evaluated prompt
+                      // tokens or a token whose text is not final yet (held back for a stop string)
+  bool done = false;  // the reply has ended: `stop` says why, Session::result() holds all of it
   StopReason stop = StopReason::max_tokens;
 };
 
@@ -277,27 +278,27 @@ struct ModelInfo {
   std::string name;          // general.name, or the directory's name
   uint64_t file_bytes = 0;
   uint64_t n_params = 0;
-  int n_vocab = 0;           // logits per position
+  int n_vocab = 0;  // logits per position
   // Token ids a prompt may hold: 0 .. n_input_ids - 1 (the embedding's rows: n_vocab, or more when
   // the embedding is padded); an id outside fails eval()/generate(). Check ids from untrusted input
   // against it before taking a session, as examples/server does.
   int64_t n_input_ids = 0;
-  int n_ctx_train = 0;       // the context the model was trained with
-  int context = 0;           // tokens a session holds (LoadOptions::context or the default)
+  int n_ctx_train = 0;  // the context the model was trained with
+  int context = 0;      // tokens a session holds (LoadOptions::context or the default)
   int n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0;
   KvType kv_type = KvType::f16;
   ContextPolicy context_policy = ContextPolicy::stop;
-  uint64_t kv_bytes = 0;     // one session's KV cache
-  std::string kernels;       // the kernel level in use ("avx512", "avx2", "neon", "scalar", ...)
-  int threads = 0;           // threads of the model's pool
+  uint64_t kv_bytes = 0;  // one session's KV cache
+  std::string kernels;    // the kernel level in use ("avx512", "avx2", "neon", "scalar", ...)
+  int threads = 0;        // threads of the model's pool
   // Tokenizer: "" when the model has none usable (it runs from ids; tokenizer_error says why).
-  std::string tokenizer;     // "gpt2" (byte-level BPE), "llama" (SentencePiece), ...
+  std::string tokenizer;  // "gpt2" (byte-level BPE), "llama" (SentencePiece), ...
   std::string tokenizer_error;
   int32_t bos = -1, eos = -1, eot = -1, pad = -1, unk = -1;  // -1: none
-  std::vector<int32_t> eog;  // every id that ends a generation
-  bool add_bos = false;      // tokenize(add_special) starts with bos
+  std::vector<int32_t> eog;                                  // every id that ends a generation
+  bool add_bos = false;                                      // tokenize(add_special) starts with bos
   bool chat_template = false;  // the model has its own (otherwise the documented fallback is used)
-  std::string identity;      // sha256 of the weights' metadata (checked by Session::load)
+  std::string identity;        // sha256 of the weights' metadata (checked by Session::load)
 };
 
 // Model::render_chat_template / render_chat_template: what the template sees besides the messages.
@@ -307,10 +308,10 @@ struct ChatTemplateOptions {
   // override them): a name and its value as JSON text (true, 3, "text", [...], {...}); a value that
   // is not valid JSON is taken as a string. A special token's name (bos_token, eos_token, ...) with
   // a string value sets that token; "tools" sets the tools.
-  std::vector<std::pair<std::string, std::string>> variables = {};
+  std::vector<std::pair<std::string, std::string> > variables = {};
   // Jinja source rendered instead of the model's own template ("": the model's, or the fallback).
   std::string template_source = {};
-  std::string messages_name = "messages";  // names the messages in errors (a file name, say)
+  std::string messages_name = "messages";     // names the messages in errors (a file name, say)
   const std::atomic<bool>* cancel = nullptr;  // set: the render fails ("rendering cancelled")
 };
 
@@ -318,7 +319,7 @@ struct RenderedChat {
   std::string text;  // the prompt
   // Byte ranges of `text` copied from message content, tools and documents (sorted, disjoint):
   // untrusted text, to tokenize without special-token parsing.
-  std::vector<std::pair<size_t, size_t>> content_spans;
+  std::vector<std::pair<size_t, size_t> > content_spans;
   bool fallback = false;  // rendered with the built-in ChatML template (the model has none)
 };
 
@@ -367,8 +368,8 @@ class Model {
 
   // add_special: add the BOS/EOS the model asks for; parse_special: special-token text in
   // `text` becomes control tokens (otherwise it is plain text).
-  Result<std::vector<int32_t>> tokenize(std::string_view text, bool add_special = true,
-                                        bool parse_special = false) const;
+  Result<std::vector<int32_t> > tokenize(std::string_view text, bool add_special = true,
+                                         bool parse_special = false) const;
   // Always valid UTF-8 (bytes that do not decode become U+FFFD); special tokens are rendered as text.
   std::string detokenize(std::span<const int32_t> ids) const;
   // The conversation as Session::reply evaluates it: rendered by the model's chat template (or
@@ -377,11 +378,10 @@ class Model {
   // special-token text does); BOS first when the model asks for one and the template did not
   // write it. For Session::generate / generate with GenerateOptions::chat, and to count or check a
   // conversation's tokens before generating (e.g. against the context).
-  Result<std::vector<int32_t>> tokenize_chat(std::span<const Message> messages,
-                                             bool add_generation_prompt = true) const;
+  Result<std::vector<int32_t> > tokenize_chat(std::span<const Message> messages,
+                                              bool add_generation_prompt = true) const;
   // Renders the model's own chat template (or the documented fallback when it has none).
-  Result<std::string> apply_chat_template(std::span<const Message> messages,
-                                          bool add_generation_prompt = true) const;
+  Result<std::string> apply_chat_template(std::span<const Message> messages, bool add_generation_prompt = true) const;
   // Renders a conversation given as JSON text: an array of message objects ({"role", "content",
   // ...}: every key reaches the template), or {"messages": [...], "tools": [...], "documents":
   // [...], "kwargs": {...}} (each kwargs member becomes a variable). The "tool_use" template
@@ -393,7 +393,7 @@ class Model {
   // The logits of `ids` evaluated as one sequence from position 0 in a fresh context that holds
   // them all (used exactly as given: no BOS is added): the last position's [n_vocab], or with
   // all_positions every position's [ids.size()][n_vocab]. (What `llminfer logits` writes.)
-  Result<std::vector<float>> logits(std::span<const int32_t> ids, bool all_positions = false) const;
+  Result<std::vector<float> > logits(std::span<const int32_t> ids, bool all_positions = false) const;
 
   // Continuous batching counters (all zero when not loaded or nothing was batched yet).
   BatchStats batch_stats() const;
@@ -432,7 +432,7 @@ class Session {
 
   // History editing. The next reply() reuses the cached tokens up to the first change and
   // evaluates the rest. Out-of-range indices are invalid_argument errors (nothing changes).
-  Result<void> erase(size_t index);                  // removes messages()[index]
+  Result<void> erase(size_t index);  // removes messages()[index]
   Result<void> replace(size_t index, Message message);
   Result<void> truncate(size_t count);               // keeps the first `count` messages
   void set_messages(std::vector<Message> messages);  // the whole conversation
@@ -445,8 +445,8 @@ class Session {
   // on_token, cancel and every other option work as in reply(), which is begin_reply() + step()
   // until done. add(), the edits, reset(), eval() and load() end a reply in progress as cancelled.
   Result<void> begin_reply(const GenerateOptions& options = {});
-  Result<ReplyStep> step();      // an error ends the reply (nothing joins the conversation)
-  bool replying() const;         // between begin_reply() and the step that returned done
+  Result<ReplyStep> step();              // an error ends the reply (nothing joins the conversation)
+  bool replying() const;                 // between begin_reply() and the step that returned done
   const GenerateResult& result() const;  // the last reply that ended (begin_reply clears it)
 
   // ---- tokens ----
@@ -470,7 +470,7 @@ class Session {
   // logit_bias and banned_tokens apply; a grammar or json_schema is an error (invalid_argument:
   // they constrain a whole reply, see begin_reply).
   Result<int32_t> sample(const GenerateOptions& options = {});
-  void set_seed(uint64_t seed);  // as GenerateOptions::seed (reply() and generate() set it too)
+  void set_seed(uint64_t seed);                // as GenerateOptions::seed (reply() and generate() set it too)
   const std::vector<int32_t>& tokens() const;  // the tokens in the KV cache, in order
   Result<void> truncate_tokens(int count);     // keeps the first `count` cached tokens
   bool is_eog(int32_t id) const;               // whether the id ends a generation
@@ -485,7 +485,7 @@ class Session {
   // as the saved one would have. A file that is truncated, altered, of another version or made
   // with another model is refused with a message naming what is wrong; nothing changes then.
   // Not during a reply (invalid_argument).
-  Result<std::vector<uint8_t>> save() const;
+  Result<std::vector<uint8_t> > save() const;
   Result<void> save(std::string_view path) const;
   Result<void> load(std::span<const uint8_t> bytes);
   Result<void> load(std::string_view path);
@@ -508,8 +508,8 @@ class Tokenizer {
   static Result<Tokenizer> load(std::string_view path);
 
   // As Model::tokenize.
-  Result<std::vector<int32_t>> tokenize(std::string_view text, bool add_special = true,
-                                        bool parse_special = false) const;
+  Result<std::vector<int32_t> > tokenize(std::string_view text, bool add_special = true,
+                                         bool parse_special = false) const;
   // As Model::detokenize (always valid UTF-8); skip_special leaves out special (control) tokens.
   // Ids outside 0 .. n_vocab()-1 add nothing.
   std::string detokenize(std::span<const int32_t> ids, bool skip_special = false) const;
@@ -534,7 +534,7 @@ Result<RenderedChat> render_chat_template(std::string_view model_path, std::stri
 // Token ids written as text, separated by commas and/or white space: "1,2,3", "1 2 3", or a JSON
 // array "[1, 2]". At least one id unless allow_empty; an item that is not a non-negative 32-bit
 // integer is an invalid_argument error naming it.
-Result<std::vector<int32_t>> parse_token_ids(std::string_view text, bool allow_empty = false);
+Result<std::vector<int32_t> > parse_token_ids(std::string_view text, bool allow_empty = false);
 
 // ---- model files, definitions and logits, without loading a model (what `llminfer info`,
 // `status` and `compare` print) ----
@@ -567,9 +567,9 @@ struct MetadataEntry {
 };
 
 struct InspectOptions {
-  bool metadata = false;          // fill ModelFileInfo::metadata
-  bool tensors = false;           // fill ModelFileInfo::tensors
-  uint64_t max_array_items = 8;   // metadata arrays longer than this are cut (0: never)
+  bool metadata = false;         // fill ModelFileInfo::metadata
+  bool tensors = false;          // fill ModelFileInfo::tensors
+  uint64_t max_array_items = 8;  // metadata arrays longer than this are cut (0: never)
 };
 
 // What a model file says about itself (inspect_model_file).
@@ -582,15 +582,15 @@ struct ModelFileInfo {
   uint64_t n_params = 0;
   uint64_t n_tensors = 0;
   uint64_t tensor_bytes = 0;
-  std::vector<std::pair<std::string, uint64_t>> tensor_types;  // (type, tensors of it), by type name
+  std::vector<std::pair<std::string, uint64_t> > tensor_types;  // (type, tensors of it), by type name
   int64_t n_layer = 0, n_embd = 0, n_head = 0, n_head_kv = 0, n_ff = 0, n_ctx_train = 0, head_dim = 0;
   double rope_freq_base = 0;
-  std::string tokenizer;      // the vocabulary's kind: "gpt2" (byte-level BPE), "llama", ... ("": none)
-  std::string tokenizer_pre;  // its pre-tokenizer: "llama-bpe", "qwen2", ... ("": none named)
-  int64_t n_vocab = 0;        // tokens in the vocabulary
-  int32_t bos = -1, eos = -1;  // -1: none
-  std::vector<int32_t> eos_ids;  // every end-of-sequence id the files name
-  bool chat_template = false;    // the model has its own
+  std::string tokenizer;                // the vocabulary's kind: "gpt2" (byte-level BPE), "llama", ... ("": none)
+  std::string tokenizer_pre;            // its pre-tokenizer: "llama-bpe", "qwen2", ... ("": none named)
+  int64_t n_vocab = 0;                  // tokens in the vocabulary
+  int32_t bos = -1, eos = -1;           // -1: none
+  std::vector<int32_t> eos_ids;         // every end-of-sequence id the files name
+  bool chat_template = false;           // the model has its own
   std::vector<MetadataEntry> metadata;  // with InspectOptions::metadata, in file order
   std::vector<TensorInfo> tensors;      // with InspectOptions::tensors, in file order
 };
@@ -604,22 +604,22 @@ Result<ModelFileInfo> inspect_model_file(std::string_view path, const InspectOpt
 // An architecture definition in effect (load_archdefs).
 struct ArchdefInfo {
   std::string name;
-  std::string origin;   // "builtin" or the file's path
-  std::string sha256;   // of `text`
+  std::string origin;  // "builtin" or the file's path
+  std::string sha256;  // of `text`
   int steps_per_layer = 0;
-  std::string text;     // exactly as read
+  std::string text;  // exactly as read
   // The conventions `text` does not declare (their defaults apply), as comment lines
   // ("# convention NAME = VALUE", after a heading line); "" when it declares them all.
   std::string default_conventions;
 };
 // A definition file that did not load (its architecture is unavailable: never a silent fallback).
 struct ArchdefFailure {
-  std::string name;   // the architecture, from the file's name
+  std::string name;  // the architecture, from the file's name
   std::string path;
   std::string error;  // file:line: what is wrong
 };
 struct Archdefs {
-  std::vector<ArchdefInfo> defs;       // sorted by name
+  std::vector<ArchdefInfo> defs;  // sorted by name
   std::vector<ArchdefFailure> failed;
 };
 // The architecture definitions a model loaded with LoadOptions::archdef_dir = `archdef_dir` would
@@ -631,8 +631,8 @@ Result<Archdefs> load_archdefs(std::string_view archdef_dir = {});
 struct KernelInfo {
   std::string simd;                 // compiled for: "avx512", "avx2", "neon", "scalar" or "dispatch"
   std::vector<std::string> levels;  // kernel levels compiled in, lowest first
-  std::string selected;  // the level a load with LoadOptions::kernels "" runs (see the manual); ""
-                         // when that load would fail, `error` saying why
+  std::string selected;             // the level a load with LoadOptions::kernels "" runs (see the manual); ""
+                                    // when that load would fail, `error` saying why
   Error error;
 };
 KernelInfo kernel_info();
@@ -641,11 +641,11 @@ KernelInfo kernel_info();
 struct LogitsComparison {
   int positions = 0;
   bool top1_match_all = true;
-  int top1_matches = 0;        // positions whose largest logit is the same token
-  double pearson_mean = 0;     // Pearson correlation over the whole vocabulary
+  int top1_matches = 0;     // positions whose largest logit is the same token
+  double pearson_mean = 0;  // Pearson correlation over the whole vocabulary
   double pearson_min = 1;
   double top10_overlap_mean = 0;  // tokens the two top-10 sets share
-  int first_divergence = -1;   // the first position whose top-1 differs (-1: none)
+  int first_divergence = -1;      // the first position whose top-1 differs (-1: none)
   // Largest |ours - reference| over every finite logit, and that divided by the reference's largest
   // |logit| (a wrong scale or shift shows here: top-1, Pearson and top-10 ignore it).
   double max_abs_diff = 0, max_rel_diff = 0;
@@ -655,8 +655,7 @@ struct LogitsComparison {
   int first_nonfinite_pos = -1, first_nonfinite_id = -1;
 };
 // `ours` and `reference`: [positions][n_vocab] each, the same size (else invalid_argument).
-Result<LogitsComparison> compare_logits(std::span<const float> ours, std::span<const float> reference,
-                                        int n_vocab);
+Result<LogitsComparison> compare_logits(std::span<const float> ours, std::span<const float> reference, int n_vocab);
 // Ids of the k largest logits of one position, largest first (ties: the lower id first, as
 // llama.cpp's sampler).
 std::vector<int32_t> top_k_ids(std::span<const float> logits, int k);

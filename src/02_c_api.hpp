@@ -58,23 +58,23 @@ typedef enum llminfer_errc {
 
 /* Why a generation ended (llminfer::StopReason). */
 typedef enum llminfer_stop {
-  LLMINFER_STOP_EOS = 0,          /* end-of-generation token */
-  LLMINFER_STOP_STRING = 1,       /* a stop string appeared */
+  LLMINFER_STOP_EOS = 0,    /* end-of-generation token */
+  LLMINFER_STOP_STRING = 1, /* a stop string appeared */
   LLMINFER_STOP_MAX_TOKENS = 2,
-  LLMINFER_STOP_CANCELLED = 3,    /* the callback returned 0 */
+  LLMINFER_STOP_CANCELLED = 3, /* the callback returned 0 */
   LLMINFER_STOP_CONTEXT_FULL = 4,
-  LLMINFER_STOP_ERROR = 5         /* see llminfer_result.error_code / error_message */
+  LLMINFER_STOP_ERROR = 5 /* see llminfer_result.error_code / error_message */
 } llminfer_stop;
 
 /* llminfer_generate_options.seed: a fresh random seed (reported in the result). */
 #define LLMINFER_RANDOM_SEED UINT64_MAX
 
 typedef struct llminfer_load_options {
-  int threads;              /* 0: the hardware threads */
-  int context;              /* tokens per session; 0: min(trained context, 4096) */
-  int kv_f32;               /* nonzero: f32 KV cache (default f16) */
-  int batch;                /* sequences per shared decoding step; 0: 32, 1: no batching */
-  const char* archdef_dir;  /* a directory of <arch>.archdef files, or NULL */
+  int threads;             /* 0: the hardware threads */
+  int context;             /* tokens per session; 0: min(trained context, 4096) */
+  int kv_f32;              /* nonzero: f32 KV cache (default f16) */
+  int batch;               /* sequences per shared decoding step; 0: 32, 1: no batching */
+  const char* archdef_dir; /* a directory of <arch>.archdef files, or NULL */
   size_t archdef_dir_len;
 } llminfer_load_options;
 
@@ -83,52 +83,52 @@ typedef struct llminfer_load_options {
 typedef int (*llminfer_piece_fn)(const char* piece, size_t len, void* user_data);
 
 typedef struct llminfer_generate_options {
-  int max_tokens;           /* < 0: until end of generation, a stop string or a full context */
-  float temperature;        /* 0: greedy */
-  int top_k;                /* 0: off */
-  float top_p;              /* 1: off */
-  float min_p;              /* 0: off */
-  float repeat_penalty;     /* 1: off */
+  int max_tokens;       /* < 0: until end of generation, a stop string or a full context */
+  float temperature;    /* 0: greedy */
+  int top_k;            /* 0: off */
+  float top_p;          /* 1: off */
+  float min_p;          /* 0: off */
+  float repeat_penalty; /* 1: off */
   int repeat_last_n;
-  uint64_t seed;            /* same seed, same text; LLMINFER_RANDOM_SEED: fresh */
-  const char* const* stop;  /* n_stop stop strings, stop_lens[i] bytes each */
+  uint64_t seed;           /* same seed, same text; LLMINFER_RANDOM_SEED: fresh */
+  const char* const* stop; /* n_stop stop strings, stop_lens[i] bytes each */
   const size_t* stop_lens;
   size_t n_stop;
-  int parse_special;        /* llminfer_generate: special-token text becomes control tokens */
-  int chat;                 /* llminfer_generate: the prompt is a user message in the chat template */
-  const char* system;       /* with chat: a system message, or NULL */
+  int parse_special;  /* llminfer_generate: special-token text becomes control tokens */
+  int chat;           /* llminfer_generate: the prompt is a user message in the chat template */
+  const char* system; /* with chat: a system message, or NULL */
   size_t system_len;
-  llminfer_piece_fn on_piece;  /* or NULL */
-  void* user_data;             /* passed to on_piece */
+  llminfer_piece_fn on_piece; /* or NULL */
+  void* user_data;            /* passed to on_piece */
   /* Structured output (the manual's "Structured output"); NULL / 0: none. A malformed or
      impossible constraint is LLMINFER_E_INVALID_ARGUMENT naming line and column. */
-  const char* grammar;      /* GBNF text (llama.cpp's syntax, rule root) */
+  const char* grammar; /* GBNF text (llama.cpp's syntax, rule root) */
   size_t grammar_len;
-  const char* json_schema;  /* a JSON Schema (text): the output is JSON valid under it; not with grammar */
+  const char* json_schema; /* a JSON Schema (text): the output is JSON valid under it; not with grammar */
   size_t json_schema_len;
   const int32_t* logit_bias_ids;  /* n_logit_bias token ids, and the bias added to each one's logit */
   const float* logit_bias_values; /* (-INFINITY bans) */
   size_t n_logit_bias;
-  const int32_t* banned_tokens;   /* token ids never sampled */
+  const int32_t* banned_tokens; /* token ids never sampled */
   size_t n_banned_tokens;
 } llminfer_generate_options;
 
 /* A generation's result (allocated by the library; llminfer_result_free). */
 typedef struct llminfer_result {
-  char* text;               /* the generated text, UTF-8, NUL-terminated */
+  char* text; /* the generated text, UTF-8, NUL-terminated */
   size_t text_len;
-  int32_t* tokens;          /* generated ids */
+  int32_t* tokens; /* generated ids */
   size_t n_tokens;
-  int stop;                 /* llminfer_stop */
-  int prompt_tokens;        /* tokens of the prompt */
+  int stop;          /* llminfer_stop */
+  int prompt_tokens; /* tokens of the prompt */
   int prompt_tokens_evaluated;
   int prompt_tokens_reused; /* already in the session's cache */
   uint64_t seed;            /* the seed used */
   double prefill_ms, prefill_tps, decode_ms, decode_tps, ttft_ms;
-  int error_code;           /* with LLMINFER_STOP_ERROR (or a prompt that does not fit): why */
-  char* error_message;      /* NUL-terminated; empty when error_code is LLMINFER_OK */
+  int error_code;      /* with LLMINFER_STOP_ERROR (or a prompt that does not fit): why */
+  char* error_message; /* NUL-terminated; empty when error_code is LLMINFER_OK */
   size_t error_message_len;
-  double constraint_ms;     /* of the decoding time, structured output (masks, the grammar) */
+  double constraint_ms; /* of the decoding time, structured output (masks, the grammar) */
 } llminfer_result;
 
 LLMINFER_C_API const char* llminfer_version(void);
@@ -184,8 +184,8 @@ LLMINFER_C_API void llminfer_string_free(char* text);
 /* The GBNF grammar a JSON Schema compiles to (json_schema in llminfer_generate_options uses it), to
    inspect or edit it; free *gbnf with llminfer_string_free. An unsupported keyword is
    LLMINFER_E_INVALID_ARGUMENT naming it. */
-LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* schema, size_t schema_len, char** gbnf,
-                                                   size_t* gbnf_len, llminfer_error** err);
+LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* schema, size_t schema_len, char** gbnf, size_t* gbnf_len,
+                                                   llminfer_error** err);
 
 #ifdef __cplusplus
 }

@@ -50,8 +50,8 @@
 #ifndef NOMINMAX
 #define NOMINMAX
 #endif
-#include <windows.h>
 #include <psapi.h>
+#include <windows.h>
 #if defined(_MSC_VER)
 #include <intrin.h>
 #endif

@@ -5,15 +5,16 @@ inline namespace v0_1 {
 LLMI_API_DEF const char* describe(Errc code) noexcept {
   switch (code) {
 #define LLMINFER_X(name, text) \
-  case Errc::name:             \
-    return text;
+  case Errc::name: return text;
     LLMINFER_ERRC_LIST(LLMINFER_X)
 #undef LLMINFER_X
   }
   return "unknown error";
 }
 
-LLMI_API_DEF const char* version() noexcept { return LLMINFER_VERSION_STRING; }
+LLMI_API_DEF const char* version() noexcept {
+  return LLMINFER_VERSION_STRING;
+}
 
 namespace detail {
 
@@ -23,7 +24,8 @@ __attribute__((format(gnu_printf, 1, 2)))  // MinGW's own printf (C99 %zu, %lld)
 #elif defined(__GNUC__)
 __attribute__((format(printf, 1, 2)))
 #endif
-inline std::string strf(const char* fmt, ...) {
+inline std::string
+strf(const char* fmt, ...) {
   char buf[512];
   va_list ap;
   va_start(ap, fmt);
@@ -38,7 +40,9 @@ inline std::string strf(const char* fmt, ...) {
   return out;
 }
 
-inline Error make_error(Errc code, std::string message) { return Error{code, std::move(message)}; }
+inline Error make_error(Errc code, std::string message) {
+  return Error{code, std::move(message)};
+}
 
 // Human-readable byte count: "512 B", "1.5 KiB", "2 MiB".
 inline std::string human_bytes(uint64_t n) {
@@ -109,18 +113,30 @@ inline bool portable_mul_overflow(T a, T b, T* out) {
 }
 #if defined(__GNUC__) || defined(__clang__)
 template <class T>
-inline bool add_overflow(T a, T b, T* out) { return __builtin_add_overflow(a, b, out); }
+inline bool add_overflow(T a, T b, T* out) {
+  return __builtin_add_overflow(a, b, out);
+}
 template <class T>
-inline bool sub_overflow(T a, T b, T* out) { return __builtin_sub_overflow(a, b, out); }
+inline bool sub_overflow(T a, T b, T* out) {
+  return __builtin_sub_overflow(a, b, out);
+}
 template <class T>
-inline bool mul_overflow(T a, T b, T* out) { return __builtin_mul_overflow(a, b, out); }
+inline bool mul_overflow(T a, T b, T* out) {
+  return __builtin_mul_overflow(a, b, out);
+}
 #else
 template <class T>
-inline bool add_overflow(T a, T b, T* out) { return portable_add_overflow(a, b, out); }
+inline bool add_overflow(T a, T b, T* out) {
+  return portable_add_overflow(a, b, out);
+}
 template <class T>
-inline bool sub_overflow(T a, T b, T* out) { return portable_sub_overflow(a, b, out); }
+inline bool sub_overflow(T a, T b, T* out) {
+  return portable_sub_overflow(a, b, out);
+}
 template <class T>
-inline bool mul_overflow(T a, T b, T* out) { return portable_mul_overflow(a, b, out); }
+inline bool mul_overflow(T a, T b, T* out) {
+  return portable_mul_overflow(a, b, out);
+}
 #endif
 
 // ---- UTF-8 ----
@@ -168,8 +184,8 @@ inline uint32_t utf8_next(std::string_view s, size_t& i) {
     case 2: c = (uint32_t(p[i] & 0x1F) << 6) | (p[i + 1] & 0x3F); break;
     case 3: c = (uint32_t(p[i] & 0x0F) << 12) | (uint32_t(p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F); break;
     case 4:
-      c = (uint32_t(p[i] & 0x07) << 18) | (uint32_t(p[i + 1] & 0x3F) << 12) |
-          (uint32_t(p[i + 2] & 0x3F) << 6) | (p[i + 3] & 0x3F);
+      c = (uint32_t(p[i] & 0x07) << 18) | (uint32_t(p[i + 1] & 0x3F) << 12) | (uint32_t(p[i + 2] & 0x3F) << 6) |
+          (p[i + 3] & 0x3F);
       break;
     default: i += 1; return 0xFFFD;
   }
@@ -268,8 +284,8 @@ class MappedFile {
       return make_error(Errc::out_of_memory, m.path_ + ": too large to copy into this process");
     m.owned_ = std::malloc(static_cast<size_t>(size));
     if (!m.owned_)
-      return make_error(Errc::out_of_memory, strf("%s: cannot allocate %s to copy it", m.path_.c_str(),
-                                                 human_bytes(size).c_str()));
+      return make_error(Errc::out_of_memory,
+                        strf("%s: cannot allocate %s to copy it", m.path_.c_str(), human_bytes(size).c_str()));
     std::memcpy(m.owned_, data, static_cast<size_t>(size));
     m.data_ = static_cast<const uint8_t*>(m.owned_);
     m.size_ = size;
@@ -485,7 +501,7 @@ inline Result<int> open_regular_file(const std::string& path, uint64_t& size) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return make_error(Errc::io, path + (S_ISFIFO(st.st_mode) ? ": is a pipe (FIFO), not a regular file"
+    return make_error(Errc::io, path + (S_ISFIFO(st.st_mode)  ? ": is a pipe (FIFO), not a regular file"
                                         : S_ISDIR(st.st_mode) ? ": is a directory, not a regular file"
                                                               : ": not a regular file"));
   }
@@ -519,10 +535,10 @@ inline Result<MappedFile> MappedFile::read(const std::string& path) {
     if (n <= 0) {
       int e = n < 0 ? errno : 0;
       ::close(*fd);
-      return make_error(Errc::io, e ? strf("%s: cannot read: %s", path.c_str(), std::strerror(e))
-                                    : strf("%s: the file ended after %llu of %llu bytes (it changed while it was read)",
-                                           path.c_str(), static_cast<unsigned long long>(got),
-                                           static_cast<unsigned long long>(size)));
+      return make_error(
+          Errc::io, e ? strf("%s: cannot read: %s", path.c_str(), std::strerror(e))
+                      : strf("%s: the file ended after %llu of %llu bytes (it changed while it was read)", path.c_str(),
+                             static_cast<unsigned long long>(got), static_cast<unsigned long long>(size)));
     }
     got += static_cast<uint64_t>(n);
   }
@@ -569,8 +585,7 @@ inline void MappedFile::release(uint64_t offset, uint64_t bytes) const {
   uint64_t p = static_cast<uint64_t>(page);
   uint64_t begin = (offset + p - 1) / p * p;
   uint64_t end = std::min(offset + bytes, size_) / p * p;
-  if (end > begin)
-    madvise(const_cast<uint8_t*>(data_) + begin, static_cast<size_t>(end - begin), MADV_DONTNEED);
+  if (end > begin) madvise(const_cast<uint8_t*>(data_) + begin, static_cast<size_t>(end - begin), MADV_DONTNEED);
 }
 
 inline bool is_directory(const std::string& path) {
@@ -653,11 +668,11 @@ constexpr const char* simd_compiled() {
 
 // What the CPU (and OS) offers, as raw cpuid words. Tests replace cpu_query to fake a CPU.
 struct CpuInfo {
-  uint32_t l1_ecx = 0, l1_edx = 0;            // leaf 1
+  uint32_t l1_ecx = 0, l1_edx = 0;              // leaf 1
   uint32_t l7_ebx = 0, l7_ecx = 0, l7_edx = 0;  // leaf 7, sub-leaf 0
-  uint32_t l7s1_eax = 0;                       // leaf 7, sub-leaf 1
-  uint32_t e1_ecx = 0;                         // leaf 0x80000001
-  uint64_t xcr0 = 0;                           // OS-enabled register state (xgetbv)
+  uint32_t l7s1_eax = 0;                        // leaf 7, sub-leaf 1
+  uint32_t e1_ecx = 0;                          // leaf 0x80000001
+  uint64_t xcr0 = 0;                            // OS-enabled register state (xgetbv)
 };
 
 // (A dispatch build asks the CPU which kernel level it runs even with LLMINFER_NO_CPU_CHECK.)
@@ -669,7 +684,9 @@ inline void llmi_cpuid(int leaf, int sub, unsigned r[4]) {
   __cpuidex(regs, leaf, sub);
   for (int i = 0; i < 4; i++) r[i] = static_cast<unsigned>(regs[i]);
 }
-inline uint64_t llmi_xgetbv() { return _xgetbv(0); }
+inline uint64_t llmi_xgetbv() {
+  return _xgetbv(0);
+}
 #else
 inline void llmi_cpuid(int leaf, int sub, unsigned r[4]) {
   __asm__ __volatile__("cpuid" : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3]) : "a"(leaf), "c"(sub));
@@ -846,7 +863,9 @@ inline std::string cpu_missing_features() {
 }
 #elif defined(__aarch64__) && defined(__linux__) && !defined(LLMINFER_NO_CPU_CHECK)
 inline CpuInfo (*cpu_query)() = nullptr;
-inline bool cpu_has_kernel_level(int level) { return level == 0; }
+inline bool cpu_has_kernel_level(int level) {
+  return level == 0;
+}
 inline std::string cpu_missing_features() {
   std::string missing;
 #if defined(__ARM_FEATURE_DOTPROD)
@@ -856,8 +875,12 @@ inline std::string cpu_missing_features() {
 }
 #else
 inline CpuInfo (*cpu_query)() = nullptr;
-inline bool cpu_has_kernel_level(int level) { return level == 0; }
-inline std::string cpu_missing_features() { return std::string(); }
+inline bool cpu_has_kernel_level(int level) {
+  return level == 0;
+}
+inline std::string cpu_missing_features() {
+  return std::string();
+}
 #endif
 
 inline Result<void> check_cpu() {
@@ -868,10 +891,9 @@ inline Result<void> check_cpu() {
 #else
   const char* hint = "`make LLMINFER_SIMD=avx2` or `LLMINFER_SIMD=scalar`";
 #endif
-  return make_error(Errc::cpu_unsupported,
-                    strf("this program was built for %s, but this CPU (or OS) lacks %s; rebuild "
-                         "with a lower target, e.g. %s",
-                         simd_compiled(), missing.c_str(), hint));
+  return make_error(Errc::cpu_unsupported, strf("this program was built for %s, but this CPU (or OS) lacks %s; rebuild "
+                                                "with a lower target, e.g. %s",
+                                                simd_compiled(), missing.c_str(), hint));
 }
 
 }  // namespace detail

@@ -15,9 +15,9 @@ struct Json {
   bool is_int = false;  // number: an integer that fits in int64 (then `i` is exact)
   int64_t i = 0;
   double num = 0;
-  std::string str;                                    // string value, or a number's literal text
-  std::vector<Json> items;                            // array
-  std::vector<JsonMember> members;                    // object, in file order (.first key, .second value)
+  std::string str;                  // string value, or a number's literal text
+  std::vector<Json> items;          // array
+  std::vector<JsonMember> members;  // object, in file order (.first key, .second value)
 
   // Declared here, defaulted after JsonMember: clang with libstdc++ otherwise checks the member
   // type while Json is still incomplete when a Json is copied or destroyed.
@@ -128,12 +128,11 @@ class JsonParser {
         col++;
       }
     }
-    return strf("%.*s: invalid JSON at line %zu, column %zu: %s", static_cast<int>(what_.size()),
-                what_.data(), line, col, err_.c_str());
+    return strf("%.*s: invalid JSON at line %zu, column %zu: %s", static_cast<int>(what_.size()), what_.data(), line,
+                col, err_.c_str());
   }
   void skip_ws() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
-      pos_++;
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) pos_++;
   }
   bool literal(std::string_view word) {
     if (s_.substr(pos_, word.size()) != word) return fail("invalid literal");
@@ -147,9 +146,7 @@ class JsonParser {
     switch (c) {
       case '{': return object(out, depth);
       case '[': return array(out, depth);
-      case '"':
-        out.type = Json::Type::string;
-        return string(out.str);
+      case '"': out.type = Json::Type::string; return string(out.str);
       case 't':
         out.type = Json::Type::boolean;
         out.boolean = true;
@@ -158,9 +155,7 @@ class JsonParser {
         out.type = Json::Type::boolean;
         out.boolean = false;
         return literal("false");
-      case 'n':
-        out.type = Json::Type::null;
-        return literal("null");
+      case 'n': out.type = Json::Type::null; return literal("null");
       default:
         if (c == '-' || (c >= '0' && c <= '9')) return number(out);
         return fail("unexpected character");
@@ -229,10 +224,14 @@ class JsonParser {
     for (int k = 0; k < 4; k++) {
       char h = s_[pos_++];
       v <<= 4;
-      if (h >= '0' && h <= '9') v |= static_cast<uint32_t>(h - '0');
-      else if (h >= 'a' && h <= 'f') v |= static_cast<uint32_t>(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') v |= static_cast<uint32_t>(h - 'A' + 10);
-      else return fail("invalid \\u escape");
+      if (h >= '0' && h <= '9')
+        v |= static_cast<uint32_t>(h - '0');
+      else if (h >= 'a' && h <= 'f')
+        v |= static_cast<uint32_t>(h - 'a' + 10);
+      else if (h >= 'A' && h <= 'F')
+        v |= static_cast<uint32_t>(h - 'A' + 10);
+      else
+        return fail("invalid \\u escape");
     }
     return true;
   }
@@ -378,8 +377,10 @@ inline std::string json_quote(std::string_view s) {
         case '\b': out += "\\b"; break;
         case '\f': out += "\\f"; break;
         default:
-          if (c < 0x20 || c == 0x7F) out += strf("\\u%04x", c);
-          else out += static_cast<char>(c);
+          if (c < 0x20 || c == 0x7F)
+            out += strf("\\u%04x", c);
+          else
+            out += static_cast<char>(c);
       }
       i++;
       continue;

@@ -49,7 +49,7 @@ enum class DType : uint16_t {
 #define LLMI_X(e, id, name, block, bytes, k, act) e = id,
   LLMI_DTYPES(LLMI_X)
 #undef LLMI_X
-  invalid = 0xFFFF,
+      invalid = 0xFFFF,
 };
 
 // The form of the input a weight type's row product takes: f32 as it is, or quantized once per
@@ -73,7 +73,8 @@ inline constexpr DTypeTraits kDTypeTraits[] = {
 // id -> 1 + its row in kDTypeTraits (0: not a type).
 inline constexpr auto kDTypeRow = [] {
   std::array<uint8_t, 212> row{};
-  for (size_t i = 0; i < std::size(kDTypeTraits); i++) row[static_cast<size_t>(kDTypeTraits[i].type)] = static_cast<uint8_t>(i + 1);
+  for (size_t i = 0; i < std::size(kDTypeTraits); i++)
+    row[static_cast<size_t>(kDTypeTraits[i].type)] = static_cast<uint8_t>(i + 1);
   return row;
 }();
 
@@ -111,7 +112,8 @@ using TypeTag = std::integral_constant<DType, T>;
 template <class F>
 inline decltype(auto) visit_weight_type(DType t, F&& f) {
 #define LLMI_VISIT_1(e) \
-  case DType::e: return f(TypeTag<DType::e>{});
+  case DType::e:        \
+    return f(TypeTag<DType::e>{});
 #define LLMI_VISIT_0(e)
 #define LLMI_X(e, id, name, block, bytes, k, act) LLMI_VISIT_##k(e)
   switch (t) {
@@ -164,8 +166,8 @@ inline uint16_t f32_to_fp16(float f) {
   uint32_t ax = x & 0x7FFFFFFF;
   if (ax >= 0x7F800000) return static_cast<uint16_t>(sign | 0x7C00 | (ax > 0x7F800000 ? 0x200 : 0));
   if (ax >= 0x477FF000) return static_cast<uint16_t>(sign | 0x7C00);  // rounds to infinity
-  if (ax < 0x38800000) {                                               // subnormal or zero in fp16
-    if (ax < 0x33000000) return static_cast<uint16_t>(sign);           // rounds to zero
+  if (ax < 0x38800000) {                                              // subnormal or zero in fp16
+    if (ax < 0x33000000) return static_cast<uint16_t>(sign);          // rounds to zero
     // value = M * 2^(e-150) with M the 24-bit significand; in units of 2^-24: M >> (126 - e)
     uint32_t e = ax >> 23, m = (ax & 0x7FFFFF) | 0x800000;
     uint32_t shift = 126 - e;  // 14..24

@@ -15,8 +15,19 @@ inline namespace v0_1 {
 namespace detail {
 
 enum class GgufType : uint32_t {
-  u8 = 0, i8 = 1, u16 = 2, i16 = 3, u32 = 4, i32 = 5, f32 = 6, boolean = 7,
-  string = 8, array = 9, u64 = 10, i64 = 11, f64 = 12,
+  u8 = 0,
+  i8 = 1,
+  u16 = 2,
+  i16 = 3,
+  u32 = 4,
+  i32 = 5,
+  f32 = 6,
+  boolean = 7,
+  string = 8,
+  array = 9,
+  u64 = 10,
+  i64 = 11,
+  f64 = 12,
 };
 
 inline const char* gguf_type_name(GgufType t) {
@@ -29,10 +40,17 @@ inline const char* gguf_type_name(GgufType t) {
 // Size of a fixed-size scalar type, 0 for string/array/invalid.
 inline uint32_t gguf_scalar_size(GgufType t) {
   switch (t) {
-    case GgufType::u8: case GgufType::i8: case GgufType::boolean: return 1;
-    case GgufType::u16: case GgufType::i16: return 2;
-    case GgufType::u32: case GgufType::i32: case GgufType::f32: return 4;
-    case GgufType::u64: case GgufType::i64: case GgufType::f64: return 8;
+    case GgufType::u8:
+    case GgufType::i8:
+    case GgufType::boolean: return 1;
+    case GgufType::u16:
+    case GgufType::i16: return 2;
+    case GgufType::u32:
+    case GgufType::i32:
+    case GgufType::f32: return 4;
+    case GgufType::u64:
+    case GgufType::i64:
+    case GgufType::f64: return 8;
     default: return 0;
   }
 }
@@ -79,7 +97,8 @@ struct GgufValue {
     switch (t) {
       case GgufType::u64: return static_cast<int64_t>(std::min<uint64_t>(rd_u64(q), INT64_MAX));
       case GgufType::i64: return static_cast<int64_t>(rd_u64(q));
-      case GgufType::f32: case GgufType::f64: {
+      case GgufType::f32:
+      case GgufType::f64: {
         double d = number_at(t, q);
         return std::isfinite(d) && std::fabs(d) < 9.2e18 ? static_cast<int64_t>(d) : 0;
       }
@@ -101,7 +120,7 @@ struct GgufKV {
 
 struct GgufTensorInfo {
   std::string_view name;
-  uint32_t n_dims = 0;  // 0..4 (0: a scalar, as ggml allows)
+  uint32_t n_dims = 0;           // 0..4 (0: a scalar, as ggml allows)
   int64_t ne[4] = {1, 1, 1, 1};  // ne[0] is the innermost (row) dimension
   DType type = DType::f32;
   uint64_t offset = 0;  // from the start of the data section
@@ -150,9 +169,10 @@ class GgufReader {
       return err(strf("the header declares %llu metadata entries, more than LLMINFER_MAX_METADATA (%llu)", ull(n_kv),
                       ull(LLMINFER_MAX_METADATA)));
     if (n_tensors * 25 + n_kv * 14 > remaining())
-      return err(strf("the header declares %llu tensors and %llu metadata entries, but only %llu bytes follow "
-                      "(a truncated file or a corrupt count)",
-                      ull(n_tensors), ull(n_kv), ull(remaining())));
+      return err(
+          strf("the header declares %llu tensors and %llu metadata entries, but only %llu bytes follow "
+               "(a truncated file or a corrupt count)",
+               ull(n_tensors), ull(n_kv), ull(remaining())));
 
     // ---- metadata ----
     // Containers grow with what was actually read, never with a count the file merely claims.
@@ -211,14 +231,16 @@ class GgufReader {
         nel *= e;
       }
       if (over)
-        return err(strf("%s: dimensions [%lld, %lld, %lld, %lld] overflow", where_.c_str(), static_cast<long long>(ti.ne[0]),
-                        static_cast<long long>(ti.ne[1]), static_cast<long long>(ti.ne[2]),
-                        static_cast<long long>(ti.ne[3])));
+        return err(strf("%s: dimensions [%lld, %lld, %lld, %lld] overflow", where_.c_str(),
+                        static_cast<long long>(ti.ne[0]), static_cast<long long>(ti.ne[1]),
+                        static_cast<long long>(ti.ne[2]), static_cast<long long>(ti.ne[3])));
       uint32_t type = 0;
       if (!u32(type, "type")) return error_;
       ti.type = static_cast<DType>(type);
       const DTypeTraits* tr = type < 200 ? dtype_traits(ti.type) : nullptr;
-      if (!tr) return err(strf("%s has ggml type id %u, which is not a tensor type (unknown or removed)", where_.c_str(), type));
+      if (!tr)
+        return err(
+            strf("%s has ggml type id %u, which is not a tensor type (unknown or removed)", where_.c_str(), type));
       if (static_cast<uint64_t>(ti.ne[0]) % tr->block != 0)
         return err(strf("%s: row length %lld is not a multiple of the %s block size %u", where_.c_str(),
                         static_cast<long long>(ti.ne[0]), tr->name, tr->block));
@@ -243,16 +265,16 @@ class GgufReader {
                         ull(t.offset), ull(f.alignment)));
       uint64_t end = 0, abs = 0;
       if (add_overflows(t.offset, t.nbytes, &end) || end > avail) {
-        std::string at = add_overflows(f.data_offset, t.offset, &abs)
-                             ? strf("data section + %llu", ull(t.offset))
-                             : strf("%llu", ull(abs));
+        std::string at = add_overflows(f.data_offset, t.offset, &abs) ? strf("data section + %llu", ull(t.offset))
+                                                                      : strf("%llu", ull(abs));
         return err(strf("tensor '%s' data [offset %s, size %s] runs past the end of the file (%s)",
                         printable(t.name).c_str(), at.c_str(), human_bytes(t.nbytes).c_str(), human_bytes(n_).c_str()));
       }
     }
     std::vector<size_t> order(f.tensors.size());
     for (size_t k = 0; k < order.size(); k++) order[k] = k;
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return f.tensors[a].offset < f.tensors[b].offset; });
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return f.tensors[a].offset < f.tensors[b].offset; });
     for (size_t k = 1; k < order.size(); k++) {
       const auto& a = f.tensors[order[k - 1]];
       const auto& b = f.tensors[order[k]];

@@ -23,9 +23,9 @@ struct StFile {
 
 inline DType safetensors_dtype(std::string_view s) {
   static const std::pair<const char*, DType> table[] = {
-      {"F32", DType::f32},   {"F16", DType::f16},         {"BF16", DType::bf16},       {"F64", DType::f64},
-      {"I8", DType::i8},     {"I16", DType::i16},         {"I32", DType::i32},         {"I64", DType::i64},
-      {"U8", DType::u8},     {"U16", DType::u16},         {"U32", DType::u32},         {"U64", DType::u64},
+      {"F32", DType::f32},      {"F16", DType::f16},         {"BF16", DType::bf16},       {"F64", DType::f64},
+      {"I8", DType::i8},        {"I16", DType::i16},         {"I32", DType::i32},         {"I64", DType::i64},
+      {"U8", DType::u8},        {"U16", DType::u16},         {"U32", DType::u32},         {"U64", DType::u64},
       {"BOOL", DType::boolean}, {"F8_E4M3", DType::f8_e4m3}, {"F8_E5M2", DType::f8_e5m2},
   };
   for (const auto& e : table)
@@ -39,7 +39,8 @@ constexpr uint64_t kSafetensorsMaxHeader = 100ull << 20;
 // Parses a safetensors image of `size` bytes at `d`; `name` is used in messages.
 inline Result<StFile> safetensors_parse(const uint8_t* d, uint64_t size, const std::string& name) {
   auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, name + ": " + what); };
-  if (size < 8) return bad(strf("too small to be a safetensors file (%llu bytes)", static_cast<unsigned long long>(size)));
+  if (size < 8)
+    return bad(strf("too small to be a safetensors file (%llu bytes)", static_cast<unsigned long long>(size)));
   uint64_t hlen = rd_u64(d);
   if (hlen > kSafetensorsMaxHeader)
     return bad(strf("header length %llu is larger than the 100 MiB limit", static_cast<unsigned long long>(hlen)));
@@ -47,7 +48,8 @@ inline Result<StFile> safetensors_parse(const uint8_t* d, uint64_t size, const s
     return bad(strf("header length %llu runs past the end of the file (%s)", static_cast<unsigned long long>(hlen),
                     human_bytes(size).c_str()));
   if (hlen < 2 || d[8] != '{') return bad("the header is not a JSON object");
-  auto header = json_parse(std::string_view(reinterpret_cast<const char*>(d + 8), static_cast<size_t>(hlen)), name + " header");
+  auto header =
+      json_parse(std::string_view(reinterpret_cast<const char*>(d + 8), static_cast<size_t>(hlen)), name + " header");
   if (!header) return header.error();
   const Json& h = *header;
   if (!h.is_object()) return bad("the header is not a JSON object");
@@ -73,14 +75,17 @@ inline Result<StFile> safetensors_parse(const uint8_t* d, uint64_t size, const s
     StTensor t;
     t.name = key;
     t.type = safetensors_dtype(dt.str);
-    if (t.type == DType::invalid) return bad(strf("tensor '%s': unknown dtype '%s'", tn.c_str(), printable(dt.str).c_str()));
+    if (t.type == DType::invalid)
+      return bad(strf("tensor '%s': unknown dtype '%s'", tn.c_str(), printable(dt.str).c_str()));
     if (!shape.is_array()) return bad(strf("tensor '%s': missing shape", tn.c_str()));
-    if (shape.items.size() > 8) return bad(strf("tensor '%s': %zu dimensions (at most 8)", tn.c_str(), shape.items.size()));
+    if (shape.items.size() > 8)
+      return bad(strf("tensor '%s': %zu dimensions (at most 8)", tn.c_str(), shape.items.size()));
     // The product of the dimensions, zeros counted as 1, must fit in int64 (so that every partial
     // product does, whatever the order and even with a 0 dimension).
     uint64_t nel = 1, bound = 1;
     for (const auto& s : shape.items) {
-      if (!s.is_number() || !s.is_int || s.i < 0) return bad(strf("tensor '%s': shape holds a non-integer or negative value", tn.c_str()));
+      if (!s.is_number() || !s.is_int || s.i < 0)
+        return bad(strf("tensor '%s': shape holds a non-integer or negative value", tn.c_str()));
       if (mul_overflows(bound, std::max<uint64_t>(static_cast<uint64_t>(s.i), 1), &bound) ||
           bound > static_cast<uint64_t>(INT64_MAX))
         return bad(strf("tensor '%s': shape overflows", tn.c_str()));
@@ -97,7 +102,8 @@ inline Result<StFile> safetensors_parse(const uint8_t* d, uint64_t size, const s
                       static_cast<unsigned long long>(e - b), static_cast<unsigned long long>(want)));
     if (e > avail)
       return bad(strf("tensor '%s' data [offset %llu, size %s] runs past the end of the file (%s)", tn.c_str(),
-                      static_cast<unsigned long long>(data_start + b), human_bytes(e - b).c_str(), human_bytes(size).c_str()));
+                      static_cast<unsigned long long>(data_start + b), human_bytes(e - b).c_str(),
+                      human_bytes(size).c_str()));
     t.data = d + data_start + b;
     t.nbytes = e - b;
     t.file_offset = data_start + b;
@@ -110,7 +116,8 @@ inline Result<StFile> safetensors_parse(const uint8_t* d, uint64_t size, const s
   for (size_t k = 1; k < order.size(); k++)
     if (out.tensors[order[k]].name == out.tensors[order[k - 1]].name)
       return bad(strf("tensor '%s' is listed twice", printable(out.tensors[order[k]].name).c_str()));
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return out.tensors[a].file_offset < out.tensors[b].file_offset; });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return out.tensors[a].file_offset < out.tensors[b].file_offset; });
   for (size_t k = 1; k < order.size(); k++) {
     const auto& a = out.tensors[order[k - 1]];
     const auto& b = out.tensors[order[k]];

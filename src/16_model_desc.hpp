@@ -63,7 +63,7 @@ struct VocabData {
   std::string pre;    // GGUF tokenizer.ggml.pre: "llama-bpe", "qwen2", "smollm", "default", ...
   std::vector<std::string> tokens;
   std::vector<float> scores;
-  std::vector<int32_t> types;  // 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
+  std::vector<int32_t> types;       // 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
   std::vector<std::string> merges;  // "left right"
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, pad = -1, sep = -1;
   // Every end-of-sequence id the files name: GGUF eos/eot/eom; Hugging Face generation_config.json's
@@ -90,14 +90,14 @@ struct ModelDesc {
   std::string path;  // as given
   // set by every loader; the default is what a description built from JSON side files (tests) wants
   FileFormat format = FileFormat::safetensors;
-  std::string arch;    // architecture name (selects the architecture definition)
-  std::string name;    // general.name / model directory name
+  std::string arch;  // architecture name (selects the architecture definition)
+  std::string name;  // general.name / model directory name
   uint64_t file_bytes = 0;
   std::vector<std::shared_ptr<MappedFile>> files;
-  std::optional<GgufFile> gguf;  // GGUF: all metadata (views into files[0])
+  std::optional<GgufFile> gguf;                                      // GGUF: all metadata (views into files[0])
   Json config, tokenizer_json, tokenizer_config, generation_config;  // safetensors directories
-  std::vector<std::pair<std::string, std::string>> st_metadata;     // safetensors __metadata__
-  std::map<std::string, MetaValue, std::less<>> meta;  // scalar metadata under GGUF keys
+  std::vector<std::pair<std::string, std::string>> st_metadata;      // safetensors __metadata__
+  std::map<std::string, MetaValue, std::less<>> meta;                // scalar metadata under GGUF keys
   // numeric and boolean arrays under "{arch}." keys (per-layer values: sliding_window_pattern,
   // head counts, ...); tokenizer arrays stay in `gguf`
   std::map<std::string, std::vector<double>, std::less<>> meta_arrays;
@@ -273,17 +273,16 @@ inline Result<void> desc_from_gguf(ModelDesc& m, const uint8_t* base, const std:
 
 // ---- Hugging Face config.json -> GGUF keys and names ----
 struct HfArchInfo {
-  const char* model_type;  // config.json "model_type"
-  const char* arch;        // our architecture name
-  bool norm_plus_one;      // norms are stored as w - 1 (gemma): GGUF stores w
+  const char* model_type;       // config.json "model_type"
+  const char* arch;             // our architecture name
+  bool norm_plus_one;           // norms are stored as w - 1 (gemma): GGUF stores w
   bool post_attn_is_post_norm;  // "post_attention_layernorm" is a post-norm, not the FFN pre-norm
 };
 
 inline const HfArchInfo* hf_arch_info(std::string_view model_type) {
   static const HfArchInfo table[] = {
-      {"llama", "llama", false, false},     {"mistral", "llama", false, false},
-      {"qwen2", "qwen2", false, false},     {"qwen3", "qwen3", false, false},
-      {"gemma3_text", "gemma3", true, true}, {"gemma3", "gemma3", true, true},
+      {"llama", "llama", false, false},         {"mistral", "llama", false, false},    {"qwen2", "qwen2", false, false},
+      {"qwen3", "qwen3", false, false},         {"gemma3_text", "gemma3", true, true}, {"gemma3", "gemma3", true, true},
       {"gemma3n_text", "gemma3n", false, true}, {"gemma3n", "gemma3n", false, true},
   };
   for (const auto& e : table)
@@ -314,18 +313,29 @@ inline std::string hf_tensor_name(std::string_view n, const HfArchInfo& info) {
   std::string_view layer = n.substr(7, dot - 7), rest = n.substr(dot + 1);
   if (layer.empty() || layer.find_first_not_of("0123456789") != std::string_view::npos) return std::string();
   static const std::pair<const char*, const char*> map[] = {
-      {"input_layernorm", "attn_norm"},     {"self_attn.q_proj", "attn_q"},
-      {"self_attn.k_proj", "attn_k"},       {"self_attn.v_proj", "attn_v"},
-      {"self_attn.o_proj", "attn_output"},  {"self_attn.q_norm", "attn_q_norm"},
-      {"self_attn.k_norm", "attn_k_norm"},  {"mlp.gate_proj", "ffn_gate"},
-      {"mlp.up_proj", "ffn_up"},            {"mlp.down_proj", "ffn_down"},
-      {"pre_feedforward_layernorm", "ffn_norm"}, {"post_feedforward_layernorm", "post_ffw_norm"},
+      {"input_layernorm", "attn_norm"},
+      {"self_attn.q_proj", "attn_q"},
+      {"self_attn.k_proj", "attn_k"},
+      {"self_attn.v_proj", "attn_v"},
+      {"self_attn.o_proj", "attn_output"},
+      {"self_attn.q_norm", "attn_q_norm"},
+      {"self_attn.k_norm", "attn_k_norm"},
+      {"mlp.gate_proj", "ffn_gate"},
+      {"mlp.up_proj", "ffn_up"},
+      {"mlp.down_proj", "ffn_down"},
+      {"pre_feedforward_layernorm", "ffn_norm"},
+      {"post_feedforward_layernorm", "post_ffw_norm"},
       // Gemma 3n: per-layer input, AltUp, LAuReL
-      {"per_layer_input_gate", "inp_gate"},  {"per_layer_projection", "proj"},
-      {"post_per_layer_input_norm", "post_norm"},  {"altup.correction_coefs", "altup_correct_coef"},
-      {"altup.prediction_coefs", "altup_predict_coef"},  {"altup.modality_router", "altup_router"},
-      {"altup.router_norm", "altup_router_norm"},  {"laurel.linear_left", "laurel_l"},
-      {"laurel.linear_right", "laurel_r"},   {"laurel.post_laurel_norm", "laurel_post_norm"},
+      {"per_layer_input_gate", "inp_gate"},
+      {"per_layer_projection", "proj"},
+      {"post_per_layer_input_norm", "post_norm"},
+      {"altup.correction_coefs", "altup_correct_coef"},
+      {"altup.prediction_coefs", "altup_predict_coef"},
+      {"altup.modality_router", "altup_router"},
+      {"altup.router_norm", "altup_router_norm"},
+      {"laurel.linear_left", "laurel_l"},
+      {"laurel.linear_right", "laurel_r"},
+      {"laurel.post_laurel_norm", "laurel_post_norm"},
   };
   // a bare parameter (no ".weight"): GGUF appends it
   if (rest == "altup.correct_output_scale") return "blk." + std::string(layer) + ".altup_correct_scale.weight";
@@ -424,7 +434,8 @@ inline Result<void> desc_meta_from_config(ModelDesc& m, const HfArchInfo*& info)
   }
   // Gemma 3n (Gemma3nTextConfig): newer configs give the rope bases as rope_parameters
   if (const Json* rp = c.find("rope_parameters"); rp && rp->is_object()) {
-    if (const Json* f = rp->find("full_attention"); f && f->is_object()) meta_set_num(m, a + "rope.freq_base", (*f)["rope_theta"]);
+    if (const Json* f = rp->find("full_attention"); f && f->is_object())
+      meta_set_num(m, a + "rope.freq_base", (*f)["rope_theta"]);
     if (const Json* f = rp->find("sliding_attention"); f && f->is_object())
       meta_set_num(m, a + "rope.freq_base_swa", (*f)["rope_theta"]);
   }
@@ -438,7 +449,9 @@ inline Result<void> desc_meta_from_config(ModelDesc& m, const HfArchInfo*& info)
     std::vector<double> out;
     for (const Json& e : list.items) {
       auto v = f(e);
-      if (!v) return make_error(Errc::bad_format, strf("%s: config.json: an entry of a per-layer list is not valid", m.path.c_str()));
+      if (!v)
+        return make_error(Errc::bad_format,
+                          strf("%s: config.json: an entry of a per-layer list is not valid", m.path.c_str()));
       out.push_back(*v);
     }
     return out;
@@ -467,11 +480,15 @@ inline Result<void> desc_meta_from_config(ModelDesc& m, const HfArchInfo*& info)
       if (!e.is_number() || !(e.num >= 0) || !(e.num < 1)) return std::nullopt;
       return normal_quantile(e.num);
     });
-    if (!v) return make_error(Errc::bad_format, m.path + ": config.json: activation_sparsity_pattern must hold numbers in [0, 1)");
+    if (!v)
+      return make_error(Errc::bad_format,
+                        m.path + ": config.json: activation_sparsity_pattern must hold numbers in [0, 1)");
     m.meta_arrays[a + "activation_sparsity_scale"] = std::move(*v);
   }
-  if (const Json* t = c.find("tie_word_embeddings"); t && t->is_bool()) meta_set_num(m, "general.tie_word_embeddings", *t);
-  else if (const Json* t2 = m.config.find("tie_word_embeddings"); t2 && t2->is_bool()) meta_set_num(m, "general.tie_word_embeddings", *t2);
+  if (const Json* t = c.find("tie_word_embeddings"); t && t->is_bool())
+    meta_set_num(m, "general.tie_word_embeddings", *t);
+  else if (const Json* t2 = m.config.find("tie_word_embeddings"); t2 && t2->is_bool())
+    meta_set_num(m, "general.tie_word_embeddings", *t2);
   return {};
 }
 
@@ -501,8 +518,9 @@ inline Result<void> desc_hparams(ModelDesc& m) {
     if (!v) return std::optional<float>();
     float f = static_cast<float>(*v);
     if (!std::isfinite(f) || f < 0 || (positive && !(f > 0)))
-      return make_error(Errc::bad_format, strf("%s: metadata '%s.%s' is %g; it must be a finite %s number", m.path.c_str(),
-                                               m.arch.c_str(), suffix, *v, positive ? "positive" : "non-negative"));
+      return make_error(Errc::bad_format,
+                        strf("%s: metadata '%s.%s' is %g; it must be a finite %s number", m.path.c_str(),
+                             m.arch.c_str(), suffix, *v, positive ? "positive" : "non-negative"));
     return std::optional<float>(f);
   };
   auto eps = real("attention.layer_norm_rms_epsilon", false);

@@ -6,7 +6,9 @@ namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
 
-inline bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+inline bool starts_with(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
 inline bool ends_with(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
 }
@@ -34,7 +36,8 @@ inline Result<void> vocab_from_tokenizer_json(ModelDesc& m, const std::string& f
   if (!model.is_object()) return bad("no \"model\" object");
   std::string_view type = model["type"].as_string();
   if (!type.empty() && type != "BPE")
-    return make_error(Errc::unsupported, file + ": tokenizer model type '" + printable(type) + "' is not supported (only BPE)");
+    return make_error(Errc::unsupported,
+                      file + ": tokenizer model type '" + printable(type) + "' is not supported (only BPE)");
   const Json& vocab = model["vocab"];
   if (!vocab.is_object()) return bad("model.vocab is not an object");
   const Json& added = tj["added_tokens"];
@@ -124,7 +127,8 @@ inline void special_ids_from_configs(ModelDesc& m) {
   const size_t n = vd.tokens.size();
   for (const Json* j : {&m.generation_config, &m.config}) {
     const Json& bos = (*j)["bos_token_id"];
-    if (vd.bos < 0 && bos.is_int && bos.i >= 0 && static_cast<uint64_t>(bos.i) < n) vd.bos = static_cast<int32_t>(bos.i);
+    if (vd.bos < 0 && bos.is_int && bos.i >= 0 && static_cast<uint64_t>(bos.i) < n)
+      vd.bos = static_cast<int32_t>(bos.i);
     const Json& eos = (*j)["eos_token_id"];
     if (eos.is_array()) {
       for (const auto& e : eos.items)
@@ -140,8 +144,8 @@ inline void special_ids_from_configs(ModelDesc& m) {
 
 // The JSON side files of a Hugging Face / MLX directory, already read.
 struct HfSources {
-  std::string dir;             // names the files in messages ("dir/config.json")
-  std::string config_text;     // config.json (required)
+  std::string dir;          // names the files in messages ("dir/config.json")
+  std::string config_text;  // config.json (required)
   std::optional<std::string> tokenizer_json, tokenizer_config, generation_config;
   std::optional<std::string> chat_template_jinja;  // chat_template.jinja
   std::optional<std::string> chat_template_json;   // chat_template.json ({"chat_template": "..."})
@@ -228,8 +232,8 @@ inline Result<MlxQuant> mlx_quant_params(const Json& q, std::string_view module,
 
 // Turns the safetensors tensors into TensorViews with GGUF names, combining MLX triples
 // (weight U32 + scales + biases) into one quantized view.
-inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vector<StFile>& files, const HfArchInfo& info,
-                                                  const std::string& cfg_file) {
+inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vector<StFile>& files,
+                                                  const HfArchInfo& info, const std::string& cfg_file) {
   auto bad = [&](const std::string& what) { return make_error(Errc::bad_format, m.path + ": " + what); };
   const Json& q = m.config.find("quantization") ? m.config["quantization"] : m.config["quantization_config"];
   // all tensors by their (prefix-stripped) Hugging Face name
@@ -255,7 +259,8 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vecto
   // listed as stored and never computed with: their MLX triples are not combined nor checked, so
   // that a quantization the text model does not use (other bits, shapes) does not stop the load.
   auto tower = [](std::string_view n) {
-    for (std::string_view p : {"vision_tower.", "audio_tower.", "embed_vision.", "embed_audio.", "multi_modal_projector."})
+    for (std::string_view p :
+         {"vision_tower.", "audio_tower.", "embed_vision.", "embed_audio.", "multi_modal_projector."})
       if (starts_with(n, p)) return true;
     return false;
   };
@@ -297,9 +302,10 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vecto
         const StTensor* b = bi->second;
         if (v.n_dims != 2 || s->shape.size() != 2 || s->shape != b->shape || s->type != b->type ||
             s->shape[0] != t->shape[0] || (s->type != DType::f16 && s->type != DType::bf16 && s->type != DType::f32))
-          return bad(strf("MLX tensor '%s': scales/biases do not match the weight (want two [%lld, groups] f16/bf16/f32 "
-                          "tensors of one type)",
-                          tn.c_str(), static_cast<long long>(t->shape.empty() ? 0 : t->shape[0])));
+          return bad(
+              strf("MLX tensor '%s': scales/biases do not match the weight (want two [%lld, groups] f16/bf16/f32 "
+                   "tensors of one type)",
+                   tn.c_str(), static_cast<long long>(t->shape.empty() ? 0 : t->shape[0])));
         const int64_t groups = s->shape[1], words = t->shape[1];
         if (groups <= 0 || words <= 0) return bad(strf("MLX tensor '%s' is empty", tn.c_str()));
         if (groups > INT64_MAX / 1024 || words > INT64_MAX / 32)
@@ -313,10 +319,11 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vecto
           bits = words * 32 / (groups * group);
         }
         if (words * 32 != groups * group * bits)
-          return bad(strf("MLX tensor '%s': %lld words of 32 bits do not hold %lld groups of %d %lld-bit values "
-                          "(quantization in %s)",
-                          tn.c_str(), static_cast<long long>(words), static_cast<long long>(groups), group,
-                          static_cast<long long>(bits), cfg_file.c_str()));
+          return bad(
+              strf("MLX tensor '%s': %lld words of 32 bits do not hold %lld groups of %d %lld-bit values "
+                   "(quantization in %s)",
+                   tn.c_str(), static_cast<long long>(words), static_cast<long long>(groups), group,
+                   static_cast<long long>(bits), cfg_file.c_str()));
         if (bits != 4 && bits != 8)
           return make_error(Errc::unsupported,
                             strf("%s: MLX tensor '%s' is %lld-bit; only 4- and 8-bit affine quantization is supported",
@@ -336,7 +343,8 @@ inline Result<void> desc_tensors_from_safetensors(ModelDesc& m, const std::vecto
 
 // A sharded model's index must agree with its shards: every tensor it lists is in the shard it
 // names, and every tensor of a shard is listed.
-inline Result<void> check_shard_index(const Json& weight_map, const std::vector<StFile>& files, const std::string& index_file) {
+inline Result<void> check_shard_index(const Json& weight_map, const std::vector<StFile>& files,
+                                      const std::string& index_file) {
   std::unordered_map<std::string_view, std::string_view> shard_of;  // tensor -> shard base name
   for (const auto& f : files) {
     std::string_view shard = f.path;
@@ -346,14 +354,16 @@ inline Result<void> check_shard_index(const Json& weight_map, const std::vector<
   for (const auto& [tensor, file] : weight_map.members) {
     auto it = shard_of.find(tensor);
     if (it == shard_of.end() || it->second != file.str)
-      return make_error(Errc::bad_format, strf("%s: tensor '%s' is not in %s, where the index puts it", index_file.c_str(),
-                                               printable(tensor).c_str(), printable(file.str).c_str()));
+      return make_error(Errc::bad_format,
+                        strf("%s: tensor '%s' is not in %s, where the index puts it", index_file.c_str(),
+                             printable(tensor).c_str(), printable(file.str).c_str()));
   }
   if (shard_of.size() != weight_map.members.size()) {
     for (const auto& [tensor, shard] : shard_of)
       if (!weight_map.find(tensor))
-        return make_error(Errc::bad_format, strf("%s: shard %s holds tensor '%s', which the index does not list",
-                                                 index_file.c_str(), printable(shard).c_str(), printable(tensor).c_str()));
+        return make_error(Errc::bad_format,
+                          strf("%s: shard %s holds tensor '%s', which the index does not list", index_file.c_str(),
+                               printable(shard).c_str(), printable(tensor).c_str()));
   }
   return {};
 }
@@ -366,8 +376,8 @@ inline Result<std::vector<std::string>> shard_names(const Json& index, const std
   for (const auto& [tensor, file] : wm.members) {
     if (!file.is_string() || file.str.empty() || file.str.find('/') != std::string::npos ||
         file.str.find('\\') != std::string::npos || file.str == "." || file.str == ".." || !utf8_valid(file.str))
-      return make_error(Errc::bad_format,
-                        strf("%s: tensor '%s' maps to an invalid file name", index_file.c_str(), printable(tensor).c_str()));
+      return make_error(Errc::bad_format, strf("%s: tensor '%s' maps to an invalid file name", index_file.c_str(),
+                                               printable(tensor).c_str()));
     if (std::find(out.begin(), out.end(), file.str) == out.end()) out.push_back(file.str);
   }
   if (out.empty()) return make_error(Errc::bad_format, index_file + ": the weight_map is empty");
@@ -434,7 +444,8 @@ inline Result<std::shared_ptr<ModelDesc>> safetensors_description(const std::str
 }
 
 // A GGUF model from memory (the bytes must outlive the description).
-inline Result<std::shared_ptr<ModelDesc>> gguf_description(const uint8_t* data, uint64_t size, const std::string& name) {
+inline Result<std::shared_ptr<ModelDesc>> gguf_description(const uint8_t* data, uint64_t size,
+                                                           const std::string& name) {
   auto g = gguf_parse(data, size, name);
   if (!g) return g.error();
   auto m = std::make_shared<ModelDesc>();
@@ -511,8 +522,9 @@ inline Result<std::shared_ptr<ModelDesc>> load_safetensors_model(const std::stri
       for (const auto& name : list_directory(dir))
         if (ends_with(name, ".safetensors")) weights.push_back(path_join(dir, name));
       if (weights.empty())
-        return make_error(Errc::io, dir + ": no model.safetensors, model.safetensors.index.json or *.safetensors "
-                                          "file in this directory (for a GGUF model, give the .gguf file itself)");
+        return make_error(Errc::io, dir +
+                                        ": no model.safetensors, model.safetensors.index.json or *.safetensors "
+                                        "file in this directory (for a GGUF model, give the .gguf file itself)");
     }
   }
   std::vector<std::shared_ptr<MappedFile>> mapped;
@@ -562,8 +574,9 @@ inline Result<std::shared_ptr<ModelDesc>> load_description_from_memory(std::span
   if (!data.data() && !data.empty()) return make_error(Errc::invalid_argument, name + ": no memory given");
   if (data.size() < 4 || std::memcmp(data.data(), "GGUF", 4) != 0)
     return make_error(Errc::bad_format,
-                      name + ": not a GGUF image (a model in memory must be one GGUF file; safetensors need their "
-                             "directory: load them from files)");
+                      name +
+                          ": not a GGUF image (a model in memory must be one GGUF file; safetensors need their "
+                          "directory: load them from files)");
   // Tensors sit at multiples of the file's alignment (32 by default) from its start: a mapping
   // starts on a page, and the kernels need at least the 16 bytes malloc gives (read_into_memory).
   if (!copy && reinterpret_cast<uintptr_t>(data.data()) % 16 != 0)

@@ -18,8 +18,8 @@ namespace detail {
 // value i is d[i / block] * q[i]. `sums` are sums of q over 32 (q8_32) or 16 (q8_256) values:
 // they apply weight offsets (Q4_0's -8, Q4_K's mins, ...) without touching every value.
 struct ActQ8 {
-  const int8_t* q = nullptr;     // [n]
-  const float* d = nullptr;      // [n / block]
+  const int8_t* q = nullptr;      // [n]
+  const float* d = nullptr;       // [n / block]
   const int16_t* sums = nullptr;  // [n / 32] (q8_32) or [n / 16] (q8_256)
 };
 
@@ -129,7 +129,10 @@ inline int q6_k_value(const uint8_t* blk, int i) {
   const uint8_t* ql = blk + offsetof(BlockQ6_K, ql) + 64 * (i / 128);
   const uint8_t* qh = blk + offsetof(BlockQ6_K, qh) + 32 * (i / 128);
   int l = i % 128, quarter = l / 32, k = l % 32;
-  int low = quarter == 0 ? (ql[k] & 15) : quarter == 1 ? (ql[k + 32] & 15) : quarter == 2 ? (ql[k] >> 4) : (ql[k + 32] >> 4);
+  int low = quarter == 0   ? (ql[k] & 15)
+            : quarter == 1 ? (ql[k + 32] & 15)
+            : quarter == 2 ? (ql[k] >> 4)
+                           : (ql[k + 32] >> 4);
   int high = (qh[k] >> (2 * quarter)) & 3;
   return low | high << 4;
 }
@@ -168,7 +171,8 @@ inline void dequant_row_q4_k(const uint8_t* src, float* dst, int64_t n) {
     for (int i = 0; i < kQK_K; i++) {
       int sc, m;
       q4k_scale_min(blk + offsetof(BlockQ4_K, scales), i / 32, &sc, &m);
-      dst[b * kQK_K + i] = d * static_cast<float>(sc) * static_cast<float>(q4_k_value(blk, i)) - dmin * static_cast<float>(m);
+      dst[b * kQK_K + i] =
+          d * static_cast<float>(sc) * static_cast<float>(q4_k_value(blk, i)) - dmin * static_cast<float>(m);
     }
   }
 }
@@ -187,8 +191,10 @@ inline void dequant_row_q6_k(const uint8_t* src, float* dst, int64_t n) {
 template <DType T>
 struct FloatReader {
   float operator()(const uint8_t* p, int64_t i) const {
-    if constexpr (T == DType::f16) return fp16_to_f32(rd_u16(p + 2 * i));
-    else if constexpr (T == DType::bf16) return bf16_to_f32(rd_u16(p + 2 * i));
+    if constexpr (T == DType::f16)
+      return fp16_to_f32(rd_u16(p + 2 * i));
+    else if constexpr (T == DType::bf16)
+      return bf16_to_f32(rd_u16(p + 2 * i));
     else {
       static_assert(T == DType::f32, "FloatReader: f32, f16 or bf16");
       float f;
@@ -216,7 +222,9 @@ inline float mlx_aux(const uint8_t* p, DType t, int64_t i) {
   return with_float_reader(t, [&](auto aux) { return aux(p, i); });
 }
 // Bits per value of an MLX type (a "block" is one uint32 word, 13_dtype).
-constexpr int mlx_bits(DType t) { return 32 / static_cast<int>(dtype_traits(t)->block); }
+constexpr int mlx_bits(DType t) {
+  return 32 / static_cast<int>(dtype_traits(t)->block);
+}
 // Unsigned value i of an MLX row (4 or 8 bits, lowest bits first in little-endian words).
 inline int mlx_value(const uint8_t* row, int bits, int64_t i) {
   uint32_t word = rd_u32(row + 4 * (i * bits / 32));
@@ -230,7 +238,8 @@ inline void dequant_row_mlx(const TensorView& w, int64_t row, float* dst) {
   with_float_reader(w.aux_type, [&](auto aux) {
     for (int64_t g = 0; g < groups; g++) {
       float s = aux(w.scales, row * groups + g), b = aux(w.biases, row * groups + g);
-      for (int64_t i = g * w.group_size; i < (g + 1) * w.group_size; i++) dst[i] = static_cast<float>(mlx_value(q, bits, i)) * s + b;
+      for (int64_t i = g * w.group_size; i < (g + 1) * w.group_size; i++)
+        dst[i] = static_cast<float>(mlx_value(q, bits, i)) * s + b;
     }
   });
 }
@@ -249,7 +258,9 @@ inline int mul_q(int a, int b) {
 }
 
 // Rounds like the SIMD conversions (round half to even, the default rounding mode).
-inline int round_even(float v) { return static_cast<int>(std::nearbyint(v)); }
+inline int round_even(float v) {
+  return static_cast<int>(std::nearbyint(v));
+}
 
 // Sums of q over groups of `len` values.
 inline void group_sums(const int8_t* q, int64_t n, int len, int16_t* sums) {
@@ -297,7 +308,8 @@ inline void quantize_q8_256(const float* x, int64_t n, int8_t* q, float* d, int1
     }
     const float iscale = -127.0f / m;
     d[b] = 1 / iscale;
-    for (int i = 0; i < 256; i++) q[256 * b + i] = static_cast<int8_t>(std::clamp(round_even(iscale * xb[i]), -127, 127));
+    for (int i = 0; i < 256; i++)
+      q[256 * b + i] = static_cast<int8_t>(std::clamp(round_even(iscale * xb[i]), -127, 127));
   }
   group_sums(q, n, 16, sums);
 }

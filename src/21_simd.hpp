@@ -82,8 +82,12 @@ inline __m256i dot_s8_256(__m256i w, __m256i a) {
   return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 // 32 bytes of nibbles -> [low nibbles (32 B)] and [high nibbles (32 B)] as bytes 0..15.
-inline __m256i nibbles_lo256(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(15)); }
-inline __m256i nibbles_hi256(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15)); }
+inline __m256i nibbles_lo256(__m256i v) {
+  return _mm256_and_si256(v, _mm256_set1_epi8(15));
+}
+inline __m256i nibbles_hi256(__m256i v) {
+  return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15));
+}
 // 16 bytes of a Q4_0/Q5_0 block -> the 32 values in element order (low nibbles first).
 inline __m256i q4_block_values(const uint8_t* qs) {
   __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
@@ -140,7 +144,8 @@ inline __m512i dot_u8s8_scaled_512(__m512i acc, __m512i w, __m512i a, __m512i sc
 }
 // [s0, s1] (two per-block float scales) -> 8 lanes of s0 then 8 lanes of s1.
 inline __m512 scale_pair_512(float s0, float s1) {
-  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(s0)), _mm256_castps_pd(_mm256_set1_ps(s1)), 1));
+  return _mm512_castpd_ps(
+      _mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(s0)), _mm256_castps_pd(_mm256_set1_ps(s1)), 1));
 }
 #endif
 
@@ -193,7 +198,8 @@ inline void convert_block32(const float* x, float scale, int8_t* q) {
   const __m256i lim = _mm256_set1_epi32(127), nlim = _mm256_set1_epi32(-127);
   __m256i iv[4];
   for (int k = 0; k < 4; k++)
-    iv[k] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vs)), lim), nlim);
+    iv[k] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vs)), lim),
+                             nlim);
   // int32 -> int8 keeping element order (packs interleave 128-bit lanes; undo with a permute)
   __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(iv[0], iv[1]), _mm256_packs_epi32(iv[2], iv[3]));
   p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
@@ -306,12 +312,14 @@ inline void f16_to_f32_row(const uint8_t* src, float* dst, int64_t n, bool bf16)
 #if defined(LLMI_SIMD_AVX512)
   for (; k + 16 <= n; k += 16) {
     __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * k));
-    _mm512_storeu_ps(dst + k, bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h));
+    _mm512_storeu_ps(dst + k,
+                     bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)) : _mm512_cvtph_ps(h));
   }
 #elif defined(LLMI_SIMD_AVX2)
   for (; k + 8 <= n; k += 8) {
     __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * k));
-    _mm256_storeu_ps(dst + k, bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h));
+    _mm256_storeu_ps(dst + k,
+                     bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)) : _mm256_cvtph_ps(h));
   }
 #elif defined(LLMI_SIMD_NEON)
   for (; k + 4 <= n; k += 4) {
@@ -390,13 +398,15 @@ inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
   const __m512i off = _mm512_set1_epi8(static_cast<char>(offset));
   // a block's 16 bytes go to two 128-bit lanes: low nibbles (weights 0..15) from the first, high
   // nibbles (weights 16..31) from the second
-  const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0);
+  const __m512i shifts =
+      _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0);
   __m256 acc = _mm256_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
     const uint8_t* p = w + b * bs;
     __m512i z = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + qs_off)))),
+        _mm512_castsi256_si512(
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + qs_off)))),
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + bs + qs_off))), 1);
     __m512i v = _mm512_and_si512(_mm512_srlv_epi16(z, shifts), m4);
     if constexpr (kQ5) {
@@ -453,8 +463,12 @@ inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
   return kQ5 ? ref::vec_dot_q5_0(w, a, n) : ref::vec_dot_q4_0(w, a, n);
 #endif
 }
-inline float dot_q4_0(const uint8_t* w, const ActQ8& a, int64_t n) { return dot_q4_q5_0<false>(w, a, n); }
-inline float dot_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) { return dot_q4_q5_0<true>(w, a, n); }
+inline float dot_q4_0(const uint8_t* w, const ActQ8& a, int64_t n) {
+  return dot_q4_q5_0<false>(w, a, n);
+}
+inline float dot_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
+  return dot_q4_q5_0<true>(w, a, n);
+}
 
 // Q4_K: the 8 six-bit scales and mins of a super-block as two 8-byte groups.
 inline void q4k_unpack_scales(const uint8_t* s12, uint64_t* sc8, uint64_t* m8) {
@@ -513,7 +527,8 @@ inline float dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
       __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
       __m512i w0 = _mm512_shuffle_i64x2(lo, hi, 0x44);  // sub-blocks 4c, 4c+1
       __m512i w1 = _mm512_shuffle_i64x2(lo, hi, 0xEE);  // sub-blocks 4c+2, 4c+3
-      __m512i s0 = _mm512_permutexvar_epi16(_mm512_add_epi16(sel0, _mm512_set1_epi16(static_cast<short>(4 * c - 2))), sc16);
+      __m512i s0 =
+          _mm512_permutexvar_epi16(_mm512_add_epi16(sel0, _mm512_set1_epi16(static_cast<short>(4 * c - 2))), sc16);
       __m512i s1 = _mm512_permutexvar_epi16(_mm512_add_epi16(sel0, _mm512_set1_epi16(static_cast<short>(4 * c))), sc16);
       isum = dot_u8s8_scaled_512(isum, w0, _mm512_loadu_si512(q8 + 128 * c), s0);
       isum = dot_u8s8_scaled_512(isum, w1, _mm512_loadu_si512(q8 + 128 * c + 64), s1);
@@ -560,10 +575,13 @@ inline float dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
       ref::q4k_scale_min(p + 4, 2 * c, &sc_lo, &m_lo);
       ref::q4k_scale_min(p + 4, 2 * c + 1, &sc_hi, &m_hi);
       uint8x16_t v0 = vld1q_u8(p + 16 + 32 * c), v1 = vld1q_u8(p + 32 + 32 * c);
-      int8x16_t l0 = vreinterpretq_s8_u8(vandq_u8(v0, vdupq_n_u8(15))), l1 = vreinterpretq_s8_u8(vandq_u8(v1, vdupq_n_u8(15)));
+      int8x16_t l0 = vreinterpretq_s8_u8(vandq_u8(v0, vdupq_n_u8(15))),
+                l1 = vreinterpretq_s8_u8(vandq_u8(v1, vdupq_n_u8(15)));
       int8x16_t h0 = vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)), h1 = vreinterpretq_s8_u8(vshrq_n_u8(v1, 4));
-      int32x4_t slo = neon_dot_s8(neon_dot_s8(vdupq_n_s32(0), l0, vld1q_s8(q8 + 64 * c)), l1, vld1q_s8(q8 + 64 * c + 16));
-      int32x4_t shi = neon_dot_s8(neon_dot_s8(vdupq_n_s32(0), h0, vld1q_s8(q8 + 64 * c + 32)), h1, vld1q_s8(q8 + 64 * c + 48));
+      int32x4_t slo =
+          neon_dot_s8(neon_dot_s8(vdupq_n_s32(0), l0, vld1q_s8(q8 + 64 * c)), l1, vld1q_s8(q8 + 64 * c + 16));
+      int32x4_t shi =
+          neon_dot_s8(neon_dot_s8(vdupq_n_s32(0), h0, vld1q_s8(q8 + 64 * c + 32)), h1, vld1q_s8(q8 + 64 * c + 48));
       sum_q += sc_lo * vaddvq_s32(slo) + sc_hi * vaddvq_s32(shi);
       sum_m += m_lo * (a.sums[16 * b + 4 * c] + a.sums[16 * b + 4 * c + 1]) +
                m_hi * (a.sums[16 * b + 4 * c + 2] + a.sums[16 * b + 4 * c + 3]);
@@ -585,7 +603,8 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
   // qh bits for weights 0..31 / 32..63 of a half: shift left by 4 / 2; for 64..95 / 96..127: by 0 / right 2
   const __m512i shl = _mm512_set_epi64(0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002,
                                        0x0004000400040004, 0x0004000400040004, 0x0004000400040004, 0x0004000400040004);
-  const __m512i shr = _mm512_set_epi64(0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0, 0, 0, 0);
+  const __m512i shr =
+      _mm512_set_epi64(0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0, 0, 0, 0);
   // int16 lane i of a 64-weight scale vector takes scale 4k + i / 8
   const __m512i sel = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002, 0x0002000200020002,
                                        0x0001000100010001, 0x0001000100010001, 0, 0);
@@ -603,9 +622,11 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
       __m512i ql = _mm512_loadu_si512(p + 64 * h);
       __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h)));
       __m512i v0 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30));
-      __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m30));
+      __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                   _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m30));
       __m512i s0 = _mm512_permutexvar_epi16(_mm512_add_epi16(sel, _mm512_set1_epi16(static_cast<short>(8 * h))), sc512);
-      __m512i s1 = _mm512_permutexvar_epi16(_mm512_add_epi16(sel, _mm512_set1_epi16(static_cast<short>(8 * h + 4))), sc512);
+      __m512i s1 =
+          _mm512_permutexvar_epi16(_mm512_add_epi16(sel, _mm512_set1_epi16(static_cast<short>(8 * h + 4))), sc512);
       isum = dot_u8s8_scaled_512(isum, v0, _mm512_loadu_si512(q8 + 128 * h), s0);
       isum = dot_u8s8_scaled_512(isum, v1, _mm512_loadu_si512(q8 + 128 * h + 64), s1);
     }
@@ -634,12 +655,14 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
           _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
           _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
       };
       for (int k = 0; k < 4; k++) {
         int j = 8 * h + 2 * k;  // sub-blocks j, j + 1
         __m256i s = _mm256_set_m128i(_mm_set1_epi16(scs[j + 1]), _mm_set1_epi16(scs[j]));
-        __m256i pr = _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 128 * h + 32 * k)));
+        __m256i pr =
+            _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 128 * h + 32 * k)));
         isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pr, s));
       }
     }
@@ -689,9 +712,13 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
                        [[maybe_unused]] bool bf16_exact = false) {
 #if defined(LLMI_SIMD_AVX512)
   auto load = [&](int64_t i) {
-    if constexpr (T == DType::f32) return _mm512_loadu_ps(reinterpret_cast<const float*>(w) + i);
-    else if constexpr (T == DType::f16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i)));
-    else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i))), 16));
+    if constexpr (T == DType::f32)
+      return _mm512_loadu_ps(reinterpret_cast<const float*>(w) + i);
+    else if constexpr (T == DType::f16)
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i)));
+    else
+      return _mm512_castsi512_ps(_mm512_slli_epi32(
+          _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 2 * i))), 16));
   };
 #if defined(LLMI_SIMD_BF16)
   if (T == DType::bf16 && bf16_exact) {
@@ -759,9 +786,13 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
   // reduce8_hadd), then the rest one product at a time (f16 and bf16: summed in double). A bf16
   // product of bf16 activations is exact, so ggml's multiply-then-add is our FMA.
   auto load = [&](int64_t i) {
-    if constexpr (T == DType::f32) return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i);
-    else if constexpr (T == DType::f16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
-    else return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i))), 16));
+    if constexpr (T == DType::f32)
+      return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i);
+    else if constexpr (T == DType::f16)
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
+    else
+      return _mm256_castsi256_ps(
+          _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i))), 16));
   };
   if (sgemm && n % 8 == 0) {
     __m256 acc = _mm256_setzero_ps();
@@ -789,9 +820,12 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
   }
 #elif defined(LLMI_SIMD_NEON)
   auto load = [&](int64_t i) {
-    if constexpr (T == DType::f32) return vld1q_f32(reinterpret_cast<const float*>(w) + i);
-    else if constexpr (T == DType::f16) return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(w + 2 * i))));
-    else return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(reinterpret_cast<const uint16_t*>(w + 2 * i)), 16));
+    if constexpr (T == DType::f32)
+      return vld1q_f32(reinterpret_cast<const float*>(w) + i);
+    else if constexpr (T == DType::f16)
+      return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(w + 2 * i))));
+    else
+      return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(reinterpret_cast<const uint16_t*>(w + 2 * i)), 16));
   };
   float32x4_t acc[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
   int64_t i = 0;
@@ -806,9 +840,12 @@ inline float dot_float(const uint8_t* w, const float* x, int64_t n, [[maybe_unus
 #if !defined(LLMI_SIMD_AVX2) || defined(LLMI_SIMD_AVX512)  // (the AVX2 body has returned)
   // remaining elements (and the whole row on the scalar path), as the reference does
   if (i < n) {
-    if constexpr (T == DType::f32) r += ref::vec_dot_f32(w + 4 * i, x + i, n - i);
-    else if constexpr (T == DType::f16) r += ref::vec_dot_f16(w + 2 * i, x + i, n - i);
-    else r += ref::vec_dot_bf16(w + 2 * i, x + i, n - i);
+    if constexpr (T == DType::f32)
+      r += ref::vec_dot_f32(w + 4 * i, x + i, n - i);
+    else if constexpr (T == DType::f16)
+      r += ref::vec_dot_f16(w + 2 * i, x + i, n - i);
+    else
+      r += ref::vec_dot_bf16(w + 2 * i, x + i, n - i);
   }
   return r;
 #endif
@@ -831,7 +868,8 @@ inline float dot_mlx(const TensorView& w, int64_t row, const float* x, const flo
           __m128i v;
           if (bits == 4) {
             __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i / 2));
-            __m128i lo = _mm_and_si128(b8, _mm_set1_epi8(15)), hi = _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(15));
+            __m128i lo = _mm_and_si128(b8, _mm_set1_epi8(15)),
+                    hi = _mm_and_si128(_mm_srli_epi16(b8, 4), _mm_set1_epi8(15));
             v = _mm_unpacklo_epi8(lo, hi);
           } else {
             v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i));

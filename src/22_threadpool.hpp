@@ -59,7 +59,9 @@ class ThreadPool {
   // Runs fn(task, thread) for task in [0, n_tasks); `thread` is in [0, size()).
   template <class F>
   void parallel_for(int n_tasks, F&& fn) {
-    auto trampoline = [](void* ctx, int task, int thread) { (*static_cast<std::remove_reference_t<F>*>(ctx))(task, thread); };
+    auto trampoline = [](void* ctx, int task, int thread) {
+      (*static_cast<std::remove_reference_t<F>*>(ctx))(task, thread);
+    };
     run(n_tasks, trampoline, const_cast<void*>(static_cast<const void*>(&fn)));
   }
 
@@ -87,8 +89,10 @@ class ThreadPool {
     work(job, 0);
     // the other threads finish the tasks they claimed
     for (int spins = 0; done_.load(std::memory_order_acquire) < n_tasks; spins++) {
-      if (spins < kSpin) cpu_relax();
-      else std::this_thread::yield();
+      if (spins < kSpin)
+        cpu_relax();
+      else
+        std::this_thread::yield();
     }
     // Close the job: no task index is below the count any more. Without this, a thread that read
     // this job's exhausted ticket and then the next job's (larger) task count could claim a task

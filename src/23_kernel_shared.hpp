@@ -45,7 +45,9 @@ class AlignedBuffer {
   size_t cap_ = 0;
 };
 
-inline size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
+inline size_t round_up(size_t v, size_t m) {
+  return (v + m - 1) / m * m;
+}
 
 // The input X [n_tokens][n] of one or more matmuls. Each quantized form is made on first use
 // and kept until reset(), so matrices that read the same input (attention q/k/v, FFN gate/up)
@@ -95,8 +97,10 @@ class MatmulInput {
       int16_t* s = const_cast<int16_t*>(a.sums);
       quantize(xt, n_, q, d, s);
     };
-    if (n_tokens_ * n_ >= 16384 && n_tokens_ > 1) pool.parallel_for(static_cast<int>(n_tokens_), [&](int t, int) { one(t); });
-    else for (int64_t t = 0; t < n_tokens_; t++) one(t);
+    if (n_tokens_ * n_ >= 16384 && n_tokens_ > 1)
+      pool.parallel_for(static_cast<int>(n_tokens_), [&](int t, int) { one(t); });
+    else
+      for (int64_t t = 0; t < n_tokens_; t++) one(t);
     ready_[f == ActForm::q8_256] = true;
     return true;
   }
@@ -121,7 +125,9 @@ class MatmulInput {
     for (int64_t t = 0; t < n_tokens_; t++) mlx_group_sums(x_ + t * n_, n_, gs, mlx_sums(t));
     return true;
   }
-  float* mlx_sums(int64_t t) const { return mlx_.as<float>(4 * static_cast<size_t>(t) * static_cast<size_t>(n_ / std::max(1, mlx_gs_))); }
+  float* mlx_sums(int64_t t) const {
+    return mlx_.as<float>(4 * static_cast<size_t>(t) * static_cast<size_t>(n_ / std::max(1, mlx_gs_)));
+  }
 
  private:
   struct Form {
@@ -146,7 +152,8 @@ class MatmulInput {
 // returns false and the context reports out_of_memory.
 struct MatmulScratch {
   explicit MatmulScratch(int threads)
-      : panels(std::make_unique<AlignedBuffer[]>(static_cast<size_t>(std::max(1, threads)))), n_panels(std::max(1, threads)) {}
+      : panels(std::make_unique<AlignedBuffer[]>(static_cast<size_t>(std::max(1, threads)))),
+        n_panels(std::max(1, threads)) {}
   MatmulInput in;                           // the quantized input (matmul_x)
   AlignedBuffer starts;                     // gemm: integer start values of the blocks (offsets)
   AlignedBuffer xb;                         // gemm: the activations as bf16 (vdpbf16ps)
@@ -156,7 +163,9 @@ struct MatmulScratch {
 };
 
 // ---- elementwise activations (scalar; the row kernels are in 24_attention_kernels) ----
-inline float silu_f32(float x) { return x / (1.0f + std::exp(-x)); }
+inline float silu_f32(float x) {
+  return x / (1.0f + std::exp(-x));
+}
 // GELU, tanh approximation, at the fp16 precision ggml evaluates it with (ggml looks it up in a
 // table indexed by fp16(x) holding fp16 results; beyond |x| >= 10 it is 0 or x): GGUF models then
 // agree with llama.cpp, and the difference to the exact formula stays below fp16 resolution.
@@ -168,7 +177,9 @@ inline float gelu_tanh_f32(float x) {
   // 1 + 0.044715 f^2 with one rounding, as g++ compiles ggml's expression (its table's bits)
   return fp16_to_f32(f32_to_fp16(0.5f * f * (1.0f + std::tanh(k * f * std::fma(0.044715f * f, f, 1.0f)))));
 }
-inline float gelu_erf_f32(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
+inline float gelu_erf_f32(float x) {
+  return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f));
+}
 // gelu_tanh_f32 of every fp16 value, indexed by its bits (built once, 256 KiB).
 inline const float* gelu_tanh_table() {
   static const std::vector<float> table = [] {

@@ -12,10 +12,12 @@ LLMI_KNS_BEGIN
 #if defined(LLMI_SIMD_AVX512)
 // 16 cache values (f16 or f32) as f32.
 inline __m512 load16_kv(const uint8_t* p, bool f16) {
-  return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))) : _mm512_loadu_ps(reinterpret_cast<const float*>(p));
+  return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))
+             : _mm512_loadu_ps(reinterpret_cast<const float*>(p));
 }
 inline __m512 maskload16_kv(const uint8_t* p, bool f16, __mmask16 m) {
-  return f16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)) : _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(p));
+  return f16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p))
+             : _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(p));
 }
 // e^x for 16 lanes, the same float operations as ggml's AVX-512 expf (llama.cpp's softmax and
 // SiLU), so that our softmax weights and SiLU values are its bits: n = round(x / ln 2) by the
@@ -25,22 +27,26 @@ inline __m512 exp16(__m512 x) {
   const __m512 shift = _mm512_set1_ps(0x1.8p23f);
   const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift);
   const __m512 n = _mm512_sub_ps(z, shift);
-  const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+  const __m512 b =
+      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
   const __m512 u = _mm512_mul_ps(b, b);
-  const __m512 hi = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
-                                    _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f)));
+  const __m512 hi =
+      _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                      _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f)));
   const __m512 j = _mm512_fmadd_ps(hi, u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
   const __m512 r = _mm512_scalef_ps(j, n);
   const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
   if (!big) return r;
-  const __m512 edge = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ), _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
+  const __m512 edge = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ),
+                                           _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
   return _mm512_mask_blend_ps(big, r, edge);
 }
 #endif
 
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
 inline __m256 load8_kv(const uint8_t* p, bool f16) {
-  return f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))) : _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  return f16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))
+             : _mm256_loadu_ps(reinterpret_cast<const float*>(p));
 }
 // e^x for 8 lanes, the same float operations as ggml's AVX2 expf (llama.cpp's AVX2 softmax and
 // SiLU): n = round(x / ln 2) by the 1.5 * 2^23 trick, b = x - n ln 2 in two parts, j = a
@@ -51,15 +57,17 @@ inline __m256 exp8(__m256 x) {
   const __m256 shift = _mm256_set1_ps(0x1.8p23f);
   const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift);
   const __m256 n = _mm256_sub_ps(z, shift);
-  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+  const __m256 b =
+      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
   const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
   const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1.0f))));
   const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
   const __m256 big = _mm256_cmp_ps(an, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
   const __m256 u = _mm256_mul_ps(b, b);
-  const __m256 j = _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                                                   _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-                                   u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+  const __m256 j = _mm256_fmadd_ps(
+      _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                      _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+      u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
   if (!_mm256_movemask_ps(big)) return _mm256_fmadd_ps(j, k, k);
   // 2^n = s1 * s2 with both factors representable; beyond 192 the square of s1 is 0 or infinity
   const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
@@ -73,7 +81,8 @@ inline __m256 exp8(__m256 x) {
 #endif
 
 // out[j] = scale * dot(q, cell j) for j < n; cells are `stride` bytes apart, hd values each.
-inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale, float* out) {
+inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale,
+                        float* out) {
 #if defined(LLMI_SIMD_AVX512)
   if (!f16) {  // llama.cpp's order: ggml_vec_dot_f32 (dot_float), then the scale
     for (int j = 0; j < n; j++) out[j] = scale * dot_float<DType::f32>(k + size_t(j) * stride, q, hd);
@@ -86,18 +95,23 @@ inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, 
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int e = 0; e < full; e++) {
       __m512 qv = _mm512_loadu_ps(q + 16 * e);
-      for (int u = 0; u < 4; u++) acc[u] = _mm512_fmadd_ps(qv, load16_kv(k + (j + u) * stride + (f16 ? 32 : 64) * e, f16), acc[u]);
+      for (int u = 0; u < 4; u++)
+        acc[u] = _mm512_fmadd_ps(qv, load16_kv(k + (j + u) * stride + (f16 ? 32 : 64) * e, f16), acc[u]);
     }
     if (tail) {
       __m512 qv = _mm512_maskz_loadu_ps(tail, q + 16 * full);
-      for (int u = 0; u < 4; u++) acc[u] = _mm512_fmadd_ps(qv, maskload16_kv(k + (j + u) * stride + (f16 ? 32 : 64) * full, f16, tail), acc[u]);
+      for (int u = 0; u < 4; u++)
+        acc[u] = _mm512_fmadd_ps(qv, maskload16_kv(k + (j + u) * stride + (f16 ? 32 : 64) * full, f16, tail), acc[u]);
     }
     for (int u = 0; u < 4; u++) out[j + u] = scale * _mm512_reduce_add_ps(acc[u]);
   }
   for (; j < n; j++) {
     __m512 acc = _mm512_setzero_ps();
-    for (int e = 0; e < full; e++) acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * e), load16_kv(k + j * stride + (f16 ? 32 : 64) * e, f16), acc);
-    if (tail) acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, q + 16 * full), maskload16_kv(k + j * stride + (f16 ? 32 : 64) * full, f16, tail), acc);
+    for (int e = 0; e < full; e++)
+      acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * e), load16_kv(k + j * stride + (f16 ? 32 : 64) * e, f16), acc);
+    if (tail)
+      acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, q + 16 * full),
+                            maskload16_kv(k + j * stride + (f16 ? 32 : 64) * full, f16, tail), acc);
     out[j] = scale * _mm512_reduce_add_ps(acc);
   }
 #elif defined(LLMI_SIMD_AVX2)
@@ -114,8 +128,10 @@ inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, 
     float dot = hsum_ps256(acc);
     for (; e < hd; e++) {
       float x;
-      if (f16) x = fp16_to_f32(rd_u16(c + 2 * e));
-      else std::memcpy(&x, c + 4 * e, 4);
+      if (f16)
+        x = fp16_to_f32(rd_u16(c + 2 * e));
+      else
+        std::memcpy(&x, c + 4 * e, 4);
       dot += q[e] * x;
     }
     out[j] = scale * dot;
@@ -249,8 +265,10 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
     const uint8_t* c = v + size_t(j) * stride;
     for (int e = e0; e < hd; e++) {
       float x;
-      if (f16) x = fp16_to_f32(rd_u16(c + 2 * e));
-      else std::memcpy(&x, c + 4 * e, 4);
+      if (f16)
+        x = fp16_to_f32(rd_u16(c + 2 * e));
+      else
+        std::memcpy(&x, c + 4 * e, 4);
       out[e] += w[j] * x;
     }
   }
@@ -260,8 +278,10 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
     const uint8_t* c = v + size_t(j) * stride;
     for (int e = 0; e < hd; e++) {
       float x;
-      if (f16) x = fp16_to_f32(rd_u16(c + 2 * e));
-      else std::memcpy(&x, c + 4 * e, 4);
+      if (f16)
+        x = fp16_to_f32(rd_u16(c + 2 * e));
+      else
+        std::memcpy(&x, c + 4 * e, 4);
       out[e] += w[j] * x;
     }
   }
@@ -299,7 +319,8 @@ inline void attn_weighted_sum_ggml(const float* w, const uint8_t* v0, size_t str
     auto at = [&](int l) { return _mm512_loadu_ps(acc + size_t(l) * size_t(hs) + e); };
     __m512 x[16];
     for (int l = 0; l < 16; l++)
-      x[l] = lanes == 64 ? _mm512_add_ps(_mm512_add_ps(at(l), at(32 + l)), _mm512_add_ps(at(16 + l), at(48 + l))) : at(l);
+      x[l] =
+          lanes == 64 ? _mm512_add_ps(_mm512_add_ps(at(l), at(32 + l)), _mm512_add_ps(at(16 + l), at(48 + l))) : at(l);
     for (int l = 0; l < 8; l++) x[l] = _mm512_add_ps(x[l + 8], x[l]);
     for (int l = 0; l < 4; l++) x[l] = _mm512_add_ps(x[l + 4], x[l]);
     __m512 r = _mm512_add_ps(_mm512_add_ps(x[0], x[2]), _mm512_add_ps(x[1], x[3]));
@@ -314,8 +335,8 @@ inline void attn_weighted_sum_ggml(const float* w, const uint8_t* v0, size_t str
 // As attn_weighted_sum_ggml with llama.cpp's AVX2 build: `lanes` partial sums by position, 8
 // (several tokens: sgemm's 8 lanes, then hsum_ps256's tree) or 32 (one token: ggml_vec_dot_f32's
 // 4 x 8, folded (0+16) + (8+24), then reduce8_hadd's tree). acc holds lanes x round_up(hd, 8).
-inline void attn_weighted_sum_ggml8(const float* w, const uint8_t* v0, size_t stride, int slots, int lo, int pos, int hd,
-                                    int lanes, float* acc, float* out) {
+inline void attn_weighted_sum_ggml8(const float* w, const uint8_t* v0, size_t stride, int slots, int lo, int pos,
+                                    int hd, int lanes, float* acc, float* out) {
   auto vrow = [&](int j) { return reinterpret_cast<const float*>(v0 + size_t(j % slots) * stride); };
   const int hs = (hd + 7) & ~7;
   std::fill(acc, acc + size_t(lanes) * size_t(hs), 0.0f);
@@ -330,18 +351,23 @@ inline void attn_weighted_sum_ggml8(const float* w, const uint8_t* v0, size_t st
     const float* v = vrow(j);
     const __m256 wj = _mm256_set1_ps(w[j - lo]);
     int e = 0;
-    for (; e + 8 <= hd; e += 8) _mm256_storeu_ps(a + e, _mm256_fmadd_ps(_mm256_loadu_ps(v + e), wj, _mm256_loadu_ps(a + e)));
+    for (; e + 8 <= hd; e += 8)
+      _mm256_storeu_ps(a + e, _mm256_fmadd_ps(_mm256_loadu_ps(v + e), wj, _mm256_loadu_ps(a + e)));
     if (e < hd) _mm256_storeu_ps(a + e, _mm256_fmadd_ps(_mm256_maskload_ps(v + e, tail), wj, _mm256_loadu_ps(a + e)));
   }
   for (int e = 0; e < hs; e += 8) {
     auto at = [&](int l) { return _mm256_loadu_ps(acc + size_t(l) * size_t(hs) + e); };
     __m256 x[8];
-    for (int l = 0; l < 8; l++) x[l] = lanes == 32 ? _mm256_add_ps(_mm256_add_ps(at(l), at(16 + l)), _mm256_add_ps(at(8 + l), at(24 + l))) : at(l);
+    for (int l = 0; l < 8; l++)
+      x[l] =
+          lanes == 32 ? _mm256_add_ps(_mm256_add_ps(at(l), at(16 + l)), _mm256_add_ps(at(8 + l), at(24 + l))) : at(l);
     for (int l = 0; l < 4; l++) x[l] = _mm256_add_ps(x[l], x[l + 4]);
     const __m256 r = lanes == 32 ? _mm256_add_ps(_mm256_add_ps(x[0], x[1]), _mm256_add_ps(x[2], x[3]))
                                  : _mm256_add_ps(_mm256_add_ps(x[0], x[2]), _mm256_add_ps(x[1], x[3]));
-    if (e + 8 <= hd) _mm256_storeu_ps(out + e, r);
-    else _mm256_maskstore_ps(out + e, tail, r);
+    if (e + 8 <= hd)
+      _mm256_storeu_ps(out + e, r);
+    else
+      _mm256_maskstore_ps(out + e, tail, r);
   }
 }
 #endif
@@ -411,7 +437,6 @@ inline void gelu_tanh_row(const float* x, float* y, int n) {
 #endif
   for (; k < n; k++) y[k] = x[k] <= -10.0f ? 0.0f : x[k] >= 10.0f ? x[k] : tab[f32_to_fp16(x[k])];
 }
-
 
 LLMI_KNS_END
 }  // namespace detail

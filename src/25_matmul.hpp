@@ -77,7 +77,7 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
 // (row, token) sum takes exactly the float operations of the row's dot product (dot_q8_0,
 // dot_q4_q5_0, dot_q4_k, dot_q6_k: llama.cpp's AVX2 order), so the result is the bits of gemv
 // and of llama.cpp's AVX2 build; only the integer work and the loads are shared.
-constexpr int kTG = 4;     // tokens per weight-row decode
+constexpr int kTG = 4;           // tokens per weight-row decode
 constexpr int64_t kTBlock = 64;  // tokens per task (their activations stay in L2)
 
 // out[t] = dot_q8_0(w, a[t], n), t < NT.
@@ -152,7 +152,8 @@ inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
         const int8_t* q8 = a[t].q + ref::kQK_K * b + 64 * c;
         const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8)));
         const __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32)));
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
+        isum[t] =
+            _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
       }
     }
     const float d = f16_scale(p), dmin = f16_scale(p + 2);
@@ -180,7 +181,8 @@ inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
     __m256i isum[NT];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
-      const __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
+      const __m256i off =
+          _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
       isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
     }
     for (int h = 0; h < 2; h++) {
@@ -191,21 +193,24 @@ inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
           _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
           _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
           _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
       };
       for (int k = 0; k < 4; k++) {
         const int j = 8 * h + 2 * k;  // sub-blocks j, j + 1
         const __m256i s = _mm256_set_m128i(_mm_set1_epi16(scs[j + 1]), _mm_set1_epi16(scs[j]));
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++) {
-          const __m256i pr = _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].q + ref::kQK_K * b + 128 * h + 32 * k)));
+          const __m256i pr = _mm256_maddubs_epi16(
+              v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].q + ref::kQK_K * b + 128 * h + 32 * k)));
           isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, s));
         }
       }
     }
     const float d = f16_scale(p + 208);
 #pragma GCC unroll 4
-    for (int t = 0; t < NT; t++) acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
+    for (int t = 0; t < NT; t++)
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * a[t].d[b]), acc[t]);
   }
   for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
 }
@@ -279,11 +284,11 @@ inline void gemv_each(const TensorView& w, const MatmulInput& in, float* y, int6
 // as integer start values (-offset * sum of the activations), Q4_K's mins as llama.cpp's own sums.
 // Float weights (f32/f16/bf16/MLX) use a dot-product tile over an f32 panel instead.
 #if defined(LLMI_SIMD_AVX512)
-constexpr int kGR = 16;   // rows per group (one zmm of int32 / f32 lanes)
-constexpr int kRG = 2;    // row groups per micro-tile
-constexpr int kRN = 4;    // tokens per micro-tile
+constexpr int kGR = 16;         // rows per group (one zmm of int32 / f32 lanes)
+constexpr int kRG = 2;          // row groups per micro-tile
+constexpr int kRN = 4;          // tokens per micro-tile
 constexpr int kRB = kGR * kRG;  // rows per task
-constexpr int kTB = 512;  // tokens per task (a panel is decoded once per task)
+constexpr int kTB = 512;        // tokens per task (a panel is decoded once per task)
 
 // acc + sums of 4 products (unsigned w bytes x signed a bytes) per int32 lane.
 inline __m512i dpbusd(__m512i acc, __m512i w, __m512i a) {
@@ -293,7 +298,8 @@ inline __m512i dpbusd(__m512i acc, __m512i w, __m512i a) {
   // vpmaddubsw saturates for bytes above 127 (Q8_0 + 128): split them into nibbles
   const __m512i m4 = _mm512_set1_epi8(15);
   __m512i lo = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(w, m4), a), _mm512_set1_epi16(1));
-  __m512i hi = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w, 4), m4), a), _mm512_set1_epi16(16));
+  __m512i hi =
+      _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w, 4), m4), a), _mm512_set1_epi16(16));
   return _mm512_add_epi32(acc, _mm512_add_epi32(lo, hi));
 #endif
 }
@@ -313,7 +319,8 @@ struct RowDecode {
 };
 // Two int16 values in one int32 (lo in the low half).
 inline int32_t pair16(int lo, int hi) {
-  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) | static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
+  return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                              static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
 }
 // The row decoders, one per type (WeightKernels<T>::decode).
 inline void decode_row_q4_k(const uint8_t* src, int64_t K, const RowDecode& o) {
@@ -324,9 +331,12 @@ inline void decode_row_q4_k(const uint8_t* src, int64_t K, const RowDecode& o) {
     q4k_unpack_scales(blk + 4, &sc8, &m8);
     o.d[b] = f16_scale(blk);
     o.dmin[b] = f16_scale(blk + 2);
-    for (int m = 0; m < 4; m++) o.sc[4 * b + m] = pair16(static_cast<int>((sc8 >> (16 * m)) & 0xFF), static_cast<int>((sc8 >> (16 * m + 8)) & 0xFF));
+    for (int m = 0; m < 4; m++)
+      o.sc[4 * b + m] =
+          pair16(static_cast<int>((sc8 >> (16 * m)) & 0xFF), static_cast<int>((sc8 >> (16 * m + 8)) & 0xFF));
     for (int k = 0; k < 4; k++)
-      o.pairs[4 * b + k] = pair16(static_cast<int>((m8 >> (16 * k)) & 0xFF), static_cast<int>((m8 >> (16 * k + 8)) & 0xFF));
+      o.pairs[4 * b + k] =
+          pair16(static_cast<int>((m8 >> (16 * k)) & 0xFF), static_cast<int>((m8 >> (16 * k + 8)) & 0xFF));
     for (int ch = 0; ch < 4; ch++) {
       __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + 32 * ch));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 256 * b + 64 * ch), _mm256_and_si256(q, m4));
@@ -348,10 +358,14 @@ inline void decode_row_q6_k(const uint8_t* src, int64_t K, const RowDecode& o) {
       __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32));
       __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + 32 * h));
       uint8_t* out = o.v + 256 * b + 128 * h;
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32), _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64), _mm256_or_si256(nibbles_hi256(ql0), _mm256_and_si256(qh, m30)));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 96), _mm256_or_si256(nibbles_hi256(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
+                          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32),
+                          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64),
+                          _mm256_or_si256(nibbles_hi256(ql0), _mm256_and_si256(qh, m30)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 96),
+                          _mm256_or_si256(nibbles_hi256(ql1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
     }
   }
 }
@@ -363,7 +377,8 @@ inline void decode_row_q32(const uint8_t* src, int64_t K, const RowDecode& o) {
     const uint8_t* blk;
     if constexpr (T == DType::q8_0) {
       blk = src + 34 * b;
-      q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)), _mm256_set1_epi8(static_cast<char>(0x80)));
+      q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)),
+                           _mm256_set1_epi8(static_cast<char>(0x80)));
     } else if constexpr (T == DType::q4_0) {
       blk = src + 18 * b;
       q = q4_block_values(blk + 2);
@@ -430,8 +445,8 @@ struct Panel {
 // 64 bytes of K-quant values or activations in micro_kq's order: the 16-bit pairs of the first 32
 // and the second 32 interleaved (dword j: bytes 2j, 2j+1 of both).
 inline __m512i kq_order(__m512i v) {
-  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20, 4, 19, 3,
-                                       18, 2, 17, 1, 16, 0);
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
+                                       5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   return _mm512_permutexvar_epi16(idx, v);
 }
 
@@ -446,7 +461,8 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
   if constexpr (WK::act == ActForm::f32) {
     if (!buf.reserve(static_cast<size_t>(nr) * k * 4)) return false;
     P.f = buf.as<float>();
-    for (int64_t i = 0; i < nr; i++) WK::dequant(w, r0 + i, w.data + static_cast<uint64_t>(r0 + i) * rb, P.f + static_cast<size_t>(i) * k);
+    for (int64_t i = 0; i < nr; i++)
+      WK::dequant(w, r0 + i, w.data + static_cast<uint64_t>(r0 + i) * rb, P.f + static_cast<size_t>(i) * k);
     return true;
   } else {
     constexpr PanelFormat pf = WK::panel;
@@ -481,10 +497,14 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
         const int64_t r = static_cast<int64_t>(g) * 16 + i;
         uint8_t* rv = rows + static_cast<size_t>(i) * rs;
         const bool pad = r >= nr;  // padding rows compute zeros (never stored)
-        if (r + 2 < nr)  // the row after next on its way from memory while this one is decoded
-          for (uint64_t at = 0; at < rb; at += 64) _mm_prefetch(reinterpret_cast<const char*>(w.data + static_cast<uint64_t>(r0 + r + 2) * rb + at), _MM_HINT_T0);
-        if (pad) std::memset(rv, 0, k);
-        else WK::decode(w.data + static_cast<uint64_t>(r0 + r) * rb, K, RowDecode{rv, t.sc, t.d, t.dmin, t.pairs});
+        if (r + 2 < nr)            // the row after next on its way from memory while this one is decoded
+          for (uint64_t at = 0; at < rb; at += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(w.data + static_cast<uint64_t>(r0 + r + 2) * rb + at),
+                         _MM_HINT_T0);
+        if (pad)
+          std::memset(rv, 0, k);
+        else
+          WK::decode(w.data + static_cast<uint64_t>(r0 + r) * rb, K, RowDecode{rv, t.sc, t.d, t.dmin, t.pairs});
         put(P.sc, t.sc, nsc, g, i, pad);
         put(P.d, t.d, nd, g, i, pad);
         put(P.pairs, t.pairs, np, g, i, pad);
@@ -502,7 +522,8 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
         for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (k4 + static_cast<size_t>(j)) * 16, out[j]);
       }
       for (; k4 < k / 4; k4++)
-        for (int i = 0; i < 16; i++) std::memcpy(dst + k4 * 16 + static_cast<size_t>(i), rows + static_cast<size_t>(i) * rs + 4 * k4, 4);
+        for (int i = 0; i < 16; i++)
+          std::memcpy(dst + k4 * 16 + static_cast<size_t>(i), rows + static_cast<size_t>(i) * rs + 4 * k4, 4);
     }
     return true;
   }
@@ -542,10 +563,11 @@ inline __m512i dpwssd(__m512i acc, __m512i p, __m512i sc) {
 // Each sum u is run over all super-blocks at a time, so that only 2 x 4 integer and float
 // accumulators are live (the tile's weights and activations loaded once for 8 products).
 template <bool kQ4K>
-inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, const int32_t* qpairs, TokenTile tj, __m512 (&out)[kRG][kRN]) {
+inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, const int32_t* qpairs, TokenTile tj,
+                     __m512 (&out)[kRG][kRN]) {
   const int64_t K = P.K, nsb = K / 256;
   constexpr int kNP = kQ4K ? 4 : 8;  // offset pairs per super-block
-  const int32_t* aq[kRN];  // the activations in kq_order
+  const int32_t* aq[kRN];            // the activations in kq_order
   const float* ad[kRN];
   const int32_t* ap[kRN];  // the activations' int16 pairs of the offsets
   for (int t = 0; t < kRN; t++) {
@@ -578,7 +600,9 @@ inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, co
       for (int g = 0; g < kRG; g++)
 #pragma GCC unroll 4
         for (int t = 0; t < kRN; t++)
-          is[g][t] = kQ4K ? _mm512_setzero_si512() : dpwssd(_mm512_setzero_si512(), _mm512_load_si512(wp[g] + 8 * s + u), _mm512_set1_epi32(ap[t][8 * s + u]));
+          is[g][t] = kQ4K ? _mm512_setzero_si512()
+                          : dpwssd(_mm512_setzero_si512(), _mm512_load_si512(wp[g] + 8 * s + u),
+                                   _mm512_set1_epi32(ap[t][8 * s + u]));
 #pragma GCC unroll 4
       for (int m = 0; m < 4; m++) {  // 64 values: dwords 16m..16m+15 of the super-block
         const int64_t k4 = 64 * s + 16 * m + 2 * u;
@@ -594,14 +618,17 @@ inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, co
           const __m512i a1 = _mm512_set1_epi32(aq[t][k4]), a2 = _mm512_set1_epi32(aq[t][k4 + 1]);
 #pragma GCC unroll 2
           for (int g = 0; g < kRG; g++)
-            is[g][t] = dpwssd(is[g][t], _mm512_add_epi16(_mm512_maddubs_epi16(w1[g], a1), _mm512_maddubs_epi16(w2[g], a2)), sc[g]);
+            is[g][t] = dpwssd(
+                is[g][t], _mm512_add_epi16(_mm512_maddubs_epi16(w1[g], a1), _mm512_maddubs_epi16(w2[g], a2)), sc[g]);
         }
       }
 #pragma GCC unroll 2
       for (int g = 0; g < kRG; g++) {
         const __m512 d = _mm512_load_ps(wd[g] + 16 * s);
 #pragma GCC unroll 4
-        for (int t = 0; t < kRN; t++) acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[g][t]), _mm512_mul_ps(d, _mm512_set1_ps(ad[t][s])), acc[g][t]);
+        for (int t = 0; t < kRN; t++)
+          acc[g][t] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[g][t]), _mm512_mul_ps(d, _mm512_set1_ps(ad[t][s])), acc[g][t]);
       }
     }
     for (int g = 0; g < kRG; g++)
@@ -627,7 +654,8 @@ inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, co
 #pragma GCC unroll 4
           for (int t = 0; t < kRN; t++) {
             const __m512i m = dpwssd(_mm512_setzero_si512(), mp, _mm512_set1_epi32(ap[t][4 * s + k]));
-            acc[g][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, _mm512_set1_ps(ad[t][s])), acc[g][t]);
+            acc[g][t] =
+                _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, _mm512_set1_ps(ad[t][s])), acc[g][t]);
           }
         }
       for (int g = 0; g < kRG; g++)
@@ -646,7 +674,8 @@ inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, co
 // 8-lane tree, as dot_q8_0 / dot_q4_0 / dot_q5_0 (and llamafile's sgemm). Each 4-value sum is
 // exact: the unsigned values (q + 128, q4 0..15, q5 0..31) times a start at -offset * (sum of
 // those 4 activations).
-inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* starts4, TokenTile tj, __m512 (&out)[kRG][kRN]) {
+inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* starts4, TokenTile tj,
+                      __m512 (&out)[kRG][kRN]) {
   const int64_t K = P.K, nb = K / 32;
   const __m512i* wv[kRG];
   const float* wd[kRG];
@@ -670,7 +699,8 @@ inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* star
         const __m512i av = _mm512_set1_epi32(aq[8 * b + u]), s0 = _mm512_set1_epi32(st[8 * b + u]);
 #pragma GCC unroll 8
         for (int g = 0; g < kRG; g++)
-          acc[g][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpbusd(s0, _mm512_load_si512(wv[g] + 8 * b + u), av)), sc[g], acc[g][u]);
+          acc[g][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpbusd(s0, _mm512_load_si512(wv[g] + 8 * b + u), av)), sc[g],
+                                      acc[g][u]);
       }
     }
     for (int g = 0; g < kRG; g++) {
@@ -731,7 +761,8 @@ inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr
 
 // False when out of memory (the scratch could not grow).
 template <class WK>
-inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
+inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
+                 MatmulScratch& scratch) {
   const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
   const int64_t n_rb = (rows + kRB - 1) / kRB, n_tb = (T + kTB - 1) / kTB;
   constexpr ActForm f = WK::act;
@@ -745,7 +776,8 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     starts = starts_buf.as<int32_t>();
     for (int64_t t = 0; t < T; t++) {
       const int8_t* q = in.row(f, t).q;
-      for (int64_t j = 0; j < K / 4; j++) starts[t * (K / 4) + j] = -off * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
+      for (int64_t j = 0; j < K / 4; j++)
+        starts[t * (K / 4) + j] = -off * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
     }
   } else if constexpr (f == ActForm::q8_256) {
     if constexpr (WK::panel.mins) {  // the activation sums of 32 as int16 pairs (micro_kq)
@@ -753,7 +785,8 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       starts = starts_buf.as<int32_t>();
       for (int64_t t = 0; t < T; t++) {
         const int16_t* s = in.row(f, t).sums;
-        for (int64_t k = 0; k < K / 64; k++) starts[t * (K / 64) + k] = pair16(s[4 * k] + s[4 * k + 1], s[4 * k + 2] + s[4 * k + 3]);
+        for (int64_t k = 0; k < K / 64; k++)
+          starts[t * (K / 64) + k] = pair16(s[4 * k] + s[4 * k + 1], s[4 * k + 2] + s[4 * k + 3]);
       }
     }
   }
@@ -775,7 +808,8 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     if (!xb_buf.reserve(static_cast<size_t>(T * K) * 2 + 64)) return false;
     xb = xb_buf.as<uint16_t>();
     for (int64_t i = 0; i < T * K; i += 32)
-      _mm512_storeu_si512(xb + i, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(in.x() + i + 16), _mm512_loadu_ps(in.x() + i)));
+      _mm512_storeu_si512(xb + i,
+                          (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(in.x() + i + 16), _mm512_loadu_ps(in.x() + i)));
   }
 #endif
   LLMI_ASSERT(scratch.n_panels >= pool.size());
@@ -792,7 +826,8 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
         const uint16_t* xr[4];
         for (int j = 0; j < 4; j++) xr[j] = xb + (t0 + std::min<int64_t>(j0 + j, nt - 1)) * K;
         for (int64_t i0 = 0; i0 < nr; i0 += 2) {
-          const uint8_t* wr[2] = {w.data + static_cast<uint64_t>(r0 + i0) * rb, w.data + static_cast<uint64_t>(r0 + std::min<int64_t>(i0 + 1, nr - 1)) * rb};
+          const uint8_t* wr[2] = {w.data + static_cast<uint64_t>(r0 + i0) * rb,
+                                  w.data + static_cast<uint64_t>(r0 + std::min<int64_t>(i0 + 1, nr - 1)) * rb};
           float out[2][4];
           micro_bf16(wr, xr, K, out);
           for (int j = 0; j < 4 && j0 + j < nt; j++)
@@ -819,8 +854,10 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
         }
       } else {
         __m512 out[kRG][kRN];
-        if constexpr (f == ActForm::q8_256) WK::micro(P, in, xk, starts, tj, out);
-        else WK::micro(P, in, starts, tj, out);
+        if constexpr (f == ActForm::q8_256)
+          WK::micro(P, in, xk, starts, tj, out);
+        else
+          WK::micro(P, in, starts, tj, out);
         for (int j = 0; j < kRN && j0 + j < nt; j++) {
           float* yt = y + (t0 + j0 + j) * ldy + r0;
           for (int g = 0; g < kRG && 16 * g < nr; g++) {

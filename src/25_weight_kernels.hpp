@@ -63,7 +63,9 @@ struct WeightKernels<DType::f32> : WeightKernelsBase<DType::f32> {
   static constexpr bool gemm = true;
   // rows that are not a multiple of 16 long: llama.cpp's order is its vector dot product
   // (dot_float), not the tiled one of its sgemm (which also refuses row counts not a multiple of 4)
-  static bool gemm_fits(const TensorView& w, const MatmulInput&) { return w.ne[0] % 16 == 0 && w.rows() % 4 == 0; }
+  static bool gemm_fits(const TensorView& w, const MatmulInput&) {
+    return w.ne[0] % 16 == 0 && w.rows() % 4 == 0;
+  }
 #endif
 };
 
@@ -72,10 +74,14 @@ struct WeightKernels<DType::f16> : WeightKernelsBase<DType::f16> {
   static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
     return dot_float<type>(row, o.in.x() + t * o.n, o.n, o.sgemm, o.bf16_exact);
   }
-  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { f16_to_f32_row(row, out, w.ne[0], false); }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
+    f16_to_f32_row(row, out, w.ne[0], false);
+  }
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
-  static bool gemm_fits(const TensorView& w, const MatmulInput&) { return w.ne[0] % 16 == 0 && w.rows() % 4 == 0; }  // (as f32)
+  static bool gemm_fits(const TensorView& w, const MatmulInput&) {
+    return w.ne[0] % 16 == 0 && w.rows() % 4 == 0;
+  }  // (as f32)
 #endif
 };
 
@@ -84,7 +90,9 @@ struct WeightKernels<DType::bf16> : WeightKernelsBase<DType::bf16> {
   static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
     return dot_float<type>(row, o.in.x() + t * o.n, o.n, o.sgemm, o.bf16_exact);
   }
-  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { f16_to_f32_row(row, out, w.ne[0], true); }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
+    f16_to_f32_row(row, out, w.ne[0], true);
+  }
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
 #endif
@@ -102,12 +110,18 @@ struct WeightKernels<DType::bf16> : WeightKernelsBase<DType::bf16> {
 
 template <>
 struct WeightKernels<DType::q4_0> : WeightKernelsBase<DType::q4_0> {
-  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q4_0(row, o.in.row(act, t), o.n); }
-  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q4_0(row, out, w.ne[0]); }
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
+    return dot_q4_0(row, o.in.row(act, t), o.n);
+  }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
+    ref::dequant_row_q4_0(row, out, w.ne[0]);
+  }
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
   static constexpr bool multi_token = true;
   template <int NT>
-  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q4_q5_0<NT, false>(row, a, n, out); }
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
+    dotn_q4_q5_0<NT, false>(row, a, n, out);
+  }
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
@@ -119,12 +133,18 @@ struct WeightKernels<DType::q4_0> : WeightKernelsBase<DType::q4_0> {
 
 template <>
 struct WeightKernels<DType::q5_0> : WeightKernelsBase<DType::q5_0> {
-  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q5_0(row, o.in.row(act, t), o.n); }
-  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q5_0(row, out, w.ne[0]); }
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
+    return dot_q5_0(row, o.in.row(act, t), o.n);
+  }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
+    ref::dequant_row_q5_0(row, out, w.ne[0]);
+  }
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
   static constexpr bool multi_token = true;
   template <int NT>
-  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q4_q5_0<NT, true>(row, a, n, out); }
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
+    dotn_q4_q5_0<NT, true>(row, a, n, out);
+  }
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
@@ -136,12 +156,18 @@ struct WeightKernels<DType::q5_0> : WeightKernelsBase<DType::q5_0> {
 
 template <>
 struct WeightKernels<DType::q8_0> : WeightKernelsBase<DType::q8_0> {
-  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q8_0(row, o.in.row(act, t), o.n); }
-  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q8_0(row, out, w.ne[0]); }
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
+    return dot_q8_0(row, o.in.row(act, t), o.n);
+  }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
+    ref::dequant_row_q8_0(row, out, w.ne[0]);
+  }
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
   static constexpr bool multi_token = true;
   template <int NT>
-  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q8_0<NT>(row, a, n, out); }
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
+    dotn_q8_0<NT>(row, a, n, out);
+  }
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
@@ -155,12 +181,18 @@ struct WeightKernels<DType::q8_0> : WeightKernelsBase<DType::q8_0> {
 
 template <>
 struct WeightKernels<DType::q4_K> : WeightKernelsBase<DType::q4_K> {
-  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q4_k(row, o.in.row(act, t), o.n); }
-  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q4_k(row, out, w.ne[0]); }
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
+    return dot_q4_k(row, o.in.row(act, t), o.n);
+  }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
+    ref::dequant_row_q4_k(row, out, w.ne[0]);
+  }
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
   static constexpr bool multi_token = true;
   template <int NT>
-  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q4_k<NT>(row, a, n, out); }
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
+    dotn_q4_k<NT>(row, a, n, out);
+  }
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
@@ -172,12 +204,18 @@ struct WeightKernels<DType::q4_K> : WeightKernelsBase<DType::q4_K> {
 
 template <>
 struct WeightKernels<DType::q6_K> : WeightKernelsBase<DType::q6_K> {
-  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) { return dot_q6_k(row, o.in.row(act, t), o.n); }
-  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) { ref::dequant_row_q6_k(row, out, w.ne[0]); }
+  static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
+    return dot_q6_k(row, o.in.row(act, t), o.n);
+  }
+  static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
+    ref::dequant_row_q6_k(row, out, w.ne[0]);
+  }
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
   static constexpr bool multi_token = true;
   template <int NT>
-  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) { dotn_q6_k<NT>(row, a, n, out); }
+  static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
+    dotn_q6_k<NT>(row, a, n, out);
+  }
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
@@ -282,16 +320,20 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   visit_weight_kernels(w.type, [&](auto k) { gemv<decltype(k)>(w, in, y, ldy, pool); });
 }
 #if defined(LLMI_SIMD_AVX512)
-inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
+inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
+                 MatmulScratch& scratch) {
   return visit_weight_kernels(w.type, [&](auto k) {
-    if constexpr (decltype(k)::gemm) return gemm<decltype(k)>(w, in, y, ldy, pool, scratch);
-    else return (gemv<decltype(k)>(w, in, y, ldy, pool), true);
+    if constexpr (decltype(k)::gemm)
+      return gemm<decltype(k)>(w, in, y, ldy, pool, scratch);
+    else
+      return (gemv<decltype(k)>(w, in, y, ldy, pool), true);
   });
 }
 #endif
 
 // The matmuls as table entries (26_kernels_end).
-inline bool matmul_in(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool, MatmulScratch& scratch) {
+inline bool matmul_in(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
+                      MatmulScratch& scratch) {
   return matmul(w, in, y, ldy, pool, scratch);
 }
 inline bool matmul_x(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,

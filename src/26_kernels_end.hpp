@@ -56,7 +56,9 @@ LLMI_KNS_END
 struct KernelTable {
   static constexpr const char* name = simd_compiled();
 #define LLMI_X(r, n, p, a) \
-  static r n p { return detail::n a; }
+  static r n p {           \
+    return detail::n a;    \
+  }
   LLMI_KERNEL_ENTRIES(LLMI_X)
 #undef LLMI_X
 };
@@ -168,17 +170,24 @@ inline const KernelTable& kernels() {
 }
 // The kernels by their names, through the default table.
 #define LLMI_X(r, n, p, a) \
-  inline r n p { return kernels().n a; }
+  inline r n p {           \
+    return kernels().n a;  \
+  }
 LLMI_KERNEL_ENTRIES(LLMI_X)
 #undef LLMI_X
 template <DType T>
 inline float dot_float(const uint8_t* w, const float* x, int64_t n, bool sgemm = false, bool bf16_exact = false) {
-  if constexpr (T == DType::f32) return kernels().dot_f32(w, x, n, sgemm, bf16_exact);
-  else if constexpr (T == DType::f16) return kernels().dot_f16(w, x, n, sgemm, bf16_exact);
-  else return kernels().dot_bf16(w, x, n, sgemm, bf16_exact);
+  if constexpr (T == DType::f32)
+    return kernels().dot_f32(w, x, n, sgemm, bf16_exact);
+  else if constexpr (T == DType::f16)
+    return kernels().dot_f16(w, x, n, sgemm, bf16_exact);
+  else
+    return kernels().dot_bf16(w, x, n, sgemm, bf16_exact);
 }
 #else
-inline const KernelTable& kernels() { return native_kernels; }
+inline const KernelTable& kernels() {
+  return native_kernels;
+}
 #endif
 
 // For tests and tools: a matmul with scratch of its own, through the default kernels (aborts when

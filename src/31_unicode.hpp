@@ -11,10 +11,10 @@ namespace detail {
 enum class UClass : uint8_t { other = 0, letter = 1, mark = 2, number = 3, punct = 4, symbol = 5, separator = 6 };
 
 constexpr uint8_t kUClassMask = 7;
-constexpr uint8_t kUWhiteSpace = 8;   // Unicode White_Space (regex \s)
-constexpr uint8_t kUNfcUnsafe = 16;   // non-zero combining class, a decomposition, or a composition's 2nd part
-constexpr uint8_t kUUpperOnly = 32;   // general category Lu or Lt (letters in \p{Lu}\p{Lt}, not in \p{Ll}\p{Lm}\p{Lo})
-constexpr uint8_t kULowerOnly = 64;   // general category Ll
+constexpr uint8_t kUWhiteSpace = 8;  // Unicode White_Space (regex \s)
+constexpr uint8_t kUNfcUnsafe = 16;  // non-zero combining class, a decomposition, or a composition's 2nd part
+constexpr uint8_t kUUpperOnly = 32;  // general category Lu or Lt (letters in \p{Lu}\p{Lt}, not in \p{Ll}\p{Lm}\p{Lo})
+constexpr uint8_t kULowerOnly = 64;  // general category Ll
 
 // A 0x110000-entry byte table stored as 4352 blocks of 256, identical blocks shared.
 class UTable {
@@ -53,7 +53,7 @@ struct UnicodeTables {
   };
   std::vector<FoldRun> fold;
   std::unordered_map<uint32_t, std::pair<uint32_t, uint32_t>> decomp;  // cp -> (first, second or 0)
-  std::unordered_map<uint64_t, uint32_t> compose;                       // (first << 21 | second) -> composite
+  std::unordered_map<uint64_t, uint32_t> compose;                      // (first << 21 | second) -> composite
 };
 
 // Reads one varint of the generated tables (see tools/gen_unicode).
@@ -101,7 +101,8 @@ inline UnicodeTables build_unicode_tables() {
       for (uint32_t k = 0; k < len; k++) full[cp++] |= kUWhiteSpace;
     }
   }
-  for (auto [table, flag] : {std::pair<const char*, uint8_t>{ucd::kUpperOnly, kUUpperOnly}, {ucd::kLowerOnly, kULowerOnly}}) {
+  for (auto [table, flag] :
+       {std::pair<const char*, uint8_t>{ucd::kUpperOnly, kUUpperOnly}, {ucd::kLowerOnly, kULowerOnly}}) {
     const char* p = table;
     uint32_t cp = 0;
     while (*p) {
@@ -167,12 +168,24 @@ inline const UnicodeTables& unicode_tables() {
   return t;
 }
 
-inline uint8_t uflags(uint32_t cp) { return unicode_tables().flags(cp); }
-inline UClass uclass(uint32_t cp) { return static_cast<UClass>(uflags(cp) & kUClassMask); }
-inline bool is_uletter(uint32_t cp) { return uclass(cp) == UClass::letter; }
-inline bool is_unumber(uint32_t cp) { return uclass(cp) == UClass::number; }
-inline bool is_uwhitespace(uint32_t cp) { return (uflags(cp) & kUWhiteSpace) != 0; }
-inline uint8_t combining_class(uint32_t cp) { return unicode_tables().ccc(cp); }
+inline uint8_t uflags(uint32_t cp) {
+  return unicode_tables().flags(cp);
+}
+inline UClass uclass(uint32_t cp) {
+  return static_cast<UClass>(uflags(cp) & kUClassMask);
+}
+inline bool is_uletter(uint32_t cp) {
+  return uclass(cp) == UClass::letter;
+}
+inline bool is_unumber(uint32_t cp) {
+  return uclass(cp) == UClass::number;
+}
+inline bool is_uwhitespace(uint32_t cp) {
+  return (uflags(cp) & kUWhiteSpace) != 0;
+}
+inline uint8_t combining_class(uint32_t cp) {
+  return unicode_tables().ccc(cp);
+}
 
 // Unicode simple case folding (CaseFolding.txt status C and S).
 inline uint32_t case_fold(uint32_t cp) {
@@ -300,8 +313,10 @@ inline void nfc_full_append(std::string_view s, std::string& out) {
     buf.resize(w);
   }
   for (uint32_t c : buf) {
-    if (c >= kInvalidByteUnit) out += static_cast<char>(c - kInvalidByteUnit);
-    else utf8_append(out, c);
+    if (c >= kInvalidByteUnit)
+      out += static_cast<char>(c - kInvalidByteUnit);
+    else
+      utf8_append(out, c);
   }
 }
 

@@ -37,7 +37,12 @@ inline uint64_t max_prompt_bytes_default() {
 
 // GGUF token types (tokenizer.ggml.token_type).
 enum TokenType : uint8_t {
-  tok_undefined = 0, tok_normal = 1, tok_unknown = 2, tok_control = 3, tok_user_defined = 4, tok_unused = 5,
+  tok_undefined = 0,
+  tok_normal = 1,
+  tok_unknown = 2,
+  tok_control = 3,
+  tok_user_defined = 4,
+  tok_unused = 5,
   tok_byte = 6
 };
 
@@ -140,9 +145,7 @@ class StringIndex {
   size_t size() const { return ids_.size(); }
 
  private:
-  std::string_view key_of(uint64_t k) const {
-    return std::string_view(arena_).substr(off_[k], off_[k + 1] - off_[k]);
-  }
+  std::string_view key_of(uint64_t k) const { return std::string_view(arena_).substr(off_[k], off_[k + 1] - off_[k]); }
   void grow() {
     std::vector<int32_t> old_ids = std::move(ids_);
     std::vector<uint32_t> old_off = std::move(off_);
@@ -232,8 +235,10 @@ class TokenTrie {
       if (child < 0) {
         child = static_cast<int32_t>(nodes_.size());
         nodes_.push_back(Node{});
-        if (n == 0) root_[c] = child;
-        else edges_.emplace((uint64_t(n) << 8) | c, child);
+        if (n == 0)
+          root_[c] = child;
+        else
+          edges_.emplace((uint64_t(n) << 8) | c, child);
       }
       n = static_cast<uint32_t>(child);
     }
@@ -278,21 +283,21 @@ struct NormOp {
 
 struct PreStage {
   enum class Kind : uint8_t {
-    gpt2,          // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-    llama3,        // (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,k}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-    o200k,         // [^\r\n\p{L}\p{N}]?U*L+C?|[^\r\n\p{L}\p{N}]?U+L*C?|\p{N}{1,k}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|
-                   // \s+(?!\S)|\s+  with U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], L = [\p{Ll}\p{Lm}\p{Lo}\p{M}], C = the
-                   // (?i) contractions (gpt-4o / llama-4; tekken: \p{N} single and no contractions)
-    digits,        // Hugging Face Digits: numeric characters isolated (one by one, or in runs)
-    punct_runs,    // [\p{P}$+<=>^~|]+ isolated (llama.cpp's default BPE pre-tokenizer)
-    number_runs,   // \p{N}+ isolated
+    gpt2,         // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+    llama3,       // (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,k}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+    o200k,        // [^\r\n\p{L}\p{N}]?U*L+C?|[^\r\n\p{L}\p{N}]?U+L*C?|\p{N}{1,k}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|
+                  // \s+(?!\S)|\s+  with U = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], L = [\p{Ll}\p{Lm}\p{Lo}\p{M}], C = the
+                  // (?i) contractions (gpt-4o / llama-4; tekken: \p{N} single and no contractions)
+    digits,       // Hugging Face Digits: numeric characters isolated (one by one, or in runs)
+    punct_runs,   // [\p{P}$+<=>^~|]+ isolated (llama.cpp's default BPE pre-tokenizer)
+    number_runs,  // \p{N}+ isolated
     ascii_digit3,  // [0-9][0-9][0-9] isolated
     literal,       // split on a literal string with a Hugging Face SplitDelimiterBehavior
   } kind;
-  int digit_max = 3;         // llama3: \p{N}{1,digit_max}
+  int digit_max = 3;            // llama3: \p{N}{1,digit_max}
   bool marks_in_words = false;  // qwen3.5: [\p{L}\p{M}]+ words, punctuation excludes \p{M}
-  bool contractions = true;  // o200k: the optional (?i:'s|'t|'re|'ve|'m|'ll|'d) after a word
-  bool individual = true;    // digits
+  bool contractions = true;     // o200k: the optional (?i:'s|'t|'re|'ve|'m|'ll|'d) after a word
+  bool individual = true;       // digits
   enum class Behavior : uint8_t { removed, isolated, merged_with_previous, merged_with_next, contiguous };
   Behavior behavior = Behavior::isolated;
   std::string literal_text;
@@ -342,11 +347,21 @@ struct URange {
 
 namespace pretok {
 
-inline UClass cls(const Units& u, size_t i) { return static_cast<UClass>(u.fl[i] & kUClassMask); }
-inline bool ws(const Units& u, size_t i) { return (u.fl[i] & kUWhiteSpace) != 0; }
-inline bool is_l(const Units& u, size_t i) { return cls(u, i) == UClass::letter; }
-inline bool is_n(const Units& u, size_t i) { return cls(u, i) == UClass::number; }
-inline bool is_crlf(const Units& u, size_t i) { return u.cp[i] == '\r' || u.cp[i] == '\n'; }
+inline UClass cls(const Units& u, size_t i) {
+  return static_cast<UClass>(u.fl[i] & kUClassMask);
+}
+inline bool ws(const Units& u, size_t i) {
+  return (u.fl[i] & kUWhiteSpace) != 0;
+}
+inline bool is_l(const Units& u, size_t i) {
+  return cls(u, i) == UClass::letter;
+}
+inline bool is_n(const Units& u, size_t i) {
+  return cls(u, i) == UClass::number;
+}
+inline bool is_crlf(const Units& u, size_t i) {
+  return u.cp[i] == '\r' || u.cp[i] == '\n';
+}
 
 inline void emit(std::vector<URange>& out, size_t b, size_t e) {
   if (e > b) out.push_back(URange{static_cast<uint32_t>(b), static_cast<uint32_t>(e)});
@@ -577,7 +592,10 @@ inline void literal(const Units& u, size_t b, size_t e, const std::vector<uint32
         if (!is_match[k]) emit(out, r.b, r.e);
         k++;
         break;
-      case B::isolated: emit(out, r.b, r.e); k++; break;
+      case B::isolated:
+        emit(out, r.b, r.e);
+        k++;
+        break;
       case B::contiguous: {
         size_t j = k + 1;
         if (is_match[k])
@@ -632,7 +650,7 @@ class Tokenizer {
   uint64_t max_bytes() const { return max_bytes_ ? max_bytes_ : max_prompt_bytes_default(); }
   // Raw bytes (invalid UTF-8 only if the tokens are). Ids out of range contribute nothing.
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
-  std::string_view token_bytes(int32_t id) const;  // the bytes this token contributes when decoded
+  std::string_view token_bytes(int32_t id) const;   // the bytes this token contributes when decoded
   const std::string& token_text(int32_t id) const;  // the vocabulary string ("" when out of range)
   int32_t n_vocab() const { return static_cast<int32_t>(text_.size()); }
   int32_t bos() const { return bos_; }
@@ -668,10 +686,10 @@ class Tokenizer {
     };
     std::vector<Sym> syms;
     struct Cand {
-      int32_t prio;   // lower merges first
-      int32_t left;   // symbol index (ties: leftmost first)
+      int32_t prio;  // lower merges first
+      int32_t left;  // symbol index (ties: leftmost first)
       int32_t right;
-      uint32_t len;   // bytes of left + right when queued (stale check)
+      uint32_t len;  // bytes of left + right when queued (stale check)
       int32_t merged;
     };
     std::vector<Cand> heap;
@@ -703,12 +721,12 @@ class Tokenizer {
   std::vector<uint8_t> flags_;
   std::string bytes_arena_;
   std::vector<uint32_t> bytes_off_;  // n + 1
-  StringIndex index_;               // merge-space string (byte-level: raw bytes) -> id
+  StringIndex index_;                // merge-space string (byte-level: raw bytes) -> id
   MergeTable merges_;
-  std::vector<int32_t> score_prio_;  // by_score: merge priority of each token (lower first)
+  std::vector<int32_t> score_prio_;      // by_score: merge priority of each token (lower first)
   std::array<int32_t, 256> byte_tok_{};  // byte-level: the token of each byte; otherwise <0xXX>
-  TokenTrie trie_;       // added tokens, matched on the raw text
-  TokenTrie norm_trie_;  // user-defined pieces matched on the normalized text (SentencePiece semantics)
+  TokenTrie trie_;                       // added tokens, matched on the raw text
+  TokenTrie norm_trie_;                  // user-defined pieces matched on the normalized text (SentencePiece semantics)
   std::vector<NormOp> norm_;
   std::vector<PreStage> pre_;
   std::vector<std::vector<uint32_t>> pre_literals_;  // literal stages as code points
@@ -739,7 +757,7 @@ class Tokenizer {
 // ---- encode ----
 
 inline Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool add_special,
-                                                     bool parse_special) const {
+                                                      bool parse_special) const {
   if (text.size() >= 0xFFFFFFF0u)
     return make_error(Errc::invalid_argument, strf("cannot tokenize %zu bytes at once (4 GiB at most)", text.size()));
   if (auto e = check_input(text.size())) return *e;
@@ -760,8 +778,8 @@ inline Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, boo
 }
 
 inline Result<std::vector<int32_t>> Tokenizer::encode_prompt(std::string_view text,
-                                                            std::span<const std::pair<size_t, size_t>> no_special,
-                                                            bool add_special) const {
+                                                             std::span<const std::pair<size_t, size_t>> no_special,
+                                                             bool add_special) const {
   if (text.size() >= 0xFFFFFFF0u)
     return make_error(Errc::invalid_argument, strf("cannot tokenize %zu bytes at once (4 GiB at most)", text.size()));
   for (const auto& [b, e] : no_special)
@@ -852,9 +870,11 @@ inline void Tokenizer::encode_text(std::string_view text, bool parse_special,
     // lstrip / rstrip added tokens (tokenizer.json) swallow the whitespace next to them
     size_t seg_end = i;
     if (flags_[size_t(best)] & kLstrip)
-      while (seg_end > seg_start && is_ascii_or_uspace_before(text, seg_start, seg_end)) {}
+      while (seg_end > seg_start && is_ascii_or_uspace_before(text, seg_start, seg_end)) {
+      }
     if (flags_[size_t(best)] & kRstrip)
-      while (best_end < text.size() && is_uspace_at(text, best_end)) {}
+      while (best_end < text.size() && is_uspace_at(text, best_end)) {
+      }
     if (seg_end > seg_start) encode_segment(text.substr(seg_start, seg_end - seg_start), first, s, out);
     first = false;
     out.push_back(best);
@@ -952,17 +972,22 @@ inline void Tokenizer::encode_normalized(std::string_view text, Scratch& s, std:
         case PreStage::Kind::llama3: pretok::llama3(u, r.b, r.e, st.digit_max, st.marks_in_words, s.b); break;
         case PreStage::Kind::o200k: pretok::o200k(u, r.b, r.e, st.digit_max, st.contractions, s.b); break;
         case PreStage::Kind::digits:
-          pretok::isolate(r.b, r.e, st.individual, [&](size_t q) { return pretok::is_n(u, q); }, s.b);
+          pretok::isolate(
+              r.b, r.e, st.individual, [&](size_t q) { return pretok::is_n(u, q); }, s.b);
           break;
         case PreStage::Kind::number_runs:
-          pretok::isolate(r.b, r.e, false, [&](size_t q) { return pretok::is_n(u, q); }, s.b);
+          pretok::isolate(
+              r.b, r.e, false, [&](size_t q) { return pretok::is_n(u, q); }, s.b);
           break;
         case PreStage::Kind::punct_runs:
-          pretok::isolate(r.b, r.e, false, [&](size_t q) {
-            uint32_t c = u.cp[q];
-            return pretok::cls(u, q) == UClass::punct || c == '$' || c == '+' || c == '<' || c == '=' || c == '>' ||
-                   c == '^' || c == '~' || c == '|';
-          }, s.b);
+          pretok::isolate(
+              r.b, r.e, false,
+              [&](size_t q) {
+                uint32_t c = u.cp[q];
+                return pretok::cls(u, q) == UClass::punct || c == '$' || c == '+' || c == '<' || c == '=' || c == '>' ||
+                       c == '^' || c == '~' || c == '|';
+              },
+              s.b);
           break;
         case PreStage::Kind::ascii_digit3: pretok::ascii_digit3(u, r.b, r.e, s.b); break;
         case PreStage::Kind::literal: pretok::literal(u, r.b, r.e, pre_literals_[k], st.behavior, s.b); break;
@@ -1097,8 +1122,10 @@ inline void Tokenizer::bpe_merge(std::string_view piece, Scratch& s, std::vector
   }
   for (int32_t i = 0; i >= 0; i = syms[size_t(i)].next) {
     const Sym& sy = syms[size_t(i)];
-    if (sy.id >= 0) out.push_back(sy.id);
-    else push_unknown_bytes(piece.substr(sy.start, sy.len), out);
+    if (sy.id >= 0)
+      out.push_back(sy.id);
+    else
+      push_unknown_bytes(piece.substr(sy.start, sy.len), out);
   }
 }
 

@@ -12,9 +12,21 @@ namespace detail {
 // the same tokens as eos_token_id). `</s>` is not here: gemma uses it as an ordinary HTML tag.
 inline bool is_known_eog_text(std::string_view t) {
   static const char* const k[] = {
-      "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>",
-      "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>", "<eos>",
-      ("<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"),  // DeepSeek
+      "<|eot_id|>",
+      "<|im_end|>",
+      "<|end|>",
+      "<|return|>",
+      "<|call|>",
+      "<end_of_turn>",
+      "<|endoftext|>",
+      "<|eom_id|>",
+      "<EOT>",
+      "_<EOT>",
+      "<|end_of_text|>",
+      "<end_of_utterance>",
+      "<eos>",
+      ("<\xEF\xBD\x9C"
+       "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"),  // DeepSeek
   };
   for (const char* s : k)
     if (t == s) return true;
@@ -36,10 +48,10 @@ constexpr std::string_view kRegexGpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p
 
 struct TokenizerBuilder {
   Tokenizer t;
-  std::string where;  // file name for messages
-  std::vector<bool> merge_vocab;  // tokens that BPE may produce (the model vocabulary)
+  std::string where;                                        // file name for messages
+  std::vector<bool> merge_vocab;                            // tokens that BPE may produce (the model vocabulary)
   std::vector<std::pair<std::string, int32_t>> extra_trie;  // additional trie keys
-  std::vector<size_t> spaced_user_defined;  // SentencePiece user-defined tokens stored with spaces
+  std::vector<size_t> spaced_user_defined;                  // SentencePiece user-defined tokens stored with spaces
 
   Error bad(const std::string& what) const { return make_error(Errc::bad_format, where + ": " + what); }
   Error unsupported(const std::string& what) const { return make_error(Errc::unsupported, where + ": " + what); }
@@ -148,7 +160,8 @@ struct TokenizerBuilder {
       // merge priority: higher score first, equal scores equal priority (then leftmost)
       std::vector<int32_t> order(n);
       for (size_t i = 0; i < n; i++) order[i] = int32_t(i);
-      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return scores[size_t(a)] > scores[size_t(b)]; });
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int32_t a, int32_t b) { return scores[size_t(a)] > scores[size_t(b)]; });
       t.score_prio_.assign(n, 0);
       int32_t prio = 0;
       for (size_t k = 0; k < n; k++) {
@@ -209,7 +222,8 @@ struct TokenizerBuilder {
       if (id >= 0) eog.push_back(id);
     finish(eog);
     t.summary_ = strf("%s, %s%s, %zu tokens", v.model == "gpt2" ? "byte-level BPE" : "SentencePiece BPE",
-                      v.model == "gpt2" ? "pre-tokenizer " : "", v.model == "gpt2" ? (v.pre.empty() ? "default" : v.pre.c_str()) : "scores + byte fallback", n);
+                      v.model == "gpt2" ? "pre-tokenizer " : "",
+                      v.model == "gpt2" ? (v.pre.empty() ? "default" : v.pre.c_str()) : "scores + byte fallback", n);
     return {};
   }
 
@@ -252,7 +266,8 @@ struct TokenizerBuilder {
       }
       if (ia < 0 || ib < 0 || im < 0) {
         if (strict)
-          return bad(strf("merge %zu ('%s') is not two vocabulary tokens separated by a space", r, printable(m).c_str()));
+          return bad(
+              strf("merge %zu ('%s') is not two vocabulary tokens separated by a space", r, printable(m).c_str()));
         continue;  // llama.cpp ignores such merges too
       }
       t.merges_.add(ia, ib, int32_t(r), im);
@@ -266,8 +281,10 @@ struct TokenizerBuilder {
     if (t.bytes_off_.empty()) t.bytes_off_.push_back(0);
     if (t.type_[i] != tok_unused) {
       std::string raw;
-      if (gpt2_unmap(t.text_[i], raw)) t.bytes_arena_ += raw;
-      else t.bytes_arena_ += t.text_[i];
+      if (gpt2_unmap(t.text_[i], raw))
+        t.bytes_arena_ += raw;
+      else
+        t.bytes_arena_ += t.text_[i];
     }
     t.bytes_off_.push_back(uint32_t(t.bytes_arena_.size()));
   }
@@ -320,9 +337,7 @@ struct TokenizerBuilder {
   }
 
   // ---- tokenizer.json ----
-  static int32_t json_id(const Json& j) {
-    return (j.is_int && j.i >= 0 && j.i < (1 << 30)) ? int32_t(j.i) : -1;
-  }
+  static int32_t json_id(const Json& j) { return (j.is_int && j.i >= 0 && j.i < (1 << 30)) ? int32_t(j.i) : -1; }
 
   Result<void> json_normalizer(const Json& j) {
     if (j.is_null()) return {};
@@ -338,8 +353,7 @@ struct TokenizerBuilder {
     }
     if (type == "Replace") {
       const Json& pat = j["pattern"];
-      if (!pat["String"].is_string())
-        return unsupported("normalizer Replace with a regex pattern is not supported");
+      if (!pat["String"].is_string()) return unsupported("normalizer Replace with a regex pattern is not supported");
       t.norm_.push_back(NormOp{NormOp::Kind::replace, pat["String"].str, std::string(j["content"].as_string()), false});
       return {};
     }
@@ -347,7 +361,8 @@ struct TokenizerBuilder {
       t.norm_.push_back(NormOp{NormOp::Kind::prepend, {}, std::string(j["prepend"].as_string()), false});
       return {};
     }
-    return unsupported("normalizer '" + printable(type) + "' is not supported (supported: NFC, Replace, Prepend, Sequence)");
+    return unsupported("normalizer '" + printable(type) +
+                       "' is not supported (supported: NFC, Replace, Prepend, Sequence)");
   }
 
   Result<void> json_pre(const Json& j, bool& byte_level, bool& first) {
@@ -419,8 +434,9 @@ struct TokenizerBuilder {
           s.digit_max = 1;
           s.contractions = false;
         } else {
-          return unsupported("pre-tokenizer regex '" + printable(re, 200) +
-                             "' has no scanner (supported: the llama-3, qwen2, qwen3.5, o200k, tekken and gpt-2 patterns)");
+          return unsupported(
+              "pre-tokenizer regex '" + printable(re, 200) +
+              "' has no scanner (supported: the llama-3, qwen2, qwen3.5, o200k, tekken and gpt-2 patterns)");
         }
         t.pre_.push_back(s);
         return {};
@@ -429,12 +445,18 @@ struct TokenizerBuilder {
         if (invert) return unsupported("a string Split with invert: true is not supported");
         PreStage s = stage(K::literal);
         s.literal_text = pat["String"].str;
-        if (beh == "Removed") s.behavior = PreStage::Behavior::removed;
-        else if (beh == "Isolated") s.behavior = PreStage::Behavior::isolated;
-        else if (beh == "MergedWithPrevious") s.behavior = PreStage::Behavior::merged_with_previous;
-        else if (beh == "MergedWithNext") s.behavior = PreStage::Behavior::merged_with_next;
-        else if (beh == "Contiguous") s.behavior = PreStage::Behavior::contiguous;
-        else return unsupported("Split behavior '" + printable(beh) + "' is not supported");
+        if (beh == "Removed")
+          s.behavior = PreStage::Behavior::removed;
+        else if (beh == "Isolated")
+          s.behavior = PreStage::Behavior::isolated;
+        else if (beh == "MergedWithPrevious")
+          s.behavior = PreStage::Behavior::merged_with_previous;
+        else if (beh == "MergedWithNext")
+          s.behavior = PreStage::Behavior::merged_with_next;
+        else if (beh == "Contiguous")
+          s.behavior = PreStage::Behavior::contiguous;
+        else
+          return unsupported("Split behavior '" + printable(beh) + "' is not supported");
         t.pre_.push_back(s);
         return {};
       }
@@ -540,8 +562,7 @@ struct TokenizerBuilder {
     const Json& model = tj["model"];
     if (!model.is_object()) return bad("no \"model\" object");
     std::string_view mtype = model["type"].as_string("BPE");
-    if (mtype != "BPE")
-      return unsupported("tokenizer model '" + printable(mtype) + "' is not supported (only BPE)");
+    if (mtype != "BPE") return unsupported("tokenizer model '" + printable(mtype) + "' is not supported (only BPE)");
     if (!model["continuing_subword_prefix"].as_string().empty() || !model["end_of_word_suffix"].as_string().empty())
       return unsupported("BPE with continuing_subword_prefix / end_of_word_suffix is not supported");
     const Json& vocab = model["vocab"];
@@ -594,10 +615,12 @@ struct TokenizerBuilder {
     std::vector<std::string> merges;
     merges.reserve(model["merges"].items.size());
     for (const Json& m : model["merges"].items) {
-      if (m.is_string()) merges.push_back(m.str);
+      if (m.is_string())
+        merges.push_back(m.str);
       else if (m.is_array() && m.items.size() == 2 && m.items[0].is_string() && m.items[1].is_string())
         merges.push_back(m.items[0].str + " " + m.items[1].str);
-      else return bad("model.merges holds an entry that is neither \"a b\" nor [\"a\", \"b\"]");
+      else
+        return bad("model.merges holds an entry that is neither \"a b\" nor [\"a\", \"b\"]");
     }
     if (byte_level) {
       if (auto r = build_byte_level(merges, /*strict=*/true); !r) return r.error();
@@ -632,7 +655,8 @@ struct TokenizerBuilder {
     auto valid = [&](int64_t id) { return id >= 0 && size_t(id) < n ? int32_t(id) : -1; };
     t.bos_ = config_token("bos_token");
     t.eos_ = config_token("eos_token");
-    if (t.bos_ < 0) t.bos_ = valid(desc.generation_config["bos_token_id"].as_int(desc.config["bos_token_id"].as_int(-1)));
+    if (t.bos_ < 0)
+      t.bos_ = valid(desc.generation_config["bos_token_id"].as_int(desc.config["bos_token_id"].as_int(-1)));
     std::vector<int32_t> eog;
     const Json& gen_eos = desc.generation_config["eos_token_id"];
     if (gen_eos.is_array()) {

@@ -31,10 +31,14 @@ inline size_t utf8_lossy_append(std::string_view in, std::string& out, bool fina
       unsigned char d = s[i + k];
       unsigned char lo = 0x80, hi = 0xBF;
       if (k == 1) {
-        if (c == 0xE0) lo = 0xA0;
-        else if (c == 0xED) hi = 0x9F;
-        else if (c == 0xF0) lo = 0x90;
-        else if (c == 0xF4) hi = 0x8F;
+        if (c == 0xE0)
+          lo = 0xA0;
+        else if (c == 0xED)
+          hi = 0x9F;
+        else if (c == 0xF0)
+          lo = 0x90;
+        else if (c == 0xF4)
+          hi = 0x8F;
       }
       if (d < lo || d > hi) break;
       k++;

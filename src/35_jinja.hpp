@@ -292,10 +292,40 @@ inline uint32_t jv_items_depth(const std::vector<JValue>& items) {
 // ---- syntax tree ----
 enum class NK : uint8_t {
   // statements
-  output, print, if_, for_, set, set_block, macro, call_block, filter_block, break_, continue_, scope,
+  output,
+  print,
+  if_,
+  for_,
+  set,
+  set_block,
+  macro,
+  call_block,
+  filter_block,
+  break_,
+  continue_,
+  scope,
   // expressions
-  konst, name, list, tuple, dict, attr, item, slice, call, filter, test, not_, neg, pos, binop, compare, and_, or_,
-  cond, concat, nsref
+  konst,
+  name,
+  list,
+  tuple,
+  dict,
+  attr,
+  item,
+  slice,
+  call,
+  filter,
+  test,
+  not_,
+  neg,
+  pos,
+  binop,
+  compare,
+  and_,
+  or_,
+  cond,
+  concat,
+  nsref
 };
 enum class BinOp : uint8_t { add, sub, mul, div, floordiv, mod, pow };
 enum class CmpOp : uint8_t { eq, ne, lt, le, gt, ge, in, notin };
@@ -303,22 +333,22 @@ enum class CmpOp : uint8_t { eq, ne, lt, le, gt, ge, in, notin };
 struct JNode {
   NK k = NK::konst;
   uint8_t op = 0;
-  bool flag = false;  // for: recursive; filter/test: the name is unknown (an error where it runs)
-  bool constant = false;  // an expression Jinja2's optimizer may compute when compiling (mark_constant)
-  uint32_t pos = 0;   // byte offset in the (newline-normalized) template
-  std::string str;    // name, attribute, filter/test name, output text
-  JValue val;         // constant
-  JNode* a = nullptr;  // subject / target / test / callee
-  JNode* b = nullptr;  // value / iterable / start
-  JNode* c = nullptr;  // loop filter / stop
-  JNode* d = nullptr;  // step
-  JNode* dyn_args = nullptr;    // f(*x)
-  JNode* dyn_kwargs = nullptr;  // f(**x)
-  std::vector<JNode*> list;             // items, positional arguments, compare operands, defaults
-  std::vector<std::string> names;       // keyword names, parameter names
-  std::vector<std::string> undef_names; // for/macro/call/block bodies: names bound to undefined at entry (scan_frame)
-  std::vector<JNode*> kw;               // keyword values
-  std::vector<uint8_t> ops;             // compare operators
+  bool flag = false;                     // for: recursive; filter/test: the name is unknown (an error where it runs)
+  bool constant = false;                 // an expression Jinja2's optimizer may compute when compiling (mark_constant)
+  uint32_t pos = 0;                      // byte offset in the (newline-normalized) template
+  std::string str;                       // name, attribute, filter/test name, output text
+  JValue val;                            // constant
+  JNode* a = nullptr;                    // subject / target / test / callee
+  JNode* b = nullptr;                    // value / iterable / start
+  JNode* c = nullptr;                    // loop filter / stop
+  JNode* d = nullptr;                    // step
+  JNode* dyn_args = nullptr;             // f(*x)
+  JNode* dyn_kwargs = nullptr;           // f(**x)
+  std::vector<JNode*> list;              // items, positional arguments, compare operands, defaults
+  std::vector<std::string> names;        // keyword names, parameter names
+  std::vector<std::string> undef_names;  // for/macro/call/block bodies: names bound to undefined at entry (scan_frame)
+  std::vector<JNode*> kw;                // keyword values
+  std::vector<uint8_t> ops;              // compare operators
   std::vector<JNode*> body, orelse;
 };
 
@@ -784,23 +814,26 @@ class JLexer {
 
 // Jinja2's filters and tests by name (an unknown name is a template error; see the parser).
 inline bool jinja_known_filter(std::string_view n) {
-  static const char* const names[] = {
-      "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e", "escape",
-      "filesizeformat", "first", "float", "forceescape", "format", "groupby", "indent", "int", "items", "join",
-      "last", "length", "list", "lower", "map", "max", "min", "pprint", "random", "reject", "rejectattr",
-      "replace", "reverse", "round", "safe", "select", "selectattr", "slice", "sort", "string", "striptags",
-      "sum", "title", "tojson", "trim", "truncate", "unique", "upper", "urlencode", "urlize", "wordcount",
-      "wordwrap", "xmlattr"};
+  static const char* const names[] = {"abs",    "attr",       "batch",       "capitalize", "center",   "count",
+                                      "d",      "default",    "dictsort",    "e",          "escape",   "filesizeformat",
+                                      "first",  "float",      "forceescape", "format",     "groupby",  "indent",
+                                      "int",    "items",      "join",        "last",       "length",   "list",
+                                      "lower",  "map",        "max",         "min",        "pprint",   "random",
+                                      "reject", "rejectattr", "replace",     "reverse",    "round",    "safe",
+                                      "select", "selectattr", "slice",       "sort",       "string",   "striptags",
+                                      "sum",    "title",      "tojson",      "trim",       "truncate", "unique",
+                                      "upper",  "urlencode",  "urlize",      "wordcount",  "wordwrap", "xmlattr"};
   for (const char* x : names)
     if (n == x) return true;
   return false;
 }
 inline bool jinja_known_test(std::string_view n) {
   static const char* const names[] = {
-      "!=", "<", "<=", "==", ">", ">=", "boolean", "callable", "defined", "divisibleby", "eq", "equalto", "escaped",
-      "even", "false", "filter", "float", "ge", "greaterthan", "gt", "in", "integer", "iterable", "le", "lessthan",
-      "lower", "lt", "mapping", "ne", "none", "number", "odd", "sameas", "sequence", "string", "test", "true",
-      "undefined", "upper"};
+      "!=",       "<",           "<=",          "==",      ">",       ">=",        "boolean",  "callable",
+      "defined",  "divisibleby", "eq",          "equalto", "escaped", "even",      "false",    "filter",
+      "float",    "ge",          "greaterthan", "gt",      "in",      "integer",   "iterable", "le",
+      "lessthan", "lower",       "lt",          "mapping", "ne",      "none",      "number",   "odd",
+      "sameas",   "sequence",    "string",      "test",    "true",    "undefined", "upper"};
   for (const char* x : names)
     if (n == x) return true;
   return false;
@@ -885,12 +918,18 @@ class JParser {
           scan_stmts(n->orelse, f, outer, children);
           f.branch--;
           break;
-        case NK::for_: scan_loads(n->b, f, outer); children.push_back(n); break;
+        case NK::for_:
+          scan_loads(n->b, f, outer);
+          children.push_back(n);
+          break;
         case NK::set:
           scan_loads(n->b, f, outer);
           scan_store(n->a, f, outer);
           break;
-        case NK::set_block: scan_store(n->a, f, outer); children.push_back(n); break;
+        case NK::set_block:
+          scan_store(n->a, f, outer);
+          children.push_back(n);
+          break;
         case NK::macro: {
           JNode name;
           name.k = NK::name;
@@ -900,7 +939,10 @@ class JParser {
           break;
         }
         case NK::call_block:
-        case NK::filter_block: scan_loads(n->a, f, outer); children.push_back(n); break;
+        case NK::filter_block:
+          scan_loads(n->a, f, outer);
+          children.push_back(n);
+          break;
         case NK::scope:
           for (const JNode* v : n->list) scan_loads(v, f, outer);
           children.push_back(n);
@@ -1298,14 +1340,22 @@ class JParser {
       for (JNode* c : *v) all = mark_constant(c) && all;
     switch (n->k) {
       case NK::konst: n->constant = true; break;
-      case NK::list: case NK::tuple: case NK::dict: case NK::compare: case NK::concat: case NK::slice: case NK::item:
-      case NK::not_: case NK::neg: case NK::pos: case NK::binop:
-        n->constant = all;
-        break;
+      case NK::list:
+      case NK::tuple:
+      case NK::dict:
+      case NK::compare:
+      case NK::concat:
+      case NK::slice:
+      case NK::item:
+      case NK::not_:
+      case NK::neg:
+      case NK::pos:
+      case NK::binop: n->constant = all; break;
       // as_const() of these evaluates only the operands it needs: "c if t else d" with a constant
       // t and a constant chosen branch is constant, so is "a and x" when a is constant and false.
       // Here "constant" means "may be": the renderer finds out when it evaluates (see eval_folded).
-      case NK::and_: case NK::or_: n->constant = n->a && n->a->constant; break;
+      case NK::and_:
+      case NK::or_: n->constant = n->a && n->a->constant; break;
       case NK::cond:
         n->constant = n->a && n->a->constant && ((n->b && n->b->constant) || (n->c && n->c->constant));
         break;
@@ -1547,11 +1597,15 @@ class JParser {
     for (;;) {
       if (!cg.step()) return nullptr;
       CmpOp op;
-      if (cur().k == TK::op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
-                                cur().text == "<=" || cur().text == ">" || cur().text == ">=")) {
+      if (cur().k == TK::op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == "<=" ||
+                                cur().text == ">" || cur().text == ">=")) {
         const std::string& o = cur().text;
-        op = o == "==" ? CmpOp::eq : o == "!=" ? CmpOp::ne : o == "<" ? CmpOp::lt : o == "<=" ? CmpOp::le
-             : o == ">" ? CmpOp::gt : CmpOp::ge;
+        op = o == "=="   ? CmpOp::eq
+             : o == "!=" ? CmpOp::ne
+             : o == "<"  ? CmpOp::lt
+             : o == "<=" ? CmpOp::le
+             : o == ">"  ? CmpOp::gt
+                         : CmpOp::ge;
         next();
       } else if (is_name("in")) {
         op = CmpOp::in;
@@ -1993,15 +2047,17 @@ inline std::string jinja_normalize_source(std::string_view src) {
 // Parses a template; errors name the construct and the line:column.
 inline Result<std::shared_ptr<const JProgram>> jinja_parse(std::string_view source) {
   if (source.size() > LLMINFER_JINJA_MAX_TEMPLATE)
-    return make_error(Errc::template_error, strf("chat template: %zu bytes is more than the limit of %llu", source.size(),
-                                                 static_cast<unsigned long long>(LLMINFER_JINJA_MAX_TEMPLATE)));
+    return make_error(Errc::template_error,
+                      strf("chat template: %zu bytes is more than the limit of %llu", source.size(),
+                           static_cast<unsigned long long>(LLMINFER_JINJA_MAX_TEMPLATE)));
   auto prog = std::make_shared<JProgram>();
   prog->source = jinja_normalize_source(source);
   std::vector<JTok> toks;
   JLexer lex(prog->source);
   if (!lex.run(toks))
-    return make_error(Errc::template_error, strf("chat template %s: %s", prog->where(static_cast<uint32_t>(lex.error_pos)).c_str(),
-                                                 lex.error.c_str()));
+    return make_error(
+        Errc::template_error,
+        strf("chat template %s: %s", prog->where(static_cast<uint32_t>(lex.error_pos)).c_str(), lex.error.c_str()));
   JParser parser(*prog, std::move(toks));
   if (!parser.run())
     return make_error(Errc::template_error,

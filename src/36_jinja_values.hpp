@@ -33,14 +33,24 @@ struct JScope {
   }
 };
 
-enum class FnKind : uint8_t { global, method, macro, caller, cycler_next, cycler_reset, joiner, loop_cycle, loop_changed };
+enum class FnKind : uint8_t {
+  global,
+  method,
+  macro,
+  caller,
+  cycler_next,
+  cycler_reset,
+  joiner,
+  loop_cycle,
+  loop_changed
+};
 
 struct JFunc {
   FnKind kind = FnKind::global;
-  std::string name;                // global / method name
-  JValue self;                     // bound receiver (methods), state (cycler, joiner, loop)
-  const JNode* node = nullptr;     // macro / call block
-  std::weak_ptr<JScope> closure;   // weak: a macro stored in its own scope must not keep it alive
+  std::string name;               // global / method name
+  JValue self;                    // bound receiver (methods), state (cycler, joiner, loop)
+  const JNode* node = nullptr;    // macro / call block
+  std::weak_ptr<JScope> closure;  // weak: a macro stored in its own scope must not keep it alive
 };
 
 struct JLoop {
@@ -58,14 +68,18 @@ inline JValue jv_func(JFunc f) {
   return v;
 }
 
-inline bool jv_is_markup(const JValue& v) { return v.t == JValue::T::string && v.b; }
+inline bool jv_is_markup(const JValue& v) {
+  return v.t == JValue::T::string && v.b;
+}
 inline JValue jv_markup(PText t) {
   JValue v = JValue::str(std::move(t));
   v.b = true;  // strings use `b` as the Markup flag (|safe, |escape)
   return v;
 }
 // A str result that stays Markup when its input was.
-inline JValue jv_text(PText t, bool markup) { return markup ? jv_markup(std::move(t)) : JValue::str(std::move(t)); }
+inline JValue jv_text(PText t, bool markup) {
+  return markup ? jv_markup(std::move(t)) : JValue::str(std::move(t));
+}
 
 // Python's type name of a value (for messages such as "'int' object is not iterable").
 inline const char* jv_type(const JValue& v) {
@@ -149,8 +163,10 @@ inline bool jin_ranges(const JRange (&r)[N], uint32_t c) {
   size_t lo = 0, hi = N;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    if (r[mid].hi < c) lo = mid + 1;
-    else hi = mid;
+    if (r[mid].hi < c)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo < N && r[lo].lo <= c;
 }
@@ -160,8 +176,10 @@ inline uint32_t jmap_runs(const JCaseRun (&r)[N], uint32_t c, bool* mapped = nul
   size_t lo = 0, hi = N;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    if (r[mid].end < c) lo = mid + 1;
-    else hi = mid;
+    if (r[mid].end < c)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   if (lo < N && r[lo].start <= c && (c - r[lo].start) % r[lo].stride == 0) {
     if (mapped) *mapped = true;
@@ -171,8 +189,12 @@ inline uint32_t jmap_runs(const JCaseRun (&r)[N], uint32_t c, bool* mapped = nul
   return c;
 }
 // Python's str.isprintable() per code point.
-inline bool py_printable(uint32_t c) { return c <= 0x10FFFF && !jin_ranges(kJNonPrintable, c); }
-inline bool jcase_is_title(uint32_t c) { return jin_ranges(kJTitlecase, c); }
+inline bool py_printable(uint32_t c) {
+  return c <= 0x10FFFF && !jin_ranges(kJNonPrintable, c);
+}
+inline bool jcase_is_title(uint32_t c) {
+  return jin_ranges(kJTitlecase, c);
+}
 inline bool jcase_is_upper(uint32_t c) {
   bool m;
   jmap_runs(kJLowerRuns, c, &m);
@@ -183,24 +205,41 @@ inline bool jcase_is_lower(uint32_t c) {
   jmap_runs(kJUpperRuns, c, &m);
   return (m && !jcase_is_title(c)) || jin_ranges(kJLowerExtra, c);
 }
-inline bool jcase_cased(uint32_t c) { return jcase_is_upper(c) || jcase_is_lower(c) || jcase_is_title(c); }
-inline bool jcase_ignorable(uint32_t c) { return jin_ranges(kJCaseIgnorable, c); }
+inline bool jcase_cased(uint32_t c) {
+  return jcase_is_upper(c) || jcase_is_lower(c) || jcase_is_title(c);
+}
+inline bool jcase_ignorable(uint32_t c) {
+  return jin_ranges(kJCaseIgnorable, c);
+}
 // str.isalpha() / isdecimal() / isdigit() / isnumeric() / isalnum() per code point.
-inline bool jis_alpha(uint32_t c) { return jin_ranges(kJAlpha, c); }
-inline bool jis_decimal(uint32_t c) { return jin_ranges(kJDecimal, c); }
-inline bool jis_digit(uint32_t c) { return jin_ranges(kJDigit, c); }
-inline bool jis_numeric(uint32_t c) { return jin_ranges(kJNumeric, c); }
-inline bool jis_alnum(uint32_t c) { return jis_alpha(c) || jis_decimal(c) || jis_digit(c) || jis_numeric(c); }
+inline bool jis_alpha(uint32_t c) {
+  return jin_ranges(kJAlpha, c);
+}
+inline bool jis_decimal(uint32_t c) {
+  return jin_ranges(kJDecimal, c);
+}
+inline bool jis_digit(uint32_t c) {
+  return jin_ranges(kJDigit, c);
+}
+inline bool jis_numeric(uint32_t c) {
+  return jin_ranges(kJNumeric, c);
+}
+inline bool jis_alnum(uint32_t c) {
+  return jis_alpha(c) || jis_decimal(c) || jis_digit(c) || jis_numeric(c);
+}
 // Full case mapping (kind 0 upper, 1 lower, 2 title) into out[]; returns the count (1..3).
 inline int jcase_full(uint32_t c, int kind, uint32_t out[3]) {
   size_t lo = 0, hi = sizeof kJCaseSpecial / sizeof kJCaseSpecial[0];
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
     const JCaseSpecial& e = kJCaseSpecial[mid];
-    if (e.cp < c || (e.cp == c && e.kind < kind)) lo = mid + 1;
-    else hi = mid;
+    if (e.cp < c || (e.cp == c && e.kind < kind))
+      lo = mid + 1;
+    else
+      hi = mid;
   }
-  if (lo < sizeof kJCaseSpecial / sizeof kJCaseSpecial[0] && kJCaseSpecial[lo].cp == c && kJCaseSpecial[lo].kind == kind) {
+  if (lo < sizeof kJCaseSpecial / sizeof kJCaseSpecial[0] && kJCaseSpecial[lo].cp == c &&
+      kJCaseSpecial[lo].kind == kind) {
     int n = 0;
     for (uint32_t x : kJCaseSpecial[lo].to)
       if (x) out[n++] = x;
@@ -258,8 +297,12 @@ inline void html_escape(PText& out, const PText& s) {
   size_t i = 0;
   while (i < s.s.size()) {
     char c = s.s[i];
-    const char* rep = c == '&' ? "&amp;" : c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '\'' ? "&#39;"
-                      : c == '"' ? "&#34;" : nullptr;
+    const char* rep = c == '&'    ? "&amp;"
+                      : c == '<'  ? "&lt;"
+                      : c == '>'  ? "&gt;"
+                      : c == '\'' ? "&#39;"
+                      : c == '"'  ? "&#34;"
+                                  : nullptr;
     if (rep) {
       out.add(rep, s.content_in(i, i + 1));
       i++;

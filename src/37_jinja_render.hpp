@@ -15,7 +15,7 @@ struct JRenderOptions {
   uint64_t max_steps = LLMINFER_JINJA_MAX_STEPS;
   size_t max_string = LLMINFER_JINJA_MAX_STRING;
   size_t max_stack = LLMINFER_JINJA_MAX_STACK;  // stack bytes the render may use (nested evaluation)
-  std::function<std::tm()> clock;  // strftime_now(); the local time when empty
+  std::function<std::tm()> clock;               // strftime_now(); the local time when empty
   // Polled while rendering (every few thousand steps): when it becomes true the render stops
   // with an error ("rendering cancelled"). Not owned.
   const std::atomic<bool>* cancel = nullptr;
@@ -160,8 +160,8 @@ class JRender {
     return fail(v.s ? v.s->s : std::string("undefined value"));
   }
   static JValue undef_attr(const JValue& obj, std::string_view name) {
-    return JValue::undefined(strf("'%s object' has no attribute '%.*s'", jv_type(obj), static_cast<int>(name.size()),
-                                  name.data()));
+    return JValue::undefined(
+        strf("'%s object' has no attribute '%.*s'", jv_type(obj), static_cast<int>(name.size()), name.data()));
   }
   static JValue unsafe_attr(const JValue& obj, std::string_view name) {
     JValue u = JValue::undefined(strf("access to attribute '%.*s' of '%s' object is unsafe.",
@@ -591,8 +591,8 @@ class JRender {
 
   JValue operand_type_error(BinOp op, const JValue& l, const JValue& r) {
     static const char* const names[] = {"+", "-", "*", "/", "//", "%", "**"};
-    return failv(strf("unsupported operand type(s) for %s: '%s' and '%s'", names[static_cast<int>(op)], jv_type(l),
-                      jv_type(r)));
+    return failv(
+        strf("unsupported operand type(s) for %s: '%s' and '%s'", names[static_cast<int>(op)], jv_type(l), jv_type(r)));
   }
   JValue binop(BinOp op, const JValue& l, const JValue& r) {
     if (l.is_undef()) {
@@ -679,7 +679,8 @@ class JRender {
         if (nums) {
           double x = as_double(l), y = as_double(r);
           if (x == 0 && y < 0) return failv("0.0 cannot be raised to a negative power");
-          if (x < 0 && y != std::floor(y)) return failv("unsupported: a negative number to a fractional power is complex");
+          if (x < 0 && y != std::floor(y))
+            return failv("unsupported: a negative number to a fractional power is complex");
           return JValue::real(std::pow(x, y));
         }
         return operand_type_error(op, l, r);
@@ -693,10 +694,14 @@ class JRender {
         return JValue();
       PText t;
       bool markup = jv_is_markup(l) || jv_is_markup(r);
-      if (markup && !jv_is_markup(l)) html_escape(t, *l.s);
-      else t.add(*l.s);
-      if (markup && !jv_is_markup(r)) html_escape(t, *r.s);
-      else t.add(*r.s);
+      if (markup && !jv_is_markup(l))
+        html_escape(t, *l.s);
+      else
+        t.add(*l.s);
+      if (markup && !jv_is_markup(r))
+        html_escape(t, *r.s);
+      else
+        t.add(*r.s);
       return markup ? jv_markup(std::move(t)) : JValue::str(std::move(t));
     }
     if (l.is_list() && r.is_list() && l.l->kind == r.l->kind && (l.l->kind == JSeq::list || l.l->kind == JSeq::tuple)) {
@@ -712,8 +717,10 @@ class JRender {
   JValue repeat(const JValue& l, const JValue& r) {
     const JValue* seq = nullptr;
     int64_t times = 0;
-    if ((l.is_str() || l.is_list()) && as_int(r, times)) seq = &l;
-    else if ((r.is_str() || r.is_list()) && as_int(l, times)) seq = &r;
+    if ((l.is_str() || l.is_list()) && as_int(r, times))
+      seq = &l;
+    else if ((r.is_str() || r.is_list()) && as_int(l, times))
+      seq = &r;
     if (!seq) return operand_type_error(BinOp::mul, l, r);
     if (times < 0) times = 0;
     if (seq->is_str()) {
@@ -882,8 +889,7 @@ class JRender {
     result = false;
     switch (container.t) {
       case JValue::T::string:
-        if (!item.is_str())
-          return fail(strf("'in <string>' requires string as left operand, not %s", jv_type(item)));
+        if (!item.is_str()) return fail(strf("'in <string>' requires string as left operand, not %s", jv_type(item)));
         if (!charge(container.text().size() / 64)) return false;
         result = container.text().find(item.text()) != std::string::npos;
         return true;
@@ -1042,11 +1048,13 @@ class JRender {
   // ---- attribute and item access (Jinja2 sandbox rules) ----
   static bool is_str_method(std::string_view n) {
     static const char* const names[] = {
-        "capitalize", "casefold", "center", "count", "encode", "endswith", "expandtabs", "find", "format",
-        "format_map", "index", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit", "isidentifier", "islower",
-        "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower", "lstrip", "maketrans",
-        "partition", "removeprefix", "removesuffix", "replace", "rfind", "rindex", "rjust", "rpartition", "rsplit",
-        "rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title", "translate", "upper", "zfill"};
+        "capitalize", "casefold",     "center",       "count",   "encode",     "endswith",    "expandtabs",
+        "find",       "format",       "format_map",   "index",   "isalnum",    "isalpha",     "isascii",
+        "isdecimal",  "isdigit",      "isidentifier", "islower", "isnumeric",  "isprintable", "isspace",
+        "istitle",    "isupper",      "join",         "ljust",   "lower",      "lstrip",      "maketrans",
+        "partition",  "removeprefix", "removesuffix", "replace", "rfind",      "rindex",      "rjust",
+        "rpartition", "rsplit",       "rstrip",       "split",   "splitlines", "startswith",  "strip",
+        "swapcase",   "title",        "translate",    "upper",   "zfill"};
     for (const char* x : names)
       if (n == x) return true;
     return false;
@@ -1065,7 +1073,8 @@ class JRender {
         if (is_str_method(name)) return bound(obj, name);
         break;
       case JValue::T::list: {
-        static const char* const mutators[] = {"append", "clear", "extend", "insert", "pop", "remove", "reverse", "sort"};
+        static const char* const mutators[] = {"append", "clear",  "extend",  "insert",
+                                               "pop",    "remove", "reverse", "sort"};
         bool tuple = obj.l->kind == JSeq::tuple;
         if (obj.l->kind == JSeq::list || tuple) {
           if (name == "index" || name == "count" || (!tuple && name == "copy")) return bound(obj, name);
@@ -1155,11 +1164,13 @@ class JRender {
     switch (obj.t) {
       case JValue::T::undef: fail_undef(obj); return JValue();
       case JValue::T::list:
-        if ((obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range) && as_int(key, idx)) {
+        if ((obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range) &&
+            as_int(key, idx)) {
           int64_t n = static_cast<int64_t>(obj.l->items.size());
           if (idx < 0) idx += n;
-          if (idx < 0 || idx >= n) return JValue::undefined(strf("'%s object' has no element %lld", jv_type(obj),
-                                                                 static_cast<long long>(as_int(key, idx) ? idx : 0)));
+          if (idx < 0 || idx >= n)
+            return JValue::undefined(strf("'%s object' has no element %lld", jv_type(obj),
+                                          static_cast<long long>(as_int(key, idx) ? idx : 0)));
           return obj.l->items[static_cast<size_t>(idx)];
         }
         break;
@@ -1204,7 +1215,8 @@ class JRender {
         }
       }
       pos_ = n->pos;
-      if (fold_ && !obj.is_undef() && !obj.is_str() && !(obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range)))
+      if (fold_ && !obj.is_undef() && !obj.is_str() &&
+          !(obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range)))
         return JValue::undefined(strf("'%s' object is not subscriptable", jv_type(obj)));
       return slice(obj, parts[0], parts[1], parts[2]);
     }
@@ -1221,10 +1233,12 @@ class JRender {
       return JValue();
     }
     int64_t st = 1;
-    if (!step.is_none() && !as_int(step, st)) return failv("slice indices must be integers or None or have an __index__ method");
+    if (!step.is_none() && !as_int(step, st))
+      return failv("slice indices must be integers or None or have an __index__ method");
     if (st == 0) return failv("slice step cannot be zero");
     bool is_str = obj.is_str();
-    bool is_seq = obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range);
+    bool is_seq =
+        obj.is_list() && (obj.l->kind == JSeq::list || obj.l->kind == JSeq::tuple || obj.l->kind == JSeq::range);
     if (!is_str && !is_seq) {
       if (obj.is_dict()) return failv("unhashable type: 'slice'");
       return failv(strf("'%s' object is not subscriptable", jv_type(obj)));
@@ -1381,9 +1395,7 @@ class JRender {
         state.i = (state.i + 1) % static_cast<int64_t>(state.l->items.size());
         return v;
       }
-      case FnKind::cycler_reset:
-        f.self.f->self.i = 0;
-        return JValue::none();
+      case FnKind::cycler_reset: f.self.f->self.i = 0; return JValue::none();
       case FnKind::joiner: {
         if (!args.pos.empty() || !args.kw.empty()) return failv("joiner() takes no arguments");
         JValue& state = fn.f->self;  // s: separator, i: used
@@ -1477,7 +1489,8 @@ class JRender {
       sc->set("varargs", JValue::list(std::move(extra), JSeq::tuple));
     }
     if (uses_kwargs) sc->set("kwargs", kwargs);
-    if (uses_caller && !have_caller && f.kind == FnKind::macro) sc->set("caller", JValue::undefined("no caller defined"));
+    if (uses_caller && !have_caller && f.kind == FnKind::macro)
+      sc->set("caller", JValue::undefined("no caller defined"));
     predeclare(m->undef_names, *sc);
     PText out;
     Flow saved = flow_;
@@ -1544,7 +1557,8 @@ class JRender {
     if (step == 0) return failv("range() arg 3 must not be zero");
     long double count = 0;
     if (step > 0 && stop > start) count = std::ceil((static_cast<long double>(stop) - start) / step);
-    if (step < 0 && stop < start) count = std::ceil((static_cast<long double>(start) - stop) / -static_cast<long double>(step));
+    if (step < 0 && stop < start)
+      count = std::ceil((static_cast<long double>(start) - stop) / -static_cast<long double>(step));
     if (count > LLMINFER_JINJA_MAX_RANGE)
       return failv(strf("range too big: the sandbox blocks ranges larger than %d items", LLMINFER_JINJA_MAX_RANGE));
     if (!charge_list(static_cast<uint64_t>(count))) return JValue();
@@ -1567,7 +1581,8 @@ class JRender {
     } else {
       d = make_ns();
     }
-    if (args.pos.size() > 1) return failv(strf("%s expected at most 1 argument, got %zu", name.c_str(), args.pos.size()));
+    if (args.pos.size() > 1)
+      return failv(strf("%s expected at most 1 argument, got %zu", name.c_str(), args.pos.size()));
     if (!args.pos.empty()) {
       const JValue& src = args.pos[0];
       if (src.is_dict() || src.t == JValue::T::ns) {
@@ -1589,7 +1604,8 @@ class JRender {
     return d;
   }
   JValue global_cycler(const std::string&, const JArgs& args) {
-    if (!args.kw.empty()) return failv(strf("cycler() got an unexpected keyword argument '%s'", args.kw[0].first.c_str()));
+    if (!args.kw.empty())
+      return failv(strf("cycler() got an unexpected keyword argument '%s'", args.kw[0].first.c_str()));
     if (args.pos.empty()) return failv("cycler(): at least one item has to be provided");
     JFunc f;
     f.kind = FnKind::cycler_next;
@@ -1713,10 +1729,22 @@ class JRender {
         const char* open = "[";
         const char* close = "]";
         switch (L.kind) {
-          case JSeq::tuple: open = "("; close = L.items.size() == 1 ? ",)" : ")"; break;
-          case JSeq::dict_items: open = "dict_items(["; close = "])"; break;
-          case JSeq::dict_keys: open = "dict_keys(["; close = "])"; break;
-          case JSeq::dict_values: open = "dict_values(["; close = "])"; break;
+          case JSeq::tuple:
+            open = "(";
+            close = L.items.size() == 1 ? ",)" : ")";
+            break;
+          case JSeq::dict_items:
+            open = "dict_items([";
+            close = "])";
+            break;
+          case JSeq::dict_keys:
+            open = "dict_keys([";
+            close = "])";
+            break;
+          case JSeq::dict_values:
+            open = "dict_values([";
+            close = "])";
+            break;
           case JSeq::range: out.add(L.tag); return true;
           case JSeq::generator: return fail("unsupported construct: printing a generator (add |list)");
           default: break;
@@ -2021,10 +2049,10 @@ class JRender {
   std::vector<std::weak_ptr<JDict>> namespaces_;
   enum class Flow : uint8_t { normal, brk, cont } flow_ = Flow::normal;
   bool failed_ = false;
-  bool fold_ = false;                   // computing a constant expression (see eval_folded)
-  bool impossible_ = false;             // ... which turned out not to be constant
+  bool fold_ = false;                    // computing a constant expression (see eval_folded)
+  bool impossible_ = false;              // ... which turned out not to be constant
   std::vector<const void*> repr_stack_;  // containers being printed (for "[...]" / "{...}")
-  const JNode* print_root_ = nullptr;   // the expression of the {{ }} being printed
+  const JNode* print_root_ = nullptr;    // the expression of the {{ }} being printed
   uint32_t pos_ = 0;
   uint64_t steps_ = 0;
   uint64_t next_poll_ = 0;

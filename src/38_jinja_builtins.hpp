@@ -100,8 +100,10 @@ inline void jcase(const PText& s, JCase mode, PText& out) {
       case JCase::upper: cnt = jcase_full(c, 0, m); break;
       case JCase::lower: cnt = lower_at(k, 0, n, m); break;
       case JCase::swapcase:
-        if (jcase_is_upper(c)) cnt = lower_at(k, 0, n, m);
-        else if (jcase_is_lower(c)) cnt = jcase_full(c, 0, m);
+        if (jcase_is_upper(c))
+          cnt = lower_at(k, 0, n, m);
+        else if (jcase_is_lower(c))
+          cnt = jcase_full(c, 0, m);
         break;
       case JCase::capitalize: cnt = k == 0 ? jcase_full(c, 2, m) : lower_at(k, 0, n, m); break;
       case JCase::title_method:
@@ -152,50 +154,28 @@ inline JValue JRender::apply_filter(const std::string& name, const JValue& v, co
     JValue (JRender::*fn)(const FilterCall&);
   };
   static constexpr Def table[] = {
-      {"abs", &JRender::filter_abs},
-      {"attr", &JRender::filter_attr},
-      {"batch", &JRender::filter_batch},
-      {"capitalize", &JRender::filter_case},
-      {"center", &JRender::filter_center},
-      {"count", &JRender::filter_length},
-      {"d", &JRender::filter_default},
-      {"default", &JRender::filter_default},
-      {"dictsort", &JRender::filter_dictsort},
-      {"e", &JRender::filter_escape},
-      {"escape", &JRender::filter_escape},
-      {"first", &JRender::filter_first_last},
-      {"float", &JRender::filter_float},
-      {"forceescape", &JRender::filter_escape},
-      {"format", &JRender::filter_format},
-      {"indent", &JRender::filter_indent},
-      {"int", &JRender::filter_int},
-      {"items", &JRender::filter_items},
-      {"join", &JRender::filter_join},
-      {"last", &JRender::filter_first_last},
-      {"length", &JRender::filter_length},
-      {"list", &JRender::filter_list},
-      {"lower", &JRender::filter_case},
-      {"map", &JRender::filter_map},
-      {"max", &JRender::filter_min_max},
-      {"min", &JRender::filter_min_max},
-      {"reject", &JRender::filter_select},
-      {"rejectattr", &JRender::filter_select},
-      {"replace", &JRender::filter_replace},
-      {"reverse", &JRender::filter_reverse},
-      {"round", &JRender::filter_round},
-      {"safe", &JRender::filter_safe},
-      {"select", &JRender::filter_select},
-      {"selectattr", &JRender::filter_select},
-      {"sort", &JRender::filter_sort},
-      {"string", &JRender::filter_string},
-      {"sum", &JRender::filter_sum},
-      {"title", &JRender::filter_case},
-      {"tojson", &JRender::filter_tojson},
-      {"trim", &JRender::filter_trim},
-      {"truncate", &JRender::filter_truncate},
-      {"unique", &JRender::filter_unique},
-      {"upper", &JRender::filter_case},
-      {"wordcount", &JRender::filter_wordcount},
+      {"abs", &JRender::filter_abs},           {"attr", &JRender::filter_attr},
+      {"batch", &JRender::filter_batch},       {"capitalize", &JRender::filter_case},
+      {"center", &JRender::filter_center},     {"count", &JRender::filter_length},
+      {"d", &JRender::filter_default},         {"default", &JRender::filter_default},
+      {"dictsort", &JRender::filter_dictsort}, {"e", &JRender::filter_escape},
+      {"escape", &JRender::filter_escape},     {"first", &JRender::filter_first_last},
+      {"float", &JRender::filter_float},       {"forceescape", &JRender::filter_escape},
+      {"format", &JRender::filter_format},     {"indent", &JRender::filter_indent},
+      {"int", &JRender::filter_int},           {"items", &JRender::filter_items},
+      {"join", &JRender::filter_join},         {"last", &JRender::filter_first_last},
+      {"length", &JRender::filter_length},     {"list", &JRender::filter_list},
+      {"lower", &JRender::filter_case},        {"map", &JRender::filter_map},
+      {"max", &JRender::filter_min_max},       {"min", &JRender::filter_min_max},
+      {"reject", &JRender::filter_select},     {"rejectattr", &JRender::filter_select},
+      {"replace", &JRender::filter_replace},   {"reverse", &JRender::filter_reverse},
+      {"round", &JRender::filter_round},       {"safe", &JRender::filter_safe},
+      {"select", &JRender::filter_select},     {"selectattr", &JRender::filter_select},
+      {"sort", &JRender::filter_sort},         {"string", &JRender::filter_string},
+      {"sum", &JRender::filter_sum},           {"title", &JRender::filter_case},
+      {"tojson", &JRender::filter_tojson},     {"trim", &JRender::filter_trim},
+      {"truncate", &JRender::filter_truncate}, {"unique", &JRender::filter_unique},
+      {"upper", &JRender::filter_case},        {"wordcount", &JRender::filter_wordcount},
   };
   static_assert(jtable_sorted(table), "the filter table must be sorted by name");
   if (!charge_scan(v, args)) return JValue();
@@ -285,8 +265,10 @@ inline JValue JRender::filter_case(const FilterCall& c) {
   bool m;
   if (!soft_str(c.v, t, m)) return JValue();
   const std::string& name = c.name;
-  JCase mode = name == "upper" ? JCase::upper : name == "lower" ? JCase::lower
-               : name == "capitalize" ? JCase::capitalize : JCase::title_filter;
+  JCase mode = name == "upper"        ? JCase::upper
+               : name == "lower"      ? JCase::lower
+               : name == "capitalize" ? JCase::capitalize
+                                      : JCase::title_filter;
   jcase(t, mode, out);
   if (!charge_str(out.s.size())) return JValue();
   return jv_text(std::move(out), m && name != "title");
@@ -348,10 +330,12 @@ inline JValue JRender::filter_indent(const FilterCall& c) {
   std::string ind = "    ";
   if (a[0]) {
     int64_t w;
-    if (a[0]->is_str()) ind = a[0]->text();
+    if (a[0]->is_str())
+      ind = a[0]->text();
     else if (as_int(*a[0], w))
       ind = std::string(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(w, 1 << 16))), ' ');
-    else return failv("indent: width must be an integer or a string");
+    else
+      return failv("indent: width must be an integer or a string");
   }
   bool first = a[1] && jv_truthy(*a[1]), blank = a[2] && jv_truthy(*a[2]);
   s.add("\n");
@@ -390,8 +374,9 @@ inline JValue JRender::filter_truncate(const FilterCall& c) {
   std::vector<size_t> off = jcp_offsets(s.s);
   int64_t n = static_cast<int64_t>(off.size()) - 1;
   int64_t end_len = static_cast<int64_t>(jcp_offsets(end.s).size()) - 1;
-  if (length < end_len) return failv(strf("expected length >= %lld, got %lld", static_cast<long long>(end_len),
-                                          static_cast<long long>(length)));
+  if (length < end_len)
+    return failv(
+        strf("expected length >= %lld, got %lld", static_cast<long long>(end_len), static_cast<long long>(length)));
   if (leeway < 0) return failv("expected leeway >= 0");
   if (n <= length + leeway) return v;
   size_t cut = off[static_cast<size_t>(length - end_len)];
@@ -548,8 +533,7 @@ inline JValue JRender::filter_round(const FilterCall& c) {
   int64_t prec = 0;
   if (a[0] && !as_int(*a[0], prec)) return failv("round: precision must be an integer");
   std::string method = a[1] && a[1]->is_str() ? a[1]->text() : "common";
-  if (method != "common" && method != "ceil" && method != "floor")
-    return failv("method must be common, ceil or floor");
+  if (method != "common" && method != "ceil" && method != "floor") return failv("method must be common, ceil or floor");
   int64_t i;
   if (method == "common" && as_int(v, i) && prec >= 0) return JValue::integer(i);
   if (!v.is_num()) return failv(strf("type %s doesn't define __round__ method", jv_type(v)));
@@ -582,15 +566,17 @@ inline JValue JRender::filter_list(const FilterCall& c) {
 inline JValue JRender::filter_items(const FilterCall& c) {
   std::vector<const JValue*> a;
   if (!bind(c.args, {}, a, c.what)) return JValue();
-  return make_gen([this, v = c.v, idx = size_t(0)](JValue& out, bool& done) mutable -> bool {
-    done = false;
-    if (v.is_undef()) return (done = true), true;
-    if (!v.is_dict()) return fail("can only get item pairs from a mapping");
-    if (idx >= v.m->items.size()) return (done = true), true;
-    const auto& kv = v.m->items[idx++];
-    out = JValue::list({kv.first, kv.second}, JSeq::tuple);
-    return true;
-  }, c.v);
+  return make_gen(
+      [this, v = c.v, idx = size_t(0)](JValue& out, bool& done) mutable -> bool {
+        done = false;
+        if (v.is_undef()) return (done = true), true;
+        if (!v.is_dict()) return fail("can only get item pairs from a mapping");
+        if (idx >= v.m->items.size()) return (done = true), true;
+        const auto& kv = v.m->items[idx++];
+        out = JValue::list({kv.first, kv.second}, JSeq::tuple);
+        return true;
+      },
+      c.v);
 }
 // first, last
 inline JValue JRender::filter_first_last(const FilterCall& c) {
@@ -630,27 +616,29 @@ inline JValue JRender::filter_batch(const FilterCall& c) {
   if (!a[0] || !as_int(*a[0], n) || n <= 0) return failv("batch: linecount must be a positive integer");
   JValue fill = a[1] ? *a[1] : JValue::none();
   Puller src = puller(c.v);
-  return make_gen([this, src, n, fill, end = false](JValue& out, bool& done) mutable -> bool {
-    done = false;
-    if (end) return (done = true), true;
-    std::vector<JValue> cur;
-    while (static_cast<int64_t>(cur.size()) < n) {
-      JValue x;
-      bool fin = false;
-      if (!src(x, fin)) return false;
-      if (fin) {
-        end = true;
-        break;
-      }
-      cur.push_back(std::move(x));
-    }
-    if (cur.empty()) return (done = true), true;
-    if (!fill.is_none())
-      while (static_cast<int64_t>(cur.size()) < n) cur.push_back(fill);
-    if (!charge_list(cur.size())) return false;
-    out = JValue::list(std::move(cur));
-    return true;
-  }, c.v);
+  return make_gen(
+      [this, src, n, fill, end = false](JValue& out, bool& done) mutable -> bool {
+        done = false;
+        if (end) return (done = true), true;
+        std::vector<JValue> cur;
+        while (static_cast<int64_t>(cur.size()) < n) {
+          JValue x;
+          bool fin = false;
+          if (!src(x, fin)) return false;
+          if (fin) {
+            end = true;
+            break;
+          }
+          cur.push_back(std::move(x));
+        }
+        if (cur.empty()) return (done = true), true;
+        if (!fill.is_none())
+          while (static_cast<int64_t>(cur.size()) < n) cur.push_back(fill);
+        if (!charge_list(cur.size())) return false;
+        out = JValue::list(std::move(cur));
+        return true;
+      },
+      c.v);
 }
 inline JValue JRender::filter_sum(const FilterCall& c) {
   std::vector<const JValue*> a;
@@ -716,26 +704,28 @@ inline JValue JRender::filter_unique(const FilterCall& c) {
   bool cs = a[0] && jv_truthy(*a[0]);
   JValue attribute = a[1] ? *a[1] : JValue::none();
   Puller src = puller(c.v);
-  return make_gen([this, src, cs, attribute, seen = std::vector<JValue>()](JValue& out, bool& done) mutable -> bool {
-    for (;;) {
-      if (!src(out, done) || done) return !failed_;
-      JValue k;
-      if (!sort_key(out, &attribute, cs, k)) return false;
-      if (k.is_dict() || (k.is_list() && k.l->kind != JSeq::tuple))
-        return fail(strf("unhashable type: '%s'", jv_type(k)));
-      if (!charge(seen.size() / 8 + 1)) return false;
-      bool dup = false;
-      for (const auto& x : seen)
-        if (py_eq(x, k)) {
-          dup = true;
-          break;
+  return make_gen(
+      [this, src, cs, attribute, seen = std::vector<JValue>()](JValue& out, bool& done) mutable -> bool {
+        for (;;) {
+          if (!src(out, done) || done) return !failed_;
+          JValue k;
+          if (!sort_key(out, &attribute, cs, k)) return false;
+          if (k.is_dict() || (k.is_list() && k.l->kind != JSeq::tuple))
+            return fail(strf("unhashable type: '%s'", jv_type(k)));
+          if (!charge(seen.size() / 8 + 1)) return false;
+          bool dup = false;
+          for (const auto& x : seen)
+            if (py_eq(x, k)) {
+              dup = true;
+              break;
+            }
+          if (!dup) {
+            seen.push_back(std::move(k));
+            return true;
+          }
         }
-      if (!dup) {
-        seen.push_back(std::move(k));
-        return true;
-      }
-    }
-  }, c.v);
+      },
+      c.v);
 }
 inline JValue JRender::filter_sort(const FilterCall& c) {
   std::vector<const JValue*> a;
@@ -785,20 +775,24 @@ inline JValue JRender::filter_map(const FilterCall& c) {
   const JValue* attribute = nullptr;
   const JValue* def = nullptr;
   for (const auto& kv : args.kw) {
-    if (kv.first == "attribute") attribute = &kv.second;
-    else if (kv.first == "default") def = &kv.second;
+    if (kv.first == "attribute")
+      attribute = &kv.second;
+    else if (kv.first == "default")
+      def = &kv.second;
   }
   if (attribute && args.pos.empty()) {
     for (const auto& kv : args.kw)
       if (kv.first != "attribute" && kv.first != "default")
         return failv(strf("unexpected keyword argument '%s'", kv.first.c_str()));
     JValue attr = *attribute, dflt = def ? *def : JValue::none();
-    return make_gen([this, src, falsy, attr, dflt](JValue& out, bool& done) mutable -> bool {
-      if (falsy) return (done = true), true;
-      if (!src(out, done) || done) return !failed_;
-      out = attr_path(out, attr, &dflt);
-      return !failed_;
-    }, c.v);
+    return make_gen(
+        [this, src, falsy, attr, dflt](JValue& out, bool& done) mutable -> bool {
+          if (falsy) return (done = true), true;
+          if (!src(out, done) || done) return !failed_;
+          out = attr_path(out, attr, &dflt);
+          return !failed_;
+        },
+        c.v);
   }
   if (args.pos.empty()) return failv("map requires a filter argument");
   if (!args.pos[0].is_str()) return failv("map: the filter name must be a string");
@@ -809,15 +803,17 @@ inline JValue JRender::filter_map(const FilterCall& c) {
   // (the scope weakly: a generator stored in that scope must not keep it alive, a reference cycle;
   // pulled after the scope ended, the filter runs in an empty one)
   std::weak_ptr<JScope> wsc = c.sc;
-  return make_gen([this, src, falsy, fname, rest, wsc](JValue& out, bool& done) mutable -> bool {
-    if (falsy) return (done = true), true;
-    if (!src(out, done) || done) return !failed_;
-    if (!jinja_known_filter(fname)) return fail(strf("no filter named '%s'", fname.c_str()));
-    auto scope = wsc.lock();
-    if (!scope) scope = std::make_shared<JScope>();
-    out = apply_filter(fname, out, rest, scope);
-    return !failed_;
-  }, c.v);
+  return make_gen(
+      [this, src, falsy, fname, rest, wsc](JValue& out, bool& done) mutable -> bool {
+        if (falsy) return (done = true), true;
+        if (!src(out, done) || done) return !failed_;
+        if (!jinja_known_filter(fname)) return fail(strf("no filter named '%s'", fname.c_str()));
+        auto scope = wsc.lock();
+        if (!scope) scope = std::make_shared<JScope>();
+        out = apply_filter(fname, out, rest, scope);
+        return !failed_;
+      },
+      c.v);
 }
 // select, reject, selectattr, rejectattr
 inline JValue JRender::filter_select(const FilterCall& c) {
@@ -840,26 +836,28 @@ inline JValue JRender::filter_select(const FilterCall& c) {
   JArgs targs;
   targs.pos.assign(args.pos.begin() + static_cast<std::ptrdiff_t>(at), args.pos.end());
   targs.kw = args.kw;
-  return make_gen([this, src, falsy, attr, attrname, test, targs, keep_if](JValue& out, bool& done) mutable -> bool {
-    if (falsy) return (done = true), true;
-    if (!test.empty() && !jinja_known_test(test)) return fail(strf("no test named '%s'", test.c_str()));
-    for (;;) {
-      if (!src(out, done) || done) return !failed_;
-      if (!charge()) return false;
-      JValue x = out;
-      if (attr) {
-        x = attr_path(out, attrname, nullptr);
-        if (failed_) return false;
-      }
-      bool r;
-      if (test.empty()) {
-        r = jv_truthy(x);
-      } else if (!run_test(test, x, targs, r)) {
-        return false;
-      }
-      if (r == keep_if) return true;
-    }
-  }, c.v);
+  return make_gen(
+      [this, src, falsy, attr, attrname, test, targs, keep_if](JValue& out, bool& done) mutable -> bool {
+        if (falsy) return (done = true), true;
+        if (!test.empty() && !jinja_known_test(test)) return fail(strf("no test named '%s'", test.c_str()));
+        for (;;) {
+          if (!src(out, done) || done) return !failed_;
+          if (!charge()) return false;
+          JValue x = out;
+          if (attr) {
+            x = attr_path(out, attrname, nullptr);
+            if (failed_) return false;
+          }
+          bool r;
+          if (test.empty()) {
+            r = jv_truthy(x);
+          } else if (!run_test(test, x, targs, r)) {
+            return false;
+          }
+          if (r == keep_if) return true;
+        }
+      },
+      c.v);
 }
 
 // ---- tests ----
@@ -972,8 +970,10 @@ inline bool JRender::test_case(const TestCall& c, bool& r) {
   while (i < t.s.size() && ok) {
     uint32_t ch = jcp_next(t.s, i);
     bool other = lower ? jcase_is_upper(ch) : jcase_is_lower(ch);
-    if (other || jcase_is_title(ch)) ok = false;
-    else if (lower ? jcase_is_lower(ch) : jcase_is_upper(ch)) cased = true;
+    if (other || jcase_is_title(ch))
+      ok = false;
+    else if (lower ? jcase_is_lower(ch) : jcase_is_upper(ch))
+      cased = true;
   }
   r = ok && cased;
   return true;
@@ -1003,13 +1003,20 @@ inline bool JRender::test_sameas(const TestCall& c, bool& r) {
 inline bool JRender::test_compare(const TestCall& c, bool& r) {
   const std::string& name = c.name;
   CmpOp op;
-  if (name == "eq" || name == "equalto" || name == "==") op = CmpOp::eq;
-  else if (name == "ne" || name == "!=") op = CmpOp::ne;
-  else if (name == "lt" || name == "lessthan" || name == "<") op = CmpOp::lt;
-  else if (name == "le" || name == "<=") op = CmpOp::le;
-  else if (name == "gt" || name == "greaterthan" || name == ">") op = CmpOp::gt;
-  else if (name == "ge" || name == ">=") op = CmpOp::ge;
-  else op = CmpOp::in;
+  if (name == "eq" || name == "equalto" || name == "==")
+    op = CmpOp::eq;
+  else if (name == "ne" || name == "!=")
+    op = CmpOp::ne;
+  else if (name == "lt" || name == "lessthan" || name == "<")
+    op = CmpOp::lt;
+  else if (name == "le" || name == "<=")
+    op = CmpOp::le;
+  else if (name == "gt" || name == "greaterthan" || name == ">")
+    op = CmpOp::gt;
+  else if (name == "ge" || name == ">=")
+    op = CmpOp::ge;
+  else
+    op = CmpOp::in;
   if (!test_arg(c)) return false;
   return compare(op, c.v, *c.arg, r);
 }
@@ -1063,9 +1070,12 @@ inline bool JRender::parse_py_int(std::string_view s, int base, int64_t& out) {
     base = 10;
     if (x.size() > p + 1 && x[p] == '0') {
       char c = static_cast<char>(x[p + 1] | 0x20);
-      if (c == 'x') base = 16;
-      else if (c == 'o') base = 8;
-      else if (c == 'b') base = 2;
+      if (c == 'x')
+        base = 16;
+      else if (c == 'o')
+        base = 8;
+      else if (c == 'b')
+        base = 2;
       if (base != 10) p += 2;
     }
   } else if (x.size() > p + 1 && x[p] == '0') {
@@ -1109,8 +1119,10 @@ inline bool JRender::parse_py_float(std::string_view s, double& out) {
   double v = 0;
   auto r = std::from_chars(x.data() + (x[0] == '+' ? 1 : 0), x.data() + x.size(), v);
   if (r.ptr != x.data() + x.size()) return false;
-  if (r.ec == std::errc::result_out_of_range) v = (x.find("e-") != std::string::npos) ? 0.0 : (neg ? -HUGE_VAL : HUGE_VAL);
-  else if (r.ec != std::errc()) return false;
+  if (r.ec == std::errc::result_out_of_range)
+    v = (x.find("e-") != std::string::npos) ? 0.0 : (neg ? -HUGE_VAL : HUGE_VAL);
+  else if (r.ec != std::errc())
+    return false;
   out = v;
   return true;
 }
@@ -1197,8 +1209,10 @@ inline JValue JRender::dict_method(const JValue& self, const std::string& name, 
   std::vector<JValue> out;
   JSeq kind = name == "items" ? JSeq::dict_items : name == "keys" ? JSeq::dict_keys : JSeq::dict_values;
   for (const auto& kv : self.m->items) {
-    if (name == "items") out.push_back(JValue::list({kv.first, kv.second}, JSeq::tuple));
-    else out.push_back(name == "keys" ? kv.first : kv.second);
+    if (name == "items")
+      out.push_back(JValue::list({kv.first, kv.second}, JSeq::tuple));
+    else
+      out.push_back(name == "keys" ? kv.first : kv.second);
   }
   return JValue::list(std::move(out), kind);
 }
@@ -1394,8 +1408,11 @@ inline JValue JRender::str_case(const StrCall& c) {
   if (!bind(c.args, {}, a, c.what)) return JValue();
   const std::string& name = c.name;
   if (name == "casefold" && !jis_ascii(c.s.s)) return failv("unsupported construct: str.casefold() on non-ASCII text");
-  JCase mode = name == "upper" ? JCase::upper : (name == "lower" || name == "casefold") ? JCase::lower
-               : name == "title" ? JCase::title_method : name == "capitalize" ? JCase::capitalize : JCase::swapcase;
+  JCase mode = name == "upper"                           ? JCase::upper
+               : (name == "lower" || name == "casefold") ? JCase::lower
+               : name == "title"                         ? JCase::title_method
+               : name == "capitalize"                    ? JCase::capitalize
+                                                         : JCase::swapcase;
   PText out;
   jcase(c.s, mode, out);
   if (!charge_str(out.s.size())) return JValue();
@@ -1439,8 +1456,10 @@ inline JValue JRender::str_join(const StrCall& c) {
     if (!items[k].is_str())
       return failv(strf("sequence item %zu: expected str instance, %s found", k, jv_type(items[k])));
     if (k) out.add(c.s);
-    if (c.self.b && !jv_is_markup(items[k])) html_escape(out, *items[k].s);
-    else out.add(*items[k].s);
+    if (c.self.b && !jv_is_markup(items[k]))
+      html_escape(out, *items[k].s);
+    else
+      out.add(*items[k].s);
     if (!check_len(out.s.size())) return JValue();
   }
   if (!charge_str(out.s.size())) return JValue();
@@ -1488,8 +1507,9 @@ inline JValue JRender::str_remove_fix(const StrCall& c) {
 inline JValue JRender::str_justify(const StrCall& c) {
   const std::string& name = c.name;
   std::vector<const JValue*> a;
-  if (!bind(c.args, name == "zfill" ? std::initializer_list<const char*>{"width"}
-                                    : std::initializer_list<const char*>{"width", "fillchar"},
+  if (!bind(c.args,
+            name == "zfill" ? std::initializer_list<const char*>{"width"}
+                            : std::initializer_list<const char*>{"width", "fillchar"},
             a, c.what))
     return JValue();
   const PText& s = c.s;
@@ -1506,8 +1526,10 @@ inline JValue JRender::str_justify(const StrCall& c) {
   if (!check_len(static_cast<size_t>(width) * fill.size())) return JValue();
   size_t pad = static_cast<size_t>(width - len);
   size_t left = 0;
-  if (name == "rjust") left = pad;
-  else if (name == "center") left = pad / 2 + (pad & static_cast<size_t>(width) & 1);
+  if (name == "rjust")
+    left = pad;
+  else if (name == "center")
+    left = pad / 2 + (pad & static_cast<size_t>(width) & 1);
   PText out;
   if (name == "zfill") {
     size_t sign = (!s.s.empty() && (s.s[0] == '+' || s.s[0] == '-')) ? 1 : 0;
@@ -1559,12 +1581,18 @@ inline JValue JRender::str_is(const StrCall& c) {
   size_t i = 0;
   while (i < s.size() && all) {
     uint32_t ch = jcp_next(s, i);
-    if (name == "isspace") all = jis_space(ch);
-    else if (name == "isalpha") all = jis_alpha(ch);
-    else if (name == "isalnum") all = jis_alnum(ch);
-    else if (name == "isdecimal") all = jis_decimal(ch);
-    else if (name == "isdigit") all = jis_digit(ch);
-    else all = jis_numeric(ch);  // isnumeric
+    if (name == "isspace")
+      all = jis_space(ch);
+    else if (name == "isalpha")
+      all = jis_alpha(ch);
+    else if (name == "isalnum")
+      all = jis_alnum(ch);
+    else if (name == "isdecimal")
+      all = jis_decimal(ch);
+    else if (name == "isdigit")
+      all = jis_digit(ch);
+    else
+      all = jis_numeric(ch);  // isnumeric
   }
   return JValue::boolean(all);
 }
@@ -1578,9 +1606,12 @@ inline JValue JRender::percent_format(const JValue& fmtv, const JValue& argv) {
   // Python: a tuple gives the arguments; anything else is one argument, and a mapping-like one
   // (a dict, also a list) is never "not all converted"
   bool mapping_like = argv.is_dict() || argv.is_undef() || (argv.is_list() && argv.l->kind != JSeq::tuple);
-  if (argv.is_list() && argv.l->kind == JSeq::tuple) args = argv.l->items;
-  else if (argv.is_dict()) mapping = argv.m.get();
-  else args.push_back(argv);
+  if (argv.is_list() && argv.l->kind == JSeq::tuple)
+    args = argv.l->items;
+  else if (argv.is_dict())
+    mapping = argv.m.get();
+  else
+    args.push_back(argv);
   size_t next = 0;
   PText out;
   size_t i = 0;
@@ -1628,7 +1659,8 @@ inline JValue JRender::percent_format(const JValue& fmtv, const JValue& argv) {
     out.add(piece);
     if (!check_len(out.s.size())) return JValue();
   }
-  if (!mapping && !mapping_like && next < args.size()) return failv("not all arguments converted during string formatting");
+  if (!mapping && !mapping_like && next < args.size())
+    return failv("not all arguments converted during string formatting");
   if (!charge_str(out.s.size())) return JValue();
   return mk ? jv_markup(std::move(out)) : JValue::str(std::move(out));
 }
@@ -1705,7 +1737,8 @@ inline bool JRender::percent_num(const PctSpec& sp, const JValue& arg, PText& pi
     if (!std::isfinite(d)) {
       std::string t =
           std::isnan(d) ? "nan" : (d < 0 ? "-inf" : (flags.find('+') != std::string::npos ? "+inf" : "inf"));
-      if (std::isupper(static_cast<unsigned char>(conv))) for (auto& ch : t) ch = static_cast<char>(std::toupper(ch));
+      if (std::isupper(static_cast<unsigned char>(conv)))
+        for (auto& ch : t) ch = static_cast<char>(std::toupper(ch));
       piece.add(t);
     } else {
       piece.add(strf((spec + conv).c_str(), d));

@@ -27,10 +27,10 @@ struct ChatInput {
   // Template variables such as {"bos_token", "<s>"}, {"eos_token", "</s>"} (see chat_special_tokens).
   std::vector<std::pair<std::string, std::string>> special_tokens;
   std::optional<std::vector<std::string>> additional_special_tokens;  // tokenizer_config's list, if any
-  Json tools;  // null: no `tools` variable at all
+  Json tools;                                                         // null: no `tools` variable at all
   Json extra;  // object: more variables (enable_thinking, documents, ...); untrusted if named "documents"
-  std::function<std::tm()> clock;  // strftime_now(); local time when empty (tests fix it)
-  uint64_t max_steps = 0;          // evaluation budget; 0: LLMINFER_JINJA_MAX_STEPS scaled by the input size
+  std::function<std::tm()> clock;             // strftime_now(); local time when empty (tests fix it)
+  uint64_t max_steps = 0;                     // evaluation budget; 0: LLMINFER_JINJA_MAX_STEPS scaled by the input size
   const std::atomic<bool>* cancel = nullptr;  // polled while rendering: set, the render fails ("rendering cancelled")
 
   // messages from role/content pairs
@@ -98,7 +98,8 @@ inline JValue jinja_from_json(const Json& j, bool content, int depth = 0) {
 inline const char* chat_fallback_template() {
   return "{%- for message in messages -%}"
          "{%- if message['content'] is string -%}{%- set content = message['content'] -%}"
-         "{%- else -%}{%- set content = message['content'] | selectattr('type', 'equalto', 'text') | map(attribute='text')"
+         "{%- else -%}{%- set content = message['content'] | selectattr('type', 'equalto', 'text') | "
+         "map(attribute='text')"
          " | join('') -%}{%- endif -%}"
          "{{ '<|im_start|>' + message['role'] + '\\n' + content + '<|im_end|>' + '\\n' }}"
          "{%- endfor -%}"
@@ -162,7 +163,8 @@ class ChatTemplate {
     globals->set("add_generation_prompt", JValue::boolean(in.add_generation_prompt));
     if (!in.tools.is_null()) globals->set("tools", jinja_from_json(in.tools, true));
     if (in.extra.is_object())
-      for (const auto& kv : in.extra.members) globals->set(kv.first, jinja_from_json(kv.second, kv.first == "documents"));
+      for (const auto& kv : in.extra.members)
+        globals->set(kv.first, jinja_from_json(kv.second, kv.first == "documents"));
     // the budget grows with the conversation: 10 steps per (message + tool)^2 (templates scan it
     // once per message) and 1 per byte of its text (tests and methods on it cost 1 per 8 bytes)
     uint64_t n = in.messages.size() + in.tools.size();
@@ -180,7 +182,8 @@ class ChatTemplate {
     if (!prog_) return make_error(Errc::template_error, "chat template: not parsed");
     auto globals = std::make_shared<JScope>();
     for (const auto& kv : vars.members)
-      globals->set(kv.first, jinja_from_json(kv.second, kv.first == "messages" || kv.first == "tools" || kv.first == "documents"));
+      globals->set(kv.first, jinja_from_json(kv.second,
+                                             kv.first == "messages" || kv.first == "tools" || kv.first == "documents"));
     return run(globals, std::move(clock), max_steps);
   }
 
@@ -191,8 +194,8 @@ class ChatTemplate {
   bool uses_strftime() const { return prog_ && prog_->uses_strftime; }
 
  private:
-  Result<RenderedPrompt> run(const std::shared_ptr<JScope>& globals, std::function<std::tm()> clock,
-                             uint64_t max_steps, const std::atomic<bool>* cancel = nullptr) const {
+  Result<RenderedPrompt> run(const std::shared_ptr<JScope>& globals, std::function<std::tm()> clock, uint64_t max_steps,
+                             const std::atomic<bool>* cancel = nullptr) const {
     JRenderOptions opt;
     opt.clock = std::move(clock);
     opt.max_steps = max_steps;
@@ -248,7 +251,8 @@ inline void chat_special_tokens(const ModelDesc& m, ChatInput& in) {
   in.additional_special_tokens.reset();
   if (m.format == FileFormat::gguf) {
     auto add = [&](const char* name, int32_t id) {
-      if (id >= 0 && static_cast<size_t>(id) < m.vocab.tokens.size()) in.special_tokens.emplace_back(name, m.vocab.tokens[static_cast<size_t>(id)]);
+      if (id >= 0 && static_cast<size_t>(id) < m.vocab.tokens.size())
+        in.special_tokens.emplace_back(name, m.vocab.tokens[static_cast<size_t>(id)]);
     };
     add("bos_token", m.vocab.bos);
     add("eos_token", m.vocab.eos);

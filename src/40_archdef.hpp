@@ -86,8 +86,14 @@ class Sha256 {
       b = a;
       a = t1 + t2;
     }
-    h_[0] += a; h_[1] += b; h_[2] += c; h_[3] += d;
-    h_[4] += e; h_[5] += f; h_[6] += g; h_[7] += h;
+    h_[0] += a;
+    h_[1] += b;
+    h_[2] += c;
+    h_[3] += d;
+    h_[4] += e;
+    h_[5] += f;
+    h_[6] += g;
+    h_[7] += h;
   }
   uint32_t h_[8];
   uint8_t buf_[64];
@@ -135,11 +141,38 @@ inline std::string did_you_mean(std::string_view word, const std::vector<std::st
 
 // ---- the operations (a closed set; see the manual for what each computes) ----
 enum class OpCode : uint8_t {
-  embed, rms_norm, norm_heads, matmul, add_bias, rope, attention,
-  silu, gelu, gelu_tanh, relu, mul, add, scale, softcap, copy, last,
-  layer_norm, layer_norm_heads, slice,
-  sub, mul_weight, rms_normalize, gaussian_topk, put,
-  streams, stream_matmul, match_norm, stream_mix, stream_axpy, stream_add, stream_mean,
+  embed,
+  rms_norm,
+  norm_heads,
+  matmul,
+  add_bias,
+  rope,
+  attention,
+  silu,
+  gelu,
+  gelu_tanh,
+  relu,
+  mul,
+  add,
+  scale,
+  softcap,
+  copy,
+  last,
+  layer_norm,
+  layer_norm_heads,
+  slice,
+  sub,
+  mul_weight,
+  rms_normalize,
+  gaussian_topk,
+  put,
+  streams,
+  stream_matmul,
+  match_norm,
+  stream_mix,
+  stream_axpy,
+  stream_add,
+  stream_mean,
 };
 
 // Argument kinds in signatures: 'r' register, 't' tensor (alternatives with |, optionally | none),
@@ -155,10 +188,10 @@ struct OpKwarg {
 struct OpSpec {
   const char* name;
   OpCode code;
-  const char* sig;         // positional argument kinds
-  OpKwarg kwargs[8];       // keyword arguments (name == nullptr ends the list)
-  bool needs_dst;          // must be written `dst = op(...)` (the result has a new shape)
-  bool may_have_dst;       // `dst = op(a, ...)` allowed (copy a, then apply); else in-place only
+  const char* sig;    // positional argument kinds
+  OpKwarg kwargs[8];  // keyword arguments (name == nullptr ends the list)
+  bool needs_dst;     // must be written `dst = op(...)` (the result has a new shape)
+  bool may_have_dst;  // `dst = op(a, ...)` allowed (copy a, then apply); else in-place only
 };
 
 inline const std::vector<OpSpec>& op_specs() {
@@ -169,10 +202,18 @@ inline const std::vector<OpSpec>& op_specs() {
       {"matmul", OpCode::matmul, "rt", {}, true, true},
       {"add_bias", OpCode::add_bias, "rt", {}, false, true},
       {"rope", OpCode::rope, "rl", {{"factors", 't'}, {"base", 'v'}, {"base_swa", 'v'}, {"dims", 'v'}}, false, true},
-      {"attention", OpCode::attention, "rrr",
-       {{"window", 'v'}, {"period", 'v'}, {"scale", 'v'}, {"softcap", 'v'}, {"offset", 'v'}, {"sliding", 'v'},
+      {"attention",
+       OpCode::attention,
+       "rrr",
+       {{"window", 'v'},
+        {"period", 'v'},
+        {"scale", 'v'},
+        {"softcap", 'v'},
+        {"offset", 'v'},
+        {"sliding", 'v'},
         {"reuse_kv_from", 'v'}},
-       true, true},
+       true,
+       true},
       {"silu", OpCode::silu, "r", {}, false, true},
       {"gelu", OpCode::gelu, "r", {}, false, true},
       {"gelu_tanh", OpCode::gelu_tanh, "r", {}, false, true},
@@ -202,7 +243,9 @@ inline const std::vector<OpSpec>& op_specs() {
   return specs;
 }
 
-inline const OpSpec& op_spec(OpCode c) { return op_specs()[static_cast<size_t>(c)]; }
+inline const OpSpec& op_spec(OpCode c) {
+  return op_specs()[static_cast<size_t>(c)];
+}
 
 inline const OpSpec* find_op(std::string_view name) {
   for (const auto& s : op_specs())
@@ -212,9 +255,9 @@ inline const OpSpec* find_op(std::string_view name) {
 
 // Values the definitions can name without a `param` line (from the model's hyperparameters).
 inline const std::vector<std::string>& archdef_builtin_values() {
-  static const std::vector<std::string> names = {"n_embd", "n_layer", "n_head", "n_head_kv", "head_dim",
-                                                 "head_dim_v", "n_ff", "n_vocab", "n_ctx_train", "rms_eps",
-                                                 "rope_base", "rope_dims", "norm_eps", "layer", "inf"};
+  static const std::vector<std::string> names = {"n_embd",     "n_layer",   "n_head",   "n_head_kv",   "head_dim",
+                                                 "head_dim_v", "n_ff",      "n_vocab",  "n_ctx_train", "rms_eps",
+                                                 "rope_base",  "rope_dims", "norm_eps", "layer",       "inf"};
   return names;
 }
 
@@ -286,7 +329,7 @@ struct ParamDef {
   std::string name;
   std::vector<ParamAlt> alts;  // the first that exists wins
   int line = 0;
-  bool per_layer = false;      // a term alternative uses every() (metadata arrays are known at compile)
+  bool per_layer = false;  // a term alternative uses every() (metadata arrays are known at compile)
 };
 
 struct ConventionDef {
@@ -307,8 +350,8 @@ struct StmtDef {
   int line = 0;
   Section section = Section::none;
   const OpSpec* op = nullptr;
-  std::string dst;                                   // "" for the in-place form
-  std::vector<ArgDef> args;                          // positional, in signature order
+  std::string dst;           // "" for the in-place form
+  std::vector<ArgDef> args;  // positional, in signature order
   std::vector<std::pair<std::string, ArgDef>> kwargs;
   const ArgDef* kwarg(std::string_view name) const {
     for (const auto& kv : kwargs)
@@ -432,8 +475,7 @@ class ArchdefParser {
         if (!c) return c.error();
         d.conventions.push_back(std::move(*c));
       } else {
-        if (sec == Section::none)
-          return fail_stmt_outside(t0);
+        if (sec == Section::none) return fail_stmt_outside(t0);
         auto s = parse_stmt(sec, d);
         if (!s) return s.error();
         (sec == Section::prologue ? d.prologue : sec == Section::block ? d.block : d.epilogue).push_back(std::move(*s));
@@ -537,7 +579,8 @@ class ArchdefParser {
         toks_.push_back({Tok::word, std::string(s.substr(k, e - k))});
         k = e;
       } else {
-        size_t l = static_cast<size_t>(std::max(1, utf8_valid_len(reinterpret_cast<const unsigned char*>(s.data() + k), s.size() - k)));
+        size_t l = static_cast<size_t>(
+            std::max(1, utf8_valid_len(reinterpret_cast<const unsigned char*>(s.data() + k), s.size() - k)));
         return fail(line_, "unexpected character '" + printable(s.substr(k, l)) + "'");
       }
     }
@@ -554,7 +597,9 @@ class ArchdefParser {
     return t.kind != Tok::punct || t.text == ")";
   }
 
-  bool at_punct(const char* p) const { return i_ < toks_.size() && toks_[i_].kind == Tok::punct && toks_[i_].text == p; }
+  bool at_punct(const char* p) const {
+    return i_ < toks_.size() && toks_[i_].kind == Tok::punct && toks_[i_].text == p;
+  }
   bool at_end() const { return i_ >= toks_.size(); }
   std::string here() const { return at_end() ? std::string("end of line") : "'" + printable(toks_[i_].text) + "'"; }
 
@@ -583,8 +628,7 @@ class ArchdefParser {
       if (e == std::string::npos) return fail(line_, "unbalanced '{' in '" + printable(w) + "'");
       std::string ph = w.substr(k + 1, e - k - 1);
       if (tensor && ph == "i") {
-        if (sec != Section::block)
-          return fail(line_, "'{i}' (the layer index) is only defined in the 'block' section");
+        if (sec != Section::block) return fail(line_, "'{i}' (the layer index) is only defined in the 'block' section");
       } else if ((tensor && ph == "k") || (!tensor && ph == "arch")) {
       } else {
         return fail(line_, "unknown placeholder '{" + printable(ph) + "}' in '" + printable(w) + "' (" +
@@ -606,7 +650,10 @@ class ArchdefParser {
   // One level of left-associative binary operators: level 0 is '+' '-' over PRODUCTs, level 1 is
   // '*' '/' over UNARYs.
   Result<ValueTerm> parse_binary(const ArchDef& d, bool block, int depth, int level) {
-    static constexpr struct { const char* op[2]; ValueTerm::Fn fn[2]; } kLevels[2] = {
+    static constexpr struct {
+      const char* op[2];
+      ValueTerm::Fn fn[2];
+    } kLevels[2] = {
         {{"+", "-"}, {ValueTerm::Fn::add, ValueTerm::Fn::sub}},
         {{"*", "/"}, {ValueTerm::Fn::mul, ValueTerm::Fn::div}},
     };
@@ -662,11 +709,15 @@ class ArchdefParser {
     if (tk.kind != Tok::word || !is_ident(tk.text)) return fail(line_, "expected a value, found " + here());
     if (archdef_value_function(tk.text) && at_punct_at(i_ + 1, "(")) {
       const std::string fn = tk.text;
-      t.fn = fn == "sqrt" ? ValueTerm::Fn::sqrt : fn == "rsqrt" ? ValueTerm::Fn::rsqrt : fn == "every" ? ValueTerm::Fn::every
-           : fn == "less" ? ValueTerm::Fn::less : ValueTerm::Fn::where;
+      t.fn = fn == "sqrt"    ? ValueTerm::Fn::sqrt
+             : fn == "rsqrt" ? ValueTerm::Fn::rsqrt
+             : fn == "every" ? ValueTerm::Fn::every
+             : fn == "less"  ? ValueTerm::Fn::less
+                             : ValueTerm::Fn::where;
       const size_t want = fn == "every" || fn == "less" ? 2 : fn == "where" ? 3 : 1;
-      const char* usage = fn == "every" ? "every(PERIOD, OFFSET) takes two values"
-                        : fn == "less" ? "less(A, B) takes two values" : "where(CONDITION, THEN, ELSE) takes three values";
+      const char* usage = fn == "every"  ? "every(PERIOD, OFFSET) takes two values"
+                          : fn == "less" ? "less(A, B) takes two values"
+                                         : "where(CONDITION, THEN, ELSE) takes three values";
       i_ += 2;
       for (size_t k = 0; k < want; k++) {
         if (k > 0) {
@@ -686,8 +737,9 @@ class ArchdefParser {
       if (t.fn == ValueTerm::Fn::every) {
         t.per_layer = true;
         if (!block)
-          return fail(line_, "every() is 1 on some layers and 0 on others: only the 'block' section (or a param "
-                             "it uses) may use it");
+          return fail(line_,
+                      "every() is 1 on some layers and 0 on others: only the 'block' section (or a param "
+                      "it uses) may use it");
       }
       return t;
     }
@@ -696,14 +748,16 @@ class ArchdefParser {
     if (auto r = check_value_name(t.name, d); !r) return r.error();
     if (t.name == "layer") {  // (no param can take a built-in value's name)
       t.per_layer = true;
-      if (!block) return fail(line_, "'layer' (the layer's index) is only defined in the 'block' section (or a param it uses)");
+      if (!block)
+        return fail(line_, "'layer' (the layer's index) is only defined in the 'block' section (or a param it uses)");
     }
     for (const auto& p : d.params)
       if (p.name == t.name && p.per_layer) {
         t.per_layer = true;
         if (!block)
-          return fail(line_, "param '" + p.name + "' differs per layer (it uses every()): only the 'block' section "
-                             "may use it");
+          return fail(line_, "param '" + p.name +
+                                 "' differs per layer (it uses every()): only the 'block' section "
+                                 "may use it");
       }
     i_++;
     return t;
@@ -719,8 +773,8 @@ class ArchdefParser {
       if (b == name) return {};
     std::string list;
     for (const auto& b : archdef_builtin_values()) list += (list.empty() ? "" : ", ") + b;
-    return fail(line_, "no value named '" + printable(name) + "' (a param or one of " + list + ")" +
-                           did_you_mean(name, known));
+    return fail(
+        line_, "no value named '" + printable(name) + "' (a param or one of " + list + ")" + did_you_mean(name, known));
   }
 
   Result<ParamDef> parse_param(const ArchDef& d) {
@@ -736,7 +790,8 @@ class ArchdefParser {
     for (const auto& b : archdef_builtin_values())
       if (b == p.name) return fail(line_, "'" + p.name + "' is a built-in value; a param cannot redefine it");
     for (const auto& q : d.params)
-      if (q.name == p.name) return fail(line_, strf("param '%s' is defined twice (first at line %d)", p.name.c_str(), q.line));
+      if (q.name == p.name)
+        return fail(line_, strf("param '%s' is defined twice (first at line %d)", p.name.c_str(), q.line));
     i_++;
     if (!at_punct("=")) return fail(line_, "expected '=' after 'param " + p.name + "', found " + here());
     i_++;
@@ -791,8 +846,8 @@ class ArchdefParser {
     if (!spec) {
       std::string list;
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      return fail(line_, "no convention '" + printable(c.name) + "' (known: " + list + ")" +
-                             did_you_mean(c.name, names));
+      return fail(line_,
+                  "no convention '" + printable(c.name) + "' (known: " + list + ")" + did_you_mean(c.name, names));
     }
     if (const ConventionDef* prev = d.convention(c.name))
       return fail(line_, strf("convention '%s' is declared twice (first at line %d)", c.name.c_str(), prev->line));
@@ -888,11 +943,11 @@ class ArchdefParser {
     }
     if (at_end()) return fail(line_, "expected an operation after '='");
     const Tok& opt = toks_[i_];
-    if (opt.kind != Tok::word || !is_ident(opt.text))
-      return fail(line_, "expected an operation, found " + here());
+    if (opt.kind != Tok::word || !is_ident(opt.text)) return fail(line_, "expected an operation, found " + here());
     s.op = find_op(opt.text);
     if (!s.op) return unknown_op(opt.text);
-    if (!is_register_name_ok(s.dst)) return fail(line_, "'" + s.dst + "' is a reserved word and cannot name a register");
+    if (!is_register_name_ok(s.dst))
+      return fail(line_, "'" + s.dst + "' is a reserved word and cannot name a register");
     i_++;
     if (!at_punct("(")) return fail(line_, "expected '(' after '" + opt.text + "', found " + here());
     i_++;
@@ -919,8 +974,9 @@ class ArchdefParser {
         if (sec == Section::block) names.emplace_back("skip");
         if (!kw && key == "skip") {
           if (sec != Section::block)
-            return fail(line_, "'skip' leaves a step out of some layers: only statements of the 'block' section "
-                               "take it");
+            return fail(line_,
+                        "'skip' leaves a step out of some layers: only statements of the 'block' section "
+                        "take it");
           kw = &skip_kw;
         }
         if (!kw) {
@@ -938,7 +994,8 @@ class ArchdefParser {
       }
       if (!s.kwargs.empty()) return fail(line_, "a positional argument after a keyword argument");
       if (s.args.size() >= sig.size())
-        return fail(line_, strf("'%s' takes %zu argument%s, more are given", s.op->name, sig.size(), sig.size() == 1 ? "" : "s"));
+        return fail(line_, strf("'%s' takes %zu argument%s, more are given", s.op->name, sig.size(),
+                                sig.size() == 1 ? "" : "s"));
       auto a = parse_arg(sig[s.args.size()], d, sec);
       if (!a) return a.error();
       s.args.push_back(std::move(*a));
@@ -946,10 +1003,11 @@ class ArchdefParser {
     i_++;
     if (!at_end()) return fail(line_, "unexpected " + here() + " after ')'");
     if (s.args.size() != sig.size())
-      return fail(line_, strf("'%s' takes %zu argument%s, %zu given", s.op->name, sig.size(), sig.size() == 1 ? "" : "s",
-                              s.args.size()));
+      return fail(line_, strf("'%s' takes %zu argument%s, %zu given", s.op->name, sig.size(),
+                              sig.size() == 1 ? "" : "s", s.args.size()));
     auto has_k = [](const ArgDef& a) {
-      return std::any_of(a.tensors.begin(), a.tensors.end(), [](const std::string& t) { return t.find("{k}") != std::string::npos; });
+      return std::any_of(a.tensors.begin(), a.tensors.end(),
+                         [](const std::string& t) { return t.find("{k}") != std::string::npos; });
     };
     bool k_used = std::any_of(s.kwargs.begin(), s.kwargs.end(), [&](const auto& kw) { return has_k(kw.second); });
     if (s.op->code != OpCode::stream_matmul) k_used = k_used || std::any_of(s.args.begin(), s.args.end(), has_k);
@@ -971,7 +1029,9 @@ class ArchdefParser {
   // Program-order checks: registers assigned before use, `x` and `logits`, `last`, attention count.
   Result<void> validate(const ArchDef& d) const {
     std::vector<std::string> assigned;
-    auto is_assigned = [&](const std::string& r) { return std::find(assigned.begin(), assigned.end(), r) != assigned.end(); };
+    auto is_assigned = [&](const std::string& r) {
+      return std::find(assigned.begin(), assigned.end(), r) != assigned.end();
+    };
     bool after_last = false;
     std::vector<std::string> reduced;  // registers with the rows kept by last()
     for (Section sec : {Section::prologue, Section::block, Section::epilogue}) {
@@ -980,7 +1040,9 @@ class ArchdefParser {
       for (const auto& s : list) {
         const OpSpec& op = *s.op;
         int line = s.line;
-        auto err = [&](const std::string& m) { return make_error(Errc::archdef, strf("%s:%d: ", where_.c_str(), line) + m); };
+        auto err = [&](const std::string& m) {
+          return make_error(Errc::archdef, strf("%s:%d: ", where_.c_str(), line) + m);
+        };
         // registers read
         std::vector<std::string> reads;
         for (size_t k = 0; k < s.args.size(); k++)
@@ -997,7 +1059,8 @@ class ArchdefParser {
         }
         if (op.needs_dst && s.dst.empty())
           return err(strf("'%s' makes a new value: write 'NAME = %s(...)'", op.name, op.name));
-        if (!op.may_have_dst && !s.dst.empty()) return err(strf("'%s' works in place: write '%s(REGISTER)'", op.name, op.name));
+        if (!op.may_have_dst && !s.dst.empty())
+          return err(strf("'%s' works in place: write '%s(REGISTER)'", op.name, op.name));
         bool optional = false;
         for (const auto& a : s.args)
           if (a.kind == 't' && a.optional) optional = true;
@@ -1012,9 +1075,11 @@ class ArchdefParser {
                      "'; assign it before, or use the in-place form (op(REGISTER, ...))");
         if ((op.code == OpCode::matmul || op.code == OpCode::attention || op.code == OpCode::copy ||
              op.code == OpCode::slice || op.code == OpCode::streams || op.code == OpCode::stream_mix ||
-             op.code == OpCode::stream_mean) && !s.dst.empty()) {
+             op.code == OpCode::stream_mean) &&
+            !s.dst.empty()) {
           for (const auto& r : reads)
-            if (r == s.dst) return err(strf("'%s' cannot write its own input '%s'; assign another register", op.name, r.c_str()));
+            if (r == s.dst)
+              return err(strf("'%s' cannot write its own input '%s'; assign another register", op.name, r.c_str()));
         }
         if (op.code == OpCode::attention) {
           if (sec != Section::block) return err("attention belongs in the 'block' section (it uses the layer's cache)");
@@ -1036,7 +1101,8 @@ class ArchdefParser {
         }
       }
       if (sec == Section::prologue && !is_assigned("x"))
-        return make_error(Errc::archdef, where_ + ": the prologue must assign the residual register 'x' (x = embed(...))");
+        return make_error(Errc::archdef,
+                          where_ + ": the prologue must assign the residual register 'x' (x = embed(...))");
     }
     if (!is_assigned("logits") ||
         std::none_of(d.epilogue.begin(), d.epilogue.end(), [](const StmtDef& s) { return s.dst == "logits"; }))

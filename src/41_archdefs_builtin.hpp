@@ -91,7 +91,8 @@ epilogue
   logits = matmul(x, output.weight | token_embd.weight)
 )";
 
-inline constexpr char kArchdefQwen3[] = R"(# Qwen3 dense decoders: per-head RMSNorm of q and k before rope, NEOX rope, no biases.
+inline constexpr char kArchdefQwen3[] =
+    R"(# Qwen3 dense decoders: per-head RMSNorm of q and k before rope, NEOX rope, no biases.
 arch qwen3
 kind decoder
 convention matmul_input = gguf_rounded   # GGUF: F16/BF16 weights multiply activations rounded to their type
@@ -127,7 +128,8 @@ epilogue
   logits = matmul(x, output.weight | token_embd.weight)
 )";
 
-inline constexpr char kArchdefGemma3[] = R"(# Gemma 3 text decoders: scaled embeddings, q/k norms, post-attention and post-FFN norms,
+inline constexpr char kArchdefGemma3[] =
+    R"(# Gemma 3 text decoders: scaled embeddings, q/k norms, post-attention and post-FFN norms,
 # GELU (tanh) gating, local sliding-window layers with their own rope base, every
 # `sliding_period`-th layer global. GGUF norm weights already include Gemma's +1; Hugging Face
 # checkpoints store w - 1 (convention hf_norm_offset).
@@ -177,7 +179,8 @@ epilogue
   softcap(logits, final_softcap)
 )";
 
-inline constexpr char kArchdefPhi3[] = R"(# Phi-3 / Phi-3.5 / Phi-4-mini dense decoders: q, k and v are column ranges of one fused
+inline constexpr char kArchdefPhi3[] =
+    R"(# Phi-3 / Phi-3.5 / Phi-4-mini dense decoders: q, k and v are column ranges of one fused
 # attn_qkv product; ffn_up is gate and up side by side (silu(first half) * second half); NEOX rope;
 # queries scaled before the scores (llama.cpp's order). Not described: the 128k variants' rope
 # factors (rope_factors_long / _short) and the MoE variant.
@@ -219,7 +222,8 @@ epilogue
   add_bias(logits, output.bias | none)
 )";
 
-inline constexpr char kArchdefStarcoder2[] = R"(# StarCoder2 decoders: LayerNorm with bias (eps {arch}.attention.layer_norm_epsilon), biases on
+inline constexpr char kArchdefStarcoder2[] =
+    R"(# StarCoder2 decoders: LayerNorm with bias (eps {arch}.attention.layer_norm_epsilon), biases on
 # every projection, NEOX rope, a GELU (tanh) MLP without a gate.
 arch starcoder2
 kind decoder
@@ -258,7 +262,8 @@ epilogue
   logits = matmul(x, output.weight | token_embd.weight)
 )";
 
-inline constexpr char kArchdefStablelm[] = R"(# StableLM (2) decoders: LayerNorm with bias, q/k/v biases, partial NEOX rope (the first
+inline constexpr char kArchdefStablelm[] =
+    R"(# StableLM (2) decoders: LayerNorm with bias, q/k/v biases, partial NEOX rope (the first
 # rope_dims = {arch}.rope.dimension_count of each head, 25% in StableLM 2), optional per-head q/k
 # LayerNorm with a weight per head (StableLM 2 12B). Without ffn_norm (12B) the MLP reads the
 # attention's input norm: the parallel residual.
@@ -300,7 +305,8 @@ epilogue
   logits = matmul(x, output.weight)
 )";
 
-inline constexpr char kArchdefSmollm3[] = R"(# SmolLM3 decoders: Llama-style, with no rope on every 4th layer (NoPE: layers 3, 7, 11, ...,
+inline constexpr char kArchdefSmollm3[] =
+    R"(# SmolLM3 decoders: Llama-style, with no rope on every 4th layer (NoPE: layers 3, 7, 11, ...,
 # where (i + 1) % 4 == 0; llama.cpp's n_no_rope_layer_step).
 arch smollm3
 kind decoder
@@ -339,7 +345,8 @@ epilogue
   logits = matmul(x, output.weight | token_embd.weight)
 )";
 
-inline constexpr char kArchdefGemma2[] = R"(# Gemma 2 decoders: scaled embeddings, post-attention and post-FFN norms, GELU (tanh) gating,
+inline constexpr char kArchdefGemma2[] =
+    R"(# Gemma 2 decoders: scaled embeddings, post-attention and post-FFN norms, GELU (tanh) gating,
 # soft-capped attention scores and logits, sliding-window layers alternating with global ones
 # (layer i global iff i % sliding_period == sliding_period - 1). GGUF norm weights include Gemma's +1.
 # The query scale: {arch}.attention.query_pre_attn_scalar when the file has it, else head_dim
@@ -389,7 +396,8 @@ epilogue
   softcap(logits, final_softcap)
 )";
 
-inline constexpr char kArchdefOlmo2[] = R"(# OLMo 2 and OLMo 3 decoders: no pre-norms; RMSNorm over all of q and of k, post-attention and
+inline constexpr char kArchdefOlmo2[] =
+    R"(# OLMo 2 and OLMo 3 decoders: no pre-norms; RMSNorm over all of q and of k, post-attention and
 # post-FFN norms, NEOX rope. OLMo 3 ({arch}.attention.sliding_window > 0): sliding-window layers,
 # every sliding_period-th layer (i % 4 == 3) global.
 arch olmo2
@@ -430,7 +438,8 @@ epilogue
   logits = matmul(x, output.weight)
 )";
 
-inline constexpr char kArchdefGemma3n[] = R"(# Gemma 3n text decoders (E2B, E4B), as llama.cpp computes them. Four AltUp residual streams
+inline constexpr char kArchdefGemma3n[] =
+    R"(# Gemma 3n text decoders (E2B, E4B), as llama.cpp computes them. Four AltUp residual streams
 # (X: n_streams rows of n_embd side by side): each layer predicts them from a learned router, runs
 # on the active stream, then corrects all of them. LAuReL, a low-rank path around attention. A
 # per-layer input per token (its own embedding table of ple_width values per layer, plus a
@@ -547,24 +556,19 @@ epilogue
 
 // Every built-in, by architecture name (the registry sorts them by name).
 inline constexpr BuiltinArchdef kBuiltinArchdefs[] = {
-    {"llama", kArchdefLlama},
-    {"qwen2", kArchdefQwen2},
-    {"qwen3", kArchdefQwen3},
-    {"gemma3", kArchdefGemma3},
-    {"phi3", kArchdefPhi3},
-    {"starcoder2", kArchdefStarcoder2},
-    {"stablelm", kArchdefStablelm},
-    {"smollm3", kArchdefSmollm3},
-    {"gemma2", kArchdefGemma2},
-    {"olmo2", kArchdefOlmo2},
-    {"gemma3n", kArchdefGemma3n},
+    {"llama", kArchdefLlama},       {"qwen2", kArchdefQwen2},     {"qwen3", kArchdefQwen3},
+    {"gemma3", kArchdefGemma3},     {"phi3", kArchdefPhi3},       {"starcoder2", kArchdefStarcoder2},
+    {"stablelm", kArchdefStablelm}, {"smollm3", kArchdefSmollm3}, {"gemma2", kArchdefGemma2},
+    {"olmo2", kArchdefOlmo2},       {"gemma3n", kArchdefGemma3n},
 };
 
-inline std::span<const BuiltinArchdef> builtin_archdefs() { return kBuiltinArchdefs; }
+inline std::span<const BuiltinArchdef> builtin_archdefs() {
+  return kBuiltinArchdefs;
+}
 
 // Every definition in effect: the built-ins, overridden by a user directory.
 struct ArchdefFailure {
-  std::string name;   // architecture the file was for (from its file name)
+  std::string name;  // architecture the file was for (from its file name)
   std::string path;
   std::string error;  // file:line: message
 };

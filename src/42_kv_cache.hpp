@@ -91,9 +91,9 @@ class HeapBuf {
   static Result<HeapBuf> alloc(uint64_t count, uint64_t elem, const char* what) {
     uint64_t bytes = 0;
     if (mul_overflows(count, elem, &bytes) || bytes > (uint64_t(1) << 46))
-      return make_error(Errc::out_of_memory, strf("%s: %llu x %llu bytes is too large", what,
-                                                  static_cast<unsigned long long>(count),
-                                                  static_cast<unsigned long long>(elem)));
+      return make_error(Errc::out_of_memory,
+                        strf("%s: %llu x %llu bytes is too large", what, static_cast<unsigned long long>(count),
+                             static_cast<unsigned long long>(elem)));
     HeapBuf b;
     if (bytes == 0) return b;
     b.p_ = std::calloc(1, static_cast<size_t>(bytes));
@@ -114,11 +114,11 @@ class HeapBuf {
 
 // What one layer's cache holds.
 struct KvLayerSpec {
-  int n_kv = 0;      // key/value heads
-  int hd_k = 0;      // key length per head
-  int hd_v = 0;      // value length per head
-  int window = 0;    // sliding window (keys p-window+1..p); 0: the whole context
-  int k_rope = -1;   // rope applied to the keys (to re-rotate them when the context slides); -1: none
+  int n_kv = 0;     // key/value heads
+  int hd_k = 0;     // key length per head
+  int hd_v = 0;     // value length per head
+  int window = 0;   // sliding window (keys p-window+1..p); 0: the whole context
+  int k_rope = -1;  // rope applied to the keys (to re-rotate them when the context slides); -1: none
 };
 
 // One range of cached positions that moves down: [src, src + len) -> [dst, dst + len).
@@ -128,10 +128,10 @@ struct KvMove {
 
 struct KvLayer {
   KvLayerSpec spec;
-  int slots = 0;        // cells; slot of position p = p % slots
+  int slots = 0;         // cells; slot of position p = p % slots
   uint8_t* k = nullptr;  // [n_kv][slots][hd_k] elements
   uint8_t* v = nullptr;  // [n_kv][slots][hd_v] elements
-  int oldest = 0;       // smallest position still guaranteed to be held (ring layers lose older ones)
+  int oldest = 0;        // smallest position still guaranteed to be held (ring layers lose older ones)
   bool wraps(int n_ctx) const { return slots < n_ctx; }
 };
 
@@ -205,12 +205,16 @@ class KvCache {
   }
 
   void store(uint8_t* dst, const float* src, int n) const {
-    if (type_ == KvType::f16) kern_->f32_row_to_f16(src, reinterpret_cast<uint16_t*>(dst), n);
-    else std::memcpy(dst, src, size_t(n) * 4);
+    if (type_ == KvType::f16)
+      kern_->f32_row_to_f16(src, reinterpret_cast<uint16_t*>(dst), n);
+    else
+      std::memcpy(dst, src, size_t(n) * 4);
   }
   void load(const uint8_t* src, float* dst, int n) const {
-    if (type_ == KvType::f16) kern_->f16_row_to_f32(reinterpret_cast<const uint16_t*>(src), dst, n);
-    else std::memcpy(dst, src, size_t(n) * 4);
+    if (type_ == KvType::f16)
+      kern_->f16_row_to_f32(reinterpret_cast<const uint16_t*>(src), dst, n);
+    else
+      std::memcpy(dst, src, size_t(n) * 4);
   }
 
   // Stores the keys [n][n_kv*hd_k] and values [n][n_kv*hd_v] of positions pos0 .. pos0+n-1.

@@ -29,12 +29,12 @@ struct Step {
   const float* vec = nullptr;                // 1-D weights (norms, biases) as f32
   const float* vec2 = nullptr;               // layer_norm(_heads): the bias (nullptr: none)
   int vec_len = 0;
-  int off = 0;                               // slice: first column; layer_norm_heads: head length
-  float f = 0;                               // eps (norms), factor (scale), cap (softcap)
-  float f2 = 0;                              // scale: the bias added after the factor
-  int idx = -1;                              // RopeSpec / AttnSpec index
-  int streams = 0;                           // stream ops: the stream count; rms_normalize: the group size
-  int from = 0;                              // stream_add: the first stream
+  int off = 0;      // slice: first column; layer_norm_heads: head length
+  float f = 0;      // eps (norms), factor (scale), cap (softcap)
+  float f2 = 0;     // scale: the bias added after the factor
+  int idx = -1;     // RopeSpec / AttnSpec index
+  int streams = 0;  // stream ops: the stream count; rms_normalize: the group size
+  int from = 0;     // stream_add: the first stream
   // matmul: round the input to the weight's float type first (1 f16, 2 bf16). GGUF files are
   // computed as ggml computes them: F16/BF16 weights multiply f16/bf16 activations. (Idempotent,
   // so a kernel that converts the input itself gives the same result.)
@@ -69,10 +69,11 @@ class ArchCompiler {
   Result<void> run() {
     const HParams& hp = m_.hp;
     if (hp.n_layer <= 0 || hp.n_layer > 65536)
-      return fail(Errc::bad_format, 0, strf("block_count %lld is not a usable layer count", static_cast<long long>(hp.n_layer)));
+      return fail(Errc::bad_format, 0,
+                  strf("block_count %lld is not a usable layer count", static_cast<long long>(hp.n_layer)));
     // The compiled size is known before anything is compiled: refuse it before allocating.
-    const uint64_t n_steps = uint64_t(d_.prologue.size()) + uint64_t(hp.n_layer) * uint64_t(d_.block.size()) +
-                             uint64_t(d_.epilogue.size());
+    const uint64_t n_steps =
+        uint64_t(d_.prologue.size()) + uint64_t(hp.n_layer) * uint64_t(d_.block.size()) + uint64_t(d_.epilogue.size());
     if (n_steps > max_steps_)
       return fail(Errc::out_of_memory, 0,
                   strf("%s.block_count %lld x %zu steps per layer (+ %zu) makes %llu compiled steps, more than the "
@@ -87,10 +88,11 @@ class ArchCompiler {
       std::string_view num = std::string_view(t.name).substr(4, e == std::string::npos ? std::string::npos : e - 4);
       if (num.empty() || num.size() > 9 || num.find_first_not_of("0123456789") != std::string_view::npos) continue;
       if (std::stoll(std::string(num)) >= hp.n_layer)
-        return fail(Errc::shape_mismatch, 0,
-                    strf("%s.block_count is %lld but the file holds tensor '%s' (layer %s): the count contradicts the tensors",
-                         m_.arch.c_str(), static_cast<long long>(hp.n_layer), printable(t.name).c_str(),
-                         std::string(num).c_str()));
+        return fail(
+            Errc::shape_mismatch, 0,
+            strf("%s.block_count is %lld but the file holds tensor '%s' (layer %s): the count contradicts the tensors",
+                 m_.arch.c_str(), static_cast<long long>(hp.n_layer), printable(t.name).c_str(),
+                 std::string(num).c_str()));
     }
     p_.steps.reserve(static_cast<size_t>(n_steps));
     if (auto r = eval_params(); !r) return r;
@@ -112,8 +114,9 @@ class ArchCompiler {
           return fail(Errc::bad_format, s.line,
                       strf("sliding window %g / period %g are not usable (layer %d)", *w, *per, i));
         if (*per > 0 && (*off < 0 || *off >= *per || *off != std::floor(*off)))
-          return fail(Errc::bad_format, s.line, strf("offset %g is not a layer within the period %g (0 to %g; layer %d)",
-                                                     *off, *per, *per - 1, i));
+          return fail(
+              Errc::bad_format, s.line,
+              strf("offset %g is not a layer within the period %g (0 to %g; layer %d)", *off, *per, *per - 1, i));
         bool slides = *w > 0;
         if (const ArgDef* a = s.kwarg("sliding")) {
           auto v = value(a->value, s.line, i);
@@ -162,18 +165,19 @@ class ArchCompiler {
     if (p_.embed_rows != INT64_MAX && p_.n_vocab > p_.embed_rows)
       return fail(Errc::shape_mismatch, 0,
                   strf("the output %s gives %lld logits but the embedding '%s' has %lld rows: ids it produces could "
-                       "not be read back", out.c_str(), nv, rows_tensor_.c_str(), static_cast<long long>(p_.embed_rows)));
+                       "not be read back",
+                       out.c_str(), nv, rows_tensor_.c_str(), static_cast<long long>(p_.embed_rows)));
     const size_t n_tokens = m_.vocab.tokens.size();
     if (m_.format == FileFormat::gguf && n_tokens > 0 && n_tokens != static_cast<size_t>(p_.n_vocab))
       return fail(Errc::shape_mismatch, 0,
                   strf("the vocabulary (tokenizer.ggml.tokens) has %zu tokens but the output %s gives %lld logits",
                        n_tokens, out.c_str(), nv));
     if (auto v = m_.arch_number("vocab_size"); v && *v != static_cast<double>(p_.n_vocab))
-      return fail(Errc::shape_mismatch, 0,
-                  strf("%s.vocab_size is %g but the output %s gives %lld logits", m_.arch.c_str(), *v, out.c_str(), nv));
+      return fail(
+          Errc::shape_mismatch, 0,
+          strf("%s.vocab_size is %g but the output %s gives %lld logits", m_.arch.c_str(), *v, out.c_str(), nv));
     return {};
   }
-
 
   Error fail(Errc code, int line, const std::string& msg) const {
     std::string where = line > 0 ? strf("%s:%d", d_.where.c_str(), line) : d_.where;
@@ -196,7 +200,8 @@ class ArchCompiler {
         auto f = value(a->value, s.line, i);
         if (!f) return f.error();
         if (!(*f >= 1) || *f != std::floor(*f))
-          return fail(Errc::bad_format, s.line, strf("reuse_kv_from = %g is not a layer index of 1 or more (layer %d)", *f, i));
+          return fail(Errc::bad_format, s.line,
+                      strf("reuse_kv_from = %g is not a layer index of 1 or more (layer %d)", *f, i));
         if (*f >= n_layer || i < *f) continue;
         const int first = static_cast<int>(*f);
         const bool kind = window_[static_cast<size_t>(i)] > 0;
@@ -226,8 +231,8 @@ class ArchCompiler {
     std::vector<char> keep(p_.steps.size(), 0);
     for (size_t k = p_.steps.size(); k-- > 0;) {
       const Step& st = p_.steps[k];
-      const bool effect = st.op == OpCode::last ||
-                          (st.op == OpCode::attention && !p_.attns[static_cast<size_t>(st.idx)].shared);
+      const bool effect =
+          st.op == OpCode::last || (st.op == OpCode::attention && !p_.attns[static_cast<size_t>(st.idx)].shared);
       if (!effect && !live[static_cast<size_t>(st.dst)]) continue;
       keep[k] = 1;
       live[static_cast<size_t>(st.dst)] = 0;
@@ -291,12 +296,11 @@ class ArchCompiler {
     double v = 0;
     auto kid = [&](size_t k) { return value(t.kids[k], line, layer, depth + 1); };
     switch (t.fn) {
-      case ValueTerm::Fn::number:
-        v = t.number;
-        break;
+      case ValueTerm::Fn::number: v = t.number; break;
       case ValueTerm::Fn::name: {
         if (t.name == "layer") {
-          if (layer < 0) return fail(Errc::archdef, line, "'layer' (the layer's index) is only defined in the 'block' section");
+          if (layer < 0)
+            return fail(Errc::archdef, line, "'layer' (the layer's index) is only defined in the 'block' section");
           v = layer;
           break;
         }
@@ -313,8 +317,9 @@ class ArchCompiler {
           v = *r;
         } else if (!pv->per_layer.empty()) {
           if (layer < 0)
-            return fail(Errc::archdef, line, "param '" + pv->name + "' reads the metadata array '" + pv->key +
-                                                 "' (one value per layer): only the 'block' section can use it");
+            return fail(Errc::archdef, line,
+                        "param '" + pv->name + "' reads the metadata array '" + pv->key +
+                            "' (one value per layer): only the 'block' section can use it");
           v = pv->per_layer[static_cast<size_t>(layer)];
         } else {
           v = pv->num;
@@ -330,8 +335,10 @@ class ArchCompiler {
         auto b = kid(1);
         if (!b) return b;
         if (t.fn == ValueTerm::Fn::div && *b == 0) return fail(Errc::bad_format, line, strf("division of %g by 0", *a));
-        v = t.fn == ValueTerm::Fn::add ? *a + *b : t.fn == ValueTerm::Fn::sub ? *a - *b
-          : t.fn == ValueTerm::Fn::mul ? *a * *b : *a / *b;
+        v = t.fn == ValueTerm::Fn::add   ? *a + *b
+            : t.fn == ValueTerm::Fn::sub ? *a - *b
+            : t.fn == ValueTerm::Fn::mul ? *a * *b
+                                         : *a / *b;
         break;
       }
       case ValueTerm::Fn::neg: {
@@ -360,8 +367,10 @@ class ArchCompiler {
         if (!off) return off;
         if (!(*per >= 1) || *per > 1e9 || *per != std::floor(*per) || !(*off >= 0) || *off >= *per ||
             *off != std::floor(*off))
-          return fail(Errc::bad_format, line, strf("every(%g, %g): the period must be a whole number >= 1 and the offset "
-                                                   "a whole number below it", *per, *off));
+          return fail(Errc::bad_format, line,
+                      strf("every(%g, %g): the period must be a whole number >= 1 and the offset "
+                           "a whole number below it",
+                           *per, *off));
         if (layer < 0) return fail(Errc::archdef, line, "every() needs a layer: only the 'block' section can use it");
         v = layer % static_cast<int64_t>(*per) == static_cast<int64_t>(*off) ? 1 : 0;
         break;
@@ -416,13 +425,16 @@ class ArchCompiler {
             continue;
           }
           if (mv && mv->kind == MetaValue::Kind::string)
-            return fail(Errc::bad_format, p.line, "metadata '" + key + "' is a string, param '" + p.name + "' needs a number");
+            return fail(Errc::bad_format, p.line,
+                        "metadata '" + key + "' is a string, param '" + p.name + "' needs a number");
           if (arr) {
             if (arr->size() != static_cast<size_t>(m_.hp.n_layer))
-              return fail(Errc::shape_mismatch, p.line,
-                          strf("metadata '%s' is an array of %zu values, param '%s' needs one per layer (%s.block_count "
-                               "is %lld)", key.c_str(), arr->size(), p.name.c_str(), m_.arch.c_str(),
-                               static_cast<long long>(m_.hp.n_layer)));
+              return fail(
+                  Errc::shape_mismatch, p.line,
+                  strf("metadata '%s' is an array of %zu values, param '%s' needs one per layer (%s.block_count "
+                       "is %lld)",
+                       key.c_str(), arr->size(), p.name.c_str(), m_.arch.c_str(),
+                       static_cast<long long>(m_.hp.n_layer)));
             for (double x : *arr)
               if (std::isnan(x)) return fail(Errc::bad_format, p.line, "metadata '" + key + "' holds a NaN");
             // nonzero(KEY) on an array: absent when every value is 0
@@ -452,7 +464,8 @@ class ArchCompiler {
         break;
       }
       if (!done)
-        return fail(Errc::bad_format, p.line, "param '" + p.name + "': the model has no metadata " + tried + " and the param gives no default");
+        return fail(Errc::bad_format, p.line,
+                    "param '" + p.name + "': the model has no metadata " + tried + " and the param gives no default");
     }
     return {};
   }
@@ -494,8 +507,9 @@ class ArchCompiler {
     std::string ok;
     for (const DTypeTraits& tr : kDTypeTraits)
       if (tr.computable) ok += (ok.empty() ? "" : ", ") + std::string(tr.name);
-    return fail(Errc::unsupported, line, strf("tensor '%s' has type %s, which this build cannot compute yet (it computes %s)",
-                                              t.name.c_str(), dtype_name(t.type), ok.c_str()));
+    return fail(Errc::unsupported, line,
+                strf("tensor '%s' has type %s, which this build cannot compute yet (it computes %s)", t.name.c_str(),
+                     dtype_name(t.type), ok.c_str()));
   }
 
   // A 1-D weight as f32 (converted once; shared by every step that uses it). `flat`: any shape,
@@ -504,11 +518,13 @@ class ArchCompiler {
   Result<const float*> vector_of(const TensorView& t, int line, int64_t expect_len, const char* what, bool flat = false,
                                  float offset = 0) {
     if (!flat && t.nelements() != t.ne[0])
-      return fail(Errc::shape_mismatch, line, strf("%s '%s' should be a vector, it has shape %s", what, t.name.c_str(), t.shape_string().c_str()));
+      return fail(Errc::shape_mismatch, line,
+                  strf("%s '%s' should be a vector, it has shape %s", what, t.name.c_str(), t.shape_string().c_str()));
     const int64_t n = t.nelements();
     if (expect_len >= 0 && n != expect_len)
-      return fail(Errc::shape_mismatch, line, strf("%s '%s' has %lld elements, expected %lld", what, t.name.c_str(),
-                                                   static_cast<long long>(n), static_cast<long long>(expect_len)));
+      return fail(Errc::shape_mismatch, line,
+                  strf("%s '%s' has %lld elements, expected %lld", what, t.name.c_str(), static_cast<long long>(n),
+                       static_cast<long long>(expect_len)));
     if (n <= 0 || n > (int64_t(1) << 28))
       return fail(Errc::shape_mismatch, line,
                   strf("%s '%s' has %lld elements", what, t.name.c_str(), static_cast<long long>(n)));
@@ -518,7 +534,8 @@ class ArchCompiler {
     std::vector<float> v(static_cast<size_t>(n));
     for (int64_t r = 0; r < t.rows(); r++) dequant_row(t, r, v.data() + r * t.ne[0]);
     for (float& x : v) {
-      if (!std::isfinite(x)) return fail(Errc::bad_format, line, "tensor '" + t.name + "' holds a value that is not finite");
+      if (!std::isfinite(x))
+        return fail(Errc::bad_format, line, "tensor '" + t.name + "' holds a value that is not finite");
       if (offset != 0) x = x + offset;
     }
     p_.owned.push_back(std::move(v));
@@ -553,8 +570,9 @@ class ArchCompiler {
     RopeSpec r;
     r.head_dim = static_cast<int>(hp.head_dim);
     if (r.head_dim <= 0 || width % r.head_dim != 0)
-      return fail(Errc::shape_mismatch, s.line, strf("rope: '%s' (%d wide) is not a whole number of heads of head_dim %d",
-                                                     s.args[0].word.c_str(), width, r.head_dim));
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("rope: '%s' (%d wide) is not a whole number of heads of head_dim %d", s.args[0].word.c_str(),
+                       width, r.head_dim));
     // Hugging Face checkpoints keep q/k in rotate-half order: the GGUF "pairs" layout is then
     // the same rotation as "neox" on those rows (the loader does not permute them). The definition's
     // `convention hf_rope` says so (default neox); as_written keeps the layout as written.
@@ -570,7 +588,8 @@ class ArchCompiler {
       dims = *builtin_value("rope_dims");
     }
     if (dims <= 0 || dims > r.head_dim || dims != std::floor(dims) || static_cast<int>(dims) % 2 != 0)
-      return fail(Errc::shape_mismatch, s.line, strf("rope: %g rotated dimensions do not fit heads of %d", dims, r.head_dim));
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("rope: %g rotated dimensions do not fit heads of %d", dims, r.head_dim));
     r.n_dims = static_cast<int>(dims);
     auto base = fvalue(s, "base", hp.rope_freq_base);
     if (!base) return base.error();
@@ -596,11 +615,15 @@ class ArchCompiler {
       auto v = vector_of(*ft, s.line, -1, "rope factors");
       if (!v) return v.error();
       if (ft->ne[0] < r.n_dims / 2)
-        return fail(Errc::shape_mismatch, s.line, strf("rope factors '%s' has %lld entries, rope needs %d", ft->name.c_str(),
-                                                       static_cast<long long>(ft->ne[0]), r.n_dims / 2));
+        return fail(Errc::shape_mismatch, s.line,
+                    strf("rope factors '%s' has %lld entries, rope needs %d", ft->name.c_str(),
+                         static_cast<long long>(ft->ne[0]), r.n_dims / 2));
       r.factors.assign(*v, *v + r.n_dims / 2);
       for (float f : r.factors)
-        if (!(f > 0)) return fail(Errc::bad_format, s.line, strf("rope factors '%s' holds %g: the factors divide the angle, they must be positive", ft->name.c_str(), double(f)));
+        if (!(f > 0))
+          return fail(Errc::bad_format, s.line,
+                      strf("rope factors '%s' holds %g: the factors divide the angle, they must be positive",
+                           ft->name.c_str(), double(f)));
     } else if (type == "llama3") {
       // Hugging Face llama-3 configs: the same factors convert_hf_to_gguf bakes into rope_freqs.
       double lo = m_.arch_number("rope.scaling.low_freq_factor").value_or(1.0);
@@ -608,14 +631,17 @@ class ArchCompiler {
       double orig = m_.arch_number("rope.scaling.original_context_length").value_or(8192.0);
       if (!(factor > 0) || !(hi > lo) || !(orig > 0) || !std::isfinite(factor) || !std::isfinite(hi) ||
           !std::isfinite(lo) || !std::isfinite(orig))
-        return fail(Errc::bad_format, s.line, "rope scaling 'llama3' has unusable factor / low_freq_factor / high_freq_factor");
+        return fail(Errc::bad_format, s.line,
+                    "rope scaling 'llama3' has unusable factor / low_freq_factor / high_freq_factor");
       double lo_wl = orig / lo, hi_wl = orig / hi;
       for (int i = 0; i < r.n_dims / 2; i++) {
         double freq = std::pow(double(r.base), -2.0 * i / r.n_dims);
         double wl = 2 * 3.14159265358979323846 / freq;
         double f;
-        if (wl < hi_wl) f = 1.0;
-        else if (wl > lo_wl) f = factor;
+        if (wl < hi_wl)
+          f = 1.0;
+        else if (wl > lo_wl)
+          f = factor;
         else {
           double smooth = (orig / wl - lo) / (hi - lo);
           f = 1.0 / ((1 - smooth) / factor + smooth);
@@ -624,10 +650,12 @@ class ArchCompiler {
       }
     } else if (type == "linear") {
       if (!(factor > 0) || !std::isfinite(factor))
-        return fail(Errc::bad_format, s.line, strf("rope scaling 'linear': %s.rope.scaling.factor %g is not usable", m_.arch.c_str(), factor));
+        return fail(Errc::bad_format, s.line,
+                    strf("rope scaling 'linear': %s.rope.scaling.factor %g is not usable", m_.arch.c_str(), factor));
       r.freq_scale = static_cast<float>(1.0 / factor);
     } else if (!type.empty() && type != "none") {
-      return fail(Errc::unsupported, s.line, "rope scaling '" + printable(type) + "' is not supported (none, linear, llama3)");
+      return fail(Errc::unsupported, s.line,
+                  "rope scaling '" + printable(type) + "' is not supported (none, linear, llama3)");
     }
     for (size_t k = 0; k < p_.ropes.size(); k++)
       if (p_.ropes[k].same(r)) return static_cast<int>(k);
@@ -640,7 +668,8 @@ class ArchCompiler {
   uint8_t round_input(const TensorView& t, int w_in) {
     const ConventionDef* mc = d_.convention("matmul_input");
     uint8_t r = 0;
-    if (m_.format == FileFormat::gguf && (!mc || mc->value == "gguf_rounded")) r = t.type == DType::f16 ? 1 : t.type == DType::bf16 ? 2 : 0;
+    if (m_.format == FileFormat::gguf && (!mc || mc->value == "gguf_rounded"))
+      r = t.type == DType::f16 ? 1 : t.type == DType::bf16 ? 2 : 0;
     if (r) p_.max_round_width = std::max(p_.max_round_width, w_in);
     return r;
   }
@@ -653,8 +682,9 @@ class ArchCompiler {
       return fail(Errc::bad_format, s.line, strf("%s: %g streams (a whole number from 1 to 256)", s.op->name, *v));
     const int n = static_cast<int>(*v);
     if (s.op->code != OpCode::streams && w_a % n != 0)
-      return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not %d streams of equal width", s.op->name,
-                                                     s.args[0].word.c_str(), w_a, n));
+      return fail(
+          Errc::shape_mismatch, s.line,
+          strf("%s: '%s' (%d wide) is not %d streams of equal width", s.op->name, s.args[0].word.c_str(), w_a, n));
     return n;
   }
 
@@ -690,17 +720,20 @@ class ArchCompiler {
       if (arg.optional) return {};
       std::vector<std::string> names;
       for (const auto& v : m_.tensors) names.push_back(v.name);
-      return fail(Errc::tensor_missing, s.line, "tensor " + tried + " not found in the model" + did_you_mean(with_k(arg.tensors[0], 0), names));
+      return fail(Errc::tensor_missing, s.line,
+                  "tensor " + tried + " not found in the model" + did_you_mean(with_k(arg.tensors[0], 0), names));
     }
     const int64_t D = t ? t->ne[0] : parts[0]->ne[0];
     const int64_t n64 = t ? t->ne[2] : static_cast<int64_t>(parts.size());
     auto bad_shape = [&](const TensorView& v, const char* want) {
-      return fail(Errc::shape_mismatch, s.line,
-                  strf("stream_matmul: weight '%s' %s does not map the streams of '%s' (%d wide) to themselves: it must "
-                       "be %s with D the width of a stream and n at most the number of streams",
-                       v.name.c_str(), v.shape_string().c_str(), s.args[0].word.c_str(), w_a, want));
+      return fail(
+          Errc::shape_mismatch, s.line,
+          strf("stream_matmul: weight '%s' %s does not map the streams of '%s' (%d wide) to themselves: it must "
+               "be %s with D the width of a stream and n at most the number of streams",
+               v.name.c_str(), v.shape_string().c_str(), s.args[0].word.c_str(), w_a, want));
     };
-    if (t && (t->n_dims < 2 || t->n_dims > 3 || t->ne[3] != 1 || t->ne[1] != D || D <= 0 || w_a % D != 0 || t->ne[2] > w_a / D))
+    if (t && (t->n_dims < 2 || t->n_dims > 3 || t->ne[3] != 1 || t->ne[1] != D || D <= 0 || w_a % D != 0 ||
+              t->ne[2] > w_a / D))
       return bad_shape(*t, "[D, D, n]");
     for (const TensorView* p : parts)
       if (p->n_dims != 2 || p->ne[0] != D || p->ne[1] != D || D <= 0 || w_a % D != 0 || n64 > w_a / D)
@@ -713,7 +746,8 @@ class ArchCompiler {
     if (p_.steps.size() + 3 * static_cast<uint64_t>(n) > max_steps_)
       return fail(Errc::out_of_memory, s.line,
                   strf("stream_matmul over %d streams makes more than the limit of %llu compiled steps "
-                       "(LoadOptions::max_program_steps, --max-program-steps)", n, static_cast<unsigned long long>(max_steps_)));
+                       "(LoadOptions::max_program_steps, --max-program-steps)",
+                       n, static_cast<unsigned long long>(max_steps_)));
     const std::string& x = s.args[0].word;
     const int rx = reg_id(x), rin = reg_id(x + "#in"), rout = reg_id(x + "#out");
     for (int k = 0; k < n; k++) {
@@ -882,7 +916,8 @@ class ArchCompiler {
   Result<Emit> embed_rule(Stmt& c) {
     const StmtDef& s = c.s;
     const TensorView* t = c.t;
-    if (t->n_dims != 2) return fail(Errc::shape_mismatch, s.line, "embedding '" + t->name + "' is not 2-D: " + t->shape_string());
+    if (t->n_dims != 2)
+      return fail(Errc::shape_mismatch, s.line, "embedding '" + t->name + "' is not 2-D: " + t->shape_string());
     if (auto r = check_computable(*t, s.line); !r) return r.error();
     c.st.w = t;
     c.w_out = static_cast<int>(t->ne[0]);
@@ -890,8 +925,9 @@ class ArchCompiler {
       auto b = value(s.kwarg("beyond")->value, s.line, c.layer);
       if (!b) return b.error();
       if (!(*b >= 0) || *b >= static_cast<double>(t->ne[1]) || *b != std::floor(*b) || t->ne[1] > INT32_MAX)
-        return fail(Errc::shape_mismatch, s.line, strf("embed: beyond = %g is not a row of '%s' (%lld rows)", *b,
-                                                       t->name.c_str(), static_cast<long long>(t->ne[1])));
+        return fail(Errc::shape_mismatch, s.line,
+                    strf("embed: beyond = %g is not a row of '%s' (%lld rows)", *b, t->name.c_str(),
+                         static_cast<long long>(t->ne[1])));
       c.st.off = static_cast<int>(*b);
       c.st.vec_len = static_cast<int>(t->ne[1]);
     } else if (t->ne[1] < p_.embed_rows) {
@@ -910,8 +946,9 @@ class ArchCompiler {
     auto v = vector_of(*t, s.line, heads ? -1 : c.w_a, heads ? "head norm" : "norm", false, norm_offset());
     if (!v) return v.error();
     if (heads && (t->ne[0] <= 0 || c.w_a % t->ne[0] != 0))
-      return fail(Errc::shape_mismatch, s.line, strf("head norm '%s' (%lld) does not divide '%s' (%d wide)", t->name.c_str(),
-                                                     static_cast<long long>(t->ne[0]), s.args[0].word.c_str(), c.w_a));
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("head norm '%s' (%lld) does not divide '%s' (%d wide)", t->name.c_str(),
+                       static_cast<long long>(t->ne[0]), s.args[0].word.c_str(), c.w_a));
     c.st.vec = *v;
     c.st.vec_len = static_cast<int>(t->ne[0]);
     if (auto r = set_eps(c, m_.hp.rms_eps); !r) return r.error();
@@ -928,15 +965,16 @@ class ArchCompiler {
     const bool heads = c.st.op == OpCode::layer_norm_heads;
     const int seg = heads ? static_cast<int>(m_.hp.head_dim) : w_a;
     if (seg <= 0 || w_a % seg != 0)
-      return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not a whole number of heads of head_dim %d",
-                                                     name, s.args[0].word.c_str(), w_a, seg));
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("%s: '%s' (%d wide) is not a whole number of heads of head_dim %d", name, s.args[0].word.c_str(),
+                       w_a, seg));
     // the weight: one for the row (layer_norm), one shared by every head or one per head (heads)
     const int64_t nw = t->nelements();
     if (nw != w_a && nw != seg)
       return fail(Errc::shape_mismatch, s.line,
                   heads ? strf("%s: weight '%s' has %lld elements: expected head_dim (%d, shared by every head) or "
-                               "the width of '%s' (%d, one weight per head)", name, t->name.c_str(),
-                               static_cast<long long>(nw), seg, s.args[0].word.c_str(), w_a)
+                               "the width of '%s' (%d, one weight per head)",
+                               name, t->name.c_str(), static_cast<long long>(nw), seg, s.args[0].word.c_str(), w_a)
                         : strf("%s: weight '%s' has %lld elements but '%s' is %d wide", name, t->name.c_str(),
                                static_cast<long long>(nw), s.args[0].word.c_str(), w_a));
     auto v = vector_of(*t, s.line, nw, "norm", true, norm_offset());
@@ -967,12 +1005,14 @@ class ArchCompiler {
     const StmtDef& s = c.s;
     const TensorView* t = c.t;
     if (t->n_dims < 1 || t->ne[2] != 1 || t->ne[3] != 1 || t->n_dims > 2)
-      return fail(Errc::shape_mismatch, s.line, "matmul weight '" + t->name + "' is not a matrix: " + t->shape_string());
+      return fail(Errc::shape_mismatch, s.line,
+                  "matmul weight '" + t->name + "' is not a matrix: " + t->shape_string());
     if (t->ne[0] != c.w_a)
-      return fail(Errc::shape_mismatch, s.line, strf("matmul: '%s' rows have %lld elements but '%s' is %d wide",
-                                                     t->name.c_str(), static_cast<long long>(t->ne[0]),
-                                                     s.args[0].word.c_str(), c.w_a));
-    if (t->ne[1] > (1 << 28)) return fail(Errc::shape_mismatch, s.line, "matmul weight '" + t->name + "' has too many rows");
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("matmul: '%s' rows have %lld elements but '%s' is %d wide", t->name.c_str(),
+                       static_cast<long long>(t->ne[0]), s.args[0].word.c_str(), c.w_a));
+    if (t->ne[1] > (1 << 28))
+      return fail(Errc::shape_mismatch, s.line, "matmul weight '" + t->name + "' has too many rows");
     if (auto r = check_computable(*t, s.line); !r) return r.error();
     c.st.w = t;
     c.w_out = static_cast<int>(t->ne[1]);
@@ -1006,14 +1046,18 @@ class ArchCompiler {
     at.hd_k = static_cast<int>(hp.head_dim);
     at.hd_v = static_cast<int>(hp.head_dim_v);
     if (at.hd_k <= 0 || at.hd_v <= 0 || w_a % at.hd_k || wk % at.hd_k || wv % at.hd_v)
-      return fail(Errc::shape_mismatch, s.line, strf("attention: q (%d), k (%d), v (%d) are not whole heads of %d / %d", w_a, wk, wv, at.hd_k, at.hd_v));
+      return fail(
+          Errc::shape_mismatch, s.line,
+          strf("attention: q (%d), k (%d), v (%d) are not whole heads of %d / %d", w_a, wk, wv, at.hd_k, at.hd_v));
     at.n_head = w_a / at.hd_k;
     at.n_kv = wk / at.hd_k;
     if (at.n_kv <= 0 || at.n_head % at.n_kv != 0 || wv / at.hd_v != at.n_kv)
-      return fail(Errc::shape_mismatch, s.line, strf("attention: %d query heads, %d key heads and %d value heads do not group",
-                                                     at.n_head, at.n_kv, wv / at.hd_v));
-    for (auto [key, have, declared] : {std::tuple<const char*, int, int64_t>{"attention.head_count", at.n_head, hp.n_head},
-                                       {"attention.head_count_kv", at.n_kv, hp.n_head_kv}}) {
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("attention: %d query heads, %d key heads and %d value heads do not group", at.n_head, at.n_kv,
+                       wv / at.hd_v));
+    for (auto [key, have, declared] :
+         {std::tuple<const char*, int, int64_t>{"attention.head_count", at.n_head, hp.n_head},
+          {"attention.head_count_kv", at.n_kv, hp.n_head_kv}}) {
       const MetaValue* mv = m_.find_meta(m_.arch + "." + key);
       if (!mv || mv->kind == MetaValue::Kind::string || declared <= 0 || have == declared) continue;
       return fail(Errc::shape_mismatch, s.line,
@@ -1049,9 +1093,10 @@ class ArchCompiler {
       at.shared = true;
       const KvLayerSpec& ks = p_.kv[static_cast<size_t>(at.kv_layer)];
       if (ks.n_kv != at.n_kv || ks.hd_k != at.hd_k || ks.hd_v != at.hd_v)
-        return fail(Errc::shape_mismatch, s.line,
-                    strf("layer %d reads the cache of layer %d, whose heads differ (%d of %d/%d there, %d of %d/%d here)",
-                         layer, src, ks.n_kv, ks.hd_k, ks.hd_v, at.n_kv, at.hd_k, at.hd_v));
+        return fail(
+            Errc::shape_mismatch, s.line,
+            strf("layer %d reads the cache of layer %d, whose heads differ (%d of %d/%d there, %d of %d/%d here)",
+                 layer, src, ks.n_kv, ks.hd_k, ks.hd_v, at.n_kv, at.hd_k, at.hd_v));
       c.st.idx = static_cast<int>(p_.attns.size());
       p_.attns.push_back(at);
       return Emit::step;
@@ -1083,8 +1128,9 @@ class ArchCompiler {
     const StmtDef& s = c.s;
     const int w_b = width_of(s.args[1].word);
     if (w_b != c.w_a)
-      return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' is %d wide but '%s' is %d wide", s.op->name,
-                                                     s.args[0].word.c_str(), c.w_a, s.args[1].word.c_str(), w_b));
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("%s: '%s' is %d wide but '%s' is %d wide", s.op->name, s.args[0].word.c_str(), c.w_a,
+                       s.args[1].word.c_str(), w_b));
     c.st.b = static_cast<int16_t>(reg_id(s.args[1].word));
     return Emit::step;
   }
@@ -1095,7 +1141,8 @@ class ArchCompiler {
     auto v = value(s.args[1].value, s.line, c.layer);
     if (!v) return v.error();
     c.st.f = static_cast<float>(*v);
-    if (!std::isfinite(c.st.f)) return fail(Errc::bad_format, s.line, strf("%s: %g does not fit a float", s.op->name, *v));
+    if (!std::isfinite(c.st.f))
+      return fail(Errc::bad_format, s.line, strf("%s: %g does not fit a float", s.op->name, *v));
     if (c.st.op == OpCode::scale) {
       auto b = fvalue(s, "bias", 0);
       if (!b) return b.error();
@@ -1117,9 +1164,10 @@ class ArchCompiler {
     if (!a1) return a1.error();
     const double start = *a0, width = *a1;
     if (start < 0 || width < 1 || start != std::floor(start) || width != std::floor(width) || start + width > c.w_a)
-      return fail(Errc::shape_mismatch, s.line, strf("slice: columns %g to %g (start %g, width %g) are not within '%s' "
-                                                     "(%d wide)", start, start + width - 1, start, width,
-                                                     s.args[0].word.c_str(), c.w_a));
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("slice: columns %g to %g (start %g, width %g) are not within '%s' "
+                       "(%d wide)",
+                       start, start + width - 1, start, width, s.args[0].word.c_str(), c.w_a));
     c.st.off = static_cast<int>(start);
     c.w_out = static_cast<int>(width);
     return Emit::step;
@@ -1132,8 +1180,9 @@ class ArchCompiler {
     auto v = value(s.args[2].value, s.line, c.layer);
     if (!v) return v.error();
     if (!(*v >= 0) || *v != std::floor(*v) || *v + w_b > c.w_a)
-      return fail(Errc::shape_mismatch, s.line, strf("put: '%s' (%d wide) at column %g does not fit in '%s' (%d wide)",
-                                                     s.args[1].word.c_str(), w_b, *v, s.args[0].word.c_str(), c.w_a));
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("put: '%s' (%d wide) at column %g does not fit in '%s' (%d wide)", s.args[1].word.c_str(), w_b,
+                       *v, s.args[0].word.c_str(), c.w_a));
     c.st.b = static_cast<int16_t>(reg_id(s.args[1].word));
     c.st.off = static_cast<int>(*v);
     c.st.vec_len = w_b;
@@ -1150,8 +1199,9 @@ class ArchCompiler {
       size = *v;
     }
     if (!(size >= 1) || size != std::floor(size) || c.w_a % static_cast<int>(std::min<double>(size, 1 << 30)) != 0)
-      return fail(Errc::shape_mismatch, s.line, strf("rms_normalize: groups of %g do not divide '%s' (%d wide)", size,
-                                                     s.args[0].word.c_str(), c.w_a));
+      return fail(
+          Errc::shape_mismatch, s.line,
+          strf("rms_normalize: groups of %g do not divide '%s' (%d wide)", size, s.args[0].word.c_str(), c.w_a));
     c.st.streams = static_cast<int>(size);
     if (auto r = set_eps(c, m_.hp.rms_eps); !r) return r.error();
     return Emit::step;
@@ -1164,8 +1214,10 @@ class ArchCompiler {
     if (!v) return v.error();
     if (!std::isfinite(*v)) return Emit::none;  // no sparsity in this layer (a probability of 0: -inf deviations)
     c.st.f = static_cast<float>(*v);
-    if (!std::isfinite(c.st.f)) return fail(Errc::bad_format, s.line, strf("gaussian_topk: %g does not fit a float", *v));
-    if (c.w_a < 2) return fail(Errc::shape_mismatch, s.line, "gaussian_topk needs at least 2 values (a standard deviation)");
+    if (!std::isfinite(c.st.f))
+      return fail(Errc::bad_format, s.line, strf("gaussian_topk: %g does not fit a float", *v));
+    if (c.w_a < 2)
+      return fail(Errc::shape_mismatch, s.line, "gaussian_topk needs at least 2 values (a standard deviation)");
     return Emit::step;
   }
 
@@ -1177,8 +1229,8 @@ class ArchCompiler {
     if (!n) return n.error();
     c.st.streams = *n;
     if (c.st.op == OpCode::streams && int64_t(c.w_a) * *n > (1 << 28))
-      return fail(Errc::shape_mismatch, s.line, strf("streams: %d streams of '%s' (%d wide) are too wide", *n,
-                                                     s.args[0].word.c_str(), c.w_a));
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("streams: %d streams of '%s' (%d wide) are too wide", *n, s.args[0].word.c_str(), c.w_a));
     if (c.st.op == OpCode::streams) c.w_out = c.w_a * *n;
     if (c.st.op == OpCode::stream_mean) c.w_out = c.w_a / *n;
     return Emit::step;
@@ -1192,7 +1244,8 @@ class ArchCompiler {
     if (n < 1 || n > 256 || n * n != w_c || c.w_a % n != 0)
       return fail(Errc::shape_mismatch, s.line,
                   strf("stream_mix: '%s' has %d coefficients, which is not S x S for a count S of streams of '%s' "
-                       "(%d wide)", s.args[1].word.c_str(), w_c, s.args[0].word.c_str(), c.w_a));
+                       "(%d wide)",
+                       s.args[1].word.c_str(), w_c, s.args[0].word.c_str(), c.w_a));
     c.st.b = static_cast<int16_t>(reg_id(s.args[1].word));
     c.st.streams = n;
     return Emit::step;
@@ -1204,16 +1257,17 @@ class ArchCompiler {
     const StmtDef& s = c.s;
     const int w_a = c.w_a, w_v = width_of(s.args[1].word);
     if (w_v <= 0 || w_a % w_v != 0 || w_a / w_v > 256)
-      return fail(Errc::shape_mismatch, s.line, strf("%s: '%s' (%d wide) is not one stream of '%s' (%d wide)", s.op->name,
-                                                     s.args[1].word.c_str(), w_v, s.args[0].word.c_str(), w_a));
+      return fail(Errc::shape_mismatch, s.line,
+                  strf("%s: '%s' (%d wide) is not one stream of '%s' (%d wide)", s.op->name, s.args[1].word.c_str(),
+                       w_v, s.args[0].word.c_str(), w_a));
     const int n = w_a / w_v;
     c.st.b = static_cast<int16_t>(reg_id(s.args[1].word));
     c.st.streams = n;
     if (c.st.op == OpCode::stream_axpy) {
       const int w_g = width_of(s.args[2].word);
       if (w_g != n)
-        return fail(Errc::shape_mismatch, s.line, strf("stream_axpy: '%s' holds %d gains for %d streams",
-                                                       s.args[2].word.c_str(), w_g, n));
+        return fail(Errc::shape_mismatch, s.line,
+                    strf("stream_axpy: '%s' holds %d gains for %d streams", s.args[2].word.c_str(), w_g, n));
       c.st.c = static_cast<int16_t>(reg_id(s.args[2].word));
       return Emit::step;
     }
@@ -1241,10 +1295,10 @@ class ArchCompiler {
   std::vector<ParamValue> params_;
   std::vector<int> width_, max_width_;
   std::map<std::pair<const TensorView*, float>, size_t> vec_index_;
-  std::vector<int> window_;  // per layer: the sliding window, 0 on global layers
-  std::vector<int> kv_src_;  // per layer: the layer whose cache it reads (-1: its own)
+  std::vector<int> window_;    // per layer: the sliding window, 0 on global layers
+  std::vector<int> kv_src_;    // per layer: the layer whose cache it reads (-1: its own)
   std::vector<int> layer_kv_;  // per layer: its cache (index in Program::kv), -1 when it has none
-  int cur_layer_ = -1;       // the layer stmt() compiles (-1: prologue / epilogue)
+  int cur_layer_ = -1;         // the layer stmt() compiles (-1: prologue / epilogue)
   uint64_t max_steps_;
   std::string x_tensor_, logits_tensor_;  // the embedding and the output weight (messages)
   std::string rows_tensor_;               // the embedding with the fewest rows (messages)

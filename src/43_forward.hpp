@@ -55,9 +55,9 @@ class Engine {
     std::shared_ptr<Engine> e(new Engine());
     e->desc_ = std::move(desc);
     e->opts_ = opts;
-    e->def_ = reg->defs[static_cast<size_t>(std::find_if(reg->defs.begin(), reg->defs.end(),
-                                                         [&](const auto& d) { return d.get() == def; }) -
-                                            reg->defs.begin())];
+    e->def_ = reg->defs[static_cast<size_t>(
+        std::find_if(reg->defs.begin(), reg->defs.end(), [&](const auto& d) { return d.get() == def; }) -
+        reg->defs.begin())];
     e->arch_ = ArchInfo{def->name, def->origin, def->sha256, def->steps_per_layer()};
     ArchCompiler comp(*def, *e->desc_, e->prog_, opts.max_program_steps);
     if (auto r = comp.run(); !r) return r.error();
@@ -234,8 +234,9 @@ inline void row_op(const Step& s, const KernelTable& kern, const float* A, const
       for (int e = 0; e < n; e++) {
         for (int j = 0; j < S; j++) col[j] = a[size_t(j) * n + e];
         for (int k = 0; k < S; k++)
-          d[size_t(k) * n + e] = kern.dot_f32(reinterpret_cast<const uint8_t*>(col), c + size_t(k) * S, S, false, false) +
-                                 a[size_t(k) * n + e];
+          d[size_t(k) * n + e] =
+              kern.dot_f32(reinterpret_cast<const uint8_t*>(col), c + size_t(k) * S, S, false, false) +
+              a[size_t(k) * n + e];
       }
       break;
     }
@@ -270,8 +271,7 @@ inline void row_op(const Step& s, const KernelTable& kern, const float* A, const
       for (int e = 0; e < n; e++) d[e] *= inv;
       break;
     }
-    default:
-      LLMI_ASSERT(false && "row_op: not a row operation");
+    default: LLMI_ASSERT(false && "row_op: not a row operation");
   }
 }
 
@@ -285,8 +285,10 @@ const float* matmul_input(const Step& s, int rows, const float* a, float* buf, F
   for_rows(rows, wi, [&](int t, int) {
     const float* x = a + size_t(t) * wi;
     float* y = buf + size_t(t) * wi;
-    if (bf) for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
-    else for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
+    if (bf)
+      for (int k = 0; k < wi; k++) y[k] = bf16_to_f32(f32_to_bf16(x[k]));
+    else
+      for (int k = 0; k < wi; k++) y[k] = fp16_to_f32(f32_to_fp16(x[k]));
   });
   return buf;
 }
@@ -338,9 +340,13 @@ bool run_row_step(const Step& s, const KernelTable& kern, int rows, const int32_
         float* y = d + size_t(t) * wi;
         switch (op) {
           case OpCode::silu: kern.silu_row(x, y, wi); break;
-          case OpCode::gelu: for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]); break;
+          case OpCode::gelu:
+            for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]);
+            break;
           case OpCode::gelu_tanh: kern.gelu_tanh_row(x, y, wi); break;
-          default: for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f; break;
+          default:
+            for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f;
+            break;
         }
       });
       return true;
@@ -350,8 +356,10 @@ bool run_row_step(const Step& s, const KernelTable& kern, int rows, const int32_
       const bool mul_op = s.op == OpCode::mul;
       for_rows(rows, wi, [&](int t, int) {
         size_t o = size_t(t) * wi;
-        if (mul_op) for (int k = 0; k < wi; k++) d[o + k] = a[o + k] * b[o + k];
-        else for (int k = 0; k < wi; k++) d[o + k] = a[o + k] + b[o + k];
+        if (mul_op)
+          for (int k = 0; k < wi; k++) d[o + k] = a[o + k] * b[o + k];
+        else
+          for (int k = 0; k < wi; k++) d[o + k] = a[o + k] + b[o + k];
       });
       return true;
     }
@@ -384,9 +392,7 @@ bool run_row_step(const Step& s, const KernelTable& kern, int rows, const int32_
         for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::tanh(a[size_t(t) * wi + k] * inv) * s.f;
       });
       return true;
-    case OpCode::copy:
-      std::memcpy(d, a, size_t(rows) * wi * 4);
-      return true;
+    case OpCode::copy: std::memcpy(d, a, size_t(rows) * wi * 4); return true;
     case OpCode::slice:
       for (int t = 0; t < rows; t++) std::memcpy(d + size_t(t) * wo, a + size_t(t) * wi + s.off, size_t(wo) * 4);
       return true;
@@ -397,8 +403,7 @@ bool run_row_step(const Step& s, const KernelTable& kern, int rows, const int32_
     case OpCode::matmul:
     case OpCode::rope:
     case OpCode::attention:
-    case OpCode::last:
-      return false;
+    case OpCode::last: return false;
   }
   return false;
 }
@@ -421,20 +426,22 @@ class Context {
     const int ubatch = std::min(kUbatch, n_ctx);
     uint64_t kv = KvCache::planned_bytes(p.kv, n_ctx, ubatch, o.kv_type);
     uint64_t scratch = 0;
-    for (size_t r = 0; r < p.reg_names.size(); r++) scratch += uint64_t(ubatch) * uint64_t(std::max(1, p.reg_width[r])) * 4;
+    for (size_t r = 0; r < p.reg_names.size(); r++)
+      scratch += uint64_t(ubatch) * uint64_t(std::max(1, p.reg_width[r])) * 4;
     scratch += uint64_t(ubatch) * uint64_t(p.max_round_width) * 4;
     uint64_t total = kv == UINT64_MAX ? UINT64_MAX : kv + scratch;
     uint64_t limit = o.max_session_bytes ? o.max_session_bytes : physical_memory_bytes();
     if (limit && total > limit)
-      return make_error(Errc::out_of_memory,
-                        strf("%s: a session of %d tokens needs %s (KV cache %s for %d attention layers, scratch %s), more "
-                             "than the limit of %s (%s); use a smaller context",
-                             e.desc().path.c_str(), n_ctx, kv == UINT64_MAX ? "more than 2^64 bytes" : human_bytes(total).c_str(),
-                             kv == UINT64_MAX ? "overflow" : human_bytes(kv).c_str(), static_cast<int>(p.kv.size()),
-                             human_bytes(scratch).c_str(), human_bytes(limit).c_str(),
-                             o.max_session_bytes ? "LoadOptions::max_session_bytes, --max-session-mb"
-                                                 : "the machine's physical memory; LoadOptions::max_session_bytes, "
-                                                   "--max-session-mb"));
+      return make_error(
+          Errc::out_of_memory,
+          strf("%s: a session of %d tokens needs %s (KV cache %s for %d attention layers, scratch %s), more "
+               "than the limit of %s (%s); use a smaller context",
+               e.desc().path.c_str(), n_ctx, kv == UINT64_MAX ? "more than 2^64 bytes" : human_bytes(total).c_str(),
+               kv == UINT64_MAX ? "overflow" : human_bytes(kv).c_str(), static_cast<int>(p.kv.size()),
+               human_bytes(scratch).c_str(), human_bytes(limit).c_str(),
+               o.max_session_bytes ? "LoadOptions::max_session_bytes, --max-session-mb"
+                                   : "the machine's physical memory; LoadOptions::max_session_bytes, "
+                                     "--max-session-mb"));
     return {};
   }
 
@@ -455,8 +462,9 @@ class Context {
     if (c.slide_) {  // sliding keeps `keep` tokens, and ring layers must still hold their window afterwards
       c.slide_chunk_ = std::min(c.ubatch_, c.n_ctx_ - c.keep_ - c.kv_.ring_window() + 1);
       if (c.slide_chunk_ < 1)
-        return make_error(Errc::invalid_argument, strf("a context of %d tokens is too small to slide while keeping %d tokens",
-                                                       c.n_ctx_, c.keep_));
+        return make_error(
+            Errc::invalid_argument,
+            strf("a context of %d tokens is too small to slide while keeping %d tokens", c.n_ctx_, c.keep_));
     }
     // scratch: every register [ubatch][widest], logits handled per eval
     c.regs_.resize(p.reg_names.size());
@@ -515,8 +523,9 @@ class Context {
       const LoadOptions& o = e_->options();
       uint64_t limit = o.max_session_bytes ? o.max_session_bytes : physical_memory_bytes();
       if (limit && out_n > limit / 4)
-        return make_error(Errc::out_of_memory, strf("eval: the logits of %d tokens x %d would need %s, more than %s", n,
-                                                    p.n_vocab, human_bytes(out_n * 4).c_str(), human_bytes(limit).c_str()));
+        return make_error(Errc::out_of_memory,
+                          strf("eval: the logits of %d tokens x %d would need %s, more than %s", n, p.n_vocab,
+                               human_bytes(out_n * 4).c_str(), human_bytes(limit).c_str()));
     }
     logits.resize(static_cast<size_t>(out_n));
     int done = 0;
@@ -583,12 +592,14 @@ class Context {
     }
     int tasks = std::min(rows, nt * 4);
     pool.parallel_for(tasks, [&](int task, int thread) {
-      int r0 = static_cast<int>(int64_t(rows) * task / tasks), r1 = static_cast<int>(int64_t(rows) * (task + 1) / tasks);
+      int r0 = static_cast<int>(int64_t(rows) * task / tasks),
+          r1 = static_cast<int>(int64_t(rows) * (task + 1) / tasks);
       for (int r = r0; r < r1; r++) fn(r, thread);
     });
   }
 
-  Result<EvalStatus> run_chunk(const int32_t* toks, int n, float* out_logits, bool all_logits, const std::function<bool()>& cancel) {
+  Result<EvalStatus> run_chunk(const int32_t* toks, int n, float* out_logits, bool all_logits,
+                               const std::function<bool()>& cancel) {
     const Program& p = e_->program();
     for (size_t r = 0; r < regs_.size(); r++) reg_ptr_[r] = regs_[r].as<float>();
     float* lg = all_logits ? out_logits : logits_buf_.as<float>();
@@ -615,8 +626,9 @@ class Context {
           case OpCode::matmul: {
             const float* in = matmul_input(s, rows, a, round_buf_.as<float>(), each_row);
             if (!kern_->matmul_x(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2, *mm_))
-              return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
-                                                          s.w->name.c_str(), rows));
+              return make_error(
+                  Errc::out_of_memory,
+                  strf("out of memory for the scratch of a matrix product (%s, %d tokens)", s.w->name.c_str(), rows));
             break;
           }
           case OpCode::rope: {
@@ -635,20 +647,18 @@ class Context {
             });
             break;
           }
-          case OpCode::attention:
-            attention(s, n, pos0, a, b, c, d);
-            break;
+          case OpCode::attention: attention(s, n, pos0, a, b, c, d); break;
           case OpCode::last:
             if (!all_logits && rows > 1) {
               std::memmove(a, a + size_t(rows - 1) * wi, size_t(wi) * 4);
               rows = 1;
             }
             break;
-          default:
-            break;
+          default: break;
         }
-      if (trace_) trace_(TraceEvent{static_cast<int>(si), op_spec(s.op).name, s.layer, s.line,
-                                    p.reg_names[static_cast<size_t>(s.dst)], d, rows, wo});
+      if (trace_)
+        trace_(TraceEvent{static_cast<int>(si), op_spec(s.op).name, s.layer, s.line,
+                          p.reg_names[static_cast<size_t>(s.dst)], d, rows, wo});
     }
     if (out_logits && !all_logits && lg != out_logits)
       std::memcpy(out_logits, lg + size_t(rows - 1) * p.n_vocab, size_t(p.n_vocab) * 4);

@@ -101,7 +101,9 @@ inline LogitsReport compare_logits(const float* ours, const float* ref, int rows
 // At least one id unless allow_empty; an item that is not a non-negative 32-bit integer is an error
 // naming it.
 inline Result<std::vector<int32_t>> parse_id_list(std::string_view s, bool allow_empty = false) {
-  auto is_sep = [](char c) { return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '[' || c == ']'; };
+  auto is_sep = [](char c) {
+    return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '[' || c == ']';
+  };
   std::vector<int32_t> ids;
   size_t k = 0;
   while (k < s.size()) {

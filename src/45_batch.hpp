@@ -221,7 +221,8 @@ class Batcher {
     }
     int tasks = std::min(rows, nt * 4);
     pool.parallel_for(tasks, [&](int task, int thread) {
-      int r0 = static_cast<int>(int64_t(rows) * task / tasks), r1 = static_cast<int>(int64_t(rows) * (task + 1) / tasks);
+      int r0 = static_cast<int>(int64_t(rows) * task / tasks),
+          r1 = static_cast<int>(int64_t(rows) * (task + 1) / tasks);
       for (int r = r0; r < r1; r++) fn(r, thread);
     });
   }
@@ -256,7 +257,8 @@ class Batcher {
       if (s.layer != cur_layer) {
         cur_layer = s.layer;
         bool all_cancelled = true;
-        for (const Seg& g : segs) all_cancelled = all_cancelled && g.req->cancel && *g.req->cancel && (*g.req->cancel)();
+        for (const Seg& g : segs)
+          all_cancelled = all_cancelled && g.req->cancel && *g.req->cancel && (*g.req->cancel)();
         if (all_cancelled) return EvalStatus::cancelled;
       }
       float* a = s.a >= 0 ? reg(s.a) : nullptr;
@@ -275,10 +277,12 @@ class Batcher {
             if (!after_last)
               for (const Seg& g : segs)
                 if (ok && g.n > 1)
-                  ok = kern.matmul_x(*s.w, in + size_t(g.off) * wi, g.n, d + size_t(g.off) * wo, wo, e_.pool(), bf, *mm_);
+                  ok = kern.matmul_x(*s.w, in + size_t(g.off) * wi, g.n, d + size_t(g.off) * wo, wo, e_.pool(), bf,
+                                     *mm_);
             if (!ok)
-              return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
-                                                          s.w->name.c_str(), rows));
+              return make_error(
+                  Errc::out_of_memory,
+                  strf("out of memory for the scratch of a matrix product (%s, %d tokens)", s.w->name.c_str(), rows));
             break;
           }
           case OpCode::rope: {
@@ -300,11 +304,11 @@ class Batcher {
           }
           case OpCode::attention: {
             const AttnSpec& at = p.attns[static_cast<size_t>(s.idx)];
-            const size_t wq = size_t(at.n_head) * at.hd_k, wk = size_t(at.n_kv) * at.hd_k, wv = size_t(at.n_kv) * at.hd_v,
-                         wa = size_t(at.n_head) * at.hd_v;
+            const size_t wq = size_t(at.n_head) * at.hd_k, wk = size_t(at.n_kv) * at.hd_k,
+                         wv = size_t(at.n_kv) * at.hd_v, wa = size_t(at.n_head) * at.hd_v;
             for (const Seg& g : segs)  // no b, c: the layer reads an earlier layer's cache
-              g.req->ctx->attention(s, g.n, g.pos0, a + g.off * wq, b ? b + g.off * wk : nullptr, c ? c + g.off * wv : nullptr,
-                                    d + g.off * wa);
+              g.req->ctx->attention(s, g.n, g.pos0, a + g.off * wq, b ? b + g.off * wk : nullptr,
+                                    c ? c + g.off * wv : nullptr, d + g.off * wa);
             break;
           }
           case OpCode::last: {
@@ -323,8 +327,7 @@ class Batcher {
             after_last = true;
             break;
           }
-          default:
-            break;
+          default: break;
         }
     }
     if (any_out) {
@@ -339,8 +342,8 @@ class Batcher {
   int max_seqs_ = kDefaultMaxSeqs;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Request*> pending_;            // waiting chunks, oldest first
-  std::vector<const Context*> members_;      // the contexts of the previous step
+  std::vector<Request*> pending_;        // waiting chunks, oldest first
+  std::vector<const Context*> members_;  // the contexts of the previous step
   bool running_ = false;
   double last_step_ms_ = 0;
   uint64_t steps_ = 0, shared_steps_ = 0, rows_ = 0;

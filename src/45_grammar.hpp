@@ -177,7 +177,8 @@ class GbnfParser {
     if (pos_ == start) return fail(strf("expected a rule name, found '%s'", shown(pos_).c_str()));
     std::string name(s_.substr(start, pos_ - start));
     space(false);
-    if (!(peek() == ':' && peek(1) == ':' && peek(2) == '=')) return fail("expected '::=' after the rule name '" + name + "'");
+    if (!(peek() == ':' && peek(1) == ':' && peek(2) == '='))
+      return fail("expected '::=' after the rule name '" + name + "'");
     pos_ += 3;
     space(true);
     int32_t id = rule_id(name, start);
@@ -237,10 +238,14 @@ class GbnfParser {
     for (int k = 0; k < digits; k++) {
       char c = peek();
       uint32_t d;
-      if (c >= '0' && c <= '9') d = static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f') d = static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') d = static_cast<uint32_t>(c - 'A' + 10);
-      else return fail(strf("expected %d hexadecimal digits", digits));
+      if (c >= '0' && c <= '9')
+        d = static_cast<uint32_t>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        d = static_cast<uint32_t>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        d = static_cast<uint32_t>(c - 'A' + 10);
+      else
+        return fail(strf("expected %d hexadecimal digits", digits));
       v = (v << 4) | d;
       pos_++;
     }
@@ -257,22 +262,31 @@ class GbnfParser {
       char e = peek();
       pos_++;
       switch (e) {
-        case 'x': if (!hex(2, cp)) return false; break;
-        case 'u': if (!hex(4, cp)) return false; break;
-        case 'U': if (!hex(8, cp)) return false; break;
+        case 'x':
+          if (!hex(2, cp)) return false;
+          break;
+        case 'u':
+          if (!hex(4, cp)) return false;
+          break;
+        case 'U':
+          if (!hex(8, cp)) return false;
+          break;
         case 't': cp = '\t'; break;
         case 'r': cp = '\r'; break;
         case 'n': cp = '\n'; break;
-        case '\\': case '"': case '[': case ']': case '-': cp = static_cast<unsigned char>(e); break;
-        default:
-          pos_ = start;
-          return fail(strf("unknown escape '\\%s'", shown(start + 1).c_str()));
+        case '\\':
+        case '"':
+        case '[':
+        case ']':
+        case '-': cp = static_cast<unsigned char>(e); break;
+        default: pos_ = start; return fail(strf("unknown escape '\\%s'", shown(start + 1).c_str()));
       }
       if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
         pos_ = start;
-        return fail(strf("escape U+%X is not a Unicode scalar value (surrogates and values above U+10FFFF never "
-                         "appear in UTF-8 text)",
-                         cp));
+        return fail(
+            strf("escape U+%X is not a Unicode scalar value (surrogates and values above U+10FFFF never "
+                 "appear in UTF-8 text)",
+                 cp));
       }
       return true;
     }
@@ -426,7 +440,9 @@ class GbnfParser {
   std::unordered_map<std::string, int32_t> ids_;
 };
 
-inline Result<GbnfGrammar> gbnf_parse(std::string_view text) { return GbnfParser(text).parse(); }
+inline Result<GbnfGrammar> gbnf_parse(std::string_view text) {
+  return GbnfParser(text).parse();
+}
 
 // ---- the compiled grammar over bytes ----
 struct ByteSet {
@@ -436,7 +452,9 @@ struct ByteSet {
     for (unsigned b = lo; b <= hi; b++) set(b);
   }
   bool has(unsigned b) const { return (w[b >> 6] >> (b & 63)) & 1; }
-  bool operator==(const ByteSet& o) const { return w[0] == o.w[0] && w[1] == o.w[1] && w[2] == o.w[2] && w[3] == o.w[3]; }
+  bool operator==(const ByteSet& o) const {
+    return w[0] == o.w[0] && w[1] == o.w[1] && w[2] == o.w[2] && w[3] == o.w[3];
+  }
 };
 
 struct GrammarCore {
@@ -519,9 +537,10 @@ class GrammarCompiler {
   bool budget(size_t more, const GbnfExpr& at) {
     if (c_.elems.size() + pending_ + more > LLMINFER_GRAMMAR_MAX_ELEMENTS) {
       if (err_.empty())
-        err_ = strf("grammar line %u, column %u: the grammar grows past %u elements when its repetitions are "
-                    "expanded (LLMINFER_GRAMMAR_MAX_ELEMENTS)",
-                    at.line, at.col, static_cast<unsigned>(LLMINFER_GRAMMAR_MAX_ELEMENTS));
+        err_ = strf(
+            "grammar line %u, column %u: the grammar grows past %u elements when its repetitions are "
+            "expanded (LLMINFER_GRAMMAR_MAX_ELEMENTS)",
+            at.line, at.col, static_cast<unsigned>(LLMINFER_GRAMMAR_MAX_ELEMENTS));
       return false;
     }
     pending_ += more;
@@ -572,8 +591,10 @@ class GrammarCompiler {
     std::sort(ranges.begin(), ranges.end());
     std::vector<std::pair<uint32_t, uint32_t>> m;
     for (auto r : ranges) {
-      if (!m.empty() && r.first <= m.back().second + 1) m.back().second = std::max(m.back().second, r.second);
-      else m.push_back(r);
+      if (!m.empty() && r.first <= m.back().second + 1)
+        m.back().second = std::max(m.back().second, r.second);
+      else
+        m.push_back(r);
     }
     if (negated) {
       std::vector<std::pair<uint32_t, uint32_t>> inv;
@@ -779,11 +800,13 @@ class GrammarCompiler {
             std::string cycle;
             size_t from = 0;
             while (path[from].first != t) from++;
-            for (size_t i = from; i < path.size(); i++) cycle += "'" + c_.rule_names[static_cast<size_t>(path[i].first)] + "' -> ";
+            for (size_t i = from; i < path.size(); i++)
+              cycle += "'" + c_.rule_names[static_cast<size_t>(path[i].first)] + "' -> ";
             cycle += "'" + c_.rule_names[static_cast<size_t>(t)] + "'";
-            return make_error(Errc::invalid_argument,
-                              "grammar: left recursion: " + cycle +
-                                  " can recurse without consuming input (rewrite it with repetition, e.g. x ::= y (\"+\" y)*)");
+            return make_error(
+                Errc::invalid_argument,
+                "grammar: left recursion: " + cycle +
+                    " can recurse without consuming input (rewrite it with repetition, e.g. x ::= y (\"+\" y)*)");
           }
           if (color[static_cast<size_t>(t)] == 0) {
             color[static_cast<size_t>(t)] = 1;
@@ -805,7 +828,8 @@ class GrammarCompiler {
       alts.erase(std::remove_if(alts.begin(), alts.end(),
                                 [&](int32_t a) {
                                   for (int32_t p = a; elem_at(p).kind != GrammarCore::kEnd; p++)
-                                    if (elem_at(p).kind == GrammarCore::kRef && !productive[static_cast<size_t>(elem_at(p).arg)])
+                                    if (elem_at(p).kind == GrammarCore::kRef &&
+                                        !productive[static_cast<size_t>(elem_at(p).arg)])
                                       return true;
                                   return false;
                                 }),
@@ -957,7 +981,8 @@ class GrammarMatcher {
     State& st = states_[static_cast<size_t>(state)];
     if (st.trans < 0) {
       st.trans = static_cast<int32_t>(trans_pool_.size());
-      if (trans_pool_.capacity() < trans_pool_.size() + 256) trans_pool_.reserve(std::max<size_t>(trans_pool_.size() * 2, 256 * 1024));
+      if (trans_pool_.capacity() < trans_pool_.size() + 256)
+        trans_pool_.reserve(std::max<size_t>(trans_pool_.size() * 2, 256 * 1024));
       trans_pool_.resize(trans_pool_.size() + 256, kUnknown);
     }
     return trans_pool_[static_cast<size_t>(st.trans) + byte];
@@ -1009,7 +1034,8 @@ class GrammarMatcher {
         continue;
       }
       // a rule: its alternatives, returning to pos + 1 (not kept when that ends the caller: tail call)
-      int32_t cont = g_->elems[static_cast<size_t>(pos) + 1].kind == GrammarCore::kEnd ? parent : intern(pos + 1, parent);
+      int32_t cont =
+          g_->elems[static_cast<size_t>(pos) + 1].kind == GrammarCore::kEnd ? parent : intern(pos + 1, parent);
       for (int32_t a : g_->rule_alts[static_cast<size_t>(e.arg)]) work_.emplace_back(a, cont);
       if (work_.size() > 16 * static_cast<size_t>(LLMINFER_GRAMMAR_MAX_STACKS)) return false;
     }

@@ -26,13 +26,20 @@ inline std::string gbnf_literal(std::string_view s) {
   std::string out = "\"";
   for (char ch : s) {
     auto c = static_cast<unsigned char>(ch);
-    if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
-    else if (c < 0x20 || c == 0x7F) out += strf("\\x%02X", c);
-    else out += ch;
+    if (c == '"')
+      out += "\\\"";
+    else if (c == '\\')
+      out += "\\\\";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
+    else if (c < 0x20 || c == 0x7F)
+      out += strf("\\x%02X", c);
+    else
+      out += ch;
   }
   return out + "\"";
 }
@@ -109,8 +116,8 @@ class JsonSchemaConverter {
     return name;
   }
   static bool reserved(const std::string& n) {
-    static const char* const kNames[] = {"root", "space", "char", "string", "integer", "number",
-                                         "boolean", "null", "value", "object", "array"};
+    static const char* const kNames[] = {"root",    "space", "char",  "string", "integer", "number",
+                                         "boolean", "null",  "value", "object", "array"};
     for (const char* k : kNames)
       if (n == k) return true;
     return false;
@@ -128,8 +135,9 @@ class JsonSchemaConverter {
     if (!v->is_number() || v->as_int(-1) < 0 || static_cast<double>(v->as_int(-1)) != v->num)
       return fail(path + "/" + key, "must be a non-negative integer");
     if (v->as_int() > static_cast<int64_t>(LLMINFER_GRAMMAR_MAX_REPEAT))
-      return fail(path + "/" + key, strf("%lld is above the limit of %u (LLMINFER_GRAMMAR_MAX_REPEAT)",
-                                         static_cast<long long>(v->as_int()), static_cast<unsigned>(LLMINFER_GRAMMAR_MAX_REPEAT)));
+      return fail(path + "/" + key,
+                  strf("%lld is above the limit of %u (LLMINFER_GRAMMAR_MAX_REPEAT)",
+                       static_cast<long long>(v->as_int()), static_cast<unsigned>(LLMINFER_GRAMMAR_MAX_REPEAT)));
     out = static_cast<uint32_t>(v->as_int());
     return true;
   }
@@ -194,18 +202,22 @@ class JsonSchemaConverter {
       return true;
     }
     if (!s.is_object()) return fail(path, "a schema must be an object or a boolean");
-    static const char* const kIgnored[] = {"title", "description", "default", "examples", "$schema", "$id",
-                                           "$comment", "deprecated", "readOnly", "writeOnly", "$defs", "definitions"};
-    static const char* const kKnown[] = {"type", "properties", "required", "additionalProperties", "items", "minItems",
-                                         "maxItems", "minLength", "maxLength", "enum", "const", "anyOf", "$ref"};
+    static const char* const kIgnored[] = {"title",    "description", "default",  "examples",
+                                           "$schema",  "$id",         "$comment", "deprecated",
+                                           "readOnly", "writeOnly",   "$defs",    "definitions"};
+    static const char* const kKnown[] = {"type",      "properties", "required", "additionalProperties",
+                                         "items",     "minItems",   "maxItems", "minLength",
+                                         "maxLength", "enum",       "const",    "anyOf",
+                                         "$ref"};
     for (const auto& m : s.members) {
       bool known = false;
       for (const char* k : kIgnored) known = known || m.first == k;
       for (const char* k : kKnown) known = known || m.first == k;
       if (!known)
-        return fail(path, "unsupported keyword '" + m.first +
-                              "' (supported: type, properties, required, additionalProperties, items, minItems, maxItems, "
-                              "minLength, maxLength, enum, const, anyOf, $ref, $defs; see the manual)");
+        return fail(path,
+                    "unsupported keyword '" + m.first +
+                        "' (supported: type, properties, required, additionalProperties, items, minItems, maxItems, "
+                        "minLength, maxLength, enum, const, anyOf, $ref, $defs; see the manual)");
     }
     auto constraining_besides = [&](std::initializer_list<const char*> allowed) -> const char* {
       for (const auto& m : s.members) {
@@ -228,8 +240,9 @@ class JsonSchemaConverter {
       }
       const Json* target = resolve(ref->str);
       if (!target)
-        return fail(path + "/$ref", "'" + ref->str + "' does not lead to a schema in this document (only local "
-                                                      "references such as #/$defs/Name are supported)");
+        return fail(path + "/$ref", "'" + ref->str +
+                                        "' does not lead to a schema in this document (only local "
+                                        "references such as #/$defs/Name are supported)");
       std::string name = rule_name("ref-" + ref->str.substr(ref->str.rfind('/') + 1));
       refs_.emplace(ref->str, name);  // before visiting: recursive schemas refer to the rule
       size_t slot = rules_.size();
@@ -243,12 +256,14 @@ class JsonSchemaConverter {
 
     if (const Json* any = s.find("anyOf")) {
       if (const char* other = constraining_besides({"anyOf"}))
-        return fail(path, std::string("'anyOf' together with '") + other + "' is not supported (put it in each branch)");
+        return fail(path,
+                    std::string("'anyOf' together with '") + other + "' is not supported (put it in each branch)");
       if (!any->is_array() || any->items.empty()) return fail(path + "/anyOf", "must be a non-empty array of schemas");
       std::string body;
       for (size_t i = 0; i < any->items.size(); i++) {
         std::string e;
-        if (!visit(any->items[i], path + "/anyOf/" + std::to_string(i), hint + "-" + std::to_string(i), e)) return false;
+        if (!visit(any->items[i], path + "/anyOf/" + std::to_string(i), hint + "-" + std::to_string(i), e))
+          return false;
         body += (i ? " | " : "") + e;
       }
       expr = add_rule(hint, body);
@@ -295,7 +310,8 @@ class JsonSchemaConverter {
         json_compact(*v, text);
         body += (n++ ? " | " : "") + gbnf_literal(text);
       }
-      if (n == 0) return fail(path, std::string("no value of '") + (cn ? "const" : "enum") + "' has the type asked for");
+      if (n == 0)
+        return fail(path, std::string("no value of '") + (cn ? "const" : "enum") + "' has the type asked for");
       expr = "(" + body + ") space";
       return true;
     }
@@ -343,7 +359,8 @@ class JsonSchemaConverter {
     if (t == "array") {
       std::string item = "value";
       if (const Json* it = s.find("items")) {
-        if (it->is_array()) return fail(path + "/items", "a list of item schemas (tuple) is not supported: give one schema");
+        if (it->is_array())
+          return fail(path + "/items", "a list of item schemas (tuple) is not supported: give one schema");
         if (!visit(*it, path + "/items", hint + "-item", item)) return false;
       }
       uint32_t mn = 0, mx = 0;
@@ -369,15 +386,16 @@ class JsonSchemaConverter {
     const Json* req = s.find("required");
     const Json* add = s.find("additionalProperties");
     if (props && !props->is_object()) return fail(path + "/properties", "must be an object");
-    if (add && !add->is_bool() && !add->is_object()) return fail(path + "/additionalProperties", "must be a boolean or a schema");
+    if (add && !add->is_bool() && !add->is_object())
+      return fail(path + "/additionalProperties", "must be a boolean or a schema");
     std::vector<std::string> required;
     if (req) {
       if (!req->is_array()) return fail(path + "/required", "must be an array of property names");
       for (const auto& r : req->items) {
         if (!r.is_string()) return fail(path + "/required", "must be an array of property names");
         if (!props || !props->find(r.str))
-          return fail(path + "/required",
-                      "required property '" + r.str + "' is not in 'properties' (only declared properties are generated)");
+          return fail(path + "/required", "required property '" + r.str +
+                                              "' is not in 'properties' (only declared properties are generated)");
         required.push_back(r.str);
       }
     }
@@ -404,7 +422,8 @@ class JsonSchemaConverter {
     for (size_t i = 0; i < n; i++) {
       const auto& m = props->members[i];
       for (size_t j = 0; j < i; j++)
-        if (props->members[j].first == m.first) return fail(path + "/properties", "property '" + m.first + "' is listed twice");
+        if (props->members[j].first == m.first)
+          return fail(path + "/properties", "property '" + m.first + "' is listed twice");
       std::string v;
       if (!visit(m.second, path + "/properties/" + m.first, hint + "-" + m.first, v)) return false;
       kv[i] = gbnf_literal(json_quote(m.first)) + " space \":\" space " + v;

@@ -110,7 +110,8 @@ class TokenConstraint {
     if (!o.grammar.empty() || !o.json_schema.empty()) {
       if (!o.grammar.empty() && !o.json_schema.empty())
         return make_error(Errc::invalid_argument, "give a grammar or a json_schema, not both");
-      if (!tok) return make_error(Errc::invalid_argument, "a grammar needs the model's vocabulary, and this model has none");
+      if (!tok)
+        return make_error(Errc::invalid_argument, "a grammar needs the model's vocabulary, and this model has none");
       std::string gbnf;
       if (!o.json_schema.empty()) {
         auto g = json_schema_to_gbnf(o.json_schema);
@@ -120,7 +121,8 @@ class TokenConstraint {
       auto core = compile_grammar(o.grammar.empty() ? std::string_view(gbnf) : std::string_view(o.grammar));
       if (!core) {
         if (!o.json_schema.empty())  // a converter bug, or a limit: say which grammar it was
-          return make_error(Errc::invalid_argument, "json_schema: the grammar made from it was refused: " + core.error().message);
+          return make_error(Errc::invalid_argument,
+                            "json_schema: the grammar made from it was refused: " + core.error().message);
         return core.error();
       }
       c->tok_ = tok;
@@ -159,7 +161,8 @@ class TokenConstraint {
         const uint64_t x0 = bits[w];
         if (x0 == ~uint64_t{0} && w * 64 + 64 <= n) {  // dense words (inside a string): one copy
           std::copy(logits.begin() + static_cast<std::ptrdiff_t>(w * 64),
-                    logits.begin() + static_cast<std::ptrdiff_t>(w * 64 + 64), out_.begin() + static_cast<std::ptrdiff_t>(w * 64));
+                    logits.begin() + static_cast<std::ptrdiff_t>(w * 64 + 64),
+                    out_.begin() + static_cast<std::ptrdiff_t>(w * 64));
           continue;
         }
         for (uint64_t x = x0; x != 0; x &= x - 1) {
@@ -258,9 +261,10 @@ class TokenConstraint {
     mask_ms_ += now_ms() - t0;
     masks_computed_++;
     if (matcher_->cache_bytes() + mask_pool_.size() * 8 > 2 * static_cast<uint64_t>(LLMINFER_GRAMMAR_MAX_CACHE))
-      return make_error(Errc::out_of_memory,
-                        strf("grammar: one state needs more than %llu MiB of matcher cache (LLMINFER_GRAMMAR_MAX_CACHE)",
-                             static_cast<unsigned long long>(LLMINFER_GRAMMAR_MAX_CACHE >> 20)));
+      return make_error(
+          Errc::out_of_memory,
+          strf("grammar: one state needs more than %llu MiB of matcher cache (LLMINFER_GRAMMAR_MAX_CACHE)",
+               static_cast<unsigned long long>(LLMINFER_GRAMMAR_MAX_CACHE >> 20)));
     if (matcher_->generation() != mask_generation_) {  // (cannot happen: the walk does not compact)
       return make_error(Errc::internal, "grammar: the matcher was reset during a mask computation");
     }

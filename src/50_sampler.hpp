@@ -101,8 +101,7 @@ class Sampler {
 
   // One token from `logits` ([n_vocab]) given the tokens so far (for the penalties), or -1 when
   // no token has a usable logit. Params must have passed validate_sampler_params.
-  int32_t sample(std::span<const float> logits, std::span<const int32_t> history, const SamplerParams& p,
-                 Rng& rng) {
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history, const SamplerParams& p, Rng& rng) {
     if (!truncate(logits, history, p)) return -1;
     if (p.temperature <= 0.0f || cand_.size() == 1) return cand_[0].id;
     // draw: probabilities proportional to exp((l - max) / T) over the kept tokens
@@ -118,8 +117,7 @@ class Sampler {
 
   // The tokens that may be drawn, with their probabilities (the exact distribution sample()
   // draws from). For tests and diagnostics.
-  std::vector<std::pair<int32_t, double>> distribution(std::span<const float> logits,
-                                                       std::span<const int32_t> history,
+  std::vector<std::pair<int32_t, double>> distribution(std::span<const float> logits, std::span<const int32_t> history,
                                                        const SamplerParams& p) {
     std::vector<std::pair<int32_t, double>> out;
     if (!truncate(logits, history, p)) return out;
@@ -133,7 +131,7 @@ class Sampler {
   }
 
  private:
-  static constexpr size_t kSortDirectly = 256;   // above: the histogram cut (faster)
+  static constexpr size_t kSortDirectly = 256;  // above: the histogram cut (faster)
   static constexpr int kBins = 4096;
 
   // Strict total order: larger logit first, then lower id.

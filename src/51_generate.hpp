@@ -177,8 +177,16 @@ class Generation {
   Generation(GenerationIO& io, std::vector<int32_t> prefill, std::vector<int32_t> history, GenerateOptions o,
              Sampler& sampler, Rng& rng, double t_start, int prefill_batch = 0,
              std::unique_ptr<TokenConstraint> constraint = nullptr)
-      : io_(io), prefill_(std::move(prefill)), history_(std::move(history)), o_(std::move(o)), sampler_(sampler),
-        rng_(rng), t_start_(t_start), prefill_batch_(prefill_batch), ts_(o_.stop), constraint_(std::move(constraint)) {
+      : io_(io),
+        prefill_(std::move(prefill)),
+        history_(std::move(history)),
+        o_(std::move(o)),
+        sampler_(sampler),
+        rng_(rng),
+        t_start_(t_start),
+        prefill_batch_(prefill_batch),
+        ts_(o_.stop),
+        constraint_(std::move(constraint)) {
     const std::atomic<bool>* flag = o_.cancel;
     cancel_ = [flag] { return flag != nullptr && flag->load(std::memory_order_relaxed); };
     sp_ = SamplerParams{o_.temperature, o_.top_k, o_.top_p, o_.min_p, o_.repeat_penalty, o_.repeat_last_n};

@@ -73,10 +73,10 @@ class ContextIO;
 struct ActiveGeneration {
   std::unique_ptr<ContextIO> io;
   std::unique_ptr<Generation> gen;
-  GenerateResult base;        // prompt_tokens, reused, shifted, seed, messages_dropped
+  GenerateResult base;  // prompt_tokens, reused, shifted, seed, messages_dropped
   size_t prompt_size = 0;
-  bool chat_reply = false;    // Session::reply: the reply joins the conversation
-  bool done = false;          // the generation ended (the next step reports it)
+  bool chat_reply = false;  // Session::reply: the reply joins the conversation
+  bool done = false;        // the generation ended (the next step reports it)
 };
 
 // A conversation: messages, the KV cache (created at the first reply), sampler and RNG.
@@ -88,7 +88,7 @@ struct SessionImpl {
   Sampler sampler;
   Rng rng;
   std::unique_ptr<ActiveGeneration> active;
-  GenerateResult last;        // the last reply that ended
+  GenerateResult last;  // the last reply that ended
   // The conversation was edited since the last reply: only the exact common prefix is reused
   // (shifting later cells would keep what the removed text left in them).
   bool edited = false;
@@ -146,8 +146,8 @@ LLMI_API_DEF Result<Model> Model::load_from_memory(std::span<const uint8_t> data
 #if !defined(LLMINFER_NO_CPU_CHECK)
   if (auto cpu = detail::check_cpu(); !cpu) return cpu.error();
 #endif
-  auto desc = detail::load_description_from_memory(data, std::string(name.empty() ? "memory" : name),
-                                                   options.read_into_memory);
+  auto desc =
+      detail::load_description_from_memory(data, std::string(name.empty() ? "memory" : name), options.read_into_memory);
   if (!desc) return desc.error();
   std::shared_ptr<const detail::ModelImpl> impl;
   auto m = detail::finish_load(std::move(*desc), options, t0, impl);
@@ -299,8 +299,8 @@ inline Result<void> begin_generation(SessionImpl& s, std::span<const int32_t> pr
   r.seed = o.seed == random_seed ? fresh_seed() : o.seed;
   s.rng.reseed(r.seed);
   if (m.options.log)
-    m.options.log(strf("prefill: %zu tokens (%zu reused from the cache, %d of them shifted)", prompt.size() - reuse, reuse,
-                       shifted));
+    m.options.log(strf("prefill: %zu tokens (%zu reused from the cache, %d of them shifted)", prompt.size() - reuse,
+                       reuse, shifted));
   a->io = std::make_unique<ContextIO>(m, ctx, s.logits, strip_leading);
   a->prompt_size = prompt.size();
   a->chat_reply = chat_reply;
@@ -332,10 +332,11 @@ inline GenerateResult end_generation(SessionImpl& s) {
   r.timings = t;
   if (r.stop == StopReason::context_full && r.tokens.empty()) {
     if (a.prompt_size > static_cast<size_t>(ctx.n_ctx()))
-      r.error = make_error(Errc::invalid_argument,
-                           strf("%s: the prompt is %zu tokens but the context holds %d (LoadOptions::context, --context): "
-                                "nothing was generated",
-                                m.desc->path.c_str(), a.prompt_size, ctx.n_ctx()));
+      r.error =
+          make_error(Errc::invalid_argument,
+                     strf("%s: the prompt is %zu tokens but the context holds %d (LoadOptions::context, --context): "
+                          "nothing was generated",
+                          m.desc->path.c_str(), a.prompt_size, ctx.n_ctx()));
     else
       r.error = make_error(Errc::invalid_argument,
                            strf("%s: the context is full (%d of %d tokens hold the prompt): nothing was generated and "
@@ -409,8 +410,10 @@ inline Result<const ChatTemplate*> chat_template_of(const ModelImpl& m) {
   if (!m.tokenizer) return m.tokenizer_error;
   std::call_once(m.chat_once, [&] {
     auto tpl = ChatTemplate::parse(chat_template_for(*m.desc).source);
-    if (tpl) m.chat_template.emplace(std::move(*tpl));
-    else m.chat_error = make_error(tpl.error().code, m.desc->path + ": " + tpl.error().message);
+    if (tpl)
+      m.chat_template.emplace(std::move(*tpl));
+    else
+      m.chat_error = make_error(tpl.error().code, m.desc->path + ": " + tpl.error().message);
   });
   if (!m.chat_template) return m.chat_error;
   return &*m.chat_template;
@@ -512,7 +515,8 @@ LLMI_API_DEF Result<GenerateResult> Model::generate(std::string_view prompt, con
   return detail::session_generate(s, *ids, options, t0, false);
 }
 
-LLMI_API_DEF Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_tokens, const GenerateOptions& options) const {
+LLMI_API_DEF Result<GenerateResult> Model::generate(std::span<const int32_t> prompt_tokens,
+                                                    const GenerateOptions& options) const {
   double t0 = detail::now_ms();
   if (!impl_) return detail::make_error(Errc::invalid_argument, "generate: the model is not loaded");
   detail::SessionImpl s;
@@ -602,9 +606,12 @@ LLMI_API_DEF ModelInfo Model::info() const {
   return i;
 }
 
-LLMI_API_DEF double peak_memory_mb() noexcept { return detail::peak_rss_mb(); }
+LLMI_API_DEF double peak_memory_mb() noexcept {
+  return detail::peak_rss_mb();
+}
 
-LLMI_API_DEF Result<std::vector<int32_t>> Model::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+LLMI_API_DEF Result<std::vector<int32_t>> Model::tokenize(std::string_view text, bool add_special,
+                                                          bool parse_special) const {
   if (!impl_) return detail::make_error(Errc::invalid_argument, "tokenize: the model is not loaded");
   if (!impl_->tokenizer) return impl_->tokenizer_error;
   return impl_->tokenizer->encode(text, add_special, parse_special);
@@ -639,7 +646,8 @@ LLMI_API_DEF Session::~Session() = default;
 
 namespace detail {
 inline Error moved_from(const char* what) {
-  return make_error(Errc::invalid_argument, strf("%s: the session was moved from (use the Session it was moved to)", what));
+  return make_error(Errc::invalid_argument,
+                    strf("%s: the session was moved from (use the Session it was moved to)", what));
 }
 }  // namespace detail
 
@@ -655,7 +663,8 @@ LLMI_API_DEF Result<void> Session::begin_reply(const GenerateOptions& options) {
   detail::SessionImpl& s = *impl_;
   detail::cancel_generation(s);
   if (!s.model) return detail::make_error(Errc::invalid_argument, "reply: the model is not loaded");
-  if (s.messages.empty()) return detail::make_error(Errc::invalid_argument, "reply: the conversation is empty (add a message first)");
+  if (s.messages.empty())
+    return detail::make_error(Errc::invalid_argument, "reply: the conversation is empty (add a message first)");
   if (auto v = detail::validate_generate_options(options); !v) return v.error();
   // Nothing changes before the prompt is known (a template error leaves the session as it was).
   std::vector<Message> before = s.messages;
@@ -678,7 +687,9 @@ LLMI_API_DEF Result<ReplyStep> Session::step() {
   return detail::step_generation(*impl_);
 }
 
-LLMI_API_DEF bool Session::replying() const { return impl_ && impl_->active; }
+LLMI_API_DEF bool Session::replying() const {
+  return impl_ && impl_->active;
+}
 
 LLMI_API_DEF const GenerateResult& Session::result() const {
   static const GenerateResult none;
@@ -734,8 +745,9 @@ LLMI_API_DEF Result<void> Session::truncate(size_t count) {
   if (!impl_) return detail::moved_from("truncate");
   detail::cancel_generation(*impl_);
   if (count > impl_->messages.size())
-    return detail::make_error(Errc::invalid_argument, detail::strf("truncate: %zu messages asked, the conversation has %zu",
-                                                                   count, impl_->messages.size()));
+    return detail::make_error(
+        Errc::invalid_argument,
+        detail::strf("truncate: %zu messages asked, the conversation has %zu", count, impl_->messages.size()));
   impl_->messages.resize(count);
   impl_->edited = true;
   return {};
@@ -760,7 +772,8 @@ LLMI_API_DEF Result<GenerateResult> Session::generate(std::span<const int32_t> p
   return r;
 }
 
-LLMI_API_DEF Result<void> Session::eval(std::span<const int32_t> tokens, bool all_logits, const std::atomic<bool>* cancel) {
+LLMI_API_DEF Result<void> Session::eval(std::span<const int32_t> tokens, bool all_logits,
+                                        const std::atomic<bool>* cancel) {
   if (!impl_) return detail::moved_from("eval");
   detail::SessionImpl& s = *impl_;
   detail::cancel_generation(s);
@@ -794,7 +807,8 @@ LLMI_API_DEF Result<int32_t> Session::sample(const GenerateOptions& o) {
   if (!s.model) return detail::make_error(Errc::invalid_argument, "sample: the model is not loaded");
   if (auto v = detail::validate_generate_options(o); !v) return v.error();
   const size_t nv = static_cast<size_t>(s.model->engine->n_vocab());
-  if (s.logits.size() < nv) return detail::make_error(Errc::invalid_argument, "sample: no logits (evaluate tokens first)");
+  if (s.logits.size() < nv)
+    return detail::make_error(Errc::invalid_argument, "sample: no logits (evaluate tokens first)");
   // A grammar constrains a whole output, and one token drawn from logits has no "output so far":
   // refused rather than ignored. logit_bias and banned_tokens apply (they need no state).
   if (!o.grammar.empty() || !o.json_schema.empty())
@@ -812,7 +826,8 @@ LLMI_API_DEF Result<int32_t> Session::sample(const GenerateOptions& o) {
   const detail::SamplerParams sp{o.temperature, o.top_k, o.top_p, o.min_p, o.repeat_penalty, o.repeat_last_n};
   static const std::vector<int32_t> none;
   int32_t id = s.sampler.sample(last, s.ctx ? s.ctx->tokens() : none, sp, s.rng);
-  if (id < 0) return detail::make_error(Errc::internal, "sample: the logits hold no usable value (NaN or -inf everywhere)");
+  if (id < 0)
+    return detail::make_error(Errc::internal, "sample: the logits hold no usable value (NaN or -inf everywhere)");
   return id;
 }
 
@@ -831,7 +846,8 @@ LLMI_API_DEF Result<void> Session::truncate_tokens(int count) {
   detail::cancel_generation(s);
   const int n = s.ctx ? s.ctx->n_past() : 0;
   if (count < 0 || count > n)
-    return detail::make_error(Errc::invalid_argument, detail::strf("truncate_tokens: %d asked, %d are cached", count, n));
+    return detail::make_error(Errc::invalid_argument,
+                              detail::strf("truncate_tokens: %d asked, %d are cached", count, n));
   if (count == n) return {};
   if (!s.ctx->truncate(count)) {  // a sliding-window ring no longer holds what is kept: evaluate again
     std::vector<int32_t> keep(s.ctx->tokens().begin(), s.ctx->tokens().begin() + count);
@@ -849,7 +865,9 @@ LLMI_API_DEF bool Session::is_eog(int32_t id) const {
   return impl_ && impl_->model && detail::model_is_eog(*impl_->model, id);
 }
 
-LLMI_API_DEF int Session::cached_tokens() const { return impl_ && impl_->ctx ? impl_->ctx->n_past() : 0; }
+LLMI_API_DEF int Session::cached_tokens() const {
+  return impl_ && impl_->ctx ? impl_->ctx->n_past() : 0;
+}
 LLMI_API_DEF int Session::context_size() const {
   if (!impl_ || !impl_->model) return 0;
   return impl_->ctx ? impl_->ctx->n_ctx() : impl_->model->engine->n_ctx_default();

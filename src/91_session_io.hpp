@@ -36,7 +36,8 @@ inline constexpr size_t kSessionHeader = 8 + 4 + 4 + 8;
 inline std::array<uint8_t, 32> sha256_bytes(const std::string& hex) {
   auto nib = [](char c) { return static_cast<uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); };
   std::array<uint8_t, 32> b{};
-  for (size_t i = 0; i < 32 && 2 * i + 1 < hex.size(); i++) b[i] = static_cast<uint8_t>(nib(hex[2 * i]) << 4 | nib(hex[2 * i + 1]));
+  for (size_t i = 0; i < 32 && 2 * i + 1 < hex.size(); i++)
+    b[i] = static_cast<uint8_t>(nib(hex[2 * i]) << 4 | nib(hex[2 * i + 1]));
   return b;
 }
 
@@ -177,7 +178,8 @@ inline Result<void> load_session_bytes(SessionImpl& s, std::span<const uint8_t> 
     return bad(strf("truncated: the header announces %llu bytes of content, %llu are there",
                     static_cast<unsigned long long>(body_bytes), static_cast<unsigned long long>(have)));
   if (body_bytes < have)
-    return bad(strf("%llu bytes follow the end of the saved session", static_cast<unsigned long long>(have - body_bytes)));
+    return bad(
+        strf("%llu bytes follow the end of the saved session", static_cast<unsigned long long>(have - body_bytes)));
   if (verify_checksum) {
     Sha256 sha;
     sha.update(data.data(), data.size() - 32);
@@ -207,8 +209,8 @@ inline Result<void> load_session_bytes(SessionImpl& s, std::span<const uint8_t> 
   const uint32_t want_type = m.options.kv_type == KvType::f32 ? 1 : 0;
   if (kv_type > 1) return bad(strf("unknown KV cache type %u", kv_type));
   if (kv_type != want_type)
-    return bad(strf("its KV cache is %s, this session's is %s (LoadOptions::kv_type must match)", kv_type ? "f32" : "f16",
-                    want_type ? "f32" : "f16"));
+    return bad(strf("its KV cache is %s, this session's is %s (LoadOptions::kv_type must match)",
+                    kv_type ? "f32" : "f16", want_type ? "f32" : "f16"));
   uint32_t n_msg = r.u32();
   if (!r.ok() || n_msg > r.left() / 12) return cut();
   std::vector<Message> messages;
@@ -247,8 +249,7 @@ inline Result<void> load_session_bytes(SessionImpl& s, std::span<const uint8_t> 
   const Program& prog = m.engine->program();
   uint32_t n_layers = r.u32();
   if (!r.ok()) return cut();
-  if (n_layers != prog.kv.size())
-    return bad(strf("%u KV layers, this model has %zu", n_layers, prog.kv.size()));
+  if (n_layers != prog.kv.size()) return bad(strf("%u KV layers, this model has %zu", n_layers, prog.kv.size()));
   // Check every layer before anything changes; then create the cache and write the cells.
   struct LayerCells {
     int first = 0, count = 0;

@@ -53,8 +53,8 @@ inline Result<RenderedChat> render_chat_input(const ModelDesc* desc, ChatInput i
   // the variables (after the model's values and the kwargs, so they override them)
   for (const auto& [key, raw] : o.variables) {
     if (key.empty())
-      return make_error(Errc::invalid_argument, "render_chat_template: a variable has an empty name (value '" +
-                                                    printable(raw) + "')");
+      return make_error(Errc::invalid_argument,
+                        "render_chat_template: a variable has an empty name (value '" + printable(raw) + "')");
     Json value;
     if (auto parsed = json_parse(raw, "variable")) {
       value = std::move(*parsed);
@@ -101,23 +101,31 @@ inline std::string gguf_value_as_json(const GgufValue& v, uint64_t max) {
   switch (v.type) {
     case GgufType::string: return json_quote(v.as_string());
     case GgufType::boolean: return v.as_bool() ? "true" : "false";
-    case GgufType::f32: case GgufType::f64: return json_number(v.as_number());
+    case GgufType::f32:
+    case GgufType::f64: return json_number(v.as_number());
     case GgufType::array: {
       uint64_t n = max ? std::min<uint64_t>(v.len, max) : v.len;
       std::string s = "[";
       for (uint64_t k = 0; k < n; k++) {
         if (k) s += ",";
-        if (v.elem == GgufType::string) s += json_quote(v.strings[k]);
-        else if (v.elem == GgufType::array) s += gguf_value_as_json(v.arrays[k], max);
-        else if (v.elem == GgufType::f32 || v.elem == GgufType::f64) s += json_number(v.number(k));
-        else if (v.elem == GgufType::boolean) s += v.integer(k) ? "true" : "false";
-        else if (v.elem == GgufType::u64) s += std::to_string(rd_u64(v.p + 8 * k));  // beyond int64 too
-        else s += std::to_string(v.integer(k));
+        if (v.elem == GgufType::string)
+          s += json_quote(v.strings[k]);
+        else if (v.elem == GgufType::array)
+          s += gguf_value_as_json(v.arrays[k], max);
+        else if (v.elem == GgufType::f32 || v.elem == GgufType::f64)
+          s += json_number(v.number(k));
+        else if (v.elem == GgufType::boolean)
+          s += v.integer(k) ? "true" : "false";
+        else if (v.elem == GgufType::u64)
+          s += std::to_string(rd_u64(v.p + 8 * k));  // beyond int64 too
+        else
+          s += std::to_string(v.integer(k));
       }
       s += "]";
       if (n == v.len) return s;
       return strf("{\"type\":\"%s\",\"length\":%llu,\"first\":", gguf_type_name(v.elem),
-                  static_cast<unsigned long long>(v.len)) + s + "}";
+                  static_cast<unsigned long long>(v.len)) +
+             s + "}";
     }
     case GgufType::u64: return std::to_string(rd_u64(v.p));
     default: return std::to_string(v.as_int());
@@ -204,7 +212,8 @@ inline ModelFileInfo model_file_info(const ModelDesc& m, const InspectOptions& o
                                   {"generation_config.json", &m.generation_config}})
         for (const auto& [key, value] : json->members)
           f.metadata.push_back({source, key, "json", "", 0, json_as_abbreviated_text(value, o.max_array_items)});
-      for (const auto& [key, value] : m.st_metadata) f.metadata.push_back({"__metadata__", key, "string", "", 0, value});
+      for (const auto& [key, value] : m.st_metadata)
+        f.metadata.push_back({"__metadata__", key, "string", "", 0, value});
     }
   }
   if (o.tensors) {
@@ -219,7 +228,7 @@ inline ModelFileInfo model_file_info(const ModelDesc& m, const InspectOptions& o
 }  // namespace detail
 
 LLMI_API_DEF Result<RenderedChat> Model::render_chat_template(std::string_view messages_json,
-                                                             const ChatTemplateOptions& options) const {
+                                                              const ChatTemplateOptions& options) const {
   if (!impl_) return detail::make_error(Errc::invalid_argument, "render_chat_template: the model is not loaded");
   auto in = detail::chat_input_from_json(messages_json, options);
   if (!in) return in.error();
@@ -278,7 +287,7 @@ LLMI_API_DEF Result<Tokenizer> Tokenizer::load(std::string_view path) {
 }
 
 LLMI_API_DEF Result<std::vector<int32_t>> Tokenizer::tokenize(std::string_view text, bool add_special,
-                                                             bool parse_special) const {
+                                                              bool parse_special) const {
   if (!impl_) return detail::make_error(Errc::invalid_argument, "tokenize: no tokenizer loaded");
   return impl_->encode(text, add_special, parse_special);
 }
@@ -288,7 +297,9 @@ LLMI_API_DEF std::string Tokenizer::detokenize(std::span<const int32_t> ids, boo
   return detail::utf8_lossy(impl_->decode(ids, skip_special));
 }
 
-LLMI_API_DEF int Tokenizer::n_vocab() const noexcept { return impl_ ? impl_->n_vocab() : 0; }
+LLMI_API_DEF int Tokenizer::n_vocab() const noexcept {
+  return impl_ ? impl_->n_vocab() : 0;
+}
 
 // ---- architecture definitions and kernels ----
 LLMI_API_DEF Result<Archdefs> load_archdefs(std::string_view archdef_dir) {
@@ -313,8 +324,10 @@ LLMI_API_DEF KernelInfo kernel_info() {
     }
   // the kernels a model loaded now would run (LLMINFER_KERNELS, else the best level this CPU has)
   auto sel = detail::select_kernels("");
-  if (sel) k.selected = (*sel)->name;
-  else k.error = sel.error();
+  if (sel)
+    k.selected = (*sel)->name;
+  else
+    k.error = sel.error();
   return k;
 }
 
@@ -325,7 +338,8 @@ LLMI_API_DEF Result<LogitsComparison> compare_logits(std::span<const float> ours
   if (ours.size() != reference.size() || ours.size() % static_cast<size_t>(n_vocab) != 0)
     return detail::make_error(Errc::invalid_argument,
                               detail::strf("compare_logits: %zu and %zu logits are not the same number of positions of "
-                                           "%d", ours.size(), reference.size(), n_vocab));
+                                           "%d",
+                                           ours.size(), reference.size(), n_vocab));
   const size_t rows = ours.size() / static_cast<size_t>(n_vocab);
   if (rows > static_cast<size_t>(INT32_MAX))
     return detail::make_error(Errc::invalid_argument, "compare_logits: too many positions");

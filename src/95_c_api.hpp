@@ -42,7 +42,9 @@ inline int c_fail(llminfer_error** err, int code, std::string message) {
   if (err) *err = new (std::nothrow) llminfer_error{code, std::move(message)};
   return code;
 }
-inline int c_fail(llminfer_error** err, const Error& e) { return c_fail(err, c_code(e.code), e.message); }
+inline int c_fail(llminfer_error** err, const Error& e) {
+  return c_fail(err, c_code(e.code), e.message);
+}
 inline int c_ok(llminfer_error** err) {
   if (err) *err = nullptr;
   return LLMINFER_OK;
@@ -106,11 +108,13 @@ inline Result<GenerateOptions> c_generate_options(const llminfer_generate_option
                       strf("%s: json_schema is NULL but json_schema_len is %zu", fn, c->json_schema_len));
   o.json_schema = std::string(text);
   if (c->n_logit_bias > 0 && (!c->logit_bias_ids || !c->logit_bias_values))
-    return make_error(Errc::invalid_argument,
-                      strf("%s: n_logit_bias is %zu but logit_bias_ids or logit_bias_values is NULL", fn, c->n_logit_bias));
+    return make_error(
+        Errc::invalid_argument,
+        strf("%s: n_logit_bias is %zu but logit_bias_ids or logit_bias_values is NULL", fn, c->n_logit_bias));
   for (size_t i = 0; i < c->n_logit_bias; i++) o.logit_bias.emplace_back(c->logit_bias_ids[i], c->logit_bias_values[i]);
   if (c->n_banned_tokens > 0 && !c->banned_tokens)
-    return make_error(Errc::invalid_argument, strf("%s: n_banned_tokens is %zu but banned_tokens is NULL", fn, c->n_banned_tokens));
+    return make_error(Errc::invalid_argument,
+                      strf("%s: n_banned_tokens is %zu but banned_tokens is NULL", fn, c->n_banned_tokens));
   o.banned_tokens.assign(c->banned_tokens, c->banned_tokens + c->n_banned_tokens);
   return o;
 }
@@ -161,7 +165,9 @@ static_assert(static_cast<int>(llminfer::StopReason::eos) == LLMINFER_STOP_EOS &
 
 extern "C" {
 
-LLMI_API_DEF LLMINFER_C_API const char* llminfer_version(void) { return LLMINFER_VERSION_STRING; }
+LLMI_API_DEF LLMINFER_C_API const char* llminfer_version(void) {
+  return LLMINFER_VERSION_STRING;
+}
 
 LLMI_API_DEF LLMINFER_C_API const char* llminfer_errc_string(int code) {
   if (code < 0 || code > LLMINFER_E_INTERNAL) return "unknown error code";
@@ -180,7 +186,9 @@ LLMI_API_DEF LLMINFER_C_API const char* llminfer_error_message(const llminfer_er
   if (len) *len = err ? err->message.size() : 0;
   return err ? err->message.c_str() : "";
 }
-LLMI_API_DEF LLMINFER_C_API void llminfer_error_free(llminfer_error* err) { delete err; }
+LLMI_API_DEF LLMINFER_C_API void llminfer_error_free(llminfer_error* err) {
+  delete err;
+}
 
 LLMI_API_DEF LLMINFER_C_API void llminfer_load_options_init(llminfer_load_options* o) {
   if (!o) return;
@@ -201,8 +209,9 @@ LLMI_API_DEF LLMINFER_C_API void llminfer_generate_options_init(llminfer_generat
   o->seed = d.seed;
 }
 
-LLMI_API_DEF LLMINFER_C_API int llminfer_model_load(const char* path, size_t path_len, const llminfer_load_options* opts,
-                                                    llminfer_model** out, llminfer_error** err) {
+LLMI_API_DEF LLMINFER_C_API int llminfer_model_load(const char* path, size_t path_len,
+                                                    const llminfer_load_options* opts, llminfer_model** out,
+                                                    llminfer_error** err) {
   using namespace llminfer::detail;
   if (!out) return c_null(err, "llminfer_model_load", "out");
   *out = nullptr;
@@ -216,7 +225,8 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_model_load(const char* path, size_t pat
     lo.batch = opts->batch;
     std::string_view dir;
     if (!c_str(opts->archdef_dir, opts->archdef_dir_len, dir))
-      return c_fail(err, LLMINFER_E_INVALID_ARGUMENT, "llminfer_model_load: archdef_dir is NULL but archdef_dir_len is not 0");
+      return c_fail(err, LLMINFER_E_INVALID_ARGUMENT,
+                    "llminfer_model_load: archdef_dir is NULL but archdef_dir_len is not 0");
     lo.archdef_dir = std::string(dir);
     if (lo.threads < 0 || lo.context < 0 || lo.batch < 0)
       return c_fail(err, LLMINFER_E_INVALID_ARGUMENT, "llminfer_model_load: threads, context and batch must be >= 0");
@@ -229,7 +239,9 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_model_load(const char* path, size_t pat
   return c_ok(err);
 }
 
-LLMI_API_DEF LLMINFER_C_API void llminfer_model_free(llminfer_model* model) { delete model; }
+LLMI_API_DEF LLMINFER_C_API void llminfer_model_free(llminfer_model* model) {
+  delete model;
+}
 
 LLMI_API_DEF LLMINFER_C_API int llminfer_generate(const llminfer_model* model, const char* prompt, size_t prompt_len,
                                                   const llminfer_generate_options* opts, llminfer_result** out,
@@ -310,7 +322,9 @@ LLMI_API_DEF LLMINFER_C_API size_t llminfer_session_message_count(const llminfer
 LLMI_API_DEF LLMINFER_C_API int llminfer_session_cached_tokens(const llminfer_session* session) {
   return session ? session->session.cached_tokens() : 0;
 }
-LLMI_API_DEF LLMINFER_C_API void llminfer_session_free(llminfer_session* session) { delete session; }
+LLMI_API_DEF LLMINFER_C_API void llminfer_session_free(llminfer_session* session) {
+  delete session;
+}
 
 LLMI_API_DEF LLMINFER_C_API int llminfer_tokenize(const llminfer_model* model, const char* text, size_t text_len,
                                                   int add_special, int parse_special, int32_t** ids, size_t* n_ids,
@@ -333,7 +347,9 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_tokenize(const llminfer_model* model, c
   return c_ok(err);
 }
 
-LLMI_API_DEF LLMINFER_C_API void llminfer_tokens_free(int32_t* ids) { std::free(ids); }
+LLMI_API_DEF LLMINFER_C_API void llminfer_tokens_free(int32_t* ids) {
+  std::free(ids);
+}
 
 LLMI_API_DEF LLMINFER_C_API int llminfer_detokenize(const llminfer_model* model, const int32_t* ids, size_t n_ids,
                                                     char** text, size_t* text_len, llminfer_error** err) {
@@ -343,7 +359,8 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_detokenize(const llminfer_model* model,
   if (text_len) *text_len = 0;
   if (!model) return c_null(err, "llminfer_detokenize", "model");
   if (!ids && n_ids) return c_null(err, "llminfer_detokenize", "ids");
-  if (!llminfer::detail::model_impl(model->model).tokenizer) return c_fail(err, llminfer::detail::model_impl(model->model).tokenizer_error);
+  if (!llminfer::detail::model_impl(model->model).tokenizer)
+    return c_fail(err, llminfer::detail::model_impl(model->model).tokenizer_error);
   const int64_t n_vocab = static_cast<int64_t>(llminfer::detail::model_impl(model->model).tokenizer->n_vocab());
   for (size_t i = 0; i < n_ids; i++)
     if (ids[i] < 0 || ids[i] >= n_vocab)
@@ -358,7 +375,9 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_detokenize(const llminfer_model* model,
   return c_ok(err);
 }
 
-LLMI_API_DEF LLMINFER_C_API void llminfer_string_free(char* text) { std::free(text); }
+LLMI_API_DEF LLMINFER_C_API void llminfer_string_free(char* text) {
+  std::free(text);
+}
 
 LLMI_API_DEF LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* schema, size_t schema_len, char** gbnf,
                                                                 size_t* gbnf_len, llminfer_error** err) {

@@ -15,12 +15,15 @@
 // The Windows build of the tests (MinGW-w64; `make windows-test` runs it under Wine): the few
 // POSIX names the tests use. popen runs cmd.exe there and pclose returns the exit status itself.
 #include <direct.h>
+
 #include <filesystem>
 #ifndef WIFEXITED
 #define WIFEXITED(status) ((status) != -1)
 #define WEXITSTATUS(status) (status)
 #endif
-inline int mkdir(const char* path, int /*mode*/) { return _mkdir(path); }
+inline int mkdir(const char* path, int /*mode*/) {
+  return _mkdir(path);
+}
 #else
 #include <sys/wait.h>  // waitpid, WIFEXITED
 #endif
@@ -54,7 +57,9 @@ inline std::string model_path(const std::string& name) {
 }
 
 // The tokenizer oracle's public samples (its output, committed: tests/tokenizer/oracle-samples/README.md).
-inline std::string oracle_samples_dir() { return source_dir() + "/tests/tokenizer/oracle-samples"; }
+inline std::string oracle_samples_dir() {
+  return source_dir() + "/tests/tokenizer/oracle-samples";
+}
 
 // The CLI binary built beside the tests (make test passes LLMINFER_CLI).
 inline std::string cli_path() {
@@ -134,7 +139,9 @@ struct TempDir {
     if (!path.empty()) std::system(("rm -rf " + quote(path)).c_str());
   }
 #endif
-  std::string file(const std::string& name) const { return path + "/" + name; }
+  std::string file(const std::string& name) const {
+    return path + "/" + name;
+  }
 };
 
 // ---- GGUF writer (for synthetic and malformed files) ----
@@ -154,11 +161,31 @@ class GgufWriter {
   }
 
   // metadata (GGUF value type ids: u32 4, i32 5, f32 6, bool 7, string 8, array 9)
-  GgufWriter& kv_u32(const std::string& k, uint32_t v) { key(k, 4); u32(kv_, v); return *this; }
-  GgufWriter& kv_i32(const std::string& k, int32_t v) { key(k, 5); u32(kv_, static_cast<uint32_t>(v)); return *this; }
-  GgufWriter& kv_f32(const std::string& k, float v) { key(k, 6); f32(kv_, v); return *this; }
-  GgufWriter& kv_bool(const std::string& k, bool v) { key(k, 7); u8(kv_, v ? 1 : 0); return *this; }
-  GgufWriter& kv_str(const std::string& k, const std::string& v) { key(k, 8); str(kv_, v); return *this; }
+  GgufWriter& kv_u32(const std::string& k, uint32_t v) {
+    key(k, 4);
+    u32(kv_, v);
+    return *this;
+  }
+  GgufWriter& kv_i32(const std::string& k, int32_t v) {
+    key(k, 5);
+    u32(kv_, static_cast<uint32_t>(v));
+    return *this;
+  }
+  GgufWriter& kv_f32(const std::string& k, float v) {
+    key(k, 6);
+    f32(kv_, v);
+    return *this;
+  }
+  GgufWriter& kv_bool(const std::string& k, bool v) {
+    key(k, 7);
+    u8(kv_, v ? 1 : 0);
+    return *this;
+  }
+  GgufWriter& kv_str(const std::string& k, const std::string& v) {
+    key(k, 8);
+    str(kv_, v);
+    return *this;
+  }
   GgufWriter& kv_strs(const std::string& k, const std::vector<std::string>& v) {
     key(k, 9);
     u32(kv_, 8);
@@ -231,11 +258,11 @@ class GgufWriter {
 
   // Where the sections of a built image start (for truncating files at each boundary).
   struct Layout {
-    size_t metadata = 0;             // first key/value (the header is 24 bytes)
-    std::vector<size_t> kv_ends;     // end of each key/value
-    size_t tensor_infos = 0;         // first tensor info
-    std::vector<size_t> info_ends;   // end of each tensor info
-    size_t data = 0;                 // data section (after padding)
+    size_t metadata = 0;            // first key/value (the header is 24 bytes)
+    std::vector<size_t> kv_ends;    // end of each key/value
+    size_t tensor_infos = 0;        // first tensor info
+    std::vector<size_t> info_ends;  // end of each tensor info
+    size_t data = 0;                // data section (after padding)
   };
 
   // The file image. `alignment` also pads the data (general.alignment is written only if set).
@@ -319,7 +346,8 @@ class SafetensorsWriter {
     if (!meta_.empty()) {
       h += "\"__metadata__\":{";
       for (size_t k = 0; k < meta_.size(); k++)
-        h += (k ? "," : "") + llminfer::detail::json_quote(meta_[k].first) + ":" + llminfer::detail::json_quote(meta_[k].second);
+        h += (k ? "," : "") + llminfer::detail::json_quote(meta_[k].first) + ":" +
+             llminfer::detail::json_quote(meta_[k].second);
       h += "}";
       first = false;
     }

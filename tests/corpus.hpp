@@ -29,7 +29,9 @@ struct Set {
   std::vector<File> files;
   std::vector<Case> cases;
   void file(const std::string& path, Bytes b) { files.push_back({path, std::move(b)}); }
-  void file(const std::string& path, const std::string& text) { files.push_back({path, Bytes(text.begin(), text.end())}); }
+  void file(const std::string& path, const std::string& text) {
+    files.push_back({path, Bytes(text.begin(), text.end())});
+  }
   void add(const std::string& name, Bytes b, const std::string& expect) {
     file(name, std::move(b));
     cases.push_back({name, expect});
@@ -59,9 +61,15 @@ inline Bytes cat(std::initializer_list<Bytes> parts) {
   for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
   return out;
 }
-inline void patch32(Bytes& b, size_t at, uint32_t v) { std::memcpy(b.data() + at, &v, 4); }
-inline void patch64(Bytes& b, size_t at, uint64_t v) { std::memcpy(b.data() + at, &v, 8); }
-inline Bytes head(const Bytes& b, size_t n) { return Bytes(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(n)); }
+inline void patch32(Bytes& b, size_t at, uint32_t v) {
+  std::memcpy(b.data() + at, &v, 4);
+}
+inline void patch64(Bytes& b, size_t at, uint64_t v) {
+  std::memcpy(b.data() + at, &v, 8);
+}
+inline Bytes head(const Bytes& b, size_t n) {
+  return Bytes(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(n));
+}
 
 inline std::vector<float> ramp(size_t n) {
   std::vector<float> v(n);
@@ -90,7 +98,8 @@ inline Bytes q8_0_rows(size_t rows, size_t row_len) {
     for (size_t blk = 0; blk < row_len / 32; blk++) {
       b.push_back(0x00);
       b.push_back(0x2C);  // fp16 0.0625
-      for (int k = 0; k < 32; k++) b.push_back(static_cast<uint8_t>(static_cast<int8_t>((k * 7 + static_cast<int>(r)) % 31 - 15)));
+      for (int k = 0; k < 32; k++)
+        b.push_back(static_cast<uint8_t>(static_cast<int8_t>((k * 7 + static_cast<int>(r)) % 31 - 15)));
     }
   return b;
 }
@@ -151,7 +160,7 @@ inline void gguf_cases(Set& s) {
   for (uint32_t v : {0u, 1u, 4u, 0x03000000u}) {
     Bytes b = base;
     patch32(b, 4, v);
-    std::string expect = v == 1 ? "GGUF version 1 is not supported"
+    std::string expect = v == 1             ? "GGUF version 1 is not supported"
                          : v == 0x03000000u ? "GGUF version 0x03000000: a big-endian file?"
                                             : "unsupported GGUF version " + std::to_string(v);
     s.add(v == 0x03000000u ? "gguf-version-big-endian.gguf" : "gguf-version-" + std::to_string(v) + ".gguf", b, expect);
@@ -194,23 +203,28 @@ inline void gguf_cases(Set& s) {
   }
   s.add("gguf-key-length-past-eof.gguf", gguf_with_meta([](test::GgufWriter& w) { w.kv_raw(le64(1ull << 60)); }),
         "metadata entry 16 of 16: key length 1152921504606846976 runs past the end of the file");
-  s.add("gguf-string-length-past-eof.gguf",
-        gguf_with_meta([](test::GgufWriter& w) { w.kv_raw(cat({gstr("general.url"), le32(8), le64(1ull << 40)})); }),
+  s.add("gguf-string-length-past-eof.gguf", gguf_with_meta([](test::GgufWriter& w) {
+          w.kv_raw(cat({gstr("general.url"), le32(8), le64(1ull << 40)}));
+        }),
         "metadata key 'general.url': string value length 1099511627776 runs past the end");
-  s.add("gguf-array-length-overflow.gguf",
-        gguf_with_meta([](test::GgufWriter& w) { w.kv_raw(cat({gstr("x.arr"), le32(9), le32(4), le64(1ull << 62)})); }),
+  s.add("gguf-array-length-overflow.gguf", gguf_with_meta([](test::GgufWriter& w) {
+          w.kv_raw(cat({gstr("x.arr"), le32(9), le32(4), le64(1ull << 62)}));
+        }),
         "metadata key 'x.arr': array of 4611686018427387904 u32 runs past the end");
-  s.add("gguf-string-array-past-eof.gguf",
-        gguf_with_meta([](test::GgufWriter& w) { w.kv_raw(cat({gstr("x.strs"), le32(9), le32(8), le64(1ull << 40)})); }),
+  s.add("gguf-string-array-past-eof.gguf", gguf_with_meta([](test::GgufWriter& w) {
+          w.kv_raw(cat({gstr("x.strs"), le32(9), le32(8), le64(1ull << 40)}));
+        }),
         "metadata key 'x.strs': array of 1099511627776 strings runs past the end");
   s.add("gguf-array-nested-too-deep.gguf",
         gguf_with_meta([](test::GgufWriter& w) { w.kv_array("x.deep", nested_array(9)); }),
         "metadata key 'x.deep': arrays nested more than 8 deep");
-  s.add("gguf-unknown-value-type.gguf",
-        gguf_with_meta([](test::GgufWriter& w) { w.kv_raw(cat({gstr("x.what"), le32(13), le32(0)})); }),
+  s.add("gguf-unknown-value-type.gguf", gguf_with_meta([](test::GgufWriter& w) {
+          w.kv_raw(cat({gstr("x.what"), le32(13), le32(0)}));
+        }),
         "metadata key 'x.what' has unknown value type 13");
-  s.add("gguf-unknown-array-type.gguf",
-        gguf_with_meta([](test::GgufWriter& w) { w.kv_raw(cat({gstr("x.arr"), le32(9), le32(77), le64(1)})); }),
+  s.add("gguf-unknown-array-type.gguf", gguf_with_meta([](test::GgufWriter& w) {
+          w.kv_raw(cat({gstr("x.arr"), le32(9), le32(77), le64(1)}));
+        }),
         "metadata key 'x.arr': array has unknown element type 77");
   // -- keys
   s.add("gguf-empty-key.gguf", gguf_with_meta([](test::GgufWriter& w) { w.kv_u32("", 1); }),
@@ -230,7 +244,9 @@ inline void gguf_cases(Set& s) {
         gguf_with_meta([](test::GgufWriter& w) { w.kv_u32("general.alignment", 1u << 31); }),
         "the data section (offset 2147483648, alignment 2147483648) starts past the end of the file");
   // -- the tensor table
-  s.add("gguf-n-dims-5.gguf", gguf_with_tensors([](test::GgufWriter& w) { w.tensor_info("t5", {2, 2, 2, 2, 2}, 0, 0); }),
+  s.add("gguf-n-dims-5.gguf", gguf_with_tensors([](test::GgufWriter& w) {
+          w.tensor_info("t5", {2, 2, 2, 2, 2}, 0, 0);
+        }),
         "tensor 't5' has 5 dimensions (at most 4)");
   {
     test::GgufWriter::Layout l;
@@ -238,16 +254,22 @@ inline void gguf_cases(Set& s) {
     patch32(b, l.tensor_infos + 8 + 17, 0xFFFFFFFFu);
     s.add("gguf-n-dims-max.gguf", b, "tensor 'token_embd.weight' has 4294967295 dimensions (at most 4)");
   }
-  s.add("gguf-dim-negative.gguf", gguf_with_tensors([](test::GgufWriter& w) { w.tensor_info("neg", {4, ~0ull}, 0, 0); }),
+  s.add("gguf-dim-negative.gguf", gguf_with_tensors([](test::GgufWriter& w) {
+          w.tensor_info("neg", {4, ~0ull}, 0, 0);
+        }),
         "tensor 'neg': dimension 1 is negative (-1)");
-  s.add("gguf-dims-overflow.gguf",
-        gguf_with_tensors([](test::GgufWriter& w) { w.tensor_info("big", {1ull << 32, 1ull << 32}, 0, 0); }),
+  s.add("gguf-dims-overflow.gguf", gguf_with_tensors([](test::GgufWriter& w) {
+          w.tensor_info("big", {1ull << 32, 1ull << 32}, 0, 0);
+        }),
         "tensor 'big': dimensions [4294967296, 4294967296, 1, 1] overflow");
-  s.add("gguf-rows-overflow.gguf",
-        gguf_with_tensors([](test::GgufWriter& w) { w.tensor_info("rows", {0, 1ull << 40, 1ull << 40}, 0, 0); }),
+  s.add("gguf-rows-overflow.gguf", gguf_with_tensors([](test::GgufWriter& w) {
+          w.tensor_info("rows", {0, 1ull << 40, 1ull << 40}, 0, 0);
+        }),
         "tensor 'rows': dimensions [0, 1099511627776, 1099511627776, 1] overflow");
   s.add("gguf-dims-overflow-before-zero.gguf",  // found by fuzz_gguf: ne0*ne1 overflows before the 0
-        gguf_with_tensors([](test::GgufWriter& w) { w.tensor_info("z", {1ull << 40, 1ull << 32, 0}, 0, 0); }),
+        gguf_with_tensors([](test::GgufWriter& w) {
+          w.tensor_info("z", {1ull << 40, 1ull << 32, 0}, 0, 0);
+        }),
         "tensor 'z': dimensions [1099511627776, 4294967296, 0, 1] overflow");
   s.add("gguf-size-overflow.gguf",
         gguf_with_tensors([](test::GgufWriter& w) { w.tensor_info("f64s", {1ull << 62}, 28, 0); }),
@@ -256,16 +278,18 @@ inline void gguf_cases(Set& s) {
         "tensor 't' has ggml type id 99, which is not a tensor type");
   s.add("gguf-type-removed.gguf", gguf_with_tensors([](test::GgufWriter& w) { w.tensor_info("t", {32}, 4, 0); }),
         "tensor 't' has ggml type id 4, which is not a tensor type");
-  s.add("gguf-row-not-whole-blocks.gguf",
-        gguf_with_tensors([](test::GgufWriter& w) { w.tensor_info("q", {33, 2}, 8, 0); }),
+  s.add("gguf-row-not-whole-blocks.gguf", gguf_with_tensors([](test::GgufWriter& w) {
+          w.tensor_info("q", {33, 2}, 8, 0);
+        }),
         "tensor 'q': row length 33 is not a multiple of the q8_0 block size 32");
   s.add("gguf-tensor-unaligned.gguf", gguf_with_tensors([](test::GgufWriter& w) { w.tensor_info("u", {8}, 0, 4); }),
         "tensor 'u' data offset 4 is not aligned to 32 bytes");
   s.add("gguf-tensors-overlap.gguf",
         gguf_with_tensors([](test::GgufWriter& w) { w.tensor_info("a", {16}, 0, 0).tensor_info("b", {16}, 0, 32); }),
         "tensors 'a' and 'b' overlap in the data section");
-  s.add("gguf-tensor-past-eof.gguf",
-        gguf_with_tensors([](test::GgufWriter& w) { w.tensor_info("far", {64, 64}, 0, 1u << 20); }),
+  s.add("gguf-tensor-past-eof.gguf", gguf_with_tensors([](test::GgufWriter& w) {
+          w.tensor_info("far", {64, 64}, 0, 1u << 20);
+        }),
         "tensor 'far' data [offset ");
   s.add("gguf-tensor-offset-overflow.gguf",
         gguf_with_tensors([](test::GgufWriter& w) { w.tensor_info("wrap", {8}, 0, ~0ull - 31); }),
@@ -301,8 +325,9 @@ inline void gguf_cases(Set& s) {
     gguf_tensors(w);
     return w.build();
   };
-  s.add("gguf-vocab-tokens-not-strings.gguf",
-        vocab([](test::GgufWriter& w) { w.kv_i32s("tokenizer.ggml.tokens", {1, 2, 3}); }),
+  s.add("gguf-vocab-tokens-not-strings.gguf", vocab([](test::GgufWriter& w) {
+          w.kv_i32s("tokenizer.ggml.tokens", {1, 2, 3});
+        }),
         "tokenizer.ggml.tokens is not an array of strings");
   s.add("gguf-vocab-scores-short.gguf", vocab([](test::GgufWriter& w) {
           w.kv_strs("tokenizer.ggml.tokens", {"a", "b", "c", "d"}).kv_f32s("tokenizer.ggml.scores", {0, 0, 0});
@@ -335,7 +360,9 @@ inline test::SafetensorsWriter st_base_writer() {
   w.tensor_f32("model.norm.weight", {32}, std::vector<float>(32, 1.0f));
   return w;
 }
-inline Bytes st_base() { return st_base_writer().build(); }
+inline Bytes st_base() {
+  return st_base_writer().build();
+}
 
 // A header with one tensor entry `entry` (the JSON object text) over `data_bytes` bytes of data.
 inline Bytes st_one(const std::string& entry, size_t data_bytes = 64) {
@@ -362,9 +389,9 @@ inline void safetensors_cases(Set& s) {
     s.add("st-header-length-past-eof.safetensors", b, "runs past the end of the file");
   }
   s.add("st-trunc-header.safetensors", head(base, 40), "runs past the end of the file");
-  s.add("st-trunc-data.safetensors", head(base, base.size() - 10),
-        "tensor 'model.norm.weight' data [offset ");
-  s.add("st-header-not-object.safetensors", test::SafetensorsWriter::image("[1, 2]", {}), "the header is not a JSON object");
+  s.add("st-trunc-data.safetensors", head(base, base.size() - 10), "tensor 'model.norm.weight' data [offset ");
+  s.add("st-header-not-object.safetensors", test::SafetensorsWriter::image("[1, 2]", {}),
+        "the header is not a JSON object");
   s.add("st-header-bad-json.safetensors", test::SafetensorsWriter::image("{\"a\": {\"dtype\": }", {}),
         "header: invalid JSON at line 1, column 17");
   s.add("st-header-invalid-utf8.safetensors", test::SafetensorsWriter::image("{\"w\xFF\": 1}", {}),
@@ -405,25 +432,27 @@ inline void safetensors_cases(Set& s) {
         st_one("{\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [9223372036854775806, 9223372036854775807]}"),
         "runs past the end of the file");
   s.add("st-overlap.safetensors",
-        test::SafetensorsWriter::image("{\"model.norm.weight\": {\"dtype\": \"F32\", \"shape\": [16], \"data_offsets\": "
-                                       "[0, 64]}, \"model.embed_tokens.weight\": {\"dtype\": \"F32\", \"shape\": [1, 16], "
-                                       "\"data_offsets\": [32, 96]}}",
-                                       Bytes(96, 0)),
+        test::SafetensorsWriter::image(
+            "{\"model.norm.weight\": {\"dtype\": \"F32\", \"shape\": [16], \"data_offsets\": "
+            "[0, 64]}, \"model.embed_tokens.weight\": {\"dtype\": \"F32\", \"shape\": [1, 16], "
+            "\"data_offsets\": [32, 96]}}",
+            Bytes(96, 0)),
         "overlap");
-  s.add("st-duplicate-tensor.safetensors",
-        test::SafetensorsWriter::image("{\"model.norm.weight\": {\"dtype\": \"F32\", \"shape\": [16], \"data_offsets\": "
-                                       "[0, 64]}, \"model.norm.weight\": {\"dtype\": \"F32\", \"shape\": [16], "
-                                       "\"data_offsets\": [64, 128]}}",
-                                       Bytes(128, 0)),
-        "tensor 'model.norm.weight' is listed twice");
-  s.add("st-duplicate-after-prefix.safetensors",
-        test::SafetensorsWriter::image("{\"model.norm.weight\": {\"dtype\": \"F32\", \"shape\": [16], \"data_offsets\": "
-                                       "[0, 64]}, \"norm.weight\": {\"dtype\": \"F32\", \"shape\": [16], "
-                                       "\"data_offsets\": [64, 128]}}",
-                                       Bytes(128, 0)),
-        "appears twice");
-  s.add("st-metadata-not-string.safetensors",
-        test::SafetensorsWriter::image("{\"__metadata__\": {\"format\": 1}}", {}),
+  s.add(
+      "st-duplicate-tensor.safetensors",
+      test::SafetensorsWriter::image("{\"model.norm.weight\": {\"dtype\": \"F32\", \"shape\": [16], \"data_offsets\": "
+                                     "[0, 64]}, \"model.norm.weight\": {\"dtype\": \"F32\", \"shape\": [16], "
+                                     "\"data_offsets\": [64, 128]}}",
+                                     Bytes(128, 0)),
+      "tensor 'model.norm.weight' is listed twice");
+  s.add(
+      "st-duplicate-after-prefix.safetensors",
+      test::SafetensorsWriter::image("{\"model.norm.weight\": {\"dtype\": \"F32\", \"shape\": [16], \"data_offsets\": "
+                                     "[0, 64]}, \"norm.weight\": {\"dtype\": \"F32\", \"shape\": [16], "
+                                     "\"data_offsets\": [64, 128]}}",
+                                     Bytes(128, 0)),
+      "appears twice");
+  s.add("st-metadata-not-string.safetensors", test::SafetensorsWriter::image("{\"__metadata__\": {\"format\": 1}}", {}),
         "__metadata__ value of 'format' is not a string");
   s.add("st-metadata-not-object.safetensors", test::SafetensorsWriter::image("{\"__metadata__\": \"pt\"}", {}),
         "__metadata__ is not an object");
@@ -459,12 +488,14 @@ inline std::string mlx_config(int group, int bits, const std::string& extra = ""
 inline std::string index_json(const std::vector<std::pair<std::string, std::string>>& map) {
   std::string s = "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {";
   for (size_t k = 0; k < map.size(); k++)
-    s += (k ? ", " : "") + llminfer::detail::json_quote(map[k].first) + ": " + llminfer::detail::json_quote(map[k].second);
+    s += (k ? ", " : "") + llminfer::detail::json_quote(map[k].first) + ": " +
+         llminfer::detail::json_quote(map[k].second);
   return s + "}}";
 }
 
 inline void directory_cases(Set& s) {
-  auto dir = [&](const std::string& name, const std::vector<std::pair<std::string, Bytes>>& files, const std::string& expect) {
+  auto dir = [&](const std::string& name, const std::vector<std::pair<std::string, Bytes>>& files,
+                 const std::string& expect) {
     for (const auto& [f, b] : files) s.file(name + "/" + f, b);
     s.cases.push_back({name, expect});
   };
@@ -472,7 +503,8 @@ inline void directory_cases(Set& s) {
   const Bytes st = st_base();
   const Bytes cfg = text(llama_config());
   dir("dir-no-config.dir", {{"model.safetensors", st}}, "no config.json beside the safetensors weights");
-  dir("dir-no-weights.dir", {{"config.json", cfg}}, "no model.safetensors, model.safetensors.index.json or *.safetensors");
+  dir("dir-no-weights.dir", {{"config.json", cfg}},
+      "no model.safetensors, model.safetensors.index.json or *.safetensors");
   dir("dir-config-deep.dir", {{"config.json", text(deep_json(100000))}, {"model.safetensors", st}},
       "config.json: invalid JSON at line 1, column 518: nested too deeply");
   dir("dir-config-not-object.dir", {{"config.json", text("[\"llama\"]")}, {"model.safetensors", st}},
@@ -494,11 +526,13 @@ inline void directory_cases(Set& s) {
   // tokenizer.json
   dir("dir-tokenizer-huge-id.dir",
       {{"config.json", cfg},
-       {"tokenizer.json", text("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 16000000}, \"merges\": []}}")},
+       {"tokenizer.json",
+        text("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 16000000}, \"merges\": []}}")},
        {"model.safetensors", st}},
       "tokenizer.json: token 'b' has id 16000000, far beyond the 2 entries of the vocabulary");
   dir("dir-tokenizer-unigram.dir",
-      {{"config.json", cfg}, {"tokenizer.json", text("{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}")},
+      {{"config.json", cfg},
+       {"tokenizer.json", text("{\"model\": {\"type\": \"Unigram\", \"vocab\": []}}")},
        {"model.safetensors", st}},
       "tokenizer.json: tokenizer model type 'Unigram' is not supported (only BPE)");
   dir("dir-tokenizer-bad-merge.dir",
@@ -513,12 +547,14 @@ inline void directory_cases(Set& s) {
   const std::string n1 = "model-00001-of-00002.safetensors", n2 = "model-00002-of-00002.safetensors";
   dir("dir-index-missing-shard.dir",
       {{"config.json", cfg},
-       {"model.safetensors.index.json", text(index_json({{"model.embed_tokens.weight", n1}, {"model.norm.weight", n2}}))},
+       {"model.safetensors.index.json",
+        text(index_json({{"model.embed_tokens.weight", n1}, {"model.norm.weight", n2}}))},
        {n1, s1.build()}},
       "model.safetensors.index.json: shard model-00002-of-00002.safetensors is missing");
   dir("dir-index-lies.dir",
       {{"config.json", cfg},
-       {"model.safetensors.index.json", text(index_json({{"model.embed_tokens.weight", n1}, {"model.norm.weight", n1}}))},
+       {"model.safetensors.index.json",
+        text(index_json({{"model.embed_tokens.weight", n1}, {"model.norm.weight", n1}}))},
        {n1, s1.build()},
        {n2, s2.build()}},
       "model.safetensors.index.json: tensor 'model.norm.weight' is not in model-00001-of-00002.safetensors");
@@ -536,12 +572,14 @@ inline void directory_cases(Set& s) {
       "model.safetensors.index.json: the weight_map is empty");
   dir("dir-index-shard-truncated.dir",
       {{"config.json", cfg},
-       {"model.safetensors.index.json", text(index_json({{"model.embed_tokens.weight", n1}, {"model.norm.weight", n2}}))},
+       {"model.safetensors.index.json",
+        text(index_json({{"model.embed_tokens.weight", n1}, {"model.norm.weight", n2}}))},
        {n1, s1.build()},
        {n2, head(s2.build(), 40)}},
       "model-00002-of-00002.safetensors: header length");
   // MLX quantized checkpoints
-  dir("dir-mlx-bits-mismatch.dir", {{"config.json", text(mlx_config(32, 8))}, {"model.safetensors", mlx_safetensors(4, 1)}},
+  dir("dir-mlx-bits-mismatch.dir",
+      {{"config.json", text(mlx_config(32, 8))}, {"model.safetensors", mlx_safetensors(4, 1)}},
       "MLX tensor 'model.embed_tokens.weight': 4 words of 32 bits do not hold 1 groups of 32 8-bit values");
   dir("dir-mlx-no-biases.dir",
       {{"config.json", text(mlx_config(32, 4))}, {"model.safetensors", mlx_safetensors(4, 1, false)}},
@@ -553,13 +591,16 @@ inline void directory_cases(Set& s) {
       "MLX tensor 'model.embed_tokens.weight' uses quantization mode 'mxfp4' (only affine)");
   dir("dir-mlx-group-48.dir", {{"config.json", text(mlx_config(48, 4))}, {"model.safetensors", mlx_safetensors(4, 1)}},
       "config.json: quantization group_size must be 32, 64 or 128");
-  dir("dir-mlx-scales-shape.dir", {{"config.json", text(mlx_config(32, 4))}, {"model.safetensors", [] {
-                                     test::SafetensorsWriter w;
-                                     w.tensor("model.embed_tokens.biases", "BF16", {4, 1}, Bytes(8, 0));
-                                     w.tensor("model.embed_tokens.scales", "F16", {4, 1}, Bytes(8, 0));
-                                     w.tensor("model.embed_tokens.weight", "U32", {4, 4}, mlx_weight_words(4, 4));
-                                     return w.build();
-                                   }()}},
+  dir("dir-mlx-scales-shape.dir",
+      {{"config.json", text(mlx_config(32, 4))},
+       {"model.safetensors",
+        [] {
+          test::SafetensorsWriter w;
+          w.tensor("model.embed_tokens.biases", "BF16", {4, 1}, Bytes(8, 0));
+          w.tensor("model.embed_tokens.scales", "F16", {4, 1}, Bytes(8, 0));
+          w.tensor("model.embed_tokens.weight", "U32", {4, 4}, mlx_weight_words(4, 4));
+          return w.build();
+        }()}},
       "MLX tensor 'model.embed_tokens.weight': scales/biases do not match the weight");
 }
 
@@ -591,7 +632,9 @@ inline std::vector<File> fuzz_seeds() {
   {  // the shapes of issue 16: a layer count that would compile 517 million steps with a long
      // tensor-free definition, and a file holding more layers than it declares
     test::GgufWriter w;
-    w.kv_str("general.architecture", "hostile").kv_u32("hostile.block_count", 65536).kv_u32("hostile.embedding_length", 8);
+    w.kv_str("general.architecture", "hostile")
+        .kv_u32("hostile.block_count", 65536)
+        .kv_u32("hostile.embedding_length", 8);
     w.tensor_f32("token_embd.weight", {8, 4}, ramp(32));
     add("gguf/block-count-65536.gguf", w.build());
     test::GgufWriter v = gguf_meta();

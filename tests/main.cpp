@@ -7,6 +7,8 @@
 // Without --claim-dir the binary is an ordinary doctest runner.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -14,9 +16,6 @@
 #include <map>
 #include <string>
 #include <vector>
-
-#include <fcntl.h>
-#include <unistd.h>
 
 namespace {
 
@@ -42,8 +41,7 @@ void claimed_body() {
     } else if (errno == EEXIST) {
       c.state = 0;
     } else {  // the claim cannot be made: run it here rather than lose it
-      std::fprintf(stderr, "tests: cannot create %s (%s); running the case here\n", path.c_str(),
-                   std::strerror(errno));
+      std::fprintf(stderr, "tests: cannot create %s (%s); running the case here\n", path.c_str(), std::strerror(errno));
       c.state = 1;
     }
     ++g_seen;
@@ -57,8 +55,10 @@ void claimed_body() {
 int main(int argc, char** argv) {
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
-    if (i > 0 && std::strncmp(argv[i], "--claim-dir=", 12) == 0) g_claim_dir = argv[i] + 12;
-    else args.push_back(argv[i]);
+    if (i > 0 && std::strncmp(argv[i], "--claim-dir=", 12) == 0)
+      g_claim_dir = argv[i] + 12;
+    else
+      args.push_back(argv[i]);
   }
   if (!g_claim_dir.empty()) {
     size_t index = 0;

@@ -1,11 +1,11 @@
 // Architecture definitions: the malformed set (each rejected with its file:line message), the
 // forbidden words, the built-ins, user-directory overrides, sha256, status, and compile-time errors.
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
 #include <charconv>
 #include <fstream>
 #include <sstream>
+
+#include "common.hpp"
 
 using namespace llminfer;
 using namespace llminfer::detail;
@@ -51,7 +51,8 @@ TEST_CASE("archdef: sha256 of known texts") {
 }
 
 TEST_CASE("archdef: the built-in definitions parse, and their steps per layer") {
-  const char* names[] = {"llama", "qwen2", "qwen3", "gemma3", "phi3", "starcoder2", "stablelm", "smollm3", "gemma2", "olmo2"};
+  const char* names[] = {"llama",      "qwen2",    "qwen3",   "gemma3", "phi3",
+                         "starcoder2", "stablelm", "smollm3", "gemma2", "olmo2"};
   int steps[] = {20, 19, 18, 21, 20, 20, 21, 20, 19, 18};
   for (int k = 0; k < 10; k++) {
     std::string text = builtin_text(names[k]);
@@ -100,13 +101,14 @@ TEST_CASE("archdef: every malformed definition is rejected with its file:line me
 }
 
 TEST_CASE("archdef: forbidden words are unknown operations, wherever an operation belongs") {
-  const char* words[] = {"if", "else", "elif", "while", "for", "loop", "goto", "call", "exec", "eval", "system",
-                         "import", "include", "open", "read", "write", "file", "socket", "http", "env", "getenv"};
+  const char* words[] = {"if",   "else",  "elif", "while",  "for",    "loop",    "goto",
+                         "call", "exec",  "eval", "system", "import", "include", "open",
+                         "read", "write", "file", "socket", "http",   "env",     "getenv"};
   std::string base = builtin_text("llama");
   for (const char* w : words) {
     // as a statement of its own, as an assignment, and with arbitrary syntax after it
-    for (std::string stmt : {std::string(w) + "(x)", "y = " + std::string(w) + "(x)", std::string(w) + " x > 0:",
-                             std::string(w) + " \"/etc/passwd\""}) {
+    for (std::string stmt : {std::string(w) + "(x)", "y = " + std::string(w) + "(x)",
+                             std::string(w) + " x > 0:", std::string(w) + " \"/etc/passwd\""}) {
       std::string text = replace1(base, "  add(x, o)\n", "  " + stmt + "\n  add(x, o)\n");
       auto d = archdef_parse(text, "t.archdef", "llama", "t.archdef");
       REQUIRE(!d);
@@ -148,7 +150,8 @@ TEST_CASE("archdef: a user directory overrides a built-in, visibly; a broken fil
   REQUIRE(!m);
   CHECK(m.error().code == Errc::archdef);
   CHECK(m.error().message.find("architecture 'llama' is unavailable") != std::string::npos);
-  CHECK(m.error().message.find("llama.archdef:30: no operation 'siluu' \xE2\x80\x94 did you mean 'silu'?") != std::string::npos);
+  CHECK(m.error().message.find("llama.archdef:30: no operation 'siluu' \xE2\x80\x94 did you mean 'silu'?") !=
+        std::string::npos);
   auto m2 = Model::load(test::model_path("synth-qwen3-tiny-q8_0.gguf"), o);
   REQUIRE_MESSAGE(m2, (m2 ? "" : m2.error().message));
   CHECK(llminfer::detail::model_impl(*m2).engine->arch().origin == dir.file("qwen3.archdef"));
@@ -176,8 +179,9 @@ TEST_CASE("archdef: a definition for a new architecture name is used for models 
   auto e = Engine::create(*desc, {});
   REQUIRE(!e);
   CHECK(e.error().code == Errc::unsupported);
-  CHECK(e.error().message.find("no architecture definition for 'mistral' (known: gemma2, gemma3, gemma3n, llama, olmo2, phi3, "
-                               "qwen2, qwen3, smollm3, stablelm, starcoder2)") != std::string::npos);
+  CHECK(e.error().message.find(
+            "no architecture definition for 'mistral' (known: gemma2, gemma3, gemma3n, llama, olmo2, phi3, "
+            "qwen2, qwen3, smollm3, stablelm, starcoder2)") != std::string::npos);
   test::TempDir dir;
   std::string text = replace1(builtin_text("llama"), "arch llama", "arch mistral");
   REQUIRE(test::write_file(dir.file("mistral.archdef"), text));
@@ -204,14 +208,17 @@ TEST_CASE("archdef: compile-time errors name the model, the definition line and 
     auto e = compile(replace1(base, "blk.{i}.ffn_up.weight", "blk.{i}.ffn_upp.weight"));
     REQUIRE(!e);
     CHECK(e.error().code == Errc::tensor_missing);
-    CHECK(e.error().message.find("llama.archdef:29: tensor 'blk.0.ffn_upp.weight' not found in the model") != std::string::npos);
+    CHECK(e.error().message.find("llama.archdef:29: tensor 'blk.0.ffn_upp.weight' not found in the model") !=
+          std::string::npos);
     CHECK(e.error().message.find("did you mean 'blk.0.ffn_up.weight'?") != std::string::npos);
   }
   {  // a shape that does not fit
-    auto e = compile(replace1(base, "o = matmul(g, blk.{i}.ffn_down.weight)", "o = matmul(h, blk.{i}.ffn_down.weight)"));
+    auto e =
+        compile(replace1(base, "o = matmul(g, blk.{i}.ffn_down.weight)", "o = matmul(h, blk.{i}.ffn_down.weight)"));
     REQUIRE(!e);
     CHECK(e.error().code == Errc::shape_mismatch);
-    CHECK(e.error().message.find("llama.archdef:32: matmul: 'blk.0.ffn_down.weight' rows have 172 elements but 'h' is 64 wide") !=
+    CHECK(e.error().message.find(
+              "llama.archdef:32: matmul: 'blk.0.ffn_down.weight' rows have 172 elements but 'h' is 64 wide") !=
           std::string::npos);
   }
   {  // widths of an elementwise op
@@ -222,7 +229,8 @@ TEST_CASE("archdef: compile-time errors name the model, the definition line and 
   {  // a param without metadata or default
     auto e = compile(replace1(base, "kind decoder\n", "kind decoder\nparam w = {arch}.no.such.key\n"));
     REQUIRE(!e);
-    CHECK(e.error().message.find("llama.archdef:6: param 'w': the model has no metadata llama.no.such.key") != std::string::npos);
+    CHECK(e.error().message.find("llama.archdef:6: param 'w': the model has no metadata llama.no.such.key") !=
+          std::string::npos);
   }
   {  // '| none' makes a missing tensor fine; without it, not
     auto ok = compile(base);
@@ -304,8 +312,9 @@ TEST_CASE("status: lists the definitions in effect, the failures, and dumps a te
   REQUIRE(test::write_file(old.file("qwen2.archdef"), bare));
   auto dump2 = test::run_cli("status --dump qwen2 --archdef " + test::quote(old.path));
   CHECK(dump2.status == 0);
-  CHECK(dump2.out == bare + "# not declared above, in effect by default:\n# convention matmul_input = gguf_rounded\n"
-                            "# convention hf_rope = neox\n# convention hf_norm_offset = table\n");
+  CHECK(dump2.out == bare +
+                         "# not declared above, in effect by default:\n# convention matmul_input = gguf_rounded\n"
+                         "# convention hf_rope = neox\n# convention hf_norm_offset = table\n");
   CHECK(test::run_cli("status --dump nosuch").status == 2);
   CHECK(test::run_cli("status --dump qwen2 --archdef " + test::quote(dir.path)).status == 2);
   CHECK(test::run_cli("status --archdef /nonexistent/dir").status == 2);

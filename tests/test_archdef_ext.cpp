@@ -6,11 +6,11 @@
 // texts as they were before this change still load and give identical logits; compare's
 // max_abs_diff / max_rel_diff.
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
 #include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include "common.hpp"
 
 using namespace llminfer;
 using namespace llminfer::detail;
@@ -125,11 +125,13 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-std::string fixture(const std::string& name) { return test::model_path("synth-" + name + "-f32.gguf"); }
+std::string fixture(const std::string& name) {
+  return test::model_path("synth-" + name + "-f32.gguf");
+}
 
 // The architectures of issue 13 and the fixtures that prove them.
-const char* const kNew[] = {"phi3-tiny", "starcoder2-tiny", "stablelm-tiny", "smollm3-tiny", "gemma2-tiny", "olmo2-tiny",
-                            "olmo2-swa-tiny"};
+const char* const kNew[] = {"phi3-tiny",   "starcoder2-tiny", "stablelm-tiny", "smollm3-tiny",
+                            "gemma2-tiny", "olmo2-tiny",      "olmo2-swa-tiny"};
 
 }  // namespace
 
@@ -191,8 +193,8 @@ TEST_CASE("archdef13: the new built-ins agree with llama.cpp (top-1, relative lo
       // the goldens print 7 significant digits: half a unit of the 7th of the largest value
       const double printed = 5e-7 * ref_max;
       const double rel = std::max(0.0, diff - printed) / ref_max;
-      MESSAGE(gname << " prompt of " << ids.size() << " tokens: max |diff| " << diff << ", relative " << rel
-                    << " (bar " << rel_max << ")");
+      MESSAGE(gname << " prompt of " << ids.size() << " tokens: max |diff| " << diff << ", relative " << rel << " (bar "
+                    << rel_max << ")");
       CHECK(top1_wrong == 0);
       CHECK(rel <= rel_max);
       // 32 greedy tokens, one evaluation each, identical to llama.cpp's
@@ -231,7 +233,8 @@ TEST_CASE("archdef13: every new operation is exercised by its fixture") {
       {"phi3-tiny", "  v = slice(qkv, (n_head + n_head_kv) * head_dim, n_head_kv * head_dim)\n",
        "  v = slice(qkv, n_head * head_dim, n_head_kv * head_dim)\n", false, "slice offsets of v"},
       {"phi3-tiny", "  v = slice(qkv, (n_head + n_head_kv) * head_dim, n_head_kv * head_dim)\n",
-       "  v = slice(qkv, n_head*head_dim + n_head_kv*head_dim, head_dim * n_head_kv)\n", true, "arithmetic: the same value"},
+       "  v = slice(qkv, n_head*head_dim + n_head_kv*head_dim, head_dim * n_head_kv)\n", true,
+       "arithmetic: the same value"},
       // layer_norm with its bias (starcoder2, stablelm)
       {"starcoder2-tiny", "  h = layer_norm(x, blk.{i}.attn_norm.weight, bias = blk.{i}.attn_norm.bias)\n",
        "  h = layer_norm(x, blk.{i}.attn_norm.weight)\n", false, "layer_norm bias"},
@@ -243,8 +246,10 @@ TEST_CASE("archdef13: every new operation is exercised by its fixture") {
       {"starcoder2-tiny", "layer_norm(x, output_norm.weight, bias = output_norm.bias)",
        "layer_norm(x, output_norm.weight, bias = output_norm.bias, eps = 0.01)", false, "layer_norm eps"},
       // layer_norm_heads with a weight per head (stablelm), partial rotary
-      {"stablelm-tiny", "  layer_norm_heads(q, blk.{i}.attn_q_norm.weight | none)\n", "", false, "per-head q LayerNorm"},
-      {"stablelm-tiny", "  layer_norm_heads(k, blk.{i}.attn_k_norm.weight | none)\n", "", false, "per-head k LayerNorm"},
+      {"stablelm-tiny", "  layer_norm_heads(q, blk.{i}.attn_q_norm.weight | none)\n", "", false,
+       "per-head q LayerNorm"},
+      {"stablelm-tiny", "  layer_norm_heads(k, blk.{i}.attn_k_norm.weight | none)\n", "", false,
+       "per-head k LayerNorm"},
       {"stablelm-tiny", "  rope(q, neox, dims = rope_dims)\n  rope(k, neox, dims = rope_dims)\n",
        "  rope(q, neox, dims = head_dim)\n  rope(k, neox, dims = head_dim)\n", false, "partial rotary (4 of 16)"},
       // NoPE layers by a period with an offset (smollm3)
@@ -277,8 +282,10 @@ TEST_CASE("archdef13: every new operation is exercised by its fixture") {
     std::string text = replace1(base, c.from, c.to);
     std::vector<int32_t> ids = long_prompt(std::string("synth-") + c.fixture + "-f32");
     std::vector<float> a = logits(path, ids), b = logits(path, ids, text);
-    if (c.same) CHECK(same_bits(a, b));
-    else CHECK(max_diff(a, b) > 1e-4);  // the same definition gives the same bits: this is the change
+    if (c.same)
+      CHECK(same_bits(a, b));
+    else
+      CHECK(max_diff(a, b) > 1e-4);  // the same definition gives the same bits: this is the change
   }
 }
 
@@ -290,7 +297,8 @@ TEST_CASE("archdef13: nonzero(KEY) treats 0 as absent; a param's value is exact 
   const std::string base = builtin_text("olmo2");
   auto with = [&](const std::string& params, const std::string& factor) {
     std::string t = replace1(base, "\nprologue\n", "\n" + params + "\nprologue\n");
-    return replace1(t, "  logits = matmul(x, output.weight)\n", "  logits = matmul(x, output.weight)\n  scale(logits, " + factor + ")\n");
+    return replace1(t, "  logits = matmul(x, output.weight)\n",
+                    "  logits = matmul(x, output.weight)\n  scale(logits, " + factor + ")\n");
   };
   std::vector<float> two = logits(path, ids, with("", "2"));
   CHECK(same_bits(two, logits(path, ids, with("param s = nonzero(general.file_type) | 2", "s"))));
@@ -320,10 +328,12 @@ TEST_CASE("archdef13: compile-time errors of the new forms name the definition l
   const Bad bad[] = {
       {"  q = matmul(x, blk.{i}.attn_q.weight)\n", "  qq = matmul(x, blk.{i}.attn_q.weight)\n  q = slice(qq, 60, 8)\n",
        "olmo2.archdef:18: slice: columns 60 to 67 (start 60, width 8) are not within 'qq' (64 wide)"},
-      {"period = sliding_period)", "sliding = every(0, 0))", "olmo2.archdef:24: every(0, 0): the period must be a whole number"},
+      {"period = sliding_period)", "sliding = every(0, 0))",
+       "olmo2.archdef:24: every(0, 0): the period must be a whole number"},
       {"period = sliding_period)", "period = sliding_period, offset = 4)",
        "olmo2.archdef:24: offset 4 is not a layer within the period 4 (0 to 3; layer 0)"},
-      {"  rope(q, neox)\n", "  rope(q, neox, dims = head_dim / (n_head - 4))\n", "olmo2.archdef:22: division of 16 by 0"},
+      {"  rope(q, neox)\n", "  rope(q, neox, dims = head_dim / (n_head - 4))\n",
+       "olmo2.archdef:22: division of 16 by 0"},
       {"  rope(q, neox)\n", "  rope(q, neox, dims = head_dim / 3)\n",
        "olmo2.archdef:22: rope: 5.33333 rotated dimensions do not fit heads of 16"},
       {"  rms_norm(q, blk.{i}.attn_q_norm.weight)\n", "  layer_norm_heads(q, blk.{i}.attn_k_norm.weight)\n",
@@ -365,8 +375,9 @@ TEST_CASE("archdef13: a metadata array is read per layer") {
   const std::string base = builtin_text("olmo2");
   auto builtin = run(with_array("olmo2.x", {0, 0, 0, 0}), base);
   REQUIRE(builtin);
-  const std::string per_layer = replace1(replace1(base, "\nprologue\n", "\nparam slides = {arch}.attention.slides\nprologue\n"),
-                                         "period = sliding_period)", "sliding = slides)");
+  const std::string per_layer =
+      replace1(replace1(base, "\nprologue\n", "\nparam slides = {arch}.attention.slides\nprologue\n"),
+               "period = sliding_period)", "sliding = slides)");
   // the layers llama.cpp slides (period 4: layer 3 global) as an array: the same bits
   auto a = run(with_array("olmo2.attention.slides", {1, 1, 1, 0}), per_layer);
   REQUIRE_MESSAGE(a, (a ? "" : a.error().message));
@@ -383,12 +394,14 @@ TEST_CASE("archdef13: a metadata array is read per layer") {
   // an array of the wrong length names the key and block_count
   auto bad = run(with_array("olmo2.attention.slides", {1, 1, 0}), per_layer);
   REQUIRE(!bad);
-  CHECK(bad.error().message.find("metadata 'olmo2.attention.slides' is an array of 3 values, param 'slides' needs one per "
-                                 "layer (olmo2.block_count is 4)") != std::string::npos);
+  CHECK(bad.error().message.find(
+            "metadata 'olmo2.attention.slides' is an array of 3 values, param 'slides' needs one per "
+            "layer (olmo2.block_count is 4)") != std::string::npos);
   // an array outside the block
-  auto outside = run(with_array("olmo2.attention.slides", {1, 1, 1, 0}),
-                     replace1(replace1(base, "\nprologue\n", "\nparam slides = {arch}.attention.slides\nprologue\n"),
-                              "  x = embed(token_embd.weight)\n", "  x = embed(token_embd.weight)\n  scale(x, slides)\n"));
+  auto outside =
+      run(with_array("olmo2.attention.slides", {1, 1, 1, 0}),
+          replace1(replace1(base, "\nprologue\n", "\nparam slides = {arch}.attention.slides\nprologue\n"),
+                   "  x = embed(token_embd.weight)\n", "  x = embed(token_embd.weight)\n  scale(x, slides)\n"));
   REQUIRE(!outside);
   CHECK(outside.error().message.find("param 'slides' reads the metadata array 'olmo2.attention.slides' (one value per "
                                      "layer): only the 'block' section can use it") != std::string::npos);
@@ -423,15 +436,22 @@ TEST_CASE("archdef13: GGUF numeric arrays of the architecture are kept as per-la
 TEST_CASE("archdef13: definitions written before this change give identical logits") {
   const std::string v0 = tests_dir() + "/archdef/v0";
   const std::pair<const char*, std::vector<std::string>> models[] = {
-      {"llama", {fixture("llama-tiny"), test::model_path("synth-llama-tiny-f16.gguf"),
-                 test::model_path("synth-llama-tiny-bf16.gguf"), test::model_path("hf/llama-tiny/hf-bf16"),
-                 test::model_path("stories260K.gguf")}},
-      {"qwen2", {fixture("qwen2-tiny"), test::model_path("synth-qwen2-tiny-bf16.gguf"), test::model_path("hf/qwen2-tiny/hf-bf16")}},
-      {"qwen3", {fixture("qwen3-tiny"), test::model_path("synth-qwen3-tiny-f16.gguf"), test::model_path("hf/qwen3-tiny/hf-bf16")}},
-      {"gemma3", {fixture("gemma3-tiny"), test::model_path("synth-gemma3-tiny-bf16.gguf"),
-                  test::model_path("hf/gemma3-tiny/hf-bf16"), test::model_path("synth-gemma3-tiny-softcap-f32.gguf")}},
+      {"llama",
+       {fixture("llama-tiny"), test::model_path("synth-llama-tiny-f16.gguf"),
+        test::model_path("synth-llama-tiny-bf16.gguf"), test::model_path("hf/llama-tiny/hf-bf16"),
+        test::model_path("stories260K.gguf")}},
+      {"qwen2",
+       {fixture("qwen2-tiny"), test::model_path("synth-qwen2-tiny-bf16.gguf"),
+        test::model_path("hf/qwen2-tiny/hf-bf16")}},
+      {"qwen3",
+       {fixture("qwen3-tiny"), test::model_path("synth-qwen3-tiny-f16.gguf"),
+        test::model_path("hf/qwen3-tiny/hf-bf16")}},
+      {"gemma3",
+       {fixture("gemma3-tiny"), test::model_path("synth-gemma3-tiny-bf16.gguf"),
+        test::model_path("hf/gemma3-tiny/hf-bf16"), test::model_path("synth-gemma3-tiny-softcap-f32.gguf")}},
   };
-  const std::vector<int32_t> ids = {1, 300, 7, 2048, 99, 13, 5000, 42, 8, 1234, 77, 300, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18};
+  const std::vector<int32_t> ids = {1,   300, 7,  2048, 99, 13, 5000, 42, 8,  1234, 77,
+                                    300, 9,   10, 11,   12, 13, 14,   15, 16, 17,   18};
   for (const auto& model : models) {
     const char* arch = model.first;  // (not a structured binding: clang 14 cannot capture one in INFO's lambda)
     const auto& paths = model.second;
@@ -488,7 +508,9 @@ TEST_CASE("archdef13: the format conventions are what the definition says") {
 // own rope base in gemma2) depends only on each token and its position, so after the shift it must
 // equal a fresh evaluation of the kept tokens within the tolerances of the session tests (keys up to
 // the re-rotation's rounding); the next tokens' logits are reported as there.
-TEST_CASE("archdef13: context shifting re-rotates only what each layer's rope rotated (NoPE, partial rotary, per-layer windows)") {
+TEST_CASE(
+    "archdef13: context shifting re-rotates only what each layer's rope rotated (NoPE, partial rotary, per-layer "
+    "windows)") {
   for (const char* name : {"smollm3-tiny", "stablelm-tiny", "gemma2-tiny", "olmo2-swa-tiny"}) {
     for (auto kv : {KvType::f32, KvType::f16}) {
       const bool f32 = kv == KvType::f32;
@@ -519,7 +541,8 @@ TEST_CASE("archdef13: context shifting re-rotates only what each layer's rope ro
         cache.load(reinterpret_cast<const uint8_t*>(raw.data()), f.data(), int(f.size()));
         return f;
       };
-      std::vector<std::vector<std::vector<float>>> before(static_cast<size_t>(nl), std::vector<std::vector<float>>(static_cast<size_t>(n)));
+      std::vector<std::vector<std::vector<float>>> before(static_cast<size_t>(nl),
+                                                          std::vector<std::vector<float>>(static_cast<size_t>(n)));
       for (int li = 0; li < nl; li++)
         for (int pos = cache.held_from(li, n); pos < n; pos++) before[size_t(li)][size_t(pos)] = cell(li, pos);
       REQUIRE(ctx.erase(keep, drop));
@@ -545,13 +568,15 @@ TEST_CASE("archdef13: context shifting re-rotates only what each layer's rope ro
           const size_t nk = size_t(sp.n_kv) * sp.hd_k;
           for (size_t k = 0; k < a.size(); k++) {
             const bool rotary = k < nk && int(k % size_t(sp.hd_k)) < rot;
-            if (rotary) rotated = std::max(rotated, std::fabs(double(a[k]) - double(b[k])));
-            else moved_exact = moved_exact && std::memcmp(&a[k], &b[k], 4) == 0;
+            if (rotary)
+              rotated = std::max(rotated, std::fabs(double(a[k]) - double(b[k])));
+            else
+              moved_exact = moved_exact && std::memcmp(&a[k], &b[k], 4) == 0;
           }
         }
         INFO("layer " << li << ": " << rot << " of " << sp.hd_k << " key dims rotate, window " << sp.window);
-        CHECK(moved_exact);                      // values, NoPE keys, the dims past a partial rotary
-        if (rot > 0) CHECK(rotated > 1e-3);      // re-rotated (by -12 positions)
+        CHECK(moved_exact);                  // values, NoPE keys, the dims past a partial rotary
+        if (rot > 0) CHECK(rotated > 1e-3);  // re-rotated (by -12 positions)
       }
       CHECK(checked_cells > 0);
       const std::string arch = llminfer::detail::model_impl(*m).engine->arch().name;
@@ -588,9 +613,10 @@ TEST_CASE("archdef13: context shifting re-rotates only what each layer's rope ro
       REQUIRE(s.eval(next, true));
       const int nv = m->info().n_vocab;
       auto rep = compare_logits(s.logits().data(), fresh.logits().data(), int(next.size()), nv);
-      MESSAGE(std::string(name) << (f32 ? " f32" : " f16") << ": layer 0 after the shift vs fresh: keys " << key_diff << ", values "
-                   << value_diff << "; the next 8 tokens: top1 " << rep.top1_matches << "/" << rep.positions
-                   << ", pearson min " << rep.pearson_min << ", max |diff| " << rep.max_abs_diff);
+      MESSAGE(std::string(name) << (f32 ? " f32" : " f16") << ": layer 0 after the shift vs fresh: keys " << key_diff
+                                << ", values " << value_diff << "; the next 8 tokens: top1 " << rep.top1_matches << "/"
+                                << rep.positions << ", pearson min " << rep.pearson_min << ", max |diff| "
+                                << rep.max_abs_diff);
       CHECK(value_diff < (f32 ? 1e-5 : 1e-3));
       CHECK(key_diff < (f32 ? 1e-4 : 1e-2));
       CHECK(rep.pearson_min > 0.5);
@@ -603,7 +629,8 @@ TEST_CASE("compare: max_abs_diff and max_rel_diff") {
   test::TempDir dir;
   const std::string model = test::quote(fixture("olmo2-tiny"));
   const std::string ids = "1,300,7,2048,99";
-  auto r = test::run_cli("logits -m " + model + " --ids " + ids + " --all -t 1 --out " + test::quote(dir.file("a.f32")));
+  auto r =
+      test::run_cli("logits -m " + model + " --ids " + ids + " --all -t 1 --out " + test::quote(dir.file("a.f32")));
   REQUIRE(r.status == 0);
   std::string bytes = read_text(dir.file("a.f32"));
   REQUIRE(bytes.size() % 4 == 0);
@@ -615,13 +642,15 @@ TEST_CASE("compare: max_abs_diff and max_rel_diff") {
     x *= 8;  // every logit times 8: the same ranking, the same correlation
   }
   REQUIRE(test::write_file(dir.file("b.f32"), std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)));
-  auto same = test::run_cli("compare -m " + model + " --ids " + ids + " -t 1 --json --reference " + test::quote(dir.file("a.f32")));
+  auto same = test::run_cli("compare -m " + model + " --ids " + ids + " -t 1 --json --reference " +
+                            test::quote(dir.file("a.f32")));
   REQUIRE(same.status == 0);
   auto j = json_parse(same.out, "compare");
   REQUIRE(j);
   CHECK((*j)["max_abs_diff"].as_number() == 0);
   CHECK((*j)["max_rel_diff"].as_number() == 0);
-  auto scaled = test::run_cli("compare -m " + model + " --ids " + ids + " -t 1 --json --reference " + test::quote(dir.file("b.f32")));
+  auto scaled = test::run_cli("compare -m " + model + " --ids " + ids + " -t 1 --json --reference " +
+                              test::quote(dir.file("b.f32")));
   REQUIRE(scaled.status == 0);
   auto k = json_parse(scaled.out, "compare");
   REQUIRE(k);
@@ -630,6 +659,7 @@ TEST_CASE("compare: max_abs_diff and max_rel_diff") {
   CHECK((*k)["top10_overlap_mean"].as_number() == 10);
   CHECK((*k)["max_abs_diff"].as_number() == doctest::Approx(7 * mx).epsilon(1e-6));
   CHECK((*k)["max_rel_diff"].as_number() == doctest::Approx(7.0 / 8.0).epsilon(1e-6));
-  auto text = test::run_cli("compare -m " + model + " --ids " + ids + " -t 1 --reference " + test::quote(dir.file("b.f32")));
+  auto text =
+      test::run_cli("compare -m " + model + " --ids " + ids + " -t 1 --reference " + test::quote(dir.file("b.f32")));
   CHECK(text.out.find("max diff") != std::string::npos);
 }

@@ -4,11 +4,11 @@
 // rows) and so the same tokens for a seed. Sequences join and leave at any step; a long prompt
 // delays the others by one chunk at most; batch = 1 turns batching off.
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
 #include <atomic>
 #include <cmath>
 #include <thread>
+
+#include "common.hpp"
 
 using llminfer::GenerateOptions;
 using llminfer::LoadOptions;
@@ -120,8 +120,8 @@ TEST_CASE("batch: concurrency: sampled generations from 8 threads equal the same
   Model m = load_model(test::model_path("synth-qwen3-tiny-q4_k_m.gguf"), {.threads = 2});
   const int nv = llminfer::detail::model_impl(m).engine->n_vocab();
   auto options = [](int i) {
-    return GenerateOptions{.max_tokens = 24 + 3 * i, .temperature = 0.8f, .top_k = 40, .top_p = 0.95f,
-                           .seed = uint64_t(7 + i)};
+    return GenerateOptions{
+        .max_tokens = 24 + 3 * i, .temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = uint64_t(7 + i)};
   };
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 8; i++) prompts.push_back(some_ids(4 + 9 * i, nv, 100 + uint32_t(i)));
@@ -137,8 +137,10 @@ TEST_CASE("batch: concurrency: sampled generations from 8 threads equal the same
   for (int i = 0; i < 8; i++)
     th.emplace_back([&, i] {
       auto r = m.generate(std::span<const int32_t>(prompts[size_t(i)]), options(i));
-      if (!r) failures++;
-      else parallel[size_t(i)] = r->tokens;
+      if (!r)
+        failures++;
+      else
+        parallel[size_t(i)] = r->tokens;
     });
   for (auto& t : th) t.join();
   CHECK(failures.load() == 0);
@@ -224,8 +226,10 @@ TEST_CASE("batch: concurrency: a long prompt delays the other sequences by one c
     bool found = false, saw_b = false;
     for (size_t i = n0; i < n1; i++) {
       saw_b = saw_b || has(i, &*b);
-      if (has(i, &*a)) found = true;
-      else if (!found && has(i, &*b)) b_alone++;
+      if (has(i, &*a))
+        found = true;
+      else if (!found && has(i, &*b))
+        b_alone++;
     }
     CHECK(found);
     most_waited = std::max(most_waited, b_alone);

@@ -3,16 +3,16 @@
 // tests/tokenizer/oracle-samples), Jinja2 semantics, error positions, limits for hostile templates, provenance of
 // message content, the fallback template, the CLI and Model::apply_chat_template.
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
+#include <pthread.h>  // a thread with a 512 KB stack (POSIX; the test is skipped on Windows)
 
 #include <atomic>
 #include <fstream>
-#include <thread>
-
-#include <pthread.h>  // a thread with a 512 KB stack (POSIX; the test is skipped on Windows)
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
+
+#include "common.hpp"
 
 namespace {
 using namespace llminfer::detail;
@@ -71,9 +71,9 @@ Variant load_variant(const std::string& name) {
     v.base.special_tokens = {{"bos_token", "<|begin_of_text|>"}, {"eos_token", "<|eot_id|>"}};
   } else {
     std::string model = name == "qwen3" || name == "qwen3-nothink" ? test::model_path("synth-qwen3-tiny-q8_0.gguf")
-                        : name == "llama3"                       ? test::model_path("synth-llama-tiny-q8_0.gguf")
-                        : name == "gemma3"                       ? test::model_path("synth-gemma3-tiny-q8_0.gguf")
-                                                                 : test::model_path("hf/smollm2-tiny/hf-bf16");
+                        : name == "llama3"                         ? test::model_path("synth-llama-tiny-q8_0.gguf")
+                        : name == "gemma3"                         ? test::model_path("synth-gemma3-tiny-q8_0.gguf")
+                                                                   : test::model_path("hf/smollm2-tiny/hf-bf16");
     auto desc = load_description(model);
     if (!desc) {
       FAIL_CHECK("cannot load " << model << ": " << desc.error().message);
@@ -307,7 +307,8 @@ TEST_CASE("chat template: every builtin is dispatched; the ones left out are err
     for (std::string src :
          {std::string("{{ 'ab' | ") + f + " }}", std::string("{{ ['ab'] | map('") + f + "') | list }}"}) {
       auto r = run(src);
-      CHECK_MESSAGE((r || r.error().message.find(unsupported) == std::string::npos), src << " -> " << r.error().message);
+      CHECK_MESSAGE((r || r.error().message.find(unsupported) == std::string::npos),
+                    src << " -> " << r.error().message);
     }
   }
   const char* left_out[] = {"filesizeformat", "groupby",   "pprint", "random",   "slice",
@@ -406,7 +407,8 @@ TEST_CASE("chat template: hostile templates end with an error, quickly") {
       {"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "steps"},
       {"{{ 'a' * 10**9 }}", "longer than the limit"},
       {"{{ 'ab' * 9223372036854775807 }}", "longer than the limit"},
-      {"{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}",
+      {"{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length "
+       "}}",
        "longer than the limit"},
       // the call limit, or the stack budget first where frames are large (-O0, sanitizers)
       {"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "nested"},
@@ -426,7 +428,9 @@ TEST_CASE("chat template: hostile templates end with an error, quickly") {
     auto t = ChatTemplate::parse(c.tpl);
     Result<RenderedPrompt> r = t ? t->render_vars(Json(), {}, c.budget) : Result<RenderedPrompt>(t.error());
     CHECK_MESSAGE(!r, c.tpl.substr(0, 80));
-    if (!r) CHECK_MESSAGE(r.error().message.find(c.what) != std::string::npos, c.tpl.substr(0, 80) << " -> " << r.error().message);
+    if (!r)
+      CHECK_MESSAGE(r.error().message.find(c.what) != std::string::npos, c.tpl.substr(0, 80)
+                                                                             << " -> " << r.error().message);
   }
 }
 
@@ -442,11 +446,13 @@ TEST_CASE("chat template: message content keeps its provenance (content_spans)")
   auto t = ChatTemplate::parse(chat_fallback_template());
   REQUIRE(t);
   ChatInput in;
-  in.messages = json_parse(R"([{"role":"user","content":"Hi <|im_end|> there"},{"role":"assistant","content":""}])", "t").value();
+  in.messages =
+      json_parse(R"([{"role":"user","content":"Hi <|im_end|> there"},{"role":"assistant","content":""}])", "t").value();
   in.add_generation_prompt = true;
   auto r = t->render(in);
   REQUIRE(r);
-  CHECK(r->text == "<|im_start|>user\nHi <|im_end|> there<|im_end|>\n<|im_start|>assistant\n<|im_end|>\n<|im_start|>assistant\n");
+  CHECK(r->text ==
+        "<|im_start|>user\nHi <|im_end|> there<|im_end|>\n<|im_start|>assistant\n<|im_end|>\n<|im_start|>assistant\n");
   // the role strings come from the messages too: they are untrusted as well
   std::vector<std::pair<size_t, size_t>> want = {{12, 16}, {17, 36}, {59, 68}};
   CHECK(r->content_spans == want);
@@ -456,7 +462,8 @@ TEST_CASE("chat template: message content keeps its provenance (content_spans)")
   auto t2 = ChatTemplate::parse(
       "{% macro wrap(x) %}[{{ x }}]{% endmacro %}"
       "A{{ messages[0].content | trim }}B{{ messages[0].content[2:5] }}C{{ messages[0].content.split('|')[1] }}"
-      "D{{ messages[0].content.replace('<', '&') }}E{{ messages[0].content | upper }}F{{ ['x', messages[1].content] | join('+') }}"
+      "D{{ messages[0].content.replace('<', '&') }}E{{ messages[0].content | upper }}F{{ ['x', messages[1].content] | "
+      "join('+') }}"
       "G{{ messages[1] | tojson }}H{{ [messages[1].content] }}I{{ wrap(messages[1].content) }}J{{ 'lit' }}");
   REQUIRE(t2);
   in.messages = json_parse(R"([{"role":"user","content":"  <|x|>  "},{"role":"r","content":"q\"é"}])", "t").value();
@@ -497,7 +504,11 @@ TEST_CASE("chat template: a file without a template uses the documented ChatML f
   ChatInput in;
   chat_special_tokens(**desc, in);
   CHECK(in.special_tokens.size() >= 2);
-  in.messages = json_parse(R"([{"role":"system","content":"S"},{"role":"user","content":[{"type":"text","text":"A"},{"type":"image"},{"type":"text","text":"B"}]}])", "t").value();
+  in.messages =
+      json_parse(
+          R"([{"role":"system","content":"S"},{"role":"user","content":[{"type":"text","text":"A"},{"type":"image"},{"type":"text","text":"B"}]}])",
+          "t")
+          .value();
   in.add_generation_prompt = true;
   auto r = t->render(in);
   REQUIRE(r);
@@ -528,7 +539,8 @@ TEST_CASE("chat template: llminfer template (CLI)") {
   const std::string msgs = dir.file("m.json");
   REQUIRE(test::write_file(msgs, R"([{"role":"user","content":"Is 17 prime?"}])"));
   const std::string qwen = test::model_path("synth-qwen3-tiny-q8_0.gguf");
-  auto r = test::run_cli("template -m " + test::quote(qwen) + " --messages " + test::quote(msgs) + " --add-generation-prompt");
+  auto r = test::run_cli("template -m " + test::quote(qwen) + " --messages " + test::quote(msgs) +
+                         " --add-generation-prompt");
   CHECK(r.status == 0);
   CHECK(r.out == "<|im_start|>user\nIs 17 prime?<|im_end|>\n<|im_start|>assistant\n");  // no newline added
   r = test::run_cli("template -m " + test::quote(qwen) + " --messages " + test::quote(msgs) +
@@ -537,13 +549,18 @@ TEST_CASE("chat template: llminfer template (CLI)") {
   CHECK(r.out == "<|im_start|>user\nIs 17 prime?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
   r = test::run_cli("template -m " + test::quote(qwen) + " --messages " + test::quote(msgs) + " --json");
   CHECK(r.status == 0);
-  CHECK(r.out == "{\"text\":\"<|im_start|>user\\nIs 17 prime?<|im_end|>\\n\",\"content_spans\":[[12,16],[17,29]],\"fallback\":false}\n");
+  CHECK(r.out ==
+        "{\"text\":\"<|im_start|>user\\nIs 17 "
+        "prime?<|im_end|>\\n\",\"content_spans\":[[12,16],[17,29]],\"fallback\":false}\n");
   // {"messages": [...], "tools": [...]} form
   const std::string withtools = dir.file("t.json");
-  REQUIRE(test::write_file(withtools, R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}]})"));
+  REQUIRE(test::write_file(
+      withtools,
+      R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}]})"));
   r = test::run_cli("template -m " + test::quote(qwen) + " --messages " + test::quote(withtools));
   CHECK(r.status == 0);
-  CHECK(r.out.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"f\"}}\n</tools>") != std::string::npos);
+  CHECK(r.out.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"f\"}}\n</tools>") !=
+        std::string::npos);
   // errors: raise_exception -> 2 with the message on stderr; usage -> 1; a bad messages file -> 2
   const std::string gemma = test::model_path("synth-gemma3-tiny-q8_0.gguf");
   const std::string twice = dir.file("u.json");
@@ -553,7 +570,8 @@ TEST_CASE("chat template: llminfer template (CLI)") {
   CHECK(r.out.find("Conversation roles must alternate") != std::string::npos);
   CHECK(test::run_cli("template --messages " + test::quote(msgs)).status == 1);
   CHECK(test::run_cli("template -m " + test::quote(qwen)).status == 1);
-  CHECK(test::run_cli("template -m " + test::quote(qwen) + " --messages " + test::quote(msgs) + " --bogus").status == 1);
+  CHECK(test::run_cli("template -m " + test::quote(qwen) + " --messages " + test::quote(msgs) + " --bogus").status ==
+        1);
   const std::string broken = dir.file("b.json");
   REQUIRE(test::write_file(broken, "[{\"role\": "));
   CHECK(test::run_cli("template -m " + test::quote(qwen) + " --messages " + test::quote(broken)).status == 2);
@@ -623,8 +641,8 @@ TEST_CASE("chat template: operations on long strings cost steps by the bytes the
   // one step per test/filter/method used to be charged whatever the operand's size: 500,000
   // 'is lower' on a 16 MB string ran for days. With a 1 MB string and a 2M-step budget, each of
   // these loops fails after a few dozen iterations.
-  const char* ops[] = {"s is lower", "s|lower", "s|length", "s.startswith('b')", "s.find('b')", "s|trim",
-                       "'b' in s", "s == t", "s < t", "s[700000]", "s.split('b')|length", "s.count('a')"};
+  const char* ops[] = {"s is lower", "s|lower", "s|length", "s.startswith('b')", "s.find('b')",         "s|trim",
+                       "'b' in s",   "s == t",  "s < t",    "s[700000]",         "s.split('b')|length", "s.count('a')"};
   for (const char* op : ops) {
     std::string src = std::string("{% set s = 'a' * 1000000 %}{% set t = 'a' * 1000000 %}") +
                       "{% for i in range(100000) %}{% if " + op + " %}{% endif %}{% endfor %}";
@@ -667,8 +685,9 @@ TEST_CASE("chat template: values nested more than the limit are refused (was SIG
     CHECK_MESSAGE(r.error().message.find("nested more than 200 levels") != std::string::npos, r.error().message);
   }
   // 199 levels are fine: printed, compared, serialized
-  auto r = render_src("{% set ns = namespace(x=[]) %}{% for i in range(199) %}{% set ns.x = [ns.x] %}{% endfor %}"
-                      "{{ (ns.x|string)|length }} {{ ns.x == ns.x }}");
+  auto r = render_src(
+      "{% set ns = namespace(x=[]) %}{% for i in range(199) %}{% set ns.x = [ns.x] %}{% endfor %}"
+      "{{ (ns.x|string)|length }} {{ ns.x == ns.x }}");
   REQUIRE_MESSAGE(r, r.error().message);
   CHECK(r->text == "400 True");
 }
@@ -727,17 +746,20 @@ TEST_CASE("chat template: the worst templates within the limits fit a 512 KB thr
   }
   srcs.push_back("{% macro f(n) %}{% if n > 0 %}{{ " + std::string(60, '(') + "f(n - 1)" + std::string(60, ')') +
                  "|map('string')|join|indent(2) }}{% endif %}{% endmacro %}{{ f(1000) }}");
-  srcs.push_back("{% macro f(n) %}{% if n > 0 %}{% call f(n - 1) %}{{ caller() if caller is defined }}{% endcall %}"
-                 "{% endif %}{% endmacro %}{{ f(1000) }}");
+  srcs.push_back(
+      "{% macro f(n) %}{% if n > 0 %}{% call f(n - 1) %}{{ caller() if caller is defined }}{% endcall %}"
+      "{% endif %}{% endmacro %}{{ f(1000) }}");
   srcs.push_back(repeat("{% if true %}", 195) + "x" + repeat("{% endif %}", 195));
   srcs.push_back(repeat("{% for a in [1] %}", 95) + "x" + repeat("{% endfor %}", 95));
   srcs.push_back("{{ 1" + repeat("|string", 190) + " }}");
   srcs.push_back("{{ " + repeat("not ", 195) + "1 }}");
   srcs.push_back("{{ " + std::string(64, '(') + "1" + std::string(64, ')') + " }}");
-  srcs.push_back("{% set ns = namespace(x=[]) %}{% for i in range(199) %}{% set ns.x = [ns.x] %}{% endfor %}"
-                 "{{ ns.x }}{{ ns.x|tojson }}{{ ns.x == ns.x }}{{ [ns.x] < [ns.x] }}");
-  srcs.push_back("{% set ns = namespace(g=[1,2,3]) %}{% for i in range(199) %}{% set ns.g = ns.g|map('string') %}"
-                 "{% endfor %}{{ ns.g|list }}");
+  srcs.push_back(
+      "{% set ns = namespace(x=[]) %}{% for i in range(199) %}{% set ns.x = [ns.x] %}{% endfor %}"
+      "{{ ns.x }}{{ ns.x|tojson }}{{ ns.x == ns.x }}{{ [ns.x] < [ns.x] }}");
+  srcs.push_back(
+      "{% set ns = namespace(g=[1,2,3]) %}{% for i in range(199) %}{% set ns.g = ns.g|map('string') %}"
+      "{% endfor %}{{ ns.g|list }}");
   srcs.push_back("{{ deep|tojson }}{{ deep|string }}{{ deep == deep }}");
   std::string deep = std::string(500, '[') + std::string(500, ']');
   auto vars = json_parse("{\"deep\": " + deep + "}", "vars");

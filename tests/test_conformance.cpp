@@ -9,10 +9,10 @@
 //   * 64 greedy tokens identical to llama.cpp's.
 // The model files are verified against the sha256 the goldens were made from.
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
 #include <fstream>
 #include <sstream>
+
+#include "common.hpp"
 
 using namespace llminfer;
 using namespace llminfer::detail;
@@ -29,7 +29,8 @@ using test::fixtures_dir;
 
 // "third_party:NAME" (third_party/stories260K/NAME) or "fixtures:NAME" (`make fixtures`).
 std::string resolve(std::string_view where) {
-  if (starts_with(where, "third_party:")) return test::source_dir() + "/third_party/stories260K/" + std::string(where.substr(12));
+  if (starts_with(where, "third_party:"))
+    return test::source_dir() + "/third_party/stories260K/" + std::string(where.substr(12));
   if (starts_with(where, "fixtures:")) return fixtures_dir() + "/" + std::string(where.substr(9));
   return std::string(where);
 }
@@ -84,7 +85,8 @@ Measured check_golden(const std::string& name, KvType kv, const std::string& pat
   const Json& j = *g;
   std::string path = path_override.empty() ? resolve(j["model"].as_string()) : path_override;
   INFO("model " << name << " (" << path << ")");
-  REQUIRE_MESSAGE((file_exists(path) || is_directory(path)), path << " is missing: run `make fixtures` (tools/fixtures/make_fixtures.sh)");
+  REQUIRE_MESSAGE((file_exists(path) || is_directory(path)),
+                  path << " is missing: run `make fixtures` (tools/fixtures/make_fixtures.sh)");
   if (path_override.empty())
     CHECK_MESSAGE(file_sha256(path) == j["sha256"].as_string(), "the file is not the one the goldens were made from");
   std::string weights(j["weights"].as_string());
@@ -175,16 +177,18 @@ Measured check_golden(const std::string& name, KvType kv, const std::string& pat
       // within the tolerance, and ours picked its runner-up. After that the texts differ.
       int32_t second = static_cast<int32_t>(runner[same][0].as_int());
       double margin = runner[same][1].as_number();
-      CHECK_MESSAGE((second == got[same] && margin <= tie_max),
-                    "greedy differs from llama.cpp's at token " << same << ": llama.cpp chose " << want[same]
-                                                                << " over " << second << " by " << margin << ", we chose " << got[same]);
+      CHECK_MESSAGE((second == got[same] && margin <= tie_max), "greedy differs from llama.cpp's at token "
+                                                                    << same << ": llama.cpp chose " << want[same]
+                                                                    << " over " << second << " by " << margin
+                                                                    << ", we chose " << got[same]);
       m.greedy_ties++;
     }
   }
   m.top10_mean = m.positions ? overlap_sum / m.positions : 10;
-  MESSAGE(name << std::string(kv == KvType::f16 ? " (f16 cache)" : "") << ": " << m.positions << " positions, top-1 mismatches "
-               << m.top1_mismatch << ", pearson min " << m.pearson_min << ", top-10 overlap " << m.top10_mean
-               << ", max |logit diff| " << m.value_diff << ", greedy ties resolved otherwise " << m.greedy_ties);
+  MESSAGE(name << std::string(kv == KvType::f16 ? " (f16 cache)" : "") << ": " << m.positions
+               << " positions, top-1 mismatches " << m.top1_mismatch << ", pearson min " << m.pearson_min
+               << ", top-10 overlap " << m.top10_mean << ", max |logit diff| " << m.value_diff
+               << ", greedy ties resolved otherwise " << m.greedy_ties);
   if (kv == KvType::f32) CHECK(m.top1_mismatch == 0);
   CHECK(m.pearson_min >= p_min);
   CHECK(m.top10_mean >= 9.5);
@@ -195,18 +199,43 @@ Measured check_golden(const std::string& name, KvType kv, const std::string& pat
 // Every golden file must be covered by a test case below.
 const std::vector<std::string>& covered() {
   static const std::vector<std::string> names = {
-      "stories260K", "stories260K-q8_0",
-      "synth-llama-tiny-f32", "synth-llama-tiny-f16", "synth-llama-tiny-bf16", "synth-llama-tiny-q8_0",
-      "synth-smollm2-tiny-f32", "synth-smollm2-tiny-f16", "synth-smollm2-tiny-bf16", "synth-smollm2-tiny-q8_0",
+      "stories260K",
+      "stories260K-q8_0",
+      "synth-llama-tiny-f32",
+      "synth-llama-tiny-f16",
+      "synth-llama-tiny-bf16",
+      "synth-llama-tiny-q8_0",
+      "synth-smollm2-tiny-f32",
+      "synth-smollm2-tiny-f16",
+      "synth-smollm2-tiny-bf16",
+      "synth-smollm2-tiny-q8_0",
       "synth-smollm2-tiny-q4_k_m",
-      "synth-qwen2-tiny-f32", "synth-qwen2-tiny-f16", "synth-qwen2-tiny-bf16", "synth-qwen2-tiny-q8_0",
-      "synth-qwen3-tiny-f32", "synth-qwen3-tiny-f16", "synth-qwen3-tiny-bf16", "synth-qwen3-tiny-q8_0",
+      "synth-qwen2-tiny-f32",
+      "synth-qwen2-tiny-f16",
+      "synth-qwen2-tiny-bf16",
+      "synth-qwen2-tiny-q8_0",
+      "synth-qwen3-tiny-f32",
+      "synth-qwen3-tiny-f16",
+      "synth-qwen3-tiny-bf16",
+      "synth-qwen3-tiny-q8_0",
       "synth-qwen3-tiny-q4_k_m",
-      "synth-gemma3-tiny-f32", "synth-gemma3-tiny-softcap-f32", "synth-gemma3-tiny-f16", "synth-gemma3-tiny-bf16", "synth-gemma3-tiny-q8_0",
+      "synth-gemma3-tiny-f32",
+      "synth-gemma3-tiny-softcap-f32",
+      "synth-gemma3-tiny-f16",
+      "synth-gemma3-tiny-bf16",
+      "synth-gemma3-tiny-q8_0",
       "synth-gemma3-tiny-q4_k_m",
-      "synth-phi3-tiny-f32", "synth-starcoder2-tiny-f32", "synth-stablelm-tiny-f32", "synth-smollm3-tiny-f32",
-      "synth-gemma2-tiny-f32", "synth-olmo2-tiny-f32", "synth-olmo2-swa-tiny-f32",
-      "synth-gemma3n-mini-f32", "synth-gemma3n-mini-f16", "synth-gemma3n-mini-bf16", "synth-gemma3n-mini-q8_0",
+      "synth-phi3-tiny-f32",
+      "synth-starcoder2-tiny-f32",
+      "synth-stablelm-tiny-f32",
+      "synth-smollm3-tiny-f32",
+      "synth-gemma2-tiny-f32",
+      "synth-olmo2-tiny-f32",
+      "synth-olmo2-swa-tiny-f32",
+      "synth-gemma3n-mini-f32",
+      "synth-gemma3n-mini-f16",
+      "synth-gemma3n-mini-bf16",
+      "synth-gemma3n-mini-q8_0",
       "synth-gemma3n-mini-q4_k_m",
   };
   return names;
@@ -261,12 +290,16 @@ TEST_CASE("conformance: every golden file is checked") {
   CHECK(names.size() == covered().size());
 }
 
-TEST_CASE("conformance: llama - stories260K (F32) against llama.cpp") { check_all({"stories260K"}); }
+TEST_CASE("conformance: llama - stories260K (F32) against llama.cpp") {
+  check_all({"stories260K"});
+}
 // A tiny model with 8-bit activations: one activation on the other side of a Q8_0 rounding step
 // moves its logits by ~0.1 and flips near-ties, so it agrees with llama.cpp only where every op
 // before a quantization gives llama.cpp's bits (the AVX-512 and AVX2 builds follow the float order
 // of llama.cpp's build for the same instruction set).
-TEST_CASE("conformance: llama - stories260K Q8_0 against llama.cpp") { check_all({"stories260K-q8_0"}); }
+TEST_CASE("conformance: llama - stories260K Q8_0 against llama.cpp") {
+  check_all({"stories260K-q8_0"});
+}
 TEST_CASE("conformance: llama - llama-tiny (llama-3 rope factors) F32/F16/BF16/Q8_0") {
   check_all({"synth-llama-tiny-f32", "synth-llama-tiny-f16", "synth-llama-tiny-bf16", "synth-llama-tiny-q8_0"});
 }
@@ -284,8 +317,8 @@ TEST_CASE("conformance: qwen3 - qwen3-tiny F32/F16/BF16/Q8_0/Q4_K_M") {
 // gemma3-tiny: 5 sliding layers (window 16, rope base 10000) then a global one (base 1e6); the third
 // prompt crosses the window. The softcap file adds final logit soft-capping (cap 3; logits reach 2).
 TEST_CASE("conformance: gemma3 - gemma3-tiny F32/F32+softcap/F16/BF16/Q8_0/Q4_K_M") {
-  check_all({"synth-gemma3-tiny-f32", "synth-gemma3-tiny-softcap-f32", "synth-gemma3-tiny-f16", "synth-gemma3-tiny-bf16", "synth-gemma3-tiny-q8_0",
-             "synth-gemma3-tiny-q4_k_m"});
+  check_all({"synth-gemma3-tiny-f32", "synth-gemma3-tiny-softcap-f32", "synth-gemma3-tiny-f16",
+             "synth-gemma3-tiny-bf16", "synth-gemma3-tiny-q8_0", "synth-gemma3-tiny-q4_k_m"});
 }
 // The architectures of issue 13 (F32, 4 layers, 8-token sliding windows crossed by the prompts):
 // fused QKV and gate|up (phi3), LayerNorm with biases and a GELU MLP (starcoder2), partial rotary and
@@ -348,7 +381,8 @@ void check_hf(const std::string& preset, const std::string& dir, const std::stri
 }  // namespace
 
 TEST_CASE("conformance: Hugging Face smollm2-tiny (bf16 safetensors) equals its GGUF twin and llama.cpp") {
-  check_hf("smollm2-tiny", test::model_path("hf/smollm2-tiny/hf-bf16"), test::model_path("hf/smollm2-tiny/oracle-f32.gguf"));
+  check_hf("smollm2-tiny", test::model_path("hf/smollm2-tiny/hf-bf16"),
+           test::model_path("hf/smollm2-tiny/oracle-f32.gguf"));
 }
 TEST_CASE("conformance: Hugging Face llama-tiny, qwen2-tiny, qwen3-tiny, gemma3-tiny equal their GGUF twins") {
   for (const char* p : {"llama-tiny", "qwen2-tiny", "qwen3-tiny", "gemma3-tiny"})
@@ -363,8 +397,11 @@ TEST_CASE("conformance: Hugging Face llama-tiny, qwen2-tiny, qwen3-tiny, gemma3-
 // meet: the BF16 kernels sum in another order than the F32 ones (2.3e-3 alone), and the sparsity
 // multiplier is the exact quantile icdf(0.95) = 1.6448536269514722 (2 float ulps above the f32 value
 // torch computes and the GGUF stores, 1.6448533535003662: 5.0e-3 alone).
-TEST_CASE("conformance: Hugging Face gemma3n-mini is its GGUF twin's description, and its logits meet theirs and llama.cpp's") {
-  const std::string dir = fixtures_dir() + "/hf/gemma3n-mini/hf-bf16", gguf = fixtures_dir() + "/synth-gemma3n-mini-f32.gguf";
+TEST_CASE(
+    "conformance: Hugging Face gemma3n-mini is its GGUF twin's description, and its logits meet theirs and "
+    "llama.cpp's") {
+  const std::string dir = fixtures_dir() + "/hf/gemma3n-mini/hf-bf16",
+                    gguf = fixtures_dir() + "/synth-gemma3n-mini-f32.gguf";
   REQUIRE_MESSAGE(is_directory(dir), dir << " is missing: run `make fixtures`");
   auto hd = load_description(dir);
   REQUIRE_MESSAGE(hd, (hd ? "" : hd.error().message));
@@ -403,11 +440,11 @@ TEST_CASE("conformance: Hugging Face gemma3n-mini is its GGUF twin's description
   }
   CHECK(n_hf == h.tensors.size());
   // the keys the definition reads
-  for (const char* key : {"block_count", "embedding_length", "attention.head_count", "attention.head_count_kv",
-                          "attention.key_length", "attention.value_length", "attention.layer_norm_rms_epsilon",
-                          "rope.freq_base", "rope.freq_base_swa", "attention.sliding_window", "final_logit_softcapping",
-                          "altup.num_inputs", "altup.active_idx", "embedding_length_per_layer_input",
-                          "attention.shared_kv_layers", "context_length"}) {
+  for (const char* key :
+       {"block_count", "embedding_length", "attention.head_count", "attention.head_count_kv", "attention.key_length",
+        "attention.value_length", "attention.layer_norm_rms_epsilon", "rope.freq_base", "rope.freq_base_swa",
+        "attention.sliding_window", "final_logit_softcapping", "altup.num_inputs", "altup.active_idx",
+        "embedding_length_per_layer_input", "attention.shared_kv_layers", "context_length"}) {
     INFO(key);
     auto a = h.arch_number(key), b = g.arch_number(key);
     REQUIRE(a);
@@ -416,13 +453,16 @@ TEST_CASE("conformance: Hugging Face gemma3n-mini is its GGUF twin's description
   }
   for (const char* key : {"feed_forward_length", "attention.sliding_window_pattern", "activation_sparsity_scale"}) {
     INFO(key);
-    const auto *a = h.find_meta_array(std::string("gemma3n.") + key), *b = g.find_meta_array(std::string("gemma3n.") + key);
+    const auto *a = h.find_meta_array(std::string("gemma3n.") + key),
+               *b = g.find_meta_array(std::string("gemma3n.") + key);
     REQUIRE(a);
     REQUIRE(b);
     REQUIRE(a->size() == b->size());
     for (size_t k = 0; k < a->size(); k++)
-      if (std::isfinite((*b)[k])) CHECK(std::fabs((*a)[k] - (*b)[k]) <= 3e-7 * std::fabs((*b)[k]));
-      else CHECK((*a)[k] == (*b)[k]);  // -inf: no sparsity
+      if (std::isfinite((*b)[k]))
+        CHECK(std::fabs((*a)[k] - (*b)[k]) <= 3e-7 * std::fabs((*b)[k]));
+      else
+        CHECK((*a)[k] == (*b)[k]);  // -inf: no sparsity
   }
   // logits against the twin and llama.cpp's goldens for it, at the net's noise level (above)
   const double worst = max_logit_diff(dir, gguf, "synth-gemma3n-mini-f32");
@@ -461,14 +501,16 @@ TEST_CASE("logits: the CLI's default cache is f32") {
   const std::string model = test::quote(test::model_path("stories260K-q8_0.gguf"));
   const std::string ids = "1,403,407,261,378,434,267,302,441,284,296,263,370,291,275,266,360,365,266,324";
   auto run = [&](const std::string& extra, const std::string& name) {
-    auto r = test::run_cli("logits -m " + model + " --ids " + ids + " --all -t 1 --out " + test::quote(dir.file(name)) + extra);
+    auto r = test::run_cli("logits -m " + model + " --ids " + ids + " --all -t 1 --out " + test::quote(dir.file(name)) +
+                           extra);
     CHECK(r.status == 0);
     std::string bytes;
     std::ifstream f(dir.file(name), std::ios::binary);
     bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
     return bytes;
   };
-  const std::string def = run("", "def.f32"), f32 = run(" --kv-type f32", "f32.f32"), f16 = run(" --kv-type f16", "f16.f32");
+  const std::string def = run("", "def.f32"), f32 = run(" --kv-type f32", "f32.f32"),
+                    f16 = run(" --kv-type f16", "f16.f32");
   CHECK(def.size() == size_t(20) * 512 * 4);
   CHECK(def == f32);
   CHECK(def != f16);
@@ -505,8 +547,8 @@ TEST_CASE("gemma3n: a Hugging Face per-layer table smaller than the vocabulary r
   test::TempDir dir;
   {
     std::vector<uint8_t> img = w.build();
-    std::ofstream(dir.file("model.safetensors"), std::ios::binary).write(reinterpret_cast<const char*>(img.data()),
-                                                                       static_cast<std::streamsize>(img.size()));
+    std::ofstream(dir.file("model.safetensors"), std::ios::binary)
+        .write(reinterpret_cast<const char*>(img.data()), static_cast<std::streamsize>(img.size()));
   }
   for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
     std::ifstream i(src + "/" + f, std::ios::binary);
@@ -551,7 +593,9 @@ TEST_CASE("gemma3n: a Hugging Face per-layer table smaller than the vocabulary r
 // unsupported quantization is an error that names the tensor.
 namespace {
 
-std::string g3n_mlx_dir() { return fixtures_dir() + "/hf/gemma3n-mini/mlx-4bit"; }
+std::string g3n_mlx_dir() {
+  return fixtures_dir() + "/hf/gemma3n-mini/mlx-4bit";
+}
 
 std::string slurp(const std::string& path) {
   std::ifstream i(path, std::ios::binary);
@@ -560,12 +604,15 @@ std::string slurp(const std::string& path) {
 
 // A copy of the MLX directory in `dir`: its tensors through `edit` (which adds them to the writer,
 // renamed or changed, or drops them), then `extra`, and config.json through `config`.
-void g3n_mlx_copy(const test::TempDir& dir, const std::function<void(test::SafetensorsWriter&, const llminfer::detail::StTensor&)>& edit,
-                  const std::function<void(test::SafetensorsWriter&)>& extra, const std::function<void(std::string&)>& config) {
+void g3n_mlx_copy(const test::TempDir& dir,
+                  const std::function<void(test::SafetensorsWriter&, const llminfer::detail::StTensor&)>& edit,
+                  const std::function<void(test::SafetensorsWriter&)>& extra,
+                  const std::function<void(std::string&)>& config) {
   const std::string src = g3n_mlx_dir();
   REQUIRE_MESSAGE(is_directory(src), src << " is missing: run `make fixtures`");
   const std::string bytes = slurp(src + "/model.safetensors");
-  auto st = llminfer::detail::safetensors_parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "model.safetensors");
+  auto st = llminfer::detail::safetensors_parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
+                                                "model.safetensors");
   REQUIRE(st);
   test::SafetensorsWriter w;
   w.metadata("format", "mlx");
@@ -595,7 +642,8 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
 
 }  // namespace
 
-TEST_CASE("gemma3n MLX: mlx-community's 4-bit gemma3n-mini is exactly its F32 twin's weights, and computes its logits") {
+TEST_CASE(
+    "gemma3n MLX: mlx-community's 4-bit gemma3n-mini is exactly its F32 twin's weights, and computes its logits") {
   using llminfer::detail::DType;
   const std::string dir = g3n_mlx_dir(), gguf = fixtures_dir() + "/hf/gemma3n-mini/mlx-4bit-oracle-f32.gguf";
   REQUIRE_MESSAGE(is_directory(dir), dir << " is missing: run `make fixtures`");
@@ -611,7 +659,8 @@ TEST_CASE("gemma3n MLX: mlx-community's 4-bit gemma3n-mini is exactly its F32 tw
   size_t quantized = 0, plain = 0, n_hf = 0;
   for (const auto& t : h.tensors) {
     INFO(t.name);
-    const bool coef = t.name.find("altup_correct_coef") != std::string::npos || t.name.find("altup_predict_coef") != std::string::npos;
+    const bool coef = t.name.find("altup_correct_coef") != std::string::npos ||
+                      t.name.find("altup_predict_coef") != std::string::npos;
     if (t.n_dims == 2 && !coef) {
       CHECK(t.type == DType::mlx_q4);
       CHECK(t.group_size == 64);
@@ -659,7 +708,8 @@ TEST_CASE("gemma3n MLX: mlx-community's 4-bit gemma3n-mini is exactly its F32 tw
 // mlx-vlm's conversions (mlx-community/gemma-3n-E2B-it-4bit and the like) keep the whole
 // Gemma3nForConditionalGeneration: `language_model.model.` names, and vision / audio towers whose
 // tensors the text model never reads (here one of them an MLX triple that is no valid 2-D weight).
-TEST_CASE("gemma3n MLX: the mlx-vlm layout (language_model.model. names, vision / audio towers) gives the same logits") {
+TEST_CASE(
+    "gemma3n MLX: the mlx-vlm layout (language_model.model. names, vision / audio towers) gives the same logits") {
   test::TempDir dir;
   const std::string pre = "model.language_model.";
   int renamed = 0;
@@ -671,7 +721,8 @@ TEST_CASE("gemma3n MLX: the mlx-vlm layout (language_model.model. names, vision 
         renamed++;
       },
       [](test::SafetensorsWriter& w) {
-        w.tensor("vision_tower.timm_model.conv_stem.conv.weight", "BF16", {8, 3, 3, 3}, std::vector<uint8_t>(8 * 27 * 2, 0x3C));
+        w.tensor("vision_tower.timm_model.conv_stem.conv.weight", "BF16", {8, 3, 3, 3},
+                 std::vector<uint8_t>(8 * 27 * 2, 0x3C));
         w.tensor("embed_vision.embedding.weight", "U32", {128, 8}, std::vector<uint8_t>(128 * 8 * 4, 0x11));
         w.tensor("embed_vision.embedding.scales", "BF16", {128, 1}, std::vector<uint8_t>(256, 0x3C));
         w.tensor("embed_vision.embedding.biases", "BF16", {128, 1}, std::vector<uint8_t>(256, 0x00));
@@ -708,8 +759,10 @@ TEST_CASE("gemma3n MLX: a 3-bit tensor or another quantization mode is an error 
     g3n_mlx_copy(
         dir,
         [&](test::SafetensorsWriter& w, const llminfer::detail::StTensor& t) {
-          if (t.name == module + ".weight") w.tensor(t.name, "U32", {64, 24}, std::vector<uint8_t>(64 * 24 * 4, 0x49));
-          else copy_tensor(w, t, t.name);
+          if (t.name == module + ".weight")
+            w.tensor(t.name, "U32", {64, 24}, std::vector<uint8_t>(64 * 24 * 4, 0x49));
+          else
+            copy_tensor(w, t, t.name);
         },
         [](test::SafetensorsWriter&) {},
         [&](std::string& c) {
@@ -736,6 +789,7 @@ TEST_CASE("gemma3n MLX: a 3-bit tensor or another quantization mode is an error 
     auto r = load_description(dir.path);
     REQUIRE_FALSE(r);
     CHECK(r.error().code == Errc::unsupported);
-    CHECK_MESSAGE(r.error().message.find("quantization mode 'mxfp4' (only affine)") != std::string::npos, r.error().message);
+    CHECK_MESSAGE(r.error().message.find("quantization mode 'mxfp4' (only affine)") != std::string::npos,
+                  r.error().message);
   }
 }

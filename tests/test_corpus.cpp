@@ -3,18 +3,22 @@
 // fault; the committed files (and the fuzz seeds) are exactly what the generator makes.
 // Regenerate after changing corpus.hpp:  make corpus   (LLMINFER_REGEN_CORPUS=1 build/tests -tc='corpus:*')
 #define LLMINFER_IMPLEMENTATION
-#include "corpus.hpp"
-
 #include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <set>
 
+#include "corpus.hpp"
+
 namespace {
 
-std::string malformed_dir() { return test::source_dir() + "/tests/corpus/malformed"; }
-std::string seeds_dir() { return test::source_dir() + "/tests/fuzz/corpus"; }
+std::string malformed_dir() {
+  return test::source_dir() + "/tests/corpus/malformed";
+}
+std::string seeds_dir() {
+  return test::source_dir() + "/tests/fuzz/corpus";
+}
 const char* kSeedReaders[] = {"gguf", "safetensors", "json"};  // seed folders this generator owns
 
 bool regenerating() {
@@ -32,8 +36,10 @@ void walk(const std::string& root, const std::string& rel, std::vector<std::stri
     std::string r = rel.empty() ? name : rel + "/" + name;
     struct stat st;
     if (stat((root + "/" + r).c_str(), &st) != 0) continue;
-    if (S_ISDIR(st.st_mode)) walk(root, r, out);
-    else out.push_back(r);
+    if (S_ISDIR(st.st_mode))
+      walk(root, r, out);
+    else
+      out.push_back(r);
   }
   closedir(d);
 }
@@ -61,10 +67,12 @@ void sync(const std::string& root, const std::vector<corpus::File>& files) {
     std::vector<uint8_t> bytes;
     bool present = test::read_file(root + "/" + f.path, bytes);
     CHECK_MESSAGE(present, root << "/" << f.path << " is missing: run `make corpus` and commit");
-    if (present) CHECK_MESSAGE(bytes == f.bytes, root << "/" << f.path << " differs from the generator: run `make corpus`");
+    if (present)
+      CHECK_MESSAGE(bytes == f.bytes, root << "/" << f.path << " differs from the generator: run `make corpus`");
   }
   for (const auto& p : on_disk)
-    CHECK_MESSAGE(expected.count(p), root << "/" << p << " is not made by the generator: remove it or run `make corpus`");
+    CHECK_MESSAGE(expected.count(p),
+                  root << "/" << p << " is not made by the generator: remove it or run `make corpus`");
 }
 
 }  // namespace
@@ -79,7 +87,8 @@ TEST_CASE("corpus: the committed malformed files and fuzz seeds are what the gen
   for (const char* reader : kSeedReaders) {
     std::vector<corpus::File> mine;
     for (const auto& f : seeds)
-      if (f.path.rfind(std::string(reader) + "/", 0) == 0) mine.push_back({f.path.substr(std::strlen(reader) + 1), f.bytes});
+      if (f.path.rfind(std::string(reader) + "/", 0) == 0)
+        mine.push_back({f.path.substr(std::strlen(reader) + 1), f.bytes});
     CHECK(!mine.empty());
     sync(seeds_dir() + "/" + reader, mine);
   }
@@ -109,7 +118,8 @@ TEST_CASE("corpus: `llminfer info` exits with status 2 and says what is wrong, f
     test::CliResult r = test::run_cli("info " + test::quote(path) + flags, true);
     CHECK_MESSAGE(r.status == 2, c.name << ": exit status " << r.status);
     CHECK_MESSAGE(r.out.find("error: ") == 0, c.name << ": " << r.out);
-    CHECK_MESSAGE(r.out.find(c.expect) != std::string::npos, c.name << ": expected \"" << c.expect << "\" in: " << r.out);
+    CHECK_MESSAGE(r.out.find(c.expect) != std::string::npos,
+                  c.name << ": expected \"" << c.expect << "\" in: " << r.out);
   }
 }
 

@@ -4,8 +4,6 @@
 // the context-full policies, prefix reuse, cancel, concurrency, and bit-identical results for
 // any thread count.
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +11,8 @@
 #include <cmath>
 #include <functional>
 #include <thread>
+
+#include "common.hpp"
 
 using namespace llminfer;
 using namespace llminfer::detail;
@@ -89,9 +89,7 @@ struct Synth {
     test::GgufWriter g;
     std::string a = gemma ? "gemma3" : "llama";
     g.kv_str("general.architecture", a);
-    auto u32 = [&](const std::string& k, uint32_t v) {
-      g.kv_u32(a + "." + k, key_u32.count(k) ? key_u32.at(k) : v);
-    };
+    auto u32 = [&](const std::string& k, uint32_t v) { g.kv_u32(a + "." + k, key_u32.count(k) ? key_u32.at(k) : v); };
     auto f32 = [&](const std::string& k, float v) { g.kv_f32(a + "." + k, key_f32.count(k) ? key_f32.at(k) : v); };
     u32("block_count", uint32_t(layers));
     u32("context_length", 4096);
@@ -173,8 +171,10 @@ struct Synth {
           for (int e = 0; e < kv_heads * head_dim; e++) v[size_t(t)][size_t(e)] += W(b + "attn_v.bias")[size_t(e)];
         }
         if (gemma) {
-          for (int hh = 0; hh < heads; hh++) rmsnorm(q[size_t(t)], size_t(hh) * head_dim, head_dim, W(b + "attn_q_norm.weight"));
-          for (int hh = 0; hh < kv_heads; hh++) rmsnorm(k[size_t(t)], size_t(hh) * head_dim, head_dim, W(b + "attn_k_norm.weight"));
+          for (int hh = 0; hh < heads; hh++)
+            rmsnorm(q[size_t(t)], size_t(hh) * head_dim, head_dim, W(b + "attn_q_norm.weight"));
+          for (int hh = 0; hh < kv_heads; hh++)
+            rmsnorm(k[size_t(t)], size_t(hh) * head_dim, head_dim, W(b + "attn_k_norm.weight"));
         }
         rope(q[size_t(t)], heads, t, l);
         rope(k[size_t(t)], kv_heads, t, l);
@@ -188,7 +188,8 @@ struct Synth {
           double mx = -1e300;
           for (int j = lo; j <= t; j++) {
             double d = 0;
-            for (int e = 0; e < head_dim; e++) d += q[size_t(t)][size_t(hh) * head_dim + e] * k[size_t(j)][size_t(g) * head_dim + e];
+            for (int e = 0; e < head_dim; e++)
+              d += q[size_t(t)][size_t(hh) * head_dim + e] * k[size_t(j)][size_t(g) * head_dim + e];
             d /= std::sqrt(double(head_dim));
             sc.push_back(d);
             mx = std::max(mx, d);
@@ -206,15 +207,18 @@ struct Synth {
         for (int e = 0; e < embd; e++) x[size_t(t)][size_t(e)] += o[size_t(e)];
         std::vector<double> h = x[size_t(t)];
         rmsnorm(h, 0, embd, W(b + "ffn_norm.weight"));
-        std::vector<double> gt = matvec(W(b + "ffn_gate.weight"), ff, embd, h), up = matvec(W(b + "ffn_up.weight"), ff, embd, h);
+        std::vector<double> gt = matvec(W(b + "ffn_gate.weight"), ff, embd, h),
+                            up = matvec(W(b + "ffn_up.weight"), ff, embd, h);
         for (int e = 0; e < ff; e++) {
           double z = gt[size_t(e)];
           double act;
           if (gemma) {  // GELU (tanh form) at fp16 precision of input and output, as ggml and the library
             double f = fp16_to_f32(f32_to_fp16(static_cast<float>(z)));
-            act = std::fabs(z) >= 10 ? (z > 0 ? z : 0.0)
-                                      : fp16_to_f32(f32_to_fp16(static_cast<float>(
-                                            0.5 * f * (1 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (f + 0.044715 * f * f * f))))));
+            act = std::fabs(z) >= 10
+                      ? (z > 0 ? z : 0.0)
+                      : fp16_to_f32(f32_to_fp16(static_cast<float>(
+                            0.5 * f *
+                            (1 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (f + 0.044715 * f * f * f))))));
           } else {
             act = z / (1 + std::exp(-z));
           }
@@ -265,7 +269,8 @@ double max_diff(const std::vector<float>& a, const std::vector<double>& b) {
 }
 double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = a.size() == b.size() ? 0.0 : 1e30;
-  for (size_t k = 0; k < std::min(a.size(), b.size()); k++) worst = std::max(worst, std::fabs(double(a[k]) - double(b[k])));
+  for (size_t k = 0; k < std::min(a.size(), b.size()); k++)
+    worst = std::max(worst, std::fabs(double(a[k]) - double(b[k])));
   return worst;
 }
 
@@ -291,7 +296,8 @@ TEST_CASE("forward: the llama definition equals a straight-line reference (pairs
   // the optional steps were compiled in: removing the biases changes the result
   Synth s2 = s;
   s2.biases = false;
-  for (auto it = s2.w.begin(); it != s2.w.end();) it = it->first.find(".bias") != std::string::npos ? s2.w.erase(it) : std::next(it);
+  for (auto it = s2.w.begin(); it != s2.w.end();)
+    it = it->first.find(".bias") != std::string::npos ? s2.w.erase(it) : std::next(it);
   auto got2 = logits_of_ids(engine_for(s2.write(dir, "nobias.gguf")), toks, true);
   REQUIRE(got2);
   CHECK(max_diff(*got2, s2.forward(toks)) < 1e-4);
@@ -404,8 +410,10 @@ TEST_CASE("forward: greedy output is bit-identical with 1, 2, 3 and 4 threads") 
     REQUIRE(ctx);
     auto out = greedy_ids(*ctx, ids, 8);
     REQUIRE(out);
-    if (threads == 1) ref = *out;
-    else CHECK(*out == ref);
+    if (threads == 1)
+      ref = *out;
+    else
+      CHECK(*out == ref);
   }
 }
 
@@ -598,7 +606,8 @@ TEST_CASE("kv cache: cancel is polled per layer; finished batches stay") {
 TEST_CASE("forward: the row activations equal their scalar definitions") {
   std::vector<float> x;
   for (int i = -1300; i <= 1300; i++) x.push_back(static_cast<float>(i) * 0.00937f);  // -12.2 .. 12.2
-  for (float v : {-10.0f, 10.0f, -9.999f, 9.999f, 0.0f, -0.0f, 1e-8f, -1e-8f, 80.0f, -80.0f, 1e5f, -1e5f}) x.push_back(v);
+  for (float v : {-10.0f, 10.0f, -9.999f, 9.999f, 0.0f, -0.0f, 1e-8f, -1e-8f, 80.0f, -80.0f, 1e5f, -1e5f})
+    x.push_back(v);
   const int n = static_cast<int>(x.size());  // not a multiple of 16: the scalar tail runs too
   std::vector<float> y(x.size());
   // GELU (tanh form) by table: the same bits as gelu_tanh_f32
@@ -630,7 +639,8 @@ Result<Model> load_variant(const test::TempDir& dir, Synth s, const std::string&
 void check_refused(const Result<Model>& m, Errc code, std::initializer_list<std::string> parts) {
   REQUIRE_MESSAGE(!m, "accepted");
   CHECK_MESSAGE(m.error().code == code, m.error().message);
-  for (const auto& p : parts) CHECK_MESSAGE(m.error().message.find(p) != std::string::npos, "expected \"" << p << "\" in: " << m.error().message);
+  for (const auto& p : parts)
+    CHECK_MESSAGE(m.error().message.find(p) != std::string::npos, "expected \"" << p << "\" in: " << m.error().message);
 }
 
 void add_vocab(test::GgufWriter& g, int n) {
@@ -659,7 +669,8 @@ TEST_CASE("robust: hyper-parameters that contradict the tensors fail the load, n
     Synth s = base;
     s.key_u32["embedding_length"] = 64;
     check_refused(load_variant(dir, s, "embd.gguf"), Errc::shape_mismatch,
-                  {"embd.gguf", "llama.embedding_length is 64 but the residual 'x' is 32 wide (from tensor 'token_embd.weight')"});
+                  {"embd.gguf",
+                   "llama.embedding_length is 64 but the residual 'x' is 32 wide (from tensor 'token_embd.weight')"});
   }
   {  // head counts the q / k widths do not give
     Synth s = base;
@@ -680,8 +691,9 @@ TEST_CASE("robust: hyper-parameters that contradict the tensors fail the load, n
   {  // a 1-token vocabulary over a 61-row embedding (printed nothing)
     Synth s = base;
     s.extra = [](test::GgufWriter& g) { add_vocab(g, 1); };
-    check_refused(load_variant(dir, s, "vocab1.gguf"), Errc::shape_mismatch,
-                  {"the vocabulary (tokenizer.ggml.tokens) has 1 tokens but the output 'token_embd.weight' gives 61 logits"});
+    check_refused(
+        load_variant(dir, s, "vocab1.gguf"), Errc::shape_mismatch,
+        {"the vocabulary (tokenizer.ggml.tokens) has 1 tokens but the output 'token_embd.weight' gives 61 logits"});
     Synth t = base;  // the same vocabulary size loads
     t.extra = [](test::GgufWriter& g) { add_vocab(g, 61); };
     auto m = load_variant(dir, t, "vocab61.gguf");
@@ -692,8 +704,9 @@ TEST_CASE("robust: hyper-parameters that contradict the tensors fail the load, n
     s.build();
     s.mat("output.weight", s.vocab + 10, s.embd, 0.3f);
     auto m = Model::load(s.write(dir, "wide.gguf"), {.threads = 1});
-    check_refused(m, Errc::shape_mismatch,
-                  {"wide.gguf", "the output 'output.weight' gives 71 logits but the embedding 'token_embd.weight' has 61 rows"});
+    check_refused(
+        m, Errc::shape_mismatch,
+        {"wide.gguf", "the output 'output.weight' gives 71 logits but the embedding 'token_embd.weight' has 61 rows"});
   }
   {  // vocab_size that the output contradicts
     Synth s = base;
@@ -708,11 +721,13 @@ TEST_CASE("robust: hyper-parameters that contradict the tensors fail the load, n
                               {"rope.freq_base", 0.0f}}) {
       Synth s = base;
       s.key_f32[key] = value;
-      check_refused(load_variant(dir, s, "f.gguf"), Errc::bad_format, {"f.gguf: metadata 'llama." + std::string(key) + "'"});
+      check_refused(load_variant(dir, s, "f.gguf"), Errc::bad_format,
+                    {"f.gguf: metadata 'llama." + std::string(key) + "'"});
     }
     Synth s = base;  // a double beyond float range
     s.extra = [](test::GgufWriter& g) { g.kv_f64("llama.rope.scaling.factor", 1e300); };
-    check_refused(load_variant(dir, s, "big.gguf"), Errc::bad_format, {"metadata 'llama.rope.scaling.factor' is 1e+300"});
+    check_refused(load_variant(dir, s, "big.gguf"), Errc::bad_format,
+                  {"metadata 'llama.rope.scaling.factor' is 1e+300"});
   }
   {  // rope factors divide the angle: zero or infinity is refused (named)
     for (float bad : {0.0f, INFINITY}) {
@@ -740,7 +755,9 @@ TEST_CASE("robust: the compiled size and a session's memory are refused before a
   }
   {  // block_count 65536 x a definition of 7,900 tensor-free steps: 517 million steps (aborted after 16 s at 4.2 GB)
     test::GgufWriter g;
-    g.kv_str("general.architecture", "hostile").kv_u32("hostile.block_count", 65536).kv_u32("hostile.embedding_length", 8);
+    g.kv_str("general.architecture", "hostile")
+        .kv_u32("hostile.block_count", 65536)
+        .kv_u32("hostile.embedding_length", 8);
     g.tensor_f32("token_embd.weight", {8, 4}, std::vector<float>(32, 0.5f));
     REQUIRE(test::write_file(dir.file("steps.gguf"), g.build()));
     std::string def = "arch hostile\nkind decoder\nprologue\n  x = embed(token_embd.weight)\nblock\n";
@@ -752,22 +769,27 @@ TEST_CASE("robust: the compiled size and a session's memory are refused before a
     auto t0 = std::chrono::steady_clock::now();
     auto m = Model::load(dir.file("steps.gguf"), {.threads = 1, .archdef_dir = defs.path});
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    check_refused(m, Errc::out_of_memory, {"steps.gguf", "hostile.block_count 65536 x 7900 steps per layer", "517734402 compiled steps"});
+    check_refused(m, Errc::out_of_memory,
+                  {"steps.gguf", "hostile.block_count 65536 x 7900 steps per layer", "517734402 compiled steps"});
     CHECK(s < 5.0);
   }
   {  // a tensor-free attention per layer: 4096 layers x 4096 positions = 32 GiB of KV cache
     test::GgufWriter g;
     g.kv_str("general.architecture", "kvhog").kv_u32("kvhog.block_count", 4096).kv_u32("kvhog.embedding_length", 512);
-    g.kv_u32("kvhog.context_length", 4096).kv_u32("kvhog.attention.head_count", 8).kv_u32("kvhog.attention.head_count_kv", 8);
+    g.kv_u32("kvhog.context_length", 4096)
+        .kv_u32("kvhog.attention.head_count", 8)
+        .kv_u32("kvhog.attention.head_count_kv", 8);
     g.tensor_f32("token_embd.weight", {512, 4}, std::vector<float>(2048, 0.01f));
     REQUIRE(test::write_file(dir.file("kv.gguf"), g.build()));
     test::TempDir defs;
-    REQUIRE(test::write_file(defs.file("kvhog.archdef"),
-                             "arch kvhog\nkind decoder\nprologue\n  x = embed(token_embd.weight)\nblock\n  a = attention(x, x, x)\n"
-                             "  add(x, a)\n  scale(x, 0.5)\nepilogue\n  last(x)\n  logits = matmul(x, token_embd.weight)\n"));
+    REQUIRE(test::write_file(
+        defs.file("kvhog.archdef"),
+        "arch kvhog\nkind decoder\nprologue\n  x = embed(token_embd.weight)\nblock\n  a = attention(x, x, x)\n"
+        "  add(x, a)\n  scale(x, 0.5)\nepilogue\n  last(x)\n  logits = matmul(x, token_embd.weight)\n"));
     // refused at load: a session of the load's context is what every reply would need
     auto t0 = std::chrono::steady_clock::now();
-    auto m = Model::load(dir.file("kv.gguf"), {.threads = 1, .archdef_dir = defs.path, .max_session_bytes = uint64_t(1) << 30});
+    auto m = Model::load(dir.file("kv.gguf"),
+                         {.threads = 1, .archdef_dir = defs.path, .max_session_bytes = uint64_t(1) << 30});
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     check_refused(m, Errc::out_of_memory,
                   {"kv.gguf: a session of 4096 tokens needs 32.0 GiB (KV cache 32 GiB for 4096 attention layers",
@@ -775,8 +797,9 @@ TEST_CASE("robust: the compiled size and a session's memory are refused before a
     CHECK(s < 5.0);
     // a smaller context fits the same limit
     std::vector<int32_t> ids = {1, 2};
-    auto small = Model::load(dir.file("kv.gguf"), {.threads = 1, .context = 16, .archdef_dir = defs.path,
-                                                   .max_session_bytes = uint64_t(1) << 30});
+    auto small =
+        Model::load(dir.file("kv.gguf"),
+                    {.threads = 1, .context = 16, .archdef_dir = defs.path, .max_session_bytes = uint64_t(1) << 30});
     REQUIRE_MESSAGE(small, (small ? "" : small.error().message));
     auto r2 = small->generate(std::span<const int32_t>(ids), {.max_tokens = 1});
     CHECK_MESSAGE(r2, (r2 ? "" : r2.error().message));
@@ -827,7 +850,8 @@ TEST_CASE("robust: a FIFO or a directory as the model or as a definition is refu
     auto m = Model::load(fifo, {.read_into_memory = read});
     REQUIRE(!m);
     CHECK(m.error().code == Errc::io);
-    CHECK_MESSAGE(m.error().message.find("model.gguf: is a pipe (FIFO), not a regular file") != std::string::npos, m.error().message);
+    CHECK_MESSAGE(m.error().message.find("model.gguf: is a pipe (FIFO), not a regular file") != std::string::npos,
+                  m.error().message);
     CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5.0);
   }
   Synth s;
@@ -840,9 +864,11 @@ TEST_CASE("robust: a FIFO or a directory as the model or as a definition is refu
     auto m = Model::load(path, {.threads = 1, .archdef_dir = defs.path});
     REQUIRE(!m);
     CHECK(m.error().code == Errc::archdef);
-    CHECK_MESSAGE(m.error().message.find("architecture 'llama' is unavailable") != std::string::npos, m.error().message);
-    CHECK_MESSAGE(m.error().message.find(def + (as_fifo ? ": is a pipe (FIFO)" : ": is a directory")) != std::string::npos,
+    CHECK_MESSAGE(m.error().message.find("architecture 'llama' is unavailable") != std::string::npos,
                   m.error().message);
+    CHECK_MESSAGE(
+        m.error().message.find(def + (as_fifo ? ": is a pipe (FIFO)" : ": is a directory")) != std::string::npos,
+        m.error().message);
   }
 }
 #endif

@@ -4,10 +4,10 @@
 // continuation reading a shared cache gives the bits of one evaluation. The logits against llama.cpp
 // are in test_conformance.cpp.
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
 #include <cmath>
 #include <random>
+
+#include "common.hpp"
 
 using namespace llminfer;
 using namespace llminfer::detail;
@@ -32,9 +32,11 @@ std::vector<float> random_row(size_t n, uint32_t seed, float scale = 1.0f) {
 std::vector<float> run_rows(const Step& s, int rows, const std::vector<float>& a, const std::vector<float>& b = {},
                             const std::vector<float>& c = {}) {
   std::vector<float> d(size_t(rows) * size_t(s.w_out), -7.0f);
-  if (s.op == OpCode::put || s.op == OpCode::match_norm || s.op == OpCode::stream_add || s.op == OpCode::stream_axpy) d = a;
+  if (s.op == OpCode::put || s.op == OpCode::match_norm || s.op == OpCode::stream_add || s.op == OpCode::stream_axpy)
+    d = a;
   for (int t = 0; t < rows; t++)
-    row_op(s, kernels_here(), a.data(), b.empty() ? nullptr : b.data(), c.empty() ? nullptr : c.data(), d.data(), size_t(t));
+    row_op(s, kernels_here(), a.data(), b.empty() ? nullptr : b.data(), c.empty() ? nullptr : c.data(), d.data(),
+           size_t(t));
   return d;
 }
 
@@ -49,7 +51,8 @@ Step step(OpCode op, int w_in, int w_out, int streams = 0) {
 
 }  // namespace
 
-TEST_CASE("gemma3n ops: streams, stream_mix, stream_axpy, stream_add, stream_mean, match_norm against a plain reference") {
+TEST_CASE(
+    "gemma3n ops: streams, stream_mix, stream_axpy, stream_add, stream_mean, match_norm against a plain reference") {
   const int S = 4, D = 24, T = 3;
   auto x = random_row(size_t(T) * D, 1);
   // streams: S copies
@@ -66,7 +69,8 @@ TEST_CASE("gemma3n ops: streams, stream_mix, stream_axpy, stream_add, stream_mea
     for (int k = 0; k < S; k++)
       for (int e = 0; e < D; e++) {
         double want = X[size_t(t) * S * D + size_t(k) * D + e];
-        for (int j = 0; j < S; j++) want += double(c[size_t(t) * S * S + size_t(k) * S + j]) * X[size_t(t) * S * D + size_t(j) * D + e];
+        for (int j = 0; j < S; j++)
+          want += double(c[size_t(t) * S * S + size_t(k) * S + j]) * X[size_t(t) * S * D + size_t(j) * D + e];
         worst = std::max(worst, std::fabs(want - P[size_t(t) * S * D + size_t(k) * D + e]));
       }
   CHECK(worst < 1e-5);
@@ -148,7 +152,8 @@ TEST_CASE("gemma3n ops: gaussian_topk, rms_normalize, put, sub, mul_weight again
   for (int t = 0; t < T; t++)
     for (int g = 0; g < D / 16; g++) {
       double ms = 0;
-      for (int e = 0; e < 16; e++) ms += double(z[size_t(t) * D + size_t(g) * 16 + e]) * z[size_t(t) * D + size_t(g) * 16 + e];
+      for (int e = 0; e < 16; e++)
+        ms += double(z[size_t(t) * D + size_t(g) * 16 + e]) * z[size_t(t) * D + size_t(g) * 16 + e];
       CHECK(ms / 16 == doctest::Approx(1.0).epsilon(1e-4));
     }
   // put: 8 values into columns 10..17
@@ -171,7 +176,8 @@ TEST_CASE("gemma3n ops: gaussian_topk, rms_normalize, put, sub, mul_weight again
   for (size_t k = 0; k < m.size(); k++) REQUIRE(m[k] == x[k] * w[k % D]);
 }
 
-TEST_CASE("archdef values: layer, inf, less and where are worked out per layer; misuse is an error that names the line") {
+TEST_CASE(
+    "archdef values: layer, inf, less and where are worked out per layer; misuse is an error that names the line") {
   const std::string head = "arch t\nkind decoder\n";
   const std::string body =
       "prologue\n  x = embed(token_embd.weight)\nblock\n  h = rms_norm(x, blk.{i}.attn_norm.weight)\n"
@@ -182,8 +188,9 @@ TEST_CASE("archdef values: layer, inf, less and where are worked out per layer; 
     REQUIRE(ok->params.size() == 1);
     CHECK(ok->params[0].per_layer);
   }
-  auto e1 = archdef_parse(head + body.substr(0, body.find("block")) + "  scale(x, layer)\n" + body.substr(body.find("block")),
-                          "t.archdef", "t", "test");
+  auto e1 =
+      archdef_parse(head + body.substr(0, body.find("block")) + "  scale(x, layer)\n" + body.substr(body.find("block")),
+                    "t.archdef", "t", "test");
   REQUIRE_FALSE(e1);
   CHECK_MESSAGE(e1.error().message.find("t.archdef:5:") != std::string::npos, e1.error().message);
   CHECK_MESSAGE(e1.error().message.find("'layer'") != std::string::npos, e1.error().message);
@@ -198,7 +205,9 @@ TEST_CASE("archdef values: layer, inf, less and where are worked out per layer; 
 
 namespace {
 
-std::string g3n_path(const std::string& mix) { return test::model_path("synth-gemma3n-mini-" + mix + ".gguf"); }
+std::string g3n_path(const std::string& mix) {
+  return test::model_path("synth-gemma3n-mini-" + mix + ".gguf");
+}
 
 std::shared_ptr<const Engine> g3n_engine(const std::string& mix, const std::string& archdef_dir = "") {
   auto d = load_description(g3n_path(mix));
@@ -214,7 +223,9 @@ std::shared_ptr<const Engine> g3n_engine(const std::string& mix, const std::stri
 
 }  // namespace
 
-TEST_CASE("gemma3n: the layers from n_layer - shared_kv_layers on own no cache, read the last owning layer of their kind, and compute no k / v") {
+TEST_CASE(
+    "gemma3n: the layers from n_layer - shared_kv_layers on own no cache, read the last owning layer of their kind, "
+    "and compute no k / v") {
   auto e = g3n_engine("f32");
   const Program& p = e->program();
   const int n_layer = static_cast<int>(e->hparams().n_layer);
@@ -230,7 +241,8 @@ TEST_CASE("gemma3n: the layers from n_layer - shared_kv_layers on own no cache, 
   for (const Step& s : p.steps) {
     if (s.layer < 0) continue;
     if (s.op == OpCode::attention) at[static_cast<size_t>(s.layer)] = &p.attns[static_cast<size_t>(s.idx)];
-    if (s.op == OpCode::matmul && (s.w->name.find("attn_k.") != std::string::npos || s.w->name.find("attn_v.") != std::string::npos))
+    if (s.op == OpCode::matmul &&
+        (s.w->name.find("attn_k.") != std::string::npos || s.w->name.find("attn_v.") != std::string::npos))
       kv_matmuls[static_cast<size_t>(s.layer)]++;
   }
   for (int i = 0; i < n_layer; i++) {
@@ -240,8 +252,10 @@ TEST_CASE("gemma3n: the layers from n_layer - shared_kv_layers on own no cache, 
     CHECK(at[static_cast<size_t>(i)]->window == (global ? 0 : 16));
     CHECK(at[static_cast<size_t>(i)]->shared == (i >= 20));
     CHECK(kv_matmuls[static_cast<size_t>(i)] == (i >= 20 ? 0 : 2));
-    if (i >= 20) CHECK(at[static_cast<size_t>(i)]->kv_layer == (global ? 19 : 18));
-    else CHECK(at[static_cast<size_t>(i)]->kv_layer == i);
+    if (i >= 20)
+      CHECK(at[static_cast<size_t>(i)]->kv_layer == (global ? 19 : 18));
+    else
+      CHECK(at[static_cast<size_t>(i)]->kv_layer == i);
   }
 }
 
@@ -315,10 +329,13 @@ TEST_CASE("cli: compare --generated reports every generated prefix against a ref
   std::string ids, prompt, gen;
   for (size_t i = 0; i < all.size(); i++) {
     ids += (i ? "," : "") + std::to_string(all[i]);
-    if (int(i) < n_prompt) prompt += (i ? "," : "") + std::to_string(all[i]);
-    else gen += (int(i) > n_prompt ? "," : "") + std::to_string(all[i]);
+    if (int(i) < n_prompt)
+      prompt += (i ? "," : "") + std::to_string(all[i]);
+    else
+      gen += (int(i) > n_prompt ? "," : "") + std::to_string(all[i]);
   }
-  auto w = test::run_cli("logits -m " + model + " --ids " + ids + " --all -t 1 --out " + test::quote(dir.file("all.f32")));
+  auto w =
+      test::run_cli("logits -m " + model + " --ids " + ids + " --all -t 1 --out " + test::quote(dir.file("all.f32")));
   REQUIRE(w.status == 0);
   std::vector<uint8_t> bytes;
   REQUIRE(test::read_file(dir.file("all.f32"), bytes));
@@ -329,8 +346,8 @@ TEST_CASE("cli: compare --generated reports every generated prefix against a ref
   REQUIRE(ref.size() == size_t(n_gen) * row);
   REQUIRE(test::write_file(dir.file("ref.f32"), ref));
   auto run = [&](const std::string& file) {
-    auto r = test::run_cli("compare -m " + model + " --ids " + prompt + " --generated " + gen + " -t 1 --json --reference " +
-                           test::quote(dir.file(file)));
+    auto r = test::run_cli("compare -m " + model + " --ids " + prompt + " --generated " + gen +
+                           " -t 1 --json --reference " + test::quote(dir.file(file)));
     REQUIRE_MESSAGE(r.status == 0, r.out);
     auto j = json_parse(r.out, "compare");
     REQUIRE(j);
@@ -364,10 +381,12 @@ TEST_CASE("cli: compare --generated reports every generated prefix against a ref
   std::vector<uint8_t> short_ref(ref.begin(), ref.end() - std::ptrdiff_t(row));
   REQUIRE(test::write_file(dir.file("short.f32"), short_ref));
   auto bad = test::run_cli("compare -m " + model + " --ids " + prompt + " --generated " + gen + " -t 1 --reference " +
-                           test::quote(dir.file("short.f32")), true);
+                               test::quote(dir.file("short.f32")),
+                           true);
   CHECK(bad.status != 0);
   CHECK_MESSAGE(bad.out.find("is not " + std::to_string(n_gen) + " generated positions of 512 float32 logits") !=
-                    std::string::npos, bad.out);
+                    std::string::npos,
+                bad.out);
 }
 
 // The feed-forward length of a per-layer list (the converter writes Gemma 3n's intermediate_size as an

@@ -3,8 +3,6 @@
 // streaming, cancel during prefill), stories260K (reproduces llama2.c; seeds; threads) and the
 // concurrency test (4 sessions on one Model from 4 threads == the same sessions one by one).
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +12,8 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include "common.hpp"
 
 using llminfer::GenerateOptions;
 using llminfer::GenerateResult;
@@ -30,9 +30,22 @@ namespace {
 // through the real Engine/Context code (embedding, norms, matmuls, KV cache, logits).
 // SentencePiece-style vocabulary, including byte tokens that split a UTF-8 character.
 constexpr int kVocab = 16;
-const char* const kPieces[kVocab] = {"<unk>",  "<s>",    "</s>",   "\xE2\x96\x81Hel", "lo",     ",",
-                                     "\xE2\x96\x81wor", "ld", "!", "<0xE2>", "<0x82>", "<0xAC>",
-                                     "\xE2\x96\x81more", "\xE2\x96\x81User", ":", "\xE2\x96\x81x"};
+const char* const kPieces[kVocab] = {"<unk>",
+                                     "<s>",
+                                     "</s>",
+                                     "\xE2\x96\x81Hel",
+                                     "lo",
+                                     ",",
+                                     "\xE2\x96\x81wor",
+                                     "ld",
+                                     "!",
+                                     "<0xE2>",
+                                     "<0x82>",
+                                     "<0xAC>",
+                                     "\xE2\x96\x81more",
+                                     "\xE2\x96\x81User",
+                                     ":",
+                                     "\xE2\x96\x81x"};
 const int kTypes[kVocab] = {2, 3, 3, 1, 1, 1, 1, 1, 1, 6, 6, 6, 1, 1, 1, 1};
 // successor of each token: <s> Hel lo , wor ld ! User : E2 82 AC more </s>;  x -> x
 const int kNext[kVocab] = {2, 3, 2, 4, 5, 6, 7, 8, 13, 10, 11, 12, 2, 14, 9, 15};
@@ -68,8 +81,8 @@ std::string script_model_path() {
   std::vector<float> ones(size_t(n), 1.0f);
   std::vector<float> emb = mat(n, n), out = mat(n, n);
   for (int t = 0; t < n; t++) {
-    emb[size_t(t * n + t)] = 1.0f;             // row t = e_t
-    out[size_t(kNext[t] * n + t)] = 5.0f;       // logit of next(t) = 5 * rms_norm(e_t)[t] = 20
+    emb[size_t(t * n + t)] = 1.0f;         // row t = e_t
+    out[size_t(kNext[t] * n + t)] = 5.0f;  // logit of next(t) = 5 * rms_norm(e_t)[t] = 20
   }
   w.tensor_f32("token_embd.weight", {uint64_t(n), uint64_t(n)}, emb)
       .tensor_f32("output_norm.weight", {uint64_t(n)}, ones)
@@ -159,8 +172,9 @@ TEST_CASE("generate: stop strings spanning tokens are cut, nothing before them i
   struct Case {
     std::string stop, text;
   };
-  for (const Case& c : {Case{"lo, w", " Hel"}, Case{"! User:\xE2\x82\xAC", " Hello, world"},
-                        Case{"\xE2\x82\xAC m", " Hello, world! User:"}, Case{"ld", " Hello, wor"}, Case{" Hello", ""}}) {
+  for (const Case& c :
+       {Case{"lo, w", " Hel"}, Case{"! User:\xE2\x82\xAC", " Hello, world"},
+        Case{"\xE2\x82\xAC m", " Hello, world! User:"}, Case{"ld", " Hello, wor"}, Case{" Hello", ""}}) {
     CAPTURE(c.stop);
     std::string streamed;
     GenerateOptions o{.max_tokens = 100, .stop = {"never", c.stop}};
@@ -220,11 +234,13 @@ TEST_CASE("generate: max_tokens and a full context") {
   CHECK(g->stop == StopReason::context_full);
   CHECK(g->tokens.empty());
   CHECK(g->error.code == llminfer::Errc::invalid_argument);  // said, not silent (issue 16)
-  CHECK_MESSAGE(g->error.message.find("script.gguf: the prompt is 9 tokens but the context holds 5") != std::string::npos,
-                g->error.message);
+  CHECK_MESSAGE(
+      g->error.message.find("script.gguf: the prompt is 9 tokens but the context holds 5") != std::string::npos,
+      g->error.message);
   CHECK(f->error.code == llminfer::Errc::ok);  // a context filled by generating is no error
   // ContextPolicy::slide keeps going past the context size
-  Model slide = load(script_model_path(), {.threads = 1, .context = 8, .context_policy = llminfer::ContextPolicy::slide, .keep = 1});
+  Model slide = load(script_model_path(),
+                     {.threads = 1, .context = 8, .context_policy = llminfer::ContextPolicy::slide, .keep = 1});
   std::vector<int32_t> x = {15};
   auto s = slide.generate(std::span<const int32_t>(x), {.max_tokens = 30});
   REQUIRE(s);
@@ -370,8 +386,10 @@ TEST_CASE("generate: concurrency: 4 sessions on one Model from 4 threads == one 
       ts.emplace_back([&, i] {
         Model copy = m;  // copies share the weights
         auto r = copy.generate(std::span<const int32_t>(prompts[size_t(i)]), options(i));
-        if (!r) failures++;
-        else parallel[size_t(i)] = r->tokens;
+        if (!r)
+          failures++;
+        else
+          parallel[size_t(i)] = r->tokens;
       });
     for (auto& t : ts) t.join();
     CHECK(failures.load() == 0);
@@ -439,13 +457,13 @@ TEST_CASE("cli: run streams the text to stdout; examples/simple builds without e
 TEST_CASE("cli: run reports usage and input errors with the contract's exit codes") {
   std::string model = test::quote(test::model_path("stories260K.gguf"));
   CHECK(test::run_cli("run").status == 1);
-  CHECK(test::run_cli("run -m " + model).status == 1);                          // no prompt
-  CHECK(test::run_cli("run -m " + model + " -p a --ids 1").status == 1);        // two prompts
-  CHECK(test::run_cli("run -m " + model + " --ids 1,x").status == 1);           // bad ids
-  CHECK(test::run_cli("run -m " + model + " --ids 1 --temp -2").status == 1);   // bad option value
-  CHECK(test::run_cli("run -m " + model + " --ids 1 --bogus").status == 1);     // unknown option
-  CHECK(test::run_cli("run -m /nonexistent.gguf --ids 1").status == 2);         // model error
-  CHECK(test::run_cli("run -m " + model + " --ids 1,99999").status == 2);       // id outside the vocab
+  CHECK(test::run_cli("run -m " + model).status == 1);                         // no prompt
+  CHECK(test::run_cli("run -m " + model + " -p a --ids 1").status == 1);       // two prompts
+  CHECK(test::run_cli("run -m " + model + " --ids 1,x").status == 1);          // bad ids
+  CHECK(test::run_cli("run -m " + model + " --ids 1 --temp -2").status == 1);  // bad option value
+  CHECK(test::run_cli("run -m " + model + " --ids 1 --bogus").status == 1);    // unknown option
+  CHECK(test::run_cli("run -m /nonexistent.gguf --ids 1").status == 2);        // model error
+  CHECK(test::run_cli("run -m " + model + " --ids 1,99999").status == 2);      // id outside the vocab
   auto help = test::run_cli("run --help");
   CHECK(help.status == 0);
   CHECK(help.out.find("--temp") != std::string::npos);
@@ -468,7 +486,8 @@ TEST_CASE("cli: --max-session-mb refuses at load a context whose session does no
   // 8192 tokens of stories260K: 5 MiB of KV cache (640 bytes a token) and 1.2 MiB of scratch
   auto big = test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 -c 8192 --max-session-mb 4", true);
   CHECK(big.status == 2);
-  CHECK_MESSAGE(big.out.find(path + ": a session of 8192 tokens needs 6.2 MiB (KV cache 5 MiB") != std::string::npos, big.out);
+  CHECK_MESSAGE(big.out.find(path + ": a session of 8192 tokens needs 6.2 MiB (KV cache 5 MiB") != std::string::npos,
+                big.out);
   CHECK_MESSAGE(big.out.find("more than the limit of 4 MiB (LoadOptions::max_session_bytes, --max-session-mb)") !=
                     std::string::npos,
                 big.out);
@@ -481,8 +500,8 @@ TEST_CASE("cli: --max-session-mb refuses at load a context whose session does no
   CHECK_MESSAGE(chat.out.find(path + ": a session of 8192 tokens needs") != std::string::npos, chat.out);
   CHECK(test::run_cli("chat -m " + model + " -t 1 -c 8192 --max-session-mb=16 </dev/null").status == 0);
   test::TempDir dir;
-  auto logits = test::run_cli("logits -m " + model + " --ids 1 -t 1 -c 8192 --max-session-mb 4 --out " +
-                              test::quote(dir.file("l.f32")), true);
+  auto logits = test::run_cli(
+      "logits -m " + model + " --ids 1 -t 1 -c 8192 --max-session-mb 4 --out " + test::quote(dir.file("l.f32")), true);
   CHECK(logits.status == 2);
   CHECK_MESSAGE(logits.out.find("--max-session-mb") != std::string::npos, logits.out);
 }
@@ -504,7 +523,9 @@ TEST_CASE("cli: --max-program-steps refuses a definition compiled into more step
   long long steps = std::atoll(n.c_str());
   REQUIRE(steps > 10);
   CHECK(test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 --max-program-steps " + n).status == 0);
-  CHECK(test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 --max-program-steps " + std::to_string(steps - 1)).status == 2);
+  CHECK(
+      test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 --max-program-steps " + std::to_string(steps - 1)).status ==
+      2);
   // a definition of 2,000 tensor-free steps per layer: 10,000 steps, loads by default (limit 1,000,000),
   // refused under --max-program-steps 5000 by every command that loads a model
   test::TempDir defs;
@@ -521,9 +542,10 @@ TEST_CASE("cli: --max-program-steps refuses a definition compiled into more step
   const std::string with_def = model + " --archdef " + test::quote(defs.path) + " -t 1";
   auto ok = test::run_cli("run -m " + with_def + " --ids 1 -n 1", true);
   CHECK_MESSAGE(ok.status == 0, ok.out);
-  for (std::string cmd : {"run -m " + with_def + " --ids 1 -n 1", "chat -m " + with_def + " </dev/null",
-                          "logits -m " + with_def + " --ids 1 --out /dev/null", "bench -m " + with_def + " -p 8 -n 1 -r 1",
-                          "compare -m " + with_def + " --ids 1 --reference " + test::quote(defs.file("ref.f32"))}) {
+  for (std::string cmd :
+       {"run -m " + with_def + " --ids 1 -n 1", "chat -m " + with_def + " </dev/null",
+        "logits -m " + with_def + " --ids 1 --out /dev/null", "bench -m " + with_def + " -p 8 -n 1 -r 1",
+        "compare -m " + with_def + " --ids 1 --reference " + test::quote(defs.file("ref.f32"))}) {
     CAPTURE(cmd);
     auto r = test::run_cli(cmd + " --max-program-steps 5000", true);
     CHECK(r.status == 2);
@@ -544,7 +566,8 @@ TEST_CASE("cli: --max-program-steps refuses a definition compiled into more step
   // MiB that overflow 64 bits of bytes; the largest accepted value means no limit in practice
   auto over = test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 --max-session-mb 17592186044416", true);
   CHECK(over.status == 1);
-  CHECK_MESSAGE(over.out.find("--max-session-mb expects a whole number from 1 to 17592186044415") != std::string::npos, over.out);
+  CHECK_MESSAGE(over.out.find("--max-session-mb expects a whole number from 1 to 17592186044415") != std::string::npos,
+                over.out);
   CHECK(test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 --max-session-mb 17592186044415").status == 0);
   CHECK(test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 --max-program-steps 18446744073709551615").status == 0);
   CHECK(test::run_cli("run -m " + model + " --ids 1 -n 1 -t 1 --max-program-steps 18446744073709551616").status == 1);
@@ -560,7 +583,9 @@ TEST_CASE("cli: output that cannot be written is an error; --no-mmap gives the s
   CHECK(full.status == 2);
   auto info = test::run_cli("info " + model + " 2>&1 >/dev/full; echo status=$?");  // stderr captured, stdout full
   CHECK_MESSAGE(info.out.find("status=2") != std::string::npos, info.out);
-  CHECK_MESSAGE(info.out.find("cannot write the output (standard output): No space left on device") != std::string::npos, info.out);
+  CHECK_MESSAGE(
+      info.out.find("cannot write the output (standard output): No space left on device") != std::string::npos,
+      info.out);
   auto a = test::run_cli("run -m " + model + " --ids 1 -n 8 -t 1");
   auto b = test::run_cli("run -m " + model + " --ids 1 -n 8 -t 1 --no-mmap");
   CHECK(b.status == 0);
@@ -648,21 +673,28 @@ TEST_CASE("cli: compare reports NaN or infinite logits as an error, not a match"
   std::string model = script_model_path();
   test::TempDir dir;
   // our own logits as the reference: a match
-  auto w = test::run_cli("logits -m " + test::quote(model) + " --ids 1,3 --out " + test::quote(dir.file("ref.f32")) + " -t 1");
+  auto w = test::run_cli("logits -m " + test::quote(model) + " --ids 1,3 --out " + test::quote(dir.file("ref.f32")) +
+                         " -t 1");
   REQUIRE(w.status == 0);
   std::vector<uint8_t> ref;
   REQUIRE(test::read_file(dir.file("ref.f32"), ref));
   REQUIRE(ref.size() == size_t(kVocab) * 4);
-  auto same = test::run_cli("compare -m " + test::quote(model) + " --ids 1,3 --reference " + test::quote(dir.file("ref.f32")) + " --json -t 1");
+  auto same = test::run_cli("compare -m " + test::quote(model) + " --ids 1,3 --reference " +
+                            test::quote(dir.file("ref.f32")) + " --json -t 1");
   CHECK(same.status == 0);
   CHECK(same.out.find("\"top1_match_all\":true") != std::string::npos);
   for (float bad : {NAN, INFINITY}) {
     std::vector<uint8_t> b = ref;
     for (int k = 0; k < kVocab; k++) std::memcpy(b.data() + 4 * k, &bad, 4);  // every logit
     REQUIRE(test::write_file(dir.file("bad.f32"), b));
-    auto r = test::run_cli("compare -m " + test::quote(model) + " --ids 1,3 --reference " + test::quote(dir.file("bad.f32")) + " --json -t 1", true);
+    auto r = test::run_cli("compare -m " + test::quote(model) + " --ids 1,3 --reference " +
+                               test::quote(dir.file("bad.f32")) + " --json -t 1",
+                           true);
     CHECK(r.status == 2);
-    CHECK_MESSAGE(r.out.find("bad.f32 holds values that are not finite (NaN or infinite): 0 in ours, 16 in the reference") != std::string::npos, r.out);
+    CHECK_MESSAGE(
+        r.out.find("bad.f32 holds values that are not finite (NaN or infinite): 0 in ours, 16 in the reference") !=
+            std::string::npos,
+        r.out);
     CHECK(r.out.find("\"top1_match_all\":false") != std::string::npos);
     CHECK(r.out.find("\"pearson_min\":0") != std::string::npos);
   }

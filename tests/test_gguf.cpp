@@ -145,15 +145,15 @@ TEST_CASE("gguf: every ggml type id is known by name with ggml's block layout") 
     uint32_t block, bytes;
   };
   const E expect[] = {
-      {0, "f32", 1, 4},         {1, "f16", 1, 2},        {2, "q4_0", 32, 18},      {3, "q4_1", 32, 20},
-      {6, "q5_0", 32, 22},      {7, "q5_1", 32, 24},     {8, "q8_0", 32, 34},      {9, "q8_1", 32, 36},
-      {10, "q2_K", 256, 84},    {11, "q3_K", 256, 110},  {12, "q4_K", 256, 144},   {13, "q5_K", 256, 176},
-      {14, "q6_K", 256, 210},   {15, "q8_K", 256, 292},  {16, "iq2_xxs", 256, 66}, {17, "iq2_xs", 256, 74},
-      {18, "iq3_xxs", 256, 98}, {19, "iq1_s", 256, 50},  {20, "iq4_nl", 32, 18},   {21, "iq3_s", 256, 110},
-      {22, "iq2_s", 256, 82},   {23, "iq4_xs", 256, 136}, {24, "i8", 1, 1},        {25, "i16", 1, 2},
-      {26, "i32", 1, 4},        {27, "i64", 1, 8},       {28, "f64", 1, 8},        {29, "iq1_m", 256, 56},
-      {30, "bf16", 1, 2},       {34, "tq1_0", 256, 54},  {35, "tq2_0", 256, 66},   {39, "mxfp4", 32, 17},
-      {40, "nvfp4", 64, 36},    {41, "q1_0", 128, 18},   {42, "q2_0", 64, 18},
+      {0, "f32", 1, 4},         {1, "f16", 1, 2},         {2, "q4_0", 32, 18},      {3, "q4_1", 32, 20},
+      {6, "q5_0", 32, 22},      {7, "q5_1", 32, 24},      {8, "q8_0", 32, 34},      {9, "q8_1", 32, 36},
+      {10, "q2_K", 256, 84},    {11, "q3_K", 256, 110},   {12, "q4_K", 256, 144},   {13, "q5_K", 256, 176},
+      {14, "q6_K", 256, 210},   {15, "q8_K", 256, 292},   {16, "iq2_xxs", 256, 66}, {17, "iq2_xs", 256, 74},
+      {18, "iq3_xxs", 256, 98}, {19, "iq1_s", 256, 50},   {20, "iq4_nl", 32, 18},   {21, "iq3_s", 256, 110},
+      {22, "iq2_s", 256, 82},   {23, "iq4_xs", 256, 136}, {24, "i8", 1, 1},         {25, "i16", 1, 2},
+      {26, "i32", 1, 4},        {27, "i64", 1, 8},        {28, "f64", 1, 8},        {29, "iq1_m", 256, 56},
+      {30, "bf16", 1, 2},       {34, "tq1_0", 256, 54},   {35, "tq2_0", 256, 66},   {39, "mxfp4", 32, 17},
+      {40, "nvfp4", 64, 36},    {41, "q1_0", 128, 18},    {42, "q2_0", 64, 18},
   };
   size_t known = 0;
   for (uint32_t id = 0; id < 64; id++)
@@ -166,7 +166,8 @@ TEST_CASE("gguf: every ggml type id is known by name with ggml's block layout") 
     CHECK(t->block == e.block);
     CHECK(t->bytes == e.bytes);
   }
-  for (uint32_t removed : {4u, 5u, 31u, 32u, 33u, 36u, 37u, 38u, 43u}) CHECK(!dtype_traits(static_cast<DType>(removed)));
+  for (uint32_t removed : {4u, 5u, 31u, 32u, 33u, 36u, 37u, 38u, 43u})
+    CHECK(!dtype_traits(static_cast<DType>(removed)));
 }
 
 TEST_CASE("gguf: a tensor of a type without kernels loads as metadata") {
@@ -188,7 +189,9 @@ TEST_CASE("gguf: the model description reads hyperparameters and the vocabulary"
   test::GgufWriter w;
   w.kv_str("general.architecture", "llama").kv_str("general.name", "tiny");
   w.kv_u32("llama.block_count", 3).kv_u32("llama.embedding_length", 64).kv_u32("llama.attention.head_count", 4);
-  w.kv_u32("llama.attention.head_count_kv", 2).kv_u32("llama.context_length", 2048).kv_u32("llama.feed_forward_length", 96);
+  w.kv_u32("llama.attention.head_count_kv", 2)
+      .kv_u32("llama.context_length", 2048)
+      .kv_u32("llama.feed_forward_length", 96);
   w.kv_f32("llama.rope.freq_base", 500000.0f).kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-6f);
   w.kv_str("tokenizer.ggml.model", "gpt2").kv_str("tokenizer.ggml.pre", "llama-bpe");
   w.kv_strs("tokenizer.ggml.tokens", {"a", "b", "<s>", "</s>", "<eot>"});
@@ -254,7 +257,10 @@ TEST_CASE("cli: info escapes the terminal control characters a file's strings ho
   test::TempDir dir;
   test::GgufWriter w;
   // ESC sequences (colour, window title), BEL, and a C1 CSI (U+009B) in the name and a key
-  w.kv_str("general.architecture", "llama").kv_str("general.name", "\x1b[31mRED\x1b]0;pwned\x07\x1b[0m \xC2\x9B" "2J");
+  w.kv_str("general.architecture", "llama")
+      .kv_str("general.name",
+              "\x1b[31mRED\x1b]0;pwned\x07\x1b[0m \xC2\x9B"
+              "2J");
   w.kv_u32("x.\x1b[1mkey", 1);
   std::string path = dir.file("escape.gguf");
   REQUIRE(test::write_file(path, w.build()));

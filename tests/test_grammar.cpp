@@ -4,8 +4,6 @@
 // checked by validators written here (a recognizer over the grammar's syntax tree, our JSON parser
 // plus a schema check), never by the matcher that produced them.
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
 #include <algorithm>
 #include <atomic>
 #include <fstream>
@@ -13,6 +11,8 @@
 #include <set>
 #include <sstream>
 #include <thread>
+
+#include "common.hpp"
 
 using llminfer::GenerateOptions;
 using llminfer::GenerateResult;
@@ -32,7 +32,9 @@ std::string slurp(const std::string& path) {
   ss << f.rdbuf();
   return ss.str();
 }
-std::string data_path(const std::string& rel) { return test::source_dir() + "/tests/data/grammar/" + rel; }
+std::string data_path(const std::string& rel) {
+  return test::source_dir() + "/tests/data/grammar/" + rel;
+}
 
 std::string unhex(const std::string& h) {
   std::string out;
@@ -193,9 +195,9 @@ bool validate(const Json& v, const Json& s, const Json& root, std::string& why) 
     for (const auto& x : t->items) types.push_back(x.str);
     bool ok = false;
     for (const auto& ty : types) {
-      ok = ok || (ty == "null" && v.is_null()) || (ty == "boolean" && v.is_bool()) || (ty == "string" && v.is_string()) ||
-           (ty == "number" && v.is_number()) || (ty == "array" && v.is_array()) || (ty == "object" && v.is_object()) ||
-           (ty == "integer" && v.is_number() && v.num == std::floor(v.num));
+      ok = ok || (ty == "null" && v.is_null()) || (ty == "boolean" && v.is_bool()) ||
+           (ty == "string" && v.is_string()) || (ty == "number" && v.is_number()) || (ty == "array" && v.is_array()) ||
+           (ty == "object" && v.is_object()) || (ty == "integer" && v.is_number() && v.num == std::floor(v.num));
     }
     if (!ok) return why = "type", false;
   }
@@ -205,8 +207,10 @@ bool validate(const Json& v, const Json& s, const Json& root, std::string& why) 
     if (s.find("maxLength") && n > static_cast<size_t>(s["maxLength"].as_int())) return why = "maxLength", false;
   }
   if (v.is_array()) {
-    if (s.find("minItems") && v.items.size() < static_cast<size_t>(s["minItems"].as_int())) return why = "minItems", false;
-    if (s.find("maxItems") && v.items.size() > static_cast<size_t>(s["maxItems"].as_int())) return why = "maxItems", false;
+    if (s.find("minItems") && v.items.size() < static_cast<size_t>(s["minItems"].as_int()))
+      return why = "minItems", false;
+    if (s.find("maxItems") && v.items.size() > static_cast<size_t>(s["maxItems"].as_int()))
+      return why = "maxItems", false;
     if (const Json* it = s.find("items"))
       for (const auto& x : v.items)
         if (!validate(x, *it, root, why)) return false;
@@ -265,7 +269,9 @@ std::string error_of(std::string_view gbnf) {
   return r ? std::string() : r.error().message;
 }
 
-bool have_fixture(const std::string& name) { return std::ifstream(test::model_path(name)).good(); }
+bool have_fixture(const std::string& name) {
+  return std::ifstream(test::model_path(name)).good();
+}
 
 }  // namespace
 
@@ -289,7 +295,9 @@ TEST_CASE("grammar: llama.cpp's verdicts on 3,700 inputs over 19 grammars and sc
       std::string expect = line.substr(0, sp), text = unhex(sp == std::string::npos ? "" : line.substr(sp + 1));
       auto v = llminfer::detail::grammar_match(m, text);
       REQUIRE(v);
-      const char* got = *v == GrammarVerdict::complete ? "complete" : *v == GrammarVerdict::prefix ? "prefix" : "reject";
+      const char* got = *v == GrammarVerdict::complete ? "complete"
+                        : *v == GrammarVerdict::prefix ? "prefix"
+                                                       : "reject";
       CAPTURE(text);
       CHECK(expect == got);
       kinds[*v == GrammarVerdict::complete ? 0 : *v == GrammarVerdict::prefix ? 1 : 2]++;
@@ -423,7 +431,8 @@ TEST_CASE("grammar: hostile grammars are bounded: ambiguity and cache limits giv
   REQUIRE(st);
   int32_t state = *st;
   std::string text = "{\"k\": [";
-  for (int i = 0; i < 3000; i++) text += (i ? "," : "") + std::string("{\"a\":[1,2,{\"b\":\"") + std::to_string(i) + "\"}]}";
+  for (int i = 0; i < 3000; i++)
+    text += (i ? "," : "") + std::string("{\"a\":[1,2,{\"b\":\"") + std::to_string(i) + "\"}]}";
   size_t peak = 0;
   for (unsigned char c : text) {
     auto n = j.next(state, c);
@@ -449,14 +458,16 @@ TEST_CASE("json_schema: unsupported or malformed schemas are refused, naming the
   const Case cases[] = {
       {R"({"type":"string","pattern":"^a$"})", "at the root: unsupported keyword 'pattern'"},
       {R"({"type":"string","format":"date"})", "unsupported keyword 'format'"},
-      {R"({"type":"object","properties":{"n":{"type":"number","minimum":0}}})", "at /properties/n: unsupported keyword 'minimum'"},
+      {R"({"type":"object","properties":{"n":{"type":"number","minimum":0}}})",
+       "at /properties/n: unsupported keyword 'minimum'"},
       {R"({"oneOf":[{"type":"string"}]})", "unsupported keyword 'oneOf'"},
       {R"({"allOf":[{"type":"string"}]})", "unsupported keyword 'allOf'"},
       {R"({"not":{"type":"string"}})", "unsupported keyword 'not'"},
       {R"({"type":"array","prefixItems":[{"type":"string"}]})", "unsupported keyword 'prefixItems'"},
       {R"({"type":"array","uniqueItems":true})", "unsupported keyword 'uniqueItems'"},
       {R"({"type":"array","items":[{"type":"string"}]})", "at /items: a list of item schemas"},
-      {R"({"type":"object","properties":{"a":{}},"additionalProperties":true})", "at /additionalProperties: only false"},
+      {R"({"type":"object","properties":{"a":{}},"additionalProperties":true})",
+       "at /additionalProperties: only false"},
       {R"({"type":"object","properties":{"a":{}},"required":["b"]})", "required property 'b' is not in 'properties'"},
       {R"({"type":"strin"})", "at /type: unknown type 'strin'"},
       {R"({"type":"string","maxLength":-1})", "at /maxLength: must be a non-negative integer"},
@@ -497,7 +508,8 @@ TEST_CASE("grammar masks: exactly the tokens whose bytes keep a valid prefix; en
     CAPTURE(rel);
     GenerateOptions o;
     o.grammar = grammar_of(rel);
-    auto c = llminfer::detail::TokenConstraint::create(&tok, [&] { return trie; }, o, 0, static_cast<size_t>(mi.engine->n_vocab()));
+    auto c = llminfer::detail::TokenConstraint::create(
+        &tok, [&] { return trie; }, o, 0, static_cast<size_t>(mi.engine->n_vocab()));
     REQUIRE(c);
     auto core = llminfer::detail::compile_grammar(o.grammar);
     REQUIRE(core);
@@ -593,8 +605,8 @@ TEST_CASE("structured output: GBNF grammars with temperature sampling; outputs j
   auto model = Model::load(test::model_path("synth-qwen3-tiny-q8_0.gguf"));
   REQUIRE(model);
   int complete = 0, runs = 0;
-  for (const char* rel : {"llama.cpp/arithmetic.gbnf", "llama.cpp/list.gbnf", "llama.cpp/chess.gbnf", "llama.cpp/json.gbnf",
-                          "features.gbnf", "unicode.gbnf", "repeat.gbnf"}) {
+  for (const char* rel : {"llama.cpp/arithmetic.gbnf", "llama.cpp/list.gbnf", "llama.cpp/chess.gbnf",
+                          "llama.cpp/json.gbnf", "features.gbnf", "unicode.gbnf", "repeat.gbnf"}) {
     const std::string text = slurp(data_path(rel));
     auto g = llminfer::detail::gbnf_parse(text);
     REQUIRE(g);
@@ -630,7 +642,8 @@ TEST_CASE("structured output: GBNF grammars with temperature sampling; outputs j
 }
 
 TEST_CASE("structured output: Session::reply follows the schema, also where a SentencePiece reply drops its space") {
-  const std::string schema = R"({"type":"object","properties":{"say":{"enum":["yes","no"]},"n":{"type":"integer"}},"required":["say","n"]})";
+  const std::string schema =
+      R"({"type":"object","properties":{"say":{"enum":["yes","no"]},"n":{"type":"integer"}},"required":["say","n"]})";
   for (const char* file : {"stories260K.gguf", "synth-qwen3-tiny-q8_0.gguf"}) {
     if (!have_fixture(file) && std::string(file) != "stories260K.gguf") continue;
     CAPTURE(file);
@@ -657,7 +670,8 @@ TEST_CASE("structured output: Session::reply follows the schema, also where a Se
   }
 }
 
-TEST_CASE("structured output: end of generation only where the grammar is complete; impossible constraints fail first") {
+TEST_CASE(
+    "structured output: end of generation only where the grammar is complete; impossible constraints fail first") {
   auto model = Model::load(test::model_path("stories260K.gguf"));
   REQUIRE(model);
   GenerateOptions o;
@@ -753,7 +767,8 @@ TEST_CASE("logit bias and banned tokens") {
 TEST_CASE("structured output: begin_reply/step follow the schema as reply() does; constraint_ms counts it") {
   auto model = Model::load(test::model_path("stories260K.gguf"));
   REQUIRE(model);
-  const std::string schema = R"({"type":"object","properties":{"say":{"enum":["yes","no"]},"ok":{"type":"boolean"}},"required":["say","ok"]})";
+  const std::string schema =
+      R"({"type":"object","properties":{"say":{"enum":["yes","no"]},"ok":{"type":"boolean"}},"required":["say","ok"]})";
   auto s = llminfer::detail::json_parse(schema, "schema");
   REQUIRE(s);
   int complete = 0;
@@ -837,11 +852,14 @@ TEST_CASE("structured output: concurrency: constrained generations from 4 thread
   if (!have_fixture("synth-qwen3-tiny-q4_k_m.gguf")) return;
   auto model = Model::load(test::model_path("synth-qwen3-tiny-q4_k_m.gguf"), {.threads = 2});
   REQUIRE(model);
-  const std::string schema = R"({"type":"object","properties":{"name":{"type":"string","maxLength":12},"hp":{"type":"integer"}},"required":["name","hp"]})";
+  const std::string schema =
+      R"({"type":"object","properties":{"name":{"type":"string","maxLength":12},"hp":{"type":"integer"}},"required":["name","hp"]})";
   auto options = [&](int i) {
     GenerateOptions o{.max_tokens = 80, .temperature = 1.0f, .seed = uint64_t(11 + i)};
-    if (i % 2 == 0) o.json_schema = schema;
-    else o.grammar = "root ::= [a-z]+ (\" \" [a-z]+)* \".\"";
+    if (i % 2 == 0)
+      o.json_schema = schema;
+    else
+      o.grammar = "root ::= [a-z]+ (\" \" [a-z]+)* \".\"";
     if (i == 3) o.logit_bias = {{1000, 5.0f}};
     return o;
   };
@@ -859,8 +877,10 @@ TEST_CASE("structured output: concurrency: constrained generations from 4 thread
   for (int i = 0; i < 4; i++)
     th.emplace_back([&, i] {  // (no doctest assertions on other threads)
       auto r = model->generate(prompts[size_t(i)], options(i));
-      if (!r) failures++;
-      else parallel[size_t(i)] = *r;
+      if (!r)
+        failures++;
+      else
+        parallel[size_t(i)] = *r;
     });
   for (auto& t : th) t.join();
   CHECK(failures.load() == 0);
@@ -918,7 +938,8 @@ TEST_CASE("cli: run --grammar / --json-schema; errors name the file, line and co
   CHECK(r.status == 0);
   CHECK((r.out.find("\"text\":\"yes!\"") != std::string::npos || r.out.find("\"text\":\"no!\"") != std::string::npos));
   CHECK(r.out.find("\"stop\":\"eos\"") != std::string::npos);
-  test::write_file(dir.path + "/s.json", R"({"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]})");
+  test::write_file(dir.path + "/s.json",
+                   R"({"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]})");
   r = test::run_cli("run -m " + model + " -p Hi --json-schema " + dir.path + "/s.json --temp 0.8 --seed 1 -n 200");
   CHECK(r.status == 0);
   auto v = llminfer::detail::json_parse(r.out, "stdout");
@@ -932,7 +953,8 @@ TEST_CASE("cli: run --grammar / --json-schema; errors name the file, line and co
   r = test::run_cli("run -m " + model + " -p Hi --json-schema " + dir.path + "/bad.json", true);
   CHECK(r.status == 2);
   CHECK(r.out.find("bad.json: json_schema at the root: unsupported keyword 'minimum'") != std::string::npos);
-  r = test::run_cli("run -m " + model + " -p Hi --grammar " + dir.path + "/g.gbnf --json-schema " + dir.path + "/s.json", true);
+  r = test::run_cli(
+      "run -m " + model + " -p Hi --grammar " + dir.path + "/g.gbnf --json-schema " + dir.path + "/s.json", true);
   CHECK(r.status == 1);
   r = test::run_cli("run -m " + model + " -p Hi --logit-bias 300=1000 -n 3 --json");
   CHECK(r.out.find("\"tokens\":[300,300,300]") != std::string::npos);

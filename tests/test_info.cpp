@@ -3,9 +3,9 @@
 // committed sha256 of the files
 // (tests/goldens/info/make_goldens.py says how; the goldens are committed).
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
 #include <map>
+
+#include "common.hpp"
 
 using llminfer::detail::Json;
 using llminfer::detail::json_parse;
@@ -78,7 +78,8 @@ TEST_CASE("info: every model file matches the oracle's figures") {
   // A safetensors file given directly reads its directory's side files.
   const Json& hf = goldens["models"]["hf/smollm2-tiny/hf-bf16"];
   REQUIRE(hf.is_object());
-  compare("hf-bf16/model.safetensors", info_json(test::model_path("hf/smollm2-tiny/hf-bf16/model.safetensors"), false), hf);
+  compare("hf-bf16/model.safetensors", info_json(test::model_path("hf/smollm2-tiny/hf-bf16/model.safetensors"), false),
+          hf);
 }
 
 TEST_CASE("info: --all lists every metadata key and every tensor as the fixtures' reader sees them") {

@@ -7,7 +7,9 @@ using llminfer::detail::json_parse;
 using llminfer::detail::json_quote;
 
 TEST_CASE("json: values, escapes and surrogate pairs") {
-  auto j = json_parse(R"({"a": [1, -2.5e3, true, false, null], "s": "x\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00", "big": 9007199254740993})", "t");
+  auto j = json_parse(
+      R"({"a": [1, -2.5e3, true, false, null], "s": "x\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00", "big": 9007199254740993})",
+      "t");
   REQUIRE(j);
   CHECK(j->members.size() == 3);
   CHECK(j->members[0].first == "a");
@@ -29,8 +31,9 @@ TEST_CASE("json: lone surrogates become U+FFFD") {
 }
 
 TEST_CASE("json: malformed input is an error naming the place") {
-  const char* bad[] = {"", "{", "[1,]", "{\"a\" 1}", "\"abc", "01", "1.", "-", "tru", "[1] x", "{\"a\":1,}",
-                       "\"\x01\"", "\"\\x\"", "\"\\u12\"", "\"\xC3\x28\"", "\"\xED\xA0\x80\""};
+  const char* bad[] = {"",        "{",         "[1,]",         "{\"a\" 1}",       "\"abc",      "01",
+                       "1.",      "-",         "tru",          "[1] x",           "{\"a\":1,}", "\"\x01\"",
+                       "\"\\x\"", "\"\\u12\"", "\"\xC3\x28\"", "\"\xED\xA0\x80\""};
   for (const char* s : bad) {
     auto j = json_parse(s, "bad.json");
     CHECK_MESSAGE(!j, s);

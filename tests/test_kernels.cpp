@@ -35,7 +35,9 @@ struct Rng {
   uint8_t byte() { return static_cast<uint8_t>(uniform(0, 255)); }
 };
 
-void put16(std::vector<uint8_t>& v, size_t at, uint16_t h) { std::memcpy(v.data() + at, &h, 2); }
+void put16(std::vector<uint8_t>& v, size_t at, uint16_t h) {
+  std::memcpy(v.data() + at, &h, 2);
+}
 
 // A scale: 2^-exp2 (exact mode; one exponent per matrix keeps every sum within 24 bits) or a
 // realistic random fp16 value; random sign if allowed.
@@ -72,7 +74,8 @@ Matrix make_matrix(DType type, int64_t rows, int64_t n, Rng& r, bool exact, DTyp
       for (int k = 0; k < 2; k++) {
         float v = k == 0 ? s : b;
         uint8_t* dst = (k == 0 ? m.scales : m.biases).data() + g * es;
-        if (aux == DType::f32) std::memcpy(dst, &v, 4);
+        if (aux == DType::f32)
+          std::memcpy(dst, &v, 4);
         else {
           uint16_t h = aux == DType::f16 ? li::f32_to_fp16(v) : li::f32_to_bf16(v);
           std::memcpy(dst, &h, 2);
@@ -90,7 +93,9 @@ Matrix make_matrix(DType type, int64_t rows, int64_t n, Rng& r, bool exact, DTyp
     for (auto& b : m.data) b = r.byte();
     const size_t total = m.data.size();
     switch (type) {
-      case DType::q4_0: case DType::q5_0: case DType::q8_0: {
+      case DType::q4_0:
+      case DType::q5_0:
+      case DType::q8_0: {
         size_t bs = type == DType::q4_0 ? 18 : type == DType::q5_0 ? 22 : 34;
         for (size_t at = 0; at < total; at += bs) put16(m.data, at, rand_scale(r, exact, true));
         break;
@@ -105,7 +110,8 @@ Matrix make_matrix(DType type, int64_t rows, int64_t n, Rng& r, bool exact, DTyp
         for (size_t at = 0; at < total; at += 210) {
           put16(m.data, at + 208, rand_scale(r, exact, true, 1e-5f, 5e-4f));
           if (exact)  // smaller sub-block scales keep the exact sums within 24 bits
-            for (int j = 0; j < 16; j++) m.data[at + 192 + static_cast<size_t>(j)] = static_cast<uint8_t>(r.uniform(-31, 31));
+            for (int j = 0; j < 16; j++)
+              m.data[at + 192 + static_cast<size_t>(j)] = static_cast<uint8_t>(r.uniform(-31, 31));
         }
         break;
       case DType::f32:
@@ -114,7 +120,8 @@ Matrix make_matrix(DType type, int64_t rows, int64_t n, Rng& r, bool exact, DTyp
           std::memcpy(m.data.data() + at, &v, 4);
         }
         break;
-      case DType::f16: case DType::bf16:
+      case DType::f16:
+      case DType::bf16:
         for (size_t at = 0; at < total; at += 2) {
           float v = exact ? static_cast<float>(r.uniform(-127, 127)) / 128.0f : r.normal() * 0.05f;
           put16(m.data, at, type == DType::f16 ? li::f32_to_fp16(v) : li::f32_to_bf16(v));
@@ -137,8 +144,10 @@ std::vector<float> make_input(int64_t T, int64_t n, Rng& r, bool exact) {
     const int k = r.uniform(2, 6);
     for (int64_t i = 0; i < n; i++) {
       float& v = x[static_cast<size_t>(t * n + i)];
-      if (exact) v = std::ldexp(static_cast<float>((i % 32 == 5) ? (r.uniform(0, 1) ? 127 : -127) : r.uniform(-31, 31)), -k);
-      else v = r.normal() * (i % 97 == 3 ? 8.0f : 1.0f);  // a few outliers, as real activations have
+      if (exact)
+        v = std::ldexp(static_cast<float>((i % 32 == 5) ? (r.uniform(0, 1) ? 127 : -127) : r.uniform(-31, 31)), -k);
+      else
+        v = r.normal() * (i % 97 == 3 ? 8.0f : 1.0f);  // a few outliers, as real activations have
     }
   }
   return x;
@@ -150,7 +159,9 @@ struct RefAct {
   std::vector<float> d;
   std::vector<int16_t> sums;
   li::ActQ8 view() const { return li::ActQ8{q.data(), d.data(), sums.data()}; }
-  float value(int64_t i, int blk) const { return d[static_cast<size_t>(i / blk)] * static_cast<float>(q[static_cast<size_t>(i)]); }
+  float value(int64_t i, int blk) const {
+    return d[static_cast<size_t>(i / blk)] * static_cast<float>(q[static_cast<size_t>(i)]);
+  }
 };
 RefAct ref_quantize(const float* x, int64_t n, li::ActForm f) {
   RefAct a;
@@ -189,7 +200,8 @@ RefResult reference(const li::TensorView& w, int64_t r, const float* x) {
       default: {
         res.y = li::ref::vec_dot_mlx(w, r, x);
         const int64_t groups = n / w.group_size;
-        for (int64_t i = 0; i < n; i++) off[static_cast<size_t>(i)] = li::ref::mlx_aux(w.biases, w.aux_type, r * groups + i / w.group_size);
+        for (int64_t i = 0; i < n; i++)
+          off[static_cast<size_t>(i)] = li::ref::mlx_aux(w.biases, w.aux_type, r * groups + i / w.group_size);
       }
     }
   } else {
@@ -217,7 +229,8 @@ RefResult reference(const li::TensorView& w, int64_t r, const float* x) {
       }
       if (w.type == DType::q6_K) {
         const uint8_t* b = row + 210 * (i / 256);
-        c = 32 * li::fp16_to_f32(li::rd_u16(b + 208)) * static_cast<float>(static_cast<int8_t>(b[192 + (i % 256) / 16]));
+        c = 32 * li::fp16_to_f32(li::rd_u16(b + 208)) *
+            static_cast<float>(static_cast<int8_t>(b[192 + (i % 256) / 16]));
       }
       off[static_cast<size_t>(i)] = c;
     }
@@ -225,14 +238,19 @@ RefResult reference(const li::TensorView& w, int64_t r, const float* x) {
   for (int64_t i = 0; i < n; i++) {
     size_t k = static_cast<size_t>(i);
     res.exact += static_cast<double>(wd[k]) * static_cast<double>(xv[k]);
-    res.mass += (std::fabs(static_cast<double>(wd[k])) + std::fabs(static_cast<double>(off[k]))) * std::fabs(static_cast<double>(xv[k]));
+    res.mass += (std::fabs(static_cast<double>(wd[k])) + std::fabs(static_cast<double>(off[k]))) *
+                std::fabs(static_cast<double>(xv[k]));
   }
   return res;
 }
 
-double tolerance(int64_t n, double mass) { return (static_cast<double>(n) / 8 + 128) * std::ldexp(1.0, -24) * mass; }
+double tolerance(int64_t n, double mass) {
+  return (static_cast<double>(n) / 8 + 128) * std::ldexp(1.0, -24) * mass;
+}
 
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+bool same_bits(float a, float b) {
+  return std::memcmp(&a, &b, 4) == 0;
+}
 
 const DType kQuantTypes[] = {DType::q4_0, DType::q5_0, DType::q8_0, DType::q4_K, DType::q6_K};
 
@@ -259,8 +277,10 @@ TEST_CASE("kernels: a level is chosen by name, never above what the CPU has") {
     CAPTURE(names[i]);
     auto k = li::select_kernels(names[i]);
     CHECK(static_cast<bool>(k) == li::cpu_has_kernel_level(i));
-    if (k) CHECK(std::string((*k)->name) == names[i]);
-    else CHECK(k.error().code == llminfer::Errc::cpu_unsupported);
+    if (k)
+      CHECK(std::string((*k)->name) == names[i]);
+    else
+      CHECK(k.error().code == llminfer::Errc::cpu_unsupported);
   }
   CHECK(li::kernel_levels_compiled() == "scalar,avx2,avx512,avx512bf16");
   auto saved = li::cpu_query;
@@ -300,9 +320,9 @@ TEST_CASE("kernels: activation quantizers are bit-identical to their references"
   const int64_t n = 256 * 6;
   std::vector<float> x(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; i++) x[static_cast<size_t>(i)] = r.normal() * std::ldexp(1.0f, r.uniform(-8, 4));
-  for (int64_t i = 256; i < 512; i++) x[static_cast<size_t>(i)] = 0.0f;                  // an all-zero block
+  for (int64_t i = 256; i < 512; i++) x[static_cast<size_t>(i)] = 0.0f;                 // an all-zero block
   for (int64_t i = 512; i < 768; i++) x[static_cast<size_t>(i)] = 1e-30f * r.normal();  // tiny values
-  x[800] = 1e6f;                                                                          // an outlier
+  x[800] = 1e6f;                                                                        // an outlier
   for (int64_t i = 1024; i < 1056; i++) x[static_cast<size_t>(i)] = (i % 2 ? 0.5f : -0.5f) * (1 + (i % 5));  // ties
   for (li::ActForm f : {li::ActForm::q8_32, li::ActForm::q8_256}) {
     const int blk = f == li::ActForm::q8_32 ? 32 : 256, sl = f == li::ActForm::q8_32 ? 32 : 16;
@@ -330,7 +350,9 @@ TEST_CASE("kernels: activation quantizers are bit-identical to their references"
         amax = std::max(amax, std::fabs(x[static_cast<size_t>(i)]));
         qmax = std::max(qmax, std::abs(static_cast<int>(qr[static_cast<size_t>(i)])));
       }
-      float want = f == li::ActForm::q8_32 ? li::fp16_to_f32(li::f32_to_fp16(amax / 127.0f)) : amax > 0 ? 1 / (-127.0f / m) : 0.0f;
+      float want = f == li::ActForm::q8_32 ? li::fp16_to_f32(li::f32_to_fp16(amax / 127.0f))
+                   : amax > 0              ? 1 / (-127.0f / m)
+                                           : 0.0f;
       bad += dr[static_cast<size_t>(b)] != want || (amax > 0 && qmax != 127) || qmax > 127;
     }
     CHECK(bad == 0);
@@ -385,53 +407,55 @@ TEST_CASE("kernels: float and MLX dot products equal the reference") {
     int64_t n;
   };
   const Case cases[] = {
-      {DType::f32, DType::f32, 0, 1},      {DType::f32, DType::f32, 0, 77},     {DType::f32, DType::f32, 0, 1024},
-      {DType::f16, DType::f32, 0, 37},     {DType::f16, DType::f32, 0, 1000},   {DType::f16, DType::f32, 0, 256},
-      {DType::bf16, DType::f32, 0, 65},    {DType::bf16, DType::f32, 0, 512},
-      {DType::mlx_q4, DType::f16, 64, 512}, {DType::mlx_q4, DType::bf16, 32, 96},
-      {DType::mlx_q4, DType::f32, 128, 256}, {DType::mlx_q8, DType::bf16, 64, 192}, {DType::mlx_q8, DType::f16, 32, 64},
-      {DType::mlx_q4, DType::bf16, 8, 24},
+      {DType::f32, DType::f32, 0, 1},        {DType::f32, DType::f32, 0, 77},
+      {DType::f32, DType::f32, 0, 1024},     {DType::f16, DType::f32, 0, 37},
+      {DType::f16, DType::f32, 0, 1000},     {DType::f16, DType::f32, 0, 256},
+      {DType::bf16, DType::f32, 0, 65},      {DType::bf16, DType::f32, 0, 512},
+      {DType::mlx_q4, DType::f16, 64, 512},  {DType::mlx_q4, DType::bf16, 32, 96},
+      {DType::mlx_q4, DType::f32, 128, 256}, {DType::mlx_q8, DType::bf16, 64, 192},
+      {DType::mlx_q8, DType::f16, 32, 64},   {DType::mlx_q4, DType::bf16, 8, 24},
   };
   // modes of the float dot products: alone (one token), in a matmul of several tokens (another
   // summation order on AVX-512), and that with bf16-exact activations (vdpbf16ps where present)
   for (const Case& c : cases) {
     for (int mode = 0; mode < 3; mode++)
-    for (bool exact : {true, false}) {
-      if (mode > 0 && (c.t == DType::mlx_q4 || c.t == DType::mlx_q8)) continue;
-      CAPTURE(std::string(li::dtype_name(c.t)));
-      CAPTURE(c.n);
-      CAPTURE(c.gs);
-      CAPTURE(mode);
-      CAPTURE(exact);
-      Matrix m = make_matrix(c.t, 3, c.n, r, exact, c.aux, c.gs);
-      std::vector<float> x = make_input(1, c.n, r, exact);
-      const bool sgemm = mode >= 1, bf16x = mode == 2;
-      if (bf16x)
-        for (float& v : x) v = li::bf16_to_f32(li::f32_to_bf16(v));
-      std::vector<float> xs(static_cast<size_t>(c.gs ? c.n / c.gs : 1));
-      if (c.gs) li::mlx_group_sums(x.data(), c.n, c.gs, xs.data());
-      int mismatches = 0, inexact_cases = 0;
-      for (int64_t row = 0; row < 3; row++) {
-        const uint8_t* p = m.data.data() + static_cast<size_t>(row) * li::weight_row_bytes(m.view);
-        float y = c.t == DType::f32   ? li::dot_float<DType::f32>(p, x.data(), c.n, sgemm, bf16x)
-                  : c.t == DType::f16 ? li::dot_float<DType::f16>(p, x.data(), c.n, sgemm, bf16x)
-                  : c.t == DType::bf16 ? li::dot_float<DType::bf16>(p, x.data(), c.n, sgemm, bf16x)
-                                       : li::dot_mlx(m.view, row, x.data(), xs.data());
-        RefResult ref = reference(m.view, row, x.data());
-        if (exact) {
-          inexact_cases += static_cast<double>(ref.y) != ref.exact;
-          mismatches += !same_bits(y, ref.y);
-        } else {
-          mismatches += std::fabs(static_cast<double>(y) - ref.y) > tolerance(c.n, ref.mass);
+      for (bool exact : {true, false}) {
+        if (mode > 0 && (c.t == DType::mlx_q4 || c.t == DType::mlx_q8)) continue;
+        CAPTURE(std::string(li::dtype_name(c.t)));
+        CAPTURE(c.n);
+        CAPTURE(c.gs);
+        CAPTURE(mode);
+        CAPTURE(exact);
+        Matrix m = make_matrix(c.t, 3, c.n, r, exact, c.aux, c.gs);
+        std::vector<float> x = make_input(1, c.n, r, exact);
+        const bool sgemm = mode >= 1, bf16x = mode == 2;
+        if (bf16x)
+          for (float& v : x) v = li::bf16_to_f32(li::f32_to_bf16(v));
+        std::vector<float> xs(static_cast<size_t>(c.gs ? c.n / c.gs : 1));
+        if (c.gs) li::mlx_group_sums(x.data(), c.n, c.gs, xs.data());
+        int mismatches = 0, inexact_cases = 0;
+        for (int64_t row = 0; row < 3; row++) {
+          const uint8_t* p = m.data.data() + static_cast<size_t>(row) * li::weight_row_bytes(m.view);
+          float y = c.t == DType::f32    ? li::dot_float<DType::f32>(p, x.data(), c.n, sgemm, bf16x)
+                    : c.t == DType::f16  ? li::dot_float<DType::f16>(p, x.data(), c.n, sgemm, bf16x)
+                    : c.t == DType::bf16 ? li::dot_float<DType::bf16>(p, x.data(), c.n, sgemm, bf16x)
+                                         : li::dot_mlx(m.view, row, x.data(), xs.data());
+          RefResult ref = reference(m.view, row, x.data());
+          if (exact) {
+            inexact_cases += static_cast<double>(ref.y) != ref.exact;
+            mismatches += !same_bits(y, ref.y);
+          } else {
+            mismatches += std::fabs(static_cast<double>(y) - ref.y) > tolerance(c.n, ref.mass);
+          }
         }
+        CHECK(inexact_cases == 0);
+        CHECK(mismatches == 0);
       }
-      CHECK(inexact_cases == 0);
-      CHECK(mismatches == 0);
-    }
   }
 }
 
-TEST_CASE("matmul: every type, odd shapes, 1..33 tokens, 1-4 threads: equal to the reference and thread-count independent") {
+TEST_CASE(
+    "matmul: every type, odd shapes, 1..33 tokens, 1-4 threads: equal to the reference and thread-count independent") {
   Rng r(4);
   struct Case {
     DType t;
@@ -441,11 +465,21 @@ TEST_CASE("matmul: every type, odd shapes, 1..33 tokens, 1-4 threads: equal to t
     bool bf16x = false;  // activations rounded to bf16 and declared so (vdpbf16ps where present)
   };
   const Case cases[] = {
-      {DType::q4_0, 37, 96},   {DType::q5_0, 70, 576},   {DType::q8_0, 33, 1056}, {DType::q8_0, 1, 64},
-      {DType::q4_K, 35, 512},  {DType::q4_K, 66, 768},   {DType::q6_K, 41, 256},  {DType::q6_K, 3, 1280},
-      {DType::f32, 19, 100},   {DType::f16, 23, 160},    {DType::bf16, 9, 64},
-      {DType::bf16, 9, 64, DType::f16, 0, true},         {DType::bf16, 17, 80, DType::f16, 0, true},
-      {DType::mlx_q4, 21, 256, DType::bf16, 64}, {DType::mlx_q8, 5, 128, DType::f16, 32},
+      {DType::q4_0, 37, 96},
+      {DType::q5_0, 70, 576},
+      {DType::q8_0, 33, 1056},
+      {DType::q8_0, 1, 64},
+      {DType::q4_K, 35, 512},
+      {DType::q4_K, 66, 768},
+      {DType::q6_K, 41, 256},
+      {DType::q6_K, 3, 1280},
+      {DType::f32, 19, 100},
+      {DType::f16, 23, 160},
+      {DType::bf16, 9, 64},
+      {DType::bf16, 9, 64, DType::f16, 0, true},
+      {DType::bf16, 17, 80, DType::f16, 0, true},
+      {DType::mlx_q4, 21, 256, DType::bf16, 64},
+      {DType::mlx_q8, 5, 128, DType::f16, 32},
   };
   std::vector<li::ThreadPool*> pools;
   for (int th = 1; th <= 4; th++) pools.push_back(new li::ThreadPool(th));
@@ -468,8 +502,10 @@ TEST_CASE("matmul: every type, odd shapes, 1..33 tokens, 1-4 threads: equal to t
         for (int th = 1; th <= 4; th++) {
           std::vector<float> y(static_cast<size_t>(T * ldy), -7.0f);
           li::matmul(m.view, x.data(), T, y.data(), ldy, *pools[static_cast<size_t>(th - 1)], c.bf16x);
-          if (th == 1) y1 = y;
-          else thread_diffs += std::memcmp(y.data(), y1.data(), y.size() * 4) != 0;
+          if (th == 1)
+            y1 = y;
+          else
+            thread_diffs += std::memcmp(y.data(), y1.data(), y.size() * 4) != 0;
         }
         CHECK(thread_diffs == 0);
         int mismatches = 0, inexact_cases = 0, padding_touched = 0;
@@ -484,7 +520,8 @@ TEST_CASE("matmul: every type, odd shapes, 1..33 tokens, 1-4 threads: equal to t
               mismatches += std::fabs(static_cast<double>(y) - ref.y) > tolerance(c.n, ref.mass);
             }
           }
-          for (int64_t row = c.rows; row < ldy; row++) padding_touched += y1[static_cast<size_t>(t * ldy + row)] != -7.0f;
+          for (int64_t row = c.rows; row < ldy; row++)
+            padding_touched += y1[static_cast<size_t>(t * ldy + row)] != -7.0f;
         }
         CHECK(inexact_cases == 0);
         CHECK(mismatches == 0);
@@ -514,7 +551,7 @@ TEST_CASE("matmul: with the x86 kernels a quantized row gives a token the same b
     DType t;
     int64_t rows, n;
   };
-  const Case cases[] = {{DType::q4_0, 37, 96}, {DType::q5_0, 70, 576}, {DType::q8_0, 33, 1056},
+  const Case cases[] = {{DType::q4_0, 37, 96},  {DType::q5_0, 70, 576}, {DType::q8_0, 33, 1056},
                         {DType::q4_K, 35, 512}, {DType::q6_K, 41, 256}, {DType::q6_K, 3, 1280}};
   for (const Case& c : cases) {
     Matrix m = make_matrix(c.t, c.rows, c.n, r, false);
@@ -527,7 +564,8 @@ TEST_CASE("matmul: with the x86 kernels a quantized row gives a token the same b
       int diffs = 0;
       for (int64_t t = 0; t < T; t++) {
         li::matmul(m.view, x.data() + t * c.n, 1, y1.data(), c.rows, pool, false);
-        for (int64_t row = 0; row < c.rows; row++) diffs += !same_bits(y[static_cast<size_t>(t * c.rows + row)], y1[static_cast<size_t>(row)]);
+        for (int64_t row = 0; row < c.rows; row++)
+          diffs += !same_bits(y[static_cast<size_t>(t * c.rows + row)], y1[static_cast<size_t>(row)]);
       }
       CHECK(diffs == 0);
     }
@@ -536,8 +574,8 @@ TEST_CASE("matmul: with the x86 kernels a quantized row gives a token the same b
 
 TEST_CASE("matmul: matmul_each gives every token the bits of a one-token matmul (batched decoding)") {
   // gemv_each (with the AVX2 kernels: gemm_rows, whose dotn_* take groups of 4 tokens) must
-  // compute token t of a step exactly as a matmul of token t alone does: every type, 1..9 tokens (groups of 4 and the rest),
-  // 1 and 3 threads, the level this build runs.
+  // compute token t of a step exactly as a matmul of token t alone does: every type, 1..9 tokens (groups of 4 and the
+  // rest), 1 and 3 threads, the level this build runs.
   Rng r(6);
   const li::KernelTable& k = li::kernels();
   struct Case {
@@ -548,9 +586,17 @@ TEST_CASE("matmul: matmul_each gives every token the bits of a one-token matmul 
     bool bf16x = false;
   };
   const Case cases[] = {
-      {DType::q4_K, 37, 512}, {DType::q6_K, 29, 768}, {DType::q4_K, 5, 256}, {DType::q6_K, 3, 256},
-      {DType::q8_0, 33, 1056}, {DType::q4_0, 19, 96}, {DType::q5_0, 21, 576}, {DType::f32, 19, 100},
-      {DType::f16, 23, 160}, {DType::bf16, 9, 64}, {DType::bf16, 17, 96, DType::f16, 0, true},
+      {DType::q4_K, 37, 512},
+      {DType::q6_K, 29, 768},
+      {DType::q4_K, 5, 256},
+      {DType::q6_K, 3, 256},
+      {DType::q8_0, 33, 1056},
+      {DType::q4_0, 19, 96},
+      {DType::q5_0, 21, 576},
+      {DType::f32, 19, 100},
+      {DType::f16, 23, 160},
+      {DType::bf16, 9, 64},
+      {DType::bf16, 17, 96, DType::f16, 0, true},
       {DType::mlx_q4, 21, 256, DType::bf16, 64},
   };
   for (int th : {1, 3}) {
@@ -799,7 +845,8 @@ TEST_CASE("kernels: end to end, logits of a prompt and greedy tokens (compared a
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
     std::string name = c.path.substr(c.path.find_last_of('/') + 1);
-    lines += name + " kv=" + (c.kv == llminfer::KvType::f16 ? "f16" : "f32") + " logits=" + hex + " tokens=" + toks + "\n";
+    lines +=
+        name + " kv=" + (c.kv == llminfer::KvType::f16 ? "f16" : "f32") + " logits=" + hex + " tokens=" + toks + "\n";
   }
   MESSAGE("kernels " << std::string(li::kernels().name) << "\n" << lines);
   if (const char* out = std::getenv("LLMINFER_E2E_OUT"); out && *out) {

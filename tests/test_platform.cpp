@@ -3,11 +3,11 @@
 // (run under Wine by `make windows-test`): UTF-8 file names (the wide-character APIs), a file larger
 // than 4 GiB mapped whole (64-bit sizes: GetFileSizeEx, CreateFileMapping), directory listing.
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
 #include <filesystem>
 #include <fstream>
 #include <limits>
+
+#include "common.hpp"
 
 namespace {
 
@@ -19,15 +19,22 @@ __extension__ typedef __int128 i128;
 __extension__ typedef unsigned __int128 u128;
 template <class T>
 bool fits(i128 v) {
-  return v >= static_cast<i128>(std::numeric_limits<T>::min()) &&
-         v <= static_cast<i128>(std::numeric_limits<T>::max());
+  return v >= static_cast<i128>(std::numeric_limits<T>::min()) && v <= static_cast<i128>(std::numeric_limits<T>::max());
 }
 
 template <class T>
 std::vector<T> edge_values() {
   using L = std::numeric_limits<T>;
-  std::vector<T> v = {0, 1, 2, 3, 7, L::max(), static_cast<T>(L::max() - 1), static_cast<T>(L::max() / 2),
-                      static_cast<T>(L::max() / 2 + 1), static_cast<T>(L::max() / 3)};
+  std::vector<T> v = {0,
+                      1,
+                      2,
+                      3,
+                      7,
+                      L::max(),
+                      static_cast<T>(L::max() - 1),
+                      static_cast<T>(L::max() / 2),
+                      static_cast<T>(L::max() / 2 + 1),
+                      static_cast<T>(L::max() / 3)};
   if constexpr (std::is_signed_v<T>) {
     for (T x : std::vector<T>(v)) v.push_back(static_cast<T>(-x));
     v.push_back(L::min());
@@ -90,13 +97,16 @@ void check_overflow_helpers() {
 }
 
 // Writes bytes to a path given in UTF-8 (std::filesystem converts it for the OS: wide on Windows).
-fs::path u8(const std::string& s) { return fs::path(std::u8string(s.begin(), s.end())); }
+fs::path u8(const std::string& s) {
+  return fs::path(std::u8string(s.begin(), s.end()));
+}
 
 // The toolchain case below: a vector made from a constant list in a loop, passed on by value.
 #if defined(__GNUC__)
 __attribute__((noinline))
 #endif
-std::vector<double> pass_on(std::vector<double> v) {
+std::vector<double>
+pass_on(std::vector<double> v) {
   return v;
 }
 
@@ -127,7 +137,8 @@ TEST_CASE("platform: the portable overflow checks agree with exact arithmetic an
 TEST_CASE("platform: files with UTF-8 names are mapped, found and listed") {
   test::TempDir dir;
   REQUIRE(!dir.path.empty());
-  const std::string name = "\xD0\xBC\xD0\xBE\xD0\xB4\xD0\xB5\xD0\xBB\xD1\x8C-\xE2\x82\xAC-\xF0\x9F\xA6\x99.bin";  // модель-€-🦙
+  const std::string name =
+      "\xD0\xBC\xD0\xBE\xD0\xB4\xD0\xB5\xD0\xBB\xD1\x8C-\xE2\x82\xAC-\xF0\x9F\xA6\x99.bin";  // модель-€-🦙
   const std::string path = dir.file(name);
   {
     std::ofstream f(u8(path), std::ios::binary);

@@ -6,12 +6,12 @@
 // oracle's goldens of the model files (tests/goldens/info), against llama2.c's own figures for
 // stories260K, or against values worked out here by hand.
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
+
+#include "common.hpp"
 
 using llminfer::ChatTemplateOptions;
 using llminfer::Errc;
@@ -27,7 +27,9 @@ Model load_tools_model(const std::string& file, LoadOptions o = {}) {
   return *m;
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 }  // namespace
 
@@ -203,7 +205,8 @@ TEST_CASE("public tools: inspect_model_file gives every model file's figures as 
   std::vector<uint8_t> bytes;
   const std::string path = test::source_dir() + "/tests/goldens/info/info.json";
   REQUIRE_MESSAGE(test::read_file(path, bytes), path);
-  auto goldens = llminfer::detail::json_parse(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path);
+  auto goldens =
+      llminfer::detail::json_parse(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path);
   REQUIRE(goldens);
   int gguf_files = 0;
   for (const auto& [rel, g] : (*goldens)["models"].members) {
@@ -303,8 +306,9 @@ TEST_CASE("public tools: inspect_model_file's metadata values (stories260K: llam
   CHECK(tokens.type == "array");
   CHECK(tokens.element_type == "string");
   CHECK(tokens.length == 512);
-  CHECK(tokens.value ==
-        R"({"type":"string","length":512,"first":["<unk>","<s>","</s>","<0x00>","<0x01>","<0x02>","<0x03>","<0x04>"]})");
+  CHECK(
+      tokens.value ==
+      R"({"type":"string","length":512,"first":["<unk>","<s>","</s>","<0x00>","<0x01>","<0x02>","<0x03>","<0x04>"]})");
   CHECK(by_key["tokenizer.ggml.token_type"].value == R"({"type":"i32","length":512,"first":[2,3,3,6,6,6,6,6]})");
 
   o.max_array_items = 0;  // whole arrays
@@ -466,7 +470,8 @@ TEST_CASE("public tools: load_archdefs lists the built-ins, a directory's overri
   REQUIRE(llama);
   test::TempDir dir;
   REQUIRE(test::write_file(dir.file("llama.archdef"), llama->text + "# mine\n"));
-  REQUIRE(test::write_file(dir.file("qwen2.archdef"), std::string("arch qwen2\nkind decoder\nprologue\n  x = embd(\n")));
+  REQUIRE(
+      test::write_file(dir.file("qwen2.archdef"), std::string("arch qwen2\nkind decoder\nprologue\n  x = embd(\n")));
   auto b = llminfer::load_archdefs(dir.path);
   REQUIRE(b);
   CHECK(b->defs.size() == a->defs.size() - 1);  // qwen2 is unavailable, not the built-in

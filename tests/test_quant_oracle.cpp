@@ -16,10 +16,10 @@
 // everywhere, top-10 >= 9.5, 64 identical greedy tokens) is NOT met for them yet: the greedy
 // runs diverge after a few tokens (reported as a MESSAGE, not asserted). See bench/RESULTS.md.
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
 #include <fstream>
 #include <map>
+
+#include "common.hpp"
 
 using namespace llminfer;
 using namespace llminfer::detail;
@@ -62,7 +62,8 @@ std::vector<Golden> load_goldens() {
     g.greedy = int_list((*j)["greedy"]);
     for (const Json& p : (*j)["positions"].items) {
       std::vector<std::pair<int, float>> t;
-      for (const Json& e : p["top"].items) t.emplace_back(static_cast<int>(e[0].as_int()), static_cast<float>(e[1].as_number()));
+      for (const Json& e : p["top"].items)
+        t.emplace_back(static_cast<int>(e[0].as_int()), static_cast<float>(e[1].as_number()));
       g.top.push_back(t);
       std::vector<float> s;
       for (const Json& e : p["sample"].items) s.push_back(static_cast<float>(e.as_number()));
@@ -118,7 +119,9 @@ void check_case(const Golden& g, const std::shared_ptr<const Engine>& engine) {
 
 }  // namespace
 
-TEST_CASE("quant oracle: Q8_0 / Q4_K_M / MLX-4 (smollm2, gemma3n) models agree with llama.cpp (top-1, top-10, Pearson, greedy tokens)") {
+TEST_CASE(
+    "quant oracle: Q8_0 / Q4_K_M / MLX-4 (smollm2, gemma3n) models agree with llama.cpp (top-1, top-10, Pearson, "
+    "greedy tokens)") {
   std::vector<Golden> goldens = load_goldens();
   REQUIRE(goldens.size() >= 33);  // 11 models x 3 prompts
   std::map<std::string, std::vector<const Golden*>> by_model;

@@ -9,7 +9,6 @@ using corpus::Bytes;
 
 namespace {
 
-
 // Writes `files` into a fresh directory and loads it.
 struct Dir {
   test::TempDir tmp;
@@ -20,19 +19,20 @@ struct Dir {
     for (const auto& [name, bytes] : files) test::write_file(path + "/" + name, bytes);
   }
 };
-Bytes text(const std::string& s) { return Bytes(s.begin(), s.end()); }
+Bytes text(const std::string& s) {
+  return Bytes(s.begin(), s.end());
+}
 
 }  // namespace
 
 TEST_CASE("safetensors: every dtype, shapes in both orders, __metadata__ and data pointers") {
   test::SafetensorsWriter w;
   w.metadata("format", "pt").metadata("note", "h\xC3\xA9");
-  const std::pair<const char*, DType> types[] = {{"F32", DType::f32},    {"F16", DType::f16},  {"BF16", DType::bf16},
-                                                 {"F64", DType::f64},    {"I8", DType::i8},    {"I16", DType::i16},
-                                                 {"I32", DType::i32},    {"I64", DType::i64},  {"U8", DType::u8},
-                                                 {"U16", DType::u16},    {"U32", DType::u32},  {"U64", DType::u64},
-                                                 {"BOOL", DType::boolean}, {"F8_E4M3", DType::f8_e4m3},
-                                                 {"F8_E5M2", DType::f8_e5m2}};
+  const std::pair<const char*, DType> types[] = {
+      {"F32", DType::f32},      {"F16", DType::f16},         {"BF16", DType::bf16},      {"F64", DType::f64},
+      {"I8", DType::i8},        {"I16", DType::i16},         {"I32", DType::i32},        {"I64", DType::i64},
+      {"U8", DType::u8},        {"U16", DType::u16},         {"U32", DType::u32},        {"U64", DType::u64},
+      {"BOOL", DType::boolean}, {"F8_E4M3", DType::f8_e4m3}, {"F8_E5M2", DType::f8_e5m2}};
   for (const auto& [name, type] : types) {
     uint32_t bytes = dtype_traits(type)->bytes;
     Bytes data(2 * 3 * bytes);
@@ -112,7 +112,8 @@ TEST_CASE("safetensors: chat templates from tokenizer_config.json (string or lis
   Bytes st = corpus::st_base();
   Bytes cfg = text(corpus::llama_config());
   {
-    Dir d({{"config.json", cfg}, {"model.safetensors", st},
+    Dir d({{"config.json", cfg},
+           {"model.safetensors", st},
            {"tokenizer_config.json", text("{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"T\"}, "
                                           "{\"name\": \"default\", \"template\": \"D\"}]}")},
            {"chat_template.jinja", text("J")}});
@@ -121,7 +122,9 @@ TEST_CASE("safetensors: chat templates from tokenizer_config.json (string or lis
     CHECK((*r)->chat_template == "D");
   }
   {
-    Dir d({{"config.json", cfg}, {"model.safetensors", st}, {"chat_template.json", text("{\"chat_template\": \"C\"}")},
+    Dir d({{"config.json", cfg},
+           {"model.safetensors", st},
+           {"chat_template.json", text("{\"chat_template\": \"C\"}")},
            {"chat_template.jinja", text("J")}});
     auto r = load_description(d.path);
     REQUIRE(r.ok());
@@ -173,8 +176,9 @@ TEST_CASE("safetensors: MLX affine checkpoints, with per-module quantization ove
   w.tensor("model.layers.0.self_attn.q_proj.weight", "U32", {32, 16}, corpus::mlx_weight_words(32, 16));
   w.tensor_f32("model.layers.0.self_attn.k_proj.weight", {16, 32}, corpus::ramp(512));
   w.tensor("model.norm.weight", "BF16", {32}, Bytes(64, 0x3F));
-  std::string over = ", \"model.layers.0.self_attn.q_proj\": {\"group_size\": 32, \"bits\": 8}, "
-                     "\"model.layers.0.self_attn.k_proj\": false";
+  std::string over =
+      ", \"model.layers.0.self_attn.q_proj\": {\"group_size\": 32, \"bits\": 8}, "
+      "\"model.layers.0.self_attn.k_proj\": false";
   Dir d({{"config.json", text(corpus::mlx_config(32, 4, over))}, {"model.safetensors", w.build()}});
   auto r = load_description(d.path);
   REQUIRE_MESSAGE(r.ok(), (r ? std::string() : r.error().message));
@@ -203,8 +207,9 @@ TEST_CASE("safetensors: gemma3 norms are stored as w - 1; the loader records the
   w.tensor_f32("model.embed_tokens.weight", {4, 32}, corpus::ramp(128));
   w.tensor("model.norm.weight", "BF16", {2}, Bytes{0x80, 0x3F, 0x00, 0xC0});  // bf16 1.0, -2.0
   w.tensor_f32("model.layers.0.post_attention_layernorm.weight", {2}, {0.5f, 0.0f});
-  std::string cfg = "{\"model_type\": \"gemma3_text\", \"hidden_size\": 32, \"num_hidden_layers\": 1, "
-                    "\"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 16, \"vocab_size\": 4}";
+  std::string cfg =
+      "{\"model_type\": \"gemma3_text\", \"hidden_size\": 32, \"num_hidden_layers\": 1, "
+      "\"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 16, \"vocab_size\": 4}";
   Dir d({{"config.json", text(cfg)}, {"model.safetensors", w.build()}});
   auto r = load_description(d.path);
   REQUIRE_MESSAGE(r.ok(), (r ? std::string() : r.error().message));

@@ -2,12 +2,12 @@
 // chi-square goodness-of-fit test of 100,000 draws against a distribution computed here, from
 // the definitions, independently of the sampler's code.
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <numeric>
+
+#include "common.hpp"
 
 using llminfer::detail::Rng;
 using llminfer::detail::Sampler;
@@ -45,7 +45,9 @@ double gamma_q(double a, double x) {
   }
   return std::exp(-x + a * std::log(x) - lg) * h;
 }
-double chi2_pvalue(double stat, int dof) { return gamma_q(dof / 2.0, stat / 2.0); }
+double chi2_pvalue(double stat, int dof) {
+  return gamma_q(dof / 2.0, stat / 2.0);
+}
 
 // ---- the expected distribution, written from the definitions (slow and plain on purpose) ----
 std::map<int32_t, double> expected_distribution(std::vector<float> l, const std::vector<int32_t>& history,
@@ -191,7 +193,8 @@ TEST_CASE("sampler: 100,000 draws follow the exactly computed truncated distribu
       // penalise the two largest logits and a negative one; older tokens are out of the window
       std::vector<int32_t> order(logits.size());
       std::iota(order.begin(), order.end(), 0);
-      std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[size_t(a)] > logits[size_t(b)]; });
+      std::sort(order.begin(), order.end(),
+                [&](int32_t a, int32_t b) { return logits[size_t(a)] > logits[size_t(b)]; });
       s.history = {order[2], order[0], order[0], order.back(), order[1], order[40], order[3]};
       s.history.insert(s.history.begin(), order[5]);  // outside the last-6 window: not penalised
     }
@@ -207,7 +210,8 @@ TEST_CASE("sampler: 100,000 draws follow the exactly computed truncated distribu
     auto own = sm.distribution(logits, s.history, s.p);
     CHECK(own.size() == expected.size());
     double max_rel = 0;  // float exp inside the sampler: relative error ~1e-7
-    for (auto& [id, q] : own) max_rel = std::max(max_rel, std::fabs(q / (expected.count(id) ? expected[id] : 1e-300) - 1));
+    for (auto& [id, q] : own)
+      max_rel = std::max(max_rel, std::fabs(q / (expected.count(id) ? expected[id] : 1e-300) - 1));
     CHECK(max_rel < 1e-5);
   }
 }

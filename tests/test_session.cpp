@@ -7,8 +7,6 @@
 //   fresh session given the whole conversation; 4 threads x sessions == the same one by one;
 // * `llminfer chat` (/reset, /exit, Ctrl-C stops the reply only) and `run`'s summary line.
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -21,6 +19,8 @@
 #include <map>
 #include <sstream>
 #include <thread>
+
+#include "common.hpp"
 
 using llminfer::GenerateOptions;
 using llminfer::GenerateResult;
@@ -153,7 +153,8 @@ TEST_CASE("chat prompt: special-token text inside messages stays text") {
     auto rp = m.generate("x", {.max_tokens = 1, .chat = true});
     REQUIRE((r && rp));
     std::vector<Message> one = {{"user", attack}};
-    CHECK(r->prompt_tokens == static_cast<int>(llminfer::detail::chat_prompt_tokens(llminfer::detail::model_impl(m), one)->size()));
+    CHECK(r->prompt_tokens ==
+          static_cast<int>(llminfer::detail::chat_prompt_tokens(llminfer::detail::model_impl(m), one)->size()));
   }
 }
 
@@ -458,7 +459,9 @@ struct Child {
   }
 };
 
-std::string strf_cached(int n) { return "(" + std::to_string(n) + " cached)"; }
+std::string strf_cached(int n) {
+  return "(" + std::to_string(n) + " cached)";
+}
 
 // stderr of `llminfer ARGS` (stdout discarded) and the exit status.
 test::CliResult run_cli_stderr(const std::string& args) {
@@ -514,7 +517,8 @@ TEST_CASE("cli: Ctrl-C stops the chat's reply, not the program") {
     auto wait = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     auto stopped = [&] {
       size_t n = 0;
-      for (size_t p = c.err_text.find("(stopped)"); p != std::string::npos; p = c.err_text.find("(stopped)", p + 1)) n++;
+      for (size_t p = c.err_text.find("(stopped)"); p != std::string::npos; p = c.err_text.find("(stopped)", p + 1))
+        n++;
       return n;
     };
     while (stopped() < size_t(turn) && std::chrono::steady_clock::now() < wait) c.pump(20);
@@ -541,7 +545,8 @@ TEST_CASE("cli: run ends with a one-line summary; --chat and --system use the te
   auto parsed = llminfer::detail::json_parse(j.out, "run --json");
   REQUIRE(parsed);
   Model m = load(test::model_path("synth-qwen3-tiny-q8_0.gguf"));
-  auto want = llminfer::detail::chat_prompt_tokens(llminfer::detail::model_impl(m), std::vector<Message>{{"system", "Be brief."}, {"user", "Hi there"}});
+  auto want = llminfer::detail::chat_prompt_tokens(llminfer::detail::model_impl(m),
+                                                   std::vector<Message>{{"system", "Be brief."}, {"user", "Hi there"}});
   REQUIRE(want);
   CHECK((*parsed)["prompt_tokens"].as_int() == static_cast<int64_t>(want->size()));
   CHECK(test::run_cli("run -m " + qwen + " --system x -p hi").status == 1);  // --system needs --chat

@@ -3,13 +3,12 @@
 // Every comparison is against another path through the library that must give the same tokens
 // (a fresh session, generate(), reply()), or counts evaluated tokens.
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
-
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+
+#include "common.hpp"
 
 using llminfer::GenerateOptions;
 using llminfer::GenerateResult;
@@ -109,7 +108,7 @@ TEST_CASE("session api: a template error leaves the session usable; the caller r
   REQUIRE(!r);
   CHECK(r.error().code == llminfer::Errc::template_error);
   CHECK(r.error().message.find("alternate") != std::string::npos);
-  CHECK(s.messages().size() == 2);  // nothing was added
+  CHECK(s.messages().size() == 2);     // nothing was added
   CHECK(!s.reply({.max_tokens = 3}));  // the same again, until the cause goes
   REQUIRE(s.erase(1));
   auto ok = s.reply({.max_tokens = 3});
@@ -414,7 +413,7 @@ TEST_CASE("session api: with chat, a SentencePiece reply's text drops its first 
   auto prompt = m.tokenize_chat(std::vector<Message>{{"user", "hi"}});
   REQUIRE(prompt);
   GenerateOptions o{.max_tokens = 1, .logit_bias = {{id, 100.0f}}};  // that token comes first
-  auto cont = m.session().generate(*prompt, o);  // a continuation keeps the space
+  auto cont = m.session().generate(*prompt, o);                      // a continuation keeps the space
   o.chat = true;
   auto reply = m.session().generate(*prompt, o);
   REQUIRE(cont);
@@ -429,8 +428,14 @@ TEST_CASE("session api: with chat, a SentencePiece reply's text drops its first 
 TEST_CASE("session api: check_generate_options refuses what generate() refuses, with the same message") {
   using llminfer::check_generate_options;
   CHECK(check_generate_options({}));
-  CHECK(check_generate_options({.max_tokens = -1, .temperature = 2.0f, .top_k = 40, .top_p = 0.5f, .min_p = 0.1f,
-                                .repeat_penalty = 1.3f, .repeat_last_n = -1, .stop = {"\n\n", "é"}}));
+  CHECK(check_generate_options({.max_tokens = -1,
+                                .temperature = 2.0f,
+                                .top_k = 40,
+                                .top_p = 0.5f,
+                                .min_p = 0.1f,
+                                .repeat_penalty = 1.3f,
+                                .repeat_last_n = -1,
+                                .stop = {"\n\n", "é"}}));
   Model m = load_model(kQwen);
   const std::vector<int32_t> ids = {1, 2, 3};
   struct Case {
@@ -688,8 +693,8 @@ TEST_CASE("session api: context shifting keeps the tokens evaluated per turn con
       // the template: at most max_tokens) and the template's wrapping
       CHECK(extra <= o.max_tokens + 16);
     }
-    CHECK(dropped > 100);         // the context did fill, many times
-    CHECK(shifted_turns > 10);    // and the cache was shifted rather than evaluated again
+    CHECK(dropped > 100);       // the context did fill, many times
+    CHECK(shifted_turns > 10);  // and the cache was shifted rather than evaluated again
     CHECK(s.messages()[0].role == "system");
     if (std::getenv("LLMINFER_VERBOSE")) {
       std::string e;
@@ -711,9 +716,10 @@ TEST_CASE("session api: a shifted cache against a fresh evaluation (validation r
       CAPTURE(std::string(file));
       CAPTURE(f32);
       Model m = load_model(file, {.context = 512, .kv_type = kv});
-      auto text = m.tokenize("Once upon a time there was a little dog who lived in a small house near the river. "
-                             "Every morning the dog ran to the water and barked at the fish. One day a bird came.",
-                             true);
+      auto text = m.tokenize(
+          "Once upon a time there was a little dog who lived in a small house near the river. "
+          "Every morning the dog ran to the water and barked at the fish. One day a bird came.",
+          true);
       REQUIRE(text);
       const std::vector<int32_t>& t = *text;
       REQUIRE(t.size() > 30);
@@ -734,7 +740,8 @@ TEST_CASE("session api: a shifted cache against a fresh evaluation (validation r
           REQUIRE(ctx.erase(int(keep), int(drop)));
         } else {
           llminfer::detail::KvMove mv{int(keep + drop), int(keep), int(t.size() - keep - drop)};
-          REQUIRE(ctx.kv().shift(std::span<const llminfer::detail::KvMove>(&mv, 1), int(t.size()), int(held.size()), false));
+          REQUIRE(ctx.kv().shift(std::span<const llminfer::detail::KvMove>(&mv, 1), int(t.size()), int(held.size()),
+                                 false));
           ctx.set_tokens(held);
         }
         CHECK(s.tokens() == held);
@@ -755,8 +762,10 @@ TEST_CASE("session api: a shifted cache against a fresh evaluation (validation r
           const size_t nk = kbytes / ctx.kv().elem();
           for (size_t k = 0; k < fa.size(); k++) {
             double d = std::fabs(double(fa[k]) - double(fb[k]));
-            if (k < nk) key_diff[rotate] = std::max(key_diff[rotate], d);
-            else value_diff[rotate] = std::max(value_diff[rotate], d);
+            if (k < nk)
+              key_diff[rotate] = std::max(key_diff[rotate], d);
+            else
+              value_diff[rotate] = std::max(value_diff[rotate], d);
           }
         }
         if (!rotate) continue;
@@ -772,17 +781,18 @@ TEST_CASE("session api: a shifted cache against a fresh evaluation (validation r
         for (size_t k = 0; k < s.logits().size(); k++)
           maxd = std::max(maxd, double(std::fabs(s.logits()[k] - f.logits()[k])));
         MESSAGE(std::string(file) << (f32 ? " f32" : " f16") << ": shifted vs fresh: top1 " << rep.top1_matches << "/"
-                     << rep.positions << ", pearson mean " << rep.pearson_mean << " min " << rep.pearson_min
-                     << ", top10 overlap " << rep.top10_overlap_mean << ", max |diff| " << maxd);
+                                  << rep.positions << ", pearson mean " << rep.pearson_mean << " min "
+                                  << rep.pearson_min << ", top10 overlap " << rep.top10_overlap_mean << ", max |diff| "
+                                  << maxd);
         CHECK(rep.pearson_min > 0.5);
       }
       MESSAGE(std::string(file) << (f32 ? " f32" : " f16") << ": layer 0 after the shift vs fresh: keys re-rotated "
-                   << key_diff[1] << ", keys moved without re-rotation " << key_diff[0] << ", values "
-                   << value_diff[1]);
+                                << key_diff[1] << ", keys moved without re-rotation " << key_diff[0] << ", values "
+                                << value_diff[1]);
       // (two batches of different lengths may round the last bit differently)
       CHECK(value_diff[1] < (f32 ? 1e-5 : 1e-3));
       CHECK(value_diff[0] < (f32 ? 1e-5 : 1e-3));
-      CHECK(key_diff[1] < (f32 ? 1e-4 : 1e-2));  // the re-rotation's rounding (f16: one more rounding)
+      CHECK(key_diff[1] < (f32 ? 1e-4 : 1e-2));                // the re-rotation's rounding (f16: one more rounding)
       CHECK(key_diff[0] > std::max(100 * key_diff[1], 1e-3));  // and without it the keys are wrong
     }
   }
@@ -995,7 +1005,8 @@ TEST_CASE("session api: a refused or cancelled render changes nothing; chat repo
   auto c = test::run_cli("chat -m " + test::quote(template_model_path()) + " -t 1 --temp 0 -n 3 < " + test::quote(in));
   CHECK(c.status == 2);  // an input error happened (reported), though the chat went on
   CHECK(c.out == f1->text + "\n" + f2->text + "\n");
-  auto e = test::run_cli("chat -m " + test::quote(template_model_path()) + " -t 1 --temp 0 -n 3 < " + test::quote(in), true);
+  auto e =
+      test::run_cli("chat -m " + test::quote(template_model_path()) + " -t 1 --temp 0 -n 3 < " + test::quote(in), true);
   CHECK(e.out.find("no bad words") != std::string::npos);
   CHECK(e.out.find("the message was not sent") != std::string::npos);
 }

@@ -2,10 +2,10 @@
 // of its reference prompt must be token-for-token the one Karpathy's llama2.c run.c printed, and the
 // logits of its first 16 positions must match the llama2.c float32 dump beside it.
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
 #include <fstream>
 #include <sstream>
+
+#include "common.hpp"
 
 using namespace llminfer;
 using namespace llminfer::detail;

@@ -2,10 +2,10 @@
 // (no weights needed): every stop reason, stop strings across token boundaries, cancel from the
 // callback and from the flag (also during the prompt's evaluation), the context policies.
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
 #include <atomic>
 #include <map>
+
+#include "common.hpp"
 
 using llminfer::GenerateOptions;
 using llminfer::GenerateResult;
@@ -86,12 +86,20 @@ TEST_CASE("stream: the earliest stop string wins; repeated beginnings") {
 
 TEST_CASE("stream: UTF-8 split across tokens reaches the caller whole") {
   // "€" = E2 82 AC split in three tokens, "é" = C3 A9 in two
-  auto f = feed({"a\xE2", "\x82", "\xAC" "b\xC3", "\xA9"}, {});
-  CHECK(f.out == "a\xE2\x82\xAC" "b\xC3\xA9");
+  auto f = feed({"a\xE2", "\x82",
+                 "\xAC"
+                 "b\xC3",
+                 "\xA9"},
+                {});
+  CHECK(f.out ==
+        "a\xE2\x82\xAC"
+        "b\xC3\xA9");
   CHECK(all_valid_utf8(f.emitted));
   CHECK(f.emitted[0] == "a");
   CHECK(f.emitted[1] == "");
-  CHECK(f.emitted[2] == "\xE2\x82\xAC" "b");
+  CHECK(f.emitted[2] ==
+        "\xE2\x82\xAC"
+        "b");
   // invalid bytes become U+FFFD; a sequence broken by a non-continuation byte is one U+FFFD
   auto g = feed({"x\xFFy", "\xE2\x82", "z"}, {});
   CHECK(g.out == "x\xEF\xBF\xBDy\xEF\xBF\xBDz");
@@ -179,7 +187,7 @@ struct FakeModel : llminfer::detail::GenerationIO {
   std::vector<int32_t> ctx;  // tokens in the "KV cache"
   std::vector<float> out;
   int evals = 0, polls = 0;
-  int fail_at_eval = -1;  // return an error on that eval
+  int fail_at_eval = -1;             // return an error on that eval
   std::function<void(int)> on_poll;  // test hook: called with the poll count
   size_t pos = 0;                    // generated tokens fed back so far (follows the script)
   bool uniform = false;              // flat logits over the first 8 non-eog ids (sampling tests)
@@ -200,8 +208,10 @@ struct FakeModel : llminfer::detail::GenerationIO {
       if (cancel()) return EvalStatus::cancelled;
     }
     ctx.insert(ctx.end(), toks.begin(), toks.end());
-    if (prompt_len == 0) prompt_len = static_cast<int>(toks.size());
-    else pos++;
+    if (prompt_len == 0)
+      prompt_len = static_cast<int>(toks.size());
+    else
+      pos++;
     out.assign(vocab.size(), 0.0f);
     if (uniform) {
       for (size_t i = 1; i < std::min<size_t>(9, vocab.size()); i++) out[i] = 1.0f;
@@ -244,7 +254,8 @@ Run generate(FakeModel& m, GenerateOptions o, std::vector<int32_t> prompt = {1, 
 FakeModel words() {
   FakeModel m;
   // 0 eog, 1..3 prompt, then pieces
-  m.vocab = {"<eog>", "<p1>", "<p2>", "<p3>", "Hello", ",", " wor", "ld", "!", " User", ":", " more", "\xE2\x82", "\xAC"};
+  m.vocab = {"<eog>", "<p1>", "<p2>",  "<p3>", "Hello", ",",        " wor",
+             "ld",    "!",    " User", ":",    " more", "\xE2\x82", "\xAC"};
   m.script = {4, 5, 6, 7, 8, 9, 10, 11, 0};  // "Hello, world! User: more" then eog
   return m;
 }
@@ -331,10 +342,12 @@ TEST_CASE("generate loop: cancel from the flag, between tokens and during the pr
   auto m = words();
   int calls = 0;
   // another thread would set it; here the callback does, and keeps returning true
-  auto run = generate(m, {.max_tokens = 100, .on_token = [&](std::string_view) {
-                            if (++calls == 2) flag = true;
-                            return true;
-                          },
+  auto run = generate(m, {.max_tokens = 100,
+                          .on_token =
+                              [&](std::string_view) {
+                                if (++calls == 2) flag = true;
+                                return true;
+                              },
                           .cancel = &flag});
   CHECK(run.r.stop == StopReason::cancelled);
   CHECK(run.r.tokens.size() == 2);

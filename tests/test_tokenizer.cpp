@@ -2,14 +2,14 @@
 // own test vectors, the documented cases where llama.cpp departs from Hugging Face, round trips, invalid UTF-8,
 // streaming detokenization, encode_prompt, end-of-generation sets, errors and the CLI.
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
 #include <sstream>
+
+#include "common.hpp"
 
 using namespace llminfer::detail;
 using llminfer::Errc;
@@ -196,7 +196,9 @@ const char* kLlama = "synth-llama-tiny-q8_0.gguf";
 const char* kGemma = "synth-gemma3-tiny-q8_0.gguf";
 const char* kSmol = "synth-smollm2-tiny-q8_0.gguf";
 const char* kStories = "stories260K.gguf";
-std::string smol_dir() { return test::model_path("hf/smollm2-tiny/hf-bf16"); }
+std::string smol_dir() {
+  return test::model_path("hf/smollm2-tiny/hf-bf16");
+}
 
 }  // namespace
 
@@ -209,24 +211,35 @@ TEST_CASE("tokenizer: the oracle's public samples, exact (ids, ids_add_special, 
   REQUIRE(texts.size() == 20);
   // The samples are full oracle output; ids_add_special of llama3 comes from its post-processor (no BOS), so
   // the llama-3 GGUF (add_bos_token = true, like Meta's file) is checked with llama3_1's BOS behaviour.
-  CHECK(check_golden(*tokenizer(test::model_path(kQwen3)), "qwen3", dir + "/expected-qwen3.jsonl", texts, true, true) == 0);
-  CHECK(check_golden(*tokenizer(test::model_path(kLlama)), "llama3", dir + "/expected-llama3.jsonl", texts, false, true) == 0);
-  CHECK(check_golden(*tokenizer(test::model_path(kLlama)), "llama3_1", dir + "/expected-llama3_1.jsonl", texts, true, true) == 0);
-  CHECK(check_golden(*tokenizer(test::model_path(kGemma)), "gemma3", dir + "/expected-gemma3.jsonl", texts, true, true) == 0);
+  CHECK(check_golden(*tokenizer(test::model_path(kQwen3)), "qwen3", dir + "/expected-qwen3.jsonl", texts, true, true) ==
+        0);
+  CHECK(check_golden(*tokenizer(test::model_path(kLlama)), "llama3", dir + "/expected-llama3.jsonl", texts, false,
+                     true) == 0);
+  CHECK(check_golden(*tokenizer(test::model_path(kLlama)), "llama3_1", dir + "/expected-llama3_1.jsonl", texts, true,
+                     true) == 0);
+  CHECK(check_golden(*tokenizer(test::model_path(kGemma)), "gemma3", dir + "/expected-gemma3.jsonl", texts, true,
+                     true) == 0);
   CHECK(check_golden(*tokenizer(smol_dir()), "smollm2", dir + "/expected-smollm2.jsonl", texts, true, true) == 0);
-  CHECK(check_golden(*tokenizer(test::model_path(kSmol)), "smollm2-gguf", dir + "/expected-smollm2.jsonl", texts, true, true) == 0);
+  CHECK(check_golden(*tokenizer(test::model_path(kSmol)), "smollm2-gguf", dir + "/expected-smollm2.jsonl", texts, true,
+                     true) == 0);
 }
 
 TEST_CASE("tokenizer: corpus goldens (254 texts) from GGUF vocabularies and tokenizer.json") {
   auto texts = corpus_texts("corpus.jsonl");
   REQUIRE(texts.size() > 250);
-  CHECK(check_golden(*tokenizer(test::model_path(kQwen3)), "qwen3", kDir + "/expected-qwen3.jsonl", texts, true, true) == 0);
-  CHECK(check_golden(*tokenizer(test::model_path(kQwen2)), "qwen2-arch", kDir + "/expected-qwen3.jsonl", texts, true, false) == 0);
-  CHECK(check_golden(*tokenizer(test::model_path(kLlama)), "llama3", kDir + "/expected-llama3.jsonl", texts, false, true) == 0);
-  CHECK(check_golden(*tokenizer(test::model_path(kLlama)), "llama3_1", kDir + "/expected-llama3_1.jsonl", texts, true, true) == 0);
-  CHECK(check_golden(*tokenizer(test::model_path(kGemma)), "gemma3", kDir + "/expected-gemma3.jsonl", texts, true, true) == 0);
+  CHECK(check_golden(*tokenizer(test::model_path(kQwen3)), "qwen3", kDir + "/expected-qwen3.jsonl", texts, true,
+                     true) == 0);
+  CHECK(check_golden(*tokenizer(test::model_path(kQwen2)), "qwen2-arch", kDir + "/expected-qwen3.jsonl", texts, true,
+                     false) == 0);
+  CHECK(check_golden(*tokenizer(test::model_path(kLlama)), "llama3", kDir + "/expected-llama3.jsonl", texts, false,
+                     true) == 0);
+  CHECK(check_golden(*tokenizer(test::model_path(kLlama)), "llama3_1", kDir + "/expected-llama3_1.jsonl", texts, true,
+                     true) == 0);
+  CHECK(check_golden(*tokenizer(test::model_path(kGemma)), "gemma3", kDir + "/expected-gemma3.jsonl", texts, true,
+                     true) == 0);
   CHECK(check_golden(*tokenizer(smol_dir()), "smollm2", kDir + "/expected-smollm2.jsonl", texts, true, true) == 0);
-  CHECK(check_golden(*tokenizer(test::model_path(kSmol)), "smollm2-gguf", kDir + "/expected-smollm2.jsonl", texts, true, true) == 0);
+  CHECK(check_golden(*tokenizer(test::model_path(kSmol)), "smollm2-gguf", kDir + "/expected-smollm2.jsonl", texts, true,
+                     true) == 0);
 }
 
 TEST_CASE("tokenizer: tokenizer.json reader on the real qwen3 / llama3 / llama3_1 files (BOS from post_processor)") {
@@ -247,7 +260,8 @@ TEST_CASE("tokenizer: tokenizer.json reader on the real qwen3 / llama3 / llama3_
 TEST_CASE("tokenizer: tiny tokenizer.json files (Prepend/Replace, Metaspace, RoBERTa byte-level) vs Hugging Face") {
   auto texts = corpus_texts("tiny-corpus.jsonl");
   for (const char* t : {"tiny-spm", "tiny-metaspace", "tiny-roberta"})
-    CHECK_MESSAGE(check_golden(*tokenizer(kDir + "/" + t), t, kDir + "/expected-" + t + ".jsonl", texts, true, true) == 0, t);
+    CHECK_MESSAGE(
+        check_golden(*tokenizer(kDir + "/" + t), t, kDir + "/expected-" + t + ".jsonl", texts, true, true) == 0, t);
 }
 
 TEST_CASE("tokenizer: o200k (gpt-4o) and tekken split regexes vs Hugging Face, from tokenizer.json and from GGUF") {
@@ -272,9 +286,11 @@ TEST_CASE("tokenizer: o200k (gpt-4o) and tekken split regexes vs Hugging Face, f
     REQUIRE(!jd.vocab.tokens.empty());
     test::GgufWriter w;
     std::vector<int32_t> types(jd.vocab.types.begin(), jd.vocab.types.end());  // control / user-defined as in the json
-    w.kv_str("general.architecture", "llama").kv_str("tokenizer.ggml.model", "gpt2")
+    w.kv_str("general.architecture", "llama")
+        .kv_str("tokenizer.ggml.model", "gpt2")
         .kv_str("tokenizer.ggml.pre", std::string(name) == "tiny-o200k" ? "gpt-4o" : "tekken")
-        .kv_strs("tokenizer.ggml.tokens", jd.vocab.tokens).kv_i32s("tokenizer.ggml.token_type", types)
+        .kv_strs("tokenizer.ggml.tokens", jd.vocab.tokens)
+        .kv_i32s("tokenizer.ggml.token_type", types)
         .kv_strs("tokenizer.ggml.merges", jd.vocab.merges);
     std::string gguf = tmp.file(std::string(name) + ".gguf");
     REQUIRE(test::write_file(gguf, w.build()));
@@ -338,13 +354,15 @@ std::string lcpp_vocab_dir(test::TempDir& tmp) {
   dirs.push_back("/tmp/lcpp-src/src/models");
   for (const auto& d : dirs)
     if (file_exists(d + "/ggml-vocab-llama-spm.gguf.inp")) return d;
-  std::string bundle = test::shared_dir() + "/tools/llamacpp-oracle/node_modules/node-llama-cpp/llama/gitRelease.bundle";
+  std::string bundle =
+      test::shared_dir() + "/tools/llamacpp-oracle/node_modules/node-llama-cpp/llama/gitRelease.bundle";
   if (!file_exists(bundle) || tmp.path.empty()) return "";
   std::string d = tmp.path, q = test::quote(d);
   std::string cmd = "git init -q " + q + " && git -C " + q + " fetch -q " + test::quote(bundle) + " 2>/dev/null";
   if (std::system(cmd.c_str()) != 0) return "";
   std::string files;
-  cmd = "cd " + q + " && for f in $(git ls-tree --name-only FETCH_HEAD models/ | grep ggml-vocab-); do "
+  cmd = "cd " + q +
+        " && for f in $(git ls-tree --name-only FETCH_HEAD models/ | grep ggml-vocab-); do "
         "git show FETCH_HEAD:$f > $(basename $f) || exit 1; done";
   if (std::system(cmd.c_str()) != 0) return "";
   return d;
@@ -358,8 +376,8 @@ TEST_CASE("tokenizer: llama.cpp's test vectors (ggml-vocab-*.gguf .inp/.out) for
     MESSAGE("skipped: no llama.cpp vocab test vectors (set LLMINFER_LCPP_VOCAB_DIR or install the oracle)");
     return;
   }
-  const char* supported[] = {"command-r", "gpt-2", "llama-bpe", "llama-spm", "mpt", "phi-3",
-                             "qwen2", "qwen35", "refact", "starcoder"};
+  const char* supported[] = {"command-r", "gpt-2", "llama-bpe", "llama-spm", "mpt",
+                             "phi-3",     "qwen2", "qwen35",    "refact",    "starcoder"};
   size_t total = 0;
   for (const char* name : supported) {
     std::string base = dir + "/ggml-vocab-" + name + ".gguf";
@@ -429,7 +447,8 @@ TEST_CASE("tokenizer: llama.cpp agrees except where it departs from Hugging Face
           // every difference is one of the known cases where Hugging Face (our reference) and llama.cpp part
           bool qwen = model.find("qwen") != std::string::npos, gemma = model.find("gemma") != std::string::npos;
           std::string why;
-          if (qwen && nfc(text) != text) why = "qwen: no NFC in llama.cpp";
+          if (qwen && nfc(text) != text)
+            why = "qwen: no NFC in llama.cpp";
           else if (qwen && special && text.find("</s>") != std::string::npos)
             why = "`</s>` is a normal token, llama.cpp makes it control";
           else if (gemma && !special && text.find("</s>") != std::string::npos)
@@ -550,8 +569,11 @@ TEST_CASE("tokenizer: round trip decode(encode(s)) == s where the tokenizer is l
   struct T {
     std::string path;
     bool nfc, marks;  // NFC changes text; U+2581 decodes as a space
-  } toks[] = {{test::model_path(kQwen3), true, false}, {test::model_path(kLlama), false, false},
-              {test::model_path(kGemma), false, true}, {smol_dir(), false, false}, {test::model_path(kSmol), false, false}};
+  } toks[] = {{test::model_path(kQwen3), true, false},
+              {test::model_path(kLlama), false, false},
+              {test::model_path(kGemma), false, true},
+              {smol_dir(), false, false},
+              {test::model_path(kSmol), false, false}};
   int checked = 0;
   for (const auto& t : toks) {
     auto tok = tokenizer(t.path);
@@ -574,10 +596,12 @@ TEST_CASE("tokenizer: invalid UTF-8 never crashes and round-trips byte for byte"
   // Defined behaviour: each byte that is not part of valid UTF-8 is a character of class "other" on its own;
   // byte-level BPE encodes it as its byte token, SentencePiece vocabularies as <0xXX> (byte fallback).
   std::mt19937 rng(1234);
-  std::vector<std::string> samples = {"\xFF", "\xC0\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80", "abc\x80",
-                                      "\xE2\x82", "caf\xC3", "\xF0\x9F\x98", "x\xFE\xFFy", std::string("\0\x01", 2)};
-  const char pool[] = {'a', ' ', '\n', '\'', 's', '1', '<', '|', char(0x80), char(0xC3), char(0xA9), char(0xE2),
-                       char(0x96), char(0x81), char(0xF0), char(0x9F), char(0xFF), char(0xCC), char(0x81)};
+  std::vector<std::string> samples = {
+      "\xFF",     "\xC0\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80", "abc\x80",
+      "\xE2\x82", "caf\xC3",  "\xF0\x9F\x98", "x\xFE\xFFy",       std::string("\0\x01", 2)};
+  const char pool[] = {'a',        ' ',        '\n',       '\'',       's',        '1',        '<',
+                       '|',        char(0x80), char(0xC3), char(0xA9), char(0xE2), char(0x96), char(0x81),
+                       char(0xF0), char(0x9F), char(0xFF), char(0xCC), char(0x81)};
   for (int k = 0; k < 300; k++) {
     std::string s;
     size_t n = rng() % 24;
@@ -639,7 +663,9 @@ TEST_CASE("tokenizer: streaming detokenization emits only complete, valid UTF-8"
   o += bad.push(b_ff);
   o += bad.push(b_e2);
   o += bad.flush();
-  CHECK(o == "x\xEF\xBF\xBD" "A\xEF\xBF\xBD\xEF\xBF\xBD");
+  CHECK(o ==
+        "x\xEF\xBF\xBD"
+        "A\xEF\xBF\xBD\xEF\xBF\xBD");
   // the SentencePiece dummy-prefix space is stripped once, at the start, as decode() does
   auto s = tokenizer(test::model_path(kStories));
   StreamDecoder ss(*s, /*skip_special=*/true);
@@ -677,11 +703,16 @@ TEST_CASE("tokenizer: unsupported and malformed vocabularies are clear errors") 
       if (starts_with(e.key, "tokenizer.")) continue;
       const GgufValue& v = e.value;
       std::string k(e.key);
-      if (v.type == GgufType::string) w.kv_str(k, std::string(v.as_string()));
-      else if (v.type == GgufType::f32) w.kv_f32(k, float(v.as_number()));
-      else if (v.type == GgufType::boolean) w.kv_bool(k, v.as_int() != 0);
-      else if (v.type == GgufType::i32) w.kv_i32(k, int32_t(v.as_int()));
-      else if (v.is_integer()) w.kv_u32(k, uint32_t(v.as_int()));
+      if (v.type == GgufType::string)
+        w.kv_str(k, std::string(v.as_string()));
+      else if (v.type == GgufType::f32)
+        w.kv_f32(k, float(v.as_number()));
+      else if (v.type == GgufType::boolean)
+        w.kv_bool(k, v.as_int() != 0);
+      else if (v.type == GgufType::i32)
+        w.kv_i32(k, int32_t(v.as_int()));
+      else if (v.is_integer())
+        w.kv_u32(k, uint32_t(v.as_int()));
     }
     for (const TensorView& t : src->tensors) {
       std::vector<uint64_t> dims;
@@ -699,7 +730,9 @@ TEST_CASE("tokenizer: unsupported and malformed vocabularies are clear errors") 
   }
   {  // an unknown tokenizer model
     test::GgufWriter w;
-    w.kv_str("general.architecture", "llama").kv_str("tokenizer.ggml.model", "t5").kv_strs("tokenizer.ggml.tokens", {"a", "b"});
+    w.kv_str("general.architecture", "llama")
+        .kv_str("tokenizer.ggml.model", "t5")
+        .kv_strs("tokenizer.ggml.tokens", {"a", "b"});
     auto d = load_description(write("t5.gguf", w));
     REQUIRE(d);
     auto t = Tokenizer::build(**d);
@@ -709,8 +742,11 @@ TEST_CASE("tokenizer: unsupported and malformed vocabularies are clear errors") 
   }
   {  // an unknown pre-tokenizer
     test::GgufWriter w;
-    w.kv_str("general.architecture", "llama").kv_str("tokenizer.ggml.model", "gpt2").kv_str("tokenizer.ggml.pre", "nope")
-        .kv_strs("tokenizer.ggml.tokens", {"a", "b", "ab"}).kv_strs("tokenizer.ggml.merges", {"a b"});
+    w.kv_str("general.architecture", "llama")
+        .kv_str("tokenizer.ggml.model", "gpt2")
+        .kv_str("tokenizer.ggml.pre", "nope")
+        .kv_strs("tokenizer.ggml.tokens", {"a", "b", "ab"})
+        .kv_strs("tokenizer.ggml.merges", {"a b"});
     auto d = load_description(write("pre.gguf", w));
     REQUIRE(d);
     auto t = Tokenizer::build(**d);
@@ -719,7 +755,9 @@ TEST_CASE("tokenizer: unsupported and malformed vocabularies are clear errors") 
   }
   {  // gpt2 without merges is malformed: Model::load refuses the file
     test::GgufWriter w;
-    w.kv_str("general.architecture", "llama").kv_str("tokenizer.ggml.model", "gpt2").kv_str("tokenizer.ggml.pre", "gpt-2")
+    w.kv_str("general.architecture", "llama")
+        .kv_str("tokenizer.ggml.model", "gpt2")
+        .kv_str("tokenizer.ggml.pre", "gpt-2")
         .kv_strs("tokenizer.ggml.tokens", {"a", "b"});
     std::string p = write("nomerges.gguf", w);
     auto m = llminfer::Model::load(p);
@@ -728,8 +766,13 @@ TEST_CASE("tokenizer: unsupported and malformed vocabularies are clear errors") 
   }
   {  // a tiny byte-level vocabulary from scratch: merges by rank, unknown bytes dropped (no token for them)
     test::GgufWriter w;
-    w.kv_str("general.architecture", "llama").kv_str("tokenizer.ggml.model", "gpt2").kv_str("tokenizer.ggml.pre", "gpt-2")
-        .kv_strs("tokenizer.ggml.tokens", {"a", "b", "ab", "\xC4\xA0", "\xC4\xA0" "ab", "<|end|>"})
+    w.kv_str("general.architecture", "llama")
+        .kv_str("tokenizer.ggml.model", "gpt2")
+        .kv_str("tokenizer.ggml.pre", "gpt-2")
+        .kv_strs("tokenizer.ggml.tokens", {"a", "b", "ab", "\xC4\xA0",
+                                           "\xC4\xA0"
+                                           "ab",
+                                           "<|end|>"})
         .kv_i32s("tokenizer.ggml.token_type", {1, 1, 1, 1, 1, 3})
         .kv_strs("tokenizer.ggml.merges", {"a b", "\xC4\xA0 ab", "x y"});
     auto d = load_description(write("tiny.gguf", w));
@@ -752,12 +795,14 @@ TEST_CASE("tokenizer: unsupported and malformed vocabularies are clear errors") 
     CHECK(t.error().code == Errc::unsupported);
     CHECK(t.error().message.find("WordPiece") != std::string::npos);
     tj = json_parse(R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]},
-                        "pre_tokenizer":{"type":"Split","pattern":{"Regex":"\\w+"},"behavior":"Isolated"}})", "t");
+                        "pre_tokenizer":{"type":"Split","pattern":{"Regex":"\\w+"},"behavior":"Isolated"}})",
+                    "t");
     d.tokenizer_json = *tj;
     t = Tokenizer::build(d);
     CHECK(!t);
     CHECK(t.error().message.find("regex") != std::string::npos);
-    tj = json_parse(R"({"model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":["a c"]},"decoder":{"type":"ByteLevel"}})", "t");
+    tj = json_parse(R"({"model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":["a c"]},"decoder":{"type":"ByteLevel"}})",
+                    "t");
     d.tokenizer_json = *tj;
     t = Tokenizer::build(d);
     CHECK(!t);
@@ -793,7 +838,8 @@ TEST_CASE("tokenizer: CLI tokenize / detokenize") {
   r = test::run_cli("tokenize -m " + test::quote(test::model_path(kGemma)) + " --text hi --no-bos");
   CHECK(r.out == "2202\n");
   test::TempDir tmp;
-  REQUIRE(test::write_file(tmp.file("in.jsonl"), std::string("{\"id\": \"a\", \"text\": \"Hello\"}\n{\"id\": 7, \"text\": \"\"}\n")));
+  REQUIRE(test::write_file(tmp.file("in.jsonl"),
+                           std::string("{\"id\": \"a\", \"text\": \"Hello\"}\n{\"id\": 7, \"text\": \"\"}\n")));
   r = test::run_cli("tokenize -m " + q + " --jsonl " + test::quote(tmp.file("in.jsonl")));
   CHECK(r.status == 0);
   CHECK(r.out == "{\"id\":\"a\",\"ids\":[9707]}\n{\"id\":7,\"ids\":[]}\n");

@@ -1,8 +1,8 @@
 // Unicode tables (generated from Debian's unicode-data by tools/gen_unicode) and NFC.
 #define LLMINFER_IMPLEMENTATION
-#include "common.hpp"
-
 #include <sstream>
+
+#include "common.hpp"
 
 using namespace llminfer::detail;
 
@@ -27,7 +27,7 @@ TEST_CASE("unicode: general category classes") {
   CHECK(uclass(0x1F600) == UClass::symbol);
   CHECK(uclass(' ') == UClass::separator);
   CHECK(uclass(0x3000) == UClass::separator);
-  CHECK(uclass(0x200B) == UClass::other);    // zero width space is Cf
+  CHECK(uclass(0x200B) == UClass::other);  // zero width space is Cf
   // cased letter kinds (o200k / tekken classes): Lu and Lt "upper only", Ll "lower only", Lm / Lo neither
   auto kind = [](uint32_t c) { return uflags(c) & (kUUpperOnly | kULowerOnly); };
   CHECK(kind('A') == kUUpperOnly);
@@ -40,7 +40,7 @@ TEST_CASE("unicode: general category classes") {
   CHECK(kind(0x0301) == 0);            // a mark
   CHECK(kind('1') == 0);
   CHECK(uclass(0xFEFF) == UClass::other);
-  CHECK(uclass(0x0378) == UClass::other);    // unassigned
+  CHECK(uclass(0x0378) == UClass::other);  // unassigned
   CHECK(uclass(0x10FFFF) == UClass::other);
   CHECK(uclass(0x110000) == UClass::other);  // out of range
 }
@@ -49,31 +49,33 @@ TEST_CASE("unicode: White_Space is the regex \\s of Oniguruma / Rust") {
   for (uint32_t c : {0x09u, 0x0Au, 0x0Bu, 0x0Cu, 0x0Du, 0x20u, 0x85u, 0xA0u, 0x1680u, 0x2000u, 0x200Au, 0x2028u,
                      0x2029u, 0x202Fu, 0x205Fu, 0x3000u})
     CHECK_MESSAGE(is_uwhitespace(c), c);
-  for (uint32_t c : {0x08u, 0x1Cu, 0x1Fu, 0x200Bu, 0xFEFFu, 0x180Eu, 0x61u, 0x30u}) CHECK_MESSAGE(!is_uwhitespace(c), c);
+  for (uint32_t c : {0x08u, 0x1Cu, 0x1Fu, 0x200Bu, 0xFEFFu, 0x180Eu, 0x61u, 0x30u})
+    CHECK_MESSAGE(!is_uwhitespace(c), c);
 }
 
 TEST_CASE("unicode: simple case folding") {
   CHECK(case_fold('A') == 'a');
   CHECK(case_fold('a') == 'a');
-  CHECK(case_fold(0x017F) == 's');      // long s
-  CHECK(case_fold(0x212A) == 'k');      // Kelvin sign
-  CHECK(case_fold(0x0130) == 0x0130);   // capital I with dot: only a full (F/T) folding
-  CHECK(case_fold(0x00DF) == 0x00DF);   // sharp s: full folding only
-  CHECK(case_fold(0x0100) == 0x0101);   // alternating pairs
+  CHECK(case_fold(0x017F) == 's');     // long s
+  CHECK(case_fold(0x212A) == 'k');     // Kelvin sign
+  CHECK(case_fold(0x0130) == 0x0130);  // capital I with dot: only a full (F/T) folding
+  CHECK(case_fold(0x00DF) == 0x00DF);  // sharp s: full folding only
+  CHECK(case_fold(0x0100) == 0x0101);  // alternating pairs
   CHECK(case_fold(0x0101) == 0x0101);
-  CHECK(case_fold(0x0410) == 0x0430);   // Cyrillic
-  CHECK(case_fold(0x10400) == 0x10428); // Deseret
-  CHECK(case_fold(0x1E9E) == 0x00DF);   // capital sharp s (status S)
+  CHECK(case_fold(0x0410) == 0x0430);    // Cyrillic
+  CHECK(case_fold(0x10400) == 0x10428);  // Deseret
+  CHECK(case_fold(0x1E9E) == 0x00DF);    // capital sharp s (status S)
 }
 
 TEST_CASE("unicode: NFC examples") {
-  CHECK(nfc("Jose\xCC\x81") == "Jos\xC3\xA9");                         // e + acute -> é
-  CHECK(nfc("\xEF\xA4\x80") == "\xE8\xB1\x88");                         // U+F900 -> U+8C48 (singleton)
-  CHECK(nfc("\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8") == "\xEA\xB0\x81"); // jamo L V T -> 각
-  CHECK(nfc("a\xCC\xA3\xCC\x87") == "\xE1\xBA\xA1\xCC\x87");            // reordering + composition
+  CHECK(nfc("Jose\xCC\x81") == "Jos\xC3\xA9");                           // e + acute -> é
+  CHECK(nfc("\xEF\xA4\x80") == "\xE8\xB1\x88");                          // U+F900 -> U+8C48 (singleton)
+  CHECK(nfc("\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8") == "\xEA\xB0\x81");  // jamo L V T -> 각
+  CHECK(nfc("a\xCC\xA3\xCC\x87") == "\xE1\xBA\xA1\xCC\x87");             // reordering + composition
   CHECK(nfc("a\xCC\x87\xCC\xA3") == "\xE1\xBA\xA1\xCC\x87");
   CHECK(nfc("plain ascii") == "plain ascii");
-  CHECK(nfc("\xFF" "e\xCC\x81\x80") == "\xFF\xC3\xA9\x80");             // invalid bytes pass through
+  CHECK(nfc("\xFF"
+            "e\xCC\x81\x80") == "\xFF\xC3\xA9\x80");  // invalid bytes pass through
   CHECK(nfc_quick_stable("caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC \xEA\xB0\x81"));
   CHECK(!nfc_quick_stable("e\xCC\x81"));
 }

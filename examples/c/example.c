@@ -2,10 +2,10 @@
      make libllminfer.so
      cc -std=c99 -I. examples/c/example.c -Lbuild -lllminfer -Wl,-rpath,$PWD/build -o build/example-c
      build/example-c third_party/stories260K/stories260K.gguf "Once upon a time" */
-#include "../../llminfer.hpp"
-
 #include <stdio.h>
 #include <string.h>
+
+#include "../../llminfer.hpp"
 
 static int print_piece(const char* piece, size_t len, void* user_data) {
   (void)user_data;

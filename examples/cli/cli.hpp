@@ -1,8 +1,6 @@
 // Shared helpers of the llminfer command-line program: argument parsing, output, exit codes.
 // Every cmd_*.cpp implements one subcommand (see main.cpp for the table).
 #pragma once
-#include "../../llminfer.hpp"
-
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -13,6 +11,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "../../llminfer.hpp"
 
 namespace cli {
 
@@ -54,7 +54,8 @@ class Args {
         code_ = kOk;
         return false;
       }
-      if (a.size() > 1 && a[0] == '-' && !(a.size() > 1 && (std::isdigit(static_cast<unsigned char>(a[1])) || a[1] == '.'))) {
+      if (a.size() > 1 && a[0] == '-' &&
+          !(a.size() > 1 && (std::isdigit(static_cast<unsigned char>(a[1])) || a[1] == '.'))) {
         std::string value;
         bool inline_value = false;
         if (size_t eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) == 0) {
@@ -100,7 +101,8 @@ class Args {
     if (v.empty()) return true;
     char* end = nullptr;
     long long x = std::strtoll(v.c_str(), &end, 10);
-    if (!end || *end || end == v.c_str()) return usage_error(std::string(name) + " expects an integer, got '" + v + "'");
+    if (!end || *end || end == v.c_str())
+      return usage_error(std::string(name) + " expects an integer, got '" + v + "'");
     out = x;
     return true;
   }

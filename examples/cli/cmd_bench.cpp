@@ -9,12 +9,12 @@
 //           from P threads (the library batches them, see LoadOptions::batch); tokens/s is the
 //           aggregate, P x N / wall time. --no-batch runs the same without batching.
 // Reports the median of the R runs (and every sample), the peak resident memory and the file size.
-#include "cli.hpp"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
+
+#include "cli.hpp"
 
 namespace {
 
@@ -215,10 +215,11 @@ int cmd_bench(int argc, char** argv) {
   if (args.has("--json")) {
     using cli::json_quote;
     std::string o = cli::strf(
-        "{\"model\":%s,\"threads\":%d,\"parallel\":%d,\"prefill_tps\":%.2f,\"decode_tps\":%.2f,\"load_ms\":%.1f,\"peak_rss_mb\":%.1f,"
+        "{\"model\":%s,\"threads\":%d,\"parallel\":%d,\"prefill_tps\":%.2f,\"decode_tps\":%.2f,\"load_ms\":%.1f,\"peak_"
+        "rss_mb\":%.1f,"
         "\"file_mb\":%.1f,\"kv_mb\":%.1f,\"kv_type\":%s,\"context\":%d,\"simd\":%s,\"seqs_per_step\":%.2f,\"tests\":[",
-        json_quote(args.get("--model")).c_str(), threads, static_cast<int>(parallel), prefill, decode, load_ms, rss, file_mb,
-        kv_mb, json_quote(kv).c_str(), lo.context, json_quote(info.kernels).c_str(), seqs_per_step);
+        json_quote(args.get("--model")).c_str(), threads, static_cast<int>(parallel), prefill, decode, load_ms, rss,
+        file_mb, kv_mb, json_quote(kv).c_str(), lo.context, json_quote(info.kernels).c_str(), seqs_per_step);
     for (size_t i = 0; i < tests.size(); i++) {
       o += cli::strf("%s{\"name\":\"%s\",\"tokens\":%d,\"median_tps\":%.2f,\"samples_ms\":[", i ? "," : "",
                      tests[i].name.c_str(), tests[i].tokens, tests[i].median_tps());
@@ -230,7 +231,8 @@ int cmd_bench(int argc, char** argv) {
   } else {
     std::printf("model     %s\nthreads   %d (%s kernels)\nload      %.1f ms\n", args.get("--model").c_str(), threads,
                 info.kernels.c_str(), load_ms);
-    for (const Test& t : tests) std::printf("%-9s %.2f tokens/s (median of %zu)\n", t.name.c_str(), t.median_tps(), t.ms.size());
+    for (const Test& t : tests)
+      std::printf("%-9s %.2f tokens/s (median of %zu)\n", t.name.c_str(), t.median_tps(), t.ms.size());
     if (parallel > 1) std::printf("batching  %.2f sequences per step on average\n", seqs_per_step);
     std::printf("peak RSS  %.1f MiB (file %.1f MiB, KV cache %.1f MiB)\n", rss, file_mb, kv_mb);
   }

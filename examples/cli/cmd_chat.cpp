@@ -47,8 +47,10 @@ std::atomic<bool> g_replying{false};
 std::atomic<bool> g_interrupted{false};
 std::atomic<bool> g_too_long{false};  // a message longer than cli::max_input_bytes()
 extern "C" void chat_on_sigint(int) {
-  if (g_replying.load()) g_chat_cancel.store(true);
-  else g_interrupted.store(true);
+  if (g_replying.load())
+    g_chat_cancel.store(true);
+  else
+    g_interrupted.store(true);
 }
 
 void install_sigint() {

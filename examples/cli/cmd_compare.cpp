@@ -140,11 +140,13 @@ int cmd_compare(int argc, char** argv) {
   const llminfer::LogitsComparison& r = *cmp;
   int status = cli::kOk;
   if (r.nonfinite_ours || r.nonfinite_ref) {  // never a match, and an error: such logits mean nothing
-    std::fprintf(stderr, "error: %s%s%s holds values that are not finite (NaN or infinite): %llu in ours, %llu in the "
+    std::fprintf(stderr,
+                 "error: %s%s%s holds values that are not finite (NaN or infinite): %llu in ours, %llu in the "
                  "reference; first at position %d, id %d\n",
-                 r.nonfinite_ours ? args.get("--model").c_str() : "", r.nonfinite_ours && r.nonfinite_ref ? " and " : "",
-                 r.nonfinite_ref ? ref_path.c_str() : "", static_cast<unsigned long long>(r.nonfinite_ours),
-                 static_cast<unsigned long long>(r.nonfinite_ref), r.first_nonfinite_pos, r.first_nonfinite_id);
+                 r.nonfinite_ours ? args.get("--model").c_str() : "",
+                 r.nonfinite_ours && r.nonfinite_ref ? " and " : "", r.nonfinite_ref ? ref_path.c_str() : "",
+                 static_cast<unsigned long long>(r.nonfinite_ours), static_cast<unsigned long long>(r.nonfinite_ref),
+                 r.first_nonfinite_pos, r.first_nonfinite_id);
     status = cli::kFailure;
   }
   if (args.has("--json")) {
@@ -160,13 +162,16 @@ int cmd_compare(int argc, char** argv) {
     std::printf("model       %s (%s, %s)\n", args.get("--model").c_str(), info.architecture.c_str(), kv.c_str());
     std::printf("reference   %s (%d %sposition%s x %d)\n", ref_path.c_str(), rows, gen.empty() ? "" : "generated ",
                 rows == 1 ? "" : "s", nv);
-    std::printf("top-1       %d / %d positions agree%s\n", r.top1_matches, r.positions, r.top1_match_all ? "" : " (MISMATCH)");
+    std::printf("top-1       %d / %d positions agree%s\n", r.top1_matches, r.positions,
+                r.top1_match_all ? "" : " (MISMATCH)");
     std::printf("pearson     mean %.7f, min %.7f\n", r.pearson_mean, r.pearson_min);
     std::printf("top-10      mean overlap %.2f / 10\n", r.top10_overlap_mean);
     std::printf("max diff    %.3g absolute, %.3g relative to the reference's largest |logit| (%.4g)\n", r.max_abs_diff,
                 r.max_rel_diff, r.ref_max_abs);
-    if (r.first_divergence >= 0) std::printf("first divergence at position %d\n", r.first_divergence);
-    else std::printf("no divergence\n");
+    if (r.first_divergence >= 0)
+      std::printf("first divergence at position %d\n", r.first_divergence);
+    else
+      std::printf("no divergence\n");
   }
   return status;
 }

@@ -17,9 +17,13 @@ const char* kDetokenizeUsage =
 
 int cmd_detokenize(int argc, char** argv) {
   cli::Args args(kDetokenizeUsage);
-  args.option({"-m", "--model"}, true).option({"--ids"}, true).option({"--skip-special"}, false).option({"--json"}, false);
+  args.option({"-m", "--model"}, true)
+      .option({"--ids"}, true)
+      .option({"--skip-special"}, false)
+      .option({"--json"}, false);
   if (!args.parse(argc, argv)) return args.exit_code();
-  if (!args.positional().empty()) return args.usage_error("unexpected argument '" + args.positional()[0] + "'"), args.exit_code();
+  if (!args.positional().empty())
+    return args.usage_error("unexpected argument '" + args.positional()[0] + "'"), args.exit_code();
   std::string model = args.get("--model");
   if (model.empty()) return args.usage_error("-m MODEL is required"), args.exit_code();
   if (!args.has("--ids")) return args.usage_error("--ids is required"), args.exit_code();

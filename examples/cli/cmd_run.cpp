@@ -21,8 +21,10 @@ std::string run_usage() {
              "  --chat                  wrap the prompt in the model's chat template (as a user message)\n"
              "  --system TEXT           with --chat: a system message first\n"
              "  --echo                  print the prompt before the generated text\n"
-             "  --json                  print {\"text\",\"tokens\",\"stop\",\"prompt_tokens\",\"timings\",\"peak_rss_mb\",\n"
-             "                          \"seed\",\"seed_str\",\"kv_bytes\",...} instead of streaming (greedy unless --temp)\n"
+             "  --json                  print "
+             "{\"text\",\"tokens\",\"stop\",\"prompt_tokens\",\"timings\",\"peak_rss_mb\",\n"
+             "                          \"seed\",\"seed_str\",\"kv_bytes\",...} instead of streaming (greedy unless "
+             "--temp)\n"
              "  --kv-type f16|f32       KV cache element type (default f16)\n") +
          cli::kSamplingHelp +
          "common:\n"
@@ -43,8 +45,6 @@ extern "C" void run_on_sigint(int) {
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the program
 }
 
-
-
 std::string result_json(const llminfer::GenerateResult& r) {
   std::string s = "{\"text\":" + cli::json_quote(r.text) + ",\"tokens\":[";
   for (size_t i = 0; i < r.tokens.size(); i++) s += (i ? "," : "") + std::to_string(r.tokens[i]);
@@ -52,8 +52,10 @@ std::string result_json(const llminfer::GenerateResult& r) {
   s += ",\"prompt_tokens\":" + std::to_string(r.prompt_tokens);
   s += ",\"prompt_tokens_evaluated\":" + std::to_string(r.prompt_tokens_evaluated);
   s += ",\"timings\":{\"load_ms\":" + cli::json_number(r.timings.load_ms) +
-       ",\"prefill_ms\":" + cli::json_number(r.timings.prefill_ms) + ",\"prefill_tps\":" + cli::json_number(r.timings.prefill_tps) +
-       ",\"decode_ms\":" + cli::json_number(r.timings.decode_ms) + ",\"decode_tps\":" + cli::json_number(r.timings.decode_tps) +
+       ",\"prefill_ms\":" + cli::json_number(r.timings.prefill_ms) +
+       ",\"prefill_tps\":" + cli::json_number(r.timings.prefill_tps) +
+       ",\"decode_ms\":" + cli::json_number(r.timings.decode_ms) +
+       ",\"decode_tps\":" + cli::json_number(r.timings.decode_tps) +
        ",\"ttft_ms\":" + cli::json_number(r.timings.ttft_ms) +
        ",\"constraint_ms\":" + cli::json_number(r.timings.constraint_ms) + "}";
   s += ",\"peak_rss_mb\":" + cli::json_number(r.peak_rss_mb);

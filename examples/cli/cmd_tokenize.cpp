@@ -2,9 +2,9 @@
 // llminfer tokenize -m MODEL --jsonl FILE [--special] [--no-bos]
 // Text -> token ids with the model's own tokenizer. Only the model description and the tokenizer are
 // built (no weights are touched: llminfer::Tokenizer), so this is fast even for large models.
-#include "cli.hpp"
-
 #include <string>
+
+#include "cli.hpp"
 
 namespace {
 
@@ -303,7 +303,8 @@ int cmd_tokenize(int argc, char** argv) {
       .option({"--no-bos"}, false)
       .option({"--json"}, false);
   if (!args.parse(argc, argv)) return args.exit_code();
-  if (!args.positional().empty()) return args.usage_error("unexpected argument '" + args.positional()[0] + "'"), args.exit_code();
+  if (!args.positional().empty())
+    return args.usage_error("unexpected argument '" + args.positional()[0] + "'"), args.exit_code();
   std::string model = args.get("--model");
   if (model.empty()) return args.usage_error("-m MODEL is required"), args.exit_code();
   int sources = int(args.has("--text")) + int(args.has("--file")) + int(args.has("--jsonl"));
@@ -312,7 +313,8 @@ int cmd_tokenize(int argc, char** argv) {
 
   std::string text, err;
   if (args.has("--file") && !cli::read_file(args.get("--file"), text, err)) return cli::fail({llminfer::Errc::io, err});
-  if (args.has("--jsonl") && !cli::read_file(args.get("--jsonl"), text, err)) return cli::fail({llminfer::Errc::io, err});
+  if (args.has("--jsonl") && !cli::read_file(args.get("--jsonl"), text, err))
+    return cli::fail({llminfer::Errc::io, err});
   if (args.has("--text")) text = args.get("--text");
 
   auto tok = llminfer::Tokenizer::load(model);

@@ -4,10 +4,10 @@
 #define LLMINFER_IMPLEMENTATION
 // The header itself, not only through cli.hpp: in a unity build (CMake's) the subcommands' files
 // may come first, and cli.hpp (#pragma once) would then be skipped here.
+#include <cstring>
+
 #include "../../llminfer.hpp"
 #include "cli.hpp"
-
-#include <cstring>
 
 namespace {
 struct Command {
@@ -30,8 +30,10 @@ const Command kCommands[] = {
 };
 
 void usage(FILE* f) {
-  std::fprintf(f, "llminfer %s - run language models on a CPU\n\nusage: llminfer COMMAND [options]   "
-               "(llminfer COMMAND --help for its options)\n\ncommands:\n", llminfer::version());
+  std::fprintf(f,
+               "llminfer %s - run language models on a CPU\n\nusage: llminfer COMMAND [options]   "
+               "(llminfer COMMAND --help for its options)\n\ncommands:\n",
+               llminfer::version());
   for (const auto& c : kCommands) std::fprintf(f, "  %-11s %s\n", c.name, c.summary);
 }
 }  // namespace
@@ -59,5 +61,7 @@ int cli_main(int argc, char** argv) {
 }
 
 #if !defined(LLMINFER_CLI_NO_MAIN)
-int main(int argc, char** argv) { return cli_main(argc, argv); }
+int main(int argc, char** argv) {
+  return cli_main(argc, argv);
+}
 #endif

@@ -1,10 +1,10 @@
 // Sampling flags shared by `llminfer run` and `llminfer chat`, and the end-of-run summary.
 #pragma once
-#include "cli.hpp"
-
 #include <cmath>
 #include <cstdint>
 #include <random>
+
+#include "cli.hpp"
 
 namespace cli {
 
@@ -121,7 +121,8 @@ inline int read_structured(Args& a, llminfer::GenerateOptions& o) {
       if (auto c = llminfer::check_grammar(text); !c) return fail({c.error().code, path + ": " + c.error().message});
       o.grammar = std::move(text);
     } else {
-      if (auto g = llminfer::json_schema_to_grammar(text); !g) return fail({g.error().code, path + ": " + g.error().message});
+      if (auto g = llminfer::json_schema_to_grammar(text); !g)
+        return fail({g.error().code, path + ": " + g.error().message});
       o.json_schema = std::move(text);
     }
   }
@@ -131,8 +132,8 @@ inline int read_structured(Args& a, llminfer::GenerateOptions& o) {
 // One line for stderr: "[42 tokens, stop: eos | prompt 12 tokens at 340.2 tok/s | ...]".
 inline std::string summary_line(const llminfer::GenerateResult& r) {
   using cli::strf;
-  std::string s = strf("[%zu tokens, stop: %s | prompt %d tokens", r.tokens.size(), llminfer::to_string(r.stop),
-                       r.prompt_tokens);
+  std::string s =
+      strf("[%zu tokens, stop: %s | prompt %d tokens", r.tokens.size(), llminfer::to_string(r.stop), r.prompt_tokens);
   if (r.prompt_tokens_reused > 0) s += strf(" (%d cached)", r.prompt_tokens_reused);
   if (r.prompt_tokens_evaluated > 0) s += strf(" at %.1f tok/s", r.timings.prefill_tps);
   if (r.tokens.size() > 1) s += strf(" | decode %.1f tok/s", r.timings.decode_tps);

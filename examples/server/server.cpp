@@ -27,23 +27,22 @@
 // itself stays standard-library only; this program is built separately from the CLI, which runs it
 // for `llminfer serve` (examples/cli/cmd_serve.cpp).
 #define LLMINFER_IMPLEMENTATION
-#include "../cli/cli.hpp"
-
 #include <httplib.h>
 #include <pthread.h>
 #include <signal.h>
-
-#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <ctime>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "../cli/cli.hpp"
 
 using json = nlohmann::json;
 
@@ -67,8 +66,7 @@ const char* kUsage =
     "                        (--max-session-mb is per slot)\n";
 
 // ---- errors in the OpenAI shape ----
-json error_body(const std::string& message, const char* type, const char* param = nullptr,
-                const char* code = nullptr) {
+json error_body(const std::string& message, const char* type, const char* param = nullptr, const char* code = nullptr) {
   json e = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
   if (param) e["param"] = param;
   if (code) e["code"] = code;
@@ -161,7 +159,9 @@ class Slots {
     std::lock_guard<std::mutex> lk(mu_);
     int busy = 0;
     for (auto& s : slots_) busy += s->busy ? 1 : 0;
-    return json{{"slots_idle", int(slots_.size()) - busy}, {"slots_processing", busy}, {"queue", waiting_},
+    return json{{"slots_idle", int(slots_.size()) - busy},
+                {"slots_processing", busy},
+                {"queue", waiting_},
                 {"requests_served", served_}};
   }
 
@@ -266,16 +266,22 @@ std::optional<BadRequest> parse_common(const json& body, Request& r) {
   if (auto e = int_field(body, "top_k", 0, 1 << 30, v)) return e;
   o.top_k = static_cast<int>(v);
   if (auto it = body.find("seed"); it != body.end() && !it->is_null()) {
-    if (it->is_number_unsigned()) o.seed = it->get<unsigned long long>();
-    else if (it->is_number_integer()) o.seed = static_cast<uint64_t>(it->get<long long>());
-    else return BadRequest{400, "seed must be an integer", "seed"};
+    if (it->is_number_unsigned())
+      o.seed = it->get<unsigned long long>();
+    else if (it->is_number_integer())
+      o.seed = static_cast<uint64_t>(it->get<long long>());
+    else
+      return BadRequest{400, "seed must be an integer", "seed"};
     if (o.seed == llminfer::random_seed) o.seed = 0;
   }
   if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
     std::vector<json> items;
-    if (it->is_string()) items.push_back(*it);
-    else if (it->is_array()) items.assign(it->begin(), it->end());
-    else return BadRequest{400, "stop must be a string or an array of strings", "stop"};
+    if (it->is_string())
+      items.push_back(*it);
+    else if (it->is_array())
+      items.assign(it->begin(), it->end());
+    else
+      return BadRequest{400, "stop must be a string or an array of strings", "stop"};
     if (items.size() > 16) return BadRequest{400, "stop: at most 16 strings", "stop"};
     for (const auto& s : items) {
       if (!s.is_string()) return BadRequest{400, "stop must be a string or an array of strings", "stop"};
@@ -288,8 +294,11 @@ std::optional<BadRequest> parse_common(const json& body, Request& r) {
     float p = 0;
     if (auto e = number_field(body, name, -2, 2, p)) return e;
     if (p != 0)
-      return BadRequest{400, std::string(name) + " is not supported (only 0); use repeat_penalty (a multiplicative "
-                        "penalty on recent tokens) instead", name};
+      return BadRequest{400,
+                        std::string(name) +
+                            " is not supported (only 0); use repeat_penalty (a multiplicative "
+                            "penalty on recent tokens) instead",
+                        name};
   }
   if (auto e = int_field(body, "n", 1, 1, v)) return BadRequest{400, "n: only 1 choice per request is supported", "n"};
   if (auto it = body.find("logprobs"); it != body.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
@@ -300,8 +309,9 @@ std::optional<BadRequest> parse_common(const json& body, Request& r) {
   // (GBNF, llminfer's own as in llama.cpp's server). A malformed schema or grammar is a 400 naming
   // what is wrong, before a slot is taken.
   if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
-    const char* kTypes = "response_format must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
-                         "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": {...}}}";
+    const char* kTypes =
+        "response_format must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+        "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": {...}}}";
     if (!it->is_object()) return BadRequest{400, kTypes, "response_format"};
     auto type = it->find("type");
     if (type == it->end() || !type->is_string()) return BadRequest{400, kTypes, "response_format"};
@@ -313,7 +323,8 @@ std::optional<BadRequest> parse_common(const json& body, Request& r) {
       if (js == it->end() || !js->is_object()) return BadRequest{400, kTypes, "response_format"};
       auto schema = js->find("schema");
       if (schema == js->end() || !(schema->is_object() || schema->is_boolean()))
-        return BadRequest{400, "response_format.json_schema.schema must be a JSON Schema (an object)", "response_format"};
+        return BadRequest{400, "response_format.json_schema.schema must be a JSON Schema (an object)",
+                          "response_format"};
       o.json_schema = schema->dump();
       if (auto g = llminfer::json_schema_to_grammar(o.json_schema); !g)
         return BadRequest{400, "response_format.json_schema.schema: " + g.error().message, "response_format"};
@@ -395,7 +406,8 @@ std::optional<BadRequest> parse_completion(const json& body, Request& r) {
   }
   if (auto e = body.find("echo"); e != body.end() && e->is_boolean() && e->get<bool>())
     return BadRequest{400, "echo is not supported", "echo"};
-  if (auto e = body.find("suffix"); e != body.end() && !e->is_null()) return BadRequest{400, "suffix is not supported", "suffix"};
+  if (auto e = body.find("suffix"); e != body.end() && !e->is_null())
+    return BadRequest{400, "suffix is not supported", "suffix"};
   return parse_common(body, r);
 }
 
@@ -414,7 +426,7 @@ struct Server {
 
   std::string new_id(const char* prefix) {
     return cli::strf("%s-%016llx%06llx", prefix, static_cast<unsigned long long>(id_salt),
-                                  static_cast<unsigned long long>(next_id++));
+                     static_cast<unsigned long long>(next_id++));
   }
 
   bool authorized(const httplib::Request& req, httplib::Response& res) {
@@ -460,7 +472,8 @@ struct Server {
       ids = std::move(*t);
     } else if (r.prompt_is_ids) {
       for (int32_t id : r.prompt_ids)
-        if (id >= n_input_ids) return BadRequest{400, cli::strf("prompt: token id %d is outside the vocabulary", id), "prompt"};
+        if (id >= n_input_ids)
+          return BadRequest{400, cli::strf("prompt: token id %d is outside the vocabulary", id), "prompt"};
       ids = r.prompt_ids;
     } else {
       // a raw prompt may hold the model's control tokens (as llama.cpp's server reads it)
@@ -471,8 +484,9 @@ struct Server {
     if (ids.empty()) return BadRequest{400, "the prompt is empty", r.chat ? "messages" : "prompt"};
     for (const auto& [id, bias] : r.options.logit_bias)
       if (id >= n_vocab)
-        return BadRequest{400, cli::strf("logit_bias: token id %d is outside the vocabulary (0..%lld)", id,
-                                                      static_cast<long long>(n_vocab - 1)),
+        return BadRequest{400,
+                          cli::strf("logit_bias: token id %d is outside the vocabulary (0..%lld)", id,
+                                    static_cast<long long>(n_vocab - 1)),
                           "logit_bias"};
     if (ids.size() >= static_cast<size_t>(n_ctx))
       return BadRequest{400, cli::strf("the prompt is %zu tokens but the context holds %d", ids.size(), n_ctx),
@@ -486,7 +500,8 @@ struct Server {
     if (body.is_discarded()) return send_error(res, 400, "the request body is not valid JSON");
     if (!body.is_object()) return send_error(res, 400, "the request body must be a JSON object");
     Request r;
-    if (auto e = chat ? parse_chat(body, r) : parse_completion(body, r)) return send_error(res, e->status, e->message, e->param);
+    if (auto e = chat ? parse_chat(body, r) : parse_completion(body, r))
+      return send_error(res, e->status, e->message, e->param);
     if (auto v = llminfer::check_generate_options(r.options); !v) return send_error(res, 400, v.error().message);
     r.options.chat = chat;  // a chat prompt's reply: its text as Session::reply gives it
     std::vector<int32_t> ids;
@@ -494,8 +509,9 @@ struct Server {
     bool full = false;
     Slot* slot = slots->acquire(ids, queue_timeout, full);
     if (!slot)
-      return send_error(res, 503, full ? "the server is busy: every slot is generating and the queue is full; retry later"
-                                       : "the server is busy: no slot became free in time; retry later");
+      return send_error(res, 503,
+                        full ? "the server is busy: every slot is generating and the queue is full; retry later"
+                             : "the server is busy: no slot became free in time; retry later");
     auto lease = std::make_shared<SlotLease>(slots.get(), slot);
     const std::string id = new_id(chat ? "chatcmpl" : "cmpl");
     const long long created = static_cast<long long>(std::time(nullptr));
@@ -505,11 +521,17 @@ struct Server {
       if (!g) return send_error(res, 500, g.error().message);
       if (g->stop == llminfer::StopReason::error) return send_error(res, 500, g->error.message);
       json choice = {{"index", 0}, {"finish_reason", finish_reason(g->stop)}, {"logprobs", nullptr}};
-      if (chat) choice["message"] = {{"role", "assistant"}, {"content", g->text}};
-      else choice["text"] = g->text;
+      if (chat)
+        choice["message"] = {{"role", "assistant"}, {"content", g->text}};
+      else
+        choice["text"] = g->text;
       return send_json(res, 200,
-                       json{{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created},
-                            {"model", model_name}, {"choices", json::array({choice})}, {"usage", usage(*g)}});
+                       json{{"id", id},
+                            {"object", chat ? "chat.completion" : "text_completion"},
+                            {"created", created},
+                            {"model", model_name},
+                            {"choices", json::array({choice})},
+                            {"usage", usage(*g)}});
     }
     // streaming: the generation runs in the content provider, on this connection's thread
     auto state = std::make_shared<Request>(std::move(r));
@@ -525,10 +547,15 @@ struct Server {
           };
           auto chunk = [&](const json& delta_or_text, const json& finish) {
             json c = {{"index", 0}, {"finish_reason", finish}, {"logprobs", nullptr}};
-            if (chat) c["delta"] = delta_or_text;
-            else c["text"] = delta_or_text;
-            return json{{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
-                        {"model", model_name}, {"choices", json::array({c})}};
+            if (chat)
+              c["delta"] = delta_or_text;
+            else
+              c["text"] = delta_or_text;
+            return json{{"id", id},
+                        {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                        {"created", created},
+                        {"model", model_name},
+                        {"choices", json::array({c})}};
           };
           bool open = event(chunk(chat ? json{{"role", "assistant"}, {"content", ""}} : json(""), nullptr));
           llminfer::GenerateOptions o = state->options;
@@ -540,7 +567,8 @@ struct Server {
           };
           Slot* slot = lease->slot;
           auto g = open ? slot->session.generate(*prompt, o)
-                        : llminfer::Result<llminfer::GenerateResult>(llminfer::Error{llminfer::Errc::internal, "client gone"});
+                        : llminfer::Result<llminfer::GenerateResult>(
+                              llminfer::Error{llminfer::Errc::internal, "client gone"});
           lease->release();  // the slot is free before the last events are written
           if (!open) return false;
           if (!g || g->stop == llminfer::StopReason::error) {
@@ -548,8 +576,12 @@ struct Server {
           } else {
             event(chunk(chat ? json::object() : json(""), finish_reason(g->stop)));
             if (state->include_usage)
-              event(json{{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
-                         {"model", model_name}, {"choices", json::array()}, {"usage", usage(*g)}});
+              event(json{{"id", id},
+                         {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                         {"created", created},
+                         {"model", model_name},
+                         {"choices", json::array()},
+                         {"usage", usage(*g)}});
           }
           const char done[] = "data: [DONE]\n\n";
           sink.write(done, sizeof(done) - 1);
@@ -641,10 +673,14 @@ int main(int argc, char** argv) {
   });
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    if (res.status == 413) send_error(res, 413, "the request body is larger than the limit (--max-body)");
-    else if (res.status == 404) send_error(res, 404, "no such endpoint: " + req.method + " " + req.path);
-    else if (res.status == 405) send_error(res, 405, "method not allowed: " + req.method + " " + req.path);
-    else send_error(res, res.status, cli::strf("HTTP status %d", res.status));
+    if (res.status == 413)
+      send_error(res, 413, "the request body is larger than the limit (--max-body)");
+    else if (res.status == 404)
+      send_error(res, 404, "no such endpoint: " + req.method + " " + req.path);
+    else if (res.status == 405)
+      send_error(res, 405, "method not allowed: " + req.method + " " + req.path);
+    else
+      send_error(res, res.status, cli::strf("HTTP status %d", res.status));
   });
   http.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     json j = srv.slots->stats();
@@ -655,14 +691,20 @@ int main(int argc, char** argv) {
     if (!srv.authorized(req, res)) return;
     send_json(res, 200,
               json{{"object", "list"},
-                   {"data", json::array({json{{"id", srv.model_name}, {"object", "model"}, {"created", 0},
-                                              {"owned_by", "llminfer"}, {"context_length", srv.n_ctx}}})}});
+                   {"data", json::array({json{{"id", srv.model_name},
+                                              {"object", "model"},
+                                              {"created", 0},
+                                              {"owned_by", "llminfer"},
+                                              {"context_length", srv.n_ctx}}})}});
   });
-  http.Post("/v1/chat/completions", [&](const httplib::Request& req, httplib::Response& res) { srv.handle(req, res, true); });
-  http.Post("/v1/completions", [&](const httplib::Request& req, httplib::Response& res) { srv.handle(req, res, false); });
+  http.Post("/v1/chat/completions",
+            [&](const httplib::Request& req, httplib::Response& res) { srv.handle(req, res, true); });
+  http.Post("/v1/completions",
+            [&](const httplib::Request& req, httplib::Response& res) { srv.handle(req, res, false); });
 
   const std::string host = args.get("--host", "127.0.0.1");
-  int bound = port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, static_cast<int>(port)) ? int(port) : -1);
+  int bound =
+      port == 0 ? http.bind_to_any_port(host) : (http.bind_to_port(host, static_cast<int>(port)) ? int(port) : -1);
   if (bound < 0) {
     std::fprintf(stderr, "error: cannot listen on %s:%lld\n", host.c_str(), port);
     return cli::kFailure;

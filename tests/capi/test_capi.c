@@ -5,22 +5,22 @@
    errors (codes and messages), tokenize/detokenize, greedy generation token for token against
    llama2.c, streaming with cancel, stop strings, sessions, and that every object is freed (run it
    under valgrind or ASan to see that). Prints one line per check; exit status 0 when all pass. */
-#include "../../llminfer.hpp"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../llminfer.hpp"
+
 static int failures = 0;
 static int checks = 0;
 
-#define CHECK(cond)                                                          \
-  do {                                                                       \
-    checks++;                                                                \
-    if (!(cond)) {                                                           \
-      failures++;                                                            \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    checks++;                                                                  \
+    if (!(cond)) {                                                             \
+      failures++;                                                              \
       fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                        \
+    }                                                                          \
   } while (0)
 
 /* The "# TOKENS ..." line of the reference file. */
@@ -227,8 +227,9 @@ int main(int argc, char** argv) {
   if (res) {
     llminfer_result* r6 = NULL;
     const char* grammar = "root ::= (\"yes\" | \"no\") \".\"";
-    const char* schema = "{\"type\": \"object\", \"properties\": {\"ok\": {\"type\": \"boolean\"}},"
-                         " \"required\": [\"ok\"], \"additionalProperties\": false}";
+    const char* schema =
+        "{\"type\": \"object\", \"properties\": {\"ok\": {\"type\": \"boolean\"}},"
+        " \"required\": [\"ok\"], \"additionalProperties\": false}";
     const char* bad = "root ::= [z-a]";
     const char* unsupported = "{\"type\": \"object\", \"patternProperties\": {}}";
     char* gbnf = NULL;
@@ -277,7 +278,8 @@ int main(int argc, char** argv) {
     CHECK(rc == LLMINFER_OK && gbnf && gbnf_len == strlen(gbnf) && strstr(gbnf, "root ::="));
     llminfer_string_free(gbnf);
     rc = llminfer_json_schema_to_grammar(unsupported, strlen(unsupported), &gbnf, &gbnf_len, &err);
-    CHECK(rc == LLMINFER_E_INVALID_ARGUMENT && gbnf == NULL && err && strstr(llminfer_error_message(err, NULL), "patternProperties"));
+    CHECK(rc == LLMINFER_E_INVALID_ARGUMENT && gbnf == NULL && err &&
+          strstr(llminfer_error_message(err, NULL), "patternProperties"));
     llminfer_error_free(err);
     go.json_schema = NULL;
     go.json_schema_len = 0;

@@ -3,4 +3,6 @@
 #include "../../llminfer.hpp"
 
 // Something of this TU for the other one to call, so both halves are linked and used.
-const char* matrix_version() { return llminfer::version(); }
+const char* matrix_version() {
+  return llminfer::version();
+}

@@ -4,4 +4,6 @@
 #define LLMINFER_IMPLEMENTATION
 #include "../../llminfer.hpp"
 
-int main() { return 0; }
+int main() {
+  return 0;
+}

@@ -18,26 +18,15 @@
 // defaults are all threads, 256 tokens, and a fuzzed model's own context could ask for all the memory
 // there is); chat
 // reads at most 8 lines; inputs are read up to 16 KiB
-// (LLMINFER_MAX_INPUT_BYTES, so the too-long paths run too); templates as said below. Safe to run as any user: an argument
-// holding '/' is refused (paths are the placeholders' only, or relative to the current directory,
-// which is only read), and --out and --save always write @O.
+// (LLMINFER_MAX_INPUT_BYTES, so the too-long paths run too); templates as said below. Safe to run as any user: an
+// argument holding '/' is refused (paths are the placeholders' only, or relative to the current directory, which is
+// only read), and --out and --save always write @O.
 #define LLMINFER_CLI_NO_MAIN
 // A template render stops after 100,000 steps and 64 KiB strings (not 10M and 16 MiB): fuzz_jinja
 // tries the interpreter's own limits; here a render must stay well within the 10 s an input may take
 // in this -O0 build (a step may scan 8 bytes with Unicode tables).
 #define LLMINFER_JINJA_MAX_STEPS 100000
 #define LLMINFER_JINJA_MAX_STRING (64ull << 10)
-#include "../../examples/cli/main.cpp"
-#include "../../examples/cli/cmd_chat.cpp"
-#include "../../examples/cli/cmd_compare.cpp"
-#include "../../examples/cli/cmd_detokenize.cpp"
-#include "../../examples/cli/cmd_info.cpp"
-#include "../../examples/cli/cmd_logits.cpp"
-#include "../../examples/cli/cmd_run.cpp"
-#include "../../examples/cli/cmd_status.cpp"
-#include "../../examples/cli/cmd_template.cpp"
-#include "../../examples/cli/cmd_tokenize.cpp"
-
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -48,9 +37,24 @@
 #include <string>
 #include <vector>
 
+#include "../../examples/cli/cmd_chat.cpp"
+#include "../../examples/cli/cmd_compare.cpp"
+#include "../../examples/cli/cmd_detokenize.cpp"
+#include "../../examples/cli/cmd_info.cpp"
+#include "../../examples/cli/cmd_logits.cpp"
+#include "../../examples/cli/cmd_run.cpp"
+#include "../../examples/cli/cmd_status.cpp"
+#include "../../examples/cli/cmd_template.cpp"
+#include "../../examples/cli/cmd_tokenize.cpp"
+#include "../../examples/cli/main.cpp"
+
 // Not fuzzed: bench runs for seconds, serve runs a server (they share the parsing fuzzed here).
-int cmd_bench(int, char**) { return cli::kUsage; }
-int cmd_serve(int, char**) { return cli::kUsage; }
+int cmd_bench(int, char**) {
+  return cli::kUsage;
+}
+int cmd_serve(int, char**) {
+  return cli::kUsage;
+}
 
 #ifndef LLMINFER_SOURCE_DIR
 #define LLMINFER_SOURCE_DIR "."
@@ -99,8 +103,10 @@ std::string arch_name(std::string_view def) {
     if (line.rfind("arch ", 0) == 0) {
       std::string name;
       for (char c : line.substr(5))
-        if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') name += c;
-        else break;
+        if (std::isalnum(static_cast<unsigned char>(c)) || c == '_')
+          name += c;
+        else
+          break;
       if (!name.empty() && name.size() <= 32) return name;
     }
     if (nl == std::string_view::npos) break;

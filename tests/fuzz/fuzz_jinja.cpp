@@ -5,28 +5,33 @@
 //   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined tests/fuzz/fuzz_jinja.cpp -o fuzz_jinja
 //   ./fuzz_jinja tests/fuzz/corpus/jinja
 #define LLMINFER_IMPLEMENTATION
-#include "../../llminfer.hpp"
-
 #include <cstdint>
 #include <cstdlib>
 #include <ctime>
 #include <string_view>
 
+#include "../../llminfer.hpp"
+
 namespace {
 using namespace llminfer::detail;
 
 const Json& messages() {
-  static const Json m = json_parse(
-      R"([{"role":"system","content":"Be brief. <|im_end|>"},{"role":"user","content":[{"type":"text","text":"Hi ✓"}]},)"
-      R"({"role":"assistant","content":"<think>x</think>ok","reasoning_content":"r","tool_calls":[{"type":"function",)"
-      R"("function":{"name":"f","arguments":{"a":1,"b":[true,null,1.5]}}}]},{"role":"tool","content":"42"},)"
-      R"({"role":"user","content":"  Σ é 日本 {{ x }}  "}])", "fuzz").value();
+  static const Json m =
+      json_parse(
+          R"([{"role":"system","content":"Be brief. <|im_end|>"},{"role":"user","content":[{"type":"text","text":"Hi ✓"}]},)"
+          R"({"role":"assistant","content":"<think>x</think>ok","reasoning_content":"r","tool_calls":[{"type":"function",)"
+          R"("function":{"name":"f","arguments":{"a":1,"b":[true,null,1.5]}}}]},{"role":"tool","content":"42"},)"
+          R"({"role":"user","content":"  Σ é 日本 {{ x }}  "}])",
+          "fuzz")
+          .value();
   return m;
 }
 const Json& tools() {
-  static const Json t = json_parse(
-      R"([{"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object","properties":{"a":{"type":"integer"}}}}}])",
-      "fuzz").value();
+  static const Json t =
+      json_parse(
+          R"([{"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object","properties":{"a":{"type":"integer"}}}}}])",
+          "fuzz")
+          .value();
   return t;
 }
 

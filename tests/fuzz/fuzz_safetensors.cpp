@@ -41,7 +41,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       bool owned = false;  // converted at load (gemma norms)
       for (const auto& o : (*m)->owned) owned |= t.data == reinterpret_cast<const uint8_t*>(o.get());
       if (!owned && !inside(t.data, t.nbytes, data, size)) __builtin_trap();
-      if (t.scales && (!inside(t.scales, t.aux_bytes() / 2, data, size) || !inside(t.biases, t.aux_bytes() / 2, data, size)))
+      if (t.scales &&
+          (!inside(t.scales, t.aux_bytes() / 2, data, size) || !inside(t.biases, t.aux_bytes() / 2, data, size)))
         __builtin_trap();
       if (t.nelements() < 0) __builtin_trap();
     }

@@ -4,9 +4,9 @@
 // input; an accepted session saves again and that loads again, and it can evaluate a token.
 // Runs from the repository root (tools/fuzz does), where the model is committed.
 #define LLMINFER_IMPLEMENTATION
-#include "../../llminfer.hpp"
-
 #include <cstdio>
+
+#include "../../llminfer.hpp"
 
 namespace {
 llminfer::Session& fuzz_session() {

@@ -10,13 +10,13 @@
 // byte-level vocabularies without NFC, whatever the bytes; streamed text is valid UTF-8 and equals the
 // lossy decoding; encode_prompt without ranges equals encode with special parsing.
 #define LLMINFER_IMPLEMENTATION
-#include "../../llminfer.hpp"
-
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "../../llminfer.hpp"
 
 namespace {
 using namespace llminfer::detail;
@@ -38,12 +38,13 @@ Json jnum(int64_t v) {
 
 // A small byte-level BPE (llama-3 pre-tokenizer) and a small SentencePiece BPE, built without any file.
 std::shared_ptr<const Tokenizer> synthetic(bool spm) {
-  std::string src = spm ? R"({"model":{"type":"BPE","byte_fallback":true,"unk_token":"<unk>","fuse_unk":true,"vocab":{},"merges":[]},
+  std::string src =
+      spm ? R"({"model":{"type":"BPE","byte_fallback":true,"unk_token":"<unk>","fuse_unk":true,"vocab":{},"merges":[]},
     "normalizer":{"type":"Sequence","normalizers":[{"type":"Prepend","prepend":"\u2581"},{"type":"Replace","pattern":{"String":" "},"content":"\u2581"}]},
     "decoder":{"type":"Sequence","decoders":[{"type":"Replace","pattern":{"String":"\u2581"},"content":" "},{"type":"ByteFallback"},{"type":"Fuse"},{"type":"Strip","content":" ","start":1,"stop":0}]},
     "added_tokens":[{"id":0,"content":"<unk>","special":true},{"id":1,"content":"<s>","special":true},{"id":2,"content":"</s>","special":true}],
     "post_processor":{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<s>","type_id":0}},{"Sequence":{"id":"A","type_id":0}}],"special_tokens":{"<s>":{"id":"<s>","ids":[1],"tokens":["<s>"]}}}})"
-                        : R"({"model":{"type":"BPE","ignore_merges":true,"vocab":{},"merges":[]},
+          : R"({"model":{"type":"BPE","ignore_merges":true,"vocab":{},"merges":[]},
     "pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},"behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,"use_regex":false}]},
     "decoder":{"type":"ByteLevel"},"normalizer":{"type":"NFC"},
     "added_tokens":[{"id":300,"content":"<|end|>","special":true},{"id":301,"content":"<think>","special":false}]})";
@@ -184,8 +185,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // decode arbitrary ids (also out of range) and stream them
   std::vector<int32_t> any;
   for (size_t k = 0; k + 2 < text.size(); k += 3)
-    any.push_back(int32_t((uint32_t(uint8_t(text[k])) << 16 | uint32_t(uint8_t(text[k + 1])) << 8 | uint8_t(text[k + 2])) %
-                          uint32_t(t.n_vocab() + 5)) - 2);
+    any.push_back(
+        int32_t((uint32_t(uint8_t(text[k])) << 16 | uint32_t(uint8_t(text[k + 1])) << 8 | uint8_t(text[k + 2])) %
+                uint32_t(t.n_vocab() + 5)) -
+        2);
   any.insert(any.end(), ids->begin(), ids->end());
   for (bool skip : {false, true}) {
     std::string whole = t.decode(any, skip);

@@ -43,7 +43,9 @@ std::string env_or(const char* name, const char* fallback) {
   const char* s = std::getenv(name);
   return s && *s ? s : fallback;
 }
-std::string stories_path() { return env_or("LLMINFER_SOURCE_DIR", ".") + "/third_party/stories260K/stories260K.gguf"; }
+std::string stories_path() {
+  return env_or("LLMINFER_SOURCE_DIR", ".") + "/third_party/stories260K/stories260K.gguf";
+}
 std::string stories_reference() {
   return env_or("LLMINFER_SOURCE_DIR", ".") + "/third_party/stories260K/stories260K.llama2c-reference.txt";
 }

@@ -17,8 +17,8 @@
 namespace {
 
 constexpr int kVocab = 8;  // also the embedding width (one-hot)
-const char* const kPieces[kVocab] = {"<unk>", "<s>", "</s>", "\xE2\x96\x81Hello", ",", "\xE2\x96\x81world", "!",
-                                     "\xE2\x96\x81"};
+const char* const kPieces[kVocab] = {"<unk>", "<s>",         "</s>", "\xE2\x96\x81Hello", ",", "\xE2\x96\x81world",
+                                     "!",     "\xE2\x96\x81"};
 const int32_t kTypes[kVocab] = {2, 3, 3, 1, 1, 1, 1, 1};  // unknown, control, control, normal...
 const int kNext[kVocab] = {2, 3, 2, 4, 5, 6, 2, 7};       // <s> -> Hello -> , -> world -> ! -> </s>
 
@@ -48,8 +48,10 @@ struct Gguf {
   void kv_array(const std::string& k, uint32_t elem_type, const std::vector<T>& v) {
     key(k, 9), u32(kv, elem_type), u64(kv, v.size());
     for (const T& x : v) {
-      if constexpr (std::is_same_v<T, std::string>) str(kv, x);
-      else raw(kv, &x, sizeof x);
+      if constexpr (std::is_same_v<T, std::string>)
+        str(kv, x);
+      else
+        raw(kv, &x, sizeof x);
     }
   }
   void tensor(const std::string& name, std::vector<uint64_t> dims, const std::vector<float>& v) {
@@ -110,7 +112,8 @@ bool write_model(const std::string& path) {
   for (const char* w : {"attn_q", "attn_k", "attn_v", "attn_output"})
     g.tensor(std::string("blk.0.") + w + ".weight", {n, n}, zero);
   g.tensor("blk.0.ffn_norm.weight", {n}, ones);
-  for (const char* w : {"ffn_gate", "ffn_up", "ffn_down"}) g.tensor(std::string("blk.0.") + w + ".weight", {n, n}, zero);
+  for (const char* w : {"ffn_gate", "ffn_up", "ffn_down"})
+    g.tensor(std::string("blk.0.") + w + ".weight", {n, n}, zero);
   std::vector<uint8_t> bytes = g.build();
   FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) return false;
