@@ -7,6 +7,7 @@
 #                          first check-public-api (the examples use no internals) and check-macros
 #                          (no internal LLMI_ macro outlives the implementation)
 #   make fixtures          build and verify the synthetic test models (tools/fixtures/gen.py)
+#   make format            clang-format src/, examples/ and tests/ (CI: make check-format)
 #   make deps              install the Debian packages make test needs (as root; else prints the line)
 #   make demo              build and run the main job (a short generation with the default model)
 #   make model             download a small public model to models/default.gguf (the only network use)
@@ -102,6 +103,27 @@ check-public-api:
 	  echo "check-public-api: the lines above use the library's internals; examples use the public API alone"; \
 	  echo "  (add what they need to src/01_api.hpp, documented in the manual, with a test)"; exit 1; \
 	fi; echo "check-public-api: $(PUBLIC_API_USERS)/ uses the public API alone"
+
+# House style (.clang-format, clang-format 14): every C and C++ source of src/, examples/ and tests/
+# but the two generated Unicode tables. `make format` rewrites them (and the header); CI runs
+# `make check-format`.
+FORMAT_FILES = $(filter-out src/30_unicode_data.hpp src/35_jinja_unicode.hpp,$(shell git ls-files 'src/*.hpp' \
+  'examples/*.cpp' 'examples/*.hpp' 'examples/*.c' 'examples/*.h' 'tests/*.cpp' 'tests/*.hpp' 'tests/*.c' 'tests/*.h'))
+.PHONY: format check-format
+format:
+	clang-format -i $(FORMAT_FILES)
+	tools/amalgamate
+check-format: format-tool
+	@clang-format --dry-run --Werror $(FORMAT_FILES) && echo "check-format: $(words $(FORMAT_FILES)) files in the house style"
+format: format-tool
+.PHONY: format-tool
+format-tool:
+	@command -v clang-format >/dev/null 2>&1 && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing clang-format (apt-get install -y clang-format)"; export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq clang-format >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1; \
+	    apt-get install -y -qq clang-format >/dev/null; } || { echo "could not install it: run   apt-get install -y clang-format"; exit 1; }; \
+	else echo "needs clang-format: run   apt-get install -y clang-format"; exit 1; fi
 
 # The implementation's internal LLMI_ macros end with it (src/99_impl_end.hpp): a program that
 # includes it sees none of them, with the native kernels, the dispatch build and the scalar ones.
