@@ -1536,8 +1536,10 @@ LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* schema, size_t sc
 #ifndef NOMINMAX
 #define NOMINMAX
 #endif
-#include <psapi.h>
+// clang-format off
 #include <windows.h>
+#include <psapi.h>  // after windows.h, which it needs
+// clang-format on
 #if defined(_MSC_VER)
 #include <intrin.h>
 #endif

@@ -50,8 +50,10 @@
 #ifndef NOMINMAX
 #define NOMINMAX
 #endif
-#include <psapi.h>
+// clang-format off
 #include <windows.h>
+#include <psapi.h>  // after windows.h, which it needs
+// clang-format on
 #if defined(_MSC_VER)
 #include <intrin.h>
 #endif
