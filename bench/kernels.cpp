@@ -63,7 +63,8 @@ int main(int argc, char** argv) {
         if (t == li::DType::mlx_q4 || t == li::DType::mlx_q8) in.prepare_mlx(v.group_size);
         double res[2] = {0, 0};
         for (int path = 0; path < 2; path++) {
-#if defined(LLMI_SIMD_AVX512)
+#if !defined(LLMINFER_DISPATCH) && !defined(LLMINFER_SIMD_SCALAR) && !defined(LLMINFER_FORCE_SCALAR) && defined(__AVX512F__) && \
+    defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__) && defined(__F16C__)  // li::gemm: the AVX-512 kernels
           auto run = [&] { path ? (void)li::gemm(v, in, y.data(), s.rows, pool, scratch) : li::gemv(v, in, y.data(), s.rows, pool); };
 #else
           auto run = [&] { li::gemv(v, in, y.data(), s.rows, pool); };

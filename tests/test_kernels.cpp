@@ -270,7 +270,7 @@ TEST_CASE("kernels: a level is chosen by name, never above what the CPU has") {
   REQUIRE(!bad);
   CHECK(bad.error().code == llminfer::Errc::invalid_argument);
   CHECK(bad.error().message.find("avx9000") != std::string::npos);
-#if defined(LLMI_DISPATCH)
+#if defined(LLMINFER_DISPATCH)  // (the header's own LLMI_ macros end with it)
   // every level the CPU has can be chosen; with a CPU that reports nothing, only scalar
   const char* names[] = {"scalar", "avx2", "avx512", "avx512bf16"};
   for (int i = 0; i < 4; i++) {
