@@ -293,6 +293,20 @@ const float* matmul_input(const Step& s, int rows, const float* a, float* buf, F
   return buf;
 }
 
+// for_rows over spans of rows: fn(row, first value, values, thread) for spans of kSpan values, so
+// that the pool shares a single long row too (a decode token's logits or MLP activations). For
+// elementwise steps only, where every value is computed alone; spans start at multiples of kSpan,
+// so a SIMD row kernel's split into vectors and tail stays the row's own, and the bits with it.
+template <class ForRows, class F>
+void for_spans(ForRows&& for_rows, int rows, int width, int64_t work_per_value, F&& fn) {
+  constexpr int kSpan = 4096;
+  const int spans = std::max(1, (width + kSpan - 1) / kSpan);
+  for_rows(rows * spans, int64_t(std::min(width, kSpan)) * work_per_value, [&](int i, int thread) {
+    const int k0 = (i % spans) * kSpan;
+    fn(i / spans, k0, std::min(kSpan, width - k0), thread);
+  });
+}
+
 // The steps whose every output row depends on the same row of their inputs only (and embed, on the
 // row's token): one definition for both evaluation loops, Context::run_chunk and Batcher::run_batch.
 // b and c: the step's second and third registers or null; toks: the rows' tokens; for_rows(rows,
@@ -335,17 +349,17 @@ bool run_row_step(const Step& s, const KernelTable& kern, int rows, const int32_
     case OpCode::gelu_tanh:
     case OpCode::relu: {
       const OpCode op = s.op;
-      for_rows(rows, wi * 8, [&](int t, int) {
-        const float* x = a + size_t(t) * wi;
-        float* y = d + size_t(t) * wi;
+      for_spans(for_rows, rows, wi, 8, [&](int t, int k0, int n, int) {
+        const float* x = a + size_t(t) * wi + k0;
+        float* y = d + size_t(t) * wi + k0;
         switch (op) {
-          case OpCode::silu: kern.silu_row(x, y, wi); break;
+          case OpCode::silu: kern.silu_row(x, y, n); break;
           case OpCode::gelu:
-            for (int k = 0; k < wi; k++) y[k] = gelu_erf_f32(x[k]);
+            for (int k = 0; k < n; k++) y[k] = gelu_erf_f32(x[k]);
             break;
-          case OpCode::gelu_tanh: kern.gelu_tanh_row(x, y, wi); break;
+          case OpCode::gelu_tanh: kern.gelu_tanh_row(x, y, n); break;
           default:
-            for (int k = 0; k < wi; k++) y[k] = x[k] > 0 ? x[k] : 0.0f;
+            for (int k = 0; k < n; k++) y[k] = x[k] > 0 ? x[k] : 0.0f;
             break;
         }
       });
@@ -387,9 +401,10 @@ bool run_row_step(const Step& s, const KernelTable& kern, int rows, const int32_
     case OpCode::stream_matmul:  // compiled into slice, matmul and put steps
       return true;
     case OpCode::softcap:
-      for_rows(rows, wi * 8, [&](int t, int) {
+      for_spans(for_rows, rows, wi, 8, [&](int t, int k0, int n, int) {
         const float inv = 1.0f / s.f;  // tanh(x * (1/c)) * c, llama.cpp's operations
-        for (int k = 0; k < wi; k++) d[size_t(t) * wi + k] = std::tanh(a[size_t(t) * wi + k] * inv) * s.f;
+        const size_t o = size_t(t) * wi + k0;
+        for (int k = 0; k < n; k++) d[o + k] = std::tanh(a[o + k] * inv) * s.f;
       });
       return true;
     case OpCode::copy: std::memcpy(d, a, size_t(rows) * wi * 4); return true;
