@@ -4915,6 +4915,9 @@ struct ActQ8 {
   const int8_t* q = nullptr;      // [n]
   const float* d = nullptr;       // [n / block]
   const int16_t* sums = nullptr;  // [n / 32] (q8_32) or [n / 16] (q8_256)
+  // q8_256 from a MatmulInput: [n / 32], sums[2j] + sums[2j + 1] (the 32-value sub-block sums Q4_K's
+  // mins take), made once per input instead of once per weight row; null: the kernels add the pairs.
+  const int16_t* sums32 = nullptr;
 };
 
 namespace ref {
@@ -5931,6 +5934,12 @@ inline __m128i q4k_min_lanes(__m128i m8, const int16_t* sums) {  // m8: the mins
   const __m128i s32 = _mm_hadd_epi16(_mm256_castsi256_si128(s16), _mm256_extracti128_si256(s16, 1));
   return _mm_madd_epi16(_mm_cvtepu8_epi16(m8), s32);
 }
+// The same from ActQ8::sums32 when the input has them (8 sums of 32 values at sums32), else from
+// the 16 sums of 16 values at sums.
+inline __m128i q4k_min_lanes(__m128i m8, const int16_t* sums32, const int16_t* sums) {
+  if (!sums32) return q4k_min_lanes(m8, sums);
+  return _mm_madd_epi16(_mm_cvtepu8_epi16(m8), _mm_loadu_si128(reinterpret_cast<const __m128i*>(sums32)));
+}
 inline __m128i q4k_min_lanes(uint64_t m8, const int16_t* sums) {
   return q4k_min_lanes(_mm_cvtsi64_si128(static_cast<int64_t>(m8)), sums);
 }
@@ -5987,8 +5996,9 @@ inline float dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
     const __m256i isum8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
     const float dx = a.d[b];
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum8), _mm256_set1_ps(f16_scale(p) * dx), acc);
-    accm = _mm_fnmadd_ps(_mm_cvtepi32_ps(q4k_min_lanes(_mm_unpackhi_epi64(scm, scm), a.sums + 16 * b)),
-                         _mm_set1_ps(f16_scale(p + 2) * dx), accm);
+    const __m128i ml =
+        q4k_min_lanes(_mm_unpackhi_epi64(scm, scm), a.sums32 ? a.sums32 + 8 * b : nullptr, a.sums + 16 * b);
+    accm = _mm_fnmadd_ps(_mm_cvtepi32_ps(ml), _mm_set1_ps(f16_scale(p + 2) * dx), accm);
   }
   return hsum_ps256(acc) + reduce4_ps(accm);
 #elif defined(LLMI_SIMD_AVX2)
@@ -6636,11 +6646,14 @@ class MatmulInput {
     F.q_stride = round_up(static_cast<size_t>(n_), 64);
     F.nd = static_cast<size_t>(n_ / blk);
     F.ns = static_cast<size_t>(n_ / sum_len);
+    F.ns32 = f == ActForm::q8_256 ? static_cast<size_t>(n_ / 32) : 0;
     const size_t T = static_cast<size_t>(n_tokens_);
-    // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16
+    // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16, then
+    // for q8_256 sums32 [ns32] int16
     F.off_d = F.q_stride;
     F.off_s = F.off_d + round_up(4 * F.nd, 64);
-    F.row_bytes = F.off_s + round_up(2 * F.ns, 64);
+    F.off_s32 = F.off_s + round_up(2 * F.ns, 64);
+    F.row_bytes = F.off_s32 + round_up(2 * F.ns32, 64);
     if (!F.buf.reserve(F.row_bytes * T)) return false;
     auto one = [&](int64_t t) {
       const float* xt = x_ + t * n_;
@@ -6649,6 +6662,8 @@ class MatmulInput {
       float* d = const_cast<float*>(a.d);
       int16_t* s = const_cast<int16_t*>(a.sums);
       quantize(xt, n_, q, d, s);
+      int16_t* s32 = const_cast<int16_t*>(a.sums32);
+      for (size_t j = 0; j < F.ns32; j++) s32[j] = static_cast<int16_t>(s[2 * j] + s[2 * j + 1]);
     };
     if (n_tokens_ * n_ >= 16384 && n_tokens_ > 1)
       pool.parallel_for(static_cast<int>(n_tokens_), [&](int t, int) { one(t); });
@@ -6666,6 +6681,7 @@ class MatmulInput {
     a.q = reinterpret_cast<const int8_t*>(base);
     a.d = reinterpret_cast<const float*>(base + F.off_d);
     a.sums = reinterpret_cast<const int16_t*>(base + F.off_s);
+    if (F.ns32) a.sums32 = reinterpret_cast<const int16_t*>(base + F.off_s32);
     return a;
   }
 
@@ -6685,8 +6701,8 @@ class MatmulInput {
  private:
   struct Form {
     AlignedBuffer buf;
-    size_t q_stride = 0, nd = 0, ns = 0, row_bytes = 0;
-    size_t off_d = 0, off_s = 0;
+    size_t q_stride = 0, nd = 0, ns = 0, ns32 = 0, row_bytes = 0;
+    size_t off_d = 0, off_s = 0, off_s32 = 0;
   };
   Form& form(ActForm f) { return forms_[f == ActForm::q8_256]; }
   const Form& form(ActForm f) const { return forms_[f == ActForm::q8_256]; }

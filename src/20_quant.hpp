@@ -21,6 +21,9 @@ struct ActQ8 {
   const int8_t* q = nullptr;      // [n]
   const float* d = nullptr;       // [n / block]
   const int16_t* sums = nullptr;  // [n / 32] (q8_32) or [n / 16] (q8_256)
+  // q8_256 from a MatmulInput: [n / 32], sums[2j] + sums[2j + 1] (the 32-value sub-block sums Q4_K's
+  // mins take), made once per input instead of once per weight row; null: the kernels add the pairs.
+  const int16_t* sums32 = nullptr;
 };
 
 namespace ref {

@@ -497,6 +497,12 @@ inline __m128i q4k_min_lanes(__m128i m8, const int16_t* sums) {  // m8: the mins
   const __m128i s32 = _mm_hadd_epi16(_mm256_castsi256_si128(s16), _mm256_extracti128_si256(s16, 1));
   return _mm_madd_epi16(_mm_cvtepu8_epi16(m8), s32);
 }
+// The same from ActQ8::sums32 when the input has them (8 sums of 32 values at sums32), else from
+// the 16 sums of 16 values at sums.
+inline __m128i q4k_min_lanes(__m128i m8, const int16_t* sums32, const int16_t* sums) {
+  if (!sums32) return q4k_min_lanes(m8, sums);
+  return _mm_madd_epi16(_mm_cvtepu8_epi16(m8), _mm_loadu_si128(reinterpret_cast<const __m128i*>(sums32)));
+}
 inline __m128i q4k_min_lanes(uint64_t m8, const int16_t* sums) {
   return q4k_min_lanes(_mm_cvtsi64_si128(static_cast<int64_t>(m8)), sums);
 }
@@ -553,8 +559,9 @@ inline float dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
     const __m256i isum8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
     const float dx = a.d[b];
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum8), _mm256_set1_ps(f16_scale(p) * dx), acc);
-    accm = _mm_fnmadd_ps(_mm_cvtepi32_ps(q4k_min_lanes(_mm_unpackhi_epi64(scm, scm), a.sums + 16 * b)),
-                         _mm_set1_ps(f16_scale(p + 2) * dx), accm);
+    const __m128i ml =
+        q4k_min_lanes(_mm_unpackhi_epi64(scm, scm), a.sums32 ? a.sums32 + 8 * b : nullptr, a.sums + 16 * b);
+    accm = _mm_fnmadd_ps(_mm_cvtepi32_ps(ml), _mm_set1_ps(f16_scale(p + 2) * dx), accm);
   }
   return hsum_ps256(acc) + reduce4_ps(accm);
 #elif defined(LLMI_SIMD_AVX2)

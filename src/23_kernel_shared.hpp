@@ -83,11 +83,14 @@ class MatmulInput {
     F.q_stride = round_up(static_cast<size_t>(n_), 64);
     F.nd = static_cast<size_t>(n_ / blk);
     F.ns = static_cast<size_t>(n_ / sum_len);
+    F.ns32 = f == ActForm::q8_256 ? static_cast<size_t>(n_ / 32) : 0;
     const size_t T = static_cast<size_t>(n_tokens_);
-    // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16
+    // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16, then
+    // for q8_256 sums32 [ns32] int16
     F.off_d = F.q_stride;
     F.off_s = F.off_d + round_up(4 * F.nd, 64);
-    F.row_bytes = F.off_s + round_up(2 * F.ns, 64);
+    F.off_s32 = F.off_s + round_up(2 * F.ns, 64);
+    F.row_bytes = F.off_s32 + round_up(2 * F.ns32, 64);
     if (!F.buf.reserve(F.row_bytes * T)) return false;
     auto one = [&](int64_t t) {
       const float* xt = x_ + t * n_;
@@ -96,6 +99,8 @@ class MatmulInput {
       float* d = const_cast<float*>(a.d);
       int16_t* s = const_cast<int16_t*>(a.sums);
       quantize(xt, n_, q, d, s);
+      int16_t* s32 = const_cast<int16_t*>(a.sums32);
+      for (size_t j = 0; j < F.ns32; j++) s32[j] = static_cast<int16_t>(s[2 * j] + s[2 * j + 1]);
     };
     if (n_tokens_ * n_ >= 16384 && n_tokens_ > 1)
       pool.parallel_for(static_cast<int>(n_tokens_), [&](int t, int) { one(t); });
@@ -113,6 +118,7 @@ class MatmulInput {
     a.q = reinterpret_cast<const int8_t*>(base);
     a.d = reinterpret_cast<const float*>(base + F.off_d);
     a.sums = reinterpret_cast<const int16_t*>(base + F.off_s);
+    if (F.ns32) a.sums32 = reinterpret_cast<const int16_t*>(base + F.off_s32);
     return a;
   }
 
@@ -132,8 +138,8 @@ class MatmulInput {
  private:
   struct Form {
     AlignedBuffer buf;
-    size_t q_stride = 0, nd = 0, ns = 0, row_bytes = 0;
-    size_t off_d = 0, off_s = 0;
+    size_t q_stride = 0, nd = 0, ns = 0, ns32 = 0, row_bytes = 0;
+    size_t off_d = 0, off_s = 0, off_s32 = 0;
   };
   Form& form(ActForm f) { return forms_[f == ActForm::q8_256]; }
   const Form& form(ActForm f) const { return forms_[f == ActForm::q8_256]; }
