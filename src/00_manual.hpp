@@ -95,7 +95,7 @@
 //                               the same name overrides it at run time; tokenizing needs up to about
 //                               50 bytes of memory per input byte, checked before it starts for inputs
 //                               over 1 MiB, so a shortage is out_of_memory, not an abort)
-//   LLMINFER_NO_TEMPLATES       leave the chat-template interpreter out (src/35-38, a quarter of the
+//   LLMINFER_NO_TEMPLATES       leave the chat-template interpreter out (src/35-38, a fifth of the
 //                               header): every call that needs a template (apply_chat_template,
 //                               render_chat_template, generate with chat, Session::reply and
 //                               begin_reply; the C API's chat and session replies) returns

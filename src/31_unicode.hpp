@@ -1,14 +1,31 @@
-// ==== Unicode: character classes, White_Space, simple case folding, NFC ====
+// ==== Unicode: character classes, White_Space, case mapping and folding, NFC ====
 // Decodes the tables of 30_unicode_data.hpp once (thread-safe function-local static) into two-stage
 // lookup tables: one byte of flags per code point (major general category, White_Space, cased-letter kind,
 // "NFC may change this"), one byte of canonical combining class. Text that is not valid UTF-8 is handled byte by byte:
-// an invalid byte is a unit of class C (other) that NFC leaves untouched.
+// an invalid byte is a unit of class C (other) that NFC leaves untouched. The chat-template interpreter
+// builds its own properties from the same general categories (src/36_jinja_values.hpp).
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
 
 // Major general category classes, as the pre-tokenizer regexes use them (\p{L}, \p{N}, ...).
 enum class UClass : uint8_t { other = 0, letter = 1, mark = 2, number = 3, punct = 4, symbol = 5, separator = 6 };
+
+// General categories, numbered as the generated tables number them (ucd::kCategoryNames, checked below).
+// clang-format off
+enum class UGc : uint8_t {
+  Cn, Cc, Cf, Co, Cs, Lu, Ll, Lt, Lm, Lo, Mn, Mc, Me, Nd, Nl, No,
+  Pc, Pd, Ps, Pe, Pi, Pf, Po, Sm, Sc, Sk, So, Zs, Zl, Zp, count
+};
+// clang-format on
+constexpr bool ugc_names_match() {
+  std::string_view ours = "CnCcCfCoCsLuLlLtLmLoMnMcMeNdNlNoPcPdPsPePiPfPoSmScSkSoZsZlZp";
+  return ours.size() == 2 * size_t(UGc::count) && ours == ucd::kCategoryNames;
+}
+static_assert(ugc_names_match(), "UGc and tools/gen_unicode number the general categories differently");
+constexpr UClass ugc_class(UGc gc) {
+  return static_cast<UClass>(std::string_view("CLMNPSZ").find(ucd::kCategoryNames[2 * int(gc)]));
+}
 
 constexpr uint8_t kUClassMask = 7;
 constexpr uint8_t kUWhiteSpace = 8;  // Unicode White_Space (regex \s)
@@ -45,13 +62,16 @@ class UTable {
   std::vector<uint8_t> stage2_;
 };
 
+// A code point -> code point mapping as runs: start, start + step, ... (count code points) map to cp + delta.
+struct UMapRun {
+  uint32_t start, count, step;
+  int32_t delta;
+};
+using UMap = std::vector<UMapRun>;
+
 struct UnicodeTables {
   UTable flags, ccc;
-  struct FoldRun {
-    uint32_t start, count, step;
-    int32_t delta;
-  };
-  std::vector<FoldRun> fold;
+  UMap lower, fold_overrides;                                          // see case_fold
   std::unordered_map<uint32_t, std::pair<uint32_t, uint32_t>> decomp;  // cp -> (first, second or 0)
   std::unordered_map<uint64_t, uint32_t> compose;                      // (first << 21 | second) -> composite
 };
@@ -72,45 +92,77 @@ inline uint32_t ucd_varint(const char*& p) {
     if (!(d & 32)) return v;
   }
 }
+inline int32_t ucd_unzigzag(uint32_t z) {
+  return (z & 1) ? -static_cast<int32_t>((z + 1) >> 1) : static_cast<int32_t>(z >> 1);
+}
+
+// Calls f(first code point, count, general category) for runs covering U+0000..U+10FFFF, in order, from
+// ucd::kCategories.
+template <class F>
+inline void ucd_each_category(F&& f) {
+  const char* p = ucd::kCategories;
+  UGc before[2] = {UGc::Cn, UGc::Cn};  // the categories of cp - 2 and cp - 1
+  uint32_t cp = 0;
+  while (*p && cp < 0x110000) {
+    uint32_t v = ucd_varint(p), len = std::min(v >> 5, 0x110000 - cp), id = v & 31;
+    if (id != 31) {  // a run of one category
+      f(cp, len, static_cast<UGc>(id));
+      cp += len;
+      before[0] = len > 1 ? static_cast<UGc>(id) : before[1];
+      before[1] = static_cast<UGc>(id);
+      continue;
+    }
+    for (uint32_t k = 0; k < len; k++) {  // each code point has the category of the one two before
+      UGc gc = before[0];
+      f(cp++, 1u, gc);
+      before[0] = before[1];
+      before[1] = gc;
+    }
+  }
+  LLMI_ASSERT(cp == 0x110000);
+}
+// Calls f(first, count) for each range of a range table (varint(gap from previous end), varint(length)).
+template <class F>
+inline void ucd_each_range(const char* p, F&& f) {
+  uint32_t cp = 0;
+  while (*p) {
+    cp += ucd_varint(p);
+    uint32_t len = ucd_varint(p);
+    f(cp, len);
+    cp += len;
+  }
+}
+// Decodes a mapping table (varint(gap from the previous run's last code point), varint(count * 2 +
+// (step == 2)), varint(zigzag(delta))).
+inline UMap ucd_map(const char* p) {
+  UMap runs;
+  uint32_t cp = 0;
+  while (*p) {
+    cp += ucd_varint(p);
+    uint32_t cs = ucd_varint(p);
+    UMapRun r{cp, cs >> 1, (cs & 1) ? 2u : 1u, ucd_unzigzag(ucd_varint(p))};
+    runs.push_back(r);
+    cp = r.start + (r.count - 1) * r.step;
+  }
+  return runs;
+}
+// The image of cp under a mapping, when it maps cp (possibly to itself).
+inline bool umap_find(const UMap& runs, uint32_t cp, uint32_t& out) {
+  auto it = std::upper_bound(runs.begin(), runs.end(), cp, [](uint32_t c, const UMapRun& r) { return c < r.start; });
+  if (it == runs.begin()) return false;
+  --it;
+  uint32_t off = cp - it->start;
+  if (off % it->step != 0 || off / it->step >= it->count) return false;
+  out = static_cast<uint32_t>(static_cast<int64_t>(cp) + it->delta);
+  return true;
+}
 
 namespace hangul {
 constexpr uint32_t SBase = 0xAC00, LBase = 0x1100, VBase = 0x1161, TBase = 0x11A7;
 constexpr uint32_t LCount = 19, VCount = 21, TCount = 28, NCount = VCount * TCount, SCount = LCount * NCount;
 }  // namespace hangul
 
-inline UnicodeTables build_unicode_tables() {
-  UnicodeTables t;
-  std::vector<uint8_t> full(0x110000, 0);
-  // categories
-  {
-    const char* p = ucd::kCategories;
-    uint32_t cp = 0;
-    while (*p && cp < 0x110000) {
-      uint32_t v = ucd_varint(p);
-      uint32_t len = v >> 3, cls = v & 7;
-      for (uint32_t k = 0; k < len && cp < 0x110000; k++) full[cp++] = static_cast<uint8_t>(cls);
-    }
-    LLMI_ASSERT(cp == 0x110000);
-  }
-  {
-    const char* p = ucd::kWhiteSpace;
-    uint32_t cp = 0;
-    while (*p) {
-      cp += ucd_varint(p);
-      uint32_t len = ucd_varint(p);
-      for (uint32_t k = 0; k < len; k++) full[cp++] |= kUWhiteSpace;
-    }
-  }
-  for (auto [table, flag] :
-       {std::pair<const char*, uint8_t>{ucd::kUpperOnly, kUUpperOnly}, {ucd::kLowerOnly, kULowerOnly}}) {
-    const char* p = table;
-    uint32_t cp = 0;
-    while (*p) {
-      cp += ucd_varint(p);
-      uint32_t len = ucd_varint(p);
-      for (uint32_t k = 0; k < len; k++) full[cp++] |= flag;
-    }
-  }
+inline void ucd_decode_nfc(UnicodeTables& t, std::vector<uint8_t>& full) {
   std::vector<uint8_t> ccc(0x110000, 0);
   {
     const char* p = ucd::kCombiningClass;
@@ -143,23 +195,26 @@ inline UnicodeTables build_unicode_tables() {
   // Hangul: precomposed syllables are stable, but jamo vowels and trailing consonants compose
   for (uint32_t c = hangul::VBase; c < hangul::VBase + hangul::VCount; c++) full[c] |= kUNfcUnsafe;
   for (uint32_t c = hangul::TBase + 1; c < hangul::TBase + hangul::TCount; c++) full[c] |= kUNfcUnsafe;
-  {
-    const char* p = ucd::kCaseFold;
-    uint32_t cp = 0;
-    while (*p) {
-      cp += ucd_varint(p);
-      uint32_t cs = ucd_varint(p), z = ucd_varint(p);
-      UnicodeTables::FoldRun r;
-      r.start = cp;
-      r.count = cs >> 1;
-      r.step = (cs & 1) ? 2 : 1;
-      r.delta = (z & 1) ? -static_cast<int32_t>((z + 1) >> 1) : static_cast<int32_t>(z >> 1);
-      t.fold.push_back(r);
-      cp = r.start + (r.count - 1) * r.step;
-    }
-  }
-  t.flags.build(full);
   t.ccc.build(ccc);
+}
+
+inline UnicodeTables build_unicode_tables() {
+  UnicodeTables t;
+  std::vector<uint8_t> full(0x110000, 0);
+  uint8_t by_gc[32] = {};
+  for (int g = 0; g < int(UGc::count); g++) {
+    auto gc = static_cast<UGc>(g);
+    uint8_t kind = gc == UGc::Lu || gc == UGc::Lt ? kUUpperOnly : gc == UGc::Ll ? kULowerOnly : 0;
+    by_gc[g] = static_cast<uint8_t>(static_cast<uint8_t>(ugc_class(gc)) | kind);
+  }
+  ucd_each_category([&](uint32_t cp, uint32_t len, UGc gc) { std::fill_n(full.begin() + cp, len, by_gc[int(gc)]); });
+  ucd_each_range(ucd::kWhiteSpace, [&](uint32_t cp, uint32_t len) {
+    for (uint32_t k = 0; k < len; k++) full[cp + k] |= kUWhiteSpace;
+  });
+  ucd_decode_nfc(t, full);
+  t.lower = ucd_map(ucd::kLowercase);
+  t.fold_overrides = ucd_map(ucd::kCaseFoldOverrides);
+  t.flags.build(full);
   return t;
 }
 
@@ -187,16 +242,19 @@ inline uint8_t combining_class(uint32_t cp) {
   return unicode_tables().ccc(cp);
 }
 
-// Unicode simple case folding (CaseFolding.txt status C and S).
+// The simple lowercase mapping (UnicodeData.txt); cp itself when it has none.
+inline uint32_t simple_lower(uint32_t cp) {
+  uint32_t out = cp;
+  umap_find(unicode_tables().lower, cp, out);
+  return out;
+}
+
+// Unicode simple case folding (CaseFolding.txt status C and S): the lowercase mapping, but where the
+// generated overrides say otherwise.
 inline uint32_t case_fold(uint32_t cp) {
-  const auto& runs = unicode_tables().fold;
-  auto it = std::upper_bound(runs.begin(), runs.end(), cp,
-                             [](uint32_t c, const UnicodeTables::FoldRun& r) { return c < r.start; });
-  if (it == runs.begin()) return cp;
-  --it;
-  uint32_t off = cp - it->start;
-  if (off % it->step != 0 || off / it->step >= it->count) return cp;
-  return static_cast<uint32_t>(static_cast<int64_t>(cp) + it->delta);
+  uint32_t out = cp;
+  if (umap_find(unicode_tables().fold_overrides, cp, out)) return out;
+  return simple_lower(cp);
 }
 
 // ---- NFC ----

@@ -164,12 +164,11 @@ inline size_t jcp_count(std::string_view s) {
   }
   return n;
 }
-// Python's str.isspace() (also what `\s` matches in Jinja2's lexer and str.split() splits on).
+// Python's str.isspace() (also what `\s` matches in Jinja2's lexer and str.split() splits on): White_Space
+// and the separators U+001C..U+001F.
 inline bool jis_space(uint32_t c) {
   if (c <= 0x20) return c == 0x20 || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F);
-  if (c < 0x85) return false;
-  return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
+  return c >= 0x85 && is_uwhitespace(c);
 }
 
 // ---- values ----

@@ -157,102 +157,124 @@ inline std::string py_float_repr(double d) {
   return out;
 }
 
-// ---- Unicode properties and case mapping (tables in 35_jinja_unicode.hpp) ----
-template <size_t N>
-inline bool jin_ranges(const JRange (&r)[N], uint32_t c) {
-  size_t lo = 0, hi = N;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (r[mid].hi < c)
-      lo = mid + 1;
-    else
-      hi = mid;
+// ---- Unicode properties and case mapping ----
+// From the tables shared with the tokenizer (general category, White_Space, lowercase mapping:
+// 30_unicode_data.hpp, decoded by 31_unicode.hpp) and what only the interpreter reads
+// (35_jinja_unicode.hpp), decoded once into one byte of properties per code point and the case mappings.
+constexpr uint8_t kJTitle = 1;          // general category Lt
+constexpr uint8_t kJUpper = 2;          // Uppercase: Lu and Other_Uppercase
+constexpr uint8_t kJLower = 4;          // Lowercase: Ll and Other_Lowercase
+constexpr uint8_t kJCaseIgnorable = 8;  // Case_Ignorable (the Final_Sigma rule)
+constexpr uint8_t kJDecimal = 16;       // Nd: str.isdecimal()
+constexpr uint8_t kJDigit = 32;         // a digit value: str.isdigit()
+constexpr uint8_t kJNumeric = 64;       // a numeric value, Unihan's too: str.isnumeric()
+
+struct JCaseSpecial {
+  uint32_t cp;
+  uint8_t kind;  // 0 upper, 1 lower, 2 title
+  uint8_t n;
+  uint32_t to[3];
+};
+struct JUnicodeTables {
+  UTable props;
+  UMap upper, title_overrides;
+  std::vector<JCaseSpecial> special;  // by code point, then kind
+};
+
+inline JUnicodeTables build_junicode_tables() {
+  JUnicodeTables t;
+  std::vector<uint8_t> full(0x110000, 0);
+  uint8_t by_gc[32] = {};
+  by_gc[int(UGc::Lt)] = kJTitle;
+  by_gc[int(UGc::Lu)] = kJUpper;
+  by_gc[int(UGc::Ll)] = kJLower;
+  for (UGc gc : {UGc::Mn, UGc::Me, UGc::Cf, UGc::Lm, UGc::Sk}) by_gc[int(gc)] = kJCaseIgnorable;
+  by_gc[int(UGc::Nd)] = kJDecimal | kJDigit | kJNumeric;
+  by_gc[int(UGc::Nl)] = by_gc[int(UGc::No)] = kJNumeric;
+  ucd_each_category([&](uint32_t cp, uint32_t len, UGc gc) { std::fill_n(full.begin() + cp, len, by_gc[int(gc)]); });
+  for (auto [table, flag] : {std::pair<const char*, uint8_t>{ucd::kOtherUppercase, kJUpper},
+                             {ucd::kOtherLowercase, kJLower},
+                             {ucd::kCaseIgnorableExtra, kJCaseIgnorable},
+                             {ucd::kDigitExtra, kJDigit},
+                             {ucd::kNumericExtra, kJNumeric}})
+    ucd_each_range(table, [&, flag = flag](uint32_t cp, uint32_t len) {
+      for (uint32_t k = 0; k < len; k++) full[cp + k] |= flag;
+    });
+  t.props.build(full);
+  t.upper = ucd_map(ucd::kUppercase);
+  t.title_overrides = ucd_map(ucd::kTitlecaseOverrides);
+  const char* p = ucd::kSpecialCasing;
+  uint32_t cp = 0;
+  while (*p) {
+    cp += ucd_varint(p);
+    uint32_t nk = ucd_varint(p);
+    JCaseSpecial e{cp, static_cast<uint8_t>(nk & 3), static_cast<uint8_t>(nk >> 2), {0, 0, 0}};
+    for (uint32_t k = 0; k < e.n; k++) e.to[k] = static_cast<uint32_t>(int64_t(cp) + ucd_unzigzag(ucd_varint(p)));
+    t.special.push_back(e);
   }
-  return lo < N && r[lo].lo <= c;
+  return t;
 }
-// The simple mapping of c by disjoint runs; c itself when unmapped.
-template <size_t N>
-inline uint32_t jmap_runs(const JCaseRun (&r)[N], uint32_t c, bool* mapped = nullptr) {
-  size_t lo = 0, hi = N;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (r[mid].end < c)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  if (lo < N && r[lo].start <= c && (c - r[lo].start) % r[lo].stride == 0) {
-    if (mapped) *mapped = true;
-    return static_cast<uint32_t>(static_cast<int64_t>(c) + r[lo].delta);
-  }
-  if (mapped) *mapped = false;
-  return c;
+inline const JUnicodeTables& junicode_tables() {
+  static const JUnicodeTables t = build_junicode_tables();
+  return t;
 }
-// Python's str.isprintable() per code point.
+inline uint8_t jprops(uint32_t c) {
+  return junicode_tables().props(c);
+}
+
+// Python's str.isprintable() per code point: not C* (unassigned included) or Z*, but the space.
 inline bool py_printable(uint32_t c) {
-  return c <= 0x10FFFF && !jin_ranges(kJNonPrintable, c);
+  if (c == ' ') return true;
+  UClass k = uclass(c);
+  return c <= 0x10FFFF && k != UClass::other && k != UClass::separator;
 }
 inline bool jcase_is_title(uint32_t c) {
-  return jin_ranges(kJTitlecase, c);
+  return jprops(c) & kJTitle;
 }
 inline bool jcase_is_upper(uint32_t c) {
-  bool m;
-  jmap_runs(kJLowerRuns, c, &m);
-  return (m && !jcase_is_title(c)) || jin_ranges(kJUpperExtra, c);
+  return jprops(c) & kJUpper;
 }
 inline bool jcase_is_lower(uint32_t c) {
-  bool m;
-  jmap_runs(kJUpperRuns, c, &m);
-  return (m && !jcase_is_title(c)) || jin_ranges(kJLowerExtra, c);
+  return jprops(c) & kJLower;
 }
 inline bool jcase_cased(uint32_t c) {
-  return jcase_is_upper(c) || jcase_is_lower(c) || jcase_is_title(c);
+  return jprops(c) & (kJUpper | kJLower | kJTitle);
 }
 inline bool jcase_ignorable(uint32_t c) {
-  return jin_ranges(kJCaseIgnorable, c);
+  return jprops(c) & kJCaseIgnorable;
 }
 // str.isalpha() / isdecimal() / isdigit() / isnumeric() / isalnum() per code point.
 inline bool jis_alpha(uint32_t c) {
-  return jin_ranges(kJAlpha, c);
+  return is_uletter(c);
 }
 inline bool jis_decimal(uint32_t c) {
-  return jin_ranges(kJDecimal, c);
+  return jprops(c) & kJDecimal;
 }
 inline bool jis_digit(uint32_t c) {
-  return jin_ranges(kJDigit, c);
+  return jprops(c) & kJDigit;
 }
 inline bool jis_numeric(uint32_t c) {
-  return jin_ranges(kJNumeric, c);
+  return jprops(c) & kJNumeric;
 }
 inline bool jis_alnum(uint32_t c) {
   return jis_alpha(c) || jis_decimal(c) || jis_digit(c) || jis_numeric(c);
 }
 // Full case mapping (kind 0 upper, 1 lower, 2 title) into out[]; returns the count (1..3).
 inline int jcase_full(uint32_t c, int kind, uint32_t out[3]) {
-  size_t lo = 0, hi = sizeof kJCaseSpecial / sizeof kJCaseSpecial[0];
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    const JCaseSpecial& e = kJCaseSpecial[mid];
-    if (e.cp < c || (e.cp == c && e.kind < kind))
-      lo = mid + 1;
-    else
-      hi = mid;
+  const auto& t = junicode_tables();
+  auto it = std::lower_bound(t.special.begin(), t.special.end(), std::make_pair(c, kind),
+                             [](const JCaseSpecial& e, std::pair<uint32_t, int> key) {
+                               return e.cp < key.first || (e.cp == key.first && e.kind < key.second);
+                             });
+  if (it != t.special.end() && it->cp == c && it->kind == kind) {
+    for (int k = 0; k < it->n; k++) out[k] = it->to[k];
+    return it->n;
   }
-  if (lo < sizeof kJCaseSpecial / sizeof kJCaseSpecial[0] && kJCaseSpecial[lo].cp == c &&
-      kJCaseSpecial[lo].kind == kind) {
-    int n = 0;
-    for (uint32_t x : kJCaseSpecial[lo].to)
-      if (x) out[n++] = x;
-    return n;
-  }
-  if (kind == 0) {
-    out[0] = jmap_runs(kJUpperRuns, c);
-  } else if (kind == 1) {
-    out[0] = jmap_runs(kJLowerRuns, c);
-  } else {
-    bool m;
-    out[0] = jmap_runs(kJTitleRuns, c, &m);
-    if (!m) out[0] = jmap_runs(kJUpperRuns, c);
+  out[0] = c;
+  if (kind == 1) {
+    out[0] = simple_lower(c);
+  } else if (kind == 0 || !umap_find(t.title_overrides, c, out[0])) {
+    umap_find(t.upper, c, out[0]);
   }
   return 1;
 }

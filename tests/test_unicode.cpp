@@ -65,6 +65,38 @@ TEST_CASE("unicode: simple case folding") {
   CHECK(case_fold(0x0410) == 0x0430);    // Cyrillic
   CHECK(case_fold(0x10400) == 0x10428);  // Deseret
   CHECK(case_fold(0x1E9E) == 0x00DF);    // capital sharp s (status S)
+  // Folding is stored as where it differs from the lowercase mapping (tools/gen_unicode).
+  CHECK(simple_lower(0x0130) == 'i');
+  CHECK(simple_lower(0x13A0) == 0xAB70);  // Cherokee: lowercase is the newer letters,
+  CHECK(case_fold(0x13A0) == 0x13A0);     // but folding keeps the older, uppercase ones
+  CHECK(case_fold(0xAB70) == 0x13A0);
+  CHECK(simple_lower(0x03C2) == 0x03C2);  // final sigma: no lowercase mapping, folds to sigma
+  CHECK(case_fold(0x03C2) == 0x03C3);
+}
+
+TEST_CASE("unicode: general categories shared with the template interpreter") {
+  int n[int(UGc::count)] = {};
+  uint32_t next = 0;
+  ucd_each_category([&](uint32_t cp, uint32_t len, UGc gc) {
+    CHECK(cp == next);
+    next = cp + len;
+    n[int(gc)] += static_cast<int>(len);
+  });
+  CHECK(next == 0x110000u);
+  CHECK(n[int(UGc::Lt)] == 31);  // Unicode 15.0
+  CHECK(n[int(UGc::Zs)] == 17);
+  CHECK(n[int(UGc::Nd)] == 680);
+  CHECK(n[int(UGc::Co)] == 137468);
+  CHECK(jcase_is_title(0x01C5));
+  CHECK(jcase_is_upper(0x2160));   // roman numeral one: Other_Uppercase (Nl)
+  CHECK(jcase_is_lower(0x02B0));   // modifier letter small h: Other_Lowercase (Lm)
+  CHECK(jcase_ignorable(0x0027));  // apostrophe: Case_Ignorable beyond the categories
+  CHECK(jis_digit(0x00B2));        // superscript two: a digit, not a decimal
+  CHECK(!jis_decimal(0x00B2));
+  CHECK(jis_numeric(0x4E00));  // Unihan's numeric value of 一
+  CHECK(jis_space(0x1C));
+  CHECK(jis_space(0x3000));
+  CHECK(!jis_space(0x200B));
 }
 
 TEST_CASE("unicode: NFC examples") {
