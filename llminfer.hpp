@@ -103,7 +103,7 @@
 //                               prompts, token ids, tokenizers and Session::eval / sample work as
 //                               before, and the declarations (and types) do not change. Measured
 //                               (g++ 12 -O2, x86-64): the implementation TU compiles in about 20%
-//                               less time and its code is 25% smaller (1.36 -> 1.03 MB of text)
+//                               less time and its code is 24% smaller (1.37 -> 1.04 MB of text)
 //   Chat templates are untrusted input; everything they can do is bounded (errors name line:column):
 //   LLMINFER_JINJA_MAX_TEMPLATE  bytes of template source (default 4 MiB)
 //   LLMINFER_JINJA_MAX_DEPTH     nesting of blocks, elif branches and expressions (default 200), and of
