@@ -7220,6 +7220,10 @@ LLMI_KNS_END
 //    Float and MLX weights use the f32 input.
 //  * Few tokens (decode): a threaded matrix-vector product; tasks are chunks of rows, each row is
 //    one dot product straight from the mapped weights (21_simd), for each token.
+//  * The single tokens of several sequences (batched decoding, matmul_each): each row is read once
+//    for all of them, and on x86 its blocks are unpacked once for a group of tokens (gemm_rows with
+//    the types' dotn_*; AVX-512 K-quants: gemv_each_group), every token keeping the float order
+//    of its one-token dot product.
 //  * Many tokens (prefill, AVX-512): a blocked matrix-matrix product. A task takes a block of rows
 //    and a block of tokens, decodes the rows once into a panel (unsigned 8-bit values with their
 //    scales, or f32 for float/MLX types) kept in cache, and runs a register-tiled micro-kernel
@@ -7281,14 +7285,18 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   });
 }
 
-#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
-// ---- several tokens per weight row (AVX2) ----
+#if defined(LLMI_SIMD_AVX2)
+// ---- several tokens per weight row (AVX2; AVX-512: batched decoding) ----
 // Without AVX-512 the matrix-matrix product is a row-major sweep: a task takes a chunk of rows and
 // a block of tokens; each weight row, decoded once per group of kTG tokens, is multiplied with
 // every token of the group while it sits in L1, and the block's activations stay in L2. Every
 // (row, token) sum takes exactly the float operations of the row's dot product (dot_q8_0,
 // dot_q4_q5_0, dot_q4_k, dot_q6_k: llama.cpp's AVX2 order), so the result is the bits of gemv
 // and of llama.cpp's AVX2 build; only the integer work and the loads are shared.
+// The AVX-512 build takes this path for the single tokens of several sequences (gemv_each, batched
+// decoding) of Q8_0, Q4_0 and Q5_0 rows: these dotn_* give the bits of its dot products too (the
+// 32-block dots of both levels chain one 8-lane FMA per block in block order). (Its K-quants:
+// gemv_each_group below; its matmul of several tokens: the blocked gemm.)
 constexpr int kTG = 4;           // tokens per weight-row decode
 constexpr int64_t kTBlock = 64;  // tokens per task (their activations stay in L2)
 
@@ -7427,12 +7435,27 @@ inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
   for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
 }
 
+// Tokens t0..t0+nt-1 (1 <= nt <= kTG) of row r: WK::dotn on all of them (WK::dot for one).
+template <class WK, int NT = kTG>
+inline void dotn_tokens(const RowOperands& o, const uint8_t* wr, int64_t r, int64_t t0, int64_t nt, float* y,
+                        int64_t ldy) {
+  if constexpr (NT > 1) {
+    if (nt < NT) return dotn_tokens<WK, NT - 1>(o, wr, r, t0, nt, y, ldy);
+    ActQ8 a[NT];
+    float out[NT];
+    for (int u = 0; u < NT; u++) a[u] = o.in.row(WK::act, t0 + u);
+    WK::template dotn<NT>(wr, a, o.n, out);
+    for (int u = 0; u < NT; u++) y[(t0 + u) * ldy + r] = out[u];
+  } else {
+    y[t0 * ldy + r] = WK::dot(o, wr, r, t0);
+  }
+}
+
 // Y = X W^T for T >= 2 tokens and a quantized W (WK::dotn), row by row over token groups (see above).
 template <class WK>
 inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
-  const int64_t rows = w.rows(), T = in.n_tokens(), K = w.ne[0];
+  const int64_t rows = w.rows(), T = in.n_tokens();
   const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
-  const ActForm f = WK::act;
   const RowOperands o = row_operands(w, in, true);
   // tasks: chunks of rows (as gemv: long runs stream faster) times blocks of tokens
   int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
@@ -7443,37 +7466,233 @@ inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int6
     const int64_t t0 = (task % n_tb) * kTBlock, t1 = std::min(T, t0 + kTBlock);
     for (int64_t r = r0; r < r1; r++) {
       const uint8_t* wr = w.data + static_cast<uint64_t>(r) * rb;
-      int64_t t = t0;
-      for (; t + kTG <= t1; t += kTG) {
-        ActQ8 a[kTG];
-        float out[kTG];
-        for (int u = 0; u < kTG; u++) a[u] = in.row(f, t + u);
-        WK::template dotn<kTG>(wr, a, K, out);
-        for (int u = 0; u < kTG; u++) y[(t + u) * ldy + r] = out[u];
-      }
-      for (; t < t1; t++) y[t * ldy + r] = WK::dot(o, wr, r, t);
+      // groups of kTG tokens, the rest (fewer) in one smaller group
+      for (int64_t t = t0; t < t1; t += kTG) dotn_tokens<WK>(o, wr, r, t, std::min<int64_t>(kTG, t1 - t), y, ldy);
     }
   });
 }
-#endif  // LLMI_SIMD_AVX2 && !LLMI_SIMD_AVX512
+#endif  // LLMI_SIMD_AVX2
+
+#if defined(LLMI_SIMD_AVX512)
+// ---- the single tokens of several sequences times K-quant rows (AVX-512, batched decoding) ----
+// gemv_each_group: a task takes a chunk of rows; each row's super-block is unpacked once into
+// registers (its values and scale vectors, as dot_q4_k / dot_q6_k unpack it) for a group of up to
+// kGroup tokens, each of which then takes its vpmaddubsw + vpdpwssd. The integer lanes are exact,
+// so any order gives the same int32s; each token's float operations are those of the one-token dot
+// in the same order (per super-block one 8-lane FMA with d(w) * d(a), Q4_K's 4-lane mins with
+// -dmin(w) * d(a); the same final trees), so every result has the bits of dot_q4_k / dot_q6_k. The
+// float lanes of 2 tokens (Q4_K's mins: 4) share one zmm: the lanes are independent, so packing
+// them changes no bit and halves (quarters) the float work, the larger part of a token's share.
+constexpr int kGroup = 8;  // tokens per unpacked super-block
+
+// The tokens of a group per super-block, in the lanes of dotg_q4_k / dotg_q6_k (prepared once per
+// matmul; missing tokens of a last group repeat its last token).
+struct KqGroupBlock {
+  alignas(64) float dxp[kGroup / 2][16];  // token pair p: d(a) of token 2p in lanes 0..7, 2p + 1 in 8..15
+  alignas(64) float dxq[kGroup / 4][16];  // token quad q: d(a) of token 4q + j in lanes 4j..4j+3
+  // Q4_K: quad q: the activation sums of the 8 sub-blocks (32 values) of token 4q + j in int16
+  // lanes 8j..8j+7; Q6_K: pair p: the 16 sums of 16 values of token 2p + j in lanes 16j..16j+15
+  alignas(64) int16_t s[kGroup / 2][32];
+};
+
+// The group of tokens t0..t0+nt-1 (nt <= kGroup) over nb super-blocks into g[0..nb).
+template <bool kQ4K>
+inline void kq_group_prepare(const MatmulInput& in, int64_t t0, int64_t nt, int64_t nb, KqGroupBlock* g) {
+  for (int u = 0; u < kGroup; u++) {
+    const ActQ8 a = in.row(ActForm::q8_256, t0 + std::min<int64_t>(u, nt - 1));
+    for (int64_t b = 0; b < nb; b++) {
+      KqGroupBlock& k = g[b];
+      for (int l = 0; l < 8; l++) k.dxp[u / 2][8 * (u % 2) + l] = a.d[b];
+      for (int l = 0; l < 4; l++) k.dxq[u / 4][4 * (u % 4) + l] = a.d[b];
+      const int16_t* s16 = a.sums + 16 * b;
+      if constexpr (kQ4K) {
+        for (int i = 0; i < 8; i++) k.s[u / 4][8 * (u % 4) + i] = static_cast<int16_t>(s16[2 * i] + s16[2 * i + 1]);
+      } else {
+        for (int i = 0; i < 16; i++) k.s[u / 2][16 * (u % 2) + i] = s16[i];
+      }
+    }
+  }
+}
+
+// Token pair (x, y)'s 8 int32 lanes of a super-block (the two halves of each added): x's in 0..7.
+inline __m512i kq_pair_lanes(__m512i x, __m512i y) {
+  return _mm512_add_epi32(_mm512_shuffle_i64x2(x, y, 0x44), _mm512_shuffle_i64x2(x, y, 0xEE));
+}
+
+// out[t] = dot_q4_k(w, a[t], 256 * nb), t < NT (2, 4 or 8); g: the group of a (kq_group_prepare).
+template <int NT>
+inline void dotg_q4_k(const uint8_t* w, const ActQ8* a, const KqGroupBlock* g, int64_t nb, float* out) {
+  constexpr int64_t bs = sizeof(ref::BlockQ4_K);
+  constexpr int NQ = (NT + 3) / 4;
+  const __m512i m4 = _mm512_set1_epi8(15);
+  // (as dot_q4_k) int16 lanes 0..15 take sub-block scale k, lanes 16..31 take k + 1
+  const __m512i sel0 = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0003000300030003, 0x0003000300030003,
+                                        0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002);
+  __m512 acc[NT / 2], accm[NQ];
+  for (int p = 0; p < NT / 2; p++) acc[p] = _mm512_setzero_ps();
+  for (int q = 0; q < NQ; q++) accm[q] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    uint64_t sc8, m8;
+    q4k_unpack_scales(p + 4, &sc8, &m8);
+    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
+    __m512i isum[NT];
+    for (int t = 0; t < NT; t++) isum[t] = _mm512_setzero_si512();
+    for (int c = 0; c < 2; c++) {  // 128 weights: bytes 64c..64c+63, sub-blocks 4c..4c+3
+      const __m512i v = _mm512_loadu_si512(p + 16 + 64 * c);
+      const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+      const __m512i w0 = _mm512_shuffle_i64x2(lo, hi, 0x44), w1 = _mm512_shuffle_i64x2(lo, hi, 0xEE);
+      const __m512i s0 =
+          _mm512_permutexvar_epi16(_mm512_add_epi16(sel0, _mm512_set1_epi16(static_cast<short>(4 * c - 2))), sc16);
+      const __m512i s1 =
+          _mm512_permutexvar_epi16(_mm512_add_epi16(sel0, _mm512_set1_epi16(static_cast<short>(4 * c))), sc16);
+#pragma GCC unroll 8
+      for (int t = 0; t < NT; t++) {
+        const int8_t* q8 = a[t].q + ref::kQK_K * b + 128 * c;
+        isum[t] = dot_u8s8_scaled_512(isum[t], w0, _mm512_loadu_si512(q8), s0);
+        isum[t] = dot_u8s8_scaled_512(isum[t], w1, _mm512_loadu_si512(q8 + 64), s1);
+      }
+    }
+    const KqGroupBlock& k = g[b];
+    const __m512 d = _mm512_set1_ps(f16_scale(p)), dmin = _mm512_set1_ps(f16_scale(p + 2));
+#pragma GCC unroll 4
+    for (int q = 0; q < NT / 2; q++)
+      acc[q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(kq_pair_lanes(isum[2 * q], isum[2 * q + 1])),
+                               _mm512_mul_ps(d, _mm512_load_ps(k.dxp[q])), acc[q]);
+    // the mins: (m_2k, m_2k+1) times the sums of sub-blocks 2k, 2k + 1 in lane k of each token
+    const __m512i m16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(m8))));
+#pragma GCC unroll 2
+    for (int q = 0; q < NQ; q++)
+      accm[q] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(m16, _mm512_load_si512(k.s[q]))),
+                                 _mm512_mul_ps(dmin, _mm512_load_ps(k.dxq[q])), accm[q]);
+  }
+  alignas(64) float lanes[NT / 2][16], mins[NQ][16];
+  for (int q = 0; q < NT / 2; q++) _mm512_store_ps(lanes[q], acc[q]);
+  for (int q = 0; q < NQ; q++) _mm512_store_ps(mins[q], accm[q]);
+  for (int t = 0; t < NT; t++)
+    out[t] =
+        hsum_ps256(_mm256_load_ps(lanes[t / 2] + 8 * (t % 2))) + reduce4_ps(_mm_load_ps(mins[t / 4] + 4 * (t % 4)));
+}
+
+// out[t] = dot_q6_k(w, a[t], 256 * nb), t < NT (2, 4 or 8); g: the group of a (kq_group_prepare).
+template <int NT>
+inline void dotg_q6_k(const uint8_t* w, const ActQ8* a, const KqGroupBlock* g, int64_t nb, float* out) {
+  constexpr int64_t bs = sizeof(ref::BlockQ6_K);
+  const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+  // (as dot_q6_k) the qh shifts of the four 32-weight quarters, the scale selection of 64 weights
+  const __m512i shl = _mm512_set_epi64(0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002,
+                                       0x0004000400040004, 0x0004000400040004, 0x0004000400040004, 0x0004000400040004);
+  const __m512i shr =
+      _mm512_set_epi64(0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0x0002000200020002, 0, 0, 0, 0);
+  const __m512i sel = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002, 0x0002000200020002,
+                                       0x0001000100010001, 0x0001000100010001, 0, 0);
+  __m512 acc[NT / 2];
+  for (int q = 0; q < NT / 2; q++) acc[q] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
+    const __m512i sc512 = _mm512_castsi256_si512(sc);
+    __m512i isum[NT];
+    for (int t = 0; t < NT; t++) isum[t] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) {
+      const __m512i ql = _mm512_loadu_si512(p + 64 * h);
+      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h)));
+      const __m512i v0 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30));
+      const __m512i v1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                         _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m30));
+      const __m512i s0 =
+          _mm512_permutexvar_epi16(_mm512_add_epi16(sel, _mm512_set1_epi16(static_cast<short>(8 * h))), sc512);
+      const __m512i s1 =
+          _mm512_permutexvar_epi16(_mm512_add_epi16(sel, _mm512_set1_epi16(static_cast<short>(8 * h + 4))), sc512);
+#pragma GCC unroll 8
+      for (int t = 0; t < NT; t++) {
+        const int8_t* q8 = a[t].q + ref::kQK_K * b + 128 * h;
+        isum[t] = dot_u8s8_scaled_512(isum[t], v0, _mm512_loadu_si512(q8), s0);
+        isum[t] = dot_u8s8_scaled_512(isum[t], v1, _mm512_loadu_si512(q8 + 64), s1);
+      }
+    }
+    const KqGroupBlock& k = g[b];
+    const __m512 d = _mm512_set1_ps(f16_scale(p + 208));
+    const __m512i scp = _mm512_broadcast_i64x4(sc);
+#pragma GCC unroll 4
+    for (int q = 0; q < NT / 2; q++) {
+      // the -32 offset of each lane (as dot_q6_k), then one FMA
+      const __m512i off = _mm512_madd_epi16(scp, _mm512_load_si512(k.s[q]));
+      const __m512i lanes = _mm512_sub_epi32(kq_pair_lanes(isum[2 * q], isum[2 * q + 1]), _mm512_slli_epi32(off, 5));
+      acc[q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes), _mm512_mul_ps(d, _mm512_load_ps(k.dxp[q])), acc[q]);
+    }
+  }
+  alignas(64) float lanes[NT / 2][16];
+  for (int q = 0; q < NT / 2; q++) _mm512_store_ps(lanes[q], acc[q]);
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(_mm256_load_ps(lanes[t / 2] + 8 * (t % 2)));
+}
+
+// Y[t] = W x_t for T >= 2 single tokens and a K-quant W (WK::dotg), every result with the bits of
+// WK::dot (see above). False when out of memory (the scratch could not grow).
+template <class WK>
+inline bool gemv_each_group(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
+                            MatmulScratch& scratch) {
+  const int64_t rows = w.rows(), T = in.n_tokens(), nb = w.ne[0] / ref::kQK_K;
+  const int64_t n_groups = (T + kGroup - 1) / kGroup;
+  if (!scratch.xk.reserve(static_cast<size_t>(n_groups * nb) * sizeof(KqGroupBlock) + 64)) return false;
+  KqGroupBlock* groups = scratch.xk.as<KqGroupBlock>();
+  for (int64_t gi = 0; gi < n_groups; gi++)
+    kq_group_prepare<WK::type == DType::q4_K>(in, kGroup * gi, std::min<int64_t>(kGroup, T - kGroup * gi), nb,
+                                              groups + gi * nb);
+  const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
+  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
+  chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
+  const RowOperands o = row_operands(w, in, true);
+  pool.parallel_for(static_cast<int>((rows + chunk - 1) / chunk), [&](int task, int) {
+    const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
+    for (int64_t gi = 0; gi < n_groups; gi++) {
+      const int64_t t0 = kGroup * gi, nt = std::min<int64_t>(kGroup, T - t0);
+      ActQ8 a[kGroup];
+      for (int u = 0; u < kGroup; u++) a[u] = in.row(ActForm::q8_256, t0 + std::min<int64_t>(u, nt - 1));
+      const KqGroupBlock* g = groups + gi * nb;
+      for (int64_t r = r0; r < r1; r++) {
+        const uint8_t* wr = w.data + static_cast<uint64_t>(r) * rb;
+        float out[kGroup];
+        if (nt == 1)
+          out[0] = WK::dot(o, wr, r, t0);
+        else if (nt == 2)
+          WK::template dotg<2>(wr, a, g, nb, out);
+        else if (nt <= 4)
+          WK::template dotg<4>(wr, a, g, nb, out);
+        else
+          WK::template dotg<8>(wr, a, g, nb, out);
+        for (int64_t u = 0; u < nt; u++) y[(t0 + u) * ldy + r] = out[u];
+      }
+    }
+  });
+  return true;
+}
+#endif  // LLMI_SIMD_AVX512
 
 // Tokens that are each a product of their own (one token of each of several sequences, batched
 // decoding): y[t][r] has the bits a matmul of token t alone gives (the dot product of a single
 // token, never the tiled or float-sgemm order), but a task takes each weight row once for all the
 // tokens (row outer, tokens inner), so the weights stream from memory once per step instead of
 // once per sequence.
+// False when out of memory.
 template <class WK>
-inline void gemv_each(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+inline bool gemv_each(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
+                      [[maybe_unused]] MatmulScratch& scratch) {
   const int64_t rows = w.rows(), T = in.n_tokens();
   const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
   int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
   chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
   const int n_tasks = static_cast<int>((rows + chunk - 1) / chunk);
-#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+#if defined(LLMI_SIMD_AVX512)
+  if constexpr (WK::each_group) {
+    if (T > 1) return gemv_each_group<WK>(w, in, y, ldy, pool, scratch);
+  }
+#endif
+#if defined(LLMI_SIMD_AVX2)
   if constexpr (WK::multi_token) {
     if (T > 1) {  // (its (row, token) sums are the one-token dot products)
       gemm_rows<WK>(w, in, y, ldy, pool);
-      return;
+      return true;
     }
   }
 #endif
@@ -7484,6 +7703,7 @@ inline void gemv_each(const TensorView& w, const MatmulInput& in, float* y, int6
     for (int64_t r = r0; r < r1; r++)
       for (int64_t t = 0; t < T; t++) y[t * ldy + r] = WK::dot(o, w.data + static_cast<uint64_t>(r) * row_bytes, r, t);
   });
+  return true;
 }
 
 // ---- blocked matrix-matrix product (AVX-512) ----
@@ -8108,10 +8328,14 @@ LLMI_KNS_END
 //                                       one-token product (gemv), llama.cpp's order for one token
 //   dequant(w, r, row, out)             row r as w.ne[0] floats
 //   prepare_extra(in, w)                input besides `act` (MLX: sums per group); false: out of memory
-//   AVX2 (not AVX-512):
-//     multi_token                       has dotn: gemm_rows for several tokens
+//   AVX2 and AVX-512 (K-quants: AVX2 only):
+//     multi_token                       has dotn: gemm_rows for several tokens (AVX2), for the
+//                                       single tokens of several sequences (gemv_each, both)
 //     dotn<NT>(row, a, n, out)          the row times NT tokens, each with the bits of dot
 //   AVX-512:
+//     each_group                        (K-quants) has dotg: gemv_each_group for the single
+//     dotg<NT>(row, a, g, nb, out)      tokens of several sequences, NT of a prepared group g
+//                                       (KqGroupBlock) at a time, each with the bits of dot
 //     gemm                              has the panel path (gemm): act f32 types through an f32
 //                                       panel of dequant rows and micro_f32; quantized types with
 //     panel, decode, micro              their PanelFormat, row decoder and micro-kernel (q8_32:
@@ -8137,6 +8361,7 @@ struct WeightKernelsBase {
   static constexpr ActForm act = act_form(T);
   static constexpr uint32_t block = dtype_traits(T)->block;
   static constexpr bool multi_token = false;
+  static constexpr bool each_group = false;
   static constexpr bool gemm = false;
   static constexpr bool bf16_in_place = false;
   static bool gemm_fits(const TensorView&, const MatmulInput&) { return true; }
@@ -8212,7 +8437,7 @@ struct WeightKernels<DType::q4_0> : WeightKernelsBase<DType::q4_0> {
   static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
     ref::dequant_row_q4_0(row, out, w.ne[0]);
   }
-#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+#if defined(LLMI_SIMD_AVX2)
   static constexpr bool multi_token = true;
   template <int NT>
   static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
@@ -8235,7 +8460,7 @@ struct WeightKernels<DType::q5_0> : WeightKernelsBase<DType::q5_0> {
   static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
     ref::dequant_row_q5_0(row, out, w.ne[0]);
   }
-#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+#if defined(LLMI_SIMD_AVX2)
   static constexpr bool multi_token = true;
   template <int NT>
   static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
@@ -8258,7 +8483,7 @@ struct WeightKernels<DType::q8_0> : WeightKernelsBase<DType::q8_0> {
   static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
     ref::dequant_row_q8_0(row, out, w.ne[0]);
   }
-#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+#if defined(LLMI_SIMD_AVX2)
   static constexpr bool multi_token = true;
   template <int NT>
   static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
@@ -8291,6 +8516,13 @@ struct WeightKernels<DType::q4_K> : WeightKernelsBase<DType::q4_K> {
   }
 #endif
 #if defined(LLMI_SIMD_AVX512)
+  static constexpr bool each_group = true;
+  template <int NT>
+  static void dotg(const uint8_t* row, const ActQ8* a, const KqGroupBlock* g, int64_t nb, float* out) {
+    dotg_q4_k<NT>(row, a, g, nb, out);
+  }
+#endif
+#if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
   static constexpr PanelFormat panel = {0, 64, 64, true};
   static constexpr auto decode = decode_row_q4_k;
@@ -8311,6 +8543,13 @@ struct WeightKernels<DType::q6_K> : WeightKernelsBase<DType::q6_K> {
   template <int NT>
   static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
     dotn_q6_k<NT>(row, a, n, out);
+  }
+#endif
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool each_group = true;
+  template <int NT>
+  static void dotg(const uint8_t* row, const ActQ8* a, const KqGroupBlock* g, int64_t nb, float* out) {
+    dotg_q6_k<NT>(row, a, g, nb, out);
   }
 #endif
 #if defined(LLMI_SIMD_AVX512)
@@ -8405,9 +8644,7 @@ inline bool matmul_each(const TensorView& w, const float* x, int64_t n_tokens, f
   if (n_tokens <= 0 || w.rows() <= 0) return true;
   return visit_weight_kernels(w.type, [&](auto k) {
     using WK = decltype(k);
-    if (!prepare_input<WK>(w, in, pool)) return false;
-    gemv_each<WK>(w, in, y, ldy, pool);
-    return true;
+    return prepare_input<WK>(w, in, pool) && gemv_each<WK>(w, in, y, ldy, pool, scratch);
   });
 }
 

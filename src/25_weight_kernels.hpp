@@ -12,10 +12,14 @@
 //                                       one-token product (gemv), llama.cpp's order for one token
 //   dequant(w, r, row, out)             row r as w.ne[0] floats
 //   prepare_extra(in, w)                input besides `act` (MLX: sums per group); false: out of memory
-//   AVX2 (not AVX-512):
-//     multi_token                       has dotn: gemm_rows for several tokens
+//   AVX2 and AVX-512 (K-quants: AVX2 only):
+//     multi_token                       has dotn: gemm_rows for several tokens (AVX2), for the
+//                                       single tokens of several sequences (gemv_each, both)
 //     dotn<NT>(row, a, n, out)          the row times NT tokens, each with the bits of dot
 //   AVX-512:
+//     each_group                        (K-quants) has dotg: gemv_each_group for the single
+//     dotg<NT>(row, a, g, nb, out)      tokens of several sequences, NT of a prepared group g
+//                                       (KqGroupBlock) at a time, each with the bits of dot
 //     gemm                              has the panel path (gemm): act f32 types through an f32
 //                                       panel of dequant rows and micro_f32; quantized types with
 //     panel, decode, micro              their PanelFormat, row decoder and micro-kernel (q8_32:
@@ -41,6 +45,7 @@ struct WeightKernelsBase {
   static constexpr ActForm act = act_form(T);
   static constexpr uint32_t block = dtype_traits(T)->block;
   static constexpr bool multi_token = false;
+  static constexpr bool each_group = false;
   static constexpr bool gemm = false;
   static constexpr bool bf16_in_place = false;
   static bool gemm_fits(const TensorView&, const MatmulInput&) { return true; }
@@ -116,7 +121,7 @@ struct WeightKernels<DType::q4_0> : WeightKernelsBase<DType::q4_0> {
   static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
     ref::dequant_row_q4_0(row, out, w.ne[0]);
   }
-#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+#if defined(LLMI_SIMD_AVX2)
   static constexpr bool multi_token = true;
   template <int NT>
   static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
@@ -139,7 +144,7 @@ struct WeightKernels<DType::q5_0> : WeightKernelsBase<DType::q5_0> {
   static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
     ref::dequant_row_q5_0(row, out, w.ne[0]);
   }
-#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+#if defined(LLMI_SIMD_AVX2)
   static constexpr bool multi_token = true;
   template <int NT>
   static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
@@ -162,7 +167,7 @@ struct WeightKernels<DType::q8_0> : WeightKernelsBase<DType::q8_0> {
   static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
     ref::dequant_row_q8_0(row, out, w.ne[0]);
   }
-#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+#if defined(LLMI_SIMD_AVX2)
   static constexpr bool multi_token = true;
   template <int NT>
   static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
@@ -195,6 +200,13 @@ struct WeightKernels<DType::q4_K> : WeightKernelsBase<DType::q4_K> {
   }
 #endif
 #if defined(LLMI_SIMD_AVX512)
+  static constexpr bool each_group = true;
+  template <int NT>
+  static void dotg(const uint8_t* row, const ActQ8* a, const KqGroupBlock* g, int64_t nb, float* out) {
+    dotg_q4_k<NT>(row, a, g, nb, out);
+  }
+#endif
+#if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
   static constexpr PanelFormat panel = {0, 64, 64, true};
   static constexpr auto decode = decode_row_q4_k;
@@ -215,6 +227,13 @@ struct WeightKernels<DType::q6_K> : WeightKernelsBase<DType::q6_K> {
   template <int NT>
   static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
     dotn_q6_k<NT>(row, a, n, out);
+  }
+#endif
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool each_group = true;
+  template <int NT>
+  static void dotg(const uint8_t* row, const ActQ8* a, const KqGroupBlock* g, int64_t nb, float* out) {
+    dotg_q6_k<NT>(row, a, g, nb, out);
   }
 #endif
 #if defined(LLMI_SIMD_AVX512)
@@ -309,9 +328,7 @@ inline bool matmul_each(const TensorView& w, const float* x, int64_t n_tokens, f
   if (n_tokens <= 0 || w.rows() <= 0) return true;
   return visit_weight_kernels(w.type, [&](auto k) {
     using WK = decltype(k);
-    if (!prepare_input<WK>(w, in, pool)) return false;
-    gemv_each<WK>(w, in, y, ldy, pool);
-    return true;
+    return prepare_input<WK>(w, in, pool) && gemv_each<WK>(w, in, y, ldy, pool, scratch);
   });
 }
 

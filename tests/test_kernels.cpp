@@ -573,9 +573,10 @@ TEST_CASE("matmul: with the x86 kernels a quantized row gives a token the same b
 }
 
 TEST_CASE("matmul: matmul_each gives every token the bits of a one-token matmul (batched decoding)") {
-  // gemv_each (with the AVX2 kernels: gemm_rows, whose dotn_* take groups of 4 tokens) must
-  // compute token t of a step exactly as a matmul of token t alone does: every type, 1..9 tokens (groups of 4 and the
-  // rest), 1 and 3 threads, the level this build runs.
+  // gemv_each (x86: gemm_rows, whose dotn_* take groups of 4 tokens; AVX-512 K-quants:
+  // gemv_each_group, groups of 8 in pairs and quads of float lanes, a short group padded) must
+  // compute token t of a step exactly as a matmul of token t alone does: every type, 1..19 tokens
+  // (whole groups and the rest), 1 and 3 threads, the level this build runs.
   Rng r(6);
   const li::KernelTable& k = li::kernels();
   struct Case {
@@ -604,7 +605,7 @@ TEST_CASE("matmul: matmul_each gives every token the bits of a one-token matmul 
     li::MatmulScratch scratch(th);
     for (const Case& c : cases) {
       Matrix m = make_matrix(c.t, c.rows, c.n, r, false, c.aux, c.gs ? c.gs : 64);
-      for (int64_t T : {1, 2, 3, 4, 5, 7, 9}) {
+      for (int64_t T : {1, 2, 3, 4, 5, 7, 8, 9, 19}) {
         CAPTURE(std::string(li::dtype_name(c.t)));
         CAPTURE(T);
         CAPTURE(th);
