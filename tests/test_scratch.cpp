@@ -70,7 +70,7 @@ bool exercise(Context& ctx, FloatBuf& lg, int nv, const std::vector<int32_t>& pr
   ok = ok && ctx.erase(3, 4) && ctx.n_past() == 40;
   const KvMove mv{30, 20, 10};
   (void)ctx.shift(std::span<const KvMove>(&mv, 1), 30);  // a ring may refuse it: then nothing changed
-  ok = ok && is_ok(ctx.eval(more, lg));                   // slides (the context holds 96)
+  ok = ok && is_ok(ctx.eval(more, lg));                  // slides (the context holds 96)
   return ok && ctx.n_past() <= ctx.n_ctx();
 }
 
