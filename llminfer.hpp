@@ -586,7 +586,13 @@
 //   (detokenize: empty text; Session::add / reset: nothing). A prompt longer than the context
 //   (ContextPolicy::stop) ends with StopReason::context_full, no tokens, and GenerateResult::error
 //   naming both lengths; `llminfer run` then exits 2. Allocations the engine sizes from the model
-//   (KV cache, scratch, loader buffers) are checked and fail with out_of_memory.
+//   (KV cache, scratch, loader buffers) are checked and fail with out_of_memory. A session's
+//   evaluation context (its KV cache and every scratch buffer of a forward pass, sized from the
+//   model and the context) is allocated when the session first evaluates (reply, generate, eval,
+//   load): out_of_memory then, and the session stays usable. Evaluating tokens allocates nothing
+//   afterwards, nor do shifting and sliding the cache, except Session::eval with all_logits when
+//   its logits outgrow the last ones (checked: out_of_memory, nothing evaluated). A model's
+//   second session also sizes the scratch of the steps sessions share (continuous batching).
 //
 // ==== Version ====
 //
@@ -6577,7 +6583,28 @@ inline void mlx_group_sums(const float* x, int64_t n, int gs, float* out) {
   }
 }
 
-// 64-byte aligned growable scratch (malloc based: no exceptions; false when out of memory).
+// ---- scratch allocations: one checked entry point ----
+// Every buffer an evaluation context owns (KV cache, activations, matmul scratch; HeapBuf and
+// AlignedBuffer) comes from scratch_alloc: null when out of memory, and the caller reports
+// out_of_memory. The counters are for tests: `calls` counts the allocations (evaluation makes
+// none once its context exists), and the call whose number is `fail_at` fails as if the machine
+// had no memory left (tests/test_session.cpp, "scratch: ...").
+struct ScratchAllocCounters {
+  std::atomic<uint64_t> calls{0};
+  std::atomic<int64_t> fail_at{-1};  // -1: none fails
+};
+inline ScratchAllocCounters& scratch_alloc_counters() {
+  static ScratchAllocCounters c;
+  return c;
+}
+inline void* scratch_alloc(size_t bytes, bool zeroed) {
+  ScratchAllocCounters& c = scratch_alloc_counters();
+  const uint64_t n = c.calls.fetch_add(1, std::memory_order_relaxed);
+  if (static_cast<int64_t>(n) == c.fail_at.load(std::memory_order_relaxed)) return nullptr;
+  return zeroed ? std::calloc(1, bytes) : std::malloc(bytes);
+}
+
+// 64-byte aligned growable scratch (scratch_alloc: no exceptions; false when out of memory).
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
@@ -6587,7 +6614,7 @@ class AlignedBuffer {
   bool reserve(size_t bytes) {
     if (bytes <= cap_) return true;
     std::free(raw_);
-    raw_ = std::malloc(bytes + 64);
+    raw_ = scratch_alloc(bytes + 64, false);
     if (!raw_) {
       ptr_ = nullptr;
       cap_ = 0;
@@ -6642,19 +6669,8 @@ class MatmulInput {
     if (f == ActForm::f32) return true;
     Form& F = form(f);
     if (ready_[f == ActForm::q8_256]) return true;
-    const int64_t blk = f == ActForm::q8_32 ? 32 : 256, sum_len = f == ActForm::q8_32 ? 32 : 16;
-    F.q_stride = round_up(static_cast<size_t>(n_), 64);
-    F.nd = static_cast<size_t>(n_ / blk);
-    F.ns = static_cast<size_t>(n_ / sum_len);
-    F.ns32 = f == ActForm::q8_256 ? static_cast<size_t>(n_ / 32) : 0;
-    const size_t T = static_cast<size_t>(n_tokens_);
-    // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16, then
-    // for q8_256 sums32 [ns32] int16
-    F.off_d = F.q_stride;
-    F.off_s = F.off_d + round_up(4 * F.nd, 64);
-    F.off_s32 = F.off_s + round_up(2 * F.ns, 64);
-    F.row_bytes = F.off_s32 + round_up(2 * F.ns32, 64);
-    if (!F.buf.reserve(F.row_bytes * T)) return false;
+    layout(F, f, n_);
+    if (!F.buf.reserve(F.row_bytes * static_cast<size_t>(n_tokens_))) return false;
     auto one = [&](int64_t t) {
       const float* xt = x_ + t * n_;
       ActQ8 a = row(f, t);
@@ -6688,8 +6704,7 @@ class MatmulInput {
   // Sums of X over groups of `gs` (MLX biases), made once per group size.
   bool prepare_mlx(int gs) {
     if (mlx_gs_ == gs) return true;
-    size_t groups = static_cast<size_t>(n_ / gs);
-    if (!mlx_.reserve(4 * groups * static_cast<size_t>(n_tokens_) + 64)) return false;
+    if (!mlx_.reserve(mlx_bytes(gs, n_tokens_, n_))) return false;
     mlx_gs_ = gs;
     for (int64_t t = 0; t < n_tokens_; t++) mlx_group_sums(x_ + t * n_, n_, gs, mlx_sums(t));
     return true;
@@ -6698,12 +6713,41 @@ class MatmulInput {
     return mlx_.as<float>(4 * static_cast<size_t>(t) * static_cast<size_t>(n_ / std::max(1, mlx_gs_)));
   }
 
+  // Sizes the buffers for inputs of up to n_tokens x n in form `f` (and MLX sums of groups of
+  // `mlx_gs`, 0: none) now, so that prepare() on such inputs allocates nothing. False when out
+  // of memory.
+  bool reserve(ActForm f, int64_t n_tokens, int64_t n, int mlx_gs) {
+    if (f != ActForm::f32) {
+      Form F;
+      layout(F, f, n);
+      if (!form(f).buf.reserve(F.row_bytes * static_cast<size_t>(n_tokens))) return false;
+    }
+    return mlx_gs <= 0 || mlx_.reserve(mlx_bytes(mlx_gs, n_tokens, n));
+  }
+
  private:
   struct Form {
     AlignedBuffer buf;
     size_t q_stride = 0, nd = 0, ns = 0, ns32 = 0, row_bytes = 0;
     size_t off_d = 0, off_s = 0, off_s32 = 0;
   };
+  // The row layout of form f (q8_32 or q8_256) for rows of n values.
+  static void layout(Form& F, ActForm f, int64_t n) {
+    const int64_t blk = f == ActForm::q8_32 ? 32 : 256, sum_len = f == ActForm::q8_32 ? 32 : 16;
+    F.q_stride = round_up(static_cast<size_t>(n), 64);
+    F.nd = static_cast<size_t>(n / blk);
+    F.ns = static_cast<size_t>(n / sum_len);
+    F.ns32 = f == ActForm::q8_256 ? static_cast<size_t>(n / 32) : 0;
+    // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16, then
+    // for q8_256 sums32 [ns32] int16
+    F.off_d = F.q_stride;
+    F.off_s = F.off_d + round_up(4 * F.nd, 64);
+    F.off_s32 = F.off_s + round_up(2 * F.ns, 64);
+    F.row_bytes = F.off_s32 + round_up(2 * F.ns32, 64);
+  }
+  static size_t mlx_bytes(int gs, int64_t n_tokens, int64_t n) {
+    return 4 * static_cast<size_t>(n / gs) * static_cast<size_t>(n_tokens) + 64;
+  }
   Form& form(ActForm f) { return forms_[f == ActForm::q8_256]; }
   const Form& form(ActForm f) const { return forms_[f == ActForm::q8_256]; }
 
@@ -6717,8 +6761,9 @@ class MatmulInput {
 };
 
 // Scratch of the matrix products, owned by an evaluation context (created with it: one panel
-// buffer per pool thread) and grown on first use of each size; a kernel that cannot grow it
-// returns false and the context reports out_of_memory.
+// buffer per pool thread) and sized then for its largest product (KernelTable::matmul_reserve
+// of each matrix at the context's most tokens); a product larger than planned grows it, and a
+// kernel that cannot returns false and the context reports out_of_memory.
 struct MatmulScratch {
   explicit MatmulScratch(int threads)
       : panels(std::make_unique<AlignedBuffer[]>(static_cast<size_t>(std::max(1, threads)))),
@@ -7882,6 +7927,32 @@ inline __m512i kq_order(__m512i v) {
   return _mm512_permutexvar_epi16(idx, v);
 }
 
+// Where the parts of a quantized panel of rows of k values sit in its buffer (panel_decode), and
+// the bytes of the whole (of a float panel too: panel_reserve).
+struct PanelLayout {
+  size_t vals = 0, scn = 0, dn = 0, pn = 0, dmn = 0, tn = 0, total = 0;
+};
+template <class WK>
+inline PanelLayout panel_layout(size_t k) {
+  PanelLayout L;
+  if constexpr (WK::act == ActForm::f32) {
+    L.total = static_cast<size_t>(kRB) * k * 4;
+  } else {
+    constexpr PanelFormat pf = WK::panel;
+    constexpr bool kq = pf.scale_group != 0, q4k = pf.mins;
+    const size_t G = kRG, sg = static_cast<size_t>(kq ? pf.scale_group : 32),
+                 pg = static_cast<size_t>(kq ? pf.pair_group : 32), db = WK::block;
+    L.vals = round_up(G * 16 * k, 64);
+    L.scn = kq ? round_up(G * 16 * k / sg * 4, 64) : 0;
+    L.dn = round_up(G * 16 * k / db * 4, 64);
+    L.pn = kq ? round_up(G * 16 * k / pg * 4, 64) : 0;
+    L.dmn = q4k ? round_up(G * 16 * k / 256 * 4, 64) : 0;
+    L.tn = round_up(k / 16 * 4, 64);  // one row's numbers (at most K/16 of each)
+    L.total = L.vals + L.scn + L.dn + L.pn + L.dmn + round_up(k, 64) * 16 + 4 * L.tn;
+  }
+  return L;
+}
+
 // Decodes rows [r0, r0 + nr) (nr <= kRB; missing rows are zero) into P.
 template <class WK>
 inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuffer& buf, Panel& P) {
@@ -7890,8 +7961,9 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
   P.K = K;
   P.rows = nr;
   const size_t k = static_cast<size_t>(K);
+  const PanelLayout L = panel_layout<WK>(k);
+  if (!buf.reserve(L.total)) return false;
   if constexpr (WK::act == ActForm::f32) {
-    if (!buf.reserve(static_cast<size_t>(nr) * k * 4)) return false;
     P.f = buf.as<float>();
     for (int64_t i = 0; i < nr; i++)
       WK::dequant(w, r0 + i, w.data + static_cast<uint64_t>(r0 + i) * rb, P.f + static_cast<size_t>(i) * k);
@@ -7904,11 +7976,7 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
       P.pg = pf.pair_group;
     }
     P.db = static_cast<int>(WK::block);
-    const size_t G = kRG, vals = round_up(G * 16 * k, 64), scn = kq ? round_up(G * 16 * k / P.sg * 4, 64) : 0;
-    const size_t dn = round_up(G * 16 * k / P.db * 4, 64), pn = kq ? round_up(G * 16 * k / P.pg * 4, 64) : 0;
-    const size_t dmn = q4k ? round_up(G * 16 * k / 256 * 4, 64) : 0;
-    const size_t tn = round_up(k / 16 * 4, 64);  // one row's numbers (at most K/16 of each)
-    if (!buf.reserve(vals + scn + dn + pn + dmn + round_up(k, 64) * 16 + 4 * tn)) return false;
+    const size_t G = kRG, vals = L.vals, scn = L.scn, dn = L.dn, pn = L.pn, dmn = L.dmn, tn = L.tn;
     P.v = buf.as<uint8_t>();
     P.sc = buf.as<int32_t>(vals);
     P.d = buf.as<float>(vals + scn);
@@ -8191,6 +8259,40 @@ inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr
 }
 #endif
 
+// Bytes of gemm's per-product scratch for T tokens of K values: the start values of the offsets
+// (0: none), the activations in micro_kq's order (0: none), and as bf16.
+template <class WK>
+inline size_t gemm_starts_bytes(int64_t T, int64_t K) {
+  if constexpr (WK::act == ActForm::q8_32) return static_cast<size_t>(T * (K / 4)) * 4 + 64;
+  if constexpr (WK::act == ActForm::q8_256) {
+    if constexpr (WK::panel.mins) return static_cast<size_t>(T * (K / 64)) * 4 + 64;
+  }
+  return 0;
+}
+template <class WK>
+inline size_t gemm_xk_bytes(int64_t T, int64_t K) {
+  return WK::act == ActForm::q8_256 ? static_cast<size_t>(T * K) + 64 : 0;
+}
+inline size_t gemm_xb_bytes(int64_t T, int64_t K) {
+  return static_cast<size_t>(T * K) * 2 + 64;
+}
+
+// Sizes `scratch` for gemm of up to T tokens with w (every pool thread's panel). False when out
+// of memory.
+template <class WK>
+inline bool gemm_reserve(const TensorView& w, int64_t T, MatmulScratch& scratch) {
+  const int64_t K = w.ne[0];
+  if (!scratch.starts.reserve(gemm_starts_bytes<WK>(T, K)) || !scratch.xk.reserve(gemm_xk_bytes<WK>(T, K)))
+    return false;
+#if defined(LLMI_SIMD_BF16)
+  if (WK::bf16_in_place && !scratch.xb.reserve(gemm_xb_bytes(T, K))) return false;
+#endif
+  const size_t panel = panel_layout<WK>(static_cast<size_t>(K)).total;
+  for (int i = 0; i < scratch.n_panels; i++)
+    if (!scratch.panels[static_cast<size_t>(i)].reserve(panel)) return false;
+  return true;
+}
+
 // False when out of memory (the scratch could not grow).
 template <class WK>
 inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
@@ -8204,7 +8306,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   int32_t* starts = nullptr;
   if constexpr (f == ActForm::q8_32) {  // per 4 values (micro_q32)
     constexpr int off = WK::panel.offset;
-    if (!starts_buf.reserve(static_cast<size_t>(T * (K / 4)) * 4 + 64)) return false;
+    if (!starts_buf.reserve(gemm_starts_bytes<WK>(T, K))) return false;
     starts = starts_buf.as<int32_t>();
     for (int64_t t = 0; t < T; t++) {
       const int8_t* q = in.row(f, t).q;
@@ -8213,7 +8315,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     }
   } else if constexpr (f == ActForm::q8_256) {
     if constexpr (WK::panel.mins) {  // the activation sums of 32 as int16 pairs (micro_kq)
-      if (!starts_buf.reserve(static_cast<size_t>(T * (K / 64)) * 4 + 64)) return false;
+      if (!starts_buf.reserve(gemm_starts_bytes<WK>(T, K))) return false;
       starts = starts_buf.as<int32_t>();
       for (int64_t t = 0; t < T; t++) {
         const int16_t* s = in.row(f, t).sums;
@@ -8225,7 +8327,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   // K-quants: the activations in micro_kq's order
   int8_t* xk = nullptr;
   if constexpr (f == ActForm::q8_256) {
-    if (!scratch.xk.reserve(static_cast<size_t>(T * K) + 64)) return false;
+    if (!scratch.xk.reserve(gemm_xk_bytes<WK>(T, K))) return false;
     xk = scratch.xk.as<int8_t>();
     for (int64_t t = 0; t < T; t++) {
       const int8_t* q = in.row(f, t).q;
@@ -8237,7 +8339,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   AlignedBuffer& xb_buf = scratch.xb;
   uint16_t* xb = nullptr;
   if (WK::bf16_in_place && in.bf16_exact()) {
-    if (!xb_buf.reserve(static_cast<size_t>(T * K) * 2 + 64)) return false;
+    if (!xb_buf.reserve(gemm_xb_bytes(T, K))) return false;
     xb = xb_buf.as<uint16_t>();
     for (int64_t i = 0; i < T * K; i += 32)
       _mm512_storeu_si512(xb + i,
@@ -8366,6 +8468,7 @@ struct WeightKernelsBase {
   static constexpr bool bf16_in_place = false;
   static bool gemm_fits(const TensorView&, const MatmulInput&) { return true; }
   static bool prepare_extra(MatmulInput&, const TensorView&) { return true; }
+  static int mlx_group(const TensorView&) { return 0; }  // group of the input sums prepare_extra makes
 };
 template <DType T>
 struct WeightKernels;
@@ -8569,6 +8672,7 @@ struct WeightKernelsMlx : WeightKernelsBase<T> {
   }
   static void dequant(const TensorView& w, int64_t r, const uint8_t*, float* out) { ref::dequant_row_mlx(w, r, out); }
   static bool prepare_extra(MatmulInput& in, const TensorView& w) { return in.prepare_mlx(w.group_size); }
+  static int mlx_group(const TensorView& w) { return w.group_size; }
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
 #endif
@@ -8648,6 +8752,23 @@ inline bool matmul_each(const TensorView& w, const float* x, int64_t n_tokens, f
   });
 }
 
+// Sizes `scratch` for matmul and matmul_each with w of up to max_tokens tokens, so that they
+// allocate nothing (the evaluation context calls it for each matrix when it is created). False
+// when out of memory.
+inline bool matmul_reserve(const TensorView& w, int64_t max_tokens, MatmulScratch& scratch) {
+  if (max_tokens <= 0 || w.rows() <= 0) return true;
+  return visit_weight_kernels(w.type, [&](auto k) {
+    using WK = decltype(k);
+    if (!scratch.in.reserve(WK::act, max_tokens, w.ne[0], WK::mlx_group(w))) return false;
+#if defined(LLMI_SIMD_AVX512)
+    if constexpr (WK::gemm) {
+      if (max_tokens >= kGemmMinTokens) return gemm_reserve<WK>(w, max_tokens, scratch);
+    }
+#endif
+    return true;
+  });
+}
+
 // One path of a prepared matmul, for the kernel benchmark (bench/kernels.cpp).
 inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
   visit_weight_kernels(w.type, [&](auto k) { gemv<decltype(k)>(w, in, y, ldy, pool); });
@@ -8707,6 +8828,7 @@ LLMI_KNS_END
     bool bf16_exact, MatmulScratch& s), (w, x, n_tokens, y, ldy, pool, bf16_exact, s))                               \
   X(bool, matmul_each, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, \
     bool bf16_exact, MatmulScratch& s), (w, x, n_tokens, y, ldy, pool, bf16_exact, s))                               \
+  X(bool, matmul_reserve, (const TensorView& w, int64_t max_tokens, MatmulScratch& s), (w, max_tokens, s))          \
   X(void, attn_scores, (const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale, float* out), \
     (q, k, stride, n, hd, f16, scale, out))                                                                          \
   X(double, attn_exp, (float* s, int n, float max, int phase), (s, n, max, phase))                                   \
@@ -20184,7 +20306,7 @@ class HeapBuf {
                              static_cast<unsigned long long>(elem)));
     HeapBuf b;
     if (bytes == 0) return b;
-    b.p_ = std::calloc(1, static_cast<size_t>(bytes));
+    b.p_ = scratch_alloc(static_cast<size_t>(bytes), true);
     if (!b.p_) return make_error(Errc::out_of_memory, strf("%s: cannot allocate %s", what, human_bytes(bytes).c_str()));
     b.n_ = bytes;
     return b;
@@ -20198,6 +20320,40 @@ class HeapBuf {
  private:
   void* p_ = nullptr;
   uint64_t n_ = 0;
+};
+
+// A float array that grows only through a checked allocation (resize: false when out of memory,
+// and nothing changed): logits a caller keeps across evaluations (a session's).
+class FloatBuf {
+ public:
+  [[nodiscard]] bool resize(size_t n) {
+    if (n > cap_) {
+      auto b = HeapBuf::alloc(n, 4, "logits");
+      if (!b) return false;
+      if (size_) std::memcpy(b->as<float>(), buf_.as<float>(), size_ * 4);
+      buf_ = std::move(*b);
+      cap_ = n;
+    }
+    size_ = n;
+    return true;
+  }
+  [[nodiscard]] bool reserve(size_t n) {
+    const size_t keep = size_;
+    if (!resize(std::max(n, size_))) return false;
+    size_ = keep;
+    return true;
+  }
+  void clear() { size_ = 0; }
+  float* data() const { return buf_.as<float>(); }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  std::span<const float> span() const { return {data(), size_}; }
+  const float* begin() const { return data(); }
+  const float* end() const { return data() + size_; }
+
+ private:
+  HeapBuf buf_;
+  size_t size_ = 0, cap_ = 0;
 };
 
 // What one layer's cache holds.
@@ -20252,6 +20408,8 @@ class KvCache {
     ropes_ = ropes;
     layers_.clear();
     bufs_.clear();
+    layers_.reserve(specs.size());
+    bufs_.reserve(2 * specs.size());
     bytes_ = 0;
     ring_window_ = 1;
     for (const auto& s : specs) {
@@ -20271,7 +20429,7 @@ class KvCache {
       if (l.wraps(n_ctx)) ring_window_ = std::max(ring_window_, s.window);
       layers_.push_back(l);
     }
-    return {};
+    return init_shift_scratch();
   }
 
   KvType type() const { return type_; }
@@ -20365,8 +20523,9 @@ class KvCache {
   // rerotate = false moves the keys as they are (the tests measure what the rotation does).
   bool shift(std::span<const KvMove> moves, int n_past, int n_new, bool rerotate = true) {
     if (!can_shift(moves, n_past, n_new)) return false;
-    Rerotation rot(ropes_);
-    std::vector<float> tmp;
+    Rerotation rot{ropes_, rot_cs_.as<float>()};
+    float* tmp = shift_tmp_.as<float>();
+    Todo* todo = shift_todo_.as<Todo>();
     for (auto& l : layers_) {
       const KvLayerSpec& sp = l.spec;
       const int lo = keep_from(l, n_new);
@@ -20375,25 +20534,26 @@ class KvCache {
       // slot may be the source slot of another position. Full layers (slot = position, moves
       // downwards) go one move at a time to bound the scratch.
       auto run = [&](int q0, int q1) {
-        // positions [q0, q1) of the new layout that move, as consecutive runs of one delta
-        std::vector<std::pair<int, int>> todo;  // (new position, source)
+        // positions [q0, q1) of the new layout that move (at most shift_positions(l) of them:
+        // the scratch init_shift_scratch sized)
+        size_t n_todo = 0;
         for (int q = q0; q < q1; q++) {
           int src = shift_source(moves, q);
-          if (src != q) todo.emplace_back(q, src);
+          if (src != q) todo[n_todo++] = Todo{q, src};
         }
-        tmp.resize(todo.size() * (row_k + row_v));
-        for (size_t i = 0; i < todo.size(); i++) {
-          float* tk = tmp.data() + i * (row_k + row_v);
-          int slot = todo[i].second % l.slots;
+        LLMI_ASSERT(n_todo <= size_t(shift_positions(l)));
+        for (size_t i = 0; i < n_todo; i++) {
+          float* tk = tmp + i * (row_k + row_v);
+          int slot = todo[i].src % l.slots;
           for (int g = 0; g < sp.n_kv; g++) {
             load(k_at(l, g, slot), tk + size_t(g) * sp.hd_k, sp.hd_k);
             load(v_at(l, g, slot), tk + row_k + size_t(g) * sp.hd_v, sp.hd_v);
           }
-          if (sp.k_rope >= 0 && rerotate) rot.apply(sp.k_rope, todo[i].first - todo[i].second, tk, sp.n_kv, sp.hd_k);
+          if (sp.k_rope >= 0 && rerotate) rot.apply(sp.k_rope, todo[i].dst - todo[i].src, tk, sp.n_kv, sp.hd_k);
         }
-        for (size_t i = 0; i < todo.size(); i++) {
-          const float* tk = tmp.data() + i * (row_k + row_v);
-          int slot = todo[i].first % l.slots;
+        for (size_t i = 0; i < n_todo; i++) {
+          const float* tk = tmp + i * (row_k + row_v);
+          int slot = todo[i].dst % l.slots;
           for (int g = 0; g < sp.n_kv; g++) {
             store(k_at(l, g, slot), tk + size_t(g) * sp.hd_k, sp.hd_k);
             store(v_at(l, g, slot), tk + row_k + size_t(g) * sp.hd_v, sp.hd_v);
@@ -20402,7 +20562,8 @@ class KvCache {
       };
       if (l.slots >= n_ctx_) {
         for (const auto& m : moves) {
-          for (int q = std::max(lo, m.dst); q < m.dst + m.len; q += 64) run(q, std::min(q + 64, m.dst + m.len));
+          for (int q = std::max(lo, m.dst); q < m.dst + m.len; q += kShiftRun)
+            run(q, std::min(q + kShiftRun, m.dst + m.len));
         }
       } else {
         run(lo, n_new);
@@ -20478,22 +20639,53 @@ class KvCache {
  private:
   // Rotates moved keys by their delta, the cos/sin of the last (rope, delta) kept (a shift
   // rotates many keys by the same delta).
+  // cs: [the widest rope's n_dims] (rot_cs_).
   struct Rerotation {
-    explicit Rerotation(const std::vector<RopeSpec>& r) : ropes(r) {}
     const std::vector<RopeSpec>& ropes;
+    float* cs;
     int rope = -1, delta = 0;
-    std::vector<float> cs;
     void apply(int k_rope, int d, float* heads, int n_heads, int hd) {
       const RopeSpec& rs = ropes[static_cast<size_t>(k_rope)];
       if (k_rope != rope || d != delta) {
-        cs.resize(size_t(rs.n_dims));
-        rope_angles(rs, int64_t(d), cs.data());
+        rope_angles(rs, int64_t(d), cs);
         rope = k_rope;
         delta = d;
       }
-      for (int h = 0; h < n_heads; h++) rope_head(rs, cs.data(), heads + size_t(h) * hd, heads + size_t(h) * hd);
+      for (int h = 0; h < n_heads; h++) rope_head(rs, cs, heads + size_t(h) * hd, heads + size_t(h) * hd);
     }
   };
+  struct Todo {
+    int dst, src;  // a position of the new layout that moves, and where it comes from
+  };
+  static constexpr int kShiftRun = 64;  // positions a full layer moves at a time
+
+  // Positions one layer's shift gathers at once: a full layer goes kShiftRun at a time, a ring
+  // all it keeps at once (its window before the new end, at most window - 1 positions move).
+  int shift_positions(const KvLayer& l) const {
+    return l.slots >= n_ctx_ ? kShiftRun : std::max(1, std::min(l.spec.window - 1, l.slots));
+  }
+  // The scratch of shift(), sized once (a shift allocates nothing): the gathered rows of the
+  // layer that needs most, its todo list, one rope's cos/sin.
+  Result<void> init_shift_scratch() {
+    uint64_t floats = 1, todo = 1, dims = 1;
+    for (const auto& l : layers_) {
+      const uint64_t pos = uint64_t(shift_positions(l));
+      const uint64_t row = uint64_t(l.spec.n_kv) * (uint64_t(l.spec.hd_k) + uint64_t(l.spec.hd_v));
+      floats = std::max(floats, pos * row);
+      todo = std::max(todo, pos);
+    }
+    for (const auto& r : ropes_) dims = std::max(dims, uint64_t(std::max(1, r.n_dims)));
+    auto t = HeapBuf::alloc(floats, 4, "KV cache shift scratch");
+    if (!t) return t.error();
+    auto d = HeapBuf::alloc(todo, sizeof(Todo), "KV cache shift scratch");
+    if (!d) return d.error();
+    auto c = HeapBuf::alloc(dims, 4, "KV cache shift scratch");
+    if (!c) return c.error();
+    shift_tmp_ = std::move(*t);
+    shift_todo_ = std::move(*d);
+    rot_cs_ = std::move(*c);
+    return {};
+  }
 
   // First new position a layer must keep after a shift to n_new positions.
   int keep_from(const KvLayer& l, int n_new) const {
@@ -20520,6 +20712,7 @@ class KvCache {
   std::vector<RopeSpec> ropes_;
   std::vector<KvLayer> layers_;
   std::vector<HeapBuf> bufs_;
+  HeapBuf shift_tmp_, shift_todo_, rot_cs_;  // shift(): init_shift_scratch
   uint64_t bytes_ = 0;
 };
 
@@ -22326,40 +22519,8 @@ class Context {
             Errc::invalid_argument,
             strf("a context of %d tokens is too small to slide while keeping %d tokens", c.n_ctx_, c.keep_));
     }
-    // scratch: every register [ubatch][widest], logits handled per eval
-    c.regs_.resize(p.reg_names.size());
-    c.reg_ptr_.assign(p.reg_names.size(), nullptr);
-    for (size_t r = 0; r < p.reg_names.size(); r++) {
-      if (static_cast<int>(r) == p.reg_logits) continue;
-      auto b = HeapBuf::alloc(uint64_t(c.ubatch_) * uint64_t(std::max(1, p.reg_width[r])), 4, "activations");
-      if (!b) return b.error();
-      c.regs_[r] = std::move(*b);
-    }
-    auto lb = HeapBuf::alloc(uint64_t(p.has_last ? 1 : c.ubatch_) * uint64_t(p.n_vocab), 4, "logits");
-    if (!lb) return lb.error();
-    c.logits_buf_ = std::move(*lb);
-    int threads = c.e_->pool().size();
-    c.mm_ = std::make_unique<MatmulScratch>(threads);
-    int max_slots = 1, max_hd = 1;
-    for (int l = 0; l < c.kv_.n_layers(); l++) {
-      max_slots = std::max(max_slots, c.kv_.layer(l).slots);
-      max_hd = std::max({max_hd, c.kv_.layer(l).spec.hd_k, c.kv_.layer(l).spec.hd_v});
-    }
-    for (const auto& r : p.ropes) max_hd = std::max(max_hd, r.head_dim);
-    c.scores_stride_ = max_slots;
-    // per thread: a row of partial sums, or 64 lanes of them (llama.cpp's order)
-    c.row_stride_ = size_t(64) * size_t((max_hd + 15) & ~15);
-    auto sb = HeapBuf::alloc(uint64_t(threads) * uint64_t(max_slots), 4, "attention scratch");
-    if (!sb) return sb.error();
-    c.scores_ = std::move(*sb);
-    auto rb = HeapBuf::alloc(uint64_t(threads) * c.row_stride_, 4, "attention scratch");
-    if (!rb) return rb.error();
-    c.rows_ = std::move(*rb);
-    auto rnd = HeapBuf::alloc(uint64_t(c.ubatch_) * uint64_t(p.max_round_width), 4, "activations");
-    if (!rnd) return rnd.error();
-    c.round_buf_ = std::move(*rnd);
-    c.rope_cache_.resize(p.ropes.size());
-    c.rope_valid_.assign(p.ropes.size(), 0);
+    if (auto r = c.init_scratch(); !r) return r.error();
+    if (auto r = reserve_shared(*c.e_); !r) return r.error();
     return c;
   }
 
@@ -22367,27 +22528,19 @@ class Context {
   // all_logits, of every token ([n][n_vocab]). `cancel` (may be empty) is polled before every layer.
   // context_full (policy stop): nothing was evaluated. cancelled: the chunks (of up to 256 tokens)
   // finished before the cancel stay in the cache (tokens() says which), logits are not filled.
-  Result<EvalStatus> eval(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits = false,
+  // Evaluation allocates nothing (the scratch was sized by create()) but the logits when `logits`
+  // must grow: a FloatBuf grows through a checked allocation (out_of_memory), a std::vector (tests
+  // and tools) as vectors do.
+  template <class Logits>
+  Result<EvalStatus> eval(std::span<const int32_t> tokens, Logits& logits, bool all_logits = false,
                           const std::function<bool()>& cancel = {}) {
+    uint64_t out_n = 0;
+    if (auto v = check_eval(tokens, all_logits, out_n); !v || *v != EvalStatus::ok) return v;
+    if (!grow(logits, out_n))
+      return make_error(Errc::out_of_memory,
+                        strf("eval: cannot allocate %s for the logits", human_bytes(out_n * 4).c_str()));
     const Program& p = e_->program();
     const int n = static_cast<int>(tokens.size());
-    if (tokens.empty()) return make_error(Errc::invalid_argument, "eval: no tokens");
-    if (tokens.size() > size_t(1) << 30) return make_error(Errc::invalid_argument, "eval: too many tokens");
-    for (size_t k = 0; k < tokens.size(); k++)
-      if (tokens[k] < 0 || tokens[k] >= p.embed_rows)
-        return make_error(Errc::invalid_argument, strf("eval: token id %d (at %zu) is outside the vocabulary (0..%lld)",
-                                                       tokens[k], k, static_cast<long long>(p.embed_rows - 1)));
-    if (!slide_ && n_past_ + n > n_ctx_) return EvalStatus::context_full;
-    uint64_t out_n = uint64_t(all_logits ? n : 1) * uint64_t(p.n_vocab);
-    if (all_logits) {  // [n][n_vocab] floats: refused, not an abort, when the machine cannot hold them
-      const LoadOptions& o = e_->options();
-      uint64_t limit = o.max_session_bytes ? o.max_session_bytes : physical_memory_bytes();
-      if (limit && out_n > limit / 4)
-        return make_error(Errc::out_of_memory,
-                          strf("eval: the logits of %d tokens x %d would need %s, more than %s", n, p.n_vocab,
-                               human_bytes(out_n * 4).c_str(), human_bytes(limit).c_str()));
-    }
-    logits.resize(static_cast<size_t>(out_n));
     int done = 0;
     while (done < n) {
       int chunk = std::min(n - done, slide_ ? slide_chunk_ : ubatch_);
@@ -22397,7 +22550,7 @@ class Context {
       auto st = run_chunk_shared(tokens.data() + done, chunk, out, all_logits, cancel);
       if (!st) return st.error();
       if (*st != EvalStatus::ok) return *st;
-      tokens_.insert(tokens_.end(), tokens.begin() + done, tokens.begin() + done + chunk);
+      tokens_.insert(tokens_.end(), tokens.begin() + done, tokens.begin() + done + chunk);  // reserved: n_ctx
       n_past_ += chunk;
       done += chunk;
     }
@@ -22431,6 +22584,90 @@ class Context {
   static constexpr int kUbatch = 256;  // tokens per prefill batch (bounds the scratch)
 
   Context() = default;
+
+  // The scratch of evaluation, sized for the largest chunk (ubatch tokens): every register
+  // [ubatch][widest] (logits [1 or ubatch][n_vocab]), the matrix products' scratch for each
+  // matrix, attention's per-thread rows, the rope tables [ubatch][n_dims], the token list [n_ctx].
+  Result<void> init_scratch() {
+    const Program& p = e_->program();
+    regs_.resize(p.reg_names.size());
+    reg_ptr_.assign(p.reg_names.size(), nullptr);
+    for (size_t r = 0; r < p.reg_names.size(); r++) {
+      if (static_cast<int>(r) == p.reg_logits) continue;
+      auto b = HeapBuf::alloc(uint64_t(ubatch_) * uint64_t(std::max(1, p.reg_width[r])), 4, "activations");
+      if (!b) return b.error();
+      regs_[r] = std::move(*b);
+    }
+    auto lb = HeapBuf::alloc(uint64_t(p.has_last ? 1 : ubatch_) * uint64_t(p.n_vocab), 4, "logits");
+    if (!lb) return lb.error();
+    logits_buf_ = std::move(*lb);
+    int threads = e_->pool().size();
+    mm_ = std::make_unique<MatmulScratch>(threads);
+    for (const Step& s : p.steps)
+      if (s.op == OpCode::matmul && !kern_->matmul_reserve(*s.w, ubatch_, *mm_))
+        return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
+                                                    s.w->name.c_str(), ubatch_));
+    int max_slots = 1, max_hd = 1;
+    for (int l = 0; l < kv_.n_layers(); l++) {
+      max_slots = std::max(max_slots, kv_.layer(l).slots);
+      max_hd = std::max({max_hd, kv_.layer(l).spec.hd_k, kv_.layer(l).spec.hd_v});
+    }
+    for (const auto& r : p.ropes) max_hd = std::max(max_hd, r.head_dim);
+    scores_stride_ = max_slots;
+    // per thread: a row of partial sums, or 64 lanes of them (llama.cpp's order)
+    row_stride_ = size_t(64) * size_t((max_hd + 15) & ~15);
+    auto sb = HeapBuf::alloc(uint64_t(threads) * uint64_t(max_slots), 4, "attention scratch");
+    if (!sb) return sb.error();
+    scores_ = std::move(*sb);
+    auto rb = HeapBuf::alloc(uint64_t(threads) * row_stride_, 4, "attention scratch");
+    if (!rb) return rb.error();
+    rows_ = std::move(*rb);
+    auto rnd = HeapBuf::alloc(uint64_t(ubatch_) * uint64_t(p.max_round_width), 4, "activations");
+    if (!rnd) return rnd.error();
+    round_buf_ = std::move(*rnd);
+    rope_cache_.resize(p.ropes.size());
+    for (size_t r = 0; r < p.ropes.size(); r++) {
+      auto b = HeapBuf::alloc(uint64_t(ubatch_) * uint64_t(std::max(1, p.ropes[r].n_dims)), 4, "rope tables");
+      if (!b) return b.error();
+      rope_cache_[r] = std::move(*b);
+    }
+    rope_valid_.assign(p.ropes.size(), 0);
+    tokens_.reserve(static_cast<size_t>(n_ctx_));
+    return {};
+  }
+
+  // The checks of eval before anything changes: ok with the number of logits it fills, or
+  // context_full, or the error.
+  Result<EvalStatus> check_eval(std::span<const int32_t> tokens, bool all_logits, uint64_t& out_n) const {
+    const Program& p = e_->program();
+    const int n = static_cast<int>(tokens.size());
+    if (tokens.empty()) return make_error(Errc::invalid_argument, "eval: no tokens");
+    if (tokens.size() > size_t(1) << 30) return make_error(Errc::invalid_argument, "eval: too many tokens");
+    for (size_t k = 0; k < tokens.size(); k++)
+      if (tokens[k] < 0 || tokens[k] >= p.embed_rows)
+        return make_error(Errc::invalid_argument, strf("eval: token id %d (at %zu) is outside the vocabulary (0..%lld)",
+                                                       tokens[k], k, static_cast<long long>(p.embed_rows - 1)));
+    if (!slide_ && n_past_ + n > n_ctx_) return EvalStatus::context_full;
+    out_n = uint64_t(all_logits ? n : 1) * uint64_t(p.n_vocab);
+    if (all_logits) {  // [n][n_vocab] floats: refused, not an abort, when the machine cannot hold them
+      const LoadOptions& o = e_->options();
+      uint64_t limit = o.max_session_bytes ? o.max_session_bytes : physical_memory_bytes();
+      if (limit && out_n > limit / 4)
+        return make_error(Errc::out_of_memory,
+                          strf("eval: the logits of %d tokens x %d would need %s, more than %s", n, p.n_vocab,
+                               human_bytes(out_n * 4).c_str(), human_bytes(limit).c_str()));
+    }
+    return EvalStatus::ok;
+  }
+  static bool grow(FloatBuf& b, uint64_t n) { return b.resize(static_cast<size_t>(n)); }
+  static bool grow(std::vector<float>& v, uint64_t n) {
+    v.resize(static_cast<size_t>(n));
+    return true;
+  }
+
+  // A context of the engine is created: the engine's Batcher sizes its step's scratch when a
+  // second one exists (45_batch).
+  static Result<void> reserve_shared(const Engine& e);
 
   // run_chunk, in a step shared with the other contexts of the engine that evaluate at the same
   // time (continuous batching; 45_batch).
@@ -22493,16 +22730,15 @@ class Context {
           }
           case OpCode::rope: {
             const RopeSpec& rs = p.ropes[static_cast<size_t>(s.idx)];
-            std::vector<float>& cache = rope_cache_[static_cast<size_t>(s.idx)];
+            float* cache = rope_cache_[static_cast<size_t>(s.idx)].as<float>();  // [ubatch][n_dims]
             if (!rope_valid_[static_cast<size_t>(s.idx)]) {
-              cache.resize(size_t(n) * rs.n_dims);
-              for (int t = 0; t < n; t++) rope_angles(rs, pos0 + t, cache.data() + size_t(t) * rs.n_dims);
+              for (int t = 0; t < n; t++) rope_angles(rs, pos0 + t, cache + size_t(t) * rs.n_dims);
               rope_valid_[static_cast<size_t>(s.idx)] = 1;
             }
             for_rows(rows, wi, [&](int t, int) {
               for (int h = 0; h < wi / rs.head_dim; h++) {
                 size_t off = size_t(t) * wi + size_t(h) * rs.head_dim;
-                rope_head(rs, cache.data() + size_t(t) * rs.n_dims, a + off, d + off);
+                rope_head(rs, cache + size_t(t) * rs.n_dims, a + off, d + off);
               }
             });
             break;
@@ -22604,9 +22840,10 @@ class Context {
   bool shift(std::span<const KvMove> moves, int n_new) {
     if (moves.empty()) return truncate(n_new);
     if (!kv_.shift(moves, n_past_, n_new)) return false;
-    std::vector<int32_t> t(tokens_.begin(), tokens_.begin() + moves[0].dst);
-    for (const auto& m : moves) t.insert(t.end(), tokens_.begin() + m.src, tokens_.begin() + m.src + m.len);
-    tokens_ = std::move(t);
+    // in place: the moves go downwards, in order (KvCache::shift checked them)
+    for (const auto& m : moves)
+      std::copy(tokens_.begin() + m.src, tokens_.begin() + m.src + m.len, tokens_.begin() + m.dst);
+    tokens_.resize(static_cast<size_t>(n_new));
     n_past_ = n_new;
     return true;
   }
@@ -22622,8 +22859,8 @@ class Context {
   KvCache& kv() { return kv_; }
   const KvCache& kv() const { return kv_; }
   // Restores what a saved session held (Session::load): the tokens whose cells were written.
-  void set_tokens(std::vector<int32_t> t) {
-    tokens_ = std::move(t);
+  void set_tokens(const std::vector<int32_t>& t) {
+    tokens_.assign(t.begin(), t.end());  // keeps the capacity reserved (n_ctx)
     n_past_ = static_cast<int>(tokens_.size());
   }
   bool slides() const { return slide_; }
@@ -22641,7 +22878,7 @@ class Context {
   size_t scores_stride_ = 0, row_stride_ = 0;
   const KernelTable* kern_ = nullptr;  // the engine's kernels
   std::unique_ptr<MatmulScratch> mm_;  // the matrix products' scratch
-  std::vector<std::vector<float>> rope_cache_;
+  std::vector<HeapBuf> rope_cache_;    // per rope: [ubatch][n_dims] cos/sin of the chunk's positions
   std::vector<char> rope_valid_;
   std::function<void(const TraceEvent&)> trace_;
 };
@@ -22855,6 +23092,11 @@ inline Result<std::vector<float>> logits_of_ids(const std::shared_ptr<const Engi
 // every position's logits (all_logits), and any chunk of a definition without `last`, runs in a
 // step of its own. LoadOptions::batch = 1 turns batching off (every chunk a step of its own).
 //
+// Memory. The leader's scratch (registers of kMaxRows rows, logits of max_seqs_ rows, matrix
+// products, rope tables) is sized when the engine's second context is created (the first time a
+// step can hold two sequences; out_of_memory from that creation), the waiting requests form a
+// list through the requests themselves, and the step's lists are reserved: a step allocates nothing.
+//
 // Cancel: a request's cancel function is polled before each layer as alone; a step stops early
 // only when every sequence in it has cancelled (the others' chunks complete; a cancelled sequence
 // whose chunk completed reports `cancelled` all the same, its chunk stays in its cache).
@@ -22870,6 +23112,12 @@ class Batcher {
   explicit Batcher(const Engine& e) : e_(e) {
     const int b = e.options().batch;
     max_seqs_ = b <= 0 ? kDefaultMaxSeqs : std::min(b, 256);
+    // the step's lists, at their most (a step allocates nothing)
+    step_.reserve(size_t(max_seqs_));
+    multi_.reserve(size_t(max_seqs_));
+    members_.reserve(size_t(max_seqs_));
+    segs_.reserve(size_t(max_seqs_));
+    toks_.reserve(size_t(kMaxRows));
   }
 
   static Batcher& of(const Engine& e) {
@@ -22886,6 +23134,7 @@ class Batcher {
     const std::function<bool()>* cancel = nullptr;
     double t_submit = 0;
     bool done = false;
+    Request* next = nullptr;  // the next waiting request (pending list)
     std::optional<Result<EvalStatus>> result;
   };
 
@@ -22893,21 +23142,21 @@ class Batcher {
     if (max_seqs_ == 1) return run_alone(req);
     std::unique_lock<std::mutex> lk(mu_);
     req.t_submit = now_ms();
-    pending_.push_back(&req);
+    push_pending(&req);
     cv_.notify_all();
     while (!req.done) {
-      if (running_ || pending_.empty()) {
+      if (running_ || !head_) {
         cv_.wait(lk);
         continue;
       }
       const double now = now_ms();
-      const double deadline = pending_.front()->t_submit + wait_budget_ms();
+      const double deadline = head_->t_submit + wait_budget_ms();
       if (!ready() && now < deadline) {
         cv_.wait_for(lk, std::chrono::microseconds(static_cast<int64_t>((deadline - now) * 1000.0) + 1));
         continue;
       }
-      // this thread leads the step
-      std::vector<Request*> batch = take();
+      // this thread leads the step (step_: read by this thread only until running_ is false again)
+      std::vector<Request*>& batch = take();
       running_ = true;
       lk.unlock();
       const double t0 = now_ms();
@@ -22934,6 +23183,17 @@ class Batcher {
     return std::move(*req.result);
   }
 
+  // A context of the engine was created: the second one (the first time a step can hold two
+  // sequences) sizes the step's scratch, so that steps allocate nothing; out_of_memory when that
+  // fails (the context is not created).
+  Result<void> context_created() {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (max_seqs_ > 1 && contexts_ >= 1)
+      if (auto r = ensure_scratch(e_.program()); !r) return r.error();
+    contexts_++;
+    return {};
+  }
+
   // For tests and benchmarks: steps run, steps shared by several sequences, sequence-chunks run.
   struct Stats {
     uint64_t steps = 0, shared_steps = 0, chunks = 0;
@@ -22956,38 +23216,62 @@ class Batcher {
   bool ready() const {
     for (const Context* m : members_) {
       bool found = false;
-      for (const Request* r : pending_)
+      for (const Request* r = head_; r; r = r->next)
         if (r->ctx == m) found = true;
       if (!found) return false;
     }
     return true;
   }
 
+  // The waiting requests: a list through Request::next (oldest first), so that waiting allocates
+  // nothing however many contexts evaluate.
+  void push_pending(Request* r) {
+    r->next = nullptr;
+    if (tail_)
+      tail_->next = r;
+    else
+      head_ = r;
+    tail_ = r;
+  }
+  // Unlinks r (prev: the request before it, null for the first).
+  void unlink(Request* prev, Request* r) {
+    (prev ? prev->next : head_) = r->next;
+    if (tail_ == r) tail_ = prev;
+    r->next = nullptr;
+  }
+
   bool alone_only(const Request& r) const { return r.all || !e_.program().has_last; }
 
-  // The oldest requests that fit one step; single tokens first in the result (their rows form one
-  // block for matmul_each), then the chunks of several tokens.
-  std::vector<Request*> take() {
-    std::vector<Request*> sel;
-    if (alone_only(*pending_.front())) {
-      sel.push_back(pending_.front());
-      pending_.erase(pending_.begin());
+  // The oldest requests that fit one step (into step_, reserved for max_seqs_); single tokens
+  // first in the result (their rows form one block for matmul_each), then the chunks of several
+  // tokens, each group in the order of arrival.
+  std::vector<Request*>& take() {
+    std::vector<Request*>& sel = step_;
+    sel.clear();
+    if (alone_only(*head_)) {
+      sel.push_back(head_);
+      unlink(nullptr, head_);
       return sel;
     }
-    int rows = 0;
-    for (size_t i = 0; i < pending_.size() && static_cast<int>(sel.size()) < max_seqs_;) {
-      Request* r = pending_[i];
+    multi_.clear();
+    int rows = 0, taken = 0;
+    for (Request *prev = nullptr, *r = head_; r && taken < max_seqs_;) {
+      Request* next = r->next;
       bool dup = false;  // one context cannot be in a step twice (never happens: it waits for its chunk)
       for (Request* q : sel) dup = dup || q->ctx == r->ctx;
+      for (Request* q : multi_) dup = dup || q->ctx == r->ctx;
       if (alone_only(*r) || dup || rows + r->n > kMaxRows) {
-        i++;
+        prev = r;
+        r = next;
         continue;
       }
       rows += r->n;
-      sel.push_back(r);
-      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+      taken++;
+      (r->n == 1 ? sel : multi_).push_back(r);
+      unlink(prev, r);
+      r = next;
     }
-    std::stable_partition(sel.begin(), sel.end(), [](const Request* r) { return r->n == 1; });
+    sel.insert(sel.end(), multi_.begin(), multi_.end());
     return sel;
   }
 
@@ -23020,6 +23304,7 @@ class Batcher {
     int pos0;
   };
 
+  // The leader's scratch, sized for a step's most rows (kMaxRows) and sequences (max_seqs_).
   Result<void> ensure_scratch(const Program& p) {
     if (ready_scratch_) return {};
     regs_.resize(p.reg_names.size());
@@ -23038,7 +23323,17 @@ class Batcher {
     if (!rb) return rb.error();
     round_ = std::move(*rb);
     mm_ = std::make_unique<MatmulScratch>(e_.pool().size());
+    for (const Step& s : p.steps)
+      if (s.op == OpCode::matmul && !e_.kernels().matmul_reserve(*s.w, kMaxRows, *mm_))
+        return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
+                                                    s.w->name.c_str(), kMaxRows));
     rope_cache_.resize(p.ropes.size());
+    for (size_t r = 0; r < p.ropes.size(); r++) {
+      auto b = HeapBuf::alloc(uint64_t(kMaxRows) * uint64_t(std::max(1, p.ropes[r].n_dims)), 4, "batch rope tables");
+      if (!b) return b.error();
+      rope_cache_[r] = std::move(*b);
+    }
+    rope_done_.assign(p.ropes.size(), 0);
     ready_scratch_ = true;
     return {};
   }
@@ -23065,7 +23360,8 @@ class Batcher {
     const Program& p = e_.program();
     const KernelTable& kern = e_.kernels();
     if (auto r = ensure_scratch(p); !r) return r.error();
-    std::vector<Seg> segs;
+    std::vector<Seg>& segs = segs_;
+    segs.clear();
     toks_.clear();
     int rows = 0, singles = 0;
     bool any_out = false;
@@ -23079,7 +23375,7 @@ class Batcher {
     for (size_t r = 0; r < regs_.size(); r++) reg_ptr_[r] = regs_[r].as<float>();
     reg_ptr_[static_cast<size_t>(p.reg_logits)] = logits_.as<float>();
     auto reg = [&](int r) { return reg_ptr_[static_cast<size_t>(r)]; };
-    std::vector<char> rope_done(p.ropes.size(), 0);
+    std::fill(rope_done_.begin(), rope_done_.end(), 0);
     int cur_layer = -2;
     bool after_last = false;
     const auto each_row = [this](int r, int64_t w, auto&& fn) { for_rows(r, w, fn); };  // for_rows as a value
@@ -23119,17 +23415,16 @@ class Batcher {
           }
           case OpCode::rope: {
             const RopeSpec& rs = p.ropes[static_cast<size_t>(s.idx)];
-            std::vector<float>& cache = rope_cache_[static_cast<size_t>(s.idx)];
-            if (!rope_done[static_cast<size_t>(s.idx)]) {
-              cache.resize(size_t(rows) * rs.n_dims);
+            float* cache = rope_cache_[static_cast<size_t>(s.idx)].as<float>();  // [kMaxRows][n_dims]
+            if (!rope_done_[static_cast<size_t>(s.idx)]) {
               for (const Seg& g : segs)
-                for (int t = 0; t < g.n; t++) rope_angles(rs, g.pos0 + t, cache.data() + size_t(g.off + t) * rs.n_dims);
-              rope_done[static_cast<size_t>(s.idx)] = 1;
+                for (int t = 0; t < g.n; t++) rope_angles(rs, g.pos0 + t, cache + size_t(g.off + t) * rs.n_dims);
+              rope_done_[static_cast<size_t>(s.idx)] = 1;
             }
             for_rows(rows, wi, [&](int t, int) {
               for (int h = 0; h < wi / rs.head_dim; h++) {
                 size_t off = size_t(t) * wi + size_t(h) * rs.head_dim;
-                rope_head(rs, cache.data() + size_t(t) * rs.n_dims, a + off, d + off);
+                rope_head(rs, cache + size_t(t) * rs.n_dims, a + off, d + off);
               }
             });
             break;
@@ -23174,21 +23469,31 @@ class Batcher {
   int max_seqs_ = kDefaultMaxSeqs;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Request*> pending_;        // waiting chunks, oldest first
-  std::vector<const Context*> members_;  // the contexts of the previous step
+  Request *head_ = nullptr, *tail_ = nullptr;  // waiting chunks, oldest first (push_pending)
+  std::vector<const Context*> members_;        // the contexts of the previous step
+  int contexts_ = 0;                           // contexts created (context_created)
+  // the leader's lists (reserved in the constructor): the step's requests, its chunks of several
+  // tokens (take), its segments and tokens (run_batch)
   bool running_ = false;
   double last_step_ms_ = 0;
   uint64_t steps_ = 0, shared_steps_ = 0, rows_ = 0;
   std::function<void(const std::vector<std::pair<const Context*, int>>&)> on_step_;
   // the leader's scratch (one step at a time): registers [kMaxRows][widest], logits, rounding
+  std::vector<Request*> step_, multi_;
+  std::vector<Seg> segs_;
+  std::vector<int32_t> toks_;
   bool ready_scratch_ = false;
   std::vector<HeapBuf> regs_;
   std::vector<float*> reg_ptr_;
   HeapBuf logits_, round_;
   std::unique_ptr<MatmulScratch> mm_;
-  std::vector<std::vector<float>> rope_cache_;
-  std::vector<int32_t> toks_;
+  std::vector<HeapBuf> rope_cache_;  // per rope: [kMaxRows][n_dims]
+  std::vector<char> rope_done_;
 };
+
+inline Result<void> Context::reserve_shared(const Engine& e) {
+  return Batcher::of(e).context_created();
+}
 
 inline Result<EvalStatus> Context::run_chunk_shared(const int32_t* toks, int n, float* out_logits, bool all_logits,
                                                     const std::function<bool()>& cancel) {
@@ -25949,7 +26254,7 @@ struct SessionImpl {
   std::shared_ptr<const ModelImpl> model;
   std::vector<Message> messages;
   std::optional<Context> ctx;
-  std::vector<float> logits;  // [n_vocab] of the last evaluated token (or [n][n_vocab], eval all_logits)
+  FloatBuf logits;  // [n_vocab] of the last evaluated token (or [n][n_vocab], eval all_logits)
   Sampler sampler;
   Rng rng;
   std::unique_ptr<ActiveGeneration> active;
@@ -26029,7 +26334,7 @@ class ContextIO final : public GenerationIO {
  public:
   // strip_leading: a chat reply drops the leading space SentencePiece vocabularies put on its first
   // piece (as decoding the reply alone does); a continuation keeps it (prompt + text = the whole).
-  ContextIO(const ModelImpl& m, Context& ctx, std::vector<float>& logits, bool strip_leading)
+  ContextIO(const ModelImpl& m, Context& ctx, FloatBuf& logits, bool strip_leading)
       : ctx_(ctx), logits_(logits), tok_(m.tokenizer.get()) {
     if (tok_) {
       decoder_.emplace(*tok_, false, strip_leading);
@@ -26044,7 +26349,7 @@ class ContextIO final : public GenerationIO {
   Result<EvalStatus> eval(std::span<const int32_t> tokens, const std::function<bool()>& cancel) override {
     return ctx_.eval(tokens, logits_, false, cancel);
   }
-  std::span<const float> logits() const override { return logits_; }
+  std::span<const float> logits() const override { return logits_.span(); }
   bool is_eog(int32_t id) const override {
     if (tok_) return tok_->is_eog(id);
     return std::find(eog_.begin(), eog_.end(), id) != eog_.end();
@@ -26054,7 +26359,7 @@ class ContextIO final : public GenerationIO {
 
  private:
   Context& ctx_;
-  std::vector<float>& logits_;
+  FloatBuf& logits_;
   const Tokenizer* tok_;
   std::optional<StreamDecoder> decoder_;
   std::vector<int32_t> eog_;
@@ -26097,6 +26402,9 @@ inline Result<void> ensure_context(SessionImpl& s) {
   if (s.ctx) return {};
   auto c = Context::create(s.model->engine, 0);
   if (!c) return c.error();
+  // the logits of one token, so that evaluating allocates nothing (all_logits grows them, checked)
+  if (!s.logits.reserve(static_cast<size_t>(s.model->engine->n_vocab())))
+    return make_error(Errc::out_of_memory, "cannot allocate the logits of a session");
   s.ctx.emplace(std::move(*c));
   return {};
 }
@@ -26663,7 +26971,7 @@ LLMI_API_DEF Result<void> Session::eval(std::span<const int32_t> tokens, bool al
 
 LLMI_API_DEF std::span<const float> Session::logits() const {
   if (!impl_) return {};
-  return impl_->logits;
+  return impl_->logits.span();
 }
 
 LLMI_API_DEF Result<int32_t> Session::sample(const GenerateOptions& o) {
@@ -27022,6 +27330,9 @@ inline Result<void> load_session_bytes(SessionImpl& s, std::span<const uint8_t> 
   // Everything checks: the session takes it.
   cancel_generation(s);
   if (auto c = ensure_context(s); !c) return c.error();
+  if (!s.logits.reserve(logits.size()))
+    return make_error(Errc::out_of_memory, strf("cannot allocate %s for the saved logits",
+                                                human_bytes(uint64_t(logits.size()) * 4).c_str()));
   Context& ctx = *s.ctx;
   ctx.clear();
   KvCache& kv = ctx.kv();
@@ -27035,9 +27346,10 @@ inline Result<void> load_session_bytes(SessionImpl& s, std::span<const uint8_t> 
       kv.write_cell(li_, pos, lc.cells + uint64_t(pos - lc.first) * cb);
     kv.set_oldest(li_, from);
   }
-  ctx.set_tokens(std::move(tokens));
+  ctx.set_tokens(tokens);
   ctx.set_keep(static_cast<int>(std::min<uint32_t>(keep, 1u << 24)));
-  s.logits = std::move(logits);
+  (void)s.logits.resize(logits.size());  // reserved above
+  if (!logits.empty()) std::memcpy(s.logits.data(), logits.data(), logits.size() * 4);
   s.rng.set_state(rng);
   s.messages = std::move(messages);
   s.edited = edited != 0;

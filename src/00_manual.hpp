@@ -586,7 +586,13 @@
 //   (detokenize: empty text; Session::add / reset: nothing). A prompt longer than the context
 //   (ContextPolicy::stop) ends with StopReason::context_full, no tokens, and GenerateResult::error
 //   naming both lengths; `llminfer run` then exits 2. Allocations the engine sizes from the model
-//   (KV cache, scratch, loader buffers) are checked and fail with out_of_memory.
+//   (KV cache, scratch, loader buffers) are checked and fail with out_of_memory. A session's
+//   evaluation context (its KV cache and every scratch buffer of a forward pass, sized from the
+//   model and the context) is allocated when the session first evaluates (reply, generate, eval,
+//   load): out_of_memory then, and the session stays usable. Evaluating tokens allocates nothing
+//   afterwards, nor do shifting and sliding the cache, except Session::eval with all_logits when
+//   its logits outgrow the last ones (checked: out_of_memory, nothing evaluated). A model's
+//   second session also sizes the scratch of the steps sessions share (continuous batching).
 //
 // ==== Version ====
 //

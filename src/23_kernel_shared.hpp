@@ -14,7 +14,28 @@ inline void mlx_group_sums(const float* x, int64_t n, int gs, float* out) {
   }
 }
 
-// 64-byte aligned growable scratch (malloc based: no exceptions; false when out of memory).
+// ---- scratch allocations: one checked entry point ----
+// Every buffer an evaluation context owns (KV cache, activations, matmul scratch; HeapBuf and
+// AlignedBuffer) comes from scratch_alloc: null when out of memory, and the caller reports
+// out_of_memory. The counters are for tests: `calls` counts the allocations (evaluation makes
+// none once its context exists), and the call whose number is `fail_at` fails as if the machine
+// had no memory left (tests/test_session.cpp, "scratch: ...").
+struct ScratchAllocCounters {
+  std::atomic<uint64_t> calls{0};
+  std::atomic<int64_t> fail_at{-1};  // -1: none fails
+};
+inline ScratchAllocCounters& scratch_alloc_counters() {
+  static ScratchAllocCounters c;
+  return c;
+}
+inline void* scratch_alloc(size_t bytes, bool zeroed) {
+  ScratchAllocCounters& c = scratch_alloc_counters();
+  const uint64_t n = c.calls.fetch_add(1, std::memory_order_relaxed);
+  if (static_cast<int64_t>(n) == c.fail_at.load(std::memory_order_relaxed)) return nullptr;
+  return zeroed ? std::calloc(1, bytes) : std::malloc(bytes);
+}
+
+// 64-byte aligned growable scratch (scratch_alloc: no exceptions; false when out of memory).
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
@@ -24,7 +45,7 @@ class AlignedBuffer {
   bool reserve(size_t bytes) {
     if (bytes <= cap_) return true;
     std::free(raw_);
-    raw_ = std::malloc(bytes + 64);
+    raw_ = scratch_alloc(bytes + 64, false);
     if (!raw_) {
       ptr_ = nullptr;
       cap_ = 0;
@@ -79,19 +100,8 @@ class MatmulInput {
     if (f == ActForm::f32) return true;
     Form& F = form(f);
     if (ready_[f == ActForm::q8_256]) return true;
-    const int64_t blk = f == ActForm::q8_32 ? 32 : 256, sum_len = f == ActForm::q8_32 ? 32 : 16;
-    F.q_stride = round_up(static_cast<size_t>(n_), 64);
-    F.nd = static_cast<size_t>(n_ / blk);
-    F.ns = static_cast<size_t>(n_ / sum_len);
-    F.ns32 = f == ActForm::q8_256 ? static_cast<size_t>(n_ / 32) : 0;
-    const size_t T = static_cast<size_t>(n_tokens_);
-    // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16, then
-    // for q8_256 sums32 [ns32] int16
-    F.off_d = F.q_stride;
-    F.off_s = F.off_d + round_up(4 * F.nd, 64);
-    F.off_s32 = F.off_s + round_up(2 * F.ns, 64);
-    F.row_bytes = F.off_s32 + round_up(2 * F.ns32, 64);
-    if (!F.buf.reserve(F.row_bytes * T)) return false;
+    layout(F, f, n_);
+    if (!F.buf.reserve(F.row_bytes * static_cast<size_t>(n_tokens_))) return false;
     auto one = [&](int64_t t) {
       const float* xt = x_ + t * n_;
       ActQ8 a = row(f, t);
@@ -125,8 +135,7 @@ class MatmulInput {
   // Sums of X over groups of `gs` (MLX biases), made once per group size.
   bool prepare_mlx(int gs) {
     if (mlx_gs_ == gs) return true;
-    size_t groups = static_cast<size_t>(n_ / gs);
-    if (!mlx_.reserve(4 * groups * static_cast<size_t>(n_tokens_) + 64)) return false;
+    if (!mlx_.reserve(mlx_bytes(gs, n_tokens_, n_))) return false;
     mlx_gs_ = gs;
     for (int64_t t = 0; t < n_tokens_; t++) mlx_group_sums(x_ + t * n_, n_, gs, mlx_sums(t));
     return true;
@@ -135,12 +144,41 @@ class MatmulInput {
     return mlx_.as<float>(4 * static_cast<size_t>(t) * static_cast<size_t>(n_ / std::max(1, mlx_gs_)));
   }
 
+  // Sizes the buffers for inputs of up to n_tokens x n in form `f` (and MLX sums of groups of
+  // `mlx_gs`, 0: none) now, so that prepare() on such inputs allocates nothing. False when out
+  // of memory.
+  bool reserve(ActForm f, int64_t n_tokens, int64_t n, int mlx_gs) {
+    if (f != ActForm::f32) {
+      Form F;
+      layout(F, f, n);
+      if (!form(f).buf.reserve(F.row_bytes * static_cast<size_t>(n_tokens))) return false;
+    }
+    return mlx_gs <= 0 || mlx_.reserve(mlx_bytes(mlx_gs, n_tokens, n));
+  }
+
  private:
   struct Form {
     AlignedBuffer buf;
     size_t q_stride = 0, nd = 0, ns = 0, ns32 = 0, row_bytes = 0;
     size_t off_d = 0, off_s = 0, off_s32 = 0;
   };
+  // The row layout of form f (q8_32 or q8_256) for rows of n values.
+  static void layout(Form& F, ActForm f, int64_t n) {
+    const int64_t blk = f == ActForm::q8_32 ? 32 : 256, sum_len = f == ActForm::q8_32 ? 32 : 16;
+    F.q_stride = round_up(static_cast<size_t>(n), 64);
+    F.nd = static_cast<size_t>(n / blk);
+    F.ns = static_cast<size_t>(n / sum_len);
+    F.ns32 = f == ActForm::q8_256 ? static_cast<size_t>(n / 32) : 0;
+    // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16, then
+    // for q8_256 sums32 [ns32] int16
+    F.off_d = F.q_stride;
+    F.off_s = F.off_d + round_up(4 * F.nd, 64);
+    F.off_s32 = F.off_s + round_up(2 * F.ns, 64);
+    F.row_bytes = F.off_s32 + round_up(2 * F.ns32, 64);
+  }
+  static size_t mlx_bytes(int gs, int64_t n_tokens, int64_t n) {
+    return 4 * static_cast<size_t>(n / gs) * static_cast<size_t>(n_tokens) + 64;
+  }
   Form& form(ActForm f) { return forms_[f == ActForm::q8_256]; }
   const Form& form(ActForm f) const { return forms_[f == ActForm::q8_256]; }
 
@@ -154,8 +192,9 @@ class MatmulInput {
 };
 
 // Scratch of the matrix products, owned by an evaluation context (created with it: one panel
-// buffer per pool thread) and grown on first use of each size; a kernel that cannot grow it
-// returns false and the context reports out_of_memory.
+// buffer per pool thread) and sized then for its largest product (KernelTable::matmul_reserve
+// of each matrix at the context's most tokens); a product larger than planned grows it, and a
+// kernel that cannot returns false and the context reports out_of_memory.
 struct MatmulScratch {
   explicit MatmulScratch(int threads)
       : panels(std::make_unique<AlignedBuffer[]>(static_cast<size_t>(std::max(1, threads)))),

@@ -670,6 +670,32 @@ inline __m512i kq_order(__m512i v) {
   return _mm512_permutexvar_epi16(idx, v);
 }
 
+// Where the parts of a quantized panel of rows of k values sit in its buffer (panel_decode), and
+// the bytes of the whole (of a float panel too: panel_reserve).
+struct PanelLayout {
+  size_t vals = 0, scn = 0, dn = 0, pn = 0, dmn = 0, tn = 0, total = 0;
+};
+template <class WK>
+inline PanelLayout panel_layout(size_t k) {
+  PanelLayout L;
+  if constexpr (WK::act == ActForm::f32) {
+    L.total = static_cast<size_t>(kRB) * k * 4;
+  } else {
+    constexpr PanelFormat pf = WK::panel;
+    constexpr bool kq = pf.scale_group != 0, q4k = pf.mins;
+    const size_t G = kRG, sg = static_cast<size_t>(kq ? pf.scale_group : 32),
+                 pg = static_cast<size_t>(kq ? pf.pair_group : 32), db = WK::block;
+    L.vals = round_up(G * 16 * k, 64);
+    L.scn = kq ? round_up(G * 16 * k / sg * 4, 64) : 0;
+    L.dn = round_up(G * 16 * k / db * 4, 64);
+    L.pn = kq ? round_up(G * 16 * k / pg * 4, 64) : 0;
+    L.dmn = q4k ? round_up(G * 16 * k / 256 * 4, 64) : 0;
+    L.tn = round_up(k / 16 * 4, 64);  // one row's numbers (at most K/16 of each)
+    L.total = L.vals + L.scn + L.dn + L.pn + L.dmn + round_up(k, 64) * 16 + 4 * L.tn;
+  }
+  return L;
+}
+
 // Decodes rows [r0, r0 + nr) (nr <= kRB; missing rows are zero) into P.
 template <class WK>
 inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuffer& buf, Panel& P) {
@@ -678,8 +704,9 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
   P.K = K;
   P.rows = nr;
   const size_t k = static_cast<size_t>(K);
+  const PanelLayout L = panel_layout<WK>(k);
+  if (!buf.reserve(L.total)) return false;
   if constexpr (WK::act == ActForm::f32) {
-    if (!buf.reserve(static_cast<size_t>(nr) * k * 4)) return false;
     P.f = buf.as<float>();
     for (int64_t i = 0; i < nr; i++)
       WK::dequant(w, r0 + i, w.data + static_cast<uint64_t>(r0 + i) * rb, P.f + static_cast<size_t>(i) * k);
@@ -692,11 +719,7 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
       P.pg = pf.pair_group;
     }
     P.db = static_cast<int>(WK::block);
-    const size_t G = kRG, vals = round_up(G * 16 * k, 64), scn = kq ? round_up(G * 16 * k / P.sg * 4, 64) : 0;
-    const size_t dn = round_up(G * 16 * k / P.db * 4, 64), pn = kq ? round_up(G * 16 * k / P.pg * 4, 64) : 0;
-    const size_t dmn = q4k ? round_up(G * 16 * k / 256 * 4, 64) : 0;
-    const size_t tn = round_up(k / 16 * 4, 64);  // one row's numbers (at most K/16 of each)
-    if (!buf.reserve(vals + scn + dn + pn + dmn + round_up(k, 64) * 16 + 4 * tn)) return false;
+    const size_t G = kRG, vals = L.vals, scn = L.scn, dn = L.dn, pn = L.pn, dmn = L.dmn, tn = L.tn;
     P.v = buf.as<uint8_t>();
     P.sc = buf.as<int32_t>(vals);
     P.d = buf.as<float>(vals + scn);
@@ -979,6 +1002,40 @@ inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr
 }
 #endif
 
+// Bytes of gemm's per-product scratch for T tokens of K values: the start values of the offsets
+// (0: none), the activations in micro_kq's order (0: none), and as bf16.
+template <class WK>
+inline size_t gemm_starts_bytes(int64_t T, int64_t K) {
+  if constexpr (WK::act == ActForm::q8_32) return static_cast<size_t>(T * (K / 4)) * 4 + 64;
+  if constexpr (WK::act == ActForm::q8_256) {
+    if constexpr (WK::panel.mins) return static_cast<size_t>(T * (K / 64)) * 4 + 64;
+  }
+  return 0;
+}
+template <class WK>
+inline size_t gemm_xk_bytes(int64_t T, int64_t K) {
+  return WK::act == ActForm::q8_256 ? static_cast<size_t>(T * K) + 64 : 0;
+}
+inline size_t gemm_xb_bytes(int64_t T, int64_t K) {
+  return static_cast<size_t>(T * K) * 2 + 64;
+}
+
+// Sizes `scratch` for gemm of up to T tokens with w (every pool thread's panel). False when out
+// of memory.
+template <class WK>
+inline bool gemm_reserve(const TensorView& w, int64_t T, MatmulScratch& scratch) {
+  const int64_t K = w.ne[0];
+  if (!scratch.starts.reserve(gemm_starts_bytes<WK>(T, K)) || !scratch.xk.reserve(gemm_xk_bytes<WK>(T, K)))
+    return false;
+#if defined(LLMI_SIMD_BF16)
+  if (WK::bf16_in_place && !scratch.xb.reserve(gemm_xb_bytes(T, K))) return false;
+#endif
+  const size_t panel = panel_layout<WK>(static_cast<size_t>(K)).total;
+  for (int i = 0; i < scratch.n_panels; i++)
+    if (!scratch.panels[static_cast<size_t>(i)].reserve(panel)) return false;
+  return true;
+}
+
 // False when out of memory (the scratch could not grow).
 template <class WK>
 inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
@@ -992,7 +1049,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   int32_t* starts = nullptr;
   if constexpr (f == ActForm::q8_32) {  // per 4 values (micro_q32)
     constexpr int off = WK::panel.offset;
-    if (!starts_buf.reserve(static_cast<size_t>(T * (K / 4)) * 4 + 64)) return false;
+    if (!starts_buf.reserve(gemm_starts_bytes<WK>(T, K))) return false;
     starts = starts_buf.as<int32_t>();
     for (int64_t t = 0; t < T; t++) {
       const int8_t* q = in.row(f, t).q;
@@ -1001,7 +1058,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     }
   } else if constexpr (f == ActForm::q8_256) {
     if constexpr (WK::panel.mins) {  // the activation sums of 32 as int16 pairs (micro_kq)
-      if (!starts_buf.reserve(static_cast<size_t>(T * (K / 64)) * 4 + 64)) return false;
+      if (!starts_buf.reserve(gemm_starts_bytes<WK>(T, K))) return false;
       starts = starts_buf.as<int32_t>();
       for (int64_t t = 0; t < T; t++) {
         const int16_t* s = in.row(f, t).sums;
@@ -1013,7 +1070,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   // K-quants: the activations in micro_kq's order
   int8_t* xk = nullptr;
   if constexpr (f == ActForm::q8_256) {
-    if (!scratch.xk.reserve(static_cast<size_t>(T * K) + 64)) return false;
+    if (!scratch.xk.reserve(gemm_xk_bytes<WK>(T, K))) return false;
     xk = scratch.xk.as<int8_t>();
     for (int64_t t = 0; t < T; t++) {
       const int8_t* q = in.row(f, t).q;
@@ -1025,7 +1082,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   AlignedBuffer& xb_buf = scratch.xb;
   uint16_t* xb = nullptr;
   if (WK::bf16_in_place && in.bf16_exact()) {
-    if (!xb_buf.reserve(static_cast<size_t>(T * K) * 2 + 64)) return false;
+    if (!xb_buf.reserve(gemm_xb_bytes(T, K))) return false;
     xb = xb_buf.as<uint16_t>();
     for (int64_t i = 0; i < T * K; i += 32)
       _mm512_storeu_si512(xb + i,

@@ -50,6 +50,7 @@ struct WeightKernelsBase {
   static constexpr bool bf16_in_place = false;
   static bool gemm_fits(const TensorView&, const MatmulInput&) { return true; }
   static bool prepare_extra(MatmulInput&, const TensorView&) { return true; }
+  static int mlx_group(const TensorView&) { return 0; }  // group of the input sums prepare_extra makes
 };
 template <DType T>
 struct WeightKernels;
@@ -253,6 +254,7 @@ struct WeightKernelsMlx : WeightKernelsBase<T> {
   }
   static void dequant(const TensorView& w, int64_t r, const uint8_t*, float* out) { ref::dequant_row_mlx(w, r, out); }
   static bool prepare_extra(MatmulInput& in, const TensorView& w) { return in.prepare_mlx(w.group_size); }
+  static int mlx_group(const TensorView& w) { return w.group_size; }
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
 #endif
@@ -329,6 +331,23 @@ inline bool matmul_each(const TensorView& w, const float* x, int64_t n_tokens, f
   return visit_weight_kernels(w.type, [&](auto k) {
     using WK = decltype(k);
     return prepare_input<WK>(w, in, pool) && gemv_each<WK>(w, in, y, ldy, pool, scratch);
+  });
+}
+
+// Sizes `scratch` for matmul and matmul_each with w of up to max_tokens tokens, so that they
+// allocate nothing (the evaluation context calls it for each matrix when it is created). False
+// when out of memory.
+inline bool matmul_reserve(const TensorView& w, int64_t max_tokens, MatmulScratch& scratch) {
+  if (max_tokens <= 0 || w.rows() <= 0) return true;
+  return visit_weight_kernels(w.type, [&](auto k) {
+    using WK = decltype(k);
+    if (!scratch.in.reserve(WK::act, max_tokens, w.ne[0], WK::mlx_group(w))) return false;
+#if defined(LLMI_SIMD_AVX512)
+    if constexpr (WK::gemm) {
+      if (max_tokens >= kGemmMinTokens) return gemm_reserve<WK>(w, max_tokens, scratch);
+    }
+#endif
+    return true;
   });
 }
 

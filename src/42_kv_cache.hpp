@@ -96,7 +96,7 @@ class HeapBuf {
                              static_cast<unsigned long long>(elem)));
     HeapBuf b;
     if (bytes == 0) return b;
-    b.p_ = std::calloc(1, static_cast<size_t>(bytes));
+    b.p_ = scratch_alloc(static_cast<size_t>(bytes), true);
     if (!b.p_) return make_error(Errc::out_of_memory, strf("%s: cannot allocate %s", what, human_bytes(bytes).c_str()));
     b.n_ = bytes;
     return b;
@@ -110,6 +110,40 @@ class HeapBuf {
  private:
   void* p_ = nullptr;
   uint64_t n_ = 0;
+};
+
+// A float array that grows only through a checked allocation (resize: false when out of memory,
+// and nothing changed): logits a caller keeps across evaluations (a session's).
+class FloatBuf {
+ public:
+  [[nodiscard]] bool resize(size_t n) {
+    if (n > cap_) {
+      auto b = HeapBuf::alloc(n, 4, "logits");
+      if (!b) return false;
+      if (size_) std::memcpy(b->as<float>(), buf_.as<float>(), size_ * 4);
+      buf_ = std::move(*b);
+      cap_ = n;
+    }
+    size_ = n;
+    return true;
+  }
+  [[nodiscard]] bool reserve(size_t n) {
+    const size_t keep = size_;
+    if (!resize(std::max(n, size_))) return false;
+    size_ = keep;
+    return true;
+  }
+  void clear() { size_ = 0; }
+  float* data() const { return buf_.as<float>(); }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  std::span<const float> span() const { return {data(), size_}; }
+  const float* begin() const { return data(); }
+  const float* end() const { return data() + size_; }
+
+ private:
+  HeapBuf buf_;
+  size_t size_ = 0, cap_ = 0;
 };
 
 // What one layer's cache holds.
@@ -164,6 +198,8 @@ class KvCache {
     ropes_ = ropes;
     layers_.clear();
     bufs_.clear();
+    layers_.reserve(specs.size());
+    bufs_.reserve(2 * specs.size());
     bytes_ = 0;
     ring_window_ = 1;
     for (const auto& s : specs) {
@@ -183,7 +219,7 @@ class KvCache {
       if (l.wraps(n_ctx)) ring_window_ = std::max(ring_window_, s.window);
       layers_.push_back(l);
     }
-    return {};
+    return init_shift_scratch();
   }
 
   KvType type() const { return type_; }
@@ -277,8 +313,9 @@ class KvCache {
   // rerotate = false moves the keys as they are (the tests measure what the rotation does).
   bool shift(std::span<const KvMove> moves, int n_past, int n_new, bool rerotate = true) {
     if (!can_shift(moves, n_past, n_new)) return false;
-    Rerotation rot(ropes_);
-    std::vector<float> tmp;
+    Rerotation rot{ropes_, rot_cs_.as<float>()};
+    float* tmp = shift_tmp_.as<float>();
+    Todo* todo = shift_todo_.as<Todo>();
     for (auto& l : layers_) {
       const KvLayerSpec& sp = l.spec;
       const int lo = keep_from(l, n_new);
@@ -287,25 +324,26 @@ class KvCache {
       // slot may be the source slot of another position. Full layers (slot = position, moves
       // downwards) go one move at a time to bound the scratch.
       auto run = [&](int q0, int q1) {
-        // positions [q0, q1) of the new layout that move, as consecutive runs of one delta
-        std::vector<std::pair<int, int>> todo;  // (new position, source)
+        // positions [q0, q1) of the new layout that move (at most shift_positions(l) of them:
+        // the scratch init_shift_scratch sized)
+        size_t n_todo = 0;
         for (int q = q0; q < q1; q++) {
           int src = shift_source(moves, q);
-          if (src != q) todo.emplace_back(q, src);
+          if (src != q) todo[n_todo++] = Todo{q, src};
         }
-        tmp.resize(todo.size() * (row_k + row_v));
-        for (size_t i = 0; i < todo.size(); i++) {
-          float* tk = tmp.data() + i * (row_k + row_v);
-          int slot = todo[i].second % l.slots;
+        LLMI_ASSERT(n_todo <= size_t(shift_positions(l)));
+        for (size_t i = 0; i < n_todo; i++) {
+          float* tk = tmp + i * (row_k + row_v);
+          int slot = todo[i].src % l.slots;
           for (int g = 0; g < sp.n_kv; g++) {
             load(k_at(l, g, slot), tk + size_t(g) * sp.hd_k, sp.hd_k);
             load(v_at(l, g, slot), tk + row_k + size_t(g) * sp.hd_v, sp.hd_v);
           }
-          if (sp.k_rope >= 0 && rerotate) rot.apply(sp.k_rope, todo[i].first - todo[i].second, tk, sp.n_kv, sp.hd_k);
+          if (sp.k_rope >= 0 && rerotate) rot.apply(sp.k_rope, todo[i].dst - todo[i].src, tk, sp.n_kv, sp.hd_k);
         }
-        for (size_t i = 0; i < todo.size(); i++) {
-          const float* tk = tmp.data() + i * (row_k + row_v);
-          int slot = todo[i].first % l.slots;
+        for (size_t i = 0; i < n_todo; i++) {
+          const float* tk = tmp + i * (row_k + row_v);
+          int slot = todo[i].dst % l.slots;
           for (int g = 0; g < sp.n_kv; g++) {
             store(k_at(l, g, slot), tk + size_t(g) * sp.hd_k, sp.hd_k);
             store(v_at(l, g, slot), tk + row_k + size_t(g) * sp.hd_v, sp.hd_v);
@@ -314,7 +352,8 @@ class KvCache {
       };
       if (l.slots >= n_ctx_) {
         for (const auto& m : moves) {
-          for (int q = std::max(lo, m.dst); q < m.dst + m.len; q += 64) run(q, std::min(q + 64, m.dst + m.len));
+          for (int q = std::max(lo, m.dst); q < m.dst + m.len; q += kShiftRun)
+            run(q, std::min(q + kShiftRun, m.dst + m.len));
         }
       } else {
         run(lo, n_new);
@@ -390,22 +429,53 @@ class KvCache {
  private:
   // Rotates moved keys by their delta, the cos/sin of the last (rope, delta) kept (a shift
   // rotates many keys by the same delta).
+  // cs: [the widest rope's n_dims] (rot_cs_).
   struct Rerotation {
-    explicit Rerotation(const std::vector<RopeSpec>& r) : ropes(r) {}
     const std::vector<RopeSpec>& ropes;
+    float* cs;
     int rope = -1, delta = 0;
-    std::vector<float> cs;
     void apply(int k_rope, int d, float* heads, int n_heads, int hd) {
       const RopeSpec& rs = ropes[static_cast<size_t>(k_rope)];
       if (k_rope != rope || d != delta) {
-        cs.resize(size_t(rs.n_dims));
-        rope_angles(rs, int64_t(d), cs.data());
+        rope_angles(rs, int64_t(d), cs);
         rope = k_rope;
         delta = d;
       }
-      for (int h = 0; h < n_heads; h++) rope_head(rs, cs.data(), heads + size_t(h) * hd, heads + size_t(h) * hd);
+      for (int h = 0; h < n_heads; h++) rope_head(rs, cs, heads + size_t(h) * hd, heads + size_t(h) * hd);
     }
   };
+  struct Todo {
+    int dst, src;  // a position of the new layout that moves, and where it comes from
+  };
+  static constexpr int kShiftRun = 64;  // positions a full layer moves at a time
+
+  // Positions one layer's shift gathers at once: a full layer goes kShiftRun at a time, a ring
+  // all it keeps at once (its window before the new end, at most window - 1 positions move).
+  int shift_positions(const KvLayer& l) const {
+    return l.slots >= n_ctx_ ? kShiftRun : std::max(1, std::min(l.spec.window - 1, l.slots));
+  }
+  // The scratch of shift(), sized once (a shift allocates nothing): the gathered rows of the
+  // layer that needs most, its todo list, one rope's cos/sin.
+  Result<void> init_shift_scratch() {
+    uint64_t floats = 1, todo = 1, dims = 1;
+    for (const auto& l : layers_) {
+      const uint64_t pos = uint64_t(shift_positions(l));
+      const uint64_t row = uint64_t(l.spec.n_kv) * (uint64_t(l.spec.hd_k) + uint64_t(l.spec.hd_v));
+      floats = std::max(floats, pos * row);
+      todo = std::max(todo, pos);
+    }
+    for (const auto& r : ropes_) dims = std::max(dims, uint64_t(std::max(1, r.n_dims)));
+    auto t = HeapBuf::alloc(floats, 4, "KV cache shift scratch");
+    if (!t) return t.error();
+    auto d = HeapBuf::alloc(todo, sizeof(Todo), "KV cache shift scratch");
+    if (!d) return d.error();
+    auto c = HeapBuf::alloc(dims, 4, "KV cache shift scratch");
+    if (!c) return c.error();
+    shift_tmp_ = std::move(*t);
+    shift_todo_ = std::move(*d);
+    rot_cs_ = std::move(*c);
+    return {};
+  }
 
   // First new position a layer must keep after a shift to n_new positions.
   int keep_from(const KvLayer& l, int n_new) const {
@@ -432,6 +502,7 @@ class KvCache {
   std::vector<RopeSpec> ropes_;
   std::vector<KvLayer> layers_;
   std::vector<HeapBuf> bufs_;
+  HeapBuf shift_tmp_, shift_todo_, rot_cs_;  // shift(): init_shift_scratch
   uint64_t bytes_ = 0;
 };
 

@@ -481,40 +481,8 @@ class Context {
             Errc::invalid_argument,
             strf("a context of %d tokens is too small to slide while keeping %d tokens", c.n_ctx_, c.keep_));
     }
-    // scratch: every register [ubatch][widest], logits handled per eval
-    c.regs_.resize(p.reg_names.size());
-    c.reg_ptr_.assign(p.reg_names.size(), nullptr);
-    for (size_t r = 0; r < p.reg_names.size(); r++) {
-      if (static_cast<int>(r) == p.reg_logits) continue;
-      auto b = HeapBuf::alloc(uint64_t(c.ubatch_) * uint64_t(std::max(1, p.reg_width[r])), 4, "activations");
-      if (!b) return b.error();
-      c.regs_[r] = std::move(*b);
-    }
-    auto lb = HeapBuf::alloc(uint64_t(p.has_last ? 1 : c.ubatch_) * uint64_t(p.n_vocab), 4, "logits");
-    if (!lb) return lb.error();
-    c.logits_buf_ = std::move(*lb);
-    int threads = c.e_->pool().size();
-    c.mm_ = std::make_unique<MatmulScratch>(threads);
-    int max_slots = 1, max_hd = 1;
-    for (int l = 0; l < c.kv_.n_layers(); l++) {
-      max_slots = std::max(max_slots, c.kv_.layer(l).slots);
-      max_hd = std::max({max_hd, c.kv_.layer(l).spec.hd_k, c.kv_.layer(l).spec.hd_v});
-    }
-    for (const auto& r : p.ropes) max_hd = std::max(max_hd, r.head_dim);
-    c.scores_stride_ = max_slots;
-    // per thread: a row of partial sums, or 64 lanes of them (llama.cpp's order)
-    c.row_stride_ = size_t(64) * size_t((max_hd + 15) & ~15);
-    auto sb = HeapBuf::alloc(uint64_t(threads) * uint64_t(max_slots), 4, "attention scratch");
-    if (!sb) return sb.error();
-    c.scores_ = std::move(*sb);
-    auto rb = HeapBuf::alloc(uint64_t(threads) * c.row_stride_, 4, "attention scratch");
-    if (!rb) return rb.error();
-    c.rows_ = std::move(*rb);
-    auto rnd = HeapBuf::alloc(uint64_t(c.ubatch_) * uint64_t(p.max_round_width), 4, "activations");
-    if (!rnd) return rnd.error();
-    c.round_buf_ = std::move(*rnd);
-    c.rope_cache_.resize(p.ropes.size());
-    c.rope_valid_.assign(p.ropes.size(), 0);
+    if (auto r = c.init_scratch(); !r) return r.error();
+    if (auto r = reserve_shared(*c.e_); !r) return r.error();
     return c;
   }
 
@@ -522,27 +490,19 @@ class Context {
   // all_logits, of every token ([n][n_vocab]). `cancel` (may be empty) is polled before every layer.
   // context_full (policy stop): nothing was evaluated. cancelled: the chunks (of up to 256 tokens)
   // finished before the cancel stay in the cache (tokens() says which), logits are not filled.
-  Result<EvalStatus> eval(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits = false,
+  // Evaluation allocates nothing (the scratch was sized by create()) but the logits when `logits`
+  // must grow: a FloatBuf grows through a checked allocation (out_of_memory), a std::vector (tests
+  // and tools) as vectors do.
+  template <class Logits>
+  Result<EvalStatus> eval(std::span<const int32_t> tokens, Logits& logits, bool all_logits = false,
                           const std::function<bool()>& cancel = {}) {
+    uint64_t out_n = 0;
+    if (auto v = check_eval(tokens, all_logits, out_n); !v || *v != EvalStatus::ok) return v;
+    if (!grow(logits, out_n))
+      return make_error(Errc::out_of_memory,
+                        strf("eval: cannot allocate %s for the logits", human_bytes(out_n * 4).c_str()));
     const Program& p = e_->program();
     const int n = static_cast<int>(tokens.size());
-    if (tokens.empty()) return make_error(Errc::invalid_argument, "eval: no tokens");
-    if (tokens.size() > size_t(1) << 30) return make_error(Errc::invalid_argument, "eval: too many tokens");
-    for (size_t k = 0; k < tokens.size(); k++)
-      if (tokens[k] < 0 || tokens[k] >= p.embed_rows)
-        return make_error(Errc::invalid_argument, strf("eval: token id %d (at %zu) is outside the vocabulary (0..%lld)",
-                                                       tokens[k], k, static_cast<long long>(p.embed_rows - 1)));
-    if (!slide_ && n_past_ + n > n_ctx_) return EvalStatus::context_full;
-    uint64_t out_n = uint64_t(all_logits ? n : 1) * uint64_t(p.n_vocab);
-    if (all_logits) {  // [n][n_vocab] floats: refused, not an abort, when the machine cannot hold them
-      const LoadOptions& o = e_->options();
-      uint64_t limit = o.max_session_bytes ? o.max_session_bytes : physical_memory_bytes();
-      if (limit && out_n > limit / 4)
-        return make_error(Errc::out_of_memory,
-                          strf("eval: the logits of %d tokens x %d would need %s, more than %s", n, p.n_vocab,
-                               human_bytes(out_n * 4).c_str(), human_bytes(limit).c_str()));
-    }
-    logits.resize(static_cast<size_t>(out_n));
     int done = 0;
     while (done < n) {
       int chunk = std::min(n - done, slide_ ? slide_chunk_ : ubatch_);
@@ -552,7 +512,7 @@ class Context {
       auto st = run_chunk_shared(tokens.data() + done, chunk, out, all_logits, cancel);
       if (!st) return st.error();
       if (*st != EvalStatus::ok) return *st;
-      tokens_.insert(tokens_.end(), tokens.begin() + done, tokens.begin() + done + chunk);
+      tokens_.insert(tokens_.end(), tokens.begin() + done, tokens.begin() + done + chunk);  // reserved: n_ctx
       n_past_ += chunk;
       done += chunk;
     }
@@ -586,6 +546,90 @@ class Context {
   static constexpr int kUbatch = 256;  // tokens per prefill batch (bounds the scratch)
 
   Context() = default;
+
+  // The scratch of evaluation, sized for the largest chunk (ubatch tokens): every register
+  // [ubatch][widest] (logits [1 or ubatch][n_vocab]), the matrix products' scratch for each
+  // matrix, attention's per-thread rows, the rope tables [ubatch][n_dims], the token list [n_ctx].
+  Result<void> init_scratch() {
+    const Program& p = e_->program();
+    regs_.resize(p.reg_names.size());
+    reg_ptr_.assign(p.reg_names.size(), nullptr);
+    for (size_t r = 0; r < p.reg_names.size(); r++) {
+      if (static_cast<int>(r) == p.reg_logits) continue;
+      auto b = HeapBuf::alloc(uint64_t(ubatch_) * uint64_t(std::max(1, p.reg_width[r])), 4, "activations");
+      if (!b) return b.error();
+      regs_[r] = std::move(*b);
+    }
+    auto lb = HeapBuf::alloc(uint64_t(p.has_last ? 1 : ubatch_) * uint64_t(p.n_vocab), 4, "logits");
+    if (!lb) return lb.error();
+    logits_buf_ = std::move(*lb);
+    int threads = e_->pool().size();
+    mm_ = std::make_unique<MatmulScratch>(threads);
+    for (const Step& s : p.steps)
+      if (s.op == OpCode::matmul && !kern_->matmul_reserve(*s.w, ubatch_, *mm_))
+        return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
+                                                    s.w->name.c_str(), ubatch_));
+    int max_slots = 1, max_hd = 1;
+    for (int l = 0; l < kv_.n_layers(); l++) {
+      max_slots = std::max(max_slots, kv_.layer(l).slots);
+      max_hd = std::max({max_hd, kv_.layer(l).spec.hd_k, kv_.layer(l).spec.hd_v});
+    }
+    for (const auto& r : p.ropes) max_hd = std::max(max_hd, r.head_dim);
+    scores_stride_ = max_slots;
+    // per thread: a row of partial sums, or 64 lanes of them (llama.cpp's order)
+    row_stride_ = size_t(64) * size_t((max_hd + 15) & ~15);
+    auto sb = HeapBuf::alloc(uint64_t(threads) * uint64_t(max_slots), 4, "attention scratch");
+    if (!sb) return sb.error();
+    scores_ = std::move(*sb);
+    auto rb = HeapBuf::alloc(uint64_t(threads) * row_stride_, 4, "attention scratch");
+    if (!rb) return rb.error();
+    rows_ = std::move(*rb);
+    auto rnd = HeapBuf::alloc(uint64_t(ubatch_) * uint64_t(p.max_round_width), 4, "activations");
+    if (!rnd) return rnd.error();
+    round_buf_ = std::move(*rnd);
+    rope_cache_.resize(p.ropes.size());
+    for (size_t r = 0; r < p.ropes.size(); r++) {
+      auto b = HeapBuf::alloc(uint64_t(ubatch_) * uint64_t(std::max(1, p.ropes[r].n_dims)), 4, "rope tables");
+      if (!b) return b.error();
+      rope_cache_[r] = std::move(*b);
+    }
+    rope_valid_.assign(p.ropes.size(), 0);
+    tokens_.reserve(static_cast<size_t>(n_ctx_));
+    return {};
+  }
+
+  // The checks of eval before anything changes: ok with the number of logits it fills, or
+  // context_full, or the error.
+  Result<EvalStatus> check_eval(std::span<const int32_t> tokens, bool all_logits, uint64_t& out_n) const {
+    const Program& p = e_->program();
+    const int n = static_cast<int>(tokens.size());
+    if (tokens.empty()) return make_error(Errc::invalid_argument, "eval: no tokens");
+    if (tokens.size() > size_t(1) << 30) return make_error(Errc::invalid_argument, "eval: too many tokens");
+    for (size_t k = 0; k < tokens.size(); k++)
+      if (tokens[k] < 0 || tokens[k] >= p.embed_rows)
+        return make_error(Errc::invalid_argument, strf("eval: token id %d (at %zu) is outside the vocabulary (0..%lld)",
+                                                       tokens[k], k, static_cast<long long>(p.embed_rows - 1)));
+    if (!slide_ && n_past_ + n > n_ctx_) return EvalStatus::context_full;
+    out_n = uint64_t(all_logits ? n : 1) * uint64_t(p.n_vocab);
+    if (all_logits) {  // [n][n_vocab] floats: refused, not an abort, when the machine cannot hold them
+      const LoadOptions& o = e_->options();
+      uint64_t limit = o.max_session_bytes ? o.max_session_bytes : physical_memory_bytes();
+      if (limit && out_n > limit / 4)
+        return make_error(Errc::out_of_memory,
+                          strf("eval: the logits of %d tokens x %d would need %s, more than %s", n, p.n_vocab,
+                               human_bytes(out_n * 4).c_str(), human_bytes(limit).c_str()));
+    }
+    return EvalStatus::ok;
+  }
+  static bool grow(FloatBuf& b, uint64_t n) { return b.resize(static_cast<size_t>(n)); }
+  static bool grow(std::vector<float>& v, uint64_t n) {
+    v.resize(static_cast<size_t>(n));
+    return true;
+  }
+
+  // A context of the engine is created: the engine's Batcher sizes its step's scratch when a
+  // second one exists (45_batch).
+  static Result<void> reserve_shared(const Engine& e);
 
   // run_chunk, in a step shared with the other contexts of the engine that evaluate at the same
   // time (continuous batching; 45_batch).
@@ -648,16 +692,15 @@ class Context {
           }
           case OpCode::rope: {
             const RopeSpec& rs = p.ropes[static_cast<size_t>(s.idx)];
-            std::vector<float>& cache = rope_cache_[static_cast<size_t>(s.idx)];
+            float* cache = rope_cache_[static_cast<size_t>(s.idx)].as<float>();  // [ubatch][n_dims]
             if (!rope_valid_[static_cast<size_t>(s.idx)]) {
-              cache.resize(size_t(n) * rs.n_dims);
-              for (int t = 0; t < n; t++) rope_angles(rs, pos0 + t, cache.data() + size_t(t) * rs.n_dims);
+              for (int t = 0; t < n; t++) rope_angles(rs, pos0 + t, cache + size_t(t) * rs.n_dims);
               rope_valid_[static_cast<size_t>(s.idx)] = 1;
             }
             for_rows(rows, wi, [&](int t, int) {
               for (int h = 0; h < wi / rs.head_dim; h++) {
                 size_t off = size_t(t) * wi + size_t(h) * rs.head_dim;
-                rope_head(rs, cache.data() + size_t(t) * rs.n_dims, a + off, d + off);
+                rope_head(rs, cache + size_t(t) * rs.n_dims, a + off, d + off);
               }
             });
             break;
@@ -759,9 +802,10 @@ class Context {
   bool shift(std::span<const KvMove> moves, int n_new) {
     if (moves.empty()) return truncate(n_new);
     if (!kv_.shift(moves, n_past_, n_new)) return false;
-    std::vector<int32_t> t(tokens_.begin(), tokens_.begin() + moves[0].dst);
-    for (const auto& m : moves) t.insert(t.end(), tokens_.begin() + m.src, tokens_.begin() + m.src + m.len);
-    tokens_ = std::move(t);
+    // in place: the moves go downwards, in order (KvCache::shift checked them)
+    for (const auto& m : moves)
+      std::copy(tokens_.begin() + m.src, tokens_.begin() + m.src + m.len, tokens_.begin() + m.dst);
+    tokens_.resize(static_cast<size_t>(n_new));
     n_past_ = n_new;
     return true;
   }
@@ -777,8 +821,8 @@ class Context {
   KvCache& kv() { return kv_; }
   const KvCache& kv() const { return kv_; }
   // Restores what a saved session held (Session::load): the tokens whose cells were written.
-  void set_tokens(std::vector<int32_t> t) {
-    tokens_ = std::move(t);
+  void set_tokens(const std::vector<int32_t>& t) {
+    tokens_.assign(t.begin(), t.end());  // keeps the capacity reserved (n_ctx)
     n_past_ = static_cast<int>(tokens_.size());
   }
   bool slides() const { return slide_; }
@@ -796,7 +840,7 @@ class Context {
   size_t scores_stride_ = 0, row_stride_ = 0;
   const KernelTable* kern_ = nullptr;  // the engine's kernels
   std::unique_ptr<MatmulScratch> mm_;  // the matrix products' scratch
-  std::vector<std::vector<float>> rope_cache_;
+  std::vector<HeapBuf> rope_cache_;    // per rope: [ubatch][n_dims] cos/sin of the chunk's positions
   std::vector<char> rope_valid_;
   std::function<void(const TraceEvent&)> trace_;
 };

@@ -23,6 +23,11 @@
 // every position's logits (all_logits), and any chunk of a definition without `last`, runs in a
 // step of its own. LoadOptions::batch = 1 turns batching off (every chunk a step of its own).
 //
+// Memory. The leader's scratch (registers of kMaxRows rows, logits of max_seqs_ rows, matrix
+// products, rope tables) is sized when the engine's second context is created (the first time a
+// step can hold two sequences; out_of_memory from that creation), the waiting requests form a
+// list through the requests themselves, and the step's lists are reserved: a step allocates nothing.
+//
 // Cancel: a request's cancel function is polled before each layer as alone; a step stops early
 // only when every sequence in it has cancelled (the others' chunks complete; a cancelled sequence
 // whose chunk completed reports `cancelled` all the same, its chunk stays in its cache).
@@ -38,6 +43,12 @@ class Batcher {
   explicit Batcher(const Engine& e) : e_(e) {
     const int b = e.options().batch;
     max_seqs_ = b <= 0 ? kDefaultMaxSeqs : std::min(b, 256);
+    // the step's lists, at their most (a step allocates nothing)
+    step_.reserve(size_t(max_seqs_));
+    multi_.reserve(size_t(max_seqs_));
+    members_.reserve(size_t(max_seqs_));
+    segs_.reserve(size_t(max_seqs_));
+    toks_.reserve(size_t(kMaxRows));
   }
 
   static Batcher& of(const Engine& e) {
@@ -54,6 +65,7 @@ class Batcher {
     const std::function<bool()>* cancel = nullptr;
     double t_submit = 0;
     bool done = false;
+    Request* next = nullptr;  // the next waiting request (pending list)
     std::optional<Result<EvalStatus>> result;
   };
 
@@ -61,21 +73,21 @@ class Batcher {
     if (max_seqs_ == 1) return run_alone(req);
     std::unique_lock<std::mutex> lk(mu_);
     req.t_submit = now_ms();
-    pending_.push_back(&req);
+    push_pending(&req);
     cv_.notify_all();
     while (!req.done) {
-      if (running_ || pending_.empty()) {
+      if (running_ || !head_) {
         cv_.wait(lk);
         continue;
       }
       const double now = now_ms();
-      const double deadline = pending_.front()->t_submit + wait_budget_ms();
+      const double deadline = head_->t_submit + wait_budget_ms();
       if (!ready() && now < deadline) {
         cv_.wait_for(lk, std::chrono::microseconds(static_cast<int64_t>((deadline - now) * 1000.0) + 1));
         continue;
       }
-      // this thread leads the step
-      std::vector<Request*> batch = take();
+      // this thread leads the step (step_: read by this thread only until running_ is false again)
+      std::vector<Request*>& batch = take();
       running_ = true;
       lk.unlock();
       const double t0 = now_ms();
@@ -102,6 +114,17 @@ class Batcher {
     return std::move(*req.result);
   }
 
+  // A context of the engine was created: the second one (the first time a step can hold two
+  // sequences) sizes the step's scratch, so that steps allocate nothing; out_of_memory when that
+  // fails (the context is not created).
+  Result<void> context_created() {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (max_seqs_ > 1 && contexts_ >= 1)
+      if (auto r = ensure_scratch(e_.program()); !r) return r.error();
+    contexts_++;
+    return {};
+  }
+
   // For tests and benchmarks: steps run, steps shared by several sequences, sequence-chunks run.
   struct Stats {
     uint64_t steps = 0, shared_steps = 0, chunks = 0;
@@ -124,38 +147,62 @@ class Batcher {
   bool ready() const {
     for (const Context* m : members_) {
       bool found = false;
-      for (const Request* r : pending_)
+      for (const Request* r = head_; r; r = r->next)
         if (r->ctx == m) found = true;
       if (!found) return false;
     }
     return true;
   }
 
+  // The waiting requests: a list through Request::next (oldest first), so that waiting allocates
+  // nothing however many contexts evaluate.
+  void push_pending(Request* r) {
+    r->next = nullptr;
+    if (tail_)
+      tail_->next = r;
+    else
+      head_ = r;
+    tail_ = r;
+  }
+  // Unlinks r (prev: the request before it, null for the first).
+  void unlink(Request* prev, Request* r) {
+    (prev ? prev->next : head_) = r->next;
+    if (tail_ == r) tail_ = prev;
+    r->next = nullptr;
+  }
+
   bool alone_only(const Request& r) const { return r.all || !e_.program().has_last; }
 
-  // The oldest requests that fit one step; single tokens first in the result (their rows form one
-  // block for matmul_each), then the chunks of several tokens.
-  std::vector<Request*> take() {
-    std::vector<Request*> sel;
-    if (alone_only(*pending_.front())) {
-      sel.push_back(pending_.front());
-      pending_.erase(pending_.begin());
+  // The oldest requests that fit one step (into step_, reserved for max_seqs_); single tokens
+  // first in the result (their rows form one block for matmul_each), then the chunks of several
+  // tokens, each group in the order of arrival.
+  std::vector<Request*>& take() {
+    std::vector<Request*>& sel = step_;
+    sel.clear();
+    if (alone_only(*head_)) {
+      sel.push_back(head_);
+      unlink(nullptr, head_);
       return sel;
     }
-    int rows = 0;
-    for (size_t i = 0; i < pending_.size() && static_cast<int>(sel.size()) < max_seqs_;) {
-      Request* r = pending_[i];
+    multi_.clear();
+    int rows = 0, taken = 0;
+    for (Request *prev = nullptr, *r = head_; r && taken < max_seqs_;) {
+      Request* next = r->next;
       bool dup = false;  // one context cannot be in a step twice (never happens: it waits for its chunk)
       for (Request* q : sel) dup = dup || q->ctx == r->ctx;
+      for (Request* q : multi_) dup = dup || q->ctx == r->ctx;
       if (alone_only(*r) || dup || rows + r->n > kMaxRows) {
-        i++;
+        prev = r;
+        r = next;
         continue;
       }
       rows += r->n;
-      sel.push_back(r);
-      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+      taken++;
+      (r->n == 1 ? sel : multi_).push_back(r);
+      unlink(prev, r);
+      r = next;
     }
-    std::stable_partition(sel.begin(), sel.end(), [](const Request* r) { return r->n == 1; });
+    sel.insert(sel.end(), multi_.begin(), multi_.end());
     return sel;
   }
 
@@ -188,6 +235,7 @@ class Batcher {
     int pos0;
   };
 
+  // The leader's scratch, sized for a step's most rows (kMaxRows) and sequences (max_seqs_).
   Result<void> ensure_scratch(const Program& p) {
     if (ready_scratch_) return {};
     regs_.resize(p.reg_names.size());
@@ -206,7 +254,17 @@ class Batcher {
     if (!rb) return rb.error();
     round_ = std::move(*rb);
     mm_ = std::make_unique<MatmulScratch>(e_.pool().size());
+    for (const Step& s : p.steps)
+      if (s.op == OpCode::matmul && !e_.kernels().matmul_reserve(*s.w, kMaxRows, *mm_))
+        return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
+                                                    s.w->name.c_str(), kMaxRows));
     rope_cache_.resize(p.ropes.size());
+    for (size_t r = 0; r < p.ropes.size(); r++) {
+      auto b = HeapBuf::alloc(uint64_t(kMaxRows) * uint64_t(std::max(1, p.ropes[r].n_dims)), 4, "batch rope tables");
+      if (!b) return b.error();
+      rope_cache_[r] = std::move(*b);
+    }
+    rope_done_.assign(p.ropes.size(), 0);
     ready_scratch_ = true;
     return {};
   }
@@ -233,7 +291,8 @@ class Batcher {
     const Program& p = e_.program();
     const KernelTable& kern = e_.kernels();
     if (auto r = ensure_scratch(p); !r) return r.error();
-    std::vector<Seg> segs;
+    std::vector<Seg>& segs = segs_;
+    segs.clear();
     toks_.clear();
     int rows = 0, singles = 0;
     bool any_out = false;
@@ -247,7 +306,7 @@ class Batcher {
     for (size_t r = 0; r < regs_.size(); r++) reg_ptr_[r] = regs_[r].as<float>();
     reg_ptr_[static_cast<size_t>(p.reg_logits)] = logits_.as<float>();
     auto reg = [&](int r) { return reg_ptr_[static_cast<size_t>(r)]; };
-    std::vector<char> rope_done(p.ropes.size(), 0);
+    std::fill(rope_done_.begin(), rope_done_.end(), 0);
     int cur_layer = -2;
     bool after_last = false;
     const auto each_row = [this](int r, int64_t w, auto&& fn) { for_rows(r, w, fn); };  // for_rows as a value
@@ -287,17 +346,16 @@ class Batcher {
           }
           case OpCode::rope: {
             const RopeSpec& rs = p.ropes[static_cast<size_t>(s.idx)];
-            std::vector<float>& cache = rope_cache_[static_cast<size_t>(s.idx)];
-            if (!rope_done[static_cast<size_t>(s.idx)]) {
-              cache.resize(size_t(rows) * rs.n_dims);
+            float* cache = rope_cache_[static_cast<size_t>(s.idx)].as<float>();  // [kMaxRows][n_dims]
+            if (!rope_done_[static_cast<size_t>(s.idx)]) {
               for (const Seg& g : segs)
-                for (int t = 0; t < g.n; t++) rope_angles(rs, g.pos0 + t, cache.data() + size_t(g.off + t) * rs.n_dims);
-              rope_done[static_cast<size_t>(s.idx)] = 1;
+                for (int t = 0; t < g.n; t++) rope_angles(rs, g.pos0 + t, cache + size_t(g.off + t) * rs.n_dims);
+              rope_done_[static_cast<size_t>(s.idx)] = 1;
             }
             for_rows(rows, wi, [&](int t, int) {
               for (int h = 0; h < wi / rs.head_dim; h++) {
                 size_t off = size_t(t) * wi + size_t(h) * rs.head_dim;
-                rope_head(rs, cache.data() + size_t(t) * rs.n_dims, a + off, d + off);
+                rope_head(rs, cache + size_t(t) * rs.n_dims, a + off, d + off);
               }
             });
             break;
@@ -342,21 +400,31 @@ class Batcher {
   int max_seqs_ = kDefaultMaxSeqs;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Request*> pending_;        // waiting chunks, oldest first
-  std::vector<const Context*> members_;  // the contexts of the previous step
+  Request *head_ = nullptr, *tail_ = nullptr;  // waiting chunks, oldest first (push_pending)
+  std::vector<const Context*> members_;        // the contexts of the previous step
+  int contexts_ = 0;                           // contexts created (context_created)
+  // the leader's lists (reserved in the constructor): the step's requests, its chunks of several
+  // tokens (take), its segments and tokens (run_batch)
   bool running_ = false;
   double last_step_ms_ = 0;
   uint64_t steps_ = 0, shared_steps_ = 0, rows_ = 0;
   std::function<void(const std::vector<std::pair<const Context*, int>>&)> on_step_;
   // the leader's scratch (one step at a time): registers [kMaxRows][widest], logits, rounding
+  std::vector<Request*> step_, multi_;
+  std::vector<Seg> segs_;
+  std::vector<int32_t> toks_;
   bool ready_scratch_ = false;
   std::vector<HeapBuf> regs_;
   std::vector<float*> reg_ptr_;
   HeapBuf logits_, round_;
   std::unique_ptr<MatmulScratch> mm_;
-  std::vector<std::vector<float>> rope_cache_;
-  std::vector<int32_t> toks_;
+  std::vector<HeapBuf> rope_cache_;  // per rope: [kMaxRows][n_dims]
+  std::vector<char> rope_done_;
 };
+
+inline Result<void> Context::reserve_shared(const Engine& e) {
+  return Batcher::of(e).context_created();
+}
 
 inline Result<EvalStatus> Context::run_chunk_shared(const int32_t* toks, int n, float* out_logits, bool all_logits,
                                                     const std::function<bool()>& cancel) {

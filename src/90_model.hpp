@@ -84,7 +84,7 @@ struct SessionImpl {
   std::shared_ptr<const ModelImpl> model;
   std::vector<Message> messages;
   std::optional<Context> ctx;
-  std::vector<float> logits;  // [n_vocab] of the last evaluated token (or [n][n_vocab], eval all_logits)
+  FloatBuf logits;  // [n_vocab] of the last evaluated token (or [n][n_vocab], eval all_logits)
   Sampler sampler;
   Rng rng;
   std::unique_ptr<ActiveGeneration> active;
@@ -164,7 +164,7 @@ class ContextIO final : public GenerationIO {
  public:
   // strip_leading: a chat reply drops the leading space SentencePiece vocabularies put on its first
   // piece (as decoding the reply alone does); a continuation keeps it (prompt + text = the whole).
-  ContextIO(const ModelImpl& m, Context& ctx, std::vector<float>& logits, bool strip_leading)
+  ContextIO(const ModelImpl& m, Context& ctx, FloatBuf& logits, bool strip_leading)
       : ctx_(ctx), logits_(logits), tok_(m.tokenizer.get()) {
     if (tok_) {
       decoder_.emplace(*tok_, false, strip_leading);
@@ -179,7 +179,7 @@ class ContextIO final : public GenerationIO {
   Result<EvalStatus> eval(std::span<const int32_t> tokens, const std::function<bool()>& cancel) override {
     return ctx_.eval(tokens, logits_, false, cancel);
   }
-  std::span<const float> logits() const override { return logits_; }
+  std::span<const float> logits() const override { return logits_.span(); }
   bool is_eog(int32_t id) const override {
     if (tok_) return tok_->is_eog(id);
     return std::find(eog_.begin(), eog_.end(), id) != eog_.end();
@@ -189,7 +189,7 @@ class ContextIO final : public GenerationIO {
 
  private:
   Context& ctx_;
-  std::vector<float>& logits_;
+  FloatBuf& logits_;
   const Tokenizer* tok_;
   std::optional<StreamDecoder> decoder_;
   std::vector<int32_t> eog_;
@@ -232,6 +232,9 @@ inline Result<void> ensure_context(SessionImpl& s) {
   if (s.ctx) return {};
   auto c = Context::create(s.model->engine, 0);
   if (!c) return c.error();
+  // the logits of one token, so that evaluating allocates nothing (all_logits grows them, checked)
+  if (!s.logits.reserve(static_cast<size_t>(s.model->engine->n_vocab())))
+    return make_error(Errc::out_of_memory, "cannot allocate the logits of a session");
   s.ctx.emplace(std::move(*c));
   return {};
 }
@@ -798,7 +801,7 @@ LLMI_API_DEF Result<void> Session::eval(std::span<const int32_t> tokens, bool al
 
 LLMI_API_DEF std::span<const float> Session::logits() const {
   if (!impl_) return {};
-  return impl_->logits;
+  return impl_->logits.span();
 }
 
 LLMI_API_DEF Result<int32_t> Session::sample(const GenerateOptions& o) {

@@ -276,6 +276,9 @@ inline Result<void> load_session_bytes(SessionImpl& s, std::span<const uint8_t> 
   // Everything checks: the session takes it.
   cancel_generation(s);
   if (auto c = ensure_context(s); !c) return c.error();
+  if (!s.logits.reserve(logits.size()))
+    return make_error(Errc::out_of_memory, strf("cannot allocate %s for the saved logits",
+                                                human_bytes(uint64_t(logits.size()) * 4).c_str()));
   Context& ctx = *s.ctx;
   ctx.clear();
   KvCache& kv = ctx.kv();
@@ -289,9 +292,10 @@ inline Result<void> load_session_bytes(SessionImpl& s, std::span<const uint8_t> 
       kv.write_cell(li_, pos, lc.cells + uint64_t(pos - lc.first) * cb);
     kv.set_oldest(li_, from);
   }
-  ctx.set_tokens(std::move(tokens));
+  ctx.set_tokens(tokens);
   ctx.set_keep(static_cast<int>(std::min<uint32_t>(keep, 1u << 24)));
-  s.logits = std::move(logits);
+  (void)s.logits.resize(logits.size());  // reserved above
+  if (!logits.empty()) std::memcpy(s.logits.data(), logits.data(), logits.size() * 4);
   s.rng.set_state(rng);
   s.messages = std::move(messages);
   s.edited = edited != 0;

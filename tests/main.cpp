@@ -10,12 +10,41 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <new>
 #include <string>
 #include <vector>
+
+#if defined(__GNUC__) && !defined(__clang__)
+// g++ sees this file's own new and delete inlined into each other: malloc and free, as they are
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+// Every operator new of the process, counted (tests/test_scratch.cpp: evaluating tokens allocates
+// nothing once the context exists). The array and nothrow forms call this one.
+static std::atomic<unsigned long long> g_news{0};
+extern "C" unsigned long long llminfer_test_new_count() {
+  return g_news.load(std::memory_order_relaxed);
+}
+void* operator new(std::size_t n) {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+#if defined(__cpp_exceptions)
+  throw std::bad_alloc();
+#else
+  std::abort();
+#endif
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
 
 namespace {
 

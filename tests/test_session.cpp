@@ -228,7 +228,7 @@ TEST_CASE("generate: each model's end-of-generation tokens stop the generation")
       // the loop on the real model: two free tokens, then the end-of-generation token
       auto ctx = llminfer::detail::Context::create(llminfer::detail::model_impl(m).engine, 0);
       REQUIRE(ctx);
-      std::vector<float> logits;
+      llminfer::detail::FloatBuf logits;
       llminfer::detail::ContextIO inner(llminfer::detail::model_impl(m), *ctx, logits, false);
       ForcingIO io(inner, id, 2, size_t(tok.n_vocab()));
       llminfer::detail::Sampler sampler;
