@@ -49,6 +49,17 @@ inline std::string fixtures_dir() {
   return s && *s ? s : "build/fixtures";
 }
 
+// n token ids below vocab, a fixed function of seed (a linear congruential sequence).
+inline std::vector<int32_t> some_ids(int n, int vocab, uint32_t seed) {
+  std::vector<int32_t> t;
+  uint32_t s = seed;
+  for (int k = 0; k < n; k++) {
+    s = s * 1664525u + 1013904223u;
+    t.push_back(static_cast<int32_t>((s >> 8) % uint32_t(vocab)));
+  }
+  return t;
+}
+
 // Every model file a test reads: stories260K* from third_party/stories260K (committed), the rest
 // (synth-*.gguf, hf/...) from the fixtures.
 inline std::string model_path(const std::string& name) {

@@ -27,16 +27,6 @@ Model load_model(const std::string& path, LoadOptions o = {}) {
   return std::move(*m);
 }
 
-std::vector<int32_t> some_ids(int n, int vocab, uint32_t seed) {
-  std::vector<int32_t> t;
-  uint32_t s = seed;
-  for (int k = 0; k < n; k++) {
-    s = s * 1664525u + 1013904223u;
-    t.push_back(static_cast<int32_t>((s >> 8) % uint32_t(vocab)));
-  }
-  return t;
-}
-
 // One sequence: evaluate the prompt, then `steps` greedy tokens one at a time; every logits vector.
 struct Trace {
   std::vector<std::vector<float>> logits;
@@ -93,8 +83,8 @@ TEST_CASE("batch: concurrency: sessions decoding at once share steps and get the
     const int nv = e->n_vocab();
     // prompts of 5, 40, 300 (two chunks: 256 + 44) and 3 tokens; they decode different lengths,
     // so sequences join and leave the batch at different steps
-    const std::vector<std::vector<int32_t>> prompts = {some_ids(5, nv, 1), some_ids(40, nv, 2), some_ids(300, nv, 3),
-                                                       some_ids(3, nv, 4)};
+    const std::vector<std::vector<int32_t>> prompts = {test::some_ids(5, nv, 1), test::some_ids(40, nv, 2),
+                                                       test::some_ids(300, nv, 3), test::some_ids(3, nv, 4)};
     const int steps[] = {30, 12, 20, 40};
     std::vector<Trace> alone, together(4);
     for (int i = 0; i < 4; i++) alone.push_back(run_sequence(e, prompts[size_t(i)], steps[i]));
@@ -124,7 +114,7 @@ TEST_CASE("batch: concurrency: sampled generations from 8 threads equal the same
         .max_tokens = 24 + 3 * i, .temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = uint64_t(7 + i)};
   };
   std::vector<std::vector<int32_t>> prompts;
-  for (int i = 0; i < 8; i++) prompts.push_back(some_ids(4 + 9 * i, nv, 100 + uint32_t(i)));
+  for (int i = 0; i < 8; i++) prompts.push_back(test::some_ids(4 + 9 * i, nv, 100 + uint32_t(i)));
   std::vector<std::vector<int32_t>> serial(8), parallel(8);
   for (int i = 0; i < 8; i++) {
     auto r = m.generate(std::span<const int32_t>(prompts[size_t(i)]), options(i));
@@ -194,7 +184,7 @@ TEST_CASE("batch: concurrency: a long prompt delays the other sequences by one c
   });
   while (!a_started) std::this_thread::yield();
   std::vector<float> lg;
-  auto prompt = some_ids(1200, nv, 9);  // five chunks of at most 256 tokens
+  auto prompt = test::some_ids(1200, nv, 9);  // five chunks of at most 256 tokens
   auto st = b->eval(prompt, lg);
   b_done = true;
   ta.join();
@@ -243,7 +233,7 @@ TEST_CASE("batch: concurrency: a long prompt delays the other sequences by one c
 TEST_CASE("batch: concurrency: one sequence cancelling does not disturb the others") {
   Model m = load_model(test::model_path("synth-qwen3-tiny-q4_k_m.gguf"), {.threads = 2});
   const int nv = llminfer::detail::model_impl(m).engine->n_vocab();
-  auto prompt = [&](int i) { return some_ids(6 + i, nv, 50 + uint32_t(i)); };
+  auto prompt = [&](int i) { return test::some_ids(6 + i, nv, 50 + uint32_t(i)); };
   auto opts = [](int i) { return GenerateOptions{.max_tokens = 40, .temperature = 0.7f, .seed = uint64_t(i)}; };
   std::vector<std::vector<int32_t>> serial(3), parallel(3);
   for (int i = 0; i < 3; i++) {
@@ -296,7 +286,7 @@ TEST_CASE("batch: concurrency: LoadOptions::batch = 1 runs every evaluation on i
   std::vector<Trace> got(3);
   std::vector<std::thread> th;
   for (int i = 0; i < 3; i++)
-    th.emplace_back([&, i] { got[size_t(i)] = run_sequence(e, some_ids(8, nv, uint32_t(i)), 10); });
+    th.emplace_back([&, i] { got[size_t(i)] = run_sequence(e, test::some_ids(8, nv, uint32_t(i)), 10); });
   for (auto& t : th) t.join();
   for (const auto& g : got) CHECK(g.ok);
   CHECK(Batcher::of(*e).stats().shared_steps == 0);
