@@ -25,7 +25,9 @@
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
 // Every operator new of the process, counted (tests/test_scratch.cpp: evaluating tokens allocates
-// nothing once the context exists). The array and nothrow forms call this one.
+// nothing once the context exists). All the unaligned forms are replaced, so that new and delete
+// always pair as malloc and free: a sanitizer's own nothrow new (std::stable_sort's buffer) with
+// this delete would be a mismatch.
 static std::atomic<unsigned long long> g_news{0};
 extern "C" unsigned long long llminfer_test_new_count() {
   return g_news.load(std::memory_order_relaxed);
@@ -39,10 +41,32 @@ void* operator new(std::size_t n) {
   std::abort();
 #endif
 }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  return std::malloc(n ? n : 1);
+}
+void* operator new[](std::size_t n) {
+  return operator new(n);
+}
+void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept {
+  return operator new(n, t);
+}
 void operator delete(void* p) noexcept {
   std::free(p);
 }
 void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
   std::free(p);
 }
 

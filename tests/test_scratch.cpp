@@ -31,16 +31,6 @@ Model load_model(const std::string& name, LoadOptions o) {
   return std::move(*m);
 }
 
-std::vector<int32_t> some_ids(int n, int vocab, uint32_t seed) {
-  std::vector<int32_t> t;
-  uint32_t s = seed;
-  for (int k = 0; k < n; k++) {
-    s = s * 1664525u + 1013904223u;
-    t.push_back(static_cast<int32_t>((s >> 8) % uint32_t(vocab)));
-  }
-  return t;
-}
-
 struct Counts {
   uint64_t scratch = 0;
   unsigned long long news = 0;
@@ -94,7 +84,7 @@ TEST_CASE("scratch: evaluating, shifting and sliding allocate nothing once the c
     Model m = load_model(name, small_context());
     auto e = llminfer::detail::model_impl(m).engine;
     const int nv = e->n_vocab();
-    const std::vector<int32_t> prompt = some_ids(40, nv, 7), more = some_ids(150, nv, 8);
+    const std::vector<int32_t> prompt = test::some_ids(40, nv, 7), more = test::some_ids(150, nv, 8);
     auto ctx = Context::create(e, 0);
     REQUIRE(ctx);
     FloatBuf lg;
@@ -112,37 +102,45 @@ TEST_CASE("scratch: batched steps allocate nothing once the second context exist
   Model m = load_model("synth-llama-tiny-q8_0.gguf", small_context());
   auto e = llminfer::detail::model_impl(m).engine;
   const int nv = e->n_vocab();
-  const std::vector<int32_t> prompt = some_ids(40, nv, 7), more = some_ids(150, nv, 8);
+  const std::vector<int32_t> prompt = test::some_ids(40, nv, 7), more = test::some_ids(150, nv, 8);
   auto a = Context::create(e, 0), b = Context::create(e, 0);
   REQUIRE(a);
   REQUIRE(b);
   FloatBuf la, lb;
   REQUIRE(la.reserve(size_t(nv)));
   REQUIRE(lb.reserve(size_t(nv)));
-  std::atomic<int> ready{0}, done{0};
-  std::atomic<bool> go{false};
-  bool ok_a = false, ok_b = false;
-  auto run = [&](Context& c, FloatBuf& lg, bool& ok) {
-    ready++;
-    while (!go.load()) std::this_thread::yield();
-    ok = exercise(c, lg, nv, prompt, more);
-    done++;
-  };
-  std::thread ta(run, std::ref(*a), std::ref(la), std::ref(ok_a));
-  std::thread tb(run, std::ref(*b), std::ref(lb), std::ref(ok_b));
-  while (ready.load() < 2) std::this_thread::yield();
-  const auto shared_before = Batcher::of(*e).stats().shared_steps;
-  const Counts before = counts();
-  go = true;
-  while (done.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  const Counts after = counts();  // before joining (a join frees the thread's state)
-  ta.join();
-  tb.join();
-  CHECK(ok_a);
-  CHECK(ok_b);
-  CHECK(Batcher::of(*e).stats().shared_steps > shared_before);  // the batched path ran
-  CHECK(after.scratch == before.scratch);
-  CHECK(after.news == before.news);
+  // The steps are shared only when the two threads overlap; on a loaded machine (or under a
+  // sanitizer) one may finish before the other starts: then again, a bounded number of times.
+  bool shared = false;
+  for (int attempt = 0; attempt < 20 && !shared; attempt++) {
+    a->clear();
+    b->clear();
+    std::atomic<int> ready{0}, done{0};
+    std::atomic<bool> go{false};
+    bool ok_a = false, ok_b = false;
+    auto run = [&](Context& c, FloatBuf& lg, bool& ok) {
+      ready++;
+      while (!go.load()) std::this_thread::yield();
+      ok = exercise(c, lg, nv, prompt, more);
+      done++;
+    };
+    std::thread ta(run, std::ref(*a), std::ref(la), std::ref(ok_a));
+    std::thread tb(run, std::ref(*b), std::ref(lb), std::ref(ok_b));
+    while (ready.load() < 2) std::this_thread::yield();
+    const auto shared_before = Batcher::of(*e).stats().shared_steps;
+    const Counts before = counts();
+    go = true;
+    while (done.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const Counts after = counts();  // before joining (a join frees the thread's state)
+    ta.join();
+    tb.join();
+    CHECK(ok_a);
+    CHECK(ok_b);
+    CHECK(after.scratch == before.scratch);
+    CHECK(after.news == before.news);
+    shared = Batcher::of(*e).stats().shared_steps > shared_before;
+  }
+  CHECK(shared);  // the batched path ran (and allocated nothing)
 }
 
 TEST_CASE("scratch: an allocation that fails while a context is created is out_of_memory, never an abort") {
@@ -150,7 +148,7 @@ TEST_CASE("scratch: an allocation that fails while a context is created is out_o
   o.context_policy = ContextPolicy::stop;
   Model m = load_model("synth-gemma3-tiny-q4_k_m.gguf", o);
   auto e = llminfer::detail::model_impl(m).engine;
-  const std::vector<int32_t> prompt = some_ids(30, e->n_vocab(), 3);
+  const std::vector<int32_t> prompt = test::some_ids(30, e->n_vocab(), 3);
   std::vector<float> ref;
   auto first = Context::create(e, 0);
   REQUIRE(first);
@@ -183,7 +181,7 @@ TEST_CASE("scratch: an allocation that fails while a context is created is out_o
 TEST_CASE("scratch: a session refuses with out_of_memory and stays usable") {
   Model m = load_model("synth-llama-tiny-q8_0.gguf", small_context());
   const int nv = llminfer::detail::model_impl(m).engine->n_vocab();
-  const std::vector<int32_t> prompt = some_ids(20, nv, 5), more = some_ids(8, nv, 6);
+  const std::vector<int32_t> prompt = test::some_ids(20, nv, 5), more = test::some_ids(8, nv, 6);
   auto s = m.session();
   fail_in(0);  // its context's first allocation (the KV cache)
   auto r = s.eval(prompt);
