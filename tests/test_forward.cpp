@@ -240,16 +240,6 @@ struct Synth {
   }
 };
 
-std::vector<int32_t> some_tokens(int n, int vocab, uint32_t seed) {
-  std::vector<int32_t> t;
-  uint32_t s = seed;
-  for (int k = 0; k < n; k++) {
-    s = s * 1664525u + 1013904223u;
-    t.push_back(static_cast<int32_t>((s >> 8) % uint32_t(vocab)));
-  }
-  return t;
-}
-
 std::shared_ptr<const Engine> engine_for(const std::string& path, int threads = 1, KvType kv = KvType::f32,
                                          ContextPolicy policy = ContextPolicy::stop, int keep = 4) {
   LoadOptions o;
@@ -286,7 +276,7 @@ TEST_CASE("forward: the llama definition equals a straight-line reference (pairs
   auto e = engine_for(path);
   CHECK(e->arch().name == "llama");
   CHECK(e->n_vocab() == s.vocab);
-  auto toks = some_tokens(40, s.vocab, 7);
+  auto toks = test::some_ids(40, s.vocab, 7);
   auto got = logits_of_ids(e, toks, true);
   REQUIRE(got);
   std::vector<double> want = s.forward(toks);
@@ -317,7 +307,7 @@ TEST_CASE("forward: the gemma3 definition equals the reference (sliding layers, 
   auto e = engine_for(path);
   CHECK(e->arch().name == "gemma3");
   // 300 tokens: more than a sliding layer's ring (5 + 256 - 1 slots), in two batches
-  auto toks = some_tokens(300, s.vocab, 11);
+  auto toks = test::some_ids(300, s.vocab, 11);
   auto got = logits_of_ids(e, toks, true);
   REQUIRE(got);
   std::vector<double> want = s.forward(toks);
@@ -340,7 +330,7 @@ TEST_CASE("forward: batch, token-by-token and multi-batch evaluation give the sa
   s.period = 3;
   s.build();
   auto e = engine_for(s.write(dir, "g.gguf"));
-  auto toks = some_tokens(600, s.vocab, 3);
+  auto toks = test::some_ids(600, s.vocab, 3);
   auto batch = logits_of_ids(e, toks, true);  // 600 tokens: batches of 256, 256, 88
   REQUIRE(batch);
   auto ctx = Context::create(e, 1024);
@@ -381,7 +371,7 @@ TEST_CASE("forward: greedy output is bit-identical with 1, 2, 3 and 4 threads") 
   s.vocab = 300;
   s.build();
   std::string path = s.write(dir, "t.gguf");
-  auto prompt = some_tokens(300, s.vocab, 5);  // long enough for the threaded paths of every op
+  auto prompt = test::some_ids(300, s.vocab, 5);  // long enough for the threaded paths of every op
   std::vector<int32_t> first;
   std::vector<float> first_logits;
   for (int threads : {1, 2, 3, 4}) {
@@ -422,7 +412,7 @@ TEST_CASE("forward: separate contexts of one engine run concurrently with the sa
   Synth s;
   s.build();
   auto e = engine_for(s.write(dir, "c.gguf"), 2);
-  auto a = some_tokens(50, s.vocab, 1), b = some_tokens(70, s.vocab, 2);
+  auto a = test::some_ids(50, s.vocab, 1), b = test::some_ids(70, s.vocab, 2);
   auto ra = logits_of_ids(e, a, true), rb = logits_of_ids(e, b, true);
   REQUIRE(ra);
   REQUIRE(rb);
@@ -459,7 +449,7 @@ TEST_CASE("kv cache: context full with the stop policy; bad token ids") {
   REQUIRE(ctx);
   CHECK(ctx->n_ctx() == 16);
   std::vector<float> lg;
-  auto toks = some_tokens(17, s.vocab, 9);
+  auto toks = test::some_ids(17, s.vocab, 9);
   auto st = ctx->eval(std::span<const int32_t>(toks.data(), 10), lg);
   REQUIRE(st);
   CHECK(*st == EvalStatus::ok);
@@ -509,7 +499,7 @@ TEST_CASE("kv cache: sliding the context keeps the first tokens at the right pos
     for (int n_ctx : {32, 600}) {  // 600: sliding layers keep a ring shorter than the context
       auto ctx = Context::create(e, n_ctx);
       REQUIRE(ctx);
-      auto toks = some_tokens(n_ctx + 40, s.vocab, 21);
+      auto toks = test::some_ids(n_ctx + 40, s.vocab, 21);
       std::vector<float> lg;
       auto st = ctx->eval(std::span<const int32_t>(toks.data(), size_t(n_ctx)), lg);
       REQUIRE(st);
@@ -547,7 +537,7 @@ TEST_CASE("kv cache: prefix reuse with truncate, and what a sliding ring no long
   s.period = 2;
   s.build();
   auto e = engine_for(s.write(dir, "t.gguf"));
-  auto a = some_tokens(300, s.vocab, 31), c = some_tokens(12, s.vocab, 32);
+  auto a = test::some_ids(300, s.vocab, 31), c = test::some_ids(12, s.vocab, 32);
   auto ctx = Context::create(e, 1024);
   REQUIRE(ctx);
   std::vector<float> lg;
@@ -579,7 +569,7 @@ TEST_CASE("kv cache: cancel is polled per layer; finished batches stay") {
   Synth s;
   s.build();
   auto e = engine_for(s.write(dir, "x.gguf"));
-  auto toks = some_tokens(300, s.vocab, 41);
+  auto toks = test::some_ids(300, s.vocab, 41);
   auto ctx = Context::create(e, 1024);
   REQUIRE(ctx);
   std::vector<float> lg;
@@ -817,7 +807,7 @@ TEST_CASE("robust: read_into_memory gives the same logits as the mapping and sur
   REQUIRE(owned);
   CHECK(!llminfer::detail::model_impl(*mapped).desc->files[0]->owned());
   CHECK(llminfer::detail::model_impl(*owned).desc->files[0]->owned());
-  auto toks = some_tokens(20, s.vocab, 3);
+  auto toks = test::some_ids(20, s.vocab, 3);
   auto a = logits_of_ids(llminfer::detail::model_impl(*mapped).engine, toks, true);
   auto b = logits_of_ids(llminfer::detail::model_impl(*owned).engine, toks, true);
   REQUIRE(a);
