@@ -1559,6 +1559,9 @@ LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* schema, size_t sc
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #endif
+#if defined(__linux__)
+#include <sched.h>  // sched_getcpu (the thread pool)
+#endif
 #endif
 
 // ---- SIMD selection (compile time) ----
@@ -6411,10 +6414,27 @@ LLMI_KNS_END
 // job: the threads that are running do its tasks. Waiting workers spin for a short while (a
 // forward pass issues jobs back to back, microseconds apart), then sleep on a condition variable,
 // so an idle model costs no CPU.
+// Shared cores: when another program keeps a core busy, the scheduler may put a worker on the
+// caller's CPU, where the two only take turns and a spinning one takes the other's time. So a thread
+// never spins on the CPU of another thread of the pool: a worker there sleeps, the caller waiting for
+// it sleeps at once, and while every worker sits on the caller's CPU the caller runs jobs alone,
+// offering every 64th to the pool all the same (a worker woken onto a free CPU is used again). Where
+// the system does not say which CPU a thread is on, the threads spin as above.
 // Jobs from different threads (several sessions on one model) are serialised by a mutex.
 namespace llminfer {
 inline namespace v0_1 {
 namespace detail {
+
+// The CPU the calling thread runs on, or -1 where the system does not say.
+inline int current_cpu() {
+#if defined(__linux__)
+  return sched_getcpu();
+#elif defined(_WIN32)
+  return static_cast<int>(GetCurrentProcessorNumber());
+#else
+  return -1;
+#endif
+}
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
@@ -6436,6 +6456,8 @@ class ThreadPool {
   explicit ThreadPool(int n_threads = 0) {
     if (n_threads <= 0) n_threads = default_threads();
     n_threads_ = std::max(1, std::min(n_threads, 512));
+    cpu_ = std::make_unique<std::atomic<int>[]>(static_cast<size_t>(n_threads_));
+    for (int t = 0; t < n_threads_; t++) cpu_[t].store(-1);
     for (int t = 1; t < n_threads_; t++) workers_.emplace_back([this, t] { worker(t); });
   }
   ThreadPool(const ThreadPool&) = delete;
@@ -6467,11 +6489,14 @@ class ThreadPool {
 
   void run(int n_tasks, TaskFn fn, void* ctx) {
     if (n_tasks <= 0) return;
-    if (n_threads_ == 1 || n_tasks == 1) {
+    const int cpu = n_threads_ > 1 && n_tasks > 1 ? current_cpu() : -1;
+    if (n_threads_ == 1 || n_tasks == 1 ||
+        (workers_on(cpu) == n_threads_ - 1 && solo_runs_.fetch_add(1, std::memory_order_relaxed) % 16 != 15)) {
       for (int i = 0; i < n_tasks; i++) fn(ctx, i, 0);
       return;
     }
     std::lock_guard<std::mutex> job_lock(job_mu_);
+    cpu_[0].store(cpu, std::memory_order_relaxed);
     const uint32_t job = ++job_number_;  // wraps after 2^32 jobs: only equality matters
     fn_.store(fn, std::memory_order_relaxed);
     ctx_.store(ctx, std::memory_order_relaxed);
@@ -6487,13 +6512,22 @@ class ThreadPool {
       sleep_cv_.notify_all();
     }
     work(job, 0);
-    // the other threads finish the tasks they claimed
-    for (int spins = 0; done_.load(std::memory_order_acquire) < n_tasks; spins++) {
-      if (spins < kSpin)
+    // The other threads finish the tasks they claimed: spin while they are usually microseconds from
+    // done (not on a CPU shared with one of them), then sleep until the last one is done. Sleeping,
+    // not yielding: a worker descheduled in the middle of a task waits in a busy CPU's queue, and an
+    // idle CPU takes it over at once.
+    const int spin = workers_on(cpu) > 0 ? 0 : kSpin;
+    for (int spins = 0;; spins++) {
+      const int d = done_.load(std::memory_order_acquire);
+      if (d >= n_tasks) break;
+      if (spins < spin) {
         cpu_relax();
-      else
-        std::this_thread::yield();
+        continue;
+      }
+      caller_waits_.store(true);  // seq_cst with the workers' count: they see this or this sees the count
+      if (done_.load() == d) done_.wait(d);
     }
+    caller_waits_.store(false, std::memory_order_relaxed);
     // Close the job: no task index is below the count any more. Without this, a thread that read
     // this job's exhausted ticket and then the next job's (larger) task count could claim a task
     // of the ticket before the next job is published, and run it with the wrong function or count
@@ -6513,7 +6547,8 @@ class ThreadPool {
       if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) continue;
       // the job cannot end while this claimed task is unfinished, so fn_/ctx_ are its own
       fn_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed), static_cast<int>(i), thread);
-      done_.fetch_add(1, std::memory_order_acq_rel);
+      done_.fetch_add(1);
+      if (caller_waits_.load()) done_.notify_all();
     }
   }
 
@@ -6522,9 +6557,14 @@ class ThreadPool {
     for (;;) {
       // spin a little, then sleep until a new job is published
       uint32_t job = static_cast<uint32_t>(ticket_.load(std::memory_order_acquire) >> 32);
+      int cpu = current_cpu();
+      cpu_[thread].store(cpu, std::memory_order_relaxed);
       for (int spins = 0; job == seen && spins < kSpin; spins++) {
+        // on the caller's CPU spinning would only take its time: sleep
+        if (cpu >= 0 && cpu == cpu_[0].load(std::memory_order_relaxed)) break;
         cpu_relax();
         job = static_cast<uint32_t>(ticket_.load(std::memory_order_acquire) >> 32);
+        if ((spins & 255) == 255) cpu_[thread].store(cpu = current_cpu(), std::memory_order_relaxed);
       }
       if (job == seen) {
         std::unique_lock<std::mutex> lk(sleep_mu_);
@@ -6536,9 +6576,17 @@ class ThreadPool {
         job = static_cast<uint32_t>(ticket_.load(std::memory_order_acquire) >> 32);
       }
       if (quit_.load(std::memory_order_acquire)) return;
+      cpu_[thread].store(current_cpu(), std::memory_order_relaxed);
       seen = job;
       work(job, thread);
     }
+  }
+
+  // How many workers were last seen on CPU `cpu` (none when it is unknown).
+  int workers_on(int cpu) const {
+    int n = 0;
+    for (int t = 1; cpu >= 0 && t < n_threads_; t++) n += cpu_[t].load(std::memory_order_relaxed) == cpu;
+    return n;
   }
 
   // ~10^4 pause instructions: tens to a few hundred microseconds depending on the CPU.
@@ -6555,6 +6603,9 @@ class ThreadPool {
   std::atomic<int> n_tasks_{0};
   std::atomic<int> done_{0};
   std::atomic<int> sleepers_{0};
+  std::atomic<bool> caller_waits_{false};    // the job's caller sleeps on done_
+  std::unique_ptr<std::atomic<int>[]> cpu_;  // the CPU each thread was last seen on (0: the caller)
+  std::atomic<uint32_t> solo_runs_{0};       // jobs the caller ran alone
   std::atomic<bool> quit_{false};
   std::mutex sleep_mu_;
   std::condition_variable sleep_cv_;

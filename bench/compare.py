@@ -6,7 +6,15 @@ interleaved (the order alternates every round), several rounds, and prints a mar
 the medians over rounds with the ratio llminfer / llama.cpp, the spread between rounds (how
 noisy the shared machine was) and the CPU other processes used during the runs.
 
-    bench/compare.py [-t 2] [-r 3] [--rounds 3] [-p 128,512] [-n 64] MODEL.gguf...
+    bench/compare.py [-t 2] [-r 3] [--rounds 3] [-p 128,512] [-n 64] [--roofline] [--contend] MODEL.gguf...
+
+--roofline builds ../shared/tools/machine-limits (gcc) and measures the memory-read bandwidth with
+the same thread count before and after the rounds (the best of both); the table then gives the decode
+roofline (bandwidth / bytes of weights read per token: every tensor but a token embedding that is
+not also the output matrix) and each engine's decode as a fraction of it.
+--contend adds a decode run of each engine per round with a busy loop pinned to the last CPU (the
+host application's thread on a shared machine): the table gives those tokens/s and each engine's
+slowdown against its idle decode.
 
 Needs ../shared/tools/llamacpp-oracle (node) beside the repository and `make` done.
 Python 3 standard library only.
@@ -21,6 +29,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ORACLE = os.path.join(os.path.dirname(ROOT), "shared", "tools", "llamacpp-oracle")
+LIMITS = os.path.join(os.path.dirname(ROOT), "shared", "tools", "machine-limits")
 
 
 def cpu_stat():
@@ -47,8 +56,8 @@ def run_measured(cmd, cwd=None):
     return p.stdout, other
 
 
-def ours(model, a):
-    cmd = [a.llminfer, "bench", "-m", model, "-t", str(a.threads), "-p", a.prompts,
+def ours(model, a, prompts=None):
+    cmd = [a.llminfer, "bench", "-m", model, "-t", str(a.threads), "-p", prompts or a.prompts,
            "-n", str(a.gen), "-r", str(a.reps), "--json"]
     out, other = run_measured(cmd)
     j = json.loads(out)
@@ -58,13 +67,14 @@ def ours(model, a):
     return res
 
 
-def llama(model, a):
+def llama(model, a, prompts=None, wait_idle=None):
     res = {"other": 0.0}
     others = []
-    for i, p in enumerate(int(x) for x in a.prompts.split(",")):
+    for i, p in enumerate(int(x) for x in (prompts or a.prompts).split(",")):
         gen = a.gen if i == 0 else 0
         cmd = ["node", "oracle.mjs", "bench", model, "--threads", str(a.threads), "--prompt-tokens", str(p),
-               "--gen-tokens", str(gen), "--reps", str(a.reps), "--wait-idle", str(a.wait_idle)]
+               "--gen-tokens", str(gen), "--reps", str(a.reps),
+               "--wait-idle", str(a.wait_idle if wait_idle is None else wait_idle)]
         out, other = run_measured(cmd, cwd=ORACLE)
         j = json.loads(out)
         others.append(j.get("cpu_other_processes_pct", other))
@@ -75,6 +85,42 @@ def llama(model, a):
             res["rss_mb"] = j["peak_rss_kib"] / 1024.0
     res["other"] = max(others)
     return res
+
+
+def busy(fn):
+    """fn() with a busy loop pinned to the last CPU meanwhile."""
+    cpu = max(os.sched_getaffinity(0))
+    loop = subprocess.Popen([sys.executable, "-c", "import os\nos.sched_setaffinity(0, {%d})\nwhile True: pass" % cpu])
+    try:
+        time.sleep(0.2)
+        return fn()
+    finally:
+        loop.kill()
+        loop.wait()
+
+
+def read_bandwidth(threads):
+    """Best memory-read GB/s of machine-limits' probe (huge pages, `threads` pinned threads)."""
+    exe = os.path.join(ROOT, "build", "peak")
+    if not os.path.exists(exe):
+        subprocess.run(["gcc", "-O2", "-march=native", "-mno-avx512f", "-mavxvnni", "-c",
+                        os.path.join(LIMITS, "peak_avx2.c"), "-o", exe + "_avx2.o"], check=True)
+        subprocess.run(["gcc", "-O2", "-march=native", "-pthread", os.path.join(LIMITS, "peak.c"), exe + "_avx2.o",
+                        "-o", exe, "-lm"], check=True)
+    out = subprocess.run([exe, str(threads), "3"], env=dict(os.environ, PEAK_PROBE="1"), stdout=subprocess.PIPE,
+                         text=True, check=True).stdout
+    best = [float(l.split()[6]) for l in out.splitlines()
+            if l.startswith("probe mem_read") and l.split()[3] == "%dT" % threads]
+    return max(best) if best else None
+
+
+def weight_bytes_per_token(model, a):
+    """Bytes of weights a decode step reads: every tensor but a token embedding that has its own
+    output matrix (then only one row of it is read)."""
+    out = subprocess.run([a.llminfer, "info", model, "--json", "--all"], stdout=subprocess.PIPE, text=True, check=True)
+    t = json.loads(out.stdout)["tensors"]
+    names = {x["name"] for x in t}
+    return sum(x["bytes"] for x in t if not (x["name"] == "token_embd.weight" and "output.weight" in names))
 
 
 def fmt(v, digits=1):
@@ -92,22 +138,32 @@ def main():
     ap.add_argument("--wait-idle", type=int, default=30, help="seconds the oracle waits for an idle machine")
     ap.add_argument("--json", help="also write every raw result here")
     ap.add_argument("--llminfer", default=os.path.join(ROOT, "build", "llminfer"), help="the llminfer binary")
+    ap.add_argument("--roofline", action="store_true", help="measure the memory-read bandwidth: decode roofline")
+    ap.add_argument("--contend", action="store_true", help="also decode with a busy loop pinned to the last CPU")
     a = ap.parse_args()
     tests = ["pp%s" % p for p in a.prompts.split(",")] + ["tg%d" % a.gen]
-    raw = {m: {"ours": [], "llama": []} for m in a.models}
+    tg = "tg%d" % a.gen
+    raw = {m: {"ours": [], "llama": [], "ours_busy": [], "llama_busy": []} for m in a.models}
+    bw = [read_bandwidth(a.threads)] if a.roofline else []
     for r in range(a.rounds):
         for m in a.models:
-            order = [("ours", ours), ("llama", llama)] if (r % 2 == 0) else [("llama", llama), ("ours", ours)]
-            for name, fn in order:
+            runs = [("ours", lambda: ours(m, a)), ("llama", lambda: llama(m, a))]
+            if a.contend:  # decode only (the shortest prompt), no waiting for an idle machine
+                runs += [("ours_busy", lambda: busy(lambda: ours(m, a, "1"))),
+                         ("llama_busy", lambda: busy(lambda: llama(m, a, "1", 0)))]
+            for name, fn in (runs if r % 2 == 0 else runs[::-1]):
                 t = time.time()
-                res = fn(m, a)
+                res = fn()
                 raw[m][name].append(res)
-                print("round %d %-50s %-5s %s (%.0f s)" % (r + 1, os.path.basename(m), name,
-                      " ".join("%s=%.1f" % (k, res.get(k, 0)) for k in tests + ["other"]), time.time() - t),
+                print("round %d %-50s %-10s %s (%.0f s)" % (r + 1, os.path.basename(m), name,
+                      " ".join("%s=%.1f" % (k, res.get(k, 0)) for k in tests + ["other"] if k in res), time.time() - t),
                       file=sys.stderr, flush=True)
+    if a.roofline:
+        bw.append(read_bandwidth(a.threads))
+        print("memory read, %d threads: %s GB/s (before, after the rounds)" % (a.threads, bw), file=sys.stderr)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(raw, f, indent=1)
+            json.dump(dict(raw, bandwidth_gbs=bw), f, indent=1)
 
     def med(m, who, key):
         v = [x[key] for x in raw[m][who] if x.get(key) is not None]
@@ -122,9 +178,19 @@ def main():
     for t in tests:
         head += " %s llminfer | %s llama.cpp | ratio |" % (t, t)
         sep += " ---: | ---: | ---: |"
+    if a.contend:
+        head += " %s busy llminfer | %s busy llama.cpp | slowdown llminfer | slowdown llama.cpp |" % (tg, tg)
+        sep += " ---: | ---: | ---: | ---: |"
+    if a.roofline:
+        head += " weights MB / token | %s roofline | llminfer / roofline | llama.cpp / roofline |" % tg
+        sep += " ---: | ---: | ---: | ---: |"
     head += " peak RSS llminfer / llama.cpp MiB | RSS / (file + KV) | load ms llminfer / llama.cpp | spread % (llminfer, llama.cpp) | other CPU % |"
     sep += " ---: | ---: | ---: | ---: | ---: |"
-    print("threads %d, %d rounds x %d reps, medians of round medians (tokens/s)\n" % (a.threads, a.rounds, a.reps))
+    print("threads %d, %d rounds x %d reps, medians of round medians (tokens/s)" % (a.threads, a.rounds, a.reps))
+    if a.roofline:
+        print("memory read with %d threads (machine-limits probe, before and after the rounds): %s GB/s; roofline "
+              "from the best" % (a.threads, " / ".join("%.1f" % b for b in bw if b)))
+    print()
     print(head)
     print(sep)
     for m in a.models:
@@ -135,10 +201,21 @@ def main():
             o, l = med(m, "ours", t), med(m, "llama", t)
             row += " %s | %s | **%s** |" % (fmt(o), fmt(l), fmt(o / l if o and l else None, 2))
             spreads.append("%.0f/%.0f" % (spread(m, "ours", t), spread(m, "llama", t)))
+        if a.contend:
+            ob, lb = med(m, "ours_busy", tg), med(m, "llama_busy", tg)
+            o, l = med(m, "ours", tg), med(m, "llama", tg)
+            row += " %s | %s | %s | %s |" % (fmt(ob), fmt(lb), fmt(o / ob if o and ob else None, 2),
+                                            fmt(l / lb if l and lb else None, 2))
+        if a.roofline:
+            wb = weight_bytes_per_token(m, a)
+            roof = max(b for b in bw if b) * 1e9 / wb if any(bw) else None
+            o, l = med(m, "ours", tg), med(m, "llama", tg)
+            row += " %.0f | %s | %s | %s |" % (wb / 1e6, fmt(roof), fmt(o / roof if o and roof else None, 2),
+                                              fmt(l / roof if l and roof else None, 2))
         ro, rl, kv = med(m, "ours", "rss_mb"), med(m, "llama", "rss_mb"), med(m, "ours", "kv_mb")
         row += " %s / %s | %s |" % (fmt(ro, 0), fmt(rl, 0), fmt(ro / (fm + kv) if ro and fm else None, 2))
         row += " %s / %s |" % (fmt(med(m, "ours", "load_ms"), 0), fmt(med(m, "llama", "load_ms"), 0))
-        other = max([x["other"] for x in raw[m]["ours"] + raw[m]["llama"]])
+        other = max([x["other"] for x in raw[m]["ours"] + raw[m]["llama"]])  # not the busy runs: that is their point
         row += " %s | %.0f |" % (" ".join(spreads), other)
         print(row)
 

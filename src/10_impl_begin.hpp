@@ -67,6 +67,9 @@
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #endif
+#if defined(__linux__)
+#include <sched.h>  // sched_getcpu (the thread pool)
+#endif
 #endif
 
 // ---- SIMD selection (compile time) ----

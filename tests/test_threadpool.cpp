@@ -73,3 +73,48 @@ TEST_CASE("threadpool: many short jobs back to back, each task once, the right j
     CHECK(wrong == 0);
   }
 }
+
+#if defined(__linux__)
+static double cpu_ms(clockid_t clock) {
+  timespec t{};
+  clock_gettime(clock, &t);
+  return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
+}
+
+TEST_CASE("threadpool: threads that share one CPU do not take turns: the caller runs the jobs alone") {
+  // Another program keeps the other cores busy and the scheduler puts the pool's threads on one CPU:
+  // a worker there could only take the caller's time. Pinned to one CPU, the worker sleeps and the
+  // caller runs the jobs alone but every 16th, which it offers the pool (so that a worker moved to a
+  // free CPU is used again). A spinning worker would use about as much CPU time as the caller.
+  cpu_set_t old;
+  REQUIRE(sched_getaffinity(0, sizeof old, &old) == 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(sched_getcpu(), &one);
+  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  {
+    ThreadPool pool(2);  // its worker inherits the one CPU
+    pool.parallel_for(2, [](int, int) {});
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the worker has seen its CPU
+    const double process0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID), caller0 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
+    const int jobs = 800;
+    int wrong = 0;
+    std::vector<int> hits(8);
+    for (int job = 0; job < jobs; job++) {
+      std::fill(hits.begin(), hits.end(), 0);
+      pool.parallel_for(8, [&](int task, int) {
+        const auto t0 = std::chrono::steady_clock::now();  // a task of ~20 us
+        while (std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(20)) {
+        }
+        hits[static_cast<size_t>(task)]++;
+      });
+      for (int h : hits) wrong += h != 1;
+    }
+    const double caller = cpu_ms(CLOCK_THREAD_CPUTIME_ID) - caller0;
+    const double worker = cpu_ms(CLOCK_PROCESS_CPUTIME_ID) - process0 - caller;
+    CHECK(wrong == 0);
+    CHECK(worker < 0.25 * caller);
+  }
+  sched_setaffinity(0, sizeof old, &old);
+}
+#endif
