@@ -15,7 +15,7 @@
 // caller's CPU, where the two only take turns and a spinning one takes the other's time. So a thread
 // never spins on the CPU of another thread of the pool: a worker there sleeps, the caller waiting for
 // it sleeps at once, and while every worker sits on the caller's CPU the caller runs jobs alone,
-// offering every 64th to the pool all the same (a worker woken onto a free CPU is used again). Where
+// offering one to the pool every 0.2 ms all the same (a worker woken onto a free CPU is used again). Where
 // the system does not say which CPU a thread is on, the threads spin as above.
 // Jobs from different threads (several sessions on one model) are serialised by a mutex.
 namespace llminfer {
@@ -87,8 +87,7 @@ class ThreadPool {
   void run(int n_tasks, TaskFn fn, void* ctx) {
     if (n_tasks <= 0) return;
     const int cpu = n_threads_ > 1 && n_tasks > 1 ? current_cpu() : -1;
-    if (n_threads_ == 1 || n_tasks == 1 ||
-        (workers_on(cpu) == n_threads_ - 1 && solo_runs_.fetch_add(1, std::memory_order_relaxed) % 16 != 15)) {
+    if (n_threads_ == 1 || n_tasks == 1 || (workers_on(cpu) == n_threads_ - 1 && !offer_due())) {
       for (int i = 0; i < n_tasks; i++) fn(ctx, i, 0);
       return;
     }
@@ -179,6 +178,16 @@ class ThreadPool {
     }
   }
 
+  // While every worker sits on the caller's CPU: true when a job is to be offered to the pool all
+  // the same (every 0.2 ms), so that a worker woken onto a free CPU is used again.
+  bool offer_due() {
+    const int64_t now =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count();
+    int64_t last = offered_us_.load(std::memory_order_relaxed);
+    return now - last >= kOfferUs && offered_us_.compare_exchange_strong(last, now, std::memory_order_relaxed);
+  }
+
   // How many workers were last seen on CPU `cpu` (none when it is unknown).
   int workers_on(int cpu) const {
     int n = 0;
@@ -188,6 +197,7 @@ class ThreadPool {
 
   // ~10^4 pause instructions: tens to a few hundred microseconds depending on the CPU.
   static constexpr int kSpin = 1 << 14;
+  static constexpr int64_t kOfferUs = 200;
   static constexpr uint64_t kClosed = 0xFFFFFFFFu;  // the task index of a finished job
 
   int n_threads_ = 1;
@@ -202,7 +212,7 @@ class ThreadPool {
   std::atomic<int> sleepers_{0};
   std::atomic<bool> caller_waits_{false};    // the job's caller sleeps on done_
   std::unique_ptr<std::atomic<int>[]> cpu_;  // the CPU each thread was last seen on (0: the caller)
-  std::atomic<uint32_t> solo_runs_{0};       // jobs the caller ran alone
+  std::atomic<int64_t> offered_us_{0};       // when a job was last offered to workers on the caller's CPU
   std::atomic<bool> quit_{false};
   std::mutex sleep_mu_;
   std::condition_variable sleep_cv_;
