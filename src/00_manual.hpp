@@ -168,6 +168,13 @@
 //   LoadOptions::batch caps the sequences per step (0: 32; 1 turns batching off). Cancelling one
 //   sequence does not stop a step the others share (it ends after that step).
 //
+//   The model's threads (LoadOptions::threads, the calling thread included) spin between the jobs of
+//   a pass, briefly, then sleep: an idle model uses no CPU. Cores the application or other programs
+//   keep busy: a pool thread never spins on a CPU another of its threads occupies (where the system
+//   says which CPU a thread is on: Linux, Windows); a worker the scheduler put on the caller's CPU
+//   sleeps, and the caller runs the work alone until a worker is back on a free CPU. With one of two
+//   cores busy, 2-thread decode ran 1.1x-1.9x slower than on the idle machine (bench/RESULTS.md).
+//
 // ==== C API ====
 //
 //   The section after the C++ declarations is C99: a C compiler including llminfer.hpp sees it

@@ -80,6 +80,28 @@ inline __m256 exp8(__m256 x) {
 }
 #endif
 
+#if defined(LLMI_SIMD_AVX512)
+// The sums of the lanes of a, b, c, d, each paired as _mm512_reduce_add_ps pairs them (halves, then
+// quarters, then lanes 0+2 and 1+3, then those two), so the same bits, with the last steps shared.
+inline __m128 reduce_add4_ps(__m512 a, __m512 b, __m512 c, __m512 d) {
+  auto half = [](__m512 x) {
+    return _mm256_add_ps(_mm512_castps512_ps256(x), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+  };
+  const __m256 h[4] = {half(a), half(b), half(c), half(d)};
+  // [a.lo + a.hi | b.lo + b.hi] (128-bit halves), the same for c, d
+  const __m256 ab = _mm256_add_ps(_mm256_permute2f128_ps(h[0], h[1], 0x20), _mm256_permute2f128_ps(h[0], h[1], 0x31));
+  const __m256 cd = _mm256_add_ps(_mm256_permute2f128_ps(h[2], h[3], 0x20), _mm256_permute2f128_ps(h[2], h[3], 0x31));
+  // lanes 0+2 and 1+3: [a0+a2, a1+a3, c0+c2, c1+c3 | b.., d..]
+  const __m256 w = _mm256_add_ps(_mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
+  // [a, c, a, c | b, d, b, d]
+  const __m256 r =
+      _mm256_add_ps(_mm256_shuffle_ps(w, w, _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(w, w, _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m128 lo = _mm256_castps256_ps128(r), hi = _mm256_extractf128_ps(r, 1);
+  return _mm_unpacklo_ps(lo, hi);  // [a, b, c, d]
+}
+#endif
+
 // out[j] = scale * dot(q, cell j) for j < n; cells are `stride` bytes apart, hd values each.
 inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale,
                         float* out) {
@@ -103,7 +125,7 @@ inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, 
       for (int u = 0; u < 4; u++)
         acc[u] = _mm512_fmadd_ps(qv, maskload16_kv(k + (j + u) * stride + (f16 ? 32 : 64) * full, f16, tail), acc[u]);
     }
-    for (int u = 0; u < 4; u++) out[j + u] = scale * _mm512_reduce_add_ps(acc[u]);
+    _mm_storeu_ps(out + j, _mm_mul_ps(_mm_set1_ps(scale), reduce_add4_ps(acc[0], acc[1], acc[2], acc[3])));
   }
   for (; j < n; j++) {
     __m512 acc = _mm512_setzero_ps();
@@ -215,30 +237,53 @@ inline double attn_exp(float* s, int n, float max, [[maybe_unused]] int phase = 
   return sum;
 }
 
+#if defined(LLMI_SIMD_AVX512)
+// attn_weighted_sum's loop over the cells for C full chunks of 16 values, the cache type fixed.
+template <int C, bool F16>
+inline void attn_wsum_chunks(const float* w, const uint8_t* v, size_t stride, int n, float* out) {
+  constexpr size_t es = F16 ? 2 : 4;
+  __m512 acc[C];
+  for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+  for (int j = 0; j < n; j++) {
+    const __m512 wj = _mm512_set1_ps(w[j]);
+    const uint8_t* row = v + size_t(j) * stride;
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) acc[c] = _mm512_fmadd_ps(wj, load16_kv(row + es * 16 * size_t(c), F16), acc[c]);
+  }
+  for (int c = 0; c < C; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
+}
+template <bool F16>
+inline bool attn_wsum_full(const float* w, const uint8_t* v, size_t stride, int n, int chunks, float* out) {
+  switch (chunks) {
+    case 2: return attn_wsum_chunks<2, F16>(w, v, stride, n, out), true;
+    case 4: return attn_wsum_chunks<4, F16>(w, v, stride, n, out), true;
+    case 6: return attn_wsum_chunks<6, F16>(w, v, stride, n, out), true;
+    case 8: return attn_wsum_chunks<8, F16>(w, v, stride, n, out), true;
+    default: return false;
+  }
+}
+#endif
+
 // out[e] = sum_j w[j] * cell j [e] for e < hd (cells `stride` bytes apart).
 inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, int n, int hd, bool f16, float* out) {
 #if defined(LLMI_SIMD_AVX512)
   const size_t es = f16 ? 2 : 4;
   for (int e0 = 0; e0 < hd; e0 += 128) {
     const int len = std::min(128, hd - e0), chunks = (len + 15) / 16;
+    const uint8_t* v0 = v + es * size_t(e0);
+    // the usual head sizes (32, 64, 96, 128 values per chunk of 128): unrolled, no masks
+    if (len % 16 == 0 && (f16 ? attn_wsum_full<true>(w, v0, stride, n, chunks, out + e0)
+                              : attn_wsum_full<false>(w, v0, stride, n, chunks, out + e0)))
+      continue;
     __m512 acc[8];
     for (int c = 0; c < 8; c++) acc[c] = _mm512_setzero_ps();
-    if (len == 128) {
-      for (int j = 0; j < n; j++) {
-        const __m512 wj = _mm512_set1_ps(w[j]);
-        const uint8_t* row = v + size_t(j) * stride + es * size_t(e0);
-#pragma GCC unroll 8
-        for (int c = 0; c < 8; c++) acc[c] = _mm512_fmadd_ps(wj, load16_kv(row + es * 16 * size_t(c), f16), acc[c]);
-      }
-    } else {
-      for (int j = 0; j < n; j++) {
-        const __m512 wj = _mm512_set1_ps(w[j]);
-        const uint8_t* row = v + size_t(j) * stride + es * size_t(e0);
-        for (int c = 0; c < chunks; c++) {
-          const int left = len - 16 * c;
-          const __mmask16 mk = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
-          acc[c] = _mm512_fmadd_ps(wj, maskload16_kv(row + es * 16 * size_t(c), f16, mk), acc[c]);
-        }
+    for (int j = 0; j < n; j++) {
+      const __m512 wj = _mm512_set1_ps(w[j]);
+      const uint8_t* row = v0 + size_t(j) * stride;
+      for (int c = 0; c < chunks; c++) {
+        const int left = len - 16 * c;
+        const __mmask16 mk = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+        acc[c] = _mm512_fmadd_ps(wj, maskload16_kv(row + es * 16 * size_t(c), f16, mk), acc[c]);
       }
     }
     for (int c = 0; c < chunks; c++) {
