@@ -7685,10 +7685,12 @@ inline bool gemv_each_group(const TensorView& w, const MatmulInput& in, float* y
     kq_group_prepare<WK::type == DType::q4_K>(in, kGroup * gi, std::min<int64_t>(kGroup, T - kGroup * gi), nb,
                                               groups + gi * nb);
   const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
-  // Tasks of decreasing size (each 1 / (2 threads) of the rows left, at least 16 KiB of
-  // weights): long runs first, short ones last, so that the threads finish a matmul together (with
-  // 2 equal tasks per thread one of them idled about half a task at the end of each).
-  const int64_t threads = pool.size(), min_rows = std::max<int64_t>(1, static_cast<int64_t>(16384 / rb));
+  // Tasks of decreasing size (each 1 / (2 threads) of the rows left, at least 16 KiB of weights
+  // and 1/48 of the rows, so at most 49 tasks): long runs first, short ones last, so that the
+  // threads finish a matmul together (with 2 equal tasks per thread one of them idled about half
+  // a task at the end of each).
+  const int64_t threads = pool.size();
+  const int64_t min_rows = std::max({int64_t(1), static_cast<int64_t>(16384 / rb), rows / 48});
   constexpr int kMaxTasks = 64;
   int64_t start[kMaxTasks + 1];
   int n_tasks = 0;
