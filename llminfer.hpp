@@ -7798,11 +7798,24 @@ inline bool gemv_each_group(const TensorView& w, const MatmulInput& in, float* y
     kq_group_prepare<WK::type == DType::q4_K>(in, kGroup * gi, std::min<int64_t>(kGroup, T - kGroup * gi), nb,
                                               groups + gi * nb);
   const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
-  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
-  chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
+  // Tasks of decreasing size (each 1 / (2 threads) of the rows left, at least 16 KiB of weights
+  // and 1/48 of the rows, so at most 49 tasks): long runs first, short ones last, so that the
+  // threads finish a matmul together (with 2 equal tasks per thread one of them idled about half
+  // a task at the end of each).
+  const int64_t threads = pool.size();
+  const int64_t min_rows = std::max({int64_t(1), static_cast<int64_t>(16384 / rb), rows / 48});
+  constexpr int kMaxTasks = 64;
+  int64_t start[kMaxTasks + 1];
+  int n_tasks = 0;
+  for (int64_t r = 0; r < rows; n_tasks++) {
+    start[n_tasks] = r;
+    const int64_t left = rows - r;
+    r += n_tasks == kMaxTasks - 1 ? left : std::min(left, std::max(min_rows, (left + 2 * threads - 1) / (2 * threads)));
+  }
+  start[n_tasks] = rows;
   const RowOperands o = row_operands(w, in, true);
-  pool.parallel_for(static_cast<int>((rows + chunk - 1) / chunk), [&](int task, int) {
-    const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
+  pool.parallel_for(n_tasks, [&](int task, int) {
+    const int64_t r0 = start[task], r1 = start[task + 1];
     for (int64_t gi = 0; gi < n_groups; gi++) {
       const int64_t t0 = kGroup * gi, nt = std::min<int64_t>(kGroup, T - t0);
       ActQ8 a[kGroup];
@@ -22878,45 +22891,55 @@ class Context {
   // then for every (token, head): softmax(scale * q.k (soft-capped)) over the visible keys, times V.
   void attention(const Step& s, int n, int pos0, const float* q, const float* k, const float* v, float* out) {
     const AttnSpec& at = e_->program().attns[static_cast<size_t>(s.idx)];
+    attention_store(at, n, pos0, k, v);
+    const int tasks = n * at.n_head;
+    ThreadPool& pool = e_->pool();
+    if (pool.size() == 1 || tasks == 1 || attention_work(at, n, pos0) < 32768) {
+      for (int i = 0; i < tasks; i++) attention_head(at, n, pos0, q, out, i / at.n_head, i % at.n_head, 0);
+    } else {
+      pool.parallel_for(
+          tasks, [&](int i, int thread) { attention_head(at, n, pos0, q, out, i / at.n_head, i % at.n_head, thread); });
+    }
+  }
+  // The parts of attention, for a step that runs the heads of several contexts as one job
+  // (45_batch): the keys and values of the n new tokens into the cache (unless an earlier layer's
+  // cache is read), the work of its heads (for the choice of threads), and head h of token t (its
+  // scratch is this context's row of `thread`).
+  void attention_store(const AttnSpec& at, int n, int pos0, const float* k, const float* v) {
     if (!at.shared) kv_.write(at.kv_layer, pos0, n, k, v);  // else an earlier layer wrote this cache
+  }
+  static int64_t attention_work(const AttnSpec& at, int n, int pos0) {
+    return int64_t(n) * at.n_head * (pos0 + n) * (at.hd_k + at.hd_v);
+  }
+  void attention_head(const AttnSpec& at, int n, int pos0, const float* q, float* out, int t, int h, int thread) {
     const KvLayer& L = kv_.layer(at.kv_layer);
     const int group = at.n_head / at.n_kv;
     const int wq = at.n_head * at.hd_k, wo = at.n_head * at.hd_v;
     const bool f16 = kv_.type() == KvType::f16;
     const size_t ks = size_t(at.hd_k) * kv_.elem(), vs = size_t(at.hd_v) * kv_.elem();
-    auto task = [&](int t, int h, int thread) {
-      const int pos = pos0 + t;
-      const int lo = at.window > 0 ? std::max(0, pos - at.window + 1) : 0;
-      const int g = h / group;
-      const float* qh = q + size_t(t) * wq + size_t(h) * at.hd_k;
-      float* sc = scores_.as<float>() + size_t(thread) * scores_stride_;
-      // the visible keys lo..pos are at most two contiguous runs of ring slots
-      for (int j = lo; j <= pos;) {
-        const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
-        kern_->attn_scores(qh, kv_.k_at(L, g, slot), ks, run, at.hd_k, f16, at.scale, sc + (j - lo));
-        j += run;
-      }
-      const int nk = pos - lo + 1;
-      float mx = -INFINITY;
-      for (int j = 0; j < nk; j++) {
-        if (at.softcap > 0) sc[j] = std::tanh(sc[j] * (1.0f / at.softcap)) * at.softcap;  // as llama.cpp
-        mx = std::max(mx, sc[j]);
-      }
-      const double sum = kern_->attn_exp(sc, nk, mx, lo % 16);
-      const float inv = static_cast<float>(1.0 / sum);
-      for (int j = 0; j < nk; j++) sc[j] *= inv;
-      float* o = out + size_t(t) * wo + size_t(h) * at.hd_v;
-      float* part = rows_.as<float>() + size_t(thread) * row_stride_;
-      kern_->attn_values(sc, kv_.v_at(L, g, 0), vs, L.slots, lo, pos, at.hd_v, f16, n > 1, part, o);
-    };
-    const int tasks = n * at.n_head;
-    ThreadPool& pool = e_->pool();
-    int64_t work = int64_t(tasks) * (pos0 + n) * (at.hd_k + at.hd_v);
-    if (pool.size() == 1 || tasks == 1 || work < 32768) {
-      for (int i = 0; i < tasks; i++) task(i / at.n_head, i % at.n_head, 0);
-    } else {
-      pool.parallel_for(tasks, [&](int i, int thread) { task(i / at.n_head, i % at.n_head, thread); });
+    const int pos = pos0 + t;
+    const int lo = at.window > 0 ? std::max(0, pos - at.window + 1) : 0;
+    const int g = h / group;
+    const float* qh = q + size_t(t) * wq + size_t(h) * at.hd_k;
+    float* sc = scores_.as<float>() + size_t(thread) * scores_stride_;
+    // the visible keys lo..pos are at most two contiguous runs of ring slots
+    for (int j = lo; j <= pos;) {
+      const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
+      kern_->attn_scores(qh, kv_.k_at(L, g, slot), ks, run, at.hd_k, f16, at.scale, sc + (j - lo));
+      j += run;
     }
+    const int nk = pos - lo + 1;
+    float mx = -INFINITY;
+    for (int j = 0; j < nk; j++) {
+      if (at.softcap > 0) sc[j] = std::tanh(sc[j] * (1.0f / at.softcap)) * at.softcap;  // as llama.cpp
+      mx = std::max(mx, sc[j]);
+    }
+    const double sum = kern_->attn_exp(sc, nk, mx, lo % 16);
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int j = 0; j < nk; j++) sc[j] *= inv;
+    float* o = out + size_t(t) * wo + size_t(h) * at.hd_v;
+    float* part = rows_.as<float>() + size_t(thread) * row_stride_;
+    kern_->attn_values(sc, kv_.v_at(L, g, 0), vs, L.slots, lo, pos, at.hd_v, f16, n > 1, part, o);
   }
 
   // ContextPolicy::slide: the cache drops `need` or more tokens after the first keep_ and shifts
@@ -23192,8 +23215,10 @@ inline Result<std::vector<float>> logits_of_ids(const std::shared_ptr<const Engi
 // of its own. Single tokens (decode) go through matmul_each, whose every result has the bits of a
 // one-token product; a prompt chunk of several tokens goes through the ordinary matmul on its own
 // rows (so it is tiled exactly as alone); norms, activations and the like are per row; rope and
-// attention are per sequence, on its own cache. So a session gives the same logits, bit for bit,
-// and the same tokens for a seed, whether it runs alone or with others (tests/test_batch.cpp).
+// attention are per sequence, on its own cache (the heads of all the sequences of a step are one
+// job for the pool: one join per layer, not one per sequence). So a session gives the same
+// logits, bit for bit, and the same tokens for a seed, whether it runs alone or with others
+// (tests/test_batch.cpp).
 //
 // Scheduling. A step is run by whichever waiting thread finds the batch ready: ready when every
 // context of the previous step has handed in its next chunk (the usual case: they sample and come
@@ -23230,6 +23255,7 @@ class Batcher {
     multi_.reserve(size_t(max_seqs_));
     members_.reserve(size_t(max_seqs_));
     segs_.reserve(size_t(max_seqs_));
+    head0_.reserve(size_t(max_seqs_));
     toks_.reserve(size_t(kMaxRows));
   }
 
@@ -23546,9 +23572,29 @@ class Batcher {
             const AttnSpec& at = p.attns[static_cast<size_t>(s.idx)];
             const size_t wq = size_t(at.n_head) * at.hd_k, wk = size_t(at.n_kv) * at.hd_k,
                          wv = size_t(at.n_kv) * at.hd_v, wa = size_t(at.n_head) * at.hd_v;
-            for (const Seg& g : segs)  // no b, c: the layer reads an earlier layer's cache
-              g.req->ctx->attention(s, g.n, g.pos0, a + g.off * wq, b ? b + g.off * wk : nullptr,
-                                    c ? c + g.off * wv : nullptr, d + g.off * wa);
+            // the new keys and values of every sequence into its cache (no b, c: the layer reads an
+            // earlier layer's cache), then the heads of all the sequences as one job
+            int64_t work = 0;
+            head0_.clear();
+            for (const Seg& g : segs) {
+              g.req->ctx->attention_store(at, g.n, g.pos0, b ? b + g.off * wk : nullptr, c ? c + g.off * wv : nullptr);
+              work += Context::attention_work(at, g.n, g.pos0);
+              head0_.push_back(head0_.empty() ? 0 : head0_.back() + segs[head0_.size() - 1].n * at.n_head);
+            }
+            const int tasks = head0_.back() + segs.back().n * at.n_head;
+            auto head = [&](int i, int thread) {
+              size_t k = 0;  // the segment of task i
+              while (k + 1 < head0_.size() && head0_[k + 1] <= i) k++;
+              const Seg& g = segs[k];
+              const int j = i - head0_[k];
+              g.req->ctx->attention_head(at, g.n, g.pos0, a + g.off * wq, d + g.off * wa, j / at.n_head, j % at.n_head,
+                                         thread);
+            };
+            if (e_.pool().size() == 1 || work < 32768) {
+              for (int i = 0; i < tasks; i++) head(i, 0);
+            } else {
+              e_.pool().parallel_for(tasks, head);
+            }
             break;
           }
           case OpCode::last: {
@@ -23594,6 +23640,7 @@ class Batcher {
   // the leader's scratch (one step at a time): registers [kMaxRows][widest], logits, rounding
   std::vector<Request*> step_, multi_;
   std::vector<Seg> segs_;
+  std::vector<int> head0_;  // attention: the first task of each segment's heads
   std::vector<int32_t> toks_;
   bool ready_scratch_ = false;
   std::vector<HeapBuf> regs_;

@@ -428,11 +428,24 @@ inline bool gemv_each_group(const TensorView& w, const MatmulInput& in, float* y
     kq_group_prepare<WK::type == DType::q4_K>(in, kGroup * gi, std::min<int64_t>(kGroup, T - kGroup * gi), nb,
                                               groups + gi * nb);
   const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
-  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
-  chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
+  // Tasks of decreasing size (each 1 / (2 threads) of the rows left, at least 16 KiB of weights
+  // and 1/48 of the rows, so at most 49 tasks): long runs first, short ones last, so that the
+  // threads finish a matmul together (with 2 equal tasks per thread one of them idled about half
+  // a task at the end of each).
+  const int64_t threads = pool.size();
+  const int64_t min_rows = std::max({int64_t(1), static_cast<int64_t>(16384 / rb), rows / 48});
+  constexpr int kMaxTasks = 64;
+  int64_t start[kMaxTasks + 1];
+  int n_tasks = 0;
+  for (int64_t r = 0; r < rows; n_tasks++) {
+    start[n_tasks] = r;
+    const int64_t left = rows - r;
+    r += n_tasks == kMaxTasks - 1 ? left : std::min(left, std::max(min_rows, (left + 2 * threads - 1) / (2 * threads)));
+  }
+  start[n_tasks] = rows;
   const RowOperands o = row_operands(w, in, true);
-  pool.parallel_for(static_cast<int>((rows + chunk - 1) / chunk), [&](int task, int) {
-    const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
+  pool.parallel_for(n_tasks, [&](int task, int) {
+    const int64_t r0 = start[task], r1 = start[task + 1];
     for (int64_t gi = 0; gi < n_groups; gi++) {
       const int64_t t0 = kGroup * gi, nt = std::min<int64_t>(kGroup, T - t0);
       ActQ8 a[kGroup];

@@ -727,45 +727,55 @@ class Context {
   // then for every (token, head): softmax(scale * q.k (soft-capped)) over the visible keys, times V.
   void attention(const Step& s, int n, int pos0, const float* q, const float* k, const float* v, float* out) {
     const AttnSpec& at = e_->program().attns[static_cast<size_t>(s.idx)];
+    attention_store(at, n, pos0, k, v);
+    const int tasks = n * at.n_head;
+    ThreadPool& pool = e_->pool();
+    if (pool.size() == 1 || tasks == 1 || attention_work(at, n, pos0) < 32768) {
+      for (int i = 0; i < tasks; i++) attention_head(at, n, pos0, q, out, i / at.n_head, i % at.n_head, 0);
+    } else {
+      pool.parallel_for(
+          tasks, [&](int i, int thread) { attention_head(at, n, pos0, q, out, i / at.n_head, i % at.n_head, thread); });
+    }
+  }
+  // The parts of attention, for a step that runs the heads of several contexts as one job
+  // (45_batch): the keys and values of the n new tokens into the cache (unless an earlier layer's
+  // cache is read), the work of its heads (for the choice of threads), and head h of token t (its
+  // scratch is this context's row of `thread`).
+  void attention_store(const AttnSpec& at, int n, int pos0, const float* k, const float* v) {
     if (!at.shared) kv_.write(at.kv_layer, pos0, n, k, v);  // else an earlier layer wrote this cache
+  }
+  static int64_t attention_work(const AttnSpec& at, int n, int pos0) {
+    return int64_t(n) * at.n_head * (pos0 + n) * (at.hd_k + at.hd_v);
+  }
+  void attention_head(const AttnSpec& at, int n, int pos0, const float* q, float* out, int t, int h, int thread) {
     const KvLayer& L = kv_.layer(at.kv_layer);
     const int group = at.n_head / at.n_kv;
     const int wq = at.n_head * at.hd_k, wo = at.n_head * at.hd_v;
     const bool f16 = kv_.type() == KvType::f16;
     const size_t ks = size_t(at.hd_k) * kv_.elem(), vs = size_t(at.hd_v) * kv_.elem();
-    auto task = [&](int t, int h, int thread) {
-      const int pos = pos0 + t;
-      const int lo = at.window > 0 ? std::max(0, pos - at.window + 1) : 0;
-      const int g = h / group;
-      const float* qh = q + size_t(t) * wq + size_t(h) * at.hd_k;
-      float* sc = scores_.as<float>() + size_t(thread) * scores_stride_;
-      // the visible keys lo..pos are at most two contiguous runs of ring slots
-      for (int j = lo; j <= pos;) {
-        const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
-        kern_->attn_scores(qh, kv_.k_at(L, g, slot), ks, run, at.hd_k, f16, at.scale, sc + (j - lo));
-        j += run;
-      }
-      const int nk = pos - lo + 1;
-      float mx = -INFINITY;
-      for (int j = 0; j < nk; j++) {
-        if (at.softcap > 0) sc[j] = std::tanh(sc[j] * (1.0f / at.softcap)) * at.softcap;  // as llama.cpp
-        mx = std::max(mx, sc[j]);
-      }
-      const double sum = kern_->attn_exp(sc, nk, mx, lo % 16);
-      const float inv = static_cast<float>(1.0 / sum);
-      for (int j = 0; j < nk; j++) sc[j] *= inv;
-      float* o = out + size_t(t) * wo + size_t(h) * at.hd_v;
-      float* part = rows_.as<float>() + size_t(thread) * row_stride_;
-      kern_->attn_values(sc, kv_.v_at(L, g, 0), vs, L.slots, lo, pos, at.hd_v, f16, n > 1, part, o);
-    };
-    const int tasks = n * at.n_head;
-    ThreadPool& pool = e_->pool();
-    int64_t work = int64_t(tasks) * (pos0 + n) * (at.hd_k + at.hd_v);
-    if (pool.size() == 1 || tasks == 1 || work < 32768) {
-      for (int i = 0; i < tasks; i++) task(i / at.n_head, i % at.n_head, 0);
-    } else {
-      pool.parallel_for(tasks, [&](int i, int thread) { task(i / at.n_head, i % at.n_head, thread); });
+    const int pos = pos0 + t;
+    const int lo = at.window > 0 ? std::max(0, pos - at.window + 1) : 0;
+    const int g = h / group;
+    const float* qh = q + size_t(t) * wq + size_t(h) * at.hd_k;
+    float* sc = scores_.as<float>() + size_t(thread) * scores_stride_;
+    // the visible keys lo..pos are at most two contiguous runs of ring slots
+    for (int j = lo; j <= pos;) {
+      const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
+      kern_->attn_scores(qh, kv_.k_at(L, g, slot), ks, run, at.hd_k, f16, at.scale, sc + (j - lo));
+      j += run;
     }
+    const int nk = pos - lo + 1;
+    float mx = -INFINITY;
+    for (int j = 0; j < nk; j++) {
+      if (at.softcap > 0) sc[j] = std::tanh(sc[j] * (1.0f / at.softcap)) * at.softcap;  // as llama.cpp
+      mx = std::max(mx, sc[j]);
+    }
+    const double sum = kern_->attn_exp(sc, nk, mx, lo % 16);
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int j = 0; j < nk; j++) sc[j] *= inv;
+    float* o = out + size_t(t) * wo + size_t(h) * at.hd_v;
+    float* part = rows_.as<float>() + size_t(thread) * row_stride_;
+    kern_->attn_values(sc, kv_.v_at(L, g, 0), vs, L.slots, lo, pos, at.hd_v, f16, n > 1, part, o);
   }
 
   // ContextPolicy::slide: the cache drops `need` or more tokens after the first keep_ and shifts

@@ -10,8 +10,10 @@
 // of its own. Single tokens (decode) go through matmul_each, whose every result has the bits of a
 // one-token product; a prompt chunk of several tokens goes through the ordinary matmul on its own
 // rows (so it is tiled exactly as alone); norms, activations and the like are per row; rope and
-// attention are per sequence, on its own cache. So a session gives the same logits, bit for bit,
-// and the same tokens for a seed, whether it runs alone or with others (tests/test_batch.cpp).
+// attention are per sequence, on its own cache (the heads of all the sequences of a step are one
+// job for the pool: one join per layer, not one per sequence). So a session gives the same
+// logits, bit for bit, and the same tokens for a seed, whether it runs alone or with others
+// (tests/test_batch.cpp).
 //
 // Scheduling. A step is run by whichever waiting thread finds the batch ready: ready when every
 // context of the previous step has handed in its next chunk (the usual case: they sample and come
@@ -48,6 +50,7 @@ class Batcher {
     multi_.reserve(size_t(max_seqs_));
     members_.reserve(size_t(max_seqs_));
     segs_.reserve(size_t(max_seqs_));
+    head0_.reserve(size_t(max_seqs_));
     toks_.reserve(size_t(kMaxRows));
   }
 
@@ -364,9 +367,29 @@ class Batcher {
             const AttnSpec& at = p.attns[static_cast<size_t>(s.idx)];
             const size_t wq = size_t(at.n_head) * at.hd_k, wk = size_t(at.n_kv) * at.hd_k,
                          wv = size_t(at.n_kv) * at.hd_v, wa = size_t(at.n_head) * at.hd_v;
-            for (const Seg& g : segs)  // no b, c: the layer reads an earlier layer's cache
-              g.req->ctx->attention(s, g.n, g.pos0, a + g.off * wq, b ? b + g.off * wk : nullptr,
-                                    c ? c + g.off * wv : nullptr, d + g.off * wa);
+            // the new keys and values of every sequence into its cache (no b, c: the layer reads an
+            // earlier layer's cache), then the heads of all the sequences as one job
+            int64_t work = 0;
+            head0_.clear();
+            for (const Seg& g : segs) {
+              g.req->ctx->attention_store(at, g.n, g.pos0, b ? b + g.off * wk : nullptr, c ? c + g.off * wv : nullptr);
+              work += Context::attention_work(at, g.n, g.pos0);
+              head0_.push_back(head0_.empty() ? 0 : head0_.back() + segs[head0_.size() - 1].n * at.n_head);
+            }
+            const int tasks = head0_.back() + segs.back().n * at.n_head;
+            auto head = [&](int i, int thread) {
+              size_t k = 0;  // the segment of task i
+              while (k + 1 < head0_.size() && head0_[k + 1] <= i) k++;
+              const Seg& g = segs[k];
+              const int j = i - head0_[k];
+              g.req->ctx->attention_head(at, g.n, g.pos0, a + g.off * wq, d + g.off * wa, j / at.n_head, j % at.n_head,
+                                         thread);
+            };
+            if (e_.pool().size() == 1 || work < 32768) {
+              for (int i = 0; i < tasks; i++) head(i, 0);
+            } else {
+              e_.pool().parallel_for(tasks, head);
+            }
             break;
           }
           case OpCode::last: {
@@ -412,6 +435,7 @@ class Batcher {
   // the leader's scratch (one step at a time): registers [kMaxRows][widest], logits, rounding
   std::vector<Request*> step_, multi_;
   std::vector<Seg> segs_;
+  std::vector<int> head0_;  // attention: the first task of each segment's heads
   std::vector<int32_t> toks_;
   bool ready_scratch_ = false;
   std::vector<HeapBuf> regs_;
