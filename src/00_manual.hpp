@@ -173,7 +173,7 @@
 //   keep busy: a pool thread never spins on a CPU another of its threads occupies (where the system
 //   says which CPU a thread is on: Linux, Windows); a worker the scheduler put on the caller's CPU
 //   sleeps, and the caller runs the work alone until a worker is back on a free CPU. With one of two
-//   cores busy, 2-thread decode ran 1.1x-1.9x slower than on the idle machine (bench/RESULTS.md).
+//   cores busy, 2-thread decode ran 1.2x-1.8x slower than on the idle machine (bench/RESULTS.md).
 //
 // ==== C API ====
 //
