@@ -6521,7 +6521,7 @@ class ThreadPool {
     // The other threads finish the tasks they claimed: spin while they are usually microseconds from
     // done (not on a CPU shared with one of them), then sleep until the last one is done. Sleeping,
     // not yielding: a worker descheduled in the middle of a task waits in a busy CPU's queue, and an
-    // idle CPU takes it over at once.
+    // idle CPU takes it over at once. (A condition variable: std::atomic::wait hung under Wine.)
     const int spin = workers_on(cpu) > 0 ? 0 : kSpin;
     for (int spins = 0;; spins++) {
       const int d = done_.load(std::memory_order_acquire);
@@ -6530,10 +6530,12 @@ class ThreadPool {
         cpu_relax();
         continue;
       }
+      std::unique_lock<std::mutex> lk(done_mu_);
       caller_waits_.store(true);  // seq_cst with the workers' count: they see this or this sees the count
-      if (done_.load() == d) done_.wait(d);
+      done_cv_.wait(lk, [&] { return done_.load() >= n_tasks; });
+      caller_waits_.store(false, std::memory_order_relaxed);
+      break;
     }
-    caller_waits_.store(false, std::memory_order_relaxed);
     // Close the job: no task index is below the count any more. Without this, a thread that read
     // this job's exhausted ticket and then the next job's (larger) task count could claim a task
     // of the ticket before the next job is published, and run it with the wrong function or count
@@ -6554,7 +6556,10 @@ class ThreadPool {
       // the job cannot end while this claimed task is unfinished, so fn_/ctx_ are its own
       fn_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed), static_cast<int>(i), thread);
       done_.fetch_add(1);
-      if (caller_waits_.load()) done_.notify_all();
+      if (caller_waits_.load()) {
+        std::lock_guard<std::mutex> lk(done_mu_);  // the caller is in its wait, or sees the count before it
+        done_cv_.notify_all();
+      }
     }
   }
 
@@ -6620,7 +6625,9 @@ class ThreadPool {
   std::atomic<int> n_tasks_{0};
   std::atomic<int> done_{0};
   std::atomic<int> sleepers_{0};
-  std::atomic<bool> caller_waits_{false};    // the job's caller sleeps on done_
+  std::atomic<bool> caller_waits_{false};  // the job's caller sleeps on done_cv_
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
   std::unique_ptr<std::atomic<int>[]> cpu_;  // the CPU each thread was last seen on (0: the caller)
   std::atomic<int64_t> offered_us_{0};       // when a job was last offered to workers on the caller's CPU
   std::atomic<bool> quit_{false};
