@@ -6523,18 +6523,12 @@ class ThreadPool {
     // not yielding: a worker descheduled in the middle of a task waits in a busy CPU's queue, and an
     // idle CPU takes it over at once. (A condition variable: std::atomic::wait hung under Wine.)
     const int spin = workers_on(cpu) > 0 ? 0 : kSpin;
-    for (int spins = 0;; spins++) {
-      const int d = done_.load(std::memory_order_acquire);
-      if (d >= n_tasks) break;
-      if (spins < spin) {
-        cpu_relax();
-        continue;
-      }
+    for (int spins = 0; spins < spin && done_.load(std::memory_order_acquire) < n_tasks; spins++) cpu_relax();
+    if (done_.load(std::memory_order_acquire) < n_tasks) {
       std::unique_lock<std::mutex> lk(done_mu_);
       caller_waits_.store(true);  // seq_cst with the workers' count: they see this or this sees the count
       done_cv_.wait(lk, [&] { return done_.load() >= n_tasks; });
       caller_waits_.store(false, std::memory_order_relaxed);
-      break;
     }
     // Close the job: no task index is below the count any more. Without this, a thread that read
     // this job's exhausted ticket and then the next job's (larger) task count could claim a task
@@ -22901,7 +22895,7 @@ class Context {
     attention_store(at, n, pos0, k, v);
     const int tasks = n * at.n_head;
     ThreadPool& pool = e_->pool();
-    if (pool.size() == 1 || tasks == 1 || attention_work(at, n, pos0) < 32768) {
+    if (pool.size() == 1 || tasks == 1 || attention_work(at, n, pos0) < kAttnSerialWork) {
       for (int i = 0; i < tasks; i++) attention_head(at, n, pos0, q, out, i / at.n_head, i % at.n_head, 0);
     } else {
       pool.parallel_for(
@@ -22915,6 +22909,7 @@ class Context {
   void attention_store(const AttnSpec& at, int n, int pos0, const float* k, const float* v) {
     if (!at.shared) kv_.write(at.kv_layer, pos0, n, k, v);  // else an earlier layer wrote this cache
   }
+  static constexpr int64_t kAttnSerialWork = 32768;  // less work than this: the heads run on the caller
   static int64_t attention_work(const AttnSpec& at, int n, int pos0) {
     return int64_t(n) * at.n_head * (pos0 + n) * (at.hd_k + at.hd_v);
   }
@@ -23597,7 +23592,7 @@ class Batcher {
               g.req->ctx->attention_head(at, g.n, g.pos0, a + g.off * wq, d + g.off * wa, j / at.n_head, j % at.n_head,
                                          thread);
             };
-            if (e_.pool().size() == 1 || work < 32768) {
+            if (e_.pool().size() == 1 || work < Context::kAttnSerialWork) {
               for (int i = 0; i < tasks; i++) head(i, 0);
             } else {
               e_.pool().parallel_for(tasks, head);

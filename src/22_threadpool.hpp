@@ -113,18 +113,12 @@ class ThreadPool {
     // not yielding: a worker descheduled in the middle of a task waits in a busy CPU's queue, and an
     // idle CPU takes it over at once. (A condition variable: std::atomic::wait hung under Wine.)
     const int spin = workers_on(cpu) > 0 ? 0 : kSpin;
-    for (int spins = 0;; spins++) {
-      const int d = done_.load(std::memory_order_acquire);
-      if (d >= n_tasks) break;
-      if (spins < spin) {
-        cpu_relax();
-        continue;
-      }
+    for (int spins = 0; spins < spin && done_.load(std::memory_order_acquire) < n_tasks; spins++) cpu_relax();
+    if (done_.load(std::memory_order_acquire) < n_tasks) {
       std::unique_lock<std::mutex> lk(done_mu_);
       caller_waits_.store(true);  // seq_cst with the workers' count: they see this or this sees the count
       done_cv_.wait(lk, [&] { return done_.load() >= n_tasks; });
       caller_waits_.store(false, std::memory_order_relaxed);
-      break;
     }
     // Close the job: no task index is below the count any more. Without this, a thread that read
     // this job's exhausted ticket and then the next job's (larger) task count could claim a task

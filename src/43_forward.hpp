@@ -730,7 +730,7 @@ class Context {
     attention_store(at, n, pos0, k, v);
     const int tasks = n * at.n_head;
     ThreadPool& pool = e_->pool();
-    if (pool.size() == 1 || tasks == 1 || attention_work(at, n, pos0) < 32768) {
+    if (pool.size() == 1 || tasks == 1 || attention_work(at, n, pos0) < kAttnSerialWork) {
       for (int i = 0; i < tasks; i++) attention_head(at, n, pos0, q, out, i / at.n_head, i % at.n_head, 0);
     } else {
       pool.parallel_for(
@@ -744,6 +744,7 @@ class Context {
   void attention_store(const AttnSpec& at, int n, int pos0, const float* k, const float* v) {
     if (!at.shared) kv_.write(at.kv_layer, pos0, n, k, v);  // else an earlier layer wrote this cache
   }
+  static constexpr int64_t kAttnSerialWork = 32768;  // less work than this: the heads run on the caller
   static int64_t attention_work(const AttnSpec& at, int n, int pos0) {
     return int64_t(n) * at.n_head * (pos0 + n) * (at.hd_k + at.hd_v);
   }

@@ -385,7 +385,7 @@ class Batcher {
               g.req->ctx->attention_head(at, g.n, g.pos0, a + g.off * wq, d + g.off * wa, j / at.n_head, j % at.n_head,
                                          thread);
             };
-            if (e_.pool().size() == 1 || work < 32768) {
+            if (e_.pool().size() == 1 || work < Context::kAttnSerialWork) {
               for (int i = 0; i < tasks; i++) head(i, 0);
             } else {
               e_.pool().parallel_for(tasks, head);

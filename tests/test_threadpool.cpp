@@ -75,12 +75,6 @@ TEST_CASE("threadpool: many short jobs back to back, each task once, the right j
 }
 
 #if defined(__linux__)
-static double cpu_ms(clockid_t clock) {
-  timespec t{};
-  clock_gettime(clock, &t);
-  return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
-}
-
 TEST_CASE("threadpool: threads that share one CPU do not take turns spinning") {
   // Another program keeps the other cores busy and the scheduler puts the pool's threads on one CPU,
   // where they can only take turns: a thread spinning there (a worker waiting for the next job, the
@@ -96,7 +90,7 @@ TEST_CASE("threadpool: threads that share one CPU do not take turns spinning") {
     ThreadPool pool(2);  // its worker inherits the one CPU
     pool.parallel_for(2, [](int, int) {});
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    const double cpu0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
+    const double cpu0 = process_cpu_ms();
     std::atomic<int64_t> task_ns{0};  // the tasks' own time
     int wrong = 0;
     std::vector<int> hits(8);
@@ -111,7 +105,7 @@ TEST_CASE("threadpool: threads that share one CPU do not take turns spinning") {
       });
       for (int h : hits) wrong += h != 1;
     }
-    const double used = cpu_ms(CLOCK_PROCESS_CPUTIME_ID) - cpu0, tasks = 1e-6 * static_cast<double>(task_ns.load());
+    const double used = process_cpu_ms() - cpu0, tasks = 1e-6 * static_cast<double>(task_ns.load());
     CHECK(wrong == 0);
     CHECK(used < 1.3 * tasks);  // spinning threads took turns with the working one before: ~1.6x
   }
