@@ -24,7 +24,8 @@
 #   make windows-test      cross-build the tests' portable part with MinGW-w64 and run it under Wine
 #   make cmake-check       the CMake package and pkg-config files, used four ways (tests/cmake/run.sh)
 #   make bench             the kernel micro-benchmark (build/bench-kernels), the structured-output
-#                          benchmark (build/bench-grammar); bench/compare.py vs llama.cpp
+#                          benchmark (build/bench-grammar), the int8 peak of AMX and VNNI
+#                          (build/bench-peak-amx); bench/compare.py vs llama.cpp
 
 CXX ?= g++
 BUILD ?= build
@@ -428,7 +429,11 @@ $(BUILD)/bench-kernels: bench/kernels.cpp llminfer.hpp
 $(BUILD)/bench-grammar: bench/grammar.cpp llminfer.hpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_ALL) $< -o $@ $(LDFLAGS_ALL)
-bench: $(BUILD)/llminfer $(BUILD)/bench-kernels $(BUILD)/bench-grammar
+# The int8 peak of the matrix units (AMX tiles, AVX-512 VNNI) where the build has them.
+$(BUILD)/bench-peak-amx: bench/peak_amx.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_ALL) $< -o $@ $(LDFLAGS_ALL)
+bench: $(BUILD)/llminfer $(BUILD)/bench-kernels $(BUILD)/bench-grammar $(BUILD)/bench-peak-amx
 
 # The only target that uses the network: a small public model for `make demo` (see README).
 model:

@@ -147,6 +147,16 @@
 //   (LoadOptions::kernels may name it) and ignores LLMINFER_KERNELS. `llminfer status` says which
 //   kernels run ("simd", "kernels", "kernel_levels").
 //
+//   AMX: a native build for a CPU with AMX-INT8 (-march=native on a Xeon of the Sapphire Rapids
+//   class, or -march=sapphirerapids) is "avx512+amx": matrix products of Q4_0, Q5_0 and Q8_0 weights
+//   with 6 or more tokens (prompts) run on the tile registers, which the process asks the OS for once
+//   (Linux: arch_prctl; elsewhere, or where refused, the level is "avx512" and the VNNI kernels run).
+//   Each 32-value block's integer sum is exact; the float order is then one chain per (row, token)
+//   over the blocks, acc = fma(float(sum), d_row * d_token, acc), not llama.cpp's 8 lanes, so such
+//   logits differ from llama.cpp's and from a one-token evaluation in the last bits (within the
+//   conformance tolerances). LoadOptions::kernels or LLMINFER_KERNELS "avx512" leaves the tiles alone:
+//   llama.cpp's order for every batch.
+//
 // ==== Threads and ownership ====
 //
 //   A Model is immutable after load and cheap to copy (copies share the weights). Sessions are
@@ -775,7 +785,11 @@ struct LoadOptions {
   int keep = 4;  // ContextPolicy::slide keeps this many first tokens
   // Kernel level (a build with LLMINFER_DISPATCH): "" the best this CPU has (or the environment
   // variable LLMINFER_KERNELS), else "scalar", "avx2", "avx512" or "avx512bf16" (at most what the
-  // CPU has). A native build runs the one level it was compiled for and accepts only its name.
+  // CPU has). A native build runs the one level it was compiled for and accepts only its name;
+  // one compiled with AMX-INT8 (e.g. -march=native on a Xeon with AMX) is "avx512+amx" where the
+  // OS grants the tiles and "avx512" elsewhere, and takes "avx512" (here or in LLMINFER_KERNELS)
+  // to leave the tiles alone (matrix products in llama.cpp's float order for any batch; see the
+  // manual).
   std::string kernels = {};
   std::function<void(std::string_view)> log = {};  // diagnostics; silent when empty
   // Continuous batching: sessions of this model that evaluate at the same time (from different
@@ -905,7 +919,7 @@ struct ModelInfo {
   KvType kv_type = KvType::f16;
   ContextPolicy context_policy = ContextPolicy::stop;
   uint64_t kv_bytes = 0;  // one session's KV cache
-  std::string kernels;    // the kernel level in use ("avx512", "avx2", "neon", "scalar", ...)
+  std::string kernels;    // the kernel level in use ("avx512+amx", "avx512", "avx2", "neon", "scalar", ...)
   int threads = 0;        // threads of the model's pool
   // Tokenizer: "" when the model has none usable (it runs from ids; tokenizer_error says why).
   std::string tokenizer;  // "gpt2" (byte-level BPE), "llama" (SentencePiece), ...
@@ -1245,7 +1259,7 @@ Result<Archdefs> load_archdefs(std::string_view archdef_dir = {});
 
 // The kernels of this build, and the ones a model loaded now would run.
 struct KernelInfo {
-  std::string simd;                 // compiled for: "avx512", "avx2", "neon", "scalar" or "dispatch"
+  std::string simd;  // compiled for: "avx512+amx", "avx512", "avx2", "neon", "scalar" or "dispatch"
   std::vector<std::string> levels;  // kernel levels compiled in, lowest first
   std::string selected;             // the level a load with LoadOptions::kernels "" runs (see the manual); ""
                                     // when that load would fail, `error` saying why
@@ -1567,7 +1581,8 @@ LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* schema, size_t sc
 #include <sys/auxv.h>
 #endif
 #if defined(__linux__)
-#include <sched.h>  // sched_getcpu (the thread pool)
+#include <sched.h>        // sched_getcpu (the thread pool)
+#include <sys/syscall.h>  // SYS_arch_prctl (the AMX permission, 25_matmul)
 #endif
 #endif
 
@@ -1607,6 +1622,9 @@ LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* schema, size_t sc
 #endif
 #if defined(LLMI_SIMD_AVX512) && defined(__AVX512BF16__)
 #define LLMI_SIMD_BF16 1  // vdpbf16ps (bf16 weights times bf16-exact activations)
+#endif
+#if defined(LLMI_SIMD_VNNI) && defined(__AMX_TILE__) && defined(__AMX_INT8__)
+#define LLMI_SIMD_AMX 1  // AMX int8 tiles for the matrix-matrix product, where the OS permits them (25_matmul)
 #endif
 #if defined(LLMI_SIMD_AVX2) || defined(LLMI_SIMD_AVX512) || defined(LLMI_DISPATCH)
 // GCC 12 reports its own _mm512_undefined_*() (self-initialised on purpose) as uninitialised
@@ -2306,6 +2324,8 @@ inline double now_ms() {
 constexpr const char* simd_compiled() {
 #if defined(LLMI_DISPATCH)
   return "dispatch";
+#elif defined(LLMI_SIMD_AMX)
+  return "avx512+amx";  // the avx512 kernels, with the AMX tiles for matrix products where the OS permits
 #elif defined(LLMI_SIMD_AVX512)
   return "avx512";
 #elif defined(LLMI_SIMD_AVX2)
@@ -2376,6 +2396,19 @@ inline CpuInfo cpu_query_hw() {
 }
 // Replaceable for tests (fake a CPU that lacks something); nullptr = ask the hardware.
 inline CpuInfo (*cpu_query)() = nullptr;
+
+// Whether the matrix-vector products help the CPU stream the weights (gemv, 25_matmul: rows asked
+// into L2 ahead of use, Q8_0 rows in groups). Measured faster on Intel Xeon (Sapphire Rapids),
+// where one thread's plain sweep reached half the memory bandwidth; other CPUs keep the path that
+// was measured on them (bench/RESULTS.md) until measured with this one.
+inline bool cpu_streams_ahead() {
+  static const bool intel = [] {
+    unsigned r[4];
+    llmi_cpuid(0, 0, r);
+    return r[1] == 0x756e6547u && r[3] == 0x49656e69u && r[2] == 0x6c65746eu;  // "GenuineIntel"
+  }();
+  return intel;
+}
 
 // Whether this CPU (and OS) can run kernel level `level` of a dispatch build: 0 scalar, 1 avx2
 // (AVX2, FMA, F16C and the rest of x86-64-v3), 2 avx512 (x86-64-v4: AVX512F/BW/CD/DQ/VL, with
@@ -2524,6 +2557,9 @@ inline std::string cpu_missing_features() {
 #endif
   return missing;
 }
+inline bool cpu_streams_ahead() {
+  return false;
+}
 #else
 inline CpuInfo (*cpu_query)() = nullptr;
 inline bool cpu_has_kernel_level(int level) {
@@ -2531,6 +2567,9 @@ inline bool cpu_has_kernel_level(int level) {
 }
 inline std::string cpu_missing_features() {
   return std::string();
+}
+inline bool cpu_streams_ahead() {
+  return false;  // (x86 with LLMINFER_NO_CPU_CHECK: not asked)
 }
 #endif
 
@@ -5385,6 +5424,7 @@ inline uint64_t weight_row_bytes(const TensorView& w) {
 #undef LLMI_SIMD_AVX512
 #undef LLMI_SIMD_VNNI
 #undef LLMI_SIMD_BF16
+#undef LLMI_SIMD_AMX
 #if LLMI_KERNEL_PASS == 2
 #define LLMI_SIMD_AVX2 1
 #define LLMI_KNS_BEGIN namespace k_avx2 {
@@ -6843,6 +6883,8 @@ struct MatmulScratch {
   AlignedBuffer xk;                         // gemm: q8_256 activations in micro_kq's order
   std::unique_ptr<AlignedBuffer[]> panels;  // gemm: the decoded panel of each pool thread
   int n_panels;
+  bool amx = true;  // gemm may take the AMX tiles where they are compiled in and permitted (false:
+                    // the VNNI micro-kernels, llama.cpp's order for every batch)
 };
 
 // ---- elementwise activations (scalar; the row kernels are in 24_attention_kernels) ----
@@ -7420,6 +7462,66 @@ inline RowOperands row_operands(const TensorView& w, const MatmulInput& in, bool
   return {w, in, w.ne[0], !each && in.n_tokens() >= 2 && w.rows() % 4 == 0, in.bf16_exact()};
 }
 
+// gemv on CPUs that stream rows better with help (cpu_streams_ahead, 11_platform): each row's
+// bytes are asked into L2 (prefetcht1) kAheadRows rows before its turn, and the types with dotr
+// (WK::multi_row) take kNR rows at a time, each row its own chain of FMAs in dot's order, the
+// token's activations loaded once for all, with the next kNR rows asked for as these are read.
+// Intel Xeon (Sapphire Rapids), 1 thread, decode of qwen3-0.6b: Q8_0 11 -> 19 tokens/s, Q4_K_M
+// 16 -> 26 (bench/RESULTS.md).
+constexpr int64_t kAheadRows = 4;
+inline void prefetch_l2(const uint8_t* p, uint64_t bytes) {
+#if defined(LLMI_SIMD_AVX2)
+  for (uint64_t at = 0; at < bytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(p + at), _MM_HINT_T1);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+#if defined(LLMI_SIMD_VNNI)
+constexpr int kNR = 8;
+
+// out[i] = dot_q8_0(row i, a, n), i < NR; row i at w + i * rb; the NR rows after them asked into L2
+// as these are read. Two rows per zmm (row 2k in the low 8 lanes, 2k + 1 in the high), the
+// activations in both halves; the integer lanes as (w + 128) * a (vpdpbusd) from a start of -128 *
+// (the sum of those 4 activations): dot_s8_256's int32 lanes; then one FMA per block with that
+// half's d(w) * d(a), and each half's tree (hsum_ps256).
+template <int NR>
+inline void dotr_q8_0(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, float* out) {
+  static_assert(NR % 2 == 0, "dotr_q8_0: rows in pairs");
+  constexpr int NP = NR / 2;
+  constexpr int64_t bs = sizeof(ref::BlockQ8_0);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const uint8_t* next = w + NR * rb;  // the next rows: NR * bs bytes of them per block
+  __m512 acc[NP];
+  for (int k = 0; k < NP; k++) acc[k] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n / 32; b++) {
+    for (int64_t at = 0; at < NR * bs; at += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(next + NR * bs * b + at), _MM_HINT_T1);
+    const __m512i av = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
+    const __m512i start =
+        _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, av));
+    const __m512 da = _mm512_set1_ps(a.d[b]);
+#pragma GCC unroll 8
+    for (int k = 0; k < NP; k++) {
+      const uint8_t* p0 = w + static_cast<uint64_t>(2 * k) * rb + static_cast<uint64_t>(b * bs);
+      const uint8_t* p1 = p0 + rb;
+      const __m512i wv =
+          _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0 + 2))),
+                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1 + 2)), 1);
+      const __m512i dv = _mm512_dpbusd_epi32(start, _mm512_xor_si512(wv, flip), av);
+      const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(static_cast<short>(rd_u16(p0)))),
+                                                _mm_set1_epi16(static_cast<short>(rd_u16(p1))), 1);
+      acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dv), _mm512_mul_ps(_mm512_cvtph_ps(h), da), acc[k]);
+    }
+  }
+  for (int k = 0; k < NP; k++) {
+    out[2 * k] = hsum_ps256(_mm512_castps512_ps256(acc[k]));
+    out[2 * k + 1] = hsum_ps256(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[k]), 1)));
+  }
+}
+#endif
+
 // WK, here and below: the weight type's row of the kernel table (WeightKernels, 25_weight_kernels);
 // its kernels inline into these loops.
 template <class WK>
@@ -7435,11 +7537,24 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   const int n_tasks = static_cast<int>((rows + chunk - 1) / chunk);
   const RowOperands o = row_operands(w, in, false);
   const uint64_t row_bytes = weight_row_bytes(w);
+  const bool ahead = cpu_streams_ahead();
   pool.parallel_for(n_tasks, [&](int task, int) {
     const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
     for (int64_t t = 0; t < T; t++) {
       float* yt = y + t * ldy;
-      for (int64_t r = r0; r < r1; r++) yt[r] = WK::dot(o, w.data + static_cast<uint64_t>(r) * row_bytes, r, t);
+      int64_t r = r0;
+#if defined(LLMI_SIMD_VNNI)
+      if constexpr (WK::multi_row)
+        if (ahead)
+          for (; r + kNR <= r1; r += kNR)
+            WK::template dotr<kNR>(w.data + static_cast<uint64_t>(r) * row_bytes, row_bytes, o.in.row(WK::act, t),
+                                   o.n, yt + r);
+#endif
+      for (; r < r1; r++) {
+        if (ahead && r + kAheadRows < rows)
+          prefetch_l2(w.data + static_cast<uint64_t>(r + kAheadRows) * row_bytes, row_bytes);
+        yt[r] = WK::dot(o, w.data + static_cast<uint64_t>(r) * row_bytes, r, t);
+      }
     }
   });
 }
@@ -8080,8 +8195,9 @@ inline PanelLayout panel_layout(size_t k) {
   return L;
 }
 
-// Decodes rows [r0, r0 + nr) (nr <= kRB; missing rows are zero) into P.
-template <class WK>
+// Decodes rows [r0, r0 + nr) (nr <= kRB; missing rows are zero) into P. kSigned (32-blocks): the
+// values minus the format's offset, as int8 (the AMX tiles' operands).
+template <class WK, bool kSigned = false>
 inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuffer& buf, Panel& P) {
   const int64_t K = w.ne[0];
   const uint64_t rb = weight_row_bytes(w);
@@ -8145,12 +8261,18 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
         for (int i = 0; i < 16; i++) in[i] = _mm512_loadu_si512(rows + static_cast<size_t>(i) * rs + 4 * k4);
         if (kq)  // K-quants: each 64 values in micro_kq's order (kq_order)
           for (int i = 0; i < 16; i++) in[i] = kq_order(in[i]);
+        if constexpr (kSigned)
+          for (int i = 0; i < 16; i++) in[i] = _mm512_sub_epi8(in[i], _mm512_set1_epi8(static_cast<char>(pf.offset)));
         transpose16x16_epi32(in, out);
         for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (k4 + static_cast<size_t>(j)) * 16, out[j]);
       }
       for (; k4 < k / 4; k4++)
-        for (int i = 0; i < 16; i++)
-          std::memcpy(dst + k4 * 16 + static_cast<size_t>(i), rows + static_cast<size_t>(i) * rs + 4 * k4, 4);
+        for (int i = 0; i < 16; i++) {
+          uint8_t* to = reinterpret_cast<uint8_t*>(dst + k4 * 16 + static_cast<size_t>(i));
+          std::memcpy(to, rows + static_cast<size_t>(i) * rs + 4 * k4, 4);
+          if constexpr (kSigned)
+            for (int e = 0; e < 4; e++) to[e] = static_cast<uint8_t>(to[e] - pf.offset);
+        }
     }
     return true;
   }
@@ -8386,6 +8508,101 @@ inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr
 }
 #endif
 
+#if defined(LLMI_SIMD_AMX)
+// ---- AMX int8 tiles (32-blocks: Q4_0, Q5_0, Q8_0) ----
+// A tile product adds, for 16 tokens x 16 rows, the integer dot products of one 32-value block
+// (tdpbssd: activations x the panel's signed values, which sit in the layout it wants, [K/4][16
+// rows][4]); the integer sums are exact. The float order is then one chain per (row, token) over
+// the blocks in order, acc = fma(float(sum_b), d_row_b * d_token_b, acc), for any split of the
+// work into tasks; it is not llama.cpp's (its dot products keep 8 lanes of 4-value sums), so a
+// token's results depend on whether it is computed alone (gemv) or with 6 or more others here.
+
+// Whether this process may use the tile registers: Linux hands them out on request
+// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)), which fails where the CPU or the kernel
+// lacks them. Elsewhere: no (the VNNI path runs). Asked once.
+inline bool amx_permitted() {
+#if defined(__linux__)
+  static const bool ok = [] {
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return ok;
+#else
+  return false;
+#endif
+}
+
+// The tile shapes for products of m0 + m1 tokens (ldtilecfg's 64-byte operand): tiles 0-3 the
+// int32 sums of one block, C[2i + g] = token tile i (m_i tokens) x row group g (16 rows); 4 and 5
+// the token tiles' activations of the block (m_i x 32 bytes); 6 and 7 the row groups' values (8
+// x 64 bytes: 32 values of 16 rows).
+struct alignas(64) AmxTiles {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+  AmxTiles(int m0, int m1) {
+    for (int i = 0; i < 2; i++) {
+      const auto m = static_cast<uint8_t>(i ? m1 : m0);  // 0: the tiles are unused (then no columns either)
+      rows[2 * i] = rows[2 * i + 1] = rows[4 + i] = m;
+      colsb[2 * i] = colsb[2 * i + 1] = m ? 64 : 0;
+      colsb[4 + i] = m ? 32 : 0;
+      rows[6 + i] = 8;
+      colsb[6 + i] = 64;
+    }
+  }
+};
+
+// The two row groups of a signed panel (panel_decode<WK, true>) times tokens [t, t + m0 + m1)
+// (the configured tiles; m0 16 when m1 > 0): acc[j][16 g + i] = token t + j's sum of row 16 g + i.
+inline void amx_q32(const Panel& P, const MatmulInput& in, int64_t t, int m0, int m1, float (&acc)[32][32]) {
+  const int64_t K = P.K, nb = K / 32;
+  const int m = m0 + m1;
+  const uint8_t* wv0 = P.v;
+  const uint8_t* wv1 = P.v + 16 * static_cast<size_t>(K);
+  const float* wd = P.d;
+  const int8_t* a0 = in.row(ActForm::q8_32, t).q;
+  const int8_t* a1 = in.row(ActForm::q8_32, t + std::min(16, m - 1)).q;
+  const size_t stride = m > 1 ? static_cast<size_t>(in.row(ActForm::q8_32, t + 1).q - a0) : 64;
+  const float* da[32];
+  for (int j = 0; j < 32; j++) da[j] = in.row(ActForm::q8_32, t + std::min(j, m - 1)).d;
+  alignas(64) int32_t c[4][16][16] = {};
+  std::memset(acc, 0, sizeof acc);
+  for (int64_t b = 0; b < nb; b++) {
+    _tile_loadd(4, a0 + 32 * b, stride);
+    _tile_loadd(6, wv0 + 512 * b, 64);
+    _tile_loadd(7, wv1 + 512 * b, 64);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_dpbssd(0, 4, 6);
+    _tile_dpbssd(1, 4, 7);
+    if (m1) {
+      _tile_loadd(5, a1 + 32 * b, stride);
+      _tile_zero(2);
+      _tile_zero(3);
+      _tile_dpbssd(2, 5, 6);
+      _tile_dpbssd(3, 5, 7);
+    }
+    _tile_stored(0, c[0], 64);
+    _tile_stored(1, c[1], 64);
+    if (m1) {
+      _tile_stored(2, c[2], 64);
+      _tile_stored(3, c[3], 64);
+    }
+    const __m512 dw[2] = {_mm512_load_ps(wd + 16 * b), _mm512_load_ps(wd + 16 * nb + 16 * b)};
+    for (int i = 0; i < 1 + (m1 > 0); i++)
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; j++) {
+        float* r = acc[16 * i + j];
+        const __m512 s = _mm512_set1_ps(da[16 * i + j][b]);
+#pragma GCC unroll 2
+        for (int g = 0; g < 2; g++)
+          _mm512_store_ps(r + 16 * g, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[2 * i + g][j])),
+                                                      _mm512_mul_ps(dw[g], s), _mm512_load_ps(r + 16 * g)));
+      }
+  }
+}
+#endif
+
 // Bytes of gemm's per-product scratch for T tokens of K values: the start values of the offsets
 // (0: none), the activations in micro_kq's order (0: none), and as bf16.
 template <class WK>
@@ -8420,6 +8637,32 @@ inline bool gemm_reserve(const TensorView& w, int64_t T, MatmulScratch& scratch)
   return true;
 }
 
+#if defined(LLMI_SIMD_AMX)
+// Tokens [t0, t0 + nt) times the rows [r0, r0 + nr) of a signed panel, with the tiles.
+inline void gemm_amx_task(const Panel& P, const MatmulInput& in, int64_t t0, int64_t nt, int64_t r0, int64_t nr,
+                          float* y, int64_t ldy) {
+  int configured[2] = {0, 0};
+  alignas(64) float acc[32][32];
+  for (int64_t j0 = 0; j0 < nt; j0 += 32) {
+    const int m = static_cast<int>(std::min<int64_t>(32, nt - j0)), m0 = std::min(m, 16), m1 = m - m0;
+    if (m0 != configured[0] || m1 != configured[1]) {
+      const AmxTiles cfg(m0, m1);
+      _tile_loadconfig(&cfg);
+      configured[0] = m0;
+      configured[1] = m1;
+    }
+    amx_q32(P, in, t0 + j0, m0, m1, acc);
+    for (int g = 0; g < kRG && 16 * g < nr; g++) {
+      const int64_t left = nr - 16 * g;
+      const __mmask16 mask = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+      for (int j = 0; j < m; j++)
+        _mm512_mask_storeu_ps(y + (t0 + j0 + j) * ldy + r0 + 16 * g, mask, _mm512_load_ps(acc[j] + 16 * g));
+    }
+  }
+  _tile_release();
+}
+#endif
+
 // False when out of memory (the scratch could not grow).
 template <class WK>
 inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
@@ -8431,11 +8674,16 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   // int16 pairs of Q4_K's mins (Q6_K's are its activation sums as they are)
   AlignedBuffer& starts_buf = scratch.starts;
   int32_t* starts = nullptr;
+#if defined(LLMI_SIMD_AMX)
+  const bool amx = WK::amx && scratch.amx && amx_permitted();
+#else
+  constexpr bool amx = false;
+#endif
   if constexpr (f == ActForm::q8_32) {  // per 4 values (micro_q32)
     constexpr int off = WK::panel.offset;
     if (!starts_buf.reserve(gemm_starts_bytes<WK>(T, K))) return false;
     starts = starts_buf.as<int32_t>();
-    for (int64_t t = 0; t < T; t++) {
+    for (int64_t t = 0; t < T && !amx; t++) {
       const int8_t* q = in.row(f, t).q;
       for (int64_t j = 0; j < K / 4; j++)
         starts[t * (K / 4) + j] = -off * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
@@ -8499,6 +8747,18 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     }
 #endif
     Panel P;
+#if defined(LLMI_SIMD_AMX)
+    if constexpr (WK::amx) {
+      if (amx) {
+        if (!panel_decode<WK, true>(w, r0, nr, buf, P)) {
+          failed.store(true, std::memory_order_relaxed);
+          return;
+        }
+        gemm_amx_task(P, in, t0, nt, r0, nr, y, ldy);
+        return;
+      }
+    }
+#endif
     if (!panel_decode<WK>(w, r0, nr, buf, P)) {
       failed.store(true, std::memory_order_relaxed);
       return;
@@ -8590,9 +8850,11 @@ struct WeightKernelsBase {
   static constexpr ActForm act = act_form(T);
   static constexpr uint32_t block = dtype_traits(T)->block;
   static constexpr bool multi_token = false;
+  static constexpr bool multi_row = false;
   static constexpr bool each_group = false;
   static constexpr bool gemm = false;
   static constexpr bool bf16_in_place = false;
+  static constexpr bool amx = false;
   static bool gemm_fits(const TensorView&, const MatmulInput&) { return true; }
   static bool prepare_extra(MatmulInput&, const TensorView&) { return true; }
   static int mlx_group(const TensorView&) { return 0; }  // group of the input sums prepare_extra makes
@@ -8680,6 +8942,9 @@ struct WeightKernels<DType::q4_0> : WeightKernelsBase<DType::q4_0> {
   static constexpr auto decode = decode_row_q32<type>;
   static constexpr auto micro = micro_q32;
 #endif
+#if defined(LLMI_SIMD_AMX)
+  static constexpr bool amx = true;  // the tiles (gemm_amx_task) where the OS permits them
+#endif
 };
 
 template <>
@@ -8703,6 +8968,9 @@ struct WeightKernels<DType::q5_0> : WeightKernelsBase<DType::q5_0> {
   static constexpr auto decode = decode_row_q32<type>;
   static constexpr auto micro = micro_q32;
 #endif
+#if defined(LLMI_SIMD_AMX)
+  static constexpr bool amx = true;  // the tiles (gemm_amx_task) where the OS permits them
+#endif
 };
 
 template <>
@@ -8720,11 +8988,21 @@ struct WeightKernels<DType::q8_0> : WeightKernelsBase<DType::q8_0> {
     dotn_q8_0<NT>(row, a, n, out);
   }
 #endif
+#if defined(LLMI_SIMD_VNNI)
+  static constexpr bool multi_row = true;
+  template <int NR>
+  static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out) {
+    dotr_q8_0<NR>(row, rb, a, n, out);
+  }
+#endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
   static constexpr PanelFormat panel = {128, 0, 0, false};  // the values as q + 128
   static constexpr auto decode = decode_row_q32<type>;
   static constexpr auto micro = micro_q32;
+#endif
+#if defined(LLMI_SIMD_AMX)
+  static constexpr bool amx = true;  // the tiles (gemm_amx_task) where the OS permits them
 #endif
 };
 
@@ -8985,7 +9263,7 @@ inline constexpr KernelTable kernel_table = {LLMI_KERNEL_NAME, LLMI_KERNEL_ENTRI
 LLMI_KNS_END
 #else
 struct KernelTable {
-  static constexpr const char* name = simd_compiled();
+  const char* name;
 #define LLMI_X(r, n, p, a) \
   static r n p {           \
     return detail::n a;    \
@@ -8993,7 +9271,12 @@ struct KernelTable {
   LLMI_KERNEL_ENTRIES(LLMI_X)
 #undef LLMI_X
 };
-inline constexpr KernelTable native_kernels{};
+inline constexpr KernelTable native_kernels{simd_compiled()};
+#if defined(LLMI_SIMD_AMX)
+// The same kernels with the matrix products on AVX-512 VNNI alone (llama.cpp's order for any batch):
+// LoadOptions::kernels "avx512", or where the OS refuses the tiles.
+inline constexpr KernelTable native_kernels_vnni{"avx512"};
+#endif
 #endif
 }  // namespace detail
 }  // namespace v0_1
@@ -9027,6 +9310,7 @@ inline constexpr KernelTable native_kernels{};
 #undef LLMI_SIMD_AVX512
 #undef LLMI_SIMD_VNNI
 #undef LLMI_SIMD_BF16
+#undef LLMI_SIMD_AMX
 #define LLMI_SIMD_SCALAR 1
 #endif
 
@@ -9042,12 +9326,15 @@ inline constexpr const KernelTable* kernel_levels[] = {&k_scalar::kernel_table, 
 inline constexpr int kNumKernelLevels = 4;
 #endif
 
-// The names of the levels compiled in, lowest first, comma-separated ("avx512" in a native build).
+// The names of the levels compiled in, lowest first, comma-separated ("avx512" in a native build;
+// "avx512,avx512+amx" in one with AMX: with and without the tiles).
 inline std::string kernel_levels_compiled() {
 #if defined(LLMI_DISPATCH)
   std::string s;
   for (const KernelTable* k : kernel_levels) s += (s.empty() ? "" : ",") + std::string(k->name);
   return s;
+#elif defined(LLMI_SIMD_AMX)
+  return std::string(native_kernels_vnni.name) + "," + native_kernels.name;
 #else
   return simd_compiled();
 #endif
@@ -9080,12 +9367,40 @@ inline Result<const KernelTable*> select_kernels(std::string_view request) {
   return make_error(Errc::invalid_argument, strf("%s=%s: no such kernel level (this build has %s)", from,
                                                  printable(req).c_str(), kernel_levels_compiled().c_str()));
 #else
+#if defined(LLMI_SIMD_AMX)
+  // with or without the tiles: the request, else LLMINFER_KERNELS, else with them where permitted
+  std::string req(request);
+  const char* from = "LoadOptions::kernels";
+  if (const char* env = std::getenv("LLMINFER_KERNELS"); req.empty() && env && *env) {
+    req = env;
+    from = "LLMINFER_KERNELS";
+  }
+  if (req.empty() || req == native_kernels.name) {
+    if (amx_permitted()) return &native_kernels;
+    if (req.empty()) return &native_kernels_vnni;
+    return make_error(Errc::cpu_unsupported,
+                      strf("%s=%s: this CPU (or OS) does not let the process use the AMX tiles (the best it has "
+                           "here: %s)",
+                           from, native_kernels.name, native_kernels_vnni.name));
+  }
+  if (req == native_kernels_vnni.name) return &native_kernels_vnni;
+  return make_error(Errc::invalid_argument,
+                    strf("%s=%s: this build runs only the %s kernels, or %s without the AMX tiles (build with "
+                         "LLMINFER_DISPATCH for another level)",
+                         from, printable(req).c_str(), native_kernels.name, native_kernels_vnni.name));
+#else
   if (request.empty() || request == native_kernels.name) return &native_kernels;
   return make_error(Errc::invalid_argument,
                     strf("LoadOptions::kernels=%s: this build runs only the %s kernels (build with "
                          "LLMINFER_DISPATCH for a choice)",
                          printable(request).c_str(), native_kernels.name));
 #endif
+#endif
+}
+
+// Whether matrix products with these kernels take the AMX tiles (a context's MatmulScratch::amx).
+inline bool kernels_use_amx(const KernelTable& k) {
+  return std::string_view(k.name).find("+amx") != std::string_view::npos;
 }
 
 #if defined(LLMI_DISPATCH)
@@ -22730,6 +23045,7 @@ class Context {
     logits_buf_ = std::move(*lb);
     int threads = e_->pool().size();
     mm_ = std::make_unique<MatmulScratch>(threads);
+    mm_->amx = kernels_use_amx(*kern_);
     for (const Step& s : p.steps)
       if (s.op == OpCode::matmul && !kern_->matmul_reserve(*s.w, ubatch_, *mm_))
         return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
@@ -23464,6 +23780,7 @@ class Batcher {
     if (!rb) return rb.error();
     round_ = std::move(*rb);
     mm_ = std::make_unique<MatmulScratch>(e_.pool().size());
+    mm_->amx = kernels_use_amx(e_.kernels());
     for (const Step& s : p.steps)
       if (s.op == OpCode::matmul && !e_.kernels().matmul_reserve(*s.w, kMaxRows, *mm_))
         return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
@@ -28366,6 +28683,7 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* sche
 #undef LLMI_SIMD_AVX512
 #undef LLMI_SIMD_VNNI
 #undef LLMI_SIMD_BF16
+#undef LLMI_SIMD_AMX
 #undef LLMI_SIMD_NEON
 #undef LLMI_VISIT_0
 #undef LLMI_VISIT_1

@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
   li::MatmulScratch scratch(pool.size());
   std::mt19937 rng(1);
   std::printf("simd %s; single thread, CPU time; GMAC/s = rows*K*tokens / time\n", li::simd_compiled());
-  std::printf("%-6s %-12s %6s %6s %10s %10s %10s\n", "type", "shape", "rows", "K", "tokens", "gemv", "gemm");
+  std::printf("%-6s %-12s %6s %6s %10s %10s %10s %10s\n", "type", "shape", "rows", "K", "tokens", "gemv", "gemm",
+              "gemm-noamx");
   for (li::DType t : types) {
     for (const Shape& s : shapes) {
       uint64_t rb = 0;
@@ -54,15 +55,16 @@ int main(int argc, char** argv) {
       v.ne[1] = s.rows;
       v.data = w.data();
       v.nbytes = w.size();
-      for (int64_t T : {1, 2, 4, 8, 16, 32, 128}) {
+      for (int64_t T : {1, 2, 4, 8, 16, 32, 128, 512}) {
         std::vector<float> x(static_cast<size_t>(T * s.k)), y(static_cast<size_t>(T * s.rows));
         std::normal_distribution<float> nd;
         for (auto& f : x) f = nd(rng);
         li::MatmulInput in(x.data(), T, s.k);
         in.prepare(li::act_form(t), pool, li::act_form(t) == li::ActForm::q8_256 ? &li::quantize_q8_256 : &li::quantize_q8_32);
         if (t == li::DType::mlx_q4 || t == li::DType::mlx_q8) in.prepare_mlx(v.group_size);
-        double res[2] = {0, 0};
-        for (int path = 0; path < 2; path++) {
+        double res[3] = {0, 0, 0};  // gemv, gemm, gemm without the AMX tiles (MatmulScratch::amx)
+        for (int path = 0; path < 3; path++) {
+          scratch.amx = path != 2;
 #if !defined(LLMINFER_DISPATCH) && !defined(LLMINFER_SIMD_SCALAR) && !defined(LLMINFER_FORCE_SCALAR) && defined(__AVX512F__) && \
     defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__) && defined(__F16C__)  // li::gemm: the AVX-512 kernels
           auto run = [&] { path ? (void)li::gemm(v, in, y.data(), s.rows, pool, scratch) : li::gemv(v, in, y.data(), s.rows, pool); };
@@ -79,8 +81,8 @@ int main(int argc, char** argv) {
           }
           res[path] = double(s.rows) * s.k * T / ((t1 - t0) / reps) * 1e-6;
         }
-        std::printf("%-6s %-12s %6lld %6lld %10lld %10.1f %10.1f\n", li::dtype_name(t), s.what, (long long)s.rows, (long long)s.k,
-                    (long long)T, res[0], res[1]);
+        std::printf("%-6s %-12s %6lld %6lld %10lld %10.1f %10.1f %10.1f\n", li::dtype_name(t), s.what, (long long)s.rows,
+                    (long long)s.k, (long long)T, res[0], res[1], res[2]);
       }
     }
   }

@@ -159,7 +159,11 @@ struct LoadOptions {
   int keep = 4;  // ContextPolicy::slide keeps this many first tokens
   // Kernel level (a build with LLMINFER_DISPATCH): "" the best this CPU has (or the environment
   // variable LLMINFER_KERNELS), else "scalar", "avx2", "avx512" or "avx512bf16" (at most what the
-  // CPU has). A native build runs the one level it was compiled for and accepts only its name.
+  // CPU has). A native build runs the one level it was compiled for and accepts only its name;
+  // one compiled with AMX-INT8 (e.g. -march=native on a Xeon with AMX) is "avx512+amx" where the
+  // OS grants the tiles and "avx512" elsewhere, and takes "avx512" (here or in LLMINFER_KERNELS)
+  // to leave the tiles alone (matrix products in llama.cpp's float order for any batch; see the
+  // manual).
   std::string kernels = {};
   std::function<void(std::string_view)> log = {};  // diagnostics; silent when empty
   // Continuous batching: sessions of this model that evaluate at the same time (from different
@@ -289,7 +293,7 @@ struct ModelInfo {
   KvType kv_type = KvType::f16;
   ContextPolicy context_policy = ContextPolicy::stop;
   uint64_t kv_bytes = 0;  // one session's KV cache
-  std::string kernels;    // the kernel level in use ("avx512", "avx2", "neon", "scalar", ...)
+  std::string kernels;    // the kernel level in use ("avx512+amx", "avx512", "avx2", "neon", "scalar", ...)
   int threads = 0;        // threads of the model's pool
   // Tokenizer: "" when the model has none usable (it runs from ids; tokenizer_error says why).
   std::string tokenizer;  // "gpt2" (byte-level BPE), "llama" (SentencePiece), ...
@@ -629,7 +633,7 @@ Result<Archdefs> load_archdefs(std::string_view archdef_dir = {});
 
 // The kernels of this build, and the ones a model loaded now would run.
 struct KernelInfo {
-  std::string simd;                 // compiled for: "avx512", "avx2", "neon", "scalar" or "dispatch"
+  std::string simd;  // compiled for: "avx512+amx", "avx512", "avx2", "neon", "scalar" or "dispatch"
   std::vector<std::string> levels;  // kernel levels compiled in, lowest first
   std::string selected;             // the level a load with LoadOptions::kernels "" runs (see the manual); ""
                                     // when that load would fail, `error` saying why

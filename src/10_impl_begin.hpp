@@ -68,7 +68,8 @@
 #include <sys/auxv.h>
 #endif
 #if defined(__linux__)
-#include <sched.h>  // sched_getcpu (the thread pool)
+#include <sched.h>        // sched_getcpu (the thread pool)
+#include <sys/syscall.h>  // SYS_arch_prctl (the AMX permission, 25_matmul)
 #endif
 #endif
 
@@ -108,6 +109,9 @@
 #endif
 #if defined(LLMI_SIMD_AVX512) && defined(__AVX512BF16__)
 #define LLMI_SIMD_BF16 1  // vdpbf16ps (bf16 weights times bf16-exact activations)
+#endif
+#if defined(LLMI_SIMD_VNNI) && defined(__AMX_TILE__) && defined(__AMX_INT8__)
+#define LLMI_SIMD_AMX 1  // AMX int8 tiles for the matrix-matrix product, where the OS permits them (25_matmul)
 #endif
 #if defined(LLMI_SIMD_AVX2) || defined(LLMI_SIMD_AVX512) || defined(LLMI_DISPATCH)
 // GCC 12 reports its own _mm512_undefined_*() (self-initialised on purpose) as uninitialised

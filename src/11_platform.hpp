@@ -655,6 +655,8 @@ inline double now_ms() {
 constexpr const char* simd_compiled() {
 #if defined(LLMI_DISPATCH)
   return "dispatch";
+#elif defined(LLMI_SIMD_AMX)
+  return "avx512+amx";  // the avx512 kernels, with the AMX tiles for matrix products where the OS permits
 #elif defined(LLMI_SIMD_AVX512)
   return "avx512";
 #elif defined(LLMI_SIMD_AVX2)
@@ -725,6 +727,19 @@ inline CpuInfo cpu_query_hw() {
 }
 // Replaceable for tests (fake a CPU that lacks something); nullptr = ask the hardware.
 inline CpuInfo (*cpu_query)() = nullptr;
+
+// Whether the matrix-vector products help the CPU stream the weights (gemv, 25_matmul: rows asked
+// into L2 ahead of use, Q8_0 rows in groups). Measured faster on Intel Xeon (Sapphire Rapids),
+// where one thread's plain sweep reached half the memory bandwidth; other CPUs keep the path that
+// was measured on them (bench/RESULTS.md) until measured with this one.
+inline bool cpu_streams_ahead() {
+  static const bool intel = [] {
+    unsigned r[4];
+    llmi_cpuid(0, 0, r);
+    return r[1] == 0x756e6547u && r[3] == 0x49656e69u && r[2] == 0x6c65746eu;  // "GenuineIntel"
+  }();
+  return intel;
+}
 
 // Whether this CPU (and OS) can run kernel level `level` of a dispatch build: 0 scalar, 1 avx2
 // (AVX2, FMA, F16C and the rest of x86-64-v3), 2 avx512 (x86-64-v4: AVX512F/BW/CD/DQ/VL, with
@@ -873,6 +888,9 @@ inline std::string cpu_missing_features() {
 #endif
   return missing;
 }
+inline bool cpu_streams_ahead() {
+  return false;
+}
 #else
 inline CpuInfo (*cpu_query)() = nullptr;
 inline bool cpu_has_kernel_level(int level) {
@@ -880,6 +898,9 @@ inline bool cpu_has_kernel_level(int level) {
 }
 inline std::string cpu_missing_features() {
   return std::string();
+}
+inline bool cpu_streams_ahead() {
+  return false;  // (x86 with LLMINFER_NO_CPU_CHECK: not asked)
 }
 #endif
 

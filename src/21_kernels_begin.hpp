@@ -26,6 +26,7 @@
 #undef LLMI_SIMD_AVX512
 #undef LLMI_SIMD_VNNI
 #undef LLMI_SIMD_BF16
+#undef LLMI_SIMD_AMX
 #if LLMI_KERNEL_PASS == 2
 #define LLMI_SIMD_AVX2 1
 #define LLMI_KNS_BEGIN namespace k_avx2 {

@@ -205,6 +205,8 @@ struct MatmulScratch {
   AlignedBuffer xk;                         // gemm: q8_256 activations in micro_kq's order
   std::unique_ptr<AlignedBuffer[]> panels;  // gemm: the decoded panel of each pool thread
   int n_panels;
+  bool amx = true;  // gemm may take the AMX tiles where they are compiled in and permitted (false:
+                    // the VNNI micro-kernels, llama.cpp's order for every batch)
 };
 
 // ---- elementwise activations (scalar; the row kernels are in 24_attention_kernels) ----

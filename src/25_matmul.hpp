@@ -49,6 +49,66 @@ inline RowOperands row_operands(const TensorView& w, const MatmulInput& in, bool
   return {w, in, w.ne[0], !each && in.n_tokens() >= 2 && w.rows() % 4 == 0, in.bf16_exact()};
 }
 
+// gemv on CPUs that stream rows better with help (cpu_streams_ahead, 11_platform): each row's
+// bytes are asked into L2 (prefetcht1) kAheadRows rows before its turn, and the types with dotr
+// (WK::multi_row) take kNR rows at a time, each row its own chain of FMAs in dot's order, the
+// token's activations loaded once for all, with the next kNR rows asked for as these are read.
+// Intel Xeon (Sapphire Rapids), 1 thread, decode of qwen3-0.6b: Q8_0 11 -> 19 tokens/s, Q4_K_M
+// 16 -> 26 (bench/RESULTS.md).
+constexpr int64_t kAheadRows = 4;
+inline void prefetch_l2(const uint8_t* p, uint64_t bytes) {
+#if defined(LLMI_SIMD_AVX2)
+  for (uint64_t at = 0; at < bytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(p + at), _MM_HINT_T1);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+#if defined(LLMI_SIMD_VNNI)
+constexpr int kNR = 8;
+
+// out[i] = dot_q8_0(row i, a, n), i < NR; row i at w + i * rb; the NR rows after them asked into L2
+// as these are read. Two rows per zmm (row 2k in the low 8 lanes, 2k + 1 in the high), the
+// activations in both halves; the integer lanes as (w + 128) * a (vpdpbusd) from a start of -128 *
+// (the sum of those 4 activations): dot_s8_256's int32 lanes; then one FMA per block with that
+// half's d(w) * d(a), and each half's tree (hsum_ps256).
+template <int NR>
+inline void dotr_q8_0(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, float* out) {
+  static_assert(NR % 2 == 0, "dotr_q8_0: rows in pairs");
+  constexpr int NP = NR / 2;
+  constexpr int64_t bs = sizeof(ref::BlockQ8_0);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const uint8_t* next = w + NR * rb;  // the next rows: NR * bs bytes of them per block
+  __m512 acc[NP];
+  for (int k = 0; k < NP; k++) acc[k] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n / 32; b++) {
+    for (int64_t at = 0; at < NR * bs; at += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(next + NR * bs * b + at), _MM_HINT_T1);
+    const __m512i av = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
+    const __m512i start =
+        _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, av));
+    const __m512 da = _mm512_set1_ps(a.d[b]);
+#pragma GCC unroll 8
+    for (int k = 0; k < NP; k++) {
+      const uint8_t* p0 = w + static_cast<uint64_t>(2 * k) * rb + static_cast<uint64_t>(b * bs);
+      const uint8_t* p1 = p0 + rb;
+      const __m512i wv =
+          _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0 + 2))),
+                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1 + 2)), 1);
+      const __m512i dv = _mm512_dpbusd_epi32(start, _mm512_xor_si512(wv, flip), av);
+      const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(static_cast<short>(rd_u16(p0)))),
+                                                _mm_set1_epi16(static_cast<short>(rd_u16(p1))), 1);
+      acc[k] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dv), _mm512_mul_ps(_mm512_cvtph_ps(h), da), acc[k]);
+    }
+  }
+  for (int k = 0; k < NP; k++) {
+    out[2 * k] = hsum_ps256(_mm512_castps512_ps256(acc[k]));
+    out[2 * k + 1] = hsum_ps256(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[k]), 1)));
+  }
+}
+#endif
+
 // WK, here and below: the weight type's row of the kernel table (WeightKernels, 25_weight_kernels);
 // its kernels inline into these loops.
 template <class WK>
@@ -64,11 +124,24 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   const int n_tasks = static_cast<int>((rows + chunk - 1) / chunk);
   const RowOperands o = row_operands(w, in, false);
   const uint64_t row_bytes = weight_row_bytes(w);
+  const bool ahead = cpu_streams_ahead();
   pool.parallel_for(n_tasks, [&](int task, int) {
     const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
     for (int64_t t = 0; t < T; t++) {
       float* yt = y + t * ldy;
-      for (int64_t r = r0; r < r1; r++) yt[r] = WK::dot(o, w.data + static_cast<uint64_t>(r) * row_bytes, r, t);
+      int64_t r = r0;
+#if defined(LLMI_SIMD_VNNI)
+      if constexpr (WK::multi_row)
+        if (ahead)
+          for (; r + kNR <= r1; r += kNR)
+            WK::template dotr<kNR>(w.data + static_cast<uint64_t>(r) * row_bytes, row_bytes, o.in.row(WK::act, t),
+                                   o.n, yt + r);
+#endif
+      for (; r < r1; r++) {
+        if (ahead && r + kAheadRows < rows)
+          prefetch_l2(w.data + static_cast<uint64_t>(r + kAheadRows) * row_bytes, row_bytes);
+        yt[r] = WK::dot(o, w.data + static_cast<uint64_t>(r) * row_bytes, r, t);
+      }
     }
   });
 }
@@ -709,8 +782,9 @@ inline PanelLayout panel_layout(size_t k) {
   return L;
 }
 
-// Decodes rows [r0, r0 + nr) (nr <= kRB; missing rows are zero) into P.
-template <class WK>
+// Decodes rows [r0, r0 + nr) (nr <= kRB; missing rows are zero) into P. kSigned (32-blocks): the
+// values minus the format's offset, as int8 (the AMX tiles' operands).
+template <class WK, bool kSigned = false>
 inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuffer& buf, Panel& P) {
   const int64_t K = w.ne[0];
   const uint64_t rb = weight_row_bytes(w);
@@ -774,12 +848,18 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
         for (int i = 0; i < 16; i++) in[i] = _mm512_loadu_si512(rows + static_cast<size_t>(i) * rs + 4 * k4);
         if (kq)  // K-quants: each 64 values in micro_kq's order (kq_order)
           for (int i = 0; i < 16; i++) in[i] = kq_order(in[i]);
+        if constexpr (kSigned)
+          for (int i = 0; i < 16; i++) in[i] = _mm512_sub_epi8(in[i], _mm512_set1_epi8(static_cast<char>(pf.offset)));
         transpose16x16_epi32(in, out);
         for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (k4 + static_cast<size_t>(j)) * 16, out[j]);
       }
       for (; k4 < k / 4; k4++)
-        for (int i = 0; i < 16; i++)
-          std::memcpy(dst + k4 * 16 + static_cast<size_t>(i), rows + static_cast<size_t>(i) * rs + 4 * k4, 4);
+        for (int i = 0; i < 16; i++) {
+          uint8_t* to = reinterpret_cast<uint8_t*>(dst + k4 * 16 + static_cast<size_t>(i));
+          std::memcpy(to, rows + static_cast<size_t>(i) * rs + 4 * k4, 4);
+          if constexpr (kSigned)
+            for (int e = 0; e < 4; e++) to[e] = static_cast<uint8_t>(to[e] - pf.offset);
+        }
     }
     return true;
   }
@@ -1015,6 +1095,101 @@ inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr
 }
 #endif
 
+#if defined(LLMI_SIMD_AMX)
+// ---- AMX int8 tiles (32-blocks: Q4_0, Q5_0, Q8_0) ----
+// A tile product adds, for 16 tokens x 16 rows, the integer dot products of one 32-value block
+// (tdpbssd: activations x the panel's signed values, which sit in the layout it wants, [K/4][16
+// rows][4]); the integer sums are exact. The float order is then one chain per (row, token) over
+// the blocks in order, acc = fma(float(sum_b), d_row_b * d_token_b, acc), for any split of the
+// work into tasks; it is not llama.cpp's (its dot products keep 8 lanes of 4-value sums), so a
+// token's results depend on whether it is computed alone (gemv) or with 6 or more others here.
+
+// Whether this process may use the tile registers: Linux hands them out on request
+// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)), which fails where the CPU or the kernel
+// lacks them. Elsewhere: no (the VNNI path runs). Asked once.
+inline bool amx_permitted() {
+#if defined(__linux__)
+  static const bool ok = [] {
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return ok;
+#else
+  return false;
+#endif
+}
+
+// The tile shapes for products of m0 + m1 tokens (ldtilecfg's 64-byte operand): tiles 0-3 the
+// int32 sums of one block, C[2i + g] = token tile i (m_i tokens) x row group g (16 rows); 4 and 5
+// the token tiles' activations of the block (m_i x 32 bytes); 6 and 7 the row groups' values (8
+// x 64 bytes: 32 values of 16 rows).
+struct alignas(64) AmxTiles {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+  AmxTiles(int m0, int m1) {
+    for (int i = 0; i < 2; i++) {
+      const auto m = static_cast<uint8_t>(i ? m1 : m0);  // 0: the tiles are unused (then no columns either)
+      rows[2 * i] = rows[2 * i + 1] = rows[4 + i] = m;
+      colsb[2 * i] = colsb[2 * i + 1] = m ? 64 : 0;
+      colsb[4 + i] = m ? 32 : 0;
+      rows[6 + i] = 8;
+      colsb[6 + i] = 64;
+    }
+  }
+};
+
+// The two row groups of a signed panel (panel_decode<WK, true>) times tokens [t, t + m0 + m1)
+// (the configured tiles; m0 16 when m1 > 0): acc[j][16 g + i] = token t + j's sum of row 16 g + i.
+inline void amx_q32(const Panel& P, const MatmulInput& in, int64_t t, int m0, int m1, float (&acc)[32][32]) {
+  const int64_t K = P.K, nb = K / 32;
+  const int m = m0 + m1;
+  const uint8_t* wv0 = P.v;
+  const uint8_t* wv1 = P.v + 16 * static_cast<size_t>(K);
+  const float* wd = P.d;
+  const int8_t* a0 = in.row(ActForm::q8_32, t).q;
+  const int8_t* a1 = in.row(ActForm::q8_32, t + std::min(16, m - 1)).q;
+  const size_t stride = m > 1 ? static_cast<size_t>(in.row(ActForm::q8_32, t + 1).q - a0) : 64;
+  const float* da[32];
+  for (int j = 0; j < 32; j++) da[j] = in.row(ActForm::q8_32, t + std::min(j, m - 1)).d;
+  alignas(64) int32_t c[4][16][16] = {};
+  std::memset(acc, 0, sizeof acc);
+  for (int64_t b = 0; b < nb; b++) {
+    _tile_loadd(4, a0 + 32 * b, stride);
+    _tile_loadd(6, wv0 + 512 * b, 64);
+    _tile_loadd(7, wv1 + 512 * b, 64);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_dpbssd(0, 4, 6);
+    _tile_dpbssd(1, 4, 7);
+    if (m1) {
+      _tile_loadd(5, a1 + 32 * b, stride);
+      _tile_zero(2);
+      _tile_zero(3);
+      _tile_dpbssd(2, 5, 6);
+      _tile_dpbssd(3, 5, 7);
+    }
+    _tile_stored(0, c[0], 64);
+    _tile_stored(1, c[1], 64);
+    if (m1) {
+      _tile_stored(2, c[2], 64);
+      _tile_stored(3, c[3], 64);
+    }
+    const __m512 dw[2] = {_mm512_load_ps(wd + 16 * b), _mm512_load_ps(wd + 16 * nb + 16 * b)};
+    for (int i = 0; i < 1 + (m1 > 0); i++)
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; j++) {
+        float* r = acc[16 * i + j];
+        const __m512 s = _mm512_set1_ps(da[16 * i + j][b]);
+#pragma GCC unroll 2
+        for (int g = 0; g < 2; g++)
+          _mm512_store_ps(r + 16 * g, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[2 * i + g][j])),
+                                                      _mm512_mul_ps(dw[g], s), _mm512_load_ps(r + 16 * g)));
+      }
+  }
+}
+#endif
+
 // Bytes of gemm's per-product scratch for T tokens of K values: the start values of the offsets
 // (0: none), the activations in micro_kq's order (0: none), and as bf16.
 template <class WK>
@@ -1049,6 +1224,32 @@ inline bool gemm_reserve(const TensorView& w, int64_t T, MatmulScratch& scratch)
   return true;
 }
 
+#if defined(LLMI_SIMD_AMX)
+// Tokens [t0, t0 + nt) times the rows [r0, r0 + nr) of a signed panel, with the tiles.
+inline void gemm_amx_task(const Panel& P, const MatmulInput& in, int64_t t0, int64_t nt, int64_t r0, int64_t nr,
+                          float* y, int64_t ldy) {
+  int configured[2] = {0, 0};
+  alignas(64) float acc[32][32];
+  for (int64_t j0 = 0; j0 < nt; j0 += 32) {
+    const int m = static_cast<int>(std::min<int64_t>(32, nt - j0)), m0 = std::min(m, 16), m1 = m - m0;
+    if (m0 != configured[0] || m1 != configured[1]) {
+      const AmxTiles cfg(m0, m1);
+      _tile_loadconfig(&cfg);
+      configured[0] = m0;
+      configured[1] = m1;
+    }
+    amx_q32(P, in, t0 + j0, m0, m1, acc);
+    for (int g = 0; g < kRG && 16 * g < nr; g++) {
+      const int64_t left = nr - 16 * g;
+      const __mmask16 mask = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+      for (int j = 0; j < m; j++)
+        _mm512_mask_storeu_ps(y + (t0 + j0 + j) * ldy + r0 + 16 * g, mask, _mm512_load_ps(acc[j] + 16 * g));
+    }
+  }
+  _tile_release();
+}
+#endif
+
 // False when out of memory (the scratch could not grow).
 template <class WK>
 inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
@@ -1060,11 +1261,16 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   // int16 pairs of Q4_K's mins (Q6_K's are its activation sums as they are)
   AlignedBuffer& starts_buf = scratch.starts;
   int32_t* starts = nullptr;
+#if defined(LLMI_SIMD_AMX)
+  const bool amx = WK::amx && scratch.amx && amx_permitted();
+#else
+  constexpr bool amx = false;
+#endif
   if constexpr (f == ActForm::q8_32) {  // per 4 values (micro_q32)
     constexpr int off = WK::panel.offset;
     if (!starts_buf.reserve(gemm_starts_bytes<WK>(T, K))) return false;
     starts = starts_buf.as<int32_t>();
-    for (int64_t t = 0; t < T; t++) {
+    for (int64_t t = 0; t < T && !amx; t++) {
       const int8_t* q = in.row(f, t).q;
       for (int64_t j = 0; j < K / 4; j++)
         starts[t * (K / 4) + j] = -off * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
@@ -1128,6 +1334,18 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     }
 #endif
     Panel P;
+#if defined(LLMI_SIMD_AMX)
+    if constexpr (WK::amx) {
+      if (amx) {
+        if (!panel_decode<WK, true>(w, r0, nr, buf, P)) {
+          failed.store(true, std::memory_order_relaxed);
+          return;
+        }
+        gemm_amx_task(P, in, t0, nt, r0, nr, y, ldy);
+        return;
+      }
+    }
+#endif
     if (!panel_decode<WK>(w, r0, nr, buf, P)) {
       failed.store(true, std::memory_order_relaxed);
       return;

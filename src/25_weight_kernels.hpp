@@ -45,9 +45,11 @@ struct WeightKernelsBase {
   static constexpr ActForm act = act_form(T);
   static constexpr uint32_t block = dtype_traits(T)->block;
   static constexpr bool multi_token = false;
+  static constexpr bool multi_row = false;
   static constexpr bool each_group = false;
   static constexpr bool gemm = false;
   static constexpr bool bf16_in_place = false;
+  static constexpr bool amx = false;
   static bool gemm_fits(const TensorView&, const MatmulInput&) { return true; }
   static bool prepare_extra(MatmulInput&, const TensorView&) { return true; }
   static int mlx_group(const TensorView&) { return 0; }  // group of the input sums prepare_extra makes
@@ -135,6 +137,9 @@ struct WeightKernels<DType::q4_0> : WeightKernelsBase<DType::q4_0> {
   static constexpr auto decode = decode_row_q32<type>;
   static constexpr auto micro = micro_q32;
 #endif
+#if defined(LLMI_SIMD_AMX)
+  static constexpr bool amx = true;  // the tiles (gemm_amx_task) where the OS permits them
+#endif
 };
 
 template <>
@@ -158,6 +163,9 @@ struct WeightKernels<DType::q5_0> : WeightKernelsBase<DType::q5_0> {
   static constexpr auto decode = decode_row_q32<type>;
   static constexpr auto micro = micro_q32;
 #endif
+#if defined(LLMI_SIMD_AMX)
+  static constexpr bool amx = true;  // the tiles (gemm_amx_task) where the OS permits them
+#endif
 };
 
 template <>
@@ -175,11 +183,21 @@ struct WeightKernels<DType::q8_0> : WeightKernelsBase<DType::q8_0> {
     dotn_q8_0<NT>(row, a, n, out);
   }
 #endif
+#if defined(LLMI_SIMD_VNNI)
+  static constexpr bool multi_row = true;
+  template <int NR>
+  static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out) {
+    dotr_q8_0<NR>(row, rb, a, n, out);
+  }
+#endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
   static constexpr PanelFormat panel = {128, 0, 0, false};  // the values as q + 128
   static constexpr auto decode = decode_row_q32<type>;
   static constexpr auto micro = micro_q32;
+#endif
+#if defined(LLMI_SIMD_AMX)
+  static constexpr bool amx = true;  // the tiles (gemm_amx_task) where the OS permits them
 #endif
 };
 

@@ -55,7 +55,7 @@ inline constexpr KernelTable kernel_table = {LLMI_KERNEL_NAME, LLMI_KERNEL_ENTRI
 LLMI_KNS_END
 #else
 struct KernelTable {
-  static constexpr const char* name = simd_compiled();
+  const char* name;
 #define LLMI_X(r, n, p, a) \
   static r n p {           \
     return detail::n a;    \
@@ -63,7 +63,12 @@ struct KernelTable {
   LLMI_KERNEL_ENTRIES(LLMI_X)
 #undef LLMI_X
 };
-inline constexpr KernelTable native_kernels{};
+inline constexpr KernelTable native_kernels{simd_compiled()};
+#if defined(LLMI_SIMD_AMX)
+// The same kernels with the matrix products on AVX-512 VNNI alone (llama.cpp's order for any batch):
+// LoadOptions::kernels "avx512", or where the OS refuses the tiles.
+inline constexpr KernelTable native_kernels_vnni{"avx512"};
+#endif
 #endif
 }  // namespace detail
 }  // namespace v0_1
@@ -97,6 +102,7 @@ inline constexpr KernelTable native_kernels{};
 #undef LLMI_SIMD_AVX512
 #undef LLMI_SIMD_VNNI
 #undef LLMI_SIMD_BF16
+#undef LLMI_SIMD_AMX
 #define LLMI_SIMD_SCALAR 1
 #endif
 
@@ -112,12 +118,15 @@ inline constexpr const KernelTable* kernel_levels[] = {&k_scalar::kernel_table, 
 inline constexpr int kNumKernelLevels = 4;
 #endif
 
-// The names of the levels compiled in, lowest first, comma-separated ("avx512" in a native build).
+// The names of the levels compiled in, lowest first, comma-separated ("avx512" in a native build;
+// "avx512,avx512+amx" in one with AMX: with and without the tiles).
 inline std::string kernel_levels_compiled() {
 #if defined(LLMI_DISPATCH)
   std::string s;
   for (const KernelTable* k : kernel_levels) s += (s.empty() ? "" : ",") + std::string(k->name);
   return s;
+#elif defined(LLMI_SIMD_AMX)
+  return std::string(native_kernels_vnni.name) + "," + native_kernels.name;
 #else
   return simd_compiled();
 #endif
@@ -150,12 +159,40 @@ inline Result<const KernelTable*> select_kernels(std::string_view request) {
   return make_error(Errc::invalid_argument, strf("%s=%s: no such kernel level (this build has %s)", from,
                                                  printable(req).c_str(), kernel_levels_compiled().c_str()));
 #else
+#if defined(LLMI_SIMD_AMX)
+  // with or without the tiles: the request, else LLMINFER_KERNELS, else with them where permitted
+  std::string req(request);
+  const char* from = "LoadOptions::kernels";
+  if (const char* env = std::getenv("LLMINFER_KERNELS"); req.empty() && env && *env) {
+    req = env;
+    from = "LLMINFER_KERNELS";
+  }
+  if (req.empty() || req == native_kernels.name) {
+    if (amx_permitted()) return &native_kernels;
+    if (req.empty()) return &native_kernels_vnni;
+    return make_error(Errc::cpu_unsupported,
+                      strf("%s=%s: this CPU (or OS) does not let the process use the AMX tiles (the best it has "
+                           "here: %s)",
+                           from, native_kernels.name, native_kernels_vnni.name));
+  }
+  if (req == native_kernels_vnni.name) return &native_kernels_vnni;
+  return make_error(Errc::invalid_argument,
+                    strf("%s=%s: this build runs only the %s kernels, or %s without the AMX tiles (build with "
+                         "LLMINFER_DISPATCH for another level)",
+                         from, printable(req).c_str(), native_kernels.name, native_kernels_vnni.name));
+#else
   if (request.empty() || request == native_kernels.name) return &native_kernels;
   return make_error(Errc::invalid_argument,
                     strf("LoadOptions::kernels=%s: this build runs only the %s kernels (build with "
                          "LLMINFER_DISPATCH for a choice)",
                          printable(request).c_str(), native_kernels.name));
 #endif
+#endif
+}
+
+// Whether matrix products with these kernels take the AMX tiles (a context's MatmulScratch::amx).
+inline bool kernels_use_amx(const KernelTable& k) {
+  return std::string_view(k.name).find("+amx") != std::string_view::npos;
 }
 
 #if defined(LLMI_DISPATCH)

@@ -565,6 +565,7 @@ class Context {
     logits_buf_ = std::move(*lb);
     int threads = e_->pool().size();
     mm_ = std::make_unique<MatmulScratch>(threads);
+    mm_->amx = kernels_use_amx(*kern_);
     for (const Step& s : p.steps)
       if (s.op == OpCode::matmul && !kern_->matmul_reserve(*s.w, ubatch_, *mm_))
         return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",

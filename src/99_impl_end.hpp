@@ -14,6 +14,7 @@
 #undef LLMI_SIMD_AVX512
 #undef LLMI_SIMD_VNNI
 #undef LLMI_SIMD_BF16
+#undef LLMI_SIMD_AMX
 #undef LLMI_SIMD_NEON
 #undef LLMI_VISIT_0
 #undef LLMI_VISIT_1

@@ -26,6 +26,18 @@ namespace {
 namespace li = llminfer::detail;
 using li::DType;
 
+// The suite checks llama.cpp's float order (the goldens, and results that must not depend on how
+// tokens are batched): a build with the AMX tiles runs it with the "avx512" kernels, unless
+// LLMINFER_KERNELS says otherwise. The tests of the tiles ask for them (LoadOptions::kernels
+// "avx512+amx"; matmuls here take them whenever they are permitted).
+#if !defined(_WIN32)
+const bool suite_kernels = [] {
+  if (!std::getenv("LLMINFER_KERNELS") && std::string(li::simd_compiled()) == "avx512+amx")
+    setenv("LLMINFER_KERNELS", "avx512", 0);
+  return true;
+}();
+#endif
+
 struct Rng {
   std::mt19937_64 g;
   explicit Rng(uint64_t seed) : g(seed) {}
@@ -258,7 +270,7 @@ const DType kQuantTypes[] = {DType::q4_0, DType::q5_0, DType::q8_0, DType::q4_K,
 
 TEST_CASE("kernels: the compiled SIMD path is reported") {
   std::string s = li::simd_compiled();
-  CHECK((s == "avx512" || s == "avx2" || s == "neon" || s == "scalar" || s == "dispatch"));
+  CHECK((s == "avx512" || s == "avx512+amx" || s == "avx2" || s == "neon" || s == "scalar" || s == "dispatch"));
   MESSAGE("SIMD path under test: " << s << ", kernels " << std::string(li::kernels().name));
 }
 
@@ -305,8 +317,22 @@ TEST_CASE("kernels: a level is chosen by name, never above what the CPU has") {
   REQUIRE(!model);
   CHECK(model.error().code == llminfer::Errc::cpu_unsupported);
 #else
-  CHECK(li::kernel_levels_compiled() == li::simd_compiled());
-  CHECK(li::select_kernels(li::simd_compiled()));
+  if (std::string(li::simd_compiled()) == "avx512+amx") {
+    // the same kernels with and without the tiles; with them only where the OS grants them
+    CHECK(li::kernel_levels_compiled() == "avx512,avx512+amx");
+    auto vnni = li::select_kernels("avx512");
+    REQUIRE(vnni);
+    CHECK(!li::kernels_use_amx(**vnni));
+    auto amx = li::select_kernels("avx512+amx");
+    if (amx)
+      CHECK(li::kernels_use_amx(**amx));
+    else
+      CHECK(amx.error().code == llminfer::Errc::cpu_unsupported);
+    MESSAGE("the AMX tiles: " << (amx ? "granted" : amx.error().message));
+  } else {
+    CHECK(li::kernel_levels_compiled() == li::simd_compiled());
+    CHECK(li::select_kernels(li::simd_compiled()));
+  }
   llminfer::LoadOptions lo;
   lo.kernels = "avx9000";
   auto model = llminfer::Model::load(test::model_path("stories260K.gguf"), lo);
@@ -537,6 +563,9 @@ TEST_CASE(
 // product, llama.cpp's for both (its ggml_vec_dot_* per (row, token) for K-quants, its sgemm, the
 // same order, for 32-blocks): a token's results must not depend on the tokens evaluated with it.
 // (Float weights follow llama.cpp's sgemm for several tokens, another order: not checked here.)
+// With the AMX tiles (kernels "avx512+amx") the 32-block types of 6 or more tokens take another
+// order (next test): their products run here without them (MatmulScratch::amx), as with
+// LoadOptions::kernels "avx512".
 TEST_CASE("matmul: with the x86 kernels a quantized row gives a token the same bits alone or with others") {
   auto kern = li::select_kernels("");
   REQUIRE(kern);
@@ -547,6 +576,8 @@ TEST_CASE("matmul: with the x86 kernels a quantized row gives a token the same b
   }
   Rng r(11);
   li::ThreadPool pool(2);
+  li::MatmulScratch no_amx(pool.size());
+  no_amx.amx = false;
   struct Case {
     DType t;
     int64_t rows, n;
@@ -560,7 +591,7 @@ TEST_CASE("matmul: with the x86 kernels a quantized row gives a token the same b
       CAPTURE(T);
       std::vector<float> x = make_input(T, c.n, r, false);
       std::vector<float> y(static_cast<size_t>(T * c.rows)), y1(static_cast<size_t>(c.rows));
-      li::matmul(m.view, x.data(), T, y.data(), c.rows, pool, false);
+      REQUIRE((*kern)->matmul_x(m.view, x.data(), T, y.data(), c.rows, pool, false, no_amx));
       int diffs = 0;
       for (int64_t t = 0; t < T; t++) {
         li::matmul(m.view, x.data() + t * c.n, 1, y1.data(), c.rows, pool, false);
@@ -568,6 +599,86 @@ TEST_CASE("matmul: with the x86 kernels a quantized row gives a token the same b
           diffs += !same_bits(y[static_cast<size_t>(t * c.rows + row)], y1[static_cast<size_t>(row)]);
       }
       CHECK(diffs == 0);
+    }
+  }
+}
+
+// The AMX tiles (kernels "avx512+amx", where the OS permits them) for Q4_0, Q5_0 and Q8_0 rows
+// times 6 or more tokens: each block's integer sum is exact, and each (row, token) result is one
+// chain over the blocks in order, acc = fma(float(sum_b), d_row_b * d_token_b, acc) (25_matmul,
+// amx_q32). Checked bit for bit against that chain computed here from the blocks' integers and the
+// input quantized as the matmul does, for ragged row and token counts (a 16 x 16 tile's edges), 1
+// and 3 threads; and close to the one-token products.
+TEST_CASE("matmul: the AMX tiles give each (row, token) the bits of their block-by-block float chain") {
+  auto kern = li::select_kernels("");
+  REQUIRE(kern);
+  if (!li::kernels_use_amx(**kern)) {
+    MESSAGE("skipped: the kernels here are " << (*kern)->name << " (no AMX tiles)");
+    return;
+  }
+  Rng r(23);
+  struct Case {
+    DType t;
+    int64_t rows, n, T;
+  };
+  const Case cases[] = {{DType::q8_0, 33, 1056, 7},  {DType::q8_0, 64, 96, 70},  {DType::q4_0, 37, 96, 33},
+                        {DType::q5_0, 70, 576, 16}, {DType::q8_0, 17, 64, 600}, {DType::q4_0, 16, 2048, 6}};
+  // the signed integers of row `row`'s block b, and its d
+  auto block_ints = [](DType t, const uint8_t* blk, int (&q)[32]) {
+    for (int j = 0; j < 32; j++) {
+      if (t == DType::q8_0) {
+        q[j] = static_cast<int8_t>(blk[2 + j]);
+      } else {
+        const uint8_t* qs = blk + (t == DType::q5_0 ? 6 : 2);
+        int v = j < 16 ? (qs[j] & 15) : (qs[j - 16] >> 4);
+        if (t == DType::q5_0) {
+          uint32_t qh;
+          std::memcpy(&qh, blk + 2, 4);
+          v |= static_cast<int>((qh >> j) & 1) << 4;
+        }
+        q[j] = v - (t == DType::q5_0 ? 16 : 8);
+      }
+    }
+  };
+  for (int threads : {1, 3}) {
+    li::ThreadPool pool(threads);
+    for (const Case& c : cases) {
+      CAPTURE(std::string(li::dtype_name(c.t)));
+      CAPTURE(c.rows);
+      CAPTURE(c.T);
+      CAPTURE(threads);
+      Matrix m = make_matrix(c.t, c.rows, c.n, r, false);
+      std::vector<float> x = make_input(c.T, c.n, r, false);
+      std::vector<float> y(static_cast<size_t>(c.T * c.rows)), y1(static_cast<size_t>(c.rows));
+      li::MatmulScratch scratch(pool.size());
+      REQUIRE((*kern)->matmul_x(m.view, x.data(), c.T, y.data(), c.rows, pool, false, scratch));
+      li::MatmulInput in(x.data(), c.T, c.n);
+      REQUIRE(in.prepare(li::ActForm::q8_32, pool, &li::quantize_q8_32));
+      const uint64_t rb = li::weight_row_bytes(m.view), bs = rb / static_cast<uint64_t>(c.n / 32);
+      int diffs = 0;
+      double worst = 0, largest = 0;  // |AMX - one-token| and |one-token|, at most
+      for (int64_t t = 0; t < c.T; t++) {
+        const li::ActQ8 a = in.row(li::ActForm::q8_32, t);
+        li::matmul(m.view, x.data() + t * c.n, 1, y1.data(), c.rows, pool, false);
+        for (int64_t row = 0; row < c.rows; row++) {
+          float acc = 0;
+          for (int64_t b = 0; b < c.n / 32; b++) {
+            const uint8_t* blk = m.view.data + static_cast<uint64_t>(row) * rb + static_cast<uint64_t>(b) * bs;
+            int q[32], isum = 0;
+            block_ints(c.t, blk, q);
+            for (int j = 0; j < 32; j++) isum += q[j] * a.q[32 * b + j];
+            uint16_t h;
+            std::memcpy(&h, blk, 2);
+            acc = std::fma(static_cast<float>(isum), li::fp16_to_f32(h) * a.d[b], acc);
+          }
+          const float got = y[static_cast<size_t>(t * c.rows + row)];
+          diffs += !same_bits(got, acc);
+          worst = std::max(worst, std::abs(double(got) - y1[static_cast<size_t>(row)]));
+          largest = std::max(largest, std::abs(double(y1[static_cast<size_t>(row)])));
+        }
+      }
+      CHECK(diffs == 0);
+      CHECK(worst <= 1e-5 * largest);  // the one-token product (llama.cpp's order) differs in rounding only
     }
   }
 }
