@@ -1259,7 +1259,7 @@ Result<Archdefs> load_archdefs(std::string_view archdef_dir = {});
 
 // The kernels of this build, and the ones a model loaded now would run.
 struct KernelInfo {
-  std::string simd;  // compiled for: "avx512+amx", "avx512", "avx2", "neon", "scalar" or "dispatch"
+  std::string simd;                 // compiled for: "avx512+amx", "avx512", "avx2", "neon", "scalar" or "dispatch"
   std::vector<std::string> levels;  // kernel levels compiled in, lowest first
   std::string selected;             // the level a load with LoadOptions::kernels "" runs (see the manual); ""
                                     // when that load would fail, `error` saying why
@@ -7547,8 +7547,8 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       if constexpr (WK::multi_row)
         if (ahead)
           for (; r + kNR <= r1; r += kNR)
-            WK::template dotr<kNR>(w.data + static_cast<uint64_t>(r) * row_bytes, row_bytes, o.in.row(WK::act, t),
-                                   o.n, yt + r);
+            WK::template dotr<kNR>(w.data + static_cast<uint64_t>(r) * row_bytes, row_bytes, o.in.row(WK::act, t), o.n,
+                                   yt + r);
 #endif
       for (; r < r1; r++) {
         if (ahead && r + kAheadRows < rows)

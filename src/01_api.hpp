@@ -633,7 +633,7 @@ Result<Archdefs> load_archdefs(std::string_view archdef_dir = {});
 
 // The kernels of this build, and the ones a model loaded now would run.
 struct KernelInfo {
-  std::string simd;  // compiled for: "avx512+amx", "avx512", "avx2", "neon", "scalar" or "dispatch"
+  std::string simd;                 // compiled for: "avx512+amx", "avx512", "avx2", "neon", "scalar" or "dispatch"
   std::vector<std::string> levels;  // kernel levels compiled in, lowest first
   std::string selected;             // the level a load with LoadOptions::kernels "" runs (see the manual); ""
                                     // when that load would fail, `error` saying why

@@ -134,8 +134,8 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       if constexpr (WK::multi_row)
         if (ahead)
           for (; r + kNR <= r1; r += kNR)
-            WK::template dotr<kNR>(w.data + static_cast<uint64_t>(r) * row_bytes, row_bytes, o.in.row(WK::act, t),
-                                   o.n, yt + r);
+            WK::template dotr<kNR>(w.data + static_cast<uint64_t>(r) * row_bytes, row_bytes, o.in.row(WK::act, t), o.n,
+                                   yt + r);
 #endif
       for (; r < r1; r++) {
         if (ahead && r + kAheadRows < rows)

@@ -621,10 +621,10 @@ TEST_CASE("matmul: the AMX tiles give each (row, token) the bits of their block-
     DType t;
     int64_t rows, n, T;
   };
-  const Case cases[] = {{DType::q8_0, 33, 1056, 7},  {DType::q8_0, 64, 96, 70},  {DType::q4_0, 37, 96, 33},
+  const Case cases[] = {{DType::q8_0, 33, 1056, 7}, {DType::q8_0, 64, 96, 70},  {DType::q4_0, 37, 96, 33},
                         {DType::q5_0, 70, 576, 16}, {DType::q8_0, 17, 64, 600}, {DType::q4_0, 16, 2048, 6}};
   // the signed integers of row `row`'s block b, and its d
-  auto block_ints = [](DType t, const uint8_t* blk, int (&q)[32]) {
+  auto block_ints = [](DType t, const uint8_t* blk, int(&q)[32]) {
     for (int j = 0; j < 32; j++) {
       if (t == DType::q8_0) {
         q[j] = static_cast<int8_t>(blk[2 + j]);
