@@ -36,11 +36,7 @@ LLMINFER_SIMD ?= native
 OPT ?= -O2 -g1
 SANITIZE ?=
 
-# -mprefer-vector-width=512 (x86): g++ tunes some Intel CPUs (-march=native on a Xeon of the Sapphire
-# Rapids class: "rocketlake" to g++ 12) for 256-bit vectors, and then compiles a part of the code
-# outside the kernels to other last bits than on the CPUs llama.cpp's AVX-512 goldens match
-# (starcoder2-tiny F32: 7.5e-5 relative; tests/test_archdef_ext.cpp). Not found yet which part.
-SIMD_FLAGS_native := -march=native $(if $(filter x86_64 amd64,$(shell uname -m)),-mprefer-vector-width=512)
+SIMD_FLAGS_native := -march=native
 SIMD_FLAGS_avx512 := -march=x86-64-v4 -mavx512vnni
 SIMD_FLAGS_avx2 := -march=x86-64-v3
 SIMD_FLAGS_neon :=

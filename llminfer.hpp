@@ -1653,6 +1653,17 @@ LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* schema, size_t sc
 #define LLMINFER_MAX_JSON_DEPTH 512
 #endif
 
+// A function whose float products and sums round one by one, whatever the target: g++ fuses a
+// product and a sum of separate statements into one FMA (-ffp-contract=fast, its default in C++ too),
+// and where it does depends on its tuning (with -march=native on a Xeon of the Sapphire Rapids
+// class, g++ 12 tunes for 256-bit vectors and fused other parts of layer_norm_row: starcoder2-tiny
+// F32 then missed llama.cpp's logits by 7.5e-5). clang fuses only within one expression.
+#if defined(__GNUC__) && !defined(__clang__)
+#define LLMI_NO_FP_CONTRACT __attribute__((optimize("fp-contract=off")))
+#else
+#define LLMI_NO_FP_CONTRACT
+#endif
+
 // Internal invariant check (never used for anything a file or a caller controls).
 #ifndef LLMI_ASSERT
 #define LLMI_ASSERT(x)                                                                      \
@@ -22589,8 +22600,9 @@ enum class EvalStatus { ok, cancelled, context_full };
 // head; one weight and bias for all heads, or one per head). As ggml's CPU build computes it: the
 // sum in double, the mean in float; the squares of the float differences added in float by groups
 // of the lanes of llama.cpp's variant for the same instruction set (16 with AVX-512, in the tree of
-// GCC's _mm512_reduce_add_ps; 8 otherwise, as its AVX2 variant), the groups and the rest in double.
-inline void layer_norm_row(const Step& s, const KernelTable& kern, const float* xrow, float* yrow) {
+// GCC's _mm512_reduce_add_ps; 8 otherwise, as its AVX2 variant), the groups and the rest in double;
+// every product and sum rounded on its own (LLMI_NO_FP_CONTRACT), as ggml's separate operations.
+LLMI_NO_FP_CONTRACT inline void layer_norm_row(const Step& s, const KernelTable& kern, const float* xrow, float* yrow) {
   const int seg = s.off, wi = s.w_in;
   const bool per_head = s.vec_len != seg;
   const bool lanes16 = std::string_view(kern.name).substr(0, 6) == "avx512";
@@ -28672,6 +28684,7 @@ LLMI_API_DEF LLMINFER_C_API int llminfer_json_schema_to_grammar(const char* sche
 #undef LLMI_API_DEF
 #undef LLMI_DTYPES
 #undef LLMI_ASSERT
+#undef LLMI_NO_FP_CONTRACT
 #undef LLMI_KERNEL_ENTRIES
 #undef LLMI_KERNEL_NAME
 #undef LLMI_KNS_BEGIN

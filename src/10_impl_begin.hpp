@@ -140,6 +140,17 @@
 #define LLMINFER_MAX_JSON_DEPTH 512
 #endif
 
+// A function whose float products and sums round one by one, whatever the target: g++ fuses a
+// product and a sum of separate statements into one FMA (-ffp-contract=fast, its default in C++ too),
+// and where it does depends on its tuning (with -march=native on a Xeon of the Sapphire Rapids
+// class, g++ 12 tunes for 256-bit vectors and fused other parts of layer_norm_row: starcoder2-tiny
+// F32 then missed llama.cpp's logits by 7.5e-5). clang fuses only within one expression.
+#if defined(__GNUC__) && !defined(__clang__)
+#define LLMI_NO_FP_CONTRACT __attribute__((optimize("fp-contract=off")))
+#else
+#define LLMI_NO_FP_CONTRACT
+#endif
+
 // Internal invariant check (never used for anything a file or a caller controls).
 #ifndef LLMI_ASSERT
 #define LLMI_ASSERT(x)                                                                      \

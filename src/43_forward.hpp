@@ -109,8 +109,9 @@ enum class EvalStatus { ok, cancelled, context_full };
 // head; one weight and bias for all heads, or one per head). As ggml's CPU build computes it: the
 // sum in double, the mean in float; the squares of the float differences added in float by groups
 // of the lanes of llama.cpp's variant for the same instruction set (16 with AVX-512, in the tree of
-// GCC's _mm512_reduce_add_ps; 8 otherwise, as its AVX2 variant), the groups and the rest in double.
-inline void layer_norm_row(const Step& s, const KernelTable& kern, const float* xrow, float* yrow) {
+// GCC's _mm512_reduce_add_ps; 8 otherwise, as its AVX2 variant), the groups and the rest in double;
+// every product and sum rounded on its own (LLMI_NO_FP_CONTRACT), as ggml's separate operations.
+LLMI_NO_FP_CONTRACT inline void layer_norm_row(const Step& s, const KernelTable& kern, const float* xrow, float* yrow) {
   const int seg = s.off, wi = s.w_in;
   const bool per_head = s.vec_len != seg;
   const bool lanes16 = std::string_view(kern.name).substr(0, 6) == "avx512";
