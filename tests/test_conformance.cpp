@@ -75,7 +75,7 @@ std::string golden_path(const std::string& name, const std::string& kernels) {
 }
 
 // The kernels check_golden loads with ("": the default, LLMINFER_KERNELS), and whether they follow
-// llama.cpp's float order (the goldens' bits; the AMX tiles do not: amx_conformance below).
+// llama.cpp's float order (the goldens' bits; the AMX tiles do not: the last test case here).
 std::string g_kernels;
 bool g_other_order = false;
 
@@ -824,11 +824,17 @@ TEST_CASE("conformance: the AMX tiles against llama.cpp (Q8_0 and Q4_K_M models)
     MESSAGE("skipped: " << k.error().message);
     return;
   }
-  g_kernels = "avx512+amx";
-  g_other_order = true;
+  struct Tiles {  // for this test case only, also when a REQUIRE ends it
+    Tiles() {
+      g_kernels = "avx512+amx";
+      g_other_order = true;
+    }
+    ~Tiles() {
+      g_kernels.clear();
+      g_other_order = false;
+    }
+  } tiles;
   for (const char* n : {"stories260K-q8_0", "synth-llama-tiny-q8_0", "synth-qwen3-tiny-q8_0", "synth-qwen3-tiny-q4_k_m",
                         "synth-smollm2-tiny-q4_k_m", "synth-gemma3-tiny-q8_0"})
     check_golden(n, KvType::f32, "", true, 0.5);
-  g_kernels.clear();
-  g_other_order = false;
 }
