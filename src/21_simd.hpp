@@ -105,6 +105,10 @@ inline __m256i q5_high_bits(uint32_t qh) {
 #endif
 
 #if defined(LLMI_SIMD_AVX512)
+// The first min(n, 16) of 16 lanes (n >= 0).
+inline __mmask16 first_lanes16(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+}
 // Sum of 16 lanes as a fixed tree (upper half + lower half, twice, then (0+2) + (1+3)): the
 // order GCC's _mm512_reduce_add_ps has, written out so that it does not depend on the compiler.
 inline float reduce16_ps(__m512 v) {

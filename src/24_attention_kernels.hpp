@@ -282,13 +282,13 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
       const uint8_t* row = v0 + size_t(j) * stride;
       for (int c = 0; c < chunks; c++) {
         const int left = len - 16 * c;
-        const __mmask16 mk = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+        const __mmask16 mk = first_lanes16(left);
         acc[c] = _mm512_fmadd_ps(wj, maskload16_kv(row + es * 16 * size_t(c), f16, mk), acc[c]);
       }
     }
     for (int c = 0; c < chunks; c++) {
       const int left = len - 16 * c;
-      const __mmask16 mk = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+      const __mmask16 mk = first_lanes16(left);
       _mm512_mask_storeu_ps(out + e0 + 16 * c, mk, acc[c]);
     }
   }

@@ -1057,7 +1057,7 @@ inline void micro_f32(const Panel& P, const int64_t (&pi)[2], const MatmulInput&
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
   for (int64_t k = 0; k < K; k += 16) {
-    __mmask16 mask = K - k >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (K - k)) - 1);
+    const __mmask16 mask = first_lanes16(K - k);
     __m512 x[4];
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) x[j] = _mm512_maskz_loadu_ps(mask, xr[j] + k);
@@ -1228,20 +1228,19 @@ inline bool gemm_reserve(const TensorView& w, int64_t T, MatmulScratch& scratch)
 // Tokens [t0, t0 + nt) times the rows [r0, r0 + nr) of a signed panel, with the tiles.
 inline void gemm_amx_task(const Panel& P, const MatmulInput& in, int64_t t0, int64_t nt, int64_t r0, int64_t nr,
                           float* y, int64_t ldy) {
-  int configured[2] = {0, 0};
+  int configured = 0;  // the tokens the tiles are shaped for
   alignas(64) float acc[32][32];
   for (int64_t j0 = 0; j0 < nt; j0 += 32) {
     const int m = static_cast<int>(std::min<int64_t>(32, nt - j0)), m0 = std::min(m, 16), m1 = m - m0;
-    if (m0 != configured[0] || m1 != configured[1]) {
+    if (m != configured) {
       const AmxTiles cfg(m0, m1);
       _tile_loadconfig(&cfg);
-      configured[0] = m0;
-      configured[1] = m1;
+      configured = m;
     }
     amx_q32(P, in, t0 + j0, m0, m1, acc);
     for (int g = 0; g < kRG && 16 * g < nr; g++) {
       const int64_t left = nr - 16 * g;
-      const __mmask16 mask = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+      const __mmask16 mask = first_lanes16(left);
       for (int j = 0; j < m; j++)
         _mm512_mask_storeu_ps(y + (t0 + j0 + j) * ldy + r0 + 16 * g, mask, _mm512_load_ps(acc[j] + 16 * g));
     }
@@ -1266,7 +1265,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
 #else
   constexpr bool amx = false;
 #endif
-  if constexpr (f == ActForm::q8_32) {  // per 4 values (micro_q32)
+  if constexpr (f == ActForm::q8_32) {  // per 4 values (micro_q32; the tiles take signed values)
     constexpr int off = WK::panel.offset;
     if (!starts_buf.reserve(gemm_starts_bytes<WK>(T, K))) return false;
     starts = starts_buf.as<int32_t>();
@@ -1370,7 +1369,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
           float* yt = y + (t0 + j0 + j) * ldy + r0;
           for (int g = 0; g < kRG && 16 * g < nr; g++) {
             const int64_t left = nr - 16 * g;
-            const __mmask16 m = left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+            const __mmask16 m = first_lanes16(left);
             _mm512_mask_storeu_ps(yt + 16 * g, m, out[g][j]);
           }
         }
