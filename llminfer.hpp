@@ -8210,6 +8210,38 @@ inline PanelLayout panel_layout(size_t k) {
   return L;
 }
 
+// panel[(g * n + j) * 16 + i] = row i's number j (n of them; 0 for a padding row).
+template <class T>
+inline void panel_put(T* panel, const T* row, size_t n, size_t g, int i, bool pad) {
+  for (size_t j = 0; j < n; j++) panel[(g * n + j) * 16 + static_cast<size_t>(i)] = pad ? 0 : row[j];
+}
+// Row r of w on its way into the cache (while another one is decoded).
+inline void panel_prefetch_row(const TensorView& w, int64_t r) {
+  const uint64_t rb = weight_row_bytes(w);
+  for (uint64_t at = 0; at < rb; at += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(w.data + static_cast<uint64_t>(r) * rb + at), _MM_HINT_T0);
+}
+// The 16 rows of a group (row i's k bytes at rows + i * rs) interleaved by dwords, as the
+// micro-kernels and the tiles read them: dst[k4][i] = dword k4 of row i. Each 64 bytes of a row
+// pass through fix first (and so may be permuted within), the bytes of a shorter rest (k not a
+// multiple of 64) one by one through fix on a vector.
+template <class Fix>
+inline void panel_interleave(const uint8_t* rows, size_t rs, size_t k, uint8_t* dst8, Fix fix) {
+  uint32_t* dst = reinterpret_cast<uint32_t*>(dst8);
+  size_t k4 = 0;
+  for (; k4 + 16 <= k / 4; k4 += 16) {
+    __m512i in[16], out[16];
+    for (int i = 0; i < 16; i++) in[i] = fix(_mm512_loadu_si512(rows + static_cast<size_t>(i) * rs + 4 * k4));
+    transpose16x16_epi32(in, out);
+    for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (k4 + static_cast<size_t>(j)) * 16, out[j]);
+  }
+  for (; k4 < k / 4; k4++)
+    for (int i = 0; i < 16; i++) {
+      const __m512i v = fix(_mm512_maskz_loadu_epi8(0xF, rows + static_cast<size_t>(i) * rs + 4 * k4));
+      _mm512_mask_storeu_epi8(dst + k4 * 16 + static_cast<size_t>(i), 0xF, v);
+    }
+}
+
 // Decodes rows [r0, r0 + nr) (nr <= kRB; missing rows are zero) into P. kSigned (32-blocks): the
 // values minus the format's offset, as int8 (the AMX tiles' operands).
 template <class WK, bool kSigned = false>
@@ -8246,48 +8278,27 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
                       buf.as<float>(tmp + rs * 16 + 2 * tn), buf.as<int32_t>(tmp + rs * 16 + 3 * tn)};
     const size_t nsc = kq ? k / static_cast<size_t>(P.sg) : 0, nd = k / static_cast<size_t>(P.db);
     const size_t np = kq ? k / static_cast<size_t>(P.pg) : 0, ndm = q4k ? k / 256 : 0;
-    // panel[(g * n + j) * 16 + i] = row i's value j (or 0 for a padding row)
-    auto put = [&](auto* panel, const auto* row, size_t n, size_t g, int i, bool pad) {
-      for (size_t j = 0; j < n; j++) panel[(g * n + j) * 16 + static_cast<size_t>(i)] = pad ? 0 : row[j];
-    };
     for (size_t g = 0; g < G; g++) {
       for (int i = 0; i < 16; i++) {
         const int64_t r = static_cast<int64_t>(g) * 16 + i;
         uint8_t* rv = rows + static_cast<size_t>(i) * rs;
-        const bool pad = r >= nr;  // padding rows compute zeros (never stored)
-        if (r + 2 < nr)            // the row after next on its way from memory while this one is decoded
-          for (uint64_t at = 0; at < rb; at += 64)
-            _mm_prefetch(reinterpret_cast<const char*>(w.data + static_cast<uint64_t>(r0 + r + 2) * rb + at),
-                         _MM_HINT_T0);
+        const bool pad = r >= nr;                           // padding rows compute zeros (never stored)
+        if (r + 2 < nr) panel_prefetch_row(w, r0 + r + 2);  // on its way while this row is decoded
         if (pad)
           std::memset(rv, 0, k);
         else
           WK::decode(w.data + static_cast<uint64_t>(r0 + r) * rb, K, RowDecode{rv, t.sc, t.d, t.dmin, t.pairs});
-        put(P.sc, t.sc, nsc, g, i, pad);
-        put(P.d, t.d, nd, g, i, pad);
-        put(P.pairs, t.pairs, np, g, i, pad);
-        put(P.dmin, t.dmin, ndm, g, i, pad);
+        panel_put(P.sc, t.sc, nsc, g, i, pad);
+        panel_put(P.d, t.d, nd, g, i, pad);
+        panel_put(P.pairs, t.pairs, np, g, i, pad);
+        panel_put(P.dmin, t.dmin, ndm, g, i, pad);
       }
-      // interleave: v[g][k4][i] = dword k4 of row i
-      uint32_t* dst = reinterpret_cast<uint32_t*>(P.v + g * 16 * k);
-      size_t k4 = 0;
-      for (; k4 + 16 <= k / 4; k4 += 16) {
-        __m512i in[16], out[16];
-        for (int i = 0; i < 16; i++) in[i] = _mm512_loadu_si512(rows + static_cast<size_t>(i) * rs + 4 * k4);
-        if (kq)  // K-quants: each 64 values in micro_kq's order (kq_order)
-          for (int i = 0; i < 16; i++) in[i] = kq_order(in[i]);
-        if constexpr (kSigned)
-          for (int i = 0; i < 16; i++) in[i] = _mm512_sub_epi8(in[i], _mm512_set1_epi8(static_cast<char>(pf.offset)));
-        transpose16x16_epi32(in, out);
-        for (int j = 0; j < 16; j++) _mm512_storeu_si512(dst + (k4 + static_cast<size_t>(j)) * 16, out[j]);
-      }
-      for (; k4 < k / 4; k4++)
-        for (int i = 0; i < 16; i++) {
-          uint8_t* to = reinterpret_cast<uint8_t*>(dst + k4 * 16 + static_cast<size_t>(i));
-          std::memcpy(to, rows + static_cast<size_t>(i) * rs + 4 * k4, 4);
-          if constexpr (kSigned)
-            for (int e = 0; e < 4; e++) to[e] = static_cast<uint8_t>(to[e] - pf.offset);
-        }
+      // K-quants: each 64 values in micro_kq's order (kq_order); kSigned: minus the offset
+      panel_interleave(rows, rs, k, P.v + g * 16 * k, [](__m512i v) {
+        if (kq) v = kq_order(v);
+        if (kSigned) v = _mm512_sub_epi8(v, _mm512_set1_epi8(static_cast<char>(pf.offset)));
+        return v;
+      });
     }
     return true;
   }
@@ -8547,21 +8558,21 @@ inline bool amx_permitted() {
 #endif
 }
 
-// The tile shapes for products of m0 + m1 tokens (ldtilecfg's 64-byte operand): tiles 0-3 the
-// int32 sums of one block, C[2i + g] = token tile i (m_i tokens) x row group g (16 rows); 4 and 5
-// the token tiles' activations of the block (m_i x 32 bytes); 6 and 7 the row groups' values (8
-// x 64 bytes: 32 values of 16 rows).
+// The tile shapes for products of m0 + m1 tokens, `depth` values deep (32 or 64; ldtilecfg's
+// 64-byte operand): tiles 0-3 int32 sums, C[2i + j] = token tile i (m_i tokens) x weight tile j
+// (16 rows); 4 and 5 the token tiles' activations (m_i x depth bytes); 6 and 7 the weight tiles
+// (depth / 4 x 64 bytes: depth values of 16 rows).
 struct alignas(64) AmxTiles {
   uint8_t palette = 1, start_row = 0, reserved[14] = {};
   uint16_t colsb[16] = {};
   uint8_t rows[16] = {};
-  AmxTiles(int m0, int m1) {
+  AmxTiles(int m0, int m1, int depth) {
     for (int i = 0; i < 2; i++) {
       const auto m = static_cast<uint8_t>(i ? m1 : m0);  // 0: the tiles are unused (then no columns either)
       rows[2 * i] = rows[2 * i + 1] = rows[4 + i] = m;
       colsb[2 * i] = colsb[2 * i + 1] = m ? 64 : 0;
-      colsb[4 + i] = m ? 32 : 0;
-      rows[6 + i] = 8;
+      colsb[4 + i] = m ? static_cast<uint16_t>(depth) : 0;
+      rows[6 + i] = static_cast<uint8_t>(depth / 4);
       colsb[6 + i] = 64;
     }
   }
@@ -8616,6 +8627,203 @@ inline void amx_q32(const Panel& P, const MatmulInput& in, int64_t t, int m0, in
       }
   }
 }
+// ---- AMX int8 tiles for K-quants (Q4_K, Q6_K) ----
+// A super-block's integer sum, sum_s sc_s (q - offset) . a over its sub-blocks s, is exact and
+// whole in tiles once each value is taken times its sub-block scale, p = sc (q - offset) (Q4_K:
+// sc q, 0..945; Q6_K: sc (q - 32), -4064..4096), and p split as 64 h + l with l in [-32, 31] (h:
+// Q4_K 0..15, Q6_K -63..64): both are int8, and p . a = 64 (h . a) + (l . a), two tile products
+// 64 values deep, stored once per super-block (not once per sub-block). This is the integer
+// llama.cpp's dot products make (with Q6_K's offset and Q4_K's mins apart). The float order per
+// (row, token) is then one chain over the super-blocks in order:
+//   acc = fma(float(sum), d_row * d_token, acc)
+//   Q4_K: acc = fma(-float(mins), dmin_row * d_token, acc), mins = sum_s m_s * (sum of a over s)
+// (not llama.cpp's, which keeps 8 lanes of partial sums: as for the 32-blocks, a token's results
+// depend on whether it is computed alone or with 6 or more others here).
+
+// The panel: per group g of 16 rows, h then l (panel_interleave's layout, 16 K bytes each); then
+// d [kRG][nsb][16], (Q4_K) dmin the same, and the mins as micro_kq's int16 pairs [kRG][4 nsb][16];
+// then the decoder's space: a group's h and l rows, one row's values, its numbers, its scales.
+struct AmxKqLayout {
+  size_t hl = 0, dn = 0, pn = 0, tn = 0, total = 0;
+};
+inline AmxKqLayout amx_kq_layout(size_t k) {
+  AmxKqLayout L;
+  const size_t nsb = k / 256;
+  L.hl = 2 * kRG * 16 * k;
+  L.dn = round_up(kRG * 16 * nsb * 4, 64);
+  L.pn = round_up(kRG * 16 * 4 * nsb * 4, 64);
+  L.tn = round_up(k / 16 * 4, 64);  // one row's numbers (at most K/16 of each)
+  L.total = L.hl + 2 * L.dn + L.pn + 2 * 16 * k + k + 5 * L.tn;
+  return L;
+}
+
+// One row's values (v, unsigned, element order) times their scales (s16: one per 16 values) less
+// the offset, split into h and l (above).
+inline void amx_split_row(const uint8_t* v, const int16_t* s16, int offset, size_t k, uint8_t* h, uint8_t* l) {
+  for (size_t c = 0; c < k; c += 32) {
+    const __m512i sc =
+        _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(s16[c / 16]), _mm512_set1_epi16(s16[c / 16 + 1]));
+    const __m512i q = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + c)));
+    const __m512i p = _mm512_mullo_epi16(_mm512_sub_epi16(q, _mm512_set1_epi16(static_cast<int16_t>(offset))), sc);
+    const __m512i hi = _mm512_srai_epi16(_mm512_add_epi16(p, _mm512_set1_epi16(32)), 6);
+    const __m512i lo = _mm512_sub_epi16(p, _mm512_slli_epi16(hi, 6));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(h + c), _mm512_cvtepi16_epi8(hi));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(l + c), _mm512_cvtepi16_epi8(lo));
+  }
+}
+
+// Decodes rows [r0, r0 + nr) of a K-quant (nr <= kRB; missing rows are zero) into P as above:
+// P.v the h and l tiles, P.d, P.dmin, P.pairs.
+template <class WK>
+inline bool panel_decode_amx_kq(const TensorView& w, int64_t r0, int64_t nr, AlignedBuffer& buf, Panel& P) {
+  const int64_t K = w.ne[0];
+  const uint64_t rb = weight_row_bytes(w);
+  const size_t k = static_cast<size_t>(K), nsb = k / 256;
+  const AmxKqLayout L = amx_kq_layout(k);
+  if (!buf.reserve(L.total)) return false;
+  P.K = K;
+  P.rows = nr;
+  P.v = buf.as<uint8_t>();
+  P.d = buf.as<float>(L.hl);
+  P.dmin = buf.as<float>(L.hl + L.dn);
+  P.pairs = buf.as<int32_t>(L.hl + 2 * L.dn);
+  const size_t tmp = L.hl + 2 * L.dn + L.pn;
+  uint8_t* hrows = buf.as<uint8_t>(tmp);  // [16][K]
+  uint8_t* lrows = hrows + 16 * k;        // [16][K]
+  uint8_t* vals = lrows + 16 * k;         // [K]
+  const size_t at = tmp + 32 * k + k;
+  const RowDecode t{vals, buf.as<int32_t>(at), buf.as<float>(at + L.tn), buf.as<float>(at + 2 * L.tn),
+                    buf.as<int32_t>(at + 3 * L.tn)};
+  int16_t* s16 = buf.as<int16_t>(at + 4 * L.tn);
+  constexpr bool q4k = WK::panel.mins;
+  const size_t np = q4k ? 4 * nsb : 0, ndm = q4k ? nsb : 0;
+  for (size_t g = 0; g < kRG; g++) {
+    for (int i = 0; i < 16; i++) {
+      const int64_t r = static_cast<int64_t>(g) * 16 + i;
+      const bool pad = r >= nr;  // padding rows compute zeros (never stored)
+      uint8_t* h = hrows + static_cast<size_t>(i) * k;
+      uint8_t* l = lrows + static_cast<size_t>(i) * k;
+      if (r + 2 < nr) panel_prefetch_row(w, r0 + r + 2);  // on its way while this row is decoded
+      if (pad) {
+        std::memset(h, 0, k);
+        std::memset(l, 0, k);
+      } else {
+        const uint8_t* src = w.data + static_cast<uint64_t>(r0 + r) * rb;
+        WK::decode(src, K, t);
+        WK::amx_scales(src, K, s16);
+        amx_split_row(vals, s16, WK::amx_offset, k, h, l);
+      }
+      panel_put(P.d, t.d, nsb, g, i, pad);
+      panel_put(P.dmin, t.dmin, ndm, g, i, pad);
+      panel_put(P.pairs, t.pairs, np, g, i, pad);
+    }
+    auto same = [](__m512i v) { return v; };
+    panel_interleave(hrows, k, k, P.v + 2 * g * 16 * k, same);
+    panel_interleave(lrows, k, k, P.v + (2 * g + 1) * 16 * k, same);
+  }
+  return true;
+}
+
+// Row group g of an AMX K-quant panel times tokens [t, t + m0 + m1) (the configured tiles, 64
+// deep; m0 16 when m1 > 0): acc[j][i] = token t + j's sum of the group's row i. qpairs: Q4_K's
+// activation sums of 32 as int16 pairs ([T][K/64], as micro_kq's).
+template <bool kQ4K>
+inline void amx_kq(const Panel& P, int g, const MatmulInput& in, const int32_t* qpairs, int64_t t, int m0, int m1,
+                   float (&acc)[32][16]) {
+  const int64_t K = P.K, nsb = K / 256;
+  const int m = m0 + m1;
+  const uint8_t* wh = P.v + 2 * static_cast<size_t>(g) * 16 * static_cast<size_t>(K);
+  const uint8_t* wl = wh + 16 * static_cast<size_t>(K);
+  const float* wd = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb);
+  const float* wdm = P.dmin + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb);
+  const __m512i* wp =
+      reinterpret_cast<const __m512i*>(P.pairs + static_cast<size_t>(g) * 16 * 4 * static_cast<size_t>(nsb));
+  const int8_t* a0 = in.row(ActForm::q8_256, t).q;
+  const int8_t* a1 = in.row(ActForm::q8_256, t + std::min(16, m - 1)).q;
+  const size_t stride = m > 1 ? static_cast<size_t>(in.row(ActForm::q8_256, t + 1).q - a0) : 64;
+  const float* da[32];
+  const int32_t* ap[32];
+  for (int j = 0; j < 32; j++) {
+    const int64_t tt = t + std::min(j, m - 1);
+    da[j] = in.row(ActForm::q8_256, tt).d;
+    ap[j] = kQ4K ? qpairs + tt * (K / 64) : nullptr;
+  }
+  alignas(64) int32_t c[2][4][16][16];  // two super-blocks' sums, so that one is read as the next is made
+  for (int j = 0; j < m; j++) std::memset(acc[j], 0, sizeof acc[j]);
+  for (int64_t s = 0; s < nsb; s++) {
+    int32_t(&cs)[4][16][16] = c[s & 1];
+    _tile_zero(0);
+    _tile_zero(1);
+    if (m1) {
+      _tile_zero(2);
+      _tile_zero(3);
+    }
+#pragma GCC unroll 4
+    for (int kk = 0; kk < 4; kk++) {
+      const size_t at = static_cast<size_t>(256 * s + 64 * kk);
+      _tile_loadd(4, a0 + at, stride);
+      _tile_loadd(6, wh + 16 * at, 64);
+      _tile_loadd(7, wl + 16 * at, 64);
+      _tile_dpbssd(0, 4, 6);
+      _tile_dpbssd(1, 4, 7);
+      if (m1) {
+        _tile_loadd(5, a1 + at, stride);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+      }
+    }
+    _tile_stored(0, cs[0], 64);
+    _tile_stored(1, cs[1], 64);
+    if (m1) {
+      _tile_stored(2, cs[2], 64);
+      _tile_stored(3, cs[3], 64);
+    }
+    const __m512 d = _mm512_load_ps(wd + 16 * s);
+    [[maybe_unused]] __m512 dmin;
+    [[maybe_unused]] __m512i mp[4];
+    if constexpr (kQ4K) {
+      dmin = _mm512_load_ps(wdm + 16 * s);
+      for (int k = 0; k < 4; k++) mp[k] = _mm512_load_si512(wp + 4 * s + k);
+    }
+    for (int j = 0; j < m; j++) {
+      const int i = j / 16, jj = j % 16;
+      const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cs[2 * i][jj]), 6),
+                                           _mm512_load_si512(cs[2 * i + 1][jj]));
+      const __m512 dt = _mm512_set1_ps(da[j][s]);
+      __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, dt), _mm512_load_ps(acc[j]));
+      if constexpr (kQ4K) {
+        __m512i mins = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) mins = dpwssd(mins, mp[k], _mm512_set1_epi32(ap[j][4 * s + k]));
+        a = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin, dt), a);
+      }
+      _mm512_store_ps(acc[j], a);
+    }
+  }
+}
+
+// Tokens [t0, t0 + nt) times the rows [r0, r0 + nr) of an AMX K-quant panel, with the tiles.
+template <bool kQ4K>
+inline void gemm_amx_kq_task(const Panel& P, const MatmulInput& in, const int32_t* qpairs, int64_t t0, int64_t nt,
+                             int64_t r0, int64_t nr, float* y, int64_t ldy) {
+  int configured = 0;  // the tokens the tiles are shaped for
+  alignas(64) float acc[32][16];
+  for (int64_t j0 = 0; j0 < nt; j0 += 32) {
+    const int m = static_cast<int>(std::min<int64_t>(32, nt - j0)), m0 = std::min(m, 16), m1 = m - m0;
+    if (m != configured) {
+      const AmxTiles cfg(m0, m1, 64);
+      _tile_loadconfig(&cfg);
+      configured = m;
+    }
+    for (int g = 0; g < kRG && 16 * g < nr; g++) {
+      amx_kq<kQ4K>(P, g, in, qpairs, t0 + j0, m0, m1, acc);
+      const __mmask16 mask = first_lanes16(nr - 16 * g);
+      for (int j = 0; j < m; j++)
+        _mm512_mask_storeu_ps(y + (t0 + j0 + j) * ldy + r0 + 16 * g, mask, _mm512_load_ps(acc[j]));
+    }
+  }
+  _tile_release();
+}
+
 #endif
 
 // Bytes of gemm's per-product scratch for T tokens of K values: the start values of the offsets
@@ -8646,7 +8854,11 @@ inline bool gemm_reserve(const TensorView& w, int64_t T, MatmulScratch& scratch)
 #if defined(LLMI_SIMD_BF16)
   if (WK::bf16_in_place && !scratch.xb.reserve(gemm_xb_bytes(T, K))) return false;
 #endif
-  const size_t panel = panel_layout<WK>(static_cast<size_t>(K)).total;
+  size_t panel = panel_layout<WK>(static_cast<size_t>(K)).total;
+#if defined(LLMI_SIMD_AMX)
+  if constexpr (WK::amx && WK::act == ActForm::q8_256)
+    panel = std::max(panel, amx_kq_layout(static_cast<size_t>(K)).total);
+#endif
   for (int i = 0; i < scratch.n_panels; i++)
     if (!scratch.panels[static_cast<size_t>(i)].reserve(panel)) return false;
   return true;
@@ -8661,7 +8873,7 @@ inline void gemm_amx_task(const Panel& P, const MatmulInput& in, int64_t t0, int
   for (int64_t j0 = 0; j0 < nt; j0 += 32) {
     const int m = static_cast<int>(std::min<int64_t>(32, nt - j0)), m0 = std::min(m, 16), m1 = m - m0;
     if (m != configured) {
-      const AmxTiles cfg(m0, m1);
+      const AmxTiles cfg(m0, m1, 32);
       _tile_loadconfig(&cfg);
       configured = m;
     }
@@ -8713,9 +8925,9 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       }
     }
   }
-  // K-quants: the activations in micro_kq's order
+  // K-quants: the activations in micro_kq's order (the tiles take them as they are)
   int8_t* xk = nullptr;
-  if constexpr (f == ActForm::q8_256) {
+  if (f == ActForm::q8_256 && !amx) {
     if (!scratch.xk.reserve(gemm_xk_bytes<WK>(T, K))) return false;
     xk = scratch.xk.as<int8_t>();
     for (int64_t t = 0; t < T; t++) {
@@ -8764,11 +8976,19 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
 #if defined(LLMI_SIMD_AMX)
     if constexpr (WK::amx) {
       if (amx) {
-        if (!panel_decode<WK, true>(w, r0, nr, buf, P)) {
-          failed.store(true, std::memory_order_relaxed);
-          return;
+        if constexpr (f == ActForm::q8_256) {
+          if (!panel_decode_amx_kq<WK>(w, r0, nr, buf, P)) {
+            failed.store(true, std::memory_order_relaxed);
+            return;
+          }
+          gemm_amx_kq_task<WK::panel.mins>(P, in, starts, t0, nt, r0, nr, y, ldy);
+        } else {
+          if (!panel_decode<WK, true>(w, r0, nr, buf, P)) {
+            failed.store(true, std::memory_order_relaxed);
+            return;
+          }
+          gemm_amx_task(P, in, t0, nt, r0, nr, y, ldy);
         }
-        gemm_amx_task(P, in, t0, nt, r0, nr, y, ldy);
         return;
       }
     }
@@ -9050,6 +9270,19 @@ struct WeightKernels<DType::q4_K> : WeightKernelsBase<DType::q4_K> {
   static constexpr auto decode = decode_row_q4_k;
   static constexpr auto micro = micro_kq<true>;
 #endif
+#if defined(LLMI_SIMD_AMX)
+  static constexpr bool amx = true;  // the tiles (gemm_amx_kq_task) where the OS permits them
+  static constexpr int amx_offset = 0;
+  // one scale per 16 values (panel_decode_amx_kq): sc_j twice per sub-block j of 32
+  static void amx_scales(const uint8_t* row, int64_t K, int16_t* s16) {
+    for (int64_t b = 0; b < K / 256; b++) {
+      uint64_t sc8, m8;
+      q4k_unpack_scales(row + 144 * b + 4, &sc8, &m8);
+      for (int j = 0; j < 8; j++)
+        s16[16 * b + 2 * j] = s16[16 * b + 2 * j + 1] = static_cast<int16_t>((sc8 >> (8 * j)) & 0xFF);
+    }
+  }
+#endif
 };
 
 template <>
@@ -9079,6 +9312,15 @@ struct WeightKernels<DType::q6_K> : WeightKernelsBase<DType::q6_K> {
   static constexpr PanelFormat panel = {0, 32, 32, false};
   static constexpr auto decode = decode_row_q6_k;
   static constexpr auto micro = micro_kq<false>;
+#endif
+#if defined(LLMI_SIMD_AMX)
+  static constexpr bool amx = true;  // the tiles (gemm_amx_kq_task) where the OS permits them
+  static constexpr int amx_offset = 32;
+  // one scale per 16 values (panel_decode_amx_kq): the 16 signed scales of each super-block
+  static void amx_scales(const uint8_t* row, int64_t K, int16_t* s16) {
+    for (int64_t b = 0; b < K / 256; b++)
+      for (int j = 0; j < 16; j++) s16[16 * b + j] = static_cast<int8_t>(row[210 * b + 192 + j]);
+  }
 #endif
 };
 

@@ -231,6 +231,19 @@ struct WeightKernels<DType::q4_K> : WeightKernelsBase<DType::q4_K> {
   static constexpr auto decode = decode_row_q4_k;
   static constexpr auto micro = micro_kq<true>;
 #endif
+#if defined(LLMI_SIMD_AMX)
+  static constexpr bool amx = true;  // the tiles (gemm_amx_kq_task) where the OS permits them
+  static constexpr int amx_offset = 0;
+  // one scale per 16 values (panel_decode_amx_kq): sc_j twice per sub-block j of 32
+  static void amx_scales(const uint8_t* row, int64_t K, int16_t* s16) {
+    for (int64_t b = 0; b < K / 256; b++) {
+      uint64_t sc8, m8;
+      q4k_unpack_scales(row + 144 * b + 4, &sc8, &m8);
+      for (int j = 0; j < 8; j++)
+        s16[16 * b + 2 * j] = s16[16 * b + 2 * j + 1] = static_cast<int16_t>((sc8 >> (8 * j)) & 0xFF);
+    }
+  }
+#endif
 };
 
 template <>
@@ -260,6 +273,15 @@ struct WeightKernels<DType::q6_K> : WeightKernelsBase<DType::q6_K> {
   static constexpr PanelFormat panel = {0, 32, 32, false};
   static constexpr auto decode = decode_row_q6_k;
   static constexpr auto micro = micro_kq<false>;
+#endif
+#if defined(LLMI_SIMD_AMX)
+  static constexpr bool amx = true;  // the tiles (gemm_amx_kq_task) where the OS permits them
+  static constexpr int amx_offset = 32;
+  // one scale per 16 values (panel_decode_amx_kq): the 16 signed scales of each super-block
+  static void amx_scales(const uint8_t* row, int64_t K, int16_t* s16) {
+    for (int64_t b = 0; b < K / 256; b++)
+      for (int j = 0; j < 16; j++) s16[16 * b + j] = static_cast<int8_t>(row[210 * b + 192 + j]);
+  }
 #endif
 };
 

@@ -563,8 +563,8 @@ TEST_CASE(
 // product, llama.cpp's for both (its ggml_vec_dot_* per (row, token) for K-quants, its sgemm, the
 // same order, for 32-blocks): a token's results must not depend on the tokens evaluated with it.
 // (Float weights follow llama.cpp's sgemm for several tokens, another order: not checked here.)
-// With the AMX tiles (kernels "avx512+amx") the 32-block types of 6 or more tokens take another
-// order (next test): their products run here without them (MatmulScratch::amx), as with
+// With the AMX tiles (kernels "avx512+amx") the 32-block types and K-quants of 6 or more tokens take
+// another order (next test): their products run here without them (MatmulScratch::amx), as with
 // LoadOptions::kernels "avx512".
 TEST_CASE("matmul: with the x86 kernels a quantized row gives a token the same bits alone or with others") {
   auto kern = li::select_kernels("");
@@ -603,27 +603,31 @@ TEST_CASE("matmul: with the x86 kernels a quantized row gives a token the same b
   }
 }
 
-// The AMX tiles (kernels "avx512+amx", where the OS permits them) for Q4_0, Q5_0 and Q8_0 rows
-// times 6 or more tokens: each block's integer sum is exact, and each (row, token) result is one
-// chain over the blocks in order, acc = fma(float(sum_b), d_row_b * d_token_b, acc) (25_matmul,
-// amx_q32). Checked bit for bit against that chain computed here from the blocks' integers and the
-// input quantized as the matmul does, for ragged row and token counts (a 16 x 16 tile's edges), 1
-// and 3 threads; and close to the one-token products.
+// The AMX tiles (kernels "avx512+amx", where the OS permits them) for rows times 6 or more tokens
+// (25_matmul): the integer sums are exact, and each (row, token) result is one float chain over
+// the blocks in order. 32-blocks (Q4_0, Q5_0, Q8_0, amx_q32): acc = fma(float(sum_b), d_row_b *
+// d_token_b, acc). K-quants (Q4_K, Q6_K, amx_kq), per super-block: acc = fma(float(sum_s sc_s (q -
+// offset) . a), d_row * d_token, acc), then for Q4_K acc = fma(-float(sum_s m_s * (sum of a over
+// s)), dmin_row * d_token, acc). Checked bit for bit against those chains computed here from the
+// blocks' bytes and the input quantized as the matmul does, for ragged row and token counts (a 16 x
+// 16 tile's edges), 1 and 3 threads; and close to the one-token products.
 TEST_CASE("matmul: the AMX tiles give each (row, token) the bits of their block-by-block float chain") {
-  auto kern = li::select_kernels("");
-  REQUIRE(kern);
-  if (!li::kernels_use_amx(**kern)) {
-    MESSAGE("skipped: the kernels here are " << (*kern)->name << " (no AMX tiles)");
+  auto kern = li::select_kernels("avx512+amx");  // the suite runs at "avx512" otherwise
+  if (!kern) {
+    MESSAGE("skipped: " << kern.error().message);
     return;
   }
+  REQUIRE(li::kernels_use_amx(**kern));
   Rng r(23);
   struct Case {
     DType t;
     int64_t rows, n, T;
   };
-  const Case cases[] = {{DType::q8_0, 33, 1056, 7}, {DType::q8_0, 64, 96, 70},  {DType::q4_0, 37, 96, 33},
-                        {DType::q5_0, 70, 576, 16}, {DType::q8_0, 17, 64, 600}, {DType::q4_0, 16, 2048, 6}};
-  // the signed integers of row `row`'s block b, and its d
+  const Case cases[] = {{DType::q8_0, 33, 1056, 7}, {DType::q8_0, 64, 96, 70},   {DType::q4_0, 37, 96, 33},
+                        {DType::q5_0, 70, 576, 16}, {DType::q8_0, 17, 64, 600},  {DType::q4_0, 16, 2048, 6},
+                        {DType::q4_K, 35, 512, 7},  {DType::q4_K, 64, 1280, 70}, {DType::q4_K, 17, 256, 600},
+                        {DType::q6_K, 41, 256, 33}, {DType::q6_K, 3, 1280, 16},  {DType::q6_K, 70, 768, 6}};
+  // the signed integers of a 32-block
   auto block_ints = [](DType t, const uint8_t* blk, int(&q)[32]) {
     for (int j = 0; j < 32; j++) {
       if (t == DType::q8_0) {
@@ -640,36 +644,85 @@ TEST_CASE("matmul: the AMX tiles give each (row, token) the bits of their block-
       }
     }
   };
+  auto f16 = [](const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return li::fp16_to_f32(h);
+  };
+  // a K-quant super-block (GGUF's layouts): the values less the offset, the scale and (Q4_K) the
+  // min of each value's sub-block
+  auto super_block = [](DType t, const uint8_t* blk, int(&q)[256], int(&sc)[256], int(&mn)[256]) {
+    if (t == DType::q4_K) {
+      const uint8_t* s = blk + 4;
+      for (int j = 0; j < 8; j++) {
+        const int scj = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        const int mj = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+        for (int i = 0; i < 32; i++) {
+          const uint8_t byte = blk[16 + 32 * (j / 2) + i];
+          q[32 * j + i] = j % 2 ? byte >> 4 : byte & 15;
+          sc[32 * j + i] = scj;
+          mn[32 * j + i] = mj;
+        }
+      }
+    } else {
+      for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+          const uint8_t *ql = blk + 64 * h, qh = blk[128 + 32 * h + l];
+          q[128 * h + l] = ((ql[l] & 15) | ((qh & 3) << 4)) - 32;
+          q[128 * h + l + 32] = ((ql[l + 32] & 15) | (((qh >> 2) & 3) << 4)) - 32;
+          q[128 * h + l + 64] = ((ql[l] >> 4) | (((qh >> 4) & 3) << 4)) - 32;
+          q[128 * h + l + 96] = ((ql[l + 32] >> 4) | (((qh >> 6) & 3) << 4)) - 32;
+        }
+      for (int i = 0; i < 256; i++) {
+        sc[i] = static_cast<int8_t>(blk[192 + i / 16]);
+        mn[i] = 0;
+      }
+    }
+  };
   for (int threads : {1, 3}) {
     li::ThreadPool pool(threads);
     for (const Case& c : cases) {
       CAPTURE(std::string(li::dtype_name(c.t)));
       CAPTURE(c.rows);
+      CAPTURE(c.n);
       CAPTURE(c.T);
       CAPTURE(threads);
+      const bool kq = c.t == DType::q4_K || c.t == DType::q6_K;
       Matrix m = make_matrix(c.t, c.rows, c.n, r, false);
       std::vector<float> x = make_input(c.T, c.n, r, false);
       std::vector<float> y(static_cast<size_t>(c.T * c.rows)), y1(static_cast<size_t>(c.rows));
       li::MatmulScratch scratch(pool.size());
       REQUIRE((*kern)->matmul_x(m.view, x.data(), c.T, y.data(), c.rows, pool, false, scratch));
       li::MatmulInput in(x.data(), c.T, c.n);
-      REQUIRE(in.prepare(li::ActForm::q8_32, pool, &li::quantize_q8_32));
-      const uint64_t rb = li::weight_row_bytes(m.view), bs = rb / static_cast<uint64_t>(c.n / 32);
+      const li::ActForm form = kq ? li::ActForm::q8_256 : li::ActForm::q8_32;
+      REQUIRE(in.prepare(form, pool, kq ? &li::quantize_q8_256 : &li::quantize_q8_32));
+      const int64_t bn = kq ? 256 : 32;  // values per block
+      const uint64_t rb = li::weight_row_bytes(m.view), bs = rb / static_cast<uint64_t>(c.n / bn);
       int diffs = 0;
       double worst = 0, largest = 0;  // |AMX - one-token| and |one-token|, at most
       for (int64_t t = 0; t < c.T; t++) {
-        const li::ActQ8 a = in.row(li::ActForm::q8_32, t);
+        const li::ActQ8 a = in.row(form, t);
         li::matmul(m.view, x.data() + t * c.n, 1, y1.data(), c.rows, pool, false);
         for (int64_t row = 0; row < c.rows; row++) {
           float acc = 0;
-          for (int64_t b = 0; b < c.n / 32; b++) {
+          for (int64_t b = 0; b < c.n / bn; b++) {
             const uint8_t* blk = m.view.data + static_cast<uint64_t>(row) * rb + static_cast<uint64_t>(b) * bs;
-            int q[32], isum = 0;
-            block_ints(c.t, blk, q);
-            for (int j = 0; j < 32; j++) isum += q[j] * a.q[32 * b + j];
-            uint16_t h;
-            std::memcpy(&h, blk, 2);
-            acc = std::fma(static_cast<float>(isum), li::fp16_to_f32(h) * a.d[b], acc);
+            const int8_t* aq = a.q + bn * b;
+            if (kq) {
+              int q[256], sc[256], mn[256], isum = 0, mins = 0;
+              super_block(c.t, blk, q, sc, mn);
+              for (int i = 0; i < 256; i++) {
+                isum += sc[i] * q[i] * aq[i];
+                mins += mn[i] * aq[i];
+              }
+              acc = std::fma(static_cast<float>(isum), f16(blk + (c.t == DType::q4_K ? 0 : 208)) * a.d[b], acc);
+              if (c.t == DType::q4_K) acc = std::fma(-static_cast<float>(mins), f16(blk + 2) * a.d[b], acc);
+            } else {
+              int q[32], isum = 0;
+              block_ints(c.t, blk, q);
+              for (int j = 0; j < 32; j++) isum += q[j] * aq[j];
+              acc = std::fma(static_cast<float>(isum), f16(blk) * a.d[b], acc);
+            }
           }
           const float got = y[static_cast<size_t>(t * c.rows + row)];
           diffs += !same_bits(got, acc);
