@@ -1364,9 +1364,12 @@ inline void amx_kq(const Panel& P, int g, const MatmulInput& in, const int32_t* 
       const __m512 dt = _mm512_set1_ps(da[j][s]);
       __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, dt), _mm512_load_ps(acc[j]));
       if constexpr (kQ4K) {
-        __m512i mins = _mm512_setzero_si512();
-        for (int k = 0; k < 4; k++) mins = dpwssd(mins, mp[k], _mm512_set1_epi32(ap[j][4 * s + k]));
-        a = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin, dt), a);
+        const int32_t* apj = ap[j] + 4 * s;  // two chains (integers: any order)
+        const __m512i m01 =
+            dpwssd(_mm512_madd_epi16(mp[0], _mm512_set1_epi32(apj[0])), mp[1], _mm512_set1_epi32(apj[1]));
+        const __m512i m23 =
+            dpwssd(_mm512_madd_epi16(mp[2], _mm512_set1_epi32(apj[2])), mp[3], _mm512_set1_epi32(apj[3]));
+        a = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(m01, m23)), _mm512_mul_ps(dmin, dt), a);
       }
       _mm512_store_ps(acc[j], a);
     }
