@@ -148,11 +148,13 @@
 //   `llminfer status` says which kernels run ("simd", "kernels", "kernel_levels").
 //
 //   AMX: a native build for a CPU with AMX-INT8 (-march=native on a Xeon of the Sapphire Rapids
-//   class, or -march=sapphirerapids) is "avx512+amx": matrix products of Q4_0, Q5_0 and Q8_0 weights
-//   with 6 or more tokens (prompts) run on the tile registers, which the process asks the OS for once
-//   (Linux: arch_prctl; elsewhere, or where refused, the level is "avx512" and the VNNI kernels run).
-//   Each 32-value block's integer sum is exact; the float order is then one chain per (row, token)
-//   over the blocks, acc = fma(float(sum), d_row * d_token, acc), not llama.cpp's 8 lanes, so such
+//   class, or -march=sapphirerapids) is "avx512+amx": matrix products of Q4_0, Q5_0, Q8_0, Q4_K and
+//   Q6_K weights with 6 or more tokens (prompts) run on the tile registers, which the process asks the
+//   OS for once (Linux: arch_prctl; elsewhere, or where refused, the level is "avx512" and the VNNI
+//   kernels run). Each block's integer sum is exact (32 values; K-quants: a super-block of 256, each
+//   value times its sub-block scale); the float order is then one chain per (row, token) over the
+//   blocks, acc = fma(float(sum), d_row * d_token, acc) (Q4_K: then acc = fma(-float(mins), dmin_row *
+//   d_token, acc)), not llama.cpp's 8 lanes, so such
 //   logits differ from llama.cpp's and from a one-token evaluation in the last bits (within the
 //   conformance tolerances). LoadOptions::kernels or LLMINFER_KERNELS "avx512" leaves the tiles alone:
 //   llama.cpp's order for every batch.
@@ -7040,8 +7042,8 @@ inline __m128 reduce_add4_ps(__m512 a, __m512 b, __m512 c, __m512 d) {
 #endif
 
 // out[j] = scale * dot(q, cell j) for j < n; cells are `stride` bytes apart, hd values each.
-inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale,
-                        float* out) {
+inline void attn_scores1(const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale,
+                         float* out) {
 #if defined(LLMI_SIMD_AVX512)
   if (!f16) {  // llama.cpp's order: ggml_vec_dot_f32 (dot_float), then the scale
     for (int j = 0; j < n; j++) out[j] = scale * dot_float<DType::f32>(k + size_t(j) * stride, q, hd);
@@ -7111,6 +7113,70 @@ inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, 
     out[j] = dot * scale;
   }
 #endif
+}
+
+#if defined(LLMI_SIMD_AVX512)
+// attn_scores1 for Q queries (q + i * qs) at once, f16 cache: each cell's values are converted
+// once for all of them; each (query, cell) keeps its float order (16 lanes over the values, the
+// tree of _mm512_reduce_add_ps, then the scale), so its bits.
+template <int Q>
+inline void attn_scores_f16(const float* q, size_t qs, const uint8_t* k, size_t stride, int n, int hd, float scale,
+                            float* out, size_t os) {
+  const int full = hd / 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (hd % 16)) - 1);
+  int j = 0;
+  for (; j + 4 <= n; j += 4) {
+    __m512 acc[Q][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < Q; i++)
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; u++) acc[i][u] = _mm512_setzero_ps();
+    const uint8_t* kj = k + size_t(j) * stride;
+    for (int e = 0; e <= full; e++) {
+      if (e == full && !tail) break;
+      const __mmask16 m = e < full ? 0xFFFF : tail;
+      __m512 kv[4];
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; u++) kv[u] = maskload16_kv(kj + size_t(u) * stride + 32 * size_t(e), true, m);
+#pragma GCC unroll 4
+      for (int i = 0; i < Q; i++) {
+        const __m512 qv = _mm512_maskz_loadu_ps(m, q + size_t(i) * qs + 16 * size_t(e));
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) acc[i][u] = _mm512_fmadd_ps(qv, kv[u], acc[i][u]);
+      }
+    }
+    for (int i = 0; i < Q; i++)
+      _mm_storeu_ps(out + size_t(i) * os + j,
+                    _mm_mul_ps(_mm_set1_ps(scale), reduce_add4_ps(acc[i][0], acc[i][1], acc[i][2], acc[i][3])));
+  }
+  for (int i = 0; i < Q; i++)
+    attn_scores1(q + size_t(i) * qs, k + size_t(j) * stride, stride, n - j, hd, true, scale, out + size_t(i) * os + j);
+}
+#endif
+
+// out[i * os + j] = scale * dot(query i, cell j) for i < nq, j < n; query i at q + i * qs (the
+// heads of one key-value group); each as attn_scores1 (its bits), the cells read once for up to
+// 4 queries (AVX-512, f16 cache).
+inline void attn_scores(const float* q, int nq, size_t qs, const uint8_t* k, size_t stride, int n, int hd, bool f16,
+                        float scale, float* out, size_t os) {
+  for (int i0 = 0; i0 < nq;) {
+    const int c = std::min(4, nq - i0);
+    const float* qi = q + size_t(i0) * qs;
+    float* oi = out + size_t(i0) * os;
+#if defined(LLMI_SIMD_AVX512)
+    if (f16 && c > 1) {
+      switch (c) {
+        case 2: attn_scores_f16<2>(qi, qs, k, stride, n, hd, scale, oi, os); break;
+        case 3: attn_scores_f16<3>(qi, qs, k, stride, n, hd, scale, oi, os); break;
+        default: attn_scores_f16<4>(qi, qs, k, stride, n, hd, scale, oi, os); break;
+      }
+      i0 += c;
+      continue;
+    }
+#endif
+    attn_scores1(qi, k, stride, n, hd, f16, scale, oi);
+    i0++;
+  }
 }
 
 // s[j] = exp(s[j] - max) for j < n; returns the sum (accumulated in double). `phase` is the
@@ -7271,6 +7337,54 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
 }
 
 #if defined(LLMI_SIMD_AVX512)
+// attn_weighted_sum of Q weight rows (w + i * ws) into Q outputs (out + i * os) over C chunks of
+// 16 values, f16 cache: each cell's values converted once for all; each output value keeps its
+// order (one FMA per cell, in cell order), so its bits.
+template <int Q, int C>
+inline void attn_wsum_f16(const float* w, size_t ws, const uint8_t* v, size_t stride, int n, float* out, size_t os) {
+  __m512 acc[Q][C];
+  for (int i = 0; i < Q; i++)
+    for (int c = 0; c < C; c++) acc[i][c] = _mm512_setzero_ps();
+  for (int j = 0; j < n; j++) {
+    __m512 wj[Q];
+    for (int i = 0; i < Q; i++) wj[i] = _mm512_set1_ps(w[size_t(i) * ws + size_t(j)]);
+    const uint8_t* row = v + size_t(j) * stride;
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) {
+      const __m512 x = load16_kv(row + 32 * size_t(c), true);
+      for (int i = 0; i < Q; i++) acc[i][c] = _mm512_fmadd_ps(wj[i], x, acc[i][c]);
+    }
+  }
+  for (int i = 0; i < Q; i++)
+    for (int c = 0; c < C; c++) _mm512_storeu_ps(out + size_t(i) * os + 16 * c, acc[i][c]);
+}
+// Q (2..4) rows at once where the head size allows (a multiple of 16 values, in passes of 128
+// values for 2 or 3 rows, of 64 for 4, so that the sums stay in registers); false: it does not.
+template <int Q>
+inline bool attn_wsum_f16_rows(const float* w, size_t ws, const uint8_t* v, size_t stride, int n, int hd, float* out,
+                               size_t os) {
+  constexpr int kPass = Q <= 3 ? 128 : 64;
+  if (hd % 16) return false;
+  for (int e0 = 0; e0 < hd; e0 += kPass) {
+    const int chunks = std::min(kPass, hd - e0) / 16;
+    const uint8_t* v0 = v + 2 * size_t(e0);
+    float* o = out + e0;
+    switch (chunks) {
+      case 1: attn_wsum_f16<Q, 1>(w, ws, v0, stride, n, o, os); break;
+      case 2: attn_wsum_f16<Q, 2>(w, ws, v0, stride, n, o, os); break;
+      case 3: attn_wsum_f16<Q, 3>(w, ws, v0, stride, n, o, os); break;
+      case 4: attn_wsum_f16<Q, 4>(w, ws, v0, stride, n, o, os); break;
+      case 5: attn_wsum_f16<Q, (Q <= 3 ? 5 : 4)>(w, ws, v0, stride, n, o, os); break;
+      case 6: attn_wsum_f16<Q, (Q <= 3 ? 6 : 4)>(w, ws, v0, stride, n, o, os); break;
+      case 7: attn_wsum_f16<Q, (Q <= 3 ? 7 : 4)>(w, ws, v0, stride, n, o, os); break;
+      default: attn_wsum_f16<Q, (Q <= 3 ? 8 : 4)>(w, ws, v0, stride, n, o, os); break;
+    }
+  }
+  return true;
+}
+#endif
+
+#if defined(LLMI_SIMD_AVX512)
 // ---- llama.cpp's order (f32 cache, AVX-512) ----
 // With an f32 cache and no flash attention, llama.cpp computes q.k with ggml_vec_dot_f32 (as
 // dot_float<f32>) and V x softmax with llamafile's sgemm (several tokens) or ggml_vec_dot_f32
@@ -7354,32 +7468,59 @@ inline void attn_weighted_sum_ggml8(const float* w, const uint8_t* v0, size_t st
 }
 #endif
 
-// The values step of one (token, head): out[e] = sum over positions j = lo..pos of w[j - lo] *
-// V(j)[e], where V(j) is the row at v0 + (j % slots) * stride (the KV ring: at most two runs of
-// contiguous slots). part: scratch of hd floats (AVX-512 with an f32 cache: 64 * round_up(hd, 16)).
-// several: the token is one of several evaluated together (llama.cpp's order differs then).
-inline void attn_values(const float* w, const uint8_t* v0, size_t stride, int slots, int lo, int pos, int hd, bool f16,
-                        [[maybe_unused]] bool several, float* part, float* out) {
+// The values step of nq heads of one token (the heads of one key-value group): out[i * os + e] =
+// sum over positions j = lo..pos of w[i * ws + j - lo] * V(j)[e], where V(j) is the row at v0 +
+// (j % slots) * stride (the KV ring: at most two runs of contiguous slots). part: scratch of
+// 4 * hd floats (AVX-512 with an f32 cache: 64 * round_up(hd, 16)). several: the token is one of
+// several evaluated together (llama.cpp's order differs then). Each head's bits are those of it
+// alone; the cells are read once for up to 4 heads (AVX-512, f16 cache).
+inline void attn_values(const float* w, int nq, size_t ws, const uint8_t* v0, size_t stride, int slots, int lo, int pos,
+                        int hd, bool f16, [[maybe_unused]] bool several, float* part, float* out, size_t os) {
 // (llama.cpp's sgemm takes the several tokens only when hd, its row count, is a multiple of 4.)
 #if defined(LLMI_SIMD_AVX512)
   if (!f16) {  // llama.cpp's order (several tokens: 16 lanes; one token: 64)
-    attn_weighted_sum_ggml(w, v0, stride, slots, lo, pos, hd, several && hd % 4 == 0 ? 16 : 64, part, out);
+    for (int i = 0; i < nq; i++)
+      attn_weighted_sum_ggml(w + size_t(i) * ws, v0, stride, slots, lo, pos, hd, several && hd % 4 == 0 ? 16 : 64, part,
+                             out + size_t(i) * os);
     return;
   }
 #elif defined(LLMI_SIMD_AVX2)
   if (!f16) {  // llama.cpp's order (several tokens: 8 lanes; one token: 32)
-    attn_weighted_sum_ggml8(w, v0, stride, slots, lo, pos, hd, several && hd % 4 == 0 ? 8 : 32, part, out);
+    for (int i = 0; i < nq; i++)
+      attn_weighted_sum_ggml8(w + size_t(i) * ws, v0, stride, slots, lo, pos, hd, several && hd % 4 == 0 ? 8 : 32, part,
+                              out + size_t(i) * os);
     return;
   }
 #endif
-  bool first = true;
-  for (int j = lo; j <= pos;) {
-    const int slot = j % slots, run = std::min(pos - j + 1, slots - slot);
-    attn_weighted_sum(w + (j - lo), v0 + size_t(slot) * stride, stride, run, hd, f16, first ? out : part);
-    if (!first)
-      for (int e = 0; e < hd; e++) out[e] += part[e];
-    first = false;
-    j += run;
+  for (int i0 = 0; i0 < nq;) {
+    const int c = std::min(4, nq - i0);
+    const float* wi = w + size_t(i0) * ws;
+    float* oi = out + size_t(i0) * os;
+    int done = 1;  // rows this pass takes
+    bool first = true;
+    for (int j = lo; j <= pos;) {
+      const int slot = j % slots, run = std::min(pos - j + 1, slots - slot);
+      const uint8_t* vr = v0 + size_t(slot) * stride;
+      float* to = first ? oi : part;
+      const size_t ts = first ? os : size_t(hd);
+      bool multi = false;
+#if defined(LLMI_SIMD_AVX512)
+      if (f16 && c > 1) {
+        const float* wr = wi + (j - lo);
+        multi = c == 2   ? attn_wsum_f16_rows<2>(wr, ws, vr, stride, run, hd, to, ts)
+                : c == 3 ? attn_wsum_f16_rows<3>(wr, ws, vr, stride, run, hd, to, ts)
+                         : attn_wsum_f16_rows<4>(wr, ws, vr, stride, run, hd, to, ts);
+      }
+#endif
+      done = multi ? c : 1;
+      if (!multi) attn_weighted_sum(wi + (j - lo), vr, stride, run, hd, f16, to);
+      if (!first)
+        for (int i = 0; i < done; i++)
+          for (int e = 0; e < hd; e++) oi[size_t(i) * os + size_t(e)] += part[size_t(i) * hd + size_t(e)];
+      first = false;
+      j += run;
+    }
+    i0 += done;
   }
 }
 
@@ -8792,9 +8933,12 @@ inline void amx_kq(const Panel& P, int g, const MatmulInput& in, const int32_t* 
       const __m512 dt = _mm512_set1_ps(da[j][s]);
       __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, dt), _mm512_load_ps(acc[j]));
       if constexpr (kQ4K) {
-        __m512i mins = _mm512_setzero_si512();
-        for (int k = 0; k < 4; k++) mins = dpwssd(mins, mp[k], _mm512_set1_epi32(ap[j][4 * s + k]));
-        a = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin, dt), a);
+        const int32_t* apj = ap[j] + 4 * s;  // two chains (integers: any order)
+        const __m512i m01 =
+            dpwssd(_mm512_madd_epi16(mp[0], _mm512_set1_epi32(apj[0])), mp[1], _mm512_set1_epi32(apj[1]));
+        const __m512i m23 =
+            dpwssd(_mm512_madd_epi16(mp[2], _mm512_set1_epi32(apj[2])), mp[3], _mm512_set1_epi32(apj[3]));
+        a = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(m01, m23)), _mm512_mul_ps(dmin, dt), a);
       }
       _mm512_store_ps(acc[j], a);
     }
@@ -9490,11 +9634,12 @@ LLMI_KNS_END
   X(bool, matmul_each, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, \
     bool bf16_exact, MatmulScratch& s), (w, x, n_tokens, y, ldy, pool, bf16_exact, s))                               \
   X(bool, matmul_reserve, (const TensorView& w, int64_t max_tokens, MatmulScratch& s), (w, max_tokens, s))          \
-  X(void, attn_scores, (const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale, float* out), \
-    (q, k, stride, n, hd, f16, scale, out))                                                                          \
+  X(void, attn_scores, (const float* q, int nq, size_t qs, const uint8_t* k, size_t stride, int n, int hd, bool f16,   \
+    float scale, float* out, size_t os), (q, nq, qs, k, stride, n, hd, f16, scale, out, os))                        \
   X(double, attn_exp, (float* s, int n, float max, int phase), (s, n, max, phase))                                   \
-  X(void, attn_values, (const float* w, const uint8_t* v0, size_t stride, int slots, int lo, int pos, int hd, bool f16, \
-    bool several, float* part, float* out), (w, v0, stride, slots, lo, pos, hd, f16, several, part, out))           \
+  X(void, attn_values, (const float* w, int nq, size_t ws, const uint8_t* v0, size_t stride, int slots, int lo,       \
+    int pos, int hd, bool f16, bool several, float* part, float* out, size_t os),                                     \
+    (w, nq, ws, v0, stride, slots, lo, pos, hd, f16, several, part, out, os))                                        \
   X(void, silu_row, (const float* x, float* y, int n), (x, y, n))                                                    \
   X(void, gelu_tanh_row, (const float* x, float* y, int n), (x, y, n))
 // clang-format on
@@ -23313,10 +23458,12 @@ class Context {
       max_hd = std::max({max_hd, kv_.layer(l).spec.hd_k, kv_.layer(l).spec.hd_v});
     }
     for (const auto& r : p.ropes) max_hd = std::max(max_hd, r.head_dim);
-    scores_stride_ = max_slots;
+    int max_group = 1;  // the heads of a key-value group score at once (attention_heads)
+    for (const auto& a : p.attns) max_group = std::max(max_group, a.n_head / std::max(1, a.n_kv));
+    scores_stride_ = size_t(max_slots) * size_t(max_group);
     // per thread: a row of partial sums, or 64 lanes of them (llama.cpp's order)
     row_stride_ = size_t(64) * size_t((max_hd + 15) & ~15);
-    auto sb = HeapBuf::alloc(uint64_t(threads) * uint64_t(max_slots), 4, "attention scratch");
+    auto sb = HeapBuf::alloc(uint64_t(threads) * uint64_t(scores_stride_), 4, "attention scratch");
     if (!sb) return sb.error();
     scores_ = std::move(*sb);
     auto rb = HeapBuf::alloc(uint64_t(threads) * row_stride_, 4, "attention scratch");
@@ -23466,19 +23613,18 @@ class Context {
   void attention(const Step& s, int n, int pos0, const float* q, const float* k, const float* v, float* out) {
     const AttnSpec& at = e_->program().attns[static_cast<size_t>(s.idx)];
     attention_store(at, n, pos0, k, v);
-    const int tasks = n * at.n_head;
     ThreadPool& pool = e_->pool();
+    const int split = attention_split(at, n, pool.size()), tasks = n * at.n_kv * split;
     if (pool.size() == 1 || tasks == 1 || attention_work(at, n, pos0) < kAttnSerialWork) {
-      for (int i = 0; i < tasks; i++) attention_head(at, n, pos0, q, out, i / at.n_head, i % at.n_head, 0);
+      for (int i = 0; i < tasks; i++) attention_task(at, n, pos0, q, out, split, i, 0);
     } else {
-      pool.parallel_for(
-          tasks, [&](int i, int thread) { attention_head(at, n, pos0, q, out, i / at.n_head, i % at.n_head, thread); });
+      pool.parallel_for(tasks, [&](int i, int thread) { attention_task(at, n, pos0, q, out, split, i, thread); });
     }
   }
   // The parts of attention, for a step that runs the heads of several contexts as one job
   // (45_batch): the keys and values of the n new tokens into the cache (unless an earlier layer's
-  // cache is read), the work of its heads (for the choice of threads), and head h of token t (its
-  // scratch is this context's row of `thread`).
+  // cache is read), the work of its heads (for the choice of threads), how its tasks split a
+  // key-value group, and task i (its scratch is this context's row of `thread`).
   void attention_store(const AttnSpec& at, int n, int pos0, const float* k, const float* v) {
     if (!at.shared) kv_.write(at.kv_layer, pos0, n, k, v);  // else an earlier layer wrote this cache
   }
@@ -23486,7 +23632,23 @@ class Context {
   static int64_t attention_work(const AttnSpec& at, int n, int pos0) {
     return int64_t(n) * at.n_head * (pos0 + n) * (at.hd_k + at.hd_v);
   }
-  void attention_head(const AttnSpec& at, int n, int pos0, const float* q, float* out, int t, int h, int thread) {
+  // A task is the heads of one key-value group for one token (the kernels read the group's cells
+  // once for all of them), or a part of them where whole groups would leave fewer than two tasks
+  // per thread (one token, few groups): the parts per group.
+  static int attention_split(const AttnSpec& at, int n, int threads) {
+    const int group = at.n_head / at.n_kv, have = std::max(1, n * at.n_kv);
+    return std::clamp((2 * threads + have - 1) / have, 1, group);
+  }
+  // Task i of n * n_kv * split: token i / (n_kv * split), group (i / split) % n_kv, part i % split.
+  void attention_task(const AttnSpec& at, int n, int pos0, const float* q, float* out, int split, int i, int thread) {
+    const int group = at.n_head / at.n_kv, per = (group + split - 1) / split;
+    const int t = i / (at.n_kv * split), g = (i / split) % at.n_kv, h0 = (i % split) * per;
+    const int nh = std::min(group - h0, per);
+    if (nh > 0) attention_heads(at, n, pos0, q, out, t, g * group + h0, nh, thread);
+  }
+  // Heads h0..h0 + nh - 1 (of one key-value group) of token t.
+  void attention_heads(const AttnSpec& at, int n, int pos0, const float* q, float* out, int t, int h0, int nh,
+                       int thread) {
     const KvLayer& L = kv_.layer(at.kv_layer);
     const int group = at.n_head / at.n_kv;
     const int wq = at.n_head * at.hd_k, wo = at.n_head * at.hd_v;
@@ -23494,27 +23656,33 @@ class Context {
     const size_t ks = size_t(at.hd_k) * kv_.elem(), vs = size_t(at.hd_v) * kv_.elem();
     const int pos = pos0 + t;
     const int lo = at.window > 0 ? std::max(0, pos - at.window + 1) : 0;
-    const int g = h / group;
-    const float* qh = q + size_t(t) * wq + size_t(h) * at.hd_k;
+    const int g = h0 / group;
+    const float* qh = q + size_t(t) * wq + size_t(h0) * at.hd_k;
+    const int nk = pos - lo + 1;
+    const size_t ss = size_t(nk);  // one head's scores
     float* sc = scores_.as<float>() + size_t(thread) * scores_stride_;
     // the visible keys lo..pos are at most two contiguous runs of ring slots
     for (int j = lo; j <= pos;) {
       const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
-      kern_->attn_scores(qh, kv_.k_at(L, g, slot), ks, run, at.hd_k, f16, at.scale, sc + (j - lo));
+      kern_->attn_scores(qh, nh, size_t(at.hd_k), kv_.k_at(L, g, slot), ks, run, at.hd_k, f16, at.scale, sc + (j - lo),
+                         ss);
       j += run;
     }
-    const int nk = pos - lo + 1;
-    float mx = -INFINITY;
-    for (int j = 0; j < nk; j++) {
-      if (at.softcap > 0) sc[j] = std::tanh(sc[j] * (1.0f / at.softcap)) * at.softcap;  // as llama.cpp
-      mx = std::max(mx, sc[j]);
+    for (int i = 0; i < nh; i++) {
+      float* si = sc + size_t(i) * ss;
+      float mx = -INFINITY;
+      for (int j = 0; j < nk; j++) {
+        if (at.softcap > 0) si[j] = std::tanh(si[j] * (1.0f / at.softcap)) * at.softcap;  // as llama.cpp
+        mx = std::max(mx, si[j]);
+      }
+      const double sum = kern_->attn_exp(si, nk, mx, lo % 16);
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int j = 0; j < nk; j++) si[j] *= inv;
     }
-    const double sum = kern_->attn_exp(sc, nk, mx, lo % 16);
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int j = 0; j < nk; j++) sc[j] *= inv;
-    float* o = out + size_t(t) * wo + size_t(h) * at.hd_v;
+    float* o = out + size_t(t) * wo + size_t(h0) * at.hd_v;
     float* part = rows_.as<float>() + size_t(thread) * row_stride_;
-    kern_->attn_values(sc, kv_.v_at(L, g, 0), vs, L.slots, lo, pos, at.hd_v, f16, n > 1, part, o);
+    kern_->attn_values(sc, nh, ss, kv_.v_at(L, g, 0), vs, L.slots, lo, pos, at.hd_v, f16, n > 1, part, o,
+                       size_t(at.hd_v));
   }
 
   // ContextPolicy::slide: the cache drops `need` or more tokens after the first keep_ and shifts
@@ -24151,20 +24319,21 @@ class Batcher {
             // the new keys and values of every sequence into its cache (no b, c: the layer reads an
             // earlier layer's cache), then the heads of all the sequences as one job
             int64_t work = 0;
+            int n_all = 0;
+            for (const Seg& g : segs) n_all += g.n;
+            const int split = Context::attention_split(at, n_all, e_.pool().size());
             head0_.clear();
             for (const Seg& g : segs) {
               g.req->ctx->attention_store(at, g.n, g.pos0, b ? b + g.off * wk : nullptr, c ? c + g.off * wv : nullptr);
               work += Context::attention_work(at, g.n, g.pos0);
-              head0_.push_back(head0_.empty() ? 0 : head0_.back() + segs[head0_.size() - 1].n * at.n_head);
+              head0_.push_back(head0_.empty() ? 0 : head0_.back() + segs[head0_.size() - 1].n * at.n_kv * split);
             }
-            const int tasks = head0_.back() + segs.back().n * at.n_head;
+            const int tasks = head0_.back() + segs.back().n * at.n_kv * split;
             auto head = [&](int i, int thread) {
               size_t k = 0;  // the segment of task i
               while (k + 1 < head0_.size() && head0_[k + 1] <= i) k++;
               const Seg& g = segs[k];
-              const int j = i - head0_[k];
-              g.req->ctx->attention_head(at, g.n, g.pos0, a + g.off * wq, d + g.off * wa, j / at.n_head, j % at.n_head,
-                                         thread);
+              g.req->ctx->attention_task(at, g.n, g.pos0, a + g.off * wq, d + g.off * wa, split, i - head0_[k], thread);
             };
             if (e_.pool().size() == 1 || work < Context::kAttnSerialWork) {
               for (int i = 0; i < tasks; i++) head(i, 0);

@@ -148,11 +148,13 @@
 //   `llminfer status` says which kernels run ("simd", "kernels", "kernel_levels").
 //
 //   AMX: a native build for a CPU with AMX-INT8 (-march=native on a Xeon of the Sapphire Rapids
-//   class, or -march=sapphirerapids) is "avx512+amx": matrix products of Q4_0, Q5_0 and Q8_0 weights
-//   with 6 or more tokens (prompts) run on the tile registers, which the process asks the OS for once
-//   (Linux: arch_prctl; elsewhere, or where refused, the level is "avx512" and the VNNI kernels run).
-//   Each 32-value block's integer sum is exact; the float order is then one chain per (row, token)
-//   over the blocks, acc = fma(float(sum), d_row * d_token, acc), not llama.cpp's 8 lanes, so such
+//   class, or -march=sapphirerapids) is "avx512+amx": matrix products of Q4_0, Q5_0, Q8_0, Q4_K and
+//   Q6_K weights with 6 or more tokens (prompts) run on the tile registers, which the process asks the
+//   OS for once (Linux: arch_prctl; elsewhere, or where refused, the level is "avx512" and the VNNI
+//   kernels run). Each block's integer sum is exact (32 values; K-quants: a super-block of 256, each
+//   value times its sub-block scale); the float order is then one chain per (row, token) over the
+//   blocks, acc = fma(float(sum), d_row * d_token, acc) (Q4_K: then acc = fma(-float(mins), dmin_row *
+//   d_token, acc)), not llama.cpp's 8 lanes, so such
 //   logits differ from llama.cpp's and from a one-token evaluation in the last bits (within the
 //   conformance tolerances). LoadOptions::kernels or LLMINFER_KERNELS "avx512" leaves the tiles alone:
 //   llama.cpp's order for every batch.

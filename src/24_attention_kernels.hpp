@@ -103,8 +103,8 @@ inline __m128 reduce_add4_ps(__m512 a, __m512 b, __m512 c, __m512 d) {
 #endif
 
 // out[j] = scale * dot(q, cell j) for j < n; cells are `stride` bytes apart, hd values each.
-inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale,
-                        float* out) {
+inline void attn_scores1(const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale,
+                         float* out) {
 #if defined(LLMI_SIMD_AVX512)
   if (!f16) {  // llama.cpp's order: ggml_vec_dot_f32 (dot_float), then the scale
     for (int j = 0; j < n; j++) out[j] = scale * dot_float<DType::f32>(k + size_t(j) * stride, q, hd);
@@ -174,6 +174,70 @@ inline void attn_scores(const float* q, const uint8_t* k, size_t stride, int n, 
     out[j] = dot * scale;
   }
 #endif
+}
+
+#if defined(LLMI_SIMD_AVX512)
+// attn_scores1 for Q queries (q + i * qs) at once, f16 cache: each cell's values are converted
+// once for all of them; each (query, cell) keeps its float order (16 lanes over the values, the
+// tree of _mm512_reduce_add_ps, then the scale), so its bits.
+template <int Q>
+inline void attn_scores_f16(const float* q, size_t qs, const uint8_t* k, size_t stride, int n, int hd, float scale,
+                            float* out, size_t os) {
+  const int full = hd / 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (hd % 16)) - 1);
+  int j = 0;
+  for (; j + 4 <= n; j += 4) {
+    __m512 acc[Q][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < Q; i++)
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; u++) acc[i][u] = _mm512_setzero_ps();
+    const uint8_t* kj = k + size_t(j) * stride;
+    for (int e = 0; e <= full; e++) {
+      if (e == full && !tail) break;
+      const __mmask16 m = e < full ? 0xFFFF : tail;
+      __m512 kv[4];
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; u++) kv[u] = maskload16_kv(kj + size_t(u) * stride + 32 * size_t(e), true, m);
+#pragma GCC unroll 4
+      for (int i = 0; i < Q; i++) {
+        const __m512 qv = _mm512_maskz_loadu_ps(m, q + size_t(i) * qs + 16 * size_t(e));
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) acc[i][u] = _mm512_fmadd_ps(qv, kv[u], acc[i][u]);
+      }
+    }
+    for (int i = 0; i < Q; i++)
+      _mm_storeu_ps(out + size_t(i) * os + j,
+                    _mm_mul_ps(_mm_set1_ps(scale), reduce_add4_ps(acc[i][0], acc[i][1], acc[i][2], acc[i][3])));
+  }
+  for (int i = 0; i < Q; i++)
+    attn_scores1(q + size_t(i) * qs, k + size_t(j) * stride, stride, n - j, hd, true, scale, out + size_t(i) * os + j);
+}
+#endif
+
+// out[i * os + j] = scale * dot(query i, cell j) for i < nq, j < n; query i at q + i * qs (the
+// heads of one key-value group); each as attn_scores1 (its bits), the cells read once for up to
+// 4 queries (AVX-512, f16 cache).
+inline void attn_scores(const float* q, int nq, size_t qs, const uint8_t* k, size_t stride, int n, int hd, bool f16,
+                        float scale, float* out, size_t os) {
+  for (int i0 = 0; i0 < nq;) {
+    const int c = std::min(4, nq - i0);
+    const float* qi = q + size_t(i0) * qs;
+    float* oi = out + size_t(i0) * os;
+#if defined(LLMI_SIMD_AVX512)
+    if (f16 && c > 1) {
+      switch (c) {
+        case 2: attn_scores_f16<2>(qi, qs, k, stride, n, hd, scale, oi, os); break;
+        case 3: attn_scores_f16<3>(qi, qs, k, stride, n, hd, scale, oi, os); break;
+        default: attn_scores_f16<4>(qi, qs, k, stride, n, hd, scale, oi, os); break;
+      }
+      i0 += c;
+      continue;
+    }
+#endif
+    attn_scores1(qi, k, stride, n, hd, f16, scale, oi);
+    i0++;
+  }
 }
 
 // s[j] = exp(s[j] - max) for j < n; returns the sum (accumulated in double). `phase` is the
@@ -334,6 +398,54 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
 }
 
 #if defined(LLMI_SIMD_AVX512)
+// attn_weighted_sum of Q weight rows (w + i * ws) into Q outputs (out + i * os) over C chunks of
+// 16 values, f16 cache: each cell's values converted once for all; each output value keeps its
+// order (one FMA per cell, in cell order), so its bits.
+template <int Q, int C>
+inline void attn_wsum_f16(const float* w, size_t ws, const uint8_t* v, size_t stride, int n, float* out, size_t os) {
+  __m512 acc[Q][C];
+  for (int i = 0; i < Q; i++)
+    for (int c = 0; c < C; c++) acc[i][c] = _mm512_setzero_ps();
+  for (int j = 0; j < n; j++) {
+    __m512 wj[Q];
+    for (int i = 0; i < Q; i++) wj[i] = _mm512_set1_ps(w[size_t(i) * ws + size_t(j)]);
+    const uint8_t* row = v + size_t(j) * stride;
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) {
+      const __m512 x = load16_kv(row + 32 * size_t(c), true);
+      for (int i = 0; i < Q; i++) acc[i][c] = _mm512_fmadd_ps(wj[i], x, acc[i][c]);
+    }
+  }
+  for (int i = 0; i < Q; i++)
+    for (int c = 0; c < C; c++) _mm512_storeu_ps(out + size_t(i) * os + 16 * c, acc[i][c]);
+}
+// Q (2..4) rows at once where the head size allows (a multiple of 16 values, in passes of 128
+// values for 2 or 3 rows, of 64 for 4, so that the sums stay in registers); false: it does not.
+template <int Q>
+inline bool attn_wsum_f16_rows(const float* w, size_t ws, const uint8_t* v, size_t stride, int n, int hd, float* out,
+                               size_t os) {
+  constexpr int kPass = Q <= 3 ? 128 : 64;
+  if (hd % 16) return false;
+  for (int e0 = 0; e0 < hd; e0 += kPass) {
+    const int chunks = std::min(kPass, hd - e0) / 16;
+    const uint8_t* v0 = v + 2 * size_t(e0);
+    float* o = out + e0;
+    switch (chunks) {
+      case 1: attn_wsum_f16<Q, 1>(w, ws, v0, stride, n, o, os); break;
+      case 2: attn_wsum_f16<Q, 2>(w, ws, v0, stride, n, o, os); break;
+      case 3: attn_wsum_f16<Q, 3>(w, ws, v0, stride, n, o, os); break;
+      case 4: attn_wsum_f16<Q, 4>(w, ws, v0, stride, n, o, os); break;
+      case 5: attn_wsum_f16<Q, (Q <= 3 ? 5 : 4)>(w, ws, v0, stride, n, o, os); break;
+      case 6: attn_wsum_f16<Q, (Q <= 3 ? 6 : 4)>(w, ws, v0, stride, n, o, os); break;
+      case 7: attn_wsum_f16<Q, (Q <= 3 ? 7 : 4)>(w, ws, v0, stride, n, o, os); break;
+      default: attn_wsum_f16<Q, (Q <= 3 ? 8 : 4)>(w, ws, v0, stride, n, o, os); break;
+    }
+  }
+  return true;
+}
+#endif
+
+#if defined(LLMI_SIMD_AVX512)
 // ---- llama.cpp's order (f32 cache, AVX-512) ----
 // With an f32 cache and no flash attention, llama.cpp computes q.k with ggml_vec_dot_f32 (as
 // dot_float<f32>) and V x softmax with llamafile's sgemm (several tokens) or ggml_vec_dot_f32
@@ -417,32 +529,59 @@ inline void attn_weighted_sum_ggml8(const float* w, const uint8_t* v0, size_t st
 }
 #endif
 
-// The values step of one (token, head): out[e] = sum over positions j = lo..pos of w[j - lo] *
-// V(j)[e], where V(j) is the row at v0 + (j % slots) * stride (the KV ring: at most two runs of
-// contiguous slots). part: scratch of hd floats (AVX-512 with an f32 cache: 64 * round_up(hd, 16)).
-// several: the token is one of several evaluated together (llama.cpp's order differs then).
-inline void attn_values(const float* w, const uint8_t* v0, size_t stride, int slots, int lo, int pos, int hd, bool f16,
-                        [[maybe_unused]] bool several, float* part, float* out) {
+// The values step of nq heads of one token (the heads of one key-value group): out[i * os + e] =
+// sum over positions j = lo..pos of w[i * ws + j - lo] * V(j)[e], where V(j) is the row at v0 +
+// (j % slots) * stride (the KV ring: at most two runs of contiguous slots). part: scratch of
+// 4 * hd floats (AVX-512 with an f32 cache: 64 * round_up(hd, 16)). several: the token is one of
+// several evaluated together (llama.cpp's order differs then). Each head's bits are those of it
+// alone; the cells are read once for up to 4 heads (AVX-512, f16 cache).
+inline void attn_values(const float* w, int nq, size_t ws, const uint8_t* v0, size_t stride, int slots, int lo, int pos,
+                        int hd, bool f16, [[maybe_unused]] bool several, float* part, float* out, size_t os) {
 // (llama.cpp's sgemm takes the several tokens only when hd, its row count, is a multiple of 4.)
 #if defined(LLMI_SIMD_AVX512)
   if (!f16) {  // llama.cpp's order (several tokens: 16 lanes; one token: 64)
-    attn_weighted_sum_ggml(w, v0, stride, slots, lo, pos, hd, several && hd % 4 == 0 ? 16 : 64, part, out);
+    for (int i = 0; i < nq; i++)
+      attn_weighted_sum_ggml(w + size_t(i) * ws, v0, stride, slots, lo, pos, hd, several && hd % 4 == 0 ? 16 : 64, part,
+                             out + size_t(i) * os);
     return;
   }
 #elif defined(LLMI_SIMD_AVX2)
   if (!f16) {  // llama.cpp's order (several tokens: 8 lanes; one token: 32)
-    attn_weighted_sum_ggml8(w, v0, stride, slots, lo, pos, hd, several && hd % 4 == 0 ? 8 : 32, part, out);
+    for (int i = 0; i < nq; i++)
+      attn_weighted_sum_ggml8(w + size_t(i) * ws, v0, stride, slots, lo, pos, hd, several && hd % 4 == 0 ? 8 : 32, part,
+                              out + size_t(i) * os);
     return;
   }
 #endif
-  bool first = true;
-  for (int j = lo; j <= pos;) {
-    const int slot = j % slots, run = std::min(pos - j + 1, slots - slot);
-    attn_weighted_sum(w + (j - lo), v0 + size_t(slot) * stride, stride, run, hd, f16, first ? out : part);
-    if (!first)
-      for (int e = 0; e < hd; e++) out[e] += part[e];
-    first = false;
-    j += run;
+  for (int i0 = 0; i0 < nq;) {
+    const int c = std::min(4, nq - i0);
+    const float* wi = w + size_t(i0) * ws;
+    float* oi = out + size_t(i0) * os;
+    int done = 1;  // rows this pass takes
+    bool first = true;
+    for (int j = lo; j <= pos;) {
+      const int slot = j % slots, run = std::min(pos - j + 1, slots - slot);
+      const uint8_t* vr = v0 + size_t(slot) * stride;
+      float* to = first ? oi : part;
+      const size_t ts = first ? os : size_t(hd);
+      bool multi = false;
+#if defined(LLMI_SIMD_AVX512)
+      if (f16 && c > 1) {
+        const float* wr = wi + (j - lo);
+        multi = c == 2   ? attn_wsum_f16_rows<2>(wr, ws, vr, stride, run, hd, to, ts)
+                : c == 3 ? attn_wsum_f16_rows<3>(wr, ws, vr, stride, run, hd, to, ts)
+                         : attn_wsum_f16_rows<4>(wr, ws, vr, stride, run, hd, to, ts);
+      }
+#endif
+      done = multi ? c : 1;
+      if (!multi) attn_weighted_sum(wi + (j - lo), vr, stride, run, hd, f16, to);
+      if (!first)
+        for (int i = 0; i < done; i++)
+          for (int e = 0; e < hd; e++) oi[size_t(i) * os + size_t(e)] += part[size_t(i) * hd + size_t(e)];
+      first = false;
+      j += run;
+    }
+    i0 += done;
   }
 }
 

@@ -26,11 +26,12 @@
   X(bool, matmul_each, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, \
     bool bf16_exact, MatmulScratch& s), (w, x, n_tokens, y, ldy, pool, bf16_exact, s))                               \
   X(bool, matmul_reserve, (const TensorView& w, int64_t max_tokens, MatmulScratch& s), (w, max_tokens, s))          \
-  X(void, attn_scores, (const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale, float* out), \
-    (q, k, stride, n, hd, f16, scale, out))                                                                          \
+  X(void, attn_scores, (const float* q, int nq, size_t qs, const uint8_t* k, size_t stride, int n, int hd, bool f16,   \
+    float scale, float* out, size_t os), (q, nq, qs, k, stride, n, hd, f16, scale, out, os))                        \
   X(double, attn_exp, (float* s, int n, float max, int phase), (s, n, max, phase))                                   \
-  X(void, attn_values, (const float* w, const uint8_t* v0, size_t stride, int slots, int lo, int pos, int hd, bool f16, \
-    bool several, float* part, float* out), (w, v0, stride, slots, lo, pos, hd, f16, several, part, out))           \
+  X(void, attn_values, (const float* w, int nq, size_t ws, const uint8_t* v0, size_t stride, int slots, int lo,       \
+    int pos, int hd, bool f16, bool several, float* part, float* out, size_t os),                                     \
+    (w, nq, ws, v0, stride, slots, lo, pos, hd, f16, several, part, out, os))                                        \
   X(void, silu_row, (const float* x, float* y, int n), (x, y, n))                                                    \
   X(void, gelu_tanh_row, (const float* x, float* y, int n), (x, y, n))
 // clang-format on

@@ -577,10 +577,12 @@ class Context {
       max_hd = std::max({max_hd, kv_.layer(l).spec.hd_k, kv_.layer(l).spec.hd_v});
     }
     for (const auto& r : p.ropes) max_hd = std::max(max_hd, r.head_dim);
-    scores_stride_ = max_slots;
+    int max_group = 1;  // the heads of a key-value group score at once (attention_heads)
+    for (const auto& a : p.attns) max_group = std::max(max_group, a.n_head / std::max(1, a.n_kv));
+    scores_stride_ = size_t(max_slots) * size_t(max_group);
     // per thread: a row of partial sums, or 64 lanes of them (llama.cpp's order)
     row_stride_ = size_t(64) * size_t((max_hd + 15) & ~15);
-    auto sb = HeapBuf::alloc(uint64_t(threads) * uint64_t(max_slots), 4, "attention scratch");
+    auto sb = HeapBuf::alloc(uint64_t(threads) * uint64_t(scores_stride_), 4, "attention scratch");
     if (!sb) return sb.error();
     scores_ = std::move(*sb);
     auto rb = HeapBuf::alloc(uint64_t(threads) * row_stride_, 4, "attention scratch");
@@ -730,19 +732,18 @@ class Context {
   void attention(const Step& s, int n, int pos0, const float* q, const float* k, const float* v, float* out) {
     const AttnSpec& at = e_->program().attns[static_cast<size_t>(s.idx)];
     attention_store(at, n, pos0, k, v);
-    const int tasks = n * at.n_head;
     ThreadPool& pool = e_->pool();
+    const int split = attention_split(at, n, pool.size()), tasks = n * at.n_kv * split;
     if (pool.size() == 1 || tasks == 1 || attention_work(at, n, pos0) < kAttnSerialWork) {
-      for (int i = 0; i < tasks; i++) attention_head(at, n, pos0, q, out, i / at.n_head, i % at.n_head, 0);
+      for (int i = 0; i < tasks; i++) attention_task(at, n, pos0, q, out, split, i, 0);
     } else {
-      pool.parallel_for(
-          tasks, [&](int i, int thread) { attention_head(at, n, pos0, q, out, i / at.n_head, i % at.n_head, thread); });
+      pool.parallel_for(tasks, [&](int i, int thread) { attention_task(at, n, pos0, q, out, split, i, thread); });
     }
   }
   // The parts of attention, for a step that runs the heads of several contexts as one job
   // (45_batch): the keys and values of the n new tokens into the cache (unless an earlier layer's
-  // cache is read), the work of its heads (for the choice of threads), and head h of token t (its
-  // scratch is this context's row of `thread`).
+  // cache is read), the work of its heads (for the choice of threads), how its tasks split a
+  // key-value group, and task i (its scratch is this context's row of `thread`).
   void attention_store(const AttnSpec& at, int n, int pos0, const float* k, const float* v) {
     if (!at.shared) kv_.write(at.kv_layer, pos0, n, k, v);  // else an earlier layer wrote this cache
   }
@@ -750,7 +751,23 @@ class Context {
   static int64_t attention_work(const AttnSpec& at, int n, int pos0) {
     return int64_t(n) * at.n_head * (pos0 + n) * (at.hd_k + at.hd_v);
   }
-  void attention_head(const AttnSpec& at, int n, int pos0, const float* q, float* out, int t, int h, int thread) {
+  // A task is the heads of one key-value group for one token (the kernels read the group's cells
+  // once for all of them), or a part of them where whole groups would leave fewer than two tasks
+  // per thread (one token, few groups): the parts per group.
+  static int attention_split(const AttnSpec& at, int n, int threads) {
+    const int group = at.n_head / at.n_kv, have = std::max(1, n * at.n_kv);
+    return std::clamp((2 * threads + have - 1) / have, 1, group);
+  }
+  // Task i of n * n_kv * split: token i / (n_kv * split), group (i / split) % n_kv, part i % split.
+  void attention_task(const AttnSpec& at, int n, int pos0, const float* q, float* out, int split, int i, int thread) {
+    const int group = at.n_head / at.n_kv, per = (group + split - 1) / split;
+    const int t = i / (at.n_kv * split), g = (i / split) % at.n_kv, h0 = (i % split) * per;
+    const int nh = std::min(group - h0, per);
+    if (nh > 0) attention_heads(at, n, pos0, q, out, t, g * group + h0, nh, thread);
+  }
+  // Heads h0..h0 + nh - 1 (of one key-value group) of token t.
+  void attention_heads(const AttnSpec& at, int n, int pos0, const float* q, float* out, int t, int h0, int nh,
+                       int thread) {
     const KvLayer& L = kv_.layer(at.kv_layer);
     const int group = at.n_head / at.n_kv;
     const int wq = at.n_head * at.hd_k, wo = at.n_head * at.hd_v;
@@ -758,27 +775,33 @@ class Context {
     const size_t ks = size_t(at.hd_k) * kv_.elem(), vs = size_t(at.hd_v) * kv_.elem();
     const int pos = pos0 + t;
     const int lo = at.window > 0 ? std::max(0, pos - at.window + 1) : 0;
-    const int g = h / group;
-    const float* qh = q + size_t(t) * wq + size_t(h) * at.hd_k;
+    const int g = h0 / group;
+    const float* qh = q + size_t(t) * wq + size_t(h0) * at.hd_k;
+    const int nk = pos - lo + 1;
+    const size_t ss = size_t(nk);  // one head's scores
     float* sc = scores_.as<float>() + size_t(thread) * scores_stride_;
     // the visible keys lo..pos are at most two contiguous runs of ring slots
     for (int j = lo; j <= pos;) {
       const int slot = j % L.slots, run = std::min(pos - j + 1, L.slots - slot);
-      kern_->attn_scores(qh, kv_.k_at(L, g, slot), ks, run, at.hd_k, f16, at.scale, sc + (j - lo));
+      kern_->attn_scores(qh, nh, size_t(at.hd_k), kv_.k_at(L, g, slot), ks, run, at.hd_k, f16, at.scale, sc + (j - lo),
+                         ss);
       j += run;
     }
-    const int nk = pos - lo + 1;
-    float mx = -INFINITY;
-    for (int j = 0; j < nk; j++) {
-      if (at.softcap > 0) sc[j] = std::tanh(sc[j] * (1.0f / at.softcap)) * at.softcap;  // as llama.cpp
-      mx = std::max(mx, sc[j]);
+    for (int i = 0; i < nh; i++) {
+      float* si = sc + size_t(i) * ss;
+      float mx = -INFINITY;
+      for (int j = 0; j < nk; j++) {
+        if (at.softcap > 0) si[j] = std::tanh(si[j] * (1.0f / at.softcap)) * at.softcap;  // as llama.cpp
+        mx = std::max(mx, si[j]);
+      }
+      const double sum = kern_->attn_exp(si, nk, mx, lo % 16);
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int j = 0; j < nk; j++) si[j] *= inv;
     }
-    const double sum = kern_->attn_exp(sc, nk, mx, lo % 16);
-    const float inv = static_cast<float>(1.0 / sum);
-    for (int j = 0; j < nk; j++) sc[j] *= inv;
-    float* o = out + size_t(t) * wo + size_t(h) * at.hd_v;
+    float* o = out + size_t(t) * wo + size_t(h0) * at.hd_v;
     float* part = rows_.as<float>() + size_t(thread) * row_stride_;
-    kern_->attn_values(sc, kv_.v_at(L, g, 0), vs, L.slots, lo, pos, at.hd_v, f16, n > 1, part, o);
+    kern_->attn_values(sc, nh, ss, kv_.v_at(L, g, 0), vs, L.slots, lo, pos, at.hd_v, f16, n > 1, part, o,
+                       size_t(at.hd_v));
   }
 
   // ContextPolicy::slide: the cache drops `need` or more tokens after the first keep_ and shifts

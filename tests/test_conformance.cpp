@@ -811,7 +811,7 @@ TEST_CASE("gemma3n MLX: a 3-bit tensor or another quantization mode is an error 
 }
 
 // The AMX tiles (kernels "avx512+amx", a build for a CPU with AMX-INT8 where the OS grants them)
-// sum the products of Q4_0, Q5_0 and Q8_0 rows with 6 or more tokens in another float order than
+// sum the products of Q4_0, Q5_0, Q8_0, Q4_K and Q6_K rows with 6 or more tokens in another float order than
 // llama.cpp's (the manual, "AMX"): the logits differ in the last bits, and where an 8-bit activation
 // lands one rounding step away the tiny models here carry that on. The rest of the suite runs such a
 // build with "avx512" (tests/test_kernels.cpp sets LLMINFER_KERNELS), llama.cpp's order; here the

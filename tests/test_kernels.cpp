@@ -787,6 +787,74 @@ TEST_CASE("matmul: matmul_each gives every token the bits of a one-token matmul 
   }
 }
 
+// The heads of one key-value group are scored and summed at once (attention_heads: the kernels
+// read the group's cells once for up to 4 heads): every head must keep the bits it has alone, for
+// each cache type, group sizes 1..9 (chunks of 4 and the rest), head sizes with and without a
+// rest of 16 values, and runs of cells that wrap around the ring (two runs).
+TEST_CASE("kernels: several heads of a group attend with the bits of each head alone") {
+  const li::KernelTable& k = li::kernels();
+  Rng r(31);
+  for (bool f16 : {true, false})
+    for (int hd : {64, 128, 80, 40, 256})
+      for (int nq : {1, 2, 3, 4, 5, 8, 9}) {
+        CAPTURE(f16);
+        CAPTURE(hd);
+        CAPTURE(nq);
+        const int slots = 37, lo = 21, pos = 21 + 30;  // positions 21..51: slots 21..36, then 0..14
+        const size_t es = f16 ? 2 : 4, stride = size_t(hd) * es;
+        std::vector<uint8_t> kc(size_t(slots) * stride), vc(size_t(slots) * stride);
+        for (size_t i = 0; i < size_t(slots) * size_t(hd); i++) {
+          const float a = r.real(-1, 1), b = r.real(-1, 1);
+          if (f16) {
+            const uint16_t ha = li::f32_to_fp16(a), hb = li::f32_to_fp16(b);
+            std::memcpy(kc.data() + 2 * i, &ha, 2);
+            std::memcpy(vc.data() + 2 * i, &hb, 2);
+          } else {
+            std::memcpy(kc.data() + 4 * i, &a, 4);
+            std::memcpy(vc.data() + 4 * i, &b, 4);
+          }
+        }
+        std::vector<float> q(size_t(nq) * size_t(hd));
+        for (float& x : q) x = r.real(-1, 1);
+        const int nk = pos - lo + 1;
+        // scores: one call for the whole run of slots lo..36 (then 0..14), all heads, and each head alone
+        std::vector<float> all(size_t(nq) * size_t(nk)), one(static_cast<size_t>(nk));
+        int diffs = 0;
+        for (int j = lo; j <= pos;) {
+          const int slot = j % slots, run = std::min(pos - j + 1, slots - slot);
+          k.attn_scores(q.data(), nq, size_t(hd), kc.data() + size_t(slot) * stride, stride, run, hd, f16, 0.125f,
+                        all.data() + (j - lo), size_t(nk));
+          j += run;
+        }
+        for (int i = 0; i < nq; i++) {
+          for (int j = lo; j <= pos;) {
+            const int slot = j % slots, run = std::min(pos - j + 1, slots - slot);
+            k.attn_scores(q.data() + size_t(i) * size_t(hd), 1, size_t(hd), kc.data() + size_t(slot) * stride, stride,
+                          run, hd, f16, 0.125f, one.data() + (j - lo), size_t(nk));
+            j += run;
+          }
+          for (int j = 0; j < nk; j++) diffs += !same_bits(all[size_t(i) * size_t(nk) + size_t(j)], one[size_t(j)]);
+        }
+        CHECK(diffs == 0);
+        // values: weights per head, every head at once and each alone (ring of two runs; several)
+        std::vector<float> w(size_t(nq) * size_t(nk));
+        for (float& x : w) x = r.real(0, 0.1f);
+        std::vector<float> part(size_t(64) * size_t((hd + 15) & ~15)), out(size_t(nq) * size_t(hd)),
+            out1(static_cast<size_t>(hd));
+        for (bool several : {false, true}) {
+          k.attn_values(w.data(), nq, size_t(nk), vc.data(), stride, slots, lo, pos, hd, f16, several, part.data(),
+                        out.data(), size_t(hd));
+          diffs = 0;
+          for (int i = 0; i < nq; i++) {
+            k.attn_values(w.data() + size_t(i) * size_t(nk), 1, size_t(nk), vc.data(), stride, slots, lo, pos, hd, f16,
+                          several, part.data(), out1.data(), size_t(hd));
+            for (int e = 0; e < hd; e++) diffs += !same_bits(out[size_t(i) * size_t(hd) + size_t(e)], out1[size_t(e)]);
+          }
+          CHECK(diffs == 0);
+        }
+      }
+}
+
 TEST_CASE("matmul: one MatmulInput shared by matrices of different types gives the same results") {
   Rng r(5);
   li::ThreadPool pool(2);
