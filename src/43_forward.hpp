@@ -789,11 +789,17 @@ class Context {
     }
     for (int i = 0; i < nh; i++) {
       float* si = sc + size_t(i) * ss;
-      float mx = -INFINITY;
-      for (int j = 0; j < nk; j++) {
-        if (at.softcap > 0) si[j] = std::tanh(si[j] * (1.0f / at.softcap)) * at.softcap;  // as llama.cpp
-        mx = std::max(mx, si[j]);
-      }
+      if (at.softcap > 0)
+        for (int j = 0; j < nk; j++) si[j] = std::tanh(si[j] * (1.0f / at.softcap)) * at.softcap;  // as llama.cpp
+      // the largest score (in 8 running maxima: any order finds it, and the vectorizer may)
+      float m8[8];
+      for (float& m : m8) m = -INFINITY;
+      int j = 0;
+      for (; j + 8 <= nk; j += 8)
+        for (int u = 0; u < 8; u++) m8[u] = si[j + u] > m8[u] ? si[j + u] : m8[u];
+      for (; j < nk; j++) m8[0] = si[j] > m8[0] ? si[j] : m8[0];
+      float mx = m8[0];
+      for (int u = 1; u < 8; u++) mx = std::max(mx, m8[u]);
       const double sum = kern_->attn_exp(si, nk, mx, lo % 16);
       const float inv = static_cast<float>(1.0 / sum);
       for (int j = 0; j < nk; j++) si[j] *= inv;
