@@ -8699,10 +8699,10 @@ inline bool amx_permitted() {
 #endif
 }
 
-// The tile shapes for products of m0 + m1 tokens, `depth` values deep (32 or 64; ldtilecfg's
-// 64-byte operand): tiles 0-3 int32 sums, C[2i + j] = token tile i (m_i tokens) x weight tile j
-// (16 rows); 4 and 5 the token tiles' activations (m_i x depth bytes); 6 and 7 the weight tiles
-// (depth / 4 x 64 bytes: depth values of 16 rows).
+// The tile shapes (ldtilecfg's 64-byte operand) for products `depth` values deep (32 or 64): tiles
+// 0 and 1 int32 sums of m0 tokens x 16 rows, 2 and 3 of m1 tokens; 4 and 5 activations (m0, m1
+// tokens x depth bytes); 6 and 7 weights (depth / 4 x 64 bytes: depth values of 16 rows). A tile
+// of 0 tokens has no columns either.
 struct alignas(64) AmxTiles {
   uint8_t palette = 1, start_row = 0, reserved[14] = {};
   uint16_t colsb[16] = {};
@@ -9197,6 +9197,10 @@ LLMI_KNS_END
 //                                       micro(P, in, xk, qpairs, tj, out), micro_kq)
 //     gemm_fits(w, in)                  false where llama.cpp's order is not the panel's (then gemv)
 //     bf16_in_place                     (BF16) rows used in place by micro_bf16 for bf16 input
+//   AMX (LLMI_SIMD_AMX; where MatmulScratch::amx):
+//     amx                               has the tiles for 6 or more tokens: 32-blocks through a
+//                                       signed panel (gemm_amx_task), K-quants through
+//     amx_scales(row, K, s16), amx_offset  their scaled panel (panel_decode_amx_kq, gemm_amx_kq_task)
 //
 // To add a type: its facts row (13_dtype), then a row here with dot and dequant (the scalar
 // reference is a valid body at every level); the faster members come when its kernels do.

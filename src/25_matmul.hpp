@@ -1130,10 +1130,10 @@ inline bool amx_permitted() {
 #endif
 }
 
-// The tile shapes for products of m0 + m1 tokens, `depth` values deep (32 or 64; ldtilecfg's
-// 64-byte operand): tiles 0-3 int32 sums, C[2i + j] = token tile i (m_i tokens) x weight tile j
-// (16 rows); 4 and 5 the token tiles' activations (m_i x depth bytes); 6 and 7 the weight tiles
-// (depth / 4 x 64 bytes: depth values of 16 rows).
+// The tile shapes (ldtilecfg's 64-byte operand) for products `depth` values deep (32 or 64): tiles
+// 0 and 1 int32 sums of m0 tokens x 16 rows, 2 and 3 of m1 tokens; 4 and 5 activations (m0, m1
+// tokens x depth bytes); 6 and 7 weights (depth / 4 x 64 bytes: depth values of 16 rows). A tile
+// of 0 tokens has no columns either.
 struct alignas(64) AmxTiles {
   uint8_t palette = 1, start_row = 0, reserved[14] = {};
   uint16_t colsb[16] = {};

@@ -27,6 +27,10 @@
 //                                       micro(P, in, xk, qpairs, tj, out), micro_kq)
 //     gemm_fits(w, in)                  false where llama.cpp's order is not the panel's (then gemv)
 //     bf16_in_place                     (BF16) rows used in place by micro_bf16 for bf16 input
+//   AMX (LLMI_SIMD_AMX; where MatmulScratch::amx):
+//     amx                               has the tiles for 6 or more tokens: 32-blocks through a
+//                                       signed panel (gemm_amx_task), K-quants through
+//     amx_scales(row, K, s16), amx_offset  their scaled panel (panel_decode_amx_kq, gemm_amx_kq_task)
 //
 // To add a type: its facts row (13_dtype), then a row here with dot and dequant (the scalar
 // reference is a valid body at every level); the faster members come when its kernels do.
