@@ -8699,10 +8699,10 @@ inline bool amx_permitted() {
 #endif
 }
 
-// The tile shapes (ldtilecfg's 64-byte operand) for products `depth` values deep (32 or 64): tiles
-// 0 and 1 int32 sums of m0 tokens x 16 rows, 2 and 3 of m1 tokens; 4 and 5 activations (m0, m1
-// tokens x depth bytes); 6 and 7 weights (depth / 4 x 64 bytes: depth values of 16 rows). A tile
-// of 0 tokens has no columns either.
+// The tile shapes for products of m0 + m1 tokens, `depth` values deep (32 or 64; ldtilecfg's
+// 64-byte operand): tiles 0-3 int32 sums, C[2i + j] = token tile i (m_i tokens) x weight tile j
+// (16 rows); 4 and 5 the token tiles' activations (m_i x depth bytes); 6 and 7 the weight tiles
+// (depth / 4 x 64 bytes: depth values of 16 rows).
 struct alignas(64) AmxTiles {
   uint8_t palette = 1, start_row = 0, reserved[14] = {};
   uint16_t colsb[16] = {};
@@ -8719,42 +8719,56 @@ struct alignas(64) AmxTiles {
   }
 };
 
-// Row group g of a signed panel (panel_decode<WK, true>) times tokens [t, t + m) (m <= 16, the
-// configured tiles): out[j] = token t + j's sums of the group's 16 rows. The sums stay in
-// registers; even and odd blocks take their own tiles (0, 4, 6 and 1, 5, 7), so that one block's
-// products need not wait for the last one's.
-inline void amx_q32(const Panel& P, int g, const MatmulInput& in, int64_t t, int m, __m512 (&out)[16]) {
+// The two row groups of a signed panel (panel_decode<WK, true>) times tokens [t, t + m0 + m1)
+// (the configured tiles; m0 16 when m1 > 0): acc[j][16 g + i] = token t + j's sum of row 16 g + i.
+inline void amx_q32(const Panel& P, const MatmulInput& in, int64_t t, int m0, int m1, float (&acc)[32][32]) {
   const int64_t K = P.K, nb = K / 32;
-  const uint8_t* wv = P.v + static_cast<size_t>(g) * 16 * static_cast<size_t>(K);
-  const float* wd = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nb);
+  const int m = m0 + m1;
+  const uint8_t* wv0 = P.v;
+  const uint8_t* wv1 = P.v + 16 * static_cast<size_t>(K);
+  const float* wd = P.d;
   const int8_t* a0 = in.row(ActForm::q8_32, t).q;
+  const int8_t* a1 = in.row(ActForm::q8_32, t + std::min(16, m - 1)).q;
   const size_t stride = m > 1 ? static_cast<size_t>(in.row(ActForm::q8_32, t + 1).q - a0) : 64;
-  const float* da[16];
-  for (int j = 0; j < 16; j++) da[j] = in.row(ActForm::q8_32, t + std::min(j, m - 1)).d;
-  alignas(64) int32_t c[2][16][16];  // a tile stores m rows: the rest stay 0
-  if (m < 16) std::memset(c, 0, sizeof c);
-  __m512 acc[16];
-  for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
-  auto block = [&](int64_t b, auto odd) {
-    constexpr int u = decltype(odd)::value;
-    _tile_loadd(4 + u, a0 + 32 * b, stride);
-    _tile_loadd(6 + u, wv + 512 * b, 64);
-    _tile_zero(u);
-    _tile_dpbssd(u, 4 + u, 6 + u);
-    _tile_stored(u, c[u], 64);
-    const __m512 dw = _mm512_load_ps(wd + 16 * b);
-#pragma GCC unroll 16
-    for (int j = 0; j < 16; j++)
-      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[u][j])),
-                               _mm512_mul_ps(dw, _mm512_set1_ps(da[j][b])), acc[j]);
-  };
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    block(b, std::integral_constant<int, 0>{});
-    block(b + 1, std::integral_constant<int, 1>{});
+  const float* da[32];
+  for (int j = 0; j < 32; j++) da[j] = in.row(ActForm::q8_32, t + std::min(j, m - 1)).d;
+  alignas(64) int32_t c[4][16][16];  // rows of tokens beyond m are neither stored nor read
+  for (int j = 0; j < m; j++) {
+    _mm512_store_ps(acc[j], _mm512_setzero_ps());
+    _mm512_store_ps(acc[j] + 16, _mm512_setzero_ps());
   }
-  if (b < nb) block(b, std::integral_constant<int, 0>{});
-  for (int j = 0; j < 16; j++) out[j] = acc[j];
+  for (int64_t b = 0; b < nb; b++) {
+    _tile_loadd(4, a0 + 32 * b, stride);
+    _tile_loadd(6, wv0 + 512 * b, 64);
+    _tile_loadd(7, wv1 + 512 * b, 64);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_dpbssd(0, 4, 6);
+    _tile_dpbssd(1, 4, 7);
+    if (m1) {
+      _tile_loadd(5, a1 + 32 * b, stride);
+      _tile_zero(2);
+      _tile_zero(3);
+      _tile_dpbssd(2, 5, 6);
+      _tile_dpbssd(3, 5, 7);
+    }
+    _tile_stored(0, c[0], 64);
+    _tile_stored(1, c[1], 64);
+    if (m1) {
+      _tile_stored(2, c[2], 64);
+      _tile_stored(3, c[3], 64);
+    }
+    const __m512 dw[2] = {_mm512_load_ps(wd + 16 * b), _mm512_load_ps(wd + 16 * nb + 16 * b)};
+    for (int i = 0; i < 1 + (m1 > 0); i++)
+      for (int j = 0; j < (i ? m1 : m0); j++) {
+        float* r = acc[16 * i + j];
+        const __m512 s = _mm512_set1_ps(da[16 * i + j][b]);
+#pragma GCC unroll 2
+        for (int g = 0; g < 2; g++)
+          _mm512_store_ps(r + 16 * g, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[2 * i + g][j])),
+                                                      _mm512_mul_ps(dw[g], s), _mm512_load_ps(r + 16 * g)));
+      }
+  }
 }
 
 // ---- AMX int8 tiles for K-quants (Q4_K, Q6_K) ----
@@ -9002,18 +9016,20 @@ inline bool gemm_reserve(const TensorView& w, int64_t T, MatmulScratch& scratch)
 inline void gemm_amx_task(const Panel& P, const MatmulInput& in, int64_t t0, int64_t nt, int64_t r0, int64_t nr,
                           float* y, int64_t ldy) {
   int configured = 0;  // the tokens the tiles are shaped for
-  for (int64_t j0 = 0; j0 < nt; j0 += 16) {
-    const int m = static_cast<int>(std::min<int64_t>(16, nt - j0));
+  alignas(64) float acc[32][32];
+  for (int64_t j0 = 0; j0 < nt; j0 += 32) {
+    const int m = static_cast<int>(std::min<int64_t>(32, nt - j0)), m0 = std::min(m, 16), m1 = m - m0;
     if (m != configured) {
-      const AmxTiles cfg(m, m, 32);
+      const AmxTiles cfg(m0, m1, 32);
       _tile_loadconfig(&cfg);
       configured = m;
     }
+    amx_q32(P, in, t0 + j0, m0, m1, acc);
     for (int g = 0; g < kRG && 16 * g < nr; g++) {
-      __m512 out[16];
-      amx_q32(P, g, in, t0 + j0, m, out);
-      const __mmask16 mask = first_lanes16(nr - 16 * g);
-      for (int j = 0; j < m; j++) _mm512_mask_storeu_ps(y + (t0 + j0 + j) * ldy + r0 + 16 * g, mask, out[j]);
+      const int64_t left = nr - 16 * g;
+      const __mmask16 mask = first_lanes16(left);
+      for (int j = 0; j < m; j++)
+        _mm512_mask_storeu_ps(y + (t0 + j0 + j) * ldy + r0 + 16 * g, mask, _mm512_load_ps(acc[j] + 16 * g));
     }
   }
   _tile_release();
