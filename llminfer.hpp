@@ -7160,7 +7160,7 @@ inline void attn_scores_f16(const float* q, size_t qs, const uint8_t* k, size_t 
 inline void attn_scores(const float* q, int nq, size_t qs, const uint8_t* k, size_t stride, int n, int hd, bool f16,
                         float scale, float* out, size_t os) {
   for (int i0 = 0; i0 < nq;) {
-    const int c = std::min(4, nq - i0);
+    [[maybe_unused]] const int c = std::min(4, nq - i0);
     const float* qi = q + size_t(i0) * qs;
     float* oi = out + size_t(i0) * os;
 #if defined(LLMI_SIMD_AVX512)
@@ -7502,7 +7502,7 @@ inline void attn_values(const float* w, int nq, size_t ws, const uint8_t* v0, si
       const int slot = j % slots, run = std::min(pos - j + 1, slots - slot);
       const uint8_t* vr = v0 + size_t(slot) * stride;
       float* to = first ? oi : part;
-      const size_t ts = first ? os : size_t(hd);
+      [[maybe_unused]] const size_t ts = first ? os : size_t(hd);
       bool multi = false;
 #if defined(LLMI_SIMD_AVX512)
       if (f16 && c > 1) {
