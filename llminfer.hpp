@@ -8719,6 +8719,40 @@ struct alignas(64) AmxTiles {
   }
 };
 
+// One step of the 2 x 2 tiles of AmxTiles (the tile numbers must be literals: gcc's intrinsics
+// paste them into the instruction). amx_zero clears the sums (2 and 3 only with a second token
+// tile, m1); amx_products adds the activations at a0 (and a1), rows `stride` bytes apart, times the
+// two weight tiles at w6 and w7 (64-byte rows); amx_store writes the sums to c.
+inline void amx_zero(bool m1) {
+  _tile_zero(0);
+  _tile_zero(1);
+  if (m1) {
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+}
+inline void amx_products(const int8_t* a0, const int8_t* a1, size_t stride, const uint8_t* w6, const uint8_t* w7,
+                         bool m1) {
+  _tile_loadd(4, a0, stride);
+  _tile_loadd(6, w6, 64);
+  _tile_loadd(7, w7, 64);
+  _tile_dpbssd(0, 4, 6);
+  _tile_dpbssd(1, 4, 7);
+  if (m1) {
+    _tile_loadd(5, a1, stride);
+    _tile_dpbssd(2, 5, 6);
+    _tile_dpbssd(3, 5, 7);
+  }
+}
+inline void amx_store(int32_t (&c)[4][16][16], bool m1) {
+  _tile_stored(0, c[0], 64);
+  _tile_stored(1, c[1], 64);
+  if (m1) {
+    _tile_stored(2, c[2], 64);
+    _tile_stored(3, c[3], 64);
+  }
+}
+
 // The two row groups of a signed panel (panel_decode<WK, true>) times tokens [t, t + m0 + m1)
 // (the configured tiles; m0 16 when m1 > 0): acc[j][16 g + i] = token t + j's sum of row 16 g + i.
 inline void amx_q32(const Panel& P, const MatmulInput& in, int64_t t, int m0, int m1, float (&acc)[32][32]) {
@@ -8738,26 +8772,9 @@ inline void amx_q32(const Panel& P, const MatmulInput& in, int64_t t, int m0, in
     _mm512_store_ps(acc[j] + 16, _mm512_setzero_ps());
   }
   for (int64_t b = 0; b < nb; b++) {
-    _tile_loadd(4, a0 + 32 * b, stride);
-    _tile_loadd(6, wv0 + 512 * b, 64);
-    _tile_loadd(7, wv1 + 512 * b, 64);
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_dpbssd(0, 4, 6);
-    _tile_dpbssd(1, 4, 7);
-    if (m1) {
-      _tile_loadd(5, a1 + 32 * b, stride);
-      _tile_zero(2);
-      _tile_zero(3);
-      _tile_dpbssd(2, 5, 6);
-      _tile_dpbssd(3, 5, 7);
-    }
-    _tile_stored(0, c[0], 64);
-    _tile_stored(1, c[1], 64);
-    if (m1) {
-      _tile_stored(2, c[2], 64);
-      _tile_stored(3, c[3], 64);
-    }
+    amx_zero(m1);
+    amx_products(a0 + 32 * b, a1 + 32 * b, stride, wv0 + 512 * b, wv1 + 512 * b, m1);
+    amx_store(c, m1);
     const __m512 dw[2] = {_mm512_load_ps(wd + 16 * b), _mm512_load_ps(wd + 16 * nb + 16 * b)};
     for (int i = 0; i < 1 + (m1 > 0); i++)
       for (int j = 0; j < (i ? m1 : m0); j++) {
@@ -8896,32 +8913,13 @@ inline void amx_kq(const Panel& P, int g, const MatmulInput& in, const int32_t* 
   for (int j = 0; j < m; j++) _mm512_store_ps(acc[j], _mm512_setzero_ps());
   for (int64_t s = 0; s < nsb; s++) {
     int32_t(&cs)[4][16][16] = c[s & 1];
-    _tile_zero(0);
-    _tile_zero(1);
-    if (m1) {
-      _tile_zero(2);
-      _tile_zero(3);
-    }
+    amx_zero(m1);
 #pragma GCC unroll 4
     for (int kk = 0; kk < 4; kk++) {
       const size_t at = static_cast<size_t>(256 * s + 64 * kk);
-      _tile_loadd(4, a0 + at, stride);
-      _tile_loadd(6, wh + 16 * at, 64);
-      _tile_loadd(7, wl + 16 * at, 64);
-      _tile_dpbssd(0, 4, 6);
-      _tile_dpbssd(1, 4, 7);
-      if (m1) {
-        _tile_loadd(5, a1 + at, stride);
-        _tile_dpbssd(2, 5, 6);
-        _tile_dpbssd(3, 5, 7);
-      }
+      amx_products(a0 + at, a1 + at, stride, wh + 16 * at, wl + 16 * at, m1);
     }
-    _tile_stored(0, cs[0], 64);
-    _tile_stored(1, cs[1], 64);
-    if (m1) {
-      _tile_stored(2, cs[2], 64);
-      _tile_stored(3, cs[3], 64);
-    }
+    amx_store(cs, m1);
     const __m512 d = _mm512_load_ps(wd + 16 * s);
     [[maybe_unused]] __m512 dmin;
     [[maybe_unused]] __m512i mp[4];
