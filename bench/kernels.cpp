@@ -31,8 +31,8 @@ int main(int argc, char** argv) {
   li::MatmulScratch scratch(pool.size());
   std::mt19937 rng(1);
   std::printf("simd %s; single thread, CPU time; GMAC/s = rows*K*tokens / time\n", li::simd_compiled());
-  std::printf("%-6s %-12s %6s %6s %10s %10s %10s %10s\n", "type", "shape", "rows", "K", "tokens", "gemv", "gemm",
-              "gemm-noamx");
+  std::printf("%-6s %-12s %6s %6s %10s %10s %10s %10s %10s\n", "type", "shape", "rows", "K", "tokens", "gemv", "gemm",
+              "gemm-noamx", "each");
   for (li::DType t : types) {
     for (const Shape& s : shapes) {
       uint64_t rb = 0;
@@ -62,14 +62,22 @@ int main(int argc, char** argv) {
         li::MatmulInput in(x.data(), T, s.k);
         in.prepare(li::act_form(t), pool, li::act_form(t) == li::ActForm::q8_256 ? &li::quantize_q8_256 : &li::quantize_q8_32);
         if (t == li::DType::mlx_q4 || t == li::DType::mlx_q8) in.prepare_mlx(v.group_size);
-        double res[3] = {0, 0, 0};  // gemv, gemm, gemm without the AMX tiles (MatmulScratch::amx)
-        for (int path = 0; path < 3; path++) {
+        // gemv, gemm, gemm without the AMX tiles (MatmulScratch::amx), each token a product of its own
+        // (matmul_each: batched decoding; its time includes preparing the activations)
+        double res[4] = {0, 0, 0, 0};
+        for (int path = 0; path < 4; path++) {
           scratch.amx = path != 2;
 #if !defined(LLMINFER_DISPATCH) && !defined(LLMINFER_SIMD_SCALAR) && !defined(LLMINFER_FORCE_SCALAR) && defined(__AVX512F__) && \
     defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__) && defined(__F16C__)  // li::gemm: the AVX-512 kernels
-          auto run = [&] { path ? (void)li::gemm(v, in, y.data(), s.rows, pool, scratch) : li::gemv(v, in, y.data(), s.rows, pool); };
+          auto run = [&] {
+            if (path == 3) (void)li::matmul_each(v, x.data(), T, y.data(), s.rows, pool, false, scratch);
+            else path ? (void)li::gemm(v, in, y.data(), s.rows, pool, scratch) : li::gemv(v, in, y.data(), s.rows, pool);
+          };
 #else
-          auto run = [&] { li::gemv(v, in, y.data(), s.rows, pool); };
+          auto run = [&] {
+            if (path == 3) (void)li::matmul_each(v, x.data(), T, y.data(), s.rows, pool, false, scratch);
+            else li::gemv(v, in, y.data(), s.rows, pool);
+          };
 #endif
           run();  // warm-up
           int reps = 0;
@@ -81,8 +89,8 @@ int main(int argc, char** argv) {
           }
           res[path] = double(s.rows) * s.k * T / ((t1 - t0) / reps) * 1e-6;
         }
-        std::printf("%-6s %-12s %6lld %6lld %10lld %10.1f %10.1f %10.1f\n", li::dtype_name(t), s.what, (long long)s.rows,
-                    (long long)s.k, (long long)T, res[0], res[1], res[2]);
+        std::printf("%-6s %-12s %6lld %6lld %10lld %10.1f %10.1f %10.1f %10.1f\n", li::dtype_name(t), s.what,
+                    (long long)s.rows, (long long)s.k, (long long)T, res[0], res[1], res[2], res[3]);
       }
     }
   }

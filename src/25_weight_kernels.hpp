@@ -18,8 +18,9 @@
 //     dotn<NT>(row, a, n, out)          the row times NT tokens, each with the bits of dot
 //   AVX-512:
 //     each_group                        (K-quants) has dotg: gemv_each_group for the single
-//     dotg<NT>(row, a, g, nb, out)      tokens of several sequences, NT of a prepared group g
-//                                       (KqGroupBlock) at a time, each with the bits of dot
+//     dotg<NT>(row, a, g, nb, out, next) tokens of several sequences, NT of a prepared group g
+//                                       (KqGroupBlock) at a time, each with the bits of dot;
+//                                       next: a row to ask into L2 meanwhile, or nullptr
 //     gemm                              has the panel path (gemm): act f32 types through an f32
 //                                       panel of dequant rows and micro_f32; quantized types with
 //     panel, decode, micro              their PanelFormat, row decoder and micro-kernel (q8_32:
@@ -225,8 +226,9 @@ struct WeightKernels<DType::q4_K> : WeightKernelsBase<DType::q4_K> {
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool each_group = true;
   template <int NT>
-  static void dotg(const uint8_t* row, const ActQ8* a, const KqGroupBlock* g, int64_t nb, float* out) {
-    dotg_q4_k<NT>(row, a, g, nb, out);
+  static void dotg(const uint8_t* row, const ActQ8* a, const KqGroupBlock* g, int64_t nb, float* out,
+                   const uint8_t* next) {
+    dotg_q4_k<NT>(row, a, g, nb, out, next);
   }
 #endif
 #if defined(LLMI_SIMD_AVX512)
@@ -268,8 +270,9 @@ struct WeightKernels<DType::q6_K> : WeightKernelsBase<DType::q6_K> {
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool each_group = true;
   template <int NT>
-  static void dotg(const uint8_t* row, const ActQ8* a, const KqGroupBlock* g, int64_t nb, float* out) {
-    dotg_q6_k<NT>(row, a, g, nb, out);
+  static void dotg(const uint8_t* row, const ActQ8* a, const KqGroupBlock* g, int64_t nb, float* out,
+                   const uint8_t* next) {
+    dotg_q6_k<NT>(row, a, g, nb, out, next);
   }
 #endif
 #if defined(LLMI_SIMD_AVX512)
