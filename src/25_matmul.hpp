@@ -416,6 +416,7 @@ inline void dotg_q4_k(const uint8_t* w, const ActQ8* a, const KqGroupBlock* g, i
     const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
     __m512i isum[NT];
     for (int t = 0; t < NT; t++) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 2
     for (int c = 0; c < 2; c++) {  // 128 weights: bytes 64c..64c+63, sub-blocks 4c..4c+3
       const __m512i v = _mm512_loadu_si512(p + 16 + 64 * c);
       const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
@@ -474,6 +475,7 @@ inline void dotg_q6_k(const uint8_t* w, const ActQ8* a, const KqGroupBlock* g, i
     const __m512i sc512 = _mm512_castsi256_si512(sc);
     __m512i isum[NT];
     for (int t = 0; t < NT; t++) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
       const __m512i ql = _mm512_loadu_si512(p + 64 * h);
       const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h)));
