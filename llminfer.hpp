@@ -7625,17 +7625,8 @@ inline RowOperands row_operands(const TensorView& w, const MatmulInput& in, bool
 // Intel Xeon (Sapphire Rapids), 1 thread, decode of qwen3-0.6b: Q8_0 11 -> 19 tokens/s, Q4_K_M
 // 16 -> 26 (bench/RESULTS.md).
 constexpr int64_t kAheadRows = 4;
+// (Every cache line of bytes [p, p + bytes), wherever p starts.)
 inline void prefetch_l2(const uint8_t* p, uint64_t bytes) {
-#if defined(LLMI_SIMD_AVX2)
-  for (uint64_t at = 0; at < bytes; at += 64) _mm_prefetch(reinterpret_cast<const char*>(p + at), _MM_HINT_T1);
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
-
-// The cache lines of bytes [p, p + bytes) asked into L2.
-inline void prefetch_lines_l2(const uint8_t* p, uint64_t bytes) {
 #if defined(LLMI_SIMD_AVX2)
   const uintptr_t end = reinterpret_cast<uintptr_t>(p) + bytes;
   for (uintptr_t at = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63); at < end; at += 64)
@@ -7979,7 +7970,7 @@ inline void dotg_q4_k(const uint8_t* w, const ActQ8* a, const KqGroupBlock* g, i
   for (int q = 0; q < NQ; q++) accm[q] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
-    if (next) prefetch_lines_l2(next + b * bs, bs);
+    if (next) prefetch_l2(next + b * bs, bs);
     uint64_t sc8, m8;
     q4k_unpack_scales(p + 4, &sc8, &m8);
     const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc8))));
@@ -8039,7 +8030,7 @@ inline void dotg_q6_k(const uint8_t* w, const ActQ8* a, const KqGroupBlock* g, i
   for (int q = 0; q < NT / 2; q++) acc[q] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
-    if (next) prefetch_lines_l2(next + b * bs, bs);
+    if (next) prefetch_l2(next + b * bs, bs);
     const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
     const __m512i sc512 = _mm512_castsi256_si512(sc);
     __m512i isum[NT];

@@ -67,17 +67,15 @@ int main(int argc, char** argv) {
         double res[4] = {0, 0, 0, 0};
         for (int path = 0; path < 4; path++) {
           scratch.amx = path != 2;
+          auto each = [&] { (void)li::matmul_each(v, x.data(), T, y.data(), s.rows, pool, false, scratch); };
 #if !defined(LLMINFER_DISPATCH) && !defined(LLMINFER_SIMD_SCALAR) && !defined(LLMINFER_FORCE_SCALAR) && defined(__AVX512F__) && \
     defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__) && defined(__F16C__)  // li::gemm: the AVX-512 kernels
           auto run = [&] {
-            if (path == 3) (void)li::matmul_each(v, x.data(), T, y.data(), s.rows, pool, false, scratch);
+            if (path == 3) each();
             else path ? (void)li::gemm(v, in, y.data(), s.rows, pool, scratch) : li::gemv(v, in, y.data(), s.rows, pool);
           };
 #else
-          auto run = [&] {
-            if (path == 3) (void)li::matmul_each(v, x.data(), T, y.data(), s.rows, pool, false, scratch);
-            else li::gemv(v, in, y.data(), s.rows, pool);
-          };
+          auto run = [&] { path == 3 ? each() : li::gemv(v, in, y.data(), s.rows, pool); };
 #endif
           run();  // warm-up
           int reps = 0;
