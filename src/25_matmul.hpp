@@ -828,9 +828,8 @@ inline void panel_interleave(const uint8_t* rows, size_t rs, size_t k, uint8_t* 
     }
 }
 
-// Decodes rows [r0, r0 + nr) (nr <= kRB; missing rows are zero) into P. kSigned (32-blocks): the
-// values minus the format's offset, as int8 (the AMX tiles' operands).
-template <class WK, bool kSigned = false>
+// Decodes rows [r0, r0 + nr) (nr <= kRB; missing rows are zero) into P.
+template <class WK>
 inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuffer& buf, Panel& P) {
   const int64_t K = w.ne[0];
   const uint64_t rb = weight_row_bytes(w);
@@ -879,12 +878,8 @@ inline bool panel_decode(const TensorView& w, int64_t r0, int64_t nr, AlignedBuf
         panel_put(P.pairs, t.pairs, np, g, i, pad);
         panel_put(P.dmin, t.dmin, ndm, g, i, pad);
       }
-      // K-quants: each 64 values in micro_kq's order (kq_order); kSigned: minus the offset
-      panel_interleave(rows, rs, k, P.v + g * 16 * k, [](__m512i v) {
-        if (kq) v = kq_order(v);
-        if (kSigned) v = _mm512_sub_epi8(v, _mm512_set1_epi8(static_cast<char>(pf.offset)));
-        return v;
-      });
+      // K-quants: each 64 values in micro_kq's order (kq_order)
+      panel_interleave(rows, rs, k, P.v + g * 16 * k, [](__m512i v) { return kq ? kq_order(v) : v; });
     }
     return true;
   }
@@ -1198,41 +1193,6 @@ inline void amx_store(int32_t (&c)[4][16][16], bool m1) {
   }
 }
 
-// The two row groups of a signed panel (panel_decode<WK, true>) times tokens [t, t + m0 + m1)
-// (the configured tiles; m0 16 when m1 > 0): acc[j][16 g + i] = token t + j's sum of row 16 g + i.
-inline void amx_q32(const Panel& P, const MatmulInput& in, int64_t t, int m0, int m1, float (&acc)[32][32]) {
-  const int64_t K = P.K, nb = K / 32;
-  const int m = m0 + m1;
-  const uint8_t* wv0 = P.v;
-  const uint8_t* wv1 = P.v + 16 * static_cast<size_t>(K);
-  const float* wd = P.d;
-  const int8_t* a0 = in.row(ActForm::q8_32, t).q;
-  const int8_t* a1 = in.row(ActForm::q8_32, t + std::min(16, m - 1)).q;
-  const size_t stride = m > 1 ? static_cast<size_t>(in.row(ActForm::q8_32, t + 1).q - a0) : 64;
-  const float* da[32];
-  for (int j = 0; j < 32; j++) da[j] = in.row(ActForm::q8_32, t + std::min(j, m - 1)).d;
-  alignas(64) int32_t c[4][16][16];  // rows of tokens beyond m are neither stored nor read
-  for (int j = 0; j < m; j++) {
-    _mm512_store_ps(acc[j], _mm512_setzero_ps());
-    _mm512_store_ps(acc[j] + 16, _mm512_setzero_ps());
-  }
-  for (int64_t b = 0; b < nb; b++) {
-    amx_zero(m1);
-    amx_products(a0 + 32 * b, a1 + 32 * b, stride, wv0 + 512 * b, wv1 + 512 * b, m1);
-    amx_store(c, m1);
-    const __m512 dw[2] = {_mm512_load_ps(wd + 16 * b), _mm512_load_ps(wd + 16 * nb + 16 * b)};
-    for (int i = 0; i < 1 + (m1 > 0); i++)
-      for (int j = 0; j < (i ? m1 : m0); j++) {
-        float* r = acc[16 * i + j];
-        const __m512 s = _mm512_set1_ps(da[16 * i + j][b]);
-#pragma GCC unroll 2
-        for (int g = 0; g < 2; g++)
-          _mm512_store_ps(r + 16 * g, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[2 * i + g][j])),
-                                                      _mm512_mul_ps(dw[g], s), _mm512_load_ps(r + 16 * g)));
-      }
-  }
-}
-
 // ---- AMX int8 tiles for K-quants (Q4_K, Q6_K) ----
 // A super-block's integer sum, sum_s sc_s (q - offset) . a over its sub-blocks s, is exact and
 // whole in tiles once each value is taken times its sub-block scale, p = sc (q - offset) (Q4_K:
@@ -1430,6 +1390,21 @@ template <class WK>
 inline size_t gemm_xk_bytes(int64_t T, int64_t K) {
   return WK::act == ActForm::q8_256 ? static_cast<size_t>(T * K) + 64 : 0;
 }
+// 32-blocks on the tiles (amx_q32_acts, gemm_amx_q32_task): the activations in the tiles' order
+// (tokens rounded up to 16), their scales by block; a task's rows (their scales, their values, one
+// row's scales as decoded).
+inline int64_t amx_q32_tokens(int64_t T) {
+  return (T + 15) / 16 * 16;
+}
+inline size_t amx_q32_xa_bytes(int64_t T, int64_t K) {
+  return static_cast<size_t>(amx_q32_tokens(T) * K) + 64;
+}
+inline size_t amx_q32_da_bytes(int64_t T, int64_t K) {
+  return static_cast<size_t>(amx_q32_tokens(T) * (K / 32)) * 4 + 64;
+}
+inline size_t amx_q32_task_bytes(int64_t K) {
+  return static_cast<size_t>(K) * 4 + static_cast<size_t>(K) * 32 + static_cast<size_t>(K / 32) * 4 + 64;
+}
 inline size_t gemm_xb_bytes(int64_t T, int64_t K) {
   return static_cast<size_t>(T * K) * 2 + 64;
 }
@@ -1448,6 +1423,10 @@ inline bool gemm_reserve(const TensorView& w, int64_t T, MatmulScratch& scratch)
 #if defined(LLMI_SIMD_AMX)
   if constexpr (WK::amx && WK::act == ActForm::q8_256)
     panel = std::max(panel, amx_kq_layout(static_cast<size_t>(K)).total);
+  if constexpr (WK::amx && WK::act == ActForm::q8_32) {
+    panel = std::max(panel, amx_q32_task_bytes(K));
+    if (!scratch.xk.reserve(amx_q32_xa_bytes(T, K)) || !scratch.starts.reserve(amx_q32_da_bytes(T, K))) return false;
+  }
 #endif
   for (int i = 0; i < scratch.n_panels; i++)
     if (!scratch.panels[static_cast<size_t>(i)].reserve(panel)) return false;
@@ -1455,25 +1434,170 @@ inline bool gemm_reserve(const TensorView& w, int64_t T, MatmulScratch& scratch)
 }
 
 #if defined(LLMI_SIMD_AMX)
-// Tokens [t0, t0 + nt) times the rows [r0, r0 + nr) of a signed panel, with the tiles.
-inline void gemm_amx_task(const Panel& P, const MatmulInput& in, int64_t t0, int64_t nt, int64_t r0, int64_t nr,
-                          float* y, int64_t ldy) {
-  int configured = 0;  // the tokens the tiles are shaped for
-  alignas(64) float acc[32][32];
+// ---- AMX int8 tiles for 32-blocks (Q4_0, Q5_0, Q8_0) ----
+// A block's signed values of 16 rows are the first operand (16 x 32 bytes: Q8_0's straight from
+// the mapped rows, which hold the int8 the tiles take; Q4_0's and Q5_0's decoded less their offset,
+// [rows][K]), the activations the second, laid out once per product in the tiles' order
+// (amx_q32_acts), and a product adds, for 16 rows x 16 tokens, the integer dot products of one
+// 32-value block (exact). The float order is then one chain per (row, token) over the blocks in
+// order, acc = fma(float(sum_b), d_row_b * d_token_b, acc), for any split of the work into tasks;
+// it is not llama.cpp's (its dot products keep 8 lanes of 4-value sums), so a token's results
+// depend on whether it is computed alone (gemv) or with 6 or more others here.
+
+// The activations of tokens [0, T) as the tiles' second operand, 16 tokens at a time (tokens from
+// T on are zero): xa[(g nb + b) 512 + 64 kk + 4 j + c] = byte 4 kk + c of block b of token 16 g + j;
+// their scales by block, da[b Tp + t] (Tp = amx_q32_tokens(T); 0 beyond T).
+inline void amx_q32_acts(const MatmulInput& in, int64_t T, int64_t K, int8_t* xa, float* da) {
+  const int64_t nb = K / 32, Tp = amx_q32_tokens(T);
+  for (int64_t g = 0; g < Tp / 16; g++) {
+    const int8_t* q[16];
+    for (int j = 0; j < 16; j++) q[j] = 16 * g + j < T ? in.row(ActForm::q8_32, 16 * g + j).q : nullptr;
+    for (int64_t b = 0; b < nb; b += 2) {  // two blocks: 16 dwords of each token
+      const bool two = b + 1 < nb;
+      const __mmask64 m = two ? ~0ull : 0xFFFFFFFFull;
+      __m512i v[16], o[16];
+      for (int j = 0; j < 16; j++) v[j] = q[j] ? _mm512_maskz_loadu_epi8(m, q[j] + 32 * b) : _mm512_setzero_si512();
+      transpose16x16_epi32(v, o);  // o[kk]: dword kk of every token (kk >= 8: block b + 1's)
+      for (int kk = 0; kk < (two ? 16 : 8); kk++) _mm512_store_si512(xa + (g * nb + b) * 512 + 64 * kk, o[kk]);
+    }
+  }
+  for (int64_t b = 0; b < nb; b++)
+    for (int64_t t = 0; t < Tp; t++) da[b * Tp + t] = t < T ? in.row(ActForm::q8_32, t).d[b] : 0.0f;
+  _mm512_storeu_ps(da + nb * Tp, _mm512_setzero_ps());  // read by a last token tile of 16
+}
+
+// The tile shapes of gemm_amx_q32_task for n0 + n1 rows (n0 16 when n1 > 0): tiles 0-3 int32
+// sums, C[2i + g] = row tile i (n_i rows) x token tile g (16 tokens); 4 and 5 the row tiles (n_i x
+// 32 bytes); 6 and 7 the token tiles (8 x 64 bytes: 32 values of 16 tokens).
+struct alignas(64) AmxTilesQ32 {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+  AmxTilesQ32(int n0, int n1) {
+    for (int i = 0; i < 2; i++) {
+      const auto n = static_cast<uint8_t>(i ? n1 : n0);  // 0: the tiles are unused (then no columns either)
+      rows[2 * i] = rows[2 * i + 1] = rows[4 + i] = n;
+      colsb[2 * i] = colsb[2 * i + 1] = n ? 64 : 0;
+      colsb[4 + i] = n ? 32 : 0;
+      rows[6 + i] = 8;
+      colsb[6 + i] = 64;
+    }
+  }
+};
+
+// Tokens [t0, t0 + nt) (t0 a multiple of 16) times rows [r0, r0 + nr) of w, with the tiles; xa and
+// da from amx_q32_acts (Tp tokens), room at scratch for amx_q32_task_bytes(K). The rows' values
+// are kept in scratch, signed and 32-byte aligned [rows][K]: Q4_0 and Q5_0 decoded there first;
+// Q8_0's first pass over the tokens reads them in place (asking for the blocks ahead, so that they
+// come from memory while the tiles work) and keeps them there for the later passes (a block of the
+// file is 34 bytes: half its tile rows would cross cache lines).
+template <class WK>
+inline void gemm_amx_q32_task(const TensorView& w, const int8_t* xa, const float* da, int64_t Tp, int64_t t0,
+                              int64_t nt, int64_t r0, int64_t nr, uint8_t* scratch, float* y, int64_t ldy) {
+  constexpr bool in_place = WK::type == DType::q8_0;
+  constexpr int64_t kAhead = 8;  // blocks asked for ahead of Q8_0's first pass
+  const int64_t K = w.ne[0], nb = K / 32;
+  const uint64_t rb = weight_row_bytes(w), k = static_cast<uint64_t>(K);
+  const uint8_t* wr = w.data + static_cast<uint64_t>(r0) * rb + 2;  // Q8_0: row r0's values of block 0
+  float* dws = reinterpret_cast<float*>(scratch);                   // [nb][32] the rows' scales
+  uint8_t* kept = scratch + 4 * k;                                  // [32][K] the rows' values
+  const int n0 = static_cast<int>(std::min<int64_t>(16, nr)), n1 = static_cast<int>(nr) - n0;
+  if constexpr (in_place) {  // the scales of 16 rows at a time: the first 2 of 4 bytes gathered
+    const __m512i at = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                          _mm512_set1_epi32(static_cast<int>(rb)));
+    for (int ri = 0; ri < 2; ri++) {
+      const __mmask16 live = nr > 16 * ri ? first_lanes16(nr - 16 * ri) : 0;
+      for (int64_t b = 0; b < nb; b++) {
+        const __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, at,
+                                                      wr - 2 + 16 * ri * rb + 34 * static_cast<uint64_t>(b), 1);
+        _mm512_store_ps(dws + 32 * b + 16 * ri, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
+      }
+    }
+  } else {
+    float* d = reinterpret_cast<float*>(kept + 32 * k);  // one row's scales
+    for (int i = 0; i < 32; i++) {
+      uint8_t* v = kept + static_cast<uint64_t>(i) * k;
+      if (i < nr) {
+        if (i + 2 < nr) panel_prefetch_row(w, r0 + i + 2);  // on its way while this row is decoded
+        WK::decode(w.data + static_cast<uint64_t>(r0 + i) * rb, K, RowDecode{v, nullptr, d, nullptr, nullptr});
+        for (uint64_t c = 0; c < k; c += 32) {
+          const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + c));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + c),
+                              _mm256_sub_epi8(u, _mm256_set1_epi8(static_cast<char>(WK::panel.offset))));
+        }
+      }
+      for (int64_t b = 0; b < nb; b++) dws[32 * b + i] = i < nr ? d[b] : 0.0f;
+    }
+  }
+  const AmxTilesQ32 cfg(n0, n1);
+  _tile_loadconfig(&cfg);
+  alignas(64) int32_t c[4][16][16] = {};  // [2 i + g][row][token]
+  alignas(64) float acc[32][32];          // [row][token]
   for (int64_t j0 = 0; j0 < nt; j0 += 32) {
-    const int m = static_cast<int>(std::min<int64_t>(32, nt - j0)), m0 = std::min(m, 16), m1 = m - m0;
-    if (m != configured) {
-      const AmxTiles cfg(m0, m1, 32);
-      _tile_loadconfig(&cfg);
-      configured = m;
+    const int m = static_cast<int>(std::min<int64_t>(32, nt - j0));
+    const bool g1 = m > 16;
+    const int8_t* x0 = xa + (t0 + j0) / 16 * nb * 512;
+    const int8_t* x1 = x0 + nb * 512;
+    const float* d0 = da + t0 + j0;
+    for (int i = 0; i < 32; i++) {  // all: the transposition below reads whole tiles of 16
+      _mm512_store_ps(acc[i], _mm512_setzero_ps());
+      _mm512_store_ps(acc[i] + 16, _mm512_setzero_ps());
     }
-    amx_q32(P, in, t0 + j0, m0, m1, acc);
-    for (int g = 0; g < kRG && 16 * g < nr; g++) {
-      const int64_t left = nr - 16 * g;
-      const __mmask16 mask = first_lanes16(left);
-      for (int j = 0; j < m; j++)
-        _mm512_mask_storeu_ps(y + (t0 + j0 + j) * ldy + r0 + 16 * g, mask, _mm512_load_ps(acc[j] + 16 * g));
+    const bool first = in_place && j0 == 0, keep = first && nt > 32;
+    const uint8_t* w0 = first ? wr : kept;  // the values of rows 0-15 and 16-31, `st` bytes apart
+    const uint64_t st = first ? rb : k, bs = first ? 34 : 32;
+    const uint8_t* w1 = w0 + 16 * st;
+    for (int64_t b = 0; b < nb; b++) {
+      if (first && b + kAhead < nb)
+        for (int i = 0; i < nr; i++)
+          _mm_prefetch(reinterpret_cast<const char*>(wr + static_cast<uint64_t>(i) * rb + 34 * (b + kAhead)),
+                       _MM_HINT_T0);
+      _tile_zero(0);
+      _tile_loadd(4, w0 + bs * b, st);
+      if (keep) _tile_stored(4, kept + 32 * b, k);
+      _tile_loadd(6, x0 + 512 * b, 64);
+      _tile_dpbssd(0, 4, 6);
+      if (g1) {
+        _tile_zero(1);
+        _tile_loadd(7, x1 + 512 * b, 64);
+        _tile_dpbssd(1, 4, 7);
+      }
+      if (n1) {
+        _tile_zero(2);
+        _tile_loadd(5, w1 + bs * b, st);
+        if (keep) _tile_stored(5, kept + 16 * k + 32 * b, k);
+        _tile_dpbssd(2, 5, 6);
+        if (g1) {
+          _tile_zero(3);
+          _tile_dpbssd(3, 5, 7);
+        }
+      }
+      _tile_stored(0, c[0], 64);
+      if (g1) _tile_stored(1, c[1], 64);
+      if (n1) {
+        _tile_stored(2, c[2], 64);
+        if (g1) _tile_stored(3, c[3], 64);
+      }
+      const __m512 dv[2] = {_mm512_loadu_ps(d0 + b * Tp), _mm512_loadu_ps(d0 + b * Tp + 16)};
+      for (int ri = 0; ri < 1 + (n1 > 0); ri++)
+        for (int ii = 0; ii < (ri ? n1 : n0); ii++) {
+          float* r = acc[16 * ri + ii];
+          const __m512 s = _mm512_set1_ps(dws[32 * b + 16 * ri + ii]);
+#pragma GCC unroll 2
+          for (int g = 0; g < 2; g++)  // both token tiles (the second one's sums unused when m <= 16)
+            _mm512_store_ps(r + 16 * g, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[2 * ri + g][ii])),
+                                                        _mm512_mul_ps(s, dv[g]), _mm512_load_ps(r + 16 * g)));
+        }
     }
+    for (int i0 = 0; i0 < nr; i0 += 16)  // acc [row][token] to y [token][row]
+      for (int g = 0; 16 * g < m; g++) {
+        __m512i in16[16], out[16];
+        for (int i = 0; i < 16; i++) in16[i] = _mm512_castps_si512(_mm512_load_ps(acc[i0 + i] + 16 * g));
+        transpose16x16_epi32(in16, out);
+        const __mmask16 mask = first_lanes16(nr - i0);
+        for (int j = 0; j < 16 && 16 * g + j < m; j++)
+          _mm512_mask_storeu_ps(y + (t0 + j0 + 16 * g + j) * ldy + r0 + i0, mask, _mm512_castsi512_ps(out[j]));
+      }
   }
   _tile_release();
 }
@@ -1537,6 +1661,19 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
                           (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(in.x() + i + 16), _mm512_loadu_ps(in.x() + i)));
   }
 #endif
+#if defined(LLMI_SIMD_AMX)
+  // 32-blocks on the tiles: the activations in their order
+  int8_t* xa = nullptr;
+  float* da = nullptr;
+  if constexpr (WK::amx && f == ActForm::q8_32) {
+    if (amx) {
+      if (!scratch.xk.reserve(amx_q32_xa_bytes(T, K)) || !scratch.starts.reserve(amx_q32_da_bytes(T, K))) return false;
+      xa = scratch.xk.as<int8_t>();
+      da = scratch.starts.as<float>();
+      amx_q32_acts(in, T, K, xa, da);
+    }
+  }
+#endif
   LLMI_ASSERT(scratch.n_panels >= pool.size());
   std::atomic<bool> failed{false};
   pool.parallel_for(static_cast<int>(n_rb * n_tb), [&](int task, int thread) {
@@ -1573,11 +1710,11 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
           }
           gemm_amx_kq_task<WK::panel.mins>(P, in, starts, t0, nt, r0, nr, y, ldy);
         } else {
-          if (!panel_decode<WK, true>(w, r0, nr, buf, P)) {
+          if (!buf.reserve(amx_q32_task_bytes(K))) {
             failed.store(true, std::memory_order_relaxed);
             return;
           }
-          gemm_amx_task(P, in, t0, nt, r0, nr, y, ldy);
+          gemm_amx_q32_task<WK>(w, xa, da, amx_q32_tokens(T), t0, nt, r0, nr, buf.as<uint8_t>(), y, ldy);
         }
         return;
       }

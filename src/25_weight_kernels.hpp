@@ -29,8 +29,8 @@
 //     gemm_fits(w, in)                  false where llama.cpp's order is not the panel's (then gemv)
 //     bf16_in_place                     (BF16) rows used in place by micro_bf16 for bf16 input
 //   AMX (LLMI_SIMD_AMX; where MatmulScratch::amx):
-//     amx                               has the tiles for 6 or more tokens: 32-blocks through a
-//                                       signed panel (gemm_amx_task), K-quants through
+//     amx                               has the tiles for 6 or more tokens: 32-blocks by rows
+//                                       (gemm_amx_q32_task; Q8_0 in place), K-quants through
 //     amx_scales(row, K, s16), amx_offset  their scaled panel (panel_decode_amx_kq, gemm_amx_kq_task)
 //
 // To add a type: its facts row (13_dtype), then a row here with dot and dequant (the scalar
@@ -143,7 +143,7 @@ struct WeightKernels<DType::q4_0> : WeightKernelsBase<DType::q4_0> {
   static constexpr auto micro = micro_q32;
 #endif
 #if defined(LLMI_SIMD_AMX)
-  static constexpr bool amx = true;  // the tiles (gemm_amx_task) where the OS permits them
+  static constexpr bool amx = true;  // the tiles (gemm_amx_q32_task) where the OS permits them
 #endif
 };
 
@@ -169,7 +169,7 @@ struct WeightKernels<DType::q5_0> : WeightKernelsBase<DType::q5_0> {
   static constexpr auto micro = micro_q32;
 #endif
 #if defined(LLMI_SIMD_AMX)
-  static constexpr bool amx = true;  // the tiles (gemm_amx_task) where the OS permits them
+  static constexpr bool amx = true;  // the tiles (gemm_amx_q32_task) where the OS permits them
 #endif
 };
 
@@ -202,7 +202,7 @@ struct WeightKernels<DType::q8_0> : WeightKernelsBase<DType::q8_0> {
   static constexpr auto micro = micro_q32;
 #endif
 #if defined(LLMI_SIMD_AMX)
-  static constexpr bool amx = true;  // the tiles (gemm_amx_task) where the OS permits them
+  static constexpr bool amx = true;  // the tiles (gemm_amx_q32_task) where the OS permits them
 #endif
 };
 
