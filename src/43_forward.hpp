@@ -158,6 +158,24 @@ LLMI_NO_FP_CONTRACT inline void layer_norm_row(const Step& s, const KernelTable&
   }
 }
 
+// The sums of squares of n rows of len values (x[c], c < n) as ggml computes each one: squares in
+// float, summed in double in order. W rows at a time, interleaved: W independent chains of adds in
+// flight instead of one (the same bits).
+template <int W>
+inline void sum_squares_w(const float* const* x, int len, double* out) {
+  double s[W] = {};
+  for (int k = 0; k < len; k++)
+#pragma GCC unroll 8
+    for (int j = 0; j < W; j++) s[j] += double(x[j][k] * x[j][k]);
+  for (int j = 0; j < W; j++) out[j] = s[j];
+}
+inline void sum_squares(const float* const* x, int n, int len, double* out) {
+  int c = 0;
+  for (; c + 8 <= n; c += 8) sum_squares_w<8>(x + c, len, out + c);
+  for (; c + 4 <= n; c += 4) sum_squares_w<4>(x + c, len, out + c);
+  for (; c < n; c++) sum_squares_w<1>(x + c, len, out + c);
+}
+
 // |x| as ggml's sqrt(sum_rows(sqr(x))): squares in float, summed in double, the root in float.
 inline float l2_norm_f32(const float* x, int n) {
   double sum = 0;
@@ -326,16 +344,24 @@ bool run_row_step(const Step& s, const KernelTable& kern, int rows, const int32_
       return true;
     case OpCode::rms_norm:
     case OpCode::norm_heads: {
-      const int seg = s.op == OpCode::rms_norm ? wi : s.vec_len;
-      for_rows(rows, wi, [&](int t, int) {
-        for (int h = 0; h < wi / seg; h++) {
-          const float* x = a + size_t(t) * wi + size_t(h) * seg;
-          float* y = d + size_t(t) * wo + size_t(h) * seg;
-          double sum = 0;  // as ggml: squares in float, summed in double
-          for (int k = 0; k < seg; k++) sum += double(x[k] * x[k]);
-          const float mean = static_cast<float>(sum / seg);
-          const float sc = 1.0f / std::sqrt(mean + s.f);
-          for (int k = 0; k < seg; k++) y[k] = (x[k] * sc) * s.vec[k];
+      // segments (a row, or a head of one) of 8 rows at a time: their sums run side by side
+      constexpr int kRows = 8;
+      const int seg = s.op == OpCode::rms_norm ? wi : s.vec_len, per_row = wi / seg;
+      for_rows((rows + kRows - 1) / kRows, int64_t(wi) * kRows, [&](int g, int) {
+        const int t0 = g * kRows, n = (std::min(rows, t0 + kRows) - t0) * per_row;
+        const float* x[kRows * 16];
+        double sum[kRows * 16];
+        for (int c0 = 0; c0 < n; c0 += kRows * 16) {  // at most 16 heads a row at a time
+          const int m = std::min(n - c0, kRows * 16);
+          for (int c = 0; c < m; c++)
+            x[c] = a + size_t(t0 + (c0 + c) / per_row) * wi + size_t((c0 + c) % per_row) * seg;
+          sum_squares(x, m, seg, sum);
+          for (int c = 0; c < m; c++) {
+            float* y = d + size_t(t0 + (c0 + c) / per_row) * wo + size_t((c0 + c) % per_row) * seg;
+            const float mean = static_cast<float>(sum[c] / seg);
+            const float sc = 1.0f / std::sqrt(mean + s.f);
+            for (int k = 0; k < seg; k++) y[k] = (x[c][k] * sc) * s.vec[k];
+          }
         }
       });
       return true;
