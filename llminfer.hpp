@@ -8685,13 +8685,7 @@ inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr
 #endif
 
 #if defined(LLMI_SIMD_AMX)
-// ---- AMX int8 tiles (32-blocks: Q4_0, Q5_0, Q8_0) ----
-// A tile product adds, for 16 tokens x 16 rows, the integer dot products of one 32-value block
-// (tdpbssd: activations x the panel's signed values, which sit in the layout it wants, [K/4][16
-// rows][4]); the integer sums are exact. The float order is then one chain per (row, token) over
-// the blocks in order, acc = fma(float(sum_b), d_row_b * d_token_b, acc), for any split of the
-// work into tasks; it is not llama.cpp's (its dot products keep 8 lanes of 4-value sums), so a
-// token's results depend on whether it is computed alone (gemv) or with 6 or more others here.
+// ---- AMX int8 tiles: the permission (the products: amx_q32_acts and after) ----
 
 // Whether this process may use the tile registers: Linux hands them out on request
 // (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)), which fails where the CPU or the kernel
