@@ -1133,241 +1133,6 @@ inline bool amx_permitted() {
 #endif
 }
 
-// The tile shapes for products of m0 + m1 tokens, `depth` values deep (32 or 64; ldtilecfg's
-// 64-byte operand): tiles 0-3 int32 sums, C[2i + j] = token tile i (m_i tokens) x weight tile j
-// (16 rows); 4 and 5 the token tiles' activations (m_i x depth bytes); 6 and 7 the weight tiles
-// (depth / 4 x 64 bytes: depth values of 16 rows).
-struct alignas(64) AmxTiles {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-  AmxTiles(int m0, int m1, int depth) {
-    for (int i = 0; i < 2; i++) {
-      const auto m = static_cast<uint8_t>(i ? m1 : m0);  // 0: the tiles are unused (then no columns either)
-      rows[2 * i] = rows[2 * i + 1] = rows[4 + i] = m;
-      colsb[2 * i] = colsb[2 * i + 1] = m ? 64 : 0;
-      colsb[4 + i] = m ? static_cast<uint16_t>(depth) : 0;
-      rows[6 + i] = static_cast<uint8_t>(depth / 4);
-      colsb[6 + i] = 64;
-    }
-  }
-};
-
-// One step of the 2 x 2 tiles of AmxTiles (the tile numbers must be literals: gcc's intrinsics
-// paste them into the instruction). amx_zero clears the sums (2 and 3 only with a second token
-// tile, m1); amx_products adds the activations at a0 (and a1), rows `stride` bytes apart, times the
-// two weight tiles at w6 and w7 (64-byte rows); amx_store writes the sums to c.
-inline void amx_zero(bool m1) {
-  _tile_zero(0);
-  _tile_zero(1);
-  if (m1) {
-    _tile_zero(2);
-    _tile_zero(3);
-  }
-}
-inline void amx_products(const int8_t* a0, const int8_t* a1, size_t stride, const uint8_t* w6, const uint8_t* w7,
-                         bool m1) {
-  _tile_loadd(4, a0, stride);
-  _tile_loadd(6, w6, 64);
-  _tile_loadd(7, w7, 64);
-  _tile_dpbssd(0, 4, 6);
-  _tile_dpbssd(1, 4, 7);
-  if (m1) {
-    _tile_loadd(5, a1, stride);
-    _tile_dpbssd(2, 5, 6);
-    _tile_dpbssd(3, 5, 7);
-  }
-}
-inline void amx_store(int32_t (&c)[4][16][16], bool m1) {
-  _tile_stored(0, c[0], 64);
-  _tile_stored(1, c[1], 64);
-  if (m1) {
-    _tile_stored(2, c[2], 64);
-    _tile_stored(3, c[3], 64);
-  }
-}
-
-// ---- AMX int8 tiles for K-quants (Q4_K, Q6_K) ----
-// A super-block's integer sum, sum_s sc_s (q - offset) . a over its sub-blocks s, is exact and
-// whole in tiles once each value is taken times its sub-block scale, p = sc (q - offset) (Q4_K:
-// sc q, 0..945; Q6_K: sc (q - 32), -4064..4096), and p split as 64 h + l with l in [-32, 31] (h:
-// Q4_K 0..15, Q6_K -63..64): both are int8, and p . a = 64 (h . a) + (l . a), two tile products
-// 64 values deep, stored once per super-block (not once per sub-block). This is the integer
-// llama.cpp's dot products make (with Q6_K's offset and Q4_K's mins apart). The float order per
-// (row, token) is then one chain over the super-blocks in order:
-//   acc = fma(float(sum), d_row * d_token, acc)
-//   Q4_K: acc = fma(-float(mins), dmin_row * d_token, acc), mins = sum_s m_s * (sum of a over s)
-// (not llama.cpp's, which keeps 8 lanes of partial sums: as for the 32-blocks, a token's results
-// depend on whether it is computed alone or with 6 or more others here).
-
-// The panel: per group g of 16 rows, h then l (panel_interleave's layout, 16 K bytes each); then
-// d [kRG][nsb][16], (Q4_K) dmin the same, and the mins as micro_kq's int16 pairs [kRG][4 nsb][16];
-// then the decoder's space: a group's h and l rows, one row's values, its numbers, its scales.
-struct AmxKqLayout {
-  size_t hl = 0, dn = 0, pn = 0, tn = 0, total = 0;
-};
-inline AmxKqLayout amx_kq_layout(size_t k) {
-  AmxKqLayout L;
-  const size_t nsb = k / 256;
-  L.hl = 2 * kRG * 16 * k;
-  L.dn = round_up(kRG * 16 * nsb * 4, 64);
-  L.pn = round_up(kRG * 16 * 4 * nsb * 4, 64);
-  L.tn = round_up(k / 16 * 4, 64);  // one row's numbers (at most K/16 of each)
-  L.total = L.hl + 2 * L.dn + L.pn + 2 * 16 * k + k + 5 * L.tn;
-  return L;
-}
-
-// One row's values (v, unsigned, element order) times their scales (s16: one per 16 values) less
-// the offset, split into h and l (above).
-inline void amx_split_row(const uint8_t* v, const int16_t* s16, int offset, size_t k, uint8_t* h, uint8_t* l) {
-  for (size_t c = 0; c < k; c += 32) {
-    const __m512i sc =
-        _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(s16[c / 16]), _mm512_set1_epi16(s16[c / 16 + 1]));
-    const __m512i q = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + c)));
-    const __m512i p = _mm512_mullo_epi16(_mm512_sub_epi16(q, _mm512_set1_epi16(static_cast<int16_t>(offset))), sc);
-    const __m512i hi = _mm512_srai_epi16(_mm512_add_epi16(p, _mm512_set1_epi16(32)), 6);
-    const __m512i lo = _mm512_sub_epi16(p, _mm512_slli_epi16(hi, 6));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(h + c), _mm512_cvtepi16_epi8(hi));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(l + c), _mm512_cvtepi16_epi8(lo));
-  }
-}
-
-// Decodes rows [r0, r0 + nr) of a K-quant (nr <= kRB; missing rows are zero) into P as above:
-// P.v the h and l tiles, P.d, P.dmin, P.pairs.
-template <class WK>
-inline bool panel_decode_amx_kq(const TensorView& w, int64_t r0, int64_t nr, AlignedBuffer& buf, Panel& P) {
-  const int64_t K = w.ne[0];
-  const uint64_t rb = weight_row_bytes(w);
-  const size_t k = static_cast<size_t>(K), nsb = k / 256;
-  const AmxKqLayout L = amx_kq_layout(k);
-  if (!buf.reserve(L.total)) return false;
-  P.K = K;
-  P.rows = nr;
-  P.v = buf.as<uint8_t>();
-  P.d = buf.as<float>(L.hl);
-  P.dmin = buf.as<float>(L.hl + L.dn);
-  P.pairs = buf.as<int32_t>(L.hl + 2 * L.dn);
-  const size_t tmp = L.hl + 2 * L.dn + L.pn;
-  uint8_t* hrows = buf.as<uint8_t>(tmp);  // [16][K]
-  uint8_t* lrows = hrows + 16 * k;        // [16][K]
-  uint8_t* vals = lrows + 16 * k;         // [K]
-  const size_t at = tmp + 32 * k + k;
-  const RowDecode t{vals, buf.as<int32_t>(at), buf.as<float>(at + L.tn), buf.as<float>(at + 2 * L.tn),
-                    buf.as<int32_t>(at + 3 * L.tn)};
-  int16_t* s16 = buf.as<int16_t>(at + 4 * L.tn);
-  constexpr bool q4k = WK::panel.mins;
-  const size_t np = q4k ? 4 * nsb : 0, ndm = q4k ? nsb : 0;
-  for (size_t g = 0; g < kRG; g++) {
-    for (int i = 0; i < 16; i++) {
-      const int64_t r = static_cast<int64_t>(g) * 16 + i;
-      const bool pad = r >= nr;  // padding rows compute zeros (never stored)
-      uint8_t* h = hrows + static_cast<size_t>(i) * k;
-      uint8_t* l = lrows + static_cast<size_t>(i) * k;
-      if (r + 2 < nr) panel_prefetch_row(w, r0 + r + 2);  // on its way while this row is decoded
-      if (pad) {
-        std::memset(h, 0, k);
-        std::memset(l, 0, k);
-      } else {
-        const uint8_t* src = w.data + static_cast<uint64_t>(r0 + r) * rb;
-        WK::decode(src, K, t);
-        WK::amx_scales(src, K, s16);
-        amx_split_row(vals, s16, WK::amx_offset, k, h, l);
-      }
-      panel_put(P.d, t.d, nsb, g, i, pad);
-      panel_put(P.dmin, t.dmin, ndm, g, i, pad);
-      panel_put(P.pairs, t.pairs, np, g, i, pad);
-    }
-    auto same = [](__m512i v) { return v; };
-    panel_interleave(hrows, k, k, P.v + 2 * g * 16 * k, same);
-    panel_interleave(lrows, k, k, P.v + (2 * g + 1) * 16 * k, same);
-  }
-  return true;
-}
-
-// Row group g of an AMX K-quant panel times tokens [t, t + m0 + m1) (the configured tiles, 64
-// deep; m0 16 when m1 > 0): acc[j][i] = token t + j's sum of the group's row i. qpairs: Q4_K's
-// activation sums of 32 as int16 pairs ([T][K/64], as micro_kq's).
-template <bool kQ4K>
-inline void amx_kq(const Panel& P, int g, const MatmulInput& in, const int32_t* qpairs, int64_t t, int m0, int m1,
-                   float (&acc)[32][16]) {
-  const int64_t K = P.K, nsb = K / 256;
-  const int m = m0 + m1;
-  const uint8_t* wh = P.v + 2 * static_cast<size_t>(g) * 16 * static_cast<size_t>(K);
-  const uint8_t* wl = wh + 16 * static_cast<size_t>(K);
-  const float* wd = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb);
-  const float* wdm = P.dmin + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb);
-  const __m512i* wp =
-      reinterpret_cast<const __m512i*>(P.pairs + static_cast<size_t>(g) * 16 * 4 * static_cast<size_t>(nsb));
-  const int8_t* a0 = in.row(ActForm::q8_256, t).q;
-  const int8_t* a1 = in.row(ActForm::q8_256, t + std::min(16, m - 1)).q;
-  const size_t stride = m > 1 ? static_cast<size_t>(in.row(ActForm::q8_256, t + 1).q - a0) : 64;
-  const float* da[32];
-  const int32_t* ap[32];
-  for (int j = 0; j < 32; j++) {
-    const int64_t tt = t + std::min(j, m - 1);
-    da[j] = in.row(ActForm::q8_256, tt).d;
-    ap[j] = kQ4K ? qpairs + tt * (K / 64) : nullptr;
-  }
-  alignas(64) int32_t c[2][4][16][16];  // two super-blocks' sums, so that one is read as the next is made
-  for (int j = 0; j < m; j++) _mm512_store_ps(acc[j], _mm512_setzero_ps());
-  for (int64_t s = 0; s < nsb; s++) {
-    int32_t(&cs)[4][16][16] = c[s & 1];
-    amx_zero(m1);
-#pragma GCC unroll 4
-    for (int kk = 0; kk < 4; kk++) {
-      const size_t at = static_cast<size_t>(256 * s + 64 * kk);
-      amx_products(a0 + at, a1 + at, stride, wh + 16 * at, wl + 16 * at, m1);
-    }
-    amx_store(cs, m1);
-    const __m512 d = _mm512_load_ps(wd + 16 * s);
-    [[maybe_unused]] __m512 dmin;
-    [[maybe_unused]] __m512i mp[4];
-    if constexpr (kQ4K) {
-      dmin = _mm512_load_ps(wdm + 16 * s);
-      for (int k = 0; k < 4; k++) mp[k] = _mm512_load_si512(wp + 4 * s + k);
-    }
-    for (int j = 0; j < m; j++) {
-      const int i = j / 16, jj = j % 16;
-      const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cs[2 * i][jj]), 6),
-                                           _mm512_load_si512(cs[2 * i + 1][jj]));
-      const __m512 dt = _mm512_set1_ps(da[j][s]);
-      __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, dt), _mm512_load_ps(acc[j]));
-      if constexpr (kQ4K) {
-        const int32_t* apj = ap[j] + 4 * s;  // two chains (integers: any order)
-        const __m512i m01 =
-            dpwssd(_mm512_madd_epi16(mp[0], _mm512_set1_epi32(apj[0])), mp[1], _mm512_set1_epi32(apj[1]));
-        const __m512i m23 =
-            dpwssd(_mm512_madd_epi16(mp[2], _mm512_set1_epi32(apj[2])), mp[3], _mm512_set1_epi32(apj[3]));
-        a = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(m01, m23)), _mm512_mul_ps(dmin, dt), a);
-      }
-      _mm512_store_ps(acc[j], a);
-    }
-  }
-}
-
-// Tokens [t0, t0 + nt) times the rows [r0, r0 + nr) of an AMX K-quant panel, with the tiles.
-template <bool kQ4K>
-inline void gemm_amx_kq_task(const Panel& P, const MatmulInput& in, const int32_t* qpairs, int64_t t0, int64_t nt,
-                             int64_t r0, int64_t nr, float* y, int64_t ldy) {
-  int configured = 0;  // the tokens the tiles are shaped for
-  alignas(64) float acc[32][16];
-  for (int64_t j0 = 0; j0 < nt; j0 += 32) {
-    const int m = static_cast<int>(std::min<int64_t>(32, nt - j0)), m0 = std::min(m, 16), m1 = m - m0;
-    if (m != configured) {
-      const AmxTiles cfg(m0, m1, 64);
-      _tile_loadconfig(&cfg);
-      configured = m;
-    }
-    for (int g = 0; g < kRG && 16 * g < nr; g++) {
-      amx_kq<kQ4K>(P, g, in, qpairs, t0 + j0, m0, m1, acc);
-      const __mmask16 mask = first_lanes16(nr - 16 * g);
-      for (int j = 0; j < m; j++)
-        _mm512_mask_storeu_ps(y + (t0 + j0 + j) * ldy + r0 + 16 * g, mask, _mm512_load_ps(acc[j]));
-    }
-  }
-  _tile_release();
-}
-
 #endif
 
 // Bytes of gemm's per-product scratch for T tokens of K values: the start values of the offsets
@@ -1396,6 +1161,16 @@ inline size_t amx_q32_xa_bytes(int64_t T, int64_t K) {
 inline size_t amx_q32_da_bytes(int64_t T, int64_t K) {
   return static_cast<size_t>(amx_q32_tokens(T) * (K / 32)) * 4 + 64;
 }
+inline size_t amx_kq_numbers_bytes(int64_t T, int64_t K) {  // amx_kq_token_numbers' da, then tp
+  return static_cast<size_t>(amx_q32_tokens(T) * (K / 256 + K / 64) + 32) * 4 + 64;
+}
+// A task's rows for gemm_amx_kq_task: h and l [32][K] each, then d, dmin [nsb][32] f32, the mins'
+// pairs [4 nsb][32] (Q4_K), then one row's values, numbers and scales as decoded.
+inline size_t amx_kq_task_bytes(int64_t K) {
+  const size_t k = static_cast<size_t>(K), nsb = k / 256, tn = round_up(k / 16 * 4, 64);
+  return 64 * k + 2 * nsb * 128 + nsb * 512 + round_up(k, 64) + 5 * tn + 64;
+}
+
 inline size_t amx_q32_task_bytes(int64_t K) {
   return static_cast<size_t>(K) * 4 + static_cast<size_t>(K) * 32 + static_cast<size_t>(K / 32) * 4 + 64;
 }
@@ -1415,11 +1190,12 @@ inline bool gemm_reserve(const TensorView& w, int64_t T, MatmulScratch& scratch)
 #endif
   size_t panel = panel_layout<WK>(static_cast<size_t>(K)).total;
 #if defined(LLMI_SIMD_AMX)
-  if constexpr (WK::amx && WK::act == ActForm::q8_256)
-    panel = std::max(panel, amx_kq_layout(static_cast<size_t>(K)).total);
-  if constexpr (WK::amx && WK::act == ActForm::q8_32) {
-    panel = std::max(panel, amx_q32_task_bytes(K));
-    if (!scratch.xk.reserve(amx_q32_xa_bytes(T, K)) || !scratch.starts.reserve(amx_q32_da_bytes(T, K))) return false;
+  if constexpr (WK::amx) {
+    constexpr bool kq = WK::act == ActForm::q8_256;
+    panel = std::max(panel, kq ? amx_kq_task_bytes(K) : amx_q32_task_bytes(K));
+    if (!scratch.xk.reserve(amx_q32_xa_bytes(T, K)) ||
+        !scratch.starts.reserve(kq ? amx_kq_numbers_bytes(T, K) : amx_q32_da_bytes(T, K)))
+      return false;
   }
 #endif
   for (int i = 0; i < scratch.n_panels; i++)
@@ -1440,12 +1216,13 @@ inline bool gemm_reserve(const TensorView& w, int64_t T, MatmulScratch& scratch)
 
 // The activations of tokens [0, T) as the tiles' second operand, 16 tokens at a time (tokens from
 // T on are zero): xa[(g nb + b) 512 + 64 kk + 4 j + c] = byte 4 kk + c of block b of token 16 g + j;
-// their scales by block, da[b Tp + t] (Tp = amx_q32_tokens(T); 0 beyond T).
-inline void amx_q32_acts(const MatmulInput& in, int64_t T, int64_t K, int8_t* xa, float* da) {
+// their scales by block, da[b Tp + t] (Tp = amx_q32_tokens(T); 0 beyond T; for Q8_0, Q4_0 and Q5_0:
+// K-quants pass null, their numbers are by super-block).
+inline void amx_q32_acts(const MatmulInput& in, ActForm form, int64_t T, int64_t K, int8_t* xa, float* da) {
   const int64_t nb = K / 32, Tp = amx_q32_tokens(T);
   for (int64_t g = 0; g < Tp / 16; g++) {
     const int8_t* q[16];
-    for (int j = 0; j < 16; j++) q[j] = 16 * g + j < T ? in.row(ActForm::q8_32, 16 * g + j).q : nullptr;
+    for (int j = 0; j < 16; j++) q[j] = 16 * g + j < T ? in.row(form, 16 * g + j).q : nullptr;
     for (int64_t b = 0; b < nb; b += 2) {  // two blocks: 16 dwords of each token
       const bool two = b + 1 < nb;
       const __mmask64 m = two ? ~0ull : 0xFFFFFFFFull;
@@ -1455,8 +1232,9 @@ inline void amx_q32_acts(const MatmulInput& in, int64_t T, int64_t K, int8_t* xa
       for (int kk = 0; kk < (two ? 16 : 8); kk++) _mm512_store_si512(xa + (g * nb + b) * 512 + 64 * kk, o[kk]);
     }
   }
+  if (!da) return;  // K-quants: amx_kq_token_numbers
   for (int64_t b = 0; b < nb; b++)
-    for (int64_t t = 0; t < Tp; t++) da[b * Tp + t] = t < T ? in.row(ActForm::q8_32, t).d[b] : 0.0f;
+    for (int64_t t = 0; t < Tp; t++) da[b * Tp + t] = t < T ? in.row(form, t).d[b] : 0.0f;
   _mm512_storeu_ps(da + nb * Tp, _mm512_setzero_ps());  // read by a last token tile of 16
 }
 
@@ -1595,6 +1373,194 @@ inline void gemm_amx_q32_task(const TensorView& w, const int8_t* xa, const float
   }
   _tile_release();
 }
+
+// ---- AMX int8 tiles for K-quants (Q4_K, Q6_K), by rows as the 32-blocks ----
+// A super-block's integer sum, sum_s sc_s (q - offset) . a over its sub-blocks s, is exact and
+// whole in tiles once each value is taken times its sub-block scale, p = sc (q - offset) (Q4_K:
+// sc q, 0..945; Q6_K: sc (q - 32), -4064..4096), and p split as 64 h + l with l in [-32, 31] (h:
+// Q4_K 0..15, Q6_K -63..64): both are int8, and p . a = 64 (h . a) + (l . a), two tile products
+// 64 values deep, stored once per super-block (not once per sub-block). This is the integer
+// llama.cpp's dot products make (with Q6_K's offset and Q4_K's mins apart). The float order per
+// (row, token) is then one chain over the super-blocks in order:
+//   acc = fma(float(sum), d_row * d_token, acc)
+//   Q4_K: acc = fma(-float(mins), dmin_row * d_token, acc), mins = sum_s m_s * (sum of a over s)
+// (not llama.cpp's, which keeps 8 lanes of partial sums: as for the 32-blocks, a token's results
+// depend on whether it is computed alone or with 6 or more others here).
+// As for the 32-blocks, the rows' h and l are the first operands (16 rows x 64 values, [rows][K])
+// and the activations the second (amx_q32_acts' layout: two 32-blocks are one 64-deep tile).
+
+// One row's values (v, unsigned, element order) times their scales (s16: one per 16 values) less
+// the offset, split into h and l (above).
+inline void amx_split_row(const uint8_t* v, const int16_t* s16, int offset, size_t k, uint8_t* h, uint8_t* l) {
+  for (size_t c = 0; c < k; c += 32) {
+    const __m512i sc =
+        _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(s16[c / 16]), _mm512_set1_epi16(s16[c / 16 + 1]));
+    const __m512i q = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + c)));
+    const __m512i p = _mm512_mullo_epi16(_mm512_sub_epi16(q, _mm512_set1_epi16(static_cast<int16_t>(offset))), sc);
+    const __m512i hi = _mm512_srai_epi16(_mm512_add_epi16(p, _mm512_set1_epi16(32)), 6);
+    const __m512i lo = _mm512_sub_epi16(p, _mm512_slli_epi16(hi, 6));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(h + c), _mm512_cvtepi16_epi8(hi));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(l + c), _mm512_cvtepi16_epi8(lo));
+  }
+}
+
+// The tokens' numbers by super-block for gemm_amx_kq_task (Tp = amx_q32_tokens(T); 0 beyond T):
+// da[s Tp + t] the scale; Q4_K: tp[j Tp + t] the sums of 32 values 64 j.. and 64 j + 32.. as int16
+// pairs (the offsets of the mins, micro_kq's pairs).
+inline void amx_kq_token_numbers(const MatmulInput& in, int64_t T, int64_t K, bool mins, float* da, int32_t* tp) {
+  const int64_t nsb = K / 256, Tp = amx_q32_tokens(T);
+  for (int64_t t = 0; t < Tp; t++) {
+    const ActQ8 a = t < T ? in.row(ActForm::q8_256, t) : ActQ8{};
+    for (int64_t s = 0; s < nsb; s++) da[s * Tp + t] = t < T ? a.d[s] : 0.0f;
+    if (mins)
+      for (int64_t j = 0; j < K / 64; j++) {
+        const int16_t* u = t < T ? a.sums + 4 * j : nullptr;
+        tp[j * Tp + t] = u ? pair16(u[0] + u[1], u[2] + u[3]) : 0;
+      }
+  }
+  _mm512_storeu_ps(da + nsb * Tp, _mm512_setzero_ps());  // read by a last token tile of 16
+  if (mins) _mm512_storeu_si512(tp + K / 64 * Tp, _mm512_setzero_si512());
+}
+
+// The tile shapes of gemm_amx_kq_task for n rows: tiles 0-3 int32 sums, C = h x tokens 0-15, h x
+// tokens 16-31, l x 0-15, l x 16-31 (n rows each); 4 and 5 the rows' h and l (n x 64 bytes); 6 and
+// 7 the token tiles (16 x 64 bytes: 64 values of 16 tokens).
+struct alignas(64) AmxTilesKq {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+  explicit AmxTilesKq(int n) {
+    for (int i = 0; i < 6; i++) {
+      rows[i] = static_cast<uint8_t>(n);
+      colsb[i] = 64;
+    }
+    rows[6] = rows[7] = 16;
+    colsb[6] = colsb[7] = 64;
+  }
+};
+
+// Tokens [t0, t0 + nt) (t0 a multiple of 16) times rows [r0, r0 + nr) of a K-quant w, with the
+// tiles; xa from amx_q32_acts, da and tp from amx_kq_token_numbers (Tp tokens), room at scratch
+// for amx_kq_task_bytes(K).
+template <class WK>
+inline void gemm_amx_kq_task(const TensorView& w, const int8_t* xa, const float* da, const int32_t* tp, int64_t Tp,
+                             int64_t t0, int64_t nt, int64_t r0, int64_t nr, uint8_t* scratch, float* y, int64_t ldy) {
+  constexpr bool kQ4K = WK::panel.mins;
+  const int64_t K = w.ne[0], nsb = K / 256, nb = K / 32;
+  const uint64_t rb = weight_row_bytes(w), k = static_cast<uint64_t>(K);
+  const size_t tn = round_up(k / 16 * 4, 64);
+  uint8_t* hr = scratch;  // [32][K]
+  uint8_t* lr = hr + 32 * k;
+  float* dws = reinterpret_cast<float*>(lr + 32 * k);        // [nsb][32]
+  float* dms = dws + 32 * nsb;                               // [nsb][32]
+  int32_t* mp = reinterpret_cast<int32_t*>(dms + 32 * nsb);  // [4 nsb][32]
+  uint8_t* vals = reinterpret_cast<uint8_t*>(mp + 128 * nsb);
+  uint8_t* nums = vals + round_up(k, 64);
+  const RowDecode t{vals, reinterpret_cast<int32_t*>(nums), reinterpret_cast<float*>(nums + tn),
+                    reinterpret_cast<float*>(nums + 2 * tn), reinterpret_cast<int32_t*>(nums + 3 * tn)};
+  int16_t* s16 = reinterpret_cast<int16_t*>(nums + 4 * tn);
+  for (int i = 0; i < nr; i++) {
+    const uint8_t* src = w.data + static_cast<uint64_t>(r0 + i) * rb;
+    if (i + 2 < nr) panel_prefetch_row(w, r0 + i + 2);  // on its way while this row is decoded
+    WK::decode(src, K, t);
+    WK::amx_scales(src, K, s16);
+    amx_split_row(vals, s16, WK::amx_offset, k, hr + static_cast<uint64_t>(i) * k, lr + static_cast<uint64_t>(i) * k);
+    for (int64_t s = 0; s < nsb; s++) {
+      dws[32 * s + i] = t.d[s];
+      if constexpr (kQ4K) {
+        dms[32 * s + i] = t.dmin[s];
+        for (int j = 0; j < 4; j++) mp[32 * (4 * s + j) + i] = t.pairs[4 * s + j];
+      }
+    }
+  }
+  alignas(64) int32_t c[4][16][16] = {};  // h x tokens 0-15, h x 16-31, l x 0-15, l x 16-31: [row][token]
+  alignas(64) float acc[16][32];          // [row][token]
+  int configured = 0;
+  for (int64_t j0 = 0; j0 < nt; j0 += 32) {
+    const int m = static_cast<int>(std::min<int64_t>(32, nt - j0));
+    const bool g1 = m > 16;
+    const int8_t* x0 = xa + (t0 + j0) / 16 * nb * 512;
+    const int8_t* x1 = x0 + nb * 512;
+    for (int ri = 0; 16 * ri < nr; ri++) {
+      const int n = static_cast<int>(std::min<int64_t>(16, nr - 16 * ri));
+      if (n != configured) {
+        const AmxTilesKq cfg(n);
+        _tile_loadconfig(&cfg);
+        configured = n;
+      }
+      const uint8_t* h = hr + 16 * static_cast<uint64_t>(ri) * k;
+      const uint8_t* l = lr + 16 * static_cast<uint64_t>(ri) * k;
+      for (int i = 0; i < 16; i++) {  // all: the transposition below reads whole tiles of 16
+        _mm512_store_ps(acc[i], _mm512_setzero_ps());
+        _mm512_store_ps(acc[i] + 16, _mm512_setzero_ps());
+      }
+      for (int64_t s = 0; s < nsb; s++) {
+        _tile_zero(0);
+        _tile_zero(2);
+        if (g1) {
+          _tile_zero(1);
+          _tile_zero(3);
+        }
+#pragma GCC unroll 4
+        for (int kk = 0; kk < 4; kk++) {
+          const uint64_t at = static_cast<uint64_t>(256 * s + 64 * kk);
+          _tile_loadd(4, h + at, k);
+          _tile_loadd(5, l + at, k);
+          _tile_loadd(6, x0 + 16 * at, 64);  // blocks at / 32 and the next: 1 KiB
+          _tile_dpbssd(0, 4, 6);
+          _tile_dpbssd(2, 5, 6);
+          if (g1) {
+            _tile_loadd(7, x1 + 16 * at, 64);
+            _tile_dpbssd(1, 4, 7);
+            _tile_dpbssd(3, 5, 7);
+          }
+        }
+        _tile_stored(0, c[0], 64);
+        _tile_stored(2, c[2], 64);
+        if (g1) {
+          _tile_stored(1, c[1], 64);
+          _tile_stored(3, c[3], 64);
+        }
+        const float* dt = da + s * Tp + t0 + j0;
+        const __m512 dv[2] = {_mm512_loadu_ps(dt), _mm512_loadu_ps(dt + 16)};
+        [[maybe_unused]] __m512i tv[2][4];  // the tokens' pairs of the mins
+        if constexpr (kQ4K)
+          for (int g = 0; g < 2; g++)
+            for (int j = 0; j < 4; j++) tv[g][j] = _mm512_loadu_si512(tp + (4 * s + j) * Tp + t0 + j0 + 16 * g);
+        for (int ii = 0; ii < n; ii++) {
+          const int i = 16 * ri + ii;
+          float* r = acc[ii];
+          const __m512 d = _mm512_set1_ps(dws[32 * s + i]);
+#pragma GCC unroll 2
+          for (int g = 0; g < 2; g++) {  // both token tiles (the second one's sums unused when m <= 16)
+            const __m512i sum =
+                _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c[g][ii]), 6), _mm512_load_si512(c[2 + g][ii]));
+            __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, dv[g]), _mm512_load_ps(r + 16 * g));
+            if constexpr (kQ4K) {
+              const int32_t* pr = mp + 32 * 4 * s + i;  // the row's pairs j at pr[32 j] (integers: any order)
+              const __m512i m01 =
+                  dpwssd(_mm512_madd_epi16(_mm512_set1_epi32(pr[0]), tv[g][0]), _mm512_set1_epi32(pr[32]), tv[g][1]);
+              const __m512i m23 =
+                  dpwssd(_mm512_madd_epi16(_mm512_set1_epi32(pr[64]), tv[g][2]), _mm512_set1_epi32(pr[96]), tv[g][3]);
+              a = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(m01, m23)),
+                                   _mm512_mul_ps(_mm512_set1_ps(dms[32 * s + i]), dv[g]), a);
+            }
+            _mm512_store_ps(r + 16 * g, a);
+          }
+        }
+      }
+      for (int g = 0; 16 * g < m; g++) {  // acc [row][token] to y [token][row]
+        __m512i in16[16], out[16];
+        for (int i = 0; i < 16; i++) in16[i] = _mm512_castps_si512(_mm512_load_ps(acc[i] + 16 * g));
+        transpose16x16_epi32(in16, out);
+        const __mmask16 mask = first_lanes16(n);
+        for (int j = 0; j < 16 && 16 * g + j < m; j++)
+          _mm512_mask_storeu_ps(y + (t0 + j0 + 16 * g + j) * ldy + r0 + 16 * ri, mask, _mm512_castsi512_ps(out[j]));
+      }
+    }
+  }
+  _tile_release();
+}
 #endif
 
 // False when out of memory (the scratch could not grow).
@@ -1623,7 +1589,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
         starts[t * (K / 4) + j] = -off * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
     }
   } else if constexpr (f == ActForm::q8_256) {
-    if constexpr (WK::panel.mins) {  // the activation sums of 32 as int16 pairs (micro_kq)
+    if (WK::panel.mins && !amx) {  // the activation sums of 32 as int16 pairs (micro_kq)
       if (!starts_buf.reserve(gemm_starts_bytes<WK>(T, K))) return false;
       starts = starts_buf.as<int32_t>();
       for (int64_t t = 0; t < T; t++) {
@@ -1656,15 +1622,23 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   }
 #endif
 #if defined(LLMI_SIMD_AMX)
-  // 32-blocks on the tiles: the activations in their order
+  // on the tiles: the activations in their order, their numbers
   int8_t* xa = nullptr;
   float* da = nullptr;
-  if constexpr (WK::amx && f == ActForm::q8_32) {
+  int32_t* tp = nullptr;
+  if constexpr (WK::amx) {
     if (amx) {
-      if (!scratch.xk.reserve(amx_q32_xa_bytes(T, K)) || !scratch.starts.reserve(amx_q32_da_bytes(T, K))) return false;
+      constexpr bool kq = f == ActForm::q8_256;
+      if (!scratch.xk.reserve(amx_q32_xa_bytes(T, K)) ||
+          !scratch.starts.reserve(kq ? amx_kq_numbers_bytes(T, K) : amx_q32_da_bytes(T, K)))
+        return false;
       xa = scratch.xk.as<int8_t>();
       da = scratch.starts.as<float>();
-      amx_q32_acts(in, T, K, xa, da);
+      amx_q32_acts(in, f, T, K, xa, kq ? nullptr : da);
+      if constexpr (kq) {
+        tp = reinterpret_cast<int32_t*>(da + amx_q32_tokens(T) * (K / 256) + 16);
+        amx_kq_token_numbers(in, T, K, WK::panel.mins, da, tp);
+      }
     }
   }
 #endif
@@ -1698,11 +1672,11 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
     if constexpr (WK::amx) {
       if (amx) {
         if constexpr (f == ActForm::q8_256) {
-          if (!panel_decode_amx_kq<WK>(w, r0, nr, buf, P)) {
+          if (!buf.reserve(amx_kq_task_bytes(K))) {
             failed.store(true, std::memory_order_relaxed);
             return;
           }
-          gemm_amx_kq_task<WK::panel.mins>(P, in, starts, t0, nt, r0, nr, y, ldy);
+          gemm_amx_kq_task<WK>(w, xa, da, tp, amx_q32_tokens(T), t0, nt, r0, nr, buf.as<uint8_t>(), y, ldy);
         } else {
           if (!buf.reserve(amx_q32_task_bytes(K))) {
             failed.store(true, std::memory_order_relaxed);

@@ -31,7 +31,7 @@
 //   AMX (LLMI_SIMD_AMX; where MatmulScratch::amx):
 //     amx                               has the tiles for 6 or more tokens: 32-blocks by rows
 //                                       (gemm_amx_q32_task; Q8_0 in place), K-quants through
-//     amx_scales(row, K, s16), amx_offset  their scaled panel (panel_decode_amx_kq, gemm_amx_kq_task)
+//     amx_scales(row, K, s16), amx_offset  their scaled rows (gemm_amx_kq_task)
 //
 // To add a type: its facts row (13_dtype), then a row here with dot and dequant (the scalar
 // reference is a valid body at every level); the faster members come when its kernels do.
@@ -240,7 +240,7 @@ struct WeightKernels<DType::q4_K> : WeightKernelsBase<DType::q4_K> {
 #if defined(LLMI_SIMD_AMX)
   static constexpr bool amx = true;  // the tiles (gemm_amx_kq_task) where the OS permits them
   static constexpr int amx_offset = 0;
-  // one scale per 16 values (panel_decode_amx_kq): sc_j twice per sub-block j of 32
+  // one scale per 16 values (gemm_amx_kq_task): sc_j twice per sub-block j of 32
   static void amx_scales(const uint8_t* row, int64_t K, int16_t* s16) {
     for (int64_t b = 0; b < K / 256; b++) {
       uint64_t sc8, m8;
@@ -284,7 +284,7 @@ struct WeightKernels<DType::q6_K> : WeightKernelsBase<DType::q6_K> {
 #if defined(LLMI_SIMD_AMX)
   static constexpr bool amx = true;  // the tiles (gemm_amx_kq_task) where the OS permits them
   static constexpr int amx_offset = 32;
-  // one scale per 16 values (panel_decode_amx_kq): the 16 signed scales of each super-block
+  // one scale per 16 values (gemm_amx_kq_task): the 16 signed scales of each super-block
   static void amx_scales(const uint8_t* row, int64_t K, int16_t* s16) {
     for (int64_t b = 0; b < K / 256; b++)
       for (int j = 0; j < 16; j++) s16[16 * b + j] = static_cast<int8_t>(row[210 * b + 192 + j]);
