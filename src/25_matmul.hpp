@@ -1238,6 +1238,19 @@ inline void amx_q32_acts(const MatmulInput& in, ActForm form, int64_t T, int64_t
   _mm512_storeu_ps(da + nb * Tp, _mm512_setzero_ps());  // read by a last token tile of 16
 }
 
+// The results of 16 rows (acc[i], i < n) for tokens [0, m) (acc[i][j], m <= 32) into y[j ldy + i]:
+// [row][token] turned to [token][row], 16 x 16 at a time.
+inline void amx_put(const float (*acc)[32], int64_t n, int m, float* y, int64_t ldy) {
+  for (int g = 0; 16 * g < m; g++) {
+    __m512i in16[16], out[16];
+    for (int i = 0; i < 16; i++) in16[i] = _mm512_castps_si512(_mm512_load_ps(acc[i] + 16 * g));
+    transpose16x16_epi32(in16, out);
+    const __mmask16 mask = first_lanes16(n);
+    for (int j = 0; j < 16 && 16 * g + j < m; j++)
+      _mm512_mask_storeu_ps(y + (16 * g + j) * ldy, mask, _mm512_castsi512_ps(out[j]));
+  }
+}
+
 // The tile shapes of gemm_amx_q32_task for n0 + n1 rows (n0 16 when n1 > 0): tiles 0-3 int32
 // sums, C[2i + g] = row tile i (n_i rows) x token tile g (16 tokens); 4 and 5 the row tiles (n_i x
 // 32 bytes); 6 and 7 the token tiles (8 x 64 bytes: 32 values of 16 tokens).
@@ -1361,15 +1374,7 @@ inline void gemm_amx_q32_task(const TensorView& w, const int8_t* xa, const float
                                                         _mm512_mul_ps(s, dv[g]), _mm512_load_ps(r + 16 * g)));
         }
     }
-    for (int i0 = 0; i0 < nr; i0 += 16)  // acc [row][token] to y [token][row]
-      for (int g = 0; 16 * g < m; g++) {
-        __m512i in16[16], out[16];
-        for (int i = 0; i < 16; i++) in16[i] = _mm512_castps_si512(_mm512_load_ps(acc[i0 + i] + 16 * g));
-        transpose16x16_epi32(in16, out);
-        const __mmask16 mask = first_lanes16(nr - i0);
-        for (int j = 0; j < 16 && 16 * g + j < m; j++)
-          _mm512_mask_storeu_ps(y + (t0 + j0 + 16 * g + j) * ldy + r0 + i0, mask, _mm512_castsi512_ps(out[j]));
-      }
+    for (int i0 = 0; i0 < nr; i0 += 16) amx_put(acc + i0, nr - i0, m, y + (t0 + j0) * ldy + r0 + i0, ldy);
   }
   _tile_release();
 }
@@ -1549,14 +1554,7 @@ inline void gemm_amx_kq_task(const TensorView& w, const int8_t* xa, const float*
           }
         }
       }
-      for (int g = 0; 16 * g < m; g++) {  // acc [row][token] to y [token][row]
-        __m512i in16[16], out[16];
-        for (int i = 0; i < 16; i++) in16[i] = _mm512_castps_si512(_mm512_load_ps(acc[i] + 16 * g));
-        transpose16x16_epi32(in16, out);
-        const __mmask16 mask = first_lanes16(n);
-        for (int j = 0; j < 16 && 16 * g + j < m; j++)
-          _mm512_mask_storeu_ps(y + (t0 + j0 + 16 * g + j) * ldy + r0 + 16 * ri, mask, _mm512_castsi512_ps(out[j]));
-      }
+      amx_put(acc, n, m, y + (t0 + j0) * ldy + r0 + 16 * ri, ldy);
     }
   }
   _tile_release();
