@@ -8718,9 +8718,10 @@ template <class WK>
 inline size_t gemm_xk_bytes(int64_t T, int64_t K) {
   return WK::act == ActForm::q8_256 ? static_cast<size_t>(T * K) + 64 : 0;
 }
-// 32-blocks on the tiles (amx_q32_acts, gemm_amx_q32_task): the activations in the tiles' order
-// (tokens rounded up to 16), their scales by block; a task's rows (their scales, their values, one
-// row's scales as decoded).
+// On the tiles (amx_q32_acts, gemm_amx_q32_task, gemm_amx_kq_task): the activations in the tiles'
+// order (tokens rounded up to 16); their numbers (32-blocks: the scales by block; K-quants: by
+// super-block, and Q4_K's mins pairs); a task's rows (32-blocks: their scales, their values, one
+// row's scales as decoded; K-quants: below).
 inline int64_t amx_q32_tokens(int64_t T) {
   return (T + 15) / 16 * 16;
 }
@@ -8730,6 +8731,9 @@ inline size_t amx_q32_xa_bytes(int64_t T, int64_t K) {
 inline size_t amx_q32_da_bytes(int64_t T, int64_t K) {
   return static_cast<size_t>(amx_q32_tokens(T) * (K / 32)) * 4 + 64;
 }
+inline size_t amx_q32_task_bytes(int64_t K) {
+  return static_cast<size_t>(K) * 4 + static_cast<size_t>(K) * 32 + static_cast<size_t>(K / 32) * 4 + 64;
+}
 inline size_t amx_kq_numbers_bytes(int64_t T, int64_t K) {  // amx_kq_token_numbers' da, then tp
   return static_cast<size_t>(amx_q32_tokens(T) * (K / 256 + K / 64) + 32) * 4 + 64;
 }
@@ -8738,10 +8742,6 @@ inline size_t amx_kq_numbers_bytes(int64_t T, int64_t K) {  // amx_kq_token_numb
 inline size_t amx_kq_task_bytes(int64_t K) {
   const size_t k = static_cast<size_t>(K), nsb = k / 256, tn = round_up(k / 16 * 4, 64);
   return 64 * k + 2 * nsb * 128 + nsb * 512 + round_up(k, 64) + 5 * tn + 64;
-}
-
-inline size_t amx_q32_task_bytes(int64_t K) {
-  return static_cast<size_t>(K) * 4 + static_cast<size_t>(K) * 32 + static_cast<size_t>(K / 32) * 4 + 64;
 }
 inline size_t gemm_xb_bytes(int64_t T, int64_t K) {
   return static_cast<size_t>(T * K) * 2 + 64;
@@ -8785,8 +8785,8 @@ inline bool gemm_reserve(const TensorView& w, int64_t T, MatmulScratch& scratch)
 
 // The activations of tokens [0, T) as the tiles' second operand, 16 tokens at a time (tokens from
 // T on are zero): xa[(g nb + b) 512 + 64 kk + 4 j + c] = byte 4 kk + c of block b of token 16 g + j;
-// their scales by block, da[b Tp + t] (Tp = amx_q32_tokens(T); 0 beyond T; for Q8_0, Q4_0 and Q5_0:
-// K-quants pass null, their numbers are by super-block).
+// the 32-blocks' scales by block, da[b Tp + t] (Tp = amx_q32_tokens(T); 0 beyond T). K-quants pass
+// da null (their numbers are by super-block: amx_kq_token_numbers).
 inline void amx_q32_acts(const MatmulInput& in, ActForm form, int64_t T, int64_t K, int8_t* xa, float* da) {
   const int64_t nb = K / 32, Tp = amx_q32_tokens(T);
   for (int64_t g = 0; g < Tp / 16; g++) {
@@ -8893,7 +8893,7 @@ inline void gemm_amx_q32_task(const TensorView& w, const int8_t* xa, const float
     const int8_t* x0 = xa + (t0 + j0) / 16 * nb * 512;
     const int8_t* x1 = x0 + nb * 512;
     const float* d0 = da + t0 + j0;
-    for (int i = 0; i < 32; i++) {  // all: the transposition below reads whole tiles of 16
+    for (int i = 0; i < 32; i++) {  // all: amx_put reads whole tiles of 16
       _mm512_store_ps(acc[i], _mm512_setzero_ps());
       _mm512_store_ps(acc[i] + 16, _mm512_setzero_ps());
     }
@@ -9064,7 +9064,7 @@ inline void gemm_amx_kq_task(const TensorView& w, const int8_t* xa, const float*
       }
       const uint8_t* h = hr + 16 * static_cast<uint64_t>(ri) * k;
       const uint8_t* l = lr + 16 * static_cast<uint64_t>(ri) * k;
-      for (int i = 0; i < 16; i++) {  // all: the transposition below reads whole tiles of 16
+      for (int i = 0; i < 16; i++) {  // all: amx_put reads whole tiles of 16
         _mm512_store_ps(acc[i], _mm512_setzero_ps());
         _mm512_store_ps(acc[i] + 16, _mm512_setzero_ps());
       }

@@ -605,12 +605,13 @@ TEST_CASE("matmul: with the x86 kernels a quantized row gives a token the same b
 
 // The AMX tiles (kernels "avx512+amx", where the OS permits them) for rows times 6 or more tokens
 // (25_matmul): the integer sums are exact, and each (row, token) result is one float chain over
-// the blocks in order. 32-blocks (Q4_0, Q5_0, Q8_0, amx_q32): acc = fma(float(sum_b), d_row_b *
-// d_token_b, acc). K-quants (Q4_K, Q6_K, amx_kq), per super-block: acc = fma(float(sum_s sc_s (q -
-// offset) . a), d_row * d_token, acc), then for Q4_K acc = fma(-float(sum_s m_s * (sum of a over
-// s)), dmin_row * d_token, acc). Checked bit for bit against those chains computed here from the
-// blocks' bytes and the input quantized as the matmul does, for ragged row and token counts (a 16 x
-// 16 tile's edges), 1 and 3 threads; and close to the one-token products.
+// the blocks in order. 32-blocks (Q4_0, Q5_0, Q8_0, gemm_amx_q32_task): acc = fma(float(sum_b),
+// d_row_b * d_token_b, acc). K-quants (Q4_K, Q6_K, gemm_amx_kq_task), per super-block: acc =
+// fma(float(sum_s sc_s (q - offset) . a), d_row * d_token, acc), then for Q4_K acc =
+// fma(-float(sum_s m_s * (sum of a over s)), dmin_row * d_token, acc). Checked bit for bit
+// against those chains computed here from the blocks' bytes and the input quantized as the matmul
+// does, for ragged row and token counts (a 16 x 16 tile's edges), 1 and 3 threads; and close to
+// the one-token products.
 TEST_CASE("matmul: the AMX tiles give each (row, token) the bits of their block-by-block float chain") {
   auto kern = li::select_kernels("avx512+amx");  // the suite runs at "avx512" otherwise
   if (!kern) {
