@@ -8211,6 +8211,11 @@ inline int32_t pair16(int lo, int hi) {
   return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
                               static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16);
 }
+// Q4_K's offsets of the mins for 64 activations from their four sums of 16 (s[0..3]): the sums of
+// the two 32s as an int16 pair.
+inline int32_t sums32_pair(const int16_t* s) {
+  return pair16(s[0] + s[1], s[2] + s[3]);
+}
 // The row decoders, one per type (WeightKernels<T>::decode).
 inline void decode_row_q4_k(const uint8_t* src, int64_t K, const RowDecode& o) {
   const __m256i m4 = _mm256_set1_epi8(15);
@@ -8989,7 +8994,7 @@ inline void amx_kq_token_numbers(const MatmulInput& in, int64_t T, int64_t K, bo
     if (mins)
       for (int64_t j = 0; j < K / 64; j++) {
         const int16_t* u = t < T ? a.sums + 4 * j : nullptr;
-        tp[j * Tp + t] = u ? pair16(u[0] + u[1], u[2] + u[3]) : 0;
+        tp[j * Tp + t] = u ? sums32_pair(u) : 0;
       }
   }
   _mm512_storeu_ps(da + nsb * Tp, _mm512_setzero_ps());  // read by a last token tile of 16
@@ -9147,13 +9152,15 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   constexpr bool amx = false;
 #endif
   if constexpr (f == ActForm::q8_32) {  // per 4 values (micro_q32; the tiles take signed values)
-    constexpr int off = WK::panel.offset;
-    if (!starts_buf.reserve(gemm_starts_bytes<WK>(T, K))) return false;
-    starts = starts_buf.as<int32_t>();
-    for (int64_t t = 0; t < T && !amx; t++) {
-      const int8_t* q = in.row(f, t).q;
-      for (int64_t j = 0; j < K / 4; j++)
-        starts[t * (K / 4) + j] = -off * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
+    if (!amx) {
+      constexpr int off = WK::panel.offset;
+      if (!starts_buf.reserve(gemm_starts_bytes<WK>(T, K))) return false;
+      starts = starts_buf.as<int32_t>();
+      for (int64_t t = 0; t < T; t++) {
+        const int8_t* q = in.row(f, t).q;
+        for (int64_t j = 0; j < K / 4; j++)
+          starts[t * (K / 4) + j] = -off * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
+      }
     }
   } else if constexpr (f == ActForm::q8_256) {
     if (WK::panel.mins && !amx) {  // the activation sums of 32 as int16 pairs (micro_kq)
@@ -9161,8 +9168,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       starts = starts_buf.as<int32_t>();
       for (int64_t t = 0; t < T; t++) {
         const int16_t* s = in.row(f, t).sums;
-        for (int64_t k = 0; k < K / 64; k++)
-          starts[t * (K / 64) + k] = pair16(s[4 * k] + s[4 * k + 1], s[4 * k + 2] + s[4 * k + 3]);
+        for (int64_t k = 0; k < K / 64; k++) starts[t * (K / 64) + k] = sums32_pair(s + 4 * k);
       }
     }
   }
@@ -23181,12 +23187,15 @@ inline void sum_squares(const float* const* x, int n, int len, double* out) {
   for (; c + 4 <= n; c += 4) sum_squares_w<4>(x + c, len, out + c);
   for (; c < n; c++) sum_squares_w<1>(x + c, len, out + c);
 }
+inline double sum_squares(const float* x, int len) {
+  double sum;
+  sum_squares_w<1>(&x, len, &sum);
+  return sum;
+}
 
 // |x| as ggml's sqrt(sum_rows(sqr(x))): squares in float, summed in double, the root in float.
 inline float l2_norm_f32(const float* x, int n) {
-  double sum = 0;
-  for (int k = 0; k < n; k++) sum += double(x[k] * x[k]);
-  return std::sqrt(static_cast<float>(sum));
+  return std::sqrt(static_cast<float>(sum_squares(x, n)));
 }
 
 // Row t of the operations that Context::run_chunk and Batcher::run_batch run alike: A, B, C are
@@ -23210,9 +23219,7 @@ inline void row_op(const Step& s, const KernelTable& kern, const float* A, const
       for (int g = 0; g < wi / S; g++) {
         const float* x = a + size_t(g) * S;
         float* y = d + size_t(g) * S;
-        double sum = 0;
-        for (int k = 0; k < S; k++) sum += double(x[k] * x[k]);
-        const float sc = 1.0f / std::sqrt(static_cast<float>(sum / S) + s.f);
+        const float sc = 1.0f / std::sqrt(static_cast<float>(sum_squares(x, S) / S) + s.f);
         for (int k = 0; k < S; k++) y[k] = x[k] * sc;
       }
       break;

@@ -175,12 +175,15 @@ inline void sum_squares(const float* const* x, int n, int len, double* out) {
   for (; c + 4 <= n; c += 4) sum_squares_w<4>(x + c, len, out + c);
   for (; c < n; c++) sum_squares_w<1>(x + c, len, out + c);
 }
+inline double sum_squares(const float* x, int len) {
+  double sum;
+  sum_squares_w<1>(&x, len, &sum);
+  return sum;
+}
 
 // |x| as ggml's sqrt(sum_rows(sqr(x))): squares in float, summed in double, the root in float.
 inline float l2_norm_f32(const float* x, int n) {
-  double sum = 0;
-  for (int k = 0; k < n; k++) sum += double(x[k] * x[k]);
-  return std::sqrt(static_cast<float>(sum));
+  return std::sqrt(static_cast<float>(sum_squares(x, n)));
 }
 
 // Row t of the operations that Context::run_chunk and Batcher::run_batch run alike: A, B, C are
@@ -204,9 +207,7 @@ inline void row_op(const Step& s, const KernelTable& kern, const float* A, const
       for (int g = 0; g < wi / S; g++) {
         const float* x = a + size_t(g) * S;
         float* y = d + size_t(g) * S;
-        double sum = 0;
-        for (int k = 0; k < S; k++) sum += double(x[k] * x[k]);
-        const float sc = 1.0f / std::sqrt(static_cast<float>(sum / S) + s.f);
+        const float sc = 1.0f / std::sqrt(static_cast<float>(sum_squares(x, S) / S) + s.f);
         for (int k = 0; k < S; k++) y[k] = x[k] * sc;
       }
       break;
