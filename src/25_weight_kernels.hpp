@@ -191,8 +191,8 @@ struct WeightKernels<DType::q8_0> : WeightKernelsBase<DType::q8_0> {
 #if defined(LLMI_SIMD_VNNI)
   static constexpr bool multi_row = true;
   template <int NR>
-  static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out) {
-    dotr_q8_0<NR>(row, rb, a, n, out);
+  static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
+    dotr_q8_0<NR>(row, rb, a, n, out, ldo);
   }
 #endif
 #if defined(LLMI_SIMD_AVX512)
