@@ -28,6 +28,10 @@
 //                                       micro(P, in, xk, qpairs, tj, out), micro_kq)
 //     gemm_fits(w, in)                  false where llama.cpp's order is not the panel's (then gemv)
 //     bf16_in_place                     (BF16) rows used in place by micro_bf16 for bf16 input
+//   AVX-512 with VNNI (Q8_0, Q4_0, Q5_0, Q4_K, Q6_K):
+//     multi_row                         has dotr: gemv takes NR rows at a time where the CPU
+//     dotr<NR>(row, rb, a, n, out, ldo) streams them better (cpu_streams_ahead): row i at
+//                                       row + i * rb, out[i * ldo], each with the bits of dot
 //   AMX (LLMI_SIMD_AMX; where MatmulScratch::amx):
 //     amx                               has the tiles for 6 or more tokens: 32-blocks by rows
 //                                       (gemm_amx_q32_task; Q8_0 in place), K-quants through
@@ -136,6 +140,13 @@ struct WeightKernels<DType::q4_0> : WeightKernelsBase<DType::q4_0> {
     dotn_q4_q5_0<NT, false>(row, a, n, out);
   }
 #endif
+#if defined(LLMI_SIMD_VNNI)
+  static constexpr bool multi_row = true;
+  template <int NR>
+  static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
+    dotr_q4_q5_0<NR, false>(row, rb, a, n, out, ldo);
+  }
+#endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
   static constexpr PanelFormat panel = {8, 0, 0, false};
@@ -160,6 +171,13 @@ struct WeightKernels<DType::q5_0> : WeightKernelsBase<DType::q5_0> {
   template <int NT>
   static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
     dotn_q4_q5_0<NT, true>(row, a, n, out);
+  }
+#endif
+#if defined(LLMI_SIMD_VNNI)
+  static constexpr bool multi_row = true;
+  template <int NR>
+  static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
+    dotr_q4_q5_0<NR, true>(row, rb, a, n, out, ldo);
   }
 #endif
 #if defined(LLMI_SIMD_AVX512)
@@ -231,6 +249,13 @@ struct WeightKernels<DType::q4_K> : WeightKernelsBase<DType::q4_K> {
     dotg_q4_k<NT>(row, a, g, nb, out, next);
   }
 #endif
+#if defined(LLMI_SIMD_VNNI)
+  static constexpr bool multi_row = true;
+  template <int NR>
+  static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
+    dotr_q4_k<NR>(row, rb, a, n, out, ldo);
+  }
+#endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
   static constexpr PanelFormat panel = {0, 64, 64, true};
@@ -273,6 +298,13 @@ struct WeightKernels<DType::q6_K> : WeightKernelsBase<DType::q6_K> {
   static void dotg(const uint8_t* row, const ActQ8* a, const KqGroupBlock* g, int64_t nb, float* out,
                    const uint8_t* next) {
     dotg_q6_k<NT>(row, a, g, nb, out, next);
+  }
+#endif
+#if defined(LLMI_SIMD_VNNI)
+  static constexpr bool multi_row = true;
+  template <int NR>
+  static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
+    dotr_q6_k<NR>(row, rb, a, n, out, ldo);
   }
 #endif
 #if defined(LLMI_SIMD_AVX512)
