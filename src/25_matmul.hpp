@@ -79,10 +79,10 @@ inline void prefetch_l2(const uint8_t* p, uint64_t bytes) {
 constexpr int kNR = 8;
 
 // out[i * ldo] = dot_q8_0(row i, a, n), i < NR; row i at w + i * rb, asked into L1 kStreamAhead
-// bytes ahead of its reads (each row the head of a stream: gemv). Two rows per zmm (row 2k in the low 8 lanes, 2k + 1
-// in the high), the activations in both halves; the integer lanes as (w + 128) * a (vpdpbusd) from a start of -128 *
-// (the sum of those 4 activations): dot_s8_256's int32 lanes; then one FMA per block with that
-// half's d(w) * d(a), and each half's tree (hsum_ps256).
+// bytes ahead of its reads (each row the head of a stream: gemv). Two rows per zmm (row 2k in the
+// low 8 lanes, 2k + 1 in the high), the activations in both halves; the integer lanes as (w + 128)
+// * a (vpdpbusd) from a start of -128 * (the sum of those 4 activations): dot_s8_256's int32
+// lanes; then one FMA per block with that half's d(w) * d(a), and each half's tree (hsum_ps256).
 template <int NR>
 inline void dotr_q8_0(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
   static_assert(NR % 2 == 0, "dotr_q8_0: rows in pairs");
