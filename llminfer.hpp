@@ -7743,45 +7743,43 @@ inline void dotr_q4_q5_0(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t 
   for (int k = 0; k < NR; k++) out[k * ldo] = hsum_ps256(acc[k]);
 }
 
-// out[i * ldo] = dot_q4_k(row i, a, n), i < NR; rows as in dotr_q8_0, each row's float steps its own
-// (q4k_superblock), the activations loaded once for all.
-template <int NR>
-inline void dotr_q4_k(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
-  constexpr int64_t bs = sizeof(ref::BlockQ4_K);
-  __m256 acc[NR];
-  __m128 accm[NR];
-  for (int k = 0; k < NR; k++) acc[k] = _mm256_setzero_ps(), accm[k] = _mm_setzero_ps();
+// The loop of dotr_q4_k and dotr_q6_k: per super-block b, its activations loaded once (q), then
+// step(k, p, q, b) for each row k (p: its super-block b, the row read kStreamAhead bytes ahead).
+template <int NR, int64_t BS, class Step>
+inline void dotr_superblocks(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, Step&& step) {
   for (int64_t b = 0; b < n / ref::kQK_K; b++) {
     __m512i q[4];
     load_act_256(a, b, q);
 #pragma GCC unroll 16
     for (int k = 0; k < NR; k++) {
-      const uint8_t* p = w + k * rb + static_cast<uint64_t>(b * bs);
-      for (int64_t at = 0; at < bs; at += 64)
+      const uint8_t* p = w + k * rb + static_cast<uint64_t>(b * BS);
+      for (int64_t at = 0; at < BS; at += 64)
         _mm_prefetch(reinterpret_cast<const char*>(p + kStreamAhead + at), _MM_HINT_T0);
-      q4k_superblock(p, q, a, b, acc[k], accm[k]);
+      step(k, p, q, b);
     }
   }
+}
+
+// out[i * ldo] = dot_q4_k(row i, a, n), i < NR; rows as in dotr_q8_0, each row's float steps its own
+// (q4k_superblock), the activations loaded once for all.
+template <int NR>
+inline void dotr_q4_k(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
+  __m256 acc[NR];
+  __m128 accm[NR];
+  for (int k = 0; k < NR; k++) acc[k] = _mm256_setzero_ps(), accm[k] = _mm_setzero_ps();
+  dotr_superblocks<NR, sizeof(ref::BlockQ4_K)>(w, rb, a, n, [&](int k, const uint8_t* p, const __m512i* q, int64_t b) {
+    q4k_superblock(p, q, a, b, acc[k], accm[k]);
+  });
   for (int k = 0; k < NR; k++) out[k * ldo] = hsum_ps256(acc[k]) + reduce4_ps(accm[k]);
 }
 
 // out[i * ldo] = dot_q6_k(row i, a, n), i < NR; as dotr_q4_k.
 template <int NR>
 inline void dotr_q6_k(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
-  constexpr int64_t bs = sizeof(ref::BlockQ6_K);
   __m256 acc[NR];
   for (int k = 0; k < NR; k++) acc[k] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n / ref::kQK_K; b++) {
-    __m512i q[4];
-    load_act_256(a, b, q);
-#pragma GCC unroll 16
-    for (int k = 0; k < NR; k++) {
-      const uint8_t* p = w + k * rb + static_cast<uint64_t>(b * bs);
-      for (int64_t at = 0; at < bs; at += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(p + kStreamAhead + at), _MM_HINT_T0);
-      q6k_superblock(p, q, a, b, acc[k]);
-    }
-  }
+  dotr_superblocks<NR, sizeof(ref::BlockQ6_K)>(
+      w, rb, a, n, [&](int k, const uint8_t* p, const __m512i* q, int64_t b) { q6k_superblock(p, q, a, b, acc[k]); });
   for (int k = 0; k < NR; k++) out[k * ldo] = hsum_ps256(acc[k]);
 }
 #endif
