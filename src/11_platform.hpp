@@ -677,6 +677,10 @@ struct CpuInfo {
   uint64_t xcr0 = 0;                            // OS-enabled register state (xgetbv)
 };
 
+// Replaceable for tests: 0 or 1 makes cpu_streams_ahead() answer so on any CPU, so that both of
+// gemv's paths run where the kernels have them; -1 = ask the CPU.
+inline int cpu_streams_ahead_forced = -1;
+
 // (A dispatch build asks the CPU which kernel level it runs even with LLMINFER_NO_CPU_CHECK.)
 #if (defined(__x86_64__) || defined(_M_X64) || defined(__i386__)) && \
     (!defined(LLMINFER_NO_CPU_CHECK) || defined(LLMINFER_DISPATCH))
@@ -733,6 +737,7 @@ inline CpuInfo (*cpu_query)() = nullptr;
 // where one thread's plain sweep reached half the memory bandwidth; other CPUs keep the path that
 // was measured on them (bench/RESULTS.md) until measured with this one.
 inline bool cpu_streams_ahead() {
+  if (cpu_streams_ahead_forced >= 0) return cpu_streams_ahead_forced != 0;
   static const bool intel = [] {
     unsigned r[4];
     llmi_cpuid(0, 0, r);
@@ -889,7 +894,7 @@ inline std::string cpu_missing_features() {
   return missing;
 }
 inline bool cpu_streams_ahead() {
-  return false;
+  return cpu_streams_ahead_forced > 0;
 }
 #else
 inline CpuInfo (*cpu_query)() = nullptr;
@@ -900,7 +905,7 @@ inline std::string cpu_missing_features() {
   return std::string();
 }
 inline bool cpu_streams_ahead() {
-  return false;  // (x86 with LLMINFER_NO_CPU_CHECK: not asked)
+  return cpu_streams_ahead_forced > 0;  // (x86 with LLMINFER_NO_CPU_CHECK: not asked)
 }
 #endif
 

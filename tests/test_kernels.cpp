@@ -480,6 +480,43 @@ TEST_CASE("kernels: float and MLX dot products equal the reference") {
   }
 }
 
+TEST_CASE("matmul: one token with the rows taken as streams (cpu_streams_ahead) has the bits of one row at a time") {
+  // gemv where the CPU streams better with help (Intel) takes 8 rows at a time, one from each of 8
+  // runs of a task's rows (dotr, the types with WK::multi_row); elsewhere one row at a time (dot).
+  // Forced both ways, on any CPU: the same bits in every row, at 1 and 3 threads. The shapes give
+  // several tasks, rows left over after the 8 runs, and odd block counts (Q4_0, Q5_0).
+  Rng r(11);
+  struct Case {
+    DType t;
+    int64_t rows, n;
+  };
+  const Case cases[] = {{DType::q8_0, 301, 1056}, {DType::q4_0, 263, 96},  {DType::q5_0, 517, 160},
+                        {DType::q4_K, 389, 512},  {DType::q6_K, 307, 768}, {DType::f16, 45, 160}};
+  li::ThreadPool one(1), three(3);
+  for (const Case& c : cases) {
+    CAPTURE(std::string(li::dtype_name(c.t)));
+    Matrix m = make_matrix(c.t, c.rows, c.n, r, false, DType::f16, 64);
+    std::vector<float> x = make_input(1, c.n, r, false);
+    for (li::ThreadPool* pool : {&one, &three}) {
+      CAPTURE(pool->size());
+      std::vector<float> y[2];
+      for (int forced : {0, 1}) {
+        li::cpu_streams_ahead_forced = forced;
+        y[forced].assign(static_cast<size_t>(c.rows), -7.0f);
+        li::matmul(m.view, x.data(), 1, y[forced].data(), c.rows, *pool, false);
+      }
+      li::cpu_streams_ahead_forced = -1;
+      int diffs = 0, unset = 0;
+      for (int64_t row = 0; row < c.rows; row++) {
+        diffs += !same_bits(y[0][static_cast<size_t>(row)], y[1][static_cast<size_t>(row)]);
+        unset += y[1][static_cast<size_t>(row)] == -7.0f;
+      }
+      CHECK(diffs == 0);
+      CHECK(unset == 0);
+    }
+  }
+}
+
 TEST_CASE(
     "matmul: every type, odd shapes, 1..33 tokens, 1-4 threads: equal to the reference and thread-count independent") {
   Rng r(4);
