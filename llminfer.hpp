@@ -84,8 +84,8 @@
 //   LLMINFER_SIMD_SCALAR        force the portable scalar kernels (also LLMINFER_FORCE_SCALAR)
 //   LLMINFER_DISPATCH           x86-64: one binary for every CPU. Build with the baseline target
 //                               (e.g. -march=x86-64, g++ or clang++); the kernels are compiled in
-//                               for the levels scalar, avx2, avx512, avx512bf16 and the best the
-//                               CPU (and OS) runs is chosen when a model loads (see below)
+//                               for the levels scalar, avx2, avx512, avx512bf16, avx512+amx and
+//                               the best the CPU (and OS) runs is chosen when a model loads (below)
 //   LLMINFER_NO_CPU_CHECK       do not verify at load that the CPU has the instructions compiled in
 //   LLMINFER_MAX_TENSORS        largest tensor count a GGUF file may declare (default 1<<20)
 //   LLMINFER_MAX_METADATA       largest metadata key/value count a GGUF file may declare (default 1<<20)
@@ -138,7 +138,9 @@
 //   else scalar. MSVC: /arch:AVX2 and /arch:AVX512 select the AVX2 and AVX-512 kernels (not tested).
 //   With LLMINFER_DISPATCH the levels are: scalar; avx2 (x86-64-v3: AVX2, FMA, F16C, BMI1/2, LZCNT,
 //   MOVBE); avx512 (x86-64-v4: AVX512F/BW/CD/DQ/VL, and AVX512VNNI); avx512bf16 (avx512 and
-//   AVX512_BF16, for vdpbf16ps). AVX and AVX-512 count only when the OS saves their registers.
+//   AVX512_BF16, for vdpbf16ps); avx512+amx (avx512bf16 and the AMX int8 tiles, where the OS grants
+//   them: the native AMX build's kernels, "AMX" below). AVX, AVX-512 and AMX count only when the OS
+//   saves their registers.
 //   LoadOptions::kernels, or else the environment variable LLMINFER_KERNELS, names a level to run
 //   instead of the best one (for tests and comparisons); a level the CPU lacks is cpu_unsupported,
 //   an unknown name invalid_argument. At each level the dispatch build computes what the native
@@ -786,8 +788,8 @@ struct LoadOptions {
   ContextPolicy context_policy = ContextPolicy::stop;
   int keep = 4;  // ContextPolicy::slide keeps this many first tokens
   // Kernel level (a build with LLMINFER_DISPATCH): "" the best this CPU has (or the environment
-  // variable LLMINFER_KERNELS), else "scalar", "avx2", "avx512" or "avx512bf16" (at most what the
-  // CPU has). A native build runs the one level it was compiled for and accepts only its name;
+  // variable LLMINFER_KERNELS), else "scalar", "avx2", "avx512", "avx512bf16" or "avx512+amx" (at
+  // most what the CPU has). A native build runs the one level it was compiled for and accepts only its name;
   // one compiled with AMX-INT8 (e.g. -march=native on a Xeon with AMX) is "avx512+amx" where the
   // OS grants the tiles and "avx512" elsewhere, and takes "avx512" (here or in LLMINFER_KERNELS)
   // to leave the tiles alone (matrix products in llama.cpp's float order for any batch; see the
@@ -2363,6 +2365,21 @@ struct CpuInfo {
 // gemv's paths run where the kernels have them; -1 = ask the CPU.
 inline int cpu_streams_ahead_forced = -1;
 
+// Whether this process may use the AMX tile registers: Linux hands them out on request
+// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)), which fails where the CPU or the kernel
+// lacks them. Elsewhere: no (the VNNI path runs). Asked once.
+inline bool os_grants_amx() {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+  static const bool ok = [] {
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return ok;
+#else
+  return false;
+#endif
+}
+
 // (A dispatch build asks the CPU which kernel level it runs even with LLMINFER_NO_CPU_CHECK.)
 #if (defined(__x86_64__) || defined(_M_X64) || defined(__i386__)) && \
     (!defined(LLMINFER_NO_CPU_CHECK) || defined(LLMINFER_DISPATCH))
@@ -2430,8 +2447,9 @@ inline bool cpu_streams_ahead() {
 
 // Whether this CPU (and OS) can run kernel level `level` of a dispatch build: 0 scalar, 1 avx2
 // (AVX2, FMA, F16C and the rest of x86-64-v3), 2 avx512 (x86-64-v4: AVX512F/BW/CD/DQ/VL, with
-// AVX512VNNI), 3 avx512bf16 (2 and AVX512_BF16). AVX and AVX-512 need the OS to save their
-// registers (XCR0).
+// AVX512VNNI), 3 avx512bf16 (2 and AVX512_BF16), 4 avx512+amx (3 and AMX-TILE, AMX-INT8, the tile
+// state in XCR0 and the process's permission, os_grants_amx). AVX and AVX-512 need the OS to save
+// their registers (XCR0).
 inline bool cpu_has_kernel_level(int level) {
   const CpuInfo c = cpu_query ? cpu_query() : cpu_query_hw();
   auto bit = [](uint32_t w, int b) { return ((w >> b) & 1) != 0; };
@@ -2446,6 +2464,9 @@ inline bool cpu_has_kernel_level(int level) {
     case 1: return v3;
     case 2: return v4;
     case 3: return v4 && bit(c.l7s1_eax, 5);
+    case 4:
+      return v4 && bit(c.l7s1_eax, 5) && bit(c.l7_edx, 24) && bit(c.l7_edx, 25) && (c.xcr0 & 0x60000) == 0x60000 &&
+             os_grants_amx();
     default: return false;
   }
 }
@@ -5425,7 +5446,7 @@ inline uint64_t weight_row_bytes(const TensorView& w) {
 //    KernelTable has static member functions that call them: no indirection at all.
 //  * LLMINFER_DISPATCH (x86-64): the code outside the kernels is compiled for the compiler's
 //    baseline (e.g. -march=x86-64); the kernel region is compiled once per level, each in a
-//    namespace of its own (detail::k_scalar, k_avx2, k_avx512, k_avx512bf16) and with the target
+//    namespace of its own (detail::k_scalar, k_avx2, k_avx512, k_avx512bf16, k_avx512amx) and with the target
 //    of that level (#pragma GCC target / #pragma clang attribute): the header includes itself
 //    again (`#include __FILE__`) with LLMI_KERNEL_PASS set, and a pass compiles only the kernel
 //    parts (tools/amalgamate wraps every other part in `#if !defined(LLMI_KERNEL_PASS)`). Each
@@ -5447,11 +5468,16 @@ inline uint64_t weight_row_bytes(const TensorView& w) {
 #define LLMI_SIMD_AVX2 1
 #define LLMI_KNS_BEGIN namespace k_avx2 {
 #define LLMI_KERNEL_NAME "avx2"
-#elif LLMI_KERNEL_PASS == 3 || LLMI_KERNEL_PASS == 4
+#elif LLMI_KERNEL_PASS == 3 || LLMI_KERNEL_PASS == 4 || LLMI_KERNEL_PASS == 5
 #define LLMI_SIMD_AVX2 1
 #define LLMI_SIMD_AVX512 1
 #define LLMI_SIMD_VNNI 1
-#if LLMI_KERNEL_PASS == 4
+#if LLMI_KERNEL_PASS == 5
+#define LLMI_SIMD_BF16 1
+#define LLMI_SIMD_AMX 1
+#define LLMI_KNS_BEGIN namespace k_avx512amx {
+#define LLMI_KERNEL_NAME "avx512+amx"
+#elif LLMI_KERNEL_PASS == 4
 #define LLMI_SIMD_BF16 1
 #define LLMI_KNS_BEGIN namespace k_avx512bf16 {
 #define LLMI_KERNEL_NAME "avx512bf16"
@@ -5470,6 +5496,8 @@ inline uint64_t weight_row_bytes(const TensorView& w) {
 #pragma clang attribute push(__attribute__((target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,sse3,ssse3,sse4.1,sse4.2,avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx512vnni"))), apply_to = function)
 #elif LLMI_KERNEL_PASS == 4
 #pragma clang attribute push(__attribute__((target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,sse3,ssse3,sse4.1,sse4.2,avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx512vnni,avx512bf16"))), apply_to = function)
+#elif LLMI_KERNEL_PASS == 5
+#pragma clang attribute push(__attribute__((target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,sse3,ssse3,sse4.1,sse4.2,avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx512vnni,avx512bf16,amx-tile,amx-int8"))), apply_to = function)
 #endif
 #elif defined(__GNUC__)
 #pragma GCC push_options
@@ -5479,6 +5507,8 @@ inline uint64_t weight_row_bytes(const TensorView& w) {
 #pragma GCC target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,sse3,ssse3,sse4.1,sse4.2,avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx512vnni")
 #elif LLMI_KERNEL_PASS == 4
 #pragma GCC target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,sse3,ssse3,sse4.1,sse4.2,avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx512vnni,avx512bf16")
+#elif LLMI_KERNEL_PASS == 5
+#pragma GCC target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,sse3,ssse3,sse4.1,sse4.2,avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx512vnni,avx512bf16,amx-tile,amx-int8")
 #endif
 // (see 10_impl_begin: GCC's own _mm512_undefined_*() inlined into our kernels)
 #pragma GCC diagnostic push
@@ -8801,26 +8831,6 @@ inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr
 }
 #endif
 
-#if defined(LLMI_SIMD_AMX)
-// ---- AMX int8 tiles: the permission (the products: amx_q32_acts and after) ----
-
-// Whether this process may use the tile registers: Linux hands them out on request
-// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)), which fails where the CPU or the kernel
-// lacks them. Elsewhere: no (the VNNI path runs). Asked once.
-inline bool amx_permitted() {
-#if defined(__linux__)
-  static const bool ok = [] {
-    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
-  }();
-  return ok;
-#else
-  return false;
-#endif
-}
-
-#endif
-
 // Bytes of gemm's per-product scratch for T tokens of K values: the start values of the offsets
 // (0: none), the activations in micro_kq's order (0: none), and as bf16.
 template <class WK>
@@ -9259,7 +9269,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   AlignedBuffer& starts_buf = scratch.starts;
   int32_t* starts = nullptr;
 #if defined(LLMI_SIMD_AMX)
-  const bool amx = WK::amx && scratch.amx && amx_permitted();
+  const bool amx = WK::amx && scratch.amx && os_grants_amx();
 #else
   constexpr bool amx = false;
 #endif
@@ -9926,7 +9936,7 @@ namespace detail {
 #if defined(LLMI_DISPATCH)
 #if !defined(LLMI_KERNEL_PASS)
 struct KernelTable {
-  const char* name;  // "scalar", "avx2", "avx512", "avx512bf16"
+  const char* name;  // "scalar", "avx2", "avx512", "avx512bf16", "avx512+amx"
 #define LLMI_X(r, n, p, a) r(*n) p;
   LLMI_KERNEL_ENTRIES(LLMI_X)
 #undef LLMI_X
@@ -9981,6 +9991,9 @@ inline constexpr KernelTable native_kernels_vnni{"avx512"};
 #define LLMI_KERNEL_PASS 4
 #include __FILE__
 #undef LLMI_KERNEL_PASS
+#define LLMI_KERNEL_PASS 5
+#include __FILE__
+#undef LLMI_KERNEL_PASS
 // back to the baseline for the rest of the implementation
 #undef LLMI_SIMD_AVX2
 #undef LLMI_SIMD_AVX512
@@ -9998,8 +10011,9 @@ namespace detail {
 #if defined(LLMI_DISPATCH)
 // Every level compiled in, lowest first (indices as cpu_has_kernel_level's).
 inline constexpr const KernelTable* kernel_levels[] = {&k_scalar::kernel_table, &k_avx2::kernel_table,
-                                                       &k_avx512::kernel_table, &k_avx512bf16::kernel_table};
-inline constexpr int kNumKernelLevels = 4;
+                                                       &k_avx512::kernel_table, &k_avx512bf16::kernel_table,
+                                                       &k_avx512amx::kernel_table};
+inline constexpr int kNumKernelLevels = 5;
 #endif
 
 // The names of the levels compiled in, lowest first, comma-separated ("avx512" in a native build;
@@ -10052,7 +10066,7 @@ inline Result<const KernelTable*> select_kernels(std::string_view request) {
     from = "LLMINFER_KERNELS";
   }
   if (req.empty() || req == native_kernels.name) {
-    if (amx_permitted()) return &native_kernels;
+    if (os_grants_amx()) return &native_kernels;
     if (req.empty()) return &native_kernels_vnni;
     return make_error(Errc::cpu_unsupported,
                       strf("%s=%s: this CPU (or OS) does not let the process use the AMX tiles (the best it has "

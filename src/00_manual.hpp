@@ -84,8 +84,8 @@
 //   LLMINFER_SIMD_SCALAR        force the portable scalar kernels (also LLMINFER_FORCE_SCALAR)
 //   LLMINFER_DISPATCH           x86-64: one binary for every CPU. Build with the baseline target
 //                               (e.g. -march=x86-64, g++ or clang++); the kernels are compiled in
-//                               for the levels scalar, avx2, avx512, avx512bf16 and the best the
-//                               CPU (and OS) runs is chosen when a model loads (see below)
+//                               for the levels scalar, avx2, avx512, avx512bf16, avx512+amx and
+//                               the best the CPU (and OS) runs is chosen when a model loads (below)
 //   LLMINFER_NO_CPU_CHECK       do not verify at load that the CPU has the instructions compiled in
 //   LLMINFER_MAX_TENSORS        largest tensor count a GGUF file may declare (default 1<<20)
 //   LLMINFER_MAX_METADATA       largest metadata key/value count a GGUF file may declare (default 1<<20)
@@ -138,7 +138,9 @@
 //   else scalar. MSVC: /arch:AVX2 and /arch:AVX512 select the AVX2 and AVX-512 kernels (not tested).
 //   With LLMINFER_DISPATCH the levels are: scalar; avx2 (x86-64-v3: AVX2, FMA, F16C, BMI1/2, LZCNT,
 //   MOVBE); avx512 (x86-64-v4: AVX512F/BW/CD/DQ/VL, and AVX512VNNI); avx512bf16 (avx512 and
-//   AVX512_BF16, for vdpbf16ps). AVX and AVX-512 count only when the OS saves their registers.
+//   AVX512_BF16, for vdpbf16ps); avx512+amx (avx512bf16 and the AMX int8 tiles, where the OS grants
+//   them: the native AMX build's kernels, "AMX" below). AVX, AVX-512 and AMX count only when the OS
+//   saves their registers.
 //   LoadOptions::kernels, or else the environment variable LLMINFER_KERNELS, names a level to run
 //   instead of the best one (for tests and comparisons); a level the CPU lacks is cpu_unsupported,
 //   an unknown name invalid_argument. At each level the dispatch build computes what the native

@@ -681,6 +681,21 @@ struct CpuInfo {
 // gemv's paths run where the kernels have them; -1 = ask the CPU.
 inline int cpu_streams_ahead_forced = -1;
 
+// Whether this process may use the AMX tile registers: Linux hands them out on request
+// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)), which fails where the CPU or the kernel
+// lacks them. Elsewhere: no (the VNNI path runs). Asked once.
+inline bool os_grants_amx() {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+  static const bool ok = [] {
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return ok;
+#else
+  return false;
+#endif
+}
+
 // (A dispatch build asks the CPU which kernel level it runs even with LLMINFER_NO_CPU_CHECK.)
 #if (defined(__x86_64__) || defined(_M_X64) || defined(__i386__)) && \
     (!defined(LLMINFER_NO_CPU_CHECK) || defined(LLMINFER_DISPATCH))
@@ -748,8 +763,9 @@ inline bool cpu_streams_ahead() {
 
 // Whether this CPU (and OS) can run kernel level `level` of a dispatch build: 0 scalar, 1 avx2
 // (AVX2, FMA, F16C and the rest of x86-64-v3), 2 avx512 (x86-64-v4: AVX512F/BW/CD/DQ/VL, with
-// AVX512VNNI), 3 avx512bf16 (2 and AVX512_BF16). AVX and AVX-512 need the OS to save their
-// registers (XCR0).
+// AVX512VNNI), 3 avx512bf16 (2 and AVX512_BF16), 4 avx512+amx (3 and AMX-TILE, AMX-INT8, the tile
+// state in XCR0 and the process's permission, os_grants_amx). AVX and AVX-512 need the OS to save
+// their registers (XCR0).
 inline bool cpu_has_kernel_level(int level) {
   const CpuInfo c = cpu_query ? cpu_query() : cpu_query_hw();
   auto bit = [](uint32_t w, int b) { return ((w >> b) & 1) != 0; };
@@ -764,6 +780,9 @@ inline bool cpu_has_kernel_level(int level) {
     case 1: return v3;
     case 2: return v4;
     case 3: return v4 && bit(c.l7s1_eax, 5);
+    case 4:
+      return v4 && bit(c.l7s1_eax, 5) && bit(c.l7_edx, 24) && bit(c.l7_edx, 25) && (c.xcr0 & 0x60000) == 0x60000 &&
+             os_grants_amx();
     default: return false;
   }
 }

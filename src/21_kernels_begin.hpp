@@ -9,7 +9,7 @@
 //    KernelTable has static member functions that call them: no indirection at all.
 //  * LLMINFER_DISPATCH (x86-64): the code outside the kernels is compiled for the compiler's
 //    baseline (e.g. -march=x86-64); the kernel region is compiled once per level, each in a
-//    namespace of its own (detail::k_scalar, k_avx2, k_avx512, k_avx512bf16) and with the target
+//    namespace of its own (detail::k_scalar, k_avx2, k_avx512, k_avx512bf16, k_avx512amx) and with the target
 //    of that level (#pragma GCC target / #pragma clang attribute): the header includes itself
 //    again (`#include __FILE__`) with LLMI_KERNEL_PASS set, and a pass compiles only the kernel
 //    parts (tools/amalgamate wraps every other part in `#if !defined(LLMI_KERNEL_PASS)`). Each
@@ -31,11 +31,16 @@
 #define LLMI_SIMD_AVX2 1
 #define LLMI_KNS_BEGIN namespace k_avx2 {
 #define LLMI_KERNEL_NAME "avx2"
-#elif LLMI_KERNEL_PASS == 3 || LLMI_KERNEL_PASS == 4
+#elif LLMI_KERNEL_PASS == 3 || LLMI_KERNEL_PASS == 4 || LLMI_KERNEL_PASS == 5
 #define LLMI_SIMD_AVX2 1
 #define LLMI_SIMD_AVX512 1
 #define LLMI_SIMD_VNNI 1
-#if LLMI_KERNEL_PASS == 4
+#if LLMI_KERNEL_PASS == 5
+#define LLMI_SIMD_BF16 1
+#define LLMI_SIMD_AMX 1
+#define LLMI_KNS_BEGIN namespace k_avx512amx {
+#define LLMI_KERNEL_NAME "avx512+amx"
+#elif LLMI_KERNEL_PASS == 4
 #define LLMI_SIMD_BF16 1
 #define LLMI_KNS_BEGIN namespace k_avx512bf16 {
 #define LLMI_KERNEL_NAME "avx512bf16"
@@ -54,6 +59,8 @@
 #pragma clang attribute push(__attribute__((target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,sse3,ssse3,sse4.1,sse4.2,avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx512vnni"))), apply_to = function)
 #elif LLMI_KERNEL_PASS == 4
 #pragma clang attribute push(__attribute__((target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,sse3,ssse3,sse4.1,sse4.2,avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx512vnni,avx512bf16"))), apply_to = function)
+#elif LLMI_KERNEL_PASS == 5
+#pragma clang attribute push(__attribute__((target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,sse3,ssse3,sse4.1,sse4.2,avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx512vnni,avx512bf16,amx-tile,amx-int8"))), apply_to = function)
 #endif
 #elif defined(__GNUC__)
 #pragma GCC push_options
@@ -63,6 +70,8 @@
 #pragma GCC target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,sse3,ssse3,sse4.1,sse4.2,avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx512vnni")
 #elif LLMI_KERNEL_PASS == 4
 #pragma GCC target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,sse3,ssse3,sse4.1,sse4.2,avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx512vnni,avx512bf16")
+#elif LLMI_KERNEL_PASS == 5
+#pragma GCC target("avx,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt,movbe,sse3,ssse3,sse4.1,sse4.2,avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx512vnni,avx512bf16,amx-tile,amx-int8")
 #endif
 // (see 10_impl_begin: GCC's own _mm512_undefined_*() inlined into our kernels)
 #pragma GCC diagnostic push

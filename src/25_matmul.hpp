@@ -1195,26 +1195,6 @@ inline void micro_bf16(const uint8_t* const (&wr)[2], const uint16_t* const (&xr
 }
 #endif
 
-#if defined(LLMI_SIMD_AMX)
-// ---- AMX int8 tiles: the permission (the products: amx_q32_acts and after) ----
-
-// Whether this process may use the tile registers: Linux hands them out on request
-// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)), which fails where the CPU or the kernel
-// lacks them. Elsewhere: no (the VNNI path runs). Asked once.
-inline bool amx_permitted() {
-#if defined(__linux__)
-  static const bool ok = [] {
-    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
-  }();
-  return ok;
-#else
-  return false;
-#endif
-}
-
-#endif
-
 // Bytes of gemm's per-product scratch for T tokens of K values: the start values of the offsets
 // (0: none), the activations in micro_kq's order (0: none), and as bf16.
 template <class WK>
@@ -1653,7 +1633,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   AlignedBuffer& starts_buf = scratch.starts;
   int32_t* starts = nullptr;
 #if defined(LLMI_SIMD_AMX)
-  const bool amx = WK::amx && scratch.amx && amx_permitted();
+  const bool amx = WK::amx && scratch.amx && os_grants_amx();
 #else
   constexpr bool amx = false;
 #endif

@@ -43,7 +43,7 @@ namespace detail {
 #if defined(LLMI_DISPATCH)
 #if !defined(LLMI_KERNEL_PASS)
 struct KernelTable {
-  const char* name;  // "scalar", "avx2", "avx512", "avx512bf16"
+  const char* name;  // "scalar", "avx2", "avx512", "avx512bf16", "avx512+amx"
 #define LLMI_X(r, n, p, a) r(*n) p;
   LLMI_KERNEL_ENTRIES(LLMI_X)
 #undef LLMI_X
@@ -98,6 +98,9 @@ inline constexpr KernelTable native_kernels_vnni{"avx512"};
 #define LLMI_KERNEL_PASS 4
 #include __FILE__
 #undef LLMI_KERNEL_PASS
+#define LLMI_KERNEL_PASS 5
+#include __FILE__
+#undef LLMI_KERNEL_PASS
 // back to the baseline for the rest of the implementation
 #undef LLMI_SIMD_AVX2
 #undef LLMI_SIMD_AVX512
@@ -115,8 +118,9 @@ namespace detail {
 #if defined(LLMI_DISPATCH)
 // Every level compiled in, lowest first (indices as cpu_has_kernel_level's).
 inline constexpr const KernelTable* kernel_levels[] = {&k_scalar::kernel_table, &k_avx2::kernel_table,
-                                                       &k_avx512::kernel_table, &k_avx512bf16::kernel_table};
-inline constexpr int kNumKernelLevels = 4;
+                                                       &k_avx512::kernel_table, &k_avx512bf16::kernel_table,
+                                                       &k_avx512amx::kernel_table};
+inline constexpr int kNumKernelLevels = 5;
 #endif
 
 // The names of the levels compiled in, lowest first, comma-separated ("avx512" in a native build;
@@ -169,7 +173,7 @@ inline Result<const KernelTable*> select_kernels(std::string_view request) {
     from = "LLMINFER_KERNELS";
   }
   if (req.empty() || req == native_kernels.name) {
-    if (amx_permitted()) return &native_kernels;
+    if (os_grants_amx()) return &native_kernels;
     if (req.empty()) return &native_kernels_vnni;
     return make_error(Errc::cpu_unsupported,
                       strf("%s=%s: this CPU (or OS) does not let the process use the AMX tiles (the best it has "

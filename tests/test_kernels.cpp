@@ -284,8 +284,8 @@ TEST_CASE("kernels: a level is chosen by name, never above what the CPU has") {
   CHECK(bad.error().message.find("avx9000") != std::string::npos);
 #if defined(LLMINFER_DISPATCH)  // (the header's own LLMI_ macros end with it)
   // every level the CPU has can be chosen; with a CPU that reports nothing, only scalar
-  const char* names[] = {"scalar", "avx2", "avx512", "avx512bf16"};
-  for (int i = 0; i < 4; i++) {
+  const char* names[] = {"scalar", "avx2", "avx512", "avx512bf16", "avx512+amx"};
+  for (int i = 0; i < 5; i++) {
     CAPTURE(names[i]);
     auto k = li::select_kernels(names[i]);
     CHECK(static_cast<bool>(k) == li::cpu_has_kernel_level(i));
@@ -294,7 +294,8 @@ TEST_CASE("kernels: a level is chosen by name, never above what the CPU has") {
     else
       CHECK(k.error().code == llminfer::Errc::cpu_unsupported);
   }
-  CHECK(li::kernel_levels_compiled() == "scalar,avx2,avx512,avx512bf16");
+  CHECK(li::kernel_levels_compiled() == "scalar,avx2,avx512,avx512bf16,avx512+amx");
+  if (auto amx = li::select_kernels("avx512+amx")) CHECK(li::kernels_use_amx(**amx));
   auto saved = li::cpu_query;
   li::cpu_query = [] { return li::CpuInfo{}; };
   auto none = li::select_kernels("");
