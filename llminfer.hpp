@@ -789,11 +789,11 @@ struct LoadOptions {
   int keep = 4;  // ContextPolicy::slide keeps this many first tokens
   // Kernel level (a build with LLMINFER_DISPATCH): "" the best this CPU has (or the environment
   // variable LLMINFER_KERNELS), else "scalar", "avx2", "avx512", "avx512bf16" or "avx512+amx" (at
-  // most what the CPU has). A native build runs the one level it was compiled for and accepts only its name;
-  // one compiled with AMX-INT8 (e.g. -march=native on a Xeon with AMX) is "avx512+amx" where the
-  // OS grants the tiles and "avx512" elsewhere, and takes "avx512" (here or in LLMINFER_KERNELS)
-  // to leave the tiles alone (matrix products in llama.cpp's float order for any batch; see the
-  // manual).
+  // most what the CPU has). A native build runs the one level it was compiled for and accepts only
+  // its name; one compiled with AMX-INT8 (e.g. -march=native on a Xeon with AMX) is "avx512+amx"
+  // where the OS grants the tiles and "avx512" elsewhere, and takes "avx512" (here or in
+  // LLMINFER_KERNELS) to leave the tiles alone (matrix products in llama.cpp's float order for any
+  // batch; see the manual).
   std::string kernels = {};
   std::function<void(std::string_view)> log = {};  // diagnostics; silent when empty
   // Continuous batching: sessions of this model that evaluate at the same time (from different
@@ -5446,9 +5446,9 @@ inline uint64_t weight_row_bytes(const TensorView& w) {
 //    KernelTable has static member functions that call them: no indirection at all.
 //  * LLMINFER_DISPATCH (x86-64): the code outside the kernels is compiled for the compiler's
 //    baseline (e.g. -march=x86-64); the kernel region is compiled once per level, each in a
-//    namespace of its own (detail::k_scalar, k_avx2, k_avx512, k_avx512bf16, k_avx512amx) and with the target
-//    of that level (#pragma GCC target / #pragma clang attribute): the header includes itself
-//    again (`#include __FILE__`) with LLMI_KERNEL_PASS set, and a pass compiles only the kernel
+//    namespace of its own (detail::k_scalar, k_avx2, k_avx512, k_avx512bf16, k_avx512amx) and with
+//    the target of that level (#pragma GCC target / #pragma clang attribute): the header includes
+//    itself again (`#include __FILE__`) with LLMI_KERNEL_PASS set, and a pass compiles only the kernel
 //    parts (tools/amalgamate wraps every other part in `#if !defined(LLMI_KERNEL_PASS)`). Each
 //    pass fills a KernelTable of function pointers; the best level the CPU (and OS) can run is
 //    chosen when a model is loaded (LoadOptions::kernels / LLMINFER_KERNELS force a lower one).

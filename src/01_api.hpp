@@ -159,11 +159,11 @@ struct LoadOptions {
   int keep = 4;  // ContextPolicy::slide keeps this many first tokens
   // Kernel level (a build with LLMINFER_DISPATCH): "" the best this CPU has (or the environment
   // variable LLMINFER_KERNELS), else "scalar", "avx2", "avx512", "avx512bf16" or "avx512+amx" (at
-  // most what the CPU has). A native build runs the one level it was compiled for and accepts only its name;
-  // one compiled with AMX-INT8 (e.g. -march=native on a Xeon with AMX) is "avx512+amx" where the
-  // OS grants the tiles and "avx512" elsewhere, and takes "avx512" (here or in LLMINFER_KERNELS)
-  // to leave the tiles alone (matrix products in llama.cpp's float order for any batch; see the
-  // manual).
+  // most what the CPU has). A native build runs the one level it was compiled for and accepts only
+  // its name; one compiled with AMX-INT8 (e.g. -march=native on a Xeon with AMX) is "avx512+amx"
+  // where the OS grants the tiles and "avx512" elsewhere, and takes "avx512" (here or in
+  // LLMINFER_KERNELS) to leave the tiles alone (matrix products in llama.cpp's float order for any
+  // batch; see the manual).
   std::string kernels = {};
   std::function<void(std::string_view)> log = {};  // diagnostics; silent when empty
   // Continuous batching: sessions of this model that evaluate at the same time (from different

@@ -9,9 +9,9 @@
 //    KernelTable has static member functions that call them: no indirection at all.
 //  * LLMINFER_DISPATCH (x86-64): the code outside the kernels is compiled for the compiler's
 //    baseline (e.g. -march=x86-64); the kernel region is compiled once per level, each in a
-//    namespace of its own (detail::k_scalar, k_avx2, k_avx512, k_avx512bf16, k_avx512amx) and with the target
-//    of that level (#pragma GCC target / #pragma clang attribute): the header includes itself
-//    again (`#include __FILE__`) with LLMI_KERNEL_PASS set, and a pass compiles only the kernel
+//    namespace of its own (detail::k_scalar, k_avx2, k_avx512, k_avx512bf16, k_avx512amx) and with
+//    the target of that level (#pragma GCC target / #pragma clang attribute): the header includes
+//    itself again (`#include __FILE__`) with LLMI_KERNEL_PASS set, and a pass compiles only the kernel
 //    parts (tools/amalgamate wraps every other part in `#if !defined(LLMI_KERNEL_PASS)`). Each
 //    pass fills a KernelTable of function pointers; the best level the CPU (and OS) can run is
 //    chosen when a model is loaded (LoadOptions::kernels / LLMINFER_KERNELS force a lower one).

@@ -27,13 +27,17 @@ namespace li = llminfer::detail;
 using li::DType;
 
 // The suite checks llama.cpp's float order (the goldens, and results that must not depend on how
-// tokens are batched): a build with the AMX tiles runs it with the "avx512" kernels, unless
-// LLMINFER_KERNELS says otherwise. The tests of the tiles ask for them (LoadOptions::kernels
-// "avx512+amx"; matmuls here take them whenever they are permitted).
+// tokens are batched): a build with the AMX tiles runs it with the "avx512" kernels (a dispatch
+// build whose best level has them: "avx512bf16"), unless LLMINFER_KERNELS says otherwise. The
+// tests of the tiles ask for them (LoadOptions::kernels "avx512+amx"; matmuls here take them
+// whenever they are permitted).
 #if !defined(_WIN32)
 const bool suite_kernels = [] {
   if (!std::getenv("LLMINFER_KERNELS") && std::string(li::simd_compiled()) == "avx512+amx")
     setenv("LLMINFER_KERNELS", "avx512", 0);
+#if defined(LLMINFER_DISPATCH)
+  if (!std::getenv("LLMINFER_KERNELS") && li::cpu_has_kernel_level(4)) setenv("LLMINFER_KERNELS", "avx512bf16", 0);
+#endif
   return true;
 }();
 #endif
