@@ -2459,14 +2459,13 @@ inline bool cpu_has_kernel_level(int level) {
                   bit(c.l1_ecx, 29) && bit(c.l7_ebx, 5) && bit(c.l7_ebx, 3) && bit(c.l7_ebx, 8) && bit(c.e1_ecx, 5);
   const bool v4 = v3 && zmm && bit(c.l7_ebx, 16) && bit(c.l7_ebx, 17) && bit(c.l7_ebx, 28) && bit(c.l7_ebx, 30) &&
                   bit(c.l7_ebx, 31) && bit(c.l7_ecx, 11);
+  const bool bf16 = v4 && bit(c.l7s1_eax, 5);
   switch (level) {
     case 0: return true;
     case 1: return v3;
     case 2: return v4;
-    case 3: return v4 && bit(c.l7s1_eax, 5);
-    case 4:
-      return v4 && bit(c.l7s1_eax, 5) && bit(c.l7_edx, 24) && bit(c.l7_edx, 25) && (c.xcr0 & 0x60000) == 0x60000 &&
-             os_grants_amx();
+    case 3: return bf16;
+    case 4: return bf16 && bit(c.l7_edx, 24) && bit(c.l7_edx, 25) && (c.xcr0 & 0x60000) == 0x60000 && os_grants_amx();
     default: return false;
   }
 }
@@ -5926,7 +5925,14 @@ inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
 #endif
 }
 
-// Q4_0 and Q5_0 share the nibble layout; Q5_0 adds a fifth bit and a different offset.
+// Q4_0 and Q5_0 share the nibble layout; Q5_0 adds a fifth bit and a different offset. Per block:
+// its bytes, where its nibbles start, and what is subtracted from each value.
+template <bool kQ5>
+struct Q45_0 {
+  static constexpr int64_t bs = kQ5 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockQ4_0);
+  static constexpr int qs_off = kQ5 ? 6 : 2;
+  static constexpr int offset = kQ5 ? 16 : 8;
+};
 #if defined(LLMI_SIMD_AVX512)
 // Two blocks per step, as unsigned values (0..15, or 0..31 with the fifth bit added through a byte
 // mask) against the activations: sum (v - offset) * a = sum v * a - offset * sum a. av: the 64
@@ -5934,13 +5940,13 @@ inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
 // that several rows share it (dotr_q4_q5_0).
 template <bool kQ5>
 inline __m512i q45_0_offset_sums(__m512i av) {
-  return dot_u8s8_512(_mm512_set1_epi8(static_cast<char>(kQ5 ? 16 : 8)), av);
+  return dot_u8s8_512(_mm512_set1_epi8(static_cast<char>(Q45_0<kQ5>::offset)), av);
 }
 // acc += blocks b, b + 1 of the row at p (p: block b) times av, oa = q45_0_offset_sums(av).
 template <bool kQ5>
 inline void q45_0_pair(const uint8_t* p, __m512i av, __m512i oa, const ActQ8& a, int64_t b, __m256& acc) {
-  constexpr int64_t bs = kQ5 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockQ4_0);
-  constexpr int qs_off = kQ5 ? 6 : 2;
+  constexpr int64_t bs = Q45_0<kQ5>::bs;
+  constexpr int qs_off = Q45_0<kQ5>::qs_off;
   const __m512i m4 = _mm512_set1_epi8(15);
   // a block's 16 bytes go to two 128-bit lanes: low nibbles (weights 0..15) from the first, high
   // nibbles (weights 16..31) from the second
@@ -5964,9 +5970,9 @@ inline void q45_0_pair(const uint8_t* p, __m512i av, __m512i oa, const ActQ8& a,
 // acc += block b of the row (p: that block) times its activations: an odd last block.
 template <bool kQ5>
 inline void q45_0_block(const uint8_t* p, const ActQ8& a, int64_t b, __m256& acc) {
-  __m256i v = q4_block_values(p + (kQ5 ? 6 : 2));
+  __m256i v = q4_block_values(p + Q45_0<kQ5>::qs_off);
   if constexpr (kQ5) v = _mm256_or_si256(v, q5_high_bits(rd_u32(p + 2)));
-  v = _mm256_sub_epi8(v, _mm256_set1_epi8(kQ5 ? 16 : 8));
+  v = _mm256_sub_epi8(v, _mm256_set1_epi8(Q45_0<kQ5>::offset));
   __m256i dv = dot_s8_256(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
   acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(f16_scale(p) * a.d[b]), acc);
 }
@@ -5974,9 +5980,9 @@ inline void q45_0_block(const uint8_t* p, const ActQ8& a, int64_t b, __m256& acc
 template <bool kQ5>
 inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
   [[maybe_unused]] const int64_t nb = n / 32;
-  [[maybe_unused]] constexpr int64_t bs = kQ5 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockQ4_0);
-  [[maybe_unused]] constexpr int qs_off = kQ5 ? 6 : 2;
-  [[maybe_unused]] constexpr int offset = kQ5 ? 16 : 8;
+  [[maybe_unused]] constexpr int64_t bs = Q45_0<kQ5>::bs;
+  [[maybe_unused]] constexpr int qs_off = Q45_0<kQ5>::qs_off;
+  [[maybe_unused]] constexpr int offset = Q45_0<kQ5>::offset;
 #if defined(LLMI_SIMD_AVX512)
   __m256 acc = _mm256_setzero_ps();
   int64_t b = 0;
@@ -7758,7 +7764,7 @@ inline void dotr_q8_0(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, 
 // own (q45_0_pair), the activations and their offset sums taken once for all.
 template <int NR, bool kQ5>
 inline void dotr_q4_q5_0(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
-  constexpr int64_t bs = kQ5 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockQ4_0);
+  constexpr int64_t bs = Q45_0<kQ5>::bs;
   const int64_t nb = n / 32;
   __m256 acc[NR];
   for (int k = 0; k < NR; k++) acc[k] = _mm256_setzero_ps();
@@ -7899,8 +7905,8 @@ inline void dotn_q8_0(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
 // out[t] = dot_q4_0 / dot_q5_0(w, a[t], n), t < NT.
 template <int NT, bool kQ5>
 inline void dotn_q4_q5_0(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
-  constexpr int64_t bs = kQ5 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockQ4_0);
-  constexpr int qs_off = kQ5 ? 6 : 2, offset = kQ5 ? 16 : 8;
+  constexpr int64_t bs = Q45_0<kQ5>::bs;
+  constexpr int qs_off = Q45_0<kQ5>::qs_off, offset = Q45_0<kQ5>::offset;
   __m256 acc[NT];
   for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 32; b++) {

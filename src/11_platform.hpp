@@ -775,14 +775,13 @@ inline bool cpu_has_kernel_level(int level) {
                   bit(c.l1_ecx, 29) && bit(c.l7_ebx, 5) && bit(c.l7_ebx, 3) && bit(c.l7_ebx, 8) && bit(c.e1_ecx, 5);
   const bool v4 = v3 && zmm && bit(c.l7_ebx, 16) && bit(c.l7_ebx, 17) && bit(c.l7_ebx, 28) && bit(c.l7_ebx, 30) &&
                   bit(c.l7_ebx, 31) && bit(c.l7_ecx, 11);
+  const bool bf16 = v4 && bit(c.l7s1_eax, 5);
   switch (level) {
     case 0: return true;
     case 1: return v3;
     case 2: return v4;
-    case 3: return v4 && bit(c.l7s1_eax, 5);
-    case 4:
-      return v4 && bit(c.l7s1_eax, 5) && bit(c.l7_edx, 24) && bit(c.l7_edx, 25) && (c.xcr0 & 0x60000) == 0x60000 &&
-             os_grants_amx();
+    case 3: return bf16;
+    case 4: return bf16 && bit(c.l7_edx, 24) && bit(c.l7_edx, 25) && (c.xcr0 & 0x60000) == 0x60000 && os_grants_amx();
     default: return false;
   }
 }

@@ -385,7 +385,14 @@ inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
 #endif
 }
 
-// Q4_0 and Q5_0 share the nibble layout; Q5_0 adds a fifth bit and a different offset.
+// Q4_0 and Q5_0 share the nibble layout; Q5_0 adds a fifth bit and a different offset. Per block:
+// its bytes, where its nibbles start, and what is subtracted from each value.
+template <bool kQ5>
+struct Q45_0 {
+  static constexpr int64_t bs = kQ5 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockQ4_0);
+  static constexpr int qs_off = kQ5 ? 6 : 2;
+  static constexpr int offset = kQ5 ? 16 : 8;
+};
 #if defined(LLMI_SIMD_AVX512)
 // Two blocks per step, as unsigned values (0..15, or 0..31 with the fifth bit added through a byte
 // mask) against the activations: sum (v - offset) * a = sum v * a - offset * sum a. av: the 64
@@ -393,13 +400,13 @@ inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
 // that several rows share it (dotr_q4_q5_0).
 template <bool kQ5>
 inline __m512i q45_0_offset_sums(__m512i av) {
-  return dot_u8s8_512(_mm512_set1_epi8(static_cast<char>(kQ5 ? 16 : 8)), av);
+  return dot_u8s8_512(_mm512_set1_epi8(static_cast<char>(Q45_0<kQ5>::offset)), av);
 }
 // acc += blocks b, b + 1 of the row at p (p: block b) times av, oa = q45_0_offset_sums(av).
 template <bool kQ5>
 inline void q45_0_pair(const uint8_t* p, __m512i av, __m512i oa, const ActQ8& a, int64_t b, __m256& acc) {
-  constexpr int64_t bs = kQ5 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockQ4_0);
-  constexpr int qs_off = kQ5 ? 6 : 2;
+  constexpr int64_t bs = Q45_0<kQ5>::bs;
+  constexpr int qs_off = Q45_0<kQ5>::qs_off;
   const __m512i m4 = _mm512_set1_epi8(15);
   // a block's 16 bytes go to two 128-bit lanes: low nibbles (weights 0..15) from the first, high
   // nibbles (weights 16..31) from the second
@@ -423,9 +430,9 @@ inline void q45_0_pair(const uint8_t* p, __m512i av, __m512i oa, const ActQ8& a,
 // acc += block b of the row (p: that block) times its activations: an odd last block.
 template <bool kQ5>
 inline void q45_0_block(const uint8_t* p, const ActQ8& a, int64_t b, __m256& acc) {
-  __m256i v = q4_block_values(p + (kQ5 ? 6 : 2));
+  __m256i v = q4_block_values(p + Q45_0<kQ5>::qs_off);
   if constexpr (kQ5) v = _mm256_or_si256(v, q5_high_bits(rd_u32(p + 2)));
-  v = _mm256_sub_epi8(v, _mm256_set1_epi8(kQ5 ? 16 : 8));
+  v = _mm256_sub_epi8(v, _mm256_set1_epi8(Q45_0<kQ5>::offset));
   __m256i dv = dot_s8_256(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
   acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(f16_scale(p) * a.d[b]), acc);
 }
@@ -433,9 +440,9 @@ inline void q45_0_block(const uint8_t* p, const ActQ8& a, int64_t b, __m256& acc
 template <bool kQ5>
 inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
   [[maybe_unused]] const int64_t nb = n / 32;
-  [[maybe_unused]] constexpr int64_t bs = kQ5 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockQ4_0);
-  [[maybe_unused]] constexpr int qs_off = kQ5 ? 6 : 2;
-  [[maybe_unused]] constexpr int offset = kQ5 ? 16 : 8;
+  [[maybe_unused]] constexpr int64_t bs = Q45_0<kQ5>::bs;
+  [[maybe_unused]] constexpr int qs_off = Q45_0<kQ5>::qs_off;
+  [[maybe_unused]] constexpr int offset = Q45_0<kQ5>::offset;
 #if defined(LLMI_SIMD_AVX512)
   __m256 acc = _mm256_setzero_ps();
   int64_t b = 0;

@@ -122,7 +122,7 @@ inline void dotr_q8_0(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, 
 // own (q45_0_pair), the activations and their offset sums taken once for all.
 template <int NR, bool kQ5>
 inline void dotr_q4_q5_0(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
-  constexpr int64_t bs = kQ5 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockQ4_0);
+  constexpr int64_t bs = Q45_0<kQ5>::bs;
   const int64_t nb = n / 32;
   __m256 acc[NR];
   for (int k = 0; k < NR; k++) acc[k] = _mm256_setzero_ps();
@@ -263,8 +263,8 @@ inline void dotn_q8_0(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
 // out[t] = dot_q4_0 / dot_q5_0(w, a[t], n), t < NT.
 template <int NT, bool kQ5>
 inline void dotn_q4_q5_0(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
-  constexpr int64_t bs = kQ5 ? sizeof(ref::BlockQ5_0) : sizeof(ref::BlockQ4_0);
-  constexpr int qs_off = kQ5 ? 6 : 2, offset = kQ5 ? 16 : 8;
+  constexpr int64_t bs = Q45_0<kQ5>::bs;
+  constexpr int qs_off = Q45_0<kQ5>::qs_off, offset = Q45_0<kQ5>::offset;
   __m256 acc[NT];
   for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / 32; b++) {
