@@ -7114,6 +7114,30 @@ inline __m128 reduce_add4_ps(__m512 a, __m512 b, __m512 c, __m512 d) {
 }
 #endif
 
+#if defined(LLMI_SIMD_AVX512)
+// The sums of the lanes of r[0..15], each paired as _mm512_reduce_add_ps pairs them (lanes i and
+// i + 8, then i and i + 4, then 0 + 2 and 1 + 3, then those two), so the same bits, with every step
+// taken for 16 registers at once: lane 4 * a + b of the result holds the sum of r[4 * b + a].
+inline __m512 reduce_add16_ps(const __m512* r) {
+  __m512 h[8], w[4], x[2];
+#pragma GCC unroll 8
+  for (int p = 0; p < 8; p++)  // [r.lo + r.hi | s.lo + s.hi] (256-bit halves) of r = r[2p], s = r[2p + 1]
+    h[p] = _mm512_add_ps(_mm512_shuffle_f32x4(r[2 * p], r[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(r[2 * p], r[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; p++)  // quarter b: the 128-bit halves of r[4p + b]'s 8 lanes added
+    w[p] = _mm512_add_ps(_mm512_shuffle_f32x4(h[2 * p], h[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(h[2 * p], h[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+#pragma GCC unroll 2
+  for (int p = 0; p < 2; p++)  // quarter b: [0 + 2, 1 + 3] of r[8p + b], then of r[8p + 4 + b]
+    x[p] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * p], w[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(w[2 * p], w[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // quarter b: r[b], r[4 + b], r[8 + b], r[12 + b]
+  return _mm512_add_ps(_mm512_shuffle_ps(x[0], x[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(x[0], x[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+#endif
+
 // out[j] = scale * dot(q, cell j) for j < n; cells are `stride` bytes apart, hd values each.
 inline void attn_scores1(const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale,
                          float* out) {
@@ -7227,9 +7251,56 @@ inline void attn_scores_f16(const float* q, size_t qs, const uint8_t* k, size_t 
 }
 #endif
 
+#if defined(LLMI_SIMD_AVX512)
+// attn_scores_f16 for 8 queries, two cells at a time: each cell's values are converted once for
+// the 8, and the 16 sums of a step are added up by one tree (reduce_add16_ps), whose pairs are
+// those of _mm512_reduce_add_ps, so each (query, cell) keeps its bits.
+inline void attn_scores_f16_8(const float* q, size_t qs, const uint8_t* k, size_t stride, int n, int hd, float scale,
+                              float* out, size_t os) {
+  const int full = hd / 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (hd % 16)) - 1);
+  // the tree's lane 4a + b holds register 4b + a; register 2i + c is (query i, cell c): this puts
+  // (query i, cell c) in lane 2i + c
+  alignas(64) static constexpr int32_t kOrder[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+  const __m512i order = _mm512_load_si512(kOrder);
+  const __m512 sv = _mm512_set1_ps(scale);
+  int j = 0;
+  for (; j + 2 <= n; j += 2) {
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int u = 0; u < 16; u++) acc[u] = _mm512_setzero_ps();
+    const uint8_t* kj = k + size_t(j) * stride;
+    // 16 values of each query times those of the two cells (lanes past the head size: 0)
+    const auto step = [&](int e, __mmask16 m) {
+      const __m512 k0 = maskload16_kv(kj + 32 * size_t(e), true, m);
+      const __m512 k1 = maskload16_kv(kj + stride + 32 * size_t(e), true, m);
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; i++) {
+        const __m512 qv = _mm512_maskz_loadu_ps(m, q + size_t(i) * qs + 16 * size_t(e));
+        acc[2 * i] = _mm512_fmadd_ps(qv, k0, acc[2 * i]);
+        acc[2 * i + 1] = _mm512_fmadd_ps(qv, k1, acc[2 * i + 1]);
+      }
+    };
+    for (int e = 0; e < full; e++) step(e, 0xFFFF);
+    if (tail) step(full, tail);
+    const __m512 s = _mm512_mul_ps(sv, _mm512_permutexvar_ps(order, reduce_add16_ps(acc)));
+#pragma GCC unroll 4
+    for (int b = 0; b < 4; b++) {  // queries 2b and 2b + 1
+      const __m128 two = _mm512_extractf32x4_ps(s, b);
+      _mm_storel_pi(reinterpret_cast<__m64*>(out + size_t(2 * b) * os + j), two);
+      _mm_storeh_pi(reinterpret_cast<__m64*>(out + size_t(2 * b + 1) * os + j), two);
+    }
+  }
+  if (j < n)
+    for (int i = 0; i < 8; i++)
+      attn_scores1(q + size_t(i) * qs, k + size_t(j) * stride, stride, n - j, hd, true, scale,
+                   out + size_t(i) * os + j);
+}
+#endif
+
 // out[i * os + j] = scale * dot(query i, cell j) for i < nq, j < n; query i at q + i * qs (the
-// heads of one key-value group); each as attn_scores1 (its bits), the cells read once for up to
-// 4 queries (AVX-512, f16 cache).
+// heads of one key-value group, or of several tokens); each as attn_scores1 (its bits), the cells
+// read once for up to 8 queries (AVX-512, f16 cache).
 inline void attn_scores(const float* q, int nq, size_t qs, const uint8_t* k, size_t stride, int n, int hd, bool f16,
                         float scale, float* out, size_t os) {
   for (int i0 = 0; i0 < nq;) {
@@ -7237,6 +7308,11 @@ inline void attn_scores(const float* q, int nq, size_t qs, const uint8_t* k, siz
     const float* qi = q + size_t(i0) * qs;
     float* oi = out + size_t(i0) * os;
 #if defined(LLMI_SIMD_AVX512)
+    if (f16 && nq - i0 >= 8) {
+      attn_scores_f16_8(qi, qs, k, stride, n, hd, scale, oi, os);
+      i0 += 8;
+      continue;
+    }
     if (f16 && c > 1) {
       switch (c) {
         case 2: attn_scores_f16<2>(qi, qs, k, stride, n, hd, scale, oi, os); break;
@@ -7316,10 +7392,10 @@ inline double attn_exp(float* s, int n, float max, [[maybe_unused]] int phase = 
 #if defined(LLMI_SIMD_AVX512)
 // attn_weighted_sum's loop over the cells for C full chunks of 16 values, the cache type fixed.
 template <int C, bool F16>
-inline void attn_wsum_chunks(const float* w, const uint8_t* v, size_t stride, int n, float* out) {
+inline void attn_wsum_chunks(const float* w, const uint8_t* v, size_t stride, int n, bool add, float* out) {
   constexpr size_t es = F16 ? 2 : 4;
   __m512 acc[C];
-  for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+  for (int c = 0; c < C; c++) acc[c] = add ? _mm512_loadu_ps(out + 16 * c) : _mm512_setzero_ps();
   for (int j = 0; j < n; j++) {
     const __m512 wj = _mm512_set1_ps(w[j]);
     const uint8_t* row = v + size_t(j) * stride;
@@ -7329,30 +7405,33 @@ inline void attn_wsum_chunks(const float* w, const uint8_t* v, size_t stride, in
   for (int c = 0; c < C; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
 }
 template <bool F16>
-inline bool attn_wsum_full(const float* w, const uint8_t* v, size_t stride, int n, int chunks, float* out) {
+inline bool attn_wsum_full(const float* w, const uint8_t* v, size_t stride, int n, int chunks, bool add, float* out) {
   switch (chunks) {
-    case 2: return attn_wsum_chunks<2, F16>(w, v, stride, n, out), true;
-    case 4: return attn_wsum_chunks<4, F16>(w, v, stride, n, out), true;
-    case 6: return attn_wsum_chunks<6, F16>(w, v, stride, n, out), true;
-    case 8: return attn_wsum_chunks<8, F16>(w, v, stride, n, out), true;
+    case 2: return attn_wsum_chunks<2, F16>(w, v, stride, n, add, out), true;
+    case 4: return attn_wsum_chunks<4, F16>(w, v, stride, n, add, out), true;
+    case 6: return attn_wsum_chunks<6, F16>(w, v, stride, n, add, out), true;
+    case 8: return attn_wsum_chunks<8, F16>(w, v, stride, n, add, out), true;
     default: return false;
   }
 }
 #endif
 
-// out[e] = sum_j w[j] * cell j [e] for e < hd (cells `stride` bytes apart).
-inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, int n, int hd, bool f16, float* out) {
+// out[e] = sum_j w[j] * cell j [e] for e < hd (cells `stride` bytes apart), one multiply-add per
+// cell in cell order; add: the sums go on from out's values (the bits of one run over both).
+inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, int n, int hd, bool f16, bool add,
+                              float* out) {
 #if defined(LLMI_SIMD_AVX512)
   const size_t es = f16 ? 2 : 4;
   for (int e0 = 0; e0 < hd; e0 += 128) {
     const int len = std::min(128, hd - e0), chunks = (len + 15) / 16;
     const uint8_t* v0 = v + es * size_t(e0);
     // the usual head sizes (32, 64, 96, 128 values per chunk of 128): unrolled, no masks
-    if (len % 16 == 0 && (f16 ? attn_wsum_full<true>(w, v0, stride, n, chunks, out + e0)
-                              : attn_wsum_full<false>(w, v0, stride, n, chunks, out + e0)))
+    if (len % 16 == 0 && (f16 ? attn_wsum_full<true>(w, v0, stride, n, chunks, add, out + e0)
+                              : attn_wsum_full<false>(w, v0, stride, n, chunks, add, out + e0)))
       continue;
     __m512 acc[8];
-    for (int c = 0; c < 8; c++) acc[c] = _mm512_setzero_ps();
+    for (int c = 0; c < chunks; c++)
+      acc[c] = add ? _mm512_maskz_loadu_ps(first_lanes16(len - 16 * c), out + e0 + 16 * c) : _mm512_setzero_ps();
     for (int j = 0; j < n; j++) {
       const __m512 wj = _mm512_set1_ps(w[j]);
       const uint8_t* row = v0 + size_t(j) * stride;
@@ -7373,7 +7452,7 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
   int e0 = 0;
   for (; e0 + 64 <= hd; e0 += 64) {
     __m256 acc[8];
-    for (int c = 0; c < 8; c++) acc[c] = _mm256_setzero_ps();
+    for (int c = 0; c < 8; c++) acc[c] = add ? _mm256_loadu_ps(out + e0 + 8 * c) : _mm256_setzero_ps();
     for (int j = 0; j < n; j++) {
       const __m256 wj = _mm256_set1_ps(w[j]);
       const uint8_t* row = v + size_t(j) * stride + es * size_t(e0);
@@ -7381,7 +7460,8 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
     }
     for (int c = 0; c < 8; c++) _mm256_storeu_ps(out + e0 + 8 * c, acc[c]);
   }
-  for (int e = e0; e < hd; e++) out[e] = 0;
+  if (!add)
+    for (int e = e0; e < hd; e++) out[e] = 0;
   for (int j = 0; j < n && e0 < hd; j++) {
     const uint8_t* c = v + size_t(j) * stride;
     for (int e = e0; e < hd; e++) {
@@ -7394,7 +7474,8 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
     }
   }
 #else
-  for (int e = 0; e < hd; e++) out[e] = 0;
+  if (!add)
+    for (int e = 0; e < hd; e++) out[e] = 0;
   for (int j = 0; j < n; j++) {
     const uint8_t* c = v + size_t(j) * stride;
     for (int e = 0; e < hd; e++) {
@@ -7414,43 +7495,51 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
 // 16 values, f16 cache: each cell's values converted once for all; each output value keeps its
 // order (one FMA per cell, in cell order), so its bits.
 template <int Q, int C>
-inline void attn_wsum_f16(const float* w, size_t ws, const uint8_t* v, size_t stride, int n, float* out, size_t os) {
+inline void attn_wsum_f16(const float* w, size_t ws, const uint8_t* v, size_t stride, int n, bool add, float* out,
+                          size_t os) {
   __m512 acc[Q][C];
+#pragma GCC unroll 8
   for (int i = 0; i < Q; i++)
-    for (int c = 0; c < C; c++) acc[i][c] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) acc[i][c] = add ? _mm512_loadu_ps(out + size_t(i) * os + 16 * c) : _mm512_setzero_ps();
   for (int j = 0; j < n; j++) {
     __m512 wj[Q];
+#pragma GCC unroll 8
     for (int i = 0; i < Q; i++) wj[i] = _mm512_set1_ps(w[size_t(i) * ws + size_t(j)]);
     const uint8_t* row = v + size_t(j) * stride;
 #pragma GCC unroll 8
     for (int c = 0; c < C; c++) {
       const __m512 x = load16_kv(row + 32 * size_t(c), true);
+#pragma GCC unroll 8
       for (int i = 0; i < Q; i++) acc[i][c] = _mm512_fmadd_ps(wj[i], x, acc[i][c]);
     }
   }
+#pragma GCC unroll 8
   for (int i = 0; i < Q; i++)
+#pragma GCC unroll 8
     for (int c = 0; c < C; c++) _mm512_storeu_ps(out + size_t(i) * os + 16 * c, acc[i][c]);
 }
-// Q (2..4) rows at once where the head size allows (a multiple of 16 values, in passes of 128
-// values for 2 or 3 rows, of 64 for 4, so that the sums stay in registers); false: it does not.
+// Q (2..4, or 8) rows at once where the head size allows (a multiple of 16 values, in passes of
+// 128 values for 2 or 3 rows, 64 for 4, 32 for 8, so that the sums stay in registers); false: it
+// does not.
 template <int Q>
-inline bool attn_wsum_f16_rows(const float* w, size_t ws, const uint8_t* v, size_t stride, int n, int hd, float* out,
-                               size_t os) {
-  constexpr int kPass = Q <= 3 ? 128 : 64;
+inline bool attn_wsum_f16_rows(const float* w, size_t ws, const uint8_t* v, size_t stride, int n, int hd, bool add,
+                               float* out, size_t os) {
+  constexpr int kChunks = Q <= 3 ? 8 : 16 / Q, kPass = 16 * kChunks;
   if (hd % 16) return false;
   for (int e0 = 0; e0 < hd; e0 += kPass) {
     const int chunks = std::min(kPass, hd - e0) / 16;
     const uint8_t* v0 = v + 2 * size_t(e0);
     float* o = out + e0;
     switch (chunks) {
-      case 1: attn_wsum_f16<Q, 1>(w, ws, v0, stride, n, o, os); break;
-      case 2: attn_wsum_f16<Q, 2>(w, ws, v0, stride, n, o, os); break;
-      case 3: attn_wsum_f16<Q, 3>(w, ws, v0, stride, n, o, os); break;
-      case 4: attn_wsum_f16<Q, 4>(w, ws, v0, stride, n, o, os); break;
-      case 5: attn_wsum_f16<Q, (Q <= 3 ? 5 : 4)>(w, ws, v0, stride, n, o, os); break;
-      case 6: attn_wsum_f16<Q, (Q <= 3 ? 6 : 4)>(w, ws, v0, stride, n, o, os); break;
-      case 7: attn_wsum_f16<Q, (Q <= 3 ? 7 : 4)>(w, ws, v0, stride, n, o, os); break;
-      default: attn_wsum_f16<Q, (Q <= 3 ? 8 : 4)>(w, ws, v0, stride, n, o, os); break;
+      case 1: attn_wsum_f16<Q, 1>(w, ws, v0, stride, n, add, o, os); break;
+      case 2: attn_wsum_f16<Q, std::min(2, kChunks)>(w, ws, v0, stride, n, add, o, os); break;
+      case 3: attn_wsum_f16<Q, std::min(3, kChunks)>(w, ws, v0, stride, n, add, o, os); break;
+      case 4: attn_wsum_f16<Q, std::min(4, kChunks)>(w, ws, v0, stride, n, add, o, os); break;
+      case 5: attn_wsum_f16<Q, std::min(5, kChunks)>(w, ws, v0, stride, n, add, o, os); break;
+      case 6: attn_wsum_f16<Q, std::min(6, kChunks)>(w, ws, v0, stride, n, add, o, os); break;
+      case 7: attn_wsum_f16<Q, std::min(7, kChunks)>(w, ws, v0, stride, n, add, o, os); break;
+      default: attn_wsum_f16<Q, kChunks>(w, ws, v0, stride, n, add, o, os); break;
     }
   }
   return true;
@@ -7541,14 +7630,17 @@ inline void attn_weighted_sum_ggml8(const float* w, const uint8_t* v0, size_t st
 }
 #endif
 
-// The values step of nq heads of one token (the heads of one key-value group): out[i * os + e] =
-// sum over positions j = lo..pos of w[i * ws + j - lo] * V(j)[e], where V(j) is the row at v0 +
-// (j % slots) * stride (the KV ring: at most two runs of contiguous slots). part: scratch of
-// 4 * hd floats (AVX-512 with an f32 cache: 64 * round_up(hd, 16)). several: the token is one of
-// several evaluated together (llama.cpp's order differs then). Each head's bits are those of it
-// alone; the cells are read once for up to 4 heads (AVX-512, f16 cache).
+// The values step of nq heads (the heads of one key-value group, of one token or several):
+// out[i * os + e] = sum over positions j = lo..pos of w[i * ws + j - lo] * V(j)[e], where V(j) is
+// the row at v0 + (j % slots) * stride (the KV ring: at most two runs of contiguous slots). part:
+// scratch of 8 * hd floats (AVX-512 with an f32 cache: 64 * round_up(hd, 16)). several: the token
+// is one of several evaluated together (llama.cpp's order differs then). add (f16 cache only):
+// the sums of the first run go on from out's values, so that lo..m then m + 1..pos (one run) has
+// the bits of lo..pos. Each head's bits are those of it alone; the cells are read once for up to
+// 8 heads (AVX-512, f16 cache).
 inline void attn_values(const float* w, int nq, size_t ws, const uint8_t* v0, size_t stride, int slots, int lo, int pos,
-                        int hd, bool f16, [[maybe_unused]] bool several, float* part, float* out, size_t os) {
+                        int hd, bool f16, [[maybe_unused]] bool several, bool add, float* part, float* out, size_t os) {
+  LLMI_ASSERT(f16 || !add);
 // (llama.cpp's sgemm takes the several tokens only when hd, its row count, is a multiple of 4.)
 #if defined(LLMI_SIMD_AVX512)
   if (!f16) {  // llama.cpp's order (several tokens: 16 lanes; one token: 64)
@@ -7566,7 +7658,7 @@ inline void attn_values(const float* w, int nq, size_t ws, const uint8_t* v0, si
   }
 #endif
   for (int i0 = 0; i0 < nq;) {
-    const int c = std::min(4, nq - i0);
+    const int c = nq - i0 >= 8 ? 8 : std::min(4, nq - i0);
     const float* wi = w + size_t(i0) * ws;
     float* oi = out + size_t(i0) * os;
     int done = 1;  // rows this pass takes
@@ -7580,13 +7672,15 @@ inline void attn_values(const float* w, int nq, size_t ws, const uint8_t* v0, si
 #if defined(LLMI_SIMD_AVX512)
       if (f16 && c > 1) {
         const float* wr = wi + (j - lo);
-        multi = c == 2   ? attn_wsum_f16_rows<2>(wr, ws, vr, stride, run, hd, to, ts)
-                : c == 3 ? attn_wsum_f16_rows<3>(wr, ws, vr, stride, run, hd, to, ts)
-                         : attn_wsum_f16_rows<4>(wr, ws, vr, stride, run, hd, to, ts);
+        const bool a = first && add;
+        multi = c == 2   ? attn_wsum_f16_rows<2>(wr, ws, vr, stride, run, hd, a, to, ts)
+                : c == 3 ? attn_wsum_f16_rows<3>(wr, ws, vr, stride, run, hd, a, to, ts)
+                : c == 4 ? attn_wsum_f16_rows<4>(wr, ws, vr, stride, run, hd, a, to, ts)
+                         : attn_wsum_f16_rows<8>(wr, ws, vr, stride, run, hd, a, to, ts);
       }
 #endif
       done = multi ? c : 1;
-      if (!multi) attn_weighted_sum(wi + (j - lo), vr, stride, run, hd, f16, to);
+      if (!multi) attn_weighted_sum(wi + (j - lo), vr, stride, run, hd, f16, first && add, to);
       if (!first)
         for (int i = 0; i < done; i++)
           for (int e = 0; e < hd; e++) oi[size_t(i) * os + size_t(e)] += part[size_t(i) * hd + size_t(e)];
@@ -9929,8 +10023,8 @@ LLMI_KNS_END
     float scale, float* out, size_t os), (q, nq, qs, k, stride, n, hd, f16, scale, out, os))                        \
   X(double, attn_exp, (float* s, int n, float max, int phase), (s, n, max, phase))                                   \
   X(void, attn_values, (const float* w, int nq, size_t ws, const uint8_t* v0, size_t stride, int slots, int lo,       \
-    int pos, int hd, bool f16, bool several, float* part, float* out, size_t os),                                     \
-    (w, nq, ws, v0, stride, slots, lo, pos, hd, f16, several, part, out, os))                                        \
+    int pos, int hd, bool f16, bool several, bool add, float* part, float* out, size_t os),                           \
+    (w, nq, ws, v0, stride, slots, lo, pos, hd, f16, several, add, part, out, os))                                   \
   X(void, silu_row, (const float* x, float* y, int n), (x, y, n))                                                    \
   X(void, gelu_tanh_row, (const float* x, float* y, int n), (x, y, n))
 // clang-format on
@@ -23628,6 +23722,10 @@ bool run_row_step(const Step& s, const KernelTable& kern, int rows, const int32_
 }
 
 // ---- a context: one session's KV cache and scratch ----
+// Replaceable for tests: > 0 caps the tokens of an attention task (1: one token at a time), so
+// that a test can compare the blocks with the tokens alone; 0: as attention_cut finds.
+inline int attention_block_forced = 0;
+
 class Context {
  public:
   Context(Context&&) noexcept = default;
@@ -23780,14 +23878,22 @@ class Context {
       max_hd = std::max({max_hd, kv_.layer(l).spec.hd_k, kv_.layer(l).spec.hd_v});
     }
     for (const auto& r : p.ropes) max_hd = std::max(max_hd, r.head_dim);
-    int max_group = 1;  // the heads of a key-value group score at once (attention_heads)
-    for (const auto& a : p.attns) max_group = std::max(max_group, a.n_head / std::max(1, a.n_kv));
-    scores_stride_ = size_t(max_slots) * size_t(max_group);
+    int max_rows = 1;  // the queries that score at once: a group's heads, of a block of tokens
+    for (const auto& a : p.attns) {
+      const int group = a.n_head / std::max(1, a.n_kv);
+      max_rows = std::max(max_rows, group * attention_block_max(group));
+    }
+    scores_stride_ = size_t(max_slots) * size_t(max_rows);
     // per thread: a row of partial sums, or 64 lanes of them (llama.cpp's order)
     row_stride_ = size_t(64) * size_t((max_hd + 15) & ~15);
+    // per thread: a block's queries and value sums (attention_block)
+    block_stride_ = size_t(2) * size_t(max_rows) * size_t(max_hd);
     auto sb = HeapBuf::alloc(uint64_t(threads) * uint64_t(scores_stride_), 4, "attention scratch");
     if (!sb) return sb.error();
     scores_ = std::move(*sb);
+    auto bb = HeapBuf::alloc(uint64_t(threads) * uint64_t(block_stride_), 4, "attention scratch");
+    if (!bb) return bb.error();
+    block_ = std::move(*bb);
     auto rb = HeapBuf::alloc(uint64_t(threads) * row_stride_, 4, "attention scratch");
     if (!rb) return rb.error();
     rows_ = std::move(*rb);
@@ -23936,11 +24042,12 @@ class Context {
     const AttnSpec& at = e_->program().attns[static_cast<size_t>(s.idx)];
     attention_store(at, n, pos0, k, v);
     ThreadPool& pool = e_->pool();
-    const int split = attention_split(at, n, pool.size()), tasks = n * at.n_kv * split;
+    const AttnCut cut = attention_cut(at, n, pool.size());
+    const int tasks = attention_tasks(at, n, cut);
     if (pool.size() == 1 || tasks == 1 || attention_work(at, n, pos0) < kAttnSerialWork) {
-      for (int i = 0; i < tasks; i++) attention_task(at, n, pos0, q, out, split, i, 0);
+      for (int i = 0; i < tasks; i++) attention_task(at, n, pos0, q, out, cut, i, 0);
     } else {
-      pool.parallel_for(tasks, [&](int i, int thread) { attention_task(at, n, pos0, q, out, split, i, thread); });
+      pool.parallel_for(tasks, [&](int i, int thread) { attention_task(at, n, pos0, q, out, cut, i, thread); });
     }
   }
   // The parts of attention, for a step that runs the heads of several contexts as one job
@@ -23954,19 +24061,92 @@ class Context {
   static int64_t attention_work(const AttnSpec& at, int n, int pos0) {
     return int64_t(n) * at.n_head * (pos0 + n) * (at.hd_k + at.hd_v);
   }
-  // A task is the heads of one key-value group for one token (the kernels read the group's cells
-  // once for all of them), or a part of them where whole groups would leave fewer than two tasks
-  // per thread (one token, few groups): the parts per group.
-  static int attention_split(const AttnSpec& at, int n, int threads) {
+  // A task is the heads of one key-value group for a block of consecutive tokens (the kernels read
+  // the group's cells once for all their queries, 8 at a time), or a part of the heads of one token
+  // where whole groups would leave fewer than two tasks per thread (one token, few groups).
+  struct AttnCut {
+    int block = 1;  // tokens per task
+    int split = 1;  // parts of a group's heads per task (block 1)
+  };
+  // The most tokens of a block: as many as make the queries a multiple of 8 (8 for one head per
+  // group, 4 for 2, 2 for 4 or 12, 1 for 8 or 16).
+  static int attention_block_max(int group) { return 8 >> std::min(std::countr_zero(unsigned(group)), 3); }
+  static AttnCut attention_cut(const AttnSpec& at, int n, int threads) {
     const int group = at.n_head / at.n_kv, have = std::max(1, n * at.n_kv);
-    return std::clamp((2 * threads + have - 1) / have, 1, group);
+    AttnCut c;
+    c.split = std::clamp((2 * threads + have - 1) / have, 1, group);
+    if (c.split > 1) return c;
+    c.block = std::min(attention_block_max(group), std::max(1, n));
+    if (attention_block_forced > 0) c.block = std::min(c.block, attention_block_forced);
+    while (c.block > 1 && (n + c.block - 1) / c.block * at.n_kv < 2 * threads) c.block /= 2;
+    return c;
   }
-  // Task i of n * n_kv * split: token i / (n_kv * split), group (i / split) % n_kv, part i % split.
-  void attention_task(const AttnSpec& at, int n, int pos0, const float* q, float* out, int split, int i, int thread) {
-    const int group = at.n_head / at.n_kv, per = (group + split - 1) / split;
-    const int t = i / (at.n_kv * split), g = (i / split) % at.n_kv, h0 = (i % split) * per;
-    const int nh = std::min(group - h0, per);
-    if (nh > 0) attention_heads(at, n, pos0, q, out, t, g * group + h0, nh, thread);
+  static int attention_tasks(const AttnSpec& at, int n, AttnCut c) {
+    return (n + c.block - 1) / c.block * at.n_kv * c.split;
+  }
+  // Task i of attention_tasks: block i / (n_kv * split), group (i / split) % n_kv, part i % split.
+  void attention_task(const AttnSpec& at, int n, int pos0, const float* q, float* out, AttnCut c, int i, int thread) {
+    const int group = at.n_head / at.n_kv, per = (group + c.split - 1) / c.split;
+    const int t = i / (at.n_kv * c.split) * c.block, g = (i / c.split) % at.n_kv, h0 = (i % c.split) * per;
+    const int nh = std::min(group - h0, per), nt = std::min(c.block, n - t);
+    if (nh <= 0) return;
+    if (nt > 1 && attention_block(at, n, pos0, q, out, t, nt, g, thread)) return;
+    for (int u = t; u < t + nt; u++) attention_heads(at, n, pos0, q, out, u, g * group + h0, nh, thread);
+  }
+  // The softmax of one head's scores s[0..nk) (soft-capped first where the model says so); lo: the
+  // position of s[0].
+  void attention_softmax(const AttnSpec& at, float* s, int nk, int lo) {
+    if (at.softcap > 0)
+      for (int j = 0; j < nk; j++) s[j] = std::tanh(s[j] * (1.0f / at.softcap)) * at.softcap;  // as llama.cpp
+    // the largest score (in 8 running maxima: any order finds it, and the vectorizer may)
+    float m8[8];
+    for (float& m : m8) m = -INFINITY;
+    int j = 0;
+    for (; j + 8 <= nk; j += 8)
+      for (int u = 0; u < 8; u++) m8[u] = s[j + u] > m8[u] ? s[j + u] : m8[u];
+    for (; j < nk; j++) m8[0] = s[j] > m8[0] ? s[j] : m8[0];
+    float mx = m8[0];
+    for (int u = 1; u < 8; u++) mx = std::max(mx, m8[u]);
+    const double sum = kern_->attn_exp(s, nk, mx, lo % 16);
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int k = 0; k < nk; k++) s[k] *= inv;
+  }
+  // All the heads of group g for the nt tokens t..t + nt - 1 at once, with the bits of each token
+  // alone (attention_heads): every query scores the cells up to the last token's (a token ignores
+  // the scores of the cells after its own), and each value sum runs over the cells the first
+  // token sees for all of them, then goes on over each later token's own (attn_values' add).
+  // False (nothing done) where it does not apply: an f32 cache (its order differs with the count
+  // of queries), tokens whose windows start at different cells, or cells that wrap around the ring.
+  bool attention_block(const AttnSpec& at, int n, int pos0, const float* q, float* out, int t, int nt, int g,
+                       int thread) {
+    const KvLayer& L = kv_.layer(at.kv_layer);
+    const int group = at.n_head / at.n_kv, nq = nt * group;
+    const int pa = pos0 + t, pb = pa + nt - 1;  // the first and last token's positions
+    const auto window_lo = [&](int pos) { return at.window > 0 ? std::max(0, pos - at.window + 1) : 0; };
+    const int lo = window_lo(pa);
+    if (kv_.type() != KvType::f16 || window_lo(pb) != lo || lo % L.slots + (pb - lo) >= L.slots) return false;
+    const int wq = at.n_head * at.hd_k, wo = at.n_head * at.hd_v;
+    const size_t ks = size_t(at.hd_k) * kv_.elem(), vs = size_t(at.hd_v) * kv_.elem();
+    const size_t ss = size_t(pb - lo + 1);  // a query's scores: cells lo..pb
+    float* sc = scores_.as<float>() + size_t(thread) * scores_stride_;
+    float* qb = block_.as<float>() + size_t(thread) * block_stride_;  // [nq][hd_k], then [nq][hd_v]
+    float* ob = qb + size_t(nq) * size_t(at.hd_k);
+    const size_t qrow = size_t(group) * size_t(at.hd_k), orow = size_t(group) * size_t(at.hd_v);
+    for (int u = 0; u < nt; u++)
+      std::memcpy(qb + size_t(u) * qrow, q + size_t(t + u) * wq + size_t(g) * qrow, qrow * 4);
+    kern_->attn_scores(qb, nq, size_t(at.hd_k), kv_.k_at(L, g, lo % L.slots), ks, static_cast<int>(ss), at.hd_k, true,
+                       at.scale, sc, ss);
+    for (int u = 0; u < nt; u++)
+      for (int h = 0; h < group; h++) attention_softmax(at, sc + size_t(u * group + h) * ss, pa + u - lo + 1, lo);
+    float* part = rows_.as<float>() + size_t(thread) * row_stride_;
+    const uint8_t* v0 = kv_.v_at(L, g, 0);
+    kern_->attn_values(sc, nq, ss, v0, vs, L.slots, lo, pa, at.hd_v, true, n > 1, false, part, ob, size_t(at.hd_v));
+    for (int u = 1; u < nt; u++)  // token u's cells after the first token's
+      kern_->attn_values(sc + size_t(u * group) * ss + size_t(pa + 1 - lo), group, ss, v0, vs, L.slots, pa + 1, pa + u,
+                         at.hd_v, true, n > 1, true, part, ob + size_t(u) * orow, size_t(at.hd_v));
+    for (int u = 0; u < nt; u++)
+      std::memcpy(out + size_t(t + u) * wo + size_t(g) * orow, ob + size_t(u) * orow, orow * 4);
+    return true;
   }
   // Heads h0..h0 + nh - 1 (of one key-value group) of token t.
   void attention_heads(const AttnSpec& at, int n, int pos0, const float* q, float* out, int t, int h0, int nh,
@@ -23990,26 +24170,10 @@ class Context {
                          ss);
       j += run;
     }
-    for (int i = 0; i < nh; i++) {
-      float* si = sc + size_t(i) * ss;
-      if (at.softcap > 0)
-        for (int j = 0; j < nk; j++) si[j] = std::tanh(si[j] * (1.0f / at.softcap)) * at.softcap;  // as llama.cpp
-      // the largest score (in 8 running maxima: any order finds it, and the vectorizer may)
-      float m8[8];
-      for (float& m : m8) m = -INFINITY;
-      int j = 0;
-      for (; j + 8 <= nk; j += 8)
-        for (int u = 0; u < 8; u++) m8[u] = si[j + u] > m8[u] ? si[j + u] : m8[u];
-      for (; j < nk; j++) m8[0] = si[j] > m8[0] ? si[j] : m8[0];
-      float mx = m8[0];
-      for (int u = 1; u < 8; u++) mx = std::max(mx, m8[u]);
-      const double sum = kern_->attn_exp(si, nk, mx, lo % 16);
-      const float inv = static_cast<float>(1.0 / sum);
-      for (int j = 0; j < nk; j++) si[j] *= inv;
-    }
+    for (int i = 0; i < nh; i++) attention_softmax(at, sc + size_t(i) * ss, nk, lo);
     float* o = out + size_t(t) * wo + size_t(h0) * at.hd_v;
     float* part = rows_.as<float>() + size_t(thread) * row_stride_;
-    kern_->attn_values(sc, nh, ss, kv_.v_at(L, g, 0), vs, L.slots, lo, pos, at.hd_v, f16, n > 1, part, o,
+    kern_->attn_values(sc, nh, ss, kv_.v_at(L, g, 0), vs, L.slots, lo, pos, at.hd_v, f16, n > 1, false, part, o,
                        size_t(at.hd_v));
   }
 
@@ -24081,8 +24245,8 @@ class Context {
   std::vector<int32_t> tokens_;
   std::vector<HeapBuf> regs_;
   std::vector<float*> reg_ptr_;
-  HeapBuf logits_buf_, scores_, rows_, round_buf_;
-  size_t scores_stride_ = 0, row_stride_ = 0;
+  HeapBuf logits_buf_, scores_, rows_, block_, round_buf_;
+  size_t scores_stride_ = 0, row_stride_ = 0, block_stride_ = 0;
   const KernelTable* kern_ = nullptr;  // the engine's kernels
   std::unique_ptr<MatmulScratch> mm_;  // the matrix products' scratch
   std::vector<HeapBuf> rope_cache_;    // per rope: [ubatch][n_dims] cos/sin of the chunk's positions
@@ -24649,19 +24813,20 @@ class Batcher {
             int64_t work = 0;
             int n_all = 0;
             for (const Seg& g : segs) n_all += g.n;
-            const int split = Context::attention_split(at, n_all, e_.pool().size());
+            const Context::AttnCut cut = Context::attention_cut(at, n_all, e_.pool().size());
             head0_.clear();
             for (const Seg& g : segs) {
               g.req->ctx->attention_store(at, g.n, g.pos0, b ? b + g.off * wk : nullptr, c ? c + g.off * wv : nullptr);
               work += Context::attention_work(at, g.n, g.pos0);
-              head0_.push_back(head0_.empty() ? 0 : head0_.back() + segs[head0_.size() - 1].n * at.n_kv * split);
+              head0_.push_back(
+                  head0_.empty() ? 0 : head0_.back() + Context::attention_tasks(at, segs[head0_.size() - 1].n, cut));
             }
-            const int tasks = head0_.back() + segs.back().n * at.n_kv * split;
+            const int tasks = head0_.back() + Context::attention_tasks(at, segs.back().n, cut);
             auto head = [&](int i, int thread) {
               size_t k = 0;  // the segment of task i
               while (k + 1 < head0_.size() && head0_[k + 1] <= i) k++;
               const Seg& g = segs[k];
-              g.req->ctx->attention_task(at, g.n, g.pos0, a + g.off * wq, d + g.off * wa, split, i - head0_[k], thread);
+              g.req->ctx->attention_task(at, g.n, g.pos0, a + g.off * wq, d + g.off * wa, cut, i - head0_[k], thread);
             };
             if (e_.pool().size() == 1 || work < Context::kAttnSerialWork) {
               for (int i = 0; i < tasks; i++) head(i, 0);

@@ -102,6 +102,30 @@ inline __m128 reduce_add4_ps(__m512 a, __m512 b, __m512 c, __m512 d) {
 }
 #endif
 
+#if defined(LLMI_SIMD_AVX512)
+// The sums of the lanes of r[0..15], each paired as _mm512_reduce_add_ps pairs them (lanes i and
+// i + 8, then i and i + 4, then 0 + 2 and 1 + 3, then those two), so the same bits, with every step
+// taken for 16 registers at once: lane 4 * a + b of the result holds the sum of r[4 * b + a].
+inline __m512 reduce_add16_ps(const __m512* r) {
+  __m512 h[8], w[4], x[2];
+#pragma GCC unroll 8
+  for (int p = 0; p < 8; p++)  // [r.lo + r.hi | s.lo + s.hi] (256-bit halves) of r = r[2p], s = r[2p + 1]
+    h[p] = _mm512_add_ps(_mm512_shuffle_f32x4(r[2 * p], r[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(r[2 * p], r[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; p++)  // quarter b: the 128-bit halves of r[4p + b]'s 8 lanes added
+    w[p] = _mm512_add_ps(_mm512_shuffle_f32x4(h[2 * p], h[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(h[2 * p], h[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+#pragma GCC unroll 2
+  for (int p = 0; p < 2; p++)  // quarter b: [0 + 2, 1 + 3] of r[8p + b], then of r[8p + 4 + b]
+    x[p] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * p], w[2 * p + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(w[2 * p], w[2 * p + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // quarter b: r[b], r[4 + b], r[8 + b], r[12 + b]
+  return _mm512_add_ps(_mm512_shuffle_ps(x[0], x[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(x[0], x[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+#endif
+
 // out[j] = scale * dot(q, cell j) for j < n; cells are `stride` bytes apart, hd values each.
 inline void attn_scores1(const float* q, const uint8_t* k, size_t stride, int n, int hd, bool f16, float scale,
                          float* out) {
@@ -215,9 +239,56 @@ inline void attn_scores_f16(const float* q, size_t qs, const uint8_t* k, size_t 
 }
 #endif
 
+#if defined(LLMI_SIMD_AVX512)
+// attn_scores_f16 for 8 queries, two cells at a time: each cell's values are converted once for
+// the 8, and the 16 sums of a step are added up by one tree (reduce_add16_ps), whose pairs are
+// those of _mm512_reduce_add_ps, so each (query, cell) keeps its bits.
+inline void attn_scores_f16_8(const float* q, size_t qs, const uint8_t* k, size_t stride, int n, int hd, float scale,
+                              float* out, size_t os) {
+  const int full = hd / 16;
+  const __mmask16 tail = static_cast<__mmask16>((1u << (hd % 16)) - 1);
+  // the tree's lane 4a + b holds register 4b + a; register 2i + c is (query i, cell c): this puts
+  // (query i, cell c) in lane 2i + c
+  alignas(64) static constexpr int32_t kOrder[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+  const __m512i order = _mm512_load_si512(kOrder);
+  const __m512 sv = _mm512_set1_ps(scale);
+  int j = 0;
+  for (; j + 2 <= n; j += 2) {
+    __m512 acc[16];
+#pragma GCC unroll 16
+    for (int u = 0; u < 16; u++) acc[u] = _mm512_setzero_ps();
+    const uint8_t* kj = k + size_t(j) * stride;
+    // 16 values of each query times those of the two cells (lanes past the head size: 0)
+    const auto step = [&](int e, __mmask16 m) {
+      const __m512 k0 = maskload16_kv(kj + 32 * size_t(e), true, m);
+      const __m512 k1 = maskload16_kv(kj + stride + 32 * size_t(e), true, m);
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; i++) {
+        const __m512 qv = _mm512_maskz_loadu_ps(m, q + size_t(i) * qs + 16 * size_t(e));
+        acc[2 * i] = _mm512_fmadd_ps(qv, k0, acc[2 * i]);
+        acc[2 * i + 1] = _mm512_fmadd_ps(qv, k1, acc[2 * i + 1]);
+      }
+    };
+    for (int e = 0; e < full; e++) step(e, 0xFFFF);
+    if (tail) step(full, tail);
+    const __m512 s = _mm512_mul_ps(sv, _mm512_permutexvar_ps(order, reduce_add16_ps(acc)));
+#pragma GCC unroll 4
+    for (int b = 0; b < 4; b++) {  // queries 2b and 2b + 1
+      const __m128 two = _mm512_extractf32x4_ps(s, b);
+      _mm_storel_pi(reinterpret_cast<__m64*>(out + size_t(2 * b) * os + j), two);
+      _mm_storeh_pi(reinterpret_cast<__m64*>(out + size_t(2 * b + 1) * os + j), two);
+    }
+  }
+  if (j < n)
+    for (int i = 0; i < 8; i++)
+      attn_scores1(q + size_t(i) * qs, k + size_t(j) * stride, stride, n - j, hd, true, scale,
+                   out + size_t(i) * os + j);
+}
+#endif
+
 // out[i * os + j] = scale * dot(query i, cell j) for i < nq, j < n; query i at q + i * qs (the
-// heads of one key-value group); each as attn_scores1 (its bits), the cells read once for up to
-// 4 queries (AVX-512, f16 cache).
+// heads of one key-value group, or of several tokens); each as attn_scores1 (its bits), the cells
+// read once for up to 8 queries (AVX-512, f16 cache).
 inline void attn_scores(const float* q, int nq, size_t qs, const uint8_t* k, size_t stride, int n, int hd, bool f16,
                         float scale, float* out, size_t os) {
   for (int i0 = 0; i0 < nq;) {
@@ -225,6 +296,11 @@ inline void attn_scores(const float* q, int nq, size_t qs, const uint8_t* k, siz
     const float* qi = q + size_t(i0) * qs;
     float* oi = out + size_t(i0) * os;
 #if defined(LLMI_SIMD_AVX512)
+    if (f16 && nq - i0 >= 8) {
+      attn_scores_f16_8(qi, qs, k, stride, n, hd, scale, oi, os);
+      i0 += 8;
+      continue;
+    }
     if (f16 && c > 1) {
       switch (c) {
         case 2: attn_scores_f16<2>(qi, qs, k, stride, n, hd, scale, oi, os); break;
@@ -304,10 +380,10 @@ inline double attn_exp(float* s, int n, float max, [[maybe_unused]] int phase = 
 #if defined(LLMI_SIMD_AVX512)
 // attn_weighted_sum's loop over the cells for C full chunks of 16 values, the cache type fixed.
 template <int C, bool F16>
-inline void attn_wsum_chunks(const float* w, const uint8_t* v, size_t stride, int n, float* out) {
+inline void attn_wsum_chunks(const float* w, const uint8_t* v, size_t stride, int n, bool add, float* out) {
   constexpr size_t es = F16 ? 2 : 4;
   __m512 acc[C];
-  for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
+  for (int c = 0; c < C; c++) acc[c] = add ? _mm512_loadu_ps(out + 16 * c) : _mm512_setzero_ps();
   for (int j = 0; j < n; j++) {
     const __m512 wj = _mm512_set1_ps(w[j]);
     const uint8_t* row = v + size_t(j) * stride;
@@ -317,30 +393,33 @@ inline void attn_wsum_chunks(const float* w, const uint8_t* v, size_t stride, in
   for (int c = 0; c < C; c++) _mm512_storeu_ps(out + 16 * c, acc[c]);
 }
 template <bool F16>
-inline bool attn_wsum_full(const float* w, const uint8_t* v, size_t stride, int n, int chunks, float* out) {
+inline bool attn_wsum_full(const float* w, const uint8_t* v, size_t stride, int n, int chunks, bool add, float* out) {
   switch (chunks) {
-    case 2: return attn_wsum_chunks<2, F16>(w, v, stride, n, out), true;
-    case 4: return attn_wsum_chunks<4, F16>(w, v, stride, n, out), true;
-    case 6: return attn_wsum_chunks<6, F16>(w, v, stride, n, out), true;
-    case 8: return attn_wsum_chunks<8, F16>(w, v, stride, n, out), true;
+    case 2: return attn_wsum_chunks<2, F16>(w, v, stride, n, add, out), true;
+    case 4: return attn_wsum_chunks<4, F16>(w, v, stride, n, add, out), true;
+    case 6: return attn_wsum_chunks<6, F16>(w, v, stride, n, add, out), true;
+    case 8: return attn_wsum_chunks<8, F16>(w, v, stride, n, add, out), true;
     default: return false;
   }
 }
 #endif
 
-// out[e] = sum_j w[j] * cell j [e] for e < hd (cells `stride` bytes apart).
-inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, int n, int hd, bool f16, float* out) {
+// out[e] = sum_j w[j] * cell j [e] for e < hd (cells `stride` bytes apart), one multiply-add per
+// cell in cell order; add: the sums go on from out's values (the bits of one run over both).
+inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, int n, int hd, bool f16, bool add,
+                              float* out) {
 #if defined(LLMI_SIMD_AVX512)
   const size_t es = f16 ? 2 : 4;
   for (int e0 = 0; e0 < hd; e0 += 128) {
     const int len = std::min(128, hd - e0), chunks = (len + 15) / 16;
     const uint8_t* v0 = v + es * size_t(e0);
     // the usual head sizes (32, 64, 96, 128 values per chunk of 128): unrolled, no masks
-    if (len % 16 == 0 && (f16 ? attn_wsum_full<true>(w, v0, stride, n, chunks, out + e0)
-                              : attn_wsum_full<false>(w, v0, stride, n, chunks, out + e0)))
+    if (len % 16 == 0 && (f16 ? attn_wsum_full<true>(w, v0, stride, n, chunks, add, out + e0)
+                              : attn_wsum_full<false>(w, v0, stride, n, chunks, add, out + e0)))
       continue;
     __m512 acc[8];
-    for (int c = 0; c < 8; c++) acc[c] = _mm512_setzero_ps();
+    for (int c = 0; c < chunks; c++)
+      acc[c] = add ? _mm512_maskz_loadu_ps(first_lanes16(len - 16 * c), out + e0 + 16 * c) : _mm512_setzero_ps();
     for (int j = 0; j < n; j++) {
       const __m512 wj = _mm512_set1_ps(w[j]);
       const uint8_t* row = v0 + size_t(j) * stride;
@@ -361,7 +440,7 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
   int e0 = 0;
   for (; e0 + 64 <= hd; e0 += 64) {
     __m256 acc[8];
-    for (int c = 0; c < 8; c++) acc[c] = _mm256_setzero_ps();
+    for (int c = 0; c < 8; c++) acc[c] = add ? _mm256_loadu_ps(out + e0 + 8 * c) : _mm256_setzero_ps();
     for (int j = 0; j < n; j++) {
       const __m256 wj = _mm256_set1_ps(w[j]);
       const uint8_t* row = v + size_t(j) * stride + es * size_t(e0);
@@ -369,7 +448,8 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
     }
     for (int c = 0; c < 8; c++) _mm256_storeu_ps(out + e0 + 8 * c, acc[c]);
   }
-  for (int e = e0; e < hd; e++) out[e] = 0;
+  if (!add)
+    for (int e = e0; e < hd; e++) out[e] = 0;
   for (int j = 0; j < n && e0 < hd; j++) {
     const uint8_t* c = v + size_t(j) * stride;
     for (int e = e0; e < hd; e++) {
@@ -382,7 +462,8 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
     }
   }
 #else
-  for (int e = 0; e < hd; e++) out[e] = 0;
+  if (!add)
+    for (int e = 0; e < hd; e++) out[e] = 0;
   for (int j = 0; j < n; j++) {
     const uint8_t* c = v + size_t(j) * stride;
     for (int e = 0; e < hd; e++) {
@@ -402,43 +483,51 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
 // 16 values, f16 cache: each cell's values converted once for all; each output value keeps its
 // order (one FMA per cell, in cell order), so its bits.
 template <int Q, int C>
-inline void attn_wsum_f16(const float* w, size_t ws, const uint8_t* v, size_t stride, int n, float* out, size_t os) {
+inline void attn_wsum_f16(const float* w, size_t ws, const uint8_t* v, size_t stride, int n, bool add, float* out,
+                          size_t os) {
   __m512 acc[Q][C];
+#pragma GCC unroll 8
   for (int i = 0; i < Q; i++)
-    for (int c = 0; c < C; c++) acc[i][c] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int c = 0; c < C; c++) acc[i][c] = add ? _mm512_loadu_ps(out + size_t(i) * os + 16 * c) : _mm512_setzero_ps();
   for (int j = 0; j < n; j++) {
     __m512 wj[Q];
+#pragma GCC unroll 8
     for (int i = 0; i < Q; i++) wj[i] = _mm512_set1_ps(w[size_t(i) * ws + size_t(j)]);
     const uint8_t* row = v + size_t(j) * stride;
 #pragma GCC unroll 8
     for (int c = 0; c < C; c++) {
       const __m512 x = load16_kv(row + 32 * size_t(c), true);
+#pragma GCC unroll 8
       for (int i = 0; i < Q; i++) acc[i][c] = _mm512_fmadd_ps(wj[i], x, acc[i][c]);
     }
   }
+#pragma GCC unroll 8
   for (int i = 0; i < Q; i++)
+#pragma GCC unroll 8
     for (int c = 0; c < C; c++) _mm512_storeu_ps(out + size_t(i) * os + 16 * c, acc[i][c]);
 }
-// Q (2..4) rows at once where the head size allows (a multiple of 16 values, in passes of 128
-// values for 2 or 3 rows, of 64 for 4, so that the sums stay in registers); false: it does not.
+// Q (2..4, or 8) rows at once where the head size allows (a multiple of 16 values, in passes of
+// 128 values for 2 or 3 rows, 64 for 4, 32 for 8, so that the sums stay in registers); false: it
+// does not.
 template <int Q>
-inline bool attn_wsum_f16_rows(const float* w, size_t ws, const uint8_t* v, size_t stride, int n, int hd, float* out,
-                               size_t os) {
-  constexpr int kPass = Q <= 3 ? 128 : 64;
+inline bool attn_wsum_f16_rows(const float* w, size_t ws, const uint8_t* v, size_t stride, int n, int hd, bool add,
+                               float* out, size_t os) {
+  constexpr int kChunks = Q <= 3 ? 8 : 16 / Q, kPass = 16 * kChunks;
   if (hd % 16) return false;
   for (int e0 = 0; e0 < hd; e0 += kPass) {
     const int chunks = std::min(kPass, hd - e0) / 16;
     const uint8_t* v0 = v + 2 * size_t(e0);
     float* o = out + e0;
     switch (chunks) {
-      case 1: attn_wsum_f16<Q, 1>(w, ws, v0, stride, n, o, os); break;
-      case 2: attn_wsum_f16<Q, 2>(w, ws, v0, stride, n, o, os); break;
-      case 3: attn_wsum_f16<Q, 3>(w, ws, v0, stride, n, o, os); break;
-      case 4: attn_wsum_f16<Q, 4>(w, ws, v0, stride, n, o, os); break;
-      case 5: attn_wsum_f16<Q, (Q <= 3 ? 5 : 4)>(w, ws, v0, stride, n, o, os); break;
-      case 6: attn_wsum_f16<Q, (Q <= 3 ? 6 : 4)>(w, ws, v0, stride, n, o, os); break;
-      case 7: attn_wsum_f16<Q, (Q <= 3 ? 7 : 4)>(w, ws, v0, stride, n, o, os); break;
-      default: attn_wsum_f16<Q, (Q <= 3 ? 8 : 4)>(w, ws, v0, stride, n, o, os); break;
+      case 1: attn_wsum_f16<Q, 1>(w, ws, v0, stride, n, add, o, os); break;
+      case 2: attn_wsum_f16<Q, std::min(2, kChunks)>(w, ws, v0, stride, n, add, o, os); break;
+      case 3: attn_wsum_f16<Q, std::min(3, kChunks)>(w, ws, v0, stride, n, add, o, os); break;
+      case 4: attn_wsum_f16<Q, std::min(4, kChunks)>(w, ws, v0, stride, n, add, o, os); break;
+      case 5: attn_wsum_f16<Q, std::min(5, kChunks)>(w, ws, v0, stride, n, add, o, os); break;
+      case 6: attn_wsum_f16<Q, std::min(6, kChunks)>(w, ws, v0, stride, n, add, o, os); break;
+      case 7: attn_wsum_f16<Q, std::min(7, kChunks)>(w, ws, v0, stride, n, add, o, os); break;
+      default: attn_wsum_f16<Q, kChunks>(w, ws, v0, stride, n, add, o, os); break;
     }
   }
   return true;
@@ -529,14 +618,17 @@ inline void attn_weighted_sum_ggml8(const float* w, const uint8_t* v0, size_t st
 }
 #endif
 
-// The values step of nq heads of one token (the heads of one key-value group): out[i * os + e] =
-// sum over positions j = lo..pos of w[i * ws + j - lo] * V(j)[e], where V(j) is the row at v0 +
-// (j % slots) * stride (the KV ring: at most two runs of contiguous slots). part: scratch of
-// 4 * hd floats (AVX-512 with an f32 cache: 64 * round_up(hd, 16)). several: the token is one of
-// several evaluated together (llama.cpp's order differs then). Each head's bits are those of it
-// alone; the cells are read once for up to 4 heads (AVX-512, f16 cache).
+// The values step of nq heads (the heads of one key-value group, of one token or several):
+// out[i * os + e] = sum over positions j = lo..pos of w[i * ws + j - lo] * V(j)[e], where V(j) is
+// the row at v0 + (j % slots) * stride (the KV ring: at most two runs of contiguous slots). part:
+// scratch of 8 * hd floats (AVX-512 with an f32 cache: 64 * round_up(hd, 16)). several: the token
+// is one of several evaluated together (llama.cpp's order differs then). add (f16 cache only):
+// the sums of the first run go on from out's values, so that lo..m then m + 1..pos (one run) has
+// the bits of lo..pos. Each head's bits are those of it alone; the cells are read once for up to
+// 8 heads (AVX-512, f16 cache).
 inline void attn_values(const float* w, int nq, size_t ws, const uint8_t* v0, size_t stride, int slots, int lo, int pos,
-                        int hd, bool f16, [[maybe_unused]] bool several, float* part, float* out, size_t os) {
+                        int hd, bool f16, [[maybe_unused]] bool several, bool add, float* part, float* out, size_t os) {
+  LLMI_ASSERT(f16 || !add);
 // (llama.cpp's sgemm takes the several tokens only when hd, its row count, is a multiple of 4.)
 #if defined(LLMI_SIMD_AVX512)
   if (!f16) {  // llama.cpp's order (several tokens: 16 lanes; one token: 64)
@@ -554,7 +646,7 @@ inline void attn_values(const float* w, int nq, size_t ws, const uint8_t* v0, si
   }
 #endif
   for (int i0 = 0; i0 < nq;) {
-    const int c = std::min(4, nq - i0);
+    const int c = nq - i0 >= 8 ? 8 : std::min(4, nq - i0);
     const float* wi = w + size_t(i0) * ws;
     float* oi = out + size_t(i0) * os;
     int done = 1;  // rows this pass takes
@@ -568,13 +660,15 @@ inline void attn_values(const float* w, int nq, size_t ws, const uint8_t* v0, si
 #if defined(LLMI_SIMD_AVX512)
       if (f16 && c > 1) {
         const float* wr = wi + (j - lo);
-        multi = c == 2   ? attn_wsum_f16_rows<2>(wr, ws, vr, stride, run, hd, to, ts)
-                : c == 3 ? attn_wsum_f16_rows<3>(wr, ws, vr, stride, run, hd, to, ts)
-                         : attn_wsum_f16_rows<4>(wr, ws, vr, stride, run, hd, to, ts);
+        const bool a = first && add;
+        multi = c == 2   ? attn_wsum_f16_rows<2>(wr, ws, vr, stride, run, hd, a, to, ts)
+                : c == 3 ? attn_wsum_f16_rows<3>(wr, ws, vr, stride, run, hd, a, to, ts)
+                : c == 4 ? attn_wsum_f16_rows<4>(wr, ws, vr, stride, run, hd, a, to, ts)
+                         : attn_wsum_f16_rows<8>(wr, ws, vr, stride, run, hd, a, to, ts);
       }
 #endif
       done = multi ? c : 1;
-      if (!multi) attn_weighted_sum(wi + (j - lo), vr, stride, run, hd, f16, to);
+      if (!multi) attn_weighted_sum(wi + (j - lo), vr, stride, run, hd, f16, first && add, to);
       if (!first)
         for (int i = 0; i < done; i++)
           for (int e = 0; e < hd; e++) oi[size_t(i) * os + size_t(e)] += part[size_t(i) * hd + size_t(e)];

@@ -30,8 +30,8 @@
     float scale, float* out, size_t os), (q, nq, qs, k, stride, n, hd, f16, scale, out, os))                        \
   X(double, attn_exp, (float* s, int n, float max, int phase), (s, n, max, phase))                                   \
   X(void, attn_values, (const float* w, int nq, size_t ws, const uint8_t* v0, size_t stride, int slots, int lo,       \
-    int pos, int hd, bool f16, bool several, float* part, float* out, size_t os),                                     \
-    (w, nq, ws, v0, stride, slots, lo, pos, hd, f16, several, part, out, os))                                        \
+    int pos, int hd, bool f16, bool several, bool add, float* part, float* out, size_t os),                           \
+    (w, nq, ws, v0, stride, slots, lo, pos, hd, f16, several, add, part, out, os))                                   \
   X(void, silu_row, (const float* x, float* y, int n), (x, y, n))                                                    \
   X(void, gelu_tanh_row, (const float* x, float* y, int n), (x, y, n))
 // clang-format on

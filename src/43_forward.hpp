@@ -452,6 +452,10 @@ bool run_row_step(const Step& s, const KernelTable& kern, int rows, const int32_
 }
 
 // ---- a context: one session's KV cache and scratch ----
+// Replaceable for tests: > 0 caps the tokens of an attention task (1: one token at a time), so
+// that a test can compare the blocks with the tokens alone; 0: as attention_cut finds.
+inline int attention_block_forced = 0;
+
 class Context {
  public:
   Context(Context&&) noexcept = default;
@@ -604,14 +608,22 @@ class Context {
       max_hd = std::max({max_hd, kv_.layer(l).spec.hd_k, kv_.layer(l).spec.hd_v});
     }
     for (const auto& r : p.ropes) max_hd = std::max(max_hd, r.head_dim);
-    int max_group = 1;  // the heads of a key-value group score at once (attention_heads)
-    for (const auto& a : p.attns) max_group = std::max(max_group, a.n_head / std::max(1, a.n_kv));
-    scores_stride_ = size_t(max_slots) * size_t(max_group);
+    int max_rows = 1;  // the queries that score at once: a group's heads, of a block of tokens
+    for (const auto& a : p.attns) {
+      const int group = a.n_head / std::max(1, a.n_kv);
+      max_rows = std::max(max_rows, group * attention_block_max(group));
+    }
+    scores_stride_ = size_t(max_slots) * size_t(max_rows);
     // per thread: a row of partial sums, or 64 lanes of them (llama.cpp's order)
     row_stride_ = size_t(64) * size_t((max_hd + 15) & ~15);
+    // per thread: a block's queries and value sums (attention_block)
+    block_stride_ = size_t(2) * size_t(max_rows) * size_t(max_hd);
     auto sb = HeapBuf::alloc(uint64_t(threads) * uint64_t(scores_stride_), 4, "attention scratch");
     if (!sb) return sb.error();
     scores_ = std::move(*sb);
+    auto bb = HeapBuf::alloc(uint64_t(threads) * uint64_t(block_stride_), 4, "attention scratch");
+    if (!bb) return bb.error();
+    block_ = std::move(*bb);
     auto rb = HeapBuf::alloc(uint64_t(threads) * row_stride_, 4, "attention scratch");
     if (!rb) return rb.error();
     rows_ = std::move(*rb);
@@ -760,11 +772,12 @@ class Context {
     const AttnSpec& at = e_->program().attns[static_cast<size_t>(s.idx)];
     attention_store(at, n, pos0, k, v);
     ThreadPool& pool = e_->pool();
-    const int split = attention_split(at, n, pool.size()), tasks = n * at.n_kv * split;
+    const AttnCut cut = attention_cut(at, n, pool.size());
+    const int tasks = attention_tasks(at, n, cut);
     if (pool.size() == 1 || tasks == 1 || attention_work(at, n, pos0) < kAttnSerialWork) {
-      for (int i = 0; i < tasks; i++) attention_task(at, n, pos0, q, out, split, i, 0);
+      for (int i = 0; i < tasks; i++) attention_task(at, n, pos0, q, out, cut, i, 0);
     } else {
-      pool.parallel_for(tasks, [&](int i, int thread) { attention_task(at, n, pos0, q, out, split, i, thread); });
+      pool.parallel_for(tasks, [&](int i, int thread) { attention_task(at, n, pos0, q, out, cut, i, thread); });
     }
   }
   // The parts of attention, for a step that runs the heads of several contexts as one job
@@ -778,19 +791,92 @@ class Context {
   static int64_t attention_work(const AttnSpec& at, int n, int pos0) {
     return int64_t(n) * at.n_head * (pos0 + n) * (at.hd_k + at.hd_v);
   }
-  // A task is the heads of one key-value group for one token (the kernels read the group's cells
-  // once for all of them), or a part of them where whole groups would leave fewer than two tasks
-  // per thread (one token, few groups): the parts per group.
-  static int attention_split(const AttnSpec& at, int n, int threads) {
+  // A task is the heads of one key-value group for a block of consecutive tokens (the kernels read
+  // the group's cells once for all their queries, 8 at a time), or a part of the heads of one token
+  // where whole groups would leave fewer than two tasks per thread (one token, few groups).
+  struct AttnCut {
+    int block = 1;  // tokens per task
+    int split = 1;  // parts of a group's heads per task (block 1)
+  };
+  // The most tokens of a block: as many as make the queries a multiple of 8 (8 for one head per
+  // group, 4 for 2, 2 for 4 or 12, 1 for 8 or 16).
+  static int attention_block_max(int group) { return 8 >> std::min(std::countr_zero(unsigned(group)), 3); }
+  static AttnCut attention_cut(const AttnSpec& at, int n, int threads) {
     const int group = at.n_head / at.n_kv, have = std::max(1, n * at.n_kv);
-    return std::clamp((2 * threads + have - 1) / have, 1, group);
+    AttnCut c;
+    c.split = std::clamp((2 * threads + have - 1) / have, 1, group);
+    if (c.split > 1) return c;
+    c.block = std::min(attention_block_max(group), std::max(1, n));
+    if (attention_block_forced > 0) c.block = std::min(c.block, attention_block_forced);
+    while (c.block > 1 && (n + c.block - 1) / c.block * at.n_kv < 2 * threads) c.block /= 2;
+    return c;
   }
-  // Task i of n * n_kv * split: token i / (n_kv * split), group (i / split) % n_kv, part i % split.
-  void attention_task(const AttnSpec& at, int n, int pos0, const float* q, float* out, int split, int i, int thread) {
-    const int group = at.n_head / at.n_kv, per = (group + split - 1) / split;
-    const int t = i / (at.n_kv * split), g = (i / split) % at.n_kv, h0 = (i % split) * per;
-    const int nh = std::min(group - h0, per);
-    if (nh > 0) attention_heads(at, n, pos0, q, out, t, g * group + h0, nh, thread);
+  static int attention_tasks(const AttnSpec& at, int n, AttnCut c) {
+    return (n + c.block - 1) / c.block * at.n_kv * c.split;
+  }
+  // Task i of attention_tasks: block i / (n_kv * split), group (i / split) % n_kv, part i % split.
+  void attention_task(const AttnSpec& at, int n, int pos0, const float* q, float* out, AttnCut c, int i, int thread) {
+    const int group = at.n_head / at.n_kv, per = (group + c.split - 1) / c.split;
+    const int t = i / (at.n_kv * c.split) * c.block, g = (i / c.split) % at.n_kv, h0 = (i % c.split) * per;
+    const int nh = std::min(group - h0, per), nt = std::min(c.block, n - t);
+    if (nh <= 0) return;
+    if (nt > 1 && attention_block(at, n, pos0, q, out, t, nt, g, thread)) return;
+    for (int u = t; u < t + nt; u++) attention_heads(at, n, pos0, q, out, u, g * group + h0, nh, thread);
+  }
+  // The softmax of one head's scores s[0..nk) (soft-capped first where the model says so); lo: the
+  // position of s[0].
+  void attention_softmax(const AttnSpec& at, float* s, int nk, int lo) {
+    if (at.softcap > 0)
+      for (int j = 0; j < nk; j++) s[j] = std::tanh(s[j] * (1.0f / at.softcap)) * at.softcap;  // as llama.cpp
+    // the largest score (in 8 running maxima: any order finds it, and the vectorizer may)
+    float m8[8];
+    for (float& m : m8) m = -INFINITY;
+    int j = 0;
+    for (; j + 8 <= nk; j += 8)
+      for (int u = 0; u < 8; u++) m8[u] = s[j + u] > m8[u] ? s[j + u] : m8[u];
+    for (; j < nk; j++) m8[0] = s[j] > m8[0] ? s[j] : m8[0];
+    float mx = m8[0];
+    for (int u = 1; u < 8; u++) mx = std::max(mx, m8[u]);
+    const double sum = kern_->attn_exp(s, nk, mx, lo % 16);
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int k = 0; k < nk; k++) s[k] *= inv;
+  }
+  // All the heads of group g for the nt tokens t..t + nt - 1 at once, with the bits of each token
+  // alone (attention_heads): every query scores the cells up to the last token's (a token ignores
+  // the scores of the cells after its own), and each value sum runs over the cells the first
+  // token sees for all of them, then goes on over each later token's own (attn_values' add).
+  // False (nothing done) where it does not apply: an f32 cache (its order differs with the count
+  // of queries), tokens whose windows start at different cells, or cells that wrap around the ring.
+  bool attention_block(const AttnSpec& at, int n, int pos0, const float* q, float* out, int t, int nt, int g,
+                       int thread) {
+    const KvLayer& L = kv_.layer(at.kv_layer);
+    const int group = at.n_head / at.n_kv, nq = nt * group;
+    const int pa = pos0 + t, pb = pa + nt - 1;  // the first and last token's positions
+    const auto window_lo = [&](int pos) { return at.window > 0 ? std::max(0, pos - at.window + 1) : 0; };
+    const int lo = window_lo(pa);
+    if (kv_.type() != KvType::f16 || window_lo(pb) != lo || lo % L.slots + (pb - lo) >= L.slots) return false;
+    const int wq = at.n_head * at.hd_k, wo = at.n_head * at.hd_v;
+    const size_t ks = size_t(at.hd_k) * kv_.elem(), vs = size_t(at.hd_v) * kv_.elem();
+    const size_t ss = size_t(pb - lo + 1);  // a query's scores: cells lo..pb
+    float* sc = scores_.as<float>() + size_t(thread) * scores_stride_;
+    float* qb = block_.as<float>() + size_t(thread) * block_stride_;  // [nq][hd_k], then [nq][hd_v]
+    float* ob = qb + size_t(nq) * size_t(at.hd_k);
+    const size_t qrow = size_t(group) * size_t(at.hd_k), orow = size_t(group) * size_t(at.hd_v);
+    for (int u = 0; u < nt; u++)
+      std::memcpy(qb + size_t(u) * qrow, q + size_t(t + u) * wq + size_t(g) * qrow, qrow * 4);
+    kern_->attn_scores(qb, nq, size_t(at.hd_k), kv_.k_at(L, g, lo % L.slots), ks, static_cast<int>(ss), at.hd_k, true,
+                       at.scale, sc, ss);
+    for (int u = 0; u < nt; u++)
+      for (int h = 0; h < group; h++) attention_softmax(at, sc + size_t(u * group + h) * ss, pa + u - lo + 1, lo);
+    float* part = rows_.as<float>() + size_t(thread) * row_stride_;
+    const uint8_t* v0 = kv_.v_at(L, g, 0);
+    kern_->attn_values(sc, nq, ss, v0, vs, L.slots, lo, pa, at.hd_v, true, n > 1, false, part, ob, size_t(at.hd_v));
+    for (int u = 1; u < nt; u++)  // token u's cells after the first token's
+      kern_->attn_values(sc + size_t(u * group) * ss + size_t(pa + 1 - lo), group, ss, v0, vs, L.slots, pa + 1, pa + u,
+                         at.hd_v, true, n > 1, true, part, ob + size_t(u) * orow, size_t(at.hd_v));
+    for (int u = 0; u < nt; u++)
+      std::memcpy(out + size_t(t + u) * wo + size_t(g) * orow, ob + size_t(u) * orow, orow * 4);
+    return true;
   }
   // Heads h0..h0 + nh - 1 (of one key-value group) of token t.
   void attention_heads(const AttnSpec& at, int n, int pos0, const float* q, float* out, int t, int h0, int nh,
@@ -814,26 +900,10 @@ class Context {
                          ss);
       j += run;
     }
-    for (int i = 0; i < nh; i++) {
-      float* si = sc + size_t(i) * ss;
-      if (at.softcap > 0)
-        for (int j = 0; j < nk; j++) si[j] = std::tanh(si[j] * (1.0f / at.softcap)) * at.softcap;  // as llama.cpp
-      // the largest score (in 8 running maxima: any order finds it, and the vectorizer may)
-      float m8[8];
-      for (float& m : m8) m = -INFINITY;
-      int j = 0;
-      for (; j + 8 <= nk; j += 8)
-        for (int u = 0; u < 8; u++) m8[u] = si[j + u] > m8[u] ? si[j + u] : m8[u];
-      for (; j < nk; j++) m8[0] = si[j] > m8[0] ? si[j] : m8[0];
-      float mx = m8[0];
-      for (int u = 1; u < 8; u++) mx = std::max(mx, m8[u]);
-      const double sum = kern_->attn_exp(si, nk, mx, lo % 16);
-      const float inv = static_cast<float>(1.0 / sum);
-      for (int j = 0; j < nk; j++) si[j] *= inv;
-    }
+    for (int i = 0; i < nh; i++) attention_softmax(at, sc + size_t(i) * ss, nk, lo);
     float* o = out + size_t(t) * wo + size_t(h0) * at.hd_v;
     float* part = rows_.as<float>() + size_t(thread) * row_stride_;
-    kern_->attn_values(sc, nh, ss, kv_.v_at(L, g, 0), vs, L.slots, lo, pos, at.hd_v, f16, n > 1, part, o,
+    kern_->attn_values(sc, nh, ss, kv_.v_at(L, g, 0), vs, L.slots, lo, pos, at.hd_v, f16, n > 1, false, part, o,
                        size_t(at.hd_v));
   }
 
@@ -905,8 +975,8 @@ class Context {
   std::vector<int32_t> tokens_;
   std::vector<HeapBuf> regs_;
   std::vector<float*> reg_ptr_;
-  HeapBuf logits_buf_, scores_, rows_, round_buf_;
-  size_t scores_stride_ = 0, row_stride_ = 0;
+  HeapBuf logits_buf_, scores_, rows_, block_, round_buf_;
+  size_t scores_stride_ = 0, row_stride_ = 0, block_stride_ = 0;
   const KernelTable* kern_ = nullptr;  // the engine's kernels
   std::unique_ptr<MatmulScratch> mm_;  // the matrix products' scratch
   std::vector<HeapBuf> rope_cache_;    // per rope: [ubatch][n_dims] cos/sin of the chunk's positions

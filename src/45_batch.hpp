@@ -373,19 +373,20 @@ class Batcher {
             int64_t work = 0;
             int n_all = 0;
             for (const Seg& g : segs) n_all += g.n;
-            const int split = Context::attention_split(at, n_all, e_.pool().size());
+            const Context::AttnCut cut = Context::attention_cut(at, n_all, e_.pool().size());
             head0_.clear();
             for (const Seg& g : segs) {
               g.req->ctx->attention_store(at, g.n, g.pos0, b ? b + g.off * wk : nullptr, c ? c + g.off * wv : nullptr);
               work += Context::attention_work(at, g.n, g.pos0);
-              head0_.push_back(head0_.empty() ? 0 : head0_.back() + segs[head0_.size() - 1].n * at.n_kv * split);
+              head0_.push_back(
+                  head0_.empty() ? 0 : head0_.back() + Context::attention_tasks(at, segs[head0_.size() - 1].n, cut));
             }
-            const int tasks = head0_.back() + segs.back().n * at.n_kv * split;
+            const int tasks = head0_.back() + Context::attention_tasks(at, segs.back().n, cut);
             auto head = [&](int i, int thread) {
               size_t k = 0;  // the segment of task i
               while (k + 1 < head0_.size() && head0_[k + 1] <= i) k++;
               const Seg& g = segs[k];
-              g.req->ctx->attention_task(at, g.n, g.pos0, a + g.off * wq, d + g.off * wa, split, i - head0_[k], thread);
+              g.req->ctx->attention_task(at, g.n, g.pos0, a + g.off * wq, d + g.off * wa, cut, i - head0_[k], thread);
             };
             if (e_.pool().size() == 1 || work < Context::kAttnSerialWork) {
               for (int i = 0; i < tasks; i++) head(i, 0);

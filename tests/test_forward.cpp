@@ -407,6 +407,59 @@ TEST_CASE("forward: greedy output is bit-identical with 1, 2, 3 and 4 threads") 
   }
 }
 
+// With an f16 cache, the attention of several tokens runs in blocks of consecutive tokens whose
+// queries read a group's cells together (attention_block): every token must keep the bits it has
+// alone. Group sizes 1, 2, 3, 4 and 8 (blocks of 8, 4, 8, 2 and 1 tokens), head sizes with and
+// without a rest of 16 values, and sliding windows whose tokens start at different cells (one at a
+// time there) and rings that wrap; two chunks (the second starts at position 45), 1 and 2 threads.
+TEST_CASE("forward: attention in blocks of tokens has the bits of one token at a time (f16 cache)") {
+  struct Shape {
+    int heads, kv_heads, head_dim, window;
+  };
+  for (const Shape sh : {Shape{4, 4, 16, 0}, Shape{4, 2, 32, 0}, Shape{6, 2, 24, 0}, Shape{8, 2, 16, 0},
+                         Shape{8, 1, 8, 0}, Shape{4, 2, 16, 20}, Shape{6, 2, 16, 3}}) {
+    CAPTURE(sh.heads);
+    CAPTURE(sh.kv_heads);
+    CAPTURE(sh.head_dim);
+    CAPTURE(sh.window);
+    test::TempDir dir;
+    Synth s;
+    s.heads = sh.heads;
+    s.kv_heads = sh.kv_heads;
+    s.head_dim = sh.head_dim;
+    s.layers = 2;
+    if (sh.window) {
+      s.gemma = true;
+      s.window = sh.window;
+      s.period = 2;  // layer 0 sliding, layer 1 global
+    }
+    s.build();
+    const std::string path = s.write(dir, "a.gguf");
+    const auto toks = test::some_ids(330, s.vocab, 13);
+    for (int threads : {1, 2}) {
+      CAPTURE(threads);
+      auto e = engine_for(path, threads, KvType::f16);
+      std::vector<float> got[2];
+      for (int forced : {1, 0}) {
+        attention_block_forced = forced;
+        auto ctx = Context::create(e, 0);
+        REQUIRE(ctx);
+        size_t t = 0;
+        for (size_t piece : {45u, 285u}) {
+          std::vector<float> lg;
+          auto st = ctx->eval(std::span<const int32_t>(toks.data() + t, piece), lg, true);
+          REQUIRE(st);
+          got[forced].insert(got[forced].end(), lg.begin(), lg.end());
+          t += piece;
+        }
+      }
+      attention_block_forced = 0;
+      REQUIRE(got[0].size() == got[1].size());
+      CHECK(std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4) == 0);
+    }
+  }
+}
+
 TEST_CASE("forward: separate contexts of one engine run concurrently with the same results") {
   test::TempDir dir;
   Synth s;

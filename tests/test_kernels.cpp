@@ -830,16 +830,17 @@ TEST_CASE("matmul: matmul_each gives every token the bits of a one-token matmul 
   }
 }
 
-// The heads of one key-value group are scored and summed at once (attention_heads: the kernels
-// read the group's cells once for up to 4 heads): every head must keep the bits it has alone, for
-// each cache type, group sizes 1..9 (chunks of 4 and the rest), head sizes with and without a
-// rest of 16 values, and runs of cells that wrap around the ring (two runs).
+// The heads of one key-value group, or of a block of tokens, are scored and summed at once (the
+// kernels read the cells once for up to 8 queries): every head must keep the bits it has alone,
+// for each cache type, 1..19 queries (chunks of 8, of 4 and the rest), head sizes with and without
+// a rest of 16 values, and runs of cells that wrap around the ring (two runs); a value sum that
+// goes on from an earlier one (add) has the bits of one sum over both runs of cells.
 TEST_CASE("kernels: several heads of a group attend with the bits of each head alone") {
   const li::KernelTable& k = li::kernels();
   Rng r(31);
   for (bool f16 : {true, false})
     for (int hd : {64, 128, 80, 40, 256})
-      for (int nq : {1, 2, 3, 4, 5, 8, 9}) {
+      for (int nq : {1, 2, 3, 4, 5, 8, 9, 16, 19}) {
         CAPTURE(f16);
         CAPTURE(hd);
         CAPTURE(nq);
@@ -885,14 +886,27 @@ TEST_CASE("kernels: several heads of a group attend with the bits of each head a
         std::vector<float> part(size_t(64) * size_t((hd + 15) & ~15)), out(size_t(nq) * size_t(hd)),
             out1(static_cast<size_t>(hd));
         for (bool several : {false, true}) {
-          k.attn_values(w.data(), nq, size_t(nk), vc.data(), stride, slots, lo, pos, hd, f16, several, part.data(),
-                        out.data(), size_t(hd));
+          k.attn_values(w.data(), nq, size_t(nk), vc.data(), stride, slots, lo, pos, hd, f16, several, false,
+                        part.data(), out.data(), size_t(hd));
           diffs = 0;
           for (int i = 0; i < nq; i++) {
             k.attn_values(w.data() + size_t(i) * size_t(nk), 1, size_t(nk), vc.data(), stride, slots, lo, pos, hd, f16,
-                          several, part.data(), out1.data(), size_t(hd));
+                          several, false, part.data(), out1.data(), size_t(hd));
             for (int e = 0; e < hd; e++) diffs += !same_bits(out[size_t(i) * size_t(hd) + size_t(e)], out1[size_t(e)]);
           }
+          CHECK(diffs == 0);
+        }
+        // f16: cells 0..14 (one run), then 15..29 going on from those sums (add), as 0..29 at once
+        if (f16) {
+          std::vector<float> whole(out.size());
+          k.attn_values(w.data(), nq, size_t(nk), vc.data(), stride, slots, 0, 29, hd, f16, true, false, part.data(),
+                        whole.data(), size_t(hd));
+          k.attn_values(w.data(), nq, size_t(nk), vc.data(), stride, slots, 0, 14, hd, f16, true, false, part.data(),
+                        out.data(), size_t(hd));
+          k.attn_values(w.data() + 15, nq, size_t(nk), vc.data(), stride, slots, 15, 29, hd, f16, true, true,
+                        part.data(), out.data(), size_t(hd));
+          diffs = 0;
+          for (size_t x = 0; x < out.size(); x++) diffs += !same_bits(out[x], whole[x]);
           CHECK(diffs == 0);
         }
       }
