@@ -1347,17 +1347,22 @@ inline void gemm_amx_q32_task(const TensorView& w, const int8_t* xa, const float
   float* dws = reinterpret_cast<float*>(scratch);                   // [nb][32] the rows' scales
   uint8_t* kept = scratch + 4 * k;                                  // [32][K] the rows' values
   const int n0 = static_cast<int>(std::min<int64_t>(16, nr)), n1 = static_cast<int>(nr) - n0;
-  if constexpr (in_place) {  // the scales of 16 rows at a time: the first 2 of 4 bytes gathered
-    const __m512i at = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                          _mm512_set1_epi32(static_cast<int>(rb)));
+  // Q8_0: block b's scales of the 32 rows, the first 2 of 4 bytes gathered 16 rows at a time (in
+  // the first pass, once the blocks have come)
+  [[maybe_unused]] const __m512i at = _mm512_mullo_epi32(
+      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi32(static_cast<int>(rb)));
+  [[maybe_unused]] const auto scales = [&](int64_t b) {
     for (int ri = 0; ri < 2; ri++) {
       const __mmask16 live = nr > 16 * ri ? first_lanes16(nr - 16 * ri) : 0;
-      for (int64_t b = 0; b < nb; b++) {
-        const __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, at,
-                                                      wr - 2 + 16 * ri * rb + 34 * static_cast<uint64_t>(b), 1);
-        _mm512_store_ps(dws + 32 * b + 16 * ri, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
-      }
+      const __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, at,
+                                                    wr - 2 + 16 * ri * rb + 34 * static_cast<uint64_t>(b), 1);
+      _mm512_store_ps(dws + 32 * b + 16 * ri, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h)));
     }
+  };
+  if constexpr (in_place) {  // the first blocks asked for at once (the first pass asks kAhead ahead)
+    for (int64_t b = 0; b < std::min(kAhead, nb); b++)
+      for (int i = 0; i < nr; i++)
+        _mm_prefetch(reinterpret_cast<const char*>(wr + static_cast<uint64_t>(i) * rb + 34 * b), _MM_HINT_T0);
   } else {
     float* d = reinterpret_cast<float*>(kept + 32 * k);  // one row's scales
     for (int i = 0; i < 32; i++) {
@@ -1397,6 +1402,8 @@ inline void gemm_amx_q32_task(const TensorView& w, const int8_t* xa, const float
         for (int i = 0; i < nr; i++)
           _mm_prefetch(reinterpret_cast<const char*>(wr + static_cast<uint64_t>(i) * rb + 34 * (b + kAhead)),
                        _MM_HINT_T0);
+      if constexpr (in_place)
+        if (j0 == 0) scales(b);
       _tile_zero(0);
       _tile_loadd(4, w0 + bs * b, st);
       if (keep) _tile_stored(4, kept + 32 * b, k);
