@@ -476,6 +476,8 @@ class Context {
     for (size_t r = 0; r < p.reg_names.size(); r++)
       scratch += uint64_t(ubatch) * uint64_t(std::max(1, p.reg_width[r])) * 4;
     scratch += uint64_t(ubatch) * uint64_t(p.max_round_width) * 4;
+    // the attention's scores per thread: the queries that score at once, a row of n_ctx cells each
+    scratch += uint64_t(e.pool().size()) * uint64_t(n_ctx) * uint64_t(attention_rows(p)) * 4;
     uint64_t total = kv == UINT64_MAX ? UINT64_MAX : kv + scratch;
     uint64_t limit = o.max_session_bytes ? o.max_session_bytes : physical_memory_bytes();
     if (limit && total > limit)
@@ -608,11 +610,7 @@ class Context {
       max_hd = std::max({max_hd, kv_.layer(l).spec.hd_k, kv_.layer(l).spec.hd_v});
     }
     for (const auto& r : p.ropes) max_hd = std::max(max_hd, r.head_dim);
-    int max_rows = 1;  // the queries that score at once: a group's heads, of a block of tokens
-    for (const auto& a : p.attns) {
-      const int group = a.n_head / std::max(1, a.n_kv);
-      max_rows = std::max(max_rows, group * attention_block_max(group));
-    }
+    const int max_rows = attention_rows(p);
     scores_stride_ = size_t(max_slots) * size_t(max_rows);
     // per thread: a row of partial sums, or 64 lanes of them (llama.cpp's order)
     row_stride_ = size_t(64) * size_t((max_hd + 15) & ~15);
@@ -801,6 +799,15 @@ class Context {
   // The most tokens of a block: as many as make the queries a multiple of 8 (8 for one head per
   // group, 4 for 2, 2 for 4 or 12, 1 for 8 or 16).
   static int attention_block_max(int group) { return 8 >> std::min(std::countr_zero(unsigned(group)), 3); }
+  // The most queries that score at once: a group's heads, of a block of tokens.
+  static int attention_rows(const Program& p) {
+    int rows = 1;
+    for (const auto& a : p.attns) {
+      const int group = std::max(1, a.n_head / std::max(1, a.n_kv));
+      rows = std::max(rows, group * attention_block_max(group));
+    }
+    return rows;
+  }
   static AttnCut attention_cut(const AttnSpec& at, int n, int threads) {
     const int group = at.n_head / at.n_kv, have = std::max(1, n * at.n_kv);
     AttnCut c;
