@@ -272,12 +272,14 @@ inline void attn_scores_f16_8(const float* q, size_t qs, const uint8_t* k, size_
     for (int e = 0; e < full; e++) step(e, 0xFFFF);
     if (tail) step(full, tail);
     const __m512 s = _mm512_mul_ps(sv, _mm512_permutexvar_ps(order, reduce_add16_ps(acc)));
-#pragma GCC unroll 4
-    for (int b = 0; b < 4; b++) {  // queries 2b and 2b + 1
-      const __m128 two = _mm512_extractf32x4_ps(s, b);
-      _mm_storel_pi(reinterpret_cast<__m64*>(out + size_t(2 * b) * os + j), two);
-      _mm_storeh_pi(reinterpret_cast<__m64*>(out + size_t(2 * b + 1) * os + j), two);
-    }
+    const auto put = [&](int i, __m128 two) {  // queries i and i + 1, cells j and j + 1
+      _mm_storel_pi(reinterpret_cast<__m64*>(out + size_t(i) * os + j), two);
+      _mm_storeh_pi(reinterpret_cast<__m64*>(out + size_t(i + 1) * os + j), two);
+    };
+    put(0, _mm512_castps512_ps128(s));
+    put(2, _mm512_extractf32x4_ps(s, 1));
+    put(4, _mm512_extractf32x4_ps(s, 2));
+    put(6, _mm512_extractf32x4_ps(s, 3));
   }
   if (j < n)
     for (int i = 0; i < 8; i++)
