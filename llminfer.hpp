@@ -24106,9 +24106,11 @@ class Context {
     const int t = i / (at.n_kv * c.split) * c.block, g = (i / c.split) % at.n_kv, h0 = (i % c.split) * per;
     const int nh = std::min(group - h0, per), nt = std::min(c.block, n - t);
     if (nh <= 0) return;
-    if (nt > 1 && attention_block(at, n, pos0, q, out, t, nt, g, thread)) return;
+    if (nt > 1 && attention_block(at, pos0, q, out, t, nt, g, thread)) return;
     for (int u = t; u < t + nt; u++) attention_heads(at, n, pos0, q, out, u, g * group + h0, nh, thread);
   }
+  // The first cell the token at pos sees (its sliding window's, else 0).
+  static int attention_lo(const AttnSpec& at, int pos) { return at.window > 0 ? std::max(0, pos - at.window + 1) : 0; }
   // The softmax of one head's scores s[0..nk) (soft-capped first where the model says so); lo: the
   // position of s[0].
   void attention_softmax(const AttnSpec& at, float* s, int nk, int lo) {
@@ -24133,14 +24135,12 @@ class Context {
   // token sees for all of them, then goes on over each later token's own (attn_values' add).
   // False (nothing done) where it does not apply: an f32 cache (its order differs with the count
   // of queries), tokens whose windows start at different cells, or cells that wrap around the ring.
-  bool attention_block(const AttnSpec& at, int n, int pos0, const float* q, float* out, int t, int nt, int g,
-                       int thread) {
+  bool attention_block(const AttnSpec& at, int pos0, const float* q, float* out, int t, int nt, int g, int thread) {
     const KvLayer& L = kv_.layer(at.kv_layer);
     const int group = at.n_head / at.n_kv, nq = nt * group;
     const int pa = pos0 + t, pb = pa + nt - 1;  // the first and last token's positions
-    const auto window_lo = [&](int pos) { return at.window > 0 ? std::max(0, pos - at.window + 1) : 0; };
-    const int lo = window_lo(pa);
-    if (kv_.type() != KvType::f16 || window_lo(pb) != lo || lo % L.slots + (pb - lo) >= L.slots) return false;
+    const int lo = attention_lo(at, pa);
+    if (kv_.type() != KvType::f16 || attention_lo(at, pb) != lo || lo % L.slots + (pb - lo) >= L.slots) return false;
     const int wq = at.n_head * at.hd_k, wo = at.n_head * at.hd_v;
     const size_t ks = size_t(at.hd_k) * kv_.elem(), vs = size_t(at.hd_v) * kv_.elem();
     const size_t ss = size_t(pb - lo + 1);  // a query's scores: cells lo..pb
@@ -24156,10 +24156,11 @@ class Context {
       for (int h = 0; h < group; h++) attention_softmax(at, sc + size_t(u * group + h) * ss, pa + u - lo + 1, lo);
     float* part = rows_.as<float>() + size_t(thread) * row_stride_;
     const uint8_t* v0 = kv_.v_at(L, g, 0);
-    kern_->attn_values(sc, nq, ss, v0, vs, L.slots, lo, pa, at.hd_v, true, n > 1, false, part, ob, size_t(at.hd_v));
+    // (several tokens: `several` holds; it changes only an f32 cache's order)
+    kern_->attn_values(sc, nq, ss, v0, vs, L.slots, lo, pa, at.hd_v, true, true, false, part, ob, size_t(at.hd_v));
     for (int u = 1; u < nt; u++)  // token u's cells after the first token's
       kern_->attn_values(sc + size_t(u * group) * ss + size_t(pa + 1 - lo), group, ss, v0, vs, L.slots, pa + 1, pa + u,
-                         at.hd_v, true, n > 1, true, part, ob + size_t(u) * orow, size_t(at.hd_v));
+                         at.hd_v, true, true, true, part, ob + size_t(u) * orow, size_t(at.hd_v));
     for (int u = 0; u < nt; u++)
       std::memcpy(out + size_t(t + u) * wo + size_t(g) * orow, ob + size_t(u) * orow, orow * 4);
     return true;
@@ -24173,7 +24174,7 @@ class Context {
     const bool f16 = kv_.type() == KvType::f16;
     const size_t ks = size_t(at.hd_k) * kv_.elem(), vs = size_t(at.hd_v) * kv_.elem();
     const int pos = pos0 + t;
-    const int lo = at.window > 0 ? std::max(0, pos - at.window + 1) : 0;
+    const int lo = attention_lo(at, pos);
     const int g = h0 / group;
     const float* qh = q + size_t(t) * wq + size_t(h0) * at.hd_k;
     const int nk = pos - lo + 1;
