@@ -151,6 +151,17 @@
 #define LLMI_NO_FP_CONTRACT
 #endif
 
+// A kernel helper that must inline into its loop (gcc otherwise keeps a large one out of line
+// where several loops call it, and its accumulators, passed by reference, then go through memory
+// at every step: a store and a load in each iteration's dependency chain).
+#if defined(__GNUC__) || defined(__clang__)
+#define LLMI_FORCE_INLINE inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define LLMI_FORCE_INLINE __forceinline
+#else
+#define LLMI_FORCE_INLINE inline
+#endif
+
 // Internal invariant check (never used for anything a file or a caller controls).
 #ifndef LLMI_ASSERT
 #define LLMI_ASSERT(x)                                                                      \

@@ -167,7 +167,7 @@ inline void dotr_q4_k(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, 
   __m128 accm[NR];
   for (int k = 0; k < NR; k++) acc[k] = _mm256_setzero_ps(), accm[k] = _mm_setzero_ps();
   dotr_superblocks<NR, sizeof(ref::BlockQ4_K)>(w, rb, a, n, [&](int k, const uint8_t* p, const __m512i* q, int64_t b) {
-    q4k_superblock(p, q, a, b, acc[k], accm[k]);
+    q4k_superblock(p, q[0], q[1], q[2], q[3], a, b, acc[k], accm[k]);
   });
   for (int k = 0; k < NR; k++) out[k * ldo] = hsum_ps256(acc[k]) + reduce4_ps(accm[k]);
 }
