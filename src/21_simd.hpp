@@ -558,7 +558,7 @@ inline void load_act_256(const ActQ8& a, int64_t b, __m512i q[4]) {
 // acc, accm += Q4_K super-block p times the activations' super-block b (q0..q3: its 4 vectors of 64
 // values): its two FMAs in llama.cpp's order (dot_q4_k; dotr_q4_k, several rows sharing q0..q3).
 // The integer part as two chains of two (one per 128 weights), and each scale vector one vpshufb of
-// the 8 scales in every 128-bit lane: AMD EPYC (Zen 4), 1 thread, dot_q4_k 29-34 -> 31-37 GMAC/s
+// the 8 scales in every 128-bit lane: AMD EPYC (Zen 4), 1 thread, dot_q4_k 29-34 -> 30-37 GMAC/s
 // (bench-kernels' gemv, in cache) against four vpermw and one chain of four, which also kept the
 // activations in memory.
 LLMI_FORCE_INLINE void q4k_superblock(const uint8_t* p, __m512i q0, __m512i q1, __m512i q2, __m512i q3, const ActQ8& a,
