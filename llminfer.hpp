@@ -2375,6 +2375,8 @@ struct CpuInfo {
 // Replaceable for tests: 0 or 1 makes cpu_streams_ahead() answer so on any CPU, so that both of
 // gemv's paths run where the kernels have them; -1 = ask the CPU.
 inline int cpu_streams_ahead_forced = -1;
+// The same for cpu_splits_zmm() (the shape of micro_q32's tiles).
+inline int cpu_splits_zmm_forced = -1;
 
 // Whether this process may use the AMX tile registers: Linux hands them out on request
 // (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)), which fails where the CPU or the kernel
@@ -2454,6 +2456,22 @@ inline bool cpu_streams_ahead() {
     return r[1] == 0x756e6547u && r[3] == 0x49656e69u && r[2] == 0x6c65746eu;  // "GenuineIntel"
   }();
   return intel;
+}
+
+// Whether this CPU runs 512-bit operations as two 256-bit halves and loads at most 64 bytes a
+// cycle (AMD Zen 4, family 0x19: the only AVX-512 CPUs of that family), where the kernels that
+// tile for it (micro_q32) take a shape of their own.
+inline bool cpu_splits_zmm() {
+  if (cpu_splits_zmm_forced >= 0) return cpu_splits_zmm_forced != 0;
+  static const bool zen4 = [] {
+    unsigned r[4];
+    llmi_cpuid(0, 0, r);
+    const bool amd = r[1] == 0x68747541u && r[3] == 0x69746e65u && r[2] == 0x444d4163u;  // "AuthenticAMD"
+    llmi_cpuid(1, 0, r);
+    const unsigned family = ((r[0] >> 8) & 0xF) + ((r[0] >> 8 & 0xF) == 0xF ? (r[0] >> 20) & 0xFF : 0);
+    return amd && family == 0x19;
+  }();
+  return zen4;
 }
 
 // Whether this CPU (and OS) can run kernel level `level` of a dispatch build: 0 scalar, 1 avx2
@@ -2609,6 +2627,9 @@ inline std::string cpu_missing_features() {
 inline bool cpu_streams_ahead() {
   return cpu_streams_ahead_forced > 0;
 }
+inline bool cpu_splits_zmm() {
+  return cpu_splits_zmm_forced > 0;
+}
 #else
 inline CpuInfo (*cpu_query)() = nullptr;
 inline bool cpu_has_kernel_level(int level) {
@@ -2619,6 +2640,9 @@ inline std::string cpu_missing_features() {
 }
 inline bool cpu_streams_ahead() {
   return cpu_streams_ahead_forced > 0;  // (x86 with LLMINFER_NO_CPU_CHECK: not asked)
+}
+inline bool cpu_splits_zmm() {
+  return cpu_splits_zmm_forced > 0;
 }
 #endif
 
@@ -8867,41 +8891,82 @@ inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, co
 // 8-lane tree, as dot_q8_0 / dot_q4_0 / dot_q5_0 (and llamafile's sgemm). Each 4-value sum is
 // exact: the unsigned values (q + 128, q4 0..15, q5 0..31) times a start at -offset * (sum of
 // those 4 activations).
+// The 8 lanes of NG row groups x NT tokens are live at a time (NG * NT <= 2: 16 accumulators); each
+// weight vector is loaded once for NT tokens, each token's two broadcasts (its 4 activations, the
+// start) made once for NG groups. Every (row, token) takes the same operations in the same order
+// whatever the shape, so both give the same bits. 2 groups x 1 token (one pair of broadcasts per
+// 128 products); on CPUs that run 512-bit operations as two halves (cpu_splits_zmm), 1 group x 2
+// tokens (one weight load per 128): AMD EPYC (Zen 4), prefill 512 tokens of llama3.2-1b Q8_0 81 ->
+// 89 tokens/s at 1 thread, 152 -> 167-173 at 2; gemma3-1b Q8_0 107 -> 116 (bench/RESULTS.md). There
+// the 2 x 1 shape read its 32 x K bytes of panel (more than the 32 KiB L1 from K = 1024 on) once
+// per token from L2, which gives a core 32 bytes a cycle; 1 x 2 reads each vector once for 2
+// tokens, for twice the broadcasts.
+template <int NG, int NT>
+inline void micro_q32_tiles(const Panel& P, const MatmulInput& in, const int32_t* starts4, TokenTile tj,
+                            __m512 (&out)[kRG][kRN]) {
+  static_assert(kRG % NG == 0 && kRN % NT == 0 && NG * NT <= 2);
+  const int64_t K = P.K, nb = K / 32;
+  for (int g0 = 0; g0 < kRG; g0 += NG) {
+    const __m512i* wv[NG];
+    const float* wd[NG];
+    for (int g = 0; g < NG; g++) {
+      wv[g] = reinterpret_cast<const __m512i*>(P.v + static_cast<size_t>(g0 + g) * 16 * static_cast<size_t>(K));
+      wd[g] = P.d + static_cast<size_t>(g0 + g) * 16 * static_cast<size_t>(nb);
+    }
+    for (int t0 = 0; t0 < kRN; t0 += NT) {
+      const int32_t* aq[NT];
+      const int32_t* st[NT];
+      const float* ad[NT];
+      for (int t = 0; t < NT; t++) {
+        const ActQ8 a = in.row(ActForm::q8_32, tj[t0 + t]);
+        aq[t] = reinterpret_cast<const int32_t*>(a.q);
+        ad[t] = a.d;
+        st[t] = starts4 + tj[t0 + t] * (K / 4);
+      }
+      __m512 acc[NG][NT][8];
+      for (int g = 0; g < NG; g++)
+        for (int t = 0; t < NT; t++)
+          for (int u = 0; u < 8; u++) acc[g][t][u] = _mm512_setzero_ps();
+      for (int64_t b = 0; b < nb; b++) {
+        __m512 sc[NG][NT];
+#pragma GCC unroll 2
+        for (int g = 0; g < NG; g++)
+#pragma GCC unroll 2
+          for (int t = 0; t < NT; t++)
+            sc[g][t] = _mm512_mul_ps(_mm512_load_ps(wd[g] + 16 * b), _mm512_set1_ps(ad[t][b]));
+#pragma GCC unroll 8
+        for (int u = 0; u < 8; u++) {
+          __m512i av[NT], s0[NT];
+#pragma GCC unroll 2
+          for (int t = 0; t < NT; t++) {
+            av[t] = _mm512_set1_epi32(aq[t][8 * b + u]);
+            s0[t] = _mm512_set1_epi32(st[t][8 * b + u]);
+          }
+#pragma GCC unroll 2
+          for (int g = 0; g < NG; g++) {
+            const __m512i w = _mm512_load_si512(wv[g] + 8 * b + u);
+#pragma GCC unroll 2
+            for (int t = 0; t < NT; t++)
+              acc[g][t][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpbusd(s0[t], w, av[t])), sc[g][t], acc[g][t][u]);
+          }
+        }
+      }
+      for (int g = 0; g < NG; g++)
+        for (int t = 0; t < NT; t++) {
+          const __m512* a = acc[g][t];
+          const __m512 x0 = _mm512_add_ps(a[4], a[0]), x1 = _mm512_add_ps(a[5], a[1]);
+          const __m512 x2 = _mm512_add_ps(a[6], a[2]), x3 = _mm512_add_ps(a[7], a[3]);
+          out[g0 + g][t0 + t] = _mm512_add_ps(_mm512_add_ps(x0, x2), _mm512_add_ps(x1, x3));
+        }
+    }
+  }
+}
 inline void micro_q32(const Panel& P, const MatmulInput& in, const int32_t* starts4, TokenTile tj,
                       __m512 (&out)[kRG][kRN]) {
-  const int64_t K = P.K, nb = K / 32;
-  const __m512i* wv[kRG];
-  const float* wd[kRG];
-  for (int g = 0; g < kRG; g++) {
-    wv[g] = reinterpret_cast<const __m512i*>(P.v + static_cast<size_t>(g) * 16 * static_cast<size_t>(K));
-    wd[g] = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nb);
-  }
-  for (int t = 0; t < kRN; t++) {
-    ActQ8 a = in.row(ActForm::q8_32, tj[t]);
-    const int32_t* aq = reinterpret_cast<const int32_t*>(a.q);
-    const int32_t* st = starts4 + tj[t] * (K / 4);
-    __m512 acc[kRG][8];
-    for (int g = 0; g < kRG; g++)
-      for (int u = 0; u < 8; u++) acc[g][u] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-      __m512 sc[kRG];
-#pragma GCC unroll 8
-      for (int g = 0; g < kRG; g++) sc[g] = _mm512_mul_ps(_mm512_load_ps(wd[g] + 16 * b), _mm512_set1_ps(a.d[b]));
-#pragma GCC unroll 8
-      for (int u = 0; u < 8; u++) {
-        const __m512i av = _mm512_set1_epi32(aq[8 * b + u]), s0 = _mm512_set1_epi32(st[8 * b + u]);
-#pragma GCC unroll 8
-        for (int g = 0; g < kRG; g++)
-          acc[g][u] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpbusd(s0, _mm512_load_si512(wv[g] + 8 * b + u), av)), sc[g],
-                                      acc[g][u]);
-      }
-    }
-    for (int g = 0; g < kRG; g++) {
-      const __m512 t0 = _mm512_add_ps(acc[g][4], acc[g][0]), t1 = _mm512_add_ps(acc[g][5], acc[g][1]);
-      const __m512 t2 = _mm512_add_ps(acc[g][6], acc[g][2]), t3 = _mm512_add_ps(acc[g][7], acc[g][3]);
-      out[g][t] = _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3));
-    }
-  }
+  if (cpu_splits_zmm())
+    micro_q32_tiles<1, 2>(P, in, starts4, tj, out);
+  else
+    micro_q32_tiles<2, 1>(P, in, starts4, tj, out);
 }
 
 // Float micro-kernel (f32 panel of f32/f16/bf16/MLX weights times f32 X): 2 x 4 dot products.

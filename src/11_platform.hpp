@@ -680,6 +680,8 @@ struct CpuInfo {
 // Replaceable for tests: 0 or 1 makes cpu_streams_ahead() answer so on any CPU, so that both of
 // gemv's paths run where the kernels have them; -1 = ask the CPU.
 inline int cpu_streams_ahead_forced = -1;
+// The same for cpu_splits_zmm() (the shape of micro_q32's tiles).
+inline int cpu_splits_zmm_forced = -1;
 
 // Whether this process may use the AMX tile registers: Linux hands them out on request
 // (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)), which fails where the CPU or the kernel
@@ -759,6 +761,22 @@ inline bool cpu_streams_ahead() {
     return r[1] == 0x756e6547u && r[3] == 0x49656e69u && r[2] == 0x6c65746eu;  // "GenuineIntel"
   }();
   return intel;
+}
+
+// Whether this CPU runs 512-bit operations as two 256-bit halves and loads at most 64 bytes a
+// cycle (AMD Zen 4, family 0x19: the only AVX-512 CPUs of that family), where the kernels that
+// tile for it (micro_q32) take a shape of their own.
+inline bool cpu_splits_zmm() {
+  if (cpu_splits_zmm_forced >= 0) return cpu_splits_zmm_forced != 0;
+  static const bool zen4 = [] {
+    unsigned r[4];
+    llmi_cpuid(0, 0, r);
+    const bool amd = r[1] == 0x68747541u && r[3] == 0x69746e65u && r[2] == 0x444d4163u;  // "AuthenticAMD"
+    llmi_cpuid(1, 0, r);
+    const unsigned family = ((r[0] >> 8) & 0xF) + ((r[0] >> 8 & 0xF) == 0xF ? (r[0] >> 20) & 0xFF : 0);
+    return amd && family == 0x19;
+  }();
+  return zen4;
 }
 
 // Whether this CPU (and OS) can run kernel level `level` of a dispatch build: 0 scalar, 1 avx2
@@ -914,6 +932,9 @@ inline std::string cpu_missing_features() {
 inline bool cpu_streams_ahead() {
   return cpu_streams_ahead_forced > 0;
 }
+inline bool cpu_splits_zmm() {
+  return cpu_splits_zmm_forced > 0;
+}
 #else
 inline CpuInfo (*cpu_query)() = nullptr;
 inline bool cpu_has_kernel_level(int level) {
@@ -924,6 +945,9 @@ inline std::string cpu_missing_features() {
 }
 inline bool cpu_streams_ahead() {
   return cpu_streams_ahead_forced > 0;  // (x86 with LLMINFER_NO_CPU_CHECK: not asked)
+}
+inline bool cpu_splits_zmm() {
+  return cpu_splits_zmm_forced > 0;
 }
 #endif
 

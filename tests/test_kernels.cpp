@@ -626,23 +626,28 @@ TEST_CASE("matmul: with the x86 kernels a quantized row gives a token the same b
   };
   const Case cases[] = {{DType::q4_0, 37, 96},  {DType::q5_0, 70, 576}, {DType::q8_0, 33, 1056},
                         {DType::q4_K, 35, 512}, {DType::q6_K, 41, 256}, {DType::q6_K, 3, 1280}};
+  // both shapes of the 32-block micro-kernel's tiles (micro_q32, cpu_splits_zmm), on any CPU
   for (const Case& c : cases) {
     Matrix m = make_matrix(c.t, c.rows, c.n, r, false);
-    for (int64_t T : {2, 4, 7, 70}) {
-      CAPTURE(std::string(li::dtype_name(c.t)));
-      CAPTURE(T);
-      std::vector<float> x = make_input(T, c.n, r, false);
-      std::vector<float> y(static_cast<size_t>(T * c.rows)), y1(static_cast<size_t>(c.rows));
-      REQUIRE((*kern)->matmul_x(m.view, x.data(), T, y.data(), c.rows, pool, false, no_amx));
-      int diffs = 0;
-      for (int64_t t = 0; t < T; t++) {
-        li::matmul(m.view, x.data() + t * c.n, 1, y1.data(), c.rows, pool, false);
-        for (int64_t row = 0; row < c.rows; row++)
-          diffs += !same_bits(y[static_cast<size_t>(t * c.rows + row)], y1[static_cast<size_t>(row)]);
+    for (int64_t T : {2, 4, 7, 70})
+      for (int split : {0, 1}) {
+        CAPTURE(std::string(li::dtype_name(c.t)));
+        CAPTURE(T);
+        CAPTURE(split);
+        li::cpu_splits_zmm_forced = split;
+        std::vector<float> x = make_input(T, c.n, r, false);
+        std::vector<float> y(static_cast<size_t>(T * c.rows)), y1(static_cast<size_t>(c.rows));
+        REQUIRE((*kern)->matmul_x(m.view, x.data(), T, y.data(), c.rows, pool, false, no_amx));
+        int diffs = 0;
+        for (int64_t t = 0; t < T; t++) {
+          li::matmul(m.view, x.data() + t * c.n, 1, y1.data(), c.rows, pool, false);
+          for (int64_t row = 0; row < c.rows; row++)
+            diffs += !same_bits(y[static_cast<size_t>(t * c.rows + row)], y1[static_cast<size_t>(row)]);
+        }
+        CHECK(diffs == 0);
       }
-      CHECK(diffs == 0);
-    }
   }
+  li::cpu_splits_zmm_forced = -1;
 }
 
 // The AMX tiles (kernels "avx512+amx", where the OS permits them) for rows times 6 or more tokens
