@@ -749,17 +749,24 @@ inline CpuInfo cpu_query_hw() {
 // Replaceable for tests (fake a CPU that lacks something); nullptr = ask the hardware.
 inline CpuInfo (*cpu_query)() = nullptr;
 
+// Whether cpuid leaf 0 names this vendor (12 characters: "GenuineIntel", "AuthenticAMD").
+inline bool cpu_vendor_is(const char* vendor) {
+  unsigned r[4];
+  llmi_cpuid(0, 0, r);
+  char id[12];
+  std::memcpy(id, &r[1], 4);  // ebx, edx, ecx
+  std::memcpy(id + 4, &r[3], 4);
+  std::memcpy(id + 8, &r[2], 4);
+  return std::memcmp(id, vendor, 12) == 0;
+}
+
 // Whether the matrix-vector products help the CPU stream the weights (gemv, 25_matmul: rows asked
 // into L2 ahead of use, Q8_0 rows in groups). Measured faster on Intel Xeon (Sapphire Rapids),
 // where one thread's plain sweep reached half the memory bandwidth; other CPUs keep the path that
 // was measured on them (bench/RESULTS.md) until measured with this one.
 inline bool cpu_streams_ahead() {
   if (cpu_streams_ahead_forced >= 0) return cpu_streams_ahead_forced != 0;
-  static const bool intel = [] {
-    unsigned r[4];
-    llmi_cpuid(0, 0, r);
-    return r[1] == 0x756e6547u && r[3] == 0x49656e69u && r[2] == 0x6c65746eu;  // "GenuineIntel"
-  }();
+  static const bool intel = cpu_vendor_is("GenuineIntel");
   return intel;
 }
 
@@ -770,11 +777,9 @@ inline bool cpu_splits_zmm() {
   if (cpu_splits_zmm_forced >= 0) return cpu_splits_zmm_forced != 0;
   static const bool zen4 = [] {
     unsigned r[4];
-    llmi_cpuid(0, 0, r);
-    const bool amd = r[1] == 0x68747541u && r[3] == 0x69746e65u && r[2] == 0x444d4163u;  // "AuthenticAMD"
     llmi_cpuid(1, 0, r);
-    const unsigned family = ((r[0] >> 8) & 0xF) + ((r[0] >> 8 & 0xF) == 0xF ? (r[0] >> 20) & 0xFF : 0);
-    return amd && family == 0x19;
+    const unsigned base = (r[0] >> 8) & 0xF, family = base + (base == 0xF ? (r[0] >> 20) & 0xFF : 0);
+    return cpu_vendor_is("AuthenticAMD") && family == 0x19;
   }();
   return zen4;
 }
