@@ -5051,6 +5051,11 @@ struct ActQ8 {
   // q8_256 from a MatmulInput: [n / 32], sums[2j] + sums[2j + 1] (the 32-value sub-block sums Q4_K's
   // mins take), made once per input instead of once per weight row; null: the kernels add the pairs.
   const int16_t* sums32 = nullptr;
+  // q8_256 from a MatmulInput of a few tokens (MatmulInput::kNibbleTokens): [n], q in the order of
+  // Q4_K's nibbles (in each 128 values, 0-31, 64-95, 32-63, 96-127: the low then the high nibbles
+  // of its two 32-byte chunks), made once per input so that the one-token Q4_K dot (AVX-512) needs
+  // no shuffle per row; sums32 is then set too. Null: the kernels read q.
+  const int8_t* qn = nullptr;
 };
 
 namespace ref {
@@ -6110,18 +6115,25 @@ inline __m128i q4k_min_lanes(uint64_t m8, const int16_t* sums) {
   return q4k_min_lanes(_mm_cvtsi64_si128(static_cast<int64_t>(m8)), sums);
 }
 // Q4_K's 8 six-bit scales (bytes 0..7) and 8 mins (bytes 8..15) of a super-block, from its 12 scale
-// bytes (s12; the 16 bytes from s12 are read, inside the block): q4k_unpack_scales in 10 vector
-// operations instead of about 20 scalar ones.
-inline __m128i q4k_scales_mins(const uint8_t* s12) {
-  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s12));
+// bytes, in each 128-bit lane of x (the 16 bytes from the 12): q4k_unpack_scales in 10 vector
+// operations instead of about 20 scalar ones, for two super-blocks at once.
+inline __m256i q4k_scales_mins_x2(__m256i x) {
+  auto c = [](__m128i v) { return _mm256_broadcastsi128_si256(v); };
   // a: the bytes giving the low bits of each output (scales 0-3, 4-7, mins 0-3, 4-7); b: the bytes
   // whose top two bits are the high bits of scales and mins 4-7
-  const __m128i a = _mm_shuffle_epi8(x, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
-  const __m128i b = _mm_shuffle_epi8(x, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
-  const __m128i lo = _mm_and_si128(a, _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0));
-  const __m128i hi_min =
-      _mm_and_si128(_mm_srli_epi16(a, 4), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15));
-  return _mm_or_si128(_mm_or_si128(lo, hi_min), _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30)));
+  const __m256i a = _mm256_shuffle_epi8(x, c(_mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11)));
+  const __m256i b = _mm256_shuffle_epi8(x, c(_mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7)));
+  const __m256i lo = _mm256_and_si256(a, c(_mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0)));
+  const __m256i hi_min =
+      _mm256_and_si256(_mm256_srli_epi16(a, 4), c(_mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15)));
+  return _mm256_or_si256(_mm256_or_si256(lo, hi_min),
+                         _mm256_and_si256(_mm256_srli_epi16(b, 2), _mm256_set1_epi8(0x30)));
+}
+// The same for one super-block's 12 scale bytes at s12 (the 16 bytes from s12 are read, inside the
+// block).
+inline __m128i q4k_scales_mins(const uint8_t* s12) {
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s12));
+  return _mm256_castsi256_si128(q4k_scales_mins_x2(_mm256_castsi128_si256(x)));
 }
 // (m0 + m2) + (m1 + m3) of the mins' accumulator.
 inline float reduce4_ps(__m128 v) {
@@ -6134,6 +6146,17 @@ inline float reduce4_ps(__m128 v) {
 // The 256 activations of super-block b as 4 vectors of 64.
 inline void load_act_256(const ActQ8& a, int64_t b, __m512i q[4]) {
   for (int i = 0; i < 4; i++) q[i] = _mm512_loadu_si512(a.q + ref::kQK_K * b + 64 * i);
+}
+// acc, accm += super-block p (at w + 144 b) in llama.cpp's order, from its integer lanes (isum) and
+// its 4 min lanes (ml), the two FMAs of dot_q4_k.
+// The two halves of isum hold two sub-blocks' values at the same positions: added, llama.cpp's 8
+// lanes.
+LLMI_FORCE_INLINE void q4k_superblock_tail(const uint8_t* p, const ActQ8& a, int64_t b, __m512i isum, __m128 ml,
+                                           __m256& acc, __m128& accm) {
+  const __m256i isum8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
+  const float dx = a.d[b];
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum8), _mm256_set1_ps(f16_scale(p) * dx), acc);
+  accm = _mm_fnmadd_ps(ml, _mm_set1_ps(f16_scale(p + 2) * dx), accm);
 }
 // acc, accm += Q4_K super-block p times the activations' super-block b (q0..q3: its 4 vectors of 64
 // values): its two FMAs in llama.cpp's order (dot_q4_k; dotr_q4_k, several rows sharing q0..q3).
@@ -6163,14 +6186,70 @@ LLMI_FORCE_INLINE void q4k_superblock(const uint8_t* p, __m512i q0, __m512i q1, 
                                    _mm512_shuffle_epi8(sc, pick(4, 5)));
   i0 = dot_u8s8_scaled_512(i0, _mm512_shuffle_i64x2(lo0, hi0, 0xEE), q1, _mm512_shuffle_epi8(sc, pick(2, 3)));
   i1 = dot_u8s8_scaled_512(i1, _mm512_shuffle_i64x2(lo1, hi1, 0xEE), q3, _mm512_shuffle_epi8(sc, pick(6, 7)));
-  const __m512i isum = _mm512_add_epi32(i0, i1);
-  // the two halves hold two sub-blocks' values at the same positions: added, llama.cpp's 8 lanes
-  const __m256i isum8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
-  const float dx = a.d[b];
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum8), _mm256_set1_ps(f16_scale(p) * dx), acc);
   const __m128i ml =
       q4k_min_lanes(_mm_unpackhi_epi64(scm, scm), a.sums32 ? a.sums32 + 8 * b : nullptr, a.sums + 16 * b);
-  accm = _mm_fnmadd_ps(_mm_cvtepi32_ps(ml), _mm_set1_ps(f16_scale(p + 2) * dx), accm);
+  q4k_superblock_tail(p, a, b, _mm512_add_epi32(i0, i1), _mm_cvtepi32_ps(ml), acc, accm);
+}
+#endif
+
+#if defined(LLMI_SIMD_AVX512) && defined(LLMI_SIMD_VNNI)
+// The integer lanes of Q4_K super-block p times its 256 activations in nibble order (qn,
+// ActQ8::qn); s16: the block's 8 scales as int16 in the low 128 bits (dwords 0..3: the scale pairs
+// (0, 1), (2, 3), (4, 5), (6, 7)). Lanes i and i + 8 added are llama.cpp's lane i, the integers
+// of q4k_superblock, by fewer operations:
+//  * a vpdpbusd per 64 values gives two sub-blocks' sums of 4 products, D_j[i] in 8 int32 lanes
+//    each (|D| <= 4 * 15 * 128 < 2^15): the low nibbles of a 64-byte load hold sub-blocks 4c, 4c+2
+//    (c: its half of the block), the high ones 4c+1, 4c+3, and qn has the activations in that order;
+//  * the high nibbles enter as 16 * hi (one vpand, no shift), so their sums are 16 * D;
+//  * D_j and D_j+1 are packed as the int16 pair (D_j, D_j+1) of each lane (a shift by 12 and a
+//    vpternlogd), and one vpmaddwd with the scale pairs gives sc_j * D_j + sc_j+1 * D_j+1.
+// AMD EPYC (Zen 4), 1 thread: bench-kernels' gemv q4_K 33-37 -> 40-49 GMAC/s (bench/RESULTS.md).
+LLMI_FORCE_INLINE __m512i q4k_isum_nibbles(const uint8_t* p, const int8_t* qn, __m512i s16) {
+  const __m512i m4 = _mm512_set1_epi8(15), m4h = _mm512_set1_epi8(-16), z = _mm512_setzero_si512();
+  const __m512i v0 = _mm512_loadu_si512(p + 16), v1 = _mm512_loadu_si512(p + 80);
+  const __m512i r0 = _mm512_dpbusd_epi32(z, _mm512_and_si512(v0, m4), _mm512_loadu_si512(qn));
+  const __m512i r1 = _mm512_dpbusd_epi32(z, _mm512_and_si512(v0, m4h), _mm512_loadu_si512(qn + 64));
+  const __m512i r2 = _mm512_dpbusd_epi32(z, _mm512_and_si512(v1, m4), _mm512_loadu_si512(qn + 128));
+  const __m512i r3 = _mm512_dpbusd_epi32(z, _mm512_and_si512(v1, m4h), _mm512_loadu_si512(qn + 192));
+  // (low 16 bits of the first) | (the second << 12): 0xEC = (A & C) | B
+  const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
+  const __m512i x0 = _mm512_ternarylogic_epi32(r0, _mm512_slli_epi32(r1, 12), lo16, 0xEC);
+  const __m512i x1 = _mm512_ternarylogic_epi32(r2, _mm512_slli_epi32(r3, 12), lo16, 0xEC);
+  const __m512i s01 = _mm512_permutexvar_epi32(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), s16);
+  const __m512i s23 = _mm512_permutexvar_epi32(_mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2), s16);
+  return _mm512_dpwssd_epi32(_mm512_madd_epi16(x0, s01), x1, s23);
+}
+// dot_q4_k for an input with ActQ8::qn (and sums32), two super-blocks per step (their scales
+// unpacked together).
+inline float dot_q4_k_nibbles(const uint8_t* w, const ActQ8& a, int64_t nb) {
+  constexpr int64_t bs = sizeof(ref::BlockQ4_K);
+  __m256 acc = _mm256_setzero_ps();
+  __m128 accm = _mm_setzero_ps();
+  int64_t b = 0;
+  for (; b + 1 < nb; b += 2) {
+    const uint8_t* p = w + b * bs;
+    const __m256i x =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4))),
+                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + bs + 4)), 1);
+    // as int16: the scales and mins of block b, then those of b + 1
+    const __m512i sm = _mm512_cvtepu8_epi16(q4k_scales_mins_x2(x));
+    const __m512i i0 = q4k_isum_nibbles(p, a.qn + ref::kQK_K * b, sm);
+    const __m512i i1 = q4k_isum_nibbles(p + bs, a.qn + ref::kQK_K * (b + 1), _mm512_shuffle_i64x2(sm, sm, 0xEE));
+    // the 8 mins of each block times its 8 sums of 32
+    const __m256i mins = _mm512_castsi512_si256(_mm512_shuffle_i64x2(sm, sm, 0xDD));
+    const __m256 ml = _mm256_cvtepi32_ps(
+        _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums32 + 8 * b))));
+    q4k_superblock_tail(p, a, b, i0, _mm256_castps256_ps128(ml), acc, accm);
+    q4k_superblock_tail(p + bs, a, b + 1, i1, _mm256_extractf128_ps(ml, 1), acc, accm);
+  }
+  if (b < nb) {
+    const uint8_t* p = w + b * bs;
+    const __m128i scm = q4k_scales_mins(p + 4);
+    const __m512i isum = q4k_isum_nibbles(p, a.qn + ref::kQK_K * b, _mm512_castsi128_si512(_mm_cvtepu8_epi16(scm)));
+    const __m128i ml = q4k_min_lanes(_mm_unpackhi_epi64(scm, scm), a.sums32 + 8 * b, nullptr);
+    q4k_superblock_tail(p, a, b, isum, _mm_cvtepi32_ps(ml), acc, accm);
+  }
+  return hsum_ps256(acc) + reduce4_ps(accm);
 }
 #endif
 
@@ -6179,6 +6258,9 @@ inline float dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
   [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ4_K);
   // x86: llama.cpp's order (see above)
 #if defined(LLMI_SIMD_AVX512)
+#if defined(LLMI_SIMD_VNNI)
+  if (a.qn) return dot_q4_k_nibbles(w, a, nb);
+#endif
   __m256 acc = _mm256_setzero_ps();
   __m128 accm = _mm_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
@@ -6908,6 +6990,10 @@ class MatmulInput {
   int64_t n_tokens() const { return n_tokens_; }
   int64_t n() const { return n_; }
 
+  // q8_256 inputs of up to this many tokens also hold q in Q4_K's nibble order (ActQ8::qn): the
+  // one-token products (gemv) read it, the matrix-matrix path of more tokens does not.
+  static constexpr int64_t kNibbleTokens = 8;
+
   // The activation quantizer of one form (a kernel: the level's quantize_q8_32 / _256).
   using Quantizer = void (*)(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums);
   // Quantizes X into `f` (q8_32 or q8_256) with `quantize` unless done already; false when out
@@ -6916,7 +7002,7 @@ class MatmulInput {
     if (f == ActForm::f32) return true;
     Form& F = form(f);
     if (ready_[f == ActForm::q8_256]) return true;
-    layout(F, f, n_);
+    layout(F, f, n_, n_tokens_ <= kNibbleTokens);
     if (!F.buf.reserve(F.row_bytes * static_cast<size_t>(n_tokens_))) return false;
     auto one = [&](int64_t t) {
       const float* xt = x_ + t * n_;
@@ -6927,6 +7013,11 @@ class MatmulInput {
       quantize(xt, n_, q, d, s);
       int16_t* s32 = const_cast<int16_t*>(a.sums32);
       for (size_t j = 0; j < F.ns32; j++) s32[j] = static_cast<int16_t>(s[2 * j] + s[2 * j + 1]);
+      if (a.qn) {
+        int8_t* qn = const_cast<int8_t*>(a.qn);
+        for (int64_t i = 0; i < n_; i += 128)
+          for (int c = 0; c < 4; c++) std::memcpy(qn + i + 32 * c, q + i + 32 * ((c & 1) * 2 + (c >> 1)), 32);
+      }
     };
     if (n_tokens_ * n_ >= 16384 && n_tokens_ > 1)
       pool.parallel_for(static_cast<int>(n_tokens_), [&](int t, int) { one(t); });
@@ -6945,6 +7036,7 @@ class MatmulInput {
     a.d = reinterpret_cast<const float*>(base + F.off_d);
     a.sums = reinterpret_cast<const int16_t*>(base + F.off_s);
     if (F.ns32) a.sums32 = reinterpret_cast<const int16_t*>(base + F.off_s32);
+    if (F.nibbles) a.qn = reinterpret_cast<const int8_t*>(base + F.off_qn);
     return a;
   }
 
@@ -6965,9 +7057,12 @@ class MatmulInput {
   // of memory.
   bool reserve(ActForm f, int64_t n_tokens, int64_t n, int mlx_gs) {
     if (f != ActForm::f32) {
-      Form F;
-      layout(F, f, n);
-      if (!form(f).buf.reserve(F.row_bytes * static_cast<size_t>(n_tokens))) return false;
+      Form F, Fn;  // without and with the nibble-order copy (prepare: up to kNibbleTokens tokens)
+      layout(F, f, n, false);
+      layout(Fn, f, n, true);
+      const size_t bytes = std::max(F.row_bytes * static_cast<size_t>(n_tokens),
+                                    Fn.row_bytes * static_cast<size_t>(std::min(n_tokens, kNibbleTokens)));
+      if (!form(f).buf.reserve(bytes)) return false;
     }
     return mlx_gs <= 0 || mlx_.reserve(mlx_bytes(mlx_gs, n_tokens, n));
   }
@@ -6976,21 +7071,24 @@ class MatmulInput {
   struct Form {
     AlignedBuffer buf;
     size_t q_stride = 0, nd = 0, ns = 0, ns32 = 0, row_bytes = 0;
-    size_t off_d = 0, off_s = 0, off_s32 = 0;
+    size_t off_d = 0, off_s = 0, off_s32 = 0, off_qn = 0;
+    bool nibbles = false;  // q8_256 rows with qn
   };
-  // The row layout of form f (q8_32 or q8_256) for rows of n values.
-  static void layout(Form& F, ActForm f, int64_t n) {
+  // The row layout of form f (q8_32 or q8_256) for rows of n values; nibbles: q8_256 rows hold qn.
+  static void layout(Form& F, ActForm f, int64_t n, bool nibbles) {
     const int64_t blk = f == ActForm::q8_32 ? 32 : 256, sum_len = f == ActForm::q8_32 ? 32 : 16;
     F.q_stride = round_up(static_cast<size_t>(n), 64);
     F.nd = static_cast<size_t>(n / blk);
     F.ns = static_cast<size_t>(n / sum_len);
     F.ns32 = f == ActForm::q8_256 ? static_cast<size_t>(n / 32) : 0;
     // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16, then
-    // for q8_256 sums32 [ns32] int16
+    // for q8_256 sums32 [ns32] int16 | qn [q_stride] int8 (ActQ8)
     F.off_d = F.q_stride;
     F.off_s = F.off_d + round_up(4 * F.nd, 64);
     F.off_s32 = F.off_s + round_up(2 * F.ns, 64);
-    F.row_bytes = F.off_s32 + round_up(2 * F.ns32, 64);
+    F.nibbles = nibbles && f == ActForm::q8_256;
+    F.off_qn = F.off_s32 + round_up(2 * F.ns32, 64);
+    F.row_bytes = F.off_qn + (F.nibbles ? F.q_stride : 0);
   }
   static size_t mlx_bytes(int gs, int64_t n_tokens, int64_t n) {
     return 4 * static_cast<size_t>(n / gs) * static_cast<size_t>(n_tokens) + 64;

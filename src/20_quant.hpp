@@ -24,6 +24,11 @@ struct ActQ8 {
   // q8_256 from a MatmulInput: [n / 32], sums[2j] + sums[2j + 1] (the 32-value sub-block sums Q4_K's
   // mins take), made once per input instead of once per weight row; null: the kernels add the pairs.
   const int16_t* sums32 = nullptr;
+  // q8_256 from a MatmulInput of a few tokens (MatmulInput::kNibbleTokens): [n], q in the order of
+  // Q4_K's nibbles (in each 128 values, 0-31, 64-95, 32-63, 96-127: the low then the high nibbles
+  // of its two 32-byte chunks), made once per input so that the one-token Q4_K dot (AVX-512) needs
+  // no shuffle per row; sums32 is then set too. Null: the kernels read q.
+  const int8_t* qn = nullptr;
 };
 
 namespace ref {

@@ -92,6 +92,10 @@ class MatmulInput {
   int64_t n_tokens() const { return n_tokens_; }
   int64_t n() const { return n_; }
 
+  // q8_256 inputs of up to this many tokens also hold q in Q4_K's nibble order (ActQ8::qn): the
+  // one-token products (gemv) read it, the matrix-matrix path of more tokens does not.
+  static constexpr int64_t kNibbleTokens = 8;
+
   // The activation quantizer of one form (a kernel: the level's quantize_q8_32 / _256).
   using Quantizer = void (*)(const float* x, int64_t n, int8_t* q, float* d, int16_t* sums);
   // Quantizes X into `f` (q8_32 or q8_256) with `quantize` unless done already; false when out
@@ -100,7 +104,7 @@ class MatmulInput {
     if (f == ActForm::f32) return true;
     Form& F = form(f);
     if (ready_[f == ActForm::q8_256]) return true;
-    layout(F, f, n_);
+    layout(F, f, n_, n_tokens_ <= kNibbleTokens);
     if (!F.buf.reserve(F.row_bytes * static_cast<size_t>(n_tokens_))) return false;
     auto one = [&](int64_t t) {
       const float* xt = x_ + t * n_;
@@ -111,6 +115,11 @@ class MatmulInput {
       quantize(xt, n_, q, d, s);
       int16_t* s32 = const_cast<int16_t*>(a.sums32);
       for (size_t j = 0; j < F.ns32; j++) s32[j] = static_cast<int16_t>(s[2 * j] + s[2 * j + 1]);
+      if (a.qn) {
+        int8_t* qn = const_cast<int8_t*>(a.qn);
+        for (int64_t i = 0; i < n_; i += 128)
+          for (int c = 0; c < 4; c++) std::memcpy(qn + i + 32 * c, q + i + 32 * ((c & 1) * 2 + (c >> 1)), 32);
+      }
     };
     if (n_tokens_ * n_ >= 16384 && n_tokens_ > 1)
       pool.parallel_for(static_cast<int>(n_tokens_), [&](int t, int) { one(t); });
@@ -129,6 +138,7 @@ class MatmulInput {
     a.d = reinterpret_cast<const float*>(base + F.off_d);
     a.sums = reinterpret_cast<const int16_t*>(base + F.off_s);
     if (F.ns32) a.sums32 = reinterpret_cast<const int16_t*>(base + F.off_s32);
+    if (F.nibbles) a.qn = reinterpret_cast<const int8_t*>(base + F.off_qn);
     return a;
   }
 
@@ -149,9 +159,12 @@ class MatmulInput {
   // of memory.
   bool reserve(ActForm f, int64_t n_tokens, int64_t n, int mlx_gs) {
     if (f != ActForm::f32) {
-      Form F;
-      layout(F, f, n);
-      if (!form(f).buf.reserve(F.row_bytes * static_cast<size_t>(n_tokens))) return false;
+      Form F, Fn;  // without and with the nibble-order copy (prepare: up to kNibbleTokens tokens)
+      layout(F, f, n, false);
+      layout(Fn, f, n, true);
+      const size_t bytes = std::max(F.row_bytes * static_cast<size_t>(n_tokens),
+                                    Fn.row_bytes * static_cast<size_t>(std::min(n_tokens, kNibbleTokens)));
+      if (!form(f).buf.reserve(bytes)) return false;
     }
     return mlx_gs <= 0 || mlx_.reserve(mlx_bytes(mlx_gs, n_tokens, n));
   }
@@ -160,21 +173,24 @@ class MatmulInput {
   struct Form {
     AlignedBuffer buf;
     size_t q_stride = 0, nd = 0, ns = 0, ns32 = 0, row_bytes = 0;
-    size_t off_d = 0, off_s = 0, off_s32 = 0;
+    size_t off_d = 0, off_s = 0, off_s32 = 0, off_qn = 0;
+    bool nibbles = false;  // q8_256 rows with qn
   };
-  // The row layout of form f (q8_32 or q8_256) for rows of n values.
-  static void layout(Form& F, ActForm f, int64_t n) {
+  // The row layout of form f (q8_32 or q8_256) for rows of n values; nibbles: q8_256 rows hold qn.
+  static void layout(Form& F, ActForm f, int64_t n, bool nibbles) {
     const int64_t blk = f == ActForm::q8_32 ? 32 : 256, sum_len = f == ActForm::q8_32 ? 32 : 16;
     F.q_stride = round_up(static_cast<size_t>(n), 64);
     F.nd = static_cast<size_t>(n / blk);
     F.ns = static_cast<size_t>(n / sum_len);
     F.ns32 = f == ActForm::q8_256 ? static_cast<size_t>(n / 32) : 0;
     // per token (each part 64-byte aligned): q [q_stride] int8 | d [nd] f32 | sums [ns] int16, then
-    // for q8_256 sums32 [ns32] int16
+    // for q8_256 sums32 [ns32] int16 | qn [q_stride] int8 (ActQ8)
     F.off_d = F.q_stride;
     F.off_s = F.off_d + round_up(4 * F.nd, 64);
     F.off_s32 = F.off_s + round_up(2 * F.ns, 64);
-    F.row_bytes = F.off_s32 + round_up(2 * F.ns32, 64);
+    F.nibbles = nibbles && f == ActForm::q8_256;
+    F.off_qn = F.off_s32 + round_up(2 * F.ns32, 64);
+    F.row_bytes = F.off_qn + (F.nibbles ? F.q_stride : 0);
   }
   static size_t mlx_bytes(int gs, int64_t n_tokens, int64_t n) {
     return 4 * static_cast<size_t>(n / gs) * static_cast<size_t>(n_tokens) + 64;

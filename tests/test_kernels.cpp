@@ -429,6 +429,51 @@ TEST_CASE("kernels: quantized dot products equal the reference") {
   }
 }
 
+TEST_CASE("kernels: the one-token Q4_K dot has the same bits from a MatmulInput's nibble-order copy (ActQ8::qn)") {
+  // A q8_256 MatmulInput also holds q in the order of Q4_K's nibbles (each 128 values: 0-31, 64-95,
+  // 32-63, 96-127), which the AVX-512 dot reads two super-blocks at a time. Block counts 1, 3, 5
+  // and 8 (pairs and a last single block); the same row without the copy, and without sums32 too,
+  // takes the other path.
+  Rng r(23);
+  li::ThreadPool pool(1);
+  for (int64_t n : {256, 768, 1280, 2048}) {
+    CAPTURE(n);
+    const int64_t rows = 7;
+    Matrix m = make_matrix(DType::q4_K, rows, n, r, false);
+    std::vector<float> x = make_input(1, n, r, false);
+    li::MatmulInput in(x.data(), 1, n);
+    REQUIRE(in.prepare(li::ActForm::q8_256, pool, &li::quantize_q8_256));
+    const li::ActQ8 a = in.row(li::ActForm::q8_256, 0);
+    REQUIRE(a.qn != nullptr);
+    REQUIRE(a.sums32 != nullptr);
+    int misplaced = 0;
+    for (int64_t i = 0; i < n; i++) {
+      const int64_t k = i % 128, at = i - k + (k < 32 ? k : k < 64 ? k + 32 : k < 96 ? k - 32 : k);
+      misplaced += a.qn[at] != a.q[i];
+    }
+    CHECK(misplaced == 0);
+    li::ActQ8 plain = a, bare = a;
+    plain.qn = nullptr;
+    bare.qn = nullptr;
+    bare.sums32 = nullptr;
+    int diffs = 0;
+    for (int64_t row = 0; row < rows; row++) {
+      const uint8_t* p = m.data.data() + static_cast<size_t>(row) * li::weight_row_bytes(m.view);
+      const float y = li::dot_q4_k(p, a, n);
+      diffs += !same_bits(y, li::dot_q4_k(p, plain, n)) + !same_bits(y, li::dot_q4_k(p, bare, n));
+      const RefResult ref = reference(m.view, row, x.data());
+      diffs += std::fabs(static_cast<double>(y) - ref.y) > tolerance(n, ref.mass);
+    }
+    CHECK(diffs == 0);
+  }
+  // more tokens: no copy (the matrix-matrix path does not read it)
+  const int64_t T = li::MatmulInput::kNibbleTokens + 1;
+  std::vector<float> x = make_input(T, 256, r, false);
+  li::MatmulInput in(x.data(), T, 256);
+  REQUIRE(in.prepare(li::ActForm::q8_256, pool, &li::quantize_q8_256));
+  CHECK(in.row(li::ActForm::q8_256, T - 1).qn == nullptr);
+}
+
 TEST_CASE("kernels: float and MLX dot products equal the reference") {
   Rng r(3);
   struct Case {
