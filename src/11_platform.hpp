@@ -770,18 +770,29 @@ inline bool cpu_streams_ahead() {
   return intel;
 }
 
-// Whether this CPU runs 512-bit operations as two 256-bit halves and loads at most 64 bytes a
-// cycle (AMD Zen 4, family 0x19: the only AVX-512 CPUs of that family), where the kernels that
-// tile for it (micro_q32) take a shape of their own.
-inline bool cpu_splits_zmm() {
-  if (cpu_splits_zmm_forced >= 0) return cpu_splits_zmm_forced != 0;
-  static const bool zen4 = [] {
+// AMD family 0x19 (Zen 3 and Zen 4; its AVX-512 CPUs are Zen 4).
+inline bool cpu_is_amd_family_19() {
+  static const bool yes = [] {
     unsigned r[4];
     llmi_cpuid(1, 0, r);
     const unsigned base = (r[0] >> 8) & 0xF, family = base + (base == 0xF ? (r[0] >> 20) & 0xFF : 0);
     return cpu_vendor_is("AuthenticAMD") && family == 0x19;
   }();
-  return zen4;
+  return yes;
+}
+// Whether this CPU runs 512-bit operations as two 256-bit halves and loads at most 64 bytes a
+// cycle (AMD Zen 4, family 0x19: the only AVX-512 CPUs of that family), where the kernels that
+// tile for it (micro_q32) take a shape of their own.
+inline bool cpu_splits_zmm() {
+  if (cpu_splits_zmm_forced >= 0) return cpu_splits_zmm_forced != 0;
+  return cpu_is_amd_family_19();
+}
+
+// Whether the AVX-512 one-token dot products ask the bytes ahead of them into L1 (dot_prefetch,
+// 21_simd). Measured faster on AMD Zen 4 (the AVX-512 CPUs of family 0x19); other CPUs keep the
+// path measured on them (bench/RESULTS.md) until measured with this one.
+inline bool cpu_prefetches_dots() {
+  return cpu_is_amd_family_19();
 }
 
 // Whether this CPU (and OS) can run kernel level `level` of a dispatch build: 0 scalar, 1 avx2
@@ -940,6 +951,9 @@ inline bool cpu_streams_ahead() {
 inline bool cpu_splits_zmm() {
   return cpu_splits_zmm_forced > 0;
 }
+inline bool cpu_prefetches_dots() {
+  return false;
+}
 #else
 inline CpuInfo (*cpu_query)() = nullptr;
 inline bool cpu_has_kernel_level(int level) {
@@ -953,6 +967,9 @@ inline bool cpu_streams_ahead() {
 }
 inline bool cpu_splits_zmm() {
   return cpu_splits_zmm_forced > 0;
+}
+inline bool cpu_prefetches_dots() {
+  return false;
 }
 #endif
 
