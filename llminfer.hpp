@@ -6265,8 +6265,8 @@ LLMI_FORCE_INLINE __m512i q4k_isum_nibbles(const uint8_t* p, const int8_t* qn, _
 inline float dot_q4_k_nibbles(const uint8_t* w, const ActQ8& a, int64_t nb) {
   constexpr int64_t bs = sizeof(ref::BlockQ4_K);
   __m256 acc = _mm256_setzero_ps();
-  const bool pf = cpu_prefetches_dots();
   __m128 accm = _mm_setzero_ps();
+  const bool pf = cpu_prefetches_dots();
   int64_t b = 0;
   for (; b + 1 < nb; b += 2) {
     const uint8_t* p = w + b * bs;
@@ -7013,6 +7013,13 @@ inline size_t round_up(size_t v, size_t m) {
   return (v + m - 1) / m * m;
 }
 
+// The 256 activations of a q8_256 super-block (q) in the order of Q4_K's nibbles (out): in each 128
+// values, 0-31, 64-95, 32-63, 96-127 (ActQ8::qn, KqGroupBlock::q).
+inline void q8_nibble_order(const int8_t* q, int8_t* out) {
+  constexpr int kFrom[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+  for (int i = 0; i < 8; i++) std::memcpy(out + 32 * i, q + 32 * kFrom[i], 32);
+}
+
 // The input X [n_tokens][n] of one or more matmuls. Each quantized form is made on first use
 // and kept until reset(), so matrices that read the same input (attention q/k/v, FFN gate/up)
 // share one quantization. Keep one per context and reset() it: its buffers are reused.
@@ -7060,8 +7067,7 @@ class MatmulInput {
       for (size_t j = 0; j < F.ns32; j++) s32[j] = static_cast<int16_t>(s[2 * j] + s[2 * j + 1]);
       if (a.qn) {
         int8_t* qn = const_cast<int8_t*>(a.qn);
-        for (int64_t i = 0; i < n_; i += 128)
-          for (int c = 0; c < 4; c++) std::memcpy(qn + i + 32 * c, q + i + 32 * ((c & 1) * 2 + (c >> 1)), 32);
+        for (int64_t i = 0; i < n_; i += 256) q8_nibble_order(q + i, qn + i);
       }
     };
     if (n_tokens_ * n_ >= 16384 && n_tokens_ > 1)
@@ -8381,8 +8387,7 @@ inline void kq_group_prepare(const MatmulInput& in, int64_t t0, int64_t nt, int6
       const int16_t* s16 = a.sums + 16 * b;
       if constexpr (kQ4K) {
         for (int i = 0; i < 8; i++) k.s[u / 4][8 * (u % 4) + i] = static_cast<int16_t>(s16[2 * i] + s16[2 * i + 1]);
-        constexpr int kFrom[8] = {0, 2, 1, 3, 4, 6, 5, 7};
-        for (int i = 0; i < 8; i++) std::memcpy(k.q[u] + 32 * i, a.q + ref::kQK_K * b + 32 * kFrom[i], 32);
+        q8_nibble_order(a.q + ref::kQK_K * b, k.q[u]);
       } else {
         for (int i = 0; i < 16; i++) k.s[u / 2][16 * (u % 2) + i] = s16[i];
       }

@@ -663,8 +663,8 @@ LLMI_FORCE_INLINE __m512i q4k_isum_nibbles(const uint8_t* p, const int8_t* qn, _
 inline float dot_q4_k_nibbles(const uint8_t* w, const ActQ8& a, int64_t nb) {
   constexpr int64_t bs = sizeof(ref::BlockQ4_K);
   __m256 acc = _mm256_setzero_ps();
-  const bool pf = cpu_prefetches_dots();
   __m128 accm = _mm_setzero_ps();
+  const bool pf = cpu_prefetches_dots();
   int64_t b = 0;
   for (; b + 1 < nb; b += 2) {
     const uint8_t* p = w + b * bs;

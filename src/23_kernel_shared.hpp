@@ -70,6 +70,13 @@ inline size_t round_up(size_t v, size_t m) {
   return (v + m - 1) / m * m;
 }
 
+// The 256 activations of a q8_256 super-block (q) in the order of Q4_K's nibbles (out): in each 128
+// values, 0-31, 64-95, 32-63, 96-127 (ActQ8::qn, KqGroupBlock::q).
+inline void q8_nibble_order(const int8_t* q, int8_t* out) {
+  constexpr int kFrom[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+  for (int i = 0; i < 8; i++) std::memcpy(out + 32 * i, q + 32 * kFrom[i], 32);
+}
+
 // The input X [n_tokens][n] of one or more matmuls. Each quantized form is made on first use
 // and kept until reset(), so matrices that read the same input (attention q/k/v, FFN gate/up)
 // share one quantization. Keep one per context and reset() it: its buffers are reused.
@@ -117,8 +124,7 @@ class MatmulInput {
       for (size_t j = 0; j < F.ns32; j++) s32[j] = static_cast<int16_t>(s[2 * j] + s[2 * j + 1]);
       if (a.qn) {
         int8_t* qn = const_cast<int8_t*>(a.qn);
-        for (int64_t i = 0; i < n_; i += 128)
-          for (int c = 0; c < 4; c++) std::memcpy(qn + i + 32 * c, q + i + 32 * ((c & 1) * 2 + (c >> 1)), 32);
+        for (int64_t i = 0; i < n_; i += 256) q8_nibble_order(q + i, qn + i);
       }
     };
     if (n_tokens_ * n_ >= 16384 && n_tokens_ > 1)

@@ -452,8 +452,7 @@ inline void kq_group_prepare(const MatmulInput& in, int64_t t0, int64_t nt, int6
       const int16_t* s16 = a.sums + 16 * b;
       if constexpr (kQ4K) {
         for (int i = 0; i < 8; i++) k.s[u / 4][8 * (u % 4) + i] = static_cast<int16_t>(s16[2 * i] + s16[2 * i + 1]);
-        constexpr int kFrom[8] = {0, 2, 1, 3, 4, 6, 5, 7};
-        for (int i = 0; i < 8; i++) std::memcpy(k.q[u] + 32 * i, a.q + ref::kQK_K * b + 32 * kFrom[i], 32);
+        q8_nibble_order(a.q + ref::kQK_K * b, k.q[u]);
       } else {
         for (int i = 0; i < 16; i++) k.s[u / 2][16 * (u % 2) + i] = s16[i];
       }
