@@ -766,6 +766,18 @@ inline float dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
 }
 
 #if defined(LLMI_SIMD_AVX512)
+// acc += Q6_K super-block p from its integer lanes (isum) and its 16 scales as int16 (sc): the
+// two halves of isum hold values at the same positions of two 32-value chunks: added, and the
+// offset, llama.cpp's 8 lanes, then its FMA.
+LLMI_FORCE_INLINE void q6k_superblock_tail(const uint8_t* p, const ActQ8& a, int64_t b, __m256i sc, __m512i isum,
+                                           __m256& acc) {
+  // the -32 offset: -32 * (sc_2l * s_2l + sc_2l+1 * s_2l+1) in lane l (s_j: the sum of a over
+  // sub-block j), llama.cpp's lanes
+  const __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)));
+  __m256i isum8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
+  isum8 = _mm256_sub_epi32(isum8, _mm256_slli_epi32(off, 5));
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum8), _mm256_set1_ps(f16_scale(p + 208) * a.d[b]), acc);
+}
 // acc += Q6_K super-block p times the activations' super-block b (q: load_act_256): its FMA in
 // llama.cpp's order (dot_q6_k; dotr_q6_k, several rows sharing q).
 inline void q6k_superblock(const uint8_t* p, const __m512i q[4], const ActQ8& a, int64_t b, __m256& acc) {
@@ -780,9 +792,6 @@ inline void q6k_superblock(const uint8_t* p, const __m512i q[4], const ActQ8& a,
                                        0x0001000100010001, 0x0001000100010001, 0, 0);
   __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
   __m512i sc512 = _mm512_castsi256_si512(sc);
-  // the -32 offset: -32 * (sc_2l * s_2l + sc_2l+1 * s_2l+1) in lane l (s_j: the sum of a over
-  // sub-block j), llama.cpp's lanes
-  __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)));
   __m512i isum = _mm512_setzero_si512();
   for (int h = 0; h < 2; h++) {
     __m512i ql = _mm512_loadu_si512(p + 64 * h);
@@ -796,11 +805,54 @@ inline void q6k_superblock(const uint8_t* p, const __m512i q[4], const ActQ8& a,
     isum = dot_u8s8_scaled_512(isum, v0, q[2 * h], s0);
     isum = dot_u8s8_scaled_512(isum, v1, q[2 * h + 1], s1);
   }
-  // the two halves hold values at the same positions of two 32-value chunks: added, and the
-  // offset, llama.cpp's 8 lanes
-  __m256i isum8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
-  isum8 = _mm256_sub_epi32(isum8, _mm256_slli_epi32(off, 5));
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum8), _mm256_set1_ps(f16_scale(p + 208) * a.d[b]), acc);
+  q6k_superblock_tail(p, a, b, sc, isum, acc);
+}
+#endif
+
+#if defined(LLMI_SIMD_AVX512) && defined(LLMI_SIMD_VNNI)
+// q6k_superblock's integer lanes by fewer operations (dot_q6_k): per 128 weights (half h of the
+// block),
+//  * x: weights 0-63 of the half, their 6-bit values (the low nibbles of ql and qh's bits 0-1 /
+//    2-3 shifted up by 4 / 2); y: weights 64-127, their values times 1 / 4 (the high nibbles of ql
+//    shifted down by 4 / 2 under qh's bits 4-5 / 6-7, which stay in place);
+//  * one vpdpbusd each gives sums of 4 products, R_x and R_y, in 16 int32 lanes
+//    (|R| <= 4 * 63 * 128 < 2^15; R_y is 4 times its sum in the high 256 bits);
+//  * R_x and R_y are packed as the int16 pair of each lane (R_y shifted by 16 / 14 and a
+//    vpternlogd), and one vpmaddwd with the pairs of their sub-blocks' scales (one vpermw) gives
+//    sc_x * R_x + sc_y * R_y.
+// Lane l of the result holds weights 4l..4l+3 of 32-weight chunks: lanes i and i + 8 added are
+// llama.cpp's lane i before the offset. sc: the block's 16 scales as int16.
+// Per 128 weights 7 shifts, permutes and multiplies against 9 (with 2 vpermw, 2 vpmaddubsw, 2
+// vpdpwssd): AMD EPYC (Zen 4), 1 thread, bench-kernels' gemv q6_K, "small" (in L2) 34.4-34.6 ->
+// 37.6-37.9 GMAC/s, the larger shapes 32-36 -> 33-39 (bench/RESULTS.md).
+LLMI_FORCE_INLINE __m512i q6k_isum_vnni(const uint8_t* p, const int8_t* q8, __m512i sc) {
+  const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30), lo16 = _mm512_set1_epi32(0xFFFF);
+  auto halves64 = [](int64_t lo, int64_t hi) { return _mm512_set_epi64(hi, hi, hi, hi, lo, lo, lo, lo); };
+  const __m512i shl = halves64(0x0004000400040004, 0x0002000200020002);  // qh's bits 0-1 / 2-3 to 4-5
+  const __m512i shr = shl;                                               // ql's high nibbles to 0-3 / 2-5
+  const __m512i ylo = halves64(0x0F0F0F0F0F0F0F0F, 0x3C3C3C3C3C3C3C3C);
+  const __m512i yhi = halves64(0x3030303030303030, static_cast<int64_t>(0xC0C0C0C0C0C0C0C0ULL));
+  const __m512i pack = halves64(0x0000001000000010, 0x0000000E0000000E);  // R_y's shift: 16 / 14
+  __m512i isum = _mm512_setzero_si512();
+  for (int h = 0; h < 2; h++) {
+    const __m512i ql = _mm512_loadu_si512(p + 64 * h);
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h)));
+    // 0xEC: (A & C) | B
+    const __m512i x = _mm512_ternarylogic_epi32(ql, _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30), m4, 0xEC);
+    const __m512i y = _mm512_ternarylogic_epi32(_mm512_srlv_epi16(ql, shr), _mm512_and_si512(qh, yhi), ylo, 0xEC);
+    const __m512i z = _mm512_setzero_si512();
+    const __m512i rx = _mm512_dpbusd_epi32(z, x, _mm512_loadu_si512(q8 + 128 * h));
+    const __m512i ry = _mm512_dpbusd_epi32(z, y, _mm512_loadu_si512(q8 + 128 * h + 64));
+    const __m512i xy = _mm512_ternarylogic_epi32(rx, _mm512_sllv_epi32(ry, pack), lo16, 0xEC);
+    // int16 lane 2l takes the scale of sub-block 8h + l / 4, lane 2l + 1 that of 8h + 4 + l / 4
+    alignas(64) static constexpr int16_t kSel[2][32] = {
+        {0, 4, 0, 4, 0, 4, 0, 4, 1, 5, 1, 5, 1, 5, 1, 5, 2, 6, 2, 6, 2, 6, 2, 6, 3, 7, 3, 7, 3, 7, 3, 7},
+        {8,  12, 8,  12, 8,  12, 8,  12, 9,  13, 9,  13, 9,  13, 9,  13,
+         10, 14, 10, 14, 10, 14, 10, 14, 11, 15, 11, 15, 11, 15, 11, 15}};
+    const __m512i s = _mm512_permutexvar_epi16(_mm512_load_si512(kSel[h]), sc);
+    isum = _mm512_dpwssd_epi32(isum, xy, s);
+  }
+  return isum;
 }
 #endif
 
@@ -812,9 +864,16 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
   const bool pf = cpu_prefetches_dots();
   for (int64_t b = 0; b < nb; b++) {
     dot_prefetch(pf, w + b * bs, 4);  // its 210 bytes
+#if defined(LLMI_SIMD_VNNI)
+    const uint8_t* p = w + b * bs;
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
+    const __m512i isum = q6k_isum_vnni(p, a.q + ref::kQK_K * b, _mm512_castsi256_si512(sc));
+    q6k_superblock_tail(p, a, b, sc, isum, acc);
+#else
     __m512i q[4];
     load_act_256(a, b, q);
     q6k_superblock(w + b * bs, q, a, b, acc);
+#endif
   }
   return hsum_ps256(acc);
 #elif defined(LLMI_SIMD_AVX2)
