@@ -788,7 +788,7 @@ inline bool cpu_splits_zmm() {
   return cpu_is_amd_family_19();
 }
 
-// Whether the AVX-512 one-token dot products ask the bytes ahead of them into L1 (dot_prefetch,
+// Whether the AVX-512 one-token dot products ask for the bytes ahead of them (dot_prefetch,
 // 21_simd). Measured faster on AMD Zen 4 (the AVX-512 CPUs of family 0x19); other CPUs keep the
 // path measured on them (bench/RESULTS.md) until measured with this one.
 inline bool cpu_prefetches_dots() {

@@ -28,18 +28,34 @@ inline float f16_scale(const uint8_t* p) {
 // ---- x86 helpers ----
 #if defined(LLMI_SIMD_AVX512)
 // Where cpu_prefetches_dots() (11_platform: AMD Zen 4), the AVX-512 one-token dot products of Q8_0,
-// Q4_0, Q5_0, Q4_K and Q6_K (gemv, one row at a time) ask the bytes kDotAhead past the block they
-// read into L1 (prefetcht0, a line or more per block). A matrix's rows are contiguous, so this runs
-// ahead through the rest of the row and into the next ones, and one thread's misses overlap.
-// AMD EPYC (Zen 4), decode, 1 / 2 threads: llama3.2-1b Q4_K_M 19.9 -> 23.1 / 34.7 -> 37.8
-// tokens/s, Q8_0 14.6 -> 16.0 / 24.7 -> 26.6, gemma3-1b Q4_K_M (its Q5_0 rows) 21.0 -> 22.8 /
-// 37.4 -> 41.6 (Q4_K alone: 512 or 1536 bytes ahead gained less, 8192 as much, 16384 less;
-// bench/RESULTS.md).
-constexpr int64_t kDotAhead = 4096;
-// Lines [p + kDotAhead, p + kDotAhead + 64 * lines) where pf.
+// Q4_0, Q5_0, Q4_K and Q6_K (gemv, one row at a time) ask for the bytes ahead of the block they read
+// (a line or more per block). A matrix's rows are contiguous, so this runs ahead through the rest
+// of the row and into the next ones, and one thread's misses overlap. AMD EPYC (Zen 4), decode
+// (bench/RESULTS.md):
+//  * into L1 (prefetcht0) kDotAheadL1 bytes ahead, 1 / 2 threads: llama3.2-1b Q4_K_M 19.9 -> 23.1 /
+//    34.7 -> 37.8 tokens/s, Q8_0 14.6 -> 16.0 / 24.7 -> 26.6, gemma3-1b Q4_K_M (its Q5_0 rows) 21.0
+//    -> 22.8 / 37.4 -> 41.6 (Q4_K alone: 512 or 1536 bytes ahead gained less, 8192 as much, 16384
+//    less);
+//  * the K-quants into L2 (prefetcht1), which keeps more misses in flight, kDotAheadL2 bytes
+//    ahead, 1 thread: llama3.2-1b Q4_K_M 23.1-23.5 -> 26.1-27.4, qwen3-0.6b Q4_K_M 43.5-44.0 ->
+//    48.7-49.3 (8192 and 32768 bytes ahead about the same; 4096 slower than into L1).
+// The 32-value types stay with L1: into L2 gave the 1B Q8_0 files 6-9% at 1 thread but slowed
+// smollm2-135m, whose matrices are small, so that the bytes past a thread's last rows, read for
+// nothing, weigh more (Q8_0 2-4% at 2 threads; its Q5_0 rows, 1 thread, 139-141 -> 124-126
+// tokens/s). Fetching whole rows ahead in gemv instead (as many lines at a time as a row has) was
+// slower than either.
+constexpr int64_t kDotAheadL1 = 4096, kDotAheadL2 = 16384;
+// Lines [p + ahead, p + ahead + 64 * lines) where pf: kL2 into L2 (kDotAheadL2 ahead), else into
+// L1 (kDotAheadL1 ahead).
+template <bool kL2>
 LLMI_FORCE_INLINE void dot_prefetch(bool pf, const uint8_t* p, int lines) {
   if (pf)
-    for (int i = 0; i < lines; i++) _mm_prefetch(reinterpret_cast<const char*>(p + kDotAhead + 64 * i), _MM_HINT_T0);
+    for (int i = 0; i < lines; i++) {
+      if constexpr (kL2)
+        _mm_prefetch(reinterpret_cast<const char*>(p + kDotAheadL2 + 64 * i), _MM_HINT_T1);
+      else
+        _mm_prefetch(reinterpret_cast<const char*>(p + kDotAheadL1 + 64 * i), _MM_HINT_T0);
+    }
 }
 #endif
 #if defined(LLMI_SIMD_AVX2)
@@ -386,7 +402,7 @@ inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
 #if defined(LLMI_SIMD_AVX512)
-    dot_prefetch(pf, p, 1);
+    dot_prefetch<false>(pf, p, 1);
 #endif
     __m256i dv = dot_s8_256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)),
                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
@@ -470,7 +486,7 @@ inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
   const bool pf = cpu_prefetches_dots();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
-    dot_prefetch(pf, w + b * bs, 1);  // its 36 or 44 bytes
+    dot_prefetch<false>(pf, w + b * bs, 1);  // its 36 or 44 bytes
     const __m512i av = _mm512_loadu_si512(a.q + 32 * b);
     q45_0_pair<kQ5>(w + b * bs, av, q45_0_offset_sums<kQ5>(av), a, b, acc);
   }
@@ -668,7 +684,7 @@ inline float dot_q4_k_nibbles(const uint8_t* w, const ActQ8& a, int64_t nb) {
   int64_t b = 0;
   for (; b + 1 < nb; b += 2) {
     const uint8_t* p = w + b * bs;
-    dot_prefetch(pf, p, 5);  // the 288 bytes of the two blocks
+    dot_prefetch<true>(pf, p, 5);  // the 288 bytes of the two blocks
     const __m256i x =
         _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4))),
                                 _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + bs + 4)), 1);
@@ -863,7 +879,7 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   const bool pf = cpu_prefetches_dots();
   for (int64_t b = 0; b < nb; b++) {
-    dot_prefetch(pf, w + b * bs, 4);  // its 210 bytes
+    dot_prefetch<true>(pf, w + b * bs, 4);  // its 210 bytes
 #if defined(LLMI_SIMD_VNNI)
     const uint8_t* p = w + b * bs;
     const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
