@@ -1036,6 +1036,19 @@ inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, co
     wd[g] = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb);
     wdm[g] = P.dmin + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb);
   }
+  // Q6_K: d(w) * d(a) per super-block, row group and token, made once for the 8 sums instead of in
+  // each (up to kMaxSb super-blocks). AMD EPYC (Zen 4), 1 thread, bench-kernels' gemm q6_K at 128
+  // and 512 tokens 89-104 -> 95-117 GMAC/s; Q4_K (and its mins' dmin(w) * d(a)) gained at K >= 2048
+  // but lost 3% at K = 1024, so it keeps the multiply in each pass (bench/RESULTS.md).
+  constexpr int64_t kMaxSb = 32;
+  const bool pre = !kQ4K && nsb <= kMaxSb;
+  __m512 dd[kQ4K ? 1 : kMaxSb][kRG][kRN];
+  if (pre)
+    for (int64_t s = 0; s < nsb; s++)
+      for (int g = 0; g < kRG; g++) {
+        const __m512 d = _mm512_load_ps(wd[g] + 16 * s);
+        for (int t = 0; t < kRN; t++) dd[s][g][t] = _mm512_mul_ps(d, _mm512_set1_ps(ad[t][s]));
+      }
   __m512 lanes[kRG][kRN][8];  // the 8 float sums
   for (int u = 0; u < 8; u++) {
     __m512 acc[kRG][kRN];
@@ -1074,8 +1087,8 @@ inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, co
         const __m512 d = _mm512_load_ps(wd[g] + 16 * s);
 #pragma GCC unroll 4
         for (int t = 0; t < kRN; t++)
-          acc[g][t] =
-              _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[g][t]), _mm512_mul_ps(d, _mm512_set1_ps(ad[t][s])), acc[g][t]);
+          acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[g][t]),
+                                      pre ? dd[s][g][t] : _mm512_mul_ps(d, _mm512_set1_ps(ad[t][s])), acc[g][t]);
       }
     }
     for (int g = 0; g < kRG; g++)
