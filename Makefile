@@ -25,7 +25,8 @@
 #   make cmake-check       the CMake package and pkg-config files, used four ways (tests/cmake/run.sh)
 #   make bench             the kernel micro-benchmark (build/bench-kernels), the structured-output
 #                          benchmark (build/bench-grammar), the int8 peak of AMX and VNNI
-#                          (build/bench-peak-amx); bench/compare.py vs llama.cpp
+#                          (build/bench-peak-amx), the AVX-512 instructions' throughput
+#                          (build/bench-zmm-ops); bench/compare.py vs llama.cpp
 
 CXX ?= g++
 BUILD ?= build
@@ -429,7 +430,11 @@ $(BUILD)/bench-grammar: bench/grammar.cpp llminfer.hpp
 $(BUILD)/bench-peak-amx: bench/peak_amx.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_ALL) $< -o $@ $(LDFLAGS_ALL)
-bench: $(BUILD)/llminfer $(BUILD)/bench-kernels $(BUILD)/bench-grammar $(BUILD)/bench-peak-amx
+# The throughput of the AVX-512 instructions the kernels use, alone and in pairs (which share a port).
+$(BUILD)/bench-zmm-ops: bench/zmm_ops.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_ALL) $< -o $@ $(LDFLAGS_ALL)
+bench: $(BUILD)/llminfer $(BUILD)/bench-kernels $(BUILD)/bench-grammar $(BUILD)/bench-peak-amx $(BUILD)/bench-zmm-ops
 
 # The only target that uses the network: a small public model for `make demo` (see README).
 model:
