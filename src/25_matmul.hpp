@@ -1009,9 +1009,10 @@ inline __m512i dpwssd(__m512i acc, __m512i p, __m512i sc) {
 // (sc_x, sc_y): 3 multiplying instructions per 128 values of 16 rows (4 with a vpdpwssd per 64).
 // Each sum u is run over all super-blocks at a time, so that only 2 x 4 integer and float
 // accumulators are live (the tile's weights and activations loaded once for 8 products).
-template <bool kQ4K>
-inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, const int32_t* qpairs, TokenTile tj,
-                     __m512 (&out)[kRG][kRN]) {
+constexpr int64_t kMaxKeptSb = 32;  // (16 KiB of factors per kind on the stack)
+template <bool kQ4K, bool kKeep>
+inline void micro_kq_body(const Panel& P, const MatmulInput& in, const int8_t* xk, const int32_t* qpairs, TokenTile tj,
+                          __m512 (&out)[kRG][kRN]) {
   const int64_t K = P.K, nsb = K / 256;
   constexpr int kNP = kQ4K ? 4 : 8;  // offset pairs per super-block
   const int32_t* aq[kRN];            // the activations in kq_order
@@ -1036,18 +1037,22 @@ inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, co
     wd[g] = P.d + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb);
     wdm[g] = P.dmin + static_cast<size_t>(g) * 16 * static_cast<size_t>(nsb);
   }
-  // Q6_K: d(w) * d(a) per super-block, row group and token, made once for the 8 sums instead of in
-  // each (up to kMaxSb super-blocks). AMD EPYC (Zen 4), 1 thread, bench-kernels' gemm q6_K at 128
-  // and 512 tokens 89-104 -> 95-117 GMAC/s; Q4_K (and its mins' dmin(w) * d(a)) gained at K >= 2048
-  // but lost 3% at K = 1024, so it keeps the multiply in each pass (bench/RESULTS.md).
-  constexpr int64_t kMaxSb = 32;
-  const bool pre = !kQ4K && nsb <= kMaxSb;
-  __m512 dd[kQ4K ? 1 : kMaxSb][kRG][kRN];
-  if (pre)
+  // kKeep: d(w) * d(a) per super-block, row group and token (and Q4_K's dmin(w) * d(a)) made once
+  // for the 8 sums (4 mins) instead of in each pass (micro_kq: rows of up to kMaxKeptSb super-blocks).
+  // AMD EPYC (Zen 4), 1 thread, bench-kernels' gemm at 128 and 512 tokens: q6_K 89-104 -> 95-117
+  // GMAC/s, q4_K 94-110 -> 97-115 (bench/RESULTS.md).
+  constexpr bool pre = kKeep;
+  __m512 dd[kKeep ? kMaxKeptSb : 1][kRG][kRN];
+  [[maybe_unused]] __m512 ddm[kKeep && kQ4K ? kMaxKeptSb : 1][kRG][kRN];
+  if constexpr (pre)
     for (int64_t s = 0; s < nsb; s++)
       for (int g = 0; g < kRG; g++) {
         const __m512 d = _mm512_load_ps(wd[g] + 16 * s);
         for (int t = 0; t < kRN; t++) dd[s][g][t] = _mm512_mul_ps(d, _mm512_set1_ps(ad[t][s]));
+        if constexpr (kQ4K) {
+          const __m512 dmin = _mm512_load_ps(wdm[g] + 16 * s);
+          for (int t = 0; t < kRN; t++) ddm[s][g][t] = _mm512_mul_ps(dmin, _mm512_set1_ps(ad[t][s]));
+        }
       }
   __m512 lanes[kRG][kRN][8];  // the 8 float sums
   for (int u = 0; u < 8; u++) {
@@ -1114,8 +1119,8 @@ inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, co
 #pragma GCC unroll 4
           for (int t = 0; t < kRN; t++) {
             const __m512i m = dpwssd(_mm512_setzero_si512(), mp, _mm512_set1_epi32(ap[t][4 * s + k]));
-            acc[g][t] =
-                _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, _mm512_set1_ps(ad[t][s])), acc[g][t]);
+            acc[g][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m),
+                                         pre ? ddm[s][g][t] : _mm512_mul_ps(dmin, _mm512_set1_ps(ad[t][s])), acc[g][t]);
           }
         }
       for (int g = 0; g < kRG; g++)
@@ -1127,6 +1132,16 @@ inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, co
         out[g][t] = _mm512_add_ps(out[g][t], _mm512_add_ps(_mm512_add_ps(m[0], m[2]), _mm512_add_ps(m[1], m[3])));
       }
   }
+}
+
+// micro_kq_body with the factors kept (kKeep) where a row has at most kMaxKeptSb super-blocks.
+template <bool kQ4K>
+inline void micro_kq(const Panel& P, const MatmulInput& in, const int8_t* xk, const int32_t* qpairs, TokenTile tj,
+                     __m512 (&out)[kRG][kRN]) {
+  if (P.K / 256 <= kMaxKeptSb)
+    micro_kq_body<kQ4K, true>(P, in, xk, qpairs, tj, out);
+  else
+    micro_kq_body<kQ4K, false>(P, in, xk, qpairs, tj, out);
 }
 
 // 32-block micro-kernel (Q4_0, Q5_0, Q8_0) in llama.cpp's order: per row and token, 8 float lanes

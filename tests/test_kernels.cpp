@@ -669,11 +669,12 @@ TEST_CASE("matmul: with the x86 kernels a quantized row gives a token the same b
     DType t;
     int64_t rows, n;
   };
-  // (and K-quant rows of 9 and 10 super-blocks, and Q6_K's of 33: more than micro_kq keeps the
-  // factors d(w) * d(a) of, kMaxSb)
+  // (and K-quant rows of 9 and 10 super-blocks, and of 33: more than micro_kq keeps the factors
+  // d(w) * d(a) of, kMaxKeptSb)
   const Case cases[] = {{DType::q4_0, 37, 96},   {DType::q5_0, 70, 576},  {DType::q8_0, 33, 1056},
                         {DType::q4_K, 35, 512},  {DType::q6_K, 41, 256},  {DType::q6_K, 3, 1280},
-                        {DType::q4_K, 19, 2560}, {DType::q6_K, 17, 2304}, {DType::q6_K, 5, 8448}};
+                        {DType::q4_K, 19, 2560}, {DType::q6_K, 17, 2304}, {DType::q4_K, 5, 8448},
+                        {DType::q6_K, 5, 8448}};
   // both shapes of the 32-block micro-kernel's tiles (micro_q32, cpu_splits_zmm), on any CPU
   for (const Case& c : cases) {
     Matrix m = make_matrix(c.t, c.rows, c.n, r, false);
