@@ -9051,10 +9051,9 @@ inline void micro_kq_body(const Panel& P, const MatmulInput& in, const int8_t* x
   // for the 8 sums (4 mins) instead of in each pass (micro_kq: rows of up to kMaxKeptSb super-blocks).
   // AMD EPYC (Zen 4), 1 thread, bench-kernels' gemm at 128 and 512 tokens: q6_K 89-104 -> 95-117
   // GMAC/s, q4_K 94-110 -> 97-115 (bench/RESULTS.md).
-  constexpr bool pre = kKeep;
   __m512 dd[kKeep ? kMaxKeptSb : 1][kRG][kRN];
   [[maybe_unused]] __m512 ddm[kKeep && kQ4K ? kMaxKeptSb : 1][kRG][kRN];
-  if constexpr (pre)
+  if constexpr (kKeep)
     for (int64_t s = 0; s < nsb; s++)
       for (int g = 0; g < kRG; g++) {
         const __m512 d = _mm512_load_ps(wd[g] + 16 * s);
@@ -9103,7 +9102,7 @@ inline void micro_kq_body(const Panel& P, const MatmulInput& in, const int8_t* x
 #pragma GCC unroll 4
         for (int t = 0; t < kRN; t++)
           acc[g][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[g][t]),
-                                      pre ? dd[s][g][t] : _mm512_mul_ps(d, _mm512_set1_ps(ad[t][s])), acc[g][t]);
+                                      kKeep ? dd[s][g][t] : _mm512_mul_ps(d, _mm512_set1_ps(ad[t][s])), acc[g][t]);
       }
     }
     for (int g = 0; g < kRG; g++)
@@ -9129,8 +9128,8 @@ inline void micro_kq_body(const Panel& P, const MatmulInput& in, const int8_t* x
 #pragma GCC unroll 4
           for (int t = 0; t < kRN; t++) {
             const __m512i m = dpwssd(_mm512_setzero_si512(), mp, _mm512_set1_epi32(ap[t][4 * s + k]));
-            acc[g][t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m),
-                                         pre ? ddm[s][g][t] : _mm512_mul_ps(dmin, _mm512_set1_ps(ad[t][s])), acc[g][t]);
+            acc[g][t] = _mm512_fnmadd_ps(
+                _mm512_cvtepi32_ps(m), kKeep ? ddm[s][g][t] : _mm512_mul_ps(dmin, _mm512_set1_ps(ad[t][s])), acc[g][t]);
           }
         }
       for (int g = 0; g < kRG; g++)
