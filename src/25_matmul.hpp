@@ -9,9 +9,9 @@
 //  * Few tokens (decode): a threaded matrix-vector product; tasks are chunks of rows, each row is
 //    one dot product straight from the mapped weights (21_simd), for each token.
 //  * The single tokens of several sequences (batched decoding, matmul_each): each row is read once
-//    for all of them, and on x86 its blocks are unpacked once for a group of tokens (gemm_rows with
-//    the types' dotn_*; AVX-512 K-quants: gemv_each_group), every token keeping the float order
-//    of its one-token dot product.
+//    for all of them, and on x86 its blocks are unpacked once for a group of tokens (AVX2:
+//    gemm_rows with the types' dotn_*; AVX-512: gemv_each_group for the quantized types), every
+//    token keeping the float order of its one-token dot product.
 //  * Many tokens (prefill, AVX-512): a blocked matrix-matrix product. A task takes a block of rows
 //    and a block of tokens, decodes the rows once into a panel (unsigned 8-bit values with their
 //    scales, or f32 for float/MLX types) kept in cache, and runs a register-tiled micro-kernel
@@ -224,18 +224,16 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   });
 }
 
-#if defined(LLMI_SIMD_AVX2)
-// ---- several tokens per weight row (AVX2; AVX-512: batched decoding) ----
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+// ---- several tokens per weight row (AVX2) ----
 // Without AVX-512 the matrix-matrix product is a row-major sweep: a task takes a chunk of rows and
 // a block of tokens; each weight row, decoded once per group of kTG tokens, is multiplied with
 // every token of the group while it sits in L1, and the block's activations stay in L2. Every
 // (row, token) sum takes exactly the float operations of the row's dot product (dot_q8_0,
 // dot_q4_q5_0, dot_q4_k, dot_q6_k: llama.cpp's AVX2 order), so the result is the bits of gemv
-// and of llama.cpp's AVX2 build; only the integer work and the loads are shared.
-// The AVX-512 build takes this path for the single tokens of several sequences (gemv_each, batched
-// decoding) of Q8_0, Q4_0 and Q5_0 rows: these dotn_* give the bits of its dot products too (the
-// 32-block dots of both levels chain one 8-lane FMA per block in block order). (Its K-quants:
-// gemv_each_group below; its matmul of several tokens: the blocked gemm.)
+// and of llama.cpp's AVX2 build; only the integer work and the loads are shared. The same path
+// takes the single tokens of several sequences (gemv_each, batched decoding). (AVX-512:
+// gemv_each_group below for those, the blocked gemm for a matmul of several tokens.)
 constexpr int kTG = 4;           // tokens per weight-row decode
 constexpr int64_t kTBlock = 64;  // tokens per task (their activations stay in L2)
 
@@ -410,9 +408,38 @@ inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int6
     }
   });
 }
-#endif  // LLMI_SIMD_AVX2
+#endif  // LLMI_SIMD_AVX2 && !LLMI_SIMD_AVX512
 
 #if defined(LLMI_SIMD_AVX512)
+// acc + sums of 4 products (unsigned w bytes x signed a bytes) per int32 lane.
+inline __m512i dpbusd(__m512i acc, __m512i w, __m512i a) {
+#if defined(LLMI_SIMD_VNNI)
+  return _mm512_dpbusd_epi32(acc, w, a);
+#else
+  // vpmaddubsw saturates for bytes above 127 (Q8_0 + 128): split them into nibbles
+  const __m512i m4 = _mm512_set1_epi8(15);
+  __m512i lo = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(w, m4), a), _mm512_set1_epi16(1));
+  __m512i hi =
+      _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w, 4), m4), a), _mm512_set1_epi16(16));
+  return _mm512_add_epi32(acc, _mm512_add_epi32(lo, hi));
+#endif
+}
+
+// The 32 values of a 32-block at blk (Q8_0, Q4_0, Q5_0) as unsigned bytes in element order: Q8_0
+// q + 128, Q4_0 0..15, Q5_0 0..31 (their offsets: PanelFormat::offset).
+template <DType T>
+inline __m256i q32_block_values(const uint8_t* blk) {
+  if constexpr (T == DType::q8_0) {
+    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)),
+                            _mm256_set1_epi8(static_cast<char>(0x80)));
+  } else if constexpr (T == DType::q4_0) {
+    return q4_block_values(blk + 2);
+  } else {
+    static_assert(T == DType::q5_0, "q32_block_values: Q8_0, Q4_0 or Q5_0");
+    return _mm256_or_si256(q4_block_values(blk + 6), q5_high_bits(rd_u32(blk + 2)));
+  }
+}
+
 // ---- the single tokens of several sequences times K-quant rows (AVX-512, batched decoding) ----
 // gemv_each_group: a task takes a chunk of rows; each row's super-block is unpacked once into
 // registers (its values and scale vectors, as dot_q4_k / dot_q6_k unpack it) for a group of up to
@@ -440,10 +467,15 @@ struct KqGroupBlock {
   alignas(64) int8_t q[kGroup][ref::kQK_K];
 };
 
+// The tokens of a group a kernel reads: nt (<= kGroup) rounded up to 2, 4 or kGroup (dotg's NT).
+inline int group_width(int64_t nt) {
+  return nt <= 2 ? 2 : nt <= 4 ? 4 : kGroup;
+}
+
 // The group of tokens t0..t0+nt-1 (nt <= kGroup) over nb super-blocks into g[0..nb).
 template <bool kQ4K>
 inline void kq_group_prepare(const MatmulInput& in, int64_t t0, int64_t nt, int64_t nb, KqGroupBlock* g) {
-  for (int u = 0; u < kGroup; u++) {
+  for (int u = 0; u < group_width(nt); u++) {
     const ActQ8 a = in.row(ActForm::q8_256, t0 + std::min<int64_t>(u, nt - 1));
     for (int64_t b = 0; b < nb; b++) {
       KqGroupBlock& k = g[b];
@@ -586,18 +618,114 @@ inline void dotg_q6_k(const uint8_t* w, const ActQ8* a, const KqGroupBlock* g, i
   for (int t = 0; t < NT; t++) out[t] = hsum_ps256(_mm256_load_ps(lanes[t / 2] + 8 * (t % 2)));
 }
 
-// Y[t] = W x_t for T >= 2 single tokens and a K-quant W (WK::dotg), every result with the bits of
-// WK::dot (see above). False when out of memory (the scratch could not grow).
+// ---- the same for 32-blocks (Q8_0, Q4_0, Q5_0) ----
+// Per block and row the unsigned values (q32_block_values) sit in both halves of a zmm; a token
+// pair's activations (one token in each half) take one vpdpbusd that starts at -offset * (sum of
+// each 4 activations), which gives the 4-value sums of dot_q8_0 / dot_q4_0 / dot_q5_0 for both
+// tokens exactly, then one conversion, one multiply (d(w) * d(a) of each token in its 8 lanes)
+// and one FMA: each token's 8 float lanes take the one-token dot's FMA per block in block order,
+// and the final tree is hsum_ps256, so every result has the bits of its dot. Per token and block
+// 2 instructions of 512 bits (gemm_rows' dotn_*: 5-6 of 256). A call takes two rows, one from each
+// half of a task's rows (two streams, each read in order), and reads each pair's vectors once for
+// both; where the one-token dots ask for the bytes ahead (cpu_prefetches_dots: Zen 4), so does
+// it, into L2 (kDotAheadL2). AMD EPYC (Zen 4), 1 thread, bench-kernels' "each" at 2 / 4 / 8
+// tokens against gemm_rows: q8_0 31-35 -> 41-45 / 30-35 -> 50-53 / 30-35 -> 55-59 GMAC/s, q5_0
+// 24-25 -> 29-33 / 29-31 -> 43 / 29-31 -> 50-55; 4 sessions of qwen3-0.6b Q8_0 at 2 threads 97-100
+// -> 122-127 tokens/s (bench/RESULTS.md). Rows r and r + 1 as the pair, without the prefetch, were
+// slower than gemm_rows (1 thread: 54 -> 37 tokens/s): each pair's second row began cold.
+
+// A token pair's block in the lanes of dotg_q32. A group (prepared once per matmul; missing tokens
+// of a last group repeat its last token) is kGroup / 2 runs of nb of them, one run per pair, which
+// the kernel streams (the pairs of a block side by side, 768 bytes apart, fell into a quarter of
+// L1's sets and missed from K = 2048 on).
+struct Q32PairBlock {
+  alignas(64) int8_t q[64];       // token 2p's 32 activations, then 2p + 1's
+  alignas(64) int32_t start[16];  // -offset * the sum of each 4 activations: 2p's in lanes 0..7
+  alignas(64) float d[16];        // d(a) of token 2p in lanes 0..7, of 2p + 1 in 8..15
+};
+
+// The group of tokens t0..t0+nt-1 (nt <= kGroup) over nb blocks into g[0..kGroup / 2 * nb), for
+// values stored with this offset.
+template <int kOffset>
+inline void q32_group_prepare(const MatmulInput& in, int64_t t0, int64_t nt, int64_t nb, Q32PairBlock* g) {
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1), neg = _mm256_set1_epi32(-kOffset);
+  for (int u = 0; u < group_width(nt); u++) {
+    const ActQ8 a = in.row(ActForm::q8_32, t0 + std::min<int64_t>(u, nt - 1));
+    const int h = 32 * (u % 2);
+    Q32PairBlock* run = g + (u / 2) * nb;
+    for (int64_t b = 0; b < nb; b++) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(run[b].q + h), q);
+      const __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(run[b].start + h / 4), _mm256_mullo_epi32(s4, neg));
+      _mm256_store_ps(run[b].d + h / 4, _mm256_set1_ps(a.d[b]));
+    }
+  }
+}
+
+// out[i][t] = dot_q8_0 / dot_q4_0 / dot_q5_0(w + i * rb, a[t], 32 * nb), i < NR, t < NT (2, 4 or 8);
+// g: the group of a (q32_group_prepare), whose vectors are read once for the NR rows.
+template <DType T, int NT, int NR>
+inline void dotg_q32_rows(const uint8_t* w, uint64_t rb, const Q32PairBlock* g, int64_t nb, float (*out)[kGroup],
+                          const uint8_t* next) {
+  constexpr int64_t bs = dtype_traits(T)->bytes;
+  constexpr int64_t every = 64 / bs;  // blocks per prefetch of a line (whose blocks start <= 64 apart)
+  constexpr int NP = NT / 2;
+  const bool pf = cpu_prefetches_dots();
+  __m512 acc[NR][NP];
+  for (int i = 0; i < NR; i++)
+    for (int q = 0; q < NP; q++) acc[i][q] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    __m512i v[NR];
+    __m512 d[NR];
+#pragma GCC unroll 2
+    for (int i = 0; i < NR; i++) {
+      const uint8_t* p = w + i * rb + b * bs;
+      if (next && b % every == 0) _mm_prefetch(reinterpret_cast<const char*>(next + i * rb + b * bs), _MM_HINT_T1);
+      if (b % every == 0) dot_prefetch<true>(pf, p, 1);
+      v[i] = _mm512_broadcast_i64x4(q32_block_values<T>(p));
+      d[i] = _mm512_set1_ps(f16_scale(p));
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < NP; q++) {
+      const Q32PairBlock& k = g[q * nb + b];
+      const __m512i st = _mm512_load_si512(k.start), aq = _mm512_load_si512(k.q);
+      const __m512 da = _mm512_load_ps(k.d);
+#pragma GCC unroll 2
+      for (int i = 0; i < NR; i++)
+        acc[i][q] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dpbusd(st, v[i], aq)), _mm512_mul_ps(d[i], da), acc[i][q]);
+    }
+  }
+  for (int i = 0; i < NR; i++) {
+    alignas(64) float lanes[NP][16];
+    for (int q = 0; q < NP; q++) _mm512_store_ps(lanes[q], acc[i][q]);
+    for (int t = 0; t < NT; t++) out[i][t] = hsum_ps256(_mm256_load_ps(lanes[t / 2] + 8 * (t % 2)));
+  }
+}
+// The same for nr (1 or 2) rows, rb bytes apart.
+template <DType T, int NT>
+inline void dotg_q32(const uint8_t* w, uint64_t rb, int nr, const Q32PairBlock* g, int64_t nb, float (*out)[kGroup],
+                     const uint8_t* next) {
+  if (nr == 2)
+    dotg_q32_rows<T, NT, 2>(w, rb, g, nb, out, next);
+  else
+    dotg_q32_rows<T, NT, 1>(w, rb, g, nb, out, next);
+}
+
+// Y[t] = W x_t for T >= 2 single tokens and a K-quant or 32-block W (WK::dotg over groups of
+// WK::group_blocks(nb) WK::GroupBlock made by WK::group_prepare), every result with the bits of
+// WK::dot (see above).
+// False when out of memory (the scratch could not grow).
 template <class WK>
 inline bool gemv_each_group(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
                             MatmulScratch& scratch) {
-  const int64_t rows = w.rows(), T = in.n_tokens(), nb = w.ne[0] / ref::kQK_K;
-  const int64_t n_groups = (T + kGroup - 1) / kGroup;
-  if (!scratch.xk.reserve(static_cast<size_t>(n_groups * nb) * sizeof(KqGroupBlock) + 64)) return false;
-  KqGroupBlock* groups = scratch.xk.as<KqGroupBlock>();
+  using Block = typename WK::GroupBlock;
+  const int64_t rows = w.rows(), T = in.n_tokens(), nb = w.ne[0] / WK::block;
+  const int64_t n_groups = (T + kGroup - 1) / kGroup, gb = WK::group_blocks(nb);
+  if (!scratch.xk.reserve(static_cast<size_t>(n_groups * gb) * sizeof(Block) + 64)) return false;
+  Block* groups = scratch.xk.as<Block>();
   for (int64_t gi = 0; gi < n_groups; gi++)
-    kq_group_prepare<WK::type == DType::q4_K>(in, kGroup * gi, std::min<int64_t>(kGroup, T - kGroup * gi), nb,
-                                              groups + gi * nb);
+    WK::group_prepare(in, kGroup * gi, std::min<int64_t>(kGroup, T - kGroup * gi), nb, groups + gi * gb);
   const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
   // Tasks of decreasing size (each 1 / (2 threads) of the rows left, at least 16 KiB of weights
   // and 1/48 of the rows, so at most 49 tasks): long runs first, short ones last, so that the
@@ -621,21 +749,38 @@ inline bool gemv_each_group(const TensorView& w, const MatmulInput& in, float* y
     for (int64_t gi = 0; gi < n_groups; gi++) {
       const int64_t t0 = kGroup * gi, nt = std::min<int64_t>(kGroup, T - t0);
       ActQ8 a[kGroup];
-      for (int u = 0; u < kGroup; u++) a[u] = in.row(ActForm::q8_256, t0 + std::min<int64_t>(u, nt - 1));
-      const KqGroupBlock* g = groups + gi * nb;
-      for (int64_t r = r0; r < r1; r++) {
+      for (int u = 0; u < kGroup; u++) a[u] = in.row(WK::act, t0 + std::min<int64_t>(u, nt - 1));
+      const Block* g = groups + gi * gb;
+      // rows per dotg: NR streams of L rows each (row j of stream i: r0 + i * L + j), then the rest
+      // one at a time
+      constexpr int NR = WK::group_rows;
+      const int64_t L = (r1 - r0) / NR;
+      for (int64_t j = 0; j < r1 - r0 - (NR - 1) * L; j++) {
+        const int64_t r = r0 + (j < L ? j : (NR - 1) * L + j);
+        const int nr = j < L ? NR : 1;
+        const uint64_t stride = static_cast<uint64_t>(L) * rb;  // between the rows of a dotg
         const uint8_t* wr = w.data + static_cast<uint64_t>(r) * rb;
-        const uint8_t* next = ahead && r + kAheadRows < r1 ? wr + kAheadRows * rb : nullptr;
-        float out[kGroup];
-        if (nt == 1)
-          out[0] = WK::dot(o, wr, r, t0);
-        else if (nt == 2)
-          WK::template dotg<2>(wr, a, g, nb, out, next);
-        else if (nt <= 4)
-          WK::template dotg<4>(wr, a, g, nb, out, next);
-        else
-          WK::template dotg<8>(wr, a, g, nb, out, next);
-        for (int64_t u = 0; u < nt; u++) y[(t0 + u) * ldy + r] = out[u];
+        const uint8_t* next = ahead && j + kAheadRows < L ? wr + kAheadRows * rb : nullptr;
+        float out[NR][kGroup];
+        if (nt == 1) {
+          for (int i = 0; i < nr; i++) out[i][0] = WK::dot(o, wr + i * stride, r + i * L, t0);
+        } else if constexpr (NR == 1) {
+          if (nt == 2)
+            WK::template dotg<2>(wr, a, g, nb, out[0], next);
+          else if (nt <= 4)
+            WK::template dotg<4>(wr, a, g, nb, out[0], next);
+          else
+            WK::template dotg<8>(wr, a, g, nb, out[0], next);
+        } else {
+          if (nt == 2)
+            WK::template dotg<2>(wr, stride, nr, g, nb, out, next);
+          else if (nt <= 4)
+            WK::template dotg<4>(wr, stride, nr, g, nb, out, next);
+          else
+            WK::template dotg<8>(wr, stride, nr, g, nb, out, next);
+        }
+        for (int i = 0; i < nr; i++)
+          for (int64_t u = 0; u < nt; u++) y[(t0 + u) * ldy + r + i * L] = out[i][u];
       }
     }
   });
@@ -661,8 +806,7 @@ inline bool gemv_each(const TensorView& w, const MatmulInput& in, float* y, int6
   if constexpr (WK::each_group) {
     if (T > 1) return gemv_each_group<WK>(w, in, y, ldy, pool, scratch);
   }
-#endif
-#if defined(LLMI_SIMD_AVX2)
+#elif defined(LLMI_SIMD_AVX2)
   if constexpr (WK::multi_token) {
     if (T > 1) {  // (its (row, token) sums are the one-token dot products)
       gemm_rows<WK>(w, in, y, ldy, pool);
@@ -695,20 +839,6 @@ constexpr int kRG = 2;          // row groups per micro-tile
 constexpr int kRN = 4;          // tokens per micro-tile
 constexpr int kRB = kGR * kRG;  // rows per task
 constexpr int kTB = 512;        // tokens per task (a panel is decoded once per task)
-
-// acc + sums of 4 products (unsigned w bytes x signed a bytes) per int32 lane.
-inline __m512i dpbusd(__m512i acc, __m512i w, __m512i a) {
-#if defined(LLMI_SIMD_VNNI)
-  return _mm512_dpbusd_epi32(acc, w, a);
-#else
-  // vpmaddubsw saturates for bytes above 127 (Q8_0 + 128): split them into nibbles
-  const __m512i m4 = _mm512_set1_epi8(15);
-  __m512i lo = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(w, m4), a), _mm512_set1_epi16(1));
-  __m512i hi =
-      _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(w, 4), m4), a), _mm512_set1_epi16(16));
-  return _mm512_add_epi32(acc, _mm512_add_epi32(lo, hi));
-#endif
-}
 
 // One row's unsigned values (Q4_K 0..15, Q6_K 0..63, Q4_0 0..15, Q5_0 0..31, Q8_0 q + 128) in
 // element order, with its per-block numbers: Q4_K/Q6_K: sub-block scales as int16 pairs for
@@ -783,22 +913,10 @@ inline void decode_row_q6_k(const uint8_t* src, int64_t K, const RowDecode& o) {
 // 32-blocks: Q8_0, Q4_0 or Q5_0.
 template <DType T>
 inline void decode_row_q32(const uint8_t* src, int64_t K, const RowDecode& o) {
+  constexpr int64_t bs = dtype_traits(T)->bytes;
   for (int64_t b = 0; b < K / 32; b++) {
-    __m256i q;
-    const uint8_t* blk;
-    if constexpr (T == DType::q8_0) {
-      blk = src + 34 * b;
-      q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)),
-                           _mm256_set1_epi8(static_cast<char>(0x80)));
-    } else if constexpr (T == DType::q4_0) {
-      blk = src + 18 * b;
-      q = q4_block_values(blk + 2);
-    } else {
-      static_assert(T == DType::q5_0, "decode_row_q32: Q8_0, Q4_0 or Q5_0");
-      blk = src + 22 * b;
-      q = _mm256_or_si256(q4_block_values(blk + 6), q5_high_bits(rd_u32(blk + 2)));
-    }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 32 * b), q);
+    const uint8_t* blk = src + bs * b;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.v + 32 * b), q32_block_values<T>(blk));
     o.d[b] = f16_scale(blk);
   }
 }

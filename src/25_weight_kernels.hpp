@@ -12,14 +12,15 @@
 //                                       one-token product (gemv), llama.cpp's order for one token
 //   dequant(w, r, row, out)             row r as w.ne[0] floats
 //   prepare_extra(in, w)                input besides `act` (MLX: sums per group); false: out of memory
-//   AVX2 and AVX-512 (K-quants: AVX2 only):
-//     multi_token                       has dotn: gemm_rows for several tokens (AVX2), for the
-//                                       single tokens of several sequences (gemv_each, both)
+//   AVX2:
+//     multi_token                       has dotn: gemm_rows for several tokens, also for the
+//                                       single tokens of several sequences (gemv_each)
 //     dotn<NT>(row, a, n, out)          the row times NT tokens, each with the bits of dot
 //   AVX-512:
-//     each_group                        (K-quants) has dotg: gemv_each_group for the single
-//     dotg<NT>(row, a, g, nb, out, next) tokens of several sequences, NT of a prepared group g
-//                                       (KqGroupBlock) at a time, each with the bits of dot;
+//     each_group                        (K-quants, 32-blocks) has dotg: gemv_each_group for the
+//     dotg<NT>(row, a, g, nb, out, next) single tokens of several sequences, NT of a prepared
+//     GroupBlock, group_blocks(nb),     group g (group_blocks(nb) KqGroupBlock or Q32PairBlock;
+//       group_prepare(in, t0, nt, nb, g) group_prepare) at a time, each with the bits of dot;
 //                                       next: a row to ask into L2 meanwhile, or nullptr
 //     gemm                              has the panel path (gemm): act f32 types through an f32
 //                                       panel of dequant rows and micro_f32; quantized types with
@@ -133,7 +134,7 @@ struct WeightKernels<DType::q4_0> : WeightKernelsBase<DType::q4_0> {
   static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
     ref::dequant_row_q4_0(row, out, w.ne[0]);
   }
-#if defined(LLMI_SIMD_AVX2)
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
   static constexpr bool multi_token = true;
   template <int NT>
   static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
@@ -152,6 +153,20 @@ struct WeightKernels<DType::q4_0> : WeightKernelsBase<DType::q4_0> {
   static constexpr PanelFormat panel = {8, 0, 0, false};
   static constexpr auto decode = decode_row_q32<type>;
   static constexpr auto micro = micro_q32;
+  static constexpr bool each_group = true;
+  using GroupBlock = Q32PairBlock;
+  static int64_t group_blocks(int64_t nb) {
+    return kGroup / 2 * nb;
+  }
+  static void group_prepare(const MatmulInput& in, int64_t t0, int64_t nt, int64_t nb, Q32PairBlock* g) {
+    q32_group_prepare<panel.offset>(in, t0, nt, nb, g);
+  }
+  static constexpr int group_rows = 2;
+  template <int NT>
+  static void dotg(const uint8_t* row, uint64_t rb, int nr, const Q32PairBlock* g, int64_t nb, float (*out)[kGroup],
+                   const uint8_t* next) {
+    dotg_q32<type, NT>(row, rb, nr, g, nb, out, next);
+  }
 #endif
 #if defined(LLMI_SIMD_AMX)
   static constexpr bool amx = true;  // the tiles (gemm_amx_q32_task) where the OS permits them
@@ -166,7 +181,7 @@ struct WeightKernels<DType::q5_0> : WeightKernelsBase<DType::q5_0> {
   static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
     ref::dequant_row_q5_0(row, out, w.ne[0]);
   }
-#if defined(LLMI_SIMD_AVX2)
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
   static constexpr bool multi_token = true;
   template <int NT>
   static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
@@ -185,6 +200,20 @@ struct WeightKernels<DType::q5_0> : WeightKernelsBase<DType::q5_0> {
   static constexpr PanelFormat panel = {16, 0, 0, false};
   static constexpr auto decode = decode_row_q32<type>;
   static constexpr auto micro = micro_q32;
+  static constexpr bool each_group = true;
+  using GroupBlock = Q32PairBlock;
+  static int64_t group_blocks(int64_t nb) {
+    return kGroup / 2 * nb;
+  }
+  static void group_prepare(const MatmulInput& in, int64_t t0, int64_t nt, int64_t nb, Q32PairBlock* g) {
+    q32_group_prepare<panel.offset>(in, t0, nt, nb, g);
+  }
+  static constexpr int group_rows = 2;
+  template <int NT>
+  static void dotg(const uint8_t* row, uint64_t rb, int nr, const Q32PairBlock* g, int64_t nb, float (*out)[kGroup],
+                   const uint8_t* next) {
+    dotg_q32<type, NT>(row, rb, nr, g, nb, out, next);
+  }
 #endif
 #if defined(LLMI_SIMD_AMX)
   static constexpr bool amx = true;  // the tiles (gemm_amx_q32_task) where the OS permits them
@@ -199,7 +228,7 @@ struct WeightKernels<DType::q8_0> : WeightKernelsBase<DType::q8_0> {
   static void dequant(const TensorView& w, int64_t, const uint8_t* row, float* out) {
     ref::dequant_row_q8_0(row, out, w.ne[0]);
   }
-#if defined(LLMI_SIMD_AVX2)
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
   static constexpr bool multi_token = true;
   template <int NT>
   static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
@@ -218,6 +247,20 @@ struct WeightKernels<DType::q8_0> : WeightKernelsBase<DType::q8_0> {
   static constexpr PanelFormat panel = {128, 0, 0, false};  // the values as q + 128
   static constexpr auto decode = decode_row_q32<type>;
   static constexpr auto micro = micro_q32;
+  static constexpr bool each_group = true;
+  using GroupBlock = Q32PairBlock;
+  static int64_t group_blocks(int64_t nb) {
+    return kGroup / 2 * nb;
+  }
+  static void group_prepare(const MatmulInput& in, int64_t t0, int64_t nt, int64_t nb, Q32PairBlock* g) {
+    q32_group_prepare<panel.offset>(in, t0, nt, nb, g);
+  }
+  static constexpr int group_rows = 2;
+  template <int NT>
+  static void dotg(const uint8_t* row, uint64_t rb, int nr, const Q32PairBlock* g, int64_t nb, float (*out)[kGroup],
+                   const uint8_t* next) {
+    dotg_q32<type, NT>(row, rb, nr, g, nb, out, next);
+  }
 #endif
 #if defined(LLMI_SIMD_AMX)
   static constexpr bool amx = true;  // the tiles (gemm_amx_q32_task) where the OS permits them
@@ -243,6 +286,14 @@ struct WeightKernels<DType::q4_K> : WeightKernelsBase<DType::q4_K> {
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool each_group = true;
+  using GroupBlock = KqGroupBlock;
+  static int64_t group_blocks(int64_t nb) {
+    return nb;
+  }
+  static constexpr int group_rows = 1;
+  static void group_prepare(const MatmulInput& in, int64_t t0, int64_t nt, int64_t nb, KqGroupBlock* g) {
+    kq_group_prepare<true>(in, t0, nt, nb, g);
+  }
   template <int NT>
   static void dotg(const uint8_t* row, const ActQ8* a, const KqGroupBlock* g, int64_t nb, float* out,
                    const uint8_t* next) {
@@ -294,6 +345,14 @@ struct WeightKernels<DType::q6_K> : WeightKernelsBase<DType::q6_K> {
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool each_group = true;
+  using GroupBlock = KqGroupBlock;
+  static int64_t group_blocks(int64_t nb) {
+    return nb;
+  }
+  static constexpr int group_rows = 1;
+  static void group_prepare(const MatmulInput& in, int64_t t0, int64_t nt, int64_t nb, KqGroupBlock* g) {
+    kq_group_prepare<false>(in, t0, nt, nb, g);
+  }
   template <int NT>
   static void dotg(const uint8_t* row, const ActQ8* a, const KqGroupBlock* g, int64_t nb, float* out,
                    const uint8_t* next) {
