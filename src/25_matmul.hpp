@@ -475,7 +475,7 @@ inline int group_width(int64_t nt) {
 // The group of tokens t0..t0+nt-1 (nt <= kGroup) over nb super-blocks into g[0..nb).
 template <bool kQ4K>
 inline void kq_group_prepare(const MatmulInput& in, int64_t t0, int64_t nt, int64_t nb, KqGroupBlock* g) {
-  for (int u = 0; u < group_width(nt); u++) {
+  for (int u = 0; u < std::max(4, group_width(nt)); u++) {  // (a quad at least: the lanes of dxq and Q4_K's s)
     const ActQ8 a = in.row(ActForm::q8_256, t0 + std::min<int64_t>(u, nt - 1));
     for (int64_t b = 0; b < nb; b++) {
       KqGroupBlock& k = g[b];
