@@ -7242,7 +7242,8 @@ struct MatmulScratch {
   MatmulInput in;                           // the quantized input (matmul_x)
   AlignedBuffer starts;                     // gemm: integer start values of the blocks (offsets)
   AlignedBuffer xb;                         // gemm: the activations as bf16 (vdpbf16ps)
-  AlignedBuffer xk;                         // gemm: q8_256 activations in micro_kq's order
+  AlignedBuffer xk;                         // gemm: q8_256 activations in micro_kq's order;
+                                            // gemv_each_group: its groups of tokens
   std::unique_ptr<AlignedBuffer[]> panels;  // gemm: the decoded panel of each pool thread
   int n_panels;
   bool amx = true;  // gemm may take the AMX tiles where they are compiled in and permitted (false:
@@ -8722,6 +8723,13 @@ inline void dotg_q32(const uint8_t* w, uint64_t rb, int nr, const Q32PairBlock* 
     dotg_q32_rows<T, NT, 1>(w, rb, g, nb, out, next);
 }
 
+// Bytes of gemv_each_group's scratch (MatmulScratch::xk) for T tokens and rows of K values.
+template <class WK>
+inline size_t each_group_bytes(int64_t T, int64_t K) {
+  const int64_t n_groups = (T + kGroup - 1) / kGroup;
+  return static_cast<size_t>(n_groups * WK::group_blocks(K / WK::block)) * sizeof(typename WK::GroupBlock) + 64;
+}
+
 // Y[t] = W x_t for T >= 2 single tokens and a K-quant or 32-block W (WK::dotg over groups of
 // WK::group_blocks(nb) WK::GroupBlock made by WK::group_prepare), every result with the bits of
 // WK::dot (see above).
@@ -8732,7 +8740,7 @@ inline bool gemv_each_group(const TensorView& w, const MatmulInput& in, float* y
   using Block = typename WK::GroupBlock;
   const int64_t rows = w.rows(), T = in.n_tokens(), nb = w.ne[0] / WK::block;
   const int64_t n_groups = (T + kGroup - 1) / kGroup, gb = WK::group_blocks(nb);
-  if (!scratch.xk.reserve(static_cast<size_t>(n_groups * gb) * sizeof(Block) + 64)) return false;
+  if (!scratch.xk.reserve(each_group_bytes<WK>(T, w.ne[0]))) return false;
   Block* groups = scratch.xk.as<Block>();
   for (int64_t gi = 0; gi < n_groups; gi++)
     WK::group_prepare(in, kGroup * gi, std::min<int64_t>(kGroup, T - kGroup * gi), nb, groups + gi * gb);
@@ -10488,6 +10496,9 @@ inline bool matmul_reserve(const TensorView& w, int64_t max_tokens, MatmulScratc
     using WK = decltype(k);
     if (!scratch.in.reserve(WK::act, max_tokens, w.ne[0], WK::mlx_group(w))) return false;
 #if defined(LLMI_SIMD_AVX512)
+    if constexpr (WK::each_group) {  // (matmul_each: max_tokens single tokens)
+      if (max_tokens >= 2 && !scratch.xk.reserve(each_group_bytes<WK>(max_tokens, w.ne[0]))) return false;
+    }
     if constexpr (WK::gemm) {
       if (max_tokens >= kGemmMinTokens) return gemm_reserve<WK>(w, max_tokens, scratch);
     }

@@ -224,7 +224,8 @@ struct MatmulScratch {
   MatmulInput in;                           // the quantized input (matmul_x)
   AlignedBuffer starts;                     // gemm: integer start values of the blocks (offsets)
   AlignedBuffer xb;                         // gemm: the activations as bf16 (vdpbf16ps)
-  AlignedBuffer xk;                         // gemm: q8_256 activations in micro_kq's order
+  AlignedBuffer xk;                         // gemm: q8_256 activations in micro_kq's order;
+                                            // gemv_each_group: its groups of tokens
   std::unique_ptr<AlignedBuffer[]> panels;  // gemm: the decoded panel of each pool thread
   int n_panels;
   bool amx = true;  // gemm may take the AMX tiles where they are compiled in and permitted (false:

@@ -712,6 +712,13 @@ inline void dotg_q32(const uint8_t* w, uint64_t rb, int nr, const Q32PairBlock* 
     dotg_q32_rows<T, NT, 1>(w, rb, g, nb, out, next);
 }
 
+// Bytes of gemv_each_group's scratch (MatmulScratch::xk) for T tokens and rows of K values.
+template <class WK>
+inline size_t each_group_bytes(int64_t T, int64_t K) {
+  const int64_t n_groups = (T + kGroup - 1) / kGroup;
+  return static_cast<size_t>(n_groups * WK::group_blocks(K / WK::block)) * sizeof(typename WK::GroupBlock) + 64;
+}
+
 // Y[t] = W x_t for T >= 2 single tokens and a K-quant or 32-block W (WK::dotg over groups of
 // WK::group_blocks(nb) WK::GroupBlock made by WK::group_prepare), every result with the bits of
 // WK::dot (see above).
@@ -722,7 +729,7 @@ inline bool gemv_each_group(const TensorView& w, const MatmulInput& in, float* y
   using Block = typename WK::GroupBlock;
   const int64_t rows = w.rows(), T = in.n_tokens(), nb = w.ne[0] / WK::block;
   const int64_t n_groups = (T + kGroup - 1) / kGroup, gb = WK::group_blocks(nb);
-  if (!scratch.xk.reserve(static_cast<size_t>(n_groups * gb) * sizeof(Block) + 64)) return false;
+  if (!scratch.xk.reserve(each_group_bytes<WK>(T, w.ne[0]))) return false;
   Block* groups = scratch.xk.as<Block>();
   for (int64_t gi = 0; gi < n_groups; gi++)
     WK::group_prepare(in, kGroup * gi, std::min<int64_t>(kGroup, T - kGroup * gi), nb, groups + gi * gb);

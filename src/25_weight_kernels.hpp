@@ -481,6 +481,9 @@ inline bool matmul_reserve(const TensorView& w, int64_t max_tokens, MatmulScratc
     using WK = decltype(k);
     if (!scratch.in.reserve(WK::act, max_tokens, w.ne[0], WK::mlx_group(w))) return false;
 #if defined(LLMI_SIMD_AVX512)
+    if constexpr (WK::each_group) {  // (matmul_each: max_tokens single tokens)
+      if (max_tokens >= 2 && !scratch.xk.reserve(each_group_bytes<WK>(max_tokens, w.ne[0]))) return false;
+    }
     if constexpr (WK::gemm) {
       if (max_tokens >= kGemmMinTokens) return gemm_reserve<WK>(w, max_tokens, scratch);
     }
