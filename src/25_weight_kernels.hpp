@@ -18,10 +18,12 @@
 //     dotn<NT>(row, a, n, out)          the row times NT tokens, each with the bits of dot
 //   AVX-512:
 //     each_group                        (K-quants, 32-blocks) has dotg: gemv_each_group for the
-//     dotg<NT>(row, a, g, nb, out, next) single tokens of several sequences, NT of a prepared
-//     GroupBlock, group_blocks(nb),     group g (group_blocks(nb) KqGroupBlock or Q32PairBlock;
-//       group_prepare(in, t0, nt, nb, g) group_prepare) at a time, each with the bits of dot;
-//                                       next: a row to ask into L2 meanwhile, or nullptr
+//     GroupBlock, group_blocks(nb),     single tokens of several sequences, NT of a prepared
+//       group_prepare(in, t0, nt, nb, g) group g (group_blocks(nb) GroupBlock) at a time, each
+//     group_rows                        with the bits of dot; next: a row to ask into L2
+//     dotg<NT>(row, a, g, nb, out, next) meanwhile, or nullptr; group_rows 2: dotg takes nr
+//       (group_rows 2: dotg<NT>(row,    (1 or 2) rows rb apart, out[i][t]
+//       rb, nr, g, nb, out, next))
 //     gemm                              has the panel path (gemm): act f32 types through an f32
 //                                       panel of dequant rows and micro_f32; quantized types with
 //     panel, decode, micro              their PanelFormat, row decoder and micro-kernel (q8_32:
@@ -126,8 +128,31 @@ struct WeightKernels<DType::bf16> : WeightKernelsBase<DType::bf16> {
 
 // ---- 32-blocks (q8_32 input) ----
 
+// Their common members: the values' offset (their unsigned form: Q8_0 q + 128, Q4_0 0..15, Q5_0
+// 0..31) and, with AVX-512, batched decoding (gemv_each_group with dotg_q32, two rows a call).
+template <DType T, int kOffset>
+struct WeightKernelsQ32 : WeightKernelsBase<T> {
+  static constexpr int offset = kOffset;
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool each_group = true;
+  using GroupBlock = Q32PairBlock;
+  static int64_t group_blocks(int64_t nb) {
+    return kGroup / 2 * nb;
+  }
+  static void group_prepare(const MatmulInput& in, int64_t t0, int64_t nt, int64_t nb, Q32PairBlock* g) {
+    q32_group_prepare<kOffset>(in, t0, nt, nb, g);
+  }
+  static constexpr int group_rows = 2;
+  template <int NT>
+  static void dotg(const uint8_t* row, uint64_t rb, int nr, const Q32PairBlock* g, int64_t nb, float (*out)[kGroup],
+                   const uint8_t* next) {
+    dotg_q32<T, NT>(row, rb, nr, g, nb, out, next);
+  }
+#endif
+};
+
 template <>
-struct WeightKernels<DType::q4_0> : WeightKernelsBase<DType::q4_0> {
+struct WeightKernels<DType::q4_0> : WeightKernelsQ32<DType::q4_0, 8> {
   static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
     return dot_q4_0(row, o.in.row(act, t), o.n);
   }
@@ -150,23 +175,9 @@ struct WeightKernels<DType::q4_0> : WeightKernelsBase<DType::q4_0> {
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
-  static constexpr PanelFormat panel = {8, 0, 0, false};
+  static constexpr PanelFormat panel = {offset, 0, 0, false};
   static constexpr auto decode = decode_row_q32<type>;
   static constexpr auto micro = micro_q32;
-  static constexpr bool each_group = true;
-  using GroupBlock = Q32PairBlock;
-  static int64_t group_blocks(int64_t nb) {
-    return kGroup / 2 * nb;
-  }
-  static void group_prepare(const MatmulInput& in, int64_t t0, int64_t nt, int64_t nb, Q32PairBlock* g) {
-    q32_group_prepare<panel.offset>(in, t0, nt, nb, g);
-  }
-  static constexpr int group_rows = 2;
-  template <int NT>
-  static void dotg(const uint8_t* row, uint64_t rb, int nr, const Q32PairBlock* g, int64_t nb, float (*out)[kGroup],
-                   const uint8_t* next) {
-    dotg_q32<type, NT>(row, rb, nr, g, nb, out, next);
-  }
 #endif
 #if defined(LLMI_SIMD_AMX)
   static constexpr bool amx = true;  // the tiles (gemm_amx_q32_task) where the OS permits them
@@ -174,7 +185,7 @@ struct WeightKernels<DType::q4_0> : WeightKernelsBase<DType::q4_0> {
 };
 
 template <>
-struct WeightKernels<DType::q5_0> : WeightKernelsBase<DType::q5_0> {
+struct WeightKernels<DType::q5_0> : WeightKernelsQ32<DType::q5_0, 16> {
   static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
     return dot_q5_0(row, o.in.row(act, t), o.n);
   }
@@ -197,23 +208,9 @@ struct WeightKernels<DType::q5_0> : WeightKernelsBase<DType::q5_0> {
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
-  static constexpr PanelFormat panel = {16, 0, 0, false};
+  static constexpr PanelFormat panel = {offset, 0, 0, false};
   static constexpr auto decode = decode_row_q32<type>;
   static constexpr auto micro = micro_q32;
-  static constexpr bool each_group = true;
-  using GroupBlock = Q32PairBlock;
-  static int64_t group_blocks(int64_t nb) {
-    return kGroup / 2 * nb;
-  }
-  static void group_prepare(const MatmulInput& in, int64_t t0, int64_t nt, int64_t nb, Q32PairBlock* g) {
-    q32_group_prepare<panel.offset>(in, t0, nt, nb, g);
-  }
-  static constexpr int group_rows = 2;
-  template <int NT>
-  static void dotg(const uint8_t* row, uint64_t rb, int nr, const Q32PairBlock* g, int64_t nb, float (*out)[kGroup],
-                   const uint8_t* next) {
-    dotg_q32<type, NT>(row, rb, nr, g, nb, out, next);
-  }
 #endif
 #if defined(LLMI_SIMD_AMX)
   static constexpr bool amx = true;  // the tiles (gemm_amx_q32_task) where the OS permits them
@@ -221,7 +218,7 @@ struct WeightKernels<DType::q5_0> : WeightKernelsBase<DType::q5_0> {
 };
 
 template <>
-struct WeightKernels<DType::q8_0> : WeightKernelsBase<DType::q8_0> {
+struct WeightKernels<DType::q8_0> : WeightKernelsQ32<DType::q8_0, 128> {
   static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
     return dot_q8_0(row, o.in.row(act, t), o.n);
   }
@@ -244,23 +241,9 @@ struct WeightKernels<DType::q8_0> : WeightKernelsBase<DType::q8_0> {
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
-  static constexpr PanelFormat panel = {128, 0, 0, false};  // the values as q + 128
+  static constexpr PanelFormat panel = {offset, 0, 0, false};  // the values as q + 128
   static constexpr auto decode = decode_row_q32<type>;
   static constexpr auto micro = micro_q32;
-  static constexpr bool each_group = true;
-  using GroupBlock = Q32PairBlock;
-  static int64_t group_blocks(int64_t nb) {
-    return kGroup / 2 * nb;
-  }
-  static void group_prepare(const MatmulInput& in, int64_t t0, int64_t nt, int64_t nb, Q32PairBlock* g) {
-    q32_group_prepare<panel.offset>(in, t0, nt, nb, g);
-  }
-  static constexpr int group_rows = 2;
-  template <int NT>
-  static void dotg(const uint8_t* row, uint64_t rb, int nr, const Q32PairBlock* g, int64_t nb, float (*out)[kGroup],
-                   const uint8_t* next) {
-    dotg_q32<type, NT>(row, rb, nr, g, nb, out, next);
-  }
 #endif
 #if defined(LLMI_SIMD_AMX)
   static constexpr bool amx = true;  // the tiles (gemm_amx_q32_task) where the OS permits them
