@@ -755,12 +755,13 @@ inline bool gemv_each_group(const TensorView& w, const MatmulInput& in, float* y
     const int64_t r0 = start[task], r1 = start[task + 1];
     for (int64_t gi = 0; gi < n_groups; gi++) {
       const int64_t t0 = kGroup * gi, nt = std::min<int64_t>(kGroup, T - t0);
-      ActQ8 a[kGroup];
-      for (int u = 0; u < kGroup; u++) a[u] = in.row(WK::act, t0 + std::min<int64_t>(u, nt - 1));
-      const Block* g = groups + gi * gb;
       // rows per dotg: NR streams of L rows each (row j of stream i: r0 + i * L + j), then the rest
       // one at a time
       constexpr int NR = WK::group_rows;
+      [[maybe_unused]] ActQ8 a[kGroup];  // (the one-row dotg reads them)
+      if constexpr (NR == 1)
+        for (int u = 0; u < kGroup; u++) a[u] = in.row(WK::act, t0 + std::min<int64_t>(u, nt - 1));
+      const Block* g = groups + gi * gb;
       const int64_t L = (r1 - r0) / NR;
       for (int64_t j = 0; j < r1 - r0 - (NR - 1) * L; j++) {
         const int64_t r = r0 + (j < L ? j : (NR - 1) * L + j);

@@ -252,8 +252,33 @@ struct WeightKernels<DType::q8_0> : WeightKernelsQ32<DType::q8_0, 128> {
 
 // ---- K-quants (q8_256 input) ----
 
+// Their common members: with AVX-512, batched decoding (gemv_each_group with dotg_q4_k / dotg_q6_k,
+// one row a call).
+template <DType T>
+struct WeightKernelsKq : WeightKernelsBase<T> {
+#if defined(LLMI_SIMD_AVX512)
+  static constexpr bool each_group = true;
+  using GroupBlock = KqGroupBlock;
+  static int64_t group_blocks(int64_t nb) {
+    return nb;
+  }
+  static constexpr int group_rows = 1;
+  static void group_prepare(const MatmulInput& in, int64_t t0, int64_t nt, int64_t nb, KqGroupBlock* g) {
+    kq_group_prepare<T == DType::q4_K>(in, t0, nt, nb, g);
+  }
+  template <int NT>
+  static void dotg(const uint8_t* row, const ActQ8* a, const KqGroupBlock* g, int64_t nb, float* out,
+                   const uint8_t* next) {
+    if constexpr (T == DType::q4_K)
+      dotg_q4_k<NT>(row, a, g, nb, out, next);
+    else
+      dotg_q6_k<NT>(row, a, g, nb, out, next);
+  }
+#endif
+};
+
 template <>
-struct WeightKernels<DType::q4_K> : WeightKernelsBase<DType::q4_K> {
+struct WeightKernels<DType::q4_K> : WeightKernelsKq<DType::q4_K> {
   static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
     return dot_q4_k(row, o.in.row(act, t), o.n);
   }
@@ -265,22 +290,6 @@ struct WeightKernels<DType::q4_K> : WeightKernelsBase<DType::q4_K> {
   template <int NT>
   static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
     dotn_q4_k<NT>(row, a, n, out);
-  }
-#endif
-#if defined(LLMI_SIMD_AVX512)
-  static constexpr bool each_group = true;
-  using GroupBlock = KqGroupBlock;
-  static int64_t group_blocks(int64_t nb) {
-    return nb;
-  }
-  static constexpr int group_rows = 1;
-  static void group_prepare(const MatmulInput& in, int64_t t0, int64_t nt, int64_t nb, KqGroupBlock* g) {
-    kq_group_prepare<true>(in, t0, nt, nb, g);
-  }
-  template <int NT>
-  static void dotg(const uint8_t* row, const ActQ8* a, const KqGroupBlock* g, int64_t nb, float* out,
-                   const uint8_t* next) {
-    dotg_q4_k<NT>(row, a, g, nb, out, next);
   }
 #endif
 #if defined(LLMI_SIMD_VNNI)
@@ -312,7 +321,7 @@ struct WeightKernels<DType::q4_K> : WeightKernelsBase<DType::q4_K> {
 };
 
 template <>
-struct WeightKernels<DType::q6_K> : WeightKernelsBase<DType::q6_K> {
+struct WeightKernels<DType::q6_K> : WeightKernelsKq<DType::q6_K> {
   static float dot(const RowOperands& o, const uint8_t* row, int64_t, int64_t t) {
     return dot_q6_k(row, o.in.row(act, t), o.n);
   }
@@ -324,22 +333,6 @@ struct WeightKernels<DType::q6_K> : WeightKernelsBase<DType::q6_K> {
   template <int NT>
   static void dotn(const uint8_t* row, const ActQ8* a, int64_t n, float* out) {
     dotn_q6_k<NT>(row, a, n, out);
-  }
-#endif
-#if defined(LLMI_SIMD_AVX512)
-  static constexpr bool each_group = true;
-  using GroupBlock = KqGroupBlock;
-  static int64_t group_blocks(int64_t nb) {
-    return nb;
-  }
-  static constexpr int group_rows = 1;
-  static void group_prepare(const MatmulInput& in, int64_t t0, int64_t nt, int64_t nb, KqGroupBlock* g) {
-    kq_group_prepare<false>(in, t0, nt, nb, g);
-  }
-  template <int NT>
-  static void dotg(const uint8_t* row, const ActQ8* a, const KqGroupBlock* g, int64_t nb, float* out,
-                   const uint8_t* next) {
-    dotg_q6_k<NT>(row, a, g, nb, out, next);
   }
 #endif
 #if defined(LLMI_SIMD_VNNI)
