@@ -7268,14 +7268,19 @@ inline float gelu_tanh_f32(float x) {
 inline float gelu_erf_f32(float x) {
   return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f));
 }
-// gelu_tanh_f32 of every fp16 value, indexed by its bits (built once, 256 KiB).
+// gelu_tanh_f32 of every fp16 value, indexed by its bits: 256 KiB of static storage (no heap: the
+// first evaluation allocated it, where evaluating allocates nothing), filled on the first call;
+// Context::init_scratch makes that call for a model that uses it, so the first token does not wait.
 inline const float* gelu_tanh_table() {
-  static const std::vector<float> table = [] {
-    std::vector<float> t(65536);
-    for (uint32_t h = 0; h < 65536; h++) t[h] = gelu_tanh_f32(fp16_to_f32(static_cast<uint16_t>(h)));
-    return t;
+  struct Table {
+    float v[65536];
+  };
+  static const float* const table = [] {
+    static Table t;  // zero-initialized static storage
+    for (uint32_t h = 0; h < 65536; h++) t.v[h] = gelu_tanh_f32(fp16_to_f32(static_cast<uint16_t>(h)));
+    return t.v;
   }();
-  return table.data();
+  return table;
 }
 }  // namespace detail
 }  // namespace v0_1
@@ -24395,6 +24400,8 @@ class Context {
     int threads = e_->pool().size();
     mm_ = std::make_unique<MatmulScratch>(threads);
     mm_->amx = kernels_use_amx(*kern_);
+    for (const Step& s : p.steps)
+      if (s.op == OpCode::gelu_tanh) (void)gelu_tanh_table();  // (filled once per process: see there)
     for (const Step& s : p.steps)
       if (s.op == OpCode::matmul && !kern_->matmul_reserve(*s.w, ubatch_, *mm_))
         return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",

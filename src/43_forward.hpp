@@ -601,6 +601,8 @@ class Context {
     mm_ = std::make_unique<MatmulScratch>(threads);
     mm_->amx = kernels_use_amx(*kern_);
     for (const Step& s : p.steps)
+      if (s.op == OpCode::gelu_tanh) (void)gelu_tanh_table();  // (filled once per process: see there)
+    for (const Step& s : p.steps)
       if (s.op == OpCode::matmul && !kern_->matmul_reserve(*s.w, ubatch_, *mm_))
         return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",
                                                     s.w->name.c_str(), ubatch_));
