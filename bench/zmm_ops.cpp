@@ -56,6 +56,11 @@ int main() {
 #define PSHUFB "vpshufb %%zmm8, %%zmm9,"
 #define SHUFI64 "vshufi64x2 $0x44, %%zmm8, %%zmm9,"
 #define PADDD "vpaddd %%zmm8, %%zmm9,"
+#define PADDW "vpaddw %%zmm8, %%zmm9,"
+#define MSHIFT "vpmultishiftqb %%zmm8, %%zmm9,"
+#define BLENDW "vpblendmw %%zmm8, %%zmm9,"
+#define PERMT2W "vpermt2w %%zmm8, %%zmm9,"
+#define SRLD "vpsrld $3, %%zmm9,"
   LLMI_OPS_RUN("vpdpbusd", DPBUSD, DPBUSD);
   LLMI_OPS_RUN("vpdpwssd", DPWSSD, DPWSSD);
   LLMI_OPS_RUN("vpmaddubsw", MADDUBSW, MADDUBSW);
@@ -66,9 +71,14 @@ int main() {
   LLMI_OPS_RUN("vpslld imm", SLLD, SLLD);
   LLMI_OPS_RUN("vpternlogd", TERNLOG, TERNLOG);
   LLMI_OPS_RUN("vpermw", PERMW, PERMW);
+#if defined(__AVX512VBMI__)
+  LLMI_OPS_RUN("vpmultishiftqb", MSHIFT, MSHIFT);
+#endif
   LLMI_OPS_RUN("vpshufb", PSHUFB, PSHUFB);
   LLMI_OPS_RUN("vshufi64x2", SHUFI64, SHUFI64);
   LLMI_OPS_RUN("vpaddd", PADDD, PADDD);
+  LLMI_OPS_RUN("vpermt2w", PERMT2W, PERMT2W);
+  LLMI_OPS_RUN("vpblendmw", BLENDW, BLENDW);
   LLMI_OPS_RUN("vpdpbusd + vfmadd231ps", DPBUSD, FMA);
   LLMI_OPS_RUN("vpdpbusd + vpmaddubsw", DPBUSD, MADDUBSW);
   LLMI_OPS_RUN("vpmaddubsw + vpdpwssd", MADDUBSW, DPWSSD);
@@ -83,6 +93,23 @@ int main() {
   LLMI_OPS_RUN("vfmadd231ps + vpermw", FMA, PERMW);
   LLMI_OPS_RUN("vpsllvd + vpermw", SLLVD, PERMW);
   LLMI_OPS_RUN("vpternlogd + vpermw", TERNLOG, PERMW);
+  LLMI_OPS_RUN("vpmaddubsw + vpaddw", MADDUBSW, PADDW);
+  LLMI_OPS_RUN("vpmaddubsw + vpblendmw", MADDUBSW, BLENDW);
+  LLMI_OPS_RUN("vpmaddubsw + vpsrld", MADDUBSW, SRLD);
+  LLMI_OPS_RUN("vpmaddubsw + vpermt2w", MADDUBSW, PERMT2W);
+  LLMI_OPS_RUN("vpmaddubsw + vpslld", MADDUBSW, SLLD);
+  LLMI_OPS_RUN("vpmaddubsw + vpternlogd", MADDUBSW, TERNLOG);
+  LLMI_OPS_RUN("vpmaddubsw + vcvtdq2ps", MADDUBSW, CVT);
+  LLMI_OPS_RUN("vpmaddubsw + vpermw", MADDUBSW, PERMW);
+  LLMI_OPS_RUN("vpmaddubsw + vshufi64x2", MADDUBSW, SHUFI64);
+  LLMI_OPS_RUN("vpdpwssd + vpaddw", DPWSSD, PADDW);
+  LLMI_OPS_RUN("vpdpwssd + vpslld", DPWSSD, SLLD);
+  LLMI_OPS_RUN("vpdpwssd + vcvtdq2ps", DPWSSD, CVT);
+  LLMI_OPS_RUN("vfmadd231ps + vpaddd", FMA, PADDD);
+#if defined(__AVX512VBMI__)
+  LLMI_OPS_RUN("vpmaddubsw + vpmultishiftqb", MADDUBSW, MSHIFT);
+  LLMI_OPS_RUN("vpdpwssd + vpmultishiftqb", DPWSSD, MSHIFT);
+#endif
   return 0;
 }
 #else
