@@ -250,17 +250,14 @@ inline float gelu_tanh_f32(float x) {
 inline float gelu_erf_f32(float x) {
   return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f));
 }
-// gelu_tanh_f32 of every fp16 value, indexed by its bits: 256 KiB of static storage (no heap: the
-// first evaluation allocated it, where evaluating allocates nothing), filled on the first call;
-// Context::init_scratch makes that call for a model that uses it, so the first token does not wait.
+// gelu_tanh_f32 of every fp16 value, indexed by its bits: 256 KiB of static storage, not the heap
+// (evaluating allocates nothing), filled on the first call; Context::init_scratch makes that call
+// for a model that uses it, so the first token does not wait.
 inline const float* gelu_tanh_table() {
-  struct Table {
-    float v[65536];
-  };
   static const float* const table = [] {
-    static Table t;  // zero-initialized static storage
-    for (uint32_t h = 0; h < 65536; h++) t.v[h] = gelu_tanh_f32(fp16_to_f32(static_cast<uint16_t>(h)));
-    return t.v;
+    static float t[65536];
+    for (uint32_t h = 0; h < 65536; h++) t[h] = gelu_tanh_f32(fp16_to_f32(static_cast<uint16_t>(h)));
+    return t;
   }();
   return table;
 }
