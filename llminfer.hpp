@@ -2377,6 +2377,8 @@ struct CpuInfo {
 inline int cpu_streams_ahead_forced = -1;
 // The same for cpu_splits_zmm() (the shape of micro_q32's tiles).
 inline int cpu_splits_zmm_forced = -1;
+// The same for cpu_pairs_rows() (gemv's Q8_0 rows two at a time).
+inline int cpu_pairs_rows_forced = -1;
 
 // Whether this process may use the AMX tile registers: Linux hands them out on request
 // (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)), which fails where the CPU or the kernel
@@ -2465,15 +2467,20 @@ inline bool cpu_streams_ahead() {
   return intel;
 }
 
-// AMD family 0x19 (Zen 3 and Zen 4; its AVX-512 CPUs are Zen 4).
-inline bool cpu_is_amd_family_19() {
-  static const bool yes = [] {
-    unsigned r[4];
-    llmi_cpuid(1, 0, r);
-    const unsigned base = (r[0] >> 8) & 0xF, family = base + (base == 0xF ? (r[0] >> 20) & 0xFF : 0);
-    return cpu_vendor_is("AuthenticAMD") && family == 0x19;
-  }();
+// AMD family 0x19 (Zen 3 and Zen 4; its AVX-512 CPUs are Zen 4). Asked once; the answer is a
+// plain load after that (the one-token dots ask for every row).
+inline std::atomic<signed char> cpu_amd_family_19_known{-1};
+inline bool cpu_amd_family_19_ask() {
+  unsigned r[4];
+  llmi_cpuid(1, 0, r);
+  const unsigned base = (r[0] >> 8) & 0xF, family = base + (base == 0xF ? (r[0] >> 20) & 0xFF : 0);
+  const bool yes = cpu_vendor_is("AuthenticAMD") && family == 0x19;
+  cpu_amd_family_19_known.store(yes ? 1 : 0, std::memory_order_relaxed);
   return yes;
+}
+LLMI_FORCE_INLINE bool cpu_is_amd_family_19() {
+  const signed char known = cpu_amd_family_19_known.load(std::memory_order_relaxed);
+  return known >= 0 ? known != 0 : cpu_amd_family_19_ask();
 }
 // Whether this CPU runs 512-bit operations as two 256-bit halves and loads at most 64 bytes a
 // cycle (AMD Zen 4, family 0x19: the only AVX-512 CPUs of that family), where the kernels that
@@ -2487,6 +2494,18 @@ inline bool cpu_splits_zmm() {
 // 21_simd). Measured faster on AMD Zen 4 (the AVX-512 CPUs of family 0x19); other CPUs keep the
 // path measured on them (bench/RESULTS.md) until measured with this one.
 inline bool cpu_prefetches_dots() {
+  return cpu_is_amd_family_19();
+}
+
+// Whether gemv takes Q8_0 rows two at a time, one from each half of a task's rows (dotr_q8_0<2>,
+// 25_matmul): each row's FMAs are one chain (llama.cpp's order), 4 cycles a block, so two rows
+// keep two chains going. Measured faster on AMD Zen 4 (the AVX-512 CPUs of family 0x19), decode
+// at 1 thread: qwen3-0.6b Q8_0 33.1 -> 37.6 tokens/s, llama3.2-1b Q8_0 18.1 -> 20.7, smollm2-135m
+// Q8_0 142 -> 158; at 2 threads level to 4% faster. There the Intel path of 8 rows at a time
+// (cpu_streams_ahead) is slower on the large files, and neighbouring rows read together halve
+// the speed (bench/RESULTS.md). Other CPUs keep the path measured on them until measured with this.
+inline bool cpu_pairs_rows() {
+  if (cpu_pairs_rows_forced >= 0) return cpu_pairs_rows_forced != 0;
   return cpu_is_amd_family_19();
 }
 
@@ -2649,6 +2668,9 @@ inline bool cpu_splits_zmm() {
 inline bool cpu_prefetches_dots() {
   return false;
 }
+inline bool cpu_pairs_rows() {
+  return cpu_pairs_rows_forced > 0;
+}
 #else
 inline CpuInfo (*cpu_query)() = nullptr;
 inline bool cpu_has_kernel_level(int level) {
@@ -2665,6 +2687,9 @@ inline bool cpu_splits_zmm() {
 }
 inline bool cpu_prefetches_dots() {
   return false;
+}
+inline bool cpu_pairs_rows() {
+  return cpu_pairs_rows_forced > 0;
 }
 #endif
 
@@ -8091,12 +8116,12 @@ inline void prefetch_l2(const uint8_t* p, uint64_t bytes) {
 #if defined(LLMI_SIMD_VNNI)
 constexpr int kNR = 8;
 
-// out[i * ldo] = dot_q8_0(row i, a, n), i < NR; row i at w + i * rb, asked into L1 kStreamAhead
-// bytes ahead of its reads (each row the head of a stream: gemv). Two rows per zmm (row 2k in the
-// low 8 lanes, 2k + 1 in the high), the activations in both halves; the integer lanes as (w + 128)
-// * a (vpdpbusd) from a start of -128 * (the sum of those 4 activations): dot_s8_256's int32
-// lanes; then one FMA per block with that half's d(w) * d(a), and each half's tree (hsum_ps256).
-template <int NR>
+// out[i * ldo] = dot_q8_0(row i, a, n), i < NR; row i at w + i * rb, asked into L1 kAhead bytes
+// ahead of its reads (each row the head of a stream: gemv). Two rows per zmm (row 2k in the low 8
+// lanes, 2k + 1 in the high), the activations in both halves; the integer lanes as (w + 128) * a
+// (vpdpbusd) from a start of -128 * (the sum of those 4 activations): dot_s8_256's int32 lanes;
+// then one FMA per block with that half's d(w) * d(a), and each half's tree (hsum_ps256).
+template <int NR, int64_t kAhead = kStreamAhead>
 inline void dotr_q8_0(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
   static_assert(NR % 2 == 0, "dotr_q8_0: rows in pairs");
   constexpr int NP = NR / 2;
@@ -8106,8 +8131,7 @@ inline void dotr_q8_0(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, 
   for (int k = 0; k < NP; k++) acc[k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n / 32; b++) {
     for (int k = 0; k < NR; k++)
-      _mm_prefetch(reinterpret_cast<const char*>(w + k * rb + static_cast<uint64_t>(b * bs + kStreamAhead)),
-                   _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w + k * rb + static_cast<uint64_t>(b * bs + kAhead)), _MM_HINT_T0);
     const __m512i av = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
     const __m512i start =
         _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, av));
@@ -8212,6 +8236,7 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   const RowOperands o = row_operands(w, in, false);
   const uint64_t row_bytes = weight_row_bytes(w);
   const bool ahead = cpu_streams_ahead();
+  [[maybe_unused]] const bool pairs = !ahead && cpu_pairs_rows();
   pool.parallel_for(n_tasks, [&](int task, int) {
     const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
     for (int64_t t = 0; t < T; t++) {
@@ -8226,6 +8251,15 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
             WK::template dotr<kNR>(w.data + static_cast<uint64_t>(r0 + j) * row_bytes, L * row_bytes,
                                    o.in.row(WK::act, t), o.n, yt + r0 + j, L);
           r = r0 + L * kNR;
+        }
+      if constexpr (WK::pair_rows)
+        if (pairs) {
+          // rows r0 + j and r0 + L + j: two streams (cpu_pairs_rows), each one chain of FMAs
+          const int64_t L = (r1 - r0) / 2;
+          for (int64_t j = 0; j < L; j++)
+            WK::dotr2(w.data + static_cast<uint64_t>(r0 + j) * row_bytes, L * row_bytes, o.in.row(WK::act, t), o.n,
+                      yt + r0 + j, L);
+          r = r0 + L * 2;
         }
 #endif
       for (; r < r1; r++) {
@@ -10053,6 +10087,8 @@ LLMI_KNS_END
 //     multi_row                         has dotr: gemv takes NR rows at a time where the CPU
 //     dotr<NR>(row, rb, a, n, out, ldo) streams them better (cpu_streams_ahead): row i at
 //                                       row + i * rb, out[i * ldo], each with the bits of dot
+//     pair_rows                         (Q8_0) has dotr2: dotr<2> asking kDotAheadL1 bytes
+//     dotr2(row, rb, a, n, out, ldo)    ahead, for gemv's two rows at a time (cpu_pairs_rows)
 //   AMX (LLMI_SIMD_AMX; where MatmulScratch::amx):
 //     amx                               has the tiles for 6 or more tokens: 32-blocks by rows
 //                                       (gemm_amx_q32_task; Q8_0 in place), K-quants through
@@ -10076,6 +10112,7 @@ struct WeightKernelsBase {
   static constexpr uint32_t block = dtype_traits(T)->block;
   static constexpr bool multi_token = false;
   static constexpr bool multi_row = false;
+  static constexpr bool pair_rows = false;
   static constexpr bool each_group = false;
   static constexpr bool gemm = false;
   static constexpr bool bf16_in_place = false;
@@ -10255,6 +10292,10 @@ struct WeightKernels<DType::q8_0> : WeightKernelsQ32<DType::q8_0, 128> {
   template <int NR>
   static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
     dotr_q8_0<NR>(row, rb, a, n, out, ldo);
+  }
+  static constexpr bool pair_rows = true;
+  static void dotr2(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
+    dotr_q8_0<2, kDotAheadL1>(row, rb, a, n, out, ldo);
   }
 #endif
 #if defined(LLMI_SIMD_AVX512)

@@ -682,6 +682,8 @@ struct CpuInfo {
 inline int cpu_streams_ahead_forced = -1;
 // The same for cpu_splits_zmm() (the shape of micro_q32's tiles).
 inline int cpu_splits_zmm_forced = -1;
+// The same for cpu_pairs_rows() (gemv's Q8_0 rows two at a time).
+inline int cpu_pairs_rows_forced = -1;
 
 // Whether this process may use the AMX tile registers: Linux hands them out on request
 // (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)), which fails where the CPU or the kernel
@@ -770,15 +772,20 @@ inline bool cpu_streams_ahead() {
   return intel;
 }
 
-// AMD family 0x19 (Zen 3 and Zen 4; its AVX-512 CPUs are Zen 4).
-inline bool cpu_is_amd_family_19() {
-  static const bool yes = [] {
-    unsigned r[4];
-    llmi_cpuid(1, 0, r);
-    const unsigned base = (r[0] >> 8) & 0xF, family = base + (base == 0xF ? (r[0] >> 20) & 0xFF : 0);
-    return cpu_vendor_is("AuthenticAMD") && family == 0x19;
-  }();
+// AMD family 0x19 (Zen 3 and Zen 4; its AVX-512 CPUs are Zen 4). Asked once; the answer is a
+// plain load after that (the one-token dots ask for every row).
+inline std::atomic<signed char> cpu_amd_family_19_known{-1};
+inline bool cpu_amd_family_19_ask() {
+  unsigned r[4];
+  llmi_cpuid(1, 0, r);
+  const unsigned base = (r[0] >> 8) & 0xF, family = base + (base == 0xF ? (r[0] >> 20) & 0xFF : 0);
+  const bool yes = cpu_vendor_is("AuthenticAMD") && family == 0x19;
+  cpu_amd_family_19_known.store(yes ? 1 : 0, std::memory_order_relaxed);
   return yes;
+}
+LLMI_FORCE_INLINE bool cpu_is_amd_family_19() {
+  const signed char known = cpu_amd_family_19_known.load(std::memory_order_relaxed);
+  return known >= 0 ? known != 0 : cpu_amd_family_19_ask();
 }
 // Whether this CPU runs 512-bit operations as two 256-bit halves and loads at most 64 bytes a
 // cycle (AMD Zen 4, family 0x19: the only AVX-512 CPUs of that family), where the kernels that
@@ -792,6 +799,18 @@ inline bool cpu_splits_zmm() {
 // 21_simd). Measured faster on AMD Zen 4 (the AVX-512 CPUs of family 0x19); other CPUs keep the
 // path measured on them (bench/RESULTS.md) until measured with this one.
 inline bool cpu_prefetches_dots() {
+  return cpu_is_amd_family_19();
+}
+
+// Whether gemv takes Q8_0 rows two at a time, one from each half of a task's rows (dotr_q8_0<2>,
+// 25_matmul): each row's FMAs are one chain (llama.cpp's order), 4 cycles a block, so two rows
+// keep two chains going. Measured faster on AMD Zen 4 (the AVX-512 CPUs of family 0x19), decode
+// at 1 thread: qwen3-0.6b Q8_0 33.1 -> 37.6 tokens/s, llama3.2-1b Q8_0 18.1 -> 20.7, smollm2-135m
+// Q8_0 142 -> 158; at 2 threads level to 4% faster. There the Intel path of 8 rows at a time
+// (cpu_streams_ahead) is slower on the large files, and neighbouring rows read together halve
+// the speed (bench/RESULTS.md). Other CPUs keep the path measured on them until measured with this.
+inline bool cpu_pairs_rows() {
+  if (cpu_pairs_rows_forced >= 0) return cpu_pairs_rows_forced != 0;
   return cpu_is_amd_family_19();
 }
 
@@ -954,6 +973,9 @@ inline bool cpu_splits_zmm() {
 inline bool cpu_prefetches_dots() {
   return false;
 }
+inline bool cpu_pairs_rows() {
+  return cpu_pairs_rows_forced > 0;
+}
 #else
 inline CpuInfo (*cpu_query)() = nullptr;
 inline bool cpu_has_kernel_level(int level) {
@@ -970,6 +992,9 @@ inline bool cpu_splits_zmm() {
 }
 inline bool cpu_prefetches_dots() {
   return false;
+}
+inline bool cpu_pairs_rows() {
+  return cpu_pairs_rows_forced > 0;
 }
 #endif
 

@@ -78,12 +78,12 @@ inline void prefetch_l2(const uint8_t* p, uint64_t bytes) {
 #if defined(LLMI_SIMD_VNNI)
 constexpr int kNR = 8;
 
-// out[i * ldo] = dot_q8_0(row i, a, n), i < NR; row i at w + i * rb, asked into L1 kStreamAhead
-// bytes ahead of its reads (each row the head of a stream: gemv). Two rows per zmm (row 2k in the
-// low 8 lanes, 2k + 1 in the high), the activations in both halves; the integer lanes as (w + 128)
-// * a (vpdpbusd) from a start of -128 * (the sum of those 4 activations): dot_s8_256's int32
-// lanes; then one FMA per block with that half's d(w) * d(a), and each half's tree (hsum_ps256).
-template <int NR>
+// out[i * ldo] = dot_q8_0(row i, a, n), i < NR; row i at w + i * rb, asked into L1 kAhead bytes
+// ahead of its reads (each row the head of a stream: gemv). Two rows per zmm (row 2k in the low 8
+// lanes, 2k + 1 in the high), the activations in both halves; the integer lanes as (w + 128) * a
+// (vpdpbusd) from a start of -128 * (the sum of those 4 activations): dot_s8_256's int32 lanes;
+// then one FMA per block with that half's d(w) * d(a), and each half's tree (hsum_ps256).
+template <int NR, int64_t kAhead = kStreamAhead>
 inline void dotr_q8_0(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
   static_assert(NR % 2 == 0, "dotr_q8_0: rows in pairs");
   constexpr int NP = NR / 2;
@@ -93,8 +93,7 @@ inline void dotr_q8_0(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, 
   for (int k = 0; k < NP; k++) acc[k] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n / 32; b++) {
     for (int k = 0; k < NR; k++)
-      _mm_prefetch(reinterpret_cast<const char*>(w + k * rb + static_cast<uint64_t>(b * bs + kStreamAhead)),
-                   _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w + k * rb + static_cast<uint64_t>(b * bs + kAhead)), _MM_HINT_T0);
     const __m512i av = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
     const __m512i start =
         _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, av));
@@ -199,6 +198,7 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   const RowOperands o = row_operands(w, in, false);
   const uint64_t row_bytes = weight_row_bytes(w);
   const bool ahead = cpu_streams_ahead();
+  [[maybe_unused]] const bool pairs = !ahead && cpu_pairs_rows();
   pool.parallel_for(n_tasks, [&](int task, int) {
     const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
     for (int64_t t = 0; t < T; t++) {
@@ -213,6 +213,15 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
             WK::template dotr<kNR>(w.data + static_cast<uint64_t>(r0 + j) * row_bytes, L * row_bytes,
                                    o.in.row(WK::act, t), o.n, yt + r0 + j, L);
           r = r0 + L * kNR;
+        }
+      if constexpr (WK::pair_rows)
+        if (pairs) {
+          // rows r0 + j and r0 + L + j: two streams (cpu_pairs_rows), each one chain of FMAs
+          const int64_t L = (r1 - r0) / 2;
+          for (int64_t j = 0; j < L; j++)
+            WK::dotr2(w.data + static_cast<uint64_t>(r0 + j) * row_bytes, L * row_bytes, o.in.row(WK::act, t), o.n,
+                      yt + r0 + j, L);
+          r = r0 + L * 2;
         }
 #endif
       for (; r < r1; r++) {

@@ -35,6 +35,8 @@
 //     multi_row                         has dotr: gemv takes NR rows at a time where the CPU
 //     dotr<NR>(row, rb, a, n, out, ldo) streams them better (cpu_streams_ahead): row i at
 //                                       row + i * rb, out[i * ldo], each with the bits of dot
+//     pair_rows                         (Q8_0) has dotr2: dotr<2> asking kDotAheadL1 bytes
+//     dotr2(row, rb, a, n, out, ldo)    ahead, for gemv's two rows at a time (cpu_pairs_rows)
 //   AMX (LLMI_SIMD_AMX; where MatmulScratch::amx):
 //     amx                               has the tiles for 6 or more tokens: 32-blocks by rows
 //                                       (gemm_amx_q32_task; Q8_0 in place), K-quants through
@@ -58,6 +60,7 @@ struct WeightKernelsBase {
   static constexpr uint32_t block = dtype_traits(T)->block;
   static constexpr bool multi_token = false;
   static constexpr bool multi_row = false;
+  static constexpr bool pair_rows = false;
   static constexpr bool each_group = false;
   static constexpr bool gemm = false;
   static constexpr bool bf16_in_place = false;
@@ -237,6 +240,10 @@ struct WeightKernels<DType::q8_0> : WeightKernelsQ32<DType::q8_0, 128> {
   template <int NR>
   static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
     dotr_q8_0<NR>(row, rb, a, n, out, ldo);
+  }
+  static constexpr bool pair_rows = true;
+  static void dotr2(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
+    dotr_q8_0<2, kDotAheadL1>(row, rb, a, n, out, ldo);
   }
 #endif
 #if defined(LLMI_SIMD_AVX512)

@@ -530,11 +530,14 @@ TEST_CASE("kernels: float and MLX dot products equal the reference") {
   }
 }
 
-TEST_CASE("matmul: one token with the rows taken as streams (cpu_streams_ahead) has the bits of one row at a time") {
+TEST_CASE(
+    "matmul: one token with the rows taken as streams (cpu_streams_ahead) or in pairs (cpu_pairs_rows) has the bits "
+    "of one row at a time") {
   // gemv where the CPU streams better with help (Intel) takes 8 rows at a time, one from each of 8
-  // runs of a task's rows (dotr, the types with WK::multi_row); elsewhere one row at a time (dot).
-  // Forced both ways, on any CPU: the same bits in every row, at 1 and 3 threads. The shapes give
-  // several tasks, rows left over after the 8 runs, and odd block counts (Q4_0, Q5_0).
+  // runs of a task's rows (dotr, the types with WK::multi_row); on AMD Zen 4 Q8_0 takes 2 at a
+  // time, one from each half (dotr2, WK::pair_rows); elsewhere one row at a time (dot). Each
+  // forced, on any CPU: the same bits in every row, at 1 and 3 threads. The shapes give several
+  // tasks, rows left over after the 8 runs or the 2 halves, and odd block counts (Q4_0, Q5_0).
   Rng r(11);
   struct Case {
     DType t;
@@ -549,20 +552,25 @@ TEST_CASE("matmul: one token with the rows taken as streams (cpu_streams_ahead) 
     std::vector<float> x = make_input(1, c.n, r, false);
     for (li::ThreadPool* pool : {&one, &three}) {
       CAPTURE(pool->size());
-      std::vector<float> y[2];
-      for (int forced : {0, 1}) {
-        li::cpu_streams_ahead_forced = forced;
-        y[forced].assign(static_cast<size_t>(c.rows), -7.0f);
-        li::matmul(m.view, x.data(), 1, y[forced].data(), c.rows, *pool, false);
+      std::vector<float> y[3];  // one row at a time, streams, pairs
+      for (int mode = 0; mode < 3; mode++) {
+        li::cpu_streams_ahead_forced = mode == 1;
+        li::cpu_pairs_rows_forced = mode == 2;
+        y[mode].assign(static_cast<size_t>(c.rows), -7.0f);
+        li::matmul(m.view, x.data(), 1, y[mode].data(), c.rows, *pool, false);
       }
       li::cpu_streams_ahead_forced = -1;
-      int diffs = 0, unset = 0;
-      for (int64_t row = 0; row < c.rows; row++) {
-        diffs += !same_bits(y[0][static_cast<size_t>(row)], y[1][static_cast<size_t>(row)]);
-        unset += y[1][static_cast<size_t>(row)] == -7.0f;
+      li::cpu_pairs_rows_forced = -1;
+      for (int mode = 1; mode < 3; mode++) {
+        CAPTURE(mode);
+        int diffs = 0, unset = 0;
+        for (int64_t row = 0; row < c.rows; row++) {
+          diffs += !same_bits(y[0][static_cast<size_t>(row)], y[mode][static_cast<size_t>(row)]);
+          unset += y[mode][static_cast<size_t>(row)] == -7.0f;
+        }
+        CHECK(diffs == 0);
+        CHECK(unset == 0);
       }
-      CHECK(diffs == 0);
-      CHECK(unset == 0);
     }
   }
 }
