@@ -35,7 +35,7 @@
 //     multi_row                         has dotr: gemv takes NR rows at a time where the CPU
 //     dotr<NR>(row, rb, a, n, out, ldo) streams them better (cpu_streams_ahead): row i at
 //                                       row + i * rb, out[i * ldo], each with the bits of dot
-//     pair_rows                         (Q8_0) has dotr2: dotr<2> asking kDotAheadL1 bytes
+//     pair_rows                         (Q8_0) has dotr2: dotr<2> asking kPairAhead bytes
 //     dotr2(row, rb, a, n, out, ldo)    ahead, for gemv's two rows at a time (cpu_pairs_rows)
 //   AMX (LLMI_SIMD_AMX; where MatmulScratch::amx):
 //     amx                               has the tiles for 6 or more tokens: 32-blocks by rows
@@ -243,7 +243,7 @@ struct WeightKernels<DType::q8_0> : WeightKernelsQ32<DType::q8_0, 128> {
   }
   static constexpr bool pair_rows = true;
   static void dotr2(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
-    dotr_q8_0<2, kDotAheadL1>(row, rb, a, n, out, ldo);
+    dotr_q8_0<2, kPairAhead>(row, rb, a, n, out, ldo);
   }
 #endif
 #if defined(LLMI_SIMD_AVX512)
