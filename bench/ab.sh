@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Decode tokens/s of two llminfer binaries (say main's and a branch's) on the same files, the two
+# alternating run by run, so that a change in the machine's load hits both. One line per file and
+# thread count: each binary's figure of every round (bench/RESULTS.md).
+#   bench/ab.sh [-t "1 2"] [-r ROUNDS] [-n TOKENS] [--parallel P] BINARY_A BINARY_B MODEL.gguf...
+# Each run: `llminfer bench -m MODEL -t T -p 8 -n TOKENS -r 2 --json` (with --parallel P: P
+# sessions at once, their aggregate), decode_tps of its JSON.
+set -euo pipefail
+TS="1 2" R=3 N=64 P=""
+args=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    -t) TS=$2; shift 2 ;;
+    -r) R=$2; shift 2 ;;
+    -n) N=$2; shift 2 ;;
+    --parallel) P=$2; shift 2 ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+if [ ${#args[@]} -lt 3 ]; then
+  echo "usage: bench/ab.sh [-t \"1 2\"] [-r ROUNDS] [-n TOKENS] [--parallel P] BINARY_A BINARY_B MODEL.gguf..." >&2
+  exit 2
+fi
+A=${args[0]} B=${args[1]}
+for bin in "$A" "$B"; do
+  [ -x "$bin" ] || { echo "bench/ab.sh: $bin is not an executable" >&2; exit 2; }
+done
+decode_tps() {  # binary model threads
+  local extra=()
+  [ -n "$P" ] && extra=(--parallel "$P")
+  local out
+  out=$("$1" bench -m "$2" -t "$3" -p 8 -n "$N" -r 2 "${extra[@]}" --json 2>/dev/null | tail -1) || true
+  local v
+  v=$(printf '%s' "$out" | grep -o '"decode_tps":[0-9.]*' | cut -d: -f2) || true
+  printf '%s' "${v:-failed}"
+}
+for model in "${args[@]:2}"; do
+  [ -f "$model" ] || { echo "bench/ab.sh: no file $model" >&2; exit 2; }
+  for t in $TS; do
+    ra=() rb=()
+    for ((i = 0; i < R; i++)); do
+      ra+=("$(decode_tps "$A" "$model" "$t")")
+      rb+=("$(decode_tps "$B" "$model" "$t")")
+    done
+    echo "$(basename "$model" .gguf) threads=$t${P:+ parallel=$P}  A: ${ra[*]}  B: ${rb[*]}"
+  done
+done
