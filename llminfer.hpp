@@ -2501,9 +2501,10 @@ inline bool cpu_prefetches_dots() {
 // 25_matmul): each row's FMAs are one chain (llama.cpp's order), 4 cycles a block, so two rows
 // keep two chains going. Measured faster on AMD Zen 4 (the AVX-512 CPUs of family 0x19), decode
 // at 1 thread: qwen3-0.6b Q8_0 32.1 -> 36.8 tokens/s, llama3.2-1b Q8_0 17.4 -> 20.5, smollm2-135m
-// Q8_0 142.6 -> 162.3, gemma3-1b Q8_0 22.0 -> 25.8; at 2 threads level to 6% faster. There the Intel path of 8 rows at a time
-// (cpu_streams_ahead) is slower on the large files, and neighbouring rows read together halve
-// the speed (bench/RESULTS.md). Other CPUs keep the path measured on them until measured with this.
+// Q8_0 142.6 -> 162.3, gemma3-1b Q8_0 22.0 -> 25.8; at 2 threads level to 6% faster. There the
+// Intel path of 8 rows at a time (cpu_streams_ahead) is slower on the large files, and
+// neighbouring rows read together halve the speed (bench/RESULTS.md). Other CPUs keep the path
+// measured on them until measured with this one.
 inline bool cpu_pairs_rows() {
   if (cpu_pairs_rows_forced >= 0) return cpu_pairs_rows_forced != 0;
   return cpu_is_amd_family_19();
