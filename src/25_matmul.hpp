@@ -185,6 +185,16 @@ inline void dotr_q6_k(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, 
       w, rb, a, n, [&](int k, const uint8_t* p, const __m512i* q, int64_t b) { q6k_superblock(p, q, a, b, acc[k]); });
   for (int k = 0; k < NR; k++) out[k * ldo] = hsum_ps256(acc[k]);
 }
+
+// gemv's rows r0 + j + i * L of [r0, r1), i < NR, j < L = (r1 - r0) / NR: NR streams of L rows, one
+// row of each per call take(row, bytes between the streams, out, ldo); returns the first row after
+// them (the rest go one at a time).
+template <int NR, class Take>
+inline int64_t take_streams(const uint8_t* w, uint64_t row_bytes, int64_t r0, int64_t r1, float* y, Take&& take) {
+  const int64_t L = (r1 - r0) / NR;
+  for (int64_t j = 0; j < L; j++) take(w + static_cast<uint64_t>(r0 + j) * row_bytes, L * row_bytes, y + r0 + j, L);
+  return r0 + L * NR;
+}
 #endif
 
 // WK, here and below: the weight type's row of the kernel table (WeightKernels, 25_weight_kernels);
@@ -211,23 +221,17 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
       int64_t r = r0;
 #if defined(LLMI_SIMD_VNNI)
       if constexpr (WK::multi_row)
-        if (ahead) {
-          // rows r0 + j + i * L, i < kNR: kNR streams (the comment above kAheadRows)
-          const int64_t L = (r1 - r0) / kNR;
-          for (int64_t j = 0; j < L; j++)
-            WK::template dotr<kNR>(w.data + static_cast<uint64_t>(r0 + j) * row_bytes, L * row_bytes,
-                                   o.in.row(WK::act, t), o.n, yt + r0 + j, L);
-          r = r0 + L * kNR;
-        }
+        if (ahead)  // kNR streams (the comment above kAheadRows)
+          r = take_streams<kNR>(w.data, row_bytes, r0, r1, yt,
+                                [&](const uint8_t* p, uint64_t rs, float* out, int64_t ldo) {
+                                  WK::template dotr<kNR>(p, rs, o.in.row(WK::act, t), o.n, out, ldo);
+                                });
       if constexpr (WK::pair_rows)
-        if (pairs) {
-          // rows r0 + j and r0 + L + j: two streams (cpu_pairs_rows), each one chain of FMAs
-          const int64_t L = (r1 - r0) / 2;
-          for (int64_t j = 0; j < L; j++)
-            WK::dotr2(w.data + static_cast<uint64_t>(r0 + j) * row_bytes, L * row_bytes, o.in.row(WK::act, t), o.n,
-                      yt + r0 + j, L);
-          r = r0 + L * 2;
-        }
+        if (pairs)  // two streams, each one chain of FMAs (cpu_pairs_rows)
+          r = take_streams<2>(w.data, row_bytes, r0, r1, yt,
+                              [&](const uint8_t* p, uint64_t rs, float* out, int64_t ldo) {
+                                WK::dotr2(p, rs, o.in.row(WK::act, t), o.n, out, ldo);
+                              });
 #endif
       for (; r < r1; r++) {
         if (ahead && r + kAheadRows < rows)
