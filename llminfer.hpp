@@ -6016,17 +6016,13 @@ inline void f32_row_to_f16(const float* src, uint16_t* dst, int64_t n) {
 
 // ---- dot products of one weight row with one quantized activation row ----
 
-inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
-  [[maybe_unused]] const int64_t nb = n / 32;
-  [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ8_0);
-  // x86 (AVX2 and AVX-512 builds): 8 lanes of 4 products, one FMA per block with d(w) * d(a), then
-  // the 8-lane tree: the order of llama.cpp's x86 Q8_0 kernels (ggml_vec_dot_q8_0_q8_0 and
-  // llamafile's sgemm), so that the result is its bits.
+// x86 (AVX2 and AVX-512 builds): 8 lanes of 4 products, one FMA per block with d(w) * d(a), then
+// the 8-lane tree: the order of llama.cpp's x86 Q8_0 kernels (ggml_vec_dot_q8_0_q8_0 and
+// llamafile's sgemm), so that the result is its bits. pf (AVX-512): cpu_prefetches_dots().
 #if defined(LLMI_SIMD_AVX2)
+LLMI_FORCE_INLINE float q8_0_row(const uint8_t* w, const ActQ8& a, int64_t nb, [[maybe_unused]] bool pf) {
+  constexpr int64_t bs = sizeof(ref::BlockQ8_0);
   __m256 acc = _mm256_setzero_ps();
-#if defined(LLMI_SIMD_AVX512)
-  const bool pf = cpu_prefetches_dots();
-#endif
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
 #if defined(LLMI_SIMD_AVX512)
@@ -6037,6 +6033,15 @@ inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(f16_scale(p) * a.d[b]), acc);
   }
   return hsum_ps256(acc);
+}
+#endif
+inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
+  [[maybe_unused]] const int64_t nb = n / 32;
+  [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ8_0);
+#if defined(LLMI_SIMD_AVX512)
+  return q8_0_row(w, a, nb, cpu_prefetches_dots());
+#elif defined(LLMI_SIMD_AVX2)
+  return q8_0_row(w, a, nb, false);
 #elif defined(LLMI_SIMD_NEON)
   float acc = 0;
   for (int64_t b = 0; b < nb; b++) {
@@ -6102,16 +6107,11 @@ inline void q45_0_block(const uint8_t* p, const ActQ8& a, int64_t b, __m256& acc
   __m256i dv = dot_s8_256(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
   acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(f16_scale(p) * a.d[b]), acc);
 }
-#endif
+// dot_q4_0 / dot_q5_0 of nb blocks (AVX-512); pf: cpu_prefetches_dots().
 template <bool kQ5>
-inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
-  [[maybe_unused]] const int64_t nb = n / 32;
-  [[maybe_unused]] constexpr int64_t bs = Q45_0<kQ5>::bs;
-  [[maybe_unused]] constexpr int qs_off = Q45_0<kQ5>::qs_off;
-  [[maybe_unused]] constexpr int offset = Q45_0<kQ5>::offset;
-#if defined(LLMI_SIMD_AVX512)
+LLMI_FORCE_INLINE float q45_0_row(const uint8_t* w, const ActQ8& a, int64_t nb, bool pf) {
+  constexpr int64_t bs = Q45_0<kQ5>::bs;
   __m256 acc = _mm256_setzero_ps();
-  const bool pf = cpu_prefetches_dots();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
     dot_prefetch<false>(pf, w + b * bs, 1);  // its 36 or 44 bytes
@@ -6120,6 +6120,16 @@ inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
   }
   if (b < nb) q45_0_block<kQ5>(w + b * bs, a, b, acc);
   return hsum_ps256(acc);
+}
+#endif
+template <bool kQ5>
+inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
+  [[maybe_unused]] const int64_t nb = n / 32;
+  [[maybe_unused]] constexpr int64_t bs = Q45_0<kQ5>::bs;
+  [[maybe_unused]] constexpr int qs_off = Q45_0<kQ5>::qs_off;
+  [[maybe_unused]] constexpr int offset = Q45_0<kQ5>::offset;
+#if defined(LLMI_SIMD_AVX512)
+  return q45_0_row<kQ5>(w, a, nb, cpu_prefetches_dots());
 #elif defined(LLMI_SIMD_AVX2)
   auto values = [&](const uint8_t* p) {  // 32 signed values of one block
     __m256i v = q4_block_values(p + qs_off);
@@ -6303,12 +6313,11 @@ LLMI_FORCE_INLINE __m512i q4k_isum_nibbles(const uint8_t* p, const int8_t* qn, _
   return _mm512_dpwssd_epi32(_mm512_madd_epi16(x0, s01), x1, s23);
 }
 // dot_q4_k for an input with ActQ8::qn (and sums32), two super-blocks per step (their scales
-// unpacked together).
-inline float dot_q4_k_nibbles(const uint8_t* w, const ActQ8& a, int64_t nb) {
+// unpacked together); pf: cpu_prefetches_dots().
+LLMI_FORCE_INLINE float q4k_nibbles_row(const uint8_t* w, const ActQ8& a, int64_t nb, bool pf) {
   constexpr int64_t bs = sizeof(ref::BlockQ4_K);
   __m256 acc = _mm256_setzero_ps();
   __m128 accm = _mm_setzero_ps();
-  const bool pf = cpu_prefetches_dots();
   int64_t b = 0;
   for (; b + 1 < nb; b += 2) {
     const uint8_t* p = w + b * bs;
@@ -6335,6 +6344,9 @@ inline float dot_q4_k_nibbles(const uint8_t* w, const ActQ8& a, int64_t nb) {
     q4k_superblock_tail(p, a, b, isum, _mm_cvtepi32_ps(ml), acc, accm);
   }
   return hsum_ps256(acc) + reduce4_ps(accm);
+}
+inline float dot_q4_k_nibbles(const uint8_t* w, const ActQ8& a, int64_t nb) {
+  return q4k_nibbles_row(w, a, nb, cpu_prefetches_dots());
 }
 #endif
 
@@ -6500,24 +6512,35 @@ LLMI_FORCE_INLINE __m512i q6k_isum_vnni(const uint8_t* p, const int8_t* q8, __m5
 }
 #endif
 
-inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
-  [[maybe_unused]] const int64_t nb = n / ref::kQK_K;
-  [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ6_K);
-#if defined(LLMI_SIMD_AVX512)
+#if defined(LLMI_SIMD_AVX512) && defined(LLMI_SIMD_VNNI)
+// dot_q6_k (AVX-512 VNNI); pf: cpu_prefetches_dots().
+LLMI_FORCE_INLINE float q6k_vnni_row(const uint8_t* w, const ActQ8& a, int64_t nb, bool pf) {
+  constexpr int64_t bs = sizeof(ref::BlockQ6_K);
   __m256 acc = _mm256_setzero_ps();
-  const bool pf = cpu_prefetches_dots();
   for (int64_t b = 0; b < nb; b++) {
     dot_prefetch<true>(pf, w + b * bs, 4);  // its 210 bytes
-#if defined(LLMI_SIMD_VNNI)
     const uint8_t* p = w + b * bs;
     const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
     const __m512i isum = q6k_isum_vnni(p, a.q + ref::kQK_K * b, _mm512_castsi256_si512(sc));
     q6k_superblock_tail(p, a, b, sc, isum, acc);
-#else
+  }
+  return hsum_ps256(acc);
+}
+#endif
+
+inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
+  [[maybe_unused]] const int64_t nb = n / ref::kQK_K;
+  [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ6_K);
+#if defined(LLMI_SIMD_AVX512) && defined(LLMI_SIMD_VNNI)
+  return q6k_vnni_row(w, a, nb, cpu_prefetches_dots());
+#elif defined(LLMI_SIMD_AVX512)
+  __m256 acc = _mm256_setzero_ps();
+  const bool pf = cpu_prefetches_dots();
+  for (int64_t b = 0; b < nb; b++) {
+    dot_prefetch<true>(pf, w + b * bs, 4);  // its 210 bytes
     __m512i q[4];
     load_act_256(a, b, q);
     q6k_superblock(w + b * bs, q, a, b, acc);
-#endif
   }
   return hsum_ps256(acc);
 #elif defined(LLMI_SIMD_AVX2)
@@ -8225,6 +8248,33 @@ inline void dotr_q6_k(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, 
   for (int k = 0; k < NR; k++) out[k * ldo] = hsum_ps256(acc[k]);
 }
 
+// out[i] = the one-token dot of row i (at w + i * rb) with a, i < nr: gemv's rows one after another
+// through the dot's body (q8_0_row, q45_0_row, q4k_nibbles_row, q6k_vnni_row) inlined here, so that
+// its constants and the CPU's answers are made once for the run, not once a row (for a row of 1024
+// Q4_K values, 4 super-blocks, that was about a quarter of its instructions). One function per type
+// (not inlined into gemv, where the same loop came out slower).
+inline void dots_q8_0(const uint8_t* w, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
+  const bool pf = cpu_prefetches_dots();
+  for (int64_t i = 0; i < nr; i++) out[i] = q8_0_row(w + static_cast<uint64_t>(i) * rb, a, n / 32, pf);
+}
+template <bool kQ5>
+inline void dots_q4_q5_0(const uint8_t* w, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
+  const bool pf = cpu_prefetches_dots();
+  for (int64_t i = 0; i < nr; i++) out[i] = q45_0_row<kQ5>(w + static_cast<uint64_t>(i) * rb, a, n / 32, pf);
+}
+inline void dots_q4_k(const uint8_t* w, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
+  if (!a.qn) {
+    for (int64_t i = 0; i < nr; i++) out[i] = dot_q4_k(w + static_cast<uint64_t>(i) * rb, a, n);
+    return;
+  }
+  const bool pf = cpu_prefetches_dots();
+  for (int64_t i = 0; i < nr; i++) out[i] = q4k_nibbles_row(w + static_cast<uint64_t>(i) * rb, a, n / ref::kQK_K, pf);
+}
+inline void dots_q6_k(const uint8_t* w, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
+  const bool pf = cpu_prefetches_dots();
+  for (int64_t i = 0; i < nr; i++) out[i] = q6k_vnni_row(w + static_cast<uint64_t>(i) * rb, a, n / ref::kQK_K, pf);
+}
+
 // gemv's rows r0 + j + i * L of [r0, r1), i < NR, j < L = (r1 - r0) / NR: NR streams of L rows, one
 // row of each per call take(row, bytes between the streams, out, ldo); returns the first row after
 // them (the rest go one at a time).
@@ -8271,6 +8321,11 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
                               [&](const uint8_t* p, uint64_t rs, float* out, int64_t ldo) {
                                 WK::dotr2(p, rs, o.in.row(WK::act, t), o.n, out, ldo);
                               });
+      if constexpr (WK::row_run)
+        if (!ahead) {
+          WK::dots(w.data + static_cast<uint64_t>(r) * row_bytes, row_bytes, r1 - r, o.in.row(WK::act, t), o.n, yt + r);
+          r = r1;
+        }
 #endif
       for (; r < r1; r++) {
         if (ahead && r + kAheadRows < rows)
@@ -10123,6 +10178,7 @@ struct WeightKernelsBase {
   static constexpr bool multi_token = false;
   static constexpr bool multi_row = false;
   static constexpr bool pair_rows = false;
+  static constexpr bool row_run = false;
   static constexpr bool each_group = false;
   static constexpr bool gemm = false;
   static constexpr bool bf16_in_place = false;
@@ -10237,6 +10293,10 @@ struct WeightKernels<DType::q4_0> : WeightKernelsQ32<DType::q4_0, 8> {
   static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
     dotr_q4_q5_0<NR, false>(row, rb, a, n, out, ldo);
   }
+  static constexpr bool row_run = true;
+  static void dots(const uint8_t* row, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
+    dots_q4_q5_0<false>(row, rb, nr, a, n, out);
+  }
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
@@ -10270,6 +10330,10 @@ struct WeightKernels<DType::q5_0> : WeightKernelsQ32<DType::q5_0, 16> {
   static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
     dotr_q4_q5_0<NR, true>(row, rb, a, n, out, ldo);
   }
+  static constexpr bool row_run = true;
+  static void dots(const uint8_t* row, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
+    dots_q4_q5_0<true>(row, rb, nr, a, n, out);
+  }
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
@@ -10302,6 +10366,10 @@ struct WeightKernels<DType::q8_0> : WeightKernelsQ32<DType::q8_0, 128> {
   template <int NR>
   static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
     dotr_q8_0<NR>(row, rb, a, n, out, ldo);
+  }
+  static constexpr bool row_run = true;
+  static void dots(const uint8_t* row, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
+    dots_q8_0(row, rb, nr, a, n, out);
   }
   static constexpr bool pair_rows = true;
   static void dotr2(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
@@ -10367,6 +10435,10 @@ struct WeightKernels<DType::q4_K> : WeightKernelsKq<DType::q4_K> {
   static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
     dotr_q4_k<NR>(row, rb, a, n, out, ldo);
   }
+  static constexpr bool row_run = true;
+  static void dots(const uint8_t* row, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
+    dots_q4_k(row, rb, nr, a, n, out);
+  }
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
@@ -10409,6 +10481,10 @@ struct WeightKernels<DType::q6_K> : WeightKernelsKq<DType::q6_K> {
   template <int NR>
   static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
     dotr_q6_k<NR>(row, rb, a, n, out, ldo);
+  }
+  static constexpr bool row_run = true;
+  static void dots(const uint8_t* row, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
+    dots_q6_k(row, rb, nr, a, n, out);
   }
 #endif
 #if defined(LLMI_SIMD_AVX512)

@@ -388,17 +388,13 @@ inline void f32_row_to_f16(const float* src, uint16_t* dst, int64_t n) {
 
 // ---- dot products of one weight row with one quantized activation row ----
 
-inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
-  [[maybe_unused]] const int64_t nb = n / 32;
-  [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ8_0);
-  // x86 (AVX2 and AVX-512 builds): 8 lanes of 4 products, one FMA per block with d(w) * d(a), then
-  // the 8-lane tree: the order of llama.cpp's x86 Q8_0 kernels (ggml_vec_dot_q8_0_q8_0 and
-  // llamafile's sgemm), so that the result is its bits.
+// x86 (AVX2 and AVX-512 builds): 8 lanes of 4 products, one FMA per block with d(w) * d(a), then
+// the 8-lane tree: the order of llama.cpp's x86 Q8_0 kernels (ggml_vec_dot_q8_0_q8_0 and
+// llamafile's sgemm), so that the result is its bits. pf (AVX-512): cpu_prefetches_dots().
 #if defined(LLMI_SIMD_AVX2)
+LLMI_FORCE_INLINE float q8_0_row(const uint8_t* w, const ActQ8& a, int64_t nb, [[maybe_unused]] bool pf) {
+  constexpr int64_t bs = sizeof(ref::BlockQ8_0);
   __m256 acc = _mm256_setzero_ps();
-#if defined(LLMI_SIMD_AVX512)
-  const bool pf = cpu_prefetches_dots();
-#endif
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
 #if defined(LLMI_SIMD_AVX512)
@@ -409,6 +405,15 @@ inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(f16_scale(p) * a.d[b]), acc);
   }
   return hsum_ps256(acc);
+}
+#endif
+inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
+  [[maybe_unused]] const int64_t nb = n / 32;
+  [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ8_0);
+#if defined(LLMI_SIMD_AVX512)
+  return q8_0_row(w, a, nb, cpu_prefetches_dots());
+#elif defined(LLMI_SIMD_AVX2)
+  return q8_0_row(w, a, nb, false);
 #elif defined(LLMI_SIMD_NEON)
   float acc = 0;
   for (int64_t b = 0; b < nb; b++) {
@@ -474,16 +479,11 @@ inline void q45_0_block(const uint8_t* p, const ActQ8& a, int64_t b, __m256& acc
   __m256i dv = dot_s8_256(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
   acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(f16_scale(p) * a.d[b]), acc);
 }
-#endif
+// dot_q4_0 / dot_q5_0 of nb blocks (AVX-512); pf: cpu_prefetches_dots().
 template <bool kQ5>
-inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
-  [[maybe_unused]] const int64_t nb = n / 32;
-  [[maybe_unused]] constexpr int64_t bs = Q45_0<kQ5>::bs;
-  [[maybe_unused]] constexpr int qs_off = Q45_0<kQ5>::qs_off;
-  [[maybe_unused]] constexpr int offset = Q45_0<kQ5>::offset;
-#if defined(LLMI_SIMD_AVX512)
+LLMI_FORCE_INLINE float q45_0_row(const uint8_t* w, const ActQ8& a, int64_t nb, bool pf) {
+  constexpr int64_t bs = Q45_0<kQ5>::bs;
   __m256 acc = _mm256_setzero_ps();
-  const bool pf = cpu_prefetches_dots();
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
     dot_prefetch<false>(pf, w + b * bs, 1);  // its 36 or 44 bytes
@@ -492,6 +492,16 @@ inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
   }
   if (b < nb) q45_0_block<kQ5>(w + b * bs, a, b, acc);
   return hsum_ps256(acc);
+}
+#endif
+template <bool kQ5>
+inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
+  [[maybe_unused]] const int64_t nb = n / 32;
+  [[maybe_unused]] constexpr int64_t bs = Q45_0<kQ5>::bs;
+  [[maybe_unused]] constexpr int qs_off = Q45_0<kQ5>::qs_off;
+  [[maybe_unused]] constexpr int offset = Q45_0<kQ5>::offset;
+#if defined(LLMI_SIMD_AVX512)
+  return q45_0_row<kQ5>(w, a, nb, cpu_prefetches_dots());
 #elif defined(LLMI_SIMD_AVX2)
   auto values = [&](const uint8_t* p) {  // 32 signed values of one block
     __m256i v = q4_block_values(p + qs_off);
@@ -675,12 +685,11 @@ LLMI_FORCE_INLINE __m512i q4k_isum_nibbles(const uint8_t* p, const int8_t* qn, _
   return _mm512_dpwssd_epi32(_mm512_madd_epi16(x0, s01), x1, s23);
 }
 // dot_q4_k for an input with ActQ8::qn (and sums32), two super-blocks per step (their scales
-// unpacked together).
-inline float dot_q4_k_nibbles(const uint8_t* w, const ActQ8& a, int64_t nb) {
+// unpacked together); pf: cpu_prefetches_dots().
+LLMI_FORCE_INLINE float q4k_nibbles_row(const uint8_t* w, const ActQ8& a, int64_t nb, bool pf) {
   constexpr int64_t bs = sizeof(ref::BlockQ4_K);
   __m256 acc = _mm256_setzero_ps();
   __m128 accm = _mm_setzero_ps();
-  const bool pf = cpu_prefetches_dots();
   int64_t b = 0;
   for (; b + 1 < nb; b += 2) {
     const uint8_t* p = w + b * bs;
@@ -707,6 +716,9 @@ inline float dot_q4_k_nibbles(const uint8_t* w, const ActQ8& a, int64_t nb) {
     q4k_superblock_tail(p, a, b, isum, _mm_cvtepi32_ps(ml), acc, accm);
   }
   return hsum_ps256(acc) + reduce4_ps(accm);
+}
+inline float dot_q4_k_nibbles(const uint8_t* w, const ActQ8& a, int64_t nb) {
+  return q4k_nibbles_row(w, a, nb, cpu_prefetches_dots());
 }
 #endif
 
@@ -872,24 +884,35 @@ LLMI_FORCE_INLINE __m512i q6k_isum_vnni(const uint8_t* p, const int8_t* q8, __m5
 }
 #endif
 
-inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
-  [[maybe_unused]] const int64_t nb = n / ref::kQK_K;
-  [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ6_K);
-#if defined(LLMI_SIMD_AVX512)
+#if defined(LLMI_SIMD_AVX512) && defined(LLMI_SIMD_VNNI)
+// dot_q6_k (AVX-512 VNNI); pf: cpu_prefetches_dots().
+LLMI_FORCE_INLINE float q6k_vnni_row(const uint8_t* w, const ActQ8& a, int64_t nb, bool pf) {
+  constexpr int64_t bs = sizeof(ref::BlockQ6_K);
   __m256 acc = _mm256_setzero_ps();
-  const bool pf = cpu_prefetches_dots();
   for (int64_t b = 0; b < nb; b++) {
     dot_prefetch<true>(pf, w + b * bs, 4);  // its 210 bytes
-#if defined(LLMI_SIMD_VNNI)
     const uint8_t* p = w + b * bs;
     const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
     const __m512i isum = q6k_isum_vnni(p, a.q + ref::kQK_K * b, _mm512_castsi256_si512(sc));
     q6k_superblock_tail(p, a, b, sc, isum, acc);
-#else
+  }
+  return hsum_ps256(acc);
+}
+#endif
+
+inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
+  [[maybe_unused]] const int64_t nb = n / ref::kQK_K;
+  [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ6_K);
+#if defined(LLMI_SIMD_AVX512) && defined(LLMI_SIMD_VNNI)
+  return q6k_vnni_row(w, a, nb, cpu_prefetches_dots());
+#elif defined(LLMI_SIMD_AVX512)
+  __m256 acc = _mm256_setzero_ps();
+  const bool pf = cpu_prefetches_dots();
+  for (int64_t b = 0; b < nb; b++) {
+    dot_prefetch<true>(pf, w + b * bs, 4);  // its 210 bytes
     __m512i q[4];
     load_act_256(a, b, q);
     q6k_superblock(w + b * bs, q, a, b, acc);
-#endif
   }
   return hsum_ps256(acc);
 #elif defined(LLMI_SIMD_AVX2)

@@ -61,6 +61,7 @@ struct WeightKernelsBase {
   static constexpr bool multi_token = false;
   static constexpr bool multi_row = false;
   static constexpr bool pair_rows = false;
+  static constexpr bool row_run = false;
   static constexpr bool each_group = false;
   static constexpr bool gemm = false;
   static constexpr bool bf16_in_place = false;
@@ -175,6 +176,10 @@ struct WeightKernels<DType::q4_0> : WeightKernelsQ32<DType::q4_0, 8> {
   static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
     dotr_q4_q5_0<NR, false>(row, rb, a, n, out, ldo);
   }
+  static constexpr bool row_run = true;
+  static void dots(const uint8_t* row, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
+    dots_q4_q5_0<false>(row, rb, nr, a, n, out);
+  }
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
@@ -208,6 +213,10 @@ struct WeightKernels<DType::q5_0> : WeightKernelsQ32<DType::q5_0, 16> {
   static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
     dotr_q4_q5_0<NR, true>(row, rb, a, n, out, ldo);
   }
+  static constexpr bool row_run = true;
+  static void dots(const uint8_t* row, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
+    dots_q4_q5_0<true>(row, rb, nr, a, n, out);
+  }
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
@@ -240,6 +249,10 @@ struct WeightKernels<DType::q8_0> : WeightKernelsQ32<DType::q8_0, 128> {
   template <int NR>
   static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
     dotr_q8_0<NR>(row, rb, a, n, out, ldo);
+  }
+  static constexpr bool row_run = true;
+  static void dots(const uint8_t* row, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
+    dots_q8_0(row, rb, nr, a, n, out);
   }
   static constexpr bool pair_rows = true;
   static void dotr2(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
@@ -305,6 +318,10 @@ struct WeightKernels<DType::q4_K> : WeightKernelsKq<DType::q4_K> {
   static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
     dotr_q4_k<NR>(row, rb, a, n, out, ldo);
   }
+  static constexpr bool row_run = true;
+  static void dots(const uint8_t* row, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
+    dots_q4_k(row, rb, nr, a, n, out);
+  }
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool gemm = true;
@@ -347,6 +364,10 @@ struct WeightKernels<DType::q6_K> : WeightKernelsKq<DType::q6_K> {
   template <int NR>
   static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
     dotr_q6_k<NR>(row, rb, a, n, out, ldo);
+  }
+  static constexpr bool row_run = true;
+  static void dots(const uint8_t* row, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
+    dots_q6_k(row, rb, nr, a, n, out);
   }
 #endif
 #if defined(LLMI_SIMD_AVX512)

@@ -531,13 +531,14 @@ TEST_CASE("kernels: float and MLX dot products equal the reference") {
 }
 
 TEST_CASE(
-    "matmul: one token with the rows taken as streams (cpu_streams_ahead) or in pairs (cpu_pairs_rows) has the bits "
-    "of one row at a time") {
+    "matmul: one token with the rows taken as streams (cpu_streams_ahead), in pairs (cpu_pairs_rows) or as runs has "
+    "the bits of each row alone") {
   // gemv where the CPU streams better with help (Intel) takes 8 rows at a time, one from each of 8
   // runs of a task's rows (dotr, the types with WK::multi_row); on AMD Zen 4 Q8_0 takes 2 at a
-  // time, one from each half (dotr2, WK::pair_rows); elsewhere one row at a time (dot). Each
-  // forced, on any CPU: the same bits in every row, at 1 and 3 threads. The shapes give several
-  // tasks, rows left over after the 8 runs or the 2 halves, and odd block counts (Q4_0, Q5_0).
+  // time, one from each half (dotr2, WK::pair_rows); elsewhere the rows one after another (dots,
+  // WK::row_run, or dot). Each forced, on any CPU, against each row as a matrix of its own: the
+  // same bits in every row, at 1 and 3 threads. The shapes give several tasks, rows left over
+  // after the 8 runs or the 2 halves, and odd block counts (Q4_0, Q5_0).
   Rng r(11);
   struct Case {
     DType t;
@@ -550,9 +551,18 @@ TEST_CASE(
     CAPTURE(std::string(li::dtype_name(c.t)));
     Matrix m = make_matrix(c.t, c.rows, c.n, r, false, DType::f16, 64);
     std::vector<float> x = make_input(1, c.n, r, false);
+    std::vector<float> alone(static_cast<size_t>(c.rows));
+    const uint64_t rb = li::weight_row_bytes(m.view);
+    for (int64_t row = 0; row < c.rows; row++) {
+      li::TensorView v = m.view;
+      v.ne[1] = 1;
+      v.data = m.view.data + static_cast<uint64_t>(row) * rb;
+      v.nbytes = rb;
+      li::matmul(v, x.data(), 1, &alone[static_cast<size_t>(row)], 1, one, false);
+    }
     for (li::ThreadPool* pool : {&one, &three}) {
       CAPTURE(pool->size());
-      std::vector<float> y[3];  // one row at a time, streams, pairs
+      std::vector<float> y[3];  // runs, streams, pairs
       for (int mode = 0; mode < 3; mode++) {
         li::cpu_streams_ahead_forced = mode == 1;
         li::cpu_pairs_rows_forced = mode == 2;
@@ -561,11 +571,11 @@ TEST_CASE(
       }
       li::cpu_streams_ahead_forced = -1;
       li::cpu_pairs_rows_forced = -1;
-      for (int mode = 1; mode < 3; mode++) {
+      for (int mode = 0; mode < 3; mode++) {
         CAPTURE(mode);
         int diffs = 0, unset = 0;
         for (int64_t row = 0; row < c.rows; row++) {
-          diffs += !same_bits(y[0][static_cast<size_t>(row)], y[mode][static_cast<size_t>(row)]);
+          diffs += !same_bits(alone[static_cast<size_t>(row)], y[mode][static_cast<size_t>(row)]);
           unset += y[mode][static_cast<size_t>(row)] == -7.0f;
         }
         CHECK(diffs == 0);
