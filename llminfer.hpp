@@ -10154,6 +10154,8 @@ LLMI_KNS_END
 //                                       row + i * rb, out[i * ldo], each with the bits of dot
 //     pair_rows                         (Q8_0) has dotr2: dotr<2> asking kPairAhead bytes
 //     dotr2(row, rb, a, n, out, ldo)    ahead, for gemv's two rows at a time (cpu_pairs_rows)
+//     row_run                           has dots: gemv's other rows one after another, nr rows
+//     dots(row, rb, nr, a, n, out)      rb apart, out[i], the dot's constants made once
 //   AMX (LLMI_SIMD_AMX; where MatmulScratch::amx):
 //     amx                               has the tiles for 6 or more tokens: 32-blocks by rows
 //                                       (gemm_amx_q32_task; Q8_0 in place), K-quants through
