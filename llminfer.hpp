@@ -6333,8 +6333,20 @@ LLMI_FORCE_INLINE float q4k_nibbles_row(const uint8_t* w, const ActQ8& a, int64_
     const __m256i mins = _mm512_castsi512_si256(_mm512_shuffle_i64x2(sm, sm, 0xDD));
     const __m256 ml = _mm256_cvtepi32_ps(
         _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums32 + 8 * b))));
-    q4k_superblock_tail(p, a, b, i0, _mm256_castps256_ps128(ml), acc, accm);
-    q4k_superblock_tail(p + bs, a, b + 1, i1, _mm256_extractf128_ps(ml, 1), acc, accm);
+    // d(w) * d(a) and dmin(w) * d(a) of both blocks at once, [d, dmin of b, d, dmin of b + 1]: the
+    // products of q4k_superblock_tail, in 11 operations instead of 20
+    const __m128i h =
+        _mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(rd_u32(p))), static_cast<int>(rd_u32(p + bs)), 1);
+    const __m128 da = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a.d + b)));
+    const __m128 f = _mm_mul_ps(_mm_cvtph_ps(h), _mm_unpacklo_ps(da, da));
+    auto tail = [&](__m512i isum, __m128 mlanes, __m256 d, __m128 dmin) {
+      const __m256i isum8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum8), d, acc);
+      accm = _mm_fnmadd_ps(mlanes, dmin, accm);
+    };
+    tail(i0, _mm256_castps256_ps128(ml), _mm256_broadcastss_ps(f), _mm_permute_ps(f, 0x55));
+    tail(i1, _mm256_extractf128_ps(ml, 1), _mm256_permutexvar_ps(_mm256_set1_epi32(2), _mm256_castps128_ps256(f)),
+         _mm_permute_ps(f, 0xFF));
   }
   if (b < nb) {
     const uint8_t* p = w + b * bs;
