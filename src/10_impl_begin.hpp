@@ -162,6 +162,16 @@
 #define LLMI_FORCE_INLINE inline
 #endif
 
+// A function kept out of its callers, where inlining it was measured slower (dots_q4_k etc.,
+// 25_matmul).
+#if defined(__GNUC__) || defined(__clang__)
+#define LLMI_NOINLINE __attribute__((noinline))
+#elif defined(_MSC_VER)
+#define LLMI_NOINLINE __declspec(noinline)
+#else
+#define LLMI_NOINLINE
+#endif
+
 // Internal invariant check (never used for anything a file or a caller controls).
 #ifndef LLMI_ASSERT
 #define LLMI_ASSERT(x)                                                                      \

@@ -616,12 +616,16 @@ inline void load_act_256(const ActQ8& a, int64_t b, __m512i q[4]) {
 // its 4 min lanes (ml), the two FMAs of dot_q4_k.
 // The two halves of isum hold two sub-blocks' values at the same positions: added, llama.cpp's 8
 // lanes.
+// q4k_tail: the same with the factors made, d = d(w) * d(a) and dmin = dmin(w) * d(a) in every lane.
+LLMI_FORCE_INLINE void q4k_tail(__m512i isum, __m128 ml, __m256 d, __m128 dmin, __m256& acc, __m128& accm) {
+  const __m256i isum8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
+  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum8), d, acc);
+  accm = _mm_fnmadd_ps(ml, dmin, accm);
+}
 LLMI_FORCE_INLINE void q4k_superblock_tail(const uint8_t* p, const ActQ8& a, int64_t b, __m512i isum, __m128 ml,
                                            __m256& acc, __m128& accm) {
-  const __m256i isum8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
   const float dx = a.d[b];
-  acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum8), _mm256_set1_ps(f16_scale(p) * dx), acc);
-  accm = _mm_fnmadd_ps(ml, _mm_set1_ps(f16_scale(p + 2) * dx), accm);
+  q4k_tail(isum, ml, _mm256_set1_ps(f16_scale(p) * dx), _mm_set1_ps(f16_scale(p + 2) * dx), acc, accm);
 }
 // acc, accm += Q4_K super-block p times the activations' super-block b (q0..q3: its 4 vectors of 64
 // values): its two FMAs in llama.cpp's order (dot_q4_k; dotr_q4_k, several rows sharing q0..q3).
@@ -711,14 +715,9 @@ LLMI_FORCE_INLINE float q4k_nibbles_row(const uint8_t* w, const ActQ8& a, int64_
         _mm_insert_epi32(_mm_cvtsi32_si128(static_cast<int>(rd_u32(p))), static_cast<int>(rd_u32(p + bs)), 1);
     const __m128 da = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a.d + b)));
     const __m128 f = _mm_mul_ps(_mm_cvtph_ps(h), _mm_unpacklo_ps(da, da));
-    auto tail = [&](__m512i isum, __m128 mlanes, __m256 d, __m128 dmin) {
-      const __m256i isum8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
-      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum8), d, acc);
-      accm = _mm_fnmadd_ps(mlanes, dmin, accm);
-    };
-    tail(i0, _mm256_castps256_ps128(ml), _mm256_broadcastss_ps(f), _mm_permute_ps(f, 0x55));
-    tail(i1, _mm256_extractf128_ps(ml, 1), _mm256_permutexvar_ps(_mm256_set1_epi32(2), _mm256_castps128_ps256(f)),
-         _mm_permute_ps(f, 0xFF));
+    q4k_tail(i0, _mm256_castps256_ps128(ml), _mm256_broadcastss_ps(f), _mm_permute_ps(f, 0x55), acc, accm);
+    q4k_tail(i1, _mm256_extractf128_ps(ml, 1), _mm256_permutexvar_ps(_mm256_set1_epi32(2), _mm256_castps128_ps256(f)),
+             _mm_permute_ps(f, 0xFF), acc, accm);
   }
   if (b < nb) {
     const uint8_t* p = w + b * bs;

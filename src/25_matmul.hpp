@@ -189,18 +189,19 @@ inline void dotr_q6_k(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, 
 // out[i] = the one-token dot of row i (at w + i * rb) with a, i < nr: gemv's rows one after another
 // through the dot's body (q8_0_row, q45_0_row, q4k_nibbles_row, q6k_vnni_row) inlined here, so that
 // its constants and the CPU's answers are made once for the run, not once a row (for a row of 1024
-// Q4_K values, 4 super-blocks, that was about a quarter of its instructions). One function per type
-// (not inlined into gemv, where the same loop came out slower).
-inline void dots_q8_0(const uint8_t* w, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
+// Q4_K values, 4 super-blocks, that was about a quarter of its instructions). One function per type,
+// kept out of gemv (the same loop inlined into it came out slower: bench/RESULTS.md).
+LLMI_NOINLINE inline void dots_q8_0(const uint8_t* w, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
   const bool pf = cpu_prefetches_dots();
   for (int64_t i = 0; i < nr; i++) out[i] = q8_0_row(w + static_cast<uint64_t>(i) * rb, a, n / 32, pf);
 }
 template <bool kQ5>
-inline void dots_q4_q5_0(const uint8_t* w, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
+LLMI_NOINLINE inline void dots_q4_q5_0(const uint8_t* w, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n,
+                                       float* out) {
   const bool pf = cpu_prefetches_dots();
   for (int64_t i = 0; i < nr; i++) out[i] = q45_0_row<kQ5>(w + static_cast<uint64_t>(i) * rb, a, n / 32, pf);
 }
-inline void dots_q4_k(const uint8_t* w, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
+LLMI_NOINLINE inline void dots_q4_k(const uint8_t* w, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
   if (!a.qn) {
     for (int64_t i = 0; i < nr; i++) out[i] = dot_q4_k(w + static_cast<uint64_t>(i) * rb, a, n);
     return;
@@ -208,7 +209,7 @@ inline void dots_q4_k(const uint8_t* w, uint64_t rb, int64_t nr, const ActQ8& a,
   const bool pf = cpu_prefetches_dots();
   for (int64_t i = 0; i < nr; i++) out[i] = q4k_nibbles_row(w + static_cast<uint64_t>(i) * rb, a, n / ref::kQK_K, pf);
 }
-inline void dots_q6_k(const uint8_t* w, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
+LLMI_NOINLINE inline void dots_q6_k(const uint8_t* w, uint64_t rb, int64_t nr, const ActQ8& a, int64_t n, float* out) {
   const bool pf = cpu_prefetches_dots();
   for (int64_t i = 0; i < nr; i++) out[i] = q6k_vnni_row(w + static_cast<uint64_t>(i) * rb, a, n / ref::kQK_K, pf);
 }
