@@ -446,7 +446,7 @@ inline bool matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, 
 #elif defined(LLMI_SIMD_AVX2)
     if constexpr (WK::multi_token) {
       if (in.n_tokens() >= 2) {
-        gemm_rows<WK>(w, in, y, ldy, pool);
+        gemm_rows<WK>(w, in, y, ldy, pool, scratch);
         return true;
       }
     }
@@ -493,6 +493,8 @@ inline bool matmul_reserve(const TensorView& w, int64_t max_tokens, MatmulScratc
     if constexpr (WK::gemm) {
       if (max_tokens >= kGemmMinTokens) return gemm_reserve<WK>(w, max_tokens, scratch);
     }
+#elif defined(LLMI_SIMD_AVX2)
+    if constexpr (WK::multi_token) return gemm_rows_reserve<WK>(w, max_tokens, scratch);
 #endif
     return true;
   });
