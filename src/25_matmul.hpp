@@ -423,7 +423,7 @@ inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
   for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
 }
 
-// ---- 8 tokens at a time from a pack (AVX2; Q8_0, Q4_0, Q5_0, Q4_K) ----
+// ---- 8 tokens at a time from a pack (AVX2; Q8_0, Q4_0, Q5_0, Q4_K, Q6_K) ----
 // The activations of kTP tokens as one stream, block by block (a pack, made once per matmul): the
 // kernels read them at fixed offsets from one pointer, so that the kTP accumulators stay in
 // registers (dotn_*<8> kept the tokens' pointers on the stack and spilled). AMD EPYC (Zen 3), 1
@@ -433,27 +433,29 @@ inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
 constexpr int kTP = 8;
 static_assert(kTBlock % kTP == 0, "gemm_rows: a task's tokens are whole packs");
 // A pack of the tokens' blocks of blk values (32: q8_32, 256: q8_256), nb per token:
-// q [nb][kTP][blk] int8 | d [nb][kTP] f32 | for q8_256 s32 [nb][kTP][8] int16 (ActQ8::sums32).
+// q [nb][kTP][blk] int8 | d [nb][kTP] f32 | for q8_256 s16 [nb][kTP][16] int16: the 16 sums of
+// 16 values (ActQ8::sums) for Q6_K, the 8 of 32 (ActQ8::sums32) for Q4_K.
 struct ActPack {
   const int8_t* q;
   const float* d;
-  const int16_t* s32;
+  const int16_t* s16;
 };
 inline uint64_t act_pack_bytes(int64_t blk, int64_t nb) {
-  return static_cast<uint64_t>(nb * kTP * (blk + 4 + (blk == 256 ? 16 : 0)));
+  return static_cast<uint64_t>(nb * kTP * (blk + 4 + (blk == 256 ? 32 : 0)));
 }
-// Packs a[0..kTP) into dst (act_pack_bytes(blk, nb) bytes, 4-byte aligned).
-inline ActPack pack_acts(const ActQ8* a, int64_t blk, int64_t nb, uint8_t* dst) {
+// Packs a[0..kTP) into dst (act_pack_bytes(blk, nb) bytes, 4-byte aligned); s32: the sums of 32.
+inline ActPack pack_acts(const ActQ8* a, int64_t blk, int64_t nb, bool s32, uint8_t* dst) {
   int8_t* q = reinterpret_cast<int8_t*>(dst);
   float* d = reinterpret_cast<float*>(dst + nb * kTP * blk);
-  int16_t* s32 = blk == 256 ? reinterpret_cast<int16_t*>(d + nb * kTP) : nullptr;
+  int16_t* s16 = blk == 256 ? reinterpret_cast<int16_t*>(d + nb * kTP) : nullptr;
   for (int64_t b = 0; b < nb; b++)
     for (int t = 0; t < kTP; t++) {
       std::memcpy(q + (kTP * b + t) * blk, a[t].q + blk * b, static_cast<size_t>(blk));
       d[kTP * b + t] = a[t].d[b];
-      if (s32) std::memcpy(s32 + (kTP * b + t) * 8, a[t].sums32 + 8 * b, 16);
+      if (s16 && s32) std::memcpy(s16 + (kTP * b + t) * 16, a[t].sums32 + 8 * b, 16);
+      if (s16 && !s32) std::memcpy(s16 + (kTP * b + t) * 16, a[t].sums + 16 * b, 32);
     }
-  return {q, d, s32};
+  return {q, d, s16};
 }
 // out[t] = the dot of row w with token t of the pack, t < kTP, in the float order of dot_q8_0 /
 // dot_q4_q5_0 (one FMA per block with d(w) * d(a) in 8 lanes of 4 products each, then the tree):
@@ -522,7 +524,7 @@ LLMI_FORCE_INLINE void dotp_q4_k(const uint8_t* w, ActPack pk, int64_t nb, float
     for (int t = 0; t < kTP; t++) {
       const float dx = pk.d[kTP * b + t];
       const __m128i ml =
-          _mm_madd_epi16(mins, _mm_loadu_si128(reinterpret_cast<const __m128i*>(pk.s32 + (kTP * b + t) * 8)));
+          _mm_madd_epi16(mins, _mm_loadu_si128(reinterpret_cast<const __m128i*>(pk.s16 + (kTP * b + t) * 16)));
       _mm256_store_ps(acc[t],
                       _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(dw * dx), _mm256_load_ps(acc[t])));
       _mm_store_ps(accm[t], _mm_fnmadd_ps(_mm_cvtepi32_ps(ml), _mm_set1_ps(dmin * dx), _mm_load_ps(accm[t])));
@@ -530,13 +532,66 @@ LLMI_FORCE_INLINE void dotp_q4_k(const uint8_t* w, ActPack pk, int64_t nb, float
   }
   for (int t = 0; t < kTP; t++) out[t] = hsum_ps256(_mm256_load_ps(acc[t])) + reduce4_ps(_mm_load_ps(accm[t]));
 }
+// out[t] = dot_q6_k(w, token t of the pack), t < kTP: as dotp_q4_k, dot_q6_k's one FMA per
+// super-block.
+LLMI_FORCE_INLINE void dotp_q6_k(const uint8_t* w, ActPack pk, int64_t nb, float* out) {
+  constexpr int64_t bs = sizeof(ref::BlockQ6_K);
+  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+  alignas(32) float acc[kTP][8] = {};
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* p = w + b * bs;
+    const int8_t* scs = reinterpret_cast<const int8_t*>(p + 192);
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scs)));
+    const int8_t* qb = pk.q + kTP * b * 256;
+    __m256i isum[kTP];
+#pragma GCC unroll 8
+    for (int t = 0; t < kTP; t++) {
+      const __m256i off =
+          _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pk.s16 + (kTP * b + t) * 16)));
+      isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+    }
+#pragma GCC unroll 1
+    for (int h = 0; h < 2; h++) {
+      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h));
+      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
+      const __m256i v[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+      };
+#pragma GCC unroll 1
+      for (int k = 0; k < 4; k++) {
+        const int j = 8 * h + 2 * k;  // sub-blocks j, j + 1
+        const __m256i s = _mm256_set_m128i(_mm_set1_epi16(scs[j + 1]), _mm_set1_epi16(scs[j]));
+#pragma GCC unroll 8
+        for (int t = 0; t < kTP; t++) {
+          const __m256i pr = _mm256_maddubs_epi16(
+              v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + t * 256 + 128 * h + 32 * k)));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, s));
+        }
+      }
+    }
+    const float dw = f16_scale(p + 208);
+#pragma GCC unroll 8
+    for (int t = 0; t < kTP; t++)
+      _mm256_store_ps(acc[t], _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(dw * pk.d[kTP * b + t]),
+                                              _mm256_load_ps(acc[t])));
+  }
+  for (int t = 0; t < kTP; t++) out[t] = hsum_ps256(_mm256_load_ps(acc[t]));
+}
 // The types that take packs, and their kernel (kept out of gemm_rows' loop).
 template <DType T>
-constexpr bool kPacks = T == DType::q8_0 || T == DType::q4_0 || T == DType::q5_0 || T == DType::q4_K;
+constexpr bool kPacks =
+    T == DType::q8_0 || T == DType::q4_0 || T == DType::q5_0 || T == DType::q4_K || T == DType::q6_K;
 template <DType T>
 LLMI_NOINLINE inline void dotp(const uint8_t* w, ActPack pk, int64_t n, float* out) {
   if constexpr (T == DType::q4_K) {
     dotp_q4_k(w, pk, n / ref::kQK_K, out);
+  } else if constexpr (T == DType::q6_K) {
+    dotp_q6_k(w, pk, n / ref::kQK_K, out);
   } else if constexpr (T == DType::q8_0) {
     dotp_q32<sizeof(ref::BlockQ8_0)>(
         w, pk, n / 32, [](const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)); },
@@ -593,12 +648,12 @@ inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int6
   int64_t np = 0;  // tokens 0 .. np * kTP - 1 are in packs
   if constexpr (kPacks<WK::type>) {
     np = T / kTP;
-    if (np > 0 && (WK::act == ActForm::q8_32 || o.in.row(WK::act, 0).sums32) &&
+    if (np > 0 && (WK::type != DType::q4_K || o.in.row(WK::act, 0).sums32) &&
         scratch.xk.reserve(static_cast<size_t>(np) * pb)) {
       pool.parallel_for(static_cast<int>(np), [&](int k, int) {
         ActQ8 a[kTP];
         for (int u = 0; u < kTP; u++) a[u] = o.in.row(WK::act, k * kTP + u);
-        (void)pack_acts(a, blk, nb, scratch.xk.as<uint8_t>() + static_cast<uint64_t>(k) * pb);
+        (void)pack_acts(a, blk, nb, WK::type == DType::q4_K, scratch.xk.as<uint8_t>() + static_cast<uint64_t>(k) * pb);
       });
     } else {
       np = 0;
