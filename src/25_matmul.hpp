@@ -10,7 +10,7 @@
 //    one dot product straight from the mapped weights (21_simd), for each token.
 //  * The single tokens of several sequences (batched decoding, matmul_each): each row is read once
 //    for all of them, and on x86 its blocks are unpacked once for a group of tokens (AVX2:
-//    gemm_rows with the types' dotn_*; AVX-512: gemv_each_group for the quantized types), every
+//    gemm_rows with the types' dotp / dotn_*; AVX-512: gemv_each_group for the quantized types), every
 //    token keeping the float order of its one-token dot product.
 //  * Many tokens (prefill, AVX-512): a blocked matrix-matrix product. A task takes a block of rows
 //    and a block of tokens, decodes the rows once into a panel (unsigned 8-bit values with their
@@ -278,8 +278,8 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
 // ---- several tokens per weight row (AVX2) ----
 // Without AVX-512 the matrix-matrix product is a row-major sweep: a task takes a chunk of rows and
-// a block of tokens; each weight row, decoded once per group of kTG tokens, is multiplied with
-// every token of the group while it sits in L1, and the block's activations stay in L2. Every
+// a block of tokens; each weight row, decoded once per group of tokens (a pack of kTP, below, or
+// kTG), is multiplied with every token of the group while it sits in L1. Every
 // (row, token) sum takes exactly the float operations of the row's dot product (dot_q8_0,
 // dot_q4_q5_0, dot_q4_k, dot_q6_k: llama.cpp's AVX2 order), so the result is the bits of gemv
 // and of llama.cpp's AVX2 build; only the integer work and the loads are shared. The same path
@@ -333,6 +333,14 @@ inline void dotn_q4_q5_0(const uint8_t* w, const ActQ8* a, int64_t n, float* out
   for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
 }
 
+// isum + one token's integer lanes of 64 Q4_K values (lo, hi: their low and high nibbles, two
+// sub-blocks; s_lo, s_hi: the two scales in every int16 lane; q: the token's 64 activations).
+LLMI_FORCE_INLINE __m256i q4k_chunk(__m256i isum, __m256i lo, __m256i hi, __m256i s_lo, __m256i s_hi, const int8_t* q) {
+  const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
+  const __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32)));
+  return _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
+}
+
 // out[t] = dot_q4_k(w, a[t], n), t < NT.
 template <int NT>
 inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
@@ -357,11 +365,7 @@ inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
       const __m256i s_hi = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c + 8)) & 0xFF));
 #pragma GCC unroll 4
       for (int t = 0; t < NT; t++) {
-        const int8_t* q8 = a[t].q + ref::kQK_K * b + 64 * c;
-        const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8)));
-        const __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32)));
-        isum[t] =
-            _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
+        isum[t] = q4k_chunk(isum[t], lo, hi, s_lo, s_hi, a[t].q + ref::kQK_K * b + 64 * c);
       }
     }
     const float d = f16_scale(p), dmin = f16_scale(p + 2);
@@ -375,11 +379,30 @@ inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
   for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]) + reduce4_ps(accm[t]);
 }
 
+// The 128 six-bit values of half h of the Q6_K super-block at p as 4 vectors of 32 bytes (0..63):
+// v[k] holds values 128 h + 32 k .. 128 h + 32 k + 31, low nibbles and high bit pairs put together.
+inline void q6k_half_values(const uint8_t* p, int h, __m256i v[4]) {
+  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+  const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h));
+  const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32));
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
+  v[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+  v[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+  v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
+  v[3] =
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+}
+// The integer lanes' start of a Q6_K super-block for one token: its -32 offsets, -32 * (sc_j * the
+// sum of the activations of sub-block j) (sc: the 16 scales as int16, sums: the 16 sums of 16).
+inline __m256i q6k_start(__m256i sc, const int16_t* sums) {
+  const __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums)));
+  return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+}
+
 // out[t] = dot_q6_k(w, a[t], n), t < NT.
 template <int NT>
 inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
   constexpr int64_t bs = sizeof(ref::BlockQ6_K);
-  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[NT];
   for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n / ref::kQK_K; b++) {
@@ -389,21 +412,11 @@ inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
     __m256i isum[NT];
 #pragma GCC unroll 4
     for (int t = 0; t < NT; t++) {
-      const __m256i off =
-          _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].sums + 16 * b)));
-      isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+      isum[t] = q6k_start(sc, a[t].sums + 16 * b);
     }
     for (int h = 0; h < 2; h++) {
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h));
-      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
-      const __m256i v[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
-      };
+      __m256i v[4];
+      q6k_half_values(p, h, v);
       for (int k = 0; k < 4; k++) {
         const int j = 8 * h + 2 * k;  // sub-blocks j, j + 1
         const __m256i s = _mm256_set_m128i(_mm_set1_epi16(scs[j + 1]), _mm_set1_epi16(scs[j]));
@@ -428,8 +441,9 @@ inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
 // kernels read them at fixed offsets from one pointer, so that the kTP accumulators stay in
 // registers (dotn_*<8> kept the tokens' pointers on the stack and spilled). AMD EPYC (Zen 3), 1
 // thread, bench-kernels' "each" column (gemm_rows), 128 tokens: Q8_0 25-30 -> 38-40 GMAC/s, Q5_0
-// 22-28 -> 28-31, Q4_0 19-25 -> 34-35, Q4_K 34-43 -> 42-50; prefill (pp128) of qwen3-0.6b Q8_0 53 ->
-// 78 tokens/s, Q4_K_M 76 -> 88, gemma3-1b Q4_K_M (Q5_0 rows mostly) 34 -> 44.
+// 22-28 -> 28-31, Q4_0 19-25 -> 34-35, Q4_K 34-43 -> 42-51, Q6_K 33-39 -> 41-51; prefill (pp128)
+// of qwen3-0.6b Q8_0 53 -> 78 tokens/s, Q4_K_M 76 -> 88, gemma3-1b Q4_K_M (Q5_0 rows mostly) 34 -> 44
+// (bench/RESULTS.md).
 constexpr int kTP = 8;
 static_assert(kTBlock % kTP == 0, "gemm_rows: a task's tokens are whole packs");
 // A pack of the tokens' blocks of blk values (32: q8_32, 256: q8_256), nb per token:
@@ -443,11 +457,18 @@ struct ActPack {
 inline uint64_t act_pack_bytes(int64_t blk, int64_t nb) {
   return static_cast<uint64_t>(nb * kTP * (blk + 4 + (blk == 256 ? 32 : 0)));
 }
+// The parts of the pack at `at`.
+inline ActPack act_pack_view(const uint8_t* at, int64_t blk, int64_t nb) {
+  const float* d = reinterpret_cast<const float*>(at + nb * kTP * blk);
+  return {reinterpret_cast<const int8_t*>(at), d,
+          blk == ref::kQK_K ? reinterpret_cast<const int16_t*>(d + nb * kTP) : nullptr};
+}
 // Packs a[0..kTP) into dst (act_pack_bytes(blk, nb) bytes, 4-byte aligned); s32: the sums of 32.
-inline ActPack pack_acts(const ActQ8* a, int64_t blk, int64_t nb, bool s32, uint8_t* dst) {
-  int8_t* q = reinterpret_cast<int8_t*>(dst);
-  float* d = reinterpret_cast<float*>(dst + nb * kTP * blk);
-  int16_t* s16 = blk == 256 ? reinterpret_cast<int16_t*>(d + nb * kTP) : nullptr;
+inline void pack_acts(const ActQ8* a, int64_t blk, int64_t nb, bool s32, uint8_t* dst) {
+  const ActPack v = act_pack_view(dst, blk, nb);
+  int8_t* q = const_cast<int8_t*>(v.q);
+  float* d = const_cast<float*>(v.d);
+  int16_t* s16 = const_cast<int16_t*>(v.s16);
   for (int64_t b = 0; b < nb; b++)
     for (int t = 0; t < kTP; t++) {
       std::memcpy(q + (kTP * b + t) * blk, a[t].q + blk * b, static_cast<size_t>(blk));
@@ -455,7 +476,6 @@ inline ActPack pack_acts(const ActQ8* a, int64_t blk, int64_t nb, bool s32, uint
       if (s16 && s32) std::memcpy(s16 + (kTP * b + t) * 16, a[t].sums32 + 8 * b, 16);
       if (s16 && !s32) std::memcpy(s16 + (kTP * b + t) * 16, a[t].sums + 16 * b, 32);
     }
-  return {q, d, s16};
 }
 // out[t] = the dot of row w with token t of the pack, t < kTP, in the float order of dot_q8_0 /
 // dot_q4_q5_0 (one FMA per block with d(w) * d(a) in 8 lanes of 4 products each, then the tree):
@@ -512,11 +532,7 @@ LLMI_FORCE_INLINE void dotp_q4_k(const uint8_t* w, ActPack pk, int64_t nb, float
           _mm256_shuffle_epi8(sc, _mm256_set1_epi16(static_cast<short>((4 * c + 3) << 8 | (4 * c + 2))));
 #pragma GCC unroll 8
       for (int t = 0; t < kTP; t++) {
-        const int8_t* qt = qb + t * 256 + 64 * c;
-        const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qt)));
-        const __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qt + 32)));
-        isum[t] =
-            _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
+        isum[t] = q4k_chunk(isum[t], lo, hi, s_lo, s_hi, qb + t * 256 + 64 * c);
       }
     }
     const float dw = f16_scale(p), dmin = f16_scale(p + 2);
@@ -536,7 +552,6 @@ LLMI_FORCE_INLINE void dotp_q4_k(const uint8_t* w, ActPack pk, int64_t nb, float
 // super-block.
 LLMI_FORCE_INLINE void dotp_q6_k(const uint8_t* w, ActPack pk, int64_t nb, float* out) {
   constexpr int64_t bs = sizeof(ref::BlockQ6_K);
-  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
   alignas(32) float acc[kTP][8] = {};
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
@@ -546,22 +561,12 @@ LLMI_FORCE_INLINE void dotp_q6_k(const uint8_t* w, ActPack pk, int64_t nb, float
     __m256i isum[kTP];
 #pragma GCC unroll 8
     for (int t = 0; t < kTP; t++) {
-      const __m256i off =
-          _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pk.s16 + (kTP * b + t) * 16)));
-      isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+      isum[t] = q6k_start(sc, pk.s16 + (kTP * b + t) * 16);
     }
 #pragma GCC unroll 1
     for (int h = 0; h < 2; h++) {
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h));
-      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
-      const __m256i v[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
-      };
+      __m256i v[4];
+      q6k_half_values(p, h, v);
 #pragma GCC unroll 1
       for (int k = 0; k < 4; k++) {
         const int j = 8 * h + 2 * k;  // sub-blocks j, j + 1
@@ -653,7 +658,7 @@ inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int6
       pool.parallel_for(static_cast<int>(np), [&](int k, int) {
         ActQ8 a[kTP];
         for (int u = 0; u < kTP; u++) a[u] = o.in.row(WK::act, k * kTP + u);
-        (void)pack_acts(a, blk, nb, WK::type == DType::q4_K, scratch.xk.as<uint8_t>() + static_cast<uint64_t>(k) * pb);
+        pack_acts(a, blk, nb, WK::type == DType::q4_K, scratch.xk.as<uint8_t>() + static_cast<uint64_t>(k) * pb);
       });
     } else {
       np = 0;
@@ -674,10 +679,7 @@ inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int6
       const int64_t run = std::max<int64_t>(1, static_cast<int64_t>(131072 / rb));
       for (int64_t ra = r0; ra < r1 && k1 > k0; ra += run)
         for (int64_t k = k0; k < k1; k++) {
-          const uint8_t* at = scratch.xk.as<uint8_t>() + static_cast<uint64_t>(k) * pb;
-          const ActPack pk = {
-              reinterpret_cast<const int8_t*>(at), reinterpret_cast<const float*>(at + nb * kTP * blk),
-              blk == ref::kQK_K ? reinterpret_cast<const int16_t*>(at + nb * kTP * (blk + 4)) : nullptr};
+          const ActPack pk = act_pack_view(scratch.xk.as<uint8_t>() + static_cast<uint64_t>(k) * pb, blk, nb);
           for (int64_t r = ra; r < std::min(r1, ra + run); r++) {
             float out[kTP];
             dotp<WK::type>(w.data + static_cast<uint64_t>(r) * rb, pk, o.n, out);
