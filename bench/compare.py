@@ -9,7 +9,8 @@ noisy the shared machine was) and the CPU other processes used during the runs.
     bench/compare.py [-t 2] [-r 3] [--rounds 3] [-p 128,512] [-n 64] [--roofline] [--contend] MODEL.gguf...
 
 --roofline builds ../shared/tools/machine-limits (gcc; on a CPU without AVX-512, where that does not
-build, bench/read-bw.c) and measures the memory-read bandwidth with the same thread count before and after the rounds (the best of both); the table then gives the decode
+build, bench/read-bw.c) and measures the memory-read bandwidth with the same thread count before and
+after the rounds (the best of both); the table then gives the decode
 roofline (bandwidth / bytes of weights read per token: every tensor but a token embedding that is
 not also the output matrix) and each engine's decode as a fraction of it.
 --contend adds a decode run of each engine per round with a busy loop pinned to the last CPU (the
@@ -105,7 +106,10 @@ PROBE = ["machine-limits probe"]  # which probe measured the bandwidth
 def read_bandwidth(threads):
     """Best memory-read GB/s of machine-limits' probe (huge pages, `threads` pinned threads)."""
     exe = os.path.join(ROOT, "build", "peak")
-    if not os.path.exists(exe):
+    if not os.path.exists(exe) and os.path.exists(os.path.join(ROOT, "build", "read-bw")):
+        exe = os.path.join(ROOT, "build", "read-bw")  # (machine-limits' did not build here before)
+        PROBE[0] = "bench/read-bw.c"
+    elif not os.path.exists(exe):
         try:
             subprocess.run(["gcc", "-O2", "-march=native", "-mno-avx512f", "-mavxvnni", "-c",
                             os.path.join(LIMITS, "peak_avx2.c"), "-o", exe + "_avx2.o"], check=True,
