@@ -6030,19 +6030,67 @@ inline void f32_row_to_f16(const float* src, uint16_t* dst, int64_t n) {
 // the 8-lane tree: the order of llama.cpp's x86 Q8_0 kernels (ggml_vec_dot_q8_0_q8_0 and
 // llamafile's sgemm), so that the result is its bits. pf (AVX-512): cpu_prefetches_dots().
 #if defined(LLMI_SIMD_AVX2)
-LLMI_FORCE_INLINE float q8_0_row(const uint8_t* w, const ActQ8& a, int64_t nb, [[maybe_unused]] bool pf) {
-  constexpr int64_t bs = sizeof(ref::BlockQ8_0);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t* p = w + b * bs;
-#if defined(LLMI_SIMD_AVX512)
-    dot_prefetch<false>(pf, p, 1);
-#endif
-    __m256i dv = dot_s8_256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)),
-                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(f16_scale(p) * a.d[b]), acc);
+// The AVX2 one-token dots a block at a time (32 values; a super-block for the K-quants), written
+// as Avx2Dot<T>: act(a, b), what block b of the activations gives every row (made once per
+// block), step(p, x, acc), one row's block (p) on that row's accumulators, in llama.cpp's AVX2
+// float order, and finish(acc), the row's final tree. dotr_avx2 runs NR rows in one loop, each its
+// own chain: one row alone waits on its chain of FMAs (4 cycles each) and on its loads, which
+// kept the one-token dots of an AVX2 CPU (Zen 3) below its memory bandwidth.
+struct Avx2Acc {
+  __m256 v;
+  __m128 m;  // Q4_K's mins
+};
+template <DType T>
+struct Avx2Dot;
+// out[k * ldo] = the one-token dot of row k (at w + k * rb) with a, k < NR.
+template <DType T, int NR>
+LLMI_FORCE_INLINE void dotr_avx2(const uint8_t* w, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
+  using D = Avx2Dot<T>;
+  Avx2Acc acc[NR];
+#pragma GCC unroll 8
+  for (int k = 0; k < NR; k++) acc[k] = {_mm256_setzero_ps(), _mm_setzero_ps()};
+  for (int64_t b = 0; b < n / D::values; b++) {
+    const typename D::Act x = D::act(a, b);
+#pragma GCC unroll 8
+    for (int k = 0; k < NR; k++) D::step(w + k * rb + static_cast<uint64_t>(b * D::bytes), x, acc[k]);
   }
-  return hsum_ps256(acc);
+#pragma GCC unroll 8
+  for (int k = 0; k < NR; k++) out[k * ldo] = D::finish(acc[k]);
+}
+template <DType T>
+LLMI_FORCE_INLINE float dot_avx2(const uint8_t* w, const ActQ8& a, int64_t n) {
+  float r;
+  dotr_avx2<T, 1>(w, 0, a, n, &r, 1);
+  return r;
+}
+
+// Q8_0 (x86: 8 lanes of 4 products, one FMA per block with d(w) * d(a), the 8-lane tree).
+template <>
+struct Avx2Dot<DType::q8_0> {
+  static constexpr int64_t values = 32, bytes = sizeof(ref::BlockQ8_0);
+  struct Act {
+    __m256i q;
+    float d;
+  };
+  LLMI_FORCE_INLINE static Act act(const ActQ8& a, int64_t b) {
+    return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)), a.d[b]};
+  }
+  LLMI_FORCE_INLINE static void step(const uint8_t* p, const Act& x, Avx2Acc& acc) {
+    const __m256i dv = dot_s8_256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)), x.q);
+    acc.v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(f16_scale(p) * x.d), acc.v);
+  }
+  LLMI_FORCE_INLINE static float finish(const Avx2Acc& acc) { return hsum_ps256(acc.v); }
+};
+#endif
+#if defined(LLMI_SIMD_AVX512)
+LLMI_FORCE_INLINE float q8_0_row(const uint8_t* w, const ActQ8& a, int64_t nb, bool pf) {
+  using D = Avx2Dot<DType::q8_0>;
+  Avx2Acc acc = {_mm256_setzero_ps(), _mm_setzero_ps()};
+  for (int64_t b = 0; b < nb; b++) {
+    dot_prefetch<false>(pf, w + b * D::bytes, 1);
+    D::step(w + b * D::bytes, D::act(a, b), acc);
+  }
+  return D::finish(acc);
 }
 #endif
 inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
@@ -6051,7 +6099,7 @@ inline float dot_q8_0(const uint8_t* w, const ActQ8& a, int64_t n) {
 #if defined(LLMI_SIMD_AVX512)
   return q8_0_row(w, a, nb, cpu_prefetches_dots());
 #elif defined(LLMI_SIMD_AVX2)
-  return q8_0_row(w, a, nb, false);
+  return dot_avx2<DType::q8_0>(w, a, n);
 #elif defined(LLMI_SIMD_NEON)
   float acc = 0;
   for (int64_t b = 0; b < nb; b++) {
@@ -6132,6 +6180,36 @@ LLMI_FORCE_INLINE float q45_0_row(const uint8_t* w, const ActQ8& a, int64_t nb, 
   return hsum_ps256(acc);
 }
 #endif
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+// Q4_0 / Q5_0: the values unsigned (0..15, 0..31) times the activations, less offset * the sum of
+// each lane's 4 activations (made once per block for all rows): the int32 lanes of dot_s8_256 of
+// the signed values, so llama.cpp's bits.
+template <bool kQ5>
+struct Avx2DotQ45 {
+  static constexpr int64_t values = 32, bytes = Q45_0<kQ5>::bs;
+  struct Act {
+    __m256i q, off;
+    float d;
+  };
+  LLMI_FORCE_INLINE static Act act(const ActQ8& a, int64_t b) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b));
+    const __m256i off = _mm256_madd_epi16(
+        _mm256_maddubs_epi16(_mm256_set1_epi8(static_cast<char>(Q45_0<kQ5>::offset)), q), _mm256_set1_epi16(1));
+    return {q, off, a.d[b]};
+  }
+  LLMI_FORCE_INLINE static void step(const uint8_t* p, const Act& x, Avx2Acc& acc) {
+    __m256i v = q4_block_values(p + Q45_0<kQ5>::qs_off);
+    if constexpr (kQ5) v = _mm256_or_si256(v, q5_high_bits(rd_u32(p + 2)));
+    const __m256i dv = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(v, x.q), _mm256_set1_epi16(1)), x.off);
+    acc.v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(f16_scale(p) * x.d), acc.v);
+  }
+  LLMI_FORCE_INLINE static float finish(const Avx2Acc& acc) { return hsum_ps256(acc.v); }
+};
+template <>
+struct Avx2Dot<DType::q4_0> : Avx2DotQ45<false> {};
+template <>
+struct Avx2Dot<DType::q5_0> : Avx2DotQ45<true> {};
+#endif
 template <bool kQ5>
 inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
   [[maybe_unused]] const int64_t nb = n / 32;
@@ -6141,18 +6219,7 @@ inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
 #if defined(LLMI_SIMD_AVX512)
   return q45_0_row<kQ5>(w, a, nb, cpu_prefetches_dots());
 #elif defined(LLMI_SIMD_AVX2)
-  auto values = [&](const uint8_t* p) {  // 32 signed values of one block
-    __m256i v = q4_block_values(p + qs_off);
-    if constexpr (kQ5) v = _mm256_or_si256(v, q5_high_bits(rd_u32(p + 2)));
-    return _mm256_sub_epi8(v, _mm256_set1_epi8(offset));
-  };
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t* p = w + b * bs;
-    __m256i dv = dot_s8_256(values(p), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(f16_scale(p) * a.d[b]), acc);
-  }
-  return hsum_ps256(acc);
+  return dot_avx2 < kQ5 ? DType::q5_0 : DType::q4_0 > (w, a, n);
 #elif defined(LLMI_SIMD_NEON)
   float acc = 0;
   for (int64_t b = 0; b < nb; b++) {
@@ -6242,6 +6309,19 @@ inline __m128i q4k_scales_mins(const uint8_t* s12) {
 inline float reduce4_ps(__m128 v) {
   v = _mm_add_ps(v, _mm_movehl_ps(v, v));
   return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+}
+// int16 element i of each 128-bit lane of v in all 8 of that lane's elements (one vpshufb with a
+// constant from a table, where _mm256_set1_epi16 of a scalar scale took about four operations).
+inline __m256i bcast16_lanes(__m256i v, int i) {
+  alignas(32) static constexpr uint8_t kIdx[8][32] = {
+#define LLMI_B16(i)                                                                        \
+  {2 * (i), 2 * (i) + 1, 2 * (i), 2 * (i) + 1, 2 * (i), 2 * (i) + 1, 2 * (i), 2 * (i) + 1, \
+   2 * (i), 2 * (i) + 1, 2 * (i), 2 * (i) + 1, 2 * (i), 2 * (i) + 1, 2 * (i), 2 * (i) + 1, \
+   2 * (i), 2 * (i) + 1, 2 * (i), 2 * (i) + 1, 2 * (i), 2 * (i) + 1, 2 * (i), 2 * (i) + 1, \
+   2 * (i), 2 * (i) + 1, 2 * (i), 2 * (i) + 1, 2 * (i), 2 * (i) + 1, 2 * (i), 2 * (i) + 1}
+      LLMI_B16(0), LLMI_B16(1), LLMI_B16(2), LLMI_B16(3), LLMI_B16(4), LLMI_B16(5), LLMI_B16(6), LLMI_B16(7)};
+#undef LLMI_B16
+  return _mm256_shuffle_epi8(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(kIdx[i])));
 }
 #endif
 
@@ -6371,6 +6451,52 @@ inline float dot_q4_k_nibbles(const uint8_t* w, const ActQ8& a, int64_t nb) {
 }
 #endif
 
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+// Q4_K (llama.cpp's order above): a super-block's scales and mins unpacked in vectors, each
+// scale to its lanes by one shuffle.
+template <>
+struct Avx2Dot<DType::q4_K> {
+  static constexpr int64_t values = ref::kQK_K, bytes = sizeof(ref::BlockQ4_K);
+  struct Act {
+    const int8_t* q;
+    __m128i s32;  // the 8 activation sums of 32 values
+    float d;
+  };
+  LLMI_FORCE_INLINE static Act act(const ActQ8& a, int64_t b) {
+    __m128i s32;
+    if (a.sums32) {
+      s32 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.sums32 + 8 * b));
+    } else {
+      const __m256i s16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b));
+      s32 = _mm_hadd_epi16(_mm256_castsi256_si128(s16), _mm256_extracti128_si256(s16, 1));
+    }
+    return {a.q + ref::kQK_K * b, s32, a.d[b]};
+  }
+  LLMI_FORCE_INLINE static void step(const uint8_t* p, const Act& x, Avx2Acc& acc) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    const __m128i sm = q4k_scales_mins(p + 4);  // scales in bytes 0..7, mins in 8..15
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+    __m256i isum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * c));
+      const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + 64 * c)));
+      const __m256i p_hi =
+          _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + 64 * c + 32)));
+      isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(p_lo, bcast16_lanes(sc, 2 * c)),
+                                                     _mm256_madd_epi16(p_hi, bcast16_lanes(sc, 2 * c + 1))));
+    }
+    acc.v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(f16_scale(p) * x.d), acc.v);
+    const __m128i ml = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), x.s32);
+    acc.m = _mm_fnmadd_ps(_mm_cvtepi32_ps(ml), _mm_set1_ps(f16_scale(p + 2) * x.d), acc.m);
+  }
+  LLMI_FORCE_INLINE static float finish(const Avx2Acc& acc) {
+    return hsum_ps256(acc.v) + reduce4_ps(acc.m);
+  }
+};
+#endif
+
 inline float dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
   [[maybe_unused]] const int64_t nb = n / ref::kQK_K;
   [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ4_K);
@@ -6388,29 +6514,7 @@ inline float dot_q4_k(const uint8_t* w, const ActQ8& a, int64_t n) {
   }
   return hsum_ps256(acc) + reduce4_ps(accm);
 #elif defined(LLMI_SIMD_AVX2)
-  const __m256i m4 = _mm256_set1_epi8(15);
-  __m256 acc = _mm256_setzero_ps();
-  __m128 accm = _mm_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t* p = w + b * bs;
-    uint64_t sc8, m8;
-    q4k_unpack_scales(p + 4, &sc8, &m8);
-    const int8_t* q8 = a.q + ref::kQK_K * b;
-    __m256i isum = _mm256_setzero_si256();
-    for (int c = 0; c < 4; c++) {
-      __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * c));
-      __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-      __m256i s_lo = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c)) & 0xFF));
-      __m256i s_hi = _mm256_set1_epi16(static_cast<short>((sc8 >> (16 * c + 8)) & 0xFF));
-      __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c)));
-      __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * c + 32)));
-      isum = _mm256_add_epi32(isum, _mm256_add_epi32(_mm256_madd_epi16(p_lo, s_lo), _mm256_madd_epi16(p_hi, s_hi)));
-    }
-    const float dx = a.d[b];
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(f16_scale(p) * dx), acc);
-    accm = _mm_fnmadd_ps(_mm_cvtepi32_ps(q4k_min_lanes(m8, a.sums + 16 * b)), _mm_set1_ps(f16_scale(p + 2) * dx), accm);
-  }
-  return hsum_ps256(acc) + reduce4_ps(accm);
+  return dot_avx2<DType::q4_K>(w, a, n);
 #elif defined(LLMI_SIMD_NEON)
   float acc = 0;
   for (int64_t b = 0; b < nb; b++) {
@@ -6549,6 +6653,56 @@ LLMI_FORCE_INLINE float q6k_vnni_row(const uint8_t* w, const ActQ8& a, int64_t n
 }
 #endif
 
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+// Q6_K (llama.cpp's order above): the values unsigned (0..63), their -32 from the activation sums
+// of 16 values; the scales of sub-blocks j, j + 1 to the two lanes by one shuffle.
+template <>
+struct Avx2Dot<DType::q6_K> {
+  static constexpr int64_t values = ref::kQK_K, bytes = sizeof(ref::BlockQ6_K);
+  struct Act {
+    const int8_t* q;
+    __m256i s16;  // the 16 activation sums of 16 values
+    float d;
+  };
+  LLMI_FORCE_INLINE static Act act(const ActQ8& a, int64_t b) {
+    return {a.q + ref::kQK_K * b, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)), a.d[b]};
+  }
+  LLMI_FORCE_INLINE static void step(const uint8_t* p, const Act& x, Avx2Acc& acc) {
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192));
+    const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(s8), x.s16);
+    __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+    // the even scales as int16 in the low lane, the odd in the high: sub-blocks j, j + 1 (j even)
+    // take element j / 2 of each lane
+    const __m256i eo =
+        _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h));
+      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
+      const __m256i v[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+      };
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; k++) {
+        const __m256i pr =
+            _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + 128 * h + 32 * k)));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pr, bcast16_lanes(eo, 4 * h + k)));  // 8h + 2k, + 1
+      }
+    }
+    acc.v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(f16_scale(p + 208) * x.d), acc.v);
+  }
+  LLMI_FORCE_INLINE static float finish(const Avx2Acc& acc) {
+    return hsum_ps256(acc.v);
+  }
+};
+#endif
+
 inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
   [[maybe_unused]] const int64_t nb = n / ref::kQK_K;
   [[maybe_unused]] constexpr int64_t bs = sizeof(ref::BlockQ6_K);
@@ -6565,37 +6719,7 @@ inline float dot_q6_k(const uint8_t* w, const ActQ8& a, int64_t n) {
   }
   return hsum_ps256(acc);
 #elif defined(LLMI_SIMD_AVX2)
-  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t* p = w + b * bs;
-    const int8_t* scs = reinterpret_cast<const int8_t*>(p + 192);
-    __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scs)));
-    __m256i off = _mm256_madd_epi16(sc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)));
-    __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
-    const int8_t* q8 = a.q + ref::kQK_K * b;
-    for (int h = 0; h < 2; h++) {
-      __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h));
-      __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32));
-      __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
-      __m256i v[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
-      };
-      for (int k = 0; k < 4; k++) {
-        int j = 8 * h + 2 * k;  // sub-blocks j, j + 1
-        __m256i s = _mm256_set_m128i(_mm_set1_epi16(scs[j + 1]), _mm_set1_epi16(scs[j]));
-        __m256i pr =
-            _mm256_maddubs_epi16(v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 128 * h + 32 * k)));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pr, s));
-      }
-    }
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(f16_scale(p + 208) * a.d[b]), acc);
-  }
-  return hsum_ps256(acc);
+  return dot_avx2<DType::q6_K>(w, a, n);
 #elif defined(LLMI_SIMD_NEON)
   float acc = 0;
   for (int64_t b = 0; b < nb; b++) {
@@ -8297,6 +8421,9 @@ LLMI_NOINLINE inline void dots_q6_k(const uint8_t* w, uint64_t rb, int64_t nr, c
   for (int64_t i = 0; i < nr; i++) out[i] = q6k_vnni_row(w + static_cast<uint64_t>(i) * rb, a, n / ref::kQK_K, pf);
 }
 
+#endif
+
+#if defined(LLMI_SIMD_AVX2)
 // gemv's rows r0 + j + i * L of [r0, r1), i < NR, j < L = (r1 - r0) / NR: NR streams of L rows, one
 // row of each per call take(row, bytes between the streams, out, ldo); returns the first row after
 // them (the rest go one at a time).
@@ -8306,6 +8433,17 @@ inline int64_t take_streams(const uint8_t* w, uint64_t row_bytes, int64_t r0, in
   for (int64_t j = 0; j < L; j++) take(w + static_cast<uint64_t>(r0 + j) * row_bytes, L * row_bytes, y + r0 + j, L);
   return r0 + L * NR;
 }
+#endif
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+// gemv with the AVX2 kernels takes kAvx2Rows rows at a time, one from each of kAvx2Rows equal runs
+// of a task's rows (take_streams), each row its own chain in dot's order (dotr_avx2, 21_simd): one
+// row at a time waited on its one chain and its loads, and several streams through memory read
+// faster than one. AMD EPYC (Zen 3), decode at 1 thread, one row at a time -> 2 / 3 / 4 / 8
+// streams, tokens/s: qwen3-0.6b Q4_K_M 28.6 -> 39.1 / 42.7 / 42.4 / 40.2, llama3.2-1b Q4_K_M 14.9
+// -> 20.9 / 22.7 / 23.3 / 20.8, llama3.2-1b Q8_0 12.0 -> 16.4 / 17.9 / 19.6 / 18.0; neighbouring
+// rows taken together instead (2 or 4) were slower than one at a time (18.3 / 18.8 on qwen3-0.6b
+// Q4_K_M), as on Zen 4 (cpu_pairs_rows).
+constexpr int kAvx2Rows = 4;
 #endif
 
 // WK, here and below: the weight type's row of the kernel table (WeightKernels, 25_weight_kernels);
@@ -8348,6 +8486,13 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
           WK::dots(w.data + static_cast<uint64_t>(r) * row_bytes, row_bytes, r1 - r, o.in.row(WK::act, t), o.n, yt + r);
           r = r1;
         }
+#endif
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+      if constexpr (WK::multi_row)
+        r = take_streams<kAvx2Rows>(w.data, row_bytes, r0, r1, yt,
+                                    [&](const uint8_t* p, uint64_t rs, float* out, int64_t ldo) {
+                                      WK::template dotr<kAvx2Rows>(p, rs, o.in.row(WK::act, t), o.n, out, ldo);
+                                    });
 #endif
       for (; r < r1; r++) {
         if (ahead && r + kAheadRows < rows)
@@ -10391,6 +10536,8 @@ LLMI_KNS_END
 //     multi_token                       has dotn: gemm_rows for several tokens, also for the
 //                                       single tokens of several sequences (gemv_each)
 //     dotn<NT>(row, a, n, out)          the row times NT tokens, each with the bits of dot
+//     multi_row                         (32-blocks, K-quants) has dotr: gemv takes kAvx2Rows rows
+//     dotr<NR>(row, rb, a, n, out, ldo) at a time (dotr_avx2), row i at row + i * rb, out[i * ldo]
 //   AVX-512:
 //     each_group                        (K-quants, 32-blocks) has dotg: gemv_each_group for the
 //     GroupBlock, group_blocks(nb),     single tokens of several sequences, NT of a prepared
@@ -10514,6 +10661,13 @@ struct WeightKernels<DType::bf16> : WeightKernelsBase<DType::bf16> {
 template <DType T, int kOffset>
 struct WeightKernelsQ32 : WeightKernelsBase<T> {
   static constexpr int offset = kOffset;
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  static constexpr bool multi_row = true;
+  template <int NR>
+  static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
+    dotr_avx2<T, NR>(row, rb, a, n, out, ldo);
+  }
+#endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool each_group = true;
   using GroupBlock = Q32PairBlock;
@@ -10653,6 +10807,13 @@ struct WeightKernels<DType::q8_0> : WeightKernelsQ32<DType::q8_0, 128> {
 // one row a call).
 template <DType T>
 struct WeightKernelsKq : WeightKernelsBase<T> {
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  static constexpr bool multi_row = true;
+  template <int NR>
+  static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
+    dotr_avx2<T, NR>(row, rb, a, n, out, ldo);
+  }
+#endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool each_group = true;
   using GroupBlock = KqGroupBlock;

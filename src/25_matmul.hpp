@@ -214,6 +214,9 @@ LLMI_NOINLINE inline void dots_q6_k(const uint8_t* w, uint64_t rb, int64_t nr, c
   for (int64_t i = 0; i < nr; i++) out[i] = q6k_vnni_row(w + static_cast<uint64_t>(i) * rb, a, n / ref::kQK_K, pf);
 }
 
+#endif
+
+#if defined(LLMI_SIMD_AVX2)
 // gemv's rows r0 + j + i * L of [r0, r1), i < NR, j < L = (r1 - r0) / NR: NR streams of L rows, one
 // row of each per call take(row, bytes between the streams, out, ldo); returns the first row after
 // them (the rest go one at a time).
@@ -223,6 +226,17 @@ inline int64_t take_streams(const uint8_t* w, uint64_t row_bytes, int64_t r0, in
   for (int64_t j = 0; j < L; j++) take(w + static_cast<uint64_t>(r0 + j) * row_bytes, L * row_bytes, y + r0 + j, L);
   return r0 + L * NR;
 }
+#endif
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+// gemv with the AVX2 kernels takes kAvx2Rows rows at a time, one from each of kAvx2Rows equal runs
+// of a task's rows (take_streams), each row its own chain in dot's order (dotr_avx2, 21_simd): one
+// row at a time waited on its one chain and its loads, and several streams through memory read
+// faster than one. AMD EPYC (Zen 3), decode at 1 thread, one row at a time -> 2 / 3 / 4 / 8
+// streams, tokens/s: qwen3-0.6b Q4_K_M 28.6 -> 39.1 / 42.7 / 42.4 / 40.2, llama3.2-1b Q4_K_M 14.9
+// -> 20.9 / 22.7 / 23.3 / 20.8, llama3.2-1b Q8_0 12.0 -> 16.4 / 17.9 / 19.6 / 18.0; neighbouring
+// rows taken together instead (2 or 4) were slower than one at a time (18.3 / 18.8 on qwen3-0.6b
+// Q4_K_M), as on Zen 4 (cpu_pairs_rows).
+constexpr int kAvx2Rows = 4;
 #endif
 
 // WK, here and below: the weight type's row of the kernel table (WeightKernels, 25_weight_kernels);
@@ -265,6 +279,13 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
           WK::dots(w.data + static_cast<uint64_t>(r) * row_bytes, row_bytes, r1 - r, o.in.row(WK::act, t), o.n, yt + r);
           r = r1;
         }
+#endif
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+      if constexpr (WK::multi_row)
+        r = take_streams<kAvx2Rows>(w.data, row_bytes, r0, r1, yt,
+                                    [&](const uint8_t* p, uint64_t rs, float* out, int64_t ldo) {
+                                      WK::template dotr<kAvx2Rows>(p, rs, o.in.row(WK::act, t), o.n, out, ldo);
+                                    });
 #endif
       for (; r < r1; r++) {
         if (ahead && r + kAheadRows < rows)

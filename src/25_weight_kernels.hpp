@@ -16,6 +16,8 @@
 //     multi_token                       has dotn: gemm_rows for several tokens, also for the
 //                                       single tokens of several sequences (gemv_each)
 //     dotn<NT>(row, a, n, out)          the row times NT tokens, each with the bits of dot
+//     multi_row                         (32-blocks, K-quants) has dotr: gemv takes kAvx2Rows rows
+//     dotr<NR>(row, rb, a, n, out, ldo) at a time (dotr_avx2), row i at row + i * rb, out[i * ldo]
 //   AVX-512:
 //     each_group                        (K-quants, 32-blocks) has dotg: gemv_each_group for the
 //     GroupBlock, group_blocks(nb),     single tokens of several sequences, NT of a prepared
@@ -139,6 +141,13 @@ struct WeightKernels<DType::bf16> : WeightKernelsBase<DType::bf16> {
 template <DType T, int kOffset>
 struct WeightKernelsQ32 : WeightKernelsBase<T> {
   static constexpr int offset = kOffset;
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  static constexpr bool multi_row = true;
+  template <int NR>
+  static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
+    dotr_avx2<T, NR>(row, rb, a, n, out, ldo);
+  }
+#endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool each_group = true;
   using GroupBlock = Q32PairBlock;
@@ -278,6 +287,13 @@ struct WeightKernels<DType::q8_0> : WeightKernelsQ32<DType::q8_0, 128> {
 // one row a call).
 template <DType T>
 struct WeightKernelsKq : WeightKernelsBase<T> {
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  static constexpr bool multi_row = true;
+  template <int NR>
+  static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
+    dotr_avx2<T, NR>(row, rb, a, n, out, ldo);
+  }
+#endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool each_group = true;
   using GroupBlock = KqGroupBlock;

@@ -536,8 +536,9 @@ TEST_CASE(
   // gemv where the CPU streams better with help (Intel) takes 8 rows at a time, one from each of 8
   // runs of a task's rows (dotr, the types with WK::multi_row); on AMD Zen 4 Q8_0 takes 2 at a
   // time, one from each half (dotr2, WK::pair_rows); elsewhere the rows one after another (dots,
-  // WK::row_run, or dot). Each forced, on any CPU, against each row as a matrix of its own: the
-  // same bits in every row, at 1 and 3 threads. The shapes give several tasks, rows left over
+  // WK::row_run, or dot). With the AVX2 kernels every mode takes 4 rows at a time, one from each
+  // of 4 runs (dotr_avx2), the quantized types' one-row dots dot_avx2. Each forced, on any CPU, against each row as a
+  // matrix of its own: the same bits in every row, at 1 and 3 threads. The shapes give several tasks, rows left over
   // after the 8 runs or the 2 halves, and odd block counts (Q4_0, Q5_0).
   Rng r(11);
   struct Case {
