@@ -581,7 +581,8 @@ inline float dot_q4_q5_0(const uint8_t* w, const ActQ8& a, int64_t n) {
 #if defined(LLMI_SIMD_AVX512)
   return q45_0_row<kQ5>(w, a, nb, cpu_prefetches_dots());
 #elif defined(LLMI_SIMD_AVX2)
-  return dot_avx2 < kQ5 ? DType::q5_0 : DType::q4_0 > (w, a, n);
+  constexpr DType kType = kQ5 ? DType::q5_0 : DType::q4_0;
+  return dot_avx2<kType>(w, a, n);
 #elif defined(LLMI_SIMD_NEON)
   float acc = 0;
   for (int64_t b = 0; b < nb; b++) {
