@@ -631,18 +631,20 @@ inline void q4k_unpack_scales(const uint8_t* s12, uint64_t* sc8, uint64_t* m8) {
 // (s_j the sum of the activations of sub-block j), one 4-lane FMA with -dmin(w) * d(a). The result:
 // hsum of the 8 lanes (the tree of hsum_ps256), plus (Q4_K) (m0 + m2) + (m1 + m3) of the 4.
 #if defined(LLMI_SIMD_AVX2)
-// Q4_K's mins of one super-block as llama.cpp's 4 int32 lanes (m8: the 8 mins as bytes; sums: the
-// 16 activation sums of 16 values).
-inline __m128i q4k_min_lanes(__m128i m8, const int16_t* sums) {  // m8: the mins in bytes 0..7
+// A super-block's 8 activation sums of 32 values (int16): ActQ8::sums32's when the input has them
+// (at sums32), else the pairs of its 16 sums of 16 values (at sums) added.
+LLMI_FORCE_INLINE __m128i q4k_sums32(const int16_t* sums32, const int16_t* sums) {
+  if (sums32) return _mm_loadu_si128(reinterpret_cast<const __m128i*>(sums32));
   const __m256i s16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums));
-  const __m128i s32 = _mm_hadd_epi16(_mm256_castsi256_si128(s16), _mm256_extracti128_si256(s16, 1));
-  return _mm_madd_epi16(_mm_cvtepu8_epi16(m8), s32);
+  return _mm_hadd_epi16(_mm256_castsi256_si128(s16), _mm256_extracti128_si256(s16, 1));
 }
-// The same from ActQ8::sums32 when the input has them (8 sums of 32 values at sums32), else from
-// the 16 sums of 16 values at sums.
+// Q4_K's mins of one super-block as llama.cpp's 4 int32 lanes (m8: the 8 mins as bytes 0..7; the
+// activation sums as q4k_sums32 takes them).
 inline __m128i q4k_min_lanes(__m128i m8, const int16_t* sums32, const int16_t* sums) {
-  if (!sums32) return q4k_min_lanes(m8, sums);
-  return _mm_madd_epi16(_mm_cvtepu8_epi16(m8), _mm_loadu_si128(reinterpret_cast<const __m128i*>(sums32)));
+  return _mm_madd_epi16(_mm_cvtepu8_epi16(m8), q4k_sums32(sums32, sums));
+}
+inline __m128i q4k_min_lanes(__m128i m8, const int16_t* sums) {
+  return q4k_min_lanes(m8, nullptr, sums);
 }
 inline __m128i q4k_min_lanes(uint64_t m8, const int16_t* sums) {
   return q4k_min_lanes(_mm_cvtsi64_si128(static_cast<int64_t>(m8)), sums);
@@ -826,14 +828,7 @@ struct Avx2Dot<DType::q4_K> {
     float d;
   };
   LLMI_FORCE_INLINE static Act act(const ActQ8& a, int64_t b) {
-    __m128i s32;
-    if (a.sums32) {
-      s32 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.sums32 + 8 * b));
-    } else {
-      const __m256i s16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b));
-      s32 = _mm_hadd_epi16(_mm256_castsi256_si128(s16), _mm256_extracti128_si256(s16, 1));
-    }
-    return {a.q + ref::kQK_K * b, s32, a.d[b]};
+    return {a.q + ref::kQK_K * b, q4k_sums32(a.sums32 ? a.sums32 + 8 * b : nullptr, a.sums + 16 * b), a.d[b]};
   }
   LLMI_FORCE_INLINE static void step(const uint8_t* p, const Act& x, Avx2Acc& acc) {
     const __m256i m4 = _mm256_set1_epi8(15);

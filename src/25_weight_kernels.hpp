@@ -73,6 +73,13 @@ struct WeightKernelsBase {
   static bool gemm_fits(const TensorView&, const MatmulInput&) { return true; }
   static bool prepare_extra(MatmulInput&, const TensorView&) { return true; }
   static int mlx_group(const TensorView&) { return 0; }  // group of the input sums prepare_extra makes
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  // the AVX2 rows (21_simd's Avx2Dot<T>) of the types that set multi_row
+  template <int NR>
+  static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
+    dotr_avx2<T, NR>(row, rb, a, n, out, ldo);
+  }
+#endif
 };
 template <DType T>
 struct WeightKernels;
@@ -142,11 +149,7 @@ template <DType T, int kOffset>
 struct WeightKernelsQ32 : WeightKernelsBase<T> {
   static constexpr int offset = kOffset;
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
-  static constexpr bool multi_row = true;
-  template <int NR>
-  static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
-    dotr_avx2<T, NR>(row, rb, a, n, out, ldo);
-  }
+  static constexpr bool multi_row = true;  // dotr: WeightKernelsBase's
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool each_group = true;
@@ -288,11 +291,7 @@ struct WeightKernels<DType::q8_0> : WeightKernelsQ32<DType::q8_0, 128> {
 template <DType T>
 struct WeightKernelsKq : WeightKernelsBase<T> {
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
-  static constexpr bool multi_row = true;
-  template <int NR>
-  static void dotr(const uint8_t* row, uint64_t rb, const ActQ8& a, int64_t n, float* out, int64_t ldo) {
-    dotr_avx2<T, NR>(row, rb, a, n, out, ldo);
-  }
+  static constexpr bool multi_row = true;  // dotr: WeightKernelsBase's
 #endif
 #if defined(LLMI_SIMD_AVX512)
   static constexpr bool each_group = true;
