@@ -457,26 +457,30 @@ inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
   for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
 }
 
-// ---- 8 tokens at a time from a pack (AVX2; Q8_0, Q4_0, Q5_0, Q4_K, Q6_K) ----
+// ---- up to 8 tokens at a time from a pack (AVX2; Q8_0, Q4_0, Q5_0, Q4_K, Q6_K) ----
 // The activations of kTP tokens as one stream, block by block (a pack, made once per matmul): the
 // kernels read them at fixed offsets from one pointer, so that the kTP accumulators stay in
 // registers (dotn_*<8> kept the tokens' pointers on the stack and spilled). AMD EPYC (Zen 3), 1
 // thread, bench-kernels' "each" column (gemm_rows), 128 tokens: Q8_0 25-30 -> 38-40 GMAC/s, Q5_0
 // 22-28 -> 28-31, Q4_0 19-25 -> 34-35, Q4_K 34-43 -> 42-51, Q6_K 33-39 -> 41-51; prefill (pp128)
 // of qwen3-0.6b Q8_0 53 -> 78 tokens/s, Q4_K_M 76 -> 88, gemma3-1b Q4_K_M (Q5_0 rows mostly) 34 -> 44
-// (bench/RESULTS.md).
+// (bench/RESULTS.md). The kernels take NT = 8, 4 or 2 of a pack's slots, so that 2..7 tokens (a
+// batched decoding step of that many sessions; a matmul's last tokens) take them too, where they
+// took dotn_*<4> and <2>: 4 tokens, Zen 3, Q4_K 36 -> 47-53 GMAC/s, Q6_K 21-40 -> 39-52.
 constexpr int kTP = 8;
 static_assert(kTBlock % kTP == 0, "gemm_rows: a task's tokens are whole packs");
 // A pack of the tokens' blocks of blk values (32: q8_32, 256: q8_256), nb per token:
 // q [nb][kTP][blk] int8 | d [nb][kTP] f32 | for q8_256 s16 [nb][kTP][16] int16: the 16 sums of
-// 16 values (ActQ8::sums) for Q6_K, the 8 of 32 (ActQ8::sums32) for Q4_K.
+// 16 values (ActQ8::sums) for Q6_K, or [nb][kTP][8] the 8 of 32 (ActQ8::sums32) for Q4_K (two
+// tokens' in one vector). A pack may hold fewer than kTP tokens (the last of a matmul): the
+// kernels then take NT < kTP of its slots.
 struct ActPack {
   const int8_t* q;
   const float* d;
   const int16_t* s16;
 };
 inline uint64_t act_pack_bytes(int64_t blk, int64_t nb) {
-  return static_cast<uint64_t>(nb * kTP * (blk + 4 + (blk == 256 ? 32 : 0)));
+  return static_cast<uint64_t>(nb * kTP * (blk + 4 + (blk == ref::kQK_K ? 32 : 0)));
 }
 // The parts of the pack at `at`.
 inline ActPack act_pack_view(const uint8_t* at, int64_t blk, int64_t nb) {
@@ -484,39 +488,57 @@ inline ActPack act_pack_view(const uint8_t* at, int64_t blk, int64_t nb) {
   return {reinterpret_cast<const int8_t*>(at), d,
           blk == ref::kQK_K ? reinterpret_cast<const int16_t*>(d + nb * kTP) : nullptr};
 }
-// Packs a[0..kTP) into dst (act_pack_bytes(blk, nb) bytes, 4-byte aligned); s32: the sums of 32.
-inline void pack_acts(const ActQ8* a, int64_t blk, int64_t nb, bool s32, uint8_t* dst) {
+// Packs a[0..nt) (nt <= kTP) into dst (act_pack_bytes(blk, nb) bytes, 4-byte aligned); s32: the
+// sums of 32.
+inline void pack_acts(const ActQ8* a, int nt, int64_t blk, int64_t nb, bool s32, uint8_t* dst) {
   const ActPack v = act_pack_view(dst, blk, nb);
   int8_t* q = const_cast<int8_t*>(v.q);
   float* d = const_cast<float*>(v.d);
   int16_t* s16 = const_cast<int16_t*>(v.s16);
+  if (nt < kTP) std::memset(dst, 0, act_pack_bytes(blk, nb));  // (the kernel of NT > nt slots reads the rest)
   for (int64_t b = 0; b < nb; b++)
-    for (int t = 0; t < kTP; t++) {
+    for (int t = 0; t < nt; t++) {
       std::memcpy(q + (kTP * b + t) * blk, a[t].q + blk * b, static_cast<size_t>(blk));
       d[kTP * b + t] = a[t].d[b];
-      if (s16 && s32) std::memcpy(s16 + (kTP * b + t) * 16, a[t].sums32 + 8 * b, 16);
+      if (s16 && s32) std::memcpy(s16 + (kTP * b + t) * 8, a[t].sums32 + 8 * b, 16);
       if (s16 && !s32) std::memcpy(s16 + (kTP * b + t) * 16, a[t].sums + 16 * b, 32);
     }
 }
-// out[t] = the dot of row w with token t of the pack, t < kTP, in the float order of dot_q8_0 /
+// v, hidden from the optimizer: keeps GCC from merging the integer sums of consecutive steps (it
+// added two steps' products together before adding them to the token's lanes: twice the live
+// registers, and spills; bench-kernels q4_K, 8 tokens, Zen 3: 44-50 -> 51-57 GMAC/s).
+LLMI_FORCE_INLINE void keep_lanes(__m256i& v) {
+#if defined(__GNUC__)
+  __asm__("" : "+x"(v));
+#else
+  (void)v;
+#endif
+}
+// The kTP products d(w) * d(a) of a block (one multiply), to broadcast from.
+LLMI_FORCE_INLINE void pack_scales(float d, const float* pd, float* s) {
+  _mm256_store_ps(s, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_loadu_ps(pd)));
+}
+// out[t] = the dot of row w with token t of the pack, t < NT, in the float order of dot_q8_0 /
 // dot_q4_q5_0 (one FMA per block with d(w) * d(a) in 8 lanes of 4 products each, then the tree):
-// values(p) gives the 32 signed values of the row's block at p. The kTP products d(w) * d(a) of a
+// values(p) gives the 32 signed values of the row's block at p. The products d(w) * d(a) of a
 // block come from one multiply, each then a broadcast load beside its FMA (a multiply per token
-// and block instead came out slower).
-template <int64_t BS, class Values>
+// and block instead came out slower). (Two vpmaddwd of the values widened to int16 once per row,
+// in place of a token's vpsignb + vpmaddubsw + vpmaddwd, came out slower on Zen 3: twice the
+// activations to load.)
+template <int NT, int64_t BS, class Values>
 LLMI_FORCE_INLINE void dotp_q32(const uint8_t* w, ActPack pk, int64_t nb, Values&& values, float* out) {
-  __m256 acc[kTP];
+  __m256 acc[NT];
 #pragma GCC unroll 8
-  for (int t = 0; t < kTP; t++) acc[t] = _mm256_setzero_ps();
+  for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * BS;
     const __m256i v = values(p);
     const __m256i av = _mm256_sign_epi8(v, v);
     alignas(32) float s[kTP];
-    _mm256_store_ps(s, _mm256_mul_ps(_mm256_set1_ps(f16_scale(p)), _mm256_loadu_ps(pk.d + kTP * b)));
+    pack_scales(f16_scale(p), pk.d + kTP * b, s);
 #pragma GCC unroll 8
-    for (int t = 0; t < kTP; t++) {
+    for (int t = 0; t < NT; t++) {
       const __m256i x =
           _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pk.q + (kTP * b + t) * 32)), v);
       const __m256i dv = _mm256_madd_epi16(_mm256_maddubs_epi16(av, x), ones);
@@ -524,107 +546,134 @@ LLMI_FORCE_INLINE void dotp_q32(const uint8_t* w, ActPack pk, int64_t nb, Values
     }
   }
 #pragma GCC unroll 8  // (every loop over acc unrolled: else acc lives in memory)
-  for (int t = 0; t < kTP; t++) out[t] = hsum_ps256(acc[t]);
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
 }
-// out[t] = dot_q4_k(w, token t of the pack), t < kTP: per super-block the integer lanes of each
-// token (the row's nibbles and scales made once for all kTP), then dot_q4_k's two FMAs. The float
-// accumulators stay in memory (one load and store each per super-block).
+// isum[t] += token t's integer lanes of 32 K-quant values x (one or two sub-blocks; s: their
+// scales in the int16 lanes), t < NT; q: token 0's 32 activations (token t's 256 bytes on).
+template <int NT>
+LLMI_FORCE_INLINE void kq_step_tokens(__m256i* isum, __m256i x, __m256i s, const int8_t* q) {
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; t++) {
+    const __m256i pr = _mm256_maddubs_epi16(x, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 256 * t)));
+    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, s));
+    keep_lanes(isum[t]);
+  }
+}
+// out[t] = dot_q4_k(w, token t of the pack), t < NT: per super-block the integer lanes of each
+// token (the row's nibbles and scales made once for all NT, one sub-block at a time), then
+// dot_q4_k's two FMAs. The 4 lanes of Q4_K's mins of tokens 2i and 2i + 1 share one vector
+// (independent lanes: the same bits, half the work).
+template <int NT>
 LLMI_FORCE_INLINE void dotp_q4_k(const uint8_t* w, ActPack pk, int64_t nb, float* out) {
+  static_assert(NT % 2 == 0, "dotp_q4_k: tokens in pairs");
   constexpr int64_t bs = sizeof(ref::BlockQ4_K);
   const __m256i m4 = _mm256_set1_epi8(15);
-  alignas(32) float acc[kTP][8] = {};
-  alignas(16) float accm[kTP][4] = {};
+  __m256 acc[NT], accm[NT / 2];  // accm[i]: tokens 2i (low half), 2i + 1 (high half)
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int i = 0; i < NT / 2; i++) accm[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
     const __m128i scm = q4k_scales_mins(p + 4);
     const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));  // the 8 scales as int16
-    const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(scm, scm));
     const int8_t* qb = pk.q + kTP * b * 256;
-    __m256i isum[kTP];
+    __m256i isum[NT];
 #pragma GCC unroll 8
-    for (int t = 0; t < kTP; t++) isum[t] = _mm256_setzero_si256();
+    for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
 #pragma GCC unroll 1
     for (int c = 0; c < 4; c++) {
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * c));
-      const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-      // scales 2c and 2c + 1 in every int16 lane
-      const __m256i s_lo = _mm256_shuffle_epi8(sc, _mm256_set1_epi16(static_cast<short>((4 * c + 1) << 8 | 4 * c)));
-      const __m256i s_hi =
-          _mm256_shuffle_epi8(sc, _mm256_set1_epi16(static_cast<short>((4 * c + 3) << 8 | (4 * c + 2))));
-#pragma GCC unroll 8
-      for (int t = 0; t < kTP; t++) {
-        isum[t] = q4k_chunk(isum[t], lo, hi, s_lo, s_hi, qb + t * 256 + 64 * c);
-      }
+      kq_step_tokens<NT>(isum, _mm256_and_si256(v, m4), bcast16_lanes(sc, 2 * c), qb + 64 * c);
+      kq_step_tokens<NT>(isum, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), bcast16_lanes(sc, 2 * c + 1),
+                         qb + 64 * c + 32);
     }
-    const float dw = f16_scale(p), dmin = f16_scale(p + 2);
+    const __m256 dx = _mm256_loadu_ps(pk.d + kTP * b);
+    alignas(32) float s[kTP];
+    pack_scales(f16_scale(p), pk.d + kTP * b, s);
 #pragma GCC unroll 8
-    for (int t = 0; t < kTP; t++) {
-      const float dx = pk.d[kTP * b + t];
-      const __m128i ml =
-          _mm_madd_epi16(mins, _mm_loadu_si128(reinterpret_cast<const __m128i*>(pk.s16 + (kTP * b + t) * 16)));
-      _mm256_store_ps(acc[t],
-                      _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(dw * dx), _mm256_load_ps(acc[t])));
-      _mm_store_ps(accm[t], _mm_fnmadd_ps(_mm_cvtepi32_ps(ml), _mm_set1_ps(dmin * dx), _mm_load_ps(accm[t])));
+    for (int t = 0; t < NT; t++)
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_broadcast_ss(s + t), acc[t]);
+    const __m256 sm = _mm256_mul_ps(_mm256_set1_ps(f16_scale(p + 2)), dx);
+    const __m256i mins = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(scm, scm)));
+#pragma GCC unroll 4
+    for (int i = 0; i < NT / 2; i++) {
+      const __m256i ml =
+          _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pk.s16 + (kTP * b + 2 * i) * 8)));
+      const __m256 smi = _mm256_permutevar8x32_ps(
+          sm, _mm256_setr_epi32(2 * i, 2 * i, 2 * i, 2 * i, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1));
+      accm[i] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ml), smi, accm[i]);
     }
   }
-  for (int t = 0; t < kTP; t++) out[t] = hsum_ps256(_mm256_load_ps(acc[t])) + reduce4_ps(_mm_load_ps(accm[t]));
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; t++) {
+    const __m128 m = t % 2 ? _mm256_extractf128_ps(accm[t / 2], 1) : _mm256_castps256_ps128(accm[t / 2]);
+    out[t] = hsum_ps256(acc[t]) + reduce4_ps(m);
+  }
 }
-// out[t] = dot_q6_k(w, token t of the pack), t < kTP: as dotp_q4_k, dot_q6_k's one FMA per
-// super-block.
+// out[t] = dot_q6_k(w, token t of the pack), t < NT: as dotp_q4_k, dot_q6_k's one FMA per
+// super-block; the row's 32 values of a step made from its bits at that step.
+template <int NT>
 LLMI_FORCE_INLINE void dotp_q6_k(const uint8_t* w, ActPack pk, int64_t nb, float* out) {
   constexpr int64_t bs = sizeof(ref::BlockQ6_K);
-  alignas(32) float acc[kTP][8] = {};
+  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[NT];
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
-    const int8_t* scs = reinterpret_cast<const int8_t*>(p + 192);
-    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scs)));
+    const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192));
+    const __m256i sc = _mm256_cvtepi8_epi16(s8);
+    // the even scales as int16 in the low lane, the odd in the high (dot_q6_k's): step k of half h
+    // (sub-blocks 8h + 2k, + 1) takes element 4h + k of each lane
+    const __m256i eo =
+        _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
     const int8_t* qb = pk.q + kTP * b * 256;
-    __m256i isum[kTP];
+    __m256i isum[NT];
 #pragma GCC unroll 8
-    for (int t = 0; t < kTP; t++) {
-      isum[t] = q6k_start(sc, pk.s16 + (kTP * b + t) * 16);
-    }
+    for (int t = 0; t < NT; t++) isum[t] = q6k_start(sc, pk.s16 + (kTP * b + t) * 16);
 #pragma GCC unroll 1
     for (int h = 0; h < 2; h++) {
-      __m256i v[4];
-      q6k_half_values(p, h, v);
-#pragma GCC unroll 1
+      const uint8_t* ql = p + 64 * h;
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
+#pragma GCC unroll 4
       for (int k = 0; k < 4; k++) {
-        const int j = 8 * h + 2 * k;  // sub-blocks j, j + 1
-        const __m256i s = _mm256_set_m128i(_mm_set1_epi16(scs[j + 1]), _mm_set1_epi16(scs[j]));
-#pragma GCC unroll 8
-        for (int t = 0; t < kTP; t++) {
-          const __m256i pr = _mm256_maddubs_epi16(
-              v[k], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + t * 256 + 128 * h + 32 * k)));
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, s));
-        }
+        const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32 * (k & 1)));
+        const __m256i lo4 = k < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+        const __m256i hi2 = k == 0   ? _mm256_slli_epi16(qh, 4)
+                            : k == 1 ? _mm256_slli_epi16(qh, 2)
+                            : k == 2 ? qh
+                                     : _mm256_srli_epi16(qh, 2);
+        const __m256i v = _mm256_or_si256(lo4, _mm256_and_si256(hi2, m30));
+        kq_step_tokens<NT>(isum, v, bcast16_lanes(eo, 4 * h + k), qb + 128 * h + 32 * k);
       }
     }
-    const float dw = f16_scale(p + 208);
+    alignas(32) float s[kTP];
+    pack_scales(f16_scale(p + 208), pk.d + kTP * b, s);
 #pragma GCC unroll 8
-    for (int t = 0; t < kTP; t++)
-      _mm256_store_ps(acc[t], _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(dw * pk.d[kTP * b + t]),
-                                              _mm256_load_ps(acc[t])));
+    for (int t = 0; t < NT; t++)
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_broadcast_ss(s + t), acc[t]);
   }
-  for (int t = 0; t < kTP; t++) out[t] = hsum_ps256(_mm256_load_ps(acc[t]));
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
 }
 // The types that take packs, and their kernel (kept out of gemm_rows' loop).
 template <DType T>
 constexpr bool kPacks =
     T == DType::q8_0 || T == DType::q4_0 || T == DType::q5_0 || T == DType::q4_K || T == DType::q6_K;
-template <DType T>
+template <DType T, int NT>
 LLMI_NOINLINE inline void dotp(const uint8_t* w, ActPack pk, int64_t n, float* out) {
   if constexpr (T == DType::q4_K) {
-    dotp_q4_k(w, pk, n / ref::kQK_K, out);
+    dotp_q4_k<NT>(w, pk, n / ref::kQK_K, out);
   } else if constexpr (T == DType::q6_K) {
-    dotp_q6_k(w, pk, n / ref::kQK_K, out);
+    dotp_q6_k<NT>(w, pk, n / ref::kQK_K, out);
   } else if constexpr (T == DType::q8_0) {
-    dotp_q32<sizeof(ref::BlockQ8_0)>(
+    dotp_q32<NT, sizeof(ref::BlockQ8_0)>(
         w, pk, n / 32, [](const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)); },
         out);
   } else {
     constexpr bool kQ5 = T == DType::q5_0;
-    dotp_q32<Q45_0<kQ5>::bs>(
+    dotp_q32<NT, Q45_0<kQ5>::bs>(
         w, pk, n / 32,
         [](const uint8_t* p) {
           __m256i v = q4_block_values(p + Q45_0<kQ5>::qs_off);
@@ -633,6 +682,17 @@ LLMI_NOINLINE inline void dotp(const uint8_t* w, ActPack pk, int64_t n, float* o
         },
         out);
   }
+}
+// The dots of row w with the first nt (2 <= nt <= kTP) tokens of a pack: the kernel of the
+// fewest slots that hold them (out has room for kTP).
+template <DType T>
+inline void dotp_n(const uint8_t* w, ActPack pk, int nt, int64_t n, float* out) {
+  if (nt > 4)
+    dotp<T, 8>(w, pk, n, out);
+  else if (nt > 2)
+    dotp<T, 4>(w, pk, n, out);
+  else
+    dotp<T, 2>(w, pk, n, out);
 }
 
 // Tokens t0..t0+nt-1 (1 <= nt <= kTG) of row r: WK::dotn on all of them (WK::dot for one).
@@ -656,13 +716,13 @@ template <class WK>
 inline bool gemm_rows_reserve(const TensorView& w, int64_t max_tokens, MatmulScratch& scratch) {
   if constexpr (!kPacks<WK::type>) return true;
   const int64_t blk = WK::act == ActForm::q8_256 ? ref::kQK_K : 32;
-  return max_tokens < kTP ||
-         scratch.xk.reserve(static_cast<size_t>(max_tokens / kTP) * act_pack_bytes(blk, w.ne[0] / blk));
+  return max_tokens < 2 ||
+         scratch.xk.reserve(static_cast<size_t>((max_tokens + kTP - 1) / kTP) * act_pack_bytes(blk, w.ne[0] / blk));
 }
 
 // Y = X W^T for T >= 2 tokens and a quantized W (WK::dotn), row by row over token groups (see
-// above); for the types of kPacks the tokens in whole packs of kTP (in scratch.xk where it can
-// hold them) through dotp, the rest through dotn.
+// above); for the types of kPacks the tokens in packs of kTP, the last with the rest if more than
+// one (in scratch.xk where it can hold them), through dotp, any other through dotn.
 template <class WK>
 inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
                       MatmulScratch& scratch) {
@@ -671,18 +731,20 @@ inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int6
   const RowOperands o = row_operands(w, in, true);
   const int64_t blk = WK::act == ActForm::q8_256 ? ref::kQK_K : 32, nb = o.n / blk;
   const uint64_t pb = act_pack_bytes(blk, nb);
-  int64_t np = 0;  // tokens 0 .. np * kTP - 1 are in packs
+  int64_t tp = 0;  // tokens 0 .. tp - 1 are in packs, pack k the kTP from k * kTP (the last fewer)
   if constexpr (kPacks<WK::type>) {
-    np = T / kTP;
+    tp = T % kTP == 1 ? T - 1 : T;
+    const int64_t np = (tp + kTP - 1) / kTP;
     if (np > 0 && (WK::type != DType::q4_K || o.in.row(WK::act, 0).sums32) &&
         scratch.xk.reserve(static_cast<size_t>(np) * pb)) {
       pool.parallel_for(static_cast<int>(np), [&](int k, int) {
+        const int nt = static_cast<int>(std::min<int64_t>(kTP, tp - k * kTP));
         ActQ8 a[kTP];
-        for (int u = 0; u < kTP; u++) a[u] = o.in.row(WK::act, k * kTP + u);
-        pack_acts(a, blk, nb, WK::type == DType::q4_K, scratch.xk.as<uint8_t>() + static_cast<uint64_t>(k) * pb);
+        for (int u = 0; u < nt; u++) a[u] = o.in.row(WK::act, k * kTP + u);
+        pack_acts(a, nt, blk, nb, WK::type == DType::q4_K, scratch.xk.as<uint8_t>() + static_cast<uint64_t>(k) * pb);
       });
     } else {
-      np = 0;
+      tp = 0;
     }
   }
   // tasks: chunks of rows (as gemv: long runs stream faster) times blocks of tokens
@@ -696,18 +758,19 @@ inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int6
     if constexpr (kPacks<WK::type>) {
       // the block's packs (kTBlock is a multiple of kTP), each over runs of the task's rows of
       // about 128 KiB, so that a run stays in L2 while the packs go over it
-      const int64_t k0 = t0 / kTP, k1 = std::max(k0, std::min(t1, np * kTP) / kTP);
+      const int64_t k0 = t0 / kTP, k1 = std::max(k0, (std::min(t1, tp) + kTP - 1) / kTP);
       const int64_t run = std::max<int64_t>(1, static_cast<int64_t>(131072 / rb));
       for (int64_t ra = r0; ra < r1 && k1 > k0; ra += run)
         for (int64_t k = k0; k < k1; k++) {
           const ActPack pk = act_pack_view(scratch.xk.as<uint8_t>() + static_cast<uint64_t>(k) * pb, blk, nb);
+          const int nt = static_cast<int>(std::min<int64_t>(kTP, tp - k * kTP));
           for (int64_t r = ra; r < std::min(r1, ra + run); r++) {
             float out[kTP];
-            dotp<WK::type>(w.data + static_cast<uint64_t>(r) * rb, pk, o.n, out);
-            for (int u = 0; u < kTP; u++) y[(k * kTP + u) * ldy + r] = out[u];
+            dotp_n<WK::type>(w.data + static_cast<uint64_t>(r) * rb, pk, nt, o.n, out);
+            for (int u = 0; u < nt; u++) y[(k * kTP + u) * ldy + r] = out[u];
           }
         }
-      t = k1 * kTP;
+      t = std::max(t0, std::min(t1, tp));
     }
     for (int64_t r = r0; r < r1; r++) {
       const uint8_t* wr = w.data + static_cast<uint64_t>(r) * rb;

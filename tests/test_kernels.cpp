@@ -697,7 +697,7 @@ TEST_CASE("matmul: with the x86 kernels a quantized row gives a token the same b
   // both shapes of the 32-block micro-kernel's tiles (micro_q32, cpu_splits_zmm), on any CPU
   for (const Case& c : cases) {
     Matrix m = make_matrix(c.t, c.rows, c.n, r, false);
-    for (int64_t T : {2, 4, 7, 70})
+    for (int64_t T : {2, 3, 4, 7, 9, 70})  // (AVX2: packs of 2, 4 and 8 slots; 9: a last token alone)
       for (int split : {0, 1}) {
         CAPTURE(std::string(li::dtype_name(c.t)));
         CAPTURE(T);
