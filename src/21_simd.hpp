@@ -1012,6 +1012,18 @@ LLMI_FORCE_INLINE float q6k_vnni_row(const uint8_t* w, const ActQ8& a, int64_t n
 #endif
 
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+// The 32 six-bit values (0..63) of step k < 4 of half h of a Q6_K super-block: values 128 h + 32 k
+// .. + 31, from ql = the half's low nibbles at 64 h + 32 (k & 1) and qh = its high bit pairs at
+// 128 + 32 h.
+LLMI_FORCE_INLINE __m256i q6k_step_values(__m256i ql, __m256i qh, int k) {
+  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+  const __m256i lo4 = k < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+  const __m256i hi2 = k == 0   ? _mm256_slli_epi16(qh, 4)
+                      : k == 1 ? _mm256_slli_epi16(qh, 2)
+                      : k == 2 ? qh
+                               : _mm256_srli_epi16(qh, 2);
+  return _mm256_or_si256(lo4, _mm256_and_si256(hi2, m30));
+}
 // Q6_K (llama.cpp's order above): the values unsigned (0..63), their -32 from the activation sums
 // of 16 values; the scales of sub-blocks j, j + 1 to the two lanes by one shuffle.
 template <>
@@ -1026,7 +1038,6 @@ struct Avx2Dot<DType::q6_K> {
     return {a.q + ref::kQK_K * b, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)), a.d[b]};
   }
   LLMI_FORCE_INLINE static void step(const uint8_t* p, const Act& x, Avx2Acc& acc) {
-    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
     const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192));
     const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(s8), x.s16);
     __m256i isum = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
@@ -1039,13 +1050,8 @@ struct Avx2Dot<DType::q6_K> {
       const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h));
       const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32));
       const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
-      const __m256i v[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
-      };
+      const __m256i v[4] = {q6k_step_values(ql0, qh, 0), q6k_step_values(ql1, qh, 1), q6k_step_values(ql0, qh, 2),
+                            q6k_step_values(ql1, qh, 3)};
 #pragma GCC unroll 4
       for (int k = 0; k < 4; k++) {
         const __m256i pr =

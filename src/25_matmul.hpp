@@ -401,17 +401,12 @@ inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
 }
 
 // The 128 six-bit values of half h of the Q6_K super-block at p as 4 vectors of 32 bytes (0..63):
-// v[k] holds values 128 h + 32 k .. 128 h + 32 k + 31, low nibbles and high bit pairs put together.
+// v[k] holds values 128 h + 32 k .. 128 h + 32 k + 31.
 inline void q6k_half_values(const uint8_t* p, int h, __m256i v[4]) {
-  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
-  const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h));
-  const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32));
   const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
-  v[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-  v[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-  v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m30));
-  v[3] =
-      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; k++)
+    v[k] = q6k_step_values(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32 * (k & 1))), qh, k);
 }
 // The integer lanes' start of a Q6_K super-block for one token: its -32 offsets, -32 * (sc_j * the
 // sum of the activations of sub-block j) (sc: the 16 scales as int16, sums: the 16 sums of 16).
@@ -590,7 +585,7 @@ LLMI_FORCE_INLINE void dotp_q4_k(const uint8_t* w, ActPack pk, int64_t nb, float
     }
     const __m256 dx = _mm256_loadu_ps(pk.d + kTP * b);
     alignas(32) float s[kTP];
-    pack_scales(f16_scale(p), pk.d + kTP * b, s);
+    _mm256_store_ps(s, _mm256_mul_ps(_mm256_set1_ps(f16_scale(p)), dx));
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++)
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_broadcast_ss(s + t), acc[t]);
@@ -616,7 +611,6 @@ LLMI_FORCE_INLINE void dotp_q4_k(const uint8_t* w, ActPack pk, int64_t nb, float
 template <int NT>
 LLMI_FORCE_INLINE void dotp_q6_k(const uint8_t* w, ActPack pk, int64_t nb, float* out) {
   constexpr int64_t bs = sizeof(ref::BlockQ6_K);
-  const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
   __m256 acc[NT];
 #pragma GCC unroll 8
   for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
@@ -638,13 +632,8 @@ LLMI_FORCE_INLINE void dotp_q6_k(const uint8_t* w, ActPack pk, int64_t nb, float
       const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
 #pragma GCC unroll 4
       for (int k = 0; k < 4; k++) {
-        const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32 * (k & 1)));
-        const __m256i lo4 = k < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-        const __m256i hi2 = k == 0   ? _mm256_slli_epi16(qh, 4)
-                            : k == 1 ? _mm256_slli_epi16(qh, 2)
-                            : k == 2 ? qh
-                                     : _mm256_srli_epi16(qh, 2);
-        const __m256i v = _mm256_or_si256(lo4, _mm256_and_si256(hi2, m30));
+        const __m256i v =
+            q6k_step_values(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32 * (k & 1))), qh, k);
         kq_step_tokens<NT>(isum, v, bcast16_lanes(eo, 4 * h + k), qb + 128 * h + 32 * k);
       }
     }
