@@ -123,17 +123,17 @@ inline __m256i nibbles_hi256(__m256i v) {
 // 16 bytes of a Q4_0/Q5_0 block -> the 32 values in element order (low nibbles first): the 16
 // bytes in both lanes, the high lane's 64-bit halves shifted right by 4 (each byte's high nibble
 // to its low bits), then one mask: three instructions where two 128-bit masks, a shift and an
-// insert took five (Zen 3, the AVX2 one-token dots of 4 rows, cycles a block: Q4_0 4.7 -> 3.6,
-// Q5_0 6.4 -> 5.7).
+// insert took five. With scale8, Zen 3, bench-kernels' gemv column (the AVX2 one-token dots):
+// Q4_0 20.4-21.6 -> 24.8-27.3 GMAC/s, Q5_0 14.5-15.7 -> 16.2-17.9 (bench/RESULTS.md).
 inline __m256i q4_block_values(const uint8_t* qs) {
   const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
   return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)), _mm256_set1_epi8(15));
 }
 // d(w) * d(a) in 8 lanes, dx: d(a) in 8 lanes; p: the row's fp16 scale. The bits of
 // _mm256_set1_ps(f16_scale(p) * d(a)) without the trip through a general register and back (one
-// broadcast load, a conversion and a multiply: the AVX2 one-token Q4_0 / Q5_0 dots, where the
-// scalar way took about a fifth of a block's instructions; Zen 3, 4 rows: 5.7 -> 5.4 cycles a
-// block).
+// broadcast load, a conversion and a multiply), where the scalar way took about a fifth of the
+// AVX2 one-token Q4_0 / Q5_0 dots' instructions (see q4_block_values); also the pack kernels'
+// products of a block for kTP tokens (dx: theirs).
 LLMI_FORCE_INLINE __m256 scale8(const uint8_t* p, __m256 dx) {
   return _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(rd_u16(p)))), dx);
 }
@@ -1035,6 +1035,14 @@ LLMI_FORCE_INLINE __m256i q6k_step_values(__m256i ql, __m256i qh, int k) {
                                : _mm256_srli_epi16(qh, 2);
   return _mm256_or_si256(lo4, _mm256_and_si256(hi2, m30));
 }
+// The 128 six-bit values of half h of the Q6_K super-block at p as 4 vectors of 32 bytes (0..63):
+// v[k] holds values 128 h + 32 k .. 128 h + 32 k + 31.
+LLMI_FORCE_INLINE void q6k_half_values(const uint8_t* p, int h, __m256i v[4]) {
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; k++)
+    v[k] = q6k_step_values(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32 * (k & 1))), qh, k);
+}
 // Q6_K (llama.cpp's order above): the values unsigned (0..63), their -32 from the activation sums
 // of 16 values; the scales of sub-blocks j, j + 1 to the two lanes by one shuffle.
 template <>
@@ -1058,11 +1066,8 @@ struct Avx2Dot<DType::q6_K> {
         _mm256_cvtepi8_epi16(_mm_shuffle_epi8(s8, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h));
-      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
-      const __m256i v[4] = {q6k_step_values(ql0, qh, 0), q6k_step_values(ql1, qh, 1), q6k_step_values(ql0, qh, 2),
-                            q6k_step_values(ql1, qh, 3)};
+      __m256i v[4];
+      q6k_half_values(p, h, v);
 #pragma GCC unroll 4
       for (int k = 0; k < 4; k++) {
         const __m256i pr =

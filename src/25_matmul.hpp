@@ -400,14 +400,6 @@ inline void dotn_q4_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
   for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]) + reduce4_ps(accm[t]);
 }
 
-// The 128 six-bit values of half h of the Q6_K super-block at p as 4 vectors of 32 bytes (0..63):
-// v[k] holds values 128 h + 32 k .. 128 h + 32 k + 31.
-inline void q6k_half_values(const uint8_t* p, int h, __m256i v[4]) {
-  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
-#pragma GCC unroll 4
-  for (int k = 0; k < 4; k++)
-    v[k] = q6k_step_values(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * h + 32 * (k & 1))), qh, k);
-}
 // The integer lanes' start of a Q6_K super-block for one token: its -32 offsets, -32 * (sc_j * the
 // sum of the activations of sub-block j) (sc: the 16 scales as int16, sums: the 16 sums of 16).
 inline __m256i q6k_start(__m256i sc, const int16_t* sums) {
@@ -509,9 +501,10 @@ LLMI_FORCE_INLINE void keep_lanes(__m256i& v) {
   (void)v;
 #endif
 }
-// The kTP products d(w) * d(a) of a block (one multiply), to broadcast from.
-LLMI_FORCE_INLINE void pack_scales(float d, const float* pd, float* s) {
-  _mm256_store_ps(s, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_loadu_ps(pd)));
+// The kTP products d(w) * d(a) of a block (scale8 of the row's fp16 scale at d16 and the tokens'
+// dx), to broadcast from.
+LLMI_FORCE_INLINE void pack_scales(const uint8_t* d16, __m256 dx, float* s) {
+  _mm256_store_ps(s, scale8(d16, dx));
 }
 // out[t] = the dot of row w with token t of the pack, t < NT, in the float order of dot_q8_0 /
 // dot_q4_q5_0 (one FMA per block with d(w) * d(a) in 8 lanes of 4 products each, then the tree):
@@ -531,7 +524,7 @@ LLMI_FORCE_INLINE void dotp_q32(const uint8_t* w, ActPack pk, int64_t nb, Values
     const __m256i v = values(p);
     const __m256i av = _mm256_sign_epi8(v, v);
     alignas(32) float s[kTP];
-    pack_scales(f16_scale(p), pk.d + kTP * b, s);
+    pack_scales(p, _mm256_loadu_ps(pk.d + kTP * b), s);
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) {
       const __m256i x =
@@ -585,7 +578,7 @@ LLMI_FORCE_INLINE void dotp_q4_k(const uint8_t* w, ActPack pk, int64_t nb, float
     }
     const __m256 dx = _mm256_loadu_ps(pk.d + kTP * b);
     alignas(32) float s[kTP];
-    _mm256_store_ps(s, _mm256_mul_ps(_mm256_set1_ps(f16_scale(p)), dx));
+    pack_scales(p, dx, s);
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++)
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_broadcast_ss(s + t), acc[t]);
@@ -638,7 +631,7 @@ LLMI_FORCE_INLINE void dotp_q6_k(const uint8_t* w, ActPack pk, int64_t nb, float
       }
     }
     alignas(32) float s[kTP];
-    pack_scales(f16_scale(p + 208), pk.d + kTP * b, s);
+    pack_scales(p + 208, _mm256_loadu_ps(pk.d + kTP * b), s);
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++)
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_broadcast_ss(s + t), acc[t]);
