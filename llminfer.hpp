@@ -8681,7 +8681,7 @@ inline void dotn_q6_k(const uint8_t* w, const ActQ8* a, int64_t n, float* out) {
 // took dotn_*<4> and <2>: 4 tokens, Zen 3, Q4_K 36 -> 47-53 GMAC/s, Q6_K 21-40 -> 39-52.
 constexpr int kTP = 8;
 static_assert(kTBlock % kTP == 0, "gemm_rows: a task's tokens are whole packs");
-// A pack of the tokens' blocks of blk values (32: q8_32, 256: q8_256), nb per token:
+// A pack of the tokens' blocks of blk values (32: q8_32, 256: q8_256, in kq_pair_order), nb per token:
 // q [nb][kTP][blk] int8 | d [nb][kTP] f32 | for q8_256 s16 [nb][kTP][16] int16: the 16 sums of
 // 16 values (ActQ8::sums) for Q6_K, or [nb][kTP][8] the 8 of 32 (ActQ8::sums32) for Q4_K (two
 // tokens' in one vector). A pack may hold fewer than kTP tokens (the last of a matmul): the
@@ -8700,6 +8700,20 @@ inline ActPack act_pack_view(const uint8_t* at, int64_t blk, int64_t nb) {
   return {reinterpret_cast<const int8_t*>(at), d,
           blk == ref::kQK_K ? reinterpret_cast<const int16_t*>(d + nb * kTP) : nullptr};
 }
+// A super-block's 256 activations in the order of the K-quant kernels' pairs (kq_pair_step_tokens):
+// each 64, a = its first 32 and b = the next 32, as 32 bytes X then 32 bytes Y, whose 4-byte groups
+// m are (a[4m], a[4m + 1], b[4m], b[4m + 1]) and (a[4m + 2], a[4m + 3], b[4m + 2], b[4m + 3]).
+inline void kq_pair_order(const int8_t* src, int8_t* dst) {
+  for (int c = 0; c < 4; c++) {
+    const int8_t *xa = src + 64 * c, *xb = xa + 32;
+    int8_t *X = dst + 64 * c, *Y = X + 32;
+    for (int m = 0; m < 8; m++) {
+      X[4 * m] = xa[4 * m], X[4 * m + 1] = xa[4 * m + 1], X[4 * m + 2] = xb[4 * m], X[4 * m + 3] = xb[4 * m + 1];
+      Y[4 * m] = xa[4 * m + 2], Y[4 * m + 1] = xa[4 * m + 3], Y[4 * m + 2] = xb[4 * m + 2],
+            Y[4 * m + 3] = xb[4 * m + 3];
+    }
+  }
+}
 // Packs a[0..nt) (nt <= kTP) into dst (act_pack_bytes(blk, nb) bytes, 4-byte aligned); s32: the
 // sums of 32.
 inline void pack_acts(const ActQ8* a, int nt, int64_t blk, int64_t nb, bool s32, uint8_t* dst) {
@@ -8710,7 +8724,10 @@ inline void pack_acts(const ActQ8* a, int nt, int64_t blk, int64_t nb, bool s32,
   if (nt < kTP) std::memset(dst, 0, act_pack_bytes(blk, nb));  // (the kernel of NT > nt slots reads the rest)
   for (int64_t b = 0; b < nb; b++)
     for (int t = 0; t < nt; t++) {
-      std::memcpy(q + (kTP * b + t) * blk, a[t].q + blk * b, static_cast<size_t>(blk));
+      if (s16)
+        kq_pair_order(a[t].q + blk * b, q + (kTP * b + t) * blk);
+      else
+        std::memcpy(q + (kTP * b + t) * blk, a[t].q + blk * b, static_cast<size_t>(blk));
       d[kTP * b + t] = a[t].d[b];
       if (s16 && s32) std::memcpy(s16 + (kTP * b + t) * 8, a[t].sums32 + 8 * b, 16);
       if (s16 && !s32) std::memcpy(s16 + (kTP * b + t) * 16, a[t].sums + 16 * b, 32);
@@ -8761,19 +8778,48 @@ LLMI_FORCE_INLINE void dotp_q32(const uint8_t* w, ActPack pk, int64_t nb, Values
 #pragma GCC unroll 8  // (every loop over acc unrolled: else acc lives in memory)
   for (int t = 0; t < NT; t++) out[t] = hsum_ps256(acc[t]);
 }
-// isum[t] += token t's integer lanes of 32 K-quant values x (one or two sub-blocks; s: their
-// scales in the int16 lanes), t < NT; q: token 0's 32 activations (token t's 256 bytes on).
+// int32 element i (< 4) of each 128-bit lane of v in all 4 of that lane's elements (an immediate once
+// the loop over i is unrolled).
+LLMI_FORCE_INLINE __m256i bcast32_lanes(__m256i v, int i) {
+  switch (i) {
+    case 0: return _mm256_shuffle_epi32(v, 0x00);
+    case 1: return _mm256_shuffle_epi32(v, 0x55);
+    case 2: return _mm256_shuffle_epi32(v, 0xAA);
+    default: return _mm256_shuffle_epi32(v, 0xFF);
+  }
+}
+// The pairs x, y of 32 values a and 32 values b (kq_pair_order): x's 4-byte group m is (a[4m],
+// a[4m + 1], b[4m], b[4m + 1]), y's (a[4m + 2], a[4m + 3], b[4m + 2], b[4m + 3]).
+LLMI_FORCE_INLINE __m256i pair_x(__m256i a, __m256i b) {
+  return _mm256_blend_epi16(a, _mm256_slli_epi32(b, 16), 0xAA);
+}
+LLMI_FORCE_INLINE __m256i pair_y(__m256i a, __m256i b) {
+  return _mm256_blend_epi16(_mm256_srli_epi32(a, 16), b, 0xAA);
+}
+// isum[t] += token t's integer lanes of 64 K-quant values, 32 of sub-block a and 32 of sub-block b,
+// t < NT: x, y the row's values as pairs (pair_x, pair_y), s the scales as int16 pairs (s_a, s_b)
+// in each int32, q token 0's 64 activations in kq_pair_order (token t's 256 bytes on). The one
+// vpaddw of a token's two vpmaddubsw gives int16 lanes of 4 products each, of a, of b, of a, ...,
+// and the one vpmaddwd with s the int32 lanes of dot_q4_k / dot_q6_k (4 products of a times s_a,
+// plus 4 of b times s_b: what a vpmaddwd per sub-block gives in two, in integers, so the same bits).
+// 4 products stay within int16: Q4_K 4 * 15 * 128, Q6_K 4 * 63 * 128 = 32256. Per token and 64
+// values 2 vpmaddubsw, a vpaddw, a vpmaddwd and a vpaddd, where one sub-block at a time took 6
+// instructions, 4 of them on the two pipes of the multiplies; the row pays 4 more (the pairs).
+// Zen 3, bench-kernels' "each" column, the fastest run: Q4_K 52-58 -> 60-68 GMAC/s with 8 tokens,
+// 50-55 -> 50-58 with 4; Q6_K 60-64 -> 62-67 and 50-55 -> 53-57 (bench/RESULTS.md).
 template <int NT>
-LLMI_FORCE_INLINE void kq_step_tokens(__m256i* isum, __m256i x, __m256i s, const int8_t* q) {
+LLMI_FORCE_INLINE void kq_pair_step_tokens(__m256i* isum, __m256i x, __m256i y, __m256i s, const int8_t* q) {
 #pragma GCC unroll 8
   for (int t = 0; t < NT; t++) {
-    const __m256i pr = _mm256_maddubs_epi16(x, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 256 * t)));
-    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(pr, s));
+    const int8_t* qt = q + 256 * t;
+    const __m256i pa = _mm256_maddubs_epi16(x, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qt)));
+    const __m256i pb = _mm256_maddubs_epi16(y, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qt + 32)));
+    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_add_epi16(pa, pb), s));
     keep_lanes(isum[t]);
   }
 }
 // out[t] = dot_q4_k(w, token t of the pack), t < NT: per super-block the integer lanes of each
-// token (the row's nibbles and scales made once for all NT, one sub-block at a time), then
+// token (the row's nibbles and scales made once for all NT, two sub-blocks at a time), then
 // dot_q4_k's two FMAs. The 4 lanes of Q4_K's mins of tokens 2i and 2i + 1 share one vector
 // (independent lanes: the same bits, half the work).
 template <int NT>
@@ -8794,12 +8840,17 @@ LLMI_FORCE_INLINE void dotp_q4_k(const uint8_t* w, ActPack pk, int64_t nb, float
     __m256i isum[NT];
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) isum[t] = _mm256_setzero_si256();
-#pragma GCC unroll 1
+#pragma GCC unroll 4
     for (int c = 0; c < 4; c++) {
+      // the 64 nibbles of sub-blocks 2c (low) and 2c + 1 (high) as pair_x / pair_y would make them
+      // from the two, straight from the bytes (x: v's low int16 of each int32 and v << 12, whose high
+      // int16 is that of the high nibbles of the same two bytes; y: v >> 16 and v >> 4), then masked;
+      // their scales are int32 element c of sc
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16 + 32 * c));
-      kq_step_tokens<NT>(isum, _mm256_and_si256(v, m4), bcast16_lanes(sc, 2 * c), qb + 64 * c);
-      kq_step_tokens<NT>(isum, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), bcast16_lanes(sc, 2 * c + 1),
-                         qb + 64 * c + 32);
+      const __m256i x = _mm256_and_si256(_mm256_blend_epi16(v, _mm256_slli_epi32(v, 12), 0xAA), m4);
+      const __m256i y =
+          _mm256_and_si256(_mm256_blend_epi16(_mm256_srli_epi32(v, 16), _mm256_srli_epi32(v, 4), 0xAA), m4);
+      kq_pair_step_tokens<NT>(isum, x, y, bcast32_lanes(sc, c), qb + 64 * c);
     }
     const __m256 dx = _mm256_loadu_ps(pk.d + kTP * b);
     alignas(32) float s[kTP];
@@ -8844,15 +8895,19 @@ LLMI_FORCE_INLINE void dotp_q6_k(const uint8_t* w, ActPack pk, int64_t nb, float
     __m256i isum[NT];
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) isum[t] = q6k_start(sc, pk.s16 + (kTP * b + t) * 16);
-#pragma GCC unroll 1
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
       const uint8_t* ql = p + 64 * h;
       const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; k++) {
-        const __m256i v =
-            q6k_step_values(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32 * (k & 1))), qh, k);
-        kq_step_tokens<NT>(isum, v, bcast16_lanes(eo, 4 * h + k), qb + 128 * h + 32 * k);
+      // steps 2j and 2j + 1 as the pairs of kq_pair_step_tokens; their scales are elements 4h + 2j,
+      // + 1 of each lane of eo, i.e. its int32 element 2h + j
+#pragma GCC unroll 2
+      for (int j = 0; j < 2; j++) {
+        const __m256i va = q6k_step_values(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql)), qh, 2 * j);
+        const __m256i vb =
+            q6k_step_values(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32)), qh, 2 * j + 1);
+        kq_pair_step_tokens<NT>(isum, pair_x(va, vb), pair_y(va, vb), bcast32_lanes(eo, 2 * h + j),
+                                qb + 128 * h + 64 * j);
       }
     }
     alignas(32) float s[kTP];

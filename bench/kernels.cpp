@@ -1,6 +1,6 @@
-// Kernel micro-benchmark: one matmul shape at a time, single thread, timed in thread CPU time so
-// that other load on a shared machine disturbs it little. For tuning kernels; end-to-end speed
-// against llama.cpp is bench/compare.sh.
+// Kernel micro-benchmark: one matmul shape at a time, single thread, timed in thread CPU time and
+// the fastest of a kind's runs counted, so that other load on a shared machine disturbs it little.
+// For tuning kernels; end-to-end speed against llama.cpp is bench/compare.py.
 //   build/bench-kernels [TYPE...]        (types: q4_0 q5_0 q8_0 q4_K q6_K f16 bf16 f32; default all)
 #define LLMINFER_IMPLEMENTATION
 #include <ctime>
@@ -81,14 +81,16 @@ int main(int argc, char** argv) {
           auto run = [&] { path == 3 ? each() : li::gemv(v, in, y.data(), s.rows, pool); };
 #endif
           run();  // warm-up
-          int reps = 0;
-          double t0 = cpu_ms(), t1 = t0;
+          // the fastest of the runs in 150 ms: a neighbour on the host (a busy sibling thread, a
+          // stolen time slice) only ever slows a run down
+          double t0 = cpu_ms(), t1 = t0, best = 1e30;
           while (t1 - t0 < 150) {
+            const double ta = cpu_ms();
             run();
-            reps++;
             t1 = cpu_ms();
+            best = std::min(best, t1 - ta);
           }
-          res[path] = double(s.rows) * s.k * T / ((t1 - t0) / reps) * 1e-6;
+          res[path] = double(s.rows) * s.k * T / best * 1e-6;
         }
         std::printf("%-6s %-12s %6lld %6lld %10lld %10.1f %10.1f %10.1f %10.1f\n", li::dtype_name(t), s.what,
                     (long long)s.rows, (long long)s.k, (long long)T, res[0], res[1], res[2], res[3]);
