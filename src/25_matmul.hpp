@@ -580,8 +580,9 @@ LLMI_FORCE_INLINE __m256i pair_y(__m256i a, __m256i b) {
 // 4 products stay within int16: Q4_K 4 * 15 * 128, Q6_K 4 * 63 * 128 = 32256. Per token and 64
 // values 2 vpmaddubsw, a vpaddw, a vpmaddwd and a vpaddd, where one sub-block at a time took 6
 // instructions, 4 of them on the two pipes of the multiplies; the row pays 4 more (the pairs).
-// Zen 3, bench-kernels' "each" column, the fastest run: Q4_K 52-58 -> 60-68 GMAC/s with 8 tokens,
-// 50-55 -> 50-58 with 4; Q6_K 60-64 -> 62-67 and 50-55 -> 53-57 (bench/RESULTS.md).
+// Zen 3, bench-kernels' "each" column, the fastest run, the models' shapes: Q4_K 52-58 -> 60-67
+// GMAC/s with 8 tokens, 49-55 -> 50-57 with 4; Q6_K 60-64 -> 63-67 and 50-55 -> 52-57; a matrix
+// that stays in L2 ("small") -2% to +9% (bench/RESULTS.md).
 template <int NT>
 LLMI_FORCE_INLINE void kq_pair_step_tokens(__m256i* isum, __m256i x, __m256i y, __m256i s, const int8_t* q) {
 #pragma GCC unroll 8
