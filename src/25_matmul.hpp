@@ -499,7 +499,7 @@ inline void pack_acts(const ActQ8* a, int nt, int64_t blk, int64_t nb, bool s32,
   if (nt < kTP) std::memset(dst, 0, act_pack_bytes(blk, nb));  // (the kernel of NT > nt slots reads the rest)
   for (int64_t b = 0; b < nb; b++)
     for (int t = 0; t < nt; t++) {
-      if (s16)
+      if (blk == ref::kQK_K)  // (the K-quant kernels' pairs)
         kq_pair_order(a[t].q + blk * b, q + (kTP * b + t) * blk);
       else
         std::memcpy(q + (kTP * b + t) * blk, a[t].q + blk * b, static_cast<size_t>(blk));
@@ -675,8 +675,9 @@ LLMI_FORCE_INLINE void dotp_q6_k(const uint8_t* w, ActPack pk, int64_t nb, float
     for (int h = 0; h < 2; h++) {
       const uint8_t* ql = p + 64 * h;
       const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * h));
-      // steps 2j and 2j + 1 as the pairs of kq_pair_step_tokens; their scales are elements 4h + 2j,
-      // + 1 of each lane of eo, i.e. its int32 element 2h + j
+      // steps 2j and 2j + 1 as the pairs of kq_pair_step_tokens, their values made at that step
+      // (q6k_half_values' four for the half at once: 0-3% slower, bench-kernels q6_K, Zen 3); their
+      // scales are elements 4h + 2j, + 1 of each lane of eo, i.e. its int32 element 2h + j
 #pragma GCC unroll 2
       for (int j = 0; j < 2; j++) {
         const __m256i va = q6k_step_values(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql)), qh, 2 * j);
