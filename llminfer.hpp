@@ -7787,9 +7787,63 @@ inline void attn_scores_f16_8(const float* q, size_t qs, const uint8_t* k, size_
 }
 #endif
 
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+// The lane sums of a, b, c, d, each with the pairs of hsum_ps256 (the halves, then lanes 0 + 2 and
+// 1 + 3, then those two), so the same bits, with every step shared: [a, b, c, d].
+inline __m128 reduce_add4_ps256(__m256 a, __m256 b, __m256 c, __m256 d) {
+  // [a.lo + a.hi | b.lo + b.hi], the same for c, d
+  const __m256 ab = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+  const __m256 cd = _mm256_add_ps(_mm256_permute2f128_ps(c, d, 0x20), _mm256_permute2f128_ps(c, d, 0x31));
+  // lanes 0+2 and 1+3: [a02, a13, c02, c13 | b02, b13, d02, d13]
+  const __m256 w = _mm256_add_ps(_mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(1, 0, 1, 0)),
+                                 _mm256_shuffle_ps(ab, cd, _MM_SHUFFLE(3, 2, 3, 2)));
+  // [a, c, a, c | b, d, b, d]
+  const __m256 r =
+      _mm256_add_ps(_mm256_shuffle_ps(w, w, _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(w, w, _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm_unpacklo_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));
+}
+
+// attn_scores1 for Q (1..4) queries (q + i * qs) and two cells at a time, f16 cache, hd a multiple
+// of 8: each cell's values are converted once for all the queries, and two cells are two chains of
+// sums; each (query, cell) keeps its float order (8 lanes over the values, hsum_ps256's tree, then
+// the scale), so its bits.
+template <int Q>
+inline void attn_scores_f16x(const float* q, size_t qs, const uint8_t* k, size_t stride, int n, int hd, float scale,
+                             float* out, size_t os) {
+  const __m128 sv = _mm_set1_ps(scale);
+  int j = 0;
+  for (; j + 2 <= n; j += 2) {
+    __m256 acc[Q][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < Q; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    const uint8_t* k0 = k + size_t(j) * stride;
+    for (int e = 0; e < hd; e += 8) {
+      const __m256 x0 = load8_kv(k0 + 2 * size_t(e), true), x1 = load8_kv(k0 + stride + 2 * size_t(e), true);
+#pragma GCC unroll 4
+      for (int i = 0; i < Q; i++) {
+        const __m256 qv = _mm256_loadu_ps(q + size_t(i) * qs + size_t(e));
+        acc[i][0] = _mm256_fmadd_ps(qv, x0, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(qv, x1, acc[i][1]);
+      }
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < Q; i += 2) {  // queries i and i + 1 (the last alone when Q is odd)
+      const int i1 = i + 1 < Q ? i + 1 : i;
+      const __m128 r = _mm_mul_ps(sv, reduce_add4_ps256(acc[i][0], acc[i][1], acc[i1][0], acc[i1][1]));
+      _mm_storel_pi(reinterpret_cast<__m64*>(out + size_t(i) * os + j), r);
+      if (i1 != i) _mm_storeh_pi(reinterpret_cast<__m64*>(out + size_t(i1) * os + j), r);
+    }
+  }
+  if (j < n)
+    for (int i = 0; i < Q; i++)
+      attn_scores1(q + size_t(i) * qs, k + size_t(j) * stride, stride, n - j, hd, true, scale,
+                   out + size_t(i) * os + j);
+}
+#endif
+
 // out[i * os + j] = scale * dot(query i, cell j) for i < nq, j < n; query i at q + i * qs (the
 // heads of one key-value group, or of several tokens); each as attn_scores1 (its bits), the cells
-// read once for up to 8 queries (AVX-512, f16 cache).
+// read once for up to 8 queries (AVX-512, f16 cache; AVX2: 4, a head size that is a multiple of 8).
 inline void attn_scores(const float* q, int nq, size_t qs, const uint8_t* k, size_t stride, int n, int hd, bool f16,
                         float scale, float* out, size_t os) {
   for (int i0 = 0; i0 < nq;) {
@@ -7807,6 +7861,17 @@ inline void attn_scores(const float* q, int nq, size_t qs, const uint8_t* k, siz
         case 2: attn_scores_f16<2>(qi, qs, k, stride, n, hd, scale, oi, os); break;
         case 3: attn_scores_f16<3>(qi, qs, k, stride, n, hd, scale, oi, os); break;
         default: attn_scores_f16<4>(qi, qs, k, stride, n, hd, scale, oi, os); break;
+      }
+      i0 += c;
+      continue;
+    }
+#elif defined(LLMI_SIMD_AVX2)
+    if (f16 && hd % 8 == 0) {
+      switch (c) {
+        case 1: attn_scores_f16x<1>(qi, qs, k, stride, n, hd, scale, oi, os); break;
+        case 2: attn_scores_f16x<2>(qi, qs, k, stride, n, hd, scale, oi, os); break;
+        case 3: attn_scores_f16x<3>(qi, qs, k, stride, n, hd, scale, oi, os); break;
+        default: attn_scores_f16x<4>(qi, qs, k, stride, n, hd, scale, oi, os); break;
       }
       i0 += c;
       continue;
@@ -8035,6 +8100,57 @@ inline bool attn_wsum_f16_rows(const float* w, size_t ws, const uint8_t* v, size
 }
 #endif
 
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+// attn_weighted_sum of Q weight rows (w + i * ws) into Q outputs (out + i * os) over C chunks of 8
+// values, f16 cache: each cell's values are converted once for all the rows; each output value
+// keeps its order (one FMA per cell, in cell order), so its bits.
+template <int Q, int C>
+inline void attn_wsum_f16x(const float* w, size_t ws, const uint8_t* v, size_t stride, int n, bool add, float* out,
+                           size_t os) {
+  __m256 acc[Q][C];
+#pragma GCC unroll 4
+  for (int i = 0; i < Q; i++)
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) acc[i][c] = add ? _mm256_loadu_ps(out + size_t(i) * os + 8 * c) : _mm256_setzero_ps();
+  for (int j = 0; j < n; j++) {
+    __m256 wj[Q];
+#pragma GCC unroll 4
+    for (int i = 0; i < Q; i++) wj[i] = _mm256_broadcast_ss(w + size_t(i) * ws + size_t(j));
+    const uint8_t* row = v + size_t(j) * stride;
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) {
+      const __m256 x = load8_kv(row + 16 * size_t(c), true);
+#pragma GCC unroll 4
+      for (int i = 0; i < Q; i++) acc[i][c] = _mm256_fmadd_ps(wj[i], x, acc[i][c]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < Q; i++)
+#pragma GCC unroll 4
+    for (int c = 0; c < C; c++) _mm256_storeu_ps(out + size_t(i) * os + 8 * c, acc[i][c]);
+}
+// Q (2..4) rows at once where the head size is a multiple of 8 values, in passes of 8 * C values
+// (C = 4 for 2 rows, 2 for 3 or 4: eight sums in registers); false: it is not.
+template <int Q>
+inline bool attn_wsum_f16x_rows(const float* w, size_t ws, const uint8_t* v, size_t stride, int n, int hd, bool add,
+                                float* out, size_t os) {
+  constexpr int kChunks = Q == 2 ? 4 : 2;
+  if (hd % 8) return false;
+  for (int e0 = 0; e0 < hd; e0 += 8 * kChunks) {
+    const int chunks = std::min(8 * kChunks, hd - e0) / 8;
+    const uint8_t* v0 = v + 2 * size_t(e0);
+    float* o = out + e0;
+    switch (chunks) {
+      case 1: attn_wsum_f16x<Q, 1>(w, ws, v0, stride, n, add, o, os); break;
+      case 2: attn_wsum_f16x<Q, std::min(2, kChunks)>(w, ws, v0, stride, n, add, o, os); break;
+      case 3: attn_wsum_f16x<Q, std::min(3, kChunks)>(w, ws, v0, stride, n, add, o, os); break;
+      default: attn_wsum_f16x<Q, kChunks>(w, ws, v0, stride, n, add, o, os); break;
+    }
+  }
+  return true;
+}
+#endif
+
 #if defined(LLMI_SIMD_AVX512)
 // ---- llama.cpp's order (f32 cache, AVX-512) ----
 // With an f32 cache and no flash attention, llama.cpp computes q.k with ggml_vec_dot_f32 (as
@@ -8126,7 +8242,7 @@ inline void attn_weighted_sum_ggml8(const float* w, const uint8_t* v0, size_t st
 // is one of several evaluated together (llama.cpp's order differs then). add (f16 cache only):
 // the sums of the first run go on from out's values, so that lo..m then m + 1..pos (one run) has
 // the bits of lo..pos. Each head's bits are those of it alone; the cells are read once for up to
-// 8 heads (AVX-512, f16 cache).
+// 8 heads (AVX-512, f16 cache; AVX2: 4, a head size that is a multiple of 8).
 inline void attn_values(const float* w, int nq, size_t ws, const uint8_t* v0, size_t stride, int slots, int lo, int pos,
                         int hd, bool f16, [[maybe_unused]] bool several, bool add, float* part, float* out, size_t os) {
   LLMI_ASSERT(f16 || !add);
@@ -8147,7 +8263,11 @@ inline void attn_values(const float* w, int nq, size_t ws, const uint8_t* v0, si
   }
 #endif
   for (int i0 = 0; i0 < nq;) {
+#if defined(LLMI_SIMD_AVX512)
     const int c = nq - i0 >= 8 ? 8 : std::min(4, nq - i0);
+#else
+    const int c = std::min(4, nq - i0);
+#endif
     const float* wi = w + size_t(i0) * ws;
     float* oi = out + size_t(i0) * os;
     int done = 1;  // rows this pass takes
@@ -8166,6 +8286,14 @@ inline void attn_values(const float* w, int nq, size_t ws, const uint8_t* v0, si
                 : c == 3 ? attn_wsum_f16_rows<3>(wr, ws, vr, stride, run, hd, a, to, ts)
                 : c == 4 ? attn_wsum_f16_rows<4>(wr, ws, vr, stride, run, hd, a, to, ts)
                          : attn_wsum_f16_rows<8>(wr, ws, vr, stride, run, hd, a, to, ts);
+      }
+#elif defined(LLMI_SIMD_AVX2)
+      if (f16 && c > 1) {
+        const float* wr = wi + (j - lo);
+        const bool a = first && add;
+        multi = c == 2   ? attn_wsum_f16x_rows<2>(wr, ws, vr, stride, run, hd, a, to, ts)
+                : c == 3 ? attn_wsum_f16x_rows<3>(wr, ws, vr, stride, run, hd, a, to, ts)
+                         : attn_wsum_f16x_rows<4>(wr, ws, vr, stride, run, hd, a, to, ts);
       }
 #endif
       done = multi ? c : 1;

@@ -907,8 +907,9 @@ TEST_CASE("matmul: matmul_each gives every token the bits of a one-token matmul 
 // The heads of one key-value group, or of a block of tokens, are scored and summed at once (the
 // kernels read the cells once for up to 8 queries): every head must keep the bits it has alone,
 // for each cache type, 1..19 queries (chunks of 8, of 4 and the rest), head sizes with and without
-// a rest of 16 values, and runs of cells that wrap around the ring (two runs); a value sum that
-// goes on from an earlier one (add) has the bits of one sum over both runs of cells.
+// a rest of 16 values, and runs of cells that wrap around the ring (two runs); a cell scores the
+// same bits in any run (alone too); a value sum that goes on from an earlier one (add) has the
+// bits of one sum over both runs of cells.
 TEST_CASE("kernels: several heads of a group attend with the bits of each head alone") {
   const li::KernelTable& k = li::kernels();
   Rng r(31);
@@ -952,6 +953,17 @@ TEST_CASE("kernels: several heads of a group attend with the bits of each head a
             j += run;
           }
           for (int j = 0; j < nk; j++) diffs += !same_bits(all[size_t(i) * size_t(nk) + size_t(j)], one[size_t(j)]);
+        }
+        CHECK(diffs == 0);
+        // a cell's score does not depend on the run it is in (where the ring wraps, how many cells
+        // a kernel takes at once): every cell alone, all heads
+        diffs = 0;
+        for (int j = lo; j <= pos; j++) {
+          std::vector<float> cell(static_cast<size_t>(nq));
+          k.attn_scores(q.data(), nq, size_t(hd), kc.data() + size_t(j % slots) * stride, stride, 1, hd, f16, 0.125f,
+                        cell.data(), 1);
+          for (int i = 0; i < nq; i++)
+            diffs += !same_bits(all[size_t(i) * size_t(nk) + size_t(j - lo)], cell[size_t(i)]);
         }
         CHECK(diffs == 0);
         // values: weights per head, every head at once and each alone (ring of two runs; several)
