@@ -525,7 +525,7 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
         x = fp16_to_f32(rd_u16(c + 2 * e));
       else
         std::memcpy(&x, c + 4 * e, 4);
-      out[e] += w[j] * x;
+      out[e] = std::fma(w[j], x, out[e]);  // one rounding, as the FMAs above and attn_wsum_f16x's (at any -O)
     }
   }
 #else
