@@ -3,7 +3,10 @@
 // (n_seq_max = P, a KV cache per sequence), each step one llama_decode of a batch holding the next
 // token of every sequence; aggregate tokens/s = P x N / wall time, median of R runs after a warm-up.
 // Built against the llama.cpp oracle's headers and shared libraries (bench/batch.sh builds it):
-//   lcpp_parallel MODEL THREADS P N R     -> one JSON line {"parallel":P,"median_tps":x,"samples_ms":[...]}
+//   lcpp_parallel BINS_DIR MODEL THREADS P N R [DEPTH]
+//     -> one JSON line {"parallel":P,"depth":D,"median_tps":x,"samples_ms":[...]}
+// DEPTH (default 0): every sequence starts each run with DEPTH tokens in its cache (evaluated once,
+// untimed, in batches; each run removes what came after them), as `llminfer bench -d DEPTH`.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,13 +19,18 @@
 #include "llama.h"
 
 int main(int argc, char** argv) {
-  if (argc != 7) {
-    std::fprintf(stderr, "usage: lcpp_parallel BINS_DIR MODEL THREADS P N R\n");
+  if (argc != 7 && argc != 8) {
+    std::fprintf(stderr, "usage: lcpp_parallel BINS_DIR MODEL THREADS P N R [DEPTH]\n");
     return 1;
   }
   const char* bins = argv[1];
   const char* path = argv[2];
   const int threads = std::atoi(argv[3]), P = std::atoi(argv[4]), N = std::atoi(argv[5]), R = std::atoi(argv[6]);
+  const int D = argc == 8 ? std::atoi(argv[7]) : 0;
+  if (threads < 1 || P < 1 || N < 1 || R < 1 || D < 0) {
+    std::fprintf(stderr, "lcpp_parallel: THREADS, P, N, R must be positive, DEPTH not negative\n");
+    return 1;
+  }
   llama_log_set([](ggml_log_level, const char*, void*) {}, nullptr);
   ggml_backend_load_all_from_path(bins);
   llama_backend_init();
@@ -33,7 +41,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   llama_context_params cp = llama_context_default_params();
-  cp.n_ctx = static_cast<uint32_t>(P * (N + 16));
+  cp.n_ctx = static_cast<uint32_t>(P * (D + N + 16));
   cp.n_batch = static_cast<uint32_t>(std::max(P, 512));
   cp.n_ubatch = static_cast<uint32_t>(std::max(P, 512));
   cp.n_seq_max = static_cast<uint32_t>(P);
@@ -58,25 +66,50 @@ int main(int argc, char** argv) {
   const int n_vocab = llama_vocab_n_tokens(vocab);
   llama_token bos = llama_vocab_bos(vocab);
   if (bos < 0) bos = 1;
-  llama_batch batch = llama_batch_init(P, 0, 1);
+  const int n_fill = 512;
+  llama_batch batch = llama_batch_init(std::max(P, n_fill), 0, 1);
   uint64_t st = 0x2545F4914F6CDD1Dull;
+  auto random_token = [&] {
+    st = st * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<llama_token>((st >> 33) % static_cast<uint64_t>(n_vocab));
+  };
+  auto decode = [&] {
+    if (llama_decode(ctx, batch) != 0) {
+      std::fprintf(stderr, "llama_decode failed\n");
+      std::exit(2);
+    }
+  };
+  // the DEPTH tokens of each sequence (BOS first), once
+  llama_memory_t mem = llama_get_memory(ctx);
+  llama_memory_clear(mem, true);
+  for (int s = 0; s < P; s++)
+    for (int at = 0; at < D; at += n_fill) {
+      batch.n_tokens = std::min(n_fill, D - at);
+      for (int i = 0; i < batch.n_tokens; i++) {
+        batch.token[i] = at + i == 0 ? bos : random_token();
+        batch.pos[i] = at + i;
+        batch.n_seq_id[i] = 1;
+        batch.seq_id[i][0] = s;
+        batch.logits[i] = at + i == D - 1;
+      }
+      decode();
+    }
   auto run = [&](int n) -> double {
-    llama_memory_clear(llama_get_memory(ctx), true);
+    if (D == 0)
+      llama_memory_clear(mem, true);
+    else
+      for (int s = 0; s < P; s++) llama_memory_seq_rm(mem, s, D, -1);
     auto t0 = std::chrono::steady_clock::now();
     for (int k = 0; k < n; k++) {
       batch.n_tokens = P;
       for (int s = 0; s < P; s++) {
-        st = st * 6364136223846793005ull + 1442695040888963407ull;
-        batch.token[s] = k == 0 ? bos : static_cast<llama_token>((st >> 33) % static_cast<uint64_t>(n_vocab));
-        batch.pos[s] = k;
+        batch.token[s] = k == 0 && D == 0 ? bos : random_token();
+        batch.pos[s] = D + k;
         batch.n_seq_id[s] = 1;
         batch.seq_id[s][0] = s;
         batch.logits[s] = 1;
       }
-      if (llama_decode(ctx, batch) != 0) {
-        std::fprintf(stderr, "llama_decode failed\n");
-        std::exit(2);
-      }
+      decode();
     }
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
@@ -88,7 +121,7 @@ int main(int argc, char** argv) {
   }
   std::sort(tps.begin(), tps.end());
   double med = tps.size() % 2 ? tps[tps.size() / 2] : 0.5 * (tps[tps.size() / 2 - 1] + tps[tps.size() / 2]);
-  std::printf("{\"parallel\":%d,\"median_tps\":%.2f,\"samples_ms\":[", P, med);
+  std::printf("{\"parallel\":%d,\"depth\":%d,\"median_tps\":%.2f,\"samples_ms\":[", P, D, med);
   for (size_t i = 0; i < ms.size(); i++) std::printf("%s%.1f", i ? "," : "", ms[i]);
   std::printf("]}\n");
   llama_batch_free(batch);

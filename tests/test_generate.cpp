@@ -577,6 +577,32 @@ TEST_CASE("cli: --max-program-steps refuses a definition compiled into more step
   CHECK(help.out.find("--max-session-mb N") != std::string::npos);
 }
 
+TEST_CASE("cli: bench -d D times prompts and decode with D tokens in the cache") {
+  std::string model = test::quote(script_model_path());
+  auto one = test::run_cli("bench -m " + model + " -t 1 -p 4 -n 2 -r 1 -d 16 --json");
+  REQUIRE_MESSAGE(one.status == 0, one.out);
+  CHECK_MESSAGE(one.out.find("\"depth\":16,") != std::string::npos, one.out);
+  CHECK_MESSAGE(one.out.find("{\"name\":\"pp4@d16\",\"tokens\":4,") != std::string::npos, one.out);
+  CHECK_MESSAGE(one.out.find("{\"name\":\"tg2@d16\",\"tokens\":2,") != std::string::npos, one.out);
+  auto par = test::run_cli("bench -m " + model + " -t 2 -p 4 -n 2 -r 1 -d 16 --parallel 2 --json");
+  REQUIRE_MESSAGE(par.status == 0, par.out);
+  CHECK_MESSAGE(par.out.find("{\"name\":\"tg2x2@d16\",\"tokens\":4,") != std::string::npos, par.out);
+  auto none = test::run_cli("bench -m " + model + " -t 1 -p 4 -n 2 -r 1 --json");
+  REQUIRE(none.status == 0);
+  CHECK_MESSAGE(none.out.find("\"depth\":0,") != std::string::npos, none.out);
+  CHECK_MESSAGE(none.out.find("{\"name\":\"tg2\",") != std::string::npos, none.out);
+  // depth + the longest test must fit the context; bad values are usage errors
+  auto deep = test::run_cli("bench -m " + model + " -t 1 -p 4 -n 2 -r 1 -d 61 -c 64", true);
+  CHECK(deep.status == 1);
+  CHECK_MESSAGE(deep.out.find("--context is smaller than depth + the longest test") != std::string::npos, deep.out);
+  CHECK(test::run_cli("bench -m " + model + " -t 1 -p 4 -n 2 -r 1 -d 60 -c 64").status == 0);
+  for (std::string v : {"-1", "x", "1048577"}) {
+    CAPTURE(v);
+    auto r = test::run_cli("bench -m " + model + " -t 1 -p 4 -n 2 -r 1 -d " + v, true);
+    CHECK(r.status == 1);
+  }
+}
+
 TEST_CASE("cli: output that cannot be written is an error; --no-mmap gives the same text") {
   std::string model = test::quote(script_model_path());
   CHECK(test::run_cli("run -m " + model + " --ids 1 -n 8 -t 1").status == 0);

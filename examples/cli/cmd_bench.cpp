@@ -1,10 +1,13 @@
-// llminfer bench -m MODEL [-t THREADS] [-p 128[,512...]] [-n 64] [-r 3] [-c CTX] [--parallel P] [--json]
+// llminfer bench -m MODEL [-t THREADS] [-p 128[,512...]] [-n 64] [-r 3] [-d 0] [-c CTX] [--parallel P] [--json]
 // Times what a user waits for, the way llama-bench (and the llama.cpp oracle's `bench`) does, so
 // the two can be compared side by side (bench/compare.py):
 //   load    Model::load (mapping, parsing, compiling the forward pass)
 //   prefill pp<N>: a warm-up, then R runs of N pseudo-random tokens evaluated as one prompt from
 //           an empty cache; tokens/s = N / time
 //   decode  tg<N>: a warm-up token, then R runs of N single-token evaluations from an empty cache
+//   -d D:   each run starts with D tokens already in the cache instead (llama-bench's --n-depth):
+//           pp<N>@d<D>, tg<N>@d<D>; the D tokens are evaluated once (in each session), untimed, and
+//           each run cuts the cache back to them (Session::truncate_tokens)
 //   --parallel P: decode is tg<N>x<P>, P sessions (contexts) decoding N tokens each at the same time
 //           from P threads (the library batches them, see LoadOptions::batch); tokens/s is the
 //           aggregate, P x N / wall time. --no-batch runs the same without batching.
@@ -19,19 +22,21 @@
 namespace {
 
 const char* kBenchUsage =
-    "usage: llminfer bench -m MODEL [-t THREADS] [-p 128[,512...]] [-n 64] [-r 3] [-c CTX] [--parallel P]\n"
+    "usage: llminfer bench -m MODEL [-t THREADS] [-p 128[,512...]] [-n 64] [-r 3] [-d 0] [-c CTX] [--parallel P]\n"
     "                      [--no-batch] [--json]\n"
     "  -m, --model MODEL   a .gguf file, a .safetensors file or a model directory\n"
     "  -p, --prompt N,...  prompt lengths to time (default 128); prefill_tps is the first one\n"
     "  -n, --gen N         tokens to generate one at a time (default 64; 0 skips decode)\n"
     "  -r, --reps N        timed runs of each test after a warm-up (default 3); medians are reported\n"
-    "  -c, --context N     context size (default 2048, as llama-bench), at least the longest test\n"
+    "  -d, --depth D       tokens already in the cache when each run starts (default 0): the speed at that\n"
+    "                      context length (evaluated once, untimed)\n"
+    "  -c, --context N     context size (default 2048, as llama-bench), at least depth + the longest test\n"
     "  -t, --threads N     threads (default: all)\n"
     "  --kv-type f16|f32   KV cache element type (default f16)\n"
     "  --archdef DIR, --no-mmap, --max-program-steps N, --max-session-mb N   as for `llminfer run`\n"
     "  --parallel P        decode with P sessions at once (one thread each); decode_tps is the aggregate\n"
     "  --no-batch          with --parallel: the sessions do not share steps (LoadOptions::batch = 1)\n"
-    "  --json              one JSON object: model, threads, prefill_tps, decode_tps, load_ms,\n"
+    "  --json              one JSON object: model, threads, depth, prefill_tps, decode_tps, load_ms,\n"
     "                      peak_rss_mb, file_mb, kv_mb, tests:[{name, tokens, median_tps, samples_ms}]\n";
 
 double now_ms() {
@@ -60,14 +65,22 @@ struct Test {
 int cmd_bench(int argc, char** argv) {
   cli::Args args(kBenchUsage);
   args.common().option({"-m", "--model"}, true).option({"-p", "--prompt"}, true).option({"-n", "--gen"}, true);
-  args.option({"-r", "--reps"}, true).option({"--kv-type"}, true).option({"--json"}, false);
+  args.option({"-r", "--reps"}, true)
+      .option({"-d", "--depth"}, true)
+      .option({"--kv-type"}, true)
+      .option({"--json"}, false);
   args.option({"--parallel"}, true).option({"--no-batch"}, false);
   if (!args.parse(argc, argv)) return args.exit_code();
   llminfer::LoadOptions lo;
   if (!args.load_options(lo)) return args.exit_code();
-  long long n_gen = 64, reps = 3, parallel = 1;
-  if (!args.get_int("--gen", n_gen) || !args.get_int("--reps", reps) || !args.get_int("--parallel", parallel))
+  long long n_gen = 64, reps = 3, parallel = 1, depth = 0;
+  if (!args.get_int("--gen", n_gen) || !args.get_int("--reps", reps) || !args.get_int("--parallel", parallel) ||
+      !args.get_int("--depth", depth))
     return args.exit_code();
+  if (depth < 0 || depth > (1 << 20)) {
+    args.usage_error("--depth must be 0..1048576");
+    return args.exit_code();
+  }
   if (parallel < 1 || parallel > 256) {
     args.usage_error("--parallel must be 1..256");
     return args.exit_code();
@@ -104,10 +117,11 @@ int cmd_bench(int argc, char** argv) {
     args.usage_error("-m MODEL is required");
     return args.exit_code();
   }
-  const int longest = std::max(*std::max_element(prompts.begin(), prompts.end()), static_cast<int>(n_gen) + 1);
+  const int longest = static_cast<int>(depth) +
+                      std::max(*std::max_element(prompts.begin(), prompts.end()), static_cast<int>(n_gen) + 1);
   if (lo.context == 0) lo.context = std::max(2048, longest);
   if (lo.context < longest) {
-    args.usage_error("--context is smaller than the longest test");
+    args.usage_error("--context is smaller than depth + the longest test");
     return args.exit_code();
   }
 
@@ -136,16 +150,32 @@ int cmd_bench(int argc, char** argv) {
     }
     return true;
   };
-  auto clear = [&] { (void)session.truncate_tokens(0); };
+  // --depth: the D tokens every run starts from (BOS first, as a prompt), in each session's cache
+  // once; `clear` cuts the cache back to them
+  std::vector<int32_t> prefix(static_cast<size_t>(depth));
+  for (auto& tk : prefix) tk = next_token();
+  if (add_bos && depth > 0) prefix[0] = bos;
+  const std::string at_depth = depth > 0 ? "@d" + std::to_string(depth) : "";
+  auto fill = [&](llminfer::Session& s) -> bool {
+    if (depth == 0) return true;
+    auto st = s.truncate_tokens(0);
+    if (st) st = s.eval(prefix);
+    if (!st) cli::fail(st.error());
+    return static_cast<bool>(st);
+  };
+  if (!fill(session)) return cli::kFailure;
+  auto clear = [&] { (void)session.truncate_tokens(static_cast<int>(depth)); };
+  // the first token of a run: BOS where the model adds one and the cache is empty
+  auto first_token = [&] { return add_bos && depth == 0 ? bos : next_token(); };
 
   std::vector<Test> tests;
   double seqs_per_step = 0;  // --parallel: sequences per shared step, on average (1 without batching)
   for (int p : prompts) {
-    Test t{"pp" + std::to_string(p), p, {}};
+    Test t{"pp" + std::to_string(p) + at_depth, p, {}};
     std::vector<int32_t> toks(static_cast<size_t>(p));
     for (int rep = -1; rep < reps; rep++) {  // rep -1: the warm-up
       for (auto& tk : toks) tk = next_token();
-      if (add_bos) toks[0] = bos;
+      toks[0] = first_token();
       clear();
       double s = now_ms();
       if (!eval(toks)) return cli::kFailure;
@@ -157,9 +187,12 @@ int cmd_bench(int argc, char** argv) {
   if (n_gen > 0 && parallel > 1) {
     // P sessions decoding at once, one thread each; each thread draws its own tokens
     const int P = static_cast<int>(parallel);
-    Test t{"tg" + std::to_string(n_gen) + "x" + std::to_string(P), static_cast<int>(n_gen * P), {}};
+    Test t{"tg" + std::to_string(n_gen) + "x" + std::to_string(P) + at_depth, static_cast<int>(n_gen * P), {}};
     std::vector<llminfer::Session> sessions;
-    for (int i = 0; i < P; i++) sessions.push_back(model->session());
+    for (int i = 0; i < P; i++) {
+      sessions.push_back(model->session());
+      if (!fill(sessions.back())) return cli::kFailure;
+    }
     std::atomic<bool> failed{false};
     auto run_all = [&](long long n) {
       std::vector<std::thread> th;
@@ -167,8 +200,8 @@ int cmd_bench(int argc, char** argv) {
         th.emplace_back([&, i] {
           uint64_t st = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(i + 1);
           llminfer::Session& s = sessions[static_cast<size_t>(i)];
-          if (!s.truncate_tokens(0)) failed = true;
-          int32_t tok = add_bos ? bos : 1;
+          if (!s.truncate_tokens(static_cast<int>(depth))) failed = true;
+          int32_t tok = add_bos && depth == 0 ? bos : 1;
           for (long long k = 0; k < n && !failed; k++) {
             if (!s.eval(std::span<const int32_t>(&tok, 1))) failed = true;
             st = st * 6364136223846793005ull + 1442695040888963407ull;
@@ -190,13 +223,13 @@ int cmd_bench(int argc, char** argv) {
     seqs_per_step = steps ? static_cast<double>(chunks) / static_cast<double>(steps) : 0;
     tests.push_back(std::move(t));
   } else if (n_gen > 0) {
-    Test t{"tg" + std::to_string(n_gen), static_cast<int>(n_gen), {}};
+    Test t{"tg" + std::to_string(n_gen) + at_depth, static_cast<int>(n_gen), {}};
     clear();
-    if (!eval({add_bos ? bos : next_token()})) return cli::kFailure;  // warm-up
+    if (!eval({first_token()})) return cli::kFailure;  // warm-up
     for (int rep = 0; rep < reps; rep++) {
       clear();
       double s = now_ms();
-      int32_t tok = add_bos ? bos : next_token();
+      int32_t tok = first_token();
       for (long long k = 0; k < n_gen; k++) {
         if (!eval({tok})) return cli::kFailure;
         tok = next_token();
@@ -215,11 +248,12 @@ int cmd_bench(int argc, char** argv) {
   if (args.has("--json")) {
     using cli::json_quote;
     std::string o = cli::strf(
-        "{\"model\":%s,\"threads\":%d,\"parallel\":%d,\"prefill_tps\":%.2f,\"decode_tps\":%.2f,\"load_ms\":%.1f,\"peak_"
+        "{\"model\":%s,\"threads\":%d,\"parallel\":%d,\"depth\":%lld,\"prefill_tps\":%.2f,\"decode_tps\":%.2f,\"load_"
+        "ms\":%.1f,\"peak_"
         "rss_mb\":%.1f,"
         "\"file_mb\":%.1f,\"kv_mb\":%.1f,\"kv_type\":%s,\"context\":%d,\"simd\":%s,\"seqs_per_step\":%.2f,\"tests\":[",
-        json_quote(args.get("--model")).c_str(), threads, static_cast<int>(parallel), prefill, decode, load_ms, rss,
-        file_mb, kv_mb, json_quote(kv).c_str(), lo.context, json_quote(info.kernels).c_str(), seqs_per_step);
+        json_quote(args.get("--model")).c_str(), threads, static_cast<int>(parallel), depth, prefill, decode, load_ms,
+        rss, file_mb, kv_mb, json_quote(kv).c_str(), lo.context, json_quote(info.kernels).c_str(), seqs_per_step);
     for (size_t i = 0; i < tests.size(); i++) {
       o += cli::strf("%s{\"name\":\"%s\",\"tokens\":%d,\"median_tps\":%.2f,\"samples_ms\":[", i ? "," : "",
                      tests[i].name.c_str(), tests[i].tokens, tests[i].median_tps());
