@@ -8002,18 +8002,27 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
     }
   }
 #elif defined(LLMI_SIMD_AVX2)
+  // passes of 64 values, over blocks of cells of about 16 KiB (as attn_wsum_f16x_rows: the passes
+  // after a block's first find its rows in L1; the sums go on from block to block, the same bits)
   const size_t es = f16 ? 2 : 4;
-  int e0 = 0;
-  for (; e0 + 64 <= hd; e0 += 64) {
-    __m256 acc[8];
-    for (int c = 0; c < 8; c++) acc[c] = add ? _mm256_loadu_ps(out + e0 + 8 * c) : _mm256_setzero_ps();
-    for (int j = 0; j < n; j++) {
-      const __m256 wj = _mm256_set1_ps(w[j]);
-      const uint8_t* row = v + size_t(j) * stride + es * size_t(e0);
-      for (int c = 0; c < 8; c++) acc[c] = _mm256_fmadd_ps(wj, load8_kv(row + es * 8 * size_t(c), f16), acc[c]);
+  const int full = hd / 64 * 64, blk = std::max<int>(16, static_cast<int>(16384 / std::max<size_t>(1, stride)));
+  if (n <= 0 && !add)
+    for (int e = 0; e < full; e++) out[e] = 0;  // (no cells: the sums are 0)
+  for (int j0 = 0; j0 < n && full > 0; j0 += blk) {
+    const int j1 = std::min(n, j0 + blk);
+    const bool a = add || j0 > 0;
+    for (int e0 = 0; e0 < full; e0 += 64) {
+      __m256 acc[8];
+      for (int c = 0; c < 8; c++) acc[c] = a ? _mm256_loadu_ps(out + e0 + 8 * c) : _mm256_setzero_ps();
+      for (int j = j0; j < j1; j++) {
+        const __m256 wj = _mm256_set1_ps(w[j]);
+        const uint8_t* row = v + size_t(j) * stride + es * size_t(e0);
+        for (int c = 0; c < 8; c++) acc[c] = _mm256_fmadd_ps(wj, load8_kv(row + es * 8 * size_t(c), f16), acc[c]);
+      }
+      for (int c = 0; c < 8; c++) _mm256_storeu_ps(out + e0 + 8 * c, acc[c]);
     }
-    for (int c = 0; c < 8; c++) _mm256_storeu_ps(out + e0 + 8 * c, acc[c]);
   }
+  const int e0 = full;
   if (!add)
     for (int e = e0; e < hd; e++) out[e] = 0;
   for (int j = 0; j < n && e0 < hd; j++) {
@@ -8130,21 +8139,33 @@ inline void attn_wsum_f16x(const float* w, size_t ws, const uint8_t* v, size_t s
     for (int c = 0; c < C; c++) _mm256_storeu_ps(out + size_t(i) * os + 8 * c, acc[i][c]);
 }
 // Q (2..4) rows at once where the head size is a multiple of 8 values, in passes of 8 * C values
-// (C = 4 for 2 rows, 2 for 3 or 4: eight sums in registers); false: it is not.
+// (C = 4 for 2 rows, 2 for 3 or 4: eight sums in registers); false: it is not. The cells go in
+// blocks of about 16 KiB of values, all the passes over a block before the next block's, so that
+// the passes after the first find its rows in L1 (passes over all the cells read a long context's
+// values from memory once per pass); each output value's sums go on from block to block (add), one
+// FMA per cell in cell order as before, so the same bits.
 template <int Q>
 inline bool attn_wsum_f16x_rows(const float* w, size_t ws, const uint8_t* v, size_t stride, int n, int hd, bool add,
                                 float* out, size_t os) {
   constexpr int kChunks = Q == 2 ? 4 : 2;
   if (hd % 8) return false;
-  for (int e0 = 0; e0 < hd; e0 += 8 * kChunks) {
-    const int chunks = std::min(8 * kChunks, hd - e0) / 8;
-    const uint8_t* v0 = v + 2 * size_t(e0);
-    float* o = out + e0;
-    switch (chunks) {
-      case 1: attn_wsum_f16x<Q, 1>(w, ws, v0, stride, n, add, o, os); break;
-      case 2: attn_wsum_f16x<Q, std::min(2, kChunks)>(w, ws, v0, stride, n, add, o, os); break;
-      case 3: attn_wsum_f16x<Q, std::min(3, kChunks)>(w, ws, v0, stride, n, add, o, os); break;
-      default: attn_wsum_f16x<Q, kChunks>(w, ws, v0, stride, n, add, o, os); break;
+  const int blk = std::max<int>(16, static_cast<int>(16384 / std::max<size_t>(1, stride)));
+  if (n <= 0 && !add)
+    for (int i = 0; i < Q; i++) std::fill(out + size_t(i) * os, out + size_t(i) * os + hd, 0.0f);  // (no cells)
+  for (int j0 = 0; j0 < n; j0 += blk) {
+    const int m = std::min(blk, n - j0);
+    const bool a = add || j0 > 0;
+    const float* wb = w + j0;
+    for (int e0 = 0; e0 < hd; e0 += 8 * kChunks) {
+      const int chunks = std::min(8 * kChunks, hd - e0) / 8;
+      const uint8_t* v0 = v + size_t(j0) * stride + 2 * size_t(e0);
+      float* o = out + e0;
+      switch (chunks) {
+        case 1: attn_wsum_f16x<Q, 1>(wb, ws, v0, stride, m, a, o, os); break;
+        case 2: attn_wsum_f16x<Q, std::min(2, kChunks)>(wb, ws, v0, stride, m, a, o, os); break;
+        case 3: attn_wsum_f16x<Q, std::min(3, kChunks)>(wb, ws, v0, stride, m, a, o, os); break;
+        default: attn_wsum_f16x<Q, kChunks>(wb, ws, v0, stride, m, a, o, os); break;
+      }
     }
   }
   return true;
@@ -25407,7 +25428,7 @@ class Context {
   static AttnCut attention_cut(const AttnSpec& at, int n, int threads) {
     const int group = at.n_head / at.n_kv, have = std::max(1, n * at.n_kv);
     AttnCut c;
-    c.split = std::clamp((2 * threads + have - 1) / have, 1, group);
+    c.split = std::clamp((threads + have - 1) / have, 1, group);
     if (c.split > 1) return c;
     c.block = std::min(attention_block_max(group), std::max(1, n));
     if (attention_block_forced > 0) c.block = std::min(c.block, attention_block_forced);

@@ -813,7 +813,7 @@ class Context {
   static AttnCut attention_cut(const AttnSpec& at, int n, int threads) {
     const int group = at.n_head / at.n_kv, have = std::max(1, n * at.n_kv);
     AttnCut c;
-    c.split = std::clamp((2 * threads + have - 1) / have, 1, group);
+    c.split = std::clamp((threads + have - 1) / have, 1, group);
     if (c.split > 1) return c;
     c.block = std::min(attention_block_max(group), std::max(1, n));
     if (attention_block_forced > 0) c.block = std::min(c.block, attention_block_forced);

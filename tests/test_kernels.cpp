@@ -998,6 +998,57 @@ TEST_CASE("kernels: several heads of a group attend with the bits of each head a
       }
 }
 
+// A long context's value sums (f16 cache) with the bits of one multiply-add per cell in cell order
+// (the x86 kernels' order; the kernels take the cells in blocks of about 16 KiB and go on from one
+// block's sums to the next): runs of 1..300 cells (several blocks for every head size here), 1..5
+// rows at once, from 0 and going on from earlier sums (add). Other levels (scalar, NEON: `+=`, the
+// compiler's contraction) within a tolerance of the sum in double.
+TEST_CASE("kernels: value sums over a long context keep one multiply-add per cell in cell order") {
+  const li::KernelTable& k = li::kernels();
+  const std::string simd = k.name;
+  const bool fma_order = simd.rfind("avx", 0) == 0;
+  Rng r(77);
+  for (int hd : {64, 128, 256, 80, 40})
+    for (int n : {1, 63, 64, 65, 129, 300})
+      for (int nq : {1, 2, 3, 4, 5})
+        for (bool add : {false, true}) {
+          CAPTURE(hd);
+          CAPTURE(n);
+          CAPTURE(nq);
+          CAPTURE(add);
+          const size_t stride = size_t(hd) * 2;
+          std::vector<uint8_t> vc(size_t(n) * stride);
+          std::vector<float> vf(size_t(n) * size_t(hd));
+          for (size_t i = 0; i < vf.size(); i++) {
+            const uint16_t h = li::f32_to_fp16(r.real(-1, 1));
+            std::memcpy(vc.data() + 2 * i, &h, 2);
+            vf[i] = li::fp16_to_f32(h);
+          }
+          std::vector<float> w(size_t(nq) * size_t(n)), out(size_t(nq) * size_t(hd)), part(size_t(64) * 256);
+          for (float& x : w) x = r.real(0, 0.1f);
+          for (float& x : out) x = add ? r.real(-1, 1) : 1e30f;  // (without add, whatever was there goes)
+          const std::vector<float> start = out;
+          k.attn_values(w.data(), nq, size_t(n), vc.data(), stride, n, 0, n - 1, hd, true, false, add, part.data(),
+                        out.data(), size_t(hd));
+          int diffs = 0, far = 0;
+          for (int i = 0; i < nq; i++)
+            for (int e = 0; e < hd; e++) {
+              float chain = add ? start[size_t(i) * size_t(hd) + size_t(e)] : 0.0f;
+              double exact = chain;
+              for (int j = 0; j < n; j++) {
+                const float wj = w[size_t(i) * size_t(n) + size_t(j)], x = vf[size_t(j) * size_t(hd) + size_t(e)];
+                chain = std::fma(wj, x, chain);
+                exact += double(wj) * double(x);
+              }
+              const float got = out[size_t(i) * size_t(hd) + size_t(e)];
+              diffs += !same_bits(got, chain);
+              far += !(std::fabs(double(got) - exact) <= 1e-4 * (1 + std::fabs(exact)));
+            }
+          if (fma_order) CHECK(diffs == 0);
+          CHECK(far == 0);
+        }
+}
+
 TEST_CASE("matmul: one MatmulInput shared by matrices of different types gives the same results") {
   Rng r(5);
   li::ThreadPool pool(2);
