@@ -164,7 +164,11 @@ int cmd_bench(int argc, char** argv) {
     return static_cast<bool>(st);
   };
   if (!fill(session)) return cli::kFailure;
-  auto clear = [&] { (void)session.truncate_tokens(static_cast<int>(depth)); };
+  auto clear = [&] {
+    auto st = session.truncate_tokens(static_cast<int>(depth));
+    if (!st) cli::fail(st.error());
+    return static_cast<bool>(st);
+  };
   // the first token of a run: BOS where the model adds one and the cache is empty
   auto first_token = [&] { return add_bos && depth == 0 ? bos : next_token(); };
 
@@ -176,7 +180,7 @@ int cmd_bench(int argc, char** argv) {
     for (int rep = -1; rep < reps; rep++) {  // rep -1: the warm-up
       for (auto& tk : toks) tk = next_token();
       toks[0] = first_token();
-      clear();
+      if (!clear()) return cli::kFailure;
       double s = now_ms();
       if (!eval(toks)) return cli::kFailure;
       double e = now_ms() - s;
@@ -194,13 +198,18 @@ int cmd_bench(int argc, char** argv) {
       if (!fill(sessions.back())) return cli::kFailure;
     }
     std::atomic<bool> failed{false};
+    // every session back to its D tokens, before the clock starts (a sliding-window cache that no
+    // longer holds them evaluates them again: Session::truncate_tokens)
+    auto reset_all = [&] {
+      for (auto& s : sessions)
+        if (!s.truncate_tokens(static_cast<int>(depth))) failed = true;
+    };
     auto run_all = [&](long long n) {
       std::vector<std::thread> th;
       for (int i = 0; i < P; i++)
         th.emplace_back([&, i] {
           uint64_t st = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(i + 1);
           llminfer::Session& s = sessions[static_cast<size_t>(i)];
-          if (!s.truncate_tokens(static_cast<int>(depth))) failed = true;
           int32_t tok = add_bos && depth == 0 ? bos : 1;
           for (long long k = 0; k < n && !failed; k++) {
             if (!s.eval(std::span<const int32_t>(&tok, 1))) failed = true;
@@ -210,9 +219,11 @@ int cmd_bench(int argc, char** argv) {
         });
       for (auto& x : th) x.join();
     };
+    reset_all();
     run_all(1);  // warm-up
     const llminfer::BatchStats before = model->batch_stats();
     for (int rep = 0; rep < reps; rep++) {
+      reset_all();
       double s = now_ms();
       run_all(n_gen);
       t.ms.push_back(now_ms() - s);
@@ -224,10 +235,9 @@ int cmd_bench(int argc, char** argv) {
     tests.push_back(std::move(t));
   } else if (n_gen > 0) {
     Test t{"tg" + std::to_string(n_gen) + at_depth, static_cast<int>(n_gen), {}};
-    clear();
-    if (!eval({first_token()})) return cli::kFailure;  // warm-up
+    if (!clear() || !eval({first_token()})) return cli::kFailure;  // warm-up
     for (int rep = 0; rep < reps; rep++) {
-      clear();
+      if (!clear()) return cli::kFailure;
       double s = now_ms();
       int32_t tok = first_token();
       for (long long k = 0; k < n_gen; k++) {
