@@ -793,7 +793,9 @@ class Context {
   }
   // A task is the heads of one key-value group for a block of consecutive tokens (the kernels read
   // the group's cells once for all their queries, 8 at a time), or a part of the heads of one token
-  // where whole groups would leave fewer than two tasks per thread (one token, few groups).
+  // where whole groups would leave a thread without a task (one token, fewer groups than threads);
+  // two tasks per thread there cut gemma3's one group into single heads, each reading the cells
+  // again (decode after 2048 tokens: attention 11% -> 6.7% of a token, bench/RESULTS.md).
   struct AttnCut {
     int block = 1;  // tokens per task
     int split = 1;  // parts of a group's heads per task (block 1)
