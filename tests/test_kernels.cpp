@@ -1030,7 +1030,7 @@ TEST_CASE("kernels: value sums over a long context keep one multiply-add per cel
           const std::vector<float> start = out;
           k.attn_values(w.data(), nq, size_t(n), vc.data(), stride, n, 0, n - 1, hd, true, false, add, part.data(),
                         out.data(), size_t(hd));
-          int diffs = 0, far = 0;
+          int diffs = 0, outside = 0;
           for (int i = 0; i < nq; i++)
             for (int e = 0; e < hd; e++) {
               float chain = add ? start[size_t(i) * size_t(hd) + size_t(e)] : 0.0f;
@@ -1042,10 +1042,10 @@ TEST_CASE("kernels: value sums over a long context keep one multiply-add per cel
               }
               const float got = out[size_t(i) * size_t(hd) + size_t(e)];
               diffs += !same_bits(got, chain);
-              far += !(std::fabs(double(got) - exact) <= 1e-4 * (1 + std::fabs(exact)));
+              outside += !(std::fabs(double(got) - exact) <= 1e-4 * (1 + std::fabs(exact)));
             }
           if (fma_order) CHECK(diffs == 0);
-          CHECK(far == 0);
+          CHECK(outside == 0);
         }
 }
 
