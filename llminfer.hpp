@@ -7970,6 +7970,13 @@ inline bool attn_wsum_full(const float* w, const uint8_t* v, size_t stride, int 
 }
 #endif
 
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+// The cells of a block of the AVX2 value sums: about 16 KiB of values (rows `stride` bytes apart),
+// so that a block's passes after its first read it from L1.
+inline int wsum_block_cells(size_t stride) {
+  return std::max<int>(16, static_cast<int>(16384 / std::max<size_t>(1, stride)));
+}
+#endif
 // out[e] = sum_j w[j] * cell j [e] for e < hd (cells `stride` bytes apart), one multiply-add per
 // cell in cell order; add: the sums go on from out's values (the bits of one run over both).
 inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, int n, int hd, bool f16, bool add,
@@ -8005,7 +8012,7 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
   // passes of 64 values, over blocks of cells of about 16 KiB (as attn_wsum_f16x_rows: the passes
   // after a block's first find its rows in L1; the sums go on from block to block, the same bits)
   const size_t es = f16 ? 2 : 4;
-  const int full = hd / 64 * 64, blk = std::max<int>(16, static_cast<int>(16384 / std::max<size_t>(1, stride)));
+  const int full = hd / 64 * 64, blk = wsum_block_cells(stride);
   if (n <= 0 && !add)
     for (int e = 0; e < full; e++) out[e] = 0;  // (no cells: the sums are 0)
   for (int j0 = 0; j0 < n && full > 0; j0 += blk) {
@@ -8149,7 +8156,7 @@ inline bool attn_wsum_f16x_rows(const float* w, size_t ws, const uint8_t* v, siz
                                 float* out, size_t os) {
   constexpr int kChunks = Q == 2 ? 4 : 2;
   if (hd % 8) return false;
-  const int blk = std::max<int>(16, static_cast<int>(16384 / std::max<size_t>(1, stride)));
+  const int blk = wsum_block_cells(stride);
   if (n <= 0 && !add)
     for (int i = 0; i < Q; i++) std::fill(out + size_t(i) * os, out + size_t(i) * os + hd, 0.0f);  // (no cells)
   for (int j0 = 0; j0 < n; j0 += blk) {
