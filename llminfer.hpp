@@ -5767,13 +5767,26 @@ inline __m256i q4_block_values(const uint8_t* qs) {
   const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
   return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)), _mm256_set1_epi8(15));
 }
-// d(w) * d(a) in 8 lanes, dx: d(a) in 8 lanes; p: the row's fp16 scale. The bits of
-// _mm256_set1_ps(f16_scale(p) * d(a)) without the trip through a general register and back (one
-// broadcast load, a conversion and a multiply), where the scalar way took about a fifth of the
-// AVX2 one-token Q4_0 / Q5_0 dots' instructions (see q4_block_values); also the pack kernels'
-// products of a block for kTP tokens (dx: theirs).
-LLMI_FORCE_INLINE __m256 scale8(const uint8_t* p, __m256 dx) {
-  return _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(rd_u16(p)))), dx);
+// Every fp16 value as f32 (256 KiB, made on first use; the same bits as the hardware conversion):
+// a block's scale by one load from the few entries a model's scales use, which stay in L1.
+inline const float* f16_f32_table() {
+  static const float* const table = [] {
+    static float t[65536];
+    for (uint32_t h = 0; h < 65536; h++) t[h] = fp16_to_f32(static_cast<uint16_t>(h));
+    return t;
+  }();
+  return table;
+}
+// d(w) * d(a) in 8 lanes, dx: d(a) in 8 lanes; p: the row's fp16 scale, f16: f16_f32_table() (a
+// kernel takes it once, before its loop: a call there made GCC keep the loop's sums in memory). The
+// bits of _mm256_set1_ps(f16_scale(p) * d(a)) in one broadcast load from the table and a multiply,
+// where the scalar way took about a fifth of the AVX2 one-token Q4_0 / Q5_0 dots' vector
+// instructions and a vpbroadcastw + vcvtph2ps from the row 4 of a Q5_0 block's 16 vector uops.
+// Zen 3, bench-kernels' gemv column, main -> the table: Q5_0 16.5-17.6 -> 18.3-18.8 GMAC/s, Q4_0
+// 25.1-25.5 -> 28.3-30.9, Q8_0 (its one-token dot, which had the scalar way) 24.9-26.5 -> 28.4-30.6
+// (bench/RESULTS.md). Also the pack kernels' products of a block for kTP tokens (dx: theirs).
+LLMI_FORCE_INLINE __m256 scale8(const float* f16, const uint8_t* p, __m256 dx) {
+  return _mm256_mul_ps(_mm256_broadcast_ss(f16 + rd_u16(p)), dx);
 }
 // Bit i of a 32-bit mask -> byte i is 0x10 (Q5_0's fifth bit).
 inline __m256i q5_high_bits(uint32_t qh) {
@@ -6042,11 +6055,12 @@ inline void f32_row_to_f16(const float* src, uint16_t* dst, int64_t n) {
 // llamafile's sgemm), so that the result is its bits. pf (AVX-512): cpu_prefetches_dots().
 #if defined(LLMI_SIMD_AVX2)
 // The AVX2 one-token dots a block at a time (32 values; a super-block for the K-quants), written
-// as Avx2Dot<T>: act(a, b), what block b of the activations gives every row (made once per
-// block), step(p, x, acc), one row's block (p) on that row's accumulators, in llama.cpp's AVX2
-// float order, and finish(acc), the row's final tree. dotr_avx2 runs NR rows in one loop, each its
-// own chain: one row alone waits on its chain of FMAs (4 cycles each) and on its loads, which
-// kept the one-token dots of an AVX2 CPU (Zen 3) below its memory bandwidth.
+// as Avx2Dot<T>: act(a, b, f16), what block b of the activations gives every row (made once per
+// block; f16: f16_f32_table(), for scale8), step(p, x, acc), one row's block (p) on that row's
+// accumulators, in llama.cpp's AVX2 float order, and finish(acc), the row's final tree. dotr_avx2
+// runs NR rows in one loop, each its own chain: one row alone waits on its chain of FMAs (4 cycles
+// each) and on its loads, which kept the one-token dots of an AVX2 CPU (Zen 3) below its memory
+// bandwidth.
 struct Avx2Acc {
   __m256 v;
   __m128 m;  // Q4_K's mins
@@ -6060,8 +6074,9 @@ LLMI_FORCE_INLINE void dotr_avx2(const uint8_t* w, uint64_t rb, const ActQ8& a, 
   Avx2Acc acc[NR];
 #pragma GCC unroll 8
   for (int k = 0; k < NR; k++) acc[k] = {_mm256_setzero_ps(), _mm_setzero_ps()};
+  const float* f16 = f16_f32_table();
   for (int64_t b = 0; b < n / D::values; b++) {
-    const typename D::Act x = D::act(a, b);
+    const typename D::Act x = D::act(a, b, f16);
 #pragma GCC unroll 8
     for (int k = 0; k < NR; k++) D::step(w + k * rb + static_cast<uint64_t>(b * D::bytes), x, acc[k]);
   }
@@ -6081,16 +6096,24 @@ struct Avx2Dot<DType::q8_0> {
   static constexpr int64_t values = 32, bytes = sizeof(ref::BlockQ8_0);
   struct Act {
     __m256i q;
-    float d;
+    float d;    // (AVX-512: the scalar product, not measured with scale8 on those CPUs)
+    __m256 d8;  // d in 8 lanes (AVX2: scale8)
+    const float* f16;
   };
-  LLMI_FORCE_INLINE static Act act(const ActQ8& a, int64_t b) {
-    return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)), a.d[b]};
+  LLMI_FORCE_INLINE static Act act(const ActQ8& a, int64_t b, const float* f16) {
+    return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b)), a.d[b], _mm256_set1_ps(a.d[b]), f16};
   }
   LLMI_FORCE_INLINE static void step(const uint8_t* p, const Act& x, Avx2Acc& acc) {
     const __m256i dv = dot_s8_256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)), x.q);
+#if defined(LLMI_SIMD_AVX512)
     acc.v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), _mm256_set1_ps(f16_scale(p) * x.d), acc.v);
+#else
+    acc.v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), scale8(x.f16, p, x.d8), acc.v);
+#endif
   }
-  LLMI_FORCE_INLINE static float finish(const Avx2Acc& acc) { return hsum_ps256(acc.v); }
+  LLMI_FORCE_INLINE static float finish(const Avx2Acc& acc) {
+    return hsum_ps256(acc.v);
+  }
 };
 #endif
 #if defined(LLMI_SIMD_AVX512)
@@ -6099,7 +6122,7 @@ LLMI_FORCE_INLINE float q8_0_row(const uint8_t* w, const ActQ8& a, int64_t nb, b
   Avx2Acc acc = {_mm256_setzero_ps(), _mm_setzero_ps()};
   for (int64_t b = 0; b < nb; b++) {
     dot_prefetch<false>(pf, w + b * D::bytes, 1);
-    D::step(w + b * D::bytes, D::act(a, b), acc);
+    D::step(w + b * D::bytes, D::act(a, b, nullptr), acc);
   }
   return D::finish(acc);
 }
@@ -6201,18 +6224,19 @@ struct Avx2DotQ45 {
   struct Act {
     __m256i q, off;
     __m256 d;
+    const float* f16;
   };
-  LLMI_FORCE_INLINE static Act act(const ActQ8& a, int64_t b) {
+  LLMI_FORCE_INLINE static Act act(const ActQ8& a, int64_t b, const float* f16) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b));
     const __m256i off = _mm256_madd_epi16(
         _mm256_maddubs_epi16(_mm256_set1_epi8(static_cast<char>(Q45_0<kQ5>::offset)), q), _mm256_set1_epi16(1));
-    return {q, off, _mm256_set1_ps(a.d[b])};
+    return {q, off, _mm256_set1_ps(a.d[b]), f16};
   }
   LLMI_FORCE_INLINE static void step(const uint8_t* p, const Act& x, Avx2Acc& acc) {
     __m256i v = q4_block_values(p + Q45_0<kQ5>::qs_off);
     if constexpr (kQ5) v = _mm256_or_si256(v, q5_high_bits(rd_u32(p + 2)));
     const __m256i dv = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(v, x.q), _mm256_set1_epi16(1)), x.off);
-    acc.v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), scale8(p, x.d), acc.v);
+    acc.v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dv), scale8(x.f16, p, x.d), acc.v);
   }
   LLMI_FORCE_INLINE static float finish(const Avx2Acc& acc) { return hsum_ps256(acc.v); }
 };
@@ -6476,7 +6500,7 @@ struct Avx2Dot<DType::q4_K> {
     __m128i s32;  // the 8 activation sums of 32 values
     float d;
   };
-  LLMI_FORCE_INLINE static Act act(const ActQ8& a, int64_t b) {
+  LLMI_FORCE_INLINE static Act act(const ActQ8& a, int64_t b, const float*) {
     return {a.q + ref::kQK_K * b, q4k_sums32(a.sums32 ? a.sums32 + 8 * b : nullptr, a.sums + 16 * b), a.d[b]};
   }
   LLMI_FORCE_INLINE static void step(const uint8_t* p, const Act& x, Avx2Acc& acc) {
@@ -6691,7 +6715,7 @@ struct Avx2Dot<DType::q6_K> {
     __m256i s16;  // the 16 activation sums of 16 values
     float d;
   };
-  LLMI_FORCE_INLINE static Act act(const ActQ8& a, int64_t b) {
+  LLMI_FORCE_INLINE static Act act(const ActQ8& a, int64_t b, const float*) {
     return {a.q + ref::kQK_K * b, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.sums + 16 * b)), a.d[b]};
   }
   LLMI_FORCE_INLINE static void step(const uint8_t* p, const Act& x, Avx2Acc& acc) {
@@ -8900,9 +8924,9 @@ LLMI_FORCE_INLINE void keep_lanes(__m256i& v) {
 #endif
 }
 // The kTP products d(w) * d(a) of a block (scale8 of the row's fp16 scale at d16 and the tokens'
-// dx), to broadcast from.
-LLMI_FORCE_INLINE void pack_scales(const uint8_t* d16, __m256 dx, float* s) {
-  _mm256_store_ps(s, scale8(d16, dx));
+// dx; f16: f16_f32_table()), to broadcast from.
+LLMI_FORCE_INLINE void pack_scales(const float* f16, const uint8_t* d16, __m256 dx, float* s) {
+  _mm256_store_ps(s, scale8(f16, d16, dx));
 }
 // out[t] = the dot of row w with token t of the pack, t < NT, in the float order of dot_q8_0 /
 // dot_q4_q5_0 (one FMA per block with d(w) * d(a) in 8 lanes of 4 products each, then the tree):
@@ -8917,12 +8941,13 @@ LLMI_FORCE_INLINE void dotp_q32(const uint8_t* w, ActPack pk, int64_t nb, Values
 #pragma GCC unroll 8
   for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
+  const float* f16 = f16_f32_table();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * BS;
     const __m256i v = values(p);
     const __m256i av = _mm256_sign_epi8(v, v);
     alignas(32) float s[kTP];
-    pack_scales(p, _mm256_loadu_ps(pk.d + kTP * b), s);
+    pack_scales(f16, p, _mm256_loadu_ps(pk.d + kTP * b), s);
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) {
       const __m256i x =
@@ -8989,6 +9014,7 @@ LLMI_FORCE_INLINE void dotp_q4_k(const uint8_t* w, ActPack pk, int64_t nb, float
   for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
 #pragma GCC unroll 4
   for (int i = 0; i < NT / 2; i++) accm[i] = _mm256_setzero_ps();
+  const float* f16 = f16_f32_table();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
     const __m128i scm = q4k_scales_mins(p + 4);
@@ -9011,7 +9037,7 @@ LLMI_FORCE_INLINE void dotp_q4_k(const uint8_t* w, ActPack pk, int64_t nb, float
     }
     const __m256 dx = _mm256_loadu_ps(pk.d + kTP * b);
     alignas(32) float s[kTP];
-    pack_scales(p, dx, s);
+    pack_scales(f16, p, dx, s);
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++)
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_broadcast_ss(s + t), acc[t]);
@@ -9040,6 +9066,7 @@ LLMI_FORCE_INLINE void dotp_q6_k(const uint8_t* w, ActPack pk, int64_t nb, float
   __m256 acc[NT];
 #pragma GCC unroll 8
   for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+  const float* f16 = f16_f32_table();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
     const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192));
@@ -9069,7 +9096,7 @@ LLMI_FORCE_INLINE void dotp_q6_k(const uint8_t* w, ActPack pk, int64_t nb, float
       }
     }
     alignas(32) float s[kTP];
-    pack_scales(p + 208, _mm256_loadu_ps(pk.d + kTP * b), s);
+    pack_scales(f16, p + 208, _mm256_loadu_ps(pk.d + kTP * b), s);
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++)
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_broadcast_ss(s + t), acc[t]);

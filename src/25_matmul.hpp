@@ -519,9 +519,9 @@ LLMI_FORCE_INLINE void keep_lanes(__m256i& v) {
 #endif
 }
 // The kTP products d(w) * d(a) of a block (scale8 of the row's fp16 scale at d16 and the tokens'
-// dx), to broadcast from.
-LLMI_FORCE_INLINE void pack_scales(const uint8_t* d16, __m256 dx, float* s) {
-  _mm256_store_ps(s, scale8(d16, dx));
+// dx; f16: f16_f32_table()), to broadcast from.
+LLMI_FORCE_INLINE void pack_scales(const float* f16, const uint8_t* d16, __m256 dx, float* s) {
+  _mm256_store_ps(s, scale8(f16, d16, dx));
 }
 // out[t] = the dot of row w with token t of the pack, t < NT, in the float order of dot_q8_0 /
 // dot_q4_q5_0 (one FMA per block with d(w) * d(a) in 8 lanes of 4 products each, then the tree):
@@ -536,12 +536,13 @@ LLMI_FORCE_INLINE void dotp_q32(const uint8_t* w, ActPack pk, int64_t nb, Values
 #pragma GCC unroll 8
   for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
+  const float* f16 = f16_f32_table();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * BS;
     const __m256i v = values(p);
     const __m256i av = _mm256_sign_epi8(v, v);
     alignas(32) float s[kTP];
-    pack_scales(p, _mm256_loadu_ps(pk.d + kTP * b), s);
+    pack_scales(f16, p, _mm256_loadu_ps(pk.d + kTP * b), s);
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) {
       const __m256i x =
@@ -608,6 +609,7 @@ LLMI_FORCE_INLINE void dotp_q4_k(const uint8_t* w, ActPack pk, int64_t nb, float
   for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
 #pragma GCC unroll 4
   for (int i = 0; i < NT / 2; i++) accm[i] = _mm256_setzero_ps();
+  const float* f16 = f16_f32_table();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
     const __m128i scm = q4k_scales_mins(p + 4);
@@ -630,7 +632,7 @@ LLMI_FORCE_INLINE void dotp_q4_k(const uint8_t* w, ActPack pk, int64_t nb, float
     }
     const __m256 dx = _mm256_loadu_ps(pk.d + kTP * b);
     alignas(32) float s[kTP];
-    pack_scales(p, dx, s);
+    pack_scales(f16, p, dx, s);
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++)
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_broadcast_ss(s + t), acc[t]);
@@ -659,6 +661,7 @@ LLMI_FORCE_INLINE void dotp_q6_k(const uint8_t* w, ActPack pk, int64_t nb, float
   __m256 acc[NT];
 #pragma GCC unroll 8
   for (int t = 0; t < NT; t++) acc[t] = _mm256_setzero_ps();
+  const float* f16 = f16_f32_table();
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t* p = w + b * bs;
     const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192));
@@ -688,7 +691,7 @@ LLMI_FORCE_INLINE void dotp_q6_k(const uint8_t* w, ActPack pk, int64_t nb, float
       }
     }
     alignas(32) float s[kTP];
-    pack_scales(p + 208, _mm256_loadu_ps(pk.d + kTP * b), s);
+    pack_scales(f16, p + 208, _mm256_loadu_ps(pk.d + kTP * b), s);
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++)
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_broadcast_ss(s + t), acc[t]);
