@@ -3,10 +3,13 @@
 // (n_seq_max = P, a KV cache per sequence), each step one llama_decode of a batch holding the next
 // token of every sequence; aggregate tokens/s = P x N / wall time, median of R runs after a warm-up.
 // Built against the llama.cpp oracle's headers and shared libraries (bench/batch.sh builds it):
-//   lcpp_parallel BINS_DIR MODEL THREADS P N R [DEPTH]
+//   lcpp_parallel BINS_DIR MODEL THREADS P N R [DEPTH [prompt]]
 //     -> one JSON line {"parallel":P,"depth":D,"median_tps":x,"samples_ms":[...]}
 // DEPTH (default 0): every sequence starts each run with DEPTH tokens in its cache (evaluated once,
 // untimed, in batches; each run removes what came after them), as `llminfer bench -d DEPTH`.
+// "prompt" (P = 1): each run evaluates N prompt tokens instead, in batches of 512 as llama-bench,
+// after DEPTH: llama-bench's pp<N> at --n-depth DEPTH, `llminfer bench -p N -d DEPTH`'s prompt
+// (JSON "prompt":N).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,16 +22,17 @@
 #include "llama.h"
 
 int main(int argc, char** argv) {
-  if (argc != 7 && argc != 8) {
-    std::fprintf(stderr, "usage: lcpp_parallel BINS_DIR MODEL THREADS P N R [DEPTH]\n");
+  if (argc < 7 || argc > 9) {
+    std::fprintf(stderr, "usage: lcpp_parallel BINS_DIR MODEL THREADS P N R [DEPTH [prompt]]\n");
     return 1;
   }
   const char* bins = argv[1];
   const char* path = argv[2];
   const int threads = std::atoi(argv[3]), P = std::atoi(argv[4]), N = std::atoi(argv[5]), R = std::atoi(argv[6]);
-  const int D = argc == 8 ? std::atoi(argv[7]) : 0;
-  if (threads < 1 || P < 1 || N < 1 || R < 1 || D < 0) {
-    std::fprintf(stderr, "lcpp_parallel: THREADS, P, N, R must be positive, DEPTH not negative\n");
+  const int D = argc >= 8 ? std::atoi(argv[7]) : 0;
+  const bool prompt = argc == 9 && std::string(argv[8]) == "prompt";
+  if (threads < 1 || P < 1 || N < 1 || R < 1 || D < 0 || (argc == 9 && (!prompt || P != 1))) {
+    std::fprintf(stderr, "lcpp_parallel: THREADS, P, N, R must be positive, DEPTH not negative; prompt with P = 1\n");
     return 1;
   }
   llama_log_set([](ggml_log_level, const char*, void*) {}, nullptr);
@@ -41,7 +45,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   llama_context_params cp = llama_context_default_params();
-  cp.n_ctx = static_cast<uint32_t>(P * (D + N + 16));
+  cp.n_ctx = static_cast<uint32_t>(P * (D + N + 16));  // (a prompt: D + N + 16 as well)
   cp.n_batch = static_cast<uint32_t>(std::max(P, 512));
   cp.n_ubatch = static_cast<uint32_t>(std::max(P, 512));
   cp.n_seq_max = static_cast<uint32_t>(P);
@@ -100,7 +104,18 @@ int main(int argc, char** argv) {
     else
       for (int s = 0; s < P; s++) llama_memory_seq_rm(mem, s, D, -1);
     auto t0 = std::chrono::steady_clock::now();
-    for (int k = 0; k < n; k++) {
+    for (int at = 0; prompt && at < n; at += n_fill) {  // a prompt of n tokens, sequence 0
+      batch.n_tokens = std::min(n_fill, n - at);
+      for (int i = 0; i < batch.n_tokens; i++) {
+        batch.token[i] = D + at + i == 0 ? bos : random_token();
+        batch.pos[i] = D + at + i;
+        batch.n_seq_id[i] = 1;
+        batch.seq_id[i][0] = 0;
+        batch.logits[i] = at + i == n - 1;
+      }
+      decode();
+    }
+    for (int k = 0; !prompt && k < n; k++) {
       batch.n_tokens = P;
       for (int s = 0; s < P; s++) {
         batch.token[s] = k == 0 && D == 0 ? bos : random_token();
@@ -113,7 +128,7 @@ int main(int argc, char** argv) {
     }
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
-  run(2);  // warm-up
+  run(prompt ? N : 2);  // warm-up
   std::vector<double> ms, tps;
   for (int r = 0; r < R; r++) {
     ms.push_back(run(N));
@@ -121,7 +136,9 @@ int main(int argc, char** argv) {
   }
   std::sort(tps.begin(), tps.end());
   double med = tps.size() % 2 ? tps[tps.size() / 2] : 0.5 * (tps[tps.size() / 2 - 1] + tps[tps.size() / 2]);
-  std::printf("{\"parallel\":%d,\"depth\":%d,\"median_tps\":%.2f,\"samples_ms\":[", P, D, med);
+  std::printf("{\"parallel\":%d,\"depth\":%d,", P, D);
+  if (prompt) std::printf("\"prompt\":%d,", N);
+  std::printf("\"median_tps\":%.2f,\"samples_ms\":[", med);
   for (size_t i = 0; i < ms.size(); i++) std::printf("%s%.1f", i ? "," : "", ms[i]);
   std::printf("]}\n");
   llama_batch_free(batch);
