@@ -7827,36 +7827,56 @@ inline __m128 reduce_add4_ps256(__m256 a, __m256 b, __m256 c, __m256 d) {
   return _mm_unpacklo_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));
 }
 
-// attn_scores1 for Q (1..4) queries (q + i * qs) and two cells at a time, f16 cache, hd a multiple
-// of 8: each cell's values are converted once for all the queries, and two cells are two chains of
-// sums; each (query, cell) keeps its float order (8 lanes over the values, hsum_ps256's tree, then
-// the scale), so its bits.
-template <int Q>
+// The cells of a block of the AVX2 scores and value sums: about 16 KiB of values (rows `stride`
+// bytes apart), so that a block's passes after its first read it from L1.
+inline int attn_block_cells(size_t stride) {
+  return std::max<int>(16, static_cast<int>(16384 / std::max<size_t>(1, stride)));
+}
+
+// v, loaded once into a register: the compiler does not fold its load into each FMA that uses it
+// (a load per FMA: the loads, not the FMAs, would bound the kernels below).
+inline __m256 in_register(__m256 v) {
+#if defined(__GNUC__)
+  __asm__("" : "+x"(v));
+#endif
+  return v;
+}
+
+// attn_scores1 for Q queries (q + i * qs) and C cells at a time, f16 cache, hd a multiple of 8:
+// each cell's values are converted once for all the queries, each query's once for all the cells,
+// and Q * C chains of sums; each (query, cell) keeps its float order (8 lanes over the values,
+// hsum_ps256's tree, then the scale), so its bits.
+template <int Q, int C>
 inline void attn_scores_f16x(const float* q, size_t qs, const uint8_t* k, size_t stride, int n, int hd, float scale,
                              float* out, size_t os) {
+  constexpr int N = Q * C;
   const __m128 sv = _mm_set1_ps(scale);
   int j = 0;
-  for (; j + 2 <= n; j += 2) {
-    __m256 acc[Q][2];
-#pragma GCC unroll 4
-    for (int i = 0; i < Q; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (; j + C <= n; j += C) {
+    __m256 acc[N];
+#pragma GCC unroll 16
+    for (int t = 0; t < N; t++) acc[t] = _mm256_setzero_ps();
     const uint8_t* k0 = k + size_t(j) * stride;
     for (int e = 0; e < hd; e += 8) {
-      const __m256 x0 = load8_kv(k0 + 2 * size_t(e), true), x1 = load8_kv(k0 + stride + 2 * size_t(e), true);
+      __m256 x[C];
 #pragma GCC unroll 4
+      for (int c = 0; c < C; c++) x[c] = load8_kv(k0 + size_t(c) * stride + 2 * size_t(e), true);
+#pragma GCC unroll 8
       for (int i = 0; i < Q; i++) {
-        const __m256 qv = _mm256_loadu_ps(q + size_t(i) * qs + size_t(e));
-        acc[i][0] = _mm256_fmadd_ps(qv, x0, acc[i][0]);
-        acc[i][1] = _mm256_fmadd_ps(qv, x1, acc[i][1]);
+        const __m256 qv = in_register(_mm256_loadu_ps(q + size_t(i) * qs + size_t(e)));
+#pragma GCC unroll 4
+        for (int c = 0; c < C; c++) acc[i * C + c] = _mm256_fmadd_ps(qv, x[c], acc[i * C + c]);
       }
     }
-#pragma GCC unroll 2
-    for (int i = 0; i < Q; i += 2) {  // queries i and i + 1 (the last alone when Q is odd)
-      const int i1 = i + 1 < Q ? i + 1 : i;
-      const __m128 r = _mm_mul_ps(sv, reduce_add4_ps256(acc[i][0], acc[i][1], acc[i1][0], acc[i1][1]));
-      _mm_storel_pi(reinterpret_cast<__m64*>(out + size_t(i) * os + j), r);
-      if (i1 != i) _mm_storeh_pi(reinterpret_cast<__m64*>(out + size_t(i1) * os + j), r);
-    }
+    alignas(16) float r[(N + 3) / 4 * 4];
+#pragma GCC unroll 4
+    for (int t = 0; t < N; t += 4)  // sums t..t + 3 (the last repeated where N is not a multiple of 4)
+      _mm_store_ps(r + t, _mm_mul_ps(sv, reduce_add4_ps256(acc[t], acc[std::min(t + 1, N - 1)],
+                                                           acc[std::min(t + 2, N - 1)], acc[std::min(t + 3, N - 1)])));
+#pragma GCC unroll 8
+    for (int i = 0; i < Q; i++)
+#pragma GCC unroll 4
+      for (int c = 0; c < C; c++) out[size_t(i) * os + size_t(j + c)] = r[i * C + c];
   }
   if (j < n)
     for (int i = 0; i < Q; i++)
@@ -7870,6 +7890,27 @@ inline void attn_scores_f16x(const float* q, size_t qs, const uint8_t* k, size_t
 // read once for up to 8 queries (AVX-512, f16 cache; AVX2: 4, a head size that is a multiple of 8).
 inline void attn_scores(const float* q, int nq, size_t qs, const uint8_t* k, size_t stride, int n, int hd, bool f16,
                         float scale, float* out, size_t os) {
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  if (f16 && hd % 8 == 0) {
+    // more than 4 queries: blocks of about 16 KiB of cells, each scored for all the queries before
+    // the next, so that the passes after a block's first find its cells in L1
+    const int blk = nq > 4 ? std::max(12, attn_block_cells(stride) / 12 * 12) : std::max(1, n);
+    for (int j0 = 0; j0 < n; j0 += blk)
+      for (int i0 = 0; i0 < nq; i0 += 4) {
+        const float* qi = q + size_t(i0) * qs;
+        const uint8_t* kj = k + size_t(j0) * stride;
+        const int m = std::min(blk, n - j0);
+        float* oi = out + size_t(i0) * os + j0;
+        switch (std::min(4, nq - i0)) {
+          case 1: attn_scores_f16x<1, 4>(qi, qs, kj, stride, m, hd, scale, oi, os); break;
+          case 2: attn_scores_f16x<2, 4>(qi, qs, kj, stride, m, hd, scale, oi, os); break;
+          case 3: attn_scores_f16x<3, 3>(qi, qs, kj, stride, m, hd, scale, oi, os); break;
+          default: attn_scores_f16x<4, 3>(qi, qs, kj, stride, m, hd, scale, oi, os); break;
+        }
+      }
+    return;
+  }
+#endif
   for (int i0 = 0; i0 < nq;) {
     [[maybe_unused]] const int c = std::min(4, nq - i0);
     const float* qi = q + size_t(i0) * qs;
@@ -7885,17 +7926,6 @@ inline void attn_scores(const float* q, int nq, size_t qs, const uint8_t* k, siz
         case 2: attn_scores_f16<2>(qi, qs, k, stride, n, hd, scale, oi, os); break;
         case 3: attn_scores_f16<3>(qi, qs, k, stride, n, hd, scale, oi, os); break;
         default: attn_scores_f16<4>(qi, qs, k, stride, n, hd, scale, oi, os); break;
-      }
-      i0 += c;
-      continue;
-    }
-#elif defined(LLMI_SIMD_AVX2)
-    if (f16 && hd % 8 == 0) {
-      switch (c) {
-        case 1: attn_scores_f16x<1>(qi, qs, k, stride, n, hd, scale, oi, os); break;
-        case 2: attn_scores_f16x<2>(qi, qs, k, stride, n, hd, scale, oi, os); break;
-        case 3: attn_scores_f16x<3>(qi, qs, k, stride, n, hd, scale, oi, os); break;
-        default: attn_scores_f16x<4>(qi, qs, k, stride, n, hd, scale, oi, os); break;
       }
       i0 += c;
       continue;
@@ -7994,13 +8024,6 @@ inline bool attn_wsum_full(const float* w, const uint8_t* v, size_t stride, int 
 }
 #endif
 
-#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
-// The cells of a block of the AVX2 value sums: about 16 KiB of values (rows `stride` bytes apart),
-// so that a block's passes after its first read it from L1.
-inline int wsum_block_cells(size_t stride) {
-  return std::max<int>(16, static_cast<int>(16384 / std::max<size_t>(1, stride)));
-}
-#endif
 // out[e] = sum_j w[j] * cell j [e] for e < hd (cells `stride` bytes apart), one multiply-add per
 // cell in cell order; add: the sums go on from out's values (the bits of one run over both).
 inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, int n, int hd, bool f16, bool add,
@@ -8036,7 +8059,7 @@ inline void attn_weighted_sum(const float* w, const uint8_t* v, size_t stride, i
   // passes of 64 values, over blocks of cells of about 16 KiB (as attn_wsum_f16x_rows: the passes
   // after a block's first find its rows in L1; the sums go on from block to block, the same bits)
   const size_t es = f16 ? 2 : 4;
-  const int full = hd / 64 * 64, blk = wsum_block_cells(stride);
+  const int full = hd / 64 * 64, blk = attn_block_cells(stride);
   if (n <= 0 && !add)
     for (int e = 0; e < full; e++) out[e] = 0;  // (no cells: the sums are 0)
   for (int j0 = 0; j0 < n && full > 0; j0 += blk) {
@@ -8180,7 +8203,7 @@ inline bool attn_wsum_f16x_rows(const float* w, size_t ws, const uint8_t* v, siz
                                 float* out, size_t os) {
   constexpr int kChunks = Q == 2 ? 4 : 2;
   if (hd % 8) return false;
-  const int blk = wsum_block_cells(stride);
+  const int blk = attn_block_cells(stride);
   if (n <= 0 && !add)
     for (int i = 0; i < Q; i++) std::fill(out + size_t(i) * os, out + size_t(i) * os + hd, 0.0f);  // (no cells)
   for (int j0 = 0; j0 < n; j0 += blk) {

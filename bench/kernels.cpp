@@ -2,6 +2,7 @@
 // the fastest of a kind's runs counted, so that other load on a shared machine disturbs it little.
 // For tuning kernels; end-to-end speed against llama.cpp is bench/compare.py.
 //   build/bench-kernels [TYPE...]        (types: q4_0 q5_0 q8_0 q4_K q6_K f16 bf16 f32; default all)
+//   build/bench-kernels attn             (the attention kernels, f16 cache)
 #define LLMINFER_IMPLEMENTATION
 #include <ctime>
 #include <random>
@@ -17,7 +18,56 @@ static double cpu_ms() {
   return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
+// The fastest of runs of `run` over 150 ms after a warm-up: a neighbour on the host (a busy sibling
+// thread, a stolen time slice) only ever slows a run down; a run the clock did not see is not counted.
+template <class F>
+static double fastest_ms(F run) {
+  run();
+  double t0 = cpu_ms(), t1 = t0, best = 1e30;
+  while (t1 - t0 < 150) {
+    const double ta = cpu_ms();
+    run();
+    t1 = cpu_ms();
+    if (t1 > ta) best = std::min(best, t1 - ta);
+  }
+  return best;
+}
+
+// The attention kernels over an f16 cache: nq queries (the heads of a key-value group, of one token
+// or of several) against n cells of hd values, scores (q.k) and value sums, MAC/s of each.
+static void bench_attention() {
+  const li::KernelTable& k = li::kernels();
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> ud(-1, 1);
+  std::printf("simd %s; attention, f16 cache, single thread, CPU time; GMAC/s = nq*n*hd / time\n", k.name);
+  std::printf("%6s %6s %6s %10s %10s\n", "hd", "cells", "nq", "scores", "values");
+  for (int hd : {128, 256})
+    for (int n : {512, 2048, 8192}) {
+      const size_t stride = size_t(hd) * 2;
+      std::vector<uint8_t> kc(size_t(n) * stride), vc(size_t(n) * stride);
+      for (size_t i = 0; i < size_t(n) * size_t(hd); i++) {
+        const uint16_t a = li::f32_to_fp16(ud(rng)), b = li::f32_to_fp16(ud(rng));
+        std::memcpy(&kc[2 * i], &a, 2);
+        std::memcpy(&vc[2 * i], &b, 2);
+      }
+      for (int nq : {1, 2, 4, 8, 16}) {
+        std::vector<float> q(size_t(nq) * size_t(hd)), s(size_t(nq) * size_t(n)), out(size_t(nq) * size_t(hd)),
+            part(size_t(64) * size_t(hd));
+        for (float& x : q) x = ud(rng);
+        for (float& x : s) x = (ud(rng) + 1) / float(n);
+        auto scores = [&] { k.attn_scores(q.data(), nq, size_t(hd), kc.data(), stride, n, hd, true, 0.1f, s.data(), size_t(n)); };
+        auto values = [&] {
+          k.attn_values(s.data(), nq, size_t(n), vc.data(), stride, n, 0, n - 1, hd, true, true, false, part.data(),
+                        out.data(), size_t(hd));
+        };
+        const double macs = double(nq) * n * hd * 1e-6;
+        std::printf("%6d %6d %6d %10.1f %10.1f\n", hd, n, nq, macs / fastest_ms(scores), macs / fastest_ms(values));
+      }
+    }
+}
+
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "attn") return bench_attention(), 0;
   std::vector<li::DType> types = {li::DType::q4_K, li::DType::q6_K, li::DType::q8_0, li::DType::q5_0, li::DType::q4_0, li::DType::f16};
   if (argc > 1) {
     types.clear();
@@ -80,17 +130,7 @@ int main(int argc, char** argv) {
 #else
           auto run = [&] { path == 3 ? each() : li::gemv(v, in, y.data(), s.rows, pool); };
 #endif
-          run();  // warm-up
-          // the fastest of the runs in 150 ms: a neighbour on the host (a busy sibling thread, a
-          // stolen time slice) only ever slows a run down
-          double t0 = cpu_ms(), t1 = t0, best = 1e30;
-          while (t1 - t0 < 150) {
-            const double ta = cpu_ms();
-            run();
-            t1 = cpu_ms();
-            best = std::min(best, t1 - ta);
-          }
-          res[path] = double(s.rows) * s.k * T / best * 1e-6;
+          res[path] = double(s.rows) * s.k * T / fastest_ms(run) * 1e-6;
         }
         std::printf("%-6s %-12s %6lld %6lld %10lld %10.1f %10.1f %10.1f %10.1f\n", li::dtype_name(t), s.what,
                     (long long)s.rows, (long long)s.k, (long long)T, res[0], res[1], res[2], res[3]);

@@ -1002,7 +1002,9 @@ TEST_CASE("kernels: several heads of a group attend with the bits of each head a
 // (the x86 kernels' order; the kernels take the cells in blocks of about 16 KiB and go on from one
 // block's sums to the next): runs of 1..300 cells (several blocks for every head size here), 1..5
 // rows at once, from 0 and going on from earlier sums (add). Other levels (scalar, NEON: `+=`, the
-// compiler's contraction) within a tolerance of the sum in double.
+// compiler's contraction) within a tolerance of the sum in double. And the scores of the 1..5
+// queries at once over those cells (AVX2: more than 4 queries go over blocks of cells) with the
+// bits of each query alone.
 TEST_CASE("kernels: value sums over a long context keep one multiply-add per cell in cell order") {
   const li::KernelTable& k = li::kernels();
   const std::string simd = k.name;
@@ -1046,6 +1048,18 @@ TEST_CASE("kernels: value sums over a long context keep one multiply-add per cel
             }
           if (fma_order) CHECK(diffs == 0);
           CHECK(outside == 0);
+          // the scores of all the queries at once (the x86 kernels: over blocks of cells) have the
+          // bits of each query alone (n cells of keys: the values' cells)
+          std::vector<float> q(size_t(nq) * size_t(hd)), all(size_t(nq) * size_t(n)), one(static_cast<size_t>(n));
+          for (float& x : q) x = r.real(-1, 1);
+          k.attn_scores(q.data(), nq, size_t(hd), vc.data(), stride, n, hd, true, 0.125f, all.data(), size_t(n));
+          diffs = 0;
+          for (int i = 0; i < nq; i++) {
+            k.attn_scores(q.data() + size_t(i) * size_t(hd), 1, size_t(hd), vc.data(), stride, n, hd, true, 0.125f,
+                          one.data(), size_t(n));
+            for (int j = 0; j < n; j++) diffs += !same_bits(all[size_t(i) * size_t(n) + size_t(j)], one[size_t(j)]);
+          }
+          CHECK(diffs == 0);
         }
 }
 
