@@ -7827,8 +7827,8 @@ inline __m128 reduce_add4_ps256(__m256 a, __m256 b, __m256 c, __m256 d) {
   return _mm_unpacklo_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1));
 }
 
-// The cells of a block of the AVX2 scores and value sums: about 16 KiB of values (rows `stride`
-// bytes apart), so that a block's passes after its first read it from L1.
+// The cells of a block of the AVX2 scores and value sums: about 16 KiB of keys or values (rows
+// `stride` bytes apart), so that a block's passes after its first read it from L1.
 inline int attn_block_cells(size_t stride) {
   return std::max<int>(16, static_cast<int>(16384 / std::max<size_t>(1, stride)));
 }
@@ -7887,7 +7887,8 @@ inline void attn_scores_f16x(const float* q, size_t qs, const uint8_t* k, size_t
 
 // out[i * os + j] = scale * dot(query i, cell j) for i < nq, j < n; query i at q + i * qs (the
 // heads of one key-value group, or of several tokens); each as attn_scores1 (its bits), the cells
-// read once for up to 8 queries (AVX-512, f16 cache; AVX2: 4, a head size that is a multiple of 8).
+// read once for up to 8 queries (AVX-512, f16 cache; AVX2, a head size that is a multiple of 8: 4 a
+// pass, more over blocks of cells that stay in L1 for the passes after the first).
 inline void attn_scores(const float* q, int nq, size_t qs, const uint8_t* k, size_t stride, int n, int hd, bool f16,
                         float scale, float* out, size_t os) {
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
