@@ -51,13 +51,14 @@ static void bench_attention() {
         std::memcpy(&vc[2 * i], &b, 2);
       }
       for (int nq : {1, 2, 4, 8, 16}) {
-        std::vector<float> q(size_t(nq) * size_t(hd)), s(size_t(nq) * size_t(n)), out(size_t(nq) * size_t(hd)),
-            part(size_t(64) * size_t(hd));
+        // (w: weights as a softmax leaves them, apart from the scores written over s)
+        std::vector<float> q(size_t(nq) * size_t(hd)), s(size_t(nq) * size_t(n)), w(s.size()),
+            out(size_t(nq) * size_t(hd)), part(size_t(64) * size_t(hd));
         for (float& x : q) x = ud(rng);
-        for (float& x : s) x = (ud(rng) + 1) / float(n);
+        for (float& x : w) x = (ud(rng) + 1) / float(n);
         auto scores = [&] { k.attn_scores(q.data(), nq, size_t(hd), kc.data(), stride, n, hd, true, 0.1f, s.data(), size_t(n)); };
         auto values = [&] {
-          k.attn_values(s.data(), nq, size_t(n), vc.data(), stride, n, 0, n - 1, hd, true, true, false, part.data(),
+          k.attn_values(w.data(), nq, size_t(n), vc.data(), stride, n, 0, n - 1, hd, true, true, false, part.data(),
                         out.data(), size_t(hd));
         };
         const double macs = double(nq) * n * hd * 1e-6;
