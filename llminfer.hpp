@@ -7467,6 +7467,9 @@ class MatmulInput {
   int mlx_gs_ = 0;
 };
 
+// The most matrices KernelTable::matmul_group takes at once (q, k and v; gate and up).
+constexpr int kMatmulGroup = 4;
+
 // Scratch of the matrix products, owned by an evaluation context (created with it: one panel
 // buffer per pool thread) and sized then for its largest product (KernelTable::matmul_reserve
 // of each matrix at the context's most tokens); a product larger than planned grows it, and a
@@ -8670,22 +8673,45 @@ constexpr int kAvx2Rows = 4;
 
 // WK, here and below: the weight type's row of the kernel table (WeightKernels, 25_weight_kernels);
 // its kernels inline into these loops.
+// gemv's work on one matrix as tasks of chunks of rows (gemv_part), each run by part.task: so that
+// the products of several matrices with one input (q, k and v; gate and up) are one job of the
+// pool (matmul_group, 25_weight_kernels), not one each.
+struct GemvPart {
+  const TensorView* w;
+  float* y;
+  int64_t ldy, chunk;
+  int n_tasks;
+  void (*task)(const GemvPart& part, const MatmulInput& in, int task);
+};
 template <class WK>
-inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
-  const int64_t rows = w.rows(), T = in.n_tokens();
+inline void gemv_task(const GemvPart& part, const MatmulInput& in, int task);
+template <class WK>
+inline GemvPart gemv_part(const TensorView& w, float* y, int64_t ldy, int threads) {
+  const int64_t rows = w.rows();
   const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
   // Chunks: about 2 per thread (a thread that finishes early takes another), at least 64 KiB of
   // weights each. Long contiguous runs stream from memory much faster than many short ones:
   // decode of qwen3-0.6b q4_k_m, 2 threads, went from about 62 tokens/s with ~16 chunks per
   // thread to 74-80 with 4 and 80-89 with 2 (bench/RESULTS.md).
-  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
+  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(threads)), static_cast<int64_t>(65536 / rb));
   chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
-  const int n_tasks = static_cast<int>((rows + chunk - 1) / chunk);
+  return {&w, y, ldy, chunk, static_cast<int>((rows + chunk - 1) / chunk), &gemv_task<WK>};
+}
+template <class WK>
+inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  const GemvPart part = gemv_part<WK>(w, y, ldy, pool.size());
+  pool.parallel_for(part.n_tasks, [&](int task, int) { gemv_task<WK>(part, in, task); });
+}
+template <class WK>
+inline void gemv_task(const GemvPart& part, const MatmulInput& in, int task) {
+  const TensorView& w = *part.w;
+  const int64_t rows = w.rows(), T = in.n_tokens(), chunk = part.chunk, ldy = part.ldy;
+  float* const y = part.y;
   const RowOperands o = row_operands(w, in, false);
   const uint64_t row_bytes = weight_row_bytes(w);
   const bool ahead = cpu_streams_ahead();
   [[maybe_unused]] const bool pairs = !ahead && cpu_pairs_rows();
-  pool.parallel_for(n_tasks, [&](int task, int) {
+  {
     const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
     for (int64_t t = 0; t < T; t++) {
       float* yt = y + t * ldy;
@@ -8722,7 +8748,7 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
         yt[r] = WK::dot(o, w.data + static_cast<uint64_t>(r) * row_bytes, r, t);
       }
     }
-  });
+  }
 }
 
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
@@ -11326,6 +11352,49 @@ inline bool matmul(const TensorView& w, const float* x, int64_t n_tokens, float*
   return matmul(w, scratch.in, y, ldy, pool, scratch);
 }
 
+// Y_i = X W_i^T for the nw (<= kMatmulGroup) matrices ws[i], all of one input X (the products a
+// definition takes one after another from one register: q, k and v; gate and up), each as matmul
+// computes it, so the same bits: the input quantized once per form they take, and for one token
+// their rows one job of the pool (gemv_part), so that the threads wait for each other once for
+// the lot, not once a matrix (decode at 2 threads: bench/RESULTS.md). False when out of memory.
+inline bool matmul_group(const TensorView* const* ws, int nw, const float* x, int64_t n_tokens, float* const* ys,
+                         const int64_t* ldys, ThreadPool& pool, bool bf16_exact, MatmulScratch& scratch) {
+  LLMI_ASSERT(nw >= 1 && nw <= kMatmulGroup);
+  MatmulInput& in = scratch.in;
+  in.reset(x, n_tokens, ws[0]->ne[0], bf16_exact);
+  bool one_job = n_tokens == 1 && pool.size() > 1;
+  int mlx = 0;  // one job: the input holds the sums of one MLX group size (prepare_extra)
+  for (int i = 0; i < nw; i++) {
+    LLMI_ASSERT(ws[i]->ne[0] == in.n());
+    const int g = visit_weight_kernels(ws[i]->type, [&](auto k) { return decltype(k)::mlx_group(*ws[i]); });
+    if (g && mlx && g != mlx) one_job = false;
+    if (g) mlx = g;
+  }
+  if (!one_job) {
+    for (int i = 0; i < nw; i++)
+      if (!matmul(*ws[i], in, ys[i], ldys[i], pool, scratch)) return false;
+    return true;
+  }
+  GemvPart parts[kMatmulGroup];
+  int total = 0;
+  for (int i = 0; i < nw; i++) {
+    if (!visit_weight_kernels(ws[i]->type, [&](auto k) {
+          using WK = decltype(k);
+          if (!prepare_input<WK>(*ws[i], in, pool)) return false;
+          parts[i] = gemv_part<WK>(*ws[i], ys[i], ldys[i], pool.size());
+          return true;
+        }))
+      return false;
+    total += parts[i].n_tasks;
+  }
+  pool.parallel_for(total, [&](int task, int) {
+    int i = 0;
+    while (task >= parts[i].n_tasks) task -= parts[i++].n_tasks;
+    parts[i].task(parts[i], in, task);
+  });
+  return true;
+}
+
 // Y[t][r] = sum_k W[r][k] * X[t][k] with every token t computed as matmul(w, X[t], 1 token) would
 // (gemv_each). False when out of memory.
 inline bool matmul_each(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
@@ -11419,6 +11488,9 @@ LLMI_KNS_END
     (w, in, y, ldy, pool, s))                                                                                        \
   X(bool, matmul_x, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, \
     bool bf16_exact, MatmulScratch& s), (w, x, n_tokens, y, ldy, pool, bf16_exact, s))                               \
+  X(bool, matmul_group, (const TensorView* const* w, int nw, const float* x, int64_t n_tokens, float* const* y,       \
+    const int64_t* ldy, ThreadPool& pool, bool bf16_exact, MatmulScratch& s),                                        \
+    (w, nw, x, n_tokens, y, ldy, pool, bf16_exact, s))                                                               \
   X(bool, matmul_each, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, \
     bool bf16_exact, MatmulScratch& s), (w, x, n_tokens, y, ldy, pool, bf16_exact, s))                               \
   X(bool, matmul_reserve, (const TensorView& w, int64_t max_tokens, MatmulScratch& s), (w, max_tokens, s))          \
@@ -24968,6 +25040,25 @@ inline void row_op(const Step& s, const KernelTable& kern, const float* A, const
   }
 }
 
+// How many matmul steps from steps[i] on (at most kMatmulGroup) take one input and may run as one
+// product (matmul_group): the same input register, rounding, layer and section, each writing a
+// register of its own that is not the input.
+inline size_t matmul_group_size(const Program& p, size_t i) {
+  const Step& s = p.steps[i];
+  size_t n = 1;
+  if (s.dst == s.a) return n;
+  for (; n < size_t(kMatmulGroup) && i + n < p.steps.size(); n++) {
+    const Step& g = p.steps[i + n];
+    if (g.op != OpCode::matmul || g.a != s.a || g.round_input != s.round_input || g.layer != s.layer ||
+        g.section != s.section || g.w_in != s.w_in || g.dst == s.a)
+      break;
+    bool clash = false;
+    for (size_t j = 0; j < n; j++) clash = clash || p.steps[i + j].dst == g.dst;
+    if (clash) break;
+  }
+  return n;
+}
+
 // A matmul step's input as llama.cpp hands it to an F16 / BF16 weight (s.round_input 1 / 2): each
 // value rounded to that type and back, into buf; otherwise a itself.
 template <class ForRows>
@@ -25400,10 +25491,33 @@ class Context {
         switch (s.op) {  // the steps run_row_step leaves to the loop
           case OpCode::matmul: {
             const float* in = matmul_input(s, rows, a, round_buf_.as<float>(), each_row);
-            if (!kern_->matmul_x(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2, *mm_))
+            const size_t ng = matmul_group_size(p, si);
+            if (ng == 1) {
+              if (!kern_->matmul_x(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2, *mm_))
+                return make_error(
+                    Errc::out_of_memory,
+                    strf("out of memory for the scratch of a matrix product (%s, %d tokens)", s.w->name.c_str(), rows));
+              break;
+            }
+            const TensorView* ws[kMatmulGroup];
+            float* ys[kMatmulGroup];
+            int64_t ldys[kMatmulGroup];
+            for (size_t j = 0; j < ng; j++) {
+              const Step& g = p.steps[si + j];
+              ws[j] = g.w, ys[j] = reg(g.dst), ldys[j] = g.w_out;
+            }
+            if (!kern_->matmul_group(ws, static_cast<int>(ng), in, rows, ys, ldys, e_->pool(), s.round_input == 2,
+                                     *mm_))
               return make_error(
                   Errc::out_of_memory,
                   strf("out of memory for the scratch of a matrix product (%s, %d tokens)", s.w->name.c_str(), rows));
+            if (trace_)  // (its last step is traced below, as si)
+              for (size_t j = 0; j + 1 < ng; j++) {
+                const Step& g = p.steps[si + j];
+                trace_(TraceEvent{static_cast<int>(si + j), op_spec(g.op).name, g.layer, g.line,
+                                  p.reg_names[static_cast<size_t>(g.dst)], reg(g.dst), rows, g.w_out});
+              }
+            si += ng - 1;
             break;
           }
           case OpCode::rope: {
@@ -25430,9 +25544,11 @@ class Context {
             break;
           default: break;
         }
-      if (trace_)
-        trace_(TraceEvent{static_cast<int>(si), op_spec(s.op).name, s.layer, s.line,
-                          p.reg_names[static_cast<size_t>(s.dst)], d, rows, wo});
+      if (trace_) {
+        const Step& t = p.steps[si];  // (s, or the last of a group of matmuls)
+        trace_(TraceEvent{static_cast<int>(si), op_spec(t.op).name, t.layer, t.line,
+                          p.reg_names[static_cast<size_t>(t.dst)], reg(t.dst), rows, t.w_out});
+      }
     }
     if (out_logits && !all_logits && lg != out_logits)
       std::memcpy(out_logits, lg + size_t(rows - 1) * p.n_vocab, size_t(p.n_vocab) * 4);

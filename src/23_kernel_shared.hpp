@@ -213,6 +213,9 @@ class MatmulInput {
   int mlx_gs_ = 0;
 };
 
+// The most matrices KernelTable::matmul_group takes at once (q, k and v; gate and up).
+constexpr int kMatmulGroup = 4;
+
 // Scratch of the matrix products, owned by an evaluation context (created with it: one panel
 // buffer per pool thread) and sized then for its largest product (KernelTable::matmul_reserve
 // of each matrix at the context's most tokens); a product larger than planned grows it, and a

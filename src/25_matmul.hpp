@@ -241,22 +241,45 @@ constexpr int kAvx2Rows = 4;
 
 // WK, here and below: the weight type's row of the kernel table (WeightKernels, 25_weight_kernels);
 // its kernels inline into these loops.
+// gemv's work on one matrix as tasks of chunks of rows (gemv_part), each run by part.task: so that
+// the products of several matrices with one input (q, k and v; gate and up) are one job of the
+// pool (matmul_group, 25_weight_kernels), not one each.
+struct GemvPart {
+  const TensorView* w;
+  float* y;
+  int64_t ldy, chunk;
+  int n_tasks;
+  void (*task)(const GemvPart& part, const MatmulInput& in, int task);
+};
 template <class WK>
-inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
-  const int64_t rows = w.rows(), T = in.n_tokens();
+inline void gemv_task(const GemvPart& part, const MatmulInput& in, int task);
+template <class WK>
+inline GemvPart gemv_part(const TensorView& w, float* y, int64_t ldy, int threads) {
+  const int64_t rows = w.rows();
   const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
   // Chunks: about 2 per thread (a thread that finishes early takes another), at least 64 KiB of
   // weights each. Long contiguous runs stream from memory much faster than many short ones:
   // decode of qwen3-0.6b q4_k_m, 2 threads, went from about 62 tokens/s with ~16 chunks per
   // thread to 74-80 with 4 and 80-89 with 2 (bench/RESULTS.md).
-  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
+  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(threads)), static_cast<int64_t>(65536 / rb));
   chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
-  const int n_tasks = static_cast<int>((rows + chunk - 1) / chunk);
+  return {&w, y, ldy, chunk, static_cast<int>((rows + chunk - 1) / chunk), &gemv_task<WK>};
+}
+template <class WK>
+inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
+  const GemvPart part = gemv_part<WK>(w, y, ldy, pool.size());
+  pool.parallel_for(part.n_tasks, [&](int task, int) { gemv_task<WK>(part, in, task); });
+}
+template <class WK>
+inline void gemv_task(const GemvPart& part, const MatmulInput& in, int task) {
+  const TensorView& w = *part.w;
+  const int64_t rows = w.rows(), T = in.n_tokens(), chunk = part.chunk, ldy = part.ldy;
+  float* const y = part.y;
   const RowOperands o = row_operands(w, in, false);
   const uint64_t row_bytes = weight_row_bytes(w);
   const bool ahead = cpu_streams_ahead();
   [[maybe_unused]] const bool pairs = !ahead && cpu_pairs_rows();
-  pool.parallel_for(n_tasks, [&](int task, int) {
+  {
     const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
     for (int64_t t = 0; t < T; t++) {
       float* yt = y + t * ldy;
@@ -293,7 +316,7 @@ inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t l
         yt[r] = WK::dot(o, w.data + static_cast<uint64_t>(r) * row_bytes, r, t);
       }
     }
-  });
+  }
 }
 
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)

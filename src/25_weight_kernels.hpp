@@ -479,6 +479,49 @@ inline bool matmul(const TensorView& w, const float* x, int64_t n_tokens, float*
   return matmul(w, scratch.in, y, ldy, pool, scratch);
 }
 
+// Y_i = X W_i^T for the nw (<= kMatmulGroup) matrices ws[i], all of one input X (the products a
+// definition takes one after another from one register: q, k and v; gate and up), each as matmul
+// computes it, so the same bits: the input quantized once per form they take, and for one token
+// their rows one job of the pool (gemv_part), so that the threads wait for each other once for
+// the lot, not once a matrix (decode at 2 threads: bench/RESULTS.md). False when out of memory.
+inline bool matmul_group(const TensorView* const* ws, int nw, const float* x, int64_t n_tokens, float* const* ys,
+                         const int64_t* ldys, ThreadPool& pool, bool bf16_exact, MatmulScratch& scratch) {
+  LLMI_ASSERT(nw >= 1 && nw <= kMatmulGroup);
+  MatmulInput& in = scratch.in;
+  in.reset(x, n_tokens, ws[0]->ne[0], bf16_exact);
+  bool one_job = n_tokens == 1 && pool.size() > 1;
+  int mlx = 0;  // one job: the input holds the sums of one MLX group size (prepare_extra)
+  for (int i = 0; i < nw; i++) {
+    LLMI_ASSERT(ws[i]->ne[0] == in.n());
+    const int g = visit_weight_kernels(ws[i]->type, [&](auto k) { return decltype(k)::mlx_group(*ws[i]); });
+    if (g && mlx && g != mlx) one_job = false;
+    if (g) mlx = g;
+  }
+  if (!one_job) {
+    for (int i = 0; i < nw; i++)
+      if (!matmul(*ws[i], in, ys[i], ldys[i], pool, scratch)) return false;
+    return true;
+  }
+  GemvPart parts[kMatmulGroup];
+  int total = 0;
+  for (int i = 0; i < nw; i++) {
+    if (!visit_weight_kernels(ws[i]->type, [&](auto k) {
+          using WK = decltype(k);
+          if (!prepare_input<WK>(*ws[i], in, pool)) return false;
+          parts[i] = gemv_part<WK>(*ws[i], ys[i], ldys[i], pool.size());
+          return true;
+        }))
+      return false;
+    total += parts[i].n_tasks;
+  }
+  pool.parallel_for(total, [&](int task, int) {
+    int i = 0;
+    while (task >= parts[i].n_tasks) task -= parts[i++].n_tasks;
+    parts[i].task(parts[i], in, task);
+  });
+  return true;
+}
+
 // Y[t][r] = sum_k W[r][k] * X[t][k] with every token t computed as matmul(w, X[t], 1 token) would
 // (gemv_each). False when out of memory.
 inline bool matmul_each(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,

@@ -23,6 +23,9 @@
     (w, in, y, ldy, pool, s))                                                                                        \
   X(bool, matmul_x, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, \
     bool bf16_exact, MatmulScratch& s), (w, x, n_tokens, y, ldy, pool, bf16_exact, s))                               \
+  X(bool, matmul_group, (const TensorView* const* w, int nw, const float* x, int64_t n_tokens, float* const* y,       \
+    const int64_t* ldy, ThreadPool& pool, bool bf16_exact, MatmulScratch& s),                                        \
+    (w, nw, x, n_tokens, y, ldy, pool, bf16_exact, s))                                                               \
   X(bool, matmul_each, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, \
     bool bf16_exact, MatmulScratch& s), (w, x, n_tokens, y, ldy, pool, bf16_exact, s))                               \
   X(bool, matmul_reserve, (const TensorView& w, int64_t max_tokens, MatmulScratch& s), (w, max_tokens, s))          \

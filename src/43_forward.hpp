@@ -295,6 +295,25 @@ inline void row_op(const Step& s, const KernelTable& kern, const float* A, const
   }
 }
 
+// How many matmul steps from steps[i] on (at most kMatmulGroup) take one input and may run as one
+// product (matmul_group): the same input register, rounding, layer and section, each writing a
+// register of its own that is not the input.
+inline size_t matmul_group_size(const Program& p, size_t i) {
+  const Step& s = p.steps[i];
+  size_t n = 1;
+  if (s.dst == s.a) return n;
+  for (; n < size_t(kMatmulGroup) && i + n < p.steps.size(); n++) {
+    const Step& g = p.steps[i + n];
+    if (g.op != OpCode::matmul || g.a != s.a || g.round_input != s.round_input || g.layer != s.layer ||
+        g.section != s.section || g.w_in != s.w_in || g.dst == s.a)
+      break;
+    bool clash = false;
+    for (size_t j = 0; j < n; j++) clash = clash || p.steps[i + j].dst == g.dst;
+    if (clash) break;
+  }
+  return n;
+}
+
 // A matmul step's input as llama.cpp hands it to an F16 / BF16 weight (s.round_input 1 / 2): each
 // value rounded to that type and back, into buf; otherwise a itself.
 template <class ForRows>
@@ -727,10 +746,33 @@ class Context {
         switch (s.op) {  // the steps run_row_step leaves to the loop
           case OpCode::matmul: {
             const float* in = matmul_input(s, rows, a, round_buf_.as<float>(), each_row);
-            if (!kern_->matmul_x(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2, *mm_))
+            const size_t ng = matmul_group_size(p, si);
+            if (ng == 1) {
+              if (!kern_->matmul_x(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2, *mm_))
+                return make_error(
+                    Errc::out_of_memory,
+                    strf("out of memory for the scratch of a matrix product (%s, %d tokens)", s.w->name.c_str(), rows));
+              break;
+            }
+            const TensorView* ws[kMatmulGroup];
+            float* ys[kMatmulGroup];
+            int64_t ldys[kMatmulGroup];
+            for (size_t j = 0; j < ng; j++) {
+              const Step& g = p.steps[si + j];
+              ws[j] = g.w, ys[j] = reg(g.dst), ldys[j] = g.w_out;
+            }
+            if (!kern_->matmul_group(ws, static_cast<int>(ng), in, rows, ys, ldys, e_->pool(), s.round_input == 2,
+                                     *mm_))
               return make_error(
                   Errc::out_of_memory,
                   strf("out of memory for the scratch of a matrix product (%s, %d tokens)", s.w->name.c_str(), rows));
+            if (trace_)  // (its last step is traced below, as si)
+              for (size_t j = 0; j + 1 < ng; j++) {
+                const Step& g = p.steps[si + j];
+                trace_(TraceEvent{static_cast<int>(si + j), op_spec(g.op).name, g.layer, g.line,
+                                  p.reg_names[static_cast<size_t>(g.dst)], reg(g.dst), rows, g.w_out});
+              }
+            si += ng - 1;
             break;
           }
           case OpCode::rope: {
@@ -757,9 +799,11 @@ class Context {
             break;
           default: break;
         }
-      if (trace_)
-        trace_(TraceEvent{static_cast<int>(si), op_spec(s.op).name, s.layer, s.line,
-                          p.reg_names[static_cast<size_t>(s.dst)], d, rows, wo});
+      if (trace_) {
+        const Step& t = p.steps[si];  // (s, or the last of a group of matmuls)
+        trace_(TraceEvent{static_cast<int>(si), op_spec(t.op).name, t.layer, t.line,
+                          p.reg_names[static_cast<size_t>(t.dst)], reg(t.dst), rows, t.w_out});
+      }
     }
     if (out_logits && !all_logits && lg != out_logits)
       std::memcpy(out_logits, lg + size_t(rows - 1) * p.n_vocab, size_t(p.n_vocab) * 4);

@@ -7,9 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <thread>
 
 #include "common.hpp"
@@ -405,6 +407,80 @@ TEST_CASE("forward: greedy output is bit-identical with 1, 2, 3 and 4 threads") 
     else
       CHECK(*out == ref);
   }
+}
+
+// Consecutive products of one input (q, k and v; gate and up) run as one matmul_group: which steps
+// group (matmul_group_size), and a trace still sees every step once, in order, with the group's
+// outputs written when it reports them (2 threads: one job of the pool per group for a token).
+TEST_CASE("forward: products of one input run as one group, and a trace still sees every step in order") {
+  test::TempDir dir;
+  Synth s;
+  s.build();
+  auto e = engine_for(s.write(dir, "t.gguf"), 2, KvType::f16);
+  const Program& p = e->program();
+  auto at = [&](const char* name) {
+    for (size_t i = 0; i < p.steps.size(); i++)
+      if (p.steps[i].op == OpCode::matmul && p.steps[i].w->name == name) return i;
+    FAIL("no step for " << name);
+    return size_t(0);
+  };
+  CHECK(matmul_group_size(p, at("blk.1.attn_q.weight")) == 3);
+  CHECK(matmul_group_size(p, at("blk.1.attn_k.weight")) == 2);
+  CHECK(matmul_group_size(p, at("blk.1.attn_output.weight")) == 1);
+  CHECK(matmul_group_size(p, at("blk.1.ffn_gate.weight")) == 2);
+  CHECK(matmul_group_size(p, at("blk.1.ffn_down.weight")) == 1);
+  // the rules, on steps made by hand: input register 0
+  auto group = [](std::vector<std::array<int, 3>> ops) {  // {dst, a, layer}, all matmuls
+    Program q;
+    for (auto [dst, a, layer] : ops) {
+      Step st;
+      st.op = OpCode::matmul;
+      st.dst = static_cast<int16_t>(dst), st.a = static_cast<int16_t>(a), st.layer = layer;
+      q.steps.push_back(st);
+    }
+    return matmul_group_size(q, 0);
+  };
+  CHECK(group({{1, 0, 0}, {2, 0, 0}, {3, 0, 0}, {4, 0, 0}, {5, 0, 0}}) == size_t(kMatmulGroup));
+  CHECK(group({{0, 0, 0}, {2, 0, 0}}) == 1);             // the first writes the input
+  CHECK(group({{1, 0, 0}, {2, 0, 0}, {0, 0, 0}}) == 2);  // the third writes it
+  CHECK(group({{1, 0, 0}, {1, 0, 0}}) == 1);             // one output twice: the second wins
+  CHECK(group({{1, 0, 0}, {2, 1, 0}}) == 1);             // another input
+  CHECK(group({{1, 0, 0}, {2, 0, 1}}) == 1);             // another layer
+  auto ctx = Context::create(e, 0);
+  REQUIRE(ctx);
+  std::vector<int> seen;
+  std::map<std::string, std::vector<float>> last;  // register -> its value as last traced
+  ThreadPool pool1(1);
+  MatmulScratch scratch1(1);
+  int products = 0, products_ok = 0;
+  ctx->set_trace([&](const TraceEvent& ev) {
+    seen.push_back(ev.step);
+    const Step& st = p.steps[static_cast<size_t>(ev.step)];
+    if (st.op == OpCode::matmul && st.round_input == 0) {  // the product of its input as last traced
+      const std::vector<float>& x = last[p.reg_names[static_cast<size_t>(st.a)]];
+      std::vector<float> y(static_cast<size_t>(ev.rows) * ev.width, -7.0f);
+      products++;
+      if (x.size() == static_cast<size_t>(ev.rows) * st.w_in &&
+          kernels().matmul_x(*st.w, x.data(), ev.rows, y.data(), ev.width, pool1, false, scratch1))
+        products_ok += std::memcmp(y.data(), ev.data, y.size() * 4) == 0;
+    }
+    last[ev.reg].assign(ev.data, ev.data + static_cast<size_t>(ev.rows) * ev.width);
+  });
+  auto out = greedy_ids(*ctx, test::some_ids(7, s.vocab, 3), 3);
+  REQUIRE(out);
+  REQUIRE(!seen.empty());
+  int passes = 0;
+  for (size_t i = 0; i < seen.size(); i++) {
+    if (seen[i] == 0) {
+      passes++;
+      continue;
+    }
+    REQUIRE(i > 0);
+    CHECK(seen[i] == seen[i - 1] + 1);
+  }
+  CHECK(passes >= 3);
+  CHECK(products > 0);
+  CHECK(products_ok == products);
 }
 
 // With an f16 cache, the attention of several tokens runs in blocks of consecutive tokens whose

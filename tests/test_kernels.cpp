@@ -904,6 +904,66 @@ TEST_CASE("matmul: matmul_each gives every token the bits of a one-token matmul 
   }
 }
 
+// The products of one input with several matrices (q, k and v; gate and up) run as one job of
+// the pool for a token (matmul_group): each matrix must get the bits of its own matmul, whatever
+// the mix of types (two forms of quantized input, float rows, MLX groups of one size or of two,
+// where the job falls back to one product at a time), rows per matrix, output strides, tokens and
+// threads; and no value outside its rows may be written.
+TEST_CASE("matmul: matmul_group gives each matrix the bits of its own matmul") {
+  Rng r(8);
+  const li::KernelTable& k = li::kernels();
+  const int64_t n = 512;
+  struct Mat {
+    DType t;
+    int64_t rows;
+    DType aux = DType::f16;
+    int gs = 64;
+  };
+  const Mat mats[] = {{DType::q4_K, 37},
+                      {DType::q6_K, 300},
+                      {DType::q8_0, 33},
+                      {DType::q5_0, 1025},
+                      {DType::q4_0, 5},
+                      {DType::f16, 23},
+                      {DType::bf16, 9},
+                      {DType::f32, 19},
+                      {DType::mlx_q4, 21, DType::bf16, 64},
+                      {DType::mlx_q4, 17, DType::bf16, 128}};
+  std::vector<Matrix> ms;
+  for (const Mat& m : mats) ms.push_back(make_matrix(m.t, m.rows, n, r, false, m.aux, m.gs));
+  const std::vector<std::vector<int>> groups = {{0},    {0, 1}, {1, 3, 5},    {0, 1, 2, 3}, {4, 5, 6, 7},
+                                                {8, 3}, {8, 9}, {9, 8, 0, 6}, {2, 2},       {7, 0, 4}};
+  for (int th : {1, 2, 3}) {
+    li::ThreadPool pool(th);
+    li::MatmulScratch scratch(th);
+    for (const auto& g : groups) {
+      for (int64_t T : {1, 2, 5}) {
+        CAPTURE(th);
+        CAPTURE(T);
+        CAPTURE(g.size());
+        std::vector<float> x = make_input(T, n, r, false);
+        const li::TensorView* ws[li::kMatmulGroup];
+        float* ys[li::kMatmulGroup];
+        int64_t ld[li::kMatmulGroup];
+        std::vector<std::vector<float>> got(g.size()), want(g.size());
+        for (size_t j = 0; j < g.size(); j++) {
+          ws[j] = &ms[static_cast<size_t>(g[j])].view;
+          ld[j] = ws[j]->rows() + static_cast<int64_t>(j);
+          got[j].assign(static_cast<size_t>(T * ld[j]), -7.0f);
+          want[j].assign(static_cast<size_t>(T * ld[j]), -7.0f);
+          ys[j] = got[j].data();
+        }
+        CHECK(k.matmul_group(ws, static_cast<int>(g.size()), x.data(), T, ys, ld, pool, false, scratch));
+        for (size_t j = 0; j < g.size(); j++) {
+          CAPTURE(std::string(li::dtype_name(ws[j]->type)));
+          CHECK(k.matmul_x(*ws[j], x.data(), T, want[j].data(), ld[j], pool, false, scratch));
+          CHECK(std::memcmp(got[j].data(), want[j].data(), got[j].size() * 4) == 0);
+        }
+      }
+    }
+  }
+}
+
 // The heads of one key-value group, or of a block of tokens, are scored and summed at once (the
 // kernels read the cells once for up to 8 queries): every head must keep the bits it has alone,
 // for each cache type, 1..19 queries (chunks of 8, of 4 and the rest), head sizes with and without
