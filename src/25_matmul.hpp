@@ -239,8 +239,6 @@ inline int64_t take_streams(const uint8_t* w, uint64_t row_bytes, int64_t r0, in
 constexpr int kAvx2Rows = 4;
 #endif
 
-// WK, here and below: the weight type's row of the kernel table (WeightKernels, 25_weight_kernels);
-// its kernels inline into these loops.
 // gemv's work on one matrix as tasks of chunks of rows (gemv_part), each run by part.task: so that
 // the products of several matrices with one input (q, k and v; gate and up) are one job of the
 // pool (matmul_group, 25_weight_kernels), not one each.
@@ -251,6 +249,8 @@ struct GemvPart {
   int n_tasks;
   void (*task)(const GemvPart& part, const MatmulInput& in, int task);
 };
+// WK, here and below: the weight type's row of the kernel table (WeightKernels, 25_weight_kernels);
+// its kernels inline into these loops.
 template <class WK>
 inline void gemv_task(const GemvPart& part, const MatmulInput& in, int task);
 template <class WK>
@@ -279,42 +279,39 @@ inline void gemv_task(const GemvPart& part, const MatmulInput& in, int task) {
   const uint64_t row_bytes = weight_row_bytes(w);
   const bool ahead = cpu_streams_ahead();
   [[maybe_unused]] const bool pairs = !ahead && cpu_pairs_rows();
-  {
-    const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
-    for (int64_t t = 0; t < T; t++) {
-      float* yt = y + t * ldy;
-      int64_t r = r0;
+  const int64_t r0 = task * chunk, r1 = std::min(rows, r0 + chunk);
+  for (int64_t t = 0; t < T; t++) {
+    float* yt = y + t * ldy;
+    int64_t r = r0;
 #if defined(LLMI_SIMD_VNNI)
-      if constexpr (WK::multi_row)
-        if (ahead)  // kNR streams (the comment above kAheadRows)
-          r = take_streams<kNR>(w.data, row_bytes, r0, r1, yt,
-                                [&](const uint8_t* p, uint64_t rs, float* out, int64_t ldo) {
-                                  WK::template dotr<kNR>(p, rs, o.in.row(WK::act, t), o.n, out, ldo);
-                                });
-      if constexpr (WK::pair_rows)
-        if (pairs)  // two streams, each one chain of FMAs (cpu_pairs_rows)
-          r = take_streams<2>(w.data, row_bytes, r0, r1, yt,
+    if constexpr (WK::multi_row)
+      if (ahead)  // kNR streams (the comment above kAheadRows)
+        r = take_streams<kNR>(w.data, row_bytes, r0, r1, yt,
                               [&](const uint8_t* p, uint64_t rs, float* out, int64_t ldo) {
-                                WK::dotr2(p, rs, o.in.row(WK::act, t), o.n, out, ldo);
+                                WK::template dotr<kNR>(p, rs, o.in.row(WK::act, t), o.n, out, ldo);
                               });
-      if constexpr (WK::row_run)
-        if (!ahead) {
-          WK::dots(w.data + static_cast<uint64_t>(r) * row_bytes, row_bytes, r1 - r, o.in.row(WK::act, t), o.n, yt + r);
-          r = r1;
-        }
+    if constexpr (WK::pair_rows)
+      if (pairs)  // two streams, each one chain of FMAs (cpu_pairs_rows)
+        r = take_streams<2>(w.data, row_bytes, r0, r1, yt, [&](const uint8_t* p, uint64_t rs, float* out, int64_t ldo) {
+          WK::dotr2(p, rs, o.in.row(WK::act, t), o.n, out, ldo);
+        });
+    if constexpr (WK::row_run)
+      if (!ahead) {
+        WK::dots(w.data + static_cast<uint64_t>(r) * row_bytes, row_bytes, r1 - r, o.in.row(WK::act, t), o.n, yt + r);
+        r = r1;
+      }
 #endif
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
-      if constexpr (WK::multi_row)
-        r = take_streams<kAvx2Rows>(w.data, row_bytes, r0, r1, yt,
-                                    [&](const uint8_t* p, uint64_t rs, float* out, int64_t ldo) {
-                                      WK::template dotr<kAvx2Rows>(p, rs, o.in.row(WK::act, t), o.n, out, ldo);
-                                    });
+    if constexpr (WK::multi_row)
+      r = take_streams<kAvx2Rows>(w.data, row_bytes, r0, r1, yt,
+                                  [&](const uint8_t* p, uint64_t rs, float* out, int64_t ldo) {
+                                    WK::template dotr<kAvx2Rows>(p, rs, o.in.row(WK::act, t), o.n, out, ldo);
+                                  });
 #endif
-      for (; r < r1; r++) {
-        if (ahead && r + kAheadRows < rows)
-          prefetch_l2(w.data + static_cast<uint64_t>(r + kAheadRows) * row_bytes, row_bytes);
-        yt[r] = WK::dot(o, w.data + static_cast<uint64_t>(r) * row_bytes, r, t);
-      }
+    for (; r < r1; r++) {
+      if (ahead && r + kAheadRows < rows)
+        prefetch_l2(w.data + static_cast<uint64_t>(r + kAheadRows) * row_bytes, row_bytes);
+      yt[r] = WK::dot(o, w.data + static_cast<uint64_t>(r) * row_bytes, r, t);
     }
   }
 }
