@@ -25473,6 +25473,7 @@ class Context {
     int cur_layer = -2;
     const auto each_row = [this](int r, int64_t w, auto&& fn) { for_rows(r, w, fn); };  // for_rows as a value
     for (size_t si = 0; si < p.steps.size(); si++) {
+      const size_t s0 = si;  // (a group of products moves si on to its last step)
       const Step& s = p.steps[si];
       if (s.section == Section::epilogue && !out_logits) break;  // a middle chunk: its logits are not wanted
       if (s.layer != cur_layer) {
@@ -25487,15 +25488,9 @@ class Context {
       if (!run_row_step(s, *kern_, rows, toks, a, b, c, d, each_row))
         switch (s.op) {  // the steps run_row_step leaves to the loop
           case OpCode::matmul: {
+            // this step and the next that take the same input, as one product (one alone too)
             const float* in = matmul_input(s, rows, a, round_buf_.as<float>(), each_row);
             const size_t ng = matmul_group_size(p, si);
-            if (ng == 1) {
-              if (!kern_->matmul_x(*s.w, in, rows, d, wo, e_->pool(), s.round_input == 2, *mm_))
-                return make_error(
-                    Errc::out_of_memory,
-                    strf("out of memory for the scratch of a matrix product (%s, %d tokens)", s.w->name.c_str(), rows));
-              break;
-            }
             const TensorView* ws[kMatmulGroup];
             float* ys[kMatmulGroup];
             int64_t ldys[kMatmulGroup];
@@ -25508,13 +25503,7 @@ class Context {
               return make_error(
                   Errc::out_of_memory,
                   strf("out of memory for the scratch of a matrix product (%s, %d tokens)", s.w->name.c_str(), rows));
-            if (trace_)  // (its last step is traced below, as si)
-              for (size_t j = 0; j + 1 < ng; j++) {
-                const Step& g = p.steps[si + j];
-                trace_(TraceEvent{static_cast<int>(si + j), op_spec(g.op).name, g.layer, g.line,
-                                  p.reg_names[static_cast<size_t>(g.dst)], reg(g.dst), rows, g.w_out});
-              }
-            si += ng - 1;
+            si += ng - 1;  // (the trace below reports each of them)
             break;
           }
           case OpCode::rope: {
@@ -25541,11 +25530,12 @@ class Context {
             break;
           default: break;
         }
-      if (trace_) {
-        const Step& t = p.steps[si];  // (s, or the last of a group of matmuls)
-        trace_(TraceEvent{static_cast<int>(si), op_spec(t.op).name, t.layer, t.line,
-                          p.reg_names[static_cast<size_t>(t.dst)], reg(t.dst), rows, t.w_out});
-      }
+      if (trace_)  // the step, or each of a group of products
+        for (size_t j = s0; j <= si; j++) {
+          const Step& t = p.steps[j];
+          trace_(TraceEvent{static_cast<int>(j), op_spec(t.op).name, t.layer, t.line,
+                            p.reg_names[static_cast<size_t>(t.dst)], reg(t.dst), rows, t.w_out});
+        }
     }
     if (out_logits && !all_logits && lg != out_logits)
       std::memcpy(out_logits, lg + size_t(rows - 1) * p.n_vocab, size_t(p.n_vocab) * 4);
