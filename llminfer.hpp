@@ -25482,7 +25482,7 @@ class Context {
       }
       float* a = s.a >= 0 ? reg(s.a) : nullptr;
       float* d = reg(s.dst);
-      const int wi = s.w_in, wo = s.w_out;
+      const int wi = s.w_in;
       const float* b = s.b >= 0 ? reg(s.b) : nullptr;
       const float* c = s.c >= 0 ? reg(s.c) : nullptr;
       if (!run_row_step(s, *kern_, rows, toks, a, b, c, d, each_row))
