@@ -8671,22 +8671,24 @@ inline int64_t take_streams(const uint8_t* w, uint64_t row_bytes, int64_t r0, in
 constexpr int kAvx2Rows = 4;
 #endif
 
-// gemv's work on one matrix as tasks of chunks of rows (gemv_part), each run by part.task: so that
-// the products of several matrices with one input (q, k and v; gate and up) are one job of the
-// pool (matmul_group, 25_weight_kernels), not one each.
-struct GemvPart {
+// A product's work on one matrix as tasks of chunks of rows (gemv_part; AVX2 gemm_rows_part), each
+// run by part.task: so that the products of several matrices with one input (q, k and v; gate and
+// up) are one job of the pool (matmul_group, matmul_each_group: 25_weight_kernels), not one each.
+struct MatmulPart {
   const TensorView* w;
   float* y;
   int64_t ldy, chunk;
   int n_tasks;
-  void (*task)(const GemvPart& part, const MatmulInput& in, int task);
+  void (*task)(const MatmulPart& part, const MatmulInput& in, int task);
+  int64_t n_tb = 1, tp = 0;        // gemm_rows: blocks of tokens per chunk of rows, tokens in packs
+  const uint8_t* packs = nullptr;  // gemm_rows: the packs of tokens 0 .. tp - 1 (gemm_rows_pack)
 };
 // WK, here and below: the weight type's row of the kernel table (WeightKernels, 25_weight_kernels);
 // its kernels inline into these loops.
 template <class WK>
-inline void gemv_task(const GemvPart& part, const MatmulInput& in, int task);
+inline void gemv_task(const MatmulPart& part, const MatmulInput& in, int task);
 template <class WK>
-inline GemvPart gemv_part(const TensorView& w, float* y, int64_t ldy, int threads) {
+inline MatmulPart gemv_part(const TensorView& w, float* y, int64_t ldy, int threads) {
   const int64_t rows = w.rows();
   const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
   // Chunks: about 2 per thread (a thread that finishes early takes another), at least 64 KiB of
@@ -8699,11 +8701,11 @@ inline GemvPart gemv_part(const TensorView& w, float* y, int64_t ldy, int thread
 }
 template <class WK>
 inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
-  const GemvPart part = gemv_part<WK>(w, y, ldy, pool.size());
+  const MatmulPart part = gemv_part<WK>(w, y, ldy, pool.size());
   pool.parallel_for(part.n_tasks, [&](int task, int) { gemv_task<WK>(part, in, task); });
 }
 template <class WK>
-inline void gemv_task(const GemvPart& part, const MatmulInput& in, int task) {
+inline void gemv_task(const MatmulPart& part, const MatmulInput& in, int task) {
   const TensorView& w = *part.w;
   const int64_t rows = w.rows(), T = in.n_tokens(), chunk = part.chunk, ldy = part.ldy;
   float* const y = part.y;
@@ -9205,73 +9207,111 @@ inline void dotn_tokens(const RowOperands& o, const uint8_t* wr, int64_t r, int6
   }
 }
 
+// gemm_rows in two parts, so that the products of several matrices with one input can be one job
+// of the pool (matmul_each_group, 25_weight_kernels: batched decoding): the packs of the input's
+// tokens, made once for every matrix of their pack form (gemm_rows_pack), then the tasks of each
+// matrix over them (gemm_rows_part).
+// The tokens WK takes from packs: tokens 0 .. tp - 1, every one but a lone last (T % kTP == 1: it
+// takes dotn); 0 for the types without packs (and Q4_K without the sums of 32 it packs).
+template <class WK>
+inline int64_t gemm_rows_tp(const MatmulInput& in) {
+  if constexpr (kPacks<WK::type>) {
+    const int64_t T = in.n_tokens();
+    if (T >= 2 && (WK::type != DType::q4_K || in.row(WK::act, 0).sums32)) return T % kTP == 1 ? T - 1 : T;
+  }
+  return 0;
+}
+// Which packs WK reads: the types of one form share them (-1: none).
+template <class WK>
+constexpr int pack_form() {
+  if constexpr (!kPacks<WK::type>) return -1;
+  return WK::act != ActForm::q8_256 ? 0 : WK::type == DType::q4_K ? 1 : 2;
+}
+// Bytes of the packs of tp tokens of WK's input (n values a token).
+template <class WK>
+inline uint64_t gemm_rows_pack_bytes(int64_t n, int64_t tp) {
+  const int64_t blk = WK::act == ActForm::q8_256 ? ref::kQK_K : 32;
+  return static_cast<uint64_t>((tp + kTP - 1) / kTP) * act_pack_bytes(blk, n / blk);
+}
 // Sizes scratch.xk for gemm_rows of up to max_tokens tokens; false when out of memory.
 template <class WK>
 inline bool gemm_rows_reserve(const TensorView& w, int64_t max_tokens, MatmulScratch& scratch) {
   if constexpr (!kPacks<WK::type>) return true;
-  const int64_t blk = WK::act == ActForm::q8_256 ? ref::kQK_K : 32;
-  return max_tokens < 2 ||
-         scratch.xk.reserve(static_cast<size_t>((max_tokens + kTP - 1) / kTP) * act_pack_bytes(blk, w.ne[0] / blk));
+  return max_tokens < 2 || scratch.xk.reserve(gemm_rows_pack_bytes<WK>(w.ne[0], max_tokens));
 }
-
+// Packs tokens 0 .. tp - 1 of the input into dst (gemm_rows_pack_bytes): pack k the kTP from k * kTP,
+// the last fewer.
+template <class WK>
+inline void gemm_rows_pack(const MatmulInput& in, int64_t tp, uint8_t* dst, ThreadPool& pool) {
+  const int64_t blk = WK::act == ActForm::q8_256 ? ref::kQK_K : 32, nb = in.n() / blk;
+  const uint64_t pb = act_pack_bytes(blk, nb);
+  pool.parallel_for(static_cast<int>((tp + kTP - 1) / kTP), [&](int k, int) {
+    const int nt = static_cast<int>(std::min<int64_t>(kTP, tp - k * kTP));
+    ActQ8 a[kTP];
+    for (int u = 0; u < nt; u++) a[u] = in.row(WK::act, k * kTP + u);
+    pack_acts(a, nt, blk, nb, WK::type == DType::q4_K, dst + static_cast<uint64_t>(k) * pb);
+  });
+}
+template <class WK>
+inline void gemm_rows_task(const MatmulPart& part, const MatmulInput& in, int task);
+// gemm_rows' tasks on w for T tokens, tokens 0 .. tp - 1 from the packs at `packs`: chunks of rows
+// (as gemv: long runs stream faster) times blocks of tokens.
+template <class WK>
+inline MatmulPart gemm_rows_part(const TensorView& w, int64_t T, float* y, int64_t ldy, int threads, int64_t tp,
+                                 const uint8_t* packs) {
+  const int64_t rows = w.rows();
+  const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
+  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(threads)), static_cast<int64_t>(65536 / rb));
+  chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
+  const int64_t n_rt = (rows + chunk - 1) / chunk, n_tb = (T + kTBlock - 1) / kTBlock;
+  return {&w, y, ldy, chunk, static_cast<int>(n_rt * n_tb), &gemm_rows_task<WK>, n_tb, tp, packs};
+}
+template <class WK>
+inline void gemm_rows_task(const MatmulPart& part, const MatmulInput& in, int task) {
+  const TensorView& w = *part.w;
+  float* const y = part.y;
+  const int64_t rows = w.rows(), T = in.n_tokens(), chunk = part.chunk, n_tb = part.n_tb, ldy = part.ldy;
+  const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
+  const RowOperands o = row_operands(w, in, true);
+  const int64_t r0 = (task / n_tb) * chunk, r1 = std::min(rows, r0 + chunk);
+  const int64_t t0 = (task % n_tb) * kTBlock, t1 = std::min(T, t0 + kTBlock);
+  int64_t t = t0;
+  if constexpr (kPacks<WK::type>) {
+    // the block's packs (kTBlock is a multiple of kTP), each over runs of the task's rows of
+    // about 128 KiB, so that a run stays in L2 while the packs go over it
+    const int64_t tp = part.tp, blk = WK::act == ActForm::q8_256 ? ref::kQK_K : 32, nb = o.n / blk;
+    const uint64_t pb = act_pack_bytes(blk, nb);
+    const int64_t k0 = t0 / kTP, k1 = std::max(k0, (std::min(t1, tp) + kTP - 1) / kTP);
+    const int64_t run = std::max<int64_t>(1, static_cast<int64_t>(131072 / rb));
+    for (int64_t ra = r0; ra < r1 && k1 > k0; ra += run)
+      for (int64_t k = k0; k < k1; k++) {
+        const ActPack pk = act_pack_view(part.packs + static_cast<uint64_t>(k) * pb, blk, nb);
+        const int nt = static_cast<int>(std::min<int64_t>(kTP, tp - k * kTP));
+        for (int64_t r = ra; r < std::min(r1, ra + run); r++) {
+          float out[kTP];
+          dotp_n<WK::type>(w.data + static_cast<uint64_t>(r) * rb, pk, nt, o.n, out);
+          for (int u = 0; u < nt; u++) y[(k * kTP + u) * ldy + r] = out[u];
+        }
+      }
+    t = std::max(t0, std::min(t1, tp));
+  }
+  for (int64_t r = r0; r < r1; r++) {
+    const uint8_t* wr = w.data + static_cast<uint64_t>(r) * rb;
+    // groups of kTG tokens, the rest (fewer) in one smaller group
+    for (int64_t u = t; u < t1; u += kTG) dotn_tokens<WK>(o, wr, r, u, std::min<int64_t>(kTG, t1 - u), y, ldy);
+  }
+}
 // Y = X W^T for T >= 2 tokens and a quantized W (WK::dotn), row by row over token groups (see
 // above); for the types of kPacks the tokens in packs of kTP, the last with the rest if more than
 // one (in scratch.xk where it can hold them), through dotp, any other through dotn.
 template <class WK>
 inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
                       MatmulScratch& scratch) {
-  const int64_t rows = w.rows(), T = in.n_tokens();
-  const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
-  const RowOperands o = row_operands(w, in, true);
-  const int64_t blk = WK::act == ActForm::q8_256 ? ref::kQK_K : 32, nb = o.n / blk;
-  const uint64_t pb = act_pack_bytes(blk, nb);
-  int64_t tp = 0;  // tokens 0 .. tp - 1 are in packs, pack k the kTP from k * kTP (the last fewer)
-  if constexpr (kPacks<WK::type>) {
-    tp = T % kTP == 1 ? T - 1 : T;
-    const int64_t np = (tp + kTP - 1) / kTP;
-    if (np > 0 && (WK::type != DType::q4_K || o.in.row(WK::act, 0).sums32) &&
-        scratch.xk.reserve(static_cast<size_t>(np) * pb)) {
-      pool.parallel_for(static_cast<int>(np), [&](int k, int) {
-        const int nt = static_cast<int>(std::min<int64_t>(kTP, tp - k * kTP));
-        ActQ8 a[kTP];
-        for (int u = 0; u < nt; u++) a[u] = o.in.row(WK::act, k * kTP + u);
-        pack_acts(a, nt, blk, nb, WK::type == DType::q4_K, scratch.xk.as<uint8_t>() + static_cast<uint64_t>(k) * pb);
-      });
-    } else {
-      tp = 0;
-    }
-  }
-  // tasks: chunks of rows (as gemv: long runs stream faster) times blocks of tokens
-  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
-  chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
-  const int64_t n_rt = (rows + chunk - 1) / chunk, n_tb = (T + kTBlock - 1) / kTBlock;
-  pool.parallel_for(static_cast<int>(n_rt * n_tb), [&](int task, int) {
-    const int64_t r0 = (task / n_tb) * chunk, r1 = std::min(rows, r0 + chunk);
-    const int64_t t0 = (task % n_tb) * kTBlock, t1 = std::min(T, t0 + kTBlock);
-    int64_t t = t0;
-    if constexpr (kPacks<WK::type>) {
-      // the block's packs (kTBlock is a multiple of kTP), each over runs of the task's rows of
-      // about 128 KiB, so that a run stays in L2 while the packs go over it
-      const int64_t k0 = t0 / kTP, k1 = std::max(k0, (std::min(t1, tp) + kTP - 1) / kTP);
-      const int64_t run = std::max<int64_t>(1, static_cast<int64_t>(131072 / rb));
-      for (int64_t ra = r0; ra < r1 && k1 > k0; ra += run)
-        for (int64_t k = k0; k < k1; k++) {
-          const ActPack pk = act_pack_view(scratch.xk.as<uint8_t>() + static_cast<uint64_t>(k) * pb, blk, nb);
-          const int nt = static_cast<int>(std::min<int64_t>(kTP, tp - k * kTP));
-          for (int64_t r = ra; r < std::min(r1, ra + run); r++) {
-            float out[kTP];
-            dotp_n<WK::type>(w.data + static_cast<uint64_t>(r) * rb, pk, nt, o.n, out);
-            for (int u = 0; u < nt; u++) y[(k * kTP + u) * ldy + r] = out[u];
-          }
-        }
-      t = std::max(t0, std::min(t1, tp));
-    }
-    for (int64_t r = r0; r < r1; r++) {
-      const uint8_t* wr = w.data + static_cast<uint64_t>(r) * rb;
-      // groups of kTG tokens, the rest (fewer) in one smaller group
-      for (int64_t u = t; u < t1; u += kTG) dotn_tokens<WK>(o, wr, r, u, std::min<int64_t>(kTG, t1 - u), y, ldy);
-    }
-  });
+  int64_t tp = gemm_rows_tp<WK>(in);
+  if (tp > 0 && !scratch.xk.reserve(gemm_rows_pack_bytes<WK>(in.n(), tp))) tp = 0;
+  if (tp > 0) gemm_rows_pack<WK>(in, tp, scratch.xk.as<uint8_t>(), pool);
+  const MatmulPart part = gemm_rows_part<WK>(w, in.n_tokens(), y, ldy, pool.size(), tp, scratch.xk.as<uint8_t>());
+  pool.parallel_for(part.n_tasks, [&](int task, int) { gemm_rows_task<WK>(part, in, task); });
 }
 #endif  // LLMI_SIMD_AVX2 && !LLMI_SIMD_AVX512
 
@@ -11349,6 +11389,17 @@ inline bool matmul(const TensorView& w, const float* x, int64_t n_tokens, float*
   return matmul(w, scratch.in, y, ldy, pool, scratch);
 }
 
+// The tasks of parts[0 .. n) as one job of the pool.
+inline void run_parts(const MatmulPart* parts, int n, const MatmulInput& in, ThreadPool& pool) {
+  int total = 0;
+  for (int i = 0; i < n; i++) total += parts[i].n_tasks;
+  pool.parallel_for(total, [&](int task, int) {
+    int i = 0;
+    while (task >= parts[i].n_tasks) task -= parts[i++].n_tasks;
+    parts[i].task(parts[i], in, task);
+  });
+}
+
 // Y_i = X W_i^T for the nw (<= kMatmulGroup) matrices ws[i], all of one input X (the products a
 // definition takes one after another from one register: q, k and v; gate and up), each as matmul
 // computes it, so the same bits: the input quantized once per form they take, and for one token
@@ -11372,8 +11423,7 @@ inline bool matmul_group(const TensorView* const* ws, int nw, const float* x, in
       if (!matmul(*ws[i], in, ys[i], ldys[i], pool, scratch)) return false;
     return true;
   }
-  GemvPart parts[kMatmulGroup];
-  int total = 0;
+  MatmulPart parts[kMatmulGroup];
   for (int i = 0; i < nw; i++) {
     if (!visit_weight_kernels(ws[i]->type, [&](auto k) {
           using WK = decltype(k);
@@ -11382,13 +11432,8 @@ inline bool matmul_group(const TensorView* const* ws, int nw, const float* x, in
           return true;
         }))
       return false;
-    total += parts[i].n_tasks;
   }
-  pool.parallel_for(total, [&](int task, int) {
-    int i = 0;
-    while (task >= parts[i].n_tasks) task -= parts[i++].n_tasks;
-    parts[i].task(parts[i], in, task);
-  });
+  run_parts(parts, nw, in, pool);
   return true;
 }
 
@@ -11404,6 +11449,73 @@ inline bool matmul_each(const TensorView& w, const float* x, int64_t n_tokens, f
     using WK = decltype(k);
     return prepare_input<WK>(w, in, pool) && gemv_each<WK>(w, in, y, ldy, pool, scratch);
   });
+}
+
+// matmul_each for the nw (<= kMatmulGroup) matrices ws[i] of one input X (as matmul_group: the
+// products a definition takes one after another from one register), every token of each as
+// matmul_each computes it, so the same bits: the input quantized once per form the matrices take;
+// one token is matmul_group's product; on AVX2, for several tokens and the types of gemm_rows, the
+// packs of the tokens are made once per pack form and the matrices' rows are one job of the pool
+// (batched decoding: bench/RESULTS.md). False when out of memory.
+inline bool matmul_each_group(const TensorView* const* ws, int nw, const float* x, int64_t n_tokens, float* const* ys,
+                              const int64_t* ldys, ThreadPool& pool, bool bf16_exact, MatmulScratch& scratch) {
+  LLMI_ASSERT(nw >= 1 && nw <= kMatmulGroup);
+  if (n_tokens == 1) return matmul_group(ws, nw, x, n_tokens, ys, ldys, pool, bf16_exact, scratch);
+  MatmulInput& in = scratch.in;
+  in.reset(x, n_tokens, ws[0]->ne[0], bf16_exact);
+  if (n_tokens <= 0) return true;
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  // each matrix's packs (tp[i] tokens) are those of the first matrix of its pack form, at off[i] in
+  // scratch.xk (one form has one tp: the tokens and the input decide it)
+  int64_t tp[kMatmulGroup];
+  int form[kMatmulGroup], first[kMatmulGroup];
+  uint64_t off[kMatmulGroup], bytes = 0;
+  bool one_job = true;
+  for (int i = 0; i < nw; i++) {
+    LLMI_ASSERT(ws[i]->ne[0] == in.n());
+    const bool ok = visit_weight_kernels(ws[i]->type, [&](auto k) {
+      using WK = decltype(k);
+      if constexpr (WK::multi_token) {
+        if (!prepare_input<WK>(*ws[i], in, pool)) return false;
+        tp[i] = gemm_rows_tp<WK>(in), form[i] = pack_form<WK>(), first[i] = i;
+        for (int j = 0; j < i && first[i] == i; j++)
+          if (tp[j] > 0 && form[j] == form[i]) first[i] = j;
+        off[i] = first[i] == i ? bytes : off[first[i]];
+        if (first[i] == i && tp[i] > 0) bytes += gemm_rows_pack_bytes<WK>(in.n(), tp[i]);
+      } else {
+        one_job = false;
+      }
+      return true;
+    });
+    if (!ok) return false;
+  }
+  if (one_job && (bytes == 0 || scratch.xk.reserve(bytes))) {
+    MatmulPart parts[kMatmulGroup];
+    uint8_t* xk = scratch.xk.as<uint8_t>();
+    for (int i = 0; i < nw; i++) {
+      visit_weight_kernels(ws[i]->type, [&](auto k) {
+        using WK = decltype(k);
+        if constexpr (WK::multi_token) {
+          if (first[i] == i && tp[i] > 0) gemm_rows_pack<WK>(in, tp[i], xk + off[i], pool);
+          parts[i] = gemm_rows_part<WK>(*ws[i], n_tokens, ys[i], ldys[i], pool.size(), tp[i], xk + off[i]);
+        }
+      });
+    }
+    run_parts(parts, nw, in, pool);
+    return true;
+  }
+#endif
+  // one matrix after another on the shared input (each prepared before its product: two MLX group
+  // sizes take the input's sums of each in turn)
+  for (int i = 0; i < nw; i++) {
+    LLMI_ASSERT(ws[i]->ne[0] == in.n());
+    if (!visit_weight_kernels(ws[i]->type, [&](auto k) {
+          using WK = decltype(k);
+          return prepare_input<WK>(*ws[i], in, pool) && gemv_each<WK>(*ws[i], in, ys[i], ldys[i], pool, scratch);
+        }))
+      return false;
+  }
+  return true;
 }
 
 // Sizes `scratch` for matmul and matmul_each with w of up to max_tokens tokens, so that they
@@ -11490,6 +11602,9 @@ LLMI_KNS_END
     (w, nw, x, n_tokens, y, ldy, pool, bf16_exact, s))                                                               \
   X(bool, matmul_each, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, \
     bool bf16_exact, MatmulScratch& s), (w, x, n_tokens, y, ldy, pool, bf16_exact, s))                               \
+  X(bool, matmul_each_group, (const TensorView* const* w, int nw, const float* x, int64_t n_tokens,                \
+    float* const* y, const int64_t* ldy, ThreadPool& pool, bool bf16_exact, MatmulScratch& s),                       \
+    (w, nw, x, n_tokens, y, ldy, pool, bf16_exact, s))                                                               \
   X(bool, matmul_reserve, (const TensorView& w, int64_t max_tokens, MatmulScratch& s), (w, max_tokens, s))          \
   X(void, attn_scores, (const float* q, int nq, size_t qs, const uint8_t* k, size_t stride, int n, int hd, bool f16,   \
     float scale, float* out, size_t os), (q, nq, qs, k, stride, n, hd, f16, scale, out, os))                        \
@@ -26284,26 +26399,40 @@ class Batcher {
       }
       float* a = s.a >= 0 ? reg(s.a) : nullptr;
       float* d = reg(s.dst);
-      const int wi = s.w_in, wo = s.w_out;
+      const int wi = s.w_in;
       const float* b = s.b >= 0 ? reg(s.b) : nullptr;
       const float* c = s.c >= 0 ? reg(s.c) : nullptr;
       if (!run_row_step(s, kern, rows, toks_.data(), a, b, c, d, each_row))
         switch (s.op) {  // the steps run_row_step leaves to the loop
           case OpCode::matmul: {
+            // this step and the next that take the same input, as one product (as Context::run_chunk)
             const float* in = matmul_input(s, rows, a, round_.as<float>(), each_row);
             const bool bf = s.round_input == 2;
+            const size_t ng = matmul_group_size(p, si);
+            const TensorView* ws[kMatmulGroup];
+            float* ys[kMatmulGroup];
+            int64_t ldys[kMatmulGroup];
+            for (size_t j = 0; j < ng; j++) {
+              const Step& g = p.steps[si + j];
+              ws[j] = g.w, ys[j] = reg(g.dst), ldys[j] = g.w_out;
+            }
             // single tokens (all rows after `last`): each its own product, weights read once
             const int n_each = after_last ? rows : singles;
-            bool ok = n_each == 0 || kern.matmul_each(*s.w, in, n_each, d, wo, e_.pool(), bf, *mm_);
+            bool ok = n_each == 0 ||
+                      kern.matmul_each_group(ws, static_cast<int>(ng), in, n_each, ys, ldys, e_.pool(), bf, *mm_);
             if (!after_last)
               for (const Seg& g : segs)
-                if (ok && g.n > 1)
-                  ok = kern.matmul_x(*s.w, in + size_t(g.off) * wi, g.n, d + size_t(g.off) * wo, wo, e_.pool(), bf,
-                                     *mm_);
+                if (ok && g.n > 1) {
+                  float* yg[kMatmulGroup];
+                  for (size_t j = 0; j < ng; j++) yg[j] = ys[j] + size_t(g.off) * size_t(ldys[j]);
+                  ok = kern.matmul_group(ws, static_cast<int>(ng), in + size_t(g.off) * wi, g.n, yg, ldys, e_.pool(),
+                                         bf, *mm_);
+                }
             if (!ok)
               return make_error(
                   Errc::out_of_memory,
                   strf("out of memory for the scratch of a matrix product (%s, %d tokens)", s.w->name.c_str(), rows));
+            si += ng - 1;
             break;
           }
           case OpCode::rope: {

@@ -239,22 +239,24 @@ inline int64_t take_streams(const uint8_t* w, uint64_t row_bytes, int64_t r0, in
 constexpr int kAvx2Rows = 4;
 #endif
 
-// gemv's work on one matrix as tasks of chunks of rows (gemv_part), each run by part.task: so that
-// the products of several matrices with one input (q, k and v; gate and up) are one job of the
-// pool (matmul_group, 25_weight_kernels), not one each.
-struct GemvPart {
+// A product's work on one matrix as tasks of chunks of rows (gemv_part; AVX2 gemm_rows_part), each
+// run by part.task: so that the products of several matrices with one input (q, k and v; gate and
+// up) are one job of the pool (matmul_group, matmul_each_group: 25_weight_kernels), not one each.
+struct MatmulPart {
   const TensorView* w;
   float* y;
   int64_t ldy, chunk;
   int n_tasks;
-  void (*task)(const GemvPart& part, const MatmulInput& in, int task);
+  void (*task)(const MatmulPart& part, const MatmulInput& in, int task);
+  int64_t n_tb = 1, tp = 0;        // gemm_rows: blocks of tokens per chunk of rows, tokens in packs
+  const uint8_t* packs = nullptr;  // gemm_rows: the packs of tokens 0 .. tp - 1 (gemm_rows_pack)
 };
 // WK, here and below: the weight type's row of the kernel table (WeightKernels, 25_weight_kernels);
 // its kernels inline into these loops.
 template <class WK>
-inline void gemv_task(const GemvPart& part, const MatmulInput& in, int task);
+inline void gemv_task(const MatmulPart& part, const MatmulInput& in, int task);
 template <class WK>
-inline GemvPart gemv_part(const TensorView& w, float* y, int64_t ldy, int threads) {
+inline MatmulPart gemv_part(const TensorView& w, float* y, int64_t ldy, int threads) {
   const int64_t rows = w.rows();
   const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
   // Chunks: about 2 per thread (a thread that finishes early takes another), at least 64 KiB of
@@ -267,11 +269,11 @@ inline GemvPart gemv_part(const TensorView& w, float* y, int64_t ldy, int thread
 }
 template <class WK>
 inline void gemv(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
-  const GemvPart part = gemv_part<WK>(w, y, ldy, pool.size());
+  const MatmulPart part = gemv_part<WK>(w, y, ldy, pool.size());
   pool.parallel_for(part.n_tasks, [&](int task, int) { gemv_task<WK>(part, in, task); });
 }
 template <class WK>
-inline void gemv_task(const GemvPart& part, const MatmulInput& in, int task) {
+inline void gemv_task(const MatmulPart& part, const MatmulInput& in, int task) {
   const TensorView& w = *part.w;
   const int64_t rows = w.rows(), T = in.n_tokens(), chunk = part.chunk, ldy = part.ldy;
   float* const y = part.y;
@@ -773,73 +775,111 @@ inline void dotn_tokens(const RowOperands& o, const uint8_t* wr, int64_t r, int6
   }
 }
 
+// gemm_rows in two parts, so that the products of several matrices with one input can be one job
+// of the pool (matmul_each_group, 25_weight_kernels: batched decoding): the packs of the input's
+// tokens, made once for every matrix of their pack form (gemm_rows_pack), then the tasks of each
+// matrix over them (gemm_rows_part).
+// The tokens WK takes from packs: tokens 0 .. tp - 1, every one but a lone last (T % kTP == 1: it
+// takes dotn); 0 for the types without packs (and Q4_K without the sums of 32 it packs).
+template <class WK>
+inline int64_t gemm_rows_tp(const MatmulInput& in) {
+  if constexpr (kPacks<WK::type>) {
+    const int64_t T = in.n_tokens();
+    if (T >= 2 && (WK::type != DType::q4_K || in.row(WK::act, 0).sums32)) return T % kTP == 1 ? T - 1 : T;
+  }
+  return 0;
+}
+// Which packs WK reads: the types of one form share them (-1: none).
+template <class WK>
+constexpr int pack_form() {
+  if constexpr (!kPacks<WK::type>) return -1;
+  return WK::act != ActForm::q8_256 ? 0 : WK::type == DType::q4_K ? 1 : 2;
+}
+// Bytes of the packs of tp tokens of WK's input (n values a token).
+template <class WK>
+inline uint64_t gemm_rows_pack_bytes(int64_t n, int64_t tp) {
+  const int64_t blk = WK::act == ActForm::q8_256 ? ref::kQK_K : 32;
+  return static_cast<uint64_t>((tp + kTP - 1) / kTP) * act_pack_bytes(blk, n / blk);
+}
 // Sizes scratch.xk for gemm_rows of up to max_tokens tokens; false when out of memory.
 template <class WK>
 inline bool gemm_rows_reserve(const TensorView& w, int64_t max_tokens, MatmulScratch& scratch) {
   if constexpr (!kPacks<WK::type>) return true;
-  const int64_t blk = WK::act == ActForm::q8_256 ? ref::kQK_K : 32;
-  return max_tokens < 2 ||
-         scratch.xk.reserve(static_cast<size_t>((max_tokens + kTP - 1) / kTP) * act_pack_bytes(blk, w.ne[0] / blk));
+  return max_tokens < 2 || scratch.xk.reserve(gemm_rows_pack_bytes<WK>(w.ne[0], max_tokens));
 }
-
+// Packs tokens 0 .. tp - 1 of the input into dst (gemm_rows_pack_bytes): pack k the kTP from k * kTP,
+// the last fewer.
+template <class WK>
+inline void gemm_rows_pack(const MatmulInput& in, int64_t tp, uint8_t* dst, ThreadPool& pool) {
+  const int64_t blk = WK::act == ActForm::q8_256 ? ref::kQK_K : 32, nb = in.n() / blk;
+  const uint64_t pb = act_pack_bytes(blk, nb);
+  pool.parallel_for(static_cast<int>((tp + kTP - 1) / kTP), [&](int k, int) {
+    const int nt = static_cast<int>(std::min<int64_t>(kTP, tp - k * kTP));
+    ActQ8 a[kTP];
+    for (int u = 0; u < nt; u++) a[u] = in.row(WK::act, k * kTP + u);
+    pack_acts(a, nt, blk, nb, WK::type == DType::q4_K, dst + static_cast<uint64_t>(k) * pb);
+  });
+}
+template <class WK>
+inline void gemm_rows_task(const MatmulPart& part, const MatmulInput& in, int task);
+// gemm_rows' tasks on w for T tokens, tokens 0 .. tp - 1 from the packs at `packs`: chunks of rows
+// (as gemv: long runs stream faster) times blocks of tokens.
+template <class WK>
+inline MatmulPart gemm_rows_part(const TensorView& w, int64_t T, float* y, int64_t ldy, int threads, int64_t tp,
+                                 const uint8_t* packs) {
+  const int64_t rows = w.rows();
+  const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
+  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(threads)), static_cast<int64_t>(65536 / rb));
+  chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
+  const int64_t n_rt = (rows + chunk - 1) / chunk, n_tb = (T + kTBlock - 1) / kTBlock;
+  return {&w, y, ldy, chunk, static_cast<int>(n_rt * n_tb), &gemm_rows_task<WK>, n_tb, tp, packs};
+}
+template <class WK>
+inline void gemm_rows_task(const MatmulPart& part, const MatmulInput& in, int task) {
+  const TensorView& w = *part.w;
+  float* const y = part.y;
+  const int64_t rows = w.rows(), T = in.n_tokens(), chunk = part.chunk, n_tb = part.n_tb, ldy = part.ldy;
+  const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
+  const RowOperands o = row_operands(w, in, true);
+  const int64_t r0 = (task / n_tb) * chunk, r1 = std::min(rows, r0 + chunk);
+  const int64_t t0 = (task % n_tb) * kTBlock, t1 = std::min(T, t0 + kTBlock);
+  int64_t t = t0;
+  if constexpr (kPacks<WK::type>) {
+    // the block's packs (kTBlock is a multiple of kTP), each over runs of the task's rows of
+    // about 128 KiB, so that a run stays in L2 while the packs go over it
+    const int64_t tp = part.tp, blk = WK::act == ActForm::q8_256 ? ref::kQK_K : 32, nb = o.n / blk;
+    const uint64_t pb = act_pack_bytes(blk, nb);
+    const int64_t k0 = t0 / kTP, k1 = std::max(k0, (std::min(t1, tp) + kTP - 1) / kTP);
+    const int64_t run = std::max<int64_t>(1, static_cast<int64_t>(131072 / rb));
+    for (int64_t ra = r0; ra < r1 && k1 > k0; ra += run)
+      for (int64_t k = k0; k < k1; k++) {
+        const ActPack pk = act_pack_view(part.packs + static_cast<uint64_t>(k) * pb, blk, nb);
+        const int nt = static_cast<int>(std::min<int64_t>(kTP, tp - k * kTP));
+        for (int64_t r = ra; r < std::min(r1, ra + run); r++) {
+          float out[kTP];
+          dotp_n<WK::type>(w.data + static_cast<uint64_t>(r) * rb, pk, nt, o.n, out);
+          for (int u = 0; u < nt; u++) y[(k * kTP + u) * ldy + r] = out[u];
+        }
+      }
+    t = std::max(t0, std::min(t1, tp));
+  }
+  for (int64_t r = r0; r < r1; r++) {
+    const uint8_t* wr = w.data + static_cast<uint64_t>(r) * rb;
+    // groups of kTG tokens, the rest (fewer) in one smaller group
+    for (int64_t u = t; u < t1; u += kTG) dotn_tokens<WK>(o, wr, r, u, std::min<int64_t>(kTG, t1 - u), y, ldy);
+  }
+}
 // Y = X W^T for T >= 2 tokens and a quantized W (WK::dotn), row by row over token groups (see
 // above); for the types of kPacks the tokens in packs of kTP, the last with the rest if more than
 // one (in scratch.xk where it can hold them), through dotp, any other through dotn.
 template <class WK>
 inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
                       MatmulScratch& scratch) {
-  const int64_t rows = w.rows(), T = in.n_tokens();
-  const uint64_t rb = std::max<uint64_t>(1, weight_row_bytes(w));
-  const RowOperands o = row_operands(w, in, true);
-  const int64_t blk = WK::act == ActForm::q8_256 ? ref::kQK_K : 32, nb = o.n / blk;
-  const uint64_t pb = act_pack_bytes(blk, nb);
-  int64_t tp = 0;  // tokens 0 .. tp - 1 are in packs, pack k the kTP from k * kTP (the last fewer)
-  if constexpr (kPacks<WK::type>) {
-    tp = T % kTP == 1 ? T - 1 : T;
-    const int64_t np = (tp + kTP - 1) / kTP;
-    if (np > 0 && (WK::type != DType::q4_K || o.in.row(WK::act, 0).sums32) &&
-        scratch.xk.reserve(static_cast<size_t>(np) * pb)) {
-      pool.parallel_for(static_cast<int>(np), [&](int k, int) {
-        const int nt = static_cast<int>(std::min<int64_t>(kTP, tp - k * kTP));
-        ActQ8 a[kTP];
-        for (int u = 0; u < nt; u++) a[u] = o.in.row(WK::act, k * kTP + u);
-        pack_acts(a, nt, blk, nb, WK::type == DType::q4_K, scratch.xk.as<uint8_t>() + static_cast<uint64_t>(k) * pb);
-      });
-    } else {
-      tp = 0;
-    }
-  }
-  // tasks: chunks of rows (as gemv: long runs stream faster) times blocks of tokens
-  int64_t chunk = std::max<int64_t>(rows / (2 * static_cast<int64_t>(pool.size())), static_cast<int64_t>(65536 / rb));
-  chunk = std::clamp<int64_t>(chunk, 1, std::max<int64_t>(1, rows));
-  const int64_t n_rt = (rows + chunk - 1) / chunk, n_tb = (T + kTBlock - 1) / kTBlock;
-  pool.parallel_for(static_cast<int>(n_rt * n_tb), [&](int task, int) {
-    const int64_t r0 = (task / n_tb) * chunk, r1 = std::min(rows, r0 + chunk);
-    const int64_t t0 = (task % n_tb) * kTBlock, t1 = std::min(T, t0 + kTBlock);
-    int64_t t = t0;
-    if constexpr (kPacks<WK::type>) {
-      // the block's packs (kTBlock is a multiple of kTP), each over runs of the task's rows of
-      // about 128 KiB, so that a run stays in L2 while the packs go over it
-      const int64_t k0 = t0 / kTP, k1 = std::max(k0, (std::min(t1, tp) + kTP - 1) / kTP);
-      const int64_t run = std::max<int64_t>(1, static_cast<int64_t>(131072 / rb));
-      for (int64_t ra = r0; ra < r1 && k1 > k0; ra += run)
-        for (int64_t k = k0; k < k1; k++) {
-          const ActPack pk = act_pack_view(scratch.xk.as<uint8_t>() + static_cast<uint64_t>(k) * pb, blk, nb);
-          const int nt = static_cast<int>(std::min<int64_t>(kTP, tp - k * kTP));
-          for (int64_t r = ra; r < std::min(r1, ra + run); r++) {
-            float out[kTP];
-            dotp_n<WK::type>(w.data + static_cast<uint64_t>(r) * rb, pk, nt, o.n, out);
-            for (int u = 0; u < nt; u++) y[(k * kTP + u) * ldy + r] = out[u];
-          }
-        }
-      t = std::max(t0, std::min(t1, tp));
-    }
-    for (int64_t r = r0; r < r1; r++) {
-      const uint8_t* wr = w.data + static_cast<uint64_t>(r) * rb;
-      // groups of kTG tokens, the rest (fewer) in one smaller group
-      for (int64_t u = t; u < t1; u += kTG) dotn_tokens<WK>(o, wr, r, u, std::min<int64_t>(kTG, t1 - u), y, ldy);
-    }
-  });
+  int64_t tp = gemm_rows_tp<WK>(in);
+  if (tp > 0 && !scratch.xk.reserve(gemm_rows_pack_bytes<WK>(in.n(), tp))) tp = 0;
+  if (tp > 0) gemm_rows_pack<WK>(in, tp, scratch.xk.as<uint8_t>(), pool);
+  const MatmulPart part = gemm_rows_part<WK>(w, in.n_tokens(), y, ldy, pool.size(), tp, scratch.xk.as<uint8_t>());
+  pool.parallel_for(part.n_tasks, [&](int task, int) { gemm_rows_task<WK>(part, in, task); });
 }
 #endif  // LLMI_SIMD_AVX2 && !LLMI_SIMD_AVX512
 

@@ -479,6 +479,17 @@ inline bool matmul(const TensorView& w, const float* x, int64_t n_tokens, float*
   return matmul(w, scratch.in, y, ldy, pool, scratch);
 }
 
+// The tasks of parts[0 .. n) as one job of the pool.
+inline void run_parts(const MatmulPart* parts, int n, const MatmulInput& in, ThreadPool& pool) {
+  int total = 0;
+  for (int i = 0; i < n; i++) total += parts[i].n_tasks;
+  pool.parallel_for(total, [&](int task, int) {
+    int i = 0;
+    while (task >= parts[i].n_tasks) task -= parts[i++].n_tasks;
+    parts[i].task(parts[i], in, task);
+  });
+}
+
 // Y_i = X W_i^T for the nw (<= kMatmulGroup) matrices ws[i], all of one input X (the products a
 // definition takes one after another from one register: q, k and v; gate and up), each as matmul
 // computes it, so the same bits: the input quantized once per form they take, and for one token
@@ -502,8 +513,7 @@ inline bool matmul_group(const TensorView* const* ws, int nw, const float* x, in
       if (!matmul(*ws[i], in, ys[i], ldys[i], pool, scratch)) return false;
     return true;
   }
-  GemvPart parts[kMatmulGroup];
-  int total = 0;
+  MatmulPart parts[kMatmulGroup];
   for (int i = 0; i < nw; i++) {
     if (!visit_weight_kernels(ws[i]->type, [&](auto k) {
           using WK = decltype(k);
@@ -512,13 +522,8 @@ inline bool matmul_group(const TensorView* const* ws, int nw, const float* x, in
           return true;
         }))
       return false;
-    total += parts[i].n_tasks;
   }
-  pool.parallel_for(total, [&](int task, int) {
-    int i = 0;
-    while (task >= parts[i].n_tasks) task -= parts[i++].n_tasks;
-    parts[i].task(parts[i], in, task);
-  });
+  run_parts(parts, nw, in, pool);
   return true;
 }
 
@@ -534,6 +539,73 @@ inline bool matmul_each(const TensorView& w, const float* x, int64_t n_tokens, f
     using WK = decltype(k);
     return prepare_input<WK>(w, in, pool) && gemv_each<WK>(w, in, y, ldy, pool, scratch);
   });
+}
+
+// matmul_each for the nw (<= kMatmulGroup) matrices ws[i] of one input X (as matmul_group: the
+// products a definition takes one after another from one register), every token of each as
+// matmul_each computes it, so the same bits: the input quantized once per form the matrices take;
+// one token is matmul_group's product; on AVX2, for several tokens and the types of gemm_rows, the
+// packs of the tokens are made once per pack form and the matrices' rows are one job of the pool
+// (batched decoding: bench/RESULTS.md). False when out of memory.
+inline bool matmul_each_group(const TensorView* const* ws, int nw, const float* x, int64_t n_tokens, float* const* ys,
+                              const int64_t* ldys, ThreadPool& pool, bool bf16_exact, MatmulScratch& scratch) {
+  LLMI_ASSERT(nw >= 1 && nw <= kMatmulGroup);
+  if (n_tokens == 1) return matmul_group(ws, nw, x, n_tokens, ys, ldys, pool, bf16_exact, scratch);
+  MatmulInput& in = scratch.in;
+  in.reset(x, n_tokens, ws[0]->ne[0], bf16_exact);
+  if (n_tokens <= 0) return true;
+#if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+  // each matrix's packs (tp[i] tokens) are those of the first matrix of its pack form, at off[i] in
+  // scratch.xk (one form has one tp: the tokens and the input decide it)
+  int64_t tp[kMatmulGroup];
+  int form[kMatmulGroup], first[kMatmulGroup];
+  uint64_t off[kMatmulGroup], bytes = 0;
+  bool one_job = true;
+  for (int i = 0; i < nw; i++) {
+    LLMI_ASSERT(ws[i]->ne[0] == in.n());
+    const bool ok = visit_weight_kernels(ws[i]->type, [&](auto k) {
+      using WK = decltype(k);
+      if constexpr (WK::multi_token) {
+        if (!prepare_input<WK>(*ws[i], in, pool)) return false;
+        tp[i] = gemm_rows_tp<WK>(in), form[i] = pack_form<WK>(), first[i] = i;
+        for (int j = 0; j < i && first[i] == i; j++)
+          if (tp[j] > 0 && form[j] == form[i]) first[i] = j;
+        off[i] = first[i] == i ? bytes : off[first[i]];
+        if (first[i] == i && tp[i] > 0) bytes += gemm_rows_pack_bytes<WK>(in.n(), tp[i]);
+      } else {
+        one_job = false;
+      }
+      return true;
+    });
+    if (!ok) return false;
+  }
+  if (one_job && (bytes == 0 || scratch.xk.reserve(bytes))) {
+    MatmulPart parts[kMatmulGroup];
+    uint8_t* xk = scratch.xk.as<uint8_t>();
+    for (int i = 0; i < nw; i++) {
+      visit_weight_kernels(ws[i]->type, [&](auto k) {
+        using WK = decltype(k);
+        if constexpr (WK::multi_token) {
+          if (first[i] == i && tp[i] > 0) gemm_rows_pack<WK>(in, tp[i], xk + off[i], pool);
+          parts[i] = gemm_rows_part<WK>(*ws[i], n_tokens, ys[i], ldys[i], pool.size(), tp[i], xk + off[i]);
+        }
+      });
+    }
+    run_parts(parts, nw, in, pool);
+    return true;
+  }
+#endif
+  // one matrix after another on the shared input (each prepared before its product: two MLX group
+  // sizes take the input's sums of each in turn)
+  for (int i = 0; i < nw; i++) {
+    LLMI_ASSERT(ws[i]->ne[0] == in.n());
+    if (!visit_weight_kernels(ws[i]->type, [&](auto k) {
+          using WK = decltype(k);
+          return prepare_input<WK>(*ws[i], in, pool) && gemv_each<WK>(*ws[i], in, ys[i], ldys[i], pool, scratch);
+        }))
+      return false;
+  }
+  return true;
 }
 
 // Sizes `scratch` for matmul and matmul_each with w of up to max_tokens tokens, so that they

@@ -28,6 +28,9 @@
     (w, nw, x, n_tokens, y, ldy, pool, bf16_exact, s))                                                               \
   X(bool, matmul_each, (const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool, \
     bool bf16_exact, MatmulScratch& s), (w, x, n_tokens, y, ldy, pool, bf16_exact, s))                               \
+  X(bool, matmul_each_group, (const TensorView* const* w, int nw, const float* x, int64_t n_tokens,                \
+    float* const* y, const int64_t* ldy, ThreadPool& pool, bool bf16_exact, MatmulScratch& s),                       \
+    (w, nw, x, n_tokens, y, ldy, pool, bf16_exact, s))                                                               \
   X(bool, matmul_reserve, (const TensorView& w, int64_t max_tokens, MatmulScratch& s), (w, max_tokens, s))          \
   X(void, attn_scores, (const float* q, int nq, size_t qs, const uint8_t* k, size_t stride, int n, int hd, bool f16,   \
     float scale, float* out, size_t os), (q, nq, qs, k, stride, n, hd, f16, scale, out, os))                        \

@@ -964,6 +964,67 @@ TEST_CASE("matmul: matmul_group gives each matrix the bits of its own matmul") {
   }
 }
 
+// matmul_each_group (batched decoding: the single tokens of several sequences times the products
+// of one input) gives every matrix the bits of its own matmul_each: the input quantized once for
+// all, on AVX2 the packs of the tokens made once per pack form (Q8_0 / Q4_0 / Q5_0 one form, Q4_K
+// one, Q6_K one; a group of several forms puts them side by side) and the matrices' rows one job;
+// token counts with and without a lone last token (dotn), one pack and several; outputs with
+// padding between rows, which must stay untouched.
+TEST_CASE("matmul: matmul_each_group gives each matrix the bits of its own matmul_each") {
+  Rng r(9);
+  const li::KernelTable& k = li::kernels();
+  const int64_t n = 512;
+  struct Mat {
+    DType t;
+    int64_t rows;
+    DType aux = DType::f16;
+    int gs = 64;
+  };
+  const Mat mats[] = {{DType::q4_K, 37},
+                      {DType::q6_K, 300},
+                      {DType::q8_0, 33},
+                      {DType::q5_0, 1025},
+                      {DType::q4_0, 5},
+                      {DType::f16, 23},
+                      {DType::bf16, 9},
+                      {DType::f32, 19},
+                      {DType::mlx_q4, 21, DType::bf16, 64},
+                      {DType::mlx_q4, 17, DType::bf16, 128}};
+  std::vector<Matrix> ms;
+  for (const Mat& m : mats) ms.push_back(make_matrix(m.t, m.rows, n, r, false, m.aux, m.gs));
+  const std::vector<std::vector<int>> groups = {{0},          {0, 1}, {1, 0}, {3, 4, 2}, {0, 1, 2, 3}, {1, 3, 5},
+                                                {4, 5, 6, 7}, {8, 3}, {8, 9}, {2, 2},    {0, 0, 1},    {6, 1, 1, 0}};
+  for (int th : {1, 2, 3}) {
+    li::ThreadPool pool(th);
+    li::MatmulScratch scratch(th);
+    for (const auto& g : groups) {
+      for (int64_t T : {1, 2, 3, 5, 8, 9, 17}) {
+        CAPTURE(th);
+        CAPTURE(T);
+        CAPTURE(g.size());
+        std::vector<float> x = make_input(T, n, r, false);
+        const li::TensorView* ws[li::kMatmulGroup];
+        float* ys[li::kMatmulGroup];
+        int64_t ld[li::kMatmulGroup];
+        std::vector<std::vector<float>> got(g.size()), want(g.size());
+        for (size_t j = 0; j < g.size(); j++) {
+          ws[j] = &ms[static_cast<size_t>(g[j])].view;
+          ld[j] = ws[j]->rows() + static_cast<int64_t>(j);
+          got[j].assign(static_cast<size_t>(T * ld[j]), -7.0f);
+          want[j].assign(static_cast<size_t>(T * ld[j]), -7.0f);
+          ys[j] = got[j].data();
+        }
+        CHECK(k.matmul_each_group(ws, static_cast<int>(g.size()), x.data(), T, ys, ld, pool, false, scratch));
+        for (size_t j = 0; j < g.size(); j++) {
+          CAPTURE(std::string(li::dtype_name(ws[j]->type)));
+          CHECK(k.matmul_each(*ws[j], x.data(), T, want[j].data(), ld[j], pool, false, scratch));
+          CHECK(std::memcmp(got[j].data(), want[j].data(), got[j].size() * 4) == 0);
+        }
+      }
+    }
+  }
+}
+
 // The heads of one key-value group, or of a block of tokens, are scored and summed at once (the
 // kernels read the cells once for up to 8 queries): every head must keep the bits it has alone,
 // for each cache type, 1..19 queries (chunks of 8, of 4 and the rest), head sizes with and without
