@@ -8443,7 +8443,8 @@ LLMI_KNS_END
 //  * The single tokens of several sequences (batched decoding, matmul_each): each row is read once
 //    for all of them, and on x86 its blocks are unpacked once for a group of tokens (AVX2:
 //    gemm_rows with the types' dotp / dotn_*; AVX-512: gemv_each_group for the quantized types), every
-//    token keeping the float order of its one-token dot product.
+//    token keeping the float order of its one-token dot product. The matrices of one input (q, k,
+//    v; gate, up: matmul_each_group) share the quantized input, and on AVX2 the packs and one job.
 //  * Many tokens (prefill, AVX-512): a blocked matrix-matrix product. A task takes a block of rows
 //    and a block of tokens, decodes the rows once into a panel (unsigned 8-bit values with their
 //    scales, or f32 for float/MLX types) kept in cache, and runs a register-tiled micro-kernel
@@ -26080,9 +26081,10 @@ inline Result<std::vector<float>> logits_of_ids(const std::shared_ptr<const Engi
 // positions, sampler and stop state (the sampling happens on its own thread, between steps).
 //
 // Same results as alone: every row of a step is computed with the arithmetic it would get in a step
-// of its own. Single tokens (decode) go through matmul_each, whose every result has the bits of a
-// one-token product; a prompt chunk of several tokens goes through the ordinary matmul on its own
-// rows (so it is tiled exactly as alone); norms, activations and the like are per row; rope and
+// of its own. Single tokens (decode) go through matmul_each_group (the products a definition takes
+// from one register together, as alone: matmul_group), whose every result has the bits of a
+// one-token product; a prompt chunk of several tokens goes through matmul_group on its own rows
+// (so it is tiled exactly as alone); norms, activations and the like are per row; rope and
 // attention are per sequence, on its own cache (the heads of all the sequences of a step are one
 // job for the pool: one join per layer, not one per sequence). So a session gives the same
 // logits, bit for bit, and the same tokens for a seed, whether it runs alone or with others

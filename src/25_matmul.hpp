@@ -11,7 +11,8 @@
 //  * The single tokens of several sequences (batched decoding, matmul_each): each row is read once
 //    for all of them, and on x86 its blocks are unpacked once for a group of tokens (AVX2:
 //    gemm_rows with the types' dotp / dotn_*; AVX-512: gemv_each_group for the quantized types), every
-//    token keeping the float order of its one-token dot product.
+//    token keeping the float order of its one-token dot product. The matrices of one input (q, k,
+//    v; gate, up: matmul_each_group) share the quantized input, and on AVX2 the packs and one job.
 //  * Many tokens (prefill, AVX-512): a blocked matrix-matrix product. A task takes a block of rows
 //    and a block of tokens, decodes the rows once into a panel (unsigned 8-bit values with their
 //    scales, or f32 for float/MLX types) kept in cache, and runs a register-tiled micro-kernel

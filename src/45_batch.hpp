@@ -7,9 +7,10 @@
 // positions, sampler and stop state (the sampling happens on its own thread, between steps).
 //
 // Same results as alone: every row of a step is computed with the arithmetic it would get in a step
-// of its own. Single tokens (decode) go through matmul_each, whose every result has the bits of a
-// one-token product; a prompt chunk of several tokens goes through the ordinary matmul on its own
-// rows (so it is tiled exactly as alone); norms, activations and the like are per row; rope and
+// of its own. Single tokens (decode) go through matmul_each_group (the products a definition takes
+// from one register together, as alone: matmul_group), whose every result has the bits of a
+// one-token product; a prompt chunk of several tokens goes through matmul_group on its own rows
+// (so it is tiled exactly as alone); norms, activations and the like are per row; rope and
 // attention are per sequence, on its own cache (the heads of all the sequences of a step are one
 // job for the pool: one join per layer, not one per sequence). So a session gives the same
 // logits, bit for bit, and the same tokens for a seed, whether it runs alone or with others
