@@ -25172,6 +25172,25 @@ inline size_t matmul_group_size(const Program& p, size_t i) {
   return n;
 }
 
+// The matrices, outputs and their strides of the matmul_group_size(p, si) steps from steps[si]
+// (reg: a register's rows).
+struct MatmulGroupArgs {
+  int n;
+  const TensorView* ws[kMatmulGroup];
+  float* ys[kMatmulGroup];
+  int64_t ldys[kMatmulGroup];
+};
+template <class Reg>
+MatmulGroupArgs matmul_group_args(const Program& p, size_t si, Reg&& reg) {
+  MatmulGroupArgs g{};
+  g.n = static_cast<int>(matmul_group_size(p, si));
+  for (int j = 0; j < g.n; j++) {
+    const Step& s = p.steps[si + size_t(j)];
+    g.ws[j] = s.w, g.ys[j] = reg(s.dst), g.ldys[j] = s.w_out;
+  }
+  return g;
+}
+
 // A matmul step's input as llama.cpp hands it to an F16 / BF16 weight (s.round_input 1 / 2): each
 // value rounded to that type and back, into buf; otherwise a itself.
 template <class ForRows>
@@ -25606,20 +25625,12 @@ class Context {
           case OpCode::matmul: {
             // this step and the next that take the same input, as one product (one alone too)
             const float* in = matmul_input(s, rows, a, round_buf_.as<float>(), each_row);
-            const size_t ng = matmul_group_size(p, si);
-            const TensorView* ws[kMatmulGroup];
-            float* ys[kMatmulGroup];
-            int64_t ldys[kMatmulGroup];
-            for (size_t j = 0; j < ng; j++) {
-              const Step& g = p.steps[si + j];
-              ws[j] = g.w, ys[j] = reg(g.dst), ldys[j] = g.w_out;
-            }
-            if (!kern_->matmul_group(ws, static_cast<int>(ng), in, rows, ys, ldys, e_->pool(), s.round_input == 2,
-                                     *mm_))
+            const MatmulGroupArgs g = matmul_group_args(p, si, [this](int r) { return reg(r); });
+            if (!kern_->matmul_group(g.ws, g.n, in, rows, g.ys, g.ldys, e_->pool(), s.round_input == 2, *mm_))
               return make_error(
                   Errc::out_of_memory,
                   strf("out of memory for the scratch of a matrix product (%s, %d tokens)", s.w->name.c_str(), rows));
-            si += ng - 1;  // (the trace below reports each of them)
+            si += size_t(g.n) - 1;  // (the trace below reports each of them)
             break;
           }
           case OpCode::rope: {
@@ -26410,31 +26421,23 @@ class Batcher {
             // this step and the next that take the same input, as one product (as Context::run_chunk)
             const float* in = matmul_input(s, rows, a, round_.as<float>(), each_row);
             const bool bf = s.round_input == 2;
-            const size_t ng = matmul_group_size(p, si);
-            const TensorView* ws[kMatmulGroup];
-            float* ys[kMatmulGroup];
-            int64_t ldys[kMatmulGroup];
-            for (size_t j = 0; j < ng; j++) {
-              const Step& g = p.steps[si + j];
-              ws[j] = g.w, ys[j] = reg(g.dst), ldys[j] = g.w_out;
-            }
+            const MatmulGroupArgs mg = matmul_group_args(p, si, reg);
             // single tokens (all rows after `last`): each its own product, weights read once
             const int n_each = after_last ? rows : singles;
-            bool ok = n_each == 0 ||
-                      kern.matmul_each_group(ws, static_cast<int>(ng), in, n_each, ys, ldys, e_.pool(), bf, *mm_);
+            bool ok =
+                n_each == 0 || kern.matmul_each_group(mg.ws, mg.n, in, n_each, mg.ys, mg.ldys, e_.pool(), bf, *mm_);
             if (!after_last)
               for (const Seg& g : segs)
                 if (ok && g.n > 1) {
                   float* yg[kMatmulGroup];
-                  for (size_t j = 0; j < ng; j++) yg[j] = ys[j] + size_t(g.off) * size_t(ldys[j]);
-                  ok = kern.matmul_group(ws, static_cast<int>(ng), in + size_t(g.off) * wi, g.n, yg, ldys, e_.pool(),
-                                         bf, *mm_);
+                  for (int j = 0; j < mg.n; j++) yg[j] = mg.ys[j] + size_t(g.off) * size_t(mg.ldys[j]);
+                  ok = kern.matmul_group(mg.ws, mg.n, in + size_t(g.off) * wi, g.n, yg, mg.ldys, e_.pool(), bf, *mm_);
                 }
             if (!ok)
               return make_error(
                   Errc::out_of_memory,
                   strf("out of memory for the scratch of a matrix product (%s, %d tokens)", s.w->name.c_str(), rows));
-            si += ng - 1;
+            si += size_t(mg.n) - 1;
             break;
           }
           case OpCode::rope: {

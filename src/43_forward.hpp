@@ -314,6 +314,25 @@ inline size_t matmul_group_size(const Program& p, size_t i) {
   return n;
 }
 
+// The matrices, outputs and their strides of the matmul_group_size(p, si) steps from steps[si]
+// (reg: a register's rows).
+struct MatmulGroupArgs {
+  int n;
+  const TensorView* ws[kMatmulGroup];
+  float* ys[kMatmulGroup];
+  int64_t ldys[kMatmulGroup];
+};
+template <class Reg>
+MatmulGroupArgs matmul_group_args(const Program& p, size_t si, Reg&& reg) {
+  MatmulGroupArgs g{};
+  g.n = static_cast<int>(matmul_group_size(p, si));
+  for (int j = 0; j < g.n; j++) {
+    const Step& s = p.steps[si + size_t(j)];
+    g.ws[j] = s.w, g.ys[j] = reg(s.dst), g.ldys[j] = s.w_out;
+  }
+  return g;
+}
+
 // A matmul step's input as llama.cpp hands it to an F16 / BF16 weight (s.round_input 1 / 2): each
 // value rounded to that type and back, into buf; otherwise a itself.
 template <class ForRows>
@@ -748,20 +767,12 @@ class Context {
           case OpCode::matmul: {
             // this step and the next that take the same input, as one product (one alone too)
             const float* in = matmul_input(s, rows, a, round_buf_.as<float>(), each_row);
-            const size_t ng = matmul_group_size(p, si);
-            const TensorView* ws[kMatmulGroup];
-            float* ys[kMatmulGroup];
-            int64_t ldys[kMatmulGroup];
-            for (size_t j = 0; j < ng; j++) {
-              const Step& g = p.steps[si + j];
-              ws[j] = g.w, ys[j] = reg(g.dst), ldys[j] = g.w_out;
-            }
-            if (!kern_->matmul_group(ws, static_cast<int>(ng), in, rows, ys, ldys, e_->pool(), s.round_input == 2,
-                                     *mm_))
+            const MatmulGroupArgs g = matmul_group_args(p, si, [this](int r) { return reg(r); });
+            if (!kern_->matmul_group(g.ws, g.n, in, rows, g.ys, g.ldys, e_->pool(), s.round_input == 2, *mm_))
               return make_error(
                   Errc::out_of_memory,
                   strf("out of memory for the scratch of a matrix product (%s, %d tokens)", s.w->name.c_str(), rows));
-            si += ng - 1;  // (the trace below reports each of them)
+            si += size_t(g.n) - 1;  // (the trace below reports each of them)
             break;
           }
           case OpCode::rope: {

@@ -336,31 +336,23 @@ class Batcher {
             // this step and the next that take the same input, as one product (as Context::run_chunk)
             const float* in = matmul_input(s, rows, a, round_.as<float>(), each_row);
             const bool bf = s.round_input == 2;
-            const size_t ng = matmul_group_size(p, si);
-            const TensorView* ws[kMatmulGroup];
-            float* ys[kMatmulGroup];
-            int64_t ldys[kMatmulGroup];
-            for (size_t j = 0; j < ng; j++) {
-              const Step& g = p.steps[si + j];
-              ws[j] = g.w, ys[j] = reg(g.dst), ldys[j] = g.w_out;
-            }
+            const MatmulGroupArgs mg = matmul_group_args(p, si, reg);
             // single tokens (all rows after `last`): each its own product, weights read once
             const int n_each = after_last ? rows : singles;
-            bool ok = n_each == 0 ||
-                      kern.matmul_each_group(ws, static_cast<int>(ng), in, n_each, ys, ldys, e_.pool(), bf, *mm_);
+            bool ok =
+                n_each == 0 || kern.matmul_each_group(mg.ws, mg.n, in, n_each, mg.ys, mg.ldys, e_.pool(), bf, *mm_);
             if (!after_last)
               for (const Seg& g : segs)
                 if (ok && g.n > 1) {
                   float* yg[kMatmulGroup];
-                  for (size_t j = 0; j < ng; j++) yg[j] = ys[j] + size_t(g.off) * size_t(ldys[j]);
-                  ok = kern.matmul_group(ws, static_cast<int>(ng), in + size_t(g.off) * wi, g.n, yg, ldys, e_.pool(),
-                                         bf, *mm_);
+                  for (int j = 0; j < mg.n; j++) yg[j] = mg.ys[j] + size_t(g.off) * size_t(mg.ldys[j]);
+                  ok = kern.matmul_group(mg.ws, mg.n, in + size_t(g.off) * wi, g.n, yg, mg.ldys, e_.pool(), bf, *mm_);
                 }
             if (!ok)
               return make_error(
                   Errc::out_of_memory,
                   strf("out of memory for the scratch of a matrix product (%s, %d tokens)", s.w->name.c_str(), rows));
-            si += ng - 1;
+            si += size_t(mg.n) - 1;
             break;
           }
           case OpCode::rope: {

@@ -904,14 +904,14 @@ TEST_CASE("matmul: matmul_each gives every token the bits of a one-token matmul 
   }
 }
 
-// The products of one input with several matrices (q, k and v; gate and up) run as one job of
-// the pool for a token (matmul_group): each matrix must get the bits of its own matmul, whatever
-// the mix of types (two forms of quantized input, float rows, MLX groups of one size or of two,
-// where the job falls back to one product at a time), rows per matrix, output strides, tokens and
-// threads; and no value outside its rows may be written.
-TEST_CASE("matmul: matmul_group gives each matrix the bits of its own matmul") {
-  Rng r(8);
-  const li::KernelTable& k = li::kernels();
+// Matrices of every type the products take (512 values a row; MLX of two group sizes), and for
+// each group of them, thread count and token count: each matrix's output of `group` (the whole
+// group at once) against that of `one` (the matrix alone), bit for bit, with a stride of its own
+// and padding between rows that must stay untouched (float inputs, not rounded to bf16).
+template <class Group, class One>
+void check_matmul_groups(uint64_t seed, const std::vector<std::vector<int>>& groups, std::vector<int64_t> tokens,
+                         Group&& group, One&& one) {
+  Rng r(seed);
   const int64_t n = 512;
   struct Mat {
     DType t;
@@ -931,13 +931,11 @@ TEST_CASE("matmul: matmul_group gives each matrix the bits of its own matmul") {
                       {DType::mlx_q4, 17, DType::bf16, 128}};
   std::vector<Matrix> ms;
   for (const Mat& m : mats) ms.push_back(make_matrix(m.t, m.rows, n, r, false, m.aux, m.gs));
-  const std::vector<std::vector<int>> groups = {{0},    {0, 1}, {1, 3, 5},    {0, 1, 2, 3}, {4, 5, 6, 7},
-                                                {8, 3}, {8, 9}, {9, 8, 0, 6}, {2, 2},       {7, 0, 4}};
   for (int th : {1, 2, 3}) {
     li::ThreadPool pool(th);
     li::MatmulScratch scratch(th);
     for (const auto& g : groups) {
-      for (int64_t T : {1, 2, 5}) {
+      for (int64_t T : tokens) {
         CAPTURE(th);
         CAPTURE(T);
         CAPTURE(g.size());
@@ -953,10 +951,10 @@ TEST_CASE("matmul: matmul_group gives each matrix the bits of its own matmul") {
           want[j].assign(static_cast<size_t>(T * ld[j]), -7.0f);
           ys[j] = got[j].data();
         }
-        CHECK(k.matmul_group(ws, static_cast<int>(g.size()), x.data(), T, ys, ld, pool, false, scratch));
+        CHECK(group(ws, static_cast<int>(g.size()), x.data(), T, ys, ld, pool, false, scratch));
         for (size_t j = 0; j < g.size(); j++) {
           CAPTURE(std::string(li::dtype_name(ws[j]->type)));
-          CHECK(k.matmul_x(*ws[j], x.data(), T, want[j].data(), ld[j], pool, false, scratch));
+          CHECK(one(*ws[j], x.data(), T, want[j].data(), ld[j], pool, false, scratch));
           CHECK(std::memcmp(got[j].data(), want[j].data(), got[j].size() * 4) == 0);
         }
       }
@@ -964,65 +962,30 @@ TEST_CASE("matmul: matmul_group gives each matrix the bits of its own matmul") {
   }
 }
 
+// The products of one input with several matrices (q, k and v; gate and up) run as one job of
+// the pool for a token (matmul_group): each matrix must get the bits of its own matmul, whatever
+// the mix of types (two forms of quantized input, float rows, MLX groups of one size or of two,
+// where the job falls back to one product at a time), rows per matrix, output strides, tokens and
+// threads; and no value outside its rows may be written.
+TEST_CASE("matmul: matmul_group gives each matrix the bits of its own matmul") {
+  const li::KernelTable& k = li::kernels();
+  check_matmul_groups(
+      8, {{0}, {0, 1}, {1, 3, 5}, {0, 1, 2, 3}, {4, 5, 6, 7}, {8, 3}, {8, 9}, {9, 8, 0, 6}, {2, 2}, {7, 0, 4}},
+      {1, 2, 5}, [&](auto&&... a) { return k.matmul_group(a...); }, [&](auto&&... a) { return k.matmul_x(a...); });
+}
+
 // matmul_each_group (batched decoding: the single tokens of several sequences times the products
 // of one input) gives every matrix the bits of its own matmul_each: the input quantized once for
 // all, on AVX2 the packs of the tokens made once per pack form (Q8_0 / Q4_0 / Q5_0 one form, Q4_K
 // one, Q6_K one; a group of several forms puts them side by side) and the matrices' rows one job;
-// token counts with and without a lone last token (dotn), one pack and several; outputs with
-// padding between rows, which must stay untouched.
+// token counts with and without a lone last token (dotn), one pack and several.
 TEST_CASE("matmul: matmul_each_group gives each matrix the bits of its own matmul_each") {
-  Rng r(9);
   const li::KernelTable& k = li::kernels();
-  const int64_t n = 512;
-  struct Mat {
-    DType t;
-    int64_t rows;
-    DType aux = DType::f16;
-    int gs = 64;
-  };
-  const Mat mats[] = {{DType::q4_K, 37},
-                      {DType::q6_K, 300},
-                      {DType::q8_0, 33},
-                      {DType::q5_0, 1025},
-                      {DType::q4_0, 5},
-                      {DType::f16, 23},
-                      {DType::bf16, 9},
-                      {DType::f32, 19},
-                      {DType::mlx_q4, 21, DType::bf16, 64},
-                      {DType::mlx_q4, 17, DType::bf16, 128}};
-  std::vector<Matrix> ms;
-  for (const Mat& m : mats) ms.push_back(make_matrix(m.t, m.rows, n, r, false, m.aux, m.gs));
   const std::vector<std::vector<int>> groups = {{0},          {0, 1}, {1, 0}, {3, 4, 2}, {0, 1, 2, 3}, {1, 3, 5},
                                                 {4, 5, 6, 7}, {8, 3}, {8, 9}, {2, 2},    {0, 0, 1},    {6, 1, 1, 0}};
-  for (int th : {1, 2, 3}) {
-    li::ThreadPool pool(th);
-    li::MatmulScratch scratch(th);
-    for (const auto& g : groups) {
-      for (int64_t T : {1, 2, 3, 5, 8, 9, 17}) {
-        CAPTURE(th);
-        CAPTURE(T);
-        CAPTURE(g.size());
-        std::vector<float> x = make_input(T, n, r, false);
-        const li::TensorView* ws[li::kMatmulGroup];
-        float* ys[li::kMatmulGroup];
-        int64_t ld[li::kMatmulGroup];
-        std::vector<std::vector<float>> got(g.size()), want(g.size());
-        for (size_t j = 0; j < g.size(); j++) {
-          ws[j] = &ms[static_cast<size_t>(g[j])].view;
-          ld[j] = ws[j]->rows() + static_cast<int64_t>(j);
-          got[j].assign(static_cast<size_t>(T * ld[j]), -7.0f);
-          want[j].assign(static_cast<size_t>(T * ld[j]), -7.0f);
-          ys[j] = got[j].data();
-        }
-        CHECK(k.matmul_each_group(ws, static_cast<int>(g.size()), x.data(), T, ys, ld, pool, false, scratch));
-        for (size_t j = 0; j < g.size(); j++) {
-          CAPTURE(std::string(li::dtype_name(ws[j]->type)));
-          CHECK(k.matmul_each(*ws[j], x.data(), T, want[j].data(), ld[j], pool, false, scratch));
-          CHECK(std::memcmp(got[j].data(), want[j].data(), got[j].size() * 4) == 0);
-        }
-      }
-    }
-  }
+  check_matmul_groups(
+      9, groups, {1, 2, 3, 5, 8, 9, 17}, [&](auto&&... a) { return k.matmul_each_group(a...); },
+      [&](auto&&... a) { return k.matmul_each(a...); });
 }
 
 // The heads of one key-value group, or of a block of tokens, are scored and summed at once (the
