@@ -556,10 +556,11 @@ inline bool matmul_each_group(const TensorView* const* ws, int nw, const float* 
   if (n_tokens <= 0) return true;
 #if defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
   // each matrix's packs (tp[i] tokens) are those of the first matrix of its pack form, at off[i] in
-  // scratch.xk (one form has one tp: the tokens and the input decide it)
-  int64_t tp[kMatmulGroup];
-  int form[kMatmulGroup], first[kMatmulGroup];
-  uint64_t off[kMatmulGroup], bytes = 0;
+  // scratch.xk (one form has one tp: the tokens and the input decide it; a type without gemm_rows
+  // keeps tp 0 and makes the group one product at a time)
+  int64_t tp[kMatmulGroup] = {};
+  int form[kMatmulGroup] = {}, first[kMatmulGroup] = {};
+  uint64_t off[kMatmulGroup] = {}, bytes = 0;
   bool one_job = true;
   for (int i = 0; i < nw; i++) {
     LLMI_ASSERT(ws[i]->ne[0] == in.n());
