@@ -5537,7 +5537,7 @@ inline uint64_t weight_row_bytes(const TensorView& w) {
 // Per weight type, what a level runs is the type's row of WeightKernels (25_weight_kernels); the
 // facts that do not depend on the level are LLMI_DTYPES (13_dtype).
 // The rest of the engine calls them through one table (KernelTable, 26_kernels_end): an evaluation
-// context holds a `const KernelTable*` and writes `kern->matmul_x(...)`.
+// context holds a `const KernelTable*` and writes `kern->matmul_group(...)`.
 //  * A native build (the default: -march=native, or LLMINFER_SIMD_* / -march=...) compiles the
 //    kernels once, in namespace detail, for the level the compiler targets (10_impl_begin). Its
 //    KernelTable has static member functions that call them: no indirection at all.
