@@ -3,7 +3,9 @@
 //   penalties -> top-k -> top-p -> min-p -> temperature -> draw
 // * penalties: every distinct token among the last `repeat_last_n` of the history (prompt and
 //   generated tokens; 0 disables, -1 means the whole history) has its logit divided by
-//   `repeat_penalty` when positive and multiplied by it otherwise (CTRL / llama.cpp rule).
+//   `repeat_penalty` when positive and multiplied by it otherwise (CTRL / llama.cpp rule); a
+//   result beyond the largest float (a penalty below 1) counts as the largest float, as a logit
+//   of +inf does.
 // * temperature 0: greedy. The argmax of the penalised logits (ties -> the lowest id); the
 //   truncations cannot remove the argmax, so they are skipped. The RNG is not used.
 // * top-k (k > 0): the k largest logits (ties -> lower id first).
@@ -153,35 +155,59 @@ class Sampler {
     return total;
   }
 
+  // The largest usable() value of l[0, n) and its first id (ties -> the lowest id): 8 running
+  // maxima (a NaN never wins a '>'; +inf counts as the largest float, as usable() makes it), then
+  // the first id that holds the maximum. 0 when no value is usable (the caller sees -inf there).
+  static size_t argmax_usable(const float* l, size_t n) {
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    float m[8] = {kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf, kNegInf};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; j++) m[j] = l[i + static_cast<size_t>(j)] > m[j] ? l[i + static_cast<size_t>(j)] : m[j];
+    for (; i < n; i++) m[0] = l[i] > m[0] ? l[i] : m[0];
+    float top = m[0];
+    for (int j = 1; j < 8; j++) top = m[j] > top ? m[j] : top;
+    top = std::min(top, std::numeric_limits<float>::max());
+    if (top == kNegInf) return 0;
+    for (i = 0; usable(l[i]) != top; i++) {
+    }
+    return i;
+  }
+
   // Penalties and truncations; leaves the surviving tokens in cand_ (for greedy: just the
-  // argmax). False when nothing survives.
+  // argmax). False when nothing survives. The logits are read through usable() as they are;
+  // only penalties need a copy (work_). Every path keeps the candidates, their order and their
+  // values what one pass over all of them gave (the tokens a seed draws do not depend on it):
+  // top-k looks at a token only when it beats the heap's worst, min-p alone keeps only the tokens
+  // at or above its threshold.
   bool truncate(std::span<const float> logits, std::span<const int32_t> history, const SamplerParams& p) {
     constexpr float kNegInf = -std::numeric_limits<float>::infinity();
     const size_t n_vocab = logits.size();
     cand_.clear();
     if (n_vocab == 0) return false;
-    work_.resize(n_vocab);
-    for (size_t i = 0; i < n_vocab; i++) work_[i] = usable(logits[i]);
+    const float* l = logits.data();
 
     // penalties: every distinct token of the window once
     if (p.repeat_penalty != 1.0f && p.repeat_last_n != 0 && !history.empty()) {
+      work_.resize(n_vocab);
+      for (size_t i = 0; i < n_vocab; i++) work_[i] = usable(logits[i]);
       size_t n = p.repeat_last_n < 0 ? history.size() : std::min(history.size(), static_cast<size_t>(p.repeat_last_n));
       window_.assign(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
       std::sort(window_.begin(), window_.end());
       window_.erase(std::unique(window_.begin(), window_.end()), window_.end());
       for (int32_t id : window_) {
         if (id < 0 || static_cast<size_t>(id) >= n_vocab) continue;
-        float& l = work_[static_cast<size_t>(id)];
-        l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+        float& v = work_[static_cast<size_t>(id)];
+        v = v > 0 ? v / p.repeat_penalty : v * p.repeat_penalty;  // (+inf from below 1: read through usable())
       }
+      l = work_.data();
     }
 
     if (p.temperature <= 0.0f) {
-      size_t best = 0;  // strict '>' over ascending ids: ties go to the lowest id
-      for (size_t i = 1; i < n_vocab; i++)
-        if (work_[i] > work_[best]) best = i;
-      if (work_[best] == kNegInf) return false;
-      cand_.push_back({static_cast<int32_t>(best), work_[best], 1.0f});
+      const size_t best = argmax_usable(l, n_vocab);
+      const float v = usable(l[best]);
+      if (v == kNegInf) return false;
+      cand_.push_back({static_cast<int32_t>(best), v, 1.0f});
       return true;
     }
 
@@ -189,22 +215,44 @@ class Sampler {
     if (p.top_k > 0 && static_cast<size_t>(p.top_k) < n_vocab) {
       const size_t k = static_cast<size_t>(p.top_k);
       auto worse_on_top = [](const Candidate& a, const Candidate& b) { return before(a, b); };
-      for (size_t i = 0; i < n_vocab; i++) {
-        if (work_[i] == kNegInf) continue;
-        Candidate c{static_cast<int32_t>(i), work_[i], 0.0f};
-        if (cand_.size() < k) {
-          cand_.push_back(c);
-          std::push_heap(cand_.begin(), cand_.end(), worse_on_top);
-        } else if (before(c, cand_.front())) {
+      size_t i = 0;
+      for (; i < n_vocab && cand_.size() < k; i++) {
+        const float v = usable(l[i]);
+        if (v == kNegInf) continue;
+        cand_.push_back({static_cast<int32_t>(i), v, 0.0f});
+        std::push_heap(cand_.begin(), cand_.end(), worse_on_top);
+      }
+      // The heap is full: a later token (a larger id than any in it) enters only with a larger
+      // logit than its worst. A raw value that is not larger is not larger after usable() (NaN
+      // compares false; +inf becomes the largest float, which is checked once it is found).
+      while (i < n_vocab) {
+        const float worst = cand_.front().logit;
+        while (i < n_vocab && !(l[i] > worst)) i++;
+        if (i == n_vocab) break;
+        const float v = usable(l[i]);
+        if (v > worst) {
           std::pop_heap(cand_.begin(), cand_.end(), worse_on_top);
-          cand_.back() = c;
+          cand_.back() = {static_cast<int32_t>(i), v, 0.0f};
           std::push_heap(cand_.begin(), cand_.end(), worse_on_top);
         }
+        i++;
       }
+    } else if (p.top_p >= 1.0f && p.min_p > 0.0f) {
+      // min-p alone: the tokens at or above its threshold, in id order (min_p_filter's rule)
+      const float max_l = usable(l[argmax_usable(l, n_vocab)]);
+      if (max_l == kNegInf) return false;
+      const double threshold = static_cast<double>(max_l) + std::log(static_cast<double>(p.min_p));
+      for (size_t i = 0; i < n_vocab; i++) {
+        const float v = usable(l[i]);
+        if (static_cast<double>(v) >= threshold) cand_.push_back({static_cast<int32_t>(i), v, 0.0f});
+      }
+      return true;
     } else {
       cand_.reserve(n_vocab);
-      for (size_t i = 0; i < n_vocab; i++)
-        if (work_[i] != kNegInf) cand_.push_back({static_cast<int32_t>(i), work_[i], 0.0f});
+      for (size_t i = 0; i < n_vocab; i++) {
+        const float v = usable(l[i]);
+        if (v != kNegInf) cand_.push_back({static_cast<int32_t>(i), v, 0.0f});
+      }
     }
     if (cand_.empty()) return false;
     float max_l = cand_[0].logit;

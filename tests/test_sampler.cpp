@@ -286,6 +286,124 @@ TEST_CASE("sampler: greedy is the argmax of the penalised logits, ties to the lo
   CHECK(s.sample(std::vector<float>{}, {}, warm, rng) == -1);
 }
 
+// The candidates sample() draws from, in their order, from one plain pass over every token (as
+// the sampler computed them before it skipped work): the argmax for greedy; top-k's heap fed
+// every usable token in id order; min-p alone, the tokens at or above its threshold in id order;
+// otherwise every usable token in id order. With the probabilities temper() gives them, so the
+// same seed draws the same tokens. (top-p's cut on a set is the same code either way.)
+std::vector<std::pair<int32_t, double>> plain_candidates(std::vector<float> l, const std::vector<int32_t>& history,
+                                                         const SamplerParams& p) {
+  using C = Sampler::Candidate;
+  const float neg_inf = -INFINITY, big = std::numeric_limits<float>::max();
+  for (auto& v : l) v = std::isnan(v) ? neg_inf : std::min(v, big);
+  if (p.repeat_penalty != 1.0f && p.repeat_last_n != 0 && !history.empty()) {
+    size_t n = p.repeat_last_n < 0 ? history.size() : std::min(history.size(), size_t(p.repeat_last_n));
+    std::vector<bool> seen(l.size(), false);
+    for (size_t i = history.size() - n; i < history.size(); i++) seen[size_t(history[i])] = true;
+    for (size_t id = 0; id < l.size(); id++)
+      if (seen[id]) l[id] = std::min(l[id] > 0 ? l[id] / p.repeat_penalty : l[id] * p.repeat_penalty, big);
+  }
+  std::vector<C> c;
+  if (p.temperature <= 0.0f) {
+    size_t best = 0;
+    for (size_t i = 1; i < l.size(); i++)
+      if (l[i] > l[best]) best = i;
+    if (l[best] == neg_inf) return {};
+    return {{int32_t(best), 1.0}};
+  }
+  auto before = [](const C& a, const C& b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); };
+  for (size_t i = 0; i < l.size(); i++) {
+    if (l[i] == neg_inf) continue;
+    C x{int32_t(i), l[i], 0.0f};
+    if (p.top_k > 0 && size_t(p.top_k) < l.size()) {
+      if (c.size() < size_t(p.top_k)) {
+        c.push_back(x);
+        std::push_heap(c.begin(), c.end(), before);
+      } else if (before(x, c.front())) {
+        std::pop_heap(c.begin(), c.end(), before);
+        c.back() = x;
+        std::push_heap(c.begin(), c.end(), before);
+      }
+    } else {
+      c.push_back(x);
+    }
+  }
+  if (c.empty()) return {};
+  float max_l = c[0].logit;
+  for (const auto& x : c) max_l = std::max(max_l, x.logit);
+  if (p.min_p > 0.0f) {
+    const double threshold = double(max_l) + std::log(double(p.min_p));
+    std::erase_if(c, [&](const C& x) { return !(double(x.logit) >= threshold); });
+  }
+  std::vector<std::pair<int32_t, double>> out;
+  double total = 0;
+  for (auto& x : c) total += x.w = std::exp((x.logit - max_l) * (1.0f / p.temperature));
+  for (const auto& x : c) out.emplace_back(x.id, x.w / total);
+  return out;
+}
+
+TEST_CASE("sampler: the candidates and their order are those of one plain pass over the vocabulary") {
+  const float big = std::numeric_limits<float>::max();
+  Sampler s;
+  int cases = 0;
+  for (size_t n : {size_t(1), size_t(7), size_t(8), size_t(9), size_t(61), size_t(1000), size_t(151936)}) {
+    for (int variant = 0; variant < 6; variant++) {
+      auto l = random_logits(n, 2.5, 77 + n + size_t(variant));
+      Rng r(n * 10 + size_t(variant));
+      auto at = [&] { return size_t(r.next() % n); };
+      // ties (copies of the largest values), NaN, -inf, +inf, the largest float, all at random ids
+      if (variant >= 1) {
+        const float top = *std::max_element(l.begin(), l.end());
+        for (int i = 0; i < 5; i++) l[at()] = top;
+        l[at()] = std::nanf("");
+        l[at()] = -INFINITY;
+      }
+      if (variant == 2 || variant == 3) l[at()] = big;
+      if (variant == 3) l[at()] = INFINITY;
+      if (variant == 4) l.back() = 100.0f;  // the maximum in the last, partial group of 8
+      if (variant == 5)                     // hardly anything usable
+        for (size_t i = 0; i < n; i++) l[i] = i % 97 == 3 ? l[i] : (i % 2 ? -INFINITY : std::nanf(""));
+      std::vector<int32_t> history;
+      for (int i = 0; i < 20; i++) history.push_back(int32_t(at()));
+      const SamplerParams settings[] = {
+          {.temperature = 0.0f},
+          {.temperature = 0.0f, .repeat_penalty = 1.3f, .repeat_last_n = 8},
+          {.temperature = 0.7f},
+          {.temperature = 0.8f, .top_k = 1},
+          {.temperature = 0.8f, .top_k = 40},
+          {.temperature = 1.2f, .top_k = int(std::max<size_t>(1, n - 1))},
+          {.temperature = 0.8f, .top_k = 40, .repeat_penalty = 1.5f, .repeat_last_n = -1},
+          {.temperature = 0.9f, .min_p = 0.05f},
+          {.temperature = 1.0f, .min_p = 1.0f},
+          {.temperature = 0.6f, .min_p = 0.2f, .repeat_penalty = 0.8f, .repeat_last_n = 16},
+          {.temperature = 0.8f, .top_k = 40, .min_p = 0.1f},
+      };
+      for (const SamplerParams& p : settings) {
+        CAPTURE(n);
+        CAPTURE(variant);
+        CAPTURE(p.temperature);
+        CAPTURE(p.top_k);
+        CAPTURE(p.min_p);
+        CAPTURE(p.repeat_penalty);
+        auto want = plain_candidates(l, history, p);
+        auto got = s.distribution(l, history, p);
+        REQUIRE(got.size() == want.size());
+        int diffs = 0;
+        for (size_t i = 0; i < got.size(); i++)
+          diffs += got[i].first != want[i].first || !(got[i].second == want[i].second);
+        CHECK(diffs == 0);
+        // and sample() draws from that list: -1 exactly when it is empty
+        Rng rng(5);
+        const int32_t id = s.sample(l, history, p, rng);
+        CHECK(
+            (want.empty() ? id == -1 : std::any_of(want.begin(), want.end(), [&](auto& w) { return w.first == id; })));
+        cases++;
+      }
+    }
+  }
+  CHECK(cases == 7 * 6 * 11);
+}
+
 TEST_CASE("sampler: the RNG stream is fixed by the seed") {
   // First outputs of xoshiro256** seeded by splitmix64(42), from an independent Python version:
   //   python3 -c 'M=(1<<64)-1
