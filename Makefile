@@ -26,7 +26,9 @@
 #   make bench             the kernel micro-benchmark (build/bench-kernels), the structured-output
 #                          benchmark (build/bench-grammar), the int8 peak of AMX and VNNI
 #                          (build/bench-peak-amx), the AVX-512 instructions' throughput
-#                          (build/bench-zmm-ops); bench/compare.py vs llama.cpp
+#                          (build/bench-zmm-ops), the sampler's cost per token
+#                          (build/bench-sampler), the AVX2 32-block products in two float orders
+#                          (build/bench-block-order); bench/compare.py vs llama.cpp
 
 CXX ?= g++
 BUILD ?= build
@@ -434,7 +436,16 @@ $(BUILD)/bench-peak-amx: bench/peak_amx.cpp
 $(BUILD)/bench-zmm-ops: bench/zmm_ops.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_ALL) $< -o $@ $(LDFLAGS_ALL)
-bench: $(BUILD)/llminfer $(BUILD)/bench-kernels $(BUILD)/bench-grammar $(BUILD)/bench-peak-amx $(BUILD)/bench-zmm-ops
+# The sampler's cost per token by kind of sampling chain (bench/RESULTS.md, "Sampling").
+$(BUILD)/bench-sampler: bench/sampler.cpp llminfer.hpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_ALL) $< -o $@ $(LDFLAGS_ALL)
+# The AVX2 32-block kernels' integer work in llama.cpp's float order and in block sums (a probe).
+$(BUILD)/bench-block-order: bench/block_order.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_ALL) $< -o $@ $(LDFLAGS_ALL)
+bench: $(BUILD)/llminfer $(BUILD)/bench-kernels $(BUILD)/bench-grammar $(BUILD)/bench-peak-amx $(BUILD)/bench-zmm-ops \
+  $(BUILD)/bench-sampler $(BUILD)/bench-block-order
 
 # The only target that uses the network: a small public model for `make demo` (see README).
 model:
