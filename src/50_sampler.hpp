@@ -169,17 +169,17 @@ class Sampler {
     for (int j = 1; j < 8; j++) top = m[j] > top ? m[j] : top;
     top = std::min(top, std::numeric_limits<float>::max());
     if (top == kNegInf) return 0;
-    for (i = 0; usable(l[i]) != top; i++) {
-    }
+    i = 0;
+    while (usable(l[i]) != top) i++;
     return i;
   }
 
   // Penalties and truncations; leaves the surviving tokens in cand_ (for greedy: just the
   // argmax). False when nothing survives. The logits are read through usable() as they are;
-  // only penalties need a copy (work_). Every path keeps the candidates, their order and their
-  // values what one pass over all of them gave (the tokens a seed draws do not depend on it):
-  // top-k looks at a token only when it beats the heap's worst, min-p alone keeps only the tokens
-  // at or above its threshold.
+  // only penalties need a copy (work_). On every path the candidates, their order and their values
+  // are what one pass over all the tokens gives, so the shortcuts do not change the tokens a seed
+  // draws: top-k looks at a token only when it beats the heap's worst, min-p alone keeps only the
+  // tokens at or above its threshold.
   bool truncate(std::span<const float> logits, std::span<const int32_t> history, const SamplerParams& p) {
     constexpr float kNegInf = -std::numeric_limits<float>::infinity();
     const size_t n_vocab = logits.size();
@@ -198,7 +198,7 @@ class Sampler {
       for (int32_t id : window_) {
         if (id < 0 || static_cast<size_t>(id) >= n_vocab) continue;
         float& v = work_[static_cast<size_t>(id)];
-        v = v > 0 ? v / p.repeat_penalty : v * p.repeat_penalty;  // (+inf from below 1: read through usable())
+        v = v > 0 ? v / p.repeat_penalty : v * p.repeat_penalty;  // (+inf: usable() reads the largest float)
       }
       l = work_.data();
     }
@@ -241,7 +241,7 @@ class Sampler {
       // min-p alone: the tokens at or above its threshold, in id order (min_p_filter's rule)
       const float max_l = usable(l[argmax_usable(l, n_vocab)]);
       if (max_l == kNegInf) return false;
-      const double threshold = static_cast<double>(max_l) + std::log(static_cast<double>(p.min_p));
+      const double threshold = min_p_threshold(max_l, p.min_p);
       for (size_t i = 0; i < n_vocab; i++) {
         const float v = usable(l[i]);
         if (static_cast<double>(v) >= threshold) cand_.push_back({static_cast<int32_t>(i), v, 0.0f});
@@ -308,8 +308,12 @@ class Sampler {
     return true;
   }
 
+  // min-p keeps the tokens whose logit is at least this
+  static double min_p_threshold(float max_l, float min_p) {
+    return static_cast<double>(max_l) + std::log(static_cast<double>(min_p));
+  }
   void min_p_filter(float max_l, float min_p) {
-    const double threshold = static_cast<double>(max_l) + std::log(static_cast<double>(min_p));
+    const double threshold = min_p_threshold(max_l, min_p);
     size_t k = 0;
     for (const auto& c : cand_)
       if (static_cast<double>(c.logit) >= threshold) cand_[k++] = c;
