@@ -421,7 +421,7 @@ demo: $(BUILD)/llminfer
 
 # Benchmarks (not part of `all`): the kernel micro-benchmark; bench/compare.py runs llminfer bench
 # against the llama.cpp oracle (see bench/RESULTS.md).
-$(BUILD)/bench-kernels: bench/kernels.cpp llminfer.hpp
+$(BUILD)/bench-kernels: bench/kernels.cpp bench/timing.hpp llminfer.hpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_ALL) $< -o $@ $(LDFLAGS_ALL)
 # The cost of structured output next to unconstrained decoding (bench/RESULTS.md, "Structured output").
@@ -437,7 +437,7 @@ $(BUILD)/bench-zmm-ops: bench/zmm_ops.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_ALL) $< -o $@ $(LDFLAGS_ALL)
 # The sampler's cost per token by kind of sampling chain (bench/RESULTS.md, "Sampling").
-$(BUILD)/bench-sampler: bench/sampler.cpp llminfer.hpp
+$(BUILD)/bench-sampler: bench/sampler.cpp bench/timing.hpp llminfer.hpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_ALL) $< -o $@ $(LDFLAGS_ALL)
 # The AVX2 32-block kernels' integer work in llama.cpp's float order and in block sums (a probe).

@@ -3,22 +3,15 @@
 // (a neighbour on the host only ever slows a run down). bench/RESULTS.md, "Sampling".
 //   build/bench-sampler [VOCAB...]      (default 49152 151936 262144)
 #define LLMINFER_IMPLEMENTATION
-#include <time.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <vector>
 
 #include "../llminfer.hpp"
+#include "timing.hpp"
 
 namespace li = llminfer::detail;
-
-static double cpu_ms() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
 
 int main(int argc, char** argv) {
   std::vector<long> vocabs;
@@ -52,14 +45,7 @@ int main(int argc, char** argv) {
       li::Sampler sampler;
       li::Rng rng(1);
       long sink = 0;
-      sink += sampler.sample(logits, history, s.p, rng);  // warm-up: the sampler's buffers
-      double best = 1e30;
-      for (const double t0 = cpu_ms(); cpu_ms() - t0 < 150;) {
-        const double ta = cpu_ms();
-        sink += sampler.sample(logits, history, s.p, rng);
-        const double tb = cpu_ms();
-        if (tb > ta) best = std::min(best, tb - ta);
-      }
+      const double best = fastest_ms([&] { sink += sampler.sample(logits, history, s.p, rng); });
       std::printf("%-8ld %-40s %10.3f%s\n", n, s.name, best, sink < 0 ? " (no token)" : "");
     }
   }
