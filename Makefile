@@ -441,7 +441,7 @@ $(BUILD)/bench-sampler: bench/sampler.cpp bench/timing.hpp llminfer.hpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_ALL) $< -o $@ $(LDFLAGS_ALL)
 # The AVX2 32-block kernels' integer work in llama.cpp's float order and in block sums (a probe).
-$(BUILD)/bench-block-order: bench/block_order.cpp
+$(BUILD)/bench-block-order: bench/block_order.cpp bench/timing.hpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS_ALL) $< -o $@ $(LDFLAGS_ALL)
 bench: $(BUILD)/llminfer $(BUILD)/bench-kernels $(BUILD)/bench-grammar $(BUILD)/bench-peak-amx $(BUILD)/bench-zmm-ops \

@@ -28700,7 +28700,7 @@ class Sampler {
     for (; i < n; i++) m[0] = l[i] > m[0] ? l[i] : m[0];
     float top = m[0];
     for (int j = 1; j < 8; j++) top = m[j] > top ? m[j] : top;
-    top = std::min(top, std::numeric_limits<float>::max());
+    top = usable(top);
     if (top == kNegInf) return 0;
     i = 0;
     while (usable(l[i]) != top) i++;
@@ -28770,22 +28770,23 @@ class Sampler {
         }
         i++;
       }
-    } else if (p.top_p >= 1.0f && p.min_p > 0.0f) {
-      // min-p alone: the tokens at or above its threshold, in id order (min_p_filter's rule)
-      const float max_l = usable(l[argmax_usable(l, n_vocab)]);
-      if (max_l == kNegInf) return false;
-      const double threshold = min_p_threshold(max_l, p.min_p);
+    } else {
+      // every usable token in id order; min-p alone cuts as it goes (min_p_filter's rule, from the
+      // largest logit, which no other step removes)
+      const bool min_p_alone = p.top_p >= 1.0f && p.min_p > 0.0f;
+      double threshold = std::numeric_limits<double>::lowest();  // (-inf is not at or above it)
+      if (min_p_alone) {
+        const float max_l = usable(l[argmax_usable(l, n_vocab)]);
+        if (max_l == kNegInf) return false;
+        threshold = min_p_threshold(max_l, p.min_p);
+      } else {
+        cand_.reserve(n_vocab);
+      }
       for (size_t i = 0; i < n_vocab; i++) {
         const float v = usable(l[i]);
         if (static_cast<double>(v) >= threshold) cand_.push_back({static_cast<int32_t>(i), v, 0.0f});
       }
-      return true;
-    } else {
-      cand_.reserve(n_vocab);
-      for (size_t i = 0; i < n_vocab; i++) {
-        const float v = usable(l[i]);
-        if (v != kNegInf) cand_.push_back({static_cast<int32_t>(i), v, 0.0f});
-      }
+      if (min_p_alone) return true;
     }
     if (cand_.empty()) return false;
     float max_l = cand_[0].logit;

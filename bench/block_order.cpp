@@ -9,10 +9,9 @@
 //     FMA of the 8 tokens' float(sum) by d(w) * d(a).
 // Q8_0 (signed values: B takes a vpsignb per 4 values as A does) and Q5_0 (unsigned 5-bit values
 // less 16: B adds 4 vpmaddubsw in int16 before one vpmaddwd, and takes the 16 * sum(a) off per
-// block). Prints GMAC/s, the fastest of 30 runs of each, and the largest relative difference of
-// B's results from A's (float order only).
+// block). Prints GMAC/s, the fastest run of each in thread CPU time (timing.hpp), and the largest
+// relative difference of B's results from A's (float order only).
 //   build/bench-block-order
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -20,6 +19,8 @@
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
+
+#include "timing.hpp"
 
 namespace {
 
@@ -123,15 +124,8 @@ __attribute__((noinline)) void order_b() {
   }
 }
 
-template <class F>
-double gmacs(F f) {
-  double best = 1e30;
-  for (int rep = 0; rep < 30; rep++) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < 20; i++) f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return 20.0 * R * K * T / best * 1e-9;
+double gmacs(void (*f)()) {
+  return double(R) * K * T / fastest_ms(f) * 1e-6;
 }
 
 template <bool Q5>

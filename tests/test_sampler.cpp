@@ -50,16 +50,22 @@ double chi2_pvalue(double stat, int dof) {
 }
 
 // ---- the expected distribution, written from the definitions (slow and plain on purpose) ----
+// The penalties on each distinct token of the window (a result beyond the largest float is the
+// largest float).
+void apply_penalties(std::vector<float>& l, const std::vector<int32_t>& history, const SamplerParams& p) {
+  if (p.repeat_penalty == 1.0f || p.repeat_last_n == 0) return;
+  size_t n = p.repeat_last_n < 0 ? history.size() : std::min(history.size(), size_t(p.repeat_last_n));
+  std::vector<bool> seen(l.size(), false);
+  for (size_t i = history.size() - n; i < history.size(); i++) seen[size_t(history[i])] = true;
+  for (size_t id = 0; id < l.size(); id++)
+    if (seen[id])
+      l[id] =
+          std::min(l[id] > 0 ? l[id] / p.repeat_penalty : l[id] * p.repeat_penalty, std::numeric_limits<float>::max());
+}
+
 std::map<int32_t, double> expected_distribution(std::vector<float> l, const std::vector<int32_t>& history,
                                                 const SamplerParams& p) {
-  // penalties on each distinct token of the window
-  if (p.repeat_penalty != 1.0f && p.repeat_last_n != 0) {
-    size_t n = p.repeat_last_n < 0 ? history.size() : std::min(history.size(), size_t(p.repeat_last_n));
-    std::vector<bool> seen(l.size(), false);
-    for (size_t i = history.size() - n; i < history.size(); i++) seen[size_t(history[i])] = true;
-    for (size_t id = 0; id < l.size(); id++)
-      if (seen[id]) l[id] = l[id] > 0 ? l[id] / p.repeat_penalty : l[id] * p.repeat_penalty;
-  }
+  apply_penalties(l, history, p);
   std::vector<int32_t> order(l.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[size_t(a)] > l[size_t(b)]; });
@@ -296,13 +302,7 @@ std::vector<std::pair<int32_t, double>> plain_candidates(std::vector<float> l, c
   using C = Sampler::Candidate;
   const float neg_inf = -INFINITY, big = std::numeric_limits<float>::max();
   for (auto& v : l) v = std::isnan(v) ? neg_inf : std::min(v, big);
-  if (p.repeat_penalty != 1.0f && p.repeat_last_n != 0 && !history.empty()) {
-    size_t n = p.repeat_last_n < 0 ? history.size() : std::min(history.size(), size_t(p.repeat_last_n));
-    std::vector<bool> seen(l.size(), false);
-    for (size_t i = history.size() - n; i < history.size(); i++) seen[size_t(history[i])] = true;
-    for (size_t id = 0; id < l.size(); id++)
-      if (seen[id]) l[id] = std::min(l[id] > 0 ? l[id] / p.repeat_penalty : l[id] * p.repeat_penalty, big);
-  }
+  apply_penalties(l, history, p);
   std::vector<C> c;
   if (p.temperature <= 0.0f) {
     size_t best = 0;
