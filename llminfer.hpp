@@ -84,7 +84,8 @@
 //   LLMINFER_SIMD_SCALAR        force the portable scalar kernels (also LLMINFER_FORCE_SCALAR)
 //   LLMINFER_DISPATCH           x86-64: one binary for every CPU. Build with the baseline target
 //                               (e.g. -march=x86-64, g++ or clang++); the kernels are compiled in
-//                               for the levels scalar, avx2, avx512, avx512bf16, avx512+amx and
+//                               for the levels scalar, avx2, avx2+sums, avx512, avx512bf16,
+//                               avx512+amx and
 //                               the best the CPU (and OS) runs is chosen when a model loads (below)
 //   LLMINFER_NO_CPU_CHECK       do not verify at load that the CPU has the instructions compiled in
 //   LLMINFER_MAX_TENSORS        largest tensor count a GGUF file may declare (default 1<<20)
@@ -137,13 +138,12 @@
 //   (F, BW, VL, with VNNI and BF16 when present), AVX2+FMA+F16C, NEON (with dotprod when present),
 //   else scalar. MSVC: /arch:AVX2 and /arch:AVX512 select the AVX2 and AVX-512 kernels (not tested).
 //   With LLMINFER_DISPATCH the levels are: scalar; avx2 (x86-64-v3: AVX2, FMA, F16C, BMI1/2, LZCNT,
-//   MOVBE); avx512 (x86-64-v4: AVX512F/BW/CD/DQ/VL, and AVX512VNNI); avx512bf16 (avx512 and
-//   AVX512_BF16, for vdpbf16ps); avx512+amx (avx512bf16 and the AMX int8 tiles, where the OS grants
-//   them: the native AMX build's kernels, "AMX" below). AVX, AVX-512 and AMX count only when the OS
-//   saves their registers.
-//   LoadOptions::kernels, or else the environment variable LLMINFER_KERNELS, names a level to run
-//   instead of the best one (for tests and comparisons); a level the CPU lacks is cpu_unsupported,
-//   an unknown name invalid_argument. At each level the dispatch build computes what the native
+//   MOVBE); avx2+sums (the avx2 kernels with prompts in the block-sum order, below); avx512 (x86-64-v4:
+//   AVX512F/BW/CD/DQ/VL, and AVX512VNNI); avx512bf16 (avx512 and AVX512_BF16, for vdpbf16ps); avx512+amx (avx512bf16
+//   and the AMX int8 tiles, where the OS grants them: the native AMX build's kernels, "AMX" below). AVX, AVX-512 and
+//   AMX count only when the OS saves their registers. LoadOptions::kernels, or else the environment variable
+//   LLMINFER_KERNELS, names a level to run instead of the best one (for tests and comparisons); a level the CPU lacks
+//   is cpu_unsupported, an unknown name invalid_argument. At each level the dispatch build computes what the native
 //   build of that level does for the kernels (`tools/dispatch-check`); code outside the kernels
 //   (norms, rope, sampling) is compiled for the baseline. A native build runs only its own level
 //   (LoadOptions::kernels may name it) and ignores LLMINFER_KERNELS (one with AMX: below).
@@ -160,6 +160,17 @@
 //   logits differ from llama.cpp's and from a one-token evaluation in the last bits (within the
 //   conformance tolerances). LoadOptions::kernels or LLMINFER_KERNELS "avx512" leaves the tiles alone:
 //   llama.cpp's order for every batch.
+//
+//   The block-sum order on AVX2: a native build for AVX2 without AVX-512 (-march=native on such a
+//   CPU, -march=x86-64-v3, LLMINFER_SIMD_AVX2) runs "avx2+sums", as does a dispatch build on such a
+//   CPU: matrix products of Q4_0, Q5_0 and Q8_0 weights with 6 or more tokens (prompts) take the AMX
+//   tiles' float order above for 32-blocks (exact integer block sums, then one chain per (row,
+//   token): acc = fma(float(sum), d_row * d_token, acc)), computed for 8 tokens at once: on AMD Zen 3,
+//   Q5_0 and Q4_0 products 1.2-1.5x and Q8_0 about 1.1x faster than in llama.cpp's order
+//   (bench/RESULTS.md). K-quants, and products of fewer tokens or of independent tokens (batched
+//   decoding), keep llama.cpp's order. Such logits differ from llama.cpp's and from a one-token
+//   evaluation in the last bits, as with AMX. LoadOptions::kernels or LLMINFER_KERNELS "avx2": the
+//   same kernels in llama.cpp's order for every batch (bit-exact with llama.cpp's AVX2 build).
 //
 // ==== Threads and ownership ====
 //
@@ -788,12 +799,13 @@ struct LoadOptions {
   ContextPolicy context_policy = ContextPolicy::stop;
   int keep = 4;  // ContextPolicy::slide keeps this many first tokens
   // Kernel level (a build with LLMINFER_DISPATCH): "" the best this CPU has (or the environment
-  // variable LLMINFER_KERNELS), else "scalar", "avx2", "avx512", "avx512bf16" or "avx512+amx" (at
-  // most what the CPU has). A native build runs the one level it was compiled for and accepts only
-  // its name; one compiled with AMX-INT8 (e.g. -march=native on a Xeon with AMX) is "avx512+amx"
-  // where the OS grants the tiles and "avx512" elsewhere, and takes "avx512" (here or in
-  // LLMINFER_KERNELS) to leave the tiles alone (matrix products in llama.cpp's float order for any
-  // batch; see the manual).
+  // variable LLMINFER_KERNELS), else "scalar", "avx2", "avx2+sums", "avx512", "avx512bf16" or
+  // "avx512+amx" (at most what the CPU has). A native build runs the one level it was compiled for
+  // and accepts only its name; one compiled with AMX-INT8 (e.g. -march=native on a Xeon with AMX) is
+  // "avx512+amx" where the OS grants the tiles and "avx512" elsewhere, and takes "avx512" (here or in
+  // LLMINFER_KERNELS) to leave the tiles alone; one compiled for AVX2 (without AVX-512) is
+  // "avx2+sums" and takes "avx2" likewise (matrix products in llama.cpp's float order for any batch;
+  // see the manual: "The block-sum order").
   std::string kernels = {};
   std::function<void(std::string_view)> log = {};  // diagnostics; silent when empty
   // Continuous batching: sessions of this model that evaluate at the same time (from different
@@ -923,7 +935,7 @@ struct ModelInfo {
   KvType kv_type = KvType::f16;
   ContextPolicy context_policy = ContextPolicy::stop;
   uint64_t kv_bytes = 0;  // one session's KV cache
-  std::string kernels;    // the kernel level in use ("avx512+amx", "avx512", "avx2", "neon", "scalar", ...)
+  std::string kernels;    // the kernel level in use ("avx512+amx", "avx512", "avx2+sums", "avx2", "neon", ...)
   int threads = 0;        // threads of the model's pool
   // Tokenizer: "" when the model has none usable (it runs from ids; tokenizer_error says why).
   std::string tokenizer;  // "gpt2" (byte-level BPE), "llama" (SentencePiece), ...
@@ -2521,9 +2533,10 @@ inline bool cpu_pairs_rows() {
 }
 
 // Whether this CPU (and OS) can run kernel level `level` of a dispatch build: 0 scalar, 1 avx2
-// (AVX2, FMA, F16C and the rest of x86-64-v3), 2 avx512 (x86-64-v4: AVX512F/BW/CD/DQ/VL, with
-// AVX512VNNI), 3 avx512bf16 (2 and AVX512_BF16), 4 avx512+amx (3 and AMX-TILE, AMX-INT8, the tile
-// state in XCR0 and the process's permission, os_grants_amx). AVX and AVX-512 need the OS to save
+// (AVX2, FMA, F16C and the rest of x86-64-v3), 2 avx2+sums (1: the same kernels, prompts in the
+// block-sum order), 3 avx512 (x86-64-v4: AVX512F/BW/CD/DQ/VL, with AVX512VNNI), 4 avx512bf16 (3 and
+// AVX512_BF16), 5 avx512+amx (4 and AMX-TILE, AMX-INT8, the tile state in XCR0 and the process's
+// permission, os_grants_amx). AVX and AVX-512 need the OS to save
 // their registers (XCR0).
 inline bool cpu_has_kernel_level(int level) {
   const CpuInfo c = cpu_query ? cpu_query() : cpu_query_hw();
@@ -2537,10 +2550,11 @@ inline bool cpu_has_kernel_level(int level) {
   const bool bf16 = v4 && bit(c.l7s1_eax, 5);
   switch (level) {
     case 0: return true;
-    case 1: return v3;
-    case 2: return v4;
-    case 3: return bf16;
-    case 4: return bf16 && bit(c.l7_edx, 24) && bit(c.l7_edx, 25) && (c.xcr0 & 0x60000) == 0x60000 && os_grants_amx();
+    case 1:
+    case 2: return v3;
+    case 3: return v4;
+    case 4: return bf16;
+    case 5: return bf16 && bit(c.l7_edx, 24) && bit(c.l7_edx, 25) && (c.xcr0 & 0x60000) == 0x60000 && os_grants_amx();
     default: return false;
   }
 }
@@ -7485,8 +7499,9 @@ struct MatmulScratch {
                                             // gemv_each_group: its groups of tokens
   std::unique_ptr<AlignedBuffer[]> panels;  // gemm: the decoded panel of each pool thread
   int n_panels;
-  bool amx = true;  // gemm may take the AMX tiles where they are compiled in and permitted (false:
-                    // the VNNI micro-kernels, llama.cpp's order for every batch)
+  bool block_sums = true;  // a product of 6 or more tokens may take the block-sum order: the AMX tiles
+                           // where compiled in and permitted, the AVX2 kernels' dots_q32 (false:
+                           // llama.cpp's order for every batch)
 };
 
 // ---- elementwise activations (scalar; the row kernels are in 24_attention_kernels) ----
@@ -8683,6 +8698,7 @@ struct MatmulPart {
   void (*task)(const MatmulPart& part, const MatmulInput& in, int task);
   int64_t n_tb = 1, tp = 0;        // gemm_rows: blocks of tokens per chunk of rows, tokens in packs
   const uint8_t* packs = nullptr;  // gemm_rows: the packs of tokens 0 .. tp - 1 (gemm_rows_pack)
+  bool sums = false;               // gemm_rows: the packs are sums packs (every token; dots_q32)
 };
 // WK, here and below: the weight type's row of the kernel table (WeightKernels, 25_weight_kernels);
 // its kernels inline into these loops.
@@ -8973,6 +8989,14 @@ LLMI_FORCE_INLINE void keep_lanes(__m256i& v) {
   (void)v;
 #endif
 }
+// A compiler barrier: values stored before it are loaded again after it (GCC otherwise takes 4-byte
+// broadcasts of a 32-byte store from the register through shuffles, which spill: dots_q32 Q8_0,
+// Zen 3, bench-kernels, 8-128 tokens, 23-37 -> 28-42 GMAC/s).
+LLMI_FORCE_INLINE void reload_from_memory() {
+#if defined(__GNUC__)
+  __asm__ volatile("" ::: "memory");
+#endif
+}
 // The kTP products d(w) * d(a) of a block (scale8 of the row's fp16 scale at d16 and the tokens'
 // dx; f16: f16_f32_table()), to broadcast from.
 LLMI_FORCE_INLINE void pack_scales(const float* f16, const uint8_t* d16, __m256 dx, float* s) {
@@ -9192,6 +9216,130 @@ inline void dotp_n(const uint8_t* w, ActPack pk, int nt, int64_t n, float* out) 
     dotp<T, 2>(w, pk, n, out);
 }
 
+// ---- the block-sum order: 6 or more tokens of Q8_0, Q4_0, Q5_0 (AVX2, MatmulScratch::block_sums) ----
+// The AMX tiles' float order (gemm_amx_q32_task) on AVX2: for each (row, token) the integer sum of
+// each 32-block, exact, then one chain over the blocks, acc = fma(float(sum_b), d_row_b * d_token_b,
+// acc). The 8 tokens of a pack lie in the 8 lanes of a register, each as 4 activations of one
+// 4-value step; a row's 4 values of that step, broadcast to every lane, multiply all 8 at once
+// (vpmaddubsw, then vpmaddwd into the lanes' int32 sums), so that each (row, block) ends in one FMA
+// for 8 tokens, where llama.cpp's order (dotp_q32) takes one per token, and its lanes' tree. Zen 3,
+// one core, bench-kernels' gemm against gemm-exact (the models' shapes, 8-512 tokens): Q5_0 39-45
+// against 24-33 GMAC/s (1.25-1.55x), Q4_0 1.15-1.3x, Q8_0 1.05-1.15x (bench/RESULTS.md; Q8_0 with
+// its values widened to int16 and one vpmaddwd per 2 values came out 0.8x). Q8_0 takes
+// |w| (broadcast) times a * sign(w), as dot_q8_0 takes |w| times a * sign(w): exact for any int8
+// value (-128 too; 2 x 128 x 127 fits int16). Q4_0 and Q5_0 multiply their unsigned values (0..15,
+// 0..31) with the activations and take offset * sum(a) off the block's sum, which makes the same
+// integer as sum((v - offset) * a); Q5_0 sums 4 steps in int16 (4 x 2 x 31 x 127 < 32768), Q4_0 all
+// 8 (8 x 2 x 15 x 127). Matrix products of one input (Engine::matmul) take it when the scratch asks;
+// products of independent tokens (matmul_each: batched decoding) keep llama.cpp's order.
+constexpr int64_t kSumsMinTokens = 6;  // as the tiles (kGemmMinTokens)
+template <DType T>
+constexpr bool kSumsType = T == DType::q8_0 || T == DType::q4_0 || T == DType::q5_0;
+// A sums pack: per 32-block of the kTP tokens, 256 bytes of their values, [8 steps][kTP tokens][4
+// int8], then d [kTP] f32 and the sums of the block's 32 activations [kTP] int32 (0 for tokens past
+// the last).
+constexpr int64_t kSumsBlockBytes = 256 + 8 * kTP;
+inline uint64_t sums_pack_bytes(int64_t nb) {
+  return static_cast<uint64_t>(nb * kSumsBlockBytes);
+}
+// Packs a[0..nt) (nt <= kTP) into dst (sums_pack_bytes(nb) bytes, 4-byte aligned).
+inline void pack_sums(const ActQ8* a, int nt, int64_t nb, uint8_t* dst) {
+  if (nt < kTP) std::memset(dst, 0, sums_pack_bytes(nb));
+  for (int64_t b = 0; b < nb; b++) {
+    uint8_t* p = dst + b * kSumsBlockBytes;
+    float* d = reinterpret_cast<float*>(p + 256);
+    int32_t* s = reinterpret_cast<int32_t*>(p + 256 + 4 * kTP);
+    for (int t = 0; t < nt; t++) {
+      const int8_t* x = a[t].q + 32 * b;
+      int32_t sum = 0;
+      for (int j = 0; j < 32; j++) sum += x[j];
+      for (int j = 0; j < 8; j++) std::memcpy(p + 32 * j + 4 * t, x + 4 * j, 4);
+      d[t] = a[t].d[b];
+      s[t] = sum;
+    }
+  }
+}
+// out[i][t] for kSumsRows rows (w[i]: the row's start; the same row may come twice) and the kTP
+// tokens of a sums pack, nb blocks of 32.
+constexpr int kSumsRows = 4;
+template <DType T>
+LLMI_NOINLINE inline void dots_q32(const uint8_t* const* w, const uint8_t* pk, int64_t nb, float (*out)[kTP]) {
+  constexpr bool kQ8 = T == DType::q8_0, kQ5 = T == DType::q5_0;
+  constexpr int64_t bs = kQ8 ? sizeof(ref::BlockQ8_0) : Q45_0<kQ5>::bs;
+  const __m256i ones = _mm256_set1_epi16(1);
+  const float* f16 = f16_f32_table();
+  __m256 acc[kSumsRows];
+#pragma GCC unroll 4
+  for (int i = 0; i < kSumsRows; i++) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* pb = pk + b * kSumsBlockBytes;
+    // the rows' values of the block, to broadcast 4 at a time: Q8_0 |w| (w from the file), Q4_0 /
+    // Q5_0 unsigned
+    alignas(32) uint8_t v[kSumsRows][32];
+#pragma GCC unroll 4
+    for (int i = 0; i < kSumsRows; i++) {
+      const uint8_t* p = w[i] + b * bs;
+      __m256i x;
+      if constexpr (kQ8) {
+        x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+        x = _mm256_sign_epi8(x, x);
+      } else {
+        x = q4_block_values(p + Q45_0<kQ5>::qs_off);
+        if constexpr (kQ5) x = _mm256_or_si256(x, q5_high_bits(rd_u32(p + 2)));
+      }
+      _mm256_store_si256(reinterpret_cast<__m256i*>(v[i]), x);
+    }
+    reload_from_memory();  // (broadcast loads from v, not shuffles of registers)
+    __m256i is[kSumsRows];
+    if constexpr (kQ8) {
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; j++) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 * j));
+#pragma GCC unroll 4
+        for (int i = 0; i < kSumsRows; i++) {
+          const __m256i ws = _mm256_set1_epi32(static_cast<int32_t>(rd_u32(w[i] + b * bs + 2 + 4 * j)));
+          const __m256i p =
+              _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi32(static_cast<int32_t>(rd_u32(v[i] + 4 * j))),
+                                                     _mm256_sign_epi8(a, ws)),
+                                ones);
+          is[i] = j ? _mm256_add_epi32(is[i], p) : p;
+        }
+      }
+    } else {
+      constexpr int kSteps16 = kQ5 ? 4 : 8;  // steps summed in int16
+#pragma GCC unroll 2
+      for (int h = 0; h < 8 / kSteps16; h++) {
+        __m256i s16[kSumsRows];
+#pragma GCC unroll 8
+        for (int q = 0; q < kSteps16; q++) {
+          const int j = h * kSteps16 + q;
+          const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 * j));
+#pragma GCC unroll 4
+          for (int i = 0; i < kSumsRows; i++) {
+            const __m256i m = _mm256_maddubs_epi16(_mm256_set1_epi32(static_cast<int32_t>(rd_u32(v[i] + 4 * j))), a);
+            s16[i] = q ? _mm256_add_epi16(s16[i], m) : m;
+          }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < kSumsRows; i++) {
+          const __m256i m = _mm256_madd_epi16(s16[i], ones);
+          is[i] = h ? _mm256_add_epi32(is[i], m) : m;
+        }
+      }
+      const __m256i off = _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 256 + 4 * kTP)),
+                                             _mm256_set1_epi32(Q45_0<kQ5>::offset));
+#pragma GCC unroll 4
+      for (int i = 0; i < kSumsRows; i++) is[i] = _mm256_sub_epi32(is[i], off);
+    }
+    const __m256 da = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + 256));
+#pragma GCC unroll 4
+    for (int i = 0; i < kSumsRows; i++)
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[i]), _mm256_mul_ps(_mm256_set1_ps(f16[rd_u16(w[i] + b * bs)]), da),
+                               acc[i]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < kSumsRows; i++) _mm256_storeu_ps(out[i], acc[i]);
+}
 // Tokens t0..t0+nt-1 (1 <= nt <= kTG) of row r: WK::dotn on all of them (WK::dot for one).
 template <class WK, int NT = kTG>
 inline void dotn_tokens(const RowOperands& o, const uint8_t* wr, int64_t r, int64_t t0, int64_t nt, float* y,
@@ -9234,10 +9382,18 @@ inline uint64_t gemm_rows_pack_bytes(int64_t n, int64_t tp) {
   const int64_t blk = WK::act == ActForm::q8_256 ? ref::kQK_K : 32;
   return static_cast<uint64_t>((tp + kTP - 1) / kTP) * act_pack_bytes(blk, n / blk);
 }
+// Bytes of the sums packs of T tokens (n values a token).
+template <class WK>
+inline uint64_t gemm_rows_sums_bytes(int64_t n, int64_t T) {
+  return static_cast<uint64_t>((T + kTP - 1) / kTP) * sums_pack_bytes(n / 32);
+}
 // Sizes scratch.xk for gemm_rows of up to max_tokens tokens; false when out of memory.
 template <class WK>
 inline bool gemm_rows_reserve(const TensorView& w, int64_t max_tokens, MatmulScratch& scratch) {
   if constexpr (!kPacks<WK::type>) return true;
+  if constexpr (kSumsType<WK::type>)
+    if (max_tokens >= kSumsMinTokens && !scratch.xk.reserve(gemm_rows_sums_bytes<WK>(w.ne[0], max_tokens)))
+      return false;
   return max_tokens < 2 || scratch.xk.reserve(gemm_rows_pack_bytes<WK>(w.ne[0], max_tokens));
 }
 // Packs tokens 0 .. tp - 1 of the input into dst (gemm_rows_pack_bytes): pack k the kTP from k * kTP,
@@ -9277,6 +9433,27 @@ inline void gemm_rows_task(const MatmulPart& part, const MatmulInput& in, int ta
   const int64_t r0 = (task / n_tb) * chunk, r1 = std::min(rows, r0 + chunk);
   const int64_t t0 = (task % n_tb) * kTBlock, t1 = std::min(T, t0 + kTBlock);
   int64_t t = t0;
+  if constexpr (kSumsType<WK::type>) {
+    if (part.sums) {  // every token from the sums packs, kSumsRows rows at a time (runs as below)
+      const int64_t nb = o.n / 32;
+      const uint64_t pb = sums_pack_bytes(nb);
+      const int64_t run = std::max<int64_t>(kSumsRows, static_cast<int64_t>(131072 / rb));
+      for (int64_t ra = r0; ra < r1; ra += run)
+        for (int64_t k = t0 / kTP; k * kTP < t1; k++) {
+          const int nt = static_cast<int>(std::min<int64_t>(kTP, T - k * kTP));
+          for (int64_t r = ra; r < std::min(r1, ra + run); r += kSumsRows) {
+            const int nr = static_cast<int>(std::min<int64_t>(kSumsRows, std::min(r1, ra + run) - r));
+            const uint8_t* wr[kSumsRows];
+            for (int i = 0; i < kSumsRows; i++) wr[i] = w.data + static_cast<uint64_t>(r + std::min(i, nr - 1)) * rb;
+            float out[kSumsRows][kTP];
+            dots_q32<WK::type>(wr, part.packs + static_cast<uint64_t>(k) * pb, nb, out);
+            for (int u = 0; u < nt; u++)
+              for (int i = 0; i < nr; i++) y[(k * kTP + u) * ldy + r + i] = out[i][u];
+          }
+        }
+      return;
+    }
+  }
   if constexpr (kPacks<WK::type>) {
     // the block's packs (kTBlock is a multiple of kTP), each over runs of the task's rows of
     // about 128 KiB, so that a run stays in L2 while the packs go over it
@@ -9307,7 +9484,24 @@ inline void gemm_rows_task(const MatmulPart& part, const MatmulInput& in, int ta
 // one (in scratch.xk where it can hold them), through dotp, any other through dotn.
 template <class WK>
 inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
-                      MatmulScratch& scratch) {
+                      MatmulScratch& scratch, bool block_sums = false) {
+  if constexpr (kSumsType<WK::type>) {
+    const int64_t T = in.n_tokens(), nb = in.n() / 32;
+    if (block_sums && T >= kSumsMinTokens && scratch.xk.reserve(gemm_rows_sums_bytes<WK>(in.n(), T))) {
+      uint8_t* packs = scratch.xk.as<uint8_t>();
+      const uint64_t pb = sums_pack_bytes(nb);
+      pool.parallel_for(static_cast<int>((T + kTP - 1) / kTP), [&](int k, int) {
+        const int nt = static_cast<int>(std::min<int64_t>(kTP, T - k * kTP));
+        ActQ8 a[kTP];
+        for (int u = 0; u < nt; u++) a[u] = in.row(WK::act, k * kTP + u);
+        pack_sums(a, nt, nb, packs + static_cast<uint64_t>(k) * pb);
+      });
+      MatmulPart part = gemm_rows_part<WK>(w, T, y, ldy, pool.size(), T, packs);
+      part.sums = true;
+      pool.parallel_for(part.n_tasks, [&](int task, int) { gemm_rows_task<WK>(part, in, task); });
+      return;
+    }
+  }
   int64_t tp = gemm_rows_tp<WK>(in);
   if (tp > 0 && !scratch.xk.reserve(gemm_rows_pack_bytes<WK>(in.n(), tp))) tp = 0;
   if (tp > 0) gemm_rows_pack<WK>(in, tp, scratch.xk.as<uint8_t>(), pool);
@@ -10751,7 +10945,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   AlignedBuffer& starts_buf = scratch.starts;
   int32_t* starts = nullptr;
 #if defined(LLMI_SIMD_AMX)
-  const bool amx = WK::amx && scratch.amx && os_grants_amx();
+  const bool amx = WK::amx && scratch.block_sums && os_grants_amx();
 #else
   constexpr bool amx = false;
 #endif
@@ -11372,7 +11566,7 @@ inline bool matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, 
 #elif defined(LLMI_SIMD_AVX2)
     if constexpr (WK::multi_token) {
       if (in.n_tokens() >= 2) {
-        gemm_rows<WK>(w, in, y, ldy, pool, scratch);
+        gemm_rows<WK>(w, in, y, ldy, pool, scratch, scratch.block_sums);
         return true;
       }
     }
@@ -11634,6 +11828,10 @@ struct KernelTable {
 LLMI_KNS_BEGIN
 #define LLMI_X(r, n, p, a) &n,
 inline constexpr KernelTable kernel_table = {LLMI_KERNEL_NAME, LLMI_KERNEL_ENTRIES(LLMI_X)};
+#if LLMI_KERNEL_PASS == 2
+// the same kernels, products of 6 or more tokens in the block-sum order (kernels_use_block_sums)
+inline constexpr KernelTable kernel_table_sums = {"avx2+sums", LLMI_KERNEL_ENTRIES(LLMI_X)};
+#endif
 #undef LLMI_X
 LLMI_KNS_END
 #else
@@ -11646,11 +11844,18 @@ struct KernelTable {
   LLMI_KERNEL_ENTRIES(LLMI_X)
 #undef LLMI_X
 };
-inline constexpr KernelTable native_kernels{simd_compiled()};
 #if defined(LLMI_SIMD_AMX)
+inline constexpr KernelTable native_kernels{simd_compiled()};
 // The same kernels with the matrix products on AVX-512 VNNI alone (llama.cpp's order for any batch):
 // LoadOptions::kernels "avx512", or where the OS refuses the tiles.
-inline constexpr KernelTable native_kernels_vnni{"avx512"};
+inline constexpr KernelTable native_kernels_exact{"avx512"};
+#elif defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+// An AVX2 build's kernels take prompts in the block-sum order ("avx2+sums"), or llama.cpp's order
+// for every batch ("avx2": LoadOptions::kernels, LLMINFER_KERNELS).
+inline constexpr KernelTable native_kernels{"avx2+sums"};
+inline constexpr KernelTable native_kernels_exact{"avx2"};
+#else
+inline constexpr KernelTable native_kernels{simd_compiled()};
 #endif
 #endif
 }  // namespace detail
@@ -11699,21 +11904,21 @@ namespace detail {
 
 #if defined(LLMI_DISPATCH)
 // Every level compiled in, lowest first (indices as cpu_has_kernel_level's).
-inline constexpr const KernelTable* kernel_levels[] = {&k_scalar::kernel_table, &k_avx2::kernel_table,
-                                                       &k_avx512::kernel_table, &k_avx512bf16::kernel_table,
-                                                       &k_avx512amx::kernel_table};
-inline constexpr int kNumKernelLevels = 5;
+inline constexpr const KernelTable* kernel_levels[] = {&k_scalar::kernel_table,     &k_avx2::kernel_table,
+                                                       &k_avx2::kernel_table_sums,  &k_avx512::kernel_table,
+                                                       &k_avx512bf16::kernel_table, &k_avx512amx::kernel_table};
+inline constexpr int kNumKernelLevels = 6;
 #endif
 
 // The names of the levels compiled in, lowest first, comma-separated ("avx512" in a native build;
-// "avx512,avx512+amx" in one with AMX: with and without the tiles).
+// "avx512,avx512+amx" in one with AMX: with and without the tiles; "avx2,avx2+sums" in an AVX2 one).
 inline std::string kernel_levels_compiled() {
 #if defined(LLMI_DISPATCH)
   std::string s;
   for (const KernelTable* k : kernel_levels) s += (s.empty() ? "" : ",") + std::string(k->name);
   return s;
-#elif defined(LLMI_SIMD_AMX)
-  return std::string(native_kernels_vnni.name) + "," + native_kernels.name;
+#elif defined(LLMI_SIMD_AMX) || (defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512))
+  return std::string(native_kernels_exact.name) + "," + native_kernels.name;
 #else
   return simd_compiled();
 #endif
@@ -11746,27 +11951,35 @@ inline Result<const KernelTable*> select_kernels(std::string_view request) {
   return make_error(Errc::invalid_argument, strf("%s=%s: no such kernel level (this build has %s)", from,
                                                  printable(req).c_str(), kernel_levels_compiled().c_str()));
 #else
-#if defined(LLMI_SIMD_AMX)
-  // with or without the tiles: the request, else LLMINFER_KERNELS, else with them where permitted
+#if defined(LLMI_SIMD_AMX) || (defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512))
+  // with or without the block-sum order (AMX: the tiles): the request, else LLMINFER_KERNELS, else
+  // with it where permitted
   std::string req(request);
   const char* from = "LoadOptions::kernels";
   if (const char* env = std::getenv("LLMINFER_KERNELS"); req.empty() && env && *env) {
     req = env;
     from = "LLMINFER_KERNELS";
   }
+#if defined(LLMI_SIMD_AMX)
+  const bool granted = os_grants_amx();
+  const char* without = "without the AMX tiles";
+#else
+  const bool granted = true;
+  const char* without = "in llama.cpp's float order for every batch";
+#endif
   if (req.empty() || req == native_kernels.name) {
-    if (os_grants_amx()) return &native_kernels;
-    if (req.empty()) return &native_kernels_vnni;
+    if (granted) return &native_kernels;
+    if (req.empty()) return &native_kernels_exact;
     return make_error(Errc::cpu_unsupported,
                       strf("%s=%s: this CPU (or OS) does not let the process use the AMX tiles (the best it has "
                            "here: %s)",
-                           from, native_kernels.name, native_kernels_vnni.name));
+                           from, native_kernels.name, native_kernels_exact.name));
   }
-  if (req == native_kernels_vnni.name) return &native_kernels_vnni;
+  if (req == native_kernels_exact.name) return &native_kernels_exact;
   return make_error(Errc::invalid_argument,
-                    strf("%s=%s: this build runs only the %s kernels, or %s without the AMX tiles (build with "
-                         "LLMINFER_DISPATCH for another level)",
-                         from, printable(req).c_str(), native_kernels.name, native_kernels_vnni.name));
+                    strf("%s=%s: this build runs only the %s kernels, or %s %s (build with LLMINFER_DISPATCH for "
+                         "another level)",
+                         from, printable(req).c_str(), native_kernels.name, native_kernels_exact.name, without));
 #else
   if (request.empty() || request == native_kernels.name) return &native_kernels;
   return make_error(Errc::invalid_argument,
@@ -11777,9 +11990,15 @@ inline Result<const KernelTable*> select_kernels(std::string_view request) {
 #endif
 }
 
-// Whether matrix products with these kernels take the AMX tiles (a context's MatmulScratch::amx).
+// Whether matrix products with these kernels take the AMX tiles.
 inline bool kernels_use_amx(const KernelTable& k) {
   return std::string_view(k.name).find("+amx") != std::string_view::npos;
+}
+// Whether matrix products of 6 or more tokens with these kernels take the block-sum order, on the
+// AMX tiles or with the AVX2 kernels ("avx2+sums") (a context's MatmulScratch::block_sums).
+inline bool kernels_use_block_sums(const KernelTable& k) {
+  const std::string_view n(k.name);
+  return kernels_use_amx(k) || n.find("+sums") != std::string_view::npos;
 }
 
 #if defined(LLMI_DISPATCH)
@@ -11815,15 +12034,18 @@ inline const KernelTable& kernels() {
 }
 #endif
 
-// For tests and tools: a matmul with scratch of its own, through the default kernels (aborts when
-// out of memory; the engine passes its context's scratch and reports out_of_memory instead).
+// For tests and tools: a matmul with scratch of its own, through the default kernels, in their
+// order (aborts when out of memory; the engine passes its context's scratch and reports
+// out_of_memory instead).
 inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
   MatmulScratch scratch(pool.size());
+  scratch.block_sums = kernels_use_block_sums(kernels());
   LLMI_ASSERT(kernels().matmul_in(w, in, y, ldy, pool, scratch));
 }
 inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
                    bool bf16_exact = false) {
   MatmulScratch scratch(pool.size());
+  scratch.block_sums = kernels_use_block_sums(kernels());
   LLMI_ASSERT(kernels().matmul_x(w, x, n_tokens, y, ldy, pool, bf16_exact, scratch));
 }
 
@@ -25496,7 +25718,7 @@ class Context {
     logits_buf_ = std::move(*lb);
     int threads = e_->pool().size();
     mm_ = std::make_unique<MatmulScratch>(threads);
-    mm_->amx = kernels_use_amx(*kern_);
+    mm_->block_sums = kernels_use_block_sums(*kern_);
     for (const Step& s : p.steps)
       if (s.op == OpCode::gelu_tanh) (void)gelu_tanh_table();  // (filled once per process: see there)
     for (const Step& s : p.steps)
@@ -26344,7 +26566,7 @@ class Batcher {
     if (!rb) return rb.error();
     round_ = std::move(*rb);
     mm_ = std::make_unique<MatmulScratch>(e_.pool().size());
-    mm_->amx = kernels_use_amx(e_.kernels());
+    mm_->block_sums = kernels_use_block_sums(e_.kernels());
     for (const Step& s : p.steps)
       if (s.op == OpCode::matmul && !e_.kernels().matmul_reserve(*s.w, kMaxRows, *mm_))
         return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",

@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
         // (matmul_each: batched decoding; its time includes preparing the activations)
         double res[4] = {0, 0, 0, 0};
         for (int path = 0; path < 4; path++) {
-          scratch.amx = path != 2;
+          scratch.block_sums = path != 2;
           auto each = [&] { (void)li::matmul_each(v, x.data(), T, y.data(), s.rows, pool, false, scratch); };
 #if !defined(LLMINFER_DISPATCH) && !defined(LLMINFER_SIMD_SCALAR) && !defined(LLMINFER_FORCE_SCALAR) && defined(__AVX512F__) && \
     defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__) && defined(__F16C__)  // li::gemm: the AVX-512 kernels

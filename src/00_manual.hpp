@@ -84,7 +84,8 @@
 //   LLMINFER_SIMD_SCALAR        force the portable scalar kernels (also LLMINFER_FORCE_SCALAR)
 //   LLMINFER_DISPATCH           x86-64: one binary for every CPU. Build with the baseline target
 //                               (e.g. -march=x86-64, g++ or clang++); the kernels are compiled in
-//                               for the levels scalar, avx2, avx512, avx512bf16, avx512+amx and
+//                               for the levels scalar, avx2, avx2+sums, avx512, avx512bf16,
+//                               avx512+amx and
 //                               the best the CPU (and OS) runs is chosen when a model loads (below)
 //   LLMINFER_NO_CPU_CHECK       do not verify at load that the CPU has the instructions compiled in
 //   LLMINFER_MAX_TENSORS        largest tensor count a GGUF file may declare (default 1<<20)
@@ -137,13 +138,12 @@
 //   (F, BW, VL, with VNNI and BF16 when present), AVX2+FMA+F16C, NEON (with dotprod when present),
 //   else scalar. MSVC: /arch:AVX2 and /arch:AVX512 select the AVX2 and AVX-512 kernels (not tested).
 //   With LLMINFER_DISPATCH the levels are: scalar; avx2 (x86-64-v3: AVX2, FMA, F16C, BMI1/2, LZCNT,
-//   MOVBE); avx512 (x86-64-v4: AVX512F/BW/CD/DQ/VL, and AVX512VNNI); avx512bf16 (avx512 and
-//   AVX512_BF16, for vdpbf16ps); avx512+amx (avx512bf16 and the AMX int8 tiles, where the OS grants
-//   them: the native AMX build's kernels, "AMX" below). AVX, AVX-512 and AMX count only when the OS
-//   saves their registers.
-//   LoadOptions::kernels, or else the environment variable LLMINFER_KERNELS, names a level to run
-//   instead of the best one (for tests and comparisons); a level the CPU lacks is cpu_unsupported,
-//   an unknown name invalid_argument. At each level the dispatch build computes what the native
+//   MOVBE); avx2+sums (the avx2 kernels with prompts in the block-sum order, below); avx512 (x86-64-v4:
+//   AVX512F/BW/CD/DQ/VL, and AVX512VNNI); avx512bf16 (avx512 and AVX512_BF16, for vdpbf16ps); avx512+amx (avx512bf16
+//   and the AMX int8 tiles, where the OS grants them: the native AMX build's kernels, "AMX" below). AVX, AVX-512 and
+//   AMX count only when the OS saves their registers. LoadOptions::kernels, or else the environment variable
+//   LLMINFER_KERNELS, names a level to run instead of the best one (for tests and comparisons); a level the CPU lacks
+//   is cpu_unsupported, an unknown name invalid_argument. At each level the dispatch build computes what the native
 //   build of that level does for the kernels (`tools/dispatch-check`); code outside the kernels
 //   (norms, rope, sampling) is compiled for the baseline. A native build runs only its own level
 //   (LoadOptions::kernels may name it) and ignores LLMINFER_KERNELS (one with AMX: below).
@@ -160,6 +160,17 @@
 //   logits differ from llama.cpp's and from a one-token evaluation in the last bits (within the
 //   conformance tolerances). LoadOptions::kernels or LLMINFER_KERNELS "avx512" leaves the tiles alone:
 //   llama.cpp's order for every batch.
+//
+//   The block-sum order on AVX2: a native build for AVX2 without AVX-512 (-march=native on such a
+//   CPU, -march=x86-64-v3, LLMINFER_SIMD_AVX2) runs "avx2+sums", as does a dispatch build on such a
+//   CPU: matrix products of Q4_0, Q5_0 and Q8_0 weights with 6 or more tokens (prompts) take the AMX
+//   tiles' float order above for 32-blocks (exact integer block sums, then one chain per (row,
+//   token): acc = fma(float(sum), d_row * d_token, acc)), computed for 8 tokens at once: on AMD Zen 3,
+//   Q5_0 and Q4_0 products 1.2-1.5x and Q8_0 about 1.1x faster than in llama.cpp's order
+//   (bench/RESULTS.md). K-quants, and products of fewer tokens or of independent tokens (batched
+//   decoding), keep llama.cpp's order. Such logits differ from llama.cpp's and from a one-token
+//   evaluation in the last bits, as with AMX. LoadOptions::kernels or LLMINFER_KERNELS "avx2": the
+//   same kernels in llama.cpp's order for every batch (bit-exact with llama.cpp's AVX2 build).
 //
 // ==== Threads and ownership ====
 //

@@ -158,12 +158,13 @@ struct LoadOptions {
   ContextPolicy context_policy = ContextPolicy::stop;
   int keep = 4;  // ContextPolicy::slide keeps this many first tokens
   // Kernel level (a build with LLMINFER_DISPATCH): "" the best this CPU has (or the environment
-  // variable LLMINFER_KERNELS), else "scalar", "avx2", "avx512", "avx512bf16" or "avx512+amx" (at
-  // most what the CPU has). A native build runs the one level it was compiled for and accepts only
-  // its name; one compiled with AMX-INT8 (e.g. -march=native on a Xeon with AMX) is "avx512+amx"
-  // where the OS grants the tiles and "avx512" elsewhere, and takes "avx512" (here or in
-  // LLMINFER_KERNELS) to leave the tiles alone (matrix products in llama.cpp's float order for any
-  // batch; see the manual).
+  // variable LLMINFER_KERNELS), else "scalar", "avx2", "avx2+sums", "avx512", "avx512bf16" or
+  // "avx512+amx" (at most what the CPU has). A native build runs the one level it was compiled for
+  // and accepts only its name; one compiled with AMX-INT8 (e.g. -march=native on a Xeon with AMX) is
+  // "avx512+amx" where the OS grants the tiles and "avx512" elsewhere, and takes "avx512" (here or in
+  // LLMINFER_KERNELS) to leave the tiles alone; one compiled for AVX2 (without AVX-512) is
+  // "avx2+sums" and takes "avx2" likewise (matrix products in llama.cpp's float order for any batch;
+  // see the manual: "The block-sum order").
   std::string kernels = {};
   std::function<void(std::string_view)> log = {};  // diagnostics; silent when empty
   // Continuous batching: sessions of this model that evaluate at the same time (from different
@@ -293,7 +294,7 @@ struct ModelInfo {
   KvType kv_type = KvType::f16;
   ContextPolicy context_policy = ContextPolicy::stop;
   uint64_t kv_bytes = 0;  // one session's KV cache
-  std::string kernels;    // the kernel level in use ("avx512+amx", "avx512", "avx2", "neon", "scalar", ...)
+  std::string kernels;    // the kernel level in use ("avx512+amx", "avx512", "avx2+sums", "avx2", "neon", ...)
   int threads = 0;        // threads of the model's pool
   // Tokenizer: "" when the model has none usable (it runs from ids; tokenizer_error says why).
   std::string tokenizer;  // "gpt2" (byte-level BPE), "llama" (SentencePiece), ...

@@ -816,9 +816,10 @@ inline bool cpu_pairs_rows() {
 }
 
 // Whether this CPU (and OS) can run kernel level `level` of a dispatch build: 0 scalar, 1 avx2
-// (AVX2, FMA, F16C and the rest of x86-64-v3), 2 avx512 (x86-64-v4: AVX512F/BW/CD/DQ/VL, with
-// AVX512VNNI), 3 avx512bf16 (2 and AVX512_BF16), 4 avx512+amx (3 and AMX-TILE, AMX-INT8, the tile
-// state in XCR0 and the process's permission, os_grants_amx). AVX and AVX-512 need the OS to save
+// (AVX2, FMA, F16C and the rest of x86-64-v3), 2 avx2+sums (1: the same kernels, prompts in the
+// block-sum order), 3 avx512 (x86-64-v4: AVX512F/BW/CD/DQ/VL, with AVX512VNNI), 4 avx512bf16 (3 and
+// AVX512_BF16), 5 avx512+amx (4 and AMX-TILE, AMX-INT8, the tile state in XCR0 and the process's
+// permission, os_grants_amx). AVX and AVX-512 need the OS to save
 // their registers (XCR0).
 inline bool cpu_has_kernel_level(int level) {
   const CpuInfo c = cpu_query ? cpu_query() : cpu_query_hw();
@@ -832,10 +833,11 @@ inline bool cpu_has_kernel_level(int level) {
   const bool bf16 = v4 && bit(c.l7s1_eax, 5);
   switch (level) {
     case 0: return true;
-    case 1: return v3;
-    case 2: return v4;
-    case 3: return bf16;
-    case 4: return bf16 && bit(c.l7_edx, 24) && bit(c.l7_edx, 25) && (c.xcr0 & 0x60000) == 0x60000 && os_grants_amx();
+    case 1:
+    case 2: return v3;
+    case 3: return v4;
+    case 4: return bf16;
+    case 5: return bf16 && bit(c.l7_edx, 24) && bit(c.l7_edx, 25) && (c.xcr0 & 0x60000) == 0x60000 && os_grants_amx();
     default: return false;
   }
 }

@@ -231,8 +231,9 @@ struct MatmulScratch {
                                             // gemv_each_group: its groups of tokens
   std::unique_ptr<AlignedBuffer[]> panels;  // gemm: the decoded panel of each pool thread
   int n_panels;
-  bool amx = true;  // gemm may take the AMX tiles where they are compiled in and permitted (false:
-                    // the VNNI micro-kernels, llama.cpp's order for every batch)
+  bool block_sums = true;  // a product of 6 or more tokens may take the block-sum order: the AMX tiles
+                           // where compiled in and permitted, the AVX2 kernels' dots_q32 (false:
+                           // llama.cpp's order for every batch)
 };
 
 // ---- elementwise activations (scalar; the row kernels are in 24_attention_kernels) ----

@@ -251,6 +251,7 @@ struct MatmulPart {
   void (*task)(const MatmulPart& part, const MatmulInput& in, int task);
   int64_t n_tb = 1, tp = 0;        // gemm_rows: blocks of tokens per chunk of rows, tokens in packs
   const uint8_t* packs = nullptr;  // gemm_rows: the packs of tokens 0 .. tp - 1 (gemm_rows_pack)
+  bool sums = false;               // gemm_rows: the packs are sums packs (every token; dots_q32)
 };
 // WK, here and below: the weight type's row of the kernel table (WeightKernels, 25_weight_kernels);
 // its kernels inline into these loops.
@@ -541,6 +542,14 @@ LLMI_FORCE_INLINE void keep_lanes(__m256i& v) {
   (void)v;
 #endif
 }
+// A compiler barrier: values stored before it are loaded again after it (GCC otherwise takes 4-byte
+// broadcasts of a 32-byte store from the register through shuffles, which spill: dots_q32 Q8_0,
+// Zen 3, bench-kernels, 8-128 tokens, 23-37 -> 28-42 GMAC/s).
+LLMI_FORCE_INLINE void reload_from_memory() {
+#if defined(__GNUC__)
+  __asm__ volatile("" ::: "memory");
+#endif
+}
 // The kTP products d(w) * d(a) of a block (scale8 of the row's fp16 scale at d16 and the tokens'
 // dx; f16: f16_f32_table()), to broadcast from.
 LLMI_FORCE_INLINE void pack_scales(const float* f16, const uint8_t* d16, __m256 dx, float* s) {
@@ -760,6 +769,130 @@ inline void dotp_n(const uint8_t* w, ActPack pk, int nt, int64_t n, float* out) 
     dotp<T, 2>(w, pk, n, out);
 }
 
+// ---- the block-sum order: 6 or more tokens of Q8_0, Q4_0, Q5_0 (AVX2, MatmulScratch::block_sums) ----
+// The AMX tiles' float order (gemm_amx_q32_task) on AVX2: for each (row, token) the integer sum of
+// each 32-block, exact, then one chain over the blocks, acc = fma(float(sum_b), d_row_b * d_token_b,
+// acc). The 8 tokens of a pack lie in the 8 lanes of a register, each as 4 activations of one
+// 4-value step; a row's 4 values of that step, broadcast to every lane, multiply all 8 at once
+// (vpmaddubsw, then vpmaddwd into the lanes' int32 sums), so that each (row, block) ends in one FMA
+// for 8 tokens, where llama.cpp's order (dotp_q32) takes one per token, and its lanes' tree. Zen 3,
+// one core, bench-kernels' gemm against gemm-exact (the models' shapes, 8-512 tokens): Q5_0 39-45
+// against 24-33 GMAC/s (1.25-1.55x), Q4_0 1.15-1.3x, Q8_0 1.05-1.15x (bench/RESULTS.md; Q8_0 with
+// its values widened to int16 and one vpmaddwd per 2 values came out 0.8x). Q8_0 takes
+// |w| (broadcast) times a * sign(w), as dot_q8_0 takes |w| times a * sign(w): exact for any int8
+// value (-128 too; 2 x 128 x 127 fits int16). Q4_0 and Q5_0 multiply their unsigned values (0..15,
+// 0..31) with the activations and take offset * sum(a) off the block's sum, which makes the same
+// integer as sum((v - offset) * a); Q5_0 sums 4 steps in int16 (4 x 2 x 31 x 127 < 32768), Q4_0 all
+// 8 (8 x 2 x 15 x 127). Matrix products of one input (Engine::matmul) take it when the scratch asks;
+// products of independent tokens (matmul_each: batched decoding) keep llama.cpp's order.
+constexpr int64_t kSumsMinTokens = 6;  // as the tiles (kGemmMinTokens)
+template <DType T>
+constexpr bool kSumsType = T == DType::q8_0 || T == DType::q4_0 || T == DType::q5_0;
+// A sums pack: per 32-block of the kTP tokens, 256 bytes of their values, [8 steps][kTP tokens][4
+// int8], then d [kTP] f32 and the sums of the block's 32 activations [kTP] int32 (0 for tokens past
+// the last).
+constexpr int64_t kSumsBlockBytes = 256 + 8 * kTP;
+inline uint64_t sums_pack_bytes(int64_t nb) {
+  return static_cast<uint64_t>(nb * kSumsBlockBytes);
+}
+// Packs a[0..nt) (nt <= kTP) into dst (sums_pack_bytes(nb) bytes, 4-byte aligned).
+inline void pack_sums(const ActQ8* a, int nt, int64_t nb, uint8_t* dst) {
+  if (nt < kTP) std::memset(dst, 0, sums_pack_bytes(nb));
+  for (int64_t b = 0; b < nb; b++) {
+    uint8_t* p = dst + b * kSumsBlockBytes;
+    float* d = reinterpret_cast<float*>(p + 256);
+    int32_t* s = reinterpret_cast<int32_t*>(p + 256 + 4 * kTP);
+    for (int t = 0; t < nt; t++) {
+      const int8_t* x = a[t].q + 32 * b;
+      int32_t sum = 0;
+      for (int j = 0; j < 32; j++) sum += x[j];
+      for (int j = 0; j < 8; j++) std::memcpy(p + 32 * j + 4 * t, x + 4 * j, 4);
+      d[t] = a[t].d[b];
+      s[t] = sum;
+    }
+  }
+}
+// out[i][t] for kSumsRows rows (w[i]: the row's start; the same row may come twice) and the kTP
+// tokens of a sums pack, nb blocks of 32.
+constexpr int kSumsRows = 4;
+template <DType T>
+LLMI_NOINLINE inline void dots_q32(const uint8_t* const* w, const uint8_t* pk, int64_t nb, float (*out)[kTP]) {
+  constexpr bool kQ8 = T == DType::q8_0, kQ5 = T == DType::q5_0;
+  constexpr int64_t bs = kQ8 ? sizeof(ref::BlockQ8_0) : Q45_0<kQ5>::bs;
+  const __m256i ones = _mm256_set1_epi16(1);
+  const float* f16 = f16_f32_table();
+  __m256 acc[kSumsRows];
+#pragma GCC unroll 4
+  for (int i = 0; i < kSumsRows; i++) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t* pb = pk + b * kSumsBlockBytes;
+    // the rows' values of the block, to broadcast 4 at a time: Q8_0 |w| (w from the file), Q4_0 /
+    // Q5_0 unsigned
+    alignas(32) uint8_t v[kSumsRows][32];
+#pragma GCC unroll 4
+    for (int i = 0; i < kSumsRows; i++) {
+      const uint8_t* p = w[i] + b * bs;
+      __m256i x;
+      if constexpr (kQ8) {
+        x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+        x = _mm256_sign_epi8(x, x);
+      } else {
+        x = q4_block_values(p + Q45_0<kQ5>::qs_off);
+        if constexpr (kQ5) x = _mm256_or_si256(x, q5_high_bits(rd_u32(p + 2)));
+      }
+      _mm256_store_si256(reinterpret_cast<__m256i*>(v[i]), x);
+    }
+    reload_from_memory();  // (broadcast loads from v, not shuffles of registers)
+    __m256i is[kSumsRows];
+    if constexpr (kQ8) {
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; j++) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 * j));
+#pragma GCC unroll 4
+        for (int i = 0; i < kSumsRows; i++) {
+          const __m256i ws = _mm256_set1_epi32(static_cast<int32_t>(rd_u32(w[i] + b * bs + 2 + 4 * j)));
+          const __m256i p =
+              _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi32(static_cast<int32_t>(rd_u32(v[i] + 4 * j))),
+                                                     _mm256_sign_epi8(a, ws)),
+                                ones);
+          is[i] = j ? _mm256_add_epi32(is[i], p) : p;
+        }
+      }
+    } else {
+      constexpr int kSteps16 = kQ5 ? 4 : 8;  // steps summed in int16
+#pragma GCC unroll 2
+      for (int h = 0; h < 8 / kSteps16; h++) {
+        __m256i s16[kSumsRows];
+#pragma GCC unroll 8
+        for (int q = 0; q < kSteps16; q++) {
+          const int j = h * kSteps16 + q;
+          const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 32 * j));
+#pragma GCC unroll 4
+          for (int i = 0; i < kSumsRows; i++) {
+            const __m256i m = _mm256_maddubs_epi16(_mm256_set1_epi32(static_cast<int32_t>(rd_u32(v[i] + 4 * j))), a);
+            s16[i] = q ? _mm256_add_epi16(s16[i], m) : m;
+          }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < kSumsRows; i++) {
+          const __m256i m = _mm256_madd_epi16(s16[i], ones);
+          is[i] = h ? _mm256_add_epi32(is[i], m) : m;
+        }
+      }
+      const __m256i off = _mm256_mullo_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 256 + 4 * kTP)),
+                                             _mm256_set1_epi32(Q45_0<kQ5>::offset));
+#pragma GCC unroll 4
+      for (int i = 0; i < kSumsRows; i++) is[i] = _mm256_sub_epi32(is[i], off);
+    }
+    const __m256 da = _mm256_loadu_ps(reinterpret_cast<const float*>(pb + 256));
+#pragma GCC unroll 4
+    for (int i = 0; i < kSumsRows; i++)
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[i]), _mm256_mul_ps(_mm256_set1_ps(f16[rd_u16(w[i] + b * bs)]), da),
+                               acc[i]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < kSumsRows; i++) _mm256_storeu_ps(out[i], acc[i]);
+}
 // Tokens t0..t0+nt-1 (1 <= nt <= kTG) of row r: WK::dotn on all of them (WK::dot for one).
 template <class WK, int NT = kTG>
 inline void dotn_tokens(const RowOperands& o, const uint8_t* wr, int64_t r, int64_t t0, int64_t nt, float* y,
@@ -802,10 +935,18 @@ inline uint64_t gemm_rows_pack_bytes(int64_t n, int64_t tp) {
   const int64_t blk = WK::act == ActForm::q8_256 ? ref::kQK_K : 32;
   return static_cast<uint64_t>((tp + kTP - 1) / kTP) * act_pack_bytes(blk, n / blk);
 }
+// Bytes of the sums packs of T tokens (n values a token).
+template <class WK>
+inline uint64_t gemm_rows_sums_bytes(int64_t n, int64_t T) {
+  return static_cast<uint64_t>((T + kTP - 1) / kTP) * sums_pack_bytes(n / 32);
+}
 // Sizes scratch.xk for gemm_rows of up to max_tokens tokens; false when out of memory.
 template <class WK>
 inline bool gemm_rows_reserve(const TensorView& w, int64_t max_tokens, MatmulScratch& scratch) {
   if constexpr (!kPacks<WK::type>) return true;
+  if constexpr (kSumsType<WK::type>)
+    if (max_tokens >= kSumsMinTokens && !scratch.xk.reserve(gemm_rows_sums_bytes<WK>(w.ne[0], max_tokens)))
+      return false;
   return max_tokens < 2 || scratch.xk.reserve(gemm_rows_pack_bytes<WK>(w.ne[0], max_tokens));
 }
 // Packs tokens 0 .. tp - 1 of the input into dst (gemm_rows_pack_bytes): pack k the kTP from k * kTP,
@@ -845,6 +986,27 @@ inline void gemm_rows_task(const MatmulPart& part, const MatmulInput& in, int ta
   const int64_t r0 = (task / n_tb) * chunk, r1 = std::min(rows, r0 + chunk);
   const int64_t t0 = (task % n_tb) * kTBlock, t1 = std::min(T, t0 + kTBlock);
   int64_t t = t0;
+  if constexpr (kSumsType<WK::type>) {
+    if (part.sums) {  // every token from the sums packs, kSumsRows rows at a time (runs as below)
+      const int64_t nb = o.n / 32;
+      const uint64_t pb = sums_pack_bytes(nb);
+      const int64_t run = std::max<int64_t>(kSumsRows, static_cast<int64_t>(131072 / rb));
+      for (int64_t ra = r0; ra < r1; ra += run)
+        for (int64_t k = t0 / kTP; k * kTP < t1; k++) {
+          const int nt = static_cast<int>(std::min<int64_t>(kTP, T - k * kTP));
+          for (int64_t r = ra; r < std::min(r1, ra + run); r += kSumsRows) {
+            const int nr = static_cast<int>(std::min<int64_t>(kSumsRows, std::min(r1, ra + run) - r));
+            const uint8_t* wr[kSumsRows];
+            for (int i = 0; i < kSumsRows; i++) wr[i] = w.data + static_cast<uint64_t>(r + std::min(i, nr - 1)) * rb;
+            float out[kSumsRows][kTP];
+            dots_q32<WK::type>(wr, part.packs + static_cast<uint64_t>(k) * pb, nb, out);
+            for (int u = 0; u < nt; u++)
+              for (int i = 0; i < nr; i++) y[(k * kTP + u) * ldy + r + i] = out[i][u];
+          }
+        }
+      return;
+    }
+  }
   if constexpr (kPacks<WK::type>) {
     // the block's packs (kTBlock is a multiple of kTP), each over runs of the task's rows of
     // about 128 KiB, so that a run stays in L2 while the packs go over it
@@ -875,7 +1037,24 @@ inline void gemm_rows_task(const MatmulPart& part, const MatmulInput& in, int ta
 // one (in scratch.xk where it can hold them), through dotp, any other through dotn.
 template <class WK>
 inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
-                      MatmulScratch& scratch) {
+                      MatmulScratch& scratch, bool block_sums = false) {
+  if constexpr (kSumsType<WK::type>) {
+    const int64_t T = in.n_tokens(), nb = in.n() / 32;
+    if (block_sums && T >= kSumsMinTokens && scratch.xk.reserve(gemm_rows_sums_bytes<WK>(in.n(), T))) {
+      uint8_t* packs = scratch.xk.as<uint8_t>();
+      const uint64_t pb = sums_pack_bytes(nb);
+      pool.parallel_for(static_cast<int>((T + kTP - 1) / kTP), [&](int k, int) {
+        const int nt = static_cast<int>(std::min<int64_t>(kTP, T - k * kTP));
+        ActQ8 a[kTP];
+        for (int u = 0; u < nt; u++) a[u] = in.row(WK::act, k * kTP + u);
+        pack_sums(a, nt, nb, packs + static_cast<uint64_t>(k) * pb);
+      });
+      MatmulPart part = gemm_rows_part<WK>(w, T, y, ldy, pool.size(), T, packs);
+      part.sums = true;
+      pool.parallel_for(part.n_tasks, [&](int task, int) { gemm_rows_task<WK>(part, in, task); });
+      return;
+    }
+  }
   int64_t tp = gemm_rows_tp<WK>(in);
   if (tp > 0 && !scratch.xk.reserve(gemm_rows_pack_bytes<WK>(in.n(), tp))) tp = 0;
   if (tp > 0) gemm_rows_pack<WK>(in, tp, scratch.xk.as<uint8_t>(), pool);
@@ -2319,7 +2498,7 @@ inline bool gemm(const TensorView& w, const MatmulInput& in, float* y, int64_t l
   AlignedBuffer& starts_buf = scratch.starts;
   int32_t* starts = nullptr;
 #if defined(LLMI_SIMD_AMX)
-  const bool amx = WK::amx && scratch.amx && os_grants_amx();
+  const bool amx = WK::amx && scratch.block_sums && os_grants_amx();
 #else
   constexpr bool amx = false;
 #endif

@@ -461,7 +461,7 @@ inline bool matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, 
 #elif defined(LLMI_SIMD_AVX2)
     if constexpr (WK::multi_token) {
       if (in.n_tokens() >= 2) {
-        gemm_rows<WK>(w, in, y, ldy, pool, scratch);
+        gemm_rows<WK>(w, in, y, ldy, pool, scratch, scratch.block_sums);
         return true;
       }
     }

@@ -58,6 +58,10 @@ struct KernelTable {
 LLMI_KNS_BEGIN
 #define LLMI_X(r, n, p, a) &n,
 inline constexpr KernelTable kernel_table = {LLMI_KERNEL_NAME, LLMI_KERNEL_ENTRIES(LLMI_X)};
+#if LLMI_KERNEL_PASS == 2
+// the same kernels, products of 6 or more tokens in the block-sum order (kernels_use_block_sums)
+inline constexpr KernelTable kernel_table_sums = {"avx2+sums", LLMI_KERNEL_ENTRIES(LLMI_X)};
+#endif
 #undef LLMI_X
 LLMI_KNS_END
 #else
@@ -70,11 +74,18 @@ struct KernelTable {
   LLMI_KERNEL_ENTRIES(LLMI_X)
 #undef LLMI_X
 };
-inline constexpr KernelTable native_kernels{simd_compiled()};
 #if defined(LLMI_SIMD_AMX)
+inline constexpr KernelTable native_kernels{simd_compiled()};
 // The same kernels with the matrix products on AVX-512 VNNI alone (llama.cpp's order for any batch):
 // LoadOptions::kernels "avx512", or where the OS refuses the tiles.
-inline constexpr KernelTable native_kernels_vnni{"avx512"};
+inline constexpr KernelTable native_kernels_exact{"avx512"};
+#elif defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512)
+// An AVX2 build's kernels take prompts in the block-sum order ("avx2+sums"), or llama.cpp's order
+// for every batch ("avx2": LoadOptions::kernels, LLMINFER_KERNELS).
+inline constexpr KernelTable native_kernels{"avx2+sums"};
+inline constexpr KernelTable native_kernels_exact{"avx2"};
+#else
+inline constexpr KernelTable native_kernels{simd_compiled()};
 #endif
 #endif
 }  // namespace detail
@@ -123,21 +134,21 @@ namespace detail {
 
 #if defined(LLMI_DISPATCH)
 // Every level compiled in, lowest first (indices as cpu_has_kernel_level's).
-inline constexpr const KernelTable* kernel_levels[] = {&k_scalar::kernel_table, &k_avx2::kernel_table,
-                                                       &k_avx512::kernel_table, &k_avx512bf16::kernel_table,
-                                                       &k_avx512amx::kernel_table};
-inline constexpr int kNumKernelLevels = 5;
+inline constexpr const KernelTable* kernel_levels[] = {&k_scalar::kernel_table,     &k_avx2::kernel_table,
+                                                       &k_avx2::kernel_table_sums,  &k_avx512::kernel_table,
+                                                       &k_avx512bf16::kernel_table, &k_avx512amx::kernel_table};
+inline constexpr int kNumKernelLevels = 6;
 #endif
 
 // The names of the levels compiled in, lowest first, comma-separated ("avx512" in a native build;
-// "avx512,avx512+amx" in one with AMX: with and without the tiles).
+// "avx512,avx512+amx" in one with AMX: with and without the tiles; "avx2,avx2+sums" in an AVX2 one).
 inline std::string kernel_levels_compiled() {
 #if defined(LLMI_DISPATCH)
   std::string s;
   for (const KernelTable* k : kernel_levels) s += (s.empty() ? "" : ",") + std::string(k->name);
   return s;
-#elif defined(LLMI_SIMD_AMX)
-  return std::string(native_kernels_vnni.name) + "," + native_kernels.name;
+#elif defined(LLMI_SIMD_AMX) || (defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512))
+  return std::string(native_kernels_exact.name) + "," + native_kernels.name;
 #else
   return simd_compiled();
 #endif
@@ -170,27 +181,35 @@ inline Result<const KernelTable*> select_kernels(std::string_view request) {
   return make_error(Errc::invalid_argument, strf("%s=%s: no such kernel level (this build has %s)", from,
                                                  printable(req).c_str(), kernel_levels_compiled().c_str()));
 #else
-#if defined(LLMI_SIMD_AMX)
-  // with or without the tiles: the request, else LLMINFER_KERNELS, else with them where permitted
+#if defined(LLMI_SIMD_AMX) || (defined(LLMI_SIMD_AVX2) && !defined(LLMI_SIMD_AVX512))
+  // with or without the block-sum order (AMX: the tiles): the request, else LLMINFER_KERNELS, else
+  // with it where permitted
   std::string req(request);
   const char* from = "LoadOptions::kernels";
   if (const char* env = std::getenv("LLMINFER_KERNELS"); req.empty() && env && *env) {
     req = env;
     from = "LLMINFER_KERNELS";
   }
+#if defined(LLMI_SIMD_AMX)
+  const bool granted = os_grants_amx();
+  const char* without = "without the AMX tiles";
+#else
+  const bool granted = true;
+  const char* without = "in llama.cpp's float order for every batch";
+#endif
   if (req.empty() || req == native_kernels.name) {
-    if (os_grants_amx()) return &native_kernels;
-    if (req.empty()) return &native_kernels_vnni;
+    if (granted) return &native_kernels;
+    if (req.empty()) return &native_kernels_exact;
     return make_error(Errc::cpu_unsupported,
                       strf("%s=%s: this CPU (or OS) does not let the process use the AMX tiles (the best it has "
                            "here: %s)",
-                           from, native_kernels.name, native_kernels_vnni.name));
+                           from, native_kernels.name, native_kernels_exact.name));
   }
-  if (req == native_kernels_vnni.name) return &native_kernels_vnni;
+  if (req == native_kernels_exact.name) return &native_kernels_exact;
   return make_error(Errc::invalid_argument,
-                    strf("%s=%s: this build runs only the %s kernels, or %s without the AMX tiles (build with "
-                         "LLMINFER_DISPATCH for another level)",
-                         from, printable(req).c_str(), native_kernels.name, native_kernels_vnni.name));
+                    strf("%s=%s: this build runs only the %s kernels, or %s %s (build with LLMINFER_DISPATCH for "
+                         "another level)",
+                         from, printable(req).c_str(), native_kernels.name, native_kernels_exact.name, without));
 #else
   if (request.empty() || request == native_kernels.name) return &native_kernels;
   return make_error(Errc::invalid_argument,
@@ -201,9 +220,15 @@ inline Result<const KernelTable*> select_kernels(std::string_view request) {
 #endif
 }
 
-// Whether matrix products with these kernels take the AMX tiles (a context's MatmulScratch::amx).
+// Whether matrix products with these kernels take the AMX tiles.
 inline bool kernels_use_amx(const KernelTable& k) {
   return std::string_view(k.name).find("+amx") != std::string_view::npos;
+}
+// Whether matrix products of 6 or more tokens with these kernels take the block-sum order, on the
+// AMX tiles or with the AVX2 kernels ("avx2+sums") (a context's MatmulScratch::block_sums).
+inline bool kernels_use_block_sums(const KernelTable& k) {
+  const std::string_view n(k.name);
+  return kernels_use_amx(k) || n.find("+sums") != std::string_view::npos;
 }
 
 #if defined(LLMI_DISPATCH)
@@ -239,15 +264,18 @@ inline const KernelTable& kernels() {
 }
 #endif
 
-// For tests and tools: a matmul with scratch of its own, through the default kernels (aborts when
-// out of memory; the engine passes its context's scratch and reports out_of_memory instead).
+// For tests and tools: a matmul with scratch of its own, through the default kernels, in their
+// order (aborts when out of memory; the engine passes its context's scratch and reports
+// out_of_memory instead).
 inline void matmul(const TensorView& w, MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool) {
   MatmulScratch scratch(pool.size());
+  scratch.block_sums = kernels_use_block_sums(kernels());
   LLMI_ASSERT(kernels().matmul_in(w, in, y, ldy, pool, scratch));
 }
 inline void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, int64_t ldy, ThreadPool& pool,
                    bool bf16_exact = false) {
   MatmulScratch scratch(pool.size());
+  scratch.block_sums = kernels_use_block_sums(kernels());
   LLMI_ASSERT(kernels().matmul_x(w, x, n_tokens, y, ldy, pool, bf16_exact, scratch));
 }
 

@@ -637,7 +637,7 @@ class Context {
     logits_buf_ = std::move(*lb);
     int threads = e_->pool().size();
     mm_ = std::make_unique<MatmulScratch>(threads);
-    mm_->amx = kernels_use_amx(*kern_);
+    mm_->block_sums = kernels_use_block_sums(*kern_);
     for (const Step& s : p.steps)
       if (s.op == OpCode::gelu_tanh) (void)gelu_tanh_table();  // (filled once per process: see there)
     for (const Step& s : p.steps)

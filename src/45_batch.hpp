@@ -258,7 +258,7 @@ class Batcher {
     if (!rb) return rb.error();
     round_ = std::move(*rb);
     mm_ = std::make_unique<MatmulScratch>(e_.pool().size());
-    mm_->amx = kernels_use_amx(e_.kernels());
+    mm_->block_sums = kernels_use_block_sums(e_.kernels());
     for (const Step& s : p.steps)
       if (s.op == OpCode::matmul && !e_.kernels().matmul_reserve(*s.w, kMaxRows, *mm_))
         return make_error(Errc::out_of_memory, strf("out of memory for the scratch of a matrix product (%s, %d tokens)",

@@ -30,6 +30,32 @@ inline int mkdir(const char* path, int /*mode*/) {
 
 namespace test {
 
+// The suite checks llama.cpp's float order (the goldens, and results that must not depend on how
+// tokens are batched): where the best kernels take the block-sum order for prompts, it runs with
+// the same kernels in llama.cpp's order ("avx512" for "avx512+amx", "avx2" for "avx2+sums"; a
+// dispatch build: the best level without it), unless LLMINFER_KERNELS says otherwise. The tests of
+// that order ask for it (LoadOptions::kernels, select_kernels; the matmuls of tests and tools with
+// scratch of their own take it whenever the process's default kernels do).
+inline const bool suite_kernels = [] {
+  namespace li = llminfer::detail;
+  if (std::getenv("LLMINFER_KERNELS")) return true;
+  const std::string s = li::simd_compiled();
+  const char* level = s == "avx512+amx" ? "avx512" : s == "avx2" ? "avx2" : nullptr;
+#if defined(LLMINFER_DISPATCH)
+  if (li::cpu_has_kernel_level(5))
+    level = "avx512bf16";
+  else if (li::cpu_has_kernel_level(2) && !li::cpu_has_kernel_level(3))
+    level = "avx2";
+#endif
+  if (!level) return true;
+#if defined(_WIN32)
+  _putenv_s("LLMINFER_KERNELS", level);
+#else
+  setenv("LLMINFER_KERNELS", level, 0);
+#endif
+  return true;
+}();
+
 // The repository's root (tests run from it; make test also passes LLMINFER_SOURCE_DIR).
 inline std::string source_dir() {
   const char* s = std::getenv("LLMINFER_SOURCE_DIR");

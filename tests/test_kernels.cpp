@@ -26,22 +26,6 @@ namespace {
 namespace li = llminfer::detail;
 using li::DType;
 
-// The suite checks llama.cpp's float order (the goldens, and results that must not depend on how
-// tokens are batched): a build with the AMX tiles runs it with the "avx512" kernels (a dispatch
-// build whose best level has them: "avx512bf16"), unless LLMINFER_KERNELS says otherwise. The
-// tests of the tiles ask for them (LoadOptions::kernels "avx512+amx"; matmuls here take them
-// whenever they are permitted).
-#if !defined(_WIN32)
-const bool suite_kernels = [] {
-  if (!std::getenv("LLMINFER_KERNELS") && std::string(li::simd_compiled()) == "avx512+amx")
-    setenv("LLMINFER_KERNELS", "avx512", 0);
-#if defined(LLMINFER_DISPATCH)
-  if (!std::getenv("LLMINFER_KERNELS") && li::cpu_has_kernel_level(4)) setenv("LLMINFER_KERNELS", "avx512bf16", 0);
-#endif
-  return true;
-}();
-#endif
-
 struct Rng {
   std::mt19937_64 g;
   explicit Rng(uint64_t seed) : g(seed) {}
@@ -288,8 +272,8 @@ TEST_CASE("kernels: a level is chosen by name, never above what the CPU has") {
   CHECK(bad.error().message.find("avx9000") != std::string::npos);
 #if defined(LLMINFER_DISPATCH)  // (the header's own LLMI_ macros end with it)
   // every level the CPU has can be chosen; with a CPU that reports nothing, only scalar
-  const char* names[] = {"scalar", "avx2", "avx512", "avx512bf16", "avx512+amx"};
-  for (int i = 0; i < 5; i++) {
+  const char* names[] = {"scalar", "avx2", "avx2+sums", "avx512", "avx512bf16", "avx512+amx"};
+  for (int i = 0; i < 6; i++) {
     CAPTURE(names[i]);
     auto k = li::select_kernels(names[i]);
     CHECK(static_cast<bool>(k) == li::cpu_has_kernel_level(i));
@@ -298,8 +282,12 @@ TEST_CASE("kernels: a level is chosen by name, never above what the CPU has") {
     else
       CHECK(k.error().code == llminfer::Errc::cpu_unsupported);
   }
-  CHECK(li::kernel_levels_compiled() == "scalar,avx2,avx512,avx512bf16,avx512+amx");
+  CHECK(li::kernel_levels_compiled() == "scalar,avx2,avx2+sums,avx512,avx512bf16,avx512+amx");
   if (auto amx = li::select_kernels("avx512+amx")) CHECK(li::kernels_use_amx(**amx));
+  for (const char* n : names) {  // the block-sum order: the tiles, and the AVX2 kernels' named so
+    auto k = li::select_kernels(n);
+    if (k) CHECK(li::kernels_use_block_sums(**k) == (std::string(n) == "avx2+sums" || std::string(n) == "avx512+amx"));
+  }
   auto saved = li::cpu_query;
   li::cpu_query = [] { return li::CpuInfo{}; };
   auto none = li::select_kernels("");
@@ -334,6 +322,15 @@ TEST_CASE("kernels: a level is chosen by name, never above what the CPU has") {
     else
       CHECK(amx.error().code == llminfer::Errc::cpu_unsupported);
     MESSAGE("the AMX tiles: " << (amx ? "granted" : amx.error().message));
+  } else if (std::string(li::simd_compiled()) == "avx2") {
+    // the same kernels with and without the block-sum order for prompts; with it by default
+    CHECK(li::kernel_levels_compiled() == "avx2,avx2+sums");
+    auto exact = li::select_kernels("avx2"), sums = li::select_kernels("avx2+sums");
+    REQUIRE(exact);
+    REQUIRE(sums);
+    CHECK(!li::kernels_use_block_sums(**exact));
+    CHECK(li::kernels_use_block_sums(**sums));
+    CHECK(std::string(li::kernels().name) == "avx2+sums");
   } else {
     CHECK(li::kernel_levels_compiled() == li::simd_compiled());
     CHECK(li::select_kernels(li::simd_compiled()));
@@ -676,14 +673,14 @@ TEST_CASE("matmul: with the x86 kernels a quantized row gives a token the same b
   auto kern = li::select_kernels("");
   REQUIRE(kern);
   const std::string name = (*kern)->name;
-  if (name != "avx2" && name.rfind("avx512", 0) != 0) {
+  if (name.rfind("avx2", 0) != 0 && name.rfind("avx512", 0) != 0) {
     MESSAGE("skipped: the kernels here are " << name);
     return;
   }
   Rng r(11);
   li::ThreadPool pool(2);
   li::MatmulScratch no_amx(pool.size());
-  no_amx.amx = false;
+  no_amx.block_sums = false;
   struct Case {
     DType t;
     int64_t rows, n;
@@ -719,22 +716,27 @@ TEST_CASE("matmul: with the x86 kernels a quantized row gives a token the same b
   }
 }
 
-// The AMX tiles (kernels "avx512+amx", where the OS permits them) for rows times 6 or more tokens
-// (25_matmul): the integer sums are exact, and each (row, token) result is one float chain over
-// the blocks in order. 32-blocks (Q4_0, Q5_0, Q8_0, gemm_amx_q32_task): acc = fma(float(sum_b),
-// d_row_b * d_token_b, acc). K-quants (Q4_K, Q6_K, gemm_amx_kq_task), per super-block: acc =
+// The block-sum order for rows times 6 or more tokens (25_matmul): the AMX tiles (kernels
+// "avx512+amx", where the OS permits them), else the AVX2 kernels' (kernels "avx2+sums": 32-blocks
+// only, K-quants keep llama.cpp's order there). The integer sums are exact, and each (row, token)
+// result is one float chain over the blocks in order. 32-blocks (Q4_0, Q5_0, Q8_0, gemm_amx_q32_task): acc =
+// fma(float(sum_b), d_row_b * d_token_b, acc). K-quants (Q4_K, Q6_K, gemm_amx_kq_task), per super-block: acc =
 // fma(float(sum_s sc_s (q - offset) . a), d_row * d_token, acc), then for Q4_K acc =
 // fma(-float(sum_s m_s * (sum of a over s)), dmin_row * d_token, acc). Checked bit for bit
 // against those chains computed here from the blocks' bytes and the input quantized as the matmul
-// does, for ragged row and token counts (a 16 x 16 tile's edges), 1 and 3 threads; and close to
-// the one-token products.
-TEST_CASE("matmul: the AMX tiles give each (row, token) the bits of their block-by-block float chain") {
-  auto kern = li::select_kernels("avx512+amx");  // the suite runs at "avx512" otherwise
+// does, for ragged row and token counts (a 16 x 16 tile's edges; AVX2: 4 rows and 8 tokens at a
+// time), 1 and 3 threads, Q8_0 rows with the value -128 (no quantizer writes it; a file may); and
+// close to the one-token products.
+TEST_CASE("matmul: the block-sum order gives each (row, token) the bits of their block-by-block float chain") {
+  auto kern = li::select_kernels("avx512+amx");  // the suite runs at "avx512" / "avx2" otherwise
+  if (!kern) kern = li::select_kernels("avx2+sums");
   if (!kern) {
     MESSAGE("skipped: " << kern.error().message);
     return;
   }
-  REQUIRE(li::kernels_use_amx(**kern));
+  REQUIRE(li::kernels_use_block_sums(**kern));
+  const bool amx = li::kernels_use_amx(**kern);
+  MESSAGE("kernels " << std::string((*kern)->name));
   Rng r(23);
   struct Case {
     DType t;
@@ -805,7 +807,11 @@ TEST_CASE("matmul: the AMX tiles give each (row, token) the bits of their block-
       CAPTURE(c.T);
       CAPTURE(threads);
       const bool kq = c.t == DType::q4_K || c.t == DType::q6_K;
+      if (kq && !amx) continue;
       Matrix m = make_matrix(c.t, c.rows, c.n, r, false);
+      if (c.t == DType::q8_0)  // -128 here and there, against negative activations too
+        for (int64_t i = 0; i < c.rows * (c.n / 32); i += 3)
+          m.data[static_cast<size_t>(i) * 34 + 2 + static_cast<size_t>(i % 32)] = 0x80;
       std::vector<float> x = make_input(c.T, c.n, r, false);
       std::vector<float> y(static_cast<size_t>(c.T * c.rows)), y1(static_cast<size_t>(c.rows));
       li::MatmulScratch scratch(pool.size());

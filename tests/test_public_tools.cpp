@@ -500,6 +500,8 @@ TEST_CASE("public tools: kernel_info names the kernels a loaded model runs") {
   REQUIRE(!k.levels.empty());
   if (k.simd == "avx512+amx")  // the same kernels without the tiles too
     CHECK(k.levels == std::vector<std::string>{"avx512", "avx512+amx"});
+  else if (k.simd == "avx2")  // with and without the block-sum order for prompts
+    CHECK(k.levels == std::vector<std::string>{"avx2", "avx2+sums"});
   else if (k.simd != "dispatch")
     CHECK(k.levels == std::vector<std::string>{k.simd});
   REQUIRE_MESSAGE(!k.selected.empty(), k.error.message);
