@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1);
   std::printf("simd %s; single thread, CPU time; GMAC/s = rows*K*tokens / time\n", li::simd_compiled());
   std::printf("%-6s %-12s %6s %6s %10s %10s %10s %10s %10s\n", "type", "shape", "rows", "K", "tokens", "gemv", "gemm",
-              "gemm-noamx", "each");
+              "gemm-exact", "each");
   for (li::DType t : types) {
     for (const Shape& s : shapes) {
       uint64_t rb = 0;
@@ -96,8 +96,9 @@ int main(int argc, char** argv) {
         li::MatmulInput in(x.data(), T, s.k);
         in.prepare(li::act_form(t), pool, li::act_form(t) == li::ActForm::q8_256 ? &li::quantize_q8_256 : &li::quantize_q8_32);
         if (t == li::DType::mlx_q4 || t == li::DType::mlx_q8) in.prepare_mlx(v.group_size);
-        // gemv, gemm, gemm without the AMX tiles (MatmulScratch::amx), each token a product of its own
-        // (matmul_each: batched decoding; its time includes preparing the activations)
+        // gemv, gemm (AVX2: matmul), the same without the block-sum order (MatmulScratch::block_sums:
+        // the AMX tiles, AVX2's dots_q32), each token a product of its own (matmul_each: batched
+        // decoding; its time includes preparing the activations)
         double res[4] = {0, 0, 0, 0};
         for (int path = 0; path < 4; path++) {
           scratch.block_sums = path != 2;
@@ -108,8 +109,11 @@ int main(int argc, char** argv) {
             if (path == 3) each();
             else path ? (void)li::gemm(v, in, y.data(), s.rows, pool, scratch) : li::gemv(v, in, y.data(), s.rows, pool);
           };
-#else
-          auto run = [&] { path == 3 ? each() : li::gemv(v, in, y.data(), s.rows, pool); };
+#else  // AVX2 (and the others): matmul, with and without the block-sum order (its gemm_rows)
+          auto run = [&] {
+            if (path == 3) each();
+            else path ? (void)li::matmul(v, in, y.data(), s.rows, pool, scratch) : li::gemv(v, in, y.data(), s.rows, pool);
+          };
 #endif
           res[path] = double(s.rows) * s.k * T / fastest_ms(run) * 1e-6;
         }
