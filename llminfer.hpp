@@ -11828,7 +11828,7 @@ struct KernelTable {
 LLMI_KNS_BEGIN
 #define LLMI_X(r, n, p, a) &n,
 inline constexpr KernelTable kernel_table = {LLMI_KERNEL_NAME, LLMI_KERNEL_ENTRIES(LLMI_X)};
-#if LLMI_KERNEL_PASS == 2
+#if defined(LLMI_KERNEL_PASS) && LLMI_KERNEL_PASS == 2
 // the same kernels, products of 6 or more tokens in the block-sum order (kernels_use_block_sums)
 inline constexpr KernelTable kernel_table_sums = {"avx2+sums", LLMI_KERNEL_ENTRIES(LLMI_X)};
 #endif

@@ -49,7 +49,7 @@ inline const bool suite_kernels = [] {
 #endif
   if (!level) return true;
 #if defined(_WIN32)
-  _putenv_s("LLMINFER_KERNELS", level);
+  _putenv((std::string("LLMINFER_KERNELS=") + level).c_str());  // (copied)
 #else
   setenv("LLMINFER_KERNELS", level, 0);
 #endif
