@@ -166,7 +166,7 @@
 //   CPU: matrix products of Q4_0, Q5_0 and Q8_0 weights with 6 or more tokens (prompts) take the AMX
 //   tiles' float order above for 32-blocks (exact integer block sums, then one chain per (row,
 //   token): acc = fma(float(sum), d_row * d_token, acc)), computed for 8 tokens at once: on AMD Zen 3,
-//   Q5_0 and Q4_0 products 1.2-1.5x and Q8_0 about 1.1x faster than in llama.cpp's order
+//   Q5_0 and Q4_0 products 1.15-1.55x and Q8_0 about 1.1x faster than in llama.cpp's order
 //   (bench/RESULTS.md). K-quants, and products of fewer tokens or of independent tokens (batched
 //   decoding), keep llama.cpp's order. Such logits differ from llama.cpp's and from a one-token
 //   evaluation in the last bits, as with AMX. LoadOptions::kernels or LLMINFER_KERNELS "avx2": the

@@ -776,15 +776,15 @@ inline void dotp_n(const uint8_t* w, ActPack pk, int nt, int64_t n, float* out) 
 // 4-value step; a row's 4 values of that step, broadcast to every lane, multiply all 8 at once
 // (vpmaddubsw, then vpmaddwd into the lanes' int32 sums), so that each (row, block) ends in one FMA
 // for 8 tokens, where llama.cpp's order (dotp_q32) takes one per token, and its lanes' tree. Zen 3,
-// one core, bench-kernels' gemm against gemm-exact (the models' shapes, 8-512 tokens): Q5_0 39-45
-// against 24-33 GMAC/s (1.25-1.55x), Q4_0 1.15-1.3x, Q8_0 1.05-1.15x (bench/RESULTS.md; Q8_0 with
-// its values widened to int16 and one vpmaddwd per 2 values came out 0.8x). Q8_0 takes
+// one core, bench-kernels' gemm against gemm-exact (the models' shapes, 8-512 tokens): Q5_0 31-43
+// against 24-33 GMAC/s (1.26-1.55x), Q4_0 mostly 1.15-1.3x, Q8_0 about 1.1x (bench/RESULTS.md; Q8_0
+// with its values widened to int16 and one vpmaddwd per 2 values came out 0.8x). Q8_0 takes
 // |w| (broadcast) times a * sign(w), as dot_q8_0 takes |w| times a * sign(w): exact for any int8
 // value (-128 too; 2 x 128 x 127 fits int16). Q4_0 and Q5_0 multiply their unsigned values (0..15,
 // 0..31) with the activations and take offset * sum(a) off the block's sum, which makes the same
 // integer as sum((v - offset) * a); Q5_0 sums 4 steps in int16 (4 x 2 x 31 x 127 < 32768), Q4_0 all
-// 8 (8 x 2 x 15 x 127). Matrix products of one input (Engine::matmul) take it when the scratch asks;
-// products of independent tokens (matmul_each: batched decoding) keep llama.cpp's order.
+// 8 (8 x 2 x 15 x 127). Matrix products of one input (matmul, 25_weight_kernels) take it when the
+// scratch asks; products of independent tokens (matmul_each: batched decoding) keep llama.cpp's order.
 constexpr int64_t kSumsMinTokens = 6;  // as the tiles (kGemmMinTokens)
 template <DType T>
 constexpr bool kSumsType = T == DType::q8_0 || T == DType::q4_0 || T == DType::q5_0;
@@ -936,7 +936,6 @@ inline uint64_t gemm_rows_pack_bytes(int64_t n, int64_t tp) {
   return static_cast<uint64_t>((tp + kTP - 1) / kTP) * act_pack_bytes(blk, n / blk);
 }
 // Bytes of the sums packs of T tokens (n values a token).
-template <class WK>
 inline uint64_t gemm_rows_sums_bytes(int64_t n, int64_t T) {
   return static_cast<uint64_t>((T + kTP - 1) / kTP) * sums_pack_bytes(n / 32);
 }
@@ -945,8 +944,7 @@ template <class WK>
 inline bool gemm_rows_reserve(const TensorView& w, int64_t max_tokens, MatmulScratch& scratch) {
   if constexpr (!kPacks<WK::type>) return true;
   if constexpr (kSumsType<WK::type>)
-    if (max_tokens >= kSumsMinTokens && !scratch.xk.reserve(gemm_rows_sums_bytes<WK>(w.ne[0], max_tokens)))
-      return false;
+    if (max_tokens >= kSumsMinTokens && !scratch.xk.reserve(gemm_rows_sums_bytes(w.ne[0], max_tokens))) return false;
   return max_tokens < 2 || scratch.xk.reserve(gemm_rows_pack_bytes<WK>(w.ne[0], max_tokens));
 }
 // Packs tokens 0 .. tp - 1 of the input into dst (gemm_rows_pack_bytes): pack k the kTP from k * kTP,
@@ -1040,7 +1038,7 @@ inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int6
                       MatmulScratch& scratch, bool block_sums = false) {
   if constexpr (kSumsType<WK::type>) {
     const int64_t T = in.n_tokens(), nb = in.n() / 32;
-    if (block_sums && T >= kSumsMinTokens && scratch.xk.reserve(gemm_rows_sums_bytes<WK>(in.n(), T))) {
+    if (block_sums && T >= kSumsMinTokens && scratch.xk.reserve(gemm_rows_sums_bytes(in.n(), T))) {
       uint8_t* packs = scratch.xk.as<uint8_t>();
       const uint64_t pb = sums_pack_bytes(nb);
       pool.parallel_for(static_cast<int>((T + kTP - 1) / kTP), [&](int k, int) {
