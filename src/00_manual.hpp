@@ -146,7 +146,7 @@
 //   is cpu_unsupported, an unknown name invalid_argument. At each level the dispatch build computes what the native
 //   build of that level does for the kernels (`tools/dispatch-check`); code outside the kernels
 //   (norms, rope, sampling) is compiled for the baseline. A native build runs only its own level
-//   (LoadOptions::kernels may name it) and ignores LLMINFER_KERNELS (one with AMX: below).
+//   (LoadOptions::kernels may name it) and ignores LLMINFER_KERNELS (one with AMX, or for AVX2: below).
 //   `llminfer status` says which kernels run ("simd", "kernels", "kernel_levels").
 //
 //   AMX: a native build for a CPU with AMX-INT8 (-march=native on a Xeon of the Sapphire Rapids
