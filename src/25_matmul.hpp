@@ -947,17 +947,21 @@ inline bool gemm_rows_reserve(const TensorView& w, int64_t max_tokens, MatmulScr
     if (max_tokens >= kSumsMinTokens && !scratch.xk.reserve(gemm_rows_sums_bytes(w.ne[0], max_tokens))) return false;
   return max_tokens < 2 || scratch.xk.reserve(gemm_rows_pack_bytes<WK>(w.ne[0], max_tokens));
 }
-// Packs tokens 0 .. tp - 1 of the input into dst (gemm_rows_pack_bytes): pack k the kTP from k * kTP,
-// the last fewer.
+// Packs tokens 0 .. tp - 1 of the input into dst (gemm_rows_pack_bytes; sums: gemm_rows_sums_bytes,
+// pack_sums): pack k the kTP from k * kTP, the last fewer.
 template <class WK>
-inline void gemm_rows_pack(const MatmulInput& in, int64_t tp, uint8_t* dst, ThreadPool& pool) {
+inline void gemm_rows_pack(const MatmulInput& in, int64_t tp, uint8_t* dst, ThreadPool& pool, bool sums = false) {
   const int64_t blk = WK::act == ActForm::q8_256 ? ref::kQK_K : 32, nb = in.n() / blk;
-  const uint64_t pb = act_pack_bytes(blk, nb);
+  const uint64_t pb = sums ? sums_pack_bytes(nb) : act_pack_bytes(blk, nb);
   pool.parallel_for(static_cast<int>((tp + kTP - 1) / kTP), [&](int k, int) {
     const int nt = static_cast<int>(std::min<int64_t>(kTP, tp - k * kTP));
     ActQ8 a[kTP];
     for (int u = 0; u < nt; u++) a[u] = in.row(WK::act, k * kTP + u);
-    pack_acts(a, nt, blk, nb, WK::type == DType::q4_K, dst + static_cast<uint64_t>(k) * pb);
+    uint8_t* at = dst + static_cast<uint64_t>(k) * pb;
+    if (sums)
+      pack_sums(a, nt, nb, at);
+    else
+      pack_acts(a, nt, blk, nb, WK::type == DType::q4_K, at);
   });
 }
 template <class WK>
@@ -1037,16 +1041,10 @@ template <class WK>
 inline void gemm_rows(const TensorView& w, const MatmulInput& in, float* y, int64_t ldy, ThreadPool& pool,
                       MatmulScratch& scratch, bool block_sums = false) {
   if constexpr (kSumsType<WK::type>) {
-    const int64_t T = in.n_tokens(), nb = in.n() / 32;
+    const int64_t T = in.n_tokens();
     if (block_sums && T >= kSumsMinTokens && scratch.xk.reserve(gemm_rows_sums_bytes(in.n(), T))) {
       uint8_t* packs = scratch.xk.as<uint8_t>();
-      const uint64_t pb = sums_pack_bytes(nb);
-      pool.parallel_for(static_cast<int>((T + kTP - 1) / kTP), [&](int k, int) {
-        const int nt = static_cast<int>(std::min<int64_t>(kTP, T - k * kTP));
-        ActQ8 a[kTP];
-        for (int u = 0; u < nt; u++) a[u] = in.row(WK::act, k * kTP + u);
-        pack_sums(a, nt, nb, packs + static_cast<uint64_t>(k) * pb);
-      });
+      gemm_rows_pack<WK>(in, T, packs, pool, true);
       MatmulPart part = gemm_rows_part<WK>(w, T, y, ldy, pool.size(), T, packs);
       part.sums = true;
       pool.parallel_for(part.n_tasks, [&](int task, int) { gemm_rows_task<WK>(part, in, task); });
