@@ -17,8 +17,9 @@ mkdir -p "$out" && out=$(cd "$out" && pwd)
 rm -rf "${out:?}"/*
 gen=()
 if command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
-# -O1: these builds check how llminfer is found and linked, not its speed.
-common=("${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 -Wno-dev)
+# -O0: these builds check how llminfer is found and linked, not its speed (the implementation
+# compiles in two thirds of -O1's time, and the consumer's tiny model runs as well).
+common=("${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O0 -Wno-dev)
 consumer=tests/cmake/consumer
 
 lane_a() {
@@ -44,7 +45,7 @@ lane_a() {
   [ "$(pkg-config --modversion llminfer)" = "$(sed -n 's/^#define LLMINFER_VERSION_STRING "\(.*\)"/\1/p' llminfer.hpp)" ]
   mkdir -p "$out/pkgconfig"
   # shellcheck disable=SC2046  # (word splitting wanted)
-  c++ -O1 $(pkg-config --cflags llminfer-impl) $consumer/main.cpp -o "$out/pkgconfig/consumer" \
+  c++ -O0 $(pkg-config --cflags llminfer-impl) $consumer/main.cpp -o "$out/pkgconfig/consumer" \
     $(pkg-config --libs llminfer-impl)
   "$out/pkgconfig/consumer" "$out/pkgconfig"
 }
