@@ -305,8 +305,8 @@ FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.cpp))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.cpp=$(BUILD)/fuzz/%)
 # Every target but fuzz_cli (flags of its own, below) is compiled into one program,
 # $(BUILD)/fuzz/fuzz-targets (tools/unity --fuzz), and $(BUILD)/fuzz/fuzz_<name> is a link to it that
-# runs <name>'s target: the implementation compiled once for them all, not once each (three minutes
-# less of the CI's fuzz step).
+# runs <name>'s target: the implementation compiled once for them all, not once each (on 2 cores the
+# build takes about half the time: the CI's fuzz step went from 471 s to 370 s).
 FUZZ_UNITY_SRC := $(filter-out tests/fuzz/fuzz_cli.cpp,$(FUZZ_SRC))
 FUZZ_UNITY_BIN := $(FUZZ_UNITY_SRC:tests/fuzz/%.cpp=$(BUILD)/fuzz/%)
 # (-DLLMINFER_INLINE_API: a target compiles only the part of the implementation it calls, about 15 s
